@@ -1,0 +1,57 @@
+# Two entry points (see README): `make serve` and `make test`. Everything else is a helper.
+MODEL ?=
+PORT ?= 8080
+JOBS ?= $(shell nproc)
+RELEASE_DIR := build/release
+TEST_DIR := build/test
+FUZZ_DIR := build/fuzz
+DEMO_DIR := build/demo-model
+TOKENIZER_DIR := third_party/qwen3-tokenizer
+CUDA ?= AUTO
+# CI and `make test` build one CUDA arch (when nvcc exists); release builds ship all of them.
+TEST_CUDA_ARCHS ?= 90a
+RELEASE_CUDA_ARCHS ?= 80;86;89;90a;120
+FUZZ_SECONDS ?= 20
+
+.PHONY: serve test deps tokenizer build build-test demo fuzz clean format
+
+deps:
+	@tools/setup/install-deps.sh
+
+tokenizer: deps
+	@tools/setup/fetch-tokenizer.sh
+
+build: deps
+	cmake -S . -B $(RELEASE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYV_CUDA=$(CUDA) \
+	  "-DSYV_CUDA_ARCHS=$(RELEASE_CUDA_ARCHS)" -DSYV_TESTS=OFF -DSYV_BENCHMARKS=OFF
+	cmake --build $(RELEASE_DIR) -j $(JOBS) --target syv
+
+# The demo model: tiny random weights with the real Qwen3 vocabulary and tokenizer.
+demo: build tokenizer
+	@test -f $(DEMO_DIR)/config.json || $(RELEASE_DIR)/syv demo-model --tokenizer $(TOKENIZER_DIR) --out $(DEMO_DIR)
+
+serve: build tokenizer demo
+	@tools/setup/serve.sh "$(RELEASE_DIR)/syv" "$(if $(MODEL),$(MODEL),$(DEMO_DIR))" "$(PORT)"
+
+build-test: deps tokenizer
+	cmake -S . -B $(TEST_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSYV_CUDA=$(CUDA) \
+	  "-DSYV_CUDA_ARCHS=$(TEST_CUDA_ARCHS)" -DSYV_WERROR=ON -DSYV_SANITIZE=ON
+	cmake --build $(TEST_DIR) -j $(JOBS)
+
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSYV_CUDA=OFF -DSYV_FUZZ=ON -DSYV_TESTS=OFF -DSYV_BENCHMARKS=OFF \
+	  "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined" \
+	  "-DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link,address,undefined"
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_targets
+	tools/setup/run-fuzzers.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+test: build-test
+	cd $(TEST_DIR) && ctest -j $(JOBS) --output-on-failure --timeout 600
+	$(MAKE) fuzz
+
+format:
+	clang-format -i $$(git ls-files 'src/*.h' 'src/*.cpp' 'src/*.cu' 'src/*.cuh' 'tests/*.cpp' 'tests/*.h')
+
+clean:
+	rm -rf build

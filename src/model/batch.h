@@ -1,0 +1,36 @@
+// The one thing the engine hands the model each step: several sequences packed back to back.
+// The model never sees the scheduler; it sees this.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace syv {
+
+struct Batch {
+  // Per token --------------------------------------------------------------------------------
+  std::vector<int32_t> token_ids;  // [num_tokens], all sequences packed back to back
+  std::vector<int32_t> positions;  // [num_tokens], position of each token in its sequence
+
+  // Per sequence -----------------------------------------------------------------------------
+  std::vector<int32_t> seq_starts;    // [num_seqs + 1], offsets into token_ids
+  std::vector<int32_t> context_lens;  // [num_seqs], tokens in the cache after this step
+                                      // (= last position + 1); the new tokens are the tail
+  // Paged KV: page ids of each sequence, row-major [num_seqs, max_pages_per_seq], padded with -1.
+  // Page j of a sequence holds positions [j * page_size, (j + 1) * page_size).
+  std::vector<int32_t> page_table;
+  int32_t max_pages_per_seq = 0;
+  // Recurrent state (hybrid models): slot holding each sequence's live state, or -1.
+  // The state in the slot must correspond to exactly positions [0, first new position).
+  std::vector<int32_t> state_slots;  // [num_seqs] (empty for models without recurrent layers)
+
+  // Outputs ----------------------------------------------------------------------------------
+  // Rows of token_ids whose logits are wanted (e.g. the last token of each sequence), ascending.
+  std::vector<int32_t> logit_rows;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_seqs() const { return static_cast<int32_t>(seq_starts.empty() ? 0 : seq_starts.size() - 1); }
+  int32_t seq_len(int32_t s) const { return seq_starts[s + 1] - seq_starts[s]; }
+};
+
+}  // namespace syv
