@@ -1,0 +1,62 @@
+// A per-request, multi-producer/multi-consumer queue of Events with a known number of samples.
+// The engine thread pushes; the client thread pops with a timeout. The stream ends when every
+// sample has pushed its finishing event and every event has been popped.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+
+#include "engine/request.h"
+
+namespace syv {
+
+enum class NextStatus;
+
+class EventChannel {
+ public:
+  explicit EventChannel(int32_t num_samples) : unfinished_(num_samples) {}
+
+  // Engine side. Pushing a finished event counts that sample as done.
+  void push(Event event) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (event.finished() && unfinished_ > 0) --unfinished_;
+      events_.push_back(std::move(event));
+    }
+    ready_.notify_all();
+  }
+  bool all_finished() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return unfinished_ == 0;
+  }
+
+  // Client side; see RequestHandle::next().
+  NextStatus pop(Event& event, std::chrono::milliseconds timeout);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Event> events_;
+  int32_t unfinished_;
+};
+
+enum class NextStatus {
+  kEvent,    // `event` was filled
+  kTimeout,  // nothing arrived within the timeout; the request is still live
+  kEnd,      // every sample has finished and every event has been read
+};
+
+inline NextStatus EventChannel::pop(Event& event, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto ready = [&] { return !events_.empty() || unfinished_ == 0; };
+  if (!ready_.wait_for(lock, timeout, ready)) return NextStatus::kTimeout;
+  if (events_.empty()) return NextStatus::kEnd;
+  event = std::move(events_.front());
+  events_.pop_front();
+  return NextStatus::kEvent;
+}
+
+}  // namespace syv

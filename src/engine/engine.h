@@ -1,0 +1,141 @@
+// The engine as other threads see it: submit a request, read its tokens from a per-request
+// channel, cancel it from anywhere. One engine thread owns the scheduler, the KV cache and the
+// model (see engine_core.h for the single-threaded core that tests and benchmarks drive directly).
+//
+//   Engine engine(*model, tokenizer.get(), EngineOptions{});
+//   SYV_RETURN_IF_ERROR(engine.start());
+//   Request request;
+//   request.prompt_ids = tokenizer->encode("Hello");
+//   request.params.max_tokens = 32;
+//   SYV_ASSIGN_OR_RETURN(auto handle, engine.submit(std::move(request)));
+//   Event event;
+//   while (handle->next(event, std::chrono::seconds(30)) == NextStatus::kEvent) {
+//     std::cout << event.text;            // text delta, stop strings withheld
+//     if (event.finished()) break;        // (n == 1): finish_reason is set on the last event
+//   }
+//   engine.stop();                        // drains: running requests finish first
+//
+// Thread safety: every public member of Engine and RequestHandle may be called from any thread.
+// The Model and Tokenizer must outlive the Engine; the Tokenizer may be null (token-only use:
+// events then carry no text and stop strings are refused at submit()).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/channel.h"
+#include "engine/request.h"
+#include "engine/stats.h"
+
+namespace syv {
+
+class Model;
+class Tokenizer;
+class EngineCore;
+
+// How the engine sizes its cache and its steps. Zero means "derive" where noted.
+struct EngineOptions {
+  int32_t page_size = 64;                 // tokens per KV page
+  int32_t num_pages = 0;                  // KV pool size; 0 = kv_cache_bytes / bytes per page
+  int64_t kv_cache_bytes = 1ll << 30;     // used when num_pages == 0
+  int32_t max_num_seqs = 256;             // running sequences at most (samples count separately)
+  int32_t max_num_batched_tokens = 2048;  // token budget of one step (decode + prefill chunks)
+  int32_t max_prefill_chunk = 0;          // longest prefill chunk of one sequence; 0 = the budget
+  int32_t max_model_len = 0;              // prompt + max_tokens at most; 0 = the model's maximum
+  bool enable_prefix_caching = true;
+};
+
+// One submitted request. Shared between the submitting thread (reads events) and the engine
+// thread (writes them); destroying the last reference to a live request does NOT cancel it: call
+// cancel() when the client goes away.
+class RequestHandle {
+ public:
+  RequestHandle(uint64_t id, int32_t num_samples) : id_(id), channel_(num_samples) {}
+
+  uint64_t id() const { return id_; }
+  // Blocks until an event is available, the timeout passes, or the stream has ended.
+  NextStatus next(Event& event, std::chrono::milliseconds timeout) {
+    return channel_.pop(event, timeout);
+  }
+  // Non-blocking variant of next().
+  NextStatus try_next(Event& event) { return channel_.pop(event, std::chrono::milliseconds(0)); }
+
+  // The engine's side (engine thread only).
+  EventChannel& channel() { return channel_; }
+
+ private:
+  uint64_t id_;
+  EventChannel channel_;
+};
+
+class Engine {
+ public:
+  // Does not start the thread; start() allocates the cache and does.
+  Engine(Model& model, const Tokenizer* tokenizer, EngineOptions options);
+  ~Engine();  // stop(/*drain=*/false) if still running
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Sizes and allocates the KV pool (model.allocate_cache) and starts the engine thread.
+  // Fails (with a message) for an unusable configuration, e.g. a hybrid model (not yet supported)
+  // or a pool too small for one page.
+  Status start();
+
+  // drain = true: refuse new requests, let every accepted request finish, then join the thread.
+  // drain = false: abort every request (each sample gets a finish_reason "abort" event), then join.
+  // Idempotent.
+  void stop(bool drain = true);
+
+  // Validates the request (ids in the vocabulary, prompt non-empty, prompt + max_tokens within
+  // max_model_len and the pool, sampling parameters in range, stop strings need a tokenizer) and
+  // queues it for the engine thread. Errors name the field, the expected range and the value.
+  Result<std::shared_ptr<RequestHandle>> submit(Request request);
+
+  // Cancels a request from any thread (a disconnected client calls it). The engine frees every page
+  // of the request at its next step and ends each unfinished sample with finish_reason "abort".
+  // Cancelling a finished or unknown request is a no-op.
+  void cancel(const RequestHandle& handle);
+  void cancel(uint64_t request_id);
+
+  // A consistent snapshot of the counters, published by the engine thread after every step.
+  EngineStats stats() const;
+
+  // The options after start() filled in the derived values (num_pages, max_model_len...).
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Command {
+    enum Kind { kSubmit, kCancel } kind;
+    std::shared_ptr<RequestHandle> handle;  // kSubmit
+    Request request;                        // kSubmit
+    uint64_t request_id = 0;                // kCancel
+  };
+  void loop();
+
+  Model& model_;
+  const Tokenizer* tokenizer_;
+  EngineOptions options_;
+  std::unique_ptr<EngineCore> core_;
+
+  mutable std::mutex mutex_;  // guards inbox_, stats_, accepting_, stop flags
+  std::condition_variable wake_;
+  std::deque<Command> inbox_;
+  EngineStats stats_;
+  bool accepting_ = false;
+  bool stop_requested_ = false;
+  bool drain_ = true;
+  std::atomic<uint64_t> next_id_{1};
+  std::thread thread_;
+};
+
+}  // namespace syv

@@ -1,0 +1,66 @@
+// What a client asks the engine for (Request + SamplingParams) and what it gets back (Event).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace syv {
+
+// Sampling controls, with OpenAI/vLLM meanings. Applied in this order to each logits row:
+// repetition penalty (prompt + generated tokens), presence/frequency penalties (generated tokens),
+// then greedy if temperature == 0, else logits / temperature -> top-k -> top-p -> min-p -> draw.
+struct SamplingParams {
+  float temperature = 1.0f;         // 0 = greedy (argmax, lowest id on ties); must be >= 0
+  int32_t top_k = 0;                // keep the k most likely tokens; 0 or -1 = off
+  float top_p = 1.0f;               // nucleus mass in (0, 1]; 1 = off
+  float min_p = 0.0f;               // drop tokens with p < min_p * p_max; in [0, 1]; 0 = off
+  float repetition_penalty = 1.0f;  // > 0; logit > 0 ? logit / r : logit * r for seen tokens
+  float presence_penalty = 0.0f;    // [-2, 2]; logit -= presence if generated at least once
+  float frequency_penalty = 0.0f;   // [-2, 2]; logit -= frequency * times generated
+  std::optional<uint64_t> seed;     // same seed + same request -> same samples; unset = random
+  int32_t max_tokens = 16;          // generated tokens per sample at most (>= 1)
+  std::vector<std::string> stop;  // stop strings; the matched text is not emitted (needs tokenizer)
+  std::vector<int32_t> stop_token_ids;  // extra stop tokens (EOS ids are added unless ignore_eos)
+  bool ignore_eos = false;              // keep going past EOS (benchmarks)
+  bool logprobs = false;                // report the sampled token's logprob
+  int32_t top_logprobs = 0;             // and this many most likely alternatives (0..20)
+  int32_t n = 1;                        // independent samples sharing the prompt's KV pages (1..64)
+  bool skip_special_tokens = true;      // detokenizer: leave special tokens out of the text
+
+  // Range checks; the message names the field, the expected range and the value.
+  Status validate() const;
+};
+
+struct Request {
+  std::vector<int32_t> prompt_ids;  // tokenized prompt (chat template already applied)
+  SamplingParams params;
+};
+
+// Logprob of one token under the model's distribution (log-softmax of the raw logits, before
+// penalties and temperature, as vLLM reports by default).
+struct TokenLogprob {
+  int32_t token_id = -1;
+  float logprob = 0.0f;
+};
+
+// One item on a request's channel. Each sample produces one event per generated token; the last
+// event of a sample carries its finish_reason. An aborted sample gets a final event with
+// token_id == -1 and finish_reason "abort".
+struct Event {
+  int32_t sample_index = 0;  // 0..n-1
+  int32_t token_id = -1;     // the generated token; -1 on an abort-only event
+  std::string text;          // text delta (incremental, UTF-8 complete; stop strings withheld)
+  std::optional<TokenLogprob> logprob;     // when params.logprobs
+  std::vector<TokenLogprob> top_logprobs;  // params.top_logprobs alternatives, most likely first
+  std::string finish_reason;  // "" while running; "stop" (stop token/string), "length", "abort"
+  int32_t prompt_tokens = 0;  // prompt length
+  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (first admission)
+
+  bool finished() const { return !finish_reason.empty(); }
+};
+
+}  // namespace syv

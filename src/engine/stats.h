@@ -1,0 +1,30 @@
+// Engine counters for /metrics and logs. The engine thread owns the live copy and publishes a
+// snapshot after every step; Engine::stats() returns that snapshot (thread-safe).
+#pragma once
+
+#include <cstdint>
+
+namespace syv {
+
+struct EngineStats {
+  // Monotonic counters (since start) -------------------------------------------------------------
+  uint64_t steps = 0;             // forward passes run
+  uint64_t prompt_tokens = 0;     // prompt tokens of admitted requests (once per request)
+  uint64_t generated_tokens = 0;  // tokens sampled, all samples
+  uint64_t prefix_query_tokens =
+      0;                           // prompt tokens looked up in the prefix cache (first admission)
+  uint64_t prefix_hit_tokens = 0;  // of those, tokens served from cached pages
+  uint64_t computed_tokens = 0;    // tokens fed through the model (prefill + decode + recompute)
+  uint64_t preemptions = 0;        // sequences preempted (recompute)
+  uint64_t requests_finished = 0;  // requests whose every sample ended by stop/length
+  uint64_t requests_aborted = 0;   // requests cancelled (or aborted by stop(drain=false))
+  // Gauges (after the last step) -----------------------------------------------------------------
+  int32_t pages_total = 0;
+  int32_t pages_used = 0;    // referenced by a live sequence
+  int32_t pages_cached = 0;  // unreferenced but holding a cached prefix (reusable, evictable)
+  int32_t pages_free = 0;    // empty
+  int32_t running = 0;       // sequences holding pages
+  int32_t waiting = 0;       // sequences queued for admission (incl. preempted)
+};
+
+}  // namespace syv
