@@ -12,6 +12,8 @@ enum class ModelFamily : uint8_t {
   kQwen3,      // model_type "qwen3": dense attention + SwiGLU
   kQwen3_5,    // "qwen3_5_text" (or "qwen3_5" with text_config): hybrid GDN + gated attention
   kQwen3Next,  // "qwen3_next": hybrid + MoE, fused projections
+  // Note: "qwen3_5_moe" / "qwen3_5_moe_text" map to kQwen3_5 (Qwen3.5 weight layout) with
+  // num_experts > 0; use is_moe() / layer_is_moe(i) to pick the MLP.
 };
 
 enum class LayerType : uint8_t { kFullAttention, kLinearAttention };
@@ -42,6 +44,8 @@ struct ModelConfig {
   int64_t linear_key_head_dim = 0;     // dk
   int64_t linear_value_head_dim = 0;   // dv
   int64_t linear_conv_kernel_dim = 0;  // K (4)
+  int64_t mtp_num_hidden_layers = 0;   // MTP decoder layers shipped as mtp.* tensors (0: none)
+  std::vector<int64_t> mrope_section;  // M-RoPE sections (Qwen3.5); text-only input = plain RoPE
 
   // MoE (qwen3_next, qwen3_5_moe) -----------------------------------------------------------
   int64_t num_experts = 0;
@@ -57,6 +61,20 @@ struct ModelConfig {
   int32_t bos_token_id = -1;
 
   bool is_hybrid() const { return family != ModelFamily::kQwen3; }
+  bool is_moe() const { return num_experts > 0; }
+  // Whether layer i uses the sparse MoE block (transformers' rule: not in mlp_only_layers and
+  // (i + 1) % decoder_sparse_step == 0); otherwise a dense SwiGLU MLP of intermediate_size.
+  bool layer_is_moe(int64_t i) const {
+    if (num_experts <= 0 || decoder_sparse_step <= 0) return false;
+    for (int64_t l : mlp_only_layers) {
+      if (l == i) return false;
+    }
+    return (i + 1) % decoder_sparse_step == 0;
+  }
+  // Lanes of each full-attention head that RoPE rotates: head_dim * partial_rotary_factor (even).
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor + 0.5);
+  }
   int64_t num_full_attention_layers() const {
     int64_t n = 0;
     for (auto t : layer_types) n += (t == LayerType::kFullAttention);

@@ -1,6 +1,11 @@
 // Read-only access to safetensors files: one file or shards listed in model.safetensors.index.json.
 // Files are mmapped; every header length, offset and shape is validated before a byte is read.
-// Supported dtypes: F32, F16, BF16 (others are refused by name, e.g. "F8_E4M3 is not supported").
+// Supported dtypes: F32, F16, BF16 (others are refused by name, e.g. "model.safetensors: tensor
+// \"x\" has dtype F8_E4M3; syv supports F32, F16, BF16").
+// Every tensor's data is aligned to its dtype size within the file (files written by the reference
+// safetensors library and by write_safetensors always are; others are refused), so `data` may be
+// read as float / uint16_t directly when the image itself is 8-byte aligned (mmap always is).
+// See docs/model-folder.md.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +25,23 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   const void* data = nullptr;  // points into the mmapped file; valid while the file is open
   size_t bytes = 0;
-  std::string file;            // the file it lives in (for error messages)
+  std::string file;  // the file it lives in (for error messages)
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
 };
+
+// Largest header syv accepts (the reference implementation uses the same bound).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
+// "F32" -> DType::F32, "F16", "BF16"; any other name (F64, I8, F8_E4M3, BOOL, ...) -> error
+// "dtype F8_E4M3; syv supports F32, F16, BF16" (callers prefix the file and tensor).
+Result<DType> parse_safetensors_dtype(const std::string& name);
+// DType::BF16 -> "BF16" (the name in a safetensors header); also I32/I64/U8 for the writer.
+std::string safetensors_dtype_name(DType t);
 
 // One mmapped .safetensors file.
 class SafetensorsFile {
@@ -34,9 +54,14 @@ class SafetensorsFile {
 
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::string& name() const { return name_; }  // the path (or name given to parse)
+
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
  private:
   SafetensorsFile() = default;
+  std::string name_;
   std::map<std::string, TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
   void* map_ = nullptr;
@@ -44,9 +69,15 @@ class SafetensorsFile {
 };
 
 // All tensors of a model folder (model.safetensors, or the shards of model.safetensors.index.json).
+// Lookup order in open_dir: dir/model.safetensors; else dir/model.safetensors.index.json (every
+// shard named in its weight_map must exist and hold the tensors mapped to it); else every
+// dir/*.safetensors. A tensor name present in two files is an error. The store keeps the files
+// mapped; TensorInfo pointers stay valid while any copy of the store lives.
 class WeightStore {
  public:
   static Result<WeightStore> open_dir(const std::string& dir);
+  // One file (no folder lookup); messages name `path`.
+  static Result<WeightStore> open_file(const std::string& path);
 
   // nullptr when absent.
   const TensorInfo* find(const std::string& name) const;
@@ -55,13 +86,22 @@ class WeightStore {
   Result<const TensorInfo*> get(const std::string& name, const std::vector<int64_t>& shape) const;
   std::vector<std::string> names() const;
   size_t total_bytes() const;
+  const std::string& dir() const { return dir_; }
+  // The files that were opened, in load order.
+  std::vector<std::string> files() const;
 
  private:
+  Status add_file(std::shared_ptr<SafetensorsFile> file);
+  std::string dir_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
 };
 
 // Writes tensors to a .safetensors file (used by `syv demo-model`, random models and tests).
+// Like the reference implementation: data ordered by dtype size (largest first) then name, so
+// every tensor is aligned; header padded with spaces to a multiple of 8 bytes. Names must be
+// unique and not "__metadata__". DTypes I32/I64/U8 can be written (for tests) but are refused on
+// reading.
 struct TensorToWrite {
   std::string name;
   DType dtype;
