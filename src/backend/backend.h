@@ -77,6 +77,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual DType activation_dtype() const = 0;
+  // The dtype this backend wants a weight stored in when the checkpoint holds it as `file_dtype`.
+  // Models convert on the host before upload. The CPU backend widens everything to f32 (so linear()
+  // is one sgemm); the default keeps the file's dtype.
+  virtual DType weight_dtype(DType file_dtype) const { return file_dtype; }
 
   // ---- memory -------------------------------------------------------------------------------
   virtual DeviceBuffer allocate(size_t bytes) = 0;
@@ -102,6 +106,7 @@ class Backend {
                            NormKind kind, Tensor& out) = 0;
 
   // out = x · wᵀ (+ bias). x [T, K], w [N, K], bias [N] or empty, out [T, N].
+  // out may be f32 even when activations are bf16 (the model asks for f32 logits this way).
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) = 0;
 
   // out = silu(gate_up[:, :I]) * gate_up[:, I:]. gate_up [T, 2I], out [T, I].

@@ -1,0 +1,65 @@
+// The CPU backend: the plain fp32 reference every other backend is tested against.
+//
+//  * Activations and the KV cache are f32. Weights are widened to f32 at load (weight_dtype()), so
+//    linear() is one OpenBLAS sgemm; f16/bf16 weights still work (converted per call, slower).
+//  * Row-wise ops (norms, RoPE, attention) split rows over ThreadPool::global().
+//  * "Device" memory is host memory (64-byte aligned); upload/download are memcpy.
+// The op bodies live in files named for their concern: cpu_memory.cpp, cpu_elementwise.cpp,
+// cpu_norm.cpp, cpu_linear.cpp, cpu_attention.cpp.
+#pragma once
+
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/host_batch_meta.h"
+
+namespace syv {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  DType activation_dtype() const override { return DType::F32; }
+  DType weight_dtype(DType) const override { return DType::F32; }
+
+  DeviceBuffer allocate(size_t bytes) override;
+  void release(void* data) override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* dst, size_t bytes) override;
+  void synchronize() override {}
+
+  BatchMeta prepare_batch(const Batch& batch, int32_t page_size) override;
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, NormKind kind, Tensor& out) override;
+  void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, NormKind kind,
+                   Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                    NormKind kind, const RopeParams& rope, const BatchMeta& meta) override;
+  void kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                const BatchMeta& meta) override;
+  void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
+                       const BatchMeta& meta, Tensor& out) override;
+  void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) override;
+
+ private:
+  Batch batch_copy_;     // the batch of the last prepare_batch() (BatchMeta::host points here)
+  HostBatchMeta host_;   // arrays the BatchMeta tensors view
+  std::vector<int32_t> token_ids_, positions_, seq_starts_, logit_rows_;
+};
+
+// Small helpers shared by the op files.
+namespace cpu {
+// Reads element i of a float tensor of dtype f32/f16/bf16 as f32.
+float load_f32(const Tensor& t, int64_t i);
+// x [..] must be f32 (CPU activations); aborts with the op name otherwise.
+void check_f32(const Tensor& t, const char* op, const char* arg);
+// y = x * rsqrt(mean(x²) + eps) * (w or 1 + w), one row of n, in fp32. `w` may be any float dtype.
+void rmsnorm_row(const float* x, const Tensor& w, float eps, NormKind kind, int64_t n, float* y);
+}  // namespace cpu
+
+}  // namespace syv

@@ -1,0 +1,45 @@
+// CPU backend: linear layers through OpenBLAS sgemm.
+#include <cblas.h>
+
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace syv {
+
+void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  cpu::check_f32(x, "linear", "x");
+  cpu::check_f32(out, "linear", "out");
+  const int64_t K = x.dim(-1);
+  const int64_t T = x.numel() / (K ? K : 1);
+  SYV_CHECK(w.ndim == 2 && w.dim(1) == K) << "linear: w [" << w.dim(0) << ", " << w.dim(-1)
+                                          << "] vs x [.., " << K << "]";
+  const int64_t N = w.dim(0);
+  SYV_CHECK(out.numel() == T * N) << "linear: out " << out.numel() << " vs " << T << "x" << N;
+  if (T == 0 || N == 0) return;
+
+  // Weights are f32 after load (weight_dtype()); other dtypes are widened here, one call at a time.
+  const float* wf = w.as<const float>();
+  std::vector<float> widened;
+  if (w.dtype != DType::F32) {
+    widened.resize(static_cast<size_t>(w.numel()));
+    convert_to_f32(w.dtype, w.data, widened.data(), widened.size());
+    wf = widened.data();
+  }
+  float* o = out.as<float>();
+  if (T == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f, wf,
+                static_cast<int>(K), x.as<const float>(), 1, 0.0f, o, 1);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(N),
+                static_cast<int>(K), 1.0f, x.as<const float>(), static_cast<int>(K), wf,
+                static_cast<int>(K), 0.0f, o, static_cast<int>(N));
+  }
+  if (!bias.empty()) {
+    SYV_CHECK(bias.numel() == N) << "linear: bias [" << bias.numel() << "] vs N " << N;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < N; ++n) o[t * N + n] += cpu::load_f32(bias, n);
+  }
+}
+
+}  // namespace syv
