@@ -3,6 +3,7 @@
 // docs/model-folder.md; every field that is present is type- and range-checked.
 #include "io/hf_config.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -188,8 +189,11 @@ Status parse_rope(const Fields& f, ModelConfig* c) {
       }
     }
     if (type != "default" && type != "mrope") {
+      bool plain = !type.empty() && type.size() <= 32;
+      for (char ch : type)
+        plain = plain && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-');
       return Status::Error(f.source() + ": field \"" + f.prefix() + key + "\": rope_scaling type " +
-                           describe(json(type)) +
+                           (plain ? type : describe(json(type))) +
                            " is not supported yet (syv implements \"default\" RoPE only)");
     }
     SYV_ASSIGN_OR_RETURN(c->rope_theta,
