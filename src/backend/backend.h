@@ -55,6 +55,17 @@ struct RopeParams {
   int32_t rotary_dim = 0;  // lanes [0, rotary_dim) rotate (rotate-half within them); rest pass
 };
 
+// Head layout of a Gated DeltaNet layer (hybrid ops below).
+struct GdnShape {
+  int32_t num_k_heads = 0;  // Hk
+  int32_t num_v_heads = 0;  // Hv (a multiple of Hk)
+  int32_t k_head_dim = 0;   // dk
+  int32_t v_head_dim = 0;   // dv
+  int32_t key_dim() const { return num_k_heads * k_head_dim; }
+  int32_t value_dim() const { return num_v_heads * v_head_dim; }
+  int32_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels
+};
+
 // Batch metadata in backend memory, uploaded once per forward by prepare_batch().
 struct BatchMeta {
   const Batch* host = nullptr;  // the host-side batch it was built from
@@ -133,6 +144,52 @@ class Backend {
 
   // out[r, :] = x[meta.logit_rows[r], :]. x [T, H], out [R, H].
   virtual void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) = 0;
+
+  // ---- hybrid ops (Qwen3.5 / Qwen3-Next: Gated DeltaNet, gated attention, MoE) ---------------
+  // Not pure: the defaults (backend/hybrid_ops_default.cpp) abort with "op <name> is not
+  // implemented on backend <name()>". The CPU backend implements all of them
+  // (backend/cpu/cpu_hybrid_ops.h); CUDA still has to.
+  //
+  // Recurrent state lives in per-layer buffers indexed by slot: sequence s of the batch uses slot
+  // meta.state_slots[s], whose content corresponds to exactly positions [0, first new position)
+  // of that sequence (all zeros for an empty prefix). The ops advance it over the new tokens.
+
+  // Depthwise causal conv1d over each sequence's new tokens, then SiLU (no bias).
+  // x [T, C]; weight [C, K]; conv_state f32 [num_slots, K - 1, C]: the K - 1 inputs preceding the
+  // new tokens, oldest first (updated to the last K - 1 inputs). out [T, C] (may not alias x).
+  virtual void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                                  const BatchMeta& meta, Tensor& out);
+
+  // The gated delta rule, token by token per sequence (fp32 state):
+  //   q, k, v = split(qkv[t]) as [Hk*dk | Hk*dk | Hv*dv]; q, k L2-normalised per head
+  //   (x * rsqrt(sum x^2 + 1e-6)), q *= 1/sqrt(dk); value head j reads key head j / (Hv / Hk);
+  //   b, a = split(ba[t]) as [Hv | Hv]; beta = sigmoid(b); g = -exp(a_log) * softplus(a + dt_bias);
+  //   S = exp(g) S;  S += k (beta (v - S^T k))^T;  o = S^T q.
+  // qkv [T, 2*Hk*dk + Hv*dv] (the conv output); ba [T, 2*Hv]; a_log, dt_bias [Hv];
+  // state f32 [num_slots, Hv, dk, dv]; out [T, Hv*dv].
+  virtual void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
+                                const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
+                                const BatchMeta& meta, Tensor& out);
+
+  // The GDN output norm: out = x * rsqrt(mean(x^2) + eps) * w * silu(z), over groups of
+  // D = w.numel() (plain weight, NOT 1 + w). x, z, out [N, D] (any leading shape with numel % D == 0).
+  virtual void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
+                             Tensor& out);
+
+  // out = x * sigmoid(gate). x, out [T, N]; gate [T, N], or [T, 1] broadcast over the row.
+  virtual void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);
+
+  // MoE router: p = softmax(logits[t]) over E experts; the top_k largest (ties: lower index
+  // first), in descending order; their weights p divided by their sum when `renormalize`.
+  // logits [T, E]; ids i32 [T, top_k]; weights f32 [T, top_k].
+  virtual void moe_topk(const Tensor& logits, int32_t top_k, bool renormalize, Tensor& ids,
+                        Tensor& weights);
+
+  // Routed experts (SwiGLU): out[t] = sum_j weights[t, j] * down[e] · (silu(gu[:I]) * gu[I:]),
+  // gu = gate_up[e] · x[t], e = ids[t, j]. x [T, H]; gate_up [E, 2I, H] (gate rows then up rows);
+  // down [E, H, I]; ids i32 / weights f32 [T, top_k]; out [T, H] (overwritten).
+  virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                           const Tensor& gate_up, const Tensor& down, Tensor& out);
 };
 
 // The CPU backend (always available).
