@@ -46,6 +46,20 @@ class CpuBackend final : public Backend {
                        const BatchMeta& meta, Tensor& out) override;
   void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) override;
 
+  // Hybrid ops: thin overrides forwarding to cpu_hybrid_ops.h (bodies in cpu_hybrid_ops.cpp).
+  void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                          const BatchMeta& meta, Tensor& out) override;
+  void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
+                        const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
+                        const BatchMeta& meta, Tensor& out) override;
+  void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
+                     Tensor& out) override;
+  void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) override;
+  void moe_topk(const Tensor& logits, int32_t top_k, bool renormalize, Tensor& ids,
+                Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                   const Tensor& gate_up, const Tensor& down, Tensor& out) override;
+
  private:
   Batch batch_copy_;     // the batch of the last prepare_batch() (BatchMeta::host points here)
   HostBatchMeta host_;   // arrays the BatchMeta tensors view

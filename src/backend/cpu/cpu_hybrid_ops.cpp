@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_hybrid_ops.h"
 
+#include "backend/cpu/cpu_backend.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -338,3 +340,39 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, cons
 }
 
 }  // namespace syv::cpu
+
+// ---- CpuBackend overrides -------------------------------------------------------------------
+
+namespace syv {
+
+void CpuBackend::causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                                    const BatchMeta& meta, Tensor& out) {
+  cpu::causal_conv1d_silu(x, weight, conv_state, meta, out);
+}
+
+void CpuBackend::gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
+                                  const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
+                                  const BatchMeta& meta, Tensor& out) {
+  cpu::gated_delta_rule(qkv, ba, a_log, dt_bias, shape, state, meta, out);
+}
+
+void CpuBackend::gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
+                               Tensor& out) {
+  cpu::gated_rmsnorm(x, z, w, eps, out);
+}
+
+void CpuBackend::sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) {
+  cpu::sigmoid_mul(x, gate, out);
+}
+
+void CpuBackend::moe_topk(const Tensor& logits, int32_t top_k, bool renormalize, Tensor& ids,
+                          Tensor& weights) {
+  cpu::moe_topk(logits, top_k, renormalize, ids, weights);
+}
+
+void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                             const Tensor& gate_up, const Tensor& down, Tensor& out) {
+  cpu::moe_experts(x, ids, weights, gate_up, down, out);
+}
+
+}  // namespace syv
