@@ -1,0 +1,101 @@
+#include "engine/engine.h"
+
+#include "core/check.h"
+#include "core/log.h"
+#include "engine/engine_core.h"
+#include "model/model.h"
+
+namespace syv {
+
+Engine::Engine(Model& model, const Tokenizer* tokenizer, EngineOptions options)
+    : model_(model), tokenizer_(tokenizer), options_(options) {}
+
+Engine::~Engine() {
+  stop(/*drain=*/false);
+}
+
+Status Engine::start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (core_) return Status::Error("engine: start() called twice");
+  SYV_ASSIGN_OR_RETURN(core_, EngineCore::create(model_, tokenizer_, options_));
+  options_ = core_->options();
+  stats_ = core_->stats();
+  accepting_ = true;
+  thread_ = std::thread([this] { loop(); });
+  return Status::Ok();
+}
+
+void Engine::stop(bool drain) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    accepting_ = false;
+    if (!thread_.joinable()) return;
+    stop_requested_ = true;
+    drain_ = drain;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+Result<std::shared_ptr<RequestHandle>> Engine::submit(Request request) {
+  if (!core_) return Status::Error("engine: submit() before start()");
+  SYV_RETURN_IF_ERROR(core_->validate(request));  // reads immutable configuration only
+  const uint64_t id = next_id_.fetch_add(1);
+  auto handle = std::make_shared<RequestHandle>(id, request.params.n);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!accepting_) return Status::Error("engine: not accepting requests (stopped or stopping)");
+    inbox_.push_back(Command{Command::kSubmit, handle, std::move(request), id});
+  }
+  wake_.notify_all();
+  return handle;
+}
+
+void Engine::cancel(const RequestHandle& handle) {
+  cancel(handle.id());
+}
+
+void Engine::cancel(uint64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inbox_.push_back(Command{Command::kCancel, nullptr, Request{}, request_id});
+  }
+  wake_.notify_all();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Engine::loop() {
+  std::deque<Command> commands;
+  for (;;) {
+    bool stop = false, drain = true;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!core_->has_work()) wake_.wait(lock, [&] { return !inbox_.empty() || stop_requested_; });
+      commands.swap(inbox_);
+      stop = stop_requested_;
+      drain = drain_;
+    }
+    for (Command& command : commands) {
+      if (command.kind == Command::kSubmit) {
+        core_->add_request(command.request_id, std::move(command.request),
+                           std::move(command.handle));
+      } else {
+        core_->abort_request(command.request_id);
+      }
+    }
+    commands.clear();
+    if (stop && !drain) core_->abort_all();
+    if (core_->has_work()) core_->step();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_ = core_->stats();
+      if (stop && !core_->has_work() && inbox_.empty()) return;
+    }
+  }
+}
+
+}  // namespace syv

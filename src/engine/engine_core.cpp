@@ -1,0 +1,305 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "model/model.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace syv {
+
+SampleStream::SampleStream() = default;
+SampleStream::SampleStream(SampleStream&&) noexcept = default;
+SampleStream::~SampleStream() = default;
+
+namespace {
+
+SchedulerConfig scheduler_config(const EngineOptions& o) {
+  return SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, o.max_prefill_chunk};
+}
+
+// Longest suffix of `text` that is a proper prefix of some stop string (may still become a match).
+size_t partial_stop_suffix(const std::string& text, const std::vector<std::string>& stops) {
+  size_t best = 0;
+  for (const std::string& stop : stops) {
+    const size_t max_len = std::min(text.size(), stop.size() - 1);
+    for (size_t len = max_len; len > best; --len) {
+      if (text.compare(text.size() - len, len, stop, 0, len) == 0) {
+        best = len;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Tokenizer* tokenizer,
+                                                       EngineOptions options) {
+  const CacheSpec spec = model.cache_spec();
+  if (spec.has_recurrent_state()) {
+    return Status::Error("engine: model '" + model.config().model_type +
+                         "' has recurrent-state layers (hybrid); the engine does not manage state "
+                         "slots and checkpoints yet "
+                         "(issue 7)");
+  }
+  if (options.page_size < 1 || options.page_size > 4096) {
+    return Status::Error("engine option page_size: expected 1..4096, found " +
+                         std::to_string(options.page_size));
+  }
+  if (options.num_pages <= 0) {
+    const int64_t page_bytes = spec.kv_bytes_per_token * options.page_size;
+    if (page_bytes <= 0)
+      return Status::Error("engine: the model reports 0 KV bytes per token; cannot size the pool");
+    options.num_pages =
+        static_cast<int32_t>(std::min<int64_t>(options.kv_cache_bytes / page_bytes, 1 << 24));
+    if (options.num_pages < 1) {
+      return Status::Error(
+          "engine option kv_cache_bytes: " + std::to_string(options.kv_cache_bytes) +
+          " bytes hold no page of " + std::to_string(page_bytes) + " bytes");
+    }
+  }
+  const int64_t pool_tokens = static_cast<int64_t>(options.num_pages) * options.page_size;
+  if (options.max_model_len <= 0) {
+    const int64_t model_max = model.config().max_position_embeddings;
+    options.max_model_len =
+        static_cast<int32_t>(model_max > 0 ? std::min(model_max, pool_tokens) : pool_tokens);
+  }
+  if (options.max_num_seqs < 1) return Status::Error("engine option max_num_seqs: expected >= 1");
+  if (options.max_num_batched_tokens < 1)
+    return Status::Error("engine option max_num_batched_tokens: expected >= 1");
+  if (options.max_prefill_chunk < 0)
+    return Status::Error("engine option max_prefill_chunk: expected >= 0");
+
+  CacheConfig cache;
+  cache.page_size = options.page_size;
+  cache.num_pages = options.num_pages;
+  SYV_RETURN_IF_ERROR(model.allocate_cache(cache));
+  SYV_LOG(INFO) << "engine: " << options.num_pages << " KV pages of " << options.page_size
+                << " tokens (" << pool_tokens << " tokens, "
+                << (spec.kv_bytes_per_token * pool_tokens >> 20) << " MiB), max_num_seqs "
+                << options.max_num_seqs << ", token budget " << options.max_num_batched_tokens
+                << ", prefix caching " << (options.enable_prefix_caching ? "on" : "off")
+                << ", max_model_len " << options.max_model_len;
+  return std::make_unique<EngineCore>(model, tokenizer, options);
+}
+
+EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOptions& options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(options),
+      vocab_size_(model.config().vocab_size),
+      cache_(options.num_pages, options.page_size, options.enable_prefix_caching),
+      scheduler_(cache_, scheduler_config(options)) {
+  eos_ids_ = model.config().eos_token_ids;
+  if (tokenizer_ != nullptr) {
+    if (auto eos = tokenizer_->eos_token_id()) eos_ids_.push_back(*eos);
+  }
+  std::sort(eos_ids_.begin(), eos_ids_.end());
+  eos_ids_.erase(std::unique(eos_ids_.begin(), eos_ids_.end()), eos_ids_.end());
+  stats_.pages_total = options.num_pages;
+  update_gauges();
+}
+
+Status EngineCore::validate(const Request& request) const {
+  SYV_RETURN_IF_ERROR(request.params.validate());
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
+  if (prompt_len == 0) return Status::Error("request prompt: expected at least 1 token, found 0");
+  for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
+    const int32_t id = request.prompt_ids[i];
+    if (id < 0 || id >= vocab_size_) {
+      return Status::Error("request prompt token " + std::to_string(i) +
+                           ": expected an id in [0, " + std::to_string(vocab_size_) + "), found " +
+                           std::to_string(id));
+    }
+  }
+  const int64_t total = prompt_len + request.params.max_tokens;
+  if (total > options_.max_model_len) {
+    return Status::Error("request: prompt (" + std::to_string(prompt_len) +
+                         " tokens) + max_tokens (" + std::to_string(request.params.max_tokens) +
+                         ") = " + std::to_string(total) + " exceeds the maximum context length " +
+                         std::to_string(options_.max_model_len));
+  }
+  const int64_t pool_tokens = static_cast<int64_t>(options_.num_pages) * options_.page_size;
+  if (total > pool_tokens) {
+    return Status::Error("request: prompt + max_tokens = " + std::to_string(total) +
+                         " tokens do not fit the KV pool of " + std::to_string(pool_tokens) +
+                         " tokens");
+  }
+  if (!request.params.stop.empty() && tokenizer_ == nullptr) {
+    return Status::Error(
+        "sampling parameter stop: stop strings need a tokenizer, and this engine has none");
+  }
+  return Status::Ok();
+}
+
+void EngineCore::add_request(uint64_t id, Request request, std::shared_ptr<RequestHandle> handle) {
+  SYV_CHECK(groups_.count(id) == 0) << "request id " << id << " reused";
+  auto group = std::make_unique<RequestGroup>();
+  group->id = id;
+  group->request = std::move(request);
+  group->handle = std::move(handle);
+  const SamplingParams& params = group->request.params;
+  group->stop_ids = params.stop_token_ids;
+  if (!params.ignore_eos)
+    group->stop_ids.insert(group->stop_ids.end(), eos_ids_.begin(), eos_ids_.end());
+  const uint64_t seed = params.seed ? *params.seed : std::random_device{}() * 0x100000001ull ^ id;
+  group->unfinished = params.n;
+  for (int32_t i = 0; i < params.n; ++i) {
+    Sequence* parent = i == 0 ? nullptr : group->seqs[0].get();
+    group->seqs.push_back(std::make_unique<Sequence>(next_seq_id_++, group->request.prompt_ids,
+                                                     &params, i, group.get(), parent));
+    SampleStream stream;
+    stream.sampler = SamplerState(sample_seed(seed, i));
+    if (params.repetition_penalty != 1.0f) stream.sampler.add_prompt(group->request.prompt_ids);
+    if (tokenizer_ != nullptr)
+      stream.detokenizer =
+          std::make_unique<IncrementalDetokenizer>(*tokenizer_, params.skip_special_tokens);
+    group->streams.push_back(std::move(stream));
+  }
+  for (auto& seq : group->seqs) scheduler_.add(seq.get());
+  groups_.emplace(id, std::move(group));
+  update_gauges();
+}
+
+void EngineCore::abort_request(uint64_t id) {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return;
+  RequestGroup& group = *it->second;
+  for (auto& seq : group.seqs) {
+    if (seq->is_done()) continue;
+    scheduler_.abort(seq.get());
+    Event event;
+    event.sample_index = seq->sample_index();
+    event.finish_reason = "abort";
+    event.prompt_tokens = seq->prompt_len();
+    event.cached_tokens = seq->cached_tokens;
+    if (group.handle) group.handle->channel().push(std::move(event));
+  }
+  ++stats_.requests_aborted;
+  groups_.erase(it);
+  update_gauges();
+}
+
+void EngineCore::abort_all() {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, group] : groups_) ids.push_back(id);
+  for (uint64_t id : ids) abort_request(id);
+}
+
+void EngineCore::step() {
+  scheduler_.schedule(step_);
+  stats_.preemptions += static_cast<uint64_t>(step_.num_preempted);
+  stats_.prompt_tokens += static_cast<uint64_t>(step_.prompt_tokens);
+  stats_.prefix_query_tokens += static_cast<uint64_t>(step_.prefix_query_tokens);
+  stats_.prefix_hit_tokens += static_cast<uint64_t>(step_.prefix_hit_tokens);
+  if (step_.empty()) {
+    SYV_CHECK(!scheduler_.has_work() || scheduler_.num_running() > 0)
+        << "scheduler stalled: " << scheduler_.num_waiting() << " waiting, nothing admissible, "
+        << cache_.pool().num_available() << " pages available";
+    update_gauges();
+    return;
+  }
+  const Batch& batch = runner_.build(step_);
+  const Tensor logits = model_.forward(batch);
+  const size_t rows = batch.logit_rows.size();
+  SYV_CHECK(logits.ndim == 2 && logits.dim(0) == static_cast<int64_t>(rows) &&
+            logits.dtype == DType::F32)
+      << "model returned logits of rank " << logits.ndim << " with " << logits.dim(0)
+      << " rows, expected " << rows;
+  const int32_t vocab = static_cast<int32_t>(logits.dim(1));
+  host_logits_.resize(rows * static_cast<size_t>(vocab));
+  if (rows > 0)
+    model_.backend().download(host_logits_.data(), logits.data,
+                              host_logits_.size() * sizeof(float));
+  ++stats_.steps;
+  stats_.computed_tokens += static_cast<uint64_t>(step_.num_tokens);
+
+  scheduler_.commit(step_);
+  const std::vector<int32_t>& owner = runner_.row_owner();
+  for (size_t r = 0; r < rows; ++r) {
+    Sequence& seq = *step_.seqs[static_cast<size_t>(owner[r])].seq;
+    RequestGroup& group = *seq.group();
+    SampleStream& stream = group.streams[static_cast<size_t>(seq.sample_index())];
+    const SampleResult sample = sampler_.sample(&host_logits_[r * static_cast<size_t>(vocab)],
+                                                vocab, seq.params(), stream.sampler);
+    seq.tokens.push_back(sample.token_id);
+    ++stats_.generated_tokens;
+    emit(group, seq, sample);  // may end the sample and destroy the group
+  }
+  update_gauges();
+}
+
+void EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sample) {
+  const SamplingParams& params = seq.params();
+  SampleStream& stream = group.streams[static_cast<size_t>(seq.sample_index())];
+  Event event;
+  event.sample_index = seq.sample_index();
+  event.token_id = sample.token_id;
+  event.logprob = params.logprobs ? sample.logprob : std::nullopt;
+  event.top_logprobs = sample.top_logprobs;
+  event.prompt_tokens = seq.prompt_len();
+  event.cached_tokens = seq.cached_tokens;
+
+  const bool stop_token = std::find(group.stop_ids.begin(), group.stop_ids.end(),
+                                    sample.token_id) != group.stop_ids.end();
+  if (stop_token) {
+    event.finish_reason = "stop";  // the stop token's own text is not emitted
+  } else if (stream.detokenizer) {
+    stream.held += stream.detokenizer->push(sample.token_id);
+    if (!params.stop.empty()) {
+      size_t match = std::string::npos;
+      for (const std::string& stop : params.stop) match = std::min(match, stream.held.find(stop));
+      if (match != std::string::npos) {
+        event.text = stream.held.substr(0, match);
+        stream.held.clear();
+        event.finish_reason = "stop";
+      } else {
+        const size_t keep = partial_stop_suffix(stream.held, params.stop);
+        event.text = stream.held.substr(0, stream.held.size() - keep);
+        stream.held.erase(0, stream.held.size() - keep);
+      }
+    } else {
+      event.text = std::move(stream.held);
+      stream.held.clear();
+    }
+  }
+  if (!event.finished() &&
+      (seq.num_generated() >= params.max_tokens || seq.length() >= options_.max_model_len)) {
+    event.finish_reason = "length";
+  }
+  if (event.finished() && event.finish_reason != "stop" && stream.detokenizer) {
+    // Nothing can match any more: release what was held back.
+    event.text += stream.held + stream.detokenizer->flush();
+    stream.held.clear();
+  } else if (stop_token && stream.detokenizer) {
+    event.text += stream.held + stream.detokenizer->flush();
+    stream.held.clear();
+  }
+  const bool finished = event.finished();
+  if (group.handle) group.handle->channel().push(std::move(event));
+  if (finished) end_sample(group, seq);
+}
+
+void EngineCore::end_sample(RequestGroup& group, Sequence& seq) {
+  scheduler_.finish(&seq);
+  if (--group.unfinished > 0) return;
+  ++stats_.requests_finished;
+  groups_.erase(group.id);  // destroys the group and its sequences
+}
+
+void EngineCore::update_gauges() {
+  const PagePool& pool = cache_.pool();
+  stats_.pages_free = pool.num_free();
+  stats_.pages_cached = pool.num_cached();
+  stats_.pages_used = pool.num_used();
+  stats_.running = scheduler_.num_running();
+  stats_.waiting = scheduler_.num_waiting();
+}
+
+}  // namespace syv

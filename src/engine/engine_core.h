@@ -1,0 +1,101 @@
+// The single-threaded heart of the engine: requests in, one step at a time, events out.
+// Engine (engine.h) runs it on its own thread; tests and benchmarks drive it directly.
+//
+// One step: schedule (scheduler.h) -> build the Batch (runner.h) -> model.forward -> download the
+// logits rows -> commit (advance sequences, register full pages) -> sample each row
+// (sampler.h) -> detokenize, apply stop conditions, push Events -> free finished sequences.
+//
+// Not thread-safe: every call must come from the same thread (validate() excepted: it only reads
+// immutable configuration and may be called from any thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/runner.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/stats.h"
+#include "kv/prefix_cache.h"
+
+namespace syv {
+
+class IncrementalDetokenizer;
+
+// Per sample output state: sampler state, detokenizer and stop-string hold-back.
+struct SampleStream {
+  SampleStream();
+  SampleStream(SampleStream&&) noexcept;
+  ~SampleStream();
+  SamplerState sampler;
+  std::unique_ptr<IncrementalDetokenizer> detokenizer;  // null without a tokenizer
+  std::string held;  // text withheld because it may be the start of a stop string
+};
+
+// One submitted request and its n sequences (sample 0 first).
+struct RequestGroup {
+  uint64_t id = 0;
+  Request request;
+  std::shared_ptr<RequestHandle> handle;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<SampleStream> streams;
+  std::vector<int32_t> stop_ids;  // stop_token_ids + EOS ids (unless ignore_eos)
+  int32_t unfinished = 0;
+};
+
+class EngineCore {
+ public:
+  // Resolves the derived options (num_pages, max_model_len), checks the model is supported, and
+  // allocates the model's cache.
+  static Result<std::unique_ptr<EngineCore>> create(Model& model, const Tokenizer* tokenizer,
+                                                    EngineOptions options);
+
+  // Whether the request can run here; thread-safe. Messages name the field and the limits.
+  Status validate(const Request& request) const;
+  // Queues a validated request; its events go to handle->channel().
+  void add_request(uint64_t id, Request request, std::shared_ptr<RequestHandle> handle);
+  // Aborts a live request: frees its pages now, ends each unfinished sample with "abort".
+  // Unknown or finished ids are ignored.
+  void abort_request(uint64_t id);
+  void abort_all();
+
+  bool has_work() const { return scheduler_.has_work(); }
+  // Runs one step (no-op when idle).
+  void step();
+
+  const EngineOptions& options() const { return options_; }
+  const EngineStats& stats() const { return stats_; }
+  Scheduler& scheduler() { return scheduler_; }
+  PrefixCache& cache() { return cache_; }
+  // Scheduler + cache integrity ("" when sound).
+  std::string check_integrity() const { return scheduler_.check_integrity(); }
+
+  EngineCore(Model& model, const Tokenizer* tokenizer,
+             const EngineOptions& options);  // use create()
+
+ private:
+  void emit(RequestGroup& group, Sequence& seq, const SampleResult& sample);
+  void end_sample(RequestGroup& group, Sequence& seq);
+  void update_gauges();
+
+  Model& model_;
+  const Tokenizer* tokenizer_;
+  EngineOptions options_;
+  int64_t vocab_size_;
+  std::vector<int32_t> eos_ids_;
+  PrefixCache cache_;
+  Scheduler scheduler_;
+  Runner runner_;
+  Sampler sampler_;
+  SchedulerOutput step_;
+  std::vector<float> host_logits_;
+  std::unordered_map<uint64_t, std::unique_ptr<RequestGroup>> groups_;
+  uint64_t next_seq_id_ = 1;
+  EngineStats stats_;
+};
+
+}  // namespace syv

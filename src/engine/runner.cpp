@@ -1,0 +1,51 @@
+#include "engine/runner.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace syv {
+
+const Batch& Runner::build(const SchedulerOutput& step) {
+  Batch& b = batch_;
+  const size_t num_seqs = step.seqs.size();
+  b.token_ids.resize(static_cast<size_t>(step.num_tokens));
+  b.positions.resize(static_cast<size_t>(step.num_tokens));
+  b.seq_starts.resize(num_seqs + 1);
+  b.context_lens.resize(num_seqs);
+  b.state_slots.clear();
+  b.logit_rows.clear();
+  row_owner_.clear();
+
+  int32_t max_pages = 0;
+  for (const ScheduledSeq& s : step.seqs)
+    max_pages = std::max(max_pages, static_cast<int32_t>(s.seq->pages.size()));
+  b.max_pages_per_seq = max_pages;
+  b.page_table.assign(num_seqs * static_cast<size_t>(max_pages), -1);
+
+  int32_t row = 0;
+  for (size_t i = 0; i < num_seqs; ++i) {
+    const ScheduledSeq& s = step.seqs[i];
+    const Sequence& seq = *s.seq;
+    const int32_t begin = seq.num_computed, end = begin + s.num_new_tokens;
+    SYV_CHECK(s.num_new_tokens > 0 && end <= seq.length())
+        << "seq " << seq.id() << " chunk " << begin << ".." << end;
+    b.seq_starts[i] = row;
+    std::copy(seq.tokens.begin() + begin, seq.tokens.begin() + end, b.token_ids.begin() + row);
+    for (int32_t pos = begin; pos < end; ++pos)
+      b.positions[static_cast<size_t>(row + pos - begin)] = pos;
+    row += s.num_new_tokens;
+    b.context_lens[i] = end;
+    std::copy(seq.pages.begin(), seq.pages.end(),
+              b.page_table.begin() + static_cast<std::ptrdiff_t>(i * max_pages));
+    if (s.wants_logits) {
+      b.logit_rows.push_back(row - 1);
+      row_owner_.push_back(static_cast<int32_t>(i));
+    }
+  }
+  b.seq_starts[num_seqs] = row;
+  SYV_CHECK_EQ(row, step.num_tokens) << "scheduled token count";
+  return b;
+}
+
+}  // namespace syv

@@ -1,0 +1,30 @@
+// Turns a scheduled step into the model's Batch: packed token ids and positions, per-sequence
+// starts, context lengths and page tables, and the rows whose logits are needed. Reuses its
+// vectors from step to step (no allocation in the steady state).
+//
+// Speculative decoding (later) will put several logit rows per sequence here (draft verification);
+// row_owner() already maps each logits row back to its scheduled sequence.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "model/batch.h"
+
+namespace syv {
+
+class Runner {
+ public:
+  // Fills batch() from `step`. Each sequence's pages must cover its new tokens.
+  const Batch& build(const SchedulerOutput& step);
+  const Batch& batch() const { return batch_; }
+  // Index into step.seqs of each logits row (same order as batch().logit_rows).
+  const std::vector<int32_t>& row_owner() const { return row_owner_; }
+
+ private:
+  Batch batch_;
+  std::vector<int32_t> row_owner_;
+};
+
+}  // namespace syv

@@ -1,0 +1,231 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace syv {
+
+Scheduler::Scheduler(PrefixCache& cache, SchedulerConfig config) : cache_(cache), config_(config) {
+  SYV_CHECK(config_.max_num_seqs > 0) << "max_num_seqs " << config_.max_num_seqs;
+  SYV_CHECK(config_.max_num_batched_tokens > 0)
+      << "max_num_batched_tokens " << config_.max_num_batched_tokens;
+  running_.reserve(static_cast<size_t>(config_.max_num_seqs));
+}
+
+void Scheduler::add(Sequence* seq) {
+  SYV_CHECK(seq->state == SequenceState::kWaiting && seq->pages.empty()) << "seq " << seq->id();
+  waiting_.push_back(seq);
+}
+
+int32_t Scheduler::chunk_for(const Sequence& seq, int32_t budget) const {
+  int32_t n = std::min(seq.num_pending(), budget);
+  if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
+  return n;
+}
+
+bool Scheduler::grow(Sequence* seq, int32_t num_tokens) {
+  const int32_t need = pages_for(num_tokens) - static_cast<int32_t>(seq->pages.size());
+  if (need <= 0) return true;
+  if (need > cache_.pool().num_available()) return false;
+  for (int32_t i = 0; i < need; ++i) {
+    const int32_t page = cache_.pool().allocate();
+    SYV_CHECK(page >= 0) << "pool reported pages available";
+    seq->pages.push_back(page);
+  }
+  return true;
+}
+
+void Scheduler::release_pages(Sequence* seq) {
+  // Tail first: the LRU then evicts a prefix's tail before its head.
+  for (auto it = seq->pages.rbegin(); it != seq->pages.rend(); ++it) cache_.pool().release(*it);
+  seq->pages.clear();
+  seq->page_keys.clear();
+  seq->num_computed = 0;
+}
+
+void Scheduler::remove_running(Sequence* seq) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  SYV_CHECK(it != running_.end()) << "seq " << seq->id() << " not running";
+  running_.erase(it);
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  remove_running(seq);
+  release_pages(seq);
+  seq->state = SequenceState::kWaiting;
+  waiting_.push_front(seq);
+}
+
+bool Scheduler::waits_for_parent(const Sequence& seq) const {
+  const Sequence* parent = seq.parent();
+  if (parent == nullptr || seq.admitted_once || parent->is_done()) return false;
+  const int32_t share_len = (seq.prompt_len() - 1) / page_size() * page_size();
+  return parent->num_computed < share_len;
+}
+
+PrefixHit Scheduler::lookup(const Sequence& seq) const {
+  // The last token is always fed again: its logits give the next token.
+  PrefixHit hit = cache_.match(seq.tokens.data(), seq.length() - 1);
+  const Sequence* parent = seq.parent();
+  if (parent != nullptr && !parent->is_done()) {
+    // n > 1: share sample 0's full prompt pages even when prefix caching is off.
+    const int32_t share_pages = (seq.prompt_len() - 1) / page_size();
+    const int32_t have =
+        std::min<int32_t>(static_cast<int32_t>(parent->page_keys.size()), share_pages);
+    if (have * page_size() > hit.length) {
+      hit.pages.assign(parent->pages.begin(), parent->pages.begin() + have);
+      hit.keys.assign(parent->page_keys.begin(), parent->page_keys.begin() + have);
+      hit.length = have * page_size();
+    }
+  }
+  return hit;
+}
+
+void Scheduler::schedule(SchedulerOutput& out) {
+  out.seqs.clear();
+  out.num_tokens = 0;
+  out.num_preempted = 0;
+  out.prefix_query_tokens = out.prefix_hit_tokens = out.prompt_tokens = 0;
+  int32_t budget = config_.max_num_batched_tokens;
+
+  // 1. Running sequences, oldest first; preempt the youngest when pages run out. A prefill chunk
+  //    leaves room in the budget for the decode tokens of the sequences after it.
+  int32_t decodes_left = 0;
+  for (const Sequence* seq : running_) decodes_left += seq->num_pending() == 1;
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    const bool decoding = seq->num_pending() == 1;
+    if (decoding) --decodes_left;
+    const int32_t n = chunk_for(*seq, decoding ? budget : budget - decodes_left);
+    if (n <= 0) {  // a prefill that must wait for the decodes behind it
+      ++i;
+      continue;
+    }
+    bool preempted_self = false;
+    while (!grow(seq, seq->num_computed + n)) {
+      Sequence* victim = running_.back();
+      if (victim != seq && victim->num_pending() == 1) --decodes_left;
+      preempt(victim);
+      ++out.num_preempted;
+      if (victim == seq) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) break;
+    out.seqs.push_back({seq, n, seq->num_computed + n == seq->length()});
+    out.num_tokens += n;
+    budget -= n;
+    ++i;
+  }
+
+  // 2. Admit waiting sequences (not in a step that had to preempt: the pool is tight).
+  while (out.num_preempted == 0 && !waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    if (waits_for_parent(*seq)) break;
+    PrefixHit hit = lookup(*seq);
+    const int32_t after_hit = seq->length() - hit.length;
+    int32_t n = std::min(after_hit, budget);
+    if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
+    const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
+    if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) break;
+    cache_.acquire(hit);
+    seq->pages = std::move(hit.pages);
+    seq->page_keys = std::move(hit.keys);
+    seq->num_computed = hit.length;
+    SYV_CHECK(grow(seq, seq->num_computed + n)) << "admission check passed but pages ran out";
+    if (!seq->admitted_once) {
+      seq->admitted_once = true;
+      seq->cached_tokens = hit.length;
+      out.prompt_tokens += seq->prompt_len();
+      out.prefix_query_tokens += seq->prompt_len();
+      out.prefix_hit_tokens += hit.length;
+    }
+    waiting_.pop_front();
+    running_.push_back(seq);
+    seq->state = SequenceState::kPrefilling;
+    out.seqs.push_back({seq, n, seq->num_computed + n == seq->length()});
+    out.num_tokens += n;
+    budget -= n;
+  }
+}
+
+void Scheduler::commit(const SchedulerOutput& out) {
+  const int32_t page = page_size();
+  for (const ScheduledSeq& s : out.seqs) {
+    Sequence* seq = s.seq;
+    seq->num_computed += s.num_new_tokens;
+    SYV_CHECK_LE(seq->num_computed, seq->length()) << "seq " << seq->id();
+    const size_t full = static_cast<size_t>(seq->num_computed / page);
+    while (seq->page_keys.size() < full) {
+      const size_t idx = seq->page_keys.size();
+      const uint64_t parent = idx == 0 ? PrefixIndex::root_key() : seq->page_keys[idx - 1];
+      seq->page_keys.push_back(cache_.insert(parent, &seq->tokens[idx * page], seq->pages[idx]));
+    }
+    if (s.wants_logits) seq->state = SequenceState::kDecoding;
+  }
+}
+
+void Scheduler::finish(Sequence* seq) {
+  if (seq->is_done()) return;
+  if (seq->state == SequenceState::kWaiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+    if (it != waiting_.end()) waiting_.erase(it);
+  } else {
+    remove_running(seq);
+  }
+  release_pages(seq);
+  seq->state = SequenceState::kFinished;
+}
+
+void Scheduler::abort(Sequence* seq) {
+  if (seq->is_done()) return;
+  finish(seq);
+  seq->state = SequenceState::kAborted;
+}
+
+std::string Scheduler::check_integrity() const {
+  std::string err = cache_.check_integrity();
+  if (!err.empty()) return err;
+  std::ostringstream out;
+  const PagePool& pool = cache_.pool();
+  std::vector<int32_t> refs(static_cast<size_t>(pool.num_pages()), 0);
+  if (static_cast<int32_t>(running_.size()) > config_.max_num_seqs)
+    out << running_.size() << " running > max_num_seqs " << config_.max_num_seqs << "; ";
+  for (const Sequence* seq : running_) {
+    if (seq->state != SequenceState::kPrefilling && seq->state != SequenceState::kDecoding)
+      out << "running seq " << seq->id() << " in state " << to_string(seq->state) << "; ";
+    const int32_t pages = static_cast<int32_t>(seq->pages.size());
+    if (pages < pages_for(seq->num_computed) || pages > pages_for(seq->length()))
+      out << "seq " << seq->id() << " holds " << pages << " pages for " << seq->num_computed
+          << " computed of " << seq->length() << " tokens; ";
+    if (static_cast<int32_t>(seq->page_keys.size()) > seq->num_computed / page_size())
+      out << "seq " << seq->id() << " has " << seq->page_keys.size() << " chain keys for "
+          << seq->num_computed << " computed tokens; ";
+    if (seq->num_pending() < 1) out << "running seq " << seq->id() << " has nothing pending; ";
+    for (int32_t p : seq->pages) {
+      if (p < 0 || p >= pool.num_pages())
+        out << "seq " << seq->id() << " maps bad page " << p << "; ";
+      else
+        ++refs[static_cast<size_t>(p)];
+    }
+  }
+  for (const Sequence* seq : waiting_) {
+    if (seq->state != SequenceState::kWaiting || !seq->pages.empty() || seq->num_computed != 0)
+      out << "waiting seq " << seq->id() << " state " << to_string(seq->state) << " holds "
+          << seq->pages.size() << " pages, " << seq->num_computed << " computed; ";
+  }
+  for (int32_t p = 0; p < pool.num_pages(); ++p) {
+    if (refs[static_cast<size_t>(p)] != pool.refcount(p)) {
+      out << "page " << p << " refcount " << pool.refcount(p) << " but mapped by "
+          << refs[static_cast<size_t>(p)] << " sequences; ";
+      break;
+    }
+  }
+  return out.str();
+}
+
+}  // namespace syv

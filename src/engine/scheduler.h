@@ -1,0 +1,107 @@
+// Continuous batching: each step mixes decode tokens and prefill chunks of several sequences
+// under a token budget.
+//
+// schedule() in order:
+//  1. Running sequences, oldest first: each gets min(pending tokens, budget left, max chunk) new
+//     tokens (1 while decoding) and the pages they need. When the pool cannot supply a page, the
+//     youngest running sequence is preempted (recompute) until it can, possibly the one asking.
+//  2. Waiting sequences, first come first served, while budget and max_num_seqs allow and nothing
+//     was preempted this step: look up the longest cached prefix (at most length - 1 tokens: the
+//     last token is always fed to get its logits), admit only if the pool can supply the pages of
+//     the first chunk after retaining the hit. A sample of an n > 1 request waits until sample 0
+//     has computed the prompt's full pages and then shares them.
+// After the model ran, commit() advances every scheduled sequence, registers its newly full pages
+// in the prefix cache, and finish()/abort() return every page.
+//
+// Hybrid models (issue 7) will add: a state slot per running sequence (admission also needs a
+// free slot), hits cut to checkpoint boundaries, and chunks that end on checkpoint boundaries.
+// Speculative decoding will schedule 1 + k tokens for a decoding sequence and want k + 1 logit
+// rows.
+//
+// Not thread-safe: owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/prefix_cache.h"
+
+namespace syv {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_prefill_chunk = 0;  // 0 = no limit beyond the budget
+};
+
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int32_t num_new_tokens = 0;  // feed tokens [seq->num_computed, + num_new_tokens)
+  bool wants_logits = false;   // the chunk ends at the sequence's last token: sample after it
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> seqs;  // batch order
+  int32_t num_tokens = 0;
+  int32_t num_preempted = 0;
+  // Admission counters of this step (first admissions only).
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  int64_t prompt_tokens = 0;
+  bool empty() const { return seqs.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(PrefixCache& cache, SchedulerConfig config);
+
+  const SchedulerConfig& config() const { return config_; }
+  PrefixCache& cache() { return cache_; }
+  int32_t page_size() const { return cache_.page_size(); }
+
+  // Queues a new sequence (state waiting, no pages) at the back.
+  void add(Sequence* seq);
+  // Builds the next step into `out` (cleared first; its vectors are reused).
+  void schedule(SchedulerOutput& out);
+  // After the forward pass: advances num_computed of every scheduled sequence and registers its
+  // newly full pages. The caller then appends sampled tokens (and calls finish() when done).
+  void commit(const SchedulerOutput& out);
+  // Ends a running sequence normally (finished) or any sequence early (aborted): returns every
+  // page and removes it from the queues. Safe in any state; a done sequence is a no-op.
+  void finish(Sequence* seq);
+  void abort(Sequence* seq);
+
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  const std::vector<Sequence*>& running() const { return running_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+
+  // Cache integrity plus: each page's refcount equals the number of live sequences mapping it;
+  // waiting sequences hold no pages; running ones hold exactly the pages their K/V needs; chain
+  // keys only cover full computed pages. "" when sound.
+  std::string check_integrity() const;
+
+ private:
+  int32_t pages_for(int32_t num_tokens) const {
+    return (num_tokens + page_size() - 1) / page_size();
+  }
+  int32_t chunk_for(const Sequence& seq, int32_t budget) const;
+  bool grow(Sequence* seq, int32_t num_tokens);  // pages for num_tokens; false if the pool is short
+  void release_pages(Sequence* seq);
+  void preempt(Sequence* seq);
+  // For an n > 1 sample: true while it should wait for sample 0's prompt pages.
+  bool waits_for_parent(const Sequence& seq) const;
+  PrefixHit lookup(const Sequence& seq) const;
+  void remove_running(Sequence* seq);
+
+  PrefixCache& cache_;
+  SchedulerConfig config_;
+  std::vector<Sequence*> running_;  // admission order (oldest first)
+  std::deque<Sequence*> waiting_;   // preempted sequences go to the front
+};
+
+}  // namespace syv

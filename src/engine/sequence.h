@@ -1,0 +1,68 @@
+// One sample of one request as the scheduler sees it: its tokens, how many of them have K/V in the
+// cache, and the pages holding them.
+//
+//   waiting --admit--> prefilling --last prompt chunk--> decoding --stop/length--> finished
+//      ^                  |                                 |
+//      +----preempt-------+---------------------------------+        (any state) --cancel-->
+//      aborted
+//
+// Preemption is by recompute: the sequence drops its pages (full ones stay in the prefix cache)
+// and goes back to the front of the waiting queue with its generated tokens; on re-admission it
+// prefills prompt + generated tokens again and carries on, so greedy output does not change.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace syv {
+
+enum class SequenceState : uint8_t { kWaiting, kPrefilling, kDecoding, kFinished, kAborted };
+const char* to_string(SequenceState state);
+
+struct RequestGroup;  // engine_core.h: the request a sequence belongs to
+
+class Sequence {
+ public:
+  Sequence(uint64_t id, const std::vector<int32_t>& prompt, const SamplingParams* params,
+           int32_t sample_index, RequestGroup* group, Sequence* parent);
+
+  uint64_t id() const { return id_; }
+  int32_t sample_index() const { return sample_index_; }
+  RequestGroup* group() const { return group_; }
+  const SamplingParams& params() const { return *params_; }
+  // n > 1: sample 0, whose prompt pages the other samples share; null for sample 0 itself.
+  Sequence* parent() const { return parent_; }
+
+  SequenceState state = SequenceState::kWaiting;
+  bool admitted_once = false;  // prefix-hit counters are taken at the first admission only
+  int32_t cached_tokens = 0;   // prompt tokens served from the cache at the first admission
+
+  // Tokens: prompt then generated. K/V exist for tokens [0, num_computed).
+  std::vector<int32_t> tokens;
+  int32_t num_computed = 0;
+  // Pages holding positions [0, pages.size() * page_size); page_keys[i] is the prefix-chain key of
+  // pages[i] for the full pages registered (or matched) so far (page_keys.size() <= pages.size()).
+  std::vector<int32_t> pages;
+  std::vector<uint64_t> page_keys;
+
+  int32_t prompt_len() const { return prompt_len_; }
+  int32_t length() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_generated() const { return length() - prompt_len_; }
+  // Tokens still to feed before the next sample can be drawn (1 while decoding).
+  int32_t num_pending() const { return length() - num_computed; }
+  bool is_done() const {
+    return state == SequenceState::kFinished || state == SequenceState::kAborted;
+  }
+
+ private:
+  uint64_t id_;
+  const SamplingParams* params_;
+  int32_t sample_index_;
+  int32_t prompt_len_;
+  RequestGroup* group_;
+  Sequence* parent_;
+};
+
+}  // namespace syv
