@@ -1,0 +1,194 @@
+// Split-KV flash decoding over paged K/V, GQA-aware: one block per (token, group of G query heads
+// sharing one KV head, split of the context). Each K/V row is read once per block and used for all
+// G heads. A second kernel merges the splits.
+#include <cfloat>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace syv::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Lanes per key: D / 8 (8 bf16 = 16 bytes per lane); keys per warp step: 32 / lanes-per-key.
+template <int D, int G>
+__global__ void __launch_bounds__(kWarps * 32)
+    decode_kernel(AttentionArgs a, int32_t splits, int32_t keys_per_split, float* partial) {
+  constexpr int LPK = D / 8, KPW = 32 / LPK, SUBS = kWarps * KPW;
+  __shared__ float sm_m[SUBS][G], sm_l[SUBS][G];
+  __shared__ float sm_acc[SUBS][G][D];
+  const int t = blockIdx.x, split = blockIdx.z;
+  const int group = a.hq / a.hk;
+  const int hq0 = blockIdx.y * G, kh = hq0 / group;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int sub = lane / LPK, li = lane % LPK;
+  const int seq = a.token_seq[t];
+  const int n_keys = a.positions[t] + 1;
+  const int k_begin = split * keys_per_split;
+  const int k_end = min(n_keys, k_begin + keys_per_split);
+  const bf16* q = static_cast<const bf16*>(a.q);
+  const bf16* kc = static_cast<const bf16*>(a.k_cache);
+  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  const int32_t* pt = a.page_table + static_cast<int64_t>(seq) * a.max_pages_per_seq;
+  const float qscale = a.scale * kLog2e;
+
+  float qf[G][8], acc[G][8], m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    unpack8(*reinterpret_cast<const uint4*>(q + (static_cast<int64_t>(t) * a.hq + hq0 + g) * D +
+                                            li * 8),
+            qf[g]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      qf[g][j] *= qscale;
+      acc[g][j] = 0.f;
+    }
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+  }
+
+  for (int kb = k_begin + warp * KPW; kb < k_end; kb += SUBS) {
+    const int key = kb + sub;
+    const bool valid = key < k_end;
+    float kf[8], vf[8];
+    if (valid) {
+      const int page = pt[key / a.page_size];
+      const int64_t base =
+          ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D + li * 8;
+      const uint4 kv = *reinterpret_cast<const uint4*>(kc + base);
+      const uint4 vv = *reinterpret_cast<const uint4*>(vc + base);
+      unpack8(kv, kf);
+      unpack8(vv, vf);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) kf[j] = vf[j] = 0.f;
+    }
+    float s[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float d = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) d = fmaf(qf[g][j], kf[j], d);
+#pragma unroll
+      for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+      s[g] = valid ? d : -INFINITY;
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float m_new = fmaxf(m[g], s[g]);
+      if (m_new == -INFINITY) continue;
+      const float alpha = exp2f(m[g] - m_new);  // 0 when m[g] is -inf
+      const float p = exp2f(s[g] - m_new);      // 0 when invalid
+      l[g] = l[g] * alpha + p;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(p, vf[j], acc[g][j] * alpha);
+      m[g] = m_new;
+    }
+  }
+
+  // Merge the SUBS partial states of this block.
+  const int me = warp * KPW + sub;
+  if (li == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      sm_m[me][g] = m[g];
+      sm_l[me][g] = l[g];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < SUBS; ++i) mx = fmaxf(mx, sm_m[i][g]);
+    const float f = (m[g] == -INFINITY) ? 0.f : exp2f(m[g] - mx);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sm_acc[me][g][li * 8 + j] = acc[g][j] * f;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < G * D; e += kWarps * 32) {
+    const int g = e / D, d = e % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < SUBS; ++i) mx = fmaxf(mx, sm_m[i][g]);
+    float sum = 0.f, lsum = 0.f;
+#pragma unroll
+    for (int i = 0; i < SUBS; ++i) {
+      sum += sm_acc[i][g][d];
+      lsum += (sm_m[i][g] == -INFINITY) ? 0.f : sm_l[i][g] * exp2f(sm_m[i][g] - mx);
+    }
+    const int64_t row = static_cast<int64_t>(t) * a.hq + hq0 + g;
+    if (splits == 1) {
+      static_cast<bf16*>(a.out)[row * D + d] = __float2bfloat16_rn(lsum > 0.f ? sum / lsum : 0.f);
+    } else {
+      float* p = partial + (row * splits + split) * (D + 2);
+      p[d] = sum;
+      if (d == 0) {
+        p[D] = mx;
+        p[D + 1] = lsum;
+      }
+    }
+  }
+}
+
+// Merges `splits` partial states per (token, query head). One block of D threads per row.
+template <int D>
+__global__ void combine_kernel(const float* __restrict__ partial, int32_t splits, bf16* out) {
+  const int64_t row = blockIdx.x;
+  const int d = threadIdx.x;
+  const float* p = partial + row * splits * (D + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * (D + 2) + D]);
+  float sum = 0.f, lsum = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    const float ms = p[s * (D + 2) + D];
+    if (ms == -INFINITY) continue;
+    const float w = exp2f(ms - mx);
+    sum += w * p[s * (D + 2) + d];
+    lsum += w * p[s * (D + 2) + D + 1];
+  }
+  out[row * D + d] = __float2bfloat16_rn(lsum > 0.f ? sum / lsum : 0.f);
+}
+
+template <int D, int G>
+void launch_dg(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
+               cudaStream_t s) {
+  dim3 grid(a.tokens, a.hq / G, splits);
+  decode_kernel<D, G><<<grid, kWarps * 32, 0, s>>>(a, splits, keys_per_split, partial);
+  SYV_CUDA_LAUNCH_CHECK();
+  if (splits > 1) {
+    combine_kernel<D><<<a.tokens * a.hq, D, 0, s>>>(partial, splits, static_cast<bf16*>(a.out));
+    SYV_CUDA_LAUNCH_CHECK();
+  }
+}
+
+template <int D>
+void launch_d(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
+              cudaStream_t s) {
+  switch (a.hq / a.hk) {
+    case 8: return launch_dg<D, 8>(a, splits, keys_per_split, partial, s);
+    case 4: return launch_dg<D, 4>(a, splits, keys_per_split, partial, s);
+    case 2: return launch_dg<D, 2>(a, splits, keys_per_split, partial, s);
+    default: return launch_dg<D, 1>(a, splits, keys_per_split, partial, s);  // any group size
+  }
+}
+
+}  // namespace
+
+void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t keys_per_split,
+                             float* partial, cudaStream_t s) {
+  if (a.tokens == 0) return;
+  if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16)
+    cuda_fail(__FILE__, __LINE__, "attention dtypes", "CUDA paged attention needs bf16 q/cache/out");
+  switch (a.head_dim) {
+    case 64: return launch_d<64>(a, splits, keys_per_split, partial, s);
+    case 128: return launch_d<128>(a, splits, keys_per_split, partial, s);
+    case 256: return launch_d<256>(a, splits, keys_per_split, partial, s);
+    default:
+      cuda_fail(__FILE__, __LINE__, "head_dim", "CUDA paged attention supports head_dim 64/128/256");
+  }
+}
+
+}  // namespace syv::cuda

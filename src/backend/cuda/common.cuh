@@ -1,0 +1,102 @@
+// Device helpers shared by the CUDA kernels: element loads/stores in f32 for every dtype the
+// backend accepts, 16-byte vector access for bf16 rows, warp reductions.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/dtype.h"
+
+namespace syv::cuda {
+
+// Element type tags used as kernel template parameters.
+using bf16 = __nv_bfloat16;
+using f16 = __half;
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T v);
+template <>
+__device__ __forceinline__ float to_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f32<bf16>(bf16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f32<f16>(f16 v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ f16 from_f32<f16>(float v) { return __float2half_rn(v); }
+
+// A load of one element of run-time dtype (small vectors: norm weights, biases).
+__device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::BF16: return __bfloat162float(static_cast<const bf16*>(p)[i]);
+    case DType::F16: return __half2float(static_cast<const f16*>(p)[i]);
+    default: return 0.f;
+  }
+}
+
+// 8 bf16 <-> 8 floats through one 16-byte access.
+__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 x = __bfloat1622float2(h[i]);
+    f[2 * i] = x.x;
+    f[2 * i + 1] = x.y;
+  }
+}
+__device__ __forceinline__ uint4 pack8(const float* f) {
+  uint4 v;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over a block of up to 1024 threads (blockDim.x a multiple of 32); every thread gets it.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  float total = lane < warps ? partial[lane] : 0.f;
+  return warp_sum(total);
+}
+
+inline unsigned ceil_div(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+}  // namespace syv::cuda
+
+// Calls BODY with `using TX = <type>` bound to the CUDA type of a float DType (f32, bf16, f16).
+#define SYV_DISPATCH_FLOAT(dtype, TX, ...)                                                  \
+  [&] {                                                                                     \
+    switch (dtype) {                                                                        \
+      case ::syv::DType::F32: { using TX = float; return __VA_ARGS__(); }                   \
+      case ::syv::DType::BF16: { using TX = ::syv::cuda::bf16; return __VA_ARGS__(); }      \
+      case ::syv::DType::F16: { using TX = ::syv::cuda::f16; return __VA_ARGS__(); }        \
+      default: ::syv::cuda::cuda_fail(__FILE__, __LINE__, #dtype, "unsupported dtype");     \
+    }                                                                                       \
+  }()

@@ -1,0 +1,508 @@
+// The CUDA backend: memory, batch metadata, op dispatch to the kernels, timing and graphs.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "backend/host_batch_meta.h"
+#include "core/check.h"
+#include "core/log.h"
+
+namespace syv {
+namespace cuda {
+
+void cuda_fail(const char* file, int line, const char* expr, const char* what) {
+  std::fprintf(stderr, "%s:%d: CUDA error: %s failed: %s\n", file, line, expr, what);
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace cuda
+
+namespace {
+
+constexpr size_t kGemmWorkspace = 32u << 20;
+constexpr int kPrefillTile = 64;
+
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
+// Size of the i-th dimension from the end (1 = last); aborts on a tensor of lower rank.
+int64_t dim_from_end(const Tensor& t, int i) {
+  SYV_CHECK(t.ndim >= i && t.ndim <= 4) << "tensor of rank " << t.ndim << " has no dim -" << i;
+  return t.shape[static_cast<size_t>(t.ndim - i)];
+}
+int64_t last_dim(const Tensor& t) {
+  return dim_from_end(t, 1);
+}
+int64_t rows_of(const Tensor& t) {
+  const int64_t d = last_dim(t);
+  return d == 0 ? 0 : t.numel() / d;
+}
+
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  explicit CudaBackendImpl(int device) : device_(device) {
+    SYV_CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    SYV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    device_name_ = prop.name;
+    sm_count_ = prop.multiProcessorCount;
+    SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SYV_CUDA_CHECK(cudaEventCreateWithFlags(&staging_done_, cudaEventDisableTiming));
+    SYV_CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspace));
+    scratch_bytes_ += kGemmWorkspace;
+    gemm_.init(workspace_, kGemmWorkspace);
+    if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
+  }
+
+  ~CudaBackendImpl() override {
+    cudaStreamSynchronize(stream_);
+    for (auto& g : graphs_) cudaGraphExecDestroy(g);
+    if (staging_) cudaFreeHost(staging_);
+    if (meta_dev_) cudaFree(meta_dev_);
+    if (partial_) cudaFree(partial_);
+    if (workspace_) cudaFree(workspace_);
+    cudaEventDestroy(staging_done_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override {
+    return "cuda:" + std::to_string(device_) + " " + device_name_;
+  }
+  DType activation_dtype() const override { return DType::BF16; }
+  DType weight_dtype(DType file_dtype) const override {
+    return is_float(file_dtype) ? DType::BF16 : file_dtype;
+  }
+
+  // ---- memory ---------------------------------------------------------------------------------
+  DeviceBuffer allocate(size_t bytes) override {
+    if (bytes == 0) return DeviceBuffer();
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      size_t free_b = 0, total_b = 0;
+      cudaGetLastError();
+      cudaMemGetInfo(&free_b, &total_b);
+      SYV_FATAL() << "CUDA backend: cudaMalloc of " << bytes << " bytes failed ("
+                  << cudaGetErrorString(err) << "); free " << free_b << " of " << total_b
+                  << " bytes";
+    }
+    allocated_ += bytes;
+    sizes_.push_back({p, bytes});
+    return DeviceBuffer(this, p, bytes);
+  }
+  void release(void* data) override {
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      if (sizes_[i].first == data) {
+        allocated_ -= sizes_[i].second;
+        sizes_[i] = sizes_.back();
+        sizes_.pop_back();
+        break;
+      }
+    }
+    SYV_CUDA_CHECK(cudaFree(data));
+  }
+  void upload(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes == 0) return;
+    SYV_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+  void download(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    SYV_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill_zero(void* dst, size_t bytes) override {
+    if (bytes == 0) return;
+    SYV_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+  }
+  void synchronize() override { SYV_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  // ---- batch metadata -------------------------------------------------------------------------
+  // All i32 arrays go into one pinned staging buffer and one device buffer (one copy per step).
+  BatchMeta prepare_batch(const Batch& batch, int32_t page_size) override {
+    HostBatchMeta h = build_host_batch_meta(batch, page_size);
+    batch_copy_ = batch;
+    const int64_t T = batch.num_tokens(), S = batch.num_seqs();
+    const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+    const int64_t P = h.max_pages_per_seq;
+    const int64_t pt_rows = P > 0 ? static_cast<int64_t>(h.page_table.size()) / P : 0;
+    // Prefill tiles: (seq, first token), the last (longest) tile of each sequence first.
+    tiles_host_.clear();
+    for (int64_t s = 0; s < S; ++s) {
+      const int32_t start = batch.seq_starts[s], len = batch.seq_len(static_cast<int32_t>(s));
+      for (int32_t i = (len + kPrefillTile - 1) / kPrefillTile - 1; i >= 0; --i) {
+        tiles_host_.push_back(static_cast<int32_t>(s));
+        tiles_host_.push_back(start + i * kPrefillTile);
+      }
+    }
+    num_tiles_ = static_cast<int32_t>(tiles_host_.size() / 2);
+    std::vector<int32_t> seq_starts =
+        batch.seq_starts.empty() ? std::vector<int32_t>{0} : batch.seq_starts;
+
+    struct Part {
+      const int32_t* src;
+      int64_t n;
+      int64_t offset = 0;
+    };
+    Part parts[] = {{batch.token_ids.data(), T},
+                    {batch.positions.data(), T},
+                    {seq_starts.data(), S + 1},
+                    {h.context_lens.data(), S},
+                    {h.page_table.data(), static_cast<int64_t>(h.page_table.size())},
+                    {h.slot_mapping.data(), T},
+                    {h.token_seq.data(), T},
+                    {batch.logit_rows.data(), R},
+                    {h.state_slots.data(), static_cast<int64_t>(h.state_slots.size())},
+                    {tiles_host_.data(), static_cast<int64_t>(tiles_host_.size())}};
+    int64_t total = 0;
+    for (Part& p : parts) {
+      p.offset = total;
+      total += (p.n + 3) / 4 * 4;  // 16-byte aligned parts
+    }
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(total, 4)) * 4;
+    if (!capturing_) SYV_CUDA_CHECK(cudaEventSynchronize(staging_done_));
+    if (bytes > meta_capacity_) {
+      SYV_CHECK(!capturing_) << "CUDA graph capture: batch metadata grew during capture";
+      SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      if (staging_) SYV_CUDA_CHECK(cudaFreeHost(staging_));
+      if (meta_dev_) SYV_CUDA_CHECK(cudaFree(meta_dev_));
+      scratch_bytes_ -= meta_capacity_;
+      meta_capacity_ = std::max(bytes * 2, size_t{1} << 16);
+      SYV_CUDA_CHECK(cudaMallocHost(&staging_, meta_capacity_));
+      SYV_CUDA_CHECK(cudaMalloc(&meta_dev_, meta_capacity_));
+      scratch_bytes_ += meta_capacity_;
+    }
+    int32_t* st = static_cast<int32_t*>(staging_);
+    for (const Part& p : parts)
+      if (p.n > 0) std::memcpy(st + p.offset, p.src, static_cast<size_t>(p.n) * 4);
+    SYV_CUDA_CHECK(cudaMemcpyAsync(meta_dev_, staging_, bytes, cudaMemcpyHostToDevice, stream_));
+    if (!capturing_) SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
+
+    int32_t* d = static_cast<int32_t*>(meta_dev_);
+    auto view = [&](const Part& p, std::initializer_list<int64_t> dims) {
+      return Tensor(d + p.offset, DType::I32, dims);
+    };
+    BatchMeta meta;
+    meta.host = &batch_copy_;
+    meta.token_ids = view(parts[0], {T});
+    meta.positions = view(parts[1], {T});
+    meta.seq_starts = view(parts[2], {S + 1});
+    meta.context_lens = view(parts[3], {S});
+    meta.page_table = view(parts[4], {pt_rows, P});
+    meta.slot_mapping = view(parts[5], {T});
+    meta.token_seq = view(parts[6], {T});
+    meta.logit_rows = view(parts[7], {R});
+    meta.state_slots = view(parts[8], {static_cast<int64_t>(h.state_slots.size())});
+    meta.page_size = page_size;
+    meta.max_seq_len = h.max_seq_len;
+    meta.max_context_len = h.max_context_len;
+    tiles_dev_ = d + parts[9].offset;
+    return meta;
+  }
+
+  // ---- ops ------------------------------------------------------------------------------------
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
+    SYV_CHECK(ids.dtype == DType::I32) << "embedding: ids must be i32";
+    SYV_CHECK_EQ(last_dim(table), last_dim(out)) << "embedding: hidden size";
+    SYV_CHECK_EQ(ids.numel(), rows_of(out)) << "embedding: rows";
+    cuda::launch_embedding(table.data, table.dtype, table.dim(0), last_dim(table),
+                           ids.as<int32_t>(), ids.numel(), out.data, out.dtype, stream_);
+  }
+
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, NormKind kind, Tensor& out) override {
+    SYV_CHECK_EQ(x.numel(), out.numel()) << "rmsnorm: x vs out";
+    SYV_CHECK_EQ(w.numel(), last_dim(x)) << "rmsnorm: weight size";
+    cuda::launch_rmsnorm(x.data, x.dtype, nullptr, x.dtype, w.data, w.dtype, eps,
+                         kind == NormKind::kOnePlus, out.data, out.dtype, rows_of(x), last_dim(x),
+                         stream_);
+  }
+
+  void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, NormKind kind,
+                   Tensor& out) override {
+    SYV_CHECK_EQ(x.numel(), residual.numel()) << "add_rmsnorm: x vs residual";
+    SYV_CHECK_EQ(x.numel(), out.numel()) << "add_rmsnorm: x vs out";
+    SYV_CHECK_EQ(w.numel(), last_dim(x)) << "add_rmsnorm: weight size";
+    cuda::launch_rmsnorm(x.data, x.dtype, residual.data, residual.dtype, w.data, w.dtype, eps,
+                         kind == NormKind::kOnePlus, out.data, out.dtype, rows_of(x), last_dim(x),
+                         stream_);
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override {
+    const int64_t K = last_dim(x), T = rows_of(x), N = w.dim(0);
+    SYV_CHECK_EQ(last_dim(w), K) << "linear: w [N, K] vs x [T, K]";
+    SYV_CHECK_EQ(out.numel(), T * N) << "linear: out must be [T, N]";
+    bool done = false;
+    if (x.dtype == DType::BF16 && w.dtype == DType::BF16 &&
+        (out.dtype == DType::BF16 || out.dtype == DType::F32)) {
+      if (T <= gemv_max_tokens_)
+        done = cuda::launch_gemv_bf16(x.data, w.data, out.data, out.dtype, T, N, K, stream_);
+      if (!done) done = gemm_.run(x.data, w.data, out.data, out.dtype, T, N, K, stream_);
+    }
+    if (!done)
+      cuda::launch_linear_generic(x.data, x.dtype, w.data, w.dtype, out.data, out.dtype, T, N, K,
+                                  stream_);
+    if (!bias.empty()) {
+      SYV_CHECK_EQ(bias.numel(), N) << "linear: bias size";
+      cuda::launch_bias_add(out.data, out.dtype, bias.data, bias.dtype, T, N, stream_);
+    }
+  }
+
+  void silu_mul(const Tensor& gate_up, Tensor& out) override {
+    const int64_t I = last_dim(out), T = rows_of(out);
+    SYV_CHECK_EQ(gate_up.numel(), 2 * T * I) << "silu_mul: gate_up must be [T, 2I]";
+    cuda::launch_silu_mul(gate_up.data, gate_up.dtype, out.data, out.dtype, T, I, stream_);
+  }
+
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    SYV_CHECK(a.numel() == b.numel() && a.numel() == out.numel()) << "add: shapes differ";
+    cuda::launch_add(a.data, a.dtype, b.data, b.dtype, out.data, out.dtype, a.numel(), stream_);
+  }
+
+  void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                    NormKind kind, const RopeParams& rope, const BatchMeta& meta) override {
+    const int64_t T = meta.positions.numel();
+    const bool one_plus = kind == NormKind::kOnePlus;
+    const int64_t D = last_dim(q);
+    SYV_CHECK_EQ(last_dim(k), D) << "qk_norm_rope: head dims";
+    SYV_CHECK_EQ(q.numel() % (T * D), 0) << "qk_norm_rope: q shape";
+    cuda::launch_head_norm_rope(q.data, q.dtype, T, q.numel() / (T * D), D,
+                                q_norm.empty() ? nullptr : q_norm.data, q_norm.dtype, eps, one_plus,
+                                meta.positions.as<int32_t>(), rope.theta, rope.rotary_dim, stream_);
+    cuda::launch_head_norm_rope(k.data, k.dtype, T, k.numel() / (T * D), D,
+                                k_norm.empty() ? nullptr : k_norm.data, k_norm.dtype, eps, one_plus,
+                                meta.positions.as<int32_t>(), rope.theta, rope.rotary_dim, stream_);
+  }
+
+  void kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                const BatchMeta& meta) override {
+    const int64_t T = meta.slot_mapping.numel();
+    SYV_CHECK_EQ(k.numel(), v.numel()) << "kv_write: k vs v";
+    SYV_CHECK(k_cache.dtype == v_cache.dtype) << "kv_write: cache dtypes";
+    if (T == 0) return;
+    const int64_t row = k.numel() / T;
+    SYV_CHECK_EQ(row, dim_from_end(k_cache, 2) * last_dim(k_cache)) << "kv_write: Hk*D vs cache";
+    cuda::launch_kv_write(k.data, v.data, k.dtype, k_cache.data, v_cache.data, k_cache.dtype,
+                          meta.slot_mapping.as<int32_t>(), T, row, stream_);
+  }
+
+  void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
+                       const BatchMeta& meta, Tensor& out) override {
+    cuda::AttentionArgs a{};
+    a.q = q.data;
+    a.k_cache = k_cache.data;
+    a.v_cache = v_cache.data;
+    a.out = out.data;
+    a.q_t = q.dtype;
+    a.cache_t = k_cache.dtype;
+    a.out_t = out.dtype;
+    a.tokens = static_cast<int32_t>(meta.positions.numel());
+    a.head_dim = static_cast<int32_t>(last_dim(k_cache));
+    a.hk = static_cast<int32_t>(dim_from_end(k_cache, 2));
+    a.hq = a.tokens ? static_cast<int32_t>(q.numel() / (int64_t{a.tokens} * a.head_dim)) : 0;
+    a.page_size = meta.page_size;
+    a.max_pages_per_seq = static_cast<int32_t>(last_dim(meta.page_table));
+    a.scale = scale;
+    a.positions = meta.positions.as<int32_t>();
+    a.token_seq = meta.token_seq.as<int32_t>();
+    a.seq_starts = meta.seq_starts.as<int32_t>();
+    a.page_table = meta.page_table.as<int32_t>();
+    if (a.tokens == 0) return;
+    SYV_CHECK(a.hk > 0 && a.hq % a.hk == 0) << "paged_attention: Hq " << a.hq << " Hk " << a.hk;
+    SYV_CHECK_EQ(k_cache.dim(1), meta.page_size) << "paged_attention: cache page size";
+    if (meta.max_seq_len > kDecodeMaxSeqLen &&
+        cuda::launch_attention_prefill(a, tiles_dev_, num_tiles_, stream_))
+      return;
+    const int group = a.hq / a.hk;
+    const int g = (group == 2 || group == 4 || group == 8) ? group : 1;
+    const int64_t blocks_per_split = int64_t{a.tokens} * (a.hq / g);
+    int64_t splits =
+        std::max<int64_t>(1, (2 * sm_count_ + blocks_per_split - 1) / blocks_per_split);
+    int64_t keys = std::max<int64_t>(meta.max_context_len, 1);
+    if (fixed_max_context_ > 0) keys = fixed_max_context_;
+    int64_t per_split = std::max<int64_t>(64, (keys + splits - 1) / splits);
+    per_split = (per_split + 63) / 64 * 64;
+    splits = std::min<int64_t>((keys + per_split - 1) / per_split, kMaxSplits);
+    per_split = std::max<int64_t>(per_split, (keys + splits - 1) / splits);
+    if (splits > 1) ensure_partial(int64_t{a.tokens} * a.hq * splits * (a.head_dim + 2) * 4);
+    cuda::launch_attention_decode(a, static_cast<int32_t>(splits), static_cast<int32_t>(per_split),
+                                  static_cast<float*>(partial_), stream_);
+  }
+
+  void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) override {
+    const int64_t R = meta.logit_rows.numel();
+    const int64_t row_bytes = static_cast<int64_t>(x.bytes()) / std::max<int64_t>(rows_of(x), 1);
+    SYV_CHECK(x.dtype == out.dtype) << "gather_rows: dtypes";
+    SYV_CHECK_EQ(out.numel(), R * last_dim(x)) << "gather_rows: out must be [R, H]";
+    cuda::launch_gather_rows(x.data, x.dtype, row_bytes, meta.logit_rows.as<int32_t>(), R, out.data,
+                             stream_);
+  }
+
+  // ---- CudaBackend extras ---------------------------------------------------------------------
+  int device() const override { return device_; }
+  std::string device_name() const override { return device_name_; }
+  int sm_count() const override { return sm_count_; }
+  GpuMemoryInfo memory_info() override {
+    GpuMemoryInfo m;
+    SYV_CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
+    return m;
+  }
+  size_t allocated_bytes() const override { return allocated_ + scratch_bytes_; }
+  size_t peak_scratch_bytes() const override { return scratch_bytes_; }
+
+  void argmax(const Tensor& logits, Tensor& ids) override {
+    SYV_CHECK(ids.dtype == DType::I32) << "argmax: ids must be i32";
+    SYV_CHECK_EQ(ids.numel(), rows_of(logits)) << "argmax: one id per row";
+    cuda::launch_argmax(logits.data, logits.dtype, rows_of(logits), last_dim(logits),
+                        ids.as<int32_t>(), stream_);
+  }
+
+  std::vector<float> time_ms(const std::function<void()>& step, int warmup, int iters) override {
+    for (int i = 0; i < warmup; ++i) step();
+    std::vector<cudaEvent_t> ev(static_cast<size_t>(iters) + 1);
+    for (auto& e : ev) SYV_CUDA_CHECK(cudaEventCreate(&e));
+    SYV_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
+    for (int i = 0; i < iters; ++i) {
+      step();
+      SYV_CUDA_CHECK(cudaEventRecord(ev[static_cast<size_t>(i) + 1], stream_));
+    }
+    SYV_CUDA_CHECK(cudaEventSynchronize(ev.back()));
+    std::vector<float> ms(static_cast<size_t>(iters));
+    for (int i = 0; i < iters; ++i)
+      SYV_CUDA_CHECK(cudaEventElapsedTime(&ms[static_cast<size_t>(i)], ev[static_cast<size_t>(i)],
+                                          ev[static_cast<size_t>(i) + 1]));
+    for (auto& e : ev) SYV_CUDA_CHECK(cudaEventDestroy(e));
+    return ms;
+  }
+
+  double measure_copy_gbps(size_t bytes, int iters) override {
+    void *a = nullptr, *b = nullptr;
+    SYV_CUDA_CHECK(cudaMalloc(&a, bytes));
+    SYV_CUDA_CHECK(cudaMalloc(&b, bytes));
+    cuda::launch_fill_random(a, DType::BF16, static_cast<int64_t>(bytes / 2), 7, 1.f, stream_);
+    auto ms = time_ms(
+        [&] { SYV_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream_)); }, 3,
+        iters);
+    SYV_CUDA_CHECK(cudaFree(a));
+    SYV_CUDA_CHECK(cudaFree(b));
+    std::sort(ms.begin(), ms.end());
+    return 2.0 * static_cast<double>(bytes) / (ms[ms.size() / 2] * 1e-3) / 1e9;
+  }
+
+  double measure_gemm_tflops(int64_t m, int64_t n, int64_t k, int iters) override {
+    void *x = nullptr, *w = nullptr, *c = nullptr;
+    SYV_CUDA_CHECK(cudaMalloc(&x, static_cast<size_t>(m * k * 2)));
+    SYV_CUDA_CHECK(cudaMalloc(&w, static_cast<size_t>(n * k * 2)));
+    SYV_CUDA_CHECK(cudaMalloc(&c, static_cast<size_t>(m * n * 2)));
+    cuda::launch_fill_random(x, DType::BF16, m * k, 11, 1.f, stream_);
+    cuda::launch_fill_random(w, DType::BF16, n * k, 13, 1.f, stream_);
+    bool ok = true;
+    auto ms =
+        time_ms([&] { ok = ok && gemm_.run(x, w, c, DType::BF16, m, n, k, stream_); }, 3, iters);
+    SYV_CUDA_CHECK(cudaFree(x));
+    SYV_CUDA_CHECK(cudaFree(w));
+    SYV_CUDA_CHECK(cudaFree(c));
+    SYV_CHECK(ok) << "cuBLASLt found no algorithm for the reference GEMM";
+    std::sort(ms.begin(), ms.end());
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
+           (ms[ms.size() / 2] * 1e-3) / 1e12;
+  }
+
+  int capture_graph(const std::function<void()>& step) override {
+    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    cudaGraph_t graph = nullptr;
+    SYV_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    capturing_ = true;
+    step();
+    capturing_ = false;
+    SYV_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    SYV_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    SYV_CUDA_CHECK(cudaGraphDestroy(graph));
+    graphs_.push_back(exec);
+    return static_cast<int>(graphs_.size()) - 1;
+  }
+
+  void replay_graph(int id) override {
+    SYV_CHECK(id >= 0 && id < static_cast<int>(graphs_.size())) << "replay_graph: id " << id;
+    SYV_CUDA_CHECK(cudaGraphLaunch(graphs_[static_cast<size_t>(id)], stream_));
+    SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
+  }
+
+  void reserve_attention_scratch(int64_t tokens, int64_t q_heads, int64_t head_dim,
+                                 int64_t max_context) override {
+    fixed_max_context_ = max_context;
+    ensure_partial(tokens * q_heads * kMaxSplits * (head_dim + 2) * 4);
+  }
+
+ private:
+  static constexpr int kDecodeMaxSeqLen = 16;  // longer chunks take the tensor-core prefill path
+  static constexpr int64_t kMaxSplits = 64;
+
+  void ensure_partial(int64_t bytes) {
+    if (static_cast<size_t>(bytes) <= partial_bytes_) return;
+    SYV_CHECK(!capturing_) << "CUDA graph capture: attention scratch grew during capture";
+    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (partial_) SYV_CUDA_CHECK(cudaFree(partial_));
+    scratch_bytes_ -= partial_bytes_;
+    partial_bytes_ = static_cast<size_t>(bytes);
+    SYV_CUDA_CHECK(cudaMalloc(&partial_, partial_bytes_));
+    scratch_bytes_ += partial_bytes_;
+  }
+
+  int device_ = 0;
+  std::string device_name_;
+  int sm_count_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t staging_done_ = nullptr;
+  void* workspace_ = nullptr;
+  cuda::LtGemm gemm_;
+  int gemv_max_tokens_ = 4;
+
+  size_t allocated_ = 0, scratch_bytes_ = 0;
+  std::vector<std::pair<void*, size_t>> sizes_;
+
+  Batch batch_copy_;
+  std::vector<int32_t> tiles_host_;
+  int32_t num_tiles_ = 0;
+  const int32_t* tiles_dev_ = nullptr;
+  void* staging_ = nullptr;
+  void* meta_dev_ = nullptr;
+  size_t meta_capacity_ = 0;
+
+  void* partial_ = nullptr;
+  size_t partial_bytes_ = 0;
+  int64_t fixed_max_context_ = 0;
+
+  bool capturing_ = false;
+  std::vector<cudaGraphExec_t> graphs_;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<CudaBackend> make_cuda_backend(int device) {
+  return std::make_unique<CudaBackendImpl>(device);
+}
+
+}  // namespace syv

@@ -1,0 +1,66 @@
+// The CUDA backend: bf16 activations and weights, fp32 accumulation, one stream per backend.
+// This header has no CUDA includes, so it can be used from code built without nvcc; it is only
+// compiled into the build when SYV_HAVE_CUDA is set.
+//
+// Besides the Backend ops it offers what benchmarks and the memory planner need: device facts and
+// free memory, on-device greedy sampling, event timing, the machine's own ceilings (a large device
+// copy and a large bf16 GEMM, measured on random data), and CUDA-graph capture of a step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace syv {
+
+struct GpuMemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+class CudaBackend : public Backend {
+ public:
+  virtual int device() const = 0;
+  virtual std::string device_name() const = 0;
+  virtual int sm_count() const = 0;
+  virtual GpuMemoryInfo memory_info() = 0;
+  // Bytes of device memory allocated through allocate() and not yet released (weights, KV,
+  // activations) plus the backend's own scratch (GEMM workspace, metadata, attention partials).
+  virtual size_t allocated_bytes() const = 0;
+  virtual size_t peak_scratch_bytes() const = 0;
+
+  // ids[r] = argmax over the row of logits [R, V] (f32 or bf16), lowest index among ties; ids i32
+  // [R] in device memory. Only the ids need to cross to the host.
+  virtual void argmax(const Tensor& logits, Tensor& ids) = 0;
+
+  // Runs `step` `warmup` times, then `iters` times with device events around each run; returns the
+  // per-run milliseconds.
+  virtual std::vector<float> time_ms(const std::function<void()>& step, int warmup, int iters) = 0;
+
+  // The machine's ceilings, measured now on random data: device-to-device copy bandwidth in GB/s
+  // (bytes read + bytes written), and a bf16 GEMM (fp32 accumulation) in TFLOP/s.
+  virtual double measure_copy_gbps(size_t bytes, int iters) = 0;
+  virtual double measure_gemm_tflops(int64_t m, int64_t n, int64_t k, int iters) = 0;
+
+  // CUDA graphs: everything `step` enqueues on the backend's stream is captured into a graph
+  // (nothing runs); replay_graph(id) launches it again. A step may only be captured if it does no
+  // host synchronisation and no allocation, and every host-side decision it makes (shapes, split
+  // counts) stays valid for the replays; prepare_batch() staging is captured as a copy from pinned
+  // memory, so a replay re-reads the metadata of the latest prepare_batch() of the same shape.
+  virtual int capture_graph(const std::function<void()>& step) = 0;
+  virtual void replay_graph(int id) = 0;
+  virtual void reserve_attention_scratch(int64_t tokens, int64_t q_heads, int64_t head_dim,
+                                         int64_t max_context) = 0;
+};
+
+// Number of CUDA devices (0 when there is no driver or no device; never aborts).
+int cuda_device_count();
+
+// Creates the backend on `device`; aborts with the CUDA error when the device cannot be used.
+std::unique_ptr<CudaBackend> make_cuda_backend(int device = 0);
+
+}  // namespace syv

@@ -1,0 +1,29 @@
+// Every CUDA runtime call, cuBLAS(Lt) call and kernel launch in the CUDA backend is checked here;
+// a failure aborts with the file, the line, the call's text and the library's error string.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+namespace syv::cuda {
+
+[[noreturn]] void cuda_fail(const char* file, int line, const char* expr, const char* what);
+
+}  // namespace syv::cuda
+
+#define SYV_CUDA_CHECK(expr)                                                           \
+  do {                                                                                 \
+    cudaError_t syv_err_ = (expr);                                                     \
+    if (syv_err_ != cudaSuccess)                                                       \
+      ::syv::cuda::cuda_fail(__FILE__, __LINE__, #expr, cudaGetErrorString(syv_err_)); \
+  } while (0)
+
+// After every <<<...>>> launch: catches bad launch configurations at the launch site.
+#define SYV_CUDA_LAUNCH_CHECK() SYV_CUDA_CHECK(cudaPeekAtLastError())
+
+#define SYV_CUBLAS_CHECK(expr)                                                             \
+  do {                                                                                     \
+    cublasStatus_t syv_st_ = (expr);                                                       \
+    if (syv_st_ != CUBLAS_STATUS_SUCCESS)                                                  \
+      ::syv::cuda::cuda_fail(__FILE__, __LINE__, #expr, cublasLtGetStatusString(syv_st_)); \
+  } while (0)

@@ -1,0 +1,143 @@
+// SiLU·mul, add, bias add.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace syv::cuda {
+namespace {
+
+// out[t, i] = silu(g) * u with g = gate_up[t, i], u = gate_up[t, I + i]; silu in fp32, and the
+// activation rounded to the output type before the product (as a bf16 model computes it).
+template <typename TI, typename TO>
+__global__ void silu_mul_kernel(const TI* __restrict__ gu, TO* __restrict__ out, int64_t tokens,
+                                int64_t inter) {
+  const int64_t n = tokens * inter;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = idx / inter, i = idx - t * inter;
+    const float g = to_f32(gu[t * 2 * inter + i]);
+    const float u = to_f32(gu[t * 2 * inter + inter + i]);
+    const float act = to_f32(from_f32<TO>(g / (1.f + __expf(-g))));
+    out[idx] = from_f32<TO>(act * u);
+  }
+}
+
+// Vectorised bf16 path: 8 elements per thread (inter % 8 == 0).
+__global__ void silu_mul_bf16x8_kernel(const bf16* __restrict__ gu, bf16* __restrict__ out,
+                                       int64_t tokens, int64_t inter) {
+  const int64_t vecs = tokens * inter / 8;
+  for (int64_t v = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; v < vecs;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t idx = v * 8, t = idx / inter, i = idx - t * inter;
+    float g[8], u[8], o[8];
+    unpack8(*reinterpret_cast<const uint4*>(gu + t * 2 * inter + i), g);
+    unpack8(*reinterpret_cast<const uint4*>(gu + t * 2 * inter + inter + i), u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float act = __bfloat162float(__float2bfloat16_rn(g[j] / (1.f + __expf(-g[j]))));
+      o[j] = act * u[j];
+    }
+    *reinterpret_cast<uint4*>(out + idx) = pack8(o);
+  }
+}
+
+template <typename TA, typename TB, typename TO>
+__global__ void add_kernel(const TA* __restrict__ a, const TB* __restrict__ b, TO* __restrict__ out,
+                           int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = from_f32<TO>(to_f32(a[i]) + to_f32(b[i]));
+}
+
+template <typename TO>
+__global__ void bias_add_kernel(TO* out, const void* bias, DType bias_t, int64_t tokens,
+                                int64_t n) {
+  const int64_t total = tokens * n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = from_f32<TO>(to_f32(out[i]) + load_any(bias, bias_t, i % n));
+}
+
+unsigned grid_for(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
+}
+
+}  // namespace
+
+void launch_silu_mul(const void* gate_up, DType in_t, void* out, DType out_t, int64_t tokens,
+                     int64_t inter, cudaStream_t s) {
+  if (tokens == 0 || inter == 0) return;
+  const bool aligned = (reinterpret_cast<uintptr_t>(gate_up) % 16 == 0) &&
+                       (reinterpret_cast<uintptr_t>(out) % 16 == 0);
+  if (in_t == DType::BF16 && out_t == DType::BF16 && inter % 8 == 0 && aligned) {
+    silu_mul_bf16x8_kernel<<<grid_for(tokens * inter / 8, 256), 256, 0, s>>>(
+        static_cast<const bf16*>(gate_up), static_cast<bf16*>(out), tokens, inter);
+    SYV_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  SYV_DISPATCH_FLOAT(in_t, TI, [&] {
+    SYV_DISPATCH_FLOAT(out_t, TO, [&] {
+      silu_mul_kernel<TI, TO><<<grid_for(tokens * inter, 256), 256, 0, s>>>(
+          static_cast<const TI*>(gate_up), static_cast<TO*>(out), tokens, inter);
+      SYV_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void launch_add(const void* a, DType a_t, const void* b, DType b_t, void* out, DType out_t,
+                int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  SYV_DISPATCH_FLOAT(a_t, TA, [&] {
+    SYV_DISPATCH_FLOAT(b_t, TB, [&] {
+      SYV_DISPATCH_FLOAT(out_t, TO, [&] {
+        add_kernel<TA, TB, TO><<<grid_for(n, 256), 256, 0, s>>>(
+            static_cast<const TA*>(a), static_cast<const TB*>(b), static_cast<TO*>(out), n);
+        SYV_CUDA_LAUNCH_CHECK();
+      });
+    });
+  });
+}
+
+void launch_bias_add(void* out, DType out_t, const void* bias, DType bias_t, int64_t tokens,
+                     int64_t n, cudaStream_t s) {
+  if (tokens == 0 || n == 0) return;
+  SYV_DISPATCH_FLOAT(out_t, TO, [&] {
+    bias_add_kernel<TO><<<grid_for(tokens * n, 256), 256, 0, s>>>(static_cast<TO*>(out), bias,
+                                                                  bias_t, tokens, n);
+    SYV_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace syv::cuda
+
+namespace syv::cuda {
+namespace {
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+__global__ void fill_random_kernel(T* p, int64_t n, uint64_t seed, float scale) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t r = mix64(seed * 0x2545f4914f6cdd1dull + static_cast<uint64_t>(i));
+    const float u = static_cast<float>(r >> 40) * (1.f / 16777216.f);  // [0, 1)
+    p[i] = from_f32<T>((2.f * u - 1.f) * scale);
+  }
+}
+
+}  // namespace
+
+void launch_fill_random(void* p, DType t, int64_t n, uint64_t seed, float scale, cudaStream_t s) {
+  if (n == 0) return;
+  SYV_DISPATCH_FLOAT(t, T, [&] {
+    fill_random_kernel<T><<<grid_for(n, 256), 256, 0, s>>>(static_cast<T*>(p), n, seed, scale);
+    SYV_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace syv::cuda

@@ -1,0 +1,92 @@
+// Host-side launchers of the CUDA backend's kernels (one family per .cu file). Plain pointers in
+// device memory; every launcher enqueues on `stream` and checks the launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace syv::cuda {
+
+// embedding.cu -----------------------------------------------------------------------------------
+// out[t, :] = table[ids[t], :]; rows of out-of-range ids are written as zeros.
+void launch_embedding(const void* table, DType table_t, int64_t vocab, int64_t hidden,
+                      const int32_t* ids, int64_t tokens, void* out, DType out_t, cudaStream_t s);
+// out[r, :] = x[rows[r], :].
+void launch_gather_rows(const void* x, DType t, int64_t row_bytes, const int32_t* rows,
+                        int64_t count, void* out, cudaStream_t s);
+
+// norm.cu ----------------------------------------------------------------------------------------
+// out = rmsnorm(x) * w (or * (1 + w) when one_plus). When residual != nullptr: residual += x first
+// (rounded to the residual's dtype) and the norm is taken of the new residual.
+void launch_rmsnorm(const void* x, DType x_t, void* residual, DType res_t, const void* w, DType w_t,
+                    float eps, bool one_plus, void* out, DType out_t, int64_t rows, int64_t hidden,
+                    cudaStream_t s);
+
+// elementwise.cu ---------------------------------------------------------------------------------
+void launch_silu_mul(const void* gate_up, DType in_t, void* out, DType out_t, int64_t tokens,
+                     int64_t inter, cudaStream_t s);
+void launch_add(const void* a, DType a_t, const void* b, DType b_t, void* out, DType out_t,
+                int64_t n, cudaStream_t s);
+// out[t, n] += bias[n] (in place).
+void launch_bias_add(void* out, DType out_t, const void* bias, DType bias_t, int64_t tokens,
+                     int64_t n, cudaStream_t s);
+
+// rope_kv.cu -------------------------------------------------------------------------------------
+// In place on x [T, H, D]: per-head rmsnorm with norm_w (skipped when null), then rotate-half RoPE
+// at positions[t] over lanes [0, rotary_dim).
+void launch_head_norm_rope(void* x, DType x_t, int64_t tokens, int64_t heads, int64_t head_dim,
+                           const void* norm_w, DType norm_t, float eps, bool one_plus,
+                           const int32_t* positions, double theta, int32_t rotary_dim,
+                           cudaStream_t s);
+// Copies k, v [T, Hk, D] into caches [pages, page_size, Hk, D] at slots[t] (skipped when < 0).
+void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, void* v_cache,
+                     DType cache_t, const int32_t* slots, int64_t tokens, int64_t row_elems,
+                     cudaStream_t s);
+
+// gemv.cu ----------------------------------------------------------------------------------------
+// Bandwidth-bound out[t, n] = sum_k x[t, k] * w[n, k] for few tokens. x, w bf16; out bf16 or f32.
+// Needs K % 8 == 0 and 16-byte aligned x and w. Returns false (launching nothing) otherwise.
+bool launch_gemv_bf16(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
+                      int64_t n, int64_t k, cudaStream_t s);
+// Any dtypes, any shapes; one warp per output element (slow; for odd dtypes and tests).
+void launch_linear_generic(const void* x, DType x_t, const void* w, DType w_t, void* out,
+                           DType out_t, int64_t tokens, int64_t n, int64_t k, cudaStream_t s);
+
+// attention_decode.cu / attention_prefill.cu
+// -------------------------------------------------------
+struct AttentionArgs {
+  const void* q;        // [T, Hq, D]
+  const void* k_cache;  // [pages, page_size, Hk, D]
+  const void* v_cache;
+  void* out;  // [T, Hq, D]
+  DType q_t, cache_t, out_t;
+  int32_t tokens, hq, hk, head_dim, page_size, max_pages_per_seq;
+  float scale;
+  const int32_t* positions;   // [T]
+  const int32_t* token_seq;   // [T]
+  const int32_t* seq_starts;  // [S + 1]
+  const int32_t* page_table;  // [S, max_pages_per_seq]
+};
+// Split-KV flash decoding, one block per (token, kv head, split); every token attends to
+// positions [0, positions[t]]. `partial` holds tokens * hq * splits * (head_dim + 2) floats.
+void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t keys_per_split,
+                             float* partial, cudaStream_t s);
+// Tensor-core tiled prefill: tiles[i] = {seq, first token} of 64-row query tiles.
+// Returns false when the shape is not supported (head_dim not 64/128, or dtypes not bf16).
+bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
+                              cudaStream_t s);
+
+// sampling.cu -------------------------------------------------------------------------------------
+// ids[r] = argmax_v logits[r, v] (lowest index among ties). logits f32 or bf16 [R, V].
+void launch_argmax(const void* logits, DType t, int64_t rows, int64_t vocab, int32_t* ids,
+                   cudaStream_t s);
+
+}  // namespace syv::cuda
+
+namespace syv::cuda {
+// elementwise.cu: p[i] = uniform(-scale, scale) from a counter hash of (seed, i) (f32/bf16/f16).
+void launch_fill_random(void* p, DType t, int64_t n, uint64_t seed, float scale, cudaStream_t s);
+}  // namespace syv::cuda

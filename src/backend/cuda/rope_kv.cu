@@ -1,0 +1,129 @@
+// Per-head q/k RMSNorm + rotate-half RoPE (in place), and the paged K/V write.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace syv::cuda {
+namespace {
+
+constexpr int kHeadsPerBlock = 4;
+constexpr int kMaxHeadDim = 512;
+
+// One warp per (token, head). The normalised head goes through shared memory so that RoPE can pair
+// lane i with lane i + rotary_dim / 2 for any rotary_dim.
+template <typename TX>
+__global__ void head_norm_rope_kernel(TX* x, int64_t rows, int64_t heads, int64_t head_dim,
+                                      const void* norm_w, DType norm_t, float eps, bool one_plus,
+                                      const int32_t* __restrict__ positions, float theta,
+                                      int32_t rotary_dim) {
+  __shared__ float buf[kHeadsPerBlock][kMaxHeadDim];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock + warp;  // t * heads + h
+  if (row >= rows) return;
+  TX* v = x + row * head_dim;
+  float* b = buf[warp];
+  float ss = 0.f;
+  for (int64_t i = lane; i < head_dim; i += 32) {
+    const float f = to_f32(v[i]);
+    b[i] = f;
+    ss += f * f;
+  }
+  if (norm_w != nullptr) {
+    const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(head_dim) + eps);
+    for (int64_t i = lane; i < head_dim; i += 32) {
+      float g = load_any(norm_w, norm_t, i);
+      if (one_plus) g += 1.f;
+      b[i] = b[i] * rstd * g;
+    }
+  }
+  __syncwarp();
+  const float pos = static_cast<float>(positions[row / heads]);
+  const int half = rotary_dim / 2;
+  for (int64_t i = lane; i < head_dim; i += 32) {
+    float o = b[i];
+    if (i < rotary_dim) {
+      const int pair = static_cast<int>(i < half ? i : i - half);
+      const float inv_freq = 1.f / powf(theta, static_cast<float>(2 * pair) / rotary_dim);
+      float sn, cs;
+      sincosf(pos * inv_freq, &sn, &cs);
+      o = i < half ? b[i] * cs - b[i + half] * sn : b[i] * cs + b[i - half] * sn;
+    }
+    v[i] = from_f32<TX>(o);
+  }
+}
+
+// One 16-byte (or 4-byte) chunk per thread: row_elems elements per token (Hk * D).
+template <typename TI, typename TC>
+__global__ void kv_write_kernel(const TI* __restrict__ k, const TI* __restrict__ v, TC* kc, TC* vc,
+                                const int32_t* __restrict__ slots, int64_t tokens,
+                                int64_t row_elems) {
+  const int64_t total = tokens * row_elems;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / row_elems, e = i - t * row_elems;
+    const int32_t slot = slots[t];
+    if (slot < 0) continue;
+    kc[slot * row_elems + e] = from_f32<TC>(to_f32(k[i]));
+    vc[slot * row_elems + e] = from_f32<TC>(to_f32(v[i]));
+  }
+}
+
+__global__ void kv_write_vec_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v,
+                                    uint4* kc, uint4* vc, const int32_t* __restrict__ slots,
+                                    int64_t tokens, int64_t row_vecs) {
+  const int64_t total = tokens * row_vecs;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / row_vecs, e = i - t * row_vecs;
+    const int32_t slot = slots[t];
+    if (slot < 0) continue;
+    kc[slot * row_vecs + e] = k[i];
+    vc[slot * row_vecs + e] = v[i];
+  }
+}
+
+}  // namespace
+
+void launch_head_norm_rope(void* x, DType x_t, int64_t tokens, int64_t heads, int64_t head_dim,
+                           const void* norm_w, DType norm_t, float eps, bool one_plus,
+                           const int32_t* positions, double theta, int32_t rotary_dim,
+                           cudaStream_t s) {
+  if (tokens == 0 || heads == 0) return;
+  if (head_dim > kMaxHeadDim || rotary_dim > head_dim || rotary_dim % 2 != 0)
+    cuda_fail(__FILE__, __LINE__, "head_dim/rotary_dim", "head_dim > 512 or bad rotary_dim");
+  const int64_t rows = tokens * heads;
+  SYV_DISPATCH_FLOAT(x_t, TX, [&] {
+    head_norm_rope_kernel<TX><<<ceil_div(rows, kHeadsPerBlock), 32 * kHeadsPerBlock, 0, s>>>(
+        static_cast<TX*>(x), rows, heads, head_dim, norm_w, norm_t, eps, one_plus, positions,
+        static_cast<float>(theta), rotary_dim);
+    SYV_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, void* v_cache,
+                     DType cache_t, const int32_t* slots, int64_t tokens, int64_t row_elems,
+                     cudaStream_t s) {
+  if (tokens == 0) return;
+  const size_t esz = dtype_size(in_t);
+  const bool aligned = (reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v) |
+                        reinterpret_cast<uintptr_t>(k_cache) |
+                        reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
+  if (in_t == cache_t && (row_elems * esz) % 16 == 0 && aligned) {
+    const int64_t row_vecs = row_elems * static_cast<int64_t>(esz) / 16;
+    const int64_t total = tokens * row_vecs;
+    kv_write_vec_kernel<<<ceil_div(total, 256), 256, 0, s>>>(
+        static_cast<const uint4*>(k), static_cast<const uint4*>(v), static_cast<uint4*>(k_cache),
+        static_cast<uint4*>(v_cache), slots, tokens, row_vecs);
+    SYV_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  SYV_DISPATCH_FLOAT(in_t, TI, [&] {
+    SYV_DISPATCH_FLOAT(cache_t, TC, [&] {
+      kv_write_kernel<TI, TC><<<ceil_div(tokens * row_elems, 256), 256, 0, s>>>(
+          static_cast<const TI*>(k), static_cast<const TI*>(v), static_cast<TC*>(k_cache),
+          static_cast<TC*>(v_cache), slots, tokens, row_elems);
+      SYV_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+}  // namespace syv::cuda
