@@ -1,0 +1,107 @@
+// One /v1/chat/completions or /v1/completions request in flight: reads the events of its engine
+// requests (one per prompt, each with n samples), turns token text into OpenAI choices
+// (reasoning_content, tool_calls, logprobs, finish_reason, usage) and produces either streaming
+// chunks or the final response body. Choice index = prompt_index * n + sample_index.
+//
+// Used by one HTTP thread at a time. Destroying an unfinished stream cancels its requests, so a
+// client that goes away frees its pages.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/metrics.h"
+#include "server/reasoning_parser.h"
+#include "server/tool_call_parser.h"
+#include "tokenizer/tokenizer.h"
+
+namespace syv::server {
+
+class Generator;
+
+struct StreamSetup {
+  bool chat = true;
+  std::string id;  // "chatcmpl-..." / "cmpl-..."
+  std::string model;
+  int64_t created = 0;  // unix seconds
+  int n = 1;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool include_usage = false;       // streaming: a last chunk with usage
+  bool start_in_reasoning = false;  // chat: the prompt opened a <think> block
+  bool parse_tool_calls = false;    // chat: tools were given
+  std::vector<std::string> echo;    // completions with echo: the text of each prompt
+  std::vector<int> prompt_lengths;  // tokens of each prompt
+  std::chrono::steady_clock::time_point arrival;
+};
+
+class CompletionStream {
+ public:
+  CompletionStream(StreamSetup setup, std::vector<std::shared_ptr<RequestHandle>> handles,
+                   Generator& generator, const Tokenizer& tokenizer, Metrics& metrics);
+  ~CompletionStream();
+  CompletionStream(const CompletionStream&) = delete;
+  CompletionStream& operator=(const CompletionStream&) = delete;
+
+  // Streaming: the first chunks (chat: the assistant role of every choice; completions with echo:
+  // the prompts).
+  std::vector<nlohmann::json> opening_chunks();
+  // Reads what the engine produced, waiting up to `wait` for the first event. Streaming chunks
+  // for it are appended to `chunks` (may be null for non-streaming use). Returns false once every
+  // sample has finished (the closing chunks are then available).
+  bool pump(std::chrono::milliseconds wait, std::vector<nlohmann::json>* chunks);
+  // Streaming: the usage chunk (when include_usage). Call after pump() returned false.
+  std::vector<nlohmann::json> closing_chunks();
+  // Non-streaming: the whole response. Call after pump() returned false.
+  nlohmann::json response() const;
+
+  bool finished() const;
+  void cancel();  // cancels every engine request that has not finished
+
+ private:
+  struct Choice {
+    ReasoningParser reasoning;
+    ToolCallParser tools;
+    std::string text;            // content (chat) or text (completions)
+    std::string reasoning_text;  // chat
+    std::vector<ToolCall> calls;
+    nlohmann::json logprobs_content = nlohmann::json::array();  // chat logprobs.content
+    std::vector<std::string> lp_tokens;                         // completions logprobs
+    std::vector<float> lp_values;
+    nlohmann::json lp_top = nlohmann::json::array();
+    std::vector<int> lp_offsets;
+    int completion_tokens = 0;
+    std::string finish_reason;
+    bool finished = false;
+    bool has_token_time = false;
+    std::chrono::steady_clock::time_point last_token;
+  };
+
+  void handle_event(size_t prompt, Event& event, std::vector<nlohmann::json>* chunks);
+  nlohmann::json chunk_base() const;
+  nlohmann::json chat_delta_chunk(int index, const nlohmann::json& delta,
+                                  const nlohmann::json& logprobs,
+                                  const std::string& finish_reason) const;
+  nlohmann::json completion_chunk(int index, const std::string& text,
+                                  const nlohmann::json& logprobs,
+                                  const std::string& finish_reason) const;
+  nlohmann::json usage() const;
+  std::string token_text(int32_t id) const;
+
+  StreamSetup setup_;
+  std::vector<std::shared_ptr<RequestHandle>> handles_;
+  std::vector<bool> handle_done_;
+  std::vector<int> cached_tokens_;  // per prompt
+  Generator& generator_;
+  const Tokenizer& tokenizer_;
+  Metrics& metrics_;
+  std::vector<Choice> choices_;
+  bool first_token_seen_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace syv::server

@@ -1,0 +1,79 @@
+// The HTTP transport (cpp-httplib) in front of the routes, with the middleware every request
+// passes, in this order:
+//   1. body limit: a body over max_body_bytes is refused with 413 before it is read into memory
+//      (httplib's payload limit; the error handler writes the JSON body);
+//   2. auth: a valid API key (Authorization: Bearer / X-Api-Key) unless the route is public,
+//      else 401 (unknown routes too: without a key they answer 401, with one 404);
+//   3. readiness: 503 + Retry-After until the model is loaded and warmed, and for new requests
+//      once a drain has begun (SIGTERM);
+//   4. the route handler (openai_routes.h); exceptions become 500 in OpenAI's error shape.
+// Every response is counted in syv_http_responses_total{code}.
+//
+// Life cycle: bind() -> start() (listens on its own thread) -> set_ready(true) when the model is
+// warm -> begin_drain() -> wait_idle() -> stop().
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "server/auth.h"
+#include "server/metrics.h"
+#include "server/openai_routes.h"
+
+namespace syv::server {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0 = an ephemeral port (see port())
+  int threads = 64;                  // HTTP worker threads: each open stream holds one
+  size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+  int read_timeout_s = 30;
+  int write_timeout_s = 30;
+};
+
+class HttpServer {
+ public:
+  // `routes` and `metrics` must outlive the server.
+  HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, Metrics& metrics);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket (errors name the address).
+  Status bind();
+  int port() const { return port_; }
+  // Serves on a background thread until stop().
+  void start();
+  void set_ready(bool ready) { ready_.store(ready); }
+  bool ready() const { return ready_.load(); }
+  // From now on generation routes answer 503; requests already admitted continue.
+  void begin_drain() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+  // Waits until no generation request is in flight or the timeout passes; true when idle.
+  bool wait_idle(std::chrono::milliseconds timeout) const;
+  void stop();
+
+ private:
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  enum class Gate { kAlways, kReady, kGeneration };
+  void route(const std::string& method, const std::string& path, Gate gate, Handler handler);
+  bool authorized(const httplib::Request& req) const;
+
+  HttpOptions options_;
+  ApiKeys keys_;
+  OpenAiRoutes& routes_;
+  Metrics& metrics_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace syv::server

@@ -1,0 +1,132 @@
+#include "server/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/check.h"
+
+namespace syv::server {
+
+std::string prometheus_number(double value) {
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(value)) return "NaN";
+  if (value == std::floor(value) && std::fabs(value) < 1e15) {
+    return std::to_string(static_cast<int64_t>(value));
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", value);
+  return buf;
+}
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {
+  for (size_t i = 1; i < bounds_.size(); ++i) {
+    SYV_CHECK(bounds_[i - 1] < bounds_[i]) << "histogram bounds must increase";
+  }
+}
+
+void Histogram::observe(double value) {
+  size_t bucket = 0;
+  while (bucket < bounds_.size() && value > bounds_[bucket]) ++bucket;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counts_[bucket];
+  sum_ += value;
+  ++count_;
+}
+
+uint64_t Histogram::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out += "# HELP " + name + " " + help + "\n";
+  out += "# TYPE " + name + " histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    const std::string le = i < bounds_.size() ? prometheus_number(bounds_[i]) : "+Inf";
+    out += name + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_sum " + prometheus_number(sum_) + "\n";
+  out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+namespace {
+
+const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,
+                                         0.5,   0.75,  1.0,  2.5,  5.0,  7.5,  10.0, 20.0, 40.0};
+const std::vector<double> kItlBounds = {0.001, 0.0025, 0.005, 0.01,  0.015, 0.02, 0.025,
+                                        0.03,  0.04,   0.05,  0.075, 0.1,   0.15, 0.2,
+                                        0.3,   0.4,    0.5,   0.75,  1.0,   2.5};
+const std::vector<double> kE2eBounds = {0.1,  0.25, 0.5,  1.0,   2.5,   5.0,  10.0,
+                                        20.0, 40.0, 60.0, 120.0, 300.0, 600.0};
+
+void gauge(std::string& out, const std::string& name, const std::string& type,
+           const std::string& help, double value) {
+  out += "# HELP " + name + " " + help + "\n";
+  out += "# TYPE " + name + " " + type + "\n";
+  out += name + " " + prometheus_number(value) + "\n";
+}
+
+}  // namespace
+
+Metrics::Metrics() : ttft_(kTtftBounds), itl_(kItlBounds), e2e_(kE2eBounds) {}
+
+void Metrics::count_finish(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finish_reasons_[reason];
+}
+
+void Metrics::count_response(int http_status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++responses_[http_status];
+}
+
+std::string Metrics::render(const EngineGauges& engine) const {
+  std::string out;
+  gauge(out, "syv_requests_running", "gauge", "Requests in the engine's running batch.",
+        static_cast<double>(engine.requests_running));
+  gauge(out, "syv_requests_waiting", "gauge", "Requests waiting to be scheduled.",
+        static_cast<double>(engine.requests_waiting));
+  gauge(out, "syv_kv_pages_used", "gauge", "KV-cache pages held by requests.",
+        static_cast<double>(engine.kv_pages_used));
+  gauge(out, "syv_kv_pages_free", "gauge", "KV-cache pages free (reusable prefix pages included).",
+        static_cast<double>(engine.kv_pages_free));
+  gauge(out, "syv_prefix_cache_hit_tokens_total", "counter",
+        "Prompt tokens served from the prefix cache.",
+        static_cast<double>(engine.prefix_cache_hit_tokens));
+  gauge(out, "syv_prefix_cache_query_tokens_total", "counter",
+        "Prompt tokens looked up in the prefix cache.",
+        static_cast<double>(engine.prefix_cache_query_tokens));
+  gauge(out, "syv_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+        static_cast<double>(prompt_tokens_.load()));
+  gauge(out, "syv_generation_tokens_total", "counter", "Tokens generated.",
+        static_cast<double>(generation_tokens_.load()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out += "# HELP syv_request_success_total Finished samples by finish reason.\n";
+    out += "# TYPE syv_request_success_total counter\n";
+    for (const char* reason : {"stop", "length", "tool_calls", "abort"}) {
+      auto it = finish_reasons_.find(reason);
+      out += std::string("syv_request_success_total{finish_reason=\"") + reason + "\"} " +
+             std::to_string(it == finish_reasons_.end() ? 0 : it->second) + "\n";
+    }
+    out += "# HELP syv_http_responses_total HTTP responses by status code.\n";
+    out += "# TYPE syv_http_responses_total counter\n";
+    for (const auto& [code, n] : responses_) {
+      out += "syv_http_responses_total{code=\"" + std::to_string(code) + "\"} " +
+             std::to_string(n) + "\n";
+    }
+  }
+  ttft_.render("syv_time_to_first_token_seconds", "Time from request arrival to its first token.",
+               out);
+  itl_.render("syv_inter_token_latency_seconds", "Time between consecutive tokens of a sample.",
+              out);
+  e2e_.render("syv_e2e_request_latency_seconds", "Time from request arrival to its last token.",
+              out);
+  return out;
+}
+
+}  // namespace syv::server

@@ -1,0 +1,82 @@
+// Prometheus text exposition (format 0.0.4) of the server's counters, latency histograms and the
+// engine's gauges. Metric names (all prefixed "syv_"; see docs/server.md):
+//   syv_requests_running, syv_requests_waiting                       gauges (engine)
+//   syv_kv_pages_used, syv_kv_pages_free                             gauges (engine)
+//   syv_prefix_cache_hit_tokens_total, syv_prefix_cache_query_tokens_total   counters (engine)
+//   syv_prompt_tokens_total, syv_generation_tokens_total             counters
+//   syv_request_success_total{finish_reason}                         counter
+//   syv_http_responses_total{code}                                   counter
+//   syv_time_to_first_token_seconds, syv_inter_token_latency_seconds,
+//   syv_e2e_request_latency_seconds                                  histograms
+//
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace syv::server {
+
+class Histogram {
+ public:
+  // `bounds` are the upper bounds of the buckets, strictly increasing; +Inf is implicit.
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double value);
+  // Appends the HELP/TYPE lines and the _bucket{le=...}, _sum and _count samples.
+  void render(const std::string& name, const std::string& help, std::string& out) const;
+  uint64_t count() const;
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // [bounds_.size() + 1], not cumulative; last is +Inf
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+// Gauges and counters owned by the engine, read at scrape time.
+struct EngineGauges {
+  int64_t requests_running = 0;
+  int64_t requests_waiting = 0;
+  int64_t kv_pages_used = 0;
+  int64_t kv_pages_free = 0;
+  int64_t prefix_cache_hit_tokens = 0;    // cumulative
+  int64_t prefix_cache_query_tokens = 0;  // cumulative
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  void add_prompt_tokens(int64_t n) { prompt_tokens_ += n; }
+  void add_generation_tokens(int64_t n) { generation_tokens_ += n; }
+  void observe_ttft(double seconds) { ttft_.observe(seconds); }
+  void observe_inter_token(double seconds) { itl_.observe(seconds); }
+  void observe_e2e(double seconds) { e2e_.observe(seconds); }
+  void count_finish(const std::string& reason);
+  void count_response(int http_status);
+
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  int64_t generation_tokens() const { return generation_tokens_; }
+
+  std::string render(const EngineGauges& engine) const;
+
+ private:
+  std::atomic<int64_t> prompt_tokens_{0};
+  std::atomic<int64_t> generation_tokens_{0};
+  Histogram ttft_;
+  Histogram itl_;
+  Histogram e2e_;
+  mutable std::mutex mu_;
+  std::map<std::string, int64_t> finish_reasons_;
+  std::map<int, int64_t> responses_;
+};
+
+// Formats a sample value the way Prometheus expects (integers without a fraction, +Inf).
+std::string prometheus_number(double value);
+
+}  // namespace syv::server

@@ -1,0 +1,74 @@
+// The route handlers: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;
+// GET /v1/models, /health, /metrics. Auth, readiness and body limits are applied before these run
+// (http_server.h); the handlers validate the body (openai_schema.h), tokenize, check the context
+// length, admit the request (429 + Retry-After when max_pending requests are in flight), and answer
+// with one JSON body or an SSE stream (completion_stream.h).
+//
+// Thread safety: handlers run on many HTTP threads at once; set_model() must happen before the
+// server is marked ready.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "server/metrics.h"
+#include "server/openai_schema.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace syv::server {
+
+class Generator;
+
+// What the routes need from the loaded model.
+struct ModelContext {
+  const Tokenizer* tokenizer = nullptr;         // required
+  const ChatTemplate* chat_template = nullptr;  // null: chat routes answer 400
+  Generator* generator = nullptr;               // required
+  std::string model_name;                       // served name (--served-model-name)
+  std::vector<int32_t> chat_stop_token_ids;     // e.g. <|im_end|>: ends a chat turn
+};
+
+struct RouteOptions {
+  int max_pending = 512;        // generation requests in flight at most (running + queued)
+  int retry_after_seconds = 1;  // Retry-After of a 429
+  int heartbeat_ms = 2000;      // SSE comment after this long without output
+  SchemaLimits limits;          // served_model_name / vocab_size filled by set_model()
+};
+
+class OpenAiRoutes {
+ public:
+  OpenAiRoutes(Metrics& metrics, RouteOptions options);
+
+  void set_model(ModelContext model);
+
+  void chat_completions(const httplib::Request& req, httplib::Response& res);
+  void completions(const httplib::Request& req, httplib::Response& res);
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
+  void models(const httplib::Request& req, httplib::Response& res);
+  void health(const httplib::Request& req, httplib::Response& res);
+  void metrics(const httplib::Request& req, httplib::Response& res);
+
+  // Generation requests being answered (streams included).
+  int active_requests() const { return active_.load(); }
+
+ private:
+  struct Admission;
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  EngineGauges engine_gauges() const;
+
+  Metrics& metrics_;
+  RouteOptions options_;
+  ModelContext model_;
+  int64_t created_ = 0;
+  std::atomic<int> active_{0};
+};
+
+// Writes `error` as the response (status, JSON body, Retry-After for 429/503).
+void write_error(httplib::Response& res, const ApiError& error, int retry_after_seconds = 1);
+
+}  // namespace syv::server
