@@ -4,10 +4,11 @@
 // tojson/raise_exception/strftime_now helpers transformers installs).
 //
 // The interpreter lives in src/tokenizer/jinja/ (lexer -> parser -> AST -> renderer). Rendering is
-// bounded (output size, steps, recursion depth), so a hostile template returns an error instead of
-// hanging or exhausting the stack.
+// bounded (output size, steps, nesting), so a hostile template returns an error instead of
+// hanging or exhausting the stack. docs/chat-templates.md lists what is supported.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,17 +23,29 @@ struct Template;
 
 class ChatTemplate {
  public:
-  // Parses a template. Errors read "chat template line L, column C: <what>" (1-based).
+  // Parses a template. Errors read "chat template line L, column C: <what>" (1-based; the
+  // column counts code points).
   static Result<ChatTemplate> parse(const std::string& source);
 
-  // Renders the template. The context holds, as transformers passes them: `messages`,
-  // `tools` (only when `tools` is not null), `add_generation_prompt`, `bos_token`, `eos_token`,
-  // and every key of `extra_kwargs` (an object, e.g. {"enable_thinking": false}; null = none).
+  // Renders the template with the variables transformers passes: `messages`, `tools` (None when
+  // `tools` is null), `documents` (None), `add_generation_prompt`, `bos_token`, `eos_token`, and
+  // every key of `extra_kwargs` (an object such as {"enable_thinking": false}, or null; it may
+  // override bos_token/eos_token but not messages/tools/add_generation_prompt).
   // Errors (raise_exception, type errors, limits) read "chat template line L, column C: <what>".
   // Safe to call concurrently on one ChatTemplate.
+  //
+  // Key order matters (tojson prints dicts in insertion order, like Python): pass ordered_json
+  // parsed from the request. The nlohmann::json overload sorts object keys alphabetically.
+  Result<std::string> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                             bool add_generation_prompt, const nlohmann::ordered_json& extra_kwargs,
+                             const std::string& bos_token, const std::string& eos_token) const;
   Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools,
                              bool add_generation_prompt, const nlohmann::json& extra_kwargs,
                              const std::string& bos_token, const std::string& eos_token) const;
+
+  // Renders with exactly `context` (an object) as the variables. max_steps = 0 keeps the default
+  // step limit (20M); tests and fuzzers pass smaller ones.
+  Result<std::string> render_context(const nlohmann::ordered_json& context, uint64_t max_steps = 0) const;
 
   const std::string& source() const { return source_; }
 
