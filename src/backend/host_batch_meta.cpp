@@ -40,19 +40,19 @@ HostBatchMeta build_host_batch_meta(const Batch& batch, int32_t page_size) {
     const int32_t end = batch.seq_starts[s + 1];
     const int32_t context = batch.context_lens[s];
     SYV_CHECK(begin <= end) << "seq_starts not ascending at " << s;
-    SYV_CHECK(end - begin <= context) << "sequence " << s << ": " << end - begin
-                                      << " new tokens but context_len " << context;
+    SYV_CHECK(end - begin <= context)
+        << "sequence " << s << ": " << end - begin << " new tokens but context_len " << context;
     const bool paged = !batch.page_table.empty();
     SYV_CHECK(!paged || static_cast<int64_t>(context) <=
                             static_cast<int64_t>(batch.max_pages_per_seq) * page_size)
-        << "sequence " << s << ": context " << context << " exceeds "
-        << batch.max_pages_per_seq << " pages of " << page_size;
+        << "sequence " << s << ": context " << context << " exceeds " << batch.max_pages_per_seq
+        << " pages of " << page_size;
     meta.max_seq_len = std::max(meta.max_seq_len, end - begin);
     meta.max_context_len = std::max(meta.max_context_len, context);
     for (int32_t t = begin; t < end; ++t) {
       const int32_t pos = batch.positions[t];
-      SYV_CHECK_EQ(pos, context - (end - t)) << "sequence " << s << " token " << t
-                                             << ": new tokens must be the tail of the context";
+      SYV_CHECK_EQ(pos, context - (end - t))
+          << "sequence " << s << " token " << t << ": new tokens must be the tail of the context";
       meta.token_seq[t] = s;
       if (!paged) {  // a batch for a model without paged layers
         meta.slot_mapping[t] = -1;

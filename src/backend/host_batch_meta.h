@@ -20,8 +20,8 @@ struct HostBatchMeta {
   int32_t max_context_len = 0;
 };
 
-// Validates the batch's internal consistency (aborts with context on a violated invariant: these are
-// programmer errors of the engine, not user input) and derives the arrays above:
+// Validates the batch's internal consistency (aborts with context on a violated invariant: these
+// are programmer errors of the engine, not user input) and derives the arrays above:
 //  * seq_starts ascending from 0 to T; positions of sequence s are consecutive and end at
 //    context_lens[s] - 1 (the new tokens are the tail of the context);
 //  * every page a new token lands in is mapped (>= 0); logit_rows ascending and < T.

@@ -21,8 +21,10 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Ten
   for (int64_t t = 0; t < T; ++t) {
     const int64_t slot = meta.slot_mapping.as<const int32_t>()[t];
     SYV_CHECK(slot >= 0 && slot < num_slots) << "kv_write: slot " << slot << " of " << num_slots;
-    std::memcpy(k_cache.as<float>() + slot * row, k.as<const float>() + t * row, row * sizeof(float));
-    std::memcpy(v_cache.as<float>() + slot * row, v.as<const float>() + t * row, row * sizeof(float));
+    std::memcpy(k_cache.as<float>() + slot * row, k.as<const float>() + t * row,
+                row * sizeof(float));
+    std::memcpy(v_cache.as<float>() + slot * row, v.as<const float>() + t * row,
+                row * sizeof(float));
   }
 }
 
@@ -38,7 +40,8 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   const int64_t Hk = k_cache.dim(2);
   const int64_t D = k_cache.dim(3);
   const int64_t Hq = q.numel() / (T * D);
-  SYV_CHECK(q.numel() == T * Hq * D && out.numel() == q.numel()) << "paged_attention: q/out not [T, Hq, D]";
+  SYV_CHECK(q.numel() == T * Hq * D && out.numel() == q.numel())
+      << "paged_attention: q/out not [T, Hq, D]";
   SYV_CHECK(Hq % Hk == 0) << "paged_attention: " << Hq << " query heads, " << Hk << " kv heads";
   SYV_CHECK_EQ(page_size, meta.page_size) << "paged_attention: cache page size vs batch";
   const int64_t group = Hq / Hk;

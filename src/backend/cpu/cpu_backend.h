@@ -57,12 +57,12 @@ class CpuBackend final : public Backend {
   void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) override;
   void moe_topk(const Tensor& logits, int32_t top_k, bool renormalize, Tensor& ids,
                 Tensor& weights) override;
-  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
-                   const Tensor& gate_up, const Tensor& down, Tensor& out) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& down, Tensor& out) override;
 
  private:
-  Batch batch_copy_;     // the batch of the last prepare_batch() (BatchMeta::host points here)
-  HostBatchMeta host_;   // arrays the BatchMeta tensors view
+  Batch batch_copy_;    // the batch of the last prepare_batch() (BatchMeta::host points here)
+  HostBatchMeta host_;  // arrays the BatchMeta tensors view
   std::vector<int32_t> token_ids_, positions_, seq_starts_, logit_rows_;
 };
 

@@ -51,7 +51,8 @@ void CpuBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   cpu::check_f32(out, "silu_mul", "out");
   const int64_t T = gate_up.dim(0);
   const int64_t I = gate_up.dim(-1) / 2;
-  SYV_CHECK(gate_up.dim(-1) == 2 * I && out.numel() == T * I) << "silu_mul: gate_up [T, 2I], out [T, I]";
+  SYV_CHECK(gate_up.dim(-1) == 2 * I && out.numel() == T * I)
+      << "silu_mul: gate_up [T, 2I], out [T, I]";
   ThreadPool::global().parallel_for(T, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const float* gate = gate_up.as<const float>() + t * 2 * I;

@@ -12,8 +12,8 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
   cpu::check_f32(out, "linear", "out");
   const int64_t K = x.dim(-1);
   const int64_t T = x.numel() / (K ? K : 1);
-  SYV_CHECK(w.ndim == 2 && w.dim(1) == K) << "linear: w [" << w.dim(0) << ", " << w.dim(-1)
-                                          << "] vs x [.., " << K << "]";
+  SYV_CHECK(w.ndim == 2 && w.dim(1) == K)
+      << "linear: w [" << w.dim(0) << ", " << w.dim(-1) << "] vs x [.., " << K << "]";
   const int64_t N = w.dim(0);
   SYV_CHECK(out.numel() == T * N) << "linear: out " << out.numel() << " vs " << T << "x" << N;
   if (T == 0 || N == 0) return;

@@ -14,7 +14,9 @@ DeviceBuffer CpuBackend::allocate(size_t bytes) {
   return DeviceBuffer(this, data, bytes);
 }
 
-void CpuBackend::release(void* data) { std::free(data); }
+void CpuBackend::release(void* data) {
+  std::free(data);
+}
 
 void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
   if (bytes) std::memcpy(dst, host_src, bytes);
@@ -47,9 +49,9 @@ BatchMeta CpuBackend::prepare_batch(const Batch& batch, int32_t page_size) {
   meta.positions = i32(positions_, {T});
   meta.seq_starts = i32(seq_starts_, {S + 1});
   meta.context_lens = i32(host_.context_lens, {S});
-  meta.page_table = i32(host_.page_table, {static_cast<int64_t>(host_.page_table.size()) /
-                                               host_.max_pages_per_seq,
-                                           host_.max_pages_per_seq});
+  meta.page_table = i32(host_.page_table,
+                        {static_cast<int64_t>(host_.page_table.size()) / host_.max_pages_per_seq,
+                         host_.max_pages_per_seq});
   meta.slot_mapping = i32(host_.slot_mapping, {T});
   meta.token_seq = i32(host_.token_seq, {T});
   meta.logit_rows = i32(logit_rows_, {static_cast<int64_t>(logit_rows_.size())});
@@ -60,22 +62,28 @@ BatchMeta CpuBackend::prepare_batch(const Batch& batch, int32_t page_size) {
   return meta;
 }
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 namespace cpu {
 
 float load_f32(const Tensor& t, int64_t i) {
   switch (t.dtype) {
-    case DType::F32: return t.as<const float>()[i];
-    case DType::BF16: return bf16_to_f32(t.as<const uint16_t>()[i]);
-    case DType::F16: return f16_to_f32(t.as<const uint16_t>()[i]);
-    default: SYV_FATAL() << "CPU backend: expected a float tensor, found " << dtype_name(t.dtype);
+    case DType::F32:
+      return t.as<const float>()[i];
+    case DType::BF16:
+      return bf16_to_f32(t.as<const uint16_t>()[i]);
+    case DType::F16:
+      return f16_to_f32(t.as<const uint16_t>()[i]);
+    default:
+      SYV_FATAL() << "CPU backend: expected a float tensor, found " << dtype_name(t.dtype);
   }
 }
 
 void check_f32(const Tensor& t, const char* op, const char* arg) {
-  SYV_CHECK(t.dtype == DType::F32) << "CPU backend " << op << ": " << arg << " must be f32, found "
-                                   << dtype_name(t.dtype);
+  SYV_CHECK(t.dtype == DType::F32)
+      << "CPU backend " << op << ": " << arg << " must be f32, found " << dtype_name(t.dtype);
 }
 
 }  // namespace cpu

@@ -25,7 +25,8 @@ void CpuBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, NormKind k
   cpu::check_f32(x, "rmsnorm", "x");
   cpu::check_f32(out, "rmsnorm", "out");
   const int64_t H = x.dim(-1);
-  SYV_CHECK(w.numel() == H && out.numel() == x.numel()) << "rmsnorm: w [" << w.numel() << "] vs H " << H;
+  SYV_CHECK(w.numel() == H && out.numel() == x.numel())
+      << "rmsnorm: w [" << w.numel() << "] vs H " << H;
   const int64_t rows = x.numel() / H;
   ThreadPool::global().parallel_for(rows, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
@@ -76,7 +77,8 @@ void CpuBackend::qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const 
   const int64_t D = q.dim(-1);
   const int64_t Hq = q.numel() / (T * D);
   const int64_t Hk = k.numel() / (T * D);
-  SYV_CHECK(q.numel() == T * Hq * D && k.numel() == T * Hk * D) << "qk_norm_rope: q/k not [T, H, D]";
+  SYV_CHECK(q.numel() == T * Hq * D && k.numel() == T * Hk * D)
+      << "qk_norm_rope: q/k not [T, H, D]";
   SYV_CHECK(rope.rotary_dim >= 0 && rope.rotary_dim <= D && rope.rotary_dim % 2 == 0)
       << "qk_norm_rope: rotary_dim " << rope.rotary_dim << " with head_dim " << D;
   std::vector<float> inv_freq(static_cast<size_t>(rope.rotary_dim / 2));

@@ -1,0 +1,69 @@
+// load_model(): reads config.json, dispatches on the model family, opens the weights.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "core/log.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "model/qwen3.h"
+
+namespace syv {
+
+namespace {
+
+// `syv demo-model` marks its output with "syv_demo": true in config.json.
+bool is_demo_model(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "config.json");
+  if (!in) return false;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.value("syv_demo", false) == true;
+}
+
+const char* family_name(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kQwen3:
+      return "qwen3";
+    case ModelFamily::kQwen3_5:
+      return "qwen3_5";
+    case ModelFamily::kQwen3Next:
+      return "qwen3_next";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend,
+                                          const LoadOptions& options) {
+  if (!std::filesystem::is_directory(dir)) {
+    return Status::Error("model folder \"" + dir + "\" does not exist or is not a directory");
+  }
+  SYV_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  if (is_demo_model(dir)) {
+    SYV_LOG(WARN) << dir << " is the syv demo model: tiny random weights, so its output is noise. "
+                  << "Point syv at a real Hugging Face Qwen3 folder with --model DIR "
+                  << "(e.g. `make serve MODEL=/path/to/Qwen3-0.6B`).";
+  }
+  std::optional<WeightStore> store;
+  if (options.random_weights) {
+    SYV_LOG(INFO) << "weights: random (seed " << options.seed << "), not read from " << dir;
+  } else {
+    SYV_ASSIGN_OR_RETURN(WeightStore opened, WeightStore::open_dir(dir));
+    store = std::move(opened);
+  }
+  const WeightStore* weights = store ? &*store : nullptr;
+  switch (config.family) {
+    case ModelFamily::kQwen3:
+      return load_qwen3(config, weights, backend, options);
+    default:
+      break;
+  }
+  return Status::Error(dir + "/config.json: model_type \"" + config.model_type + "\" (family " +
+                       family_name(config.family) +
+                       ") is not supported by this build; supported: qwen3");
+}
+
+}  // namespace syv
