@@ -9,6 +9,8 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/qwen3.h"
+#include "model/qwen3_5.h"
+#include "model/qwen3_next.h"
 
 namespace syv {
 
@@ -58,12 +60,17 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
   switch (config.family) {
     case ModelFamily::kQwen3:
       return load_qwen3(config, weights, backend, options);
+    case ModelFamily::kQwen3_5:
+      return load_qwen3_5(config, weights, backend, options);
+    case ModelFamily::kQwen3Next:
+      return load_qwen3_next(config, weights, backend, options);
     default:
       break;
   }
-  return Status::Error(dir + "/config.json: model_type \"" + config.model_type + "\" (family " +
-                       family_name(config.family) +
-                       ") is not supported by this build; supported: qwen3");
+  return Status::Error(
+      dir + "/config.json: model_type \"" + config.model_type + "\" (family " +
+      family_name(config.family) +
+      ") is not supported by this build; supported: qwen3, qwen3_5, qwen3_5_text, qwen3_next");
 }
 
 }  // namespace syv

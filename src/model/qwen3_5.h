@@ -1,0 +1,17 @@
+// Qwen3.5 text (model_type "qwen3_5_text", or "qwen3_5" with the text model under text_config and
+// its tensors under model.language_model.*): hybrid Gated DeltaNet / gated attention with dense
+// SwiGLU MLPs. The forward is shared with Qwen3-Next (model/hybrid_layers.h).
+#pragma once
+
+#include <memory>
+
+#include "model/model.h"
+#include "model/weight_spec.h"
+
+namespace syv {
+
+// Loads a qwen3_5 / qwen3_5_text model (store == nullptr: random weights from options.seed).
+Result<std::unique_ptr<Model>> load_qwen3_5(const ModelConfig& config, const WeightStore* store,
+                                            Backend& backend, const LoadOptions& options);
+
+}  // namespace syv

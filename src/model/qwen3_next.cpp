@@ -1,0 +1,143 @@
+#include "model/qwen3_next.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/log.h"
+#include "model/hybrid_layers.h"
+
+namespace syv {
+
+namespace {
+
+// in_proj_qkvz [Hk * (2 dk + 2 r dv), H] holds, per key-head group g: q_g (dk rows), k_g (dk),
+// v of value heads g*r .. g*r+r-1 (r dv), z of the same heads (r dv). syv wants
+// qkv = [all q | all k | all v] and z = [all z]; in_proj_ba [Hk * 2r, H] holds per group b (r rows)
+// then a (r rows), syv wants [all b | all a].
+struct Reordered {
+  std::vector<float> qkv, z, ba;
+};
+
+Reordered reorder_fused(const std::vector<float>& qkvz, const std::vector<float>& ba_in,
+                        const ModelConfig& c) {
+  const int64_t H = c.hidden_size, Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
+  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim, r = Hv / Hk;
+  const int64_t key_dim = Hk * dk, value_dim = Hv * dv;
+  const int64_t group = 2 * dk + 2 * r * dv;  // rows per group in qkvz
+  Reordered out;
+  out.qkv.resize(static_cast<size_t>((2 * key_dim + value_dim) * H));
+  out.z.resize(static_cast<size_t>(value_dim * H));
+  out.ba.resize(static_cast<size_t>(2 * Hv * H));
+  auto rows = [&](const std::vector<float>& src, int64_t src_row, std::vector<float>& dst,
+                  int64_t dst_row, int64_t n) {
+    std::copy_n(src.data() + src_row * H, n * H, dst.data() + dst_row * H);
+  };
+  for (int64_t g = 0; g < Hk; ++g) {
+    const int64_t base = g * group;
+    rows(qkvz, base, out.qkv, g * dk, dk);                                 // q
+    rows(qkvz, base + dk, out.qkv, key_dim + g * dk, dk);                  // k
+    rows(qkvz, base + 2 * dk, out.qkv, 2 * key_dim + g * r * dv, r * dv);  // v
+    rows(qkvz, base + 2 * dk + r * dv, out.z, g * r * dv, r * dv);         // z
+    rows(ba_in, g * 2 * r, out.ba, g * r, r);                              // b
+    rows(ba_in, g * 2 * r + r, out.ba, Hv + g * r, r);                     // a
+  }
+  return out;
+}
+
+Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfig& c,
+                const std::string& p, MlpWeights* out) {
+  const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+  const int64_t Is = c.shared_expert_intermediate_size;
+  out->moe = true;
+  SYV_ASSIGN_OR_RETURN(out->router, loader.load({p + "gate.weight", {E, H}}));
+  if (store && store->find(p + "experts.gate_up_proj")) {
+    // transformers' in-memory fused layout, if a checkpoint was saved that way.
+    SYV_ASSIGN_OR_RETURN(
+        out->experts_gate_up,
+        load_reshaped(loader, {p + "experts.gate_up_proj", {E, 2 * I, H}}, {E, 2 * I, H}));
+    SYV_ASSIGN_OR_RETURN(out->experts_down,
+                         load_reshaped(loader, {p + "experts.down_proj", {E, H, I}}, {E, H, I}));
+  } else {
+    std::vector<float> gate_up, down;
+    gate_up.reserve(static_cast<size_t>(E * 2 * I * H));
+    down.reserve(static_cast<size_t>(E * H * I));
+    DType dtype = DType::BF16;
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string q = p + "experts." + std::to_string(e) + ".";
+      SYV_ASSIGN_OR_RETURN(std::vector<float> g,
+                           loader.read_f32({q + "gate_proj.weight", {I, H}}, &dtype));
+      SYV_ASSIGN_OR_RETURN(std::vector<float> u,
+                           loader.read_f32({q + "up_proj.weight", {I, H}}, &dtype));
+      SYV_ASSIGN_OR_RETURN(std::vector<float> d,
+                           loader.read_f32({q + "down_proj.weight", {H, I}}, &dtype));
+      gate_up.insert(gate_up.end(), g.begin(), g.end());
+      gate_up.insert(gate_up.end(), u.begin(), u.end());
+      down.insert(down.end(), d.begin(), d.end());
+    }
+    out->experts_gate_up = loader.upload({E * 2 * I, H}, dtype, gate_up.data());
+    out->experts_gate_up.tensor = out->experts_gate_up.tensor.reshape({E, 2 * I, H});
+    out->experts_down = loader.upload({E * H, I}, dtype, down.data());
+    out->experts_down.tensor = out->experts_down.tensor.reshape({E, H, I});
+  }
+  MlpWeights shared;
+  SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, Is, p + "shared_expert.", &shared));
+  out->shared_gate_up = std::move(shared.gate_up);
+  out->shared_down = std::move(shared.down);
+  SYV_ASSIGN_OR_RETURN(out->shared_gate, loader.load({p + "shared_expert_gate.weight", {1, H}}));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& c, const WeightStore* store,
+                                               Backend& backend, const LoadOptions& options) {
+  SYV_RETURN_IF_ERROR(validate_hybrid_config(c));
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const int64_t Hv = c.linear_num_value_heads, Hk = c.linear_num_key_heads;
+  const int64_t key_dim = Hk * c.linear_key_head_dim, value_dim = Hv * c.linear_value_head_dim;
+  WeightLoader loader(backend, store, options.seed);
+  HybridWeights w;
+  SYV_ASSIGN_OR_RETURN(w.embed,
+                       loader.load({"model.embed_tokens.weight", {V, H}, WeightInit::kEmbedding}));
+  w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    HybridLayer& layer = w.layers[static_cast<size_t>(l)];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    layer.type = c.layer_types[static_cast<size_t>(l)];
+    SYV_ASSIGN_OR_RETURN(layer.input_norm,
+                         loader.load({p + "input_layernorm.weight", {H}, WeightInit::kZero}));
+    if (layer.type == LayerType::kLinearAttention) {
+      const std::string a = p + "linear_attn.";
+      DType qd = DType::BF16, bd = DType::BF16;
+      SYV_ASSIGN_OR_RETURN(
+          std::vector<float> qkvz,
+          loader.read_f32({a + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, H}}, &qd));
+      SYV_ASSIGN_OR_RETURN(std::vector<float> ba,
+                           loader.read_f32({a + "in_proj_ba.weight", {2 * Hv, H}}, &bd));
+      Reordered r = reorder_fused(qkvz, ba, c);
+      layer.gdn.qkv = loader.upload({2 * key_dim + value_dim, H}, qd, r.qkv.data());
+      layer.gdn.z = loader.upload({value_dim, H}, qd, r.z.data());
+      layer.gdn.ba = loader.upload({2 * Hv, H}, bd, r.ba.data());
+      SYV_RETURN_IF_ERROR(load_gdn_common(loader, c, a, &layer.gdn));
+    } else {
+      SYV_RETURN_IF_ERROR(load_gated_attention(loader, c, p, &layer.attn));
+    }
+    SYV_ASSIGN_OR_RETURN(
+        layer.post_norm,
+        loader.load({p + "post_attention_layernorm.weight", {H}, WeightInit::kZero}));
+    if (hybrid_layer_is_moe(c, l)) {
+      SYV_RETURN_IF_ERROR(load_moe(loader, store, c, p + "mlp.", &layer.mlp));
+    } else {
+      SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, I, p + "mlp.", &layer.mlp));
+    }
+  }
+  SYV_ASSIGN_OR_RETURN(w.final_norm, loader.load({"model.norm.weight", {H}, WeightInit::kZero}));
+  if (!c.tie_word_embeddings) {
+    SYV_ASSIGN_OR_RETURN(w.lm_head, loader.load({"lm_head.weight", {V, H}}));
+  }
+  w.parameters = loader.parameters_loaded();
+  w.device_bytes = loader.device_bytes();
+  return make_hybrid_model(c, backend, std::move(w), "qwen3_next");
+}
+
+}  // namespace syv
