@@ -135,7 +135,7 @@ bool is_loopback_host(std::string_view host) {
   if (host == "localhost" || host == "::1" || host == "[::1]") return true;
   // 127.0.0.0/8: four dotted decimal parts, the first 127.
   if (host.substr(0, 4) != "127.") return false;
-  int parts = 1;
+  int parts = 2;  // "127" and the part after the first dot
   for (char c : host.substr(4)) {
     if (c == '.') {
       ++parts;

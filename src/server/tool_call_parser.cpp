@@ -57,9 +57,11 @@ void ToolCallParser::emit_content(std::string_view text, Delta& out) {
     whitespace_.append(text);
     return;
   }
+  // Trailing whitespace is held too: it is dropped if a tool call follows.
+  const size_t end = text.find_last_not_of(" \t\r\n") + 1;
   out.content.append(whitespace_);
-  whitespace_.clear();
-  out.content.append(text);
+  out.content.append(text.substr(0, end));
+  whitespace_ = std::string(text.substr(end));
 }
 
 ToolCallParser::Delta ToolCallParser::feed(std::string_view text) {

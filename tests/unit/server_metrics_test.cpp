@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "server/metrics.h"
+
+namespace syv::server {
+namespace {
+
+// Every non-comment line is `name{labels} value` with a parseable number.
+void expect_valid_exposition(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  const std::regex sample(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? [-+0-9.eEInfNa]+$)");
+  int samples = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    EXPECT_TRUE(std::regex_match(line, sample)) << line;
+    ++samples;
+  }
+  EXPECT_GT(samples, 10);
+}
+
+TEST(ServerMetrics, HistogramBucketsAreCumulative) {
+  Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.5);
+  h.observe(0.5);
+  h.observe(3.0);
+  std::string out;
+  h.render("x_seconds", "help", out);
+  EXPECT_NE(out.find("# TYPE x_seconds histogram"), std::string::npos);
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"0.1\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"1\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_count 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_seconds_sum 4.05\n"), std::string::npos) << out;
+}
+
+TEST(ServerMetrics, RendersEveryNamedMetric) {
+  Metrics m;
+  m.add_prompt_tokens(12);
+  m.add_generation_tokens(5);
+  m.observe_ttft(0.02);
+  m.observe_inter_token(0.004);
+  m.count_finish("stop");
+  m.count_response(200);
+  m.count_response(401);
+  EngineGauges g;
+  g.requests_running = 2;
+  g.requests_waiting = 3;
+  g.kv_pages_used = 7;
+  g.kv_pages_free = 93;
+  g.prefix_cache_hit_tokens = 64;
+  g.prefix_cache_query_tokens = 128;
+  const std::string text = m.render(g);
+  expect_valid_exposition(text);
+  for (const char* line :
+       {"syv_requests_running 2\n", "syv_requests_waiting 3\n", "syv_kv_pages_used 7\n",
+        "syv_kv_pages_free 93\n", "syv_prefix_cache_hit_tokens_total 64\n",
+        "syv_prefix_cache_query_tokens_total 128\n", "syv_prompt_tokens_total 12\n",
+        "syv_generation_tokens_total 5\n", "syv_request_success_total{finish_reason=\"stop\"} 1\n",
+        "syv_http_responses_total{code=\"401\"} 1\n",
+        "syv_time_to_first_token_seconds_count 1\n",
+        "syv_inter_token_latency_seconds_count 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+  }
+}
+
+TEST(ServerMetrics, NumberFormat) {
+  EXPECT_EQ(prometheus_number(3), "3");
+  EXPECT_EQ(prometheus_number(0.25), "0.25");
+  EXPECT_EQ(prometheus_number(1.0 / 0.0), "+Inf");
+}
+
+}  // namespace
+}  // namespace syv::server
