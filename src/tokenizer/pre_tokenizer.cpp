@@ -85,7 +85,7 @@ Result<std::unique_ptr<Regex>> Regex::compile(const std::string& pattern, bool l
   const std::string source = literal ? pattern : rewrite_oniguruma_pattern(pattern);
   int error = 0;
   PCRE2_SIZE error_offset = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
                                    options, &error, &error_offset, nullptr);
   if (code == nullptr) {
