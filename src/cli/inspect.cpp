@@ -1,0 +1,128 @@
+// `syv inspect`: what a model folder holds and what it will cost to serve, without loading it.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/qwen3.h"
+
+namespace syv::cli {
+namespace {
+
+struct Options {
+  std::string model_dir;
+  bool json = false;
+};
+
+const char* family_name(ModelFamily f) {
+  switch (f) {
+    case ModelFamily::kQwen3:
+      return "qwen3 (dense)";
+    case ModelFamily::kQwen3_5:
+      return "qwen3_5 (hybrid Gated DeltaNet + gated attention)";
+    case ModelFamily::kQwen3Next:
+      return "qwen3_next (hybrid + MoE)";
+  }
+  return "?";
+}
+
+int run(const Options& o) {
+  auto config = load_model_config(o.model_dir);
+  if (!config.ok()) return fail("--model: " + config.message());
+  auto store = WeightStore::open_dir(o.model_dir);
+  if (!store.ok()) return fail("--model: " + store.message());
+  const ModelConfig& c = *config;
+
+  int64_t parameters = 0;
+  std::map<std::string, int64_t> params_by_dtype;
+  for (const std::string& name : store->names()) {
+    const TensorInfo* t = store->find(name);
+    parameters += t->numel();
+    params_by_dtype[std::string(dtype_name(t->dtype))] += t->numel();
+  }
+  // Full-attention layers keep K and V per token; bf16 on CUDA, f32 on the CPU backend.
+  const int64_t attn_layers =
+      c.layer_types.empty() ? c.num_hidden_layers : c.num_full_attention_layers();
+  const int64_t kv_bf16 = attn_layers * 2 * c.num_key_value_heads * c.head_dim * 2;
+  std::string status = "servable";
+  if (c.family == ModelFamily::kQwen3) {
+    Status valid = validate_qwen3_config(c);
+    int64_t expected = 0;
+    for (const WeightSpec& s : qwen3_weight_specs(c)) expected += s.numel();
+    if (!valid.ok())
+      status = valid.message();
+    else if (expected != parameters)
+      status = "weight files hold " + std::to_string(parameters) + " parameters, config implies " +
+               std::to_string(expected);
+  }
+
+  if (o.json) {
+    nlohmann::json j;
+    j["model_type"] = c.model_type;
+    j["layers"] = c.num_hidden_layers;
+    j["hidden_size"] = c.hidden_size;
+    j["intermediate_size"] = c.intermediate_size;
+    j["attention_heads"] = c.num_attention_heads;
+    j["kv_heads"] = c.num_key_value_heads;
+    j["head_dim"] = c.head_dim;
+    j["vocab_size"] = c.vocab_size;
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["parameters"] = parameters;
+    j["parameters_by_dtype"] = params_by_dtype;
+    j["weight_bytes"] = store->total_bytes();
+    j["kv_bytes_per_token_bf16"] = kv_bf16;
+    j["kv_bytes_per_token_f32"] = kv_bf16 * 2;
+    j["status"] = status;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model            %s\n", o.model_dir.c_str());
+  std::printf("architecture     %s, model_type \"%s\"\n", family_name(c.family),
+              c.model_type.c_str());
+  std::printf("layers           %lld (%lld full attention)\n",
+              static_cast<long long>(c.num_hidden_layers), static_cast<long long>(attn_layers));
+  std::printf("hidden           %lld, intermediate %lld, vocab %lld%s\n",
+              static_cast<long long>(c.hidden_size), static_cast<long long>(c.intermediate_size),
+              static_cast<long long>(c.vocab_size),
+              c.tie_word_embeddings ? ", tied embeddings" : "");
+  std::printf(
+      "attention        %lld query heads, %lld kv heads, head_dim %lld, rope_theta %g, "
+      "rms_norm_eps %g\n",
+      static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.num_key_value_heads),
+      static_cast<long long>(c.head_dim), c.rope_theta, c.rms_norm_eps);
+  std::printf("parameters       %lld (%.3f B)\n", static_cast<long long>(parameters),
+              parameters / 1e9);
+  for (const auto& [dtype, n] : params_by_dtype)
+    std::printf("  dtype %-6s    %lld parameters\n", dtype.c_str(), static_cast<long long>(n));
+  std::printf("weight bytes     %zu (%.2f GB) in %zu file(s)\n", store->total_bytes(),
+              store->total_bytes() / 1e9, store->files().size());
+  std::printf("KV per token     %lld bytes bf16 (CUDA), %lld bytes f32 (CPU backend)\n",
+              static_cast<long long>(kv_bf16), static_cast<long long>(kv_bf16 * 2));
+  std::printf("max positions    %lld\n", static_cast<long long>(c.max_position_embeddings));
+  std::printf("status           %s\n", status.c_str());
+  return 0;
+}
+
+CommandRegistration reg{
+    "inspect", "Describe a model folder: architecture, parameters, dtypes, weight and KV bytes",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      app.footer(
+          "Reads config.json and the safetensors headers only (no weights are loaded), so it is\n"
+          "instant even for large models. \"KV per token\" is what one token of context costs in\n"
+          "the cache summed over layers (K and V): multiply by the tokens you want to keep "
+          "resident.\n\n"
+          "Example:\n"
+          "  syv inspect --model ~/models/Qwen3-0.6B\n");
+      app.add_option("--model", o->model_dir,
+                     "A Hugging Face model folder (config.json + *.safetensors).")
+          ->required();
+      app.add_flag("--json", o->json, "Print the figures as JSON.");
+      return [o]() -> int { return run(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli

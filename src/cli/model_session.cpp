@@ -1,0 +1,109 @@
+#include "cli/model_session.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+
+#include "io/hf_config.h"
+
+namespace syv::cli {
+
+void add_model_args(CLI::App& app, ModelArgs& args) {
+  app.add_option("--model", args.model_dir,
+                 "A Hugging Face model folder: config.json (+ generation_config.json) and\n"
+                 "model.safetensors or sharded *.safetensors with model.safetensors.index.json.")
+      ->required();
+  app.add_flag("--random-weights", args.random_weights,
+               "Ignore the safetensors files and use seeded random weights of the config's shapes\n"
+               "(for timing; the output is noise).");
+  app.add_option("--weight-seed", args.weight_seed, "Seed of --random-weights (default 0).");
+}
+
+Result<LoadedModel> load_cli_model(const ModelArgs& args) {
+  LoadedModel loaded;
+  loaded.backend = make_cpu_backend();
+  LoadOptions options;
+  options.random_weights = args.random_weights;
+  options.seed = args.weight_seed;
+  auto model = load_model(args.model_dir, *loaded.backend, options);
+  if (!model.ok()) return model.status().with_context("--model");
+  loaded.model = std::move(model.value());
+  return loaded;
+}
+
+Result<ModelConfig> read_cli_config(const ModelArgs& args) {
+  if (!std::filesystem::is_directory(args.model_dir))
+    return Status::Error("--model: model folder \"" + args.model_dir +
+                         "\" does not exist or is not a directory");
+  auto config = load_model_config(args.model_dir);
+  if (!config.ok()) return config.status().with_context("--model");
+  return config;
+}
+
+Result<std::vector<int32_t>> parse_token_list(const std::string& text, int64_t vocab,
+                                              const std::string& arg) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    char* end = nullptr;
+    errno = 0;
+    const long long value = item.empty() ? 0 : std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE) {
+      return Status::Error(arg + ": expected comma-separated token ids like 1,2,3; item " +
+                           std::to_string(ids.size()) + " is \"" + item + "\"");
+    }
+    if (value < 0 || value >= vocab) {
+      return Status::Error(arg + ": token " + std::to_string(value) + " at index " +
+                           std::to_string(ids.size()) + " is outside the model's vocabulary [0, " +
+                           std::to_string(vocab) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    start = comma + 1;
+  }
+  return ids;
+}
+
+Result<SingleSequence> SingleSequence::create(Model& model, int64_t max_tokens) {
+  SingleSequence seq(model);
+  const int64_t num_pages = std::max<int64_t>(1, (max_tokens + kPageSize - 1) / kPageSize);
+  CacheConfig cache;
+  cache.page_size = kPageSize;
+  cache.num_pages = static_cast<int32_t>(num_pages);
+  cache.num_state_slots = 1;
+  SYV_RETURN_IF_ERROR(model.allocate_cache(cache));
+  for (int32_t p = 0; p < num_pages; ++p) seq.pages_.push_back(p);
+  seq.capacity_ = num_pages * kPageSize;
+  if (model.cache_spec().has_recurrent_state()) model.reset_state(0);
+  return seq;
+}
+
+std::vector<float> SingleSequence::append(const std::vector<int32_t>& tokens, bool all_rows) {
+  SYV_CHECK(length_ + static_cast<int64_t>(tokens.size()) <= capacity_)
+      << "sequence of " << length_ << " + " << tokens.size() << " exceeds " << capacity_;
+  Batch batch;
+  batch.token_ids = tokens;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    batch.positions.push_back(static_cast<int32_t>(length_ + i));
+  batch.seq_starts = {0, static_cast<int32_t>(tokens.size())};
+  batch.context_lens = {static_cast<int32_t>(length_ + tokens.size())};
+  batch.page_table = pages_;
+  batch.max_pages_per_seq = static_cast<int32_t>(pages_.size());
+  if (model_->cache_spec().has_recurrent_state()) batch.state_slots = {0};
+  if (all_rows) {
+    for (size_t i = 0; i < tokens.size(); ++i) batch.logit_rows.push_back(static_cast<int32_t>(i));
+  } else {
+    batch.logit_rows = {static_cast<int32_t>(tokens.size()) - 1};
+  }
+  Tensor logits = model_->forward(batch);
+  std::vector<float> host(static_cast<size_t>(logits.numel()));
+  model_->backend().download(host.data(), logits.data, host.size() * sizeof(float));
+  length_ += static_cast<int64_t>(tokens.size());
+  return host;
+}
+
+}  // namespace syv::cli
