@@ -4,6 +4,7 @@
 // prefill, and token-by-token decode.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -183,6 +184,32 @@ TEST_P(Qwen3Golden, GreedyTokensMatchTransformers) {
     got = download(*model_, model_->forward(make_batch({{&seq, n - 1, n, pages}}, false)));
   }
   EXPECT_EQ(generated, fx_.greedy);
+}
+
+// `syv logits` writes the same [T, vocab] float32 matrix.
+TEST(Qwen3GoldenCli, LogitsCommandMatchesTransformers) {
+  Fixture fx = read_fixture("untied_mha_hd32");
+  std::string tokens;
+  for (size_t i = 0; i < fx.tokens.size(); ++i)
+    tokens += (i ? "," : "") + std::to_string(fx.tokens[i]);
+  const std::string out =
+      (fs::temp_directory_path() / ("syv_qwen3_logits_" + std::to_string(::getpid()) + ".bin"))
+          .string();
+  const std::string cmd = std::string(SYV_BIN) + " logits --model " + fx.dir + " --tokens " +
+                          tokens + " --out " + out + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(out, std::ios::binary);
+  std::vector<float> got(fx.logits.size());
+  in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
+  ASSERT_EQ(in.gcount(), static_cast<std::streamsize>(got.size() * 4)) << "output size";
+  in.get();
+  EXPECT_TRUE(in.eof()) << "output longer than [T, vocab]";
+  fs::remove(out);
+  for (size_t t = 0; t < fx.tokens.size(); ++t) {
+    EXPECT_LE(rel_l2(got.data() + t * fx.vocab, fx.logits.data() + t * fx.vocab, fx.vocab),
+              kMaxRelL2)
+        << "row " << t;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3Golden,
