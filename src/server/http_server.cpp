@@ -41,6 +41,14 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
       res.status = 401;
     } else if (res.status == 404) {
       error = ApiError::not_found("no route " + req.method + " " + req.path);
+    } else if (res.status == 413 && req.body.size() <= max_body &&
+               req.get_header_value("Content-Type").find("x-www-form-urlencoded") !=
+                   std::string::npos) {
+      // httplib caps form-encoded bodies at 8 KiB (curl -d sends that type by default).
+      error = ApiError{413,
+                       "request body: application/x-www-form-urlencoded bodies are limited to "
+                       "8192 bytes; send Content-Type: application/json",
+                       "invalid_request_error", "", "request_too_large"};
     } else if (res.status == 413) {
       error = ApiError{413,
                        "request body exceeds the limit of " + std::to_string(max_body) +

@@ -61,8 +61,7 @@ TEST(ServerMetrics, RendersEveryNamedMetric) {
         "syv_kv_pages_free 93\n", "syv_prefix_cache_hit_tokens_total 64\n",
         "syv_prefix_cache_query_tokens_total 128\n", "syv_prompt_tokens_total 12\n",
         "syv_generation_tokens_total 5\n", "syv_request_success_total{finish_reason=\"stop\"} 1\n",
-        "syv_http_responses_total{code=\"401\"} 1\n",
-        "syv_time_to_first_token_seconds_count 1\n",
+        "syv_http_responses_total{code=\"401\"} 1\n", "syv_time_to_first_token_seconds_count 1\n",
         "syv_inter_token_latency_seconds_count 1\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
   }

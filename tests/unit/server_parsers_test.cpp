@@ -148,8 +148,8 @@ TEST(ToolCallParser, InvalidOrUnclosedBlocksStayText) {
 TEST(Sse, FormatAndReadBack) {
   const std::string a = sse_data({{"x", 1}});
   EXPECT_EQ(a, "data: {\"x\":1}\n\n");
-  const std::string stream = a + ": comment\n\n" + sse_data({{"y", "two\nlines"}}) +
-                             std::string(kSseDone);
+  const std::string stream =
+      a + ": comment\n\n" + sse_data({{"y", "two\nlines"}}) + std::string(kSseDone);
   for (size_t cut = 0; cut <= stream.size(); ++cut) {
     SseReader reader;
     auto events = reader.feed(stream.substr(0, cut));

@@ -77,9 +77,10 @@ TEST(ServerSchema, FullChatRequestIsTyped) {
 
 TEST(ServerSchema, ContentPartsAreJoinedAndDeveloperIsSystem) {
   json body = chat();
-  body["messages"] = {{{"role", "developer"}, {"content", "be brief"}},
-                      {{"role", "user"},
-                       {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}}};
+  body["messages"] = {
+      {{"role", "developer"}, {"content", "be brief"}},
+      {{"role", "user"},
+       {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}}};
   auto r = parse_chat_request(body, limits());
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->messages[0]["role"], "system");
@@ -184,7 +185,8 @@ TEST(ServerSchema, JsonBody) {
 }
 
 TEST(ServerSchema, CompletionPrompts) {
-  auto r = parse_completion_request({{"prompt", "hello"}, {"logprobs", 2}, {"echo", true}}, limits());
+  auto r =
+      parse_completion_request({{"prompt", "hello"}, {"logprobs", 2}, {"echo", true}}, limits());
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(*r->prompts[0].text, "hello");
   EXPECT_TRUE(r->sampling.logprobs);
@@ -257,9 +259,15 @@ TEST(ServerSchema, FuzzedBodiesNeverCrash) {
     for (int e = 0; e < edits && !body.empty(); ++e) {
       const size_t pos = rng() % body.size();
       switch (rng() % 3) {
-        case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
-        case 1: body.erase(pos, 1 + rng() % 8); break;
-        default: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        case 0:
+          body[pos] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          body.erase(pos, 1 + rng() % 8);
+          break;
+        default:
+          body.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
       }
     }
     auto parsed = parse_json_body(body);

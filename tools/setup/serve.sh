@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Starts the main job on a model folder. Until the HTTP server lands this runs `syv generate`.
+# `make serve`: runs the OpenAI-compatible server on a model folder. The server prints its URL and
+# the API key (a random one for this run unless SYV_API_KEY is set) once it is listening.
+# Extra flags for `syv serve` can be passed in SYV_SERVE_ARGS (e.g. "--public-routes /health").
 set -euo pipefail
 syv=$1; model=$2; port=$3
-if "$syv" serve --help >/dev/null 2>&1; then
-  exec "$syv" serve --model "$model" --port "$port"
-fi
-exec "$syv" generate --model "$model" --prompt "Hello from syv" --max-tokens 16
+args=(serve --model "$model" --port "$port")
+if [[ -n "${SYV_API_KEY:-}" ]]; then args+=(--api-key "$SYV_API_KEY"); fi
+# shellcheck disable=SC2206
+if [[ -n "${SYV_SERVE_ARGS:-}" ]]; then args+=(${SYV_SERVE_ARGS}); fi
+exec "$syv" "${args[@]}"

@@ -1,0 +1,311 @@
+// `syv serve`: the OpenAI-compatible HTTP server (src/server/) in front of the engine thread.
+//
+// Start-up order: check the flags (keys, address) -> bind and listen (every route answers 503
+// until ready) -> load tokenizer, chat template, model -> start the engine -> one warm-up
+// request -> ready. SIGTERM/SIGINT: new generation requests get 503, running ones finish (up to
+// --drain-timeout), then the engine and the listener stop and the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "backend/backend.h"
+#include "cli/command.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/auth.h"
+#include "server/engine_bridge.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/openai_routes.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#ifdef SYV_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace syv::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model_dir;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  std::string public_routes;
+  std::string served_model_name;
+  std::string device = "auto";
+  int max_num_seqs = 64;
+  int max_model_len = 0;
+  int max_waiting = 256;
+  int max_num_batched_tokens = 2048;
+  int page_size = 64;
+  int num_pages = 0;
+  int64_t kv_cache_mib = 1024;
+  bool no_prefix_caching = false;
+  int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
+  size_t max_body_bytes = 8u << 20;
+  double drain_timeout_s = 30.0;
+  bool skip_warmup = false;
+};
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
+  if (device == "cpu") return std::unique_ptr<Backend>(make_cpu_backend());
+#ifdef SYV_HAVE_CUDA
+  if (device == "cuda" || (device == "auto" && cuda_device_count() > 0)) {
+    if (cuda_device_count() == 0) return Status::Error("--device cuda: no CUDA device found");
+    return std::unique_ptr<Backend>(make_cuda_backend(0));
+  }
+#else
+  if (device == "cuda") return Status::Error("--device cuda: this build has no CUDA backend");
+#endif
+  if (device == "auto") return std::unique_ptr<Backend>(make_cpu_backend());
+  return Status::Error("--device: expected auto, cpu or cuda, found \"" + device + "\"");
+}
+
+// Blocks until SIGTERM or SIGINT arrives (the signals are blocked in every thread, so only this
+// sigwait sees them).
+int wait_for_signal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+int run_serve(const ServeOptions& o) {
+  // Keys: explicit ones, or a generated one printed once.
+  server::ApiKeys keys;
+  for (const std::string& key : o.api_keys) {
+    Status st = keys.add(key);
+    if (!st.ok()) return fail("--api-key: " + st.message());
+  }
+  if (!o.api_key_file.empty()) {
+    Status st = keys.add_file(o.api_key_file);
+    if (!st.ok()) return fail("--api-key-file: " + st.message());
+  }
+  if (!o.public_routes.empty()) {
+    Status st = keys.add_public_routes(o.public_routes);
+    if (!st.ok()) return fail(st.message());
+  }
+  const bool explicit_key = !keys.empty();
+  if (!explicit_key && !server::is_loopback_host(o.host)) {
+    return fail("--host " + o.host + " is not a loopback address and no API key was given",
+                "pass --api-key KEY or --api-key-file FILE to serve beyond this machine");
+  }
+  std::string generated_key;
+  if (!explicit_key) {
+    Result<std::string> key = server::generate_api_key();
+    if (!key.ok()) return fail(key.message());
+    generated_key = *key;
+    (void)keys.add(generated_key);
+  }
+  if (o.max_num_seqs < 1) return fail("--max-num-seqs: expected >= 1");
+  if (o.max_waiting < 0) return fail("--max-waiting: expected >= 0");
+  if (!std::filesystem::is_directory(o.model_dir)) {
+    return fail("--model " + o.model_dir + ": not a directory");
+  }
+
+  // Signals: handled by sigwait below, never asynchronously; a dead client never kills us.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  server::Metrics metrics;
+  server::RouteOptions route_options;
+  route_options.max_pending = o.max_num_seqs + o.max_waiting;
+  server::OpenAiRoutes routes(metrics, route_options);
+  server::HttpOptions http;
+  http.host = o.host;
+  http.port = o.port;
+  http.threads =
+      o.http_threads > 0 ? o.http_threads : std::min(1024, o.max_num_seqs + o.max_waiting + 16);
+  http.max_body_bytes = o.max_body_bytes;
+  const size_t num_keys = keys.size();
+  server::HttpServer server(http, std::move(keys), routes, metrics);
+  if (Status st = server.bind(); !st.ok()) return fail(st.message());
+  server.start();
+  const std::string url = "http://" +
+                          (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) +
+                          ":" + std::to_string(server.port());
+  std::printf("syv: listening on %s (answers 503 until the model is ready)\n", url.c_str());
+  if (!generated_key.empty()) {
+    std::printf("syv: API key (generated for this run; pass --api-key to choose one): %s\n",
+                generated_key.c_str());
+  } else {
+    std::printf("syv: %zu API key(s) configured\n", num_keys);
+  }
+  std::fflush(stdout);
+  SYV_LOG(INFO) << "http: " << http.threads << " worker threads, body limit " << http.max_body_bytes
+                << " bytes, " << route_options.max_pending
+                << " requests in flight at most (--max-num-seqs + --max-waiting)";
+
+  // Load.
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<Backend>> backend = make_backend(o.device);
+  if (!backend.ok()) return fail(backend.message());
+  Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(o.model_dir);
+  if (!tokenizer.ok()) return fail(tokenizer.message());
+  std::unique_ptr<ChatTemplate> chat_template;
+  std::string template_source = (*tokenizer)->chat_template();
+  const std::string jinja_path = o.model_dir + "/chat_template.jinja";
+  if (template_source.empty() && std::filesystem::exists(jinja_path)) {
+    template_source = read_file(jinja_path);
+  }
+  if (template_source.empty()) {
+    SYV_LOG(WARN)
+        << "chat: off (no chat_template in tokenizer_config.json or chat_template.jinja); "
+           "/v1/chat/completions answers 400";
+  } else {
+    Result<ChatTemplate> parsed = ChatTemplate::parse(template_source);
+    if (!parsed.ok()) {
+      SYV_LOG(WARN) << "chat: off, the chat template does not parse: " << parsed.message();
+    } else {
+      chat_template = std::make_unique<ChatTemplate>(std::move(parsed.value()));
+    }
+  }
+  SYV_LOG(INFO) << "tokenizer: vocab " << (*tokenizer)->vocab_size() << ", loaded in " << since(t0)
+                << " s";
+  const auto t1 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<Model>> model = load_model(o.model_dir, **backend);
+  if (!model.ok()) return fail(model.message());
+  SYV_LOG(INFO) << "model: loaded in " << since(t1) << " s";
+
+  EngineOptions engine_options;
+  engine_options.page_size = o.page_size;
+  engine_options.num_pages = o.num_pages;
+  engine_options.kv_cache_bytes = o.kv_cache_mib << 20;
+  engine_options.max_num_seqs = o.max_num_seqs;
+  engine_options.max_num_batched_tokens = o.max_num_batched_tokens;
+  engine_options.max_model_len = o.max_model_len;
+  engine_options.enable_prefix_caching = !o.no_prefix_caching;
+  Engine engine(**model, tokenizer->get(), engine_options);
+  if (Status st = engine.start(); !st.ok()) return fail("engine: " + st.message());
+  server::EngineGenerator generator(engine);
+
+  // Warm-up: one short greedy request through the whole path.
+  if (!o.skip_warmup) {
+    const auto t2 = std::chrono::steady_clock::now();
+    Request warm;
+    warm.prompt_ids = (*tokenizer)->encode("Hello", false);
+    if (warm.prompt_ids.empty()) warm.prompt_ids = {0};
+    warm.params.temperature = 0;
+    warm.params.max_tokens = 2;
+    Result<std::shared_ptr<RequestHandle>> handle = engine.submit(std::move(warm));
+    if (!handle.ok()) return fail("warm-up: " + handle.message());
+    Event event;
+    while ((*handle)->next(event, std::chrono::seconds(600)) == NextStatus::kEvent) {
+    }
+    SYV_LOG(INFO) << "warm-up: done in " << since(t2) << " s";
+  }
+
+  server::ModelContext context;
+  context.tokenizer = tokenizer->get();
+  context.chat_template = chat_template.get();
+  context.generator = &generator;
+  context.model_name =
+      o.served_model_name.empty()
+          ? std::filesystem::path(o.model_dir).lexically_normal().filename().string()
+          : o.served_model_name;
+  if (context.model_name.empty()) context.model_name = "model";
+  for (const char* stop : {"<|im_end|>", "<|endoftext|>"}) {
+    if (auto id = (*tokenizer)->token_to_id(stop)) context.chat_stop_token_ids.push_back(*id);
+  }
+  routes.set_model(context);
+  server.set_ready(true);
+  std::printf("syv: ready: model \"%s\", max context %d tokens, %.1f s after start\n",
+              context.model_name.c_str(), generator.max_model_len(), since(t0));
+  std::printf(
+      "syv: try: curl %s/v1/chat/completions -H \"Authorization: Bearer $KEY\" "
+      "-H 'Content-Type: application/json' -d '{\"messages\":[{\"role\":\"user\","
+      "\"content\":\"Hello\"}],\"max_tokens\":16}'\n",
+      url.c_str());
+  std::fflush(stdout);
+
+  const int sig = wait_for_signal();
+  SYV_LOG(INFO) << "signal " << sig << ": draining " << routes.active_requests()
+                << " request(s) (up to " << o.drain_timeout_s << " s)";
+  server.begin_drain();
+  const bool idle =
+      server.wait_idle(std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000)));
+  if (!idle) {
+    SYV_LOG(WARN) << "drain: timed out; aborting what is left";
+  }
+  engine.stop(/*drain=*/idle);
+  server.stop();
+  SYV_LOG(INFO) << "stopped";
+  return 0;
+}
+
+CommandRegistration reg{
+    "serve", "Serve a model over an OpenAI-compatible HTTP API (deny-by-default API keys)",
+    [](CLI::App& app) {
+      auto o = std::make_shared<ServeOptions>();
+      app.add_option("--model", o->model_dir, "Hugging Face model folder")->required();
+      app.add_option("--host", o->host, "Address to bind; non-loopback needs an explicit key")
+          ->capture_default_str();
+      app.add_option("--port", o->port, "Port to bind (0 = any free port)")->capture_default_str();
+      app.add_option("--api-key", o->api_keys,
+                     "Accepted API key (repeatable); none = a random key printed at start");
+      app.add_option("--api-key-file", o->api_key_file, "File with one API key a line");
+      app.add_option("--public-routes", o->public_routes,
+                     "Comma-separated routes reachable without a key, e.g. /health,/metrics");
+      app.add_option("--served-model-name", o->served_model_name,
+                     "Model id in the API (default: the model folder's name)");
+      app.add_option("--device", o->device, "auto, cpu or cuda")->capture_default_str();
+      app.add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once at most")
+          ->capture_default_str();
+      app.add_option("--max-waiting", o->max_waiting,
+                     "Requests queued beyond --max-num-seqs before 429")
+          ->capture_default_str();
+      app.add_option("--max-model-len", o->max_model_len,
+                     "Prompt + generated tokens at most (0 = the model's maximum)")
+          ->capture_default_str();
+      app.add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
+                     "Token budget of one engine step")
+          ->capture_default_str();
+      app.add_option("--page-size", o->page_size, "Tokens per KV page")->capture_default_str();
+      app.add_option("--num-pages", o->num_pages, "KV pages (0 = from --kv-cache-mib)")
+          ->capture_default_str();
+      app.add_option("--kv-cache-mib", o->kv_cache_mib, "KV cache size when --num-pages is 0")
+          ->capture_default_str();
+      app.add_flag("--no-prefix-caching", o->no_prefix_caching, "Disable the prefix cache");
+      app.add_option("--http-threads", o->http_threads,
+                     "HTTP worker threads; each open stream holds one (0 = max-num-seqs + "
+                     "max-waiting + 16)")
+          ->capture_default_str();
+      app.add_option("--max-body-bytes", o->max_body_bytes, "Larger request bodies get 413")
+          ->capture_default_str();
+      app.add_option("--drain-timeout", o->drain_timeout_s,
+                     "Seconds SIGTERM waits for running requests")
+          ->capture_default_str();
+      app.add_flag("--skip-warmup", o->skip_warmup, "Mark ready without a warm-up request");
+      return [o]() -> int { return run_serve(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli
