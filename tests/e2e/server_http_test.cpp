@@ -1,0 +1,536 @@
+// The HTTP layer in-process over loopback, with the real tokenizer and chat template and a
+// scripted generator (fake_generator.h): auth on every route, readiness, SSE format, reasoning and
+// tool-call parsing, each bad-input class, 429, disconnects, drain, and a fuzz of request JSON.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "e2e/fake_generator.h"
+#include "e2e/http_test_util.h"
+#include "server/http_server.h"
+#include "server/openai_routes.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace syv::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kKey = "sk-test-right-key-0123456789";
+constexpr const char* kKey2 = "sk-test-second-key-987654321";
+
+struct Shared {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;
+};
+Shared* shared = nullptr;
+
+// One server: routes + fake generator + transport, on an ephemeral loopback port.
+struct TestServer {
+  explicit TestServer(server::RouteOptions route_options = {}, server::HttpOptions http = {},
+                      std::string public_routes = "", bool ready = true, int32_t max_len = 256)
+      : generator(max_len), routes(metrics, route_options) {
+    server::ApiKeys keys;
+    EXPECT_TRUE(keys.add(kKey).ok());
+    EXPECT_TRUE(keys.add(kKey2).ok());
+    if (!public_routes.empty()) {
+      EXPECT_TRUE(keys.add_public_routes(public_routes).ok());
+    }
+    http.host = "127.0.0.1";
+    http.port = 0;
+    http.threads = 32;
+    server::ModelContext ctx;
+    ctx.tokenizer = shared->tokenizer.get();
+    ctx.chat_template = shared->chat_template.get();
+    ctx.generator = &generator;
+    ctx.model_name = "fake";
+    routes.set_model(ctx);
+    transport = std::make_unique<server::HttpServer>(http, keys, routes, metrics);
+    EXPECT_TRUE(transport->bind().ok());
+    transport->start();
+    transport->set_ready(ready);
+    client = std::make_unique<httplib::Client>("127.0.0.1", transport->port());
+    client->set_read_timeout(30, 0);
+  }
+  ~TestServer() { transport->stop(); }
+
+  httplib::Result post(const std::string& path, const json& body, const std::string& key = kKey) {
+    httplib::Headers h;
+    if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+    return client->Post(path.c_str(), h, body.dump(), "application/json");
+  }
+  httplib::Result post_raw(const std::string& path, const std::string& body) {
+    httplib::Headers h{{"Authorization", std::string("Bearer ") + kKey}};
+    return client->Post(path.c_str(), h, body, "application/json");
+  }
+  httplib::Result get(const std::string& path, const std::string& key = kKey) {
+    httplib::Headers h;
+    if (!key.empty()) h.emplace("X-Api-Key", key);
+    return client->Get(path.c_str(), h);
+  }
+
+  FakeGenerator generator;
+  server::Metrics metrics;
+  server::OpenAiRoutes routes;
+  std::unique_ptr<server::HttpServer> transport;
+  std::unique_ptr<httplib::Client> client;
+};
+
+class ServerHttp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    signal(SIGPIPE, SIG_IGN);
+    const std::string dir = std::string(SYV_SOURCE_DIR) + "/third_party/qwen3-tokenizer";
+    ASSERT_TRUE(std::filesystem::exists(dir + "/tokenizer.json"))
+        << dir << " is missing: run tools/setup/fetch-tokenizer.sh (make test does)";
+    shared = new Shared;
+    auto tok = Tokenizer::load(dir);
+    ASSERT_TRUE(tok.ok()) << tok.message();
+    shared->tokenizer = std::move(tok.value());
+    auto tmpl = ChatTemplate::parse(shared->tokenizer->chat_template());
+    ASSERT_TRUE(tmpl.ok()) << tmpl.message();
+    shared->chat_template = std::make_unique<ChatTemplate>(std::move(tmpl.value()));
+  }
+  static void TearDownTestSuite() {
+    delete shared;
+    shared = nullptr;
+  }
+};
+
+const json kChat = {{"messages", {{{"role", "user"}, {"content", "Hello"}}}}, {"max_tokens", 4}};
+const json kCompletion = {{"prompt", "Hello"}, {"max_tokens", 4}};
+
+struct RouteCase {
+  std::string method, path;
+  json body;
+};
+const std::vector<RouteCase> kRoutes = {
+    {"POST", "/v1/chat/completions", kChat},
+    {"POST", "/v1/completions", kCompletion},
+    {"POST", "/tokenize", {{"prompt", "Hello"}}},
+    {"POST", "/detokenize", {{"tokens", {9707}}}},
+    {"GET", "/v1/models", nullptr},
+    {"GET", "/health", nullptr},
+    {"GET", "/metrics", nullptr},
+    {"GET", "/no/such/route", nullptr},
+};
+
+TEST_F(ServerHttp, EveryRouteTimesNoKeyWrongKeyRightKey) {
+  TestServer s;
+  for (const RouteCase& r : kRoutes) {
+    for (const std::string& key :
+         {std::string(""), std::string("sk-wrong"), std::string(kKey).substr(0, 10),
+          std::string(kKey) + "x", std::string(kKey), std::string(kKey2)}) {
+      SCOPED_TRACE(r.method + " " + r.path + " key=" + key);
+      auto res = r.method == "GET" ? s.get(r.path, key) : s.post(r.path, r.body, key);
+      ASSERT_TRUE(res);
+      const bool right = key == kKey || key == kKey2;
+      if (!right) {
+        EXPECT_EQ(res->status, 401);
+        EXPECT_TRUE(is_openai_error(res->body)) << res->body;
+        EXPECT_EQ(json::parse(res->body)["error"]["code"], "invalid_api_key");
+      } else if (r.path == "/no/such/route") {
+        EXPECT_EQ(res->status, 404);
+        EXPECT_TRUE(is_openai_error(res->body)) << res->body;
+      } else {
+        EXPECT_EQ(res->status, 200) << res->body;
+      }
+    }
+  }
+  // The key never appears in the metrics text.
+  auto m = s.get("/metrics");
+  EXPECT_EQ(m->body.find(kKey), std::string::npos);
+}
+
+TEST_F(ServerHttp, PublicRoutesNeedNoKey) {
+  TestServer s({}, {}, "/health,/metrics");
+  EXPECT_EQ(s.get("/health", "")->status, 200);
+  EXPECT_EQ(s.get("/metrics", "")->status, 200);
+  EXPECT_EQ(s.get("/v1/models", "")->status, 401);
+  EXPECT_EQ(s.post("/v1/completions", kCompletion, "")->status, 401);
+}
+
+TEST_F(ServerHttp, NotReadyAnswers503) {
+  TestServer s({}, {}, "", /*ready=*/false);
+  for (const RouteCase& r : kRoutes) {
+    if (r.path == "/metrics" || r.path == "/no/such/route") continue;
+    auto res = r.method == "GET" ? s.get(r.path) : s.post(r.path, r.body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 503) << r.path;
+    EXPECT_TRUE(is_openai_error(res->body));
+    EXPECT_TRUE(res->has_header("Retry-After"));
+  }
+  EXPECT_EQ(s.get("/health", "")->status, 401);  // auth still comes first
+  EXPECT_EQ(s.get("/metrics")->status, 200);
+  s.transport->set_ready(true);
+  EXPECT_EQ(s.get("/health")->status, 200);
+}
+
+TEST_F(ServerHttp, NonStreamingChatAndCompletion) {
+  TestServer s;
+  auto res = s.post("/v1/chat/completions", kChat);
+  ASSERT_EQ(res->status, 200) << res->body;
+  json j = json::parse(res->body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["model"], "fake");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "t0 t1 t2 t3 ");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4);
+  EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 1);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // Sampling fields reach the engine request.
+  res = s.post("/v1/completions", {{"prompt", {1, 2, 3}},
+                                   {"max_tokens", 3},
+                                   {"n", 2},
+                                   {"temperature", 0.3},
+                                   {"top_p", 0.8},
+                                   {"top_k", 5},
+                                   {"min_p", 0.1},
+                                   {"seed", 7},
+                                   {"stop", "xx"},
+                                   {"presence_penalty", 0.2},
+                                   {"frequency_penalty", 0.4},
+                                   {"repetition_penalty", 1.2},
+                                   {"logprobs", 2},
+                                   {"echo", true}});
+  ASSERT_EQ(res->status, 200) << res->body;
+  j = json::parse(res->body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(), 3u);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+  const Request r = s.generator.last_request();
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.params.n, 2);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.3f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.8f);
+  EXPECT_EQ(r.params.top_k, 5);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.1f);
+  EXPECT_EQ(r.params.seed, 7u);
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"xx"});
+  EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.2f);
+  EXPECT_EQ(r.params.max_tokens, 3);
+  EXPECT_TRUE(r.params.logprobs);
+  EXPECT_EQ(r.params.top_logprobs, 2);
+}
+
+TEST_F(ServerHttp, SseFormat) {
+  TestServer s;
+  json body = kChat;
+  body["stream"] = true;
+  body["n"] = 2;
+  body["stream_options"] = {{"include_usage", true}};
+  body["logprobs"] = true;
+  body["top_logprobs"] = 1;
+  auto res = s.post("/v1/chat/completions", body);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  SseBody sse = parse_sse(res->body);
+  EXPECT_TRUE(sse.ok) << res->body;
+  ASSERT_GE(sse.events.size(), 3u);
+  EXPECT_EQ(sse.events.back(), "[DONE]");
+  EXPECT_EQ(res->body.substr(res->body.size() - 14), "data: [DONE]\n\n");
+  std::string text[2];
+  int finishes = 0, roles = 0;
+  for (size_t i = 0; i + 1 < sse.events.size(); ++i) {
+    json chunk = json::parse(sse.events[i]);
+    EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+    if (i + 2 == sse.events.size()) {  // the usage chunk
+      EXPECT_TRUE(chunk["choices"].empty());
+      EXPECT_EQ(chunk["usage"]["completion_tokens"], 8);
+      EXPECT_TRUE(chunk["usage"]["prompt_tokens_details"].contains("cached_tokens"));
+      continue;
+    }
+    EXPECT_TRUE(chunk["usage"].is_null());
+    const json& c = chunk["choices"][0];
+    const int idx = c["index"];
+    if (c["delta"].contains("role")) ++roles;
+    if (c["delta"].contains("content")) text[idx] += c["delta"]["content"].get<std::string>();
+    if (!c["finish_reason"].is_null()) ++finishes;
+    if (c["delta"].contains("content") && !c["delta"]["content"].get<std::string>().empty()) {
+      EXPECT_EQ(c["logprobs"]["content"][0]["top_logprobs"].size(), 1u);
+    }
+  }
+  EXPECT_EQ(roles, 2);
+  EXPECT_EQ(finishes, 2);
+  EXPECT_EQ(text[0], "t0 t1 t2 t3 ");
+  EXPECT_EQ(text[1], "t0 t1 t2 t3 ");
+
+  // Completions stream the same way.
+  json comp = kCompletion;
+  comp["stream"] = true;
+  res = s.post("/v1/completions", comp);
+  sse = parse_sse(res->body);
+  EXPECT_TRUE(sse.ok);
+  EXPECT_EQ(sse.events.back(), "[DONE]");
+  std::string all;
+  for (size_t i = 0; i + 1 < sse.events.size(); ++i) {
+    json chunk = json::parse(sse.events[i]);
+    EXPECT_EQ(chunk["object"], "text_completion");
+    all += chunk["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(all, "t0 t1 t2 t3 ");
+}
+
+TEST_F(ServerHttp, ReasoningAndToolCallsStreamedAndWhole) {
+  TestServer s;
+  s.generator.set_script({"<thi", "nk>\nLet me", " think.</th", "ink>\n\n", "Sure. <tool_",
+                          "call>\n{\"name\": \"get_weather\", ",
+                          "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+                         /*finish_with_stop=*/true);
+  json body = kChat;
+  body["max_tokens"] = 50;
+  body["tools"] = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+  auto res = s.post("/v1/chat/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  json msg = json::parse(res->body)["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], "Let me think.");
+  EXPECT_EQ(msg["content"], "Sure.");
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"city", "Paris"}}));
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["finish_reason"], "tool_calls");
+
+  body["stream"] = true;
+  res = s.post("/v1/chat/completions", body);
+  SseBody sse = parse_sse(res->body);
+  std::string reasoning, content, finish;
+  json calls = json::array();
+  for (const std::string& e : sse.events) {
+    if (e == "[DONE]") continue;
+    const json chunk = json::parse(e);
+    const json& c = chunk["choices"][0];
+    if (c["delta"].contains("reasoning_content"))
+      reasoning += c["delta"]["reasoning_content"].get<std::string>();
+    if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+    if (c["delta"].contains("tool_calls")) {
+      for (const json& t : c["delta"]["tool_calls"]) calls.push_back(t);
+    }
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_EQ(reasoning, "Let me think.");
+  EXPECT_EQ(content, "Sure.");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(finish, "tool_calls");
+
+  // Without tools the block stays text.
+  body.erase("tools");
+  body["stream"] = false;
+  res = s.post("/v1/chat/completions", body);
+  msg = json::parse(res->body)["choices"][0]["message"];
+  EXPECT_NE(msg["content"].get<std::string>().find("<tool_call>"), std::string::npos);
+  EXPECT_FALSE(msg.contains("tool_calls"));
+}
+
+TEST_F(ServerHttp, BadInputsGet4xxNamingTheField) {
+  server::HttpOptions http;
+  http.max_body_bytes = 64 * 1024;
+  TestServer s({}, http, "", true, /*max_len=*/64);
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string param;  // "" = null
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", "{not json", 400, ""},
+      {"/v1/chat/completions", "[1,2]", 400, ""},
+      {"/v1/chat/completions", "", 400, ""},
+      {"/v1/chat/completions", R"({"messages": []})", 400, "messages"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "temperature": 5})", 400, "temperature"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", 400,
+       "n"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1000})", 400,
+       "max_tokens"},
+      {"/v1/chat/completions",
+       R"({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})", 404, "model"},
+      {"/v1/completions", R"({"prompt": [1, 99999999]})", 400, "prompt[1]"},
+      {"/v1/completions", R"({"prompt": ""})", 400, "prompt"},
+      {"/v1/completions", R"({"prompt": "x", "logprobs": 50})", 400, "logprobs"},
+      {"/tokenize", R"({"prompt": 5})", 400, "prompt"},
+      {"/detokenize", R"({"tokens": "abc"})", 400, "tokens"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path + " " + c.body);
+    auto res = s.post_raw(c.path, c.body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, c.status) << res->body;
+    ASSERT_TRUE(is_openai_error(res->body)) << res->body;
+    json err = json::parse(res->body)["error"];
+    if (c.param.empty()) {
+      EXPECT_TRUE(err["param"].is_null());
+    } else {
+      EXPECT_EQ(err["param"], c.param);
+    }
+  }
+  // A prompt longer than the context: 400 stating both lengths.
+  std::string long_prompt;
+  for (int i = 0; i < 100; ++i) long_prompt += "hello ";
+  auto res = s.post("/v1/completions", {{"prompt", long_prompt}});
+  ASSERT_EQ(res->status, 400);
+  const std::string msg = json::parse(res->body)["error"]["message"];
+  EXPECT_NE(msg.find("64"), std::string::npos) << msg;
+  const size_t prompt_len = shared->tokenizer->encode(long_prompt).size();
+  EXPECT_NE(msg.find(std::to_string(prompt_len) + " tokens"), std::string::npos) << msg;
+  EXPECT_EQ(json::parse(res->body)["error"]["code"], "context_length_exceeded");
+  // Over the body limit: 413.
+  res = s.post("/v1/completions", {{"prompt", std::string(100 * 1024, 'a')}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413);
+  EXPECT_TRUE(is_openai_error(res->body)) << res->body;
+  // The connection is still usable afterwards.
+  EXPECT_EQ(s.get("/health")->status, 200);
+  EXPECT_EQ(s.generator.submitted(), 0);
+}
+
+TEST_F(ServerHttp, FullQueueAnswers429WithRetryAfter) {
+  server::RouteOptions ro;
+  ro.max_pending = 2;
+  ro.retry_after_seconds = 3;
+  TestServer s(ro);
+  s.generator.pause(true);
+  json body = kCompletion;
+  body["stream"] = true;
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<RawConnection>(s.transport->port()));
+    ASSERT_TRUE(held.back()->send_post("/v1/completions", kKey, body.dump()));
+  }
+  for (int i = 0; i < 200 && s.routes.active_requests() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(s.routes.active_requests(), 2);
+  auto res = s.post("/v1/completions", kCompletion);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 429);
+  EXPECT_EQ(res->get_header_value("Retry-After"), "3");
+  EXPECT_TRUE(is_openai_error(res->body));
+  s.generator.pause(false);
+  for (auto& c : held) {
+    EXPECT_NE(c->read_until("[DONE]", 1).find("data: [DONE]"), std::string::npos);
+  }
+  for (int i = 0; i < 200 && s.routes.active_requests() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(s.post("/v1/completions", kCompletion)->status, 200);
+}
+
+TEST_F(ServerHttp, DisconnectMidStreamCancels) {
+  TestServer s;
+  s.generator.set_tick(std::chrono::milliseconds(20));
+  json body = kCompletion;
+  body["stream"] = true;
+  body["max_tokens"] = 10000;
+  body.erase("max_tokens");  // up to the context
+  {
+    RawConnection conn(s.transport->port());
+    ASSERT_TRUE(conn.send_post("/v1/completions", kKey, body.dump()));
+    const std::string got = conn.read_until("data: ", 3);
+    EXPECT_NE(got.find("200 OK"), std::string::npos);
+    conn.close();
+  }
+  for (int i = 0; i < 500 && (s.generator.live() > 0 || s.routes.active_requests() > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(s.generator.live(), 0u);
+  EXPECT_EQ(s.generator.cancels(), 1);
+  EXPECT_EQ(s.routes.active_requests(), 0);
+}
+
+TEST_F(ServerHttp, DrainRefusesNewAndFinishesRunning) {
+  TestServer s;
+  s.generator.set_tick(std::chrono::milliseconds(10));
+  json body = kCompletion;
+  body["stream"] = true;
+  body["max_tokens"] = 50;
+  RawConnection conn(s.transport->port());
+  ASSERT_TRUE(conn.send_post("/v1/completions", kKey, body.dump()));
+  conn.read_until("data: ", 2);
+  s.transport->begin_drain();
+  auto res = s.post("/v1/completions", kCompletion);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_TRUE(is_openai_error(res->body));
+  EXPECT_TRUE(s.transport->wait_idle(std::chrono::seconds(20)));
+  const std::string rest = conn.read_until("[DONE]", 1);
+  EXPECT_NE(rest.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(s.generator.cancels(), 0);
+}
+
+TEST_F(ServerHttp, FuzzedRequestBodiesAlwaysGetJson) {
+  TestServer s({}, {}, "", true, 128);
+  std::mt19937 rng(99);
+  const std::vector<std::pair<std::string, json>> seeds = {
+      {"/v1/chat/completions",
+       {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+        {"max_tokens", 2},
+        {"stream", false},
+        {"n", 1},
+        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+        {"stop", {"a"}},
+        {"logprobs", true},
+        {"top_logprobs", 1}}},
+      {"/v1/completions",
+       {{"prompt", {1, 2, 3}}, {"max_tokens", 2}, {"echo", true}, {"logprobs", 1}}},
+      {"/tokenize", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}}},
+      {"/detokenize", {{"tokens", {1, 2, 3}}}},
+  };
+  const std::string alphabet = "{}[]\":,0123456789.-eE truefalsnul\\ab";
+  int answered = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    const auto& [path, seed] = seeds[static_cast<size_t>(iter) % seeds.size()];
+    std::string body = seed.dump();
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits && !body.empty(); ++e) {
+      const size_t pos = rng() % body.size();
+      switch (rng() % 3) {
+        case 0:
+          body[pos] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          body.erase(pos, 1 + rng() % 6);
+          break;
+        default:
+          body.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
+      }
+    }
+    auto res = s.post_raw(path, body);
+    ASSERT_TRUE(res) << "no answer to " << body;
+    ++answered;
+    ASSERT_LT(res->status, 500) << body << " -> " << res->body;
+    if (res->get_header_value("Content-Type").find("event-stream") != std::string::npos) {
+      SseBody sse = parse_sse(res->body);
+      EXPECT_TRUE(sse.ok);
+      for (const std::string& e : sse.events) {
+        if (e != "[DONE]") {
+          EXPECT_FALSE(json::parse(e, nullptr, false).is_discarded()) << e;
+        }
+      }
+    } else {
+      EXPECT_FALSE(json::parse(res->body, nullptr, false).is_discarded())
+          << body << " -> " << res->body;
+      if (res->status >= 400) {
+        EXPECT_TRUE(is_openai_error(res->body)) << res->body;
+      }
+    }
+  }
+  EXPECT_EQ(answered, 400);
+  EXPECT_EQ(s.get("/health")->status, 200);
+}
+
+}  // namespace
+}  // namespace syv::testing
