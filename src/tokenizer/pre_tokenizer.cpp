@@ -48,9 +48,13 @@ std::string rewrite_oniguruma_pattern(const std::string& pattern) {
     if (c == '\\' && i + 1 < pattern.size()) {
       const char e = pattern[i + 1];
       if (e == 's') {
-        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+        if (!in_class) out += '[';
+        out += kWhiteSpace;
+        if (!in_class) out += ']';
       } else if (e == 'S' && !in_class) {
-        out += "[^" + std::string(kWhiteSpace) + "]";
+        out += "[^";
+        out += kWhiteSpace;
+        out += ']';
       } else {
         out += c;
         out += e;
@@ -262,7 +266,7 @@ void PreTokenizer::split(const SplitStep& step, std::string_view text,
       for (const auto& s : segments) kept.push_back({s.start, s.end, false});
       break;
     case Behavior::kRemoved:
-      kept = segments;
+      for (const auto& s : segments) kept.push_back(s);
       break;
     case Behavior::kContiguous:
       for (const auto& s : segments) {
@@ -314,8 +318,11 @@ void PreTokenizer::pre_tokenize(std::string_view text, std::vector<std::string_v
       // valid while it grows).
       for (auto& piece : pieces) {
         if (piece.front() != ' ') {
-          storage.push_back(" " + std::string(piece));
-          piece = storage.back();
+          std::string& prefixed = storage.emplace_back();
+          prefixed.reserve(piece.size() + 1);
+          prefixed += ' ';
+          prefixed.append(piece);
+          piece = prefixed;
         }
       }
     }
