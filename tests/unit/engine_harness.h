@@ -1,0 +1,107 @@
+// Drives an EngineCore synchronously for tests: submit requests, step until idle (checking
+// integrity after every step), collect each sample's tokens, text and finish reason.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine_core.h"
+
+namespace syv::testing {
+
+struct SampleOutput {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish_reason;
+  int32_t cached_tokens = 0;
+  int32_t prompt_tokens = 0;
+  std::vector<float> logprobs;
+};
+
+struct RequestOutput {
+  std::vector<SampleOutput> samples;
+};
+
+inline Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
+  Request r;
+  r.prompt_ids = std::move(prompt);
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+class Harness {
+ public:
+  explicit Harness(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
+  EngineCore& core() { return *core_; }
+
+  uint64_t submit(Request request) {
+    EXPECT_TRUE(core_->validate(request).ok()) << core_->validate(request).message();
+    const uint64_t id = next_id_++;
+    auto handle = std::make_shared<RequestHandle>(id, request.params.n);
+    handles_[id] = handle;
+    core_->add_request(id, std::move(request), handle);
+    return id;
+  }
+  void cancel(uint64_t id) { core_->abort_request(id); }
+
+  // One step + integrity check + drain of every channel.
+  void step() {
+    core_->step();
+    const std::string err = core_->check_integrity();
+    ASSERT_EQ(err, "") << "after step " << core_->stats().steps;
+    drain();
+  }
+  void run() {
+    int guard = 0;
+    while (core_->has_work()) {
+      step();
+      if (::testing::Test::HasFatalFailure()) return;
+      ASSERT_LT(++guard, 1000000) << "engine does not finish";
+    }
+    drain();
+  }
+  void drain() {
+    for (auto& [id, handle] : handles_) {
+      Event e;
+      while (handle->try_next(e) == NextStatus::kEvent) {
+        auto& out = outputs_[id];
+        if (static_cast<int32_t>(out.samples.size()) <= e.sample_index)
+          out.samples.resize(e.sample_index + 1);
+        SampleOutput& s = out.samples[e.sample_index];
+        if (e.token_id >= 0) s.tokens.push_back(e.token_id);
+        s.text += e.text;
+        if (e.logprob) s.logprobs.push_back(e.logprob->logprob);
+        EXPECT_TRUE(s.finish_reason.empty()) << "event after the finishing event";
+        s.finish_reason = e.finish_reason;
+        s.cached_tokens = e.cached_tokens;
+        s.prompt_tokens = e.prompt_tokens;
+      }
+    }
+  }
+  const RequestOutput& output(uint64_t id) { return outputs_[id]; }
+  bool ended(uint64_t id) {
+    Event e;
+    return handles_[id]->try_next(e) == NextStatus::kEnd;
+  }
+
+  // Every page free or cached: nothing leaked.
+  void expect_no_leaks() {
+    const PagePool& pool = core_->cache().pool();
+    EXPECT_EQ(pool.num_used(), 0) << "pages still referenced";
+    EXPECT_EQ(pool.num_available(), pool.num_pages());
+    EXPECT_EQ(core_->check_integrity(), "");
+  }
+
+ private:
+  std::unique_ptr<EngineCore> core_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::shared_ptr<RequestHandle>> handles_;
+  std::map<uint64_t, RequestOutput> outputs_;
+};
+
+}  // namespace syv::testing
