@@ -227,6 +227,20 @@ TEST_P(HybridGolden, GreedyDecodeMatches) {
               got == f_.greedy ? "equal" : "DIFFER", worst);
 }
 
+TEST_P(HybridGolden, RandomWeightsLoadAndRunFinite) {
+  // LoadOptions::random_weights builds the same model from config.json alone (benchmarks).
+  LoadOptions options;
+  options.random_weights = true;
+  options.seed = 5;
+  auto loaded = load_model(f_.dir, *backend_, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  std::unique_ptr<Model> model = std::move(loaded.value());
+  ASSERT_TRUE(model->allocate_cache(model_->cache_config()).ok());
+  std::vector<float> logits = run(*model, make_batch({{&f_.tokens, 0, 20, 0, 0}}));
+  ASSERT_EQ(logits.size(), 20 * static_cast<size_t>(f_.vocab));
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
 TEST_P(HybridGolden, BadStateSlotIsRefused) {
   EXPECT_DEATH(run(*model_, make_batch({{&f_.tokens, 0, 4, 0, 7}})), "state_slots");
 }
