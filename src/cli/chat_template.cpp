@@ -35,7 +35,8 @@ bool read_file(const std::string& path, std::string* out) {
 // Parses a JSON file keeping key order (tojson prints dicts in insertion order).
 Result<nlohmann::ordered_json> read_json(const std::string& path, const char* what) {
   std::string text;
-  if (!read_file(path, &text)) return Status::Error(std::string(what) + " " + path + ": cannot read the file");
+  if (!read_file(path, &text))
+    return Status::Error(std::string(what) + " " + path + ": cannot read the file");
   try {
     return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -50,11 +51,14 @@ int run(const Options& o) {
   std::string source;
   std::filesystem::path jinja_file = std::filesystem::path(o.model_dir) / "chat_template.jinja";
   if (std::filesystem::exists(jinja_file)) {
-    if (!read_file(jinja_file.string(), &source)) return fail(jinja_file.string() + ": cannot read the file");
+    if (!read_file(jinja_file.string(), &source))
+      return fail(jinja_file.string() + ": cannot read the file");
   } else {
     source = (*tokenizer)->chat_template();
     if (source.empty())
-      return fail(o.model_dir + ": no chat template (no chat_template.jinja, and tokenizer_config.json has no \"chat_template\")");
+      return fail(o.model_dir +
+                  ": no chat template (no chat_template.jinja, and tokenizer_config.json has no "
+                  "\"chat_template\")");
   }
   auto tmpl = ChatTemplate::parse(source);
   if (!tmpl.ok()) return fail(tmpl.message());
@@ -62,13 +66,15 @@ int run(const Options& o) {
   auto messages = read_json(o.messages_file, "--messages-file");
   if (!messages.ok()) return fail(messages.message());
   if (!messages->is_array())
-    return fail("--messages-file " + o.messages_file + ": expected a JSON array of messages, found " +
-                messages->type_name());
+    return fail("--messages-file " + o.messages_file +
+                ": expected a JSON array of messages, found " + messages->type_name());
   nlohmann::ordered_json tools;  // null: no tools
   if (!o.tools_file.empty()) {
     auto t = read_json(o.tools_file, "--tools-file");
     if (!t.ok()) return fail(t.message());
-    if (!t->is_array()) return fail("--tools-file " + o.tools_file + ": expected a JSON array of tools, found " + t->type_name());
+    if (!t->is_array())
+      return fail("--tools-file " + o.tools_file + ": expected a JSON array of tools, found " +
+                  t->type_name());
     tools = std::move(*t);
   }
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
@@ -76,12 +82,15 @@ int run(const Options& o) {
     try {
       kwargs = nlohmann::ordered_json::parse(o.template_kwargs);
     } catch (const nlohmann::json::exception& e) {
-      return fail(std::string("--template-kwargs: not valid JSON: ") + e.what(), "example: --template-kwargs '{\"enable_thinking\": false}'");
+      return fail(std::string("--template-kwargs: not valid JSON: ") + e.what(),
+                  "example: --template-kwargs '{\"enable_thinking\": false}'");
     }
-    if (!kwargs.is_object()) return fail(std::string("--template-kwargs: expected a JSON object, found ") + kwargs.type_name());
+    if (!kwargs.is_object())
+      return fail(std::string("--template-kwargs: expected a JSON object, found ") +
+                  kwargs.type_name());
   }
-  auto prompt = tmpl->render(*messages, tools, o.add_generation_prompt, kwargs, (*tokenizer)->bos_token(),
-                             (*tokenizer)->eos_token());
+  auto prompt = tmpl->render(*messages, tools, o.add_generation_prompt, kwargs,
+                             (*tokenizer)->bos_token(), (*tokenizer)->eos_token());
   if (!prompt.ok()) return fail(prompt.message());
   std::fwrite(prompt->data(), 1, prompt->size(), stdout);
   std::fflush(stdout);
@@ -89,17 +98,22 @@ int run(const Options& o) {
 }
 
 CommandRegistration reg{
-    "chat-template", "Render a model's chat template for a conversation (prints the prompt exactly)",
+    "chat-template",
+    "Render a model's chat template for a conversation (prints the prompt exactly)",
     [](CLI::App& app) {
       auto o = std::make_shared<Options>();
-      app.add_option("--model", o->model_dir, "Model folder (tokenizer_config.json, optional chat_template.jinja)")
+      app.add_option("--model", o->model_dir,
+                     "Model folder (tokenizer_config.json, optional chat_template.jinja)")
           ->required();
-      app.add_option("--messages-file", o->messages_file, "JSON file: array of {role, content, ...} messages")
+      app.add_option("--messages-file", o->messages_file,
+                     "JSON file: array of {role, content, ...} messages")
           ->required();
       app.add_option("--tools-file", o->tools_file, "JSON file: array of tool definitions");
-      app.add_flag("--add-generation-prompt", o->add_generation_prompt, "Append the assistant turn opener");
-      app.add_option("--template-kwargs", o->template_kwargs,
-                     "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
+      app.add_flag("--add-generation-prompt", o->add_generation_prompt,
+                   "Append the assistant turn opener");
+      app.add_option(
+          "--template-kwargs", o->template_kwargs,
+          "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
       return [o]() { return run(*o); };
     }};
 

@@ -27,7 +27,8 @@ Result<ChatTemplate> ChatTemplate::parse(const std::string& source) {
 
 Result<std::string> ChatTemplate::render_context(const nlohmann::ordered_json& context,
                                                  uint64_t max_steps) const {
-  if (!context.is_object()) return Status::Error("chat template: the context must be a JSON object");
+  if (!context.is_object())
+    return Status::Error("chat template: the context must be a JSON object");
   jinja::RenderLimits limits;
   if (max_steps > 0) limits.max_steps = max_steps;
   try {
@@ -48,7 +49,8 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
                                          const std::string& bos_token,
                                          const std::string& eos_token) const {
   if (!messages.is_array())
-    return Status::Error("chat template: messages must be a JSON array, found " + std::string(messages.type_name()));
+    return Status::Error("chat template: messages must be a JSON array, found " +
+                         std::string(messages.type_name()));
   if (!extra_kwargs.is_null() && !extra_kwargs.is_object())
     return Status::Error("chat template: template kwargs must be a JSON object, found " +
                          std::string(extra_kwargs.type_name()));
@@ -69,13 +71,14 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   return render_context(context);
 }
 
-Result<std::string> ChatTemplate::render(const nlohmann::json& messages, const nlohmann::json& tools,
-                                         bool add_generation_prompt, const nlohmann::json& extra_kwargs,
+Result<std::string> ChatTemplate::render(const nlohmann::json& messages,
+                                         const nlohmann::json& tools, bool add_generation_prompt,
+                                         const nlohmann::json& extra_kwargs,
                                          const std::string& bos_token,
                                          const std::string& eos_token) const {
   auto ordered = [](const nlohmann::json& j) { return nlohmann::ordered_json::parse(j.dump()); };
-  return render(ordered(messages), ordered(tools), add_generation_prompt, ordered(extra_kwargs), bos_token,
-                eos_token);
+  return render(ordered(messages), ordered(tools), add_generation_prompt, ordered(extra_kwargs),
+                bos_token, eos_token);
 }
 
 }  // namespace syv

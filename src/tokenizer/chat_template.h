@@ -36,16 +36,18 @@ class ChatTemplate {
   //
   // Key order matters (tojson prints dicts in insertion order, like Python): pass ordered_json
   // parsed from the request. The nlohmann::json overload sorts object keys alphabetically.
-  Result<std::string> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                             bool add_generation_prompt, const nlohmann::ordered_json& extra_kwargs,
+  Result<std::string> render(const nlohmann::ordered_json& messages,
+                             const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                             const nlohmann::ordered_json& extra_kwargs,
                              const std::string& bos_token, const std::string& eos_token) const;
   Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools,
                              bool add_generation_prompt, const nlohmann::json& extra_kwargs,
                              const std::string& bos_token, const std::string& eos_token) const;
 
   // Renders with exactly `context` (an object) as the variables. max_steps = 0 keeps the default
-  // step limit (20M); tests and fuzzers pass smaller ones.
-  Result<std::string> render_context(const nlohmann::ordered_json& context, uint64_t max_steps = 0) const;
+  // step limit (5M); tests and fuzzers pass smaller ones.
+  Result<std::string> render_context(const nlohmann::ordered_json& context,
+                                     uint64_t max_steps = 0) const;
 
   const std::string& source() const { return source_; }
 

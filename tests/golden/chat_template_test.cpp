@@ -31,9 +31,12 @@ const ojson& cases() {
 std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else out.push_back(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -43,16 +46,18 @@ std::string diff(const std::string& want, const std::string& got) {
   size_t i = 0;
   while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
   size_t from = i > 40 ? i - 40 : 0;
-  return "first difference at byte " + std::to_string(i) + " (expected " + std::to_string(want.size()) +
-         " bytes, got " + std::to_string(got.size()) + ")\n  expected: ..." + escape(want.substr(from, 100)) +
-         "\n  got:      ..." + escape(got.substr(from, 100));
+  return "first difference at byte " + std::to_string(i) + " (expected " +
+         std::to_string(want.size()) + " bytes, got " + std::to_string(got.size()) +
+         ")\n  expected: ..." + escape(want.substr(from, 100)) + "\n  got:      ..." +
+         escape(got.substr(from, 100));
 }
 
 class ChatTemplateGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ChatTemplateGolden, MatchesTransformers) {
   const std::string name = GetParam();
-  const std::string source = read(SYV_SOURCE_DIR "/tests/fixtures/chat/templates/" + name + ".jinja");
+  const std::string source =
+      read(SYV_SOURCE_DIR "/tests/fixtures/chat/templates/" + name + ".jinja");
   ASSERT_FALSE(source.empty()) << name;
   auto tmpl = ChatTemplate::parse(source);
   ASSERT_TRUE(tmpl.ok()) << tmpl.message();
@@ -60,14 +65,16 @@ TEST_P(ChatTemplateGolden, MatchesTransformers) {
   for (const auto& c : cases()["cases"]) {
     if (c["template"] != name) continue;
     SCOPED_TRACE(c["name"].get<std::string>());
-    auto got = tmpl->render(c["messages"], c["tools"], c["add_generation_prompt"].get<bool>(), c["kwargs"],
-                            c["bos_token"].get<std::string>(), c["eos_token"].get<std::string>());
+    auto got =
+        tmpl->render(c["messages"], c["tools"], c["add_generation_prompt"].get<bool>(), c["kwargs"],
+                     c["bos_token"].get<std::string>(), c["eos_token"].get<std::string>());
     if (c.contains("expected_error")) {
       ++refused;
       EXPECT_FALSE(got.ok()) << "transformers refused this conversation (" << c["expected_error"]
                              << ") but we rendered: " << escape(got.ok() ? *got : "");
       if (!got.ok() && c["error_type"] == "TemplateError") {  // raise_exception: same message
-        EXPECT_NE(got.message().find(c["expected_error"].get<std::string>()), std::string::npos) << got.message();
+        EXPECT_NE(got.message().find(c["expected_error"].get<std::string>()), std::string::npos)
+            << got.message();
         EXPECT_EQ(got.message().rfind("chat template line ", 0), 0u) << got.message();
       }
       continue;
@@ -82,9 +89,11 @@ TEST_P(ChatTemplateGolden, MatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Templates, ChatTemplateGolden,
-                         ::testing::Values("qwen3", "qwen3_5", "qwen2_5", "llama3", "llama3_1", "llama3_2",
-                                           "mistral_v0_3"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         ::testing::Values("qwen3", "qwen3_5", "qwen2_5", "llama3", "llama3_1",
+                                           "llama3_2", "mistral_v0_3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 TEST(ChatTemplateGolden, FixtureCoversTheIssue) {
   // >= 20 conversations, Qwen3 on all of them, both add_generation_prompt settings.

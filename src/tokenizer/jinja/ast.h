@@ -15,21 +15,21 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 enum class ExprKind {
-  kLiteral,   // literal
-  kName,      // name
-  kGetAttr,   // args[0].name
-  kGetItem,   // args[0][args[1]]
-  kSlice,     // args[0][args[1]:args[2]:args[3]] (null = omitted)
-  kCall,      // args[0](args[1..], kwargs)
-  kFilter,    // args[0] | name(args[1..], kwargs)
-  kTest,      // args[0] is [not: negated] name(args[1..], kwargs)
-  kUnary,     // name in {"-", "+", "not"}; args[0]
-  kBinary,    // args[0] name args[1]; name in {+,-,*,/,//,%,**,~,and,or}
-  kCompare,   // args[0] ops[0] args[1] ops[1] args[2] ...; ops in {==,!=,<,<=,>,>=,in,notin}
-  kCond,      // args[0] if args[1] else args[2] (args[2] null: undefined)
-  kList,      // [args...]
-  kTuple,     // (args...)
-  kDict,      // {args[0]: args[1], args[2]: args[3], ...}
+  kLiteral,  // literal
+  kName,     // name
+  kGetAttr,  // args[0].name
+  kGetItem,  // args[0][args[1]]
+  kSlice,    // args[0][args[1]:args[2]:args[3]] (null = omitted)
+  kCall,     // args[0](args[1..], kwargs)
+  kFilter,   // args[0] | name(args[1..], kwargs)
+  kTest,     // args[0] is [not: negated] name(args[1..], kwargs)
+  kUnary,    // name in {"-", "+", "not"}; args[0]
+  kBinary,   // args[0] name args[1]; name in {+,-,*,/,//,%,**,~,and,or}
+  kCompare,  // args[0] ops[0] args[1] ops[1] args[2] ...; ops in {==,!=,<,<=,>,>=,in,notin}
+  kCond,     // args[0] if args[1] else args[2] (args[2] null: undefined)
+  kList,     // [args...]
+  kTuple,    // (args...)
+  kDict,     // {args[0]: args[1], args[2]: args[3], ...}
 };
 
 struct Expr {
@@ -57,7 +57,7 @@ enum class StmtKind {
   kMacro,     // name(params) body
   kBreak,
   kContinue,
-  kScope,     // body rendered in place ({% generation %}, kept transparent like transformers)
+  kScope,  // body rendered in place ({% generation %}, kept transparent like transformers)
 };
 
 struct Stmt {

@@ -25,7 +25,8 @@ class Args {
                   std::to_string(a.positional.size()) + " given");
     for (const auto& [key, value] : a.keyword) {
       auto it = std::find_if(names_.begin(), names_.end(), [&](const char* n) { return key == n; });
-      if (it == names_.end()) throw Error(fname + "() got an unexpected keyword argument '" + key + "'");
+      if (it == names_.end())
+        throw Error(fname + "() got an unexpected keyword argument '" + key + "'");
       if (static_cast<size_t>(it - names_.begin()) < a.positional.size())
         throw Error(fname + "() got multiple values for argument '" + key + "'");
     }
@@ -43,13 +44,17 @@ class Args {
   std::string str(size_t idx, const std::string& def) const {
     const Value* v = get(idx);
     if (!v || v->is_none()) return def;
-    if (!v->is_string()) throw Error(fname_ + "(): argument '" + names_[idx] + "' must be a string, not " + v->type_name());
+    if (!v->is_string())
+      throw Error(fname_ + "(): argument '" + names_[idx] + "' must be a string, not " +
+                  v->type_name());
     return v->s;
   }
   int64_t integer(size_t idx, int64_t def) const {
     const Value* v = get(idx);
     if (!v || v->is_none()) return def;
-    if (!v->is_integer_like()) throw Error(fname_ + "(): argument '" + names_[idx] + "' must be an integer, not " + v->type_name());
+    if (!v->is_integer_like())
+      throw Error(fname_ + "(): argument '" + names_[idx] + "' must be an integer, not " +
+                  v->type_name());
     return v->as_int();
   }
   bool flag(size_t idx, bool def) const {
@@ -74,8 +79,12 @@ std::string map_case(const std::string& s, bool upper) {
   return out;
 }
 
-bool is_upper_cp(uint32_t cp) { return utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)) != static_cast<utf8proc_int32_t>(cp); }
-bool is_lower_cp(uint32_t cp) { return utf8proc_toupper(static_cast<utf8proc_int32_t>(cp)) != static_cast<utf8proc_int32_t>(cp); }
+bool is_upper_cp(uint32_t cp) {
+  return utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)) != static_cast<utf8proc_int32_t>(cp);
+}
+bool is_lower_cp(uint32_t cp) {
+  return utf8proc_toupper(static_cast<utf8proc_int32_t>(cp)) != static_cast<utf8proc_int32_t>(cp);
+}
 
 std::string capitalize(const std::string& s) {
   auto cps = decode_utf8(s);
@@ -191,11 +200,14 @@ Value string_list(const std::vector<std::string>& parts) {
   return Value::from_list(std::move(out));
 }
 
-bool starts_or_ends(const std::string& s, const Value& affix, bool start, const std::string& fname) {
+bool starts_or_ends(const std::string& s, const Value& affix, bool start,
+                    const std::string& fname) {
   auto one = [&](const Value& a) {
-    if (!a.is_string()) throw Error(fname + "() argument must be str or a tuple of str, not " + a.type_name());
+    if (!a.is_string())
+      throw Error(fname + "() argument must be str or a tuple of str, not " + a.type_name());
     if (a.s.size() > s.size()) return false;
-    return start ? s.compare(0, a.s.size(), a.s) == 0 : s.compare(s.size() - a.s.size(), a.s.size(), a.s) == 0;
+    return start ? s.compare(0, a.s.size(), a.s) == 0
+                 : s.compare(s.size() - a.s.size(), a.s.size(), a.s) == 0;
   };
   if (affix.is_list()) {
     for (const auto& a : *affix.list)
@@ -218,10 +230,12 @@ Value attr_path(const Value& item, const std::string& path) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
     if (cur.is_undefined()) return cur;
-    cur = numeric ? get_item(cur, Value::integer(std::stoll(part))) : get_item(cur, Value::string(part));
+    cur = numeric ? get_item(cur, Value::integer(std::stoll(part)))
+                  : get_item(cur, Value::string(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
   }
@@ -282,7 +296,8 @@ Value tojson(const Value& input, CallArgs& a) {
   std::string item_sep, key_sep;
   bool have_seps = false;
   if (const Value* v = args.get(2); v && !v->is_none()) {
-    if (!v->is_list() || v->list->size() != 2 || !(*v->list)[0].is_string() || !(*v->list)[1].is_string())
+    if (!v->is_list() || v->list->size() != 2 || !(*v->list)[0].is_string() ||
+        !(*v->list)[1].is_string())
       throw Error("tojson(): separators must be a pair of strings");
     item_sep = (*v->list)[0].s;
     key_sep = (*v->list)[1].s;
@@ -297,12 +312,23 @@ std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -320,7 +346,8 @@ std::string title_case(const std::string& s) {
       append_utf8(out, cp);
       word_start = true;
     } else {
-      append_utf8(out, static_cast<uint32_t>(word_start ? utf8proc_toupper(c) : utf8proc_tolower(c)));
+      append_utf8(out,
+                  static_cast<uint32_t>(word_start ? utf8proc_toupper(c) : utf8proc_tolower(c)));
       word_start = false;
     }
   }
@@ -328,7 +355,10 @@ std::string title_case(const std::string& s) {
 }
 
 std::string indent(const std::string& text, const Value& width, bool first, bool blank) {
-  std::string pad = width.is_string() ? width.s : std::string(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 256)), ' ');
+  std::string pad =
+      width.is_string()
+          ? width.s
+          : std::string(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 256)), ' ');
   std::vector<std::string> lines = splitlines(text + "\n");
   std::string rv;
   if (blank) {
@@ -346,7 +376,8 @@ std::string indent(const std::string& text, const Value& width, bool first, bool
 
 // Python-ish ordering for sort/min/max with jinja2's case-insensitive default.
 bool sort_less(const Value& a, const Value& b, bool case_sensitive) {
-  if (!case_sensitive && a.is_string() && b.is_string()) return map_case(a.s, false) < map_case(b.s, false);
+  if (!case_sensitive && a.is_string() && b.is_string())
+    return map_case(a.s, false) < map_case(b.s, false);
   return less_than(a, b);
 }
 
@@ -383,13 +414,20 @@ bool apply_test(Renderer& r, const std::string& name, const Value& v, CallArgs& 
     const Value& o = arg("other");
     if (v.kind != o.kind) return false;
     switch (v.kind) {
-      case K::kNone: return true;
-      case K::kBool: return v.b == o.b;
-      case K::kList: return v.list == o.list;
-      case K::kDict: return v.dict == o.dict;
-      case K::kNamespace: return v.ns == o.ns;
-      case K::kCallable: return v.callable == o.callable;
-      default: return equals(v, o);
+      case K::kNone:
+        return true;
+      case K::kBool:
+        return v.b == o.b;
+      case K::kList:
+        return v.list == o.list;
+      case K::kDict:
+        return v.dict == o.dict;
+      case K::kNamespace:
+        return v.ns == o.ns;
+      case K::kCallable:
+        return v.callable == o.callable;
+      default:
+        return equals(v, o);
     }
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
@@ -400,7 +438,8 @@ bool apply_test(Renderer& r, const std::string& name, const Value& v, CallArgs& 
     int64_t d = 2;
     if (name == "divisibleby") {
       const Value& n = arg("divisor");
-      if (!n.is_integer_like() || n.as_int() == 0) throw Error("divisibleby needs a non-zero integer");
+      if (!n.is_integer_like() || n.as_int() == 0)
+        throw Error("divisibleby needs a non-zero integer");
       d = n.as_int();
     }
     int64_t m = v.as_int() % d;
@@ -473,9 +512,11 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
   if (name == "items") {
     Args("items", a, {});
     if (input.is_undefined()) return Value::from_list({});
-    if (!input.is_dict()) throw Error("can only get item pairs from a mapping, found " + input.type_name());
+    if (!input.is_dict())
+      throw Error("can only get item pairs from a mapping, found " + input.type_name());
     List out;
-    for (const auto& [k, v] : input.dict->items) out.push_back(Value::from_list({Value::string(k), v}));
+    for (const auto& [k, v] : input.dict->items)
+      out.push_back(Value::from_list({Value::string(k), v}, true));
     return Value::from_list(std::move(out));
   }
   if (name == "join") {
@@ -531,8 +572,10 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
     const Value* attribute = nullptr;
     const Value* def = nullptr;
     for (const auto& [k, v] : a.keyword) {
-      if (k == "attribute") attribute = &v;
-      else if (k == "default") def = &v;
+      if (k == "attribute")
+        attribute = &v;
+      else if (k == "default")
+        def = &v;
     }
     if (attribute) {
       if (!attribute->is_string()) throw Error("map(): attribute must be a string");
@@ -562,7 +605,8 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
     return filter_items(r, input, test, rest, name == "select", nullptr);
   }
   if (name == "selectattr" || name == "rejectattr") {
-    if (a.positional.empty() || !a.positional[0].is_string()) throw Error(name + "() needs an attribute name");
+    if (a.positional.empty() || !a.positional[0].is_string())
+      throw Error(name + "() needs an attribute name");
     std::string attribute = a.positional[0].s;
     std::string test;
     CallArgs rest;
@@ -577,18 +621,22 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
     Args args("int", a, {"default", "base"});
     Value def = args.get_or(0, Value::integer(0));
     switch (input.kind) {
-      case K::kInt: return input;
-      case K::kBool: return Value::integer(input.as_int());
+      case K::kInt:
+        return input;
+      case K::kBool:
+        return Value::integer(input.as_int());
       case K::kFloat:
         if (!std::isfinite(input.f) || std::fabs(input.f) >= 9.2e18) return def;
         return Value::integer(static_cast<int64_t>(input.f));
       case K::kString: {
-        if (auto v = parse_int(input.s, static_cast<int>(args.integer(1, 10)))) return Value::integer(*v);
+        if (auto v = parse_int(input.s, static_cast<int>(args.integer(1, 10))))
+          return Value::integer(*v);
         if (auto f = parse_float(input.s); f && std::isfinite(*f) && std::fabs(*f) < 9.2e18)
           return Value::integer(static_cast<int64_t>(*f));
         return def;
       }
-      default: return def;
+      default:
+        return def;
     }
   }
   if (name == "float") {
@@ -602,7 +650,8 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
   if (name == "abs") {
     Args(name, a, {});
     if (input.kind == K::kFloat) return Value::number(std::fabs(input.f));
-    if (!input.is_integer_like()) throw Error("bad operand type for abs(): '" + input.type_name() + "'");
+    if (!input.is_integer_like())
+      throw Error("bad operand type for abs(): '" + input.type_name() + "'");
     if (input.as_int() == INT64_MIN) throw Error("integer overflow");
     return Value::integer(std::llabs(input.as_int()));
   }
@@ -613,7 +662,9 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
     std::string method = args.str(1, "common");
     double scale = std::pow(10.0, static_cast<double>(precision));
     double x = input.as_double() * scale;
-    double y = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+    double y = method == "ceil"    ? std::ceil(x)
+               : method == "floor" ? std::floor(x)
+                                   : std::nearbyint(x);  // Python round(): half to even
     if (method != "common" && method != "ceil" && method != "floor")
       throw Error("round(): method must be 'common', 'ceil' or 'floor'");
     return Value::number(y / scale);
@@ -626,7 +677,8 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
   if (name == "indent") {
     Args args("indent", a, {"width", "first", "blank"});
     Value width = args.get_or(0, Value::integer(4));
-    if (!width.is_string() && !width.is_integer_like()) throw Error("indent(): width must be an integer or a string");
+    if (!width.is_string() && !width.is_integer_like())
+      throw Error("indent(): width must be an integer or a string");
     std::string out = indent(to_str(input), width, args.flag(1, false), args.flag(2, false));
     check_string_size(out.size(), limits);
     return Value::string(std::move(out));
@@ -635,9 +687,12 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
     Args(name, a, {});
     return Value::string(html_escape(to_str(input)));
   }
-  if (name == "attr") {
+  if (name == "attr") {  // getattr only: dict items are not attributes
     Args args("attr", a, {"name"});
-    return get_attr(input, args.str(0, ""));
+    std::string attr = args.str(0, "");
+    if (input.kind == K::kNamespace) return get_attr(input, attr);
+    if (input.is_undefined()) undefined_error(input);
+    return Value::undefined("'" + input.type_name() + " object' has no attribute '" + attr + "'");
   }
   if (name == "unique") {
     Args args("unique", a, {"case_sensitive", "attribute"});
@@ -657,8 +712,10 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
     return Value::from_list(std::move(out));
   }
   if (name == "sort" || name == "min" || name == "max") {
-    Args args(name, a, name == "sort" ? std::initializer_list<const char*>{"reverse", "case_sensitive", "attribute"}
-                                      : std::initializer_list<const char*>{"case_sensitive", "attribute"});
+    Args args(name, a,
+              name == "sort"
+                  ? std::initializer_list<const char*>{"reverse", "case_sensitive", "attribute"}
+                  : std::initializer_list<const char*>{"case_sensitive", "attribute"});
     bool reverse = name == "sort" && args.flag(0, false);
     size_t off = name == "sort" ? 1 : 0;
     bool cs = args.flag(off, false);
@@ -667,7 +724,9 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
     auto key = [&](const Value& v) { return attribute.empty() ? v : attr_path(v, attribute); };
     auto less = [&](const Value& x, const Value& y) { return sort_less(key(x), key(y), cs); };
     if (name == "sort") {
-      std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) { return reverse ? less(y, x) : less(x, y); });
+      std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+        return reverse ? less(y, x) : less(x, y);
+      });
       return Value::from_list(std::move(items));
     }
     if (items.empty()) return Value::undefined("'" + name + "' of an empty sequence");
@@ -704,10 +763,10 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
 
 bool has_method(const Value& self, const std::string& name) {
   static const char* str_methods[] = {
-      "startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "replace",
-      "upper", "lower", "title", "capitalize", "find", "rfind", "count", "join", "splitlines",
-      "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "removeprefix",
-      "removesuffix", "index"};
+      "startswith", "endswith", "split",        "rsplit",       "strip",      "lstrip",  "rstrip",
+      "replace",    "upper",    "lower",        "title",        "capitalize", "find",    "rfind",
+      "count",      "join",     "splitlines",   "isdigit",      "isalpha",    "isalnum", "isspace",
+      "isupper",    "islower",  "removeprefix", "removesuffix", "index"};
   static const char* dict_methods[] = {"items", "keys", "values", "get"};
   static const char* list_methods[] = {"index", "count"};
   auto in = [&](auto& arr) {
@@ -733,9 +792,12 @@ Value call_method(Renderer& r, const Value& self, const std::string& name, CallA
     Args(name, a, {});
     List out;
     for (const auto& [k, v] : d.items) {
-      if (name == "items") out.push_back(Value::from_list({Value::string(k), v}));
-      else if (name == "keys") out.push_back(Value::string(k));
-      else out.push_back(v);
+      if (name == "items")
+        out.push_back(Value::from_list({Value::string(k), v}, true));
+      else if (name == "keys")
+        out.push_back(Value::string(k));
+      else
+        out.push_back(v);
     }
     return Value::from_list(std::move(out));
   }
@@ -795,9 +857,10 @@ Value call_method(Renderer& r, const Value& self, const std::string& name, CallA
   }
   if (name == "replace") {
     Args args("replace", a, {"old", "new", "count"});
-    return Value::string(replace(s, require_string(args.get_or(0, Value::undefined("replace() needs 'old'")), "replace()"),
-                                 require_string(args.get_or(1, Value::undefined("replace() needs 'new'")), "replace()"),
-                                 args.integer(2, -1), limits));
+    return Value::string(replace(
+        s, require_string(args.get_or(0, Value::undefined("replace() needs 'old'")), "replace()"),
+        require_string(args.get_or(1, Value::undefined("replace() needs 'new'")), "replace()"),
+        args.integer(2, -1), limits));
   }
   if (name == "upper" || name == "lower") {
     Args(name, a, {});
@@ -813,7 +876,8 @@ Value call_method(Renderer& r, const Value& self, const std::string& name, CallA
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "count") {
     Args args(name, a, {"sub"});
-    std::string sub = require_string(args.get_or(0, Value::undefined(name + "() needs an argument")), name + "()");
+    std::string sub = require_string(
+        args.get_or(0, Value::undefined(name + "() needs an argument")), name + "()");
     if (name == "count") {
       if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
       int64_t n = 0;
@@ -832,7 +896,8 @@ Value call_method(Renderer& r, const Value& self, const std::string& name, CallA
     std::string out;
     bool first = true;
     for (const auto& item : iterate(args.get_or(0, Value::from_list({})))) {
-      if (!item.is_string()) throw Error("sequence item: expected str instance, " + item.type_name() + " found");
+      if (!item.is_string())
+        throw Error("sequence item: expected str instance, " + item.type_name() + " found");
       if (!first) out += s;
       first = false;
       out += item.s;
@@ -846,8 +911,10 @@ Value call_method(Renderer& r, const Value& self, const std::string& name, CallA
   }
   if (name == "removeprefix" || name == "removesuffix") {
     Args args(name, a, {"affix"});
-    std::string affix = require_string(args.get_or(0, Value::undefined(name + "() needs an argument")), name + "()");
-    if (name == "removeprefix" && s.compare(0, affix.size(), affix) == 0) return Value::string(s.substr(affix.size()));
+    std::string affix = require_string(
+        args.get_or(0, Value::undefined(name + "() needs an argument")), name + "()");
+    if (name == "removeprefix" && s.compare(0, affix.size(), affix) == 0)
+      return Value::string(s.substr(affix.size()));
     if (name == "removesuffix" && !affix.empty() && s.size() >= affix.size() &&
         s.compare(s.size() - affix.size(), affix.size(), affix) == 0)
       return Value::string(s.substr(0, s.size() - affix.size()));
@@ -861,7 +928,10 @@ Value call_method(Renderer& r, const Value& self, const std::string& name, CallA
   auto cat = [](uint32_t cp) { return utf8proc_category(static_cast<utf8proc_int32_t>(cp)); };
   if (name == "isdigit") return all([&](uint32_t cp) { return cat(cp) == UTF8PROC_CATEGORY_ND; });
   if (name == "isalpha")
-    return all([&](uint32_t cp) { auto c = cat(cp); return c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO; });
+    return all([&](uint32_t cp) {
+      auto c = cat(cp);
+      return c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO;
+    });
   if (name == "isalnum")
     return all([&](uint32_t cp) {
       auto c = cat(cp);
@@ -884,7 +954,8 @@ Value lookup_global(const std::string& name) {
       if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3)
         throw Error("range() takes 1 to 3 integer arguments");
       for (const auto& v : a.positional)
-        if (!v.is_integer_like()) throw Error("range() arguments must be integers, found " + v.type_name());
+        if (!v.is_integer_like())
+          throw Error("range() arguments must be integers, found " + v.type_name());
       int64_t start = 0, stop, step = 1;
       if (a.positional.size() == 1) {
         stop = a.positional[0].as_int();
@@ -896,7 +967,8 @@ Value lookup_global(const std::string& name) {
       if (step == 0) throw Error("range() arg 3 must not be zero");
       long double count = step > 0 ? (static_cast<long double>(stop) - start) / step
                                    : (static_cast<long double>(start) - stop) / -step;
-      if (count > static_cast<long double>(r.limits().max_list)) check_list_size(r.limits().max_list + 1, r.limits());
+      if (count > static_cast<long double>(r.limits().max_list))
+        check_list_size(r.limits().max_list + 1, r.limits());
       List out;
       for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
         out.push_back(Value::integer(k));
@@ -909,7 +981,9 @@ Value lookup_global(const std::string& name) {
     c.fn = [is_ns](Renderer&, CallArgs& a) -> Value {
       Dict d;
       for (const auto& v : a.positional) {
-        if (!v.is_dict()) throw Error(std::string(is_ns ? "namespace" : "dict") + "() positional argument must be a mapping");
+        if (!v.is_dict())
+          throw Error(std::string(is_ns ? "namespace" : "dict") +
+                      "() positional argument must be a mapping");
         for (const auto& [k, x] : v.dict->items) d.set(k, x);
       }
       for (const auto& [k, v] : a.keyword) d.set(k, v);
@@ -924,11 +998,13 @@ Value lookup_global(const std::string& name) {
     };
   } else if (name == "raise_exception") {
     c.fn = [](Renderer&, CallArgs& a) -> Value {
-      throw Error(a.positional.empty() ? std::string("raise_exception() called") : to_str(a.positional[0]));
+      throw Error(a.positional.empty() ? std::string("raise_exception() called")
+                                       : to_str(a.positional[0]));
     };
   } else if (name == "strftime_now") {
     c.fn = [](Renderer&, CallArgs& a) -> Value {
-      if (a.positional.size() != 1 || !a.positional[0].is_string()) throw Error("strftime_now() needs a format string");
+      if (a.positional.size() != 1 || !a.positional[0].is_string())
+        throw Error("strftime_now() needs a format string");
       std::time_t now = std::time(nullptr);
       std::tm local{};
       localtime_r(&now, &local);

@@ -6,7 +6,9 @@
 namespace syv::jinja {
 namespace {
 
-bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 // Length in bytes of the whitespace (Python \s, Unicode-aware) starting at byte `i`, or 0.
 size_t space_at(const std::string& s, size_t i) {
@@ -51,7 +53,8 @@ class Lexer {
     bool line_starting = true;
     while (pos_ < src_.size()) {
       size_t start = find_tag(pos_);
-      std::string text = src_.substr(pos_, start == std::string::npos ? std::string::npos : start - pos_);
+      std::string text =
+          src_.substr(pos_, start == std::string::npos ? std::string::npos : start - pos_);
       Pos text_pos = here();
       if (start == std::string::npos) {
         advance_to(src_.size());
@@ -166,7 +169,9 @@ class Lexer {
   bool lex_comment(Pos tag_pos) {
     size_t end = src_.find("#}", pos_);
     if (end == std::string::npos) throw Error("unterminated comment (missing '#}')", tag_pos);
-    char sign = (end > pos_ && src_[end - 1] == '-') ? '-' : (end > pos_ && src_[end - 1] == '+') ? '+' : 0;
+    char sign = (end > pos_ && src_[end - 1] == '-')   ? '-'
+                : (end > pos_ && src_[end - 1] == '+') ? '+'
+                                                       : 0;
     advance_to(end + 2);
     return after_tag_end(sign, true);
   }
@@ -177,7 +182,8 @@ class Lexer {
     while (true) {
       while (pos_ < src_.size() && is_ascii_space(src_[pos_])) advance_to(pos_ + 1);
       if (pos_ >= src_.size())
-        throw Error(std::string("unterminated tag (missing '") + (block ? "%}" : "}}") + "')", tag_pos);
+        throw Error(std::string("unterminated tag (missing '") + (block ? "%}" : "}}") + "')",
+                    tag_pos);
       Pos p = here();
       char c = src_[pos_];
       // End of tag (only outside brackets, like jinja2's balancing stack).
@@ -197,7 +203,9 @@ class Lexer {
       }
       if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         size_t e = pos_;
-        while (e < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[e])) || src_[e] == '_')) ++e;
+        while (e < src_.size() &&
+               (std::isalnum(static_cast<unsigned char>(src_[e])) || src_[e] == '_'))
+          ++e;
         emit(Tok::kName, src_.substr(pos_, e - pos_), p);
         advance_to(e);
       } else if (std::isdigit(static_cast<unsigned char>(c))) {
@@ -237,7 +245,8 @@ class Lexer {
     };
     digits(e);
     bool is_float = false;
-    if (e + 1 < src_.size() && src_[e] == '.' && std::isdigit(static_cast<unsigned char>(src_[e + 1]))) {
+    if (e + 1 < src_.size() && src_[e] == '.' &&
+        std::isdigit(static_cast<unsigned char>(src_[e + 1]))) {
       is_float = true;
       ++e;
       digits(e);
@@ -297,17 +306,38 @@ class Lexer {
       char e = src_[k + 1];
       k += 2;
       switch (e) {
-        case '\n': break;  // line continuation
-        case '\\': out.push_back('\\'); break;
-        case '\'': out.push_back('\''); break;
-        case '"': out.push_back('"'); break;
-        case 'a': out.push_back('\a'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
-        case 'v': out.push_back('\v'); break;
+        case '\n':
+          break;  // line continuation
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '\'':
+          out.push_back('\'');
+          break;
+        case '"':
+          out.push_back('"');
+          break;
+        case 'a':
+          out.push_back('\a');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'v':
+          out.push_back('\v');
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -315,7 +345,8 @@ class Lexer {
           uint32_t cp = 0;
           for (int d = 0; d < n; ++d) {
             int h = k < src_.size() ? hex_value(src_[k]) : -1;
-            if (h < 0) throw Error(std::string("truncated \\") + e + " escape in string literal", p);
+            if (h < 0)
+              throw Error(std::string("truncated \\") + e + " escape in string literal", p);
             cp = cp * 16 + static_cast<uint32_t>(h);
             ++k;
           }
@@ -352,6 +383,8 @@ class Lexer {
 
 }  // namespace
 
-std::vector<Token> lex(const std::string& source) { return Lexer(source).run(); }
+std::vector<Token> lex(const std::string& source) {
+  return Lexer(source).run();
+}
 
 }  // namespace syv::jinja

@@ -20,10 +20,10 @@ enum class Tok {
   kVarBegin,    // {{
   kVarEnd,      // }}
   kName,
-  kString,      // value: unescaped text
+  kString,  // value: unescaped text
   kInt,
   kFloat,
-  kOp,          // text: the operator, e.g. "(", "==", "|"
+  kOp,  // text: the operator, e.g. "(", "==", "|"
   kEnd,
 };
 

@@ -87,7 +87,8 @@ Value get_item(const Value& obj, const Value& key) {
             return Value::string(std::string(1, obj.s[static_cast<size_t>(idx)]));
         } else {
           auto chars = utf8_chars(obj.s);
-          if (normalise_index(idx, chars.size())) return Value::string(chars[static_cast<size_t>(idx)]);
+          if (normalise_index(idx, chars.size()))
+            return Value::string(chars[static_cast<size_t>(idx)]);
         }
       }
       return Value::undefined("'str object' has no element " + to_str(key));
@@ -105,7 +106,8 @@ static std::vector<size_t> slice_indices(size_t size, const Value* start, const 
   auto as_int = [](const Value* v, const char* what) -> std::optional<int64_t> {
     if (!v || v->is_none()) return std::nullopt;
     if (!v->is_integer_like())
-      throw Error(std::string("slice ") + what + " must be an integer or none, not " + v->type_name());
+      throw Error(std::string("slice ") + what + " must be an integer or none, not " +
+                  v->type_name());
     return v->as_int();
   };
   int64_t n = static_cast<int64_t>(size);
@@ -137,7 +139,8 @@ Value get_slice(const Value& obj, const Value* start, const Value* stop, const V
   if (obj.is_undefined()) undefined_error(obj);
   if (obj.is_list()) {
     List out;
-    for (size_t k : slice_indices(obj.list->size(), start, stop, step)) out.push_back((*obj.list)[k]);
+    for (size_t k : slice_indices(obj.list->size(), start, stop, step))
+      out.push_back((*obj.list)[k]);
     return Value::from_list(std::move(out));
   }
   if (obj.is_string()) {
@@ -204,14 +207,16 @@ static double py_fmod(double a, double b) {
 static Value repeat(const Value& seq, int64_t times, const SizeLimits& limits) {
   if (times < 0) times = 0;
   if (seq.is_string()) {
-    if (!seq.s.empty() && static_cast<uint64_t>(times) > limits.max_string) check_string_size(limits.max_string + 1, limits);
+    if (!seq.s.empty() && static_cast<uint64_t>(times) > limits.max_string)
+      check_string_size(limits.max_string + 1, limits);
     check_string_size(seq.s.size() * static_cast<size_t>(times), limits);
     std::string out;
     out.reserve(seq.s.size() * static_cast<size_t>(times));
     for (int64_t k = 0; k < times; ++k) out += seq.s;
     return Value::string(std::move(out));
   }
-  if (!seq.list->empty() && static_cast<uint64_t>(times) > limits.max_list) check_list_size(limits.max_list + 1, limits);
+  if (!seq.list->empty() && static_cast<uint64_t>(times) > limits.max_list)
+    check_list_size(limits.max_list + 1, limits);
   check_list_size(seq.list->size() * static_cast<size_t>(times), limits);
   List out;
   for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
@@ -327,7 +332,8 @@ bool less_than(const Value& a, const Value& b) {
     }
     return a.list->size() < b.list->size();
   }
-  throw Error("'<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() + "'");
+  throw Error("'<' not supported between instances of '" + a.type_name() + "' and '" +
+              b.type_name() + "'");
 }
 
 bool contains(const Value& container, const Value& item) {

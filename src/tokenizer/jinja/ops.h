@@ -12,7 +12,7 @@ namespace syv::jinja {
 // Size caps for values built while rendering (strings in bytes, lists in elements).
 struct SizeLimits {
   size_t max_string = 16u << 20;
-  size_t max_list = 1u << 20;
+  size_t max_list = 100000;
 };
 void check_string_size(size_t n, const SizeLimits& limits);
 void check_list_size(size_t n, const SizeLimits& limits);

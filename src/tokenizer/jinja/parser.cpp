@@ -1,6 +1,6 @@
 #include "tokenizer/jinja/parser.h"
 
-#include <set>
+#include <algorithm>
 
 #include "tokenizer/jinja/lexer.h"
 
@@ -94,7 +94,7 @@ class Parser {
 
   // ---- statements ----------------------------------------------------------------------------
 
-  Body parse_body(const std::set<std::string>& ends, std::string* which) {
+  Body parse_body(const std::vector<std::string>& ends, std::string* which) {
     DepthGuard guard(*this);
     Body body;
     while (true) {
@@ -126,7 +126,7 @@ class Parser {
           next();
           fail("expected a tag name");
         }
-        if (ends.count(tag.text)) {
+        if (std::find(ends.begin(), ends.end(), tag.text) != ends.end()) {
           next();
           next();
           *which = tag.text;
@@ -176,7 +176,7 @@ class Parser {
       ExprPtr cond = parse_tuple(true);
       expect_block_end();
       while (true) {
-        Body body = parse_body({"elif", "else", "endif"}, &end);
+        Body body = parse_body({"endif", "elif", "else"}, &end);
         s->branches.emplace_back(std::move(cond), std::move(body));
         if (end == "elif") {
           cond = parse_tuple(true);
@@ -242,6 +242,8 @@ class Parser {
       expect_block_end();
       s->body = parse_body({"endgeneration"}, &end);
       expect_block_end();
+    } else if (tag == "elif" || tag == "else" || tag.rfind("end", 0) == 0) {
+      throw Error("unexpected '" + tag + "' (no open block it could close)", p);
     } else {
       throw Error("unknown or unsupported tag '" + tag + "'", p);
     }
@@ -258,8 +260,7 @@ class Parser {
     t->args.push_back(std::move(first));
     while (is_op(",")) {
       next();
-      if (cur().type == Tok::kBlockEnd || cur().type == Tok::kVarEnd || is_op(")") ||
-          is_name("if"))
+      if (cur().type == Tok::kBlockEnd || cur().type == Tok::kVarEnd || is_op(")") || is_name("if"))
         break;
       t->args.push_back(parse_expression(with_condexpr));
     }
@@ -337,8 +338,9 @@ class Parser {
     std::vector<std::string> ops;
     std::vector<ExprPtr> operands;
     while (true) {
-      if (cur().type == Tok::kOp && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                     cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+      if (cur().type == Tok::kOp &&
+          (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+           cur().text == ">" || cur().text == ">=")) {
         ops.push_back(cur().text);
         next();
       } else if (is_name("in")) {
@@ -579,7 +581,7 @@ class Parser {
 
   ExprPtr parse_call(ExprPtr callee) {
     DepthGuard guard(*this);
-    auto c = node(ExprKind::kCall, cur().pos);
+    auto c = node(ExprKind::kCall, callee->pos);  // errors point at the start of the call
     c->args.push_back(std::move(callee));
     parse_call_args(*c);
     return c;
@@ -617,8 +619,9 @@ class Parser {
         t->args.push_back(std::move(e));
         if (is_op("(")) {
           parse_call_args(*t);
-        } else if ((cur().type == Tok::kName || cur().type == Tok::kString || cur().type == Tok::kInt ||
-                    cur().type == Tok::kFloat || is_op("(") || is_op("[") || is_op("{")) &&
+        } else if ((cur().type == Tok::kName || cur().type == Tok::kString ||
+                    cur().type == Tok::kInt || cur().type == Tok::kFloat || is_op("(") ||
+                    is_op("[") || is_op("{")) &&
                    !is_name("else") && !is_name("or") && !is_name("and")) {
           if (is_name("is")) fail("cannot chain multiple tests with 'is'");
           t->args.push_back(parse_postfix(parse_primary()));
@@ -639,6 +642,8 @@ class Parser {
 
 }  // namespace
 
-Template parse_template(const std::string& source) { return Parser(lex(source)).run(); }
+Template parse_template(const std::string& source) {
+  return Parser(lex(source)).run();
+}
 
 }  // namespace syv::jinja

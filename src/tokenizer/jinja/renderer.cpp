@@ -146,6 +146,7 @@ void Renderer::exec_for(const Stmt& s) {
     Flow flow = Flow::kNormal;
     try {
       Dict loop;
+      loop.items.reserve(12);
       loop.set("index0", Value::integer(static_cast<int64_t>(k)));
       loop.set("index", Value::integer(static_cast<int64_t>(k + 1)));
       loop.set("revindex0", Value::integer(static_cast<int64_t>(n - k - 1)));
@@ -234,8 +235,21 @@ Value Renderer::eval_inner(const Expr& e) {
       return e.literal;
     case ExprKind::kName:
       return lookup(e.name);
-    case ExprKind::kGetAttr:
-      return get_attr(eval(*e.args[0]), e.name);
+    case ExprKind::kGetAttr: {
+      Value obj = eval(*e.args[0]);
+      Value v = get_attr(obj, e.name);
+      if (v.is_undefined() &&
+          has_method(obj, e.name)) {  // a bound method, e.g. `d.items is defined`
+        Callable c;
+        c.name = e.name;
+        std::string name = e.name;
+        c.fn = [obj, name](Renderer& r, CallArgs& args) -> Value {
+          return call_method(r, obj, name, args);
+        };
+        return Value::from_callable(std::move(c));
+      }
+      return v;
+    }
     case ExprKind::kGetItem:
       return get_item(eval(*e.args[0]), eval(*e.args[1]));
     case ExprKind::kSlice: {
@@ -267,7 +281,8 @@ Value Renderer::eval_inner(const Expr& e) {
       Value v = eval(*e.args[0]);
       if (e.name == "not") return Value::boolean(!v.truthy());
       if (v.is_undefined()) undefined_error(v);
-      if (!v.is_number()) throw Error("bad operand type for unary " + e.name + ": '" + v.type_name() + "'");
+      if (!v.is_number())
+        throw Error("bad operand type for unary " + e.name + ": '" + v.type_name() + "'");
       if (e.name == "+") return v.kind == Value::Kind::kBool ? Value::integer(v.as_int()) : v;
       if (v.kind == Value::Kind::kFloat) return Value::number(-v.f);
       if (v.as_int() == INT64_MIN) throw Error("integer overflow");
@@ -303,14 +318,15 @@ Value Renderer::eval_inner(const Expr& e) {
     case ExprKind::kTuple: {
       List items;
       for (const auto& a : e.args) items.push_back(eval(*a));
-      return Value::from_list(std::move(items));
+      return Value::from_list(std::move(items), e.kind == ExprKind::kTuple);
     }
     case ExprKind::kDict: {
       Dict d;
       for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
         Value key = eval(*e.args[k]);
         if (!key.is_string())
-          throw Error("dict keys must be strings in chat templates, found " + key.type_name(), e.args[k]->pos);
+          throw Error("dict keys must be strings in chat templates, found " + key.type_name(),
+                      e.args[k]->pos);
         d.set(key.s, eval(*e.args[k + 1]));
       }
       return Value::from_dict(std::move(d));
@@ -353,12 +369,15 @@ Value Renderer::call_macro(const Stmt& m, CallArgs& args) {
       }
       for (const auto& [key, value] : args.keyword) {
         if (key == pname) {
-          if (found) throw Error("macro '" + m.name + "' got multiple values for argument '" + pname + "'");
+          if (found)
+            throw Error("macro '" + m.name + "' got multiple values for argument '" + pname + "'");
           v = value;
           found = true;
         }
       }
-      if (!found) v = pdefault ? eval(*pdefault) : Value::undefined("parameter '" + pname + "' was not provided");
+      if (!found)
+        v = pdefault ? eval(*pdefault)
+                     : Value::undefined("parameter '" + pname + "' was not provided");
       scope.vars[pname] = std::move(v);
     }
     exec_body(m.body);

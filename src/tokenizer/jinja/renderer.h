@@ -18,8 +18,8 @@
 namespace syv::jinja {
 
 struct RenderLimits : SizeLimits {
-  uint64_t max_steps = 20'000'000;  // expression/statement evaluations
-  int max_depth = 400;              // nested evaluation (expressions, blocks, macro calls)
+  uint64_t max_steps = 5'000'000;  // expression/statement evaluations
+  int max_depth = 400;             // nested evaluation (expressions, blocks, macro calls)
 };
 
 class Renderer {

@@ -10,12 +10,14 @@
 namespace syv::jinja {
 
 static int child_depth(const Value& v) {
-  if (v.depth >= kMaxValueDepth) throw Error("value nested too deeply (limit " + std::to_string(kMaxValueDepth) + ")");
+  if (v.depth >= kMaxValueDepth)
+    throw Error("value nested too deeply (limit " + std::to_string(kMaxValueDepth) + ")");
   return v.depth + 1;
 }
 
-Value Value::from_list(List items) {
+Value Value::from_list(List items, bool tuple) {
   Value v = make(Kind::kList);
+  v.tuple = tuple;
   v.depth = 1;
   for (const auto& e : items) {
     v.depth = std::max(v.depth, child_depth(e));
@@ -298,12 +300,13 @@ std::string to_str(const Value& v) {
     case Value::Kind::kString:
       return v.s;
     case Value::Kind::kList: {
-      std::string out = "[";
+      std::string out = v.tuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += ", ";
         out += repr((*v.list)[k]);
       }
-      return out + "]";
+      if (v.tuple && v.list->size() == 1) out += ",";
+      return out + (v.tuple ? ")" : "]");
     }
     case Value::Kind::kDict:
     case Value::Kind::kNamespace: {

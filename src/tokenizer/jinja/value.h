@@ -47,11 +47,23 @@ using NamespacePtr = std::shared_ptr<Dict>;  // namespace(): mutable attributes
 using CallablePtr = std::shared_ptr<const Callable>;
 
 struct Value {
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kCallable, kNamespace };
+  enum class Kind {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kCallable,
+    kNamespace
+  };
 
   Kind kind = Kind::kUndefined;
   int depth = 0;        // container nesting (lists/dicts), capped at kMaxValueDepth
   bool has_ns = false;  // is or contains a namespace (namespaces may not hold one: no cycles)
+  bool tuple = false;   // a kList that Python would hold as a tuple (prints as "(a, b)")
   bool b = false;
   int64_t i = 0;
   double f = 0.0;
@@ -87,7 +99,7 @@ struct Value {
     v.s = std::move(x);
     return v;
   }
-  static Value from_list(List items);
+  static Value from_list(List items, bool tuple = false);
   static Value from_dict(Dict d);
   static Value from_callable(Callable c);
   static Value from_json(const nlohmann::ordered_json& j);
@@ -97,7 +109,9 @@ struct Value {
   bool is_string() const { return kind == Kind::kString; }
   bool is_list() const { return kind == Kind::kList; }
   bool is_dict() const { return kind == Kind::kDict; }
-  bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool; }
+  bool is_number() const {
+    return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool;
+  }
   bool is_integer_like() const { return kind == Kind::kInt || kind == Kind::kBool; }
   int64_t as_int() const { return kind == Kind::kBool ? (b ? 1 : 0) : i; }
   double as_double() const { return kind == Kind::kFloat ? f : static_cast<double>(as_int()); }
@@ -114,21 +128,31 @@ struct Value {
 };
 
 // A dict with Python's insertion order. Keys are strings (chat templates never need others).
+// Small dicts (messages, loop objects) are searched linearly; a hash index is built past 16 keys.
 struct Dict {
+  static constexpr size_t kIndexFrom = 16;
   std::vector<std::pair<std::string, Value>> items;
-  std::unordered_map<std::string, size_t> index;
+  std::unordered_map<std::string, size_t> index;  // filled only when items.size() > kIndexFrom
 
   const Value* find(const std::string& key) const {
+    if (items.size() <= kIndexFrom) {
+      for (const auto& kv : items)
+        if (kv.first == key) return &kv.second;
+      return nullptr;
+    }
     auto it = index.find(key);
     return it == index.end() ? nullptr : &items[it->second].second;
   }
   void set(const std::string& key, Value value) {
-    auto it = index.find(key);
-    if (it != index.end()) {
-      items[it->second].second = std::move(value);
-    } else {
-      index.emplace(key, items.size());
-      items.emplace_back(key, std::move(value));
+    if (Value* v = const_cast<Value*>(find(key))) {
+      *v = std::move(value);
+      return;
+    }
+    items.emplace_back(key, std::move(value));
+    if (items.size() == kIndexFrom + 1) {
+      for (size_t k = 0; k < items.size(); ++k) index.emplace(items[k].first, k);
+    } else if (items.size() > kIndexFrom + 1) {
+      index.emplace(key, items.size() - 1);
     }
   }
 };
@@ -150,8 +174,9 @@ std::string to_str(const Value& v);
 std::string repr(const Value& v);
 // Python float repr ("1.0", "0.1", "1e-05", "inf").
 std::string float_repr(double x);
-// json.dumps(v, ensure_ascii=False, indent=indent (<0: None), separators, sort_keys), as transformers'
-// tojson filter. item_sep/key_sep default to Python's (", "/": ", or ","/": " with an indent).
+// json.dumps(v, ensure_ascii=False, indent=indent (<0: None), separators, sort_keys), as
+// transformers' tojson filter. item_sep/key_sep default to Python's (", "/": ", or ","/": " with an
+// indent).
 std::string to_json(const Value& v, int indent, const std::string* item_sep = nullptr,
                     const std::string* key_sep = nullptr, bool sort_keys = false);
 // Python ==.
