@@ -41,7 +41,12 @@ CompletionStream::CompletionStream(StreamSetup setup,
 }
 
 CompletionStream::~CompletionStream() {
-  if (!finished()) cancel();
+  if (finished()) return;
+  // The client went away (or the request failed) before the end: the engine aborts the rest.
+  cancel();
+  for (const Choice& c : choices_) {
+    if (!c.finished) metrics_.count_finish("abort");
+  }
 }
 
 bool CompletionStream::finished() const {

@@ -1,0 +1,339 @@
+// `syv serve` as a subprocess on a loopback ephemeral port with the tiny demo model (random
+// weights, real Qwen3 tokenizer): the official openai npm client, batching exactness (8 concurrent
+// greedy requests == sequential ones), prefix-cache reporting, disconnect freeing every page,
+// the generated key, the loopback rule and the SIGTERM drain.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <regex>
+#include <thread>
+
+#include "e2e/http_test_util.h"
+
+namespace syv::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kDemoDir = std::string(SYV_BINARY_DIR) + "/e2e-demo-model";
+const std::string kTokenizerDir = std::string(SYV_SOURCE_DIR) + "/third_party/qwen3-tokenizer";
+constexpr const char* kKey = "sk-e2e-test-key-0123456789abcdef";
+
+// A `syv serve` child process; stdout is read line by line, stderr goes to a log file.
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> args, const std::string& log_name) {
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    log_path_ = std::string(SYV_BINARY_DIR) + "/" + log_name;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      const int err = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (err >= 0) dup2(err, 2);
+      close(out[0]);
+      std::vector<char*> argv;
+      std::string bin = SYV_BIN;
+      argv.push_back(bin.data());
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    fd_ = out[0];
+  }
+  ~ServerProcess() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Reads stdout until a line matches `pattern` (first group returned) or the timeout passes.
+  std::string wait_for_line(const std::string& pattern, std::chrono::seconds timeout) {
+    const std::regex re(pattern);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      size_t nl;
+      while ((nl = buffer_.find('\n')) != std::string::npos) {
+        const std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        output_ += line + "\n";
+        std::smatch m;
+        if (std::regex_search(line, m, re)) return m.size() > 1 ? m[1].str() : line;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 200) > 0) {
+        char buf[4096];
+        const ssize_t n = read(fd_, buf, sizeof(buf));
+        if (n <= 0) break;
+        buffer_.append(buf, static_cast<size_t>(n));
+      }
+    }
+    return "";
+  }
+  // Waits for exit; returns the exit status (or -1 on timeout / signal).
+  int wait_exit(std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+  void signal(int sig) { kill(pid_, sig); }
+  std::string log() const {
+    std::ifstream in(log_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return output_ + ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool exited_ = false;
+  std::string buffer_, output_, log_path_;
+};
+
+void ensure_demo_model() {
+  if (std::filesystem::exists(kDemoDir + "/config.json")) return;
+  const std::string cmd = std::string(SYV_BIN) + " demo-model --tokenizer " + kTokenizerDir +
+                          " --out " + kDemoDir + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+// Waits until GET /health answers 200 with `key`.
+bool wait_ready(int port, const std::string& key, std::chrono::seconds timeout) {
+  httplib::Client cli("127.0.0.1", port);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto res = cli.Get("/health", {{"Authorization", "Bearer " + key}});
+    if (res && res->status == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+int64_t metric(const std::string& text, const std::string& name) {
+  std::regex re("(^|\n)" + name + " ([0-9.e+-]+)");
+  std::smatch m;
+  if (!std::regex_search(text, m, re)) return -1;
+  return static_cast<int64_t>(std::stod(m[2].str()));
+}
+
+class ServerE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    signal(SIGPIPE, SIG_IGN);
+    ASSERT_TRUE(std::filesystem::exists(kTokenizerDir + "/tokenizer.json"))
+        << kTokenizerDir << " is missing: run tools/setup/fetch-tokenizer.sh (make test does)";
+    ensure_demo_model();
+    server_ =
+        new ServerProcess({"serve", "--model", kDemoDir, "--port", "0", "--api-key", kKey,
+                           "--served-model-name", "tiny", "--max-model-len", "1024", "--page-size",
+                           "16", "--kv-cache-mib", "64", "--max-num-seqs", "16", "--device", "cpu"},
+                          "e2e_server.log");
+    const std::string port = server_->wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))",
+                                                    std::chrono::seconds(60));
+    ASSERT_FALSE(port.empty()) << server_->log();
+    port_ = std::stoi(port);
+    ASSERT_TRUE(wait_ready(port_, kKey, std::chrono::seconds(300))) << server_->log();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  static httplib::Result post(const std::string& path, const json& body) {
+    httplib::Client cli("127.0.0.1", port_);
+    cli.set_read_timeout(300, 0);
+    return cli.Post(path.c_str(), {{"Authorization", std::string("Bearer ") + kKey}}, body.dump(),
+                    "application/json");
+  }
+  static std::string metrics() {
+    httplib::Client cli("127.0.0.1", port_);
+    auto res = cli.Get("/metrics", {{"Authorization", std::string("Bearer ") + kKey}});
+    return res ? res->body : "";
+  }
+
+  static ServerProcess* server_;
+  static int port_;
+};
+ServerProcess* ServerE2E::server_ = nullptr;
+int ServerE2E::port_ = 0;
+
+TEST_F(ServerE2E, OfficialOpenAiNpmClient) {
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/e2e/openai_client";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/openai"))
+      << "run `cd tests/e2e/openai_client && npm ci` (make build-test does)";
+  const std::string cmd = "cd " + dir + " && SYV_URL=http://127.0.0.1:" + std::to_string(port_) +
+                          " SYV_KEY=" + kKey + " SYV_MODEL=tiny node client_test.mjs 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  const int status = pclose(p);
+  std::cout << out;
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("6 passed, 0 failed"), std::string::npos) << out;
+}
+
+TEST_F(ServerE2E, ConcurrentGreedyEqualsSequential) {
+  std::vector<json> bodies;
+  for (int i = 0; i < 8; ++i) {
+    bodies.push_back({{"prompt", "Request number " + std::to_string(i) + " says"},
+                      {"max_tokens", 12 + i},
+                      {"temperature", 0},
+                      {"ignore_eos", true}});
+  }
+  std::vector<std::string> sequential;
+  for (const json& b : bodies) {
+    auto res = post("/v1/completions", b);
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    sequential.push_back(json::parse(res->body)["choices"][0]["text"]);
+  }
+  std::vector<std::future<std::string>> futures;
+  for (const json& b : bodies) {
+    futures.push_back(std::async(std::launch::async, [b] {
+      auto res = post("/v1/completions", b);
+      if (!res || res->status != 200) return std::string("<error>");
+      return json::parse(res->body)["choices"][0]["text"].get<std::string>();
+    }));
+  }
+  for (size_t i = 0; i < futures.size(); ++i) {
+    EXPECT_EQ(futures[i].get(), sequential[i]) << "request " << i;
+  }
+  // Chat through the template, streamed and not, agrees too.
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Hi there"}}}},
+               {"max_tokens", 10},
+               {"temperature", 0}};
+  auto whole = post("/v1/chat/completions", chat);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  chat["stream"] = true;
+  auto streamed = post("/v1/chat/completions", chat);
+  SseBody sse = parse_sse(streamed->body);
+  ASSERT_TRUE(sse.ok);
+  ASSERT_EQ(sse.events.back(), "[DONE]");
+  std::string text, reasoning;
+  for (size_t i = 0; i + 1 < sse.events.size(); ++i) {
+    const json chunk = json::parse(sse.events[i]);
+    const json& d = chunk["choices"][0]["delta"];
+    if (d.contains("content")) text += d["content"].get<std::string>();
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+  }
+  const json msg = json::parse(whole->body)["choices"][0]["message"];
+  EXPECT_EQ(text, msg["content"].is_null() ? "" : msg["content"].get<std::string>());
+  EXPECT_EQ(reasoning, msg.value("reasoning_content", ""));
+}
+
+TEST_F(ServerE2E, ResentLongPromptReportsCachedTokens) {
+  std::string prompt = "A unique long prompt for the cache test:";
+  for (int i = 0; i < 60; ++i) prompt += " word" + std::to_string(i);
+  const json body = {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
+  auto first = post("/v1/completions", body);
+  ASSERT_EQ(first->status, 200) << first->body;
+  const json u1 = json::parse(first->body)["usage"];
+  ASSERT_GT(u1["prompt_tokens"].get<int>(), 64);
+  EXPECT_EQ(u1["prompt_tokens_details"]["cached_tokens"], 0);
+  auto second = post("/v1/completions", body);
+  ASSERT_EQ(second->status, 200);
+  const json u2 = json::parse(second->body)["usage"];
+  EXPECT_GE(u2["prompt_tokens_details"]["cached_tokens"].get<int>(), 48) << u2.dump();
+  EXPECT_LT(u2["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            u2["prompt_tokens"].get<int>());
+  EXPECT_EQ(json::parse(second->body)["choices"][0]["text"],
+            json::parse(first->body)["choices"][0]["text"]);
+  const std::string m = metrics();
+  EXPECT_GT(metric(m, "syv_prefix_cache_hit_tokens_total"), 0) << m;
+}
+
+TEST_F(ServerE2E, DisconnectMidStreamFreesEveryPage) {
+  const json body = {{"prompt", "Tell me a very long story"},
+                     {"max_tokens", 900},
+                     {"ignore_eos", true},
+                     {"stream", true}};
+  {
+    RawConnection conn(port_);
+    ASSERT_TRUE(conn.connected());
+    ASSERT_TRUE(conn.send_post("/v1/completions", kKey, body.dump()));
+    const std::string got = conn.read_until("data: ", 4);
+    ASSERT_NE(got.find("200 OK"), std::string::npos) << got;
+    const std::string during = metrics();
+    EXPECT_GT(metric(during, "syv_kv_pages_used"), 0) << during;
+    conn.close();
+  }
+  std::string m;
+  for (int i = 0; i < 300; ++i) {
+    m = metrics();
+    if (metric(m, "syv_kv_pages_used") == 0 && metric(m, "syv_requests_running") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(metric(m, "syv_kv_pages_used"), 0) << m;
+  EXPECT_EQ(metric(m, "syv_requests_running"), 0) << m;
+  EXPECT_EQ(m.find("syv_request_success_total{finish_reason=\"abort\"} 0"), std::string::npos);
+  EXPECT_NE(m.find("syv_time_to_first_token_seconds_bucket"), std::string::npos);
+}
+
+TEST(ServerCli, NonLoopbackWithoutKeyIsRefused) {
+  ensure_demo_model();
+  ServerProcess p({"serve", "--model", kDemoDir, "--host", "0.0.0.0", "--port", "0"},
+                  "e2e_server_refused.log");
+  EXPECT_EQ(p.wait_exit(std::chrono::seconds(30)), 1);
+  EXPECT_NE(p.log().find("not a loopback address"), std::string::npos) << p.log();
+}
+
+TEST(ServerCli, GeneratedKeyAndSigtermDrain) {
+  signal(SIGPIPE, SIG_IGN);
+  ensure_demo_model();
+  ServerProcess p({"serve", "--model", kDemoDir, "--port", "0", "--max-model-len", "512",
+                   "--kv-cache-mib", "32", "--device", "cpu"},
+                  "e2e_server_sigterm.log");
+  const std::string port_s =
+      p.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(60));
+  ASSERT_FALSE(port_s.empty()) << p.log();
+  const std::string key =
+      p.wait_for_line(R"(API key .*: (sk-syv-[0-9a-f]{40}))", std::chrono::seconds(10));
+  ASSERT_FALSE(key.empty()) << p.log();
+  const int port = std::stoi(port_s);
+  // Closed before and after ready: no key and a wrong key are refused.
+  httplib::Client cli("127.0.0.1", port);
+  EXPECT_EQ(cli.Get("/health")->status, 401);
+  ASSERT_TRUE(wait_ready(port, key, std::chrono::seconds(300))) << p.log();
+  EXPECT_EQ(cli.Get("/health", {{"Authorization", "Bearer sk-syv-wrong"}})->status, 401);
+
+  // A long stream is running when SIGTERM arrives: it still completes.
+  RawConnection conn(port);
+  const json body = {
+      {"prompt", "Count"}, {"max_tokens", 60}, {"ignore_eos", true}, {"stream", true}};
+  ASSERT_TRUE(conn.send_post("/v1/completions", key, body.dump()));
+  conn.read_until("data: ", 2);
+  p.signal(SIGTERM);
+  const std::string rest = conn.read_until("data: [DONE]", 1, std::chrono::seconds(120));
+  EXPECT_NE(rest.find("data: [DONE]"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_EQ(p.wait_exit(std::chrono::seconds(60)), 0) << p.log();
+  size_t count = 0;
+  const std::string all = p.log();
+  for (size_t pos = all.find(key); pos != std::string::npos; pos = all.find(key, pos + 1)) ++count;
+  EXPECT_EQ(count, 1u) << "the generated key is printed exactly once";
+}
+
+}  // namespace
+}  // namespace syv::testing
