@@ -101,12 +101,14 @@ void OpenAiRoutes::set_model(ModelContext model) {
   model_ = std::move(model);
   options_.limits.served_model_name = model_.model_name;
   options_.limits.vocab_size = model_.tokenizer->vocab_size();
+  gauge_source_.store(model_.generator);
 }
 
 EngineGauges OpenAiRoutes::engine_gauges() const {
   EngineGauges g;
-  if (model_.generator == nullptr) return g;
-  const EngineStats s = model_.generator->stats();
+  Generator* generator = gauge_source_.load();
+  if (generator == nullptr) return g;
+  const EngineStats s = generator->stats();
   g.requests_running = s.running;
   g.requests_waiting = s.waiting;
   g.kv_pages_used = s.pages_used;

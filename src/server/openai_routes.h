@@ -63,7 +63,8 @@ class OpenAiRoutes {
 
   Metrics& metrics_;
   RouteOptions options_;
-  ModelContext model_;
+  ModelContext model_;                             // written once by set_model(), before ready
+  std::atomic<Generator*> gauge_source_{nullptr};  // /metrics reads it while loading too
   int64_t created_ = 0;
   std::atomic<int> active_{0};
 };
