@@ -152,6 +152,57 @@ __global__ void combine_kernel(const float* __restrict__ partial, int32_t splits
   out[row * D + d] = __float2bfloat16_rn(lsum > 0.f ? sum / lsum : 0.f);
 }
 
+// Any head_dim up to 256: one warp per (token, query head), one key per step, lane d holds head
+// elements d, d + 32, ... (a slow, simple path for shapes the tuned kernels do not cover).
+constexpr int kGenericMaxPerLane = 8;
+__global__ void __launch_bounds__(128) generic_kernel(AttentionArgs a) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;  // t * hq + h
+  if (row >= static_cast<int64_t>(a.tokens) * a.hq) return;
+  const int t = static_cast<int>(row / a.hq), h = static_cast<int>(row % a.hq);
+  const int kh = h / (a.hq / a.hk), D = a.head_dim;
+  const bf16* q = static_cast<const bf16*>(a.q) + row * D;
+  const bf16* kc = static_cast<const bf16*>(a.k_cache);
+  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  const int32_t* pt = a.page_table + static_cast<int64_t>(a.token_seq[t]) * a.max_pages_per_seq;
+  float qf[kGenericMaxPerLane], acc[kGenericMaxPerLane];
+#pragma unroll
+  for (int i = 0; i < kGenericMaxPerLane; ++i) {
+    const int d = lane + 32 * i;
+    qf[i] = d < D ? __bfloat162float(q[d]) * a.scale * kLog2e : 0.f;
+    acc[i] = 0.f;
+  }
+  float m = -INFINITY, l = 0.f;
+  const int n_keys = a.positions[t] + 1;
+  for (int key = 0; key < n_keys; ++key) {
+    const int page = pt[key / a.page_size];
+    const int64_t base =
+        ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kGenericMaxPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) s += qf[i] * __bfloat162float(kc[base + d]);
+    }
+    s = warp_sum(s);
+    const float m_new = fmaxf(m, s);
+    const float alpha = exp2f(m - m_new), p = exp2f(s - m_new);
+    l = l * alpha + p;
+#pragma unroll
+    for (int i = 0; i < kGenericMaxPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) acc[i] = acc[i] * alpha + p * __bfloat162float(vc[base + d]);
+    }
+    m = m_new;
+  }
+  bf16* out = static_cast<bf16*>(a.out) + row * D;
+#pragma unroll
+  for (int i = 0; i < kGenericMaxPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < D) out[d] = __float2bfloat16_rn(l > 0.f ? acc[i] / l : 0.f);
+  }
+}
+
 template <int D, int G>
 void launch_dg(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
                cudaStream_t s) {
@@ -168,10 +219,14 @@ template <int D>
 void launch_d(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
               cudaStream_t s) {
   switch (a.hq / a.hk) {
-    case 8: return launch_dg<D, 8>(a, splits, keys_per_split, partial, s);
-    case 4: return launch_dg<D, 4>(a, splits, keys_per_split, partial, s);
-    case 2: return launch_dg<D, 2>(a, splits, keys_per_split, partial, s);
-    default: return launch_dg<D, 1>(a, splits, keys_per_split, partial, s);  // any group size
+    case 8:
+      return launch_dg<D, 8>(a, splits, keys_per_split, partial, s);
+    case 4:
+      return launch_dg<D, 4>(a, splits, keys_per_split, partial, s);
+    case 2:
+      return launch_dg<D, 2>(a, splits, keys_per_split, partial, s);
+    default:
+      return launch_dg<D, 1>(a, splits, keys_per_split, partial, s);  // any group size
   }
 }
 
@@ -181,13 +236,20 @@ void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t key
                              float* partial, cudaStream_t s) {
   if (a.tokens == 0) return;
   if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16)
-    cuda_fail(__FILE__, __LINE__, "attention dtypes", "CUDA paged attention needs bf16 q/cache/out");
+    cuda_fail(__FILE__, __LINE__, "attention dtypes",
+              "CUDA paged attention needs bf16 q/cache/out");
   switch (a.head_dim) {
-    case 64: return launch_d<64>(a, splits, keys_per_split, partial, s);
-    case 128: return launch_d<128>(a, splits, keys_per_split, partial, s);
-    case 256: return launch_d<256>(a, splits, keys_per_split, partial, s);
+    case 64:
+      return launch_d<64>(a, splits, keys_per_split, partial, s);
+    case 128:
+      return launch_d<128>(a, splits, keys_per_split, partial, s);
+    case 256:
+      return launch_d<256>(a, splits, keys_per_split, partial, s);
     default:
-      cuda_fail(__FILE__, __LINE__, "head_dim", "CUDA paged attention supports head_dim 64/128/256");
+      if (a.head_dim > 32 * kGenericMaxPerLane)
+        cuda_fail(__FILE__, __LINE__, "head_dim", "CUDA paged attention supports head_dim <= 256");
+      generic_kernel<<<ceil_div(int64_t{a.tokens} * a.hq, 4), 128, 0, s>>>(a);
+      SYV_CUDA_LAUNCH_CHECK();
   }
 }
 

@@ -1,8 +1,9 @@
 // Prefill attention over paged K/V, FlashAttention-2 style on tensor cores (WMMA bf16, fp32
-// accumulation): one block of 4 warps per (64-row query tile of one sequence, query head); K/V tiles
-// of 64 keys are gathered from the sequence's pages; online softmax in fp32. Each warp owns 16 query
-// rows of S, P and O, so only the K/V tile loads need block barriers. Varlen: the tile list says
-// which sequence and first token each block works on; causality comes from the tokens' positions.
+// accumulation): one block of 4 warps per (64-row query tile of one sequence, query head); K/V
+// tiles of 64 keys are gathered from the sequence's pages; online softmax in fp32. Each warp owns
+// 16 query rows of S, P and O, so only the K/V tile loads need block barriers. Varlen: the tile
+// list says which sequence and first token each block works on; causality comes from the tokens'
+// positions.
 #include <mma.h>
 
 #include "backend/cuda/common.cuh"
@@ -60,7 +61,8 @@ __global__ void __launch_bounds__(kThreads)
     const int r = idx / VPR, c = idx % VPR;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (r < rows)
-      v = *reinterpret_cast<const uint4*>(q + (static_cast<int64_t>(t0 + r) * a.hq + hq) * D + c * 8);
+      v = *reinterpret_cast<const uint4*>(q + (static_cast<int64_t>(t0 + r) * a.hq + hq) * D +
+                                          c * 8);
     *reinterpret_cast<uint4*>(Qs + r * L::LDQ + c * 8) = v;
   }
   for (int idx = tid; idx < BM * D; idx += kThreads) O[(idx / D) * L::LDO + idx % D] = 0.f;
@@ -82,7 +84,8 @@ __global__ void __launch_bounds__(kThreads)
       if (key < n_keys) {
         const int page = pt[key / a.page_size];
         const int64_t base =
-            ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D + c * 8;
+            ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D +
+            c * 8;
         kv = *reinterpret_cast<const uint4*>(kc + base);
         vv = *reinterpret_cast<const uint4*>(vc + base);
       }
@@ -188,9 +191,14 @@ bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int3
   if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16) return false;
   if (num_tiles == 0) return true;
   switch (a.head_dim) {
-    case 64: launch_d<64>(a, tiles, num_tiles, s); return true;
-    case 128: launch_d<128>(a, tiles, num_tiles, s); return true;
-    default: return false;
+    case 64:
+      launch_d<64>(a, tiles, num_tiles, s);
+      return true;
+    case 128:
+      launch_d<128>(a, tiles, num_tiles, s);
+      return true;
+    default:
+      return false;
   }
 }
 

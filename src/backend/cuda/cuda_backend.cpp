@@ -98,6 +98,9 @@ class CudaBackendImpl final : public CudaBackend {
     }
     allocated_ += bytes;
     sizes_.push_back({p, bytes});
+    if (fill_seed_ != 0)
+      cuda::launch_fill_random(p, DType::BF16, static_cast<int64_t>(bytes / 2), fill_seed_++, 1.f,
+                               stream_);
     return DeviceBuffer(this, p, bytes);
   }
   void release(void* data) override {
@@ -441,6 +444,11 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
   }
 
+  void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
+  void fill_random(void* data, DType dtype, int64_t n, uint64_t seed, float scale) override {
+    cuda::launch_fill_random(data, dtype, n, seed, scale, stream_);
+  }
+
   void reserve_attention_scratch(int64_t tokens, int64_t q_heads, int64_t head_dim,
                                  int64_t max_context) override {
     fixed_max_context_ = max_context;
@@ -486,6 +494,7 @@ class CudaBackendImpl final : public CudaBackend {
   size_t partial_bytes_ = 0;
   int64_t fixed_max_context_ = 0;
 
+  uint64_t fill_seed_ = 0;
   bool capturing_ = false;
   std::vector<cudaGraphExec_t> graphs_;
 };

@@ -102,8 +102,8 @@ void launch_bias_add(void* out, DType out_t, const void* bias, DType bias_t, int
                      int64_t n, cudaStream_t s) {
   if (tokens == 0 || n == 0) return;
   SYV_DISPATCH_FLOAT(out_t, TO, [&] {
-    bias_add_kernel<TO><<<grid_for(tokens * n, 256), 256, 0, s>>>(static_cast<TO*>(out), bias,
-                                                                  bias_t, tokens, n);
+    bias_add_kernel<TO>
+        <<<grid_for(tokens * n, 256), 256, 0, s>>>(static_cast<TO*>(out), bias, bias_t, tokens, n);
     SYV_CUDA_LAUNCH_CHECK();
   });
 }

@@ -39,10 +39,11 @@ void launch_embedding(const void* table, DType table_t, int64_t vocab, int64_t h
   });
 }
 
-void launch_gather_rows(const void* x, DType, int64_t row_bytes, const int32_t* rows,
-                        int64_t count, void* out, cudaStream_t s) {
+void launch_gather_rows(const void* x, DType, int64_t row_bytes, const int32_t* rows, int64_t count,
+                        void* out, cudaStream_t s) {
   if (count == 0) return;
-  if (row_bytes % 4 != 0) cuda_fail(__FILE__, __LINE__, "row_bytes % 4", "row size not 4-byte aligned");
+  if (row_bytes % 4 != 0)
+    cuda_fail(__FILE__, __LINE__, "row_bytes % 4", "row size not 4-byte aligned");
   gather_rows_kernel<<<static_cast<unsigned>(count), 256, 0, s>>>(
       static_cast<const uint32_t*>(x), row_bytes / 4, rows, static_cast<uint32_t*>(out));
   SYV_CUDA_LAUNCH_CHECK();

@@ -6,8 +6,8 @@
 namespace syv::cuda {
 namespace {
 
-constexpr int kWarps = 8;    // warps per block; one output row per warp
-constexpr int kUnroll = 4;   // 16-byte weight loads in flight per lane
+constexpr int kWarps = 8;   // warps per block; one output row per warp
+constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
 
 // out[t, n] = dot(x[t, :], w[n, :]) for t < NT. K % 8 == 0.
 template <int NT, typename TO>
@@ -129,8 +129,8 @@ void launch_linear_generic(const void* x, DType x_t, const void* w, DType w_t, v
     SYV_DISPATCH_FLOAT(w_t, TW, [&] {
       SYV_DISPATCH_FLOAT(out_t, TO, [&] {
         linear_generic_kernel<TX, TW, TO><<<ceil_div(tokens * n, 8), 256, 0, s>>>(
-            static_cast<const TX*>(x), static_cast<const TW*>(w), static_cast<TO*>(out), tokens,
-            n, k);
+            static_cast<const TX*>(x), static_cast<const TW*>(w), static_cast<TO*>(out), tokens, n,
+            k);
         SYV_CUDA_LAUNCH_CHECK();
       });
     });

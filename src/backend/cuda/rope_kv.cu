@@ -104,9 +104,11 @@ void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, vo
                      cudaStream_t s) {
   if (tokens == 0) return;
   const size_t esz = dtype_size(in_t);
-  const bool aligned = (reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v) |
-                        reinterpret_cast<uintptr_t>(k_cache) |
-                        reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
+  const bool aligned =
+      (reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v) |
+       reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) %
+          16 ==
+      0;
   if (in_t == cache_t && (row_elems * esz) % 16 == 0 && aligned) {
     const int64_t row_vecs = row_elems * static_cast<int64_t>(esz) / 16;
     const int64_t total = tokens * row_vecs;

@@ -60,8 +60,8 @@ void launch_argmax(const void* logits, DType t, int64_t rows, int64_t vocab, int
                    cudaStream_t s) {
   if (rows == 0) return;
   SYV_DISPATCH_FLOAT(t, T, [&] {
-    argmax_kernel<T><<<static_cast<unsigned>(rows), 1024, 0, s>>>(static_cast<const T*>(logits),
-                                                                  vocab, ids);
+    argmax_kernel<T>
+        <<<static_cast<unsigned>(rows), 1024, 0, s>>>(static_cast<const T*>(logits), vocab, ids);
     SYV_CUDA_LAUNCH_CHECK();
   });
 }

@@ -1,0 +1,52 @@
+#include "backend/memory_plan.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace syv {
+
+std::string MemoryPlan::summary() const {
+  std::ostringstream s;
+  s << "KV pool: " << tokens << " tokens (" << pages << " pages of " << page_size << "), "
+    << bytes_per_token << " bytes/token, max context " << max_context;
+  return s.str();
+}
+
+Result<MemoryPlan> plan_memory(const MemoryPlanInput& in) {
+  if (!(in.utilization > 0.0 && in.utilization <= 1.0)) {
+    std::ostringstream s;
+    s << "--gpu-memory-utilization: expected a fraction in (0, 1], found " << in.utilization;
+    return Status::Error(s.str());
+  }
+  if (in.kv_bytes_per_token <= 0 || in.page_size <= 0)
+    return Status::Error("memory plan: kv_bytes_per_token and page_size must be positive");
+  MemoryPlan p;
+  p.page_size = in.page_size;
+  p.bytes_per_token = in.kv_bytes_per_token;
+  p.budget_bytes = static_cast<size_t>(static_cast<double>(in.total_bytes) * in.utilization);
+  const size_t used = in.weight_bytes + in.activation_peak_bytes + in.other_bytes;
+  const size_t page_bytes = static_cast<size_t>(in.kv_bytes_per_token) * in.page_size;
+  if (used + page_bytes > p.budget_bytes) {
+    std::ostringstream s;
+    s << "memory plan: weights " << in.weight_bytes << " B + activations "
+      << in.activation_peak_bytes << " B + runtime " << in.other_bytes
+      << " B leave no room for one " << page_bytes << "-byte KV page in " << p.budget_bytes
+      << " B (" << in.utilization << " of " << in.total_bytes
+      << " B); raise --gpu-memory-utilization or use a smaller model";
+    return Status::Error(s.str());
+  }
+  p.pages = static_cast<int64_t>((p.budget_bytes - used) / page_bytes);
+  p.tokens = p.pages * in.page_size;
+  p.kv_bytes = p.tokens * in.kv_bytes_per_token;
+  p.max_context = in.max_position > 0 ? std::min(p.tokens, in.max_position) : p.tokens;
+  return p;
+}
+
+size_t estimate_qwen3_activation_bytes(int64_t tokens, int64_t hidden, int64_t q_dim,
+                                       int64_t kv_dim, int64_t intermediate, int64_t vocab,
+                                       int64_t logit_rows) {
+  const int64_t per_token = 3 * hidden + 2 * q_dim + 2 * kv_dim + 3 * intermediate;  // bf16 rows
+  return static_cast<size_t>(tokens * per_token * 2 + logit_rows * (hidden * 2 + vocab * 4));
+}
+
+}  // namespace syv

@@ -1,0 +1,46 @@
+// The memory planner: how many KV pages fit on the device after the weights and the activation
+// peak, under --gpu-memory-utilization. Pure arithmetic (no device calls), so `syv inspect` and the
+// tests can print the same plan the server uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace syv {
+
+struct MemoryPlanInput {
+  size_t total_bytes = 0;            // device memory (cudaMemGetInfo total)
+  double utilization = 0.90;         // --gpu-memory-utilization, in (0, 1]
+  size_t weight_bytes = 0;           // weights as stored on the device
+  size_t activation_peak_bytes = 0;  // measured (or estimated) peak of one step's activations
+  size_t other_bytes = 0;            // runtime reservations: CUDA context, cuBLAS workspace...
+  int64_t kv_bytes_per_token = 0;    // K and V of every attention layer for one token
+  int32_t page_size = 64;
+  int64_t max_position = 0;  // max_position_embeddings (0: unknown)
+};
+
+struct MemoryPlan {
+  int64_t pages = 0;
+  int64_t tokens = 0;    // pages * page_size
+  int64_t kv_bytes = 0;  // tokens * kv_bytes_per_token
+  int64_t bytes_per_token = 0;
+  int64_t max_context = 0;  // min(tokens, max_position)
+  int32_t page_size = 0;
+  size_t budget_bytes = 0;  // total * utilization
+
+  // "KV pool: N tokens (P pages of 64), B bytes/token, max context M"
+  std::string summary() const;
+};
+
+// Fails (with the numbers) when the utilization is out of range or nothing is left for one page.
+Result<MemoryPlan> plan_memory(const MemoryPlanInput& in);
+
+// Activation bytes of one Qwen3 step of `tokens` tokens in bf16 (the model's workspace), used when
+// no measurement exists yet (syv inspect): h, x, q, k, v, attn, o, gate_up, act rows.
+size_t estimate_qwen3_activation_bytes(int64_t tokens, int64_t hidden, int64_t q_dim,
+                                       int64_t kv_dim, int64_t intermediate, int64_t vocab,
+                                       int64_t logit_rows);
+
+}  // namespace syv

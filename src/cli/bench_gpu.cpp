@@ -1,0 +1,350 @@
+// `syv bench decode` and `syv bench prefill`: the model's forward on the CUDA backend at real
+// shapes (random weights from a config.json are enough: same bytes, same FLOPs), against the
+// machine's own ceilings measured in the same run (a large device copy, a large bf16 GEMM).
+//
+//   syv bench decode --config tools/bench/configs/qwen3-8b --random-weights --batch 1,8,64,256
+//     --context 512,8192  (one command line)
+//   syv bench prefill --config tools/bench/configs/qwen3-8b --random-weights --lengths 2048,32768
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/bench.h"
+#include "core/log.h"
+#include "model/model.h"
+#if SYV_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/memory_plan.h"
+#endif
+
+namespace syv::cli {
+namespace {
+
+struct Options {
+  std::string config;
+  bool random_weights = false;
+  uint64_t seed = 1;
+  std::vector<int> batch{1, 8, 64, 256};
+  std::vector<int> context{512, 8192};
+  std::vector<int> lengths{2048, 32768};
+  int steps = 30;
+  int warmup = 5;
+  bool no_graphs = false;
+  double utilization = 0.90;
+};
+
+void add_common(CLI::App& app, Options& o) {
+  app.add_option("--config", o.config,
+                 "A model folder, or the path of its config.json (tools/bench/configs/...)")
+      ->required();
+  app.add_flag("--random-weights", o.random_weights,
+               "Seeded random weights of the config's shapes instead of the safetensors files");
+  app.add_option("--weight-seed", o.seed, "Seed of --random-weights (default 1)");
+  app.add_option("--gpu-memory-utilization", o.utilization,
+                 "Fraction of device memory the plan may use (default 0.90)")
+      ->check(CLI::Range(0.01, 1.0));
+}
+
+#if SYV_HAVE_CUDA
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Stats {
+  double median = 0, p10 = 0, p90 = 0;
+};
+Stats stats_of(std::vector<float> ms) {
+  std::sort(ms.begin(), ms.end());
+  Stats s;
+  s.median = ms[ms.size() / 2];
+  s.p10 = ms[ms.size() / 10];
+  s.p90 = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
+  return s;
+}
+
+struct Setup {
+  std::unique_ptr<CudaBackend> gpu;
+  std::unique_ptr<Model> model;
+  double copy_gbps = 0, gemm_tflops = 0;
+  int64_t linear_params = 0;  // parameters every token multiplies (all linear layers + lm_head)
+  int64_t weight_bytes = 0;
+  int64_t kv_per_token = 0;
+  std::string name;
+};
+
+// Loads the model, measures the ceilings, logs each start-up phase with its time.
+int setup(const Options& o, Setup& s) {
+  namespace fs = std::filesystem;
+  std::string dir = o.config;
+  if (fs::is_regular_file(dir)) dir = fs::path(dir).parent_path().string();
+  if (!fs::is_directory(dir))
+    return fail("--config: \"" + o.config + "\" is neither a folder nor a file");
+  s.name = fs::path(dir).filename().string();
+  if (cuda_device_count() == 0) return fail("no CUDA device: `syv bench` needs a GPU");
+  auto t0 = std::chrono::steady_clock::now();
+  s.gpu = make_cuda_backend(0);
+  const GpuMemoryInfo mem = s.gpu->memory_info();
+  std::printf("device: %s, %d SMs, %.1f GiB (%.1f GiB free); backend up in %.2f s\n",
+              s.gpu->device_name().c_str(), s.gpu->sm_count(), mem.total_bytes / 1073741824.0,
+              mem.free_bytes / 1073741824.0, seconds_since(t0));
+  t0 = std::chrono::steady_clock::now();
+  s.copy_gbps = s.gpu->measure_copy_gbps(size_t{2} << 30, 20);
+  s.gemm_tflops = s.gpu->measure_gemm_tflops(8192, 8192, 8192, 20);
+  std::printf(
+      "ceilings (measured now): device copy %.0f GB/s (read + write), bf16 GEMM %.0f TFLOP/s"
+      " (8192^3); %.2f s\n",
+      s.copy_gbps, s.gemm_tflops, seconds_since(t0));
+  t0 = std::chrono::steady_clock::now();
+  const size_t before = s.gpu->allocated_bytes();
+  LoadOptions lo;
+  lo.random_weights = o.random_weights;
+  lo.seed = o.seed;
+  auto model = load_model(dir, *s.gpu, lo);
+  if (!model.ok()) return fail("--config: " + model.message());
+  s.model = std::move(*model);
+  s.gpu->synchronize();
+  s.weight_bytes = static_cast<int64_t>(s.gpu->allocated_bytes() - before);
+  std::printf("weights: %.2f GB on the device, loaded in %.2f s%s\n", s.weight_bytes / 1e9,
+              seconds_since(t0), o.random_weights ? " (random)" : "");
+  const ModelConfig& c = s.model->config();
+  const int64_t H = c.hidden_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim, I = c.intermediate_size;
+  s.linear_params =
+      c.num_hidden_layers * (H * q + 2 * H * kv + q * H + 3 * H * I) + c.vocab_size * H;
+  s.kv_per_token = s.model->cache_spec().kv_bytes_per_token;
+  return 0;
+}
+
+// Pages for `seqs` sequences of up to `tokens` positions each, plus the plan line.
+int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activation_peak,
+                  int64_t* pages_out) {
+  MemoryPlanInput in;
+  in.total_bytes = s.gpu->memory_info().total_bytes;
+  in.utilization = o.utilization;
+  in.weight_bytes = static_cast<size_t>(s.weight_bytes);
+  in.activation_peak_bytes = activation_peak;
+  in.other_bytes = s.gpu->peak_scratch_bytes() + (size_t{1} << 30);  // + context/library margin
+  in.kv_bytes_per_token = s.kv_per_token;
+  in.page_size = 64;
+  in.max_position = s.model->config().max_position_embeddings;
+  auto plan = plan_memory(in);
+  if (!plan.ok()) return fail(plan.message());
+  std::printf("%s (activation peak %.2f GB measured)\n", plan->summary().c_str(),
+              activation_peak / 1e9);
+  CacheConfig cc;
+  cc.page_size = 64;
+  cc.num_pages = static_cast<int32_t>(std::min<int64_t>(plan->pages, pages_needed));
+  s.gpu->fill_random_on_allocate(12345);  // the KV pool holds random bf16, never zeros
+  Status st = s.model->allocate_cache(cc);
+  s.gpu->fill_random_on_allocate(0);
+  if (!st.ok()) return fail(st.message());
+  *pages_out = cc.num_pages;
+  return 0;
+}
+
+Batch decode_batch(int batch, int context, int64_t pages_per_seq, int first_page = 0) {
+  Batch b;
+  b.max_pages_per_seq = static_cast<int32_t>(pages_per_seq);
+  b.seq_starts.push_back(0);
+  for (int s = 0; s < batch; ++s) {
+    b.token_ids.push_back((s * 7919 + 13) % 150000);
+    b.positions.push_back(context - 1);
+    b.seq_starts.push_back(s + 1);
+    b.context_lens.push_back(context);
+    for (int64_t j = 0; j < pages_per_seq; ++j)
+      b.page_table.push_back(static_cast<int32_t>(first_page + s * pages_per_seq + j));
+    b.logit_rows.push_back(s);
+  }
+  return b;
+}
+
+// Measures the activation peak: bytes the backend allocates during one step of `batch`.
+size_t measure_activation_peak(Setup& s, const Batch& batch) {
+  const size_t before = s.gpu->allocated_bytes();
+  s.model->forward(batch);
+  s.gpu->synchronize();
+  return s.gpu->allocated_bytes() - before;
+}
+
+int run_decode(const Options& o) {
+  Setup s;
+  if (int rc = setup(o, s)) return rc;
+  const ModelConfig& c = s.model->config();
+  const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
+  const int max_ctx = *std::max_element(o.context.begin(), o.context.end());
+  auto t0 = std::chrono::steady_clock::now();
+  {  // warm-up at the largest batch on a small pool: sizes the workspace, measures the peak
+    CacheConfig small;
+    small.page_size = 64;
+    small.num_pages = max_batch;
+    s.gpu->fill_random_on_allocate(999);
+    if (Status st = s.model->allocate_cache(small); !st.ok()) return fail(st.message());
+    s.gpu->fill_random_on_allocate(0);
+  }
+  const size_t peak = measure_activation_peak(s, decode_batch(max_batch, 1, 1));
+  std::printf("warm-up step (batch %d): %.2f s\n", max_batch, seconds_since(t0));
+  int64_t needed = 0;
+  for (int b : o.batch)
+    for (int ctx : o.context) needed = std::max<int64_t>(needed, int64_t{b} * ((ctx + 63) / 64));
+  int64_t pages = 0;
+  t0 = std::chrono::steady_clock::now();
+  if (int rc = allocate_pool(o, s, needed, peak, &pages)) return rc;
+  std::printf("KV pool allocated: %lld pages in %.2f s\n", static_cast<long long>(pages),
+              seconds_since(t0));
+  (void)max_ctx;
+
+  DeviceBuffer ids_buf = s.gpu->allocate(static_cast<size_t>(max_batch) * 4);
+  std::vector<std::string> rows;
+  for (int ctx : o.context) {
+    for (int b : o.batch) {
+      const int64_t pps = (ctx + 63) / 64;
+      char line[512];
+      if (int64_t{b} * pps > pages) {
+        std::snprintf(line, sizeof line,
+                      "| decode | %s | %4d | %6d | skipped: needs %lld KV pages, pool has %lld |",
+                      s.name.c_str(), b, ctx, static_cast<long long>(b * pps),
+                      static_cast<long long>(pages));
+        rows.push_back(line);
+        std::printf("%s\n", line);
+        continue;
+      }
+      Batch batch = decode_batch(b, ctx, pps);
+      Tensor ids = ids_buf.view(DType::I32, {b});
+      auto step = [&] {
+        Tensor logits = s.model->forward(batch);
+        s.gpu->argmax(logits, ids);
+      };
+      Stats eager = stats_of(s.gpu->time_ms(step, o.warmup, o.steps));
+      Stats graph = eager;
+      if (!o.no_graphs) {
+        const int gid = s.gpu->capture_graph(step);
+        graph = stats_of(s.gpu->time_ms([&] { s.gpu->replay_graph(gid); }, 3, o.steps));
+      }
+      std::vector<int32_t> host_ids(static_cast<size_t>(b));
+      s.gpu->download(host_ids.data(), ids.data, host_ids.size() * 4);
+      for (int32_t id : host_ids)
+        if (id < 0 || id >= c.vocab_size)
+          return fail("decode produced token id " + std::to_string(id));
+      const double best = std::min(eager.median, graph.median);
+      const double bytes = 2.0 * static_cast<double>(s.linear_params) +
+                           double(b) * ctx * static_cast<double>(s.kv_per_token);
+      const double floor_ms = bytes / (s.copy_gbps * 1e9) * 1e3;
+      const double flops = 2.0 * double(s.linear_params) * b + 4.0 * c.num_hidden_layers *
+                                                                   c.num_attention_heads *
+                                                                   c.head_dim * double(ctx) * b;
+      std::snprintf(line, sizeof line,
+                    "| decode | %s | %4d | %6d | %9.1f tok/s | eager %.3f ms (p10 %.3f p90 %.3f) "
+                    "| graph %.3f ms (p10 %.3f p90 %.3f) | floor %.3f ms (%.2f GB) | %.1f%% of "
+                    "floor | %.1f TFLOP/s |",
+                    s.name.c_str(), b, ctx, b / best * 1e3, eager.median, eager.p10, eager.p90,
+                    graph.median, graph.p10, graph.p90, floor_ms, bytes / 1e9,
+                    100.0 * floor_ms / best, flops / (best * 1e-3) / 1e12);
+      rows.push_back(line);
+      std::printf("%s\n", line);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\nsummary (%s; copy %.0f GB/s, GEMM %.0f TFLOP/s measured in this run)\n",
+              s.gpu->device_name().c_str(), s.copy_gbps, s.gemm_tflops);
+  for (auto& r : rows) std::printf("%s\n", r.c_str());
+  return 0;
+}
+
+int run_prefill(const Options& o) {
+  Setup s;
+  if (int rc = setup(o, s)) return rc;
+  const ModelConfig& c = s.model->config();
+  const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
+  const int64_t pps = (max_len + 63) / 64;
+  auto prefill_batch = [&](int n) {
+    Batch b;
+    b.max_pages_per_seq = static_cast<int32_t>(pps);
+    for (int i = 0; i < n; ++i) {
+      b.token_ids.push_back((i * 7919 + 13) % 150000);
+      b.positions.push_back(i);
+    }
+    b.seq_starts = {0, n};
+    b.context_lens = {n};
+    for (int64_t j = 0; j < pps; ++j) b.page_table.push_back(static_cast<int32_t>(j));
+    b.logit_rows = {n - 1};
+    return b;
+  };
+  {
+    CacheConfig small;
+    small.page_size = 64;
+    small.num_pages = static_cast<int32_t>(pps);
+    s.gpu->fill_random_on_allocate(999);
+    if (Status st = s.model->allocate_cache(small); !st.ok()) return fail(st.message());
+    s.gpu->fill_random_on_allocate(0);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  const size_t peak = measure_activation_peak(s, prefill_batch(max_len));
+  std::printf("warm-up prefill (%d tokens): %.2f s\n", max_len, seconds_since(t0));
+  int64_t pages = 0;
+  if (int rc = allocate_pool(o, s, pps, peak, &pages)) return rc;
+  std::vector<std::string> rows;
+  for (int n : o.lengths) {
+    Batch batch = prefill_batch(n);
+    const int iters = n >= 16384 ? 3 : 10;
+    Stats st = stats_of(s.gpu->time_ms([&] { s.model->forward(batch); }, 1, iters));
+    const double lin = 2.0 * double(s.linear_params) * n;
+    const double attn =
+        4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * double(n) * n / 2.0;
+    const double tflops = (lin + attn) / (st.median * 1e-3) / 1e12;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "| prefill | %s | %6d tokens | %10.0f tok/s | %.1f ms (p10 %.1f p90 %.1f) | "
+                  "%.1f TFLOP/s effective (%.0f%% linear) | %.1f%% of measured GEMM |",
+                  s.name.c_str(), n, n / st.median * 1e3, st.median, st.p10, st.p90, tflops,
+                  100.0 * lin / (lin + attn), 100.0 * tflops / s.gemm_tflops);
+    rows.push_back(line);
+    std::printf("%s\n", line);
+    std::fflush(stdout);
+  }
+  std::printf("\nsummary (%s; copy %.0f GB/s, GEMM %.0f TFLOP/s measured in this run)\n",
+              s.gpu->device_name().c_str(), s.copy_gbps, s.gemm_tflops);
+  for (auto& r : rows) std::printf("%s\n", r.c_str());
+  return 0;
+}
+
+#else
+
+int run_decode(const Options&) {
+  return fail("`syv bench decode` needs the CUDA backend; this syv was built without CUDA",
+              "configure with -DSYV_CUDA=ON on a machine with nvcc");
+}
+int run_prefill(const Options& o) {
+  return run_decode(o);
+}
+
+#endif
+
+BenchRegistration decode_reg{
+    "decode", "Decode steps on the GPU: tok/s vs the bandwidth floor (bytes moved / measured copy)",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      add_common(app, *o);
+      app.add_option("--batch", o->batch, "Concurrent sequences, comma-separated")->delimiter(',');
+      app.add_option("--context", o->context, "Context lengths, comma-separated")->delimiter(',');
+      app.add_option("--steps", o->steps, "Timed steps per point (default 30)");
+      app.add_flag("--no-graphs", o->no_graphs, "Time eager launches only (no CUDA graphs)");
+      return [o]() -> int { return run_decode(*o); };
+    }};
+
+BenchRegistration prefill_reg{
+    "prefill", "Prefill of one prompt on the GPU: tok/s and effective TFLOP/s vs a measured GEMM",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      add_common(app, *o);
+      app.add_option("--lengths", o->lengths, "Prompt lengths, comma-separated")->delimiter(',');
+      return [o]() -> int { return run_prefill(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli
