@@ -43,6 +43,16 @@ std::vector<float> load_range(const Tensor& t, int64_t begin, int64_t n) {
   return v;
 }
 
+// Elements [begin, begin + n) as f32: in place for f32 tensors, else converted into *tmp.
+const float* f32_range(const Tensor& t, int64_t begin, int64_t n, std::vector<float>* tmp) {
+  if (t.dtype == DType::F32) {
+    SYV_CHECK_LE(begin + n, t.numel()) << "f32_range";
+    return t.as<const float>() + begin;
+  }
+  *tmp = load_range(t, begin, n);
+  return tmp->data();
+}
+
 inline float sigmoid(float x) {
   return 1.f / (1.f + std::exp(-x));
 }
@@ -307,18 +317,20 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, cons
     if (n == 0) continue;
     xs.resize(n * H);
     for (int64_t r = 0; r < n; ++r) std::copy_n(xp + (routed[e][r] / k) * H, H, &xs[r * H]);
-    const std::vector<float> wgu = load_range(gate_up, e * I2 * H, I2 * H);
-    const std::vector<float> wd = load_range(down, e * H * I, H * I);
+    // f32 weights (the CPU backend widens at load) are used in place; others converted per use.
+    std::vector<float> wgu_tmp, wd_tmp;
+    const float* wgu = f32_range(gate_up, e * I2 * H, I2 * H, &wgu_tmp);
+    const float* wd = f32_range(down, e * H * I, H * I, &wd_tmp);
     gu.resize(n * I2);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, I2, H, 1.f, xs.data(), H, wgu.data(), H,
-                0.f, gu.data(), I2);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, I2, H, 1.f, xs.data(), H, wgu, H, 0.f,
+                gu.data(), I2);
     act.resize(n * I);
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t i = 0; i < I; ++i) act[r * I + i] = silu(gu[r * I2 + i]) * gu[r * I2 + I + i];
     }
     ys.resize(n * H);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, H, I, 1.f, act.data(), I, wd.data(), I,
-                0.f, ys.data(), H);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, H, I, 1.f, act.data(), I, wd, I, 0.f,
+                ys.data(), H);
     for (int64_t r = 0; r < n; ++r) std::copy_n(&ys[r * H], H, &y[routed[e][r] * H]);
   }
   // out[t] = sum over choices in ascending expert order (the order transformers accumulates in).
