@@ -23,8 +23,10 @@ class Args {
     if (a.positional.size() > names_.size())
       throw Error(fname + "() takes at most " + std::to_string(names_.size()) + " argument(s), " +
                   std::to_string(a.positional.size()) + " given");
-    for (const auto& [key, value] : a.keyword) {
-      auto it = std::find_if(names_.begin(), names_.end(), [&](const char* n) { return key == n; });
+    for (const auto& kv : a.keyword) {
+      const std::string& key = kv.first;
+      auto it =
+          std::find_if(names_.begin(), names_.end(), [&key](const char* n) { return key == n; });
       if (it == names_.end())
         throw Error(fname + "() got an unexpected keyword argument '" + key + "'");
       if (static_cast<size_t>(it - names_.begin()) < a.positional.size())
