@@ -29,6 +29,10 @@ Status validate_hybrid_config(const ModelConfig& c) {
     return Status::Error("config.json: layer_types has " + std::to_string(c.layer_types.size()) +
                          " entries, num_hidden_layers is " + std::to_string(c.num_hidden_layers));
   }
+  if (c.attention_bias) {
+    return Status::Error("config.json: attention_bias = true is not supported for " +
+                         c.model_type + " (the hybrid attention loader reads no q/k/v/o biases)");
+  }
   const bool any_full = c.num_full_attention_layers() > 0;
   const bool any_linear = c.num_full_attention_layers() < c.num_hidden_layers;
   if (any_full) {
