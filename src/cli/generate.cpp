@@ -9,6 +9,7 @@
 #include <random>
 
 #include "cli/command.h"
+#include "cli/generate_batch.h"
 #include "cli/model_session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,6 +24,7 @@ struct Options {
   double temperature = 0.0;
   uint64_t seed = 0;
   bool json = false;
+  BatchArgs batch;  // --prompts-file and the engine flags (see cli/generate_batch.h)
 };
 
 // Greedy at temperature 0 (lowest id wins ties), else a draw from softmax(logits / temperature).
@@ -44,6 +46,11 @@ int32_t pick_token(const std::vector<float>& logits, double temperature, std::mt
 }
 
 int run(const Options& o) {
+  if (!o.batch.prompts_file.empty()) {
+    if (!o.tokens.empty() || !o.prompt.empty())
+      return fail("--prompts-file excludes --tokens and --prompt");
+    return run_prompts_file(o.model, o.batch, o.max_tokens, o.temperature, o.seed);
+  }
   if (o.tokens.empty() == o.prompt.empty())
     return fail("give exactly one of --tokens and --prompt");
   if (o.max_tokens < 0)
@@ -156,6 +163,7 @@ CommandRegistration reg{
       app.add_option("--seed", o->seed, "Sampling seed (default 0); same seed, same tokens.");
       app.add_flag("--json", o->json,
                    "Print {\"tokens\":[...],\"text\":\"...\"} (text when a tokenizer is present).");
+      add_batch_args(app, o->batch);
       return [o]() -> int { return run(*o); };
     }};
 

@@ -178,7 +178,7 @@ void EngineCore::abort_request(uint64_t id) {
     event.sample_index = seq->sample_index();
     event.finish_reason = "abort";
     event.prompt_tokens = seq->prompt_len();
-    event.cached_tokens = seq->cached_tokens;
+    event.cached_tokens = group.seqs[0]->cached_tokens;
     if (group.handle) group.handle->channel().push(std::move(event));
   }
   ++stats_.requests_aborted;
@@ -244,7 +244,7 @@ void EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
   event.logprob = params.logprobs ? sample.logprob : std::nullopt;
   event.top_logprobs = sample.top_logprobs;
   event.prompt_tokens = seq.prompt_len();
-  event.cached_tokens = seq.cached_tokens;
+  event.cached_tokens = group.seqs[0]->cached_tokens;  // the request's prompt (sample 0)
 
   const bool stop_token = std::find(group.stop_ids.begin(), group.stop_ids.end(),
                                     sample.token_id) != group.stop_ids.end();

@@ -58,7 +58,8 @@ struct Event {
   std::vector<TokenLogprob> top_logprobs;  // params.top_logprobs alternatives, most likely first
   std::string finish_reason;  // "" while running; "stop" (stop token/string), "length", "abort"
   int32_t prompt_tokens = 0;  // prompt length
-  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (first admission)
+  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (sample 0's first
+                              // admission; samples 1..n-1 share sample 0's pages)
 
   bool finished() const { return !finish_reason.empty(); }
 };

@@ -140,6 +140,9 @@ void Scheduler::schedule(SchedulerOutput& out) {
     if (!seq->admitted_once) {
       seq->admitted_once = true;
       seq->cached_tokens = hit.length;
+    }
+    if (seq->sample_index() == 0 && !seq->counted_prompt) {  // a request's prompt counts once
+      seq->counted_prompt = true;
       out.prompt_tokens += seq->prompt_len();
       out.prefix_query_tokens += seq->prompt_len();
       out.prefix_hit_tokens += hit.length;

@@ -36,8 +36,9 @@ class Sequence {
   Sequence* parent() const { return parent_; }
 
   SequenceState state = SequenceState::kWaiting;
-  bool admitted_once = false;  // prefix-hit counters are taken at the first admission only
-  int32_t cached_tokens = 0;   // prompt tokens served from the cache at the first admission
+  bool admitted_once = false;   // prefix-hit counters are taken at the first admission only
+  int32_t cached_tokens = 0;    // prompt tokens served from the cache at the first admission
+  bool counted_prompt = false;  // sample 0: prompt/prefix counters taken (once per request)
 
   // Tokens: prompt then generated. K/V exist for tokens [0, num_computed).
   std::vector<int32_t> tokens;

@@ -1,0 +1,119 @@
+// `syv bench offline`: throughput of the engine on N random prompts submitted at once
+// (input-len prompt tokens, output-len generated tokens each, EOS ignored), like vLLM's
+// benchmark_throughput. Prints one summary line, or JSON with --json.
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/bench.h"
+#include "cli/engine_args.h"
+#include "cli/model_session.h"
+
+namespace syv::cli {
+namespace {
+
+struct Options {
+  ModelArgs model;
+  EngineArgs engine;
+  int32_t num_prompts = 64;
+  int32_t input_len = 128;
+  int32_t output_len = 128;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+int run(const Options& o) {
+  if (o.num_prompts < 1)
+    return fail("--num-prompts: expected >= 1, found " + std::to_string(o.num_prompts));
+  if (o.input_len < 1)
+    return fail("--input-len: expected >= 1, found " + std::to_string(o.input_len));
+  if (o.output_len < 1)
+    return fail("--output-len: expected >= 1, found " + std::to_string(o.output_len));
+  auto loaded = load_cli_model(o.model);
+  if (!loaded.ok()) return fail(loaded.message(), "--model takes a Hugging Face model folder");
+  Model& model = *loaded->model;
+  const int64_t vocab = model.config().vocab_size;
+
+  std::mt19937_64 rng(o.seed);
+  std::vector<Request> requests(static_cast<size_t>(o.num_prompts));
+  for (Request& r : requests) {
+    r.prompt_ids.resize(static_cast<size_t>(o.input_len));
+    for (int32_t& t : r.prompt_ids) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = o.output_len;
+    r.params.ignore_eos = true;
+  }
+
+  Engine engine(model, nullptr, o.engine.resolved());
+  if (Status s = engine.start(); !s.ok()) return fail(s.message());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto handle = engine.submit(requests[i]);
+    if (!handle.ok()) {
+      engine.stop(false);
+      return fail("request " + std::to_string(i) + ": " + handle.message(),
+                  "lower --input-len/--output-len or raise --num-pages / --kv-cache-mb");
+    }
+    handles.push_back(*handle);
+  }
+  double first_token_s = 0;
+  int64_t generated = 0;
+  for (auto& handle : handles) {
+    Event e;
+    while (handle->next(e, std::chrono::hours(24)) == NextStatus::kEvent) {
+      if (e.token_id >= 0) ++generated;
+      if (first_token_s == 0)
+        first_token_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  engine.stop();
+  const EngineStats s = engine.stats();
+  const double prompt_tokens = static_cast<double>(o.num_prompts) * o.input_len;
+  nlohmann::json j = {
+      {"backend", model.backend().name()},
+      {"num_prompts", o.num_prompts},
+      {"input_len", o.input_len},
+      {"output_len", o.output_len},
+      {"seconds", seconds},
+      {"requests_per_s", o.num_prompts / seconds},
+      {"generated_tokens", generated},
+      {"output_tokens_per_s", static_cast<double>(generated) / seconds},
+      {"total_tokens_per_s", (prompt_tokens + static_cast<double>(generated)) / seconds},
+      {"first_token_s", first_token_s},
+      {"steps", s.steps},
+      {"preemptions", s.preemptions},
+      {"pages_total", s.pages_total}};
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf(
+        "%d prompts x (%d in + %d out) on %s: %.2f s, %.2f req/s, %.1f output tokens/s, %.1f total "
+        "tokens/s (%llu steps, %llu preemptions)\n",
+        o.num_prompts, o.input_len, o.output_len, model.backend().name().c_str(), seconds,
+        o.num_prompts / seconds, static_cast<double>(generated) / seconds,
+        (prompt_tokens + static_cast<double>(generated)) / seconds,
+        static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(s.preemptions));
+  }
+  return 0;
+}
+
+BenchRegistration reg{
+    "offline", "Engine throughput on N random prompts submitted at once", [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      add_model_args(app, o->model);
+      add_engine_args(app, o->engine);
+      app.add_option("--num-prompts", o->num_prompts, "Prompts (default 64).");
+      app.add_option("--input-len", o->input_len, "Prompt tokens each (default 128).");
+      app.add_option("--output-len", o->output_len, "Generated tokens each (default 128).");
+      app.add_option("--seed", o->seed, "Seed of the random prompts (default 0).");
+      app.add_flag("--json", o->json, "Print the summary as one JSON object.");
+      return [o]() -> int { return run(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli
