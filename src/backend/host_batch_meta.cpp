@@ -47,6 +47,13 @@ HostBatchMeta build_host_batch_meta(const Batch& batch, int32_t page_size) {
                             static_cast<int64_t>(batch.max_pages_per_seq) * page_size)
         << "sequence " << s << ": context " << context << " exceeds " << batch.max_pages_per_seq
         << " pages of " << page_size;
+    if (paged) {  // attention reads every position < context through the page table
+      for (int32_t j = 0; j * page_size < context; ++j) {
+        SYV_CHECK(batch.page_table[static_cast<size_t>(s) * batch.max_pages_per_seq + j] >= 0)
+            << "sequence " << s << ": page " << j << " of its context " << context
+            << " is unmapped";
+      }
+    }
     meta.max_seq_len = std::max(meta.max_seq_len, end - begin);
     meta.max_context_len = std::max(meta.max_context_len, context);
     for (int32_t t = begin; t < end; ++t) {
