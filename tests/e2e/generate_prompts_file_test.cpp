@@ -1,0 +1,107 @@
+// `syv generate --prompts-file` end to end on a real Qwen3 fixture: batched output (small pool,
+// small token budget, chunking, prefix cache) equals one-by-one output line for line, prefix hits
+// show up as cached_tokens, bad input names the line; `syv bench offline` reports tokens/s.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kModel = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/untied_gqa4_hd24";
+
+std::pair<int, std::string> run(const std::string& cmd, bool with_stderr = false) {
+  std::string out;
+  FILE* pipe = popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
+  if (!pipe) return {-1, ""};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  return {pclose(pipe), out};
+}
+
+std::vector<json> lines(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
+  const fs::path file =
+      fs::temp_directory_path() / ("syv_prompts_" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::mt19937 rng(5);
+    std::ofstream out(file);
+    std::vector<int> shared(80);
+    for (int& t : shared) t = static_cast<int>(rng() % 512);
+    for (int i = 0; i < 16; ++i) {
+      std::vector<int> tokens = i % 2 ? shared : std::vector<int>{};
+      for (int k = 0, n = 1 + static_cast<int>(rng() % 70); k < n; ++k)
+        tokens.push_back(static_cast<int>(rng() % 512));
+      json j = {{"tokens", tokens}, {"max_tokens", 1 + static_cast<int>(rng() % 24)}};
+      if (i == 5) j["n"] = 3;
+      if (i == 7) j.update({{"temperature", 0.9}, {"seed", 11}, {"top_p", 0.9}, {"n", 2}});
+      out << j.dump() << "\n";
+    }
+  }
+  const std::string base =
+      std::string(SYV_BIN) + " generate --model " + kModel + " --prompts-file " + file.string();
+  auto [s1, batched] = run(base +
+                           " --max-num-seqs 6 --max-batched-tokens 48 --max-prefill-chunk 20 "
+                           "--page-size 16 --num-pages 40");
+  auto [s2, alone] = run(base + " --one-by-one --no-prefix-caching --kv-cache-mb 16");
+  ASSERT_EQ(s1, 0) << batched;
+  ASSERT_EQ(s2, 0) << alone;
+  const auto a = lines(batched), b = lines(alone);
+  ASSERT_EQ(a.size(), 16u);
+  ASSERT_EQ(b.size(), 16u);
+  int64_t cached = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["index"], i);
+    if (a[i].contains("samples")) {
+      ASSERT_EQ(a[i]["samples"].size(), b[i]["samples"].size());
+      for (size_t k = 0; k < a[i]["samples"].size(); ++k)
+        EXPECT_EQ(a[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
+            << "line " << i << " sample " << k;
+    } else {
+      EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]) << "line " << i;
+      EXPECT_EQ(a[i]["finish_reason"], "length");
+    }
+    cached += a[i]["cached_tokens"].get<int64_t>();
+  }
+  EXPECT_GT(cached, 0) << "the shared 80-token prefix should hit the prefix cache";
+
+  {
+    std::ofstream out(file);
+    out << "{\"tokens\": [1, 2]}\n{\"tokens\": [1, 99999]}\n";
+  }
+  auto [s3, err] = run(base, /*with_stderr=*/true);
+  EXPECT_NE(s3, 0);
+  EXPECT_NE(err.find("request 2"), std::string::npos) << err;
+  EXPECT_NE(err.find("99999"), std::string::npos) << err;
+  fs::remove(file);
+}
+
+TEST(BenchOffline, ReportsTokensPerSecond) {
+  auto [status, out] = run(std::string(SYV_BIN) + " bench offline --model " + kModel +
+                           " --num-prompts 8 --input-len 16 --output-len 8 --json");
+  ASSERT_EQ(status, 0) << out;
+  const json j = json::parse(out);
+  EXPECT_EQ(j["generated_tokens"], 64);
+  EXPECT_GT(j["output_tokens_per_s"].get<double>(), 0.0);
+}
+
+}  // namespace
