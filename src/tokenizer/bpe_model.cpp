@@ -56,15 +56,11 @@ bool BpeModel::MergeTable::find(int32_t left, int32_t right, int32_t* rank, int3
   }
 }
 
-Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& model) {
+Result<std::unique_ptr<BpeModel>> BpeModel::from_json(
+    const nlohmann::json& model, std::vector<std::pair<std::string, int32_t>>& vocab,
+    std::vector<std::pair<std::string, std::string>>& merge_list) {
   if (!model.is_object())
     return Status::Error("model: expected an object, found " + describe(model));
-  std::string type = model.value("type", "");
-  if (type.empty() && model.contains("merges")) type = "BPE";  // HF infers BPE from merges
-  if (type != "BPE") {
-    return Status::Error("model type \"" + type +
-                         "\" is not supported (syv implements byte-level BPE only)");
-  }
   if (model.contains("dropout") && !model["dropout"].is_null() &&
       !(model["dropout"].is_number() && model["dropout"].get<double>() == 0.0)) {
     return Status::Error("model.dropout: BPE dropout is not supported, found " +
@@ -78,19 +74,11 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mode
     }
   }
   std::unique_ptr<BpeModel> bpe(new BpeModel());
-  if (!model.contains("vocab") || !model["vocab"].is_object()) {
-    return Status::Error("model.vocab: expected an object {token: id}");
-  }
   int32_t max_id = -1;
-  bpe->vocab_.reserve(model["vocab"].size());
-  for (const auto& [token, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      return Status::Error("model.vocab[\"" + token +
-                           "\"]: expected a non-negative integer id, found " + describe(id));
-    }
-    const auto value = static_cast<int32_t>(id.get<int64_t>());
-    bpe->vocab_[token] = value;
-    max_id = std::max(max_id, value);
+  bpe->vocab_.reserve(vocab.size());
+  for (auto& [token, id] : vocab) {
+    max_id = std::max(max_id, id);
+    bpe->vocab_[std::move(token)] = id;
   }
   bpe->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   for (const auto& [token, id] : bpe->vocab_) bpe->id_to_token_[static_cast<size_t>(id)] = token;
@@ -118,44 +106,25 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mode
   bpe->byte_fallback_ = model.value("byte_fallback", false);
   bpe->ignore_merges_ = model.value("ignore_merges", false);
 
-  if (!model.contains("merges") || !model["merges"].is_array()) {
-    return Status::Error("model.merges: expected an array");
-  }
   std::vector<std::array<int32_t, 4>> merges;
-  merges.reserve(model["merges"].size());
+  merges.reserve(merge_list.size());
   int32_t rank = 0;
-  size_t index = 0;
-  for (const auto& entry : model["merges"]) {
-    std::string left, right;
-    const std::string where = "model.merges[" + std::to_string(index++) + "]";
-    if (entry.is_string()) {
-      const std::string line = entry.get<std::string>();
-      if (line.rfind("#version", 0) == 0) continue;  // HF skips these lines
-      const size_t space = line.find(' ');
-      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-        return Status::Error(where + ": expected \"a b\" (two tokens, one space), found \"" + line +
-                             "\"");
-      }
-      left = line.substr(0, space);
-      right = line.substr(space + 1);
-    } else if (entry.is_array() && entry.size() == 2 && entry[0].is_string() &&
-               entry[1].is_string()) {
-      left = entry[0].get<std::string>();
-      right = entry[1].get<std::string>();
-    } else {
-      return Status::Error(where + ": expected \"a b\" or [\"a\", \"b\"], found " +
-                           describe(entry));
-    }
-    auto l = bpe->vocab_.find(left), r = bpe->vocab_.find(right);
-    auto m = bpe->vocab_.find(left + right);
+  std::string joined;
+  for (size_t index = 0; index < merge_list.size(); ++index) {
+    const auto& [left, right] = merge_list[index];
+    joined.assign(left).append(right);
+    auto l = bpe->vocab_.find(left), r = bpe->vocab_.find(right), m = bpe->vocab_.find(joined);
     if (l == bpe->vocab_.end() || r == bpe->vocab_.end() || m == bpe->vocab_.end()) {
-      const std::string missing = l == bpe->vocab_.end()   ? left
-                                  : r == bpe->vocab_.end() ? right
-                                                           : left + right;
-      return Status::Error(where + ": token \"" + missing + "\" is not in model.vocab");
+      const std::string& missing = l == bpe->vocab_.end()   ? left
+                                   : r == bpe->vocab_.end() ? right
+                                                            : joined;
+      return Status::Error("model.merges[" + std::to_string(index) + "] (\"" + left + " " + right +
+                           "\"): token \"" + missing + "\" is not in model.vocab");
     }
     merges.push_back({l->second, r->second, rank++, m->second});
   }
+  merge_list.clear();
+  merge_list.shrink_to_fit();
   bpe->merges_.build(merges);
   return bpe;
 }

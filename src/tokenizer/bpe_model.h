@@ -26,7 +26,11 @@ namespace syv {
 
 class BpeModel {
  public:
-  static Result<std::unique_ptr<BpeModel>> from_json(const nlohmann::json& model);
+  // `model` is tokenizer.json's "model" object without its vocab and merges, which come
+  // pre-parsed (see tokenizer_json.h); they are consumed.
+  static Result<std::unique_ptr<BpeModel>> from_json(
+      const nlohmann::json& model, std::vector<std::pair<std::string, int32_t>>& vocab,
+      std::vector<std::pair<std::string, std::string>>& merges);
 
   // Appends the ids of one pre-tokenized piece (raw bytes). Thread-safe.
   void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/utf8.h"
 
 namespace syv {
@@ -57,15 +58,20 @@ Result<std::unique_ptr<TokenizerImpl>> TokenizerImpl::create(
 }
 
 Status TokenizerImpl::load_tokenizer_json(const std::string& text) {
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Error(std::string("not valid JSON: ") + e.what());
-  }
+  SYV_ASSIGN_OR_RETURN(TokenizerJson parsed, parse_tokenizer_json(text));
+  const nlohmann::json& root = parsed.root;
   if (!root.is_object()) return Status::Error("expected a JSON object at the top level");
   if (!root.contains("model")) return Status::Error("missing \"model\"");
-  SYV_ASSIGN_OR_RETURN(model_, BpeModel::from_json(root["model"]));
+  const nlohmann::json& model = root["model"];
+  if (!model.is_object()) return Status::Error("model: expected an object");
+  const std::string type = model.value("type", parsed.has_merges ? "BPE" : "");
+  if (type != "BPE") {
+    return Status::Error("model type \"" + type +
+                         "\" is not supported (syv implements byte-level BPE only)");
+  }
+  if (!parsed.has_vocab) return Status::Error("model.vocab: expected an object {token: id}");
+  if (!parsed.has_merges) return Status::Error("model.merges: expected an array");
+  SYV_ASSIGN_OR_RETURN(model_, BpeModel::from_json(model, parsed.vocab, parsed.merges));
   SYV_ASSIGN_OR_RETURN(normalizer_,
                        Normalizer::from_json(root.value("normalizer", nlohmann::json())));
   SYV_ASSIGN_OR_RETURN(pre_tokenizer_,
