@@ -172,24 +172,82 @@ size_t measure_activation_peak(Setup& s, const Batch& batch) {
   return s.gpu->allocated_bytes() - before;
 }
 
+Batch prefill_batch(int n, int64_t pages_per_seq) {
+  Batch b;
+  b.max_pages_per_seq = static_cast<int32_t>(pages_per_seq);
+  for (int i = 0; i < n; ++i) {
+    b.token_ids.push_back((i * 7919 + 13) % 150000);
+    b.positions.push_back(i);
+  }
+  b.seq_starts = {0, n};
+  b.context_lens = {n};
+  for (int64_t j = 0; j < pages_per_seq; ++j) b.page_table.push_back(static_cast<int32_t>(j));
+  b.logit_rows = {n - 1};
+  return b;
+}
+
+// A small random KV pool for the warm-up steps that size the workspace and measure the peak.
+int small_pool(Setup& s, int64_t pages) {
+  CacheConfig small;
+  small.page_size = 64;
+  small.num_pages = static_cast<int32_t>(pages);
+  s.gpu->fill_random_on_allocate(999);
+  Status st = s.model->allocate_cache(small);
+  s.gpu->fill_random_on_allocate(0);
+  return st.ok() ? 0 : fail(st.message());
+}
+
+void emit(std::vector<std::string>& rows, const char* line) {
+  rows.push_back(line);
+  std::printf("%s\n", line);
+  std::fflush(stdout);
+}
+
+// Prefill points on an allocated pool of at least ceil(max length / 64) pages.
+void prefill_points(const Options& o, Setup& s, std::vector<std::string>& rows) {
+  const ModelConfig& c = s.model->config();
+  const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
+  const int64_t pps = (max_len + 63) / 64;
+  for (int n : o.lengths) {
+    Batch batch = prefill_batch(n, pps);
+    const int iters = n >= 16384 ? 3 : 10;
+    Stats st = stats_of(s.gpu->time_ms([&] { s.model->forward(batch); }, 1, iters));
+    const double lin = 2.0 * double(s.linear_params) * n;
+    const double attn =
+        4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * double(n) * n / 2.0;
+    const double tflops = (lin + attn) / (st.median * 1e-3) / 1e12;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "| prefill | %s | %6d tokens | %10.0f tok/s | %.1f ms (p10 %.1f p90 %.1f) | "
+                  "%.1f TFLOP/s effective (%.0f%% linear) | %.1f%% of measured GEMM |",
+                  s.name.c_str(), n, n / st.median * 1e3, st.median, st.p10, st.p90, tflops,
+                  100.0 * lin / (lin + attn), 100.0 * tflops / s.gemm_tflops);
+    emit(rows, line);
+  }
+}
+
+void print_summary(const Setup& s, const std::vector<std::string>& rows) {
+  std::printf("\nsummary (%s; copy %.0f GB/s, GEMM %.0f TFLOP/s measured in this run)\n",
+              s.gpu->device_name().c_str(), s.copy_gbps, s.gemm_tflops);
+  for (auto& r : rows) std::printf("%s\n", r.c_str());
+}
+
 int run_decode(const Options& o) {
   Setup s;
   if (int rc = setup(o, s)) return rc;
   const ModelConfig& c = s.model->config();
   const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
-  const int max_ctx = *std::max_element(o.context.begin(), o.context.end());
+  const int max_len = o.lengths.empty() ? 0 : *std::max_element(o.lengths.begin(), o.lengths.end());
+  const int64_t prefill_pages = (max_len + 63) / 64;
   auto t0 = std::chrono::steady_clock::now();
-  {  // warm-up at the largest batch on a small pool: sizes the workspace, measures the peak
-    CacheConfig small;
-    small.page_size = 64;
-    small.num_pages = max_batch;
-    s.gpu->fill_random_on_allocate(999);
-    if (Status st = s.model->allocate_cache(small); !st.ok()) return fail(st.message());
-    s.gpu->fill_random_on_allocate(0);
-  }
-  const size_t peak = measure_activation_peak(s, decode_batch(max_batch, 1, 1));
-  std::printf("warm-up step (batch %d): %.2f s\n", max_batch, seconds_since(t0));
-  int64_t needed = 0;
+  // Warm-up at the largest batch (and the longest prompt, with --lengths) on a small pool: sizes
+  // the workspace and measures the activation peak the plan reserves.
+  if (int rc = small_pool(s, std::max<int64_t>(max_batch, prefill_pages))) return rc;
+  size_t peak = measure_activation_peak(s, decode_batch(max_batch, 1, 1));
+  if (max_len > 0) peak += measure_activation_peak(s, prefill_batch(max_len, prefill_pages));
+  std::printf("warm-up steps (batch %d%s): %.2f s\n", max_batch,
+              max_len ? (", prompt " + std::to_string(max_len)).c_str() : "", seconds_since(t0));
+  int64_t needed = prefill_pages;
   for (int b : o.batch)
     for (int ctx : o.context) needed = std::max<int64_t>(needed, int64_t{b} * ((ctx + 63) / 64));
   int64_t pages = 0;
@@ -197,21 +255,19 @@ int run_decode(const Options& o) {
   if (int rc = allocate_pool(o, s, needed, peak, &pages)) return rc;
   std::printf("KV pool allocated: %lld pages in %.2f s\n", static_cast<long long>(pages),
               seconds_since(t0));
-  (void)max_ctx;
 
   DeviceBuffer ids_buf = s.gpu->allocate(static_cast<size_t>(max_batch) * 4);
   std::vector<std::string> rows;
   for (int ctx : o.context) {
     for (int b : o.batch) {
       const int64_t pps = (ctx + 63) / 64;
-      char line[512];
+      char line[640];
       if (int64_t{b} * pps > pages) {
         std::snprintf(line, sizeof line,
                       "| decode | %s | %4d | %6d | skipped: needs %lld KV pages, pool has %lld |",
                       s.name.c_str(), b, ctx, static_cast<long long>(b * pps),
                       static_cast<long long>(pages));
-        rows.push_back(line);
-        std::printf("%s\n", line);
+        emit(rows, line);
         continue;
       }
       Batch batch = decode_batch(b, ctx, pps);
@@ -220,11 +276,18 @@ int run_decode(const Options& o) {
         Tensor logits = s.model->forward(batch);
         s.gpu->argmax(logits, ids);
       };
+      const bool pdl = s.gpu->pdl();
       Stats eager = stats_of(s.gpu->time_ms(step, o.warmup, o.steps));
-      Stats graph = eager;
+      Stats graph = eager, graph_nopdl = eager;
       if (!o.no_graphs) {
         const int gid = s.gpu->capture_graph(step);
         graph = stats_of(s.gpu->time_ms([&] { s.gpu->replay_graph(gid); }, 3, o.steps));
+        if (pdl) {  // the same graph without programmatic dependent launch, for comparison
+          s.gpu->set_pdl(false);
+          const int gid2 = s.gpu->capture_graph(step);
+          s.gpu->set_pdl(true);
+          graph_nopdl = stats_of(s.gpu->time_ms([&] { s.gpu->replay_graph(gid2); }, 3, o.steps));
+        }
       }
       std::vector<int32_t> host_ids(static_cast<size_t>(b));
       s.gpu->download(host_ids.data(), ids.data, host_ids.size() * 4);
@@ -240,76 +303,33 @@ int run_decode(const Options& o) {
                                                                    c.head_dim * double(ctx) * b;
       std::snprintf(line, sizeof line,
                     "| decode | %s | %4d | %6d | %9.1f tok/s | eager %.3f ms (p10 %.3f p90 %.3f) "
-                    "| graph %.3f ms (p10 %.3f p90 %.3f) | floor %.3f ms (%.2f GB) | %.1f%% of "
-                    "floor | %.1f TFLOP/s |",
+                    "| graph %.3f ms (p10 %.3f p90 %.3f) | graph w/o PDL %.3f ms | floor %.3f ms "
+                    "(%.2f GB) | %.1f%% of floor | %.1f TFLOP/s |",
                     s.name.c_str(), b, ctx, b / best * 1e3, eager.median, eager.p10, eager.p90,
-                    graph.median, graph.p10, graph.p90, floor_ms, bytes / 1e9,
+                    graph.median, graph.p10, graph.p90, graph_nopdl.median, floor_ms, bytes / 1e9,
                     100.0 * floor_ms / best, flops / (best * 1e-3) / 1e12);
-      rows.push_back(line);
-      std::printf("%s\n", line);
-      std::fflush(stdout);
+      emit(rows, line);
     }
   }
-  std::printf("\nsummary (%s; copy %.0f GB/s, GEMM %.0f TFLOP/s measured in this run)\n",
-              s.gpu->device_name().c_str(), s.copy_gbps, s.gemm_tflops);
-  for (auto& r : rows) std::printf("%s\n", r.c_str());
+  if (max_len > 0) prefill_points(o, s, rows);
+  print_summary(s, rows);
   return 0;
 }
 
 int run_prefill(const Options& o) {
   Setup s;
   if (int rc = setup(o, s)) return rc;
-  const ModelConfig& c = s.model->config();
   const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
   const int64_t pps = (max_len + 63) / 64;
-  auto prefill_batch = [&](int n) {
-    Batch b;
-    b.max_pages_per_seq = static_cast<int32_t>(pps);
-    for (int i = 0; i < n; ++i) {
-      b.token_ids.push_back((i * 7919 + 13) % 150000);
-      b.positions.push_back(i);
-    }
-    b.seq_starts = {0, n};
-    b.context_lens = {n};
-    for (int64_t j = 0; j < pps; ++j) b.page_table.push_back(static_cast<int32_t>(j));
-    b.logit_rows = {n - 1};
-    return b;
-  };
-  {
-    CacheConfig small;
-    small.page_size = 64;
-    small.num_pages = static_cast<int32_t>(pps);
-    s.gpu->fill_random_on_allocate(999);
-    if (Status st = s.model->allocate_cache(small); !st.ok()) return fail(st.message());
-    s.gpu->fill_random_on_allocate(0);
-  }
+  if (int rc = small_pool(s, pps)) return rc;
   auto t0 = std::chrono::steady_clock::now();
-  const size_t peak = measure_activation_peak(s, prefill_batch(max_len));
+  const size_t peak = measure_activation_peak(s, prefill_batch(max_len, pps));
   std::printf("warm-up prefill (%d tokens): %.2f s\n", max_len, seconds_since(t0));
   int64_t pages = 0;
   if (int rc = allocate_pool(o, s, pps, peak, &pages)) return rc;
   std::vector<std::string> rows;
-  for (int n : o.lengths) {
-    Batch batch = prefill_batch(n);
-    const int iters = n >= 16384 ? 3 : 10;
-    Stats st = stats_of(s.gpu->time_ms([&] { s.model->forward(batch); }, 1, iters));
-    const double lin = 2.0 * double(s.linear_params) * n;
-    const double attn =
-        4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * double(n) * n / 2.0;
-    const double tflops = (lin + attn) / (st.median * 1e-3) / 1e12;
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "| prefill | %s | %6d tokens | %10.0f tok/s | %.1f ms (p10 %.1f p90 %.1f) | "
-                  "%.1f TFLOP/s effective (%.0f%% linear) | %.1f%% of measured GEMM |",
-                  s.name.c_str(), n, n / st.median * 1e3, st.median, st.p10, st.p90, tflops,
-                  100.0 * lin / (lin + attn), 100.0 * tflops / s.gemm_tflops);
-    rows.push_back(line);
-    std::printf("%s\n", line);
-    std::fflush(stdout);
-  }
-  std::printf("\nsummary (%s; copy %.0f GB/s, GEMM %.0f TFLOP/s measured in this run)\n",
-              s.gpu->device_name().c_str(), s.copy_gbps, s.gemm_tflops);
-  for (auto& r : rows) std::printf("%s\n", r.c_str());
+  prefill_points(o, s, rows);
+  print_summary(s, rows);
   return 0;
 }
 
@@ -333,6 +353,10 @@ BenchRegistration decode_reg{
       app.add_option("--batch", o->batch, "Concurrent sequences, comma-separated")->delimiter(',');
       app.add_option("--context", o->context, "Context lengths, comma-separated")->delimiter(',');
       app.add_option("--steps", o->steps, "Timed steps per point (default 30)");
+      o->lengths.clear();
+      app.add_option("--lengths", o->lengths,
+                     "Also time prefill of these prompt lengths on the same loaded model")
+          ->delimiter(',');
       app.add_flag("--no-graphs", o->no_graphs, "Time eager launches only (no CUDA graphs)");
       return [o]() -> int { return run_decode(*o); };
     }};

@@ -4,7 +4,8 @@
 # binaries and the shared libraries the GPU machine lacks into .devcarry/), or builds here when
 # none was carried.
 #
-#   tools/device/run_gpu.sh [what...]     what: tests, golden, decode, prefill, small (default: all)
+#   tools/device/run_gpu.sh [what...]   what: tests, tests_old, golden, small, decode (with prefill
+#                                       on the same model), prefill (default: tests golden decode)
 # Environment: OUT (logs; default /tmp/syv-gpu-out), CONFIG (default tools/bench/configs/qwen3-8b),
 #   BATCH (1,8,64,256), CONTEXT (512,8192), LENGTHS (2048,32768).
 set -uo pipefail
@@ -14,7 +15,7 @@ OUT=$(mktemp -d)                   # the logs, tarred into $RESULTS at the end
 mkdir -p "$RESULTS"
 CARRY=.devcarry
 CONFIG=${CONFIG:-tools/bench/configs/qwen3-8b}
-WHAT=${*:-tests golden decode prefill}
+WHAT=${*:-tests golden decode}
 export SYV_SOURCE_DIR=$PWD
 
 if [[ -x $CARRY/bin/syv ]]; then
@@ -52,11 +53,14 @@ run() {  # name, command...
 for w in $WHAT; do
   case $w in
     tests) run ops_test "$BIN"/gpu_cuda_ops_test ;;
+    tests_old)  # the same checks on the older paths: no PDL, WMMA prefill attention
+      run ops_test_old env SYV_PDL=0 SYV_PREFILL_ATTENTION=wmma "$BIN"/gpu_cuda_ops_test ;;
     golden) run golden_test "$BIN"/gpu_qwen3_golden_test ;;
     small) run decode_0.6b "$BIN"/syv bench decode --config tools/bench/configs/qwen3-0.6b \
              --random-weights --batch 1,64 --context 512 ;;
     decode) run decode "$BIN"/syv bench decode --config "$CONFIG" --random-weights \
-              --batch "${BATCH:-1,8,64,256}" --context "${CONTEXT:-512,8192}" ;;
+              --batch "${BATCH:-1,8,64,256}" --context "${CONTEXT:-512,8192}" \
+              --lengths "${LENGTHS:-2048,32768}" ;;  # prefill too, on the same loaded model
     prefill) run prefill "$BIN"/syv bench prefill --config "$CONFIG" --random-weights \
                --lengths "${LENGTHS:-2048,32768}" ;;
     *) echo "unknown step $w" ;;
@@ -66,7 +70,11 @@ done
 {
 echo
 echo "==== tests ===="
-grep -hE "^\[  (PASSED|FAILED|SKIPPED) |worst per-row|^\[  FAILED  \]" "$OUT"/ops_test.log "$OUT"/golden_test.log 2>/dev/null
+for f in ops_test ops_test_old golden_test; do
+  [[ -f $OUT/$f.log ]] || continue
+  echo "$f: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$f.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z]|worst per-row' "$OUT/$f.log"
+done
 echo "==== benchmarks ===="
 grep -hE "^(device|ceilings|weights|KV pool|warm-up)" "$OUT"/decode.log "$OUT"/prefill.log 2>/dev/null | sort -u
 grep -hE "^\| (decode|prefill) " "$OUT"/decode_0.6b.log "$OUT"/decode.log "$OUT"/prefill.log 2>/dev/null | sort -u

@@ -16,6 +16,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <int D, int G>
 __global__ void __launch_bounds__(kWarps * 32)
     decode_kernel(AttentionArgs a, int32_t splits, int32_t keys_per_split, float* partial) {
+  pdl_wait();
+  pdl_trigger();
   constexpr int LPK = D / 8, KPW = 32 / LPK, SUBS = kWarps * KPW;
   __shared__ float sm_m[SUBS][G], sm_l[SUBS][G];
   __shared__ float sm_acc[SUBS][G][D];
@@ -49,41 +51,61 @@ __global__ void __launch_bounds__(kWarps * 32)
     l[g] = 0.f;
   }
 
-  for (int kb = k_begin + warp * KPW; kb < k_end; kb += SUBS) {
-    const int key = kb + sub;
-    const bool valid = key < k_end;
-    float kf[8], vf[8];
-    if (valid) {
-      const int page = pt[key / a.page_size];
-      const int64_t base =
-          ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D + li * 8;
-      const uint4 kv = *reinterpret_cast<const uint4*>(kc + base);
-      const uint4 vv = *reinterpret_cast<const uint4*>(vc + base);
-      unpack8(kv, kf);
-      unpack8(vv, vf);
-    } else {
+  // Each lane group takes U keys per step (U K/V loads in flight before any use); one softmax
+  // rescale per step. Keys of one step: kb + u * KPW + sub.
+  constexpr int U = G >= 8 ? 2 : 4;
+  for (int kb = k_begin + warp * KPW * U; kb < k_end; kb += SUBS * U) {
+    uint4 kr[U], vr[U];
+    bool valid[U];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) kf[j] = vf[j] = 0.f;
+    for (int u = 0; u < U; ++u) {
+      const int key = kb + u * KPW + sub;
+      valid[u] = key < k_end;
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      if (valid[u]) {
+        const int page = pt[key / a.page_size];
+        const int64_t base =
+            ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D +
+            li * 8;
+        kr[u] = *reinterpret_cast<const uint4*>(kc + base);
+        vr[u] = *reinterpret_cast<const uint4*>(vc + base);
+      }
     }
-    float s[G];
+    float s[U][G];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[8];
+      unpack8(kr[u], kf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float d = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) d = fmaf(qf[g][j], kf[j], d);
+#pragma unroll
+        for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        s[u][g] = valid[u] ? d : -INFINITY;
+      }
+    }
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      float d = 0.f;
+      float mx = s[0][g];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) d = fmaf(qf[g][j], kf[j], d);
-#pragma unroll
-      for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-      s[g] = valid ? d : -INFINITY;
-    }
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float m_new = fmaxf(m[g], s[g]);
+      for (int u = 1; u < U; ++u) mx = fmaxf(mx, s[u][g]);
+      const float m_new = fmaxf(m[g], mx);
       if (m_new == -INFINITY) continue;
       const float alpha = exp2f(m[g] - m_new);  // 0 when m[g] is -inf
-      const float p = exp2f(s[g] - m_new);      // 0 when invalid
-      l[g] = l[g] * alpha + p;
+      l[g] *= alpha;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(p, vf[j], acc[g][j] * alpha);
+      for (int j = 0; j < 8; ++j) acc[g][j] *= alpha;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float p = exp2f(s[u][g] - m_new);  // 0 when invalid
+        float vf[8];
+        unpack8(vr[u], vf);
+        l[g] += p;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(p, vf[j], acc[g][j]);
+      }
       m[g] = m_new;
     }
   }
@@ -136,6 +158,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 // Merges `splits` partial states per (token, query head). One block of D threads per row.
 template <int D>
 __global__ void combine_kernel(const float* __restrict__ partial, int32_t splits, bf16* out) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const int d = threadIdx.x;
   const float* p = partial + row * splits * (D + 2);
@@ -156,6 +180,8 @@ __global__ void combine_kernel(const float* __restrict__ partial, int32_t splits
 // elements d, d + 32, ... (a slow, simple path for shapes the tuned kernels do not cover).
 constexpr int kGenericMaxPerLane = 8;
 __global__ void __launch_bounds__(128) generic_kernel(AttentionArgs a) {
+  pdl_wait();
+  pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;  // t * hq + h
   if (row >= static_cast<int64_t>(a.tokens) * a.hq) return;
@@ -207,11 +233,10 @@ template <int D, int G>
 void launch_dg(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
                cudaStream_t s) {
   dim3 grid(a.tokens, a.hq / G, splits);
-  decode_kernel<D, G><<<grid, kWarps * 32, 0, s>>>(a, splits, keys_per_split, partial);
-  SYV_CUDA_LAUNCH_CHECK();
+  launch_k(decode_kernel<D, G>, grid, kWarps * 32, 0, s, a, splits, keys_per_split, partial);
   if (splits > 1) {
-    combine_kernel<D><<<a.tokens * a.hq, D, 0, s>>>(partial, splits, static_cast<bf16*>(a.out));
-    SYV_CUDA_LAUNCH_CHECK();
+    launch_k(combine_kernel<D>, a.tokens * a.hq, D, 0, s, partial, splits,
+             static_cast<bf16*>(a.out));
   }
 }
 
@@ -248,8 +273,7 @@ void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t key
     default:
       if (a.head_dim > 32 * kGenericMaxPerLane)
         cuda_fail(__FILE__, __LINE__, "head_dim", "CUDA paged attention supports head_dim <= 256");
-      generic_kernel<<<ceil_div(int64_t{a.tokens} * a.hq, 4), 128, 0, s>>>(a);
-      SYV_CUDA_LAUNCH_CHECK();
+      launch_k(generic_kernel, ceil_div(int64_t{a.tokens} * a.hq, 4), 128, 0, s, a);
   }
 }
 

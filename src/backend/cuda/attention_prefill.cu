@@ -6,6 +6,9 @@
 // positions.
 #include <mma.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -35,6 +38,8 @@ struct Smem {
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     prefill_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
+  pdl_wait();
+  pdl_trigger();
   using L = Smem<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Qs = reinterpret_cast<bf16*>(smem + L::q);
@@ -170,6 +175,236 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- FlashAttention-2 on mma.sync (m16n8k16 bf16, fp32 accumulation) ---------------------------
+// One block of 4 warps per (64-row query tile, query head); each warp owns 16 query rows and keeps
+// its S, P and O in registers (the S accumulator layout is reused as P's A fragment). K/V tiles of
+// 64 keys are gathered from the pages with cp.async into a double buffer, so the next tile loads
+// while this one is computed; fragments come from shared memory through ldmatrix.
+namespace fa2 {
+
+constexpr int BM = 64, BN = 64, kThreads = 128;
+
+template <int D>
+constexpr size_t smem_bytes() {
+  return static_cast<size_t>(BM + 4 * BN) * (D + 8) * 2;
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// 16 bytes global -> shared, asynchronously; zero-filled when !valid (nothing is read then).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void cp_wait1() {
+  asm volatile("cp.async.wait_group 1;\n" ::);
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    fa2_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
+  constexpr int LD = D + 8, VPR = D / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Qs = reinterpret_cast<bf16*>(smem);  // [BM][LD]
+  bf16* Ks = Qs + BM * LD;                   // [2][BN][LD]
+  bf16* Vs = Ks + 2 * BN * LD;               // [2][BN][LD]
+  pdl_wait();
+  pdl_trigger();
+  const int seq = tiles[2 * blockIdx.x], t0 = tiles[2 * blockIdx.x + 1];
+  const int hq = blockIdx.y, kh = hq / (a.hq / a.hk);
+  const int rows = min(BM, a.seq_starts[seq + 1] - t0);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+  const bf16* q = static_cast<const bf16*>(a.q);
+  const bf16* kc = static_cast<const bf16*>(a.k_cache);
+  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  const int32_t* pt = a.page_table + static_cast<int64_t>(seq) * a.max_pages_per_seq;
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int qp0 = r0 < rows ? a.positions[t0 + r0] : -1;
+  const int qp1 = r1 < rows ? a.positions[t0 + r1] : -1;
+  const int n_keys = a.positions[t0 + rows - 1] + 1;  // positions ascend within a sequence
+  const int n_tiles = (n_keys + BN - 1) / BN;
+
+  for (int idx = tid; idx < BM * VPR; idx += kThreads) {
+    const int r = idx / VPR, c = idx % VPR;
+    const bool valid = r < rows;
+    const bf16* src = valid ? q + (static_cast<int64_t>(t0 + r) * a.hq + hq) * D + c * 8 : q;
+    cp_async16(Qs + r * LD + c * 8, src, valid);
+  }
+  auto load_kv = [&](int tile, int buf) {
+    bf16* ks = Ks + buf * BN * LD;
+    bf16* vs = Vs + buf * BN * LD;
+    for (int idx = tid; idx < BN * VPR; idx += kThreads) {
+      const int r = idx / VPR, c = idx % VPR, key = tile * BN + r;
+      const bool valid = key < n_keys;
+      int64_t base = 0;
+      if (valid) {
+        const int page = pt[key / a.page_size];
+        base = ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D +
+               c * 8;
+      }
+      cp_async16(ks + r * LD + c * 8, kc + base, valid);
+      cp_async16(vs + r * LD + c * 8, vc + base, valid);
+    }
+  };
+  load_kv(0, 0);
+  cp_commit();
+
+  const float sl2 = a.scale * kLog2e;
+  uint32_t qa[D / 16][4];
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+
+  for (int it = 0; it < n_tiles; ++it) {
+    if (it + 1 < n_tiles) load_kv(it + 1, (it + 1) & 1);
+    cp_commit();  // possibly empty: keeps the group count uniform
+    cp_wait1();   // everything but the newest group: Q and tile `it` have landed
+    __syncthreads();
+    if (it == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldsm_x4(qa[kk], Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+    }
+    const bf16* ks = Ks + (it & 1) * BN * LD;
+    const bf16* vs = Vs + (it & 1) * BN * LD;
+
+    float sc[BN / 8][4];
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int p = 0; p < BN / 16; ++p) {
+        uint32_t b[4];
+        ldsm_x4(b, ks + (p * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
+                       ((lane >> 3) & 1) * 8);
+        mma(sc[2 * p], qa[kk], b[0], b[1]);
+        mma(sc[2 * p + 1], qa[kk], b[2], b[3]);
+      }
+    }
+
+    // Online softmax; this lane holds rows r0 (c0, c1) and r1 (c2, c3) of S.
+    const int kb = it * BN;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = kb + j * 8 + tq * 2 + e;
+        sc[j][e] = key <= qp0 ? sc[j][e] * sl2 : -INFINITY;
+        sc[j][2 + e] = key <= qp1 ? sc[j][2 + e] * sl2 : -INFINITY;
+        mx0 = fmaxf(mx0, sc[j][e]);
+        mx1 = fmaxf(mx1, sc[j][2 + e]);
+      }
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
+    const float al0 = exp2f(m0 - mu0), al1 = exp2f(m1 - mu1);  // 0 while m is -inf
+    m0 = mn0;
+    m1 = mn1;
+    l0 *= al0;
+    l1 *= al1;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        sc[j][e] = exp2f(sc[j][e] - mu0);
+        sc[j][2 + e] = exp2f(sc[j][2 + e] - mu1);
+        l0 += sc[j][e];
+        l1 += sc[j][2 + e];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      o[i][0] *= al0;
+      o[i][1] *= al0;
+      o[i][2] *= al1;
+      o[i][3] *= al1;
+    }
+
+    // O += P V, P taken straight from the S accumulators as bf16 A fragments.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t pa[4];
+      pa[0] = pack_bf16(sc[2 * kk][0], sc[2 * kk][1]);
+      pa[1] = pack_bf16(sc[2 * kk][2], sc[2 * kk][3]);
+      pa[2] = pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      pa[3] = pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t b[4];
+        ldsm_x4_t(b, vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 +
+                         (lane >> 4) * 8);
+        mma(o[2 * dp], pa, b[0], b[1]);
+        mma(o[2 * dp + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this buffer is refilled by the load issued in the next iteration
+  }
+
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+  bf16* out = static_cast<bf16*>(a.out);
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) {
+    const int col = i * 8 + tq * 2;
+    if (r0 < rows)
+      *reinterpret_cast<uint32_t*>(out + (static_cast<int64_t>(t0 + r0) * a.hq + hq) * D + col) =
+          pack_bf16(o[i][0] * inv0, o[i][1] * inv0);
+    if (r1 < rows)
+      *reinterpret_cast<uint32_t*>(out + (static_cast<int64_t>(t0 + r1) * a.hq + hq) * D + col) =
+          pack_bf16(o[i][2] * inv1, o[i][3] * inv1);
+  }
+}
+
+template <int D>
+void launch(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
+  static bool configured = false;
+  if (!configured) {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(fa2_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem_bytes<D>())));
+    configured = true;
+  }
+  launch_k(fa2_kernel<D>, dim3(num_tiles, a.hq), kThreads, smem_bytes<D>(), s, a, tiles);
+}
+
+}  // namespace fa2
+
 template <int D>
 void launch_d(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   static bool configured = false;  // per template instance; set once per process
@@ -180,8 +415,7 @@ void launch_d(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, c
     configured = true;
   }
   dim3 grid(num_tiles, a.hq);
-  prefill_kernel<D><<<grid, kThreads, Smem<D>::total, s>>>(a, tiles);
-  SYV_CUDA_LAUNCH_CHECK();
+  launch_k(prefill_kernel<D>, grid, kThreads, Smem<D>::total, s, a, tiles);
 }
 
 }  // namespace
@@ -190,12 +424,17 @@ bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int3
                               cudaStream_t s) {
   if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16) return false;
   if (num_tiles == 0) return true;
+  // SYV_PREFILL_ATTENTION=wmma selects the older WMMA kernel (kept for A/B timing and checks).
+  static const bool use_wmma = [] {
+    const char* e = std::getenv("SYV_PREFILL_ATTENTION");
+    return e && std::string_view(e) == "wmma";
+  }();
   switch (a.head_dim) {
     case 64:
-      launch_d<64>(a, tiles, num_tiles, s);
+      use_wmma ? launch_d<64>(a, tiles, num_tiles, s) : fa2::launch<64>(a, tiles, num_tiles, s);
       return true;
     case 128:
-      launch_d<128>(a, tiles, num_tiles, s);
+      use_wmma ? launch_d<128>(a, tiles, num_tiles, s) : fa2::launch<128>(a, tiles, num_tiles, s);
       return true;
     default:
       return false;

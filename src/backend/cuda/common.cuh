@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/dtype.h"
@@ -84,6 +86,42 @@ __device__ __forceinline__ float block_sum(float v) {
   __syncthreads();
   float total = lane < warps ? partial[lane] : 0.f;
   return warp_sum(total);
+}
+
+// Programmatic dependent launch (Hopper): kernels are launched so that the next kernel in the stream
+// may start while this one finishes. Every kernel calls pdl_wait() before it touches memory that an
+// earlier kernel writes (or reads: WAR), and pdl_trigger() to let the next kernel launch early.
+// Only immutable data (weights) may be read before pdl_wait(). Both are no-ops without PDL.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether launches carry the PDL attribute: SYV_PDL=0 in the environment starts with it off;
+// CudaBackend::set_pdl() switches it at run time (A/B timing). Defined in elementwise.cu.
+bool pdl_enabled();
+
+// Launches `kernel` on `stream` (with the PDL attribute when enabled) and checks the launch.
+template <typename... KArgs, typename... Args>
+void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+              Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  SYV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }

@@ -277,16 +277,25 @@ class CudaBackendImpl final : public CudaBackend {
   void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
                     NormKind kind, const RopeParams& rope, const BatchMeta& meta) override {
     const int64_t T = meta.positions.numel();
+    if (T == 0) return;
     const bool one_plus = kind == NormKind::kOnePlus;
     const int64_t D = last_dim(q);
     SYV_CHECK_EQ(last_dim(k), D) << "qk_norm_rope: head dims";
     SYV_CHECK_EQ(q.numel() % (T * D), 0) << "qk_norm_rope: q shape";
-    cuda::launch_head_norm_rope(q.data, q.dtype, T, q.numel() / (T * D), D,
-                                q_norm.empty() ? nullptr : q_norm.data, q_norm.dtype, eps, one_plus,
-                                meta.positions.as<int32_t>(), rope.theta, rope.rotary_dim, stream_);
-    cuda::launch_head_norm_rope(k.data, k.dtype, T, k.numel() / (T * D), D,
-                                k_norm.empty() ? nullptr : k_norm.data, k_norm.dtype, eps, one_plus,
-                                meta.positions.as<int32_t>(), rope.theta, rope.rotary_dim, stream_);
+    const int32_t* pos = meta.positions.as<int32_t>();
+    const void* qn = q_norm.empty() ? nullptr : q_norm.data;
+    const void* kn = k_norm.empty() ? nullptr : k_norm.data;
+    const int64_t hq = q.numel() / (T * D), hk = k.numel() / (T * D);
+    if (q.dtype == k.dtype && (qn == nullptr || kn == nullptr || q_norm.dtype == k_norm.dtype)) {
+      cuda::launch_head_norm_rope(q.data, hq, qn, k.data, hk, kn, q.dtype, T, D,
+                                  qn ? q_norm.dtype : k_norm.dtype, eps, one_plus, pos, rope.theta,
+                                  rope.rotary_dim, stream_);
+    } else {
+      cuda::launch_head_norm_rope(q.data, hq, qn, nullptr, 0, nullptr, q.dtype, T, D, q_norm.dtype,
+                                  eps, one_plus, pos, rope.theta, rope.rotary_dim, stream_);
+      cuda::launch_head_norm_rope(k.data, hk, kn, nullptr, 0, nullptr, k.dtype, T, D, k_norm.dtype,
+                                  eps, one_plus, pos, rope.theta, rope.rotary_dim, stream_);
+    }
   }
 
   void kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
@@ -444,6 +453,8 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
   }
 
+  void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
+  bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
   void fill_random(void* data, DType dtype, int64_t n, uint64_t seed, float scale) override {
     cuda::launch_fill_random(data, dtype, n, seed, scale, stream_);

@@ -53,6 +53,12 @@ class CudaBackend : public Backend {
   // memory, so a replay re-reads the metadata of the latest prepare_batch() of the same shape.
   virtual int capture_graph(const std::function<void()>& step) = 0;
   virtual void replay_graph(int id) = 0;
+  // Programmatic dependent launch (Hopper): each kernel may start while the previous one drains.
+  // On by default (SYV_PDL=0 in the environment turns it off); switchable for A/B timing. Applies
+  // to launches made (or graphs captured) after the call.
+  virtual void set_pdl(bool on) = 0;
+  virtual bool pdl() const = 0;
+
   // Benchmarks only: from now on every allocate() is filled with uniform random bf16 values in
   // [-1, 1] (so a KV pool never holds zeros or NaN garbage); seed 0 turns it off.
   virtual void fill_random_on_allocate(uint64_t seed) = 0;

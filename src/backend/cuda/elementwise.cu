@@ -1,4 +1,7 @@
 // SiLU·mul, add, bias add.
+#include <atomic>
+#include <cstdlib>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -10,6 +13,8 @@ namespace {
 template <typename TI, typename TO>
 __global__ void silu_mul_kernel(const TI* __restrict__ gu, TO* __restrict__ out, int64_t tokens,
                                 int64_t inter) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t n = tokens * inter;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -24,6 +29,8 @@ __global__ void silu_mul_kernel(const TI* __restrict__ gu, TO* __restrict__ out,
 // Vectorised bf16 path: 8 elements per thread (inter % 8 == 0).
 __global__ void silu_mul_bf16x8_kernel(const bf16* __restrict__ gu, bf16* __restrict__ out,
                                        int64_t tokens, int64_t inter) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t vecs = tokens * inter / 8;
   for (int64_t v = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; v < vecs;
        v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -43,6 +50,8 @@ __global__ void silu_mul_bf16x8_kernel(const bf16* __restrict__ gu, bf16* __rest
 template <typename TA, typename TB, typename TO>
 __global__ void add_kernel(const TA* __restrict__ a, const TB* __restrict__ b, TO* __restrict__ out,
                            int64_t n) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = from_f32<TO>(to_f32(a[i]) + to_f32(b[i]));
@@ -51,6 +60,8 @@ __global__ void add_kernel(const TA* __restrict__ a, const TB* __restrict__ b, T
 template <typename TO>
 __global__ void bias_add_kernel(TO* out, const void* bias, DType bias_t, int64_t tokens,
                                 int64_t n) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t total = tokens * n;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -70,16 +81,14 @@ void launch_silu_mul(const void* gate_up, DType in_t, void* out, DType out_t, in
   const bool aligned = (reinterpret_cast<uintptr_t>(gate_up) % 16 == 0) &&
                        (reinterpret_cast<uintptr_t>(out) % 16 == 0);
   if (in_t == DType::BF16 && out_t == DType::BF16 && inter % 8 == 0 && aligned) {
-    silu_mul_bf16x8_kernel<<<grid_for(tokens * inter / 8, 256), 256, 0, s>>>(
-        static_cast<const bf16*>(gate_up), static_cast<bf16*>(out), tokens, inter);
-    SYV_CUDA_LAUNCH_CHECK();
+    launch_k(silu_mul_bf16x8_kernel, grid_for(tokens * inter / 8, 256), 256, 0, s,
+             static_cast<const bf16*>(gate_up), static_cast<bf16*>(out), tokens, inter);
     return;
   }
   SYV_DISPATCH_FLOAT(in_t, TI, [&] {
     SYV_DISPATCH_FLOAT(out_t, TO, [&] {
-      silu_mul_kernel<TI, TO><<<grid_for(tokens * inter, 256), 256, 0, s>>>(
-          static_cast<const TI*>(gate_up), static_cast<TO*>(out), tokens, inter);
-      SYV_CUDA_LAUNCH_CHECK();
+      launch_k(silu_mul_kernel<TI, TO>, grid_for(tokens * inter, 256), 256, 0, s,
+               static_cast<const TI*>(gate_up), static_cast<TO*>(out), tokens, inter);
     });
   });
 }
@@ -90,9 +99,8 @@ void launch_add(const void* a, DType a_t, const void* b, DType b_t, void* out, D
   SYV_DISPATCH_FLOAT(a_t, TA, [&] {
     SYV_DISPATCH_FLOAT(b_t, TB, [&] {
       SYV_DISPATCH_FLOAT(out_t, TO, [&] {
-        add_kernel<TA, TB, TO><<<grid_for(n, 256), 256, 0, s>>>(
-            static_cast<const TA*>(a), static_cast<const TB*>(b), static_cast<TO*>(out), n);
-        SYV_CUDA_LAUNCH_CHECK();
+        launch_k(add_kernel<TA, TB, TO>, grid_for(n, 256), 256, 0, s, static_cast<const TA*>(a),
+                 static_cast<const TB*>(b), static_cast<TO*>(out), n);
       });
     });
   });
@@ -102,9 +110,8 @@ void launch_bias_add(void* out, DType out_t, const void* bias, DType bias_t, int
                      int64_t n, cudaStream_t s) {
   if (tokens == 0 || n == 0) return;
   SYV_DISPATCH_FLOAT(out_t, TO, [&] {
-    bias_add_kernel<TO>
-        <<<grid_for(tokens * n, 256), 256, 0, s>>>(static_cast<TO*>(out), bias, bias_t, tokens, n);
-    SYV_CUDA_LAUNCH_CHECK();
+    launch_k(bias_add_kernel<TO>, grid_for(tokens * n, 256), 256, 0, s, static_cast<TO*>(out), bias,
+             bias_t, tokens, n);
   });
 }
 
@@ -122,6 +129,8 @@ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
 
 template <typename T>
 __global__ void fill_random_kernel(T* p, int64_t n, uint64_t seed, float scale) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint64_t r = mix64(seed * 0x2545f4914f6cdd1dull + static_cast<uint64_t>(i));
@@ -132,11 +141,28 @@ __global__ void fill_random_kernel(T* p, int64_t n, uint64_t seed, float scale) 
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_pdl{-1};  // -1: not read from the environment yet
+}  // namespace
+
+bool pdl_enabled() {
+  int v = g_pdl.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_PDL");
+    v = (e && e[0] == '0') ? 0 : 1;
+    g_pdl.store(v, std::memory_order_relaxed);
+  }
+  return v != 0;
+}
+void set_pdl_enabled(bool on) {
+  g_pdl.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
 void launch_fill_random(void* p, DType t, int64_t n, uint64_t seed, float scale, cudaStream_t s) {
   if (n == 0) return;
   SYV_DISPATCH_FLOAT(t, T, [&] {
-    fill_random_kernel<T><<<grid_for(n, 256), 256, 0, s>>>(static_cast<T*>(p), n, seed, scale);
-    SYV_CUDA_LAUNCH_CHECK();
+    launch_k(fill_random_kernel<T>, grid_for(n, 256), 256, 0, s, static_cast<T*>(p), n, seed,
+             scale);
   });
 }
 

@@ -8,6 +8,8 @@ namespace {
 template <typename TT, typename TO>
 __global__ void embedding_kernel(const TT* __restrict__ table, int64_t vocab, int64_t hidden,
                                  const int32_t* __restrict__ ids, TO* __restrict__ out) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   const bool valid = id >= 0 && id < vocab;
@@ -20,6 +22,8 @@ __global__ void embedding_kernel(const TT* __restrict__ table, int64_t vocab, in
 // Copies row_bytes (a multiple of 4) per row, 4 bytes at a time.
 __global__ void gather_rows_kernel(const uint32_t* __restrict__ x, int64_t row_words,
                                    const int32_t* __restrict__ rows, uint32_t* __restrict__ out) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   const uint32_t* src = x + static_cast<int64_t>(rows[r]) * row_words;
   for (int64_t i = threadIdx.x; i < row_words; i += blockDim.x) out[r * row_words + i] = src[i];
@@ -32,9 +36,8 @@ void launch_embedding(const void* table, DType table_t, int64_t vocab, int64_t h
   if (tokens == 0) return;
   SYV_DISPATCH_FLOAT(table_t, TT, [&] {
     SYV_DISPATCH_FLOAT(out_t, TO, [&] {
-      embedding_kernel<TT, TO><<<static_cast<unsigned>(tokens), 256, 0, s>>>(
-          static_cast<const TT*>(table), vocab, hidden, ids, static_cast<TO*>(out));
-      SYV_CUDA_LAUNCH_CHECK();
+      launch_k(embedding_kernel<TT, TO>, static_cast<unsigned>(tokens), 256, 0, s,
+               static_cast<const TT*>(table), vocab, hidden, ids, static_cast<TO*>(out));
     });
   });
 }
@@ -44,9 +47,8 @@ void launch_gather_rows(const void* x, DType, int64_t row_bytes, const int32_t* 
   if (count == 0) return;
   if (row_bytes % 4 != 0)
     cuda_fail(__FILE__, __LINE__, "row_bytes % 4", "row size not 4-byte aligned");
-  gather_rows_kernel<<<static_cast<unsigned>(count), 256, 0, s>>>(
-      static_cast<const uint32_t*>(x), row_bytes / 4, rows, static_cast<uint32_t*>(out));
-  SYV_CUDA_LAUNCH_CHECK();
+  launch_k(gather_rows_kernel, static_cast<unsigned>(count), 256, 0, s,
+           static_cast<const uint32_t*>(x), row_bytes / 4, rows, static_cast<uint32_t*>(out));
 }
 
 }  // namespace syv::cuda

@@ -10,47 +10,57 @@ constexpr int kWarps = 8;   // warps per block; one output row per warp
 constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
 
 // out[t, n] = dot(x[t, :], w[n, :]) for t < NT. K % 8 == 0.
+// Software-pipelined: the next kUnroll weight vectors are in flight while the current ones are
+// used. The first batch is loaded before pdl_wait(): weights never change during a forward, so
+// with programmatic dependent launch these loads overlap the previous kernel's tail.
+template <int NT>
+__device__ __forceinline__ void gemv_fma(const uint4& wv, const bf16* __restrict__ x, int64_t k,
+                                         int64_t i, float* acc) {
+  float wf[8];
+  unpack8(wv, wf);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    float xf[8];
+    unpack8(__ldg(reinterpret_cast<const uint4*>(x + t * k) + i), xf);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[t] = fmaf(wf[j], xf[j], acc[t]);
+  }
+}
+
 template <int NT, typename TO>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_bf16_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, TO* __restrict__ out,
                      int64_t n_rows, int64_t k, int64_t out_stride) {
   const int lane = threadIdx.x & 31;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (n >= n_rows) return;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + n * k);
-  const int64_t kv = k / 8;  // 16-byte vectors per row
+  const bool active = n < n_rows;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + (active ? n : 0) * k);
+  const int64_t kv = active ? k / 8 : 0;  // 16-byte vectors per row
+  constexpr int64_t kStep = 32 * kUnroll;
+  uint4 wv[kUnroll];
+  int64_t i = lane;
+  if (i + kStep - 32 < kv) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);  // streamed, read once
+  }
+  pdl_wait();
+  pdl_trigger();
+  if (!active) return;
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
-  int64_t i = lane;
-  for (; i + 32 * (kUnroll - 1) < kv; i += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+  for (; i + kStep - 32 < kv; i += kStep) {
+    uint4 cur[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);  // streamed, read once
+    for (int u = 0; u < kUnroll; ++u) cur[u] = wv[u];
+    if (i + kStep + kStep - 32 < kv) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      float wf[8];
-      unpack8(wv[u], wf);
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        float xf[8];
-        unpack8(__ldg(reinterpret_cast<const uint4*>(x + t * k) + i + 32 * u), xf);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[t] = fmaf(wf[j], xf[j], acc[t]);
-      }
+      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + kStep + 32 * u);
     }
-  }
-  for (; i < kv; i += 32) {
-    float wf[8];
-    unpack8(__ldcs(wr + i), wf);
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      float xf[8];
-      unpack8(__ldg(reinterpret_cast<const uint4*>(x + t * k) + i), xf);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[t] = fmaf(wf[j], xf[j], acc[t]);
-    }
+    for (int u = 0; u < kUnroll; ++u) gemv_fma<NT>(cur[u], x, k, i + 32 * u, acc);
   }
+  for (; i < kv; i += 32) gemv_fma<NT>(__ldcs(wr + i), x, k, i, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     const float v = warp_sum(acc[t]);
@@ -62,6 +72,8 @@ template <typename TX, typename TW, typename TO>
 __global__ void linear_generic_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
                                       TO* __restrict__ out, int64_t tokens, int64_t n_rows,
                                       int64_t k) {
+  pdl_wait();
+  pdl_trigger();
   const int lane = threadIdx.x & 31;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (idx >= tokens * n_rows) return;
@@ -74,8 +86,7 @@ __global__ void linear_generic_kernel(const TX* __restrict__ x, const TW* __rest
 
 template <int NT, typename TO>
 void launch_nt(const bf16* x, const bf16* w, TO* out, int64_t n, int64_t k, cudaStream_t s) {
-  gemv_bf16_kernel<NT, TO><<<ceil_div(n, kWarps), kWarps * 32, 0, s>>>(x, w, out, n, k, n);
-  SYV_CUDA_LAUNCH_CHECK();
+  launch_k(gemv_bf16_kernel<NT, TO>, ceil_div(n, kWarps), kWarps * 32, 0, s, x, w, out, n, k, n);
 }
 
 template <typename TO>
@@ -128,10 +139,9 @@ void launch_linear_generic(const void* x, DType x_t, const void* w, DType w_t, v
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
     SYV_DISPATCH_FLOAT(w_t, TW, [&] {
       SYV_DISPATCH_FLOAT(out_t, TO, [&] {
-        linear_generic_kernel<TX, TW, TO><<<ceil_div(tokens * n, 8), 256, 0, s>>>(
-            static_cast<const TX*>(x), static_cast<const TW*>(w), static_cast<TO*>(out), tokens, n,
-            k);
-        SYV_CUDA_LAUNCH_CHECK();
+        launch_k(linear_generic_kernel<TX, TW, TO>, ceil_div(tokens * n, 8), 256, 0, s,
+                 static_cast<const TX*>(x), static_cast<const TW*>(w), static_cast<TO*>(out),
+                 tokens, n, k);
       });
     });
   });

@@ -35,12 +35,12 @@ void launch_bias_add(void* out, DType out_t, const void* bias, DType bias_t, int
                      int64_t n, cudaStream_t s);
 
 // rope_kv.cu -------------------------------------------------------------------------------------
-// In place on x [T, H, D]: per-head rmsnorm with norm_w (skipped when null), then rotate-half RoPE
-// at positions[t] over lanes [0, rotary_dim).
-void launch_head_norm_rope(void* x, DType x_t, int64_t tokens, int64_t heads, int64_t head_dim,
-                           const void* norm_w, DType norm_t, float eps, bool one_plus,
-                           const int32_t* positions, double theta, int32_t rotary_dim,
-                           cudaStream_t s);
+// In place on x0 [T, heads0, D] and x1 [T, heads1, D] (q and k; one launch): per-head rmsnorm with
+// norm0 / norm1 (skipped when null), then rotate-half RoPE at positions[t] over [0, rotary_dim).
+void launch_head_norm_rope(void* x0, int64_t heads0, const void* norm0, void* x1, int64_t heads1,
+                           const void* norm1, DType x_t, int64_t tokens, int64_t head_dim,
+                           DType norm_t, float eps, bool one_plus, const int32_t* positions,
+                           double theta, int32_t rotary_dim, cudaStream_t s);
 // Copies k, v [T, Hk, D] into caches [pages, page_size, Hk, D] at slots[t] (skipped when < 0).
 void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, void* v_cache,
                      DType cache_t, const int32_t* slots, int64_t tokens, int64_t row_elems,
@@ -88,5 +88,8 @@ void launch_argmax(const void* logits, DType t, int64_t rows, int64_t vocab, int
 
 namespace syv::cuda {
 // elementwise.cu: p[i] = uniform(-scale, scale) from a counter hash of (seed, i) (f32/bf16/f16).
+// Programmatic dependent launch on/off for every launch that follows (see common.cuh).
+void set_pdl_enabled(bool on);
+bool pdl_enabled();
 void launch_fill_random(void* p, DType t, int64_t n, uint64_t seed, float scale, cudaStream_t s);
 }  // namespace syv::cuda

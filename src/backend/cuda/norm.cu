@@ -10,6 +10,8 @@ namespace {
 template <typename TX, typename TR, typename TO>
 __global__ void rmsnorm_kernel(const TX* __restrict__ x, TR* residual, const void* w, DType w_t,
                                float eps, bool one_plus, TO* __restrict__ out, int64_t hidden) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const TX* xr = x + row * hidden;
   TR* rr = residual ? residual + row * hidden : nullptr;
@@ -43,16 +45,14 @@ void launch_rmsnorm(const void* x, DType x_t, void* residual, DType res_t, const
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
     SYV_DISPATCH_FLOAT(out_t, TO, [&] {
       if (residual == nullptr) {
-        rmsnorm_kernel<TX, TX, TO><<<static_cast<unsigned>(rows), threads, 0, s>>>(
-            static_cast<const TX*>(x), nullptr, w, w_t, eps, one_plus, static_cast<TO*>(out),
-            hidden);
-        SYV_CUDA_LAUNCH_CHECK();
+        launch_k(rmsnorm_kernel<TX, TX, TO>, static_cast<unsigned>(rows), threads, 0, s,
+                 static_cast<const TX*>(x), nullptr, w, w_t, eps, one_plus, static_cast<TO*>(out),
+                 hidden);
       } else {
         SYV_DISPATCH_FLOAT(res_t, TR, [&] {
-          rmsnorm_kernel<TX, TR, TO><<<static_cast<unsigned>(rows), threads, 0, s>>>(
-              static_cast<const TX*>(x), static_cast<TR*>(residual), w, w_t, eps, one_plus,
-              static_cast<TO*>(out), hidden);
-          SYV_CUDA_LAUNCH_CHECK();
+          launch_k(rmsnorm_kernel<TX, TR, TO>, static_cast<unsigned>(rows), threads, 0, s,
+                   static_cast<const TX*>(x), static_cast<TR*>(residual), w, w_t, eps, one_plus,
+                   static_cast<TO*>(out), hidden);
         });
       }
     });

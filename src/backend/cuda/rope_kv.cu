@@ -10,16 +10,29 @@ constexpr int kMaxHeadDim = 512;
 
 // One warp per (token, head). The normalised head goes through shared memory so that RoPE can pair
 // lane i with lane i + rotary_dim / 2 for any rotary_dim.
+// Rows [0, tokens * heads0) are heads of x0 (q), the rest heads of x1 (k): one launch for both.
 template <typename TX>
-__global__ void head_norm_rope_kernel(TX* x, int64_t rows, int64_t heads, int64_t head_dim,
-                                      const void* norm_w, DType norm_t, float eps, bool one_plus,
+__global__ void head_norm_rope_kernel(TX* x0, int64_t heads0, const void* norm0, TX* x1,
+                                      int64_t heads1, const void* norm1, int64_t tokens,
+                                      int64_t head_dim, DType norm_t, float eps, bool one_plus,
                                       const int32_t* __restrict__ positions, float theta,
                                       int32_t rotary_dim) {
+  pdl_wait();
+  pdl_trigger();
   __shared__ float buf[kHeadsPerBlock][kMaxHeadDim];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock + warp;  // t * heads + h
-  if (row >= rows) return;
-  TX* v = x + row * head_dim;
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock + warp;
+  if (row >= tokens * (heads0 + heads1)) return;
+  TX* x = x0;
+  int64_t heads = heads0;
+  const void* norm_w = norm0;
+  if (row >= tokens * heads0) {
+    row -= tokens * heads0;
+    x = x1;
+    heads = heads1;
+    norm_w = norm1;
+  }
+  TX* v = x + row * head_dim;  // row = t * heads + h
   float* b = buf[warp];
   float ss = 0.f;
   for (int64_t i = lane; i < head_dim; i += 32) {
@@ -56,6 +69,8 @@ template <typename TI, typename TC>
 __global__ void kv_write_kernel(const TI* __restrict__ k, const TI* __restrict__ v, TC* kc, TC* vc,
                                 const int32_t* __restrict__ slots, int64_t tokens,
                                 int64_t row_elems) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t total = tokens * row_elems;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -70,6 +85,8 @@ __global__ void kv_write_kernel(const TI* __restrict__ k, const TI* __restrict__
 __global__ void kv_write_vec_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v,
                                     uint4* kc, uint4* vc, const int32_t* __restrict__ slots,
                                     int64_t tokens, int64_t row_vecs) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t total = tokens * row_vecs;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -83,19 +100,18 @@ __global__ void kv_write_vec_kernel(const uint4* __restrict__ k, const uint4* __
 
 }  // namespace
 
-void launch_head_norm_rope(void* x, DType x_t, int64_t tokens, int64_t heads, int64_t head_dim,
-                           const void* norm_w, DType norm_t, float eps, bool one_plus,
-                           const int32_t* positions, double theta, int32_t rotary_dim,
-                           cudaStream_t s) {
-  if (tokens == 0 || heads == 0) return;
+void launch_head_norm_rope(void* x0, int64_t heads0, const void* norm0, void* x1, int64_t heads1,
+                           const void* norm1, DType x_t, int64_t tokens, int64_t head_dim,
+                           DType norm_t, float eps, bool one_plus, const int32_t* positions,
+                           double theta, int32_t rotary_dim, cudaStream_t s) {
+  const int64_t rows = tokens * (heads0 + heads1);
+  if (rows == 0) return;
   if (head_dim > kMaxHeadDim || rotary_dim > head_dim || rotary_dim % 2 != 0)
     cuda_fail(__FILE__, __LINE__, "head_dim/rotary_dim", "head_dim > 512 or bad rotary_dim");
-  const int64_t rows = tokens * heads;
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
-    head_norm_rope_kernel<TX><<<ceil_div(rows, kHeadsPerBlock), 32 * kHeadsPerBlock, 0, s>>>(
-        static_cast<TX*>(x), rows, heads, head_dim, norm_w, norm_t, eps, one_plus, positions,
-        static_cast<float>(theta), rotary_dim);
-    SYV_CUDA_LAUNCH_CHECK();
+    launch_k(head_norm_rope_kernel<TX>, ceil_div(rows, kHeadsPerBlock), 32 * kHeadsPerBlock, 0, s,
+             static_cast<TX*>(x0), heads0, norm0, static_cast<TX*>(x1), heads1, norm1, tokens,
+             head_dim, norm_t, eps, one_plus, positions, static_cast<float>(theta), rotary_dim);
   });
 }
 
@@ -112,18 +128,16 @@ void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, vo
   if (in_t == cache_t && (row_elems * esz) % 16 == 0 && aligned) {
     const int64_t row_vecs = row_elems * static_cast<int64_t>(esz) / 16;
     const int64_t total = tokens * row_vecs;
-    kv_write_vec_kernel<<<ceil_div(total, 256), 256, 0, s>>>(
-        static_cast<const uint4*>(k), static_cast<const uint4*>(v), static_cast<uint4*>(k_cache),
-        static_cast<uint4*>(v_cache), slots, tokens, row_vecs);
-    SYV_CUDA_LAUNCH_CHECK();
+    launch_k(kv_write_vec_kernel, ceil_div(total, 256), 256, 0, s, static_cast<const uint4*>(k),
+             static_cast<const uint4*>(v), static_cast<uint4*>(k_cache),
+             static_cast<uint4*>(v_cache), slots, tokens, row_vecs);
     return;
   }
   SYV_DISPATCH_FLOAT(in_t, TI, [&] {
     SYV_DISPATCH_FLOAT(cache_t, TC, [&] {
-      kv_write_kernel<TI, TC><<<ceil_div(tokens * row_elems, 256), 256, 0, s>>>(
-          static_cast<const TI*>(k), static_cast<const TI*>(v), static_cast<TC*>(k_cache),
-          static_cast<TC*>(v_cache), slots, tokens, row_elems);
-      SYV_CUDA_LAUNCH_CHECK();
+      launch_k(kv_write_kernel<TI, TC>, ceil_div(tokens * row_elems, 256), 256, 0, s,
+               static_cast<const TI*>(k), static_cast<const TI*>(v), static_cast<TC*>(k_cache),
+               static_cast<TC*>(v_cache), slots, tokens, row_elems);
     });
   });
 }

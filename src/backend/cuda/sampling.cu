@@ -9,6 +9,8 @@ namespace {
 
 template <typename T>
 __global__ void argmax_kernel(const T* __restrict__ logits, int64_t vocab, int32_t* ids) {
+  pdl_wait();
+  pdl_trigger();
   __shared__ float sv[32];
   __shared__ int32_t si[32];
   const int64_t row = blockIdx.x;
@@ -60,9 +62,8 @@ void launch_argmax(const void* logits, DType t, int64_t rows, int64_t vocab, int
                    cudaStream_t s) {
   if (rows == 0) return;
   SYV_DISPATCH_FLOAT(t, T, [&] {
-    argmax_kernel<T>
-        <<<static_cast<unsigned>(rows), 1024, 0, s>>>(static_cast<const T*>(logits), vocab, ids);
-    SYV_CUDA_LAUNCH_CHECK();
+    launch_k(argmax_kernel<T>, static_cast<unsigned>(rows), 1024, 0, s,
+             static_cast<const T*>(logits), vocab, ids);
   });
 }
 
