@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "cli/command.h"
+#include "cli/engine_args.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -43,14 +44,8 @@ struct ServeOptions {
   std::string public_routes;
   std::string served_model_name;
   std::string device = "auto";
-  int max_num_seqs = 64;
-  int max_model_len = 0;
+  EngineArgs engine;  // --page-size, --kv-cache-mb, --max-num-seqs, --max-model-len ...
   int max_waiting = 256;
-  int max_num_batched_tokens = 2048;
-  int page_size = 64;
-  int num_pages = 0;
-  int64_t kv_cache_mib = 1024;
-  bool no_prefix_caching = false;
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
   double drain_timeout_s = 30.0;
@@ -121,7 +116,8 @@ int run_serve(const ServeOptions& o) {
     generated_key = *key;
     (void)keys.add(generated_key);
   }
-  if (o.max_num_seqs < 1) return fail("--max-num-seqs: expected >= 1");
+  const int max_num_seqs = o.engine.options.max_num_seqs;
+  if (max_num_seqs < 1) return fail("--max-num-seqs: expected >= 1");
   if (o.max_waiting < 0) return fail("--max-waiting: expected >= 0");
   if (!std::filesystem::is_directory(o.model_dir)) {
     return fail("--model " + o.model_dir + ": not a directory");
@@ -137,13 +133,13 @@ int run_serve(const ServeOptions& o) {
 
   server::Metrics metrics;
   server::RouteOptions route_options;
-  route_options.max_pending = o.max_num_seqs + o.max_waiting;
+  route_options.max_pending = max_num_seqs + o.max_waiting;
   server::OpenAiRoutes routes(metrics, route_options);
   server::HttpOptions http;
   http.host = o.host;
   http.port = o.port;
   http.threads =
-      o.http_threads > 0 ? o.http_threads : std::min(1024, o.max_num_seqs + o.max_waiting + 16);
+      o.http_threads > 0 ? o.http_threads : std::min(1024, max_num_seqs + o.max_waiting + 16);
   http.max_body_bytes = o.max_body_bytes;
   const size_t num_keys = keys.size();
   server::HttpServer server(http, std::move(keys), routes, metrics);
@@ -195,15 +191,7 @@ int run_serve(const ServeOptions& o) {
   if (!model.ok()) return fail(model.message());
   SYV_LOG(INFO) << "model: loaded in " << since(t1) << " s";
 
-  EngineOptions engine_options;
-  engine_options.page_size = o.page_size;
-  engine_options.num_pages = o.num_pages;
-  engine_options.kv_cache_bytes = o.kv_cache_mib << 20;
-  engine_options.max_num_seqs = o.max_num_seqs;
-  engine_options.max_num_batched_tokens = o.max_num_batched_tokens;
-  engine_options.max_model_len = o.max_model_len;
-  engine_options.enable_prefix_caching = !o.no_prefix_caching;
-  Engine engine(**model, tokenizer->get(), engine_options);
+  Engine engine(**model, tokenizer->get(), o.engine.resolved());
   if (Status st = engine.start(); !st.ok()) return fail("engine: " + st.message());
   server::EngineGenerator generator(engine);
 
@@ -277,23 +265,10 @@ CommandRegistration reg{
       app.add_option("--served-model-name", o->served_model_name,
                      "Model id in the API (default: the model folder's name)");
       app.add_option("--device", o->device, "auto, cpu or cuda")->capture_default_str();
-      app.add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once at most")
-          ->capture_default_str();
+      add_engine_args(app, o->engine);
       app.add_option("--max-waiting", o->max_waiting,
                      "Requests queued beyond --max-num-seqs before 429")
           ->capture_default_str();
-      app.add_option("--max-model-len", o->max_model_len,
-                     "Prompt + generated tokens at most (0 = the model's maximum)")
-          ->capture_default_str();
-      app.add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
-                     "Token budget of one engine step")
-          ->capture_default_str();
-      app.add_option("--page-size", o->page_size, "Tokens per KV page")->capture_default_str();
-      app.add_option("--num-pages", o->num_pages, "KV pages (0 = from --kv-cache-mib)")
-          ->capture_default_str();
-      app.add_option("--kv-cache-mib", o->kv_cache_mib, "KV cache size when --num-pages is 0")
-          ->capture_default_str();
-      app.add_flag("--no-prefix-caching", o->no_prefix_caching, "Disable the prefix cache");
       app.add_option("--http-threads", o->http_threads,
                      "HTTP worker threads; each open stream holds one (0 = max-num-seqs + "
                      "max-waiting + 16)")

@@ -146,7 +146,7 @@ class ServerE2E : public ::testing::Test {
     server_ =
         new ServerProcess({"serve", "--model", kDemoDir, "--port", "0", "--api-key", kKey,
                            "--served-model-name", "tiny", "--max-model-len", "1024", "--page-size",
-                           "16", "--kv-cache-mib", "64", "--max-num-seqs", "16", "--device", "cpu"},
+                           "16", "--kv-cache-mb", "64", "--max-num-seqs", "16", "--device", "cpu"},
                           "e2e_server.log");
     const std::string port = server_->wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))",
                                                     std::chrono::seconds(60));
@@ -303,7 +303,7 @@ TEST(ServerCli, GeneratedKeyAndSigtermDrain) {
   signal(SIGPIPE, SIG_IGN);
   ensure_demo_model();
   ServerProcess p({"serve", "--model", kDemoDir, "--port", "0", "--max-model-len", "512",
-                   "--kv-cache-mib", "32", "--device", "cpu"},
+                   "--kv-cache-mb", "32", "--device", "cpu"},
                   "e2e_server_sigterm.log");
   const std::string port_s =
       p.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(60));
