@@ -53,6 +53,11 @@ struct EngineOptions {
   int32_t max_prefill_chunk = 0;          // longest prefill chunk of one sequence; 0 = the budget
   int32_t max_model_len = 0;              // prompt + max_tokens at most; 0 = the model's maximum
   bool enable_prefix_caching = true;
+  // Hybrid models (recurrent-state layers; docs/hybrid-cache.md). Ignored for other models.
+  int32_t checkpoint_interval = 0;           // C, a multiple of page_size; 0 = 4 pages
+  int32_t num_checkpoints = 0;               // checkpoint pool; 0 = checkpoint_cache_bytes worth
+  int64_t checkpoint_cache_bytes = 1ll << 30;  // (at most 8 per max_num_seqs when derived)
+  std::string prefix_retention = "dense";    // "dense" | "boundaries" | N (tokens)
 };
 
 // One submitted request. Shared between the submitting thread (reads events) and the engine
@@ -87,8 +92,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Sizes and allocates the KV pool (model.allocate_cache) and starts the engine thread.
-  // Fails (with a message) for an unusable configuration, e.g. a hybrid model (not yet supported)
-  // or a pool too small for one page.
+  // Fails (with a message) for an unusable configuration, e.g. a pool too small for one page or a
+  // checkpoint interval that is not a multiple of the page size.
   Status start();
 
   // drain = true: refuse new requests, let every accepted request finish, then join the thread.

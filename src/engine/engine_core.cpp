@@ -37,20 +37,48 @@ size_t partial_stop_suffix(const std::string& text, const std::vector<std::strin
   return best;
 }
 
+// Hybrid models: checkpoint interval, pool size and retention policy, validated and derived.
+Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
+  if (o.checkpoint_interval == 0) o.checkpoint_interval = 4 * o.page_size;
+  if (o.checkpoint_interval < 0 || o.checkpoint_interval % o.page_size != 0) {
+    return Status::Error("engine option checkpoint_interval: expected a positive multiple of the "
+                         "page size " +
+                         std::to_string(o.page_size) + ", found " +
+                         std::to_string(o.checkpoint_interval));
+  }
+  Result<RetentionPolicy> policy = RetentionPolicy::parse(o.prefix_retention);
+  if (!policy.ok()) return Status::Error("engine option " + policy.status().message());
+  if (policy.value().kind == RetentionPolicy::Kind::kEvery &&
+      policy.value().every % o.checkpoint_interval != 0) {
+    return Status::Error("engine option prefix_retention: N = " +
+                         std::to_string(policy.value().every) +
+                         " must be a multiple of the checkpoint interval " +
+                         std::to_string(o.checkpoint_interval));
+  }
+  if (o.num_checkpoints < 0)
+    return Status::Error("engine option num_checkpoints: expected >= 0, found " +
+                         std::to_string(o.num_checkpoints));
+  if (!o.enable_prefix_caching) {
+    o.num_checkpoints = 0;  // nothing can hit them
+  } else if (o.num_checkpoints == 0) {
+    const int64_t derived = o.checkpoint_cache_bytes / spec.state_bytes_per_seq;
+    o.num_checkpoints = static_cast<int32_t>(
+        std::min<int64_t>(derived, 8 * static_cast<int64_t>(std::max(o.max_num_seqs, 1))));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Tokenizer* tokenizer,
                                                        EngineOptions options) {
   const CacheSpec spec = model.cache_spec();
-  if (spec.has_recurrent_state()) {
-    return Status::Error("engine: model '" + model.config().model_type +
-                         "' has recurrent-state layers (hybrid); the engine does not manage state "
-                         "slots and checkpoints yet "
-                         "(issue 7)");
-  }
   if (options.page_size < 1 || options.page_size > 4096) {
     return Status::Error("engine option page_size: expected 1..4096, found " +
                          std::to_string(options.page_size));
+  }
+  if (spec.has_recurrent_state()) {
+    SYV_RETURN_IF_ERROR(resolve_hybrid_options(spec, options));
   }
   if (options.num_pages <= 0) {
     const int64_t page_bytes = spec.kv_bytes_per_token * options.page_size;
@@ -79,7 +107,19 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   CacheConfig cache;
   cache.page_size = options.page_size;
   cache.num_pages = options.num_pages;
+  if (spec.has_recurrent_state()) {
+    cache.num_state_slots = options.max_num_seqs;
+    cache.num_checkpoints = options.num_checkpoints;
+  }
   SYV_RETURN_IF_ERROR(model.allocate_cache(cache));
+  if (spec.has_recurrent_state()) {
+    SYV_LOG(INFO) << "engine: state: " << spec.state_bytes_per_seq << " bytes/seq ("
+                  << options.max_num_seqs << " slots), checkpoint interval "
+                  << options.checkpoint_interval << ", pool for " << options.num_checkpoints
+                  << " checkpoints ("
+                  << ((spec.state_bytes_per_seq * options.num_checkpoints) >> 20)
+                  << " MiB), prefix retention " << options.prefix_retention;
+  }
   SYV_LOG(INFO) << "engine: " << options.num_pages << " KV pages of " << options.page_size
                 << " tokens (" << pool_tokens << " tokens, "
                 << (spec.kv_bytes_per_token * pool_tokens >> 20) << " MiB), max_num_seqs "
@@ -103,6 +143,14 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
   std::sort(eos_ids_.begin(), eos_ids_.end());
   eos_ids_.erase(std::unique(eos_ids_.begin(), eos_ids_.end()), eos_ids_.end());
   stats_.pages_total = options.num_pages;
+  if (model.cache_spec().has_recurrent_state()) {
+    Result<RetentionPolicy> policy = RetentionPolicy::parse(options.prefix_retention);
+    SYV_CHECK(policy.ok()) << policy.status().message();  // create() validated it
+    hybrid_ = std::make_unique<HybridState>(
+        model, CheckpointGeometry(options.page_size, options.checkpoint_interval), policy.value(),
+        options.max_num_seqs, options.num_checkpoints);
+    scheduler_.set_hybrid(hybrid_.get());
+  }
   update_gauges();
 }
 
@@ -300,6 +348,14 @@ void EngineCore::update_gauges() {
   stats_.pages_used = pool.num_used();
   stats_.running = scheduler_.num_running();
   stats_.waiting = scheduler_.num_waiting();
+  if (hybrid_ != nullptr) {
+    const CheckpointPool& ck = hybrid_->pool();
+    stats_.state_slots_used = ck.num_slots() - ck.num_free_slots();
+    stats_.checkpoints_total = ck.num_checkpoints();
+    stats_.checkpoints_held = ck.num_held();
+    stats_.checkpoints_cached = ck.num_cached();
+    stats_.checkpoints_saved = hybrid_->counters().checkpoints_saved;
+  }
 }
 
 }  // namespace syv

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/hybrid_state.h"
 #include "engine/runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -71,6 +72,8 @@ class EngineCore {
   const EngineStats& stats() const { return stats_; }
   Scheduler& scheduler() { return scheduler_; }
   PrefixCache& cache() { return cache_; }
+  // Hybrid models: state slots, checkpoints, retention (null for other models).
+  const HybridState* hybrid() const { return hybrid_.get(); }
   // Scheduler + cache integrity ("" when sound).
   std::string check_integrity() const { return scheduler_.check_integrity(); }
 
@@ -89,6 +92,7 @@ class EngineCore {
   std::vector<int32_t> eos_ids_;
   PrefixCache cache_;
   Scheduler scheduler_;
+  std::unique_ptr<HybridState> hybrid_;
   Runner runner_;
   Sampler sampler_;
   SchedulerOutput step_;

@@ -38,12 +38,15 @@ const Batch& Runner::build(const SchedulerOutput& step) {
     b.context_lens[i] = end;
     std::copy(seq.pages.begin(), seq.pages.end(),
               b.page_table.begin() + static_cast<std::ptrdiff_t>(i * max_pages));
+    if (seq.state_slot >= 0) b.state_slots.push_back(seq.state_slot);  // hybrid models
     if (s.wants_logits) {
       b.logit_rows.push_back(row - 1);
       row_owner_.push_back(static_cast<int32_t>(i));
     }
   }
   b.seq_starts[num_seqs] = row;
+  SYV_CHECK(b.state_slots.empty() || b.state_slots.size() == num_seqs)
+      << "some scheduled sequences have a state slot and some do not";
   SYV_CHECK_EQ(row, step.num_tokens) << "scheduled token count";
   return b;
 }

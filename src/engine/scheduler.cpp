@@ -22,6 +22,7 @@ void Scheduler::add(Sequence* seq) {
 int32_t Scheduler::chunk_for(const Sequence& seq, int32_t budget) const {
   int32_t n = std::min(seq.num_pending(), budget);
   if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
+  if (hybrid_ != nullptr) n = hybrid_->snap_chunk(seq, seq.num_computed, n);
   return n;
 }
 
@@ -54,6 +55,7 @@ void Scheduler::remove_running(Sequence* seq) {
 void Scheduler::preempt(Sequence* seq) {
   remove_running(seq);
   release_pages(seq);
+  if (hybrid_ != nullptr) hybrid_->preempt(seq);
   seq->state = SequenceState::kWaiting;
   waiting_.push_front(seq);
 }
@@ -127,9 +129,14 @@ void Scheduler::schedule(SchedulerOutput& out) {
     Sequence* seq = waiting_.front();
     if (waits_for_parent(*seq)) break;
     PrefixHit hit = lookup(*seq);
+    if (hybrid_ != nullptr) {
+      if (!hybrid_->has_free_slot()) break;
+      hybrid_->trim_hit(hit);  // a hit needs a checkpoint at its end
+    }
     const int32_t after_hit = seq->length() - hit.length;
     int32_t n = std::min(after_hit, budget);
     if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
+    if (hybrid_ != nullptr) n = hybrid_->snap_chunk(*seq, hit.length, n);
     const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
     if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) break;
     cache_.acquire(hit);
@@ -137,6 +144,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
     seq->page_keys = std::move(hit.keys);
     seq->num_computed = hit.length;
     SYV_CHECK(grow(seq, seq->num_computed + n)) << "admission check passed but pages ran out";
+    if (hybrid_ != nullptr) hybrid_->admit(seq, hit);
     if (!seq->admitted_once) {
       seq->admitted_once = true;
       seq->cached_tokens = hit.length;
@@ -168,6 +176,7 @@ void Scheduler::commit(const SchedulerOutput& out) {
       const uint64_t parent = idx == 0 ? PrefixIndex::root_key() : seq->page_keys[idx - 1];
       seq->page_keys.push_back(cache_.insert(parent, &seq->tokens[idx * page], seq->pages[idx]));
     }
+    if (hybrid_ != nullptr) hybrid_->after_step(seq);
     if (s.wants_logits) seq->state = SequenceState::kDecoding;
   }
 }
@@ -181,6 +190,7 @@ void Scheduler::finish(Sequence* seq) {
     remove_running(seq);
   }
   release_pages(seq);
+  if (hybrid_ != nullptr) hybrid_->finish(seq);
   seq->state = SequenceState::kFinished;
 }
 
@@ -193,6 +203,10 @@ void Scheduler::abort(Sequence* seq) {
 std::string Scheduler::check_integrity() const {
   std::string err = cache_.check_integrity();
   if (!err.empty()) return err;
+  if (hybrid_ != nullptr) {
+    err = hybrid_->check_integrity(running_, waiting_);
+    if (!err.empty()) return err;
+  }
   std::ostringstream out;
   const PagePool& pool = cache_.pool();
   std::vector<int32_t> refs(static_cast<size_t>(pool.num_pages()), 0);

@@ -13,8 +13,10 @@
 // After the model ran, commit() advances every scheduled sequence, registers its newly full pages
 // in the prefix cache, and finish()/abort() return every page.
 //
-// Hybrid models (issue 7) will add: a state slot per running sequence (admission also needs a
-// free slot), hits cut to checkpoint boundaries, and chunks that end on checkpoint boundaries.
+// Hybrid models (set_hybrid): admission also needs a free state slot; hits are cut back to the
+// longest prefix ending on a stored checkpoint, which is loaded into the slot; every chunk ends on
+// a checkpoint boundary when one lies inside it; commit() saves checkpoints on boundaries;
+// preempt/finish/abort free the slot (finish/abort also apply the retention policy).
 // Speculative decoding will schedule 1 + k tokens for a decoding sequence and want k + 1 logit
 // rows.
 //
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/hybrid_state.h"
 #include "engine/sequence.h"
 #include "kv/prefix_cache.h"
 
@@ -61,6 +64,9 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   PrefixCache& cache() { return cache_; }
   int32_t page_size() const { return cache_.page_size(); }
+  // Hybrid models: the state-slot and checkpoint hooks (null for models without recurrent state).
+  void set_hybrid(HybridState* hybrid) { hybrid_ = hybrid; }
+  HybridState* hybrid() const { return hybrid_; }
 
   // Queues a new sequence (state waiting, no pages) at the back.
   void add(Sequence* seq);
@@ -100,6 +106,7 @@ class Scheduler {
 
   PrefixCache& cache_;
   SchedulerConfig config_;
+  HybridState* hybrid_ = nullptr;
   std::vector<Sequence*> running_;  // admission order (oldest first)
   std::deque<Sequence*> waiting_;   // preempted sequences go to the front
 };

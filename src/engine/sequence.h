@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "kv/checkpoint_pool.h"
 
 namespace syv {
 
@@ -47,6 +48,11 @@ class Sequence {
   // pages[i] for the full pages registered (or matched) so far (page_keys.size() <= pages.size()).
   std::vector<int32_t> pages;
   std::vector<uint64_t> page_keys;
+  // Hybrid models (engine/hybrid_state.h): the live recurrent state's slot while running (-1
+  // otherwise), and the checkpoints this sequence saved or shared, by increasing length (kept
+  // across preemption, released by the retention policy when the sequence ends).
+  int32_t state_slot = -1;
+  std::vector<CheckpointHold> checkpoints;
 
   int32_t prompt_len() const { return prompt_len_; }
   int32_t length() const { return static_cast<int32_t>(tokens.size()); }

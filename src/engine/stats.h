@@ -25,6 +25,12 @@ struct EngineStats {
   int32_t pages_free = 0;    // empty
   int32_t running = 0;       // sequences holding pages
   int32_t waiting = 0;       // sequences queued for admission (incl. preempted)
+  // Hybrid models (0 otherwise): recurrent-state slots and checkpoints (docs/hybrid-cache.md).
+  int32_t state_slots_used = 0;
+  int32_t checkpoints_total = 0;
+  int32_t checkpoints_held = 0;    // claimed by live sequences
+  int32_t checkpoints_cached = 0;  // kept by the retention policy, reusable, evictable
+  uint64_t checkpoints_saved = 0;  // counter: checkpoints written
 };
 
 }  // namespace syv

@@ -242,7 +242,7 @@ class HybridModel final : public Model {
     }
     BatchMeta meta = backend_.prepare_batch(batch, cache_.page_size);
     next_scratch_ = 0;
-    Tensor logits = scratch(DType::F32, {std::max<int64_t>(R, 1), V_}).reshape({R, V_});
+    Tensor logits = scratch(DType::F32, {std::max<int64_t>(R, 1), V_}).rows(0, R);  // R may be 0 (a chunk without logits)
     if (T == 0) return logits;
     const DType act = backend_.activation_dtype();
     Tensor h = scratch(act, {T, H_});

@@ -1,0 +1,142 @@
+#include "engine/hybrid_state.h"
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/check.h"
+#include "engine/sequence.h"
+#include "model/model.h"
+
+namespace syv {
+
+HybridState::HybridState(Model& model, CheckpointGeometry geometry, RetentionPolicy policy,
+                         int32_t num_slots, int32_t num_checkpoints)
+    : model_(model), geometry_(geometry), policy_(policy), pool_(num_slots, num_checkpoints) {}
+
+void HybridState::trim_hit(PrefixHit& hit) const {
+  const int32_t page = geometry_.page_size();
+  int32_t keep = static_cast<int32_t>(hit.pages.size());
+  hit.checkpoint = -1;
+  for (; keep > 0; --keep) {
+    const int32_t id = pool_.find(hit.keys[static_cast<size_t>(keep - 1)], keep * page);
+    if (id >= 0) {
+      hit.checkpoint = id;
+      break;
+    }
+  }
+  hit.pages.resize(static_cast<size_t>(keep));
+  hit.keys.resize(static_cast<size_t>(keep));
+  hit.length = keep * page;
+}
+
+int32_t HybridState::snap_chunk(const Sequence& seq, int32_t begin, int32_t n) const {
+  return geometry_.snap_chunk_end(begin, begin + n, seq.prompt_len()) - begin;
+}
+
+void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
+  SYV_CHECK_EQ(seq->state_slot, -1) << "seq " << seq->id() << " admitted while holding a slot";
+  const int32_t slot = pool_.allocate_slot();
+  SYV_CHECK(slot >= 0) << "admission without a free state slot";
+  seq->state_slot = slot;
+  if (hit.length > 0) {
+    SYV_CHECK(hit.checkpoint >= 0 && pool_.length_of(hit.checkpoint) == hit.length)
+        << "seq " << seq->id() << " hit of " << hit.length << " tokens without its checkpoint";
+    model_.load_checkpoint(hit.checkpoint, slot);
+    pool_.touch(hit.checkpoint);
+    ++counters_.checkpoints_loaded;
+  } else {
+    model_.reset_state(slot);
+  }
+}
+
+void HybridState::after_step(Sequence* seq) {
+  const int32_t len = seq->num_computed;
+  if (!geometry_.is_boundary(len, seq->prompt_len())) return;
+  auto& holds = seq->checkpoints;
+  auto pos = std::lower_bound(holds.begin(), holds.end(), len,
+                              [](const CheckpointHold& h, int32_t l) { return h.length < l; });
+  if (pos != holds.end() && pos->length == len) return;  // resumed after preemption: held already
+  const size_t pages = static_cast<size_t>(len / geometry_.page_size());
+  SYV_CHECK(seq->page_keys.size() >= pages) << "seq " << seq->id() << " at boundary " << len
+                                            << " has " << seq->page_keys.size() << " chain keys";
+  bool fresh = false;
+  const int32_t id = pool_.acquire(seq->page_keys[pages - 1], len, &fresh);
+  if (id < 0) {
+    ++counters_.checkpoints_skipped;
+    return;
+  }
+  if (fresh) {
+    SYV_CHECK(seq->state_slot >= 0) << "seq " << seq->id() << " has no state slot";
+    model_.save_checkpoint(seq->state_slot, id);
+    ++counters_.checkpoints_saved;
+  } else {
+    ++counters_.checkpoints_shared;
+  }
+  holds.insert(pos, CheckpointHold{len, id});
+}
+
+void HybridState::preempt(Sequence* seq) {
+  if (seq->state_slot >= 0) pool_.free_slot(seq->state_slot);
+  seq->state_slot = -1;
+}
+
+void HybridState::finish(Sequence* seq) {
+  preempt(seq);
+  for (const CheckpointHold& h : seq->checkpoints)
+    pool_.release(h.id, geometry_.keep(policy_, h.length, seq->prompt_len()));
+  seq->checkpoints.clear();
+}
+
+std::string HybridState::check_integrity(const std::vector<Sequence*>& running,
+                                         const std::deque<Sequence*>& waiting) const {
+  std::string err = pool_.check_integrity();
+  if (!err.empty()) return "checkpoint pool: " + err;
+  std::ostringstream out;
+  std::unordered_set<int32_t> slots;
+  std::unordered_map<int32_t, int32_t> holds;
+  auto check_holds = [&](const Sequence* seq) {
+    int32_t prev = 0;
+    for (const CheckpointHold& h : seq->checkpoints) {
+      if (h.length <= prev || !geometry_.is_boundary(h.length, seq->prompt_len()))
+        out << "seq " << seq->id() << " holds a checkpoint at " << h.length
+            << " (not an increasing boundary); ";
+      if (h.id < 0 || h.id >= pool_.num_checkpoints() || pool_.refcount(h.id) <= 0 ||
+          pool_.length_of(h.id) != h.length) {
+        out << "seq " << seq->id() << " holds checkpoint " << h.id << " at " << h.length
+            << " that the pool does not hold there; ";
+      } else {
+        ++holds[h.id];
+      }
+      prev = h.length;
+    }
+  };
+  for (const Sequence* seq : running) {
+    if (seq->state_slot < 0 || seq->state_slot >= pool_.num_slots() ||
+        !pool_.slot_in_use(seq->state_slot) || !slots.insert(seq->state_slot).second)
+      out << "running seq " << seq->id() << " has bad or shared state slot " << seq->state_slot
+          << "; ";
+    check_holds(seq);
+  }
+  for (const Sequence* seq : waiting) {
+    if (seq->state_slot != -1)
+      out << "waiting seq " << seq->id() << " holds state slot " << seq->state_slot << "; ";
+    check_holds(seq);
+  }
+  if (pool_.num_slots() - pool_.num_free_slots() != static_cast<int32_t>(slots.size()))
+    out << pool_.num_slots() - pool_.num_free_slots() << " state slots in use for " << slots.size()
+        << " running sequences; ";
+  for (int32_t id = 0; id < pool_.num_checkpoints(); ++id) {
+    auto it = holds.find(id);
+    const int32_t n = it == holds.end() ? 0 : it->second;
+    if (n != pool_.refcount(id)) {
+      out << "checkpoint " << id << " refcount " << pool_.refcount(id) << " but held by " << n
+          << " sequences; ";
+      break;
+    }
+  }
+  return out.str();
+}
+
+}  // namespace syv

@@ -1,0 +1,79 @@
+// The engine's side of hybrid models (recurrent-state layers beside paged attention): a state slot
+// per running sequence, checkpoints saved on checkpoint boundaries and matched with the pages, and
+// the retention policy applied when a sequence ends. The Scheduler calls these hooks when it has a
+// HybridState (EngineCore creates one for a model whose cache_spec() has recurrent state).
+//
+// Rules (docs/hybrid-cache.md has the reasoning and the reuse formulas):
+//  * admission needs a free slot; a prefix hit is the longest cached page prefix (at most
+//    length - 1 tokens) that ends on a stored checkpoint; that checkpoint is loaded into the slot
+//    (no hit: the model zeroes the slot itself, the first new position being 0);
+//  * every chunk ends on a checkpoint boundary when one lies inside it (CheckpointGeometry); after
+//    a step, a sequence whose computed length is a boundary saves (or shares) a checkpoint there
+//    and holds it until it ends;
+//  * preemption frees the slot but keeps the holds (the recompute resumes from them);
+//  * finish and abort free the slot and release every hold, retained as the policy says.
+//
+// Not thread-safe: owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "kv/checkpoint_pool.h"
+#include "kv/prefix_cache.h"
+
+namespace syv {
+
+class Model;
+class Sequence;
+
+struct HybridCounters {
+  uint64_t checkpoints_saved = 0;    // fresh checkpoints written (Model::save_checkpoint)
+  uint64_t checkpoints_shared = 0;   // boundaries whose checkpoint already existed
+  uint64_t checkpoints_skipped = 0;  // boundaries with no entry to spare (every one held)
+  uint64_t checkpoints_loaded = 0;   // prefix hits restored into a slot
+};
+
+class HybridState {
+ public:
+  HybridState(Model& model, CheckpointGeometry geometry, RetentionPolicy policy, int32_t num_slots,
+              int32_t num_checkpoints);
+
+  const CheckpointGeometry& geometry() const { return geometry_; }
+  const RetentionPolicy& policy() const { return policy_; }
+  const CheckpointPool& pool() const { return pool_; }
+  const HybridCounters& counters() const { return counters_; }
+
+  bool has_free_slot() const { return pool_.num_free_slots() > 0; }
+  // Shortens `hit` to the longest prefix ending on a stored checkpoint and sets hit.checkpoint
+  // (empty hit when there is none).
+  void trim_hit(PrefixHit& hit) const;
+  // Tokens to feed in a chunk starting at seq.num_computed (or `begin`) of at most n tokens: ends
+  // on a checkpoint boundary when one lies inside.
+  int32_t snap_chunk(const Sequence& seq, int32_t begin, int32_t n) const;
+  // The sequence is admitted with the (trimmed) hit, num_computed == hit.length: takes a slot and
+  // restores the hit's checkpoint into it.
+  void admit(Sequence* seq, const PrefixHit& hit);
+  // After the step advanced seq->num_computed and registered its full pages: saves a checkpoint if
+  // the computed length is a checkpoint boundary.
+  void after_step(Sequence* seq);
+  void preempt(Sequence* seq);  // frees the slot, keeps the holds
+  void finish(Sequence* seq);   // frees the slot, releases the holds by the retention policy
+
+  // Pool integrity plus: each running sequence holds one slot, no other does, no two share one;
+  // each checkpoint's refcount equals the holds of live sequences; holds sit on boundaries, in
+  // increasing order, and name a checkpoint of that length. "" when sound.
+  std::string check_integrity(const std::vector<Sequence*>& running,
+                              const std::deque<Sequence*>& waiting) const;
+
+ private:
+  Model& model_;
+  CheckpointGeometry geometry_;
+  RetentionPolicy policy_;
+  CheckpointPool pool_;
+  HybridCounters counters_;
+};
+
+}  // namespace syv
