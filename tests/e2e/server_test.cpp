@@ -110,11 +110,18 @@ class ServerProcess {
   std::string buffer_, output_, log_path_;
 };
 
+// Tests run in parallel (ctest -j): each writes the model to its own folder and renames it into
+// place, so no test ever reads a half-written model.
 void ensure_demo_model() {
   if (std::filesystem::exists(kDemoDir + "/config.json")) return;
+  const std::string tmp = kDemoDir + ".tmp." + std::to_string(getpid());
   const std::string cmd = std::string(SYV_BIN) + " demo-model --tokenizer " + kTokenizerDir +
-                          " --out " + kDemoDir + " > /dev/null";
+                          " --out " + tmp + " > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::error_code ec;
+  std::filesystem::rename(tmp, kDemoDir, ec);
+  if (ec) std::filesystem::remove_all(tmp);  // another test got there first
+  ASSERT_TRUE(std::filesystem::exists(kDemoDir + "/config.json"));
 }
 
 // Waits until GET /health answers 200 with `key`.
