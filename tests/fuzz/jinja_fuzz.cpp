@@ -23,7 +23,10 @@ const nlohmann::ordered_json& context() {
     "tools": [{"type": "function", "function": {"name": "f", "description": "d",
                "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}],
     "documents": null, "add_generation_prompt": true, "enable_thinking": false,
-    "bos_token": "<s>", "eos_token": "</s>"
+    "bos_token": "<s>", "eos_token": "</s>",
+    "d": {"b": 1, "a": {"x": [1, 2]}, "s": "str", "n": null, "f": 0.5, "t": true, "e": [], "o": {}},
+    "s": "Hello, World", "u": "héllo wörld 東京 🚀", "n": 7, "f": 2.5, "l": [3, 1, 2],
+    "words": ["b", "A", "c", "a"], "empty": [], "t": true, "none": null
   })");
   return ctx;
 }

@@ -397,6 +397,13 @@ bool apply_test(Renderer& r, const std::string& name, const Value& v, CallArgs& 
     return a.positional[0];
   };
   using K = Value::Kind;
+  static const char* no_arg_tests[] = {"defined", "undefined", "none",     "boolean",  "true",
+                                       "false",   "integer",   "float",    "number",   "string",
+                                       "mapping", "sequence",  "iterable", "callable", "escaped",
+                                       "odd",     "even",      "lower",    "upper"};
+  for (const char* t : no_arg_tests)
+    if (name == t && (!a.positional.empty() || !a.keyword.empty()))
+      throw Error("test '" + name + "' takes no arguments");
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();
   if (name == "none") return v.is_none();
@@ -408,13 +415,14 @@ bool apply_test(Renderer& r, const std::string& name, const Value& v, CallArgs& 
   if (name == "number") return v.is_number();
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
-  if (name == "sequence") return v.is_string() || v.is_list() || v.is_dict();
+  // jinja2's Undefined has __len__/__getitem__/__iter__/__call__, so these tests accept it.
+  if (name == "sequence") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
   if (name == "iterable") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
-  if (name == "callable") return v.kind == K::kCallable;
+  if (name == "callable") return v.kind == K::kCallable || v.is_undefined();
   if (name == "escaped") return false;
   if (name == "sameas") {
     const Value& o = arg("other");
-    if (v.kind != o.kind) return false;
+    if (v.kind != o.kind || v.is_undefined()) return false;  // two Undefined objects are never `is`
     switch (v.kind) {
       case K::kNone:
         return true;
@@ -571,6 +579,7 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& input, Cal
   }
   if (name == "map") {
     List out;
+    if (input.is_undefined()) return Value::from_list({});  // jinja2 checks arguments lazily
     const Value* attribute = nullptr;
     const Value* def = nullptr;
     for (const auto& [k, v] : a.keyword) {

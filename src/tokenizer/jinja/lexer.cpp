@@ -1,5 +1,7 @@
 #include "tokenizer/jinja/lexer.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -167,6 +169,7 @@ class Lexer {
   }
 
   bool lex_comment(Pos tag_pos) {
+    if (pos_ >= src_.size()) return false;  // jinja2 quirk: a bare "{#" at the very end is dropped
     size_t end = src_.find("#}", pos_);
     if (end == std::string::npos) throw Error("unterminated comment (missing '#}')", tag_pos);
     char sign = (end > pos_ && src_[end - 1] == '-')   ? '-'
@@ -236,6 +239,40 @@ class Lexer {
 
   void lex_number(Pos p) {
     size_t e = pos_;
+    // 0x / 0o / 0b literals (with optional '_' separators).
+    if (src_[pos_] == '0' && pos_ + 2 < src_.size() &&
+        std::string("xXoObB").find(src_[pos_ + 1]) != std::string::npos) {
+      char kind = static_cast<char>(std::tolower(static_cast<unsigned char>(src_[pos_ + 1])));
+      int base = kind == 'x' ? 16 : kind == 'o' ? 8 : 2;
+      size_t k = pos_ + 2;
+      uint64_t v = 0;
+      bool any = false;
+      while (k < src_.size()) {
+        char c = src_[k];
+        if (c == '_' && any) {
+          ++k;
+          continue;
+        }
+        int d = hex_value(c);
+        if (d < 0 || d >= base) break;
+        if (v > (static_cast<uint64_t>(INT64_MAX) - static_cast<uint64_t>(d)) /
+                    static_cast<uint64_t>(base))
+          throw Error("integer literal too large", p);
+        v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+        any = true;
+        ++k;
+      }
+      if (any) {
+        Token t;
+        t.type = Tok::kInt;
+        t.ival = static_cast<int64_t>(v);
+        t.text = src_.substr(pos_, k - pos_);
+        t.pos = p;
+        tokens_.push_back(std::move(t));
+        advance_to(k);
+        return;
+      }
+    }
     auto digits = [&](size_t& k) {
       size_t begin = k;
       while (k < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[k])) ||
@@ -271,6 +308,8 @@ class Lexer {
       t.fval = std::strtod(text.c_str(), nullptr);
     } else {
       t.type = Tok::kInt;
+      if (text.size() > 1 && text[0] == '0' && text.find_first_not_of('0') != std::string::npos)
+        throw Error("leading zeros in an integer literal are not permitted: " + text, p);
       errno = 0;
       unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
       if (errno == ERANGE || v > static_cast<unsigned long long>(INT64_MAX))

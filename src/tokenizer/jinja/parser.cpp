@@ -165,7 +165,9 @@ class Parser {
       }
       if (is_name("recursive")) fail("recursive loops are not supported");
       expect_block_end();
+      ++loop_depth_;
       s->body = parse_body({"endfor", "else"}, &end);
+      --loop_depth_;
       if (end == "else") {
         expect_block_end();
         s->else_body = parse_body({"endfor"}, &end);
@@ -231,10 +233,14 @@ class Parser {
       }
       next();
       expect_block_end();
+      int saved_loops = loop_depth_;
+      loop_depth_ = 0;  // a macro body is its own frame: no break/continue to an outer loop
       s->body = parse_body({"endmacro"}, &end);
+      loop_depth_ = saved_loops;
       if (cur().type == Tok::kName) next();  // {% endmacro name %}
       expect_block_end();
     } else if (tag == "break" || tag == "continue") {
+      if (loop_depth_ == 0) throw Error("'" + tag + "' outside of a for loop", p);
       s->kind = tag == "break" ? StmtKind::kBreak : StmtKind::kContinue;
       expect_block_end();
     } else if (tag == "generation") {
@@ -537,7 +543,14 @@ class Parser {
   ExprPtr parse_subscript(ExprPtr e) {
     DepthGuard guard(*this);
     Pos p = cur().pos;
-    next();  // [
+    next();            // [
+    if (is_op("]")) {  // x[] is x[()]: an empty tuple key (always undefined)
+      next();
+      auto g = node(ExprKind::kGetItem, p);
+      g->args.push_back(std::move(e));
+      g->args.push_back(node(ExprKind::kTuple, p));
+      return g;
+    }
     ExprPtr parts[3];
     bool is_slice = false;
     int idx = 0;
@@ -638,6 +651,7 @@ class Parser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int depth_ = 0;
+  int loop_depth_ = 0;
 };
 
 }  // namespace

@@ -279,7 +279,7 @@ std::string repr(const Value& v) {
     case Value::Kind::kString:
       return repr_string(v.s);
     case Value::Kind::kUndefined:
-      return "";
+      return "Undefined";  // repr(jinja2.Undefined())
     default:
       return to_str(v);
   }
