@@ -142,6 +142,10 @@ int run_serve(const ServeOptions& o) {
       o.http_threads > 0 ? o.http_threads : std::min(1024, max_num_seqs + o.max_waiting + 16);
   http.max_body_bytes = o.max_body_bytes;
   const size_t num_keys = keys.size();
+  std::string masked_keys;  // keys are never printed whole
+  for (const std::string& key : keys.keys()) {
+    masked_keys += (masked_keys.empty() ? "" : ", ") + server::mask_key(key);
+  }
   server::HttpServer server(http, std::move(keys), routes, metrics);
   if (Status st = server.bind(); !st.ok()) return fail(st.message());
   server.start();
@@ -153,7 +157,7 @@ int run_serve(const ServeOptions& o) {
     std::printf("syv: API key (generated for this run; pass --api-key to choose one): %s\n",
                 generated_key.c_str());
   } else {
-    std::printf("syv: %zu API key(s) configured\n", num_keys);
+    std::printf("syv: %zu API key(s) configured: %s\n", num_keys, masked_keys.c_str());
   }
   std::fflush(stdout);
   SYV_LOG(INFO) << "http: " << http.threads << " worker threads, body limit " << http.max_body_bytes
