@@ -15,8 +15,14 @@ HybridState::HybridState(Model& model, CheckpointGeometry geometry, RetentionPol
                          int32_t num_slots, int32_t num_checkpoints)
     : model_(model), geometry_(geometry), policy_(policy), pool_(num_slots, num_checkpoints) {}
 
-void HybridState::trim_hit(PrefixHit& hit) const {
+bool HybridState::is_boundary(const Sequence& seq, int32_t length) const {
+  return geometry_.is_boundary(length, seq.prompt_len()) ||
+         (length > 0 && length == seq.shared_boundary);
+}
+
+void HybridState::trim_hit(Sequence* seq, PrefixHit& hit) const {
   const int32_t page = geometry_.page_size();
+  const int32_t pages_end = hit.length;
   int32_t keep = static_cast<int32_t>(hit.pages.size());
   hit.checkpoint = -1;
   for (; keep > 0; --keep) {
@@ -29,10 +35,13 @@ void HybridState::trim_hit(PrefixHit& hit) const {
   hit.pages.resize(static_cast<size_t>(keep));
   hit.keys.resize(static_cast<size_t>(keep));
   hit.length = keep * page;
+  if (pages_end > hit.length && seq->shared_boundary == 0) seq->shared_boundary = pages_end;
 }
 
 int32_t HybridState::snap_chunk(const Sequence& seq, int32_t begin, int32_t n) const {
-  return geometry_.snap_chunk_end(begin, begin + n, seq.prompt_len()) - begin;
+  const int32_t end = geometry_.snap_chunk_end(begin, begin + n, seq.prompt_len());
+  const int32_t shared = seq.shared_boundary;
+  return (shared > begin && shared < end ? shared : end) - begin;
 }
 
 void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
@@ -53,7 +62,7 @@ void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
 
 void HybridState::after_step(Sequence* seq) {
   const int32_t len = seq->num_computed;
-  if (!geometry_.is_boundary(len, seq->prompt_len())) return;
+  if (!is_boundary(*seq, len)) return;
   auto& holds = seq->checkpoints;
   auto pos = std::lower_bound(holds.begin(), holds.end(), len,
                               [](const CheckpointHold& h, int32_t l) { return h.length < l; });
@@ -85,7 +94,8 @@ void HybridState::preempt(Sequence* seq) {
 void HybridState::finish(Sequence* seq) {
   preempt(seq);
   for (const CheckpointHold& h : seq->checkpoints)
-    pool_.release(h.id, geometry_.keep(policy_, h.length, seq->prompt_len()));
+    pool_.release(h.id, geometry_.keep(policy_, h.length, seq->prompt_len()) ||
+                            h.length == seq->shared_boundary);
   seq->checkpoints.clear();
 }
 
@@ -99,7 +109,7 @@ std::string HybridState::check_integrity(const std::vector<Sequence*>& running,
   auto check_holds = [&](const Sequence* seq) {
     int32_t prev = 0;
     for (const CheckpointHold& h : seq->checkpoints) {
-      if (h.length <= prev || !geometry_.is_boundary(h.length, seq->prompt_len()))
+      if (h.length <= prev || !is_boundary(*seq, h.length))
         out << "seq " << seq->id() << " holds a checkpoint at " << h.length
             << " (not an increasing boundary); ";
       if (h.id < 0 || h.id >= pool_.num_checkpoints() || pool_.refcount(h.id) <= 0 ||

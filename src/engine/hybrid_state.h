@@ -48,8 +48,9 @@ class HybridState {
 
   bool has_free_slot() const { return pool_.num_free_slots() > 0; }
   // Shortens `hit` to the longest prefix ending on a stored checkpoint and sets hit.checkpoint
-  // (empty hit when there is none).
-  void trim_hit(PrefixHit& hit) const;
+  // (empty hit when there is none). When the pages went further, their end becomes the sequence's
+  // shared boundary (once): a checkpoint boundary, kept by every policy.
+  void trim_hit(Sequence* seq, PrefixHit& hit) const;
   // Tokens to feed in a chunk starting at seq.num_computed (or `begin`) of at most n tokens: ends
   // on a checkpoint boundary when one lies inside.
   int32_t snap_chunk(const Sequence& seq, int32_t begin, int32_t n) const;
@@ -69,6 +70,8 @@ class HybridState {
                               const std::deque<Sequence*>& waiting) const;
 
  private:
+  bool is_boundary(const Sequence& seq, int32_t length) const;
+
   Model& model_;
   CheckpointGeometry geometry_;
   RetentionPolicy policy_;

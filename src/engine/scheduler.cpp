@@ -131,7 +131,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
     PrefixHit hit = lookup(*seq);
     if (hybrid_ != nullptr) {
       if (!hybrid_->has_free_slot()) break;
-      hybrid_->trim_hit(hit);  // a hit needs a checkpoint at its end
+      hybrid_->trim_hit(seq, hit);  // a hit needs a checkpoint at its end
     }
     const int32_t after_hit = seq->length() - hit.length;
     int32_t n = std::min(after_hit, budget);

@@ -53,6 +53,9 @@ class Sequence {
   // across preemption, released by the retention policy when the sequence ends).
   int32_t state_slot = -1;
   std::vector<CheckpointHold> checkpoints;
+  // Hybrid models: where cached pages ended when admission found no checkpoint that far (0: none);
+  // an extra checkpoint boundary, so the next prompt sharing that prefix hits it.
+  int32_t shared_boundary = 0;
 
   int32_t prompt_len() const { return prompt_len_; }
   int32_t length() const { return static_cast<int32_t>(tokens.size()); }

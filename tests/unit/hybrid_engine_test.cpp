@@ -202,6 +202,15 @@ TEST(HybridEngine, BatchedChunkedAndHitEqualAlone) {
           const int32_t n0 = static_cast<int32_t>(reqs[0].prompt_ids.size());
           EXPECT_EQ(h.output(ids[5]).samples[0].cached_tokens, n0 / kPage * kPage)
               << name << " chunk " << chunk;
+          // Request 2 found the system prompt's pages without a checkpoint and left one where
+          // the pages ended (its shared boundary, 32): the next such prompt hits it.
+          std::vector<int32_t> p = system;
+          for (int32_t t : {7, 8, 9, 10, 11}) p.push_back(t);
+          const Request r6 = request(p, 4);
+          const uint64_t id6 = h.submit(r6);
+          h.run();
+          EXPECT_EQ(h.output(id6).samples[0].cached_tokens, 32) << name << " chunk " << chunk;
+          EXPECT_EQ(h.output(id6).samples[0].tokens, run_alone(name, r6)) << name;
         }
         EXPECT_GT(h.core().stats().checkpoints_saved, 0u);
         expect_no_leaks(h);
@@ -251,14 +260,16 @@ TEST(HybridEngine, MultiTurnDenseReusesIntoTheReplyBoundariesStopsAtThePrompt) {
 // every step; every completed sample equals its solo run.
 TEST(HybridEngine, RandomisedSchedulerKeepsInvariants) {
   const std::string name = "q35_r2_flfl_tied";  // the smallest fixture
-  for (uint32_t seed = 0; seed < 4; ++seed) {
+  for (uint32_t seed = 0; seed < 5; ++seed) {
     std::mt19937 rng(200 + seed);
     const int32_t max_total = 80;
-    const int32_t pages = (max_total + kPage - 1) / kPage + 2 + static_cast<int32_t>(rng() % 8);
+    // Seed 4: a roomy page pool (many hits, checkpoint evictions); the others preempt.
+    const int32_t pages =
+        seed == 4 ? 64 : (max_total + kPage - 1) / kPage + 2 + static_cast<int32_t>(rng() % 8);
     const char* policies[] = {"dense", "boundaries", "64"};
     const EngineOptions o =
         opts(pages, 8 + static_cast<int32_t>(rng() % 80), static_cast<int32_t>(rng() % 20),
-             policies[seed % 3], 1 + static_cast<int32_t>(rng() % 8),
+             policies[seed % 3], 1 + static_cast<int32_t>(rng() % 16),
              1 + static_cast<int32_t>(rng() % 6), seed != 3);
     Harness h(make_core(fixture(name), o));
     std::vector<std::pair<uint64_t, Request>> submitted;
@@ -268,11 +279,15 @@ TEST(HybridEngine, RandomisedSchedulerKeepsInvariants) {
     while (steps < 300 && (submitted.size() < 24 || h.core().has_work())) {
       if (submitted.size() < 24 && rng() % 3 == 0) {
         std::vector<int32_t> prompt;
-        if (rng() % 2) prompt = prefixes[rng() % prefixes.size()];
-        if (prompt.size() > 50) prompt.resize(rng() % 50);
-        auto tail = random_tokens(rng, 1 + static_cast<int32_t>(rng() % 25), 300);
-        prompt.insert(prompt.end(), tail.begin(), tail.end());
-        prefixes.push_back(prompt);
+        if (!submitted.empty() && rng() % 4 == 0) {  // an identical resend
+          prompt = submitted[rng() % submitted.size()].second.prompt_ids;
+        } else {
+          if (rng() % 2) prompt = prefixes[rng() % prefixes.size()];
+          if (prompt.size() > 50) prompt.resize(rng() % 50);
+          auto tail = random_tokens(rng, 1 + static_cast<int32_t>(rng() % 25), 300);
+          prompt.insert(prompt.end(), tail.begin(), tail.end());
+          prefixes.push_back(prompt);
+        }
         Request r = request(
             prompt,
             1 + static_cast<int32_t>(rng() % static_cast<uint32_t>(max_total - prompt.size())));
@@ -309,10 +324,13 @@ TEST(HybridEngine, RandomisedSchedulerKeepsInvariants) {
     }
     EXPECT_GT(compared, 8);
     expect_no_leaks(h);
-    std::printf("  seed %u: %d compared, %llu preemptions, %llu prefix-hit tokens, %llu saved\n",
-                seed, compared, static_cast<unsigned long long>(h.core().stats().preemptions),
-                static_cast<unsigned long long>(h.core().stats().prefix_hit_tokens),
-                static_cast<unsigned long long>(h.core().stats().checkpoints_saved));
+    std::printf(
+        "  seed %u: %d compared, %llu preemptions, %llu prefix-hit tokens, %llu saved, "
+        "%llu checkpoint evictions\n",
+        seed, compared, static_cast<unsigned long long>(h.core().stats().preemptions),
+        static_cast<unsigned long long>(h.core().stats().prefix_hit_tokens),
+        static_cast<unsigned long long>(h.core().stats().checkpoints_saved),
+        static_cast<unsigned long long>(h.core().hybrid()->pool().evictions()));
   }
 }
 
