@@ -49,10 +49,16 @@ Result<std::string> token_content(const nlohmann::json& config, const char* fiel
 Result<std::unique_ptr<TokenizerImpl>> TokenizerImpl::create(
     const std::string& tokenizer_json, const std::string& tokenizer_config_json) {
   auto impl = std::make_unique<TokenizerImpl>();
-  SYV_RETURN_IF_ERROR(impl->load_tokenizer_json(tokenizer_json).with_context("tokenizer.json"));
-  if (!tokenizer_config_json.empty()) {
-    SYV_RETURN_IF_ERROR(
-        impl->load_config_json(tokenizer_config_json).with_context("tokenizer_config.json"));
+  // Fields of the wrong JSON type (e.g. "special": "yes") surface as nlohmann type errors.
+  const char* file = "tokenizer.json";
+  try {
+    SYV_RETURN_IF_ERROR(impl->load_tokenizer_json(tokenizer_json).with_context(file));
+    file = "tokenizer_config.json";
+    if (!tokenizer_config_json.empty()) {
+      SYV_RETURN_IF_ERROR(impl->load_config_json(tokenizer_config_json).with_context(file));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Error(std::string(file) + ": a field has the wrong type: " + e.what());
   }
   return impl;
 }

@@ -114,6 +114,12 @@ TEST(TokenizerLoad, UnsupportedComponentsAreRefusedByName) {
   EXPECT_NE(load_error(t).find("dropout"), std::string::npos);
   EXPECT_NE(Tokenizer::from_json("{not json", "").message().find("not valid JSON"),
             std::string::npos);
+  t = make_tokenizer(kMerges, false);
+  t["added_tokens"] = json::array({{{"content", "<s>"}, {"special", "yes"}}});
+  EXPECT_NE(load_error(t).find("wrong type"), std::string::npos);
+  t = make_tokenizer(kMerges, false);
+  t["model"]["vocab"]["a"] = "one";
+  EXPECT_NE(load_error(t).find("model.vocab[\"a\"]"), std::string::npos);
 }
 
 TEST(TokenizerLoad, BadMergesNameTheEntry) {
