@@ -12,10 +12,12 @@ struct EngineArgs {
   EngineOptions options;
   int64_t kv_cache_mb = 1024;
   bool no_prefix_caching = false;
+  int64_t checkpoint_cache_mb = 1024;
   // The options with the flags applied.
   EngineOptions resolved() const {
     EngineOptions o = options;
     o.kv_cache_bytes = kv_cache_mb << 20;
+    o.checkpoint_cache_bytes = checkpoint_cache_mb << 20;
     o.enable_prefix_caching = !no_prefix_caching;
     return o;
   }
@@ -36,6 +38,20 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   app.add_option("--max-model-len", args.options.max_model_len,
                  "Prompt + max tokens at most (default: the model's maximum).");
   app.add_flag("--no-prefix-caching", args.no_prefix_caching, "Do not reuse cached prompt pages.");
+  // Hybrid models (Qwen3.5, Qwen3-Next): recurrent-state checkpoints (docs/hybrid-cache.md).
+  app.add_option("--checkpoint-interval", args.options.checkpoint_interval,
+                 "Hybrid models: tokens between state checkpoints, a multiple of --page-size "
+                 "(default 0 = 4 pages).");
+  app.add_option("--prefix-retention", args.options.prefix_retention,
+                 "Hybrid models: checkpoints a finished request leaves behind: dense (all), "
+                 "boundaries (the prompt's resend/extension boundaries) or N (those and every N "
+                 "tokens; a multiple of the interval). Default dense.");
+  app.add_option("--num-checkpoints", args.options.num_checkpoints,
+                 "Hybrid models: checkpoint pool size (default: --checkpoint-cache-mb worth, at "
+                 "most 8 per --max-num-seqs).");
+  app.add_option("--checkpoint-cache-mb", args.checkpoint_cache_mb,
+                 "Hybrid models: checkpoint pool budget in MiB when --num-checkpoints is 0 "
+                 "(default 1024).");
 }
 
 }  // namespace syv::cli
