@@ -10,6 +10,10 @@
 
 namespace syv {
 
+// Reserved beside weights, activations and KV: the CUDA context and libraries (1 GiB) and the
+// backend's scratch (cuBLASLt workspace, batch metadata, attention partials).
+constexpr size_t kRuntimeReserveBytes = (size_t{1} << 30) + (size_t{96} << 20);
+
 struct MemoryPlanInput {
   size_t total_bytes = 0;            // device memory (cudaMemGetInfo total)
   double utilization = 0.90;         // --gpu-memory-utilization, in (0, 1]

@@ -16,6 +16,7 @@
 
 #include "cli/bench.h"
 #include "core/log.h"
+#include "io/hf_config.h"
 #include "model/model.h"
 #if SYV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -129,7 +130,7 @@ int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activ
   in.utilization = o.utilization;
   in.weight_bytes = static_cast<size_t>(s.weight_bytes);
   in.activation_peak_bytes = activation_peak;
-  in.other_bytes = s.gpu->peak_scratch_bytes() + (size_t{1} << 30);  // + context/library margin
+  in.other_bytes = std::max(kRuntimeReserveBytes, s.gpu->peak_scratch_bytes() + (size_t{1} << 30));
   in.kv_bytes_per_token = s.kv_per_token;
   in.page_size = 64;
   in.max_position = s.model->config().max_position_embeddings;
@@ -333,6 +334,74 @@ int run_prefill(const Options& o) {
   return 0;
 }
 
+// `syv bench kernels`: every linear shape of the config at 1 and 4 tokens, each GEMV launch shape
+// and cuBLASLt, over rotating weight copies (more than the L2 holds), in GB/s of weights read.
+int run_kernels(const Options& o) {
+  namespace fs = std::filesystem;
+  std::string dir = o.config;
+  if (fs::is_regular_file(dir)) dir = fs::path(dir).parent_path().string();
+  auto config = load_model_config(dir);
+  if (!config.ok()) return fail("--config: " + config.message());
+  if (cuda_device_count() == 0) return fail("no CUDA device: `syv bench` needs a GPU");
+  auto gpu = make_cuda_backend(0);
+  const double copy_gbps = gpu->measure_copy_gbps(size_t{2} << 30, 20);
+  std::printf("device: %s; copy %.0f GB/s measured now\n", gpu->device_name().c_str(), copy_gbps);
+  const ModelConfig& c = *config;
+  const int64_t H = c.hidden_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim, I = c.intermediate_size;
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{"q_proj", q, H},      {"k_proj", kv, H}, {"o_proj", H, q},
+                          {"gate_up", 2 * I, H}, {"down", H, I},    {"lm_head", c.vocab_size, H}};
+  std::vector<std::string> rows;
+  for (const Shape& sh : shapes) {
+    const size_t wbytes = static_cast<size_t>(sh.n * sh.k * 2);
+    const int copies = static_cast<int>(std::max<size_t>(2, (size_t{1} << 30) / wbytes + 1));
+    DeviceBuffer wb = gpu->allocate(wbytes * copies);
+    gpu->fill_random(wb.data(), DType::BF16, static_cast<int64_t>(wbytes / 2) * copies, 5, 0.05f);
+    for (int tokens : {1, 4}) {
+      DeviceBuffer xb = gpu->allocate(static_cast<size_t>(tokens * sh.k * 2));
+      DeviceBuffer ob = gpu->allocate(static_cast<size_t>(tokens * sh.n * 2));
+      gpu->fill_random(xb.data(), DType::BF16, tokens * sh.k, 6, 1.f);
+      Tensor x(xb.data(), DType::BF16, {tokens, sh.k});
+      Tensor out(ob.data(), DType::BF16, {tokens, sh.n});
+      for (int v = -1; v < 4; ++v) {  // -1: cuBLASLt
+        if (v < 0) {
+          gpu->set_gemv_max_tokens(0);
+        } else {
+          gpu->set_gemv_max_tokens(4);
+          gpu->set_gemv_variant(v);
+        }
+        int next = 0;
+        auto step = [&] {  // 8 calls on successive weight copies, as consecutive layers would
+          for (int r = 0; r < 8; ++r) {
+            Tensor w(static_cast<char*>(wb.data()) + wbytes * (next++ % copies), DType::BF16,
+                     {sh.n, sh.k});
+            gpu->linear(x, w, Tensor(), out);
+          }
+        };
+        Stats st = stats_of(gpu->time_ms(step, 3, 20));
+        const double us = st.median * 1e3 / 8;
+        const double gbps = wbytes / (us * 1e-6) / 1e9;
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "| gemv | %-8s | N %6lld | K %6lld | T %d | %-8s | %8.2f us | %6.0f GB/s | "
+                      "%5.1f%% of copy |",
+                      sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k), tokens,
+                      v < 0 ? "cublasLt" : (std::string("gemv v") + std::to_string(v)).c_str(), us,
+                      gbps, 100.0 * gbps / copy_gbps);
+        rows.push_back(line);
+        std::printf("%s\n", line);
+      }
+    }
+  }
+  gpu->set_gemv_max_tokens(4);
+  gpu->set_gemv_variant(4);  // back to auto
+  return 0;
+}
+
 #else
 
 int run_decode(const Options&) {
@@ -340,6 +409,9 @@ int run_decode(const Options&) {
               "configure with -DSYV_CUDA=ON on a machine with nvcc");
 }
 int run_prefill(const Options& o) {
+  return run_decode(o);
+}
+int run_kernels(const Options& o) {
   return run_decode(o);
 }
 
@@ -368,6 +440,15 @@ BenchRegistration prefill_reg{
       add_common(app, *o);
       app.add_option("--lengths", o->lengths, "Prompt lengths, comma-separated")->delimiter(',');
       return [o]() -> int { return run_prefill(*o); };
+    }};
+
+BenchRegistration kernels_reg{
+    "kernels", "GEMV launch shapes vs cuBLASLt on every linear shape of a config (GB/s)",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      app.add_option("--config", o->config, "A model folder, or the path of its config.json")
+          ->required();
+      return [o]() -> int { return run_kernels(*o); };
     }};
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/memory_plan_cli.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/qwen3.h"
@@ -15,6 +16,7 @@ namespace {
 struct Options {
   std::string model_dir;
   bool json = false;
+  PlanArgs plan;  // --gpu-memory-utilization (memory_plan_cli.h)
 };
 
 const char* family_name(ModelFamily f) {
@@ -76,6 +78,11 @@ int run(const Options& o) {
     j["kv_bytes_per_token_bf16"] = kv_bf16;
     j["kv_bytes_per_token_f32"] = kv_bf16 * 2;
     j["status"] = status;
+    if (o.plan.utilization > 0) {
+      auto plan = describe_memory_plan(o.plan, c, parameters);
+      if (!plan.ok()) return fail(plan.message());
+      j["memory_plan"] = *plan;
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -103,6 +110,11 @@ int run(const Options& o) {
               static_cast<long long>(kv_bf16), static_cast<long long>(kv_bf16 * 2));
   std::printf("max positions    %lld\n", static_cast<long long>(c.max_position_embeddings));
   std::printf("status           %s\n", status.c_str());
+  if (o.plan.utilization > 0) {
+    auto plan = describe_memory_plan(o.plan, c, parameters);
+    if (!plan.ok()) return fail(plan.message());
+    std::printf("%s\n", plan->c_str());
+  }
   return 0;
 }
 
@@ -121,6 +133,13 @@ CommandRegistration reg{
                      "A Hugging Face model folder (config.json + *.safetensors).")
           ->required();
       app.add_flag("--json", o->json, "Print the figures as JSON.");
+      app.add_option("--gpu-memory-utilization", o->plan.utilization,
+                     "Also print the KV pool the server would plan at this fraction of GPU memory")
+          ->check(CLI::Range(0.01, 1.0));
+      app.add_option("--gpu-memory-gib", o->plan.gpu_memory_gib,
+                     "GPU memory for the plan when this machine has no GPU (GiB)");
+      app.add_option("--max-batch-tokens", o->plan.max_batch_tokens,
+                     "Tokens of the largest step, for the activation estimate (default 8192)");
       return [o]() -> int { return run(*o); };
     }};
 

@@ -185,20 +185,25 @@ TEST_F(CudaOps, LinearGemvAndGemm) {
   struct Shape {
     int64_t T, N, K;
   };
-  for (Shape s :
-       {Shape{1, 384, 512}, Shape{2, 1000, 1024}, Shape{3, 96, 72}, Shape{4, 512, 4096},
-        Shape{5, 300, 256}, Shape{64, 768, 1024}, Shape{257, 640, 512}, Shape{16, 100, 40}}) {
-    for (DType out_t : {DType::BF16, DType::F32}) {
-      auto x = make(random_vec(s.T * s.K, rng_), {s.T, s.K});
-      auto w = make(random_vec(s.N * s.K, rng_, 0.05f), {s.N, s.K});
-      auto out = make_out({s.T, s.N}, out_t);
-      cpu_->linear(x.c, w.c, Tensor(), out.c);
-      gpu_->linear(x.g, w.g, Tensor(), out.g);
-      expect_close(out, out_t == DType::F32 ? 1e-4 : 8e-3,
-                   "linear T=" + std::to_string(s.T) + " N=" + std::to_string(s.N) +
-                       " K=" + std::to_string(s.K) + " out " + std::string(dtype_name(out_t)));
+  for (Shape s : {Shape{1, 384, 512}, Shape{2, 1000, 1024}, Shape{3, 96, 72}, Shape{4, 512, 4096},
+                  Shape{5, 300, 256}, Shape{64, 768, 1024}, Shape{257, 640, 512},
+                  Shape{16, 100, 40}, Shape{1, 1001, 2056}, Shape{4, 7, 3000}}) {
+    for (int variant = 0; variant <= 4; ++variant) {  // every GEMV launch shape + auto (kernels.h)
+      gpu_->set_gemv_variant(variant);
+      for (DType out_t : {DType::BF16, DType::F32}) {
+        auto x = make(random_vec(s.T * s.K, rng_), {s.T, s.K});
+        auto w = make(random_vec(s.N * s.K, rng_, 0.05f), {s.N, s.K});
+        auto out = make_out({s.T, s.N}, out_t);
+        cpu_->linear(x.c, w.c, Tensor(), out.c);
+        gpu_->linear(x.g, w.g, Tensor(), out.g);
+        expect_close(out, out_t == DType::F32 ? 1e-4 : 8e-3,
+                     "linear T=" + std::to_string(s.T) + " N=" + std::to_string(s.N) +
+                         " K=" + std::to_string(s.K) + " out " + std::string(dtype_name(out_t)) +
+                         " gemv variant " + std::to_string(variant));
+      }
     }
   }
+  gpu_->set_gemv_variant(4);  // back to auto (kGemvAuto)
   // bias, and f32 weights (generic path)
   const int64_t T = 9, N = 130, K = 200;
   auto x = make(random_vec(T * K, rng_), {T, K});

@@ -4,7 +4,7 @@
 # binaries and the shared libraries the GPU machine lacks into .devcarry/), or builds here when
 # none was carried.
 #
-#   tools/device/run_gpu.sh [what...]   what: tests, tests_old, golden, small, decode (with prefill
+#   tools/device/run_gpu.sh [what...]   what: tests, tests_old, golden, small, kernels, decode (+ prefill
 #                                       on the same model), prefill (default: tests golden decode)
 # Environment: OUT (logs; default /tmp/syv-gpu-out), CONFIG (default tools/bench/configs/qwen3-8b),
 #   BATCH (1,8,64,256), CONTEXT (512,8192), LENGTHS (2048,32768).
@@ -38,6 +38,7 @@ for b in "$BIN"/syv "$BIN"/gpu_*; do
   [[ -n $missing ]] && echo "MISSING LIBS for $b: $missing" | tee -a "$OUT/ldd.txt"
 done
 
+PREFILL_LENGTHS=${LENGTHS-2048,32768}
 declare -a SUMMARY
 run() {  # name, command...
   local name=$1; shift
@@ -60,7 +61,8 @@ for w in $WHAT; do
              --random-weights --batch 1,64 --context 512 ;;
     decode) run decode "$BIN"/syv bench decode --config "$CONFIG" --random-weights \
               --batch "${BATCH:-1,8,64,256}" --context "${CONTEXT:-512,8192}" \
-              --lengths "${LENGTHS:-2048,32768}" ;;  # prefill too, on the same loaded model
+              ${PREFILL_LENGTHS:+--lengths "$PREFILL_LENGTHS"} ;;  # + prefill; LENGTHS= skips it
+    kernels) run kernels "$BIN"/syv bench kernels --config "$CONFIG" ;;
     prefill) run prefill "$BIN"/syv bench prefill --config "$CONFIG" --random-weights \
                --lengths "${LENGTHS:-2048,32768}" ;;
     *) echo "unknown step $w" ;;
@@ -77,7 +79,7 @@ for f in ops_test ops_test_old golden_test; do
 done
 echo "==== benchmarks ===="
 grep -hE "^(device|ceilings|weights|KV pool|warm-up)" "$OUT"/decode.log "$OUT"/prefill.log 2>/dev/null | sort -u
-grep -hE "^\| (decode|prefill) " "$OUT"/decode_0.6b.log "$OUT"/decode.log "$OUT"/prefill.log 2>/dev/null | sort -u
+grep -hE "^\| (decode|prefill|gemv) " "$OUT"/kernels.log "$OUT"/decode_0.6b.log "$OUT"/decode.log "$OUT"/prefill.log 2>/dev/null | awk '!seen[$0]++'
 echo "==== steps ===="
 printf '%s\n' "${SUMMARY[@]}"
 } | tee "$OUT/summary.txt"

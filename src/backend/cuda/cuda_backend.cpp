@@ -453,6 +453,8 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
   }
 
+  void set_gemv_variant(int variant) override { cuda::set_gemv_variant(variant); }
+  void set_gemv_max_tokens(int tokens) override { gemv_max_tokens_ = tokens; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
@@ -519,6 +521,15 @@ int cuda_device_count() {
     return 0;
   }
   return n;
+}
+
+size_t cuda_device_total_memory(int device) {
+  size_t free_b = 0, total_b = 0;
+  if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return total_b;
 }
 
 std::unique_ptr<CudaBackend> make_cuda_backend(int device) {

@@ -59,6 +59,12 @@ class CudaBackend : public Backend {
   virtual void set_pdl(bool on) = 0;
   virtual bool pdl() const = 0;
 
+  // Small-batch linear tuning (benchmarks): the GEMV launch shape (0..3, 4 = auto, the default;
+  // see kernels.h) and the
+  // largest token count that takes the GEMV path instead of cuBLASLt (0: always cuBLASLt).
+  virtual void set_gemv_variant(int variant) = 0;
+  virtual void set_gemv_max_tokens(int tokens) = 0;
+
   // Benchmarks only: from now on every allocate() is filled with uniform random bf16 values in
   // [-1, 1] (so a KV pool never holds zeros or NaN garbage); seed 0 turns it off.
   virtual void fill_random_on_allocate(uint64_t seed) = 0;
@@ -70,6 +76,9 @@ class CudaBackend : public Backend {
 
 // Number of CUDA devices (0 when there is no driver or no device; never aborts).
 int cuda_device_count();
+
+// Total memory of `device` in bytes (0 when it cannot be queried); creates no backend.
+size_t cuda_device_total_memory(int device);
 
 // Creates the backend on `device`; aborts with the CUDA error when the device cannot be used.
 std::unique_ptr<CudaBackend> make_cuda_backend(int device = 0);

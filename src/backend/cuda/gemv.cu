@@ -1,71 +1,95 @@
 // Bandwidth-bound small-batch linear: every weight byte is read once per call with 16-byte loads,
 // several in flight per thread; the few activation rows come through L1.
+#include <atomic>
+#include <cstdlib>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace syv::cuda {
 namespace {
 
-constexpr int kWarps = 8;   // warps per block; one output row per warp
 constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
 
-// out[t, n] = dot(x[t, :], w[n, :]) for t < NT. K % 8 == 0.
-// Software-pipelined: the next kUnroll weight vectors are in flight while the current ones are
-// used. The first batch is loaded before pdl_wait(): weights never change during a forward, so
-// with programmatic dependent launch these loads overlap the previous kernel's tail.
-template <int NT>
-__device__ __forceinline__ void gemv_fma(const uint4& wv, const bf16* __restrict__ x, int64_t k,
-                                         int64_t i, float* acc) {
-  float wf[8];
-  unpack8(wv, wf);
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    float xf[8];
-    unpack8(__ldg(reinterpret_cast<const uint4*>(x + t * k) + i), xf);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[t] = fmaf(wf[j], xf[j], acc[t]);
-  }
-}
-
-template <int NT, typename TO>
-__global__ void __launch_bounds__(kWarps * 32)
+// out[t, n] = dot(x[t, :], w[n, :]) for t < NT; each warp owns ROWS consecutive rows, WARPS warps
+// per block. K % 8 == 0. Software-pipelined: the next kUnroll weight vectors of every row are in
+// flight while the current ones are used. The first batch is loaded before pdl_wait(): weights
+// never change during a forward, so with programmatic dependent launch these loads overlap the
+// previous kernel's tail.
+template <int NT, typename TO, int WARPS, int ROWS>
+__global__ void __launch_bounds__(WARPS * 32)
     gemv_bf16_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, TO* __restrict__ out,
                      int64_t n_rows, int64_t k, int64_t out_stride) {
   const int lane = threadIdx.x & 31;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  const bool active = n < n_rows;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + (active ? n : 0) * k);
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * WARPS + (threadIdx.x >> 5)) * ROWS;
+  const bool active = n0 < n_rows;
+  const uint4* wr[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    const int64_t row = active ? min(n0 + r, n_rows - 1) : 0;  // clamped rows are not stored
+    wr[r] = reinterpret_cast<const uint4*>(w + row * k);
+  }
   const int64_t kv = active ? k / 8 : 0;  // 16-byte vectors per row
   constexpr int64_t kStep = 32 * kUnroll;
-  uint4 wv[kUnroll];
+  uint4 wv[ROWS][kUnroll];
   int64_t i = lane;
   if (i + kStep - 32 < kv) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + 32 * u);  // streamed, read once
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) wv[r][u] = __ldcs(wr[r] + i + 32 * u);  // read once
   }
   pdl_wait();
   pdl_trigger();
   if (!active) return;
-  float acc[NT];
+  float acc[ROWS][NT];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.f;
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
+  auto fma_step = [&](const uint4(&wcur)[ROWS], int64_t at) {
+    float xf[NT][8];
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+      unpack8(__ldg(reinterpret_cast<const uint4*>(x + t * k) + at), xf[t]);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      float wf[8];
+      unpack8(wcur[r], wf);
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wf[j], xf[t][j], acc[r][t]);
+    }
+  };
   for (; i + kStep - 32 < kv; i += kStep) {
-    uint4 cur[kUnroll];
+    uint4 cur[kUnroll][ROWS];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) cur[u] = wv[u];
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) cur[u][r] = wv[r][u];
     if (i + kStep + kStep - 32 < kv) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(wr + i + kStep + 32 * u);
+      for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) wv[r][u] = __ldcs(wr[r] + i + kStep + 32 * u);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) gemv_fma<NT>(cur[u], x, k, i + 32 * u, acc);
+    for (int u = 0; u < kUnroll; ++u) fma_step(cur[u], i + 32 * u);
   }
-  for (; i < kv; i += 32) gemv_fma<NT>(__ldcs(wr + i), x, k, i, acc);
+  for (; i < kv; i += 32) {
+    uint4 one[ROWS];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const float v = warp_sum(acc[t]);
-    if (lane == 0) out[t * out_stride + n] = from_f32<TO>(v);
+    for (int r = 0; r < ROWS; ++r) one[r] = __ldcs(wr[r] + i);
+    fma_step(one, i);
   }
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float v = warp_sum(acc[r][t]);
+      if (lane == 0 && n0 + r < n_rows) out[t * out_stride + n0 + r] = from_f32<TO>(v);
+    }
 }
 
 template <typename TX, typename TW, typename TO>
@@ -84,9 +108,42 @@ __global__ void linear_generic_kernel(const TX* __restrict__ x, const TW* __rest
   if (lane == 0) out[idx] = from_f32<TO>(acc);
 }
 
+std::atomic<int> g_gemv_variant{-1};  // -1: not read from SYV_GEMV_VARIANT yet
+
+int gemv_variant_now() {
+  int v = g_gemv_variant.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_GEMV_VARIANT");
+    v = e ? std::atoi(e) : kGemvAuto;
+    if (v < 0 || v > kGemvAuto) v = kGemvAuto;
+    g_gemv_variant.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+template <int NT, typename TO, int WARPS, int ROWS>
+void launch_wr(const bf16* x, const bf16* w, TO* out, int64_t n, int64_t k, cudaStream_t s) {
+  launch_k(gemv_bf16_kernel<NT, TO, WARPS, ROWS>, ceil_div(n, WARPS * ROWS), WARPS * 32, 0, s, x, w,
+           out, n, k, n);
+}
+
+// Variants (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2; kGemvAuto picks by
+// token count what `syv bench kernels` measured best on an H200 (8B shapes): 8x2 for one token,
+// 4x2 for 2-4 tokens (docs/cuda-backend-notes.md, run 3).
 template <int NT, typename TO>
 void launch_nt(const bf16* x, const bf16* w, TO* out, int64_t n, int64_t k, cudaStream_t s) {
-  launch_k(gemv_bf16_kernel<NT, TO>, ceil_div(n, kWarps), kWarps * 32, 0, s, x, w, out, n, k, n);
+  int v = gemv_variant_now();
+  if (v == kGemvAuto) v = NT == 1 ? 2 : 3;
+  switch (v) {
+    case 1:
+      return launch_wr<NT, TO, 4, 1>(x, w, out, n, k, s);
+    case 2:
+      return launch_wr<NT, TO, 8, 2>(x, w, out, n, k, s);
+    case 3:
+      return launch_wr<NT, TO, 4, 2>(x, w, out, n, k, s);
+    default:
+      return launch_wr<NT, TO, 8, 1>(x, w, out, n, k, s);
+  }
 }
 
 template <typename TO>
@@ -114,6 +171,13 @@ void launch_tokens(const bf16* x, const bf16* w, TO* out, int64_t tokens, int64_
 }
 
 }  // namespace
+
+void set_gemv_variant(int v) {
+  g_gemv_variant.store(v >= 0 && v <= kGemvAuto ? v : kGemvAuto, std::memory_order_relaxed);
+}
+int gemv_variant() {
+  return gemv_variant_now();
+}
 
 bool launch_gemv_bf16(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
                       int64_t n, int64_t k, cudaStream_t s) {

@@ -51,6 +51,12 @@ void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, vo
 // Needs K % 8 == 0 and 16-byte aligned x and w. Returns false (launching nothing) otherwise.
 bool launch_gemv_bf16(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
                       int64_t n, int64_t k, cudaStream_t s);
+// GEMV launch shapes (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2, and
+// kGemvAuto (the default): 8x2 for one token, 4x2 for more. SYV_GEMV_VARIANT sets the initial one.
+constexpr int kGemvVariants = 4;
+constexpr int kGemvAuto = 4;
+void set_gemv_variant(int v);
+int gemv_variant();
 // Any dtypes, any shapes; one warp per output element (slow; for odd dtypes and tests).
 void launch_linear_generic(const void* x, DType x_t, const void* w, DType w_t, void* out,
                            DType out_t, int64_t tokens, int64_t n, int64_t k, cudaStream_t s);

@@ -1,0 +1,47 @@
+#include "cli/memory_plan_cli.h"
+
+#include <cstdio>
+
+#include "backend/memory_plan.h"
+#if SYV_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace syv::cli {
+
+Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig& c,
+                                         int64_t parameters) {
+  MemoryPlanInput in;
+  if (args.gpu_memory_gib > 0) {
+    in.total_bytes = static_cast<size_t>(args.gpu_memory_gib * 1073741824.0);
+  } else {
+#if SYV_HAVE_CUDA
+    if (cuda_device_count() > 0) in.total_bytes = cuda_device_total_memory(0);
+#endif
+    if (in.total_bytes == 0)
+      return Status::Error(
+          "--gpu-memory-utilization: no CUDA device here; give its memory with --gpu-memory-gib");
+  }
+  in.utilization = args.utilization;
+  in.weight_bytes = static_cast<size_t>(parameters) * 2;  // bf16 on the device
+  const int64_t attn_layers =
+      c.layer_types.empty() ? c.num_hidden_layers : c.num_full_attention_layers();
+  in.kv_bytes_per_token = attn_layers * 2 * c.num_key_value_heads * c.head_dim * 2;
+  in.activation_peak_bytes = estimate_qwen3_activation_bytes(
+      args.max_batch_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
+      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size, 256);
+  in.other_bytes = kRuntimeReserveBytes;
+  in.page_size = 64;
+  in.max_position = c.max_position_embeddings;
+  auto plan = plan_memory(in);
+  if (!plan.ok()) return plan.status();
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                " (device %.1f GiB x %.2f; weights %.2f GB bf16; activations %.2f GB estimated for "
+                "%lld batch tokens)",
+                in.total_bytes / 1073741824.0, in.utilization, in.weight_bytes / 1e9,
+                in.activation_peak_bytes / 1e9, static_cast<long long>(args.max_batch_tokens));
+  return plan->summary() + buf;
+}
+
+}  // namespace syv::cli

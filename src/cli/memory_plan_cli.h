@@ -1,0 +1,24 @@
+// `--gpu-memory-utilization` for commands that print the memory plan without loading a model
+// (syv inspect): the same plan_memory() the benchmarks and the server use, with the activation
+// peak estimated (they measure it) and the device's total memory read from the GPU (or given).
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "io/model_config.h"
+
+namespace syv::cli {
+
+struct PlanArgs {
+  double utilization = 0.0;     // 0: no plan asked for
+  double gpu_memory_gib = 0.0;  // 0: read the device's total memory
+  int64_t max_batch_tokens = 8192;
+};
+
+// "KV pool: N tokens (P pages of 64), B bytes/token, max context M" plus the inputs, or an error
+// naming the argument (no GPU and no --gpu-memory-gib, utilization out of range, no room).
+Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig& config,
+                                         int64_t parameters);
+
+}  // namespace syv::cli
