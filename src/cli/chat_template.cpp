@@ -45,24 +45,7 @@ Result<nlohmann::ordered_json> read_json(const std::string& path, const char* wh
 }
 
 int run(const Options& o) {
-  auto tokenizer = Tokenizer::load(o.model_dir);
-  if (!tokenizer.ok()) return fail(tokenizer.message());
-  // Like transformers, <model>/chat_template.jinja takes precedence over tokenizer_config.json.
-  std::string source;
-  std::filesystem::path jinja_file = std::filesystem::path(o.model_dir) / "chat_template.jinja";
-  if (std::filesystem::exists(jinja_file)) {
-    if (!read_file(jinja_file.string(), &source))
-      return fail(jinja_file.string() + ": cannot read the file");
-  } else {
-    source = (*tokenizer)->chat_template();
-    if (source.empty())
-      return fail(o.model_dir +
-                  ": no chat template (no chat_template.jinja, and tokenizer_config.json has no "
-                  "\"chat_template\")");
-  }
-  auto tmpl = ChatTemplate::parse(source);
-  if (!tmpl.ok()) return fail(tmpl.message());
-
+  // Inputs first, so a bad file fails fast (loading the tokenizer takes a while).
   auto messages = read_json(o.messages_file, "--messages-file");
   if (!messages.ok()) return fail(messages.message());
   if (!messages->is_array())
@@ -89,6 +72,24 @@ int run(const Options& o) {
       return fail(std::string("--template-kwargs: expected a JSON object, found ") +
                   kwargs.type_name());
   }
+  auto tokenizer = Tokenizer::load(o.model_dir);
+  if (!tokenizer.ok()) return fail(tokenizer.message());
+  // Like transformers, <model>/chat_template.jinja takes precedence over tokenizer_config.json.
+  std::string source;
+  std::filesystem::path jinja_file = std::filesystem::path(o.model_dir) / "chat_template.jinja";
+  if (std::filesystem::exists(jinja_file)) {
+    if (!read_file(jinja_file.string(), &source))
+      return fail(jinja_file.string() + ": cannot read the file");
+  } else {
+    source = (*tokenizer)->chat_template();
+    if (source.empty())
+      return fail(o.model_dir +
+                  ": no chat template (no chat_template.jinja, and tokenizer_config.json has no "
+                  "\"chat_template\")");
+  }
+  auto tmpl = ChatTemplate::parse(source);
+  if (!tmpl.ok()) return fail(tmpl.message());
+
   auto prompt = tmpl->render(*messages, tools, o.add_generation_prompt, kwargs,
                              (*tokenizer)->bos_token(), (*tokenizer)->eos_token());
   if (!prompt.ok()) return fail(prompt.message());
