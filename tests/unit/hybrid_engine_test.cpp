@@ -4,6 +4,7 @@
 // nothing may leak (pages, state slots, checkpoint holds).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <random>
@@ -253,6 +254,41 @@ TEST(HybridEngine, MultiTurnDenseReusesIntoTheReplyBoundariesStopsAtThePrompt) {
     EXPECT_EQ(tokens["dense"], tokens["boundaries"]) << name;
     EXPECT_EQ(tokens["dense"], tokens["64"]) << name;
   }
+}
+
+// The threaded Engine on a hybrid: concurrent submits, events read from other threads.
+TEST(HybridEngine, ThreadedEngineServesAHybrid) {
+  const std::string name = "qnext_top1_r2";
+  std::mt19937 rng(11);
+  const std::vector<int32_t> prompt = random_tokens(rng, 60, 300);
+  std::vector<Request> reqs = {request(prompt, 6), request(prompt, 6),
+                               request(random_tokens(rng, 33, 300), 9)};
+  reqs[1].params.n = 2;
+  Engine engine(fixture(name), nullptr, opts(256, 64, 0, "boundaries"));
+  ASSERT_TRUE(engine.start().ok());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const Request& r : reqs) {
+    auto h = engine.submit(r);
+    ASSERT_TRUE(h.ok()) << h.message();
+    handles.push_back(h.value());
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(reqs[i].params.n));
+    int finished = 0;
+    Event e;
+    while (finished < reqs[i].params.n &&
+           handles[i]->next(e, std::chrono::seconds(60)) == NextStatus::kEvent) {
+      if (e.token_id >= 0) tokens[static_cast<size_t>(e.sample_index)].push_back(e.token_id);
+      finished += e.finished();
+    }
+    for (const auto& t : tokens) EXPECT_EQ(t, run_alone(name, reqs[i])) << "request " << i;
+  }
+  engine.stop();
+  const EngineStats stats = engine.stats();
+  EXPECT_GT(stats.checkpoints_saved, 0u);
+  EXPECT_EQ(stats.checkpoints_held, 0);
+  EXPECT_EQ(stats.state_slots_used, 0);
+  EXPECT_EQ(stats.pages_used, 0);
 }
 
 // Arrivals, cancellations, n = 2, random lengths, a page pool small enough to preempt and a tiny
