@@ -60,8 +60,8 @@ class CudaBackend : public Backend {
   virtual bool pdl() const = 0;
 
   // Small-batch linear tuning (benchmarks): the GEMV launch shape (0..3, 4 = auto, the default;
-  // see kernels.h) and the
-  // largest token count that takes the GEMV path instead of cuBLASLt (0: always cuBLASLt).
+  // see kernels.h) and the largest token count that takes the GEMV path instead of cuBLASLt
+  // (0: always cuBLASLt).
   virtual void set_gemv_variant(int variant) = 0;
   virtual void set_gemv_max_tokens(int tokens) = 0;
 
