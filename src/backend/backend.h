@@ -83,6 +83,28 @@ struct BatchMeta {
   int32_t max_context_len = 0;  // max context_lens
 };
 
+// One logits row's sampling parameters for Backend::sample() (the engine's SamplingParams,
+// flattened, plus the row's uniform draw in [0, 1) from the sequence's own generator).
+struct SampleRow {
+  float temperature = 0.0f;  // 0 = greedy (argmax of the penalised logits, lowest id on ties)
+  int32_t top_k = 0;         // <= 0 or >= V: off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  double uniform = 0.0;
+  int32_t penalty_begin = 0, penalty_end = 0;  // this row's entries in the penalty list
+};
+
+// A token the penalties apply to: logit = repeated ? (logit > 0 ? logit / r : logit * r) : logit,
+// then logit -= presence + frequency * output_count when output_count > 0.
+struct SamplePenalty {
+  int32_t token = 0;
+  int32_t output_count = 0;  // times generated so far
+  int32_t repeated = 0;      // 1: in the prompt or the output, and repetition_penalty != 1
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -190,6 +212,21 @@ class Backend {
   // down [E, H, I]; ids i32 / weights f32 [T, top_k]; out [T, H] (overwritten).
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            const Tensor& gate_up, const Tensor& down, Tensor& out);
+
+  // ---- sampling on the device (optional; docs/cuda-backend.md "Sampling") -------------------
+  // Backends that return true turn logits into token ids on the device, so only the ids cross to
+  // the host. The engine checks this and otherwise (and for logprobs requests) downloads the
+  // logits and samples with the CPU sampler (engine/sampler.h), whose semantics sample() follows:
+  // penalties, then argmax when temperature == 0, else softmax(logits / T) restricted to the
+  // top_k / top_p / min_p prefix of the (logit desc, id asc) order, one draw with `uniform`.
+  virtual bool supports_sampling() const { return false; }
+  // logits f32 [R, V] on the device; rows.size() == R; penalties[rows[r].penalty_begin ..
+  // penalty_end) belong to row r (one entry per distinct token). host_ids [R] receives the ids
+  // (synchronizes). `processed`, when not null, is f32 [R, V] on the device and receives the
+  // penalised logits (tests). The default aborts: "sample is not implemented on backend X".
+  virtual void sample(const Tensor& logits, const std::vector<SampleRow>& rows,
+                      const std::vector<SamplePenalty>& penalties, int32_t* host_ids,
+                      Tensor* processed = nullptr);
 };
 
 // The CPU backend (always available).

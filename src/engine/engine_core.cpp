@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "engine/device_sampling.h"
 #include "model/model.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -261,21 +262,44 @@ void EngineCore::step() {
       << "model returned logits of rank " << logits.ndim << " with " << logits.dim(0)
       << " rows, expected " << rows;
   const int32_t vocab = static_cast<int32_t>(logits.dim(1));
-  host_logits_.resize(rows * static_cast<size_t>(vocab));
-  if (rows > 0)
-    model_.backend().download(host_logits_.data(), logits.data,
-                              host_logits_.size() * sizeof(float));
+  const std::vector<int32_t>& owner = runner_.row_owner();
+  // Device sampling (only ids cross) unless the backend lacks it or a row wants logprobs.
+  bool on_device = rows > 0 && model_.backend().supports_sampling();
+  for (size_t r = 0; on_device && r < rows; ++r)
+    on_device = !needs_host_sampling(step_.seqs[static_cast<size_t>(owner[r])].seq->params());
+  std::vector<int32_t> device_ids;
+  if (on_device) {
+    std::vector<SampleRow> sample_rows(rows);
+    std::vector<SamplePenalty> penalties;
+    for (size_t r = 0; r < rows; ++r) {
+      Sequence& seq = *step_.seqs[static_cast<size_t>(owner[r])].seq;
+      SampleStream& stream = seq.group()->streams[static_cast<size_t>(seq.sample_index())];
+      sample_rows[r] = make_sample_row(seq.params(), stream.sampler, penalties);
+    }
+    device_ids.resize(rows);
+    model_.backend().sample(logits, sample_rows, penalties, device_ids.data());
+  } else {
+    host_logits_.resize(rows * static_cast<size_t>(vocab));
+    if (rows > 0)
+      model_.backend().download(host_logits_.data(), logits.data,
+                                host_logits_.size() * sizeof(float));
+  }
   ++stats_.steps;
   stats_.computed_tokens += static_cast<uint64_t>(step_.num_tokens);
 
   scheduler_.commit(step_);
-  const std::vector<int32_t>& owner = runner_.row_owner();
   for (size_t r = 0; r < rows; ++r) {
     Sequence& seq = *step_.seqs[static_cast<size_t>(owner[r])].seq;
     RequestGroup& group = *seq.group();
     SampleStream& stream = group.streams[static_cast<size_t>(seq.sample_index())];
-    const SampleResult sample = sampler_.sample(&host_logits_[r * static_cast<size_t>(vocab)],
-                                                vocab, seq.params(), stream.sampler);
+    SampleResult sample;
+    if (on_device) {
+      sample.token_id = device_ids[r];
+      stream.sampler.add_output(sample.token_id);
+    } else {
+      sample = sampler_.sample(&host_logits_[r * static_cast<size_t>(vocab)], vocab, seq.params(),
+                               stream.sampler);
+    }
     seq.tokens.push_back(sample.token_id);
     ++stats_.generated_tokens;
     emit(group, seq, sample);  // may end the sample and destroy the group

@@ -4,7 +4,7 @@
 # binaries and the shared libraries the GPU machine lacks into .devcarry/), or builds here when
 # none was carried.
 #
-#   tools/device/run_gpu.sh [what...]   what: tests, tests_old, golden, engine, small, kernels, decode (+ prefill
+#   tools/device/run_gpu.sh [what...]   what: tests, tests_old, golden, sampling, engine, small, kernels, decode (+ prefill
 #                                       on the same model), prefill (default: tests golden decode)
 # Environment: OUT (logs; default /tmp/syv-gpu-out), CONFIG (default tools/bench/configs/qwen3-8b),
 #   BATCH (1,8,64,256), CONTEXT (512,8192), LENGTHS (2048,32768).
@@ -57,6 +57,7 @@ for w in $WHAT; do
     tests_old)  # the same checks on the older paths: no PDL, WMMA prefill attention
       run ops_test_old env SYV_PDL=0 SYV_PREFILL_ATTENTION=wmma "$BIN"/gpu_cuda_ops_test ;;
     golden) run golden_test "$BIN"/gpu_qwen3_golden_test ;;
+    sampling) run sampling_test "$BIN"/gpu_sampling_gpu_test ;;
     engine) run engine_test "$BIN"/gpu_engine_qwen3_gpu_test ;;
     small) run decode_0.6b "$BIN"/syv bench decode --config tools/bench/configs/qwen3-0.6b \
              --random-weights --batch 1,64 --context 512 ;;
@@ -73,7 +74,7 @@ done
 {
 echo
 echo "==== tests ===="
-for f in ops_test ops_test_old golden_test engine_test; do
+for f in ops_test ops_test_old golden_test sampling_test engine_test; do
   [[ -f $OUT/$f.log ]] || continue
   echo "$f: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$f.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \] [A-Za-z]|worst per-row|Which is|scenario|request [0-9]' "$OUT/$f.log" | head -20

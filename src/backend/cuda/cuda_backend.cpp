@@ -70,6 +70,8 @@ class CudaBackendImpl final : public CudaBackend {
     if (staging_) cudaFreeHost(staging_);
     if (meta_dev_) cudaFree(meta_dev_);
     if (partial_) cudaFree(partial_);
+    if (sample_dev_) cudaFree(sample_dev_);
+    if (sample_work_) cudaFree(sample_work_);
     if (workspace_) cudaFree(workspace_);
     cudaEventDestroy(staging_done_);
     cudaStreamDestroy(stream_);
@@ -381,6 +383,61 @@ class CudaBackendImpl final : public CudaBackend {
                         ids.as<int32_t>(), stream_);
   }
 
+  bool supports_sampling() const override { return true; }
+
+  void sample(const Tensor& logits, const std::vector<SampleRow>& rows,
+              const std::vector<SamplePenalty>& penalties, int32_t* host_ids,
+              Tensor* processed) override {
+    SYV_CHECK(logits.dtype == DType::F32 && logits.ndim == 2) << "sample: logits must be f32 [R, V]";
+    const int64_t R = logits.dim(0), V = logits.dim(1);
+    SYV_CHECK_EQ(static_cast<int64_t>(rows.size()), R) << "sample: one SampleRow per logits row";
+    if (R == 0) return;
+    bool any_penalty = processed != nullptr, any_random = false;
+    for (const SampleRow& r : rows) {
+      SYV_CHECK(r.penalty_begin >= 0 && r.penalty_begin <= r.penalty_end &&
+                r.penalty_end <= static_cast<int32_t>(penalties.size()))
+          << "sample: penalty range [" << r.penalty_begin << ", " << r.penalty_end << ") of "
+          << penalties.size();
+      SYV_CHECK(r.temperature >= 0.0f) << "sample: temperature " << r.temperature;
+      any_penalty |= r.penalty_end > r.penalty_begin;
+      any_random |= r.temperature != 0.0f;
+    }
+    // One device buffer: rows, penalties, ids (each 16-byte aligned).
+    auto align16 = [](size_t b) { return (b + 15) & ~size_t{15}; };
+    const size_t rows_b = align16(rows.size() * sizeof(SampleRow));
+    const size_t pen_b = align16(penalties.size() * sizeof(SamplePenalty));
+    const size_t ids_b = align16(static_cast<size_t>(R) * sizeof(int32_t));
+    const size_t need = rows_b + pen_b + ids_b;
+    if (need > sample_dev_bytes_) {
+      if (sample_dev_) SYV_CUDA_CHECK(cudaFree(sample_dev_));
+      sample_dev_bytes_ = std::max(need * 2, size_t{1} << 16);
+      SYV_CUDA_CHECK(cudaMalloc(&sample_dev_, sample_dev_bytes_));
+    }
+    char* d = static_cast<char*>(sample_dev_);
+    auto* d_rows = reinterpret_cast<SampleRow*>(d);
+    auto* d_pen = reinterpret_cast<SamplePenalty*>(d + rows_b);
+    auto* d_ids = reinterpret_cast<int32_t*>(d + rows_b + pen_b);
+    upload(d_rows, rows.data(), rows.size() * sizeof(SampleRow));
+    upload(d_pen, penalties.data(), penalties.size() * sizeof(SamplePenalty));
+    float* work = nullptr;
+    if (processed) {
+      SYV_CHECK(processed->dtype == DType::F32 && processed->numel() == R * V)
+          << "sample: processed must be f32 [" << R << ", " << V << "]";
+      work = processed->as<float>();
+    } else if (any_penalty) {
+      const size_t wb = static_cast<size_t>(R * V) * sizeof(float);
+      if (wb > sample_work_bytes_) {
+        if (sample_work_) SYV_CUDA_CHECK(cudaFree(sample_work_));
+        sample_work_bytes_ = wb;
+        SYV_CUDA_CHECK(cudaMalloc(&sample_work_, sample_work_bytes_));
+      }
+      work = static_cast<float*>(sample_work_);
+    }
+    cuda::launch_sample(logits.as<float>(), R, V, d_rows, d_pen, any_penalty, any_random, work,
+                        d_ids, stream_);
+    download(host_ids, d_ids, static_cast<size_t>(R) * sizeof(int32_t));
+  }
+
   std::vector<float> time_ms(const std::function<void()>& step, int warmup, int iters) override {
     for (int i = 0; i < warmup; ++i) step();
     std::vector<cudaEvent_t> ev(static_cast<size_t>(iters) + 1);
@@ -505,6 +562,10 @@ class CudaBackendImpl final : public CudaBackend {
 
   void* partial_ = nullptr;
   size_t partial_bytes_ = 0;
+  void* sample_dev_ = nullptr;  // sample(): rows, penalties, ids
+  size_t sample_dev_bytes_ = 0;
+  void* sample_work_ = nullptr;  // sample(): penalised logits
+  size_t sample_work_bytes_ = 0;
   int64_t fixed_max_context_ = 0;
 
   uint64_t fill_seed_ = 0;

@@ -91,6 +91,20 @@ void launch_argmax(const void* logits, DType t, int64_t rows, int64_t vocab, int
                    cudaStream_t s);
 
 }  // namespace syv::cuda
+namespace syv {
+struct SampleRow;
+struct SamplePenalty;
+}  // namespace syv
+namespace syv::cuda {
+
+// Backend::sample() on the device: penalties into `work` (f32 [R, V]) when any_penalty, argmax of
+// every row into ids, then the stochastic rows (temperature > 0) when any_random. dev_rows [R] and
+// dev_penalties in device memory.
+void launch_sample(const float* logits, int64_t rows, int64_t vocab, const SampleRow* dev_rows,
+                   const SamplePenalty* dev_penalties, bool any_penalty, bool any_random,
+                   float* work, int32_t* ids, cudaStream_t s);
+
+}  // namespace syv::cuda
 
 namespace syv::cuda {
 // elementwise.cu: p[i] = uniform(-scale, scale) from a counter hash of (seed, i) (f32/bf16/f16).
