@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -245,6 +247,43 @@ TEST_F(GpuSampling, SameSeedSameIds) {
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   for (int32_t id : a) EXPECT_TRUE(id >= 0 && id < V);
+}
+
+// Not a bound: prints the wall time of one sample() call (upload, kernels, id download) for the
+// 8B vocab, greedy and top-k/top-p with penalties, at 1 and 64 rows.
+TEST_F(GpuSampling, PrintsCost) {
+  const int64_t V = 151936;
+  for (int64_t R : {1, 64}) {
+    const std::vector<float> logits = random_logits(R * V, 8, 2.f);
+    DeviceBuffer lb = gpu_->allocate(logits.size() * 4);
+    gpu_->upload(lb.data(), logits.data(), logits.size() * 4);
+    Tensor lt(lb.data(), DType::F32, {R, V});
+    for (int mode = 0; mode < 2; ++mode) {
+      SamplingParams sp;
+      sp.temperature = mode == 0 ? 0.f : 0.8f;
+      sp.top_k = mode == 0 ? 0 : 50;
+      sp.top_p = mode == 0 ? 1.f : 0.95f;
+      sp.repetition_penalty = mode == 0 ? 1.f : 1.1f;
+      SamplerState st(1);
+      st.add_prompt(std::vector<int32_t>(300, 5));
+      for (int32_t t = 0; t < 200; ++t) st.add_output(t * 7);
+      std::vector<SamplePenalty> pen;
+      std::vector<SampleRow> rows;
+      for (int64_t r = 0; r < R; ++r) rows.push_back(make_sample_row(sp, st, pen));
+      std::vector<int32_t> ids(static_cast<size_t>(R));
+      std::vector<double> us;
+      for (int i = 0; i < 60; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        gpu_->sample(lt, rows, pen, ids.data());
+        us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
+      }
+      std::sort(us.begin() + 10, us.end());
+      std::printf("sample() cost: rows %ld, %s: median %.1f us\n", static_cast<long>(R),
+                  mode == 0 ? "greedy" : "T 0.8 top-k 50 top-p 0.95 rep 1.1", us[35]);
+    }
+  }
 }
 
 }  // namespace syv

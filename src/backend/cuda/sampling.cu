@@ -135,8 +135,8 @@ struct SelectState {
 // The key of the token at rank `target` (by_mass false) or the key where the cumulative mass first
 // reaches `target` (by_mass true), in key-descending order. target >= 1 and <= the total.
 __device__ void radix_select(const float* x, int64_t vocab, float m, float inv_t, bool by_mass,
-                             uint64_t target, uint32_t* s_cnt, unsigned long long* s_mass,
-                             SelectState* st) {
+                             uint64_t target, uint32_t floor_key, uint32_t* s_cnt,
+                             unsigned long long* s_mass, SelectState* st) {
   if (threadIdx.x == 0) *st = SelectState{0u, 0u, target, 0u, 0ull, 0u, 0ull};
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) {
@@ -145,15 +145,36 @@ __device__ void radix_select(const float* x, int64_t vocab, float m, float inv_t
     }
     __syncthreads();
     const uint32_t prefix = st->prefix, mask = st->mask;
-    for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-      const float v = x[i];
-      if (v != v) continue;
-      const uint32_t k = order_key(v);
-      if ((k & mask) != prefix) continue;
-      const uint32_t b = (k >> shift) & 255u;
-      atomicAdd(&s_cnt[b], 1u);
-      const uint64_t q = fixed_mass(v, m, inv_t);
-      if (q) atomicAdd(&s_mass[b], static_cast<unsigned long long>(q));
+    // Warp-aggregated histogram: lanes with the same bin add once (the first passes put most
+    // tokens in a few bins; unaggregated shared atomics serialise on them).
+    const int lane = threadIdx.x & 31;
+    for (int64_t base = 0; base < vocab; base += blockDim.x) {
+      const int64_t i = base + threadIdx.x;
+      bool in = false;
+      uint32_t b = 0;
+      uint64_t q = 0;
+      if (i < vocab) {
+        const float v = x[i];
+        if (v == v) {
+          const uint32_t k = order_key(v);
+          if (k >= floor_key && (k & mask) == prefix) {
+            in = true;
+            b = (k >> shift) & 255u;
+            q = fixed_mass(v, m, inv_t);
+          }
+        }
+      }
+      const unsigned active = __ballot_sync(0xffffffffu, in);
+      if (in) {
+        const unsigned grp = __match_any_sync(active, b);
+        const uint32_t lo = __reduce_add_sync(grp, static_cast<uint32_t>(q & 0xfffffu));
+        const uint32_t hi = __reduce_add_sync(grp, static_cast<uint32_t>(q >> 20));
+        if (lane == __ffs(grp) - 1) {
+          atomicAdd(&s_cnt[b], static_cast<uint32_t>(__popc(grp)));
+          const unsigned long long sum = (static_cast<unsigned long long>(hi) << 20) + lo;
+          if (sum) atomicAdd(&s_mass[b], sum);
+        }
+      }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -276,11 +297,13 @@ __global__ void __launch_bounds__(kSampleThreads)
   // 3. top-k and its mass (top-p is relative to the top-k set, as on the CPU).
   uint32_t k_k = valid;
   uint64_t total_k = total;
+  uint32_t floor_key = 0;
   if (row.top_k > 0 && static_cast<uint32_t>(row.top_k) < valid) {
     k_k = static_cast<uint32_t>(row.top_k);
-    radix_select(x, vocab, m, inv_t, false, k_k, s_cnt, s_mass, &st);
+    radix_select(x, vocab, m, inv_t, false, k_k, 0u, s_cnt, s_mass, &st);
     const uint64_t q = st.count_eq ? st.mass_eq / st.count_eq : 0;
     total_k = st.mass_above + st.remaining * q;
+    floor_key = st.prefix;  // later selects stay inside the top-k set (and its boundary ties)
   }
   // 4. top-p: the shortest prefix whose mass reaches top_p of the top-k mass.
   uint32_t k_p = valid;
@@ -289,7 +312,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     uint64_t t = static_cast<uint64_t>(target);
     t = t < 1 ? 1 : (t > total ? total : t);
     __syncthreads();
-    radix_select(x, vocab, m, inv_t, true, t, s_cnt, s_mass, &st);
+    radix_select(x, vocab, m, inv_t, true, t, floor_key, s_cnt, s_mass, &st);
     const uint64_t q = st.count_eq ? st.mass_eq / st.count_eq : 0;
     uint64_t j = q ? (st.remaining + q - 1) / q : 1;
     j = j < 1 ? 1 : (j > st.count_eq ? st.count_eq : j);
@@ -299,7 +322,7 @@ __global__ void __launch_bounds__(kSampleThreads)
 
   // 5. The boundary: key t and how many of the tokens with key t (lowest ids first) stay.
   __syncthreads();
-  radix_select(x, vocab, m, inv_t, false, k, s_cnt, s_mass, &st);
+  radix_select(x, vocab, m, inv_t, false, k, floor_key, s_cnt, s_mass, &st);
   const uint32_t tkey = st.prefix;
   const uint64_t need = st.remaining;
 
