@@ -176,6 +176,10 @@ class Backend {
   // meta.state_slots[s], whose content corresponds to exactly positions [0, first new position)
   // of that sequence (all zeros for an empty prefix). The ops advance it over the new tokens.
 
+  // True when every hybrid op below is implemented; load_model() refuses hybrid models otherwise,
+  // so an unsupported combination is a clear error at load, never an abort mid-request.
+  virtual bool supports_hybrid_ops() const { return false; }
+
   // Depthwise causal conv1d over each sequence's new tokens, then SiLU (no bias).
   // x [T, C]; weight [C, K]; conv_state f32 [num_slots, K - 1, C]: the K - 1 inputs preceding the
   // new tokens, oldest first (updated to the last K - 1 inputs). out [T, C] (may not alias x).

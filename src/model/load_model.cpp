@@ -49,6 +49,11 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
                   << "Point syv at a real Hugging Face Qwen3 folder with --model DIR "
                   << "(e.g. `make serve MODEL=/path/to/Qwen3-0.6B`).";
   }
+  if (config.is_hybrid() && !backend.supports_hybrid_ops()) {
+    return Status::Error(dir + "/config.json: model_type \"" + config.model_type +
+                         "\" is a hybrid (Gated DeltaNet) model, which the " + backend.name() +
+                         " backend cannot run yet; use the CPU backend (--device cpu)");
+  }
   std::optional<WeightStore> store;
   if (options.random_weights) {
     SYV_LOG(INFO) << "weights: random (seed " << options.seed << "), not read from " << dir;
