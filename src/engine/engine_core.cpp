@@ -42,19 +42,18 @@ size_t partial_stop_suffix(const std::string& text, const std::vector<std::strin
 Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
   if (o.checkpoint_interval == 0) o.checkpoint_interval = 4 * o.page_size;
   if (o.checkpoint_interval < 0 || o.checkpoint_interval % o.page_size != 0) {
-    return Status::Error("engine option checkpoint_interval: expected a positive multiple of the "
-                         "page size " +
-                         std::to_string(o.page_size) + ", found " +
-                         std::to_string(o.checkpoint_interval));
+    return Status::Error(
+        "engine option checkpoint_interval: expected a positive multiple of the "
+        "page size " +
+        std::to_string(o.page_size) + ", found " + std::to_string(o.checkpoint_interval));
   }
   Result<RetentionPolicy> policy = RetentionPolicy::parse(o.prefix_retention);
   if (!policy.ok()) return Status::Error("engine option " + policy.status().message());
   if (policy.value().kind == RetentionPolicy::Kind::kEvery &&
       policy.value().every % o.checkpoint_interval != 0) {
-    return Status::Error("engine option prefix_retention: N = " +
-                         std::to_string(policy.value().every) +
-                         " must be a multiple of the checkpoint interval " +
-                         std::to_string(o.checkpoint_interval));
+    return Status::Error(
+        "engine option prefix_retention: N = " + std::to_string(policy.value().every) +
+        " must be a multiple of the checkpoint interval " + std::to_string(o.checkpoint_interval));
   }
   if (o.num_checkpoints < 0)
     return Status::Error("engine option num_checkpoints: expected >= 0, found " +
@@ -114,12 +113,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   }
   SYV_RETURN_IF_ERROR(model.allocate_cache(cache));
   if (spec.has_recurrent_state()) {
-    SYV_LOG(INFO) << "engine: state: " << spec.state_bytes_per_seq << " bytes/seq ("
-                  << options.max_num_seqs << " slots), checkpoint interval "
-                  << options.checkpoint_interval << ", pool for " << options.num_checkpoints
-                  << " checkpoints ("
-                  << ((spec.state_bytes_per_seq * options.num_checkpoints) >> 20)
-                  << " MiB), prefix retention " << options.prefix_retention;
+    SYV_LOG(INFO) << "engine: state: " << spec.state_bytes_per_seq
+                  << " bytes/seq, checkpoint interval " << options.checkpoint_interval
+                  << ", pool for " << options.num_checkpoints << " checkpoints ("
+                  << ((spec.state_bytes_per_seq * options.num_checkpoints) >> 20) << " MiB), "
+                  << options.max_num_seqs << " state slots, prefix retention "
+                  << options.prefix_retention;
   }
   SYV_LOG(INFO) << "engine: " << options.num_pages << " KV pages of " << options.page_size
                 << " tokens (" << pool_tokens << " tokens, "
