@@ -54,10 +54,10 @@ struct EngineOptions {
   int32_t max_model_len = 0;              // prompt + max_tokens at most; 0 = the model's maximum
   bool enable_prefix_caching = true;
   // Hybrid models (recurrent-state layers; docs/hybrid-cache.md). Ignored for other models.
-  int32_t checkpoint_interval = 0;           // C, a multiple of page_size; 0 = 4 pages
-  int32_t num_checkpoints = 0;               // checkpoint pool; 0 = checkpoint_cache_bytes worth
+  int32_t checkpoint_interval = 0;             // C, a multiple of page_size; 0 = 4 pages
+  int32_t num_checkpoints = 0;                 // checkpoint pool; 0 = checkpoint_cache_bytes worth
   int64_t checkpoint_cache_bytes = 1ll << 30;  // (at most 8 per max_num_seqs when derived)
-  std::string prefix_retention = "dense";    // "dense" | "boundaries" | N (tokens)
+  std::string prefix_retention = "dense";      // "dense" | "boundaries" | N (tokens)
 };
 
 // One submitted request. Shared between the submitting thread (reads events) and the engine
