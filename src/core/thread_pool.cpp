@@ -52,6 +52,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
+  std::lock_guard<std::mutex> call_lock(call_mutex_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;

@@ -22,7 +22,8 @@ class ThreadPool {
 
   // Calls fn(begin, end) over disjoint ranges covering [0, n); blocks until all are done.
   // The calling thread takes a share. Ranges are at least `grain` long (except the last).
-  // Not re-entrant: fn must not call parallel_for on the same pool.
+  // Safe to call from several threads at once (callers take turns); not re-entrant: fn must not
+  // call parallel_for on the same pool.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
   // The process-wide pool (threads = SYV_NUM_THREADS env or hardware concurrency).
@@ -32,6 +33,7 @@ class ThreadPool {
   void worker_loop(int index);
 
   std::vector<std::thread> workers_;
+  std::mutex call_mutex_;  // serialises parallel_for callers (one job in flight at a time)
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
