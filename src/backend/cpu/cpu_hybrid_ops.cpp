@@ -16,21 +16,6 @@
 namespace syv::cpu {
 namespace {
 
-// Element i of a float tensor of any float dtype, as f32.
-inline float load(const Tensor& t, int64_t i) {
-  switch (t.dtype) {
-    case DType::F32:
-      return t.as<const float>()[i];
-    case DType::BF16:
-      return bf16_to_f32(t.as<const uint16_t>()[i]);
-    case DType::F16:
-      return f16_to_f32(t.as<const uint16_t>()[i]);
-    default:
-      SYV_FATAL() << "expected a float tensor, found " << dtype_name(t.dtype);
-  }
-  return 0.f;
-}
-
 // Elements [begin, begin + n) as f32 (copied, whatever the dtype).
 std::vector<float> load_range(const Tensor& t, int64_t begin, int64_t n) {
   SYV_CHECK_LE(begin + n, t.numel()) << "load_range";
@@ -38,7 +23,7 @@ std::vector<float> load_range(const Tensor& t, int64_t begin, int64_t n) {
   if (t.dtype == DType::F32) {
     std::copy_n(t.as<const float>() + begin, n, v.data());
   } else {
-    for (int64_t i = 0; i < n; ++i) v[i] = load(t, begin + i);
+    for (int64_t i = 0; i < n; ++i) v[i] = load_f32(t, begin + i);
   }
   return v;
 }
