@@ -6,14 +6,14 @@
 #
 #   tools/device/run_gpu.sh [what...]   what: tests, tests_old, golden, sampling, engine, small, kernels, decode (+ prefill
 #                                       on the same model), prefill (default: tests golden decode)
-# Environment: OUT (logs; default /tmp/syv-gpu-out), CONFIG (default tools/bench/configs/qwen3-8b),
+# Environment: CARRY (carried build folder, default .devcarry), OUT (logs; default /tmp/syv-gpu-out), CONFIG (default tools/bench/configs/qwen3-8b),
 #   BATCH (1,8,64,256), CONTEXT (512,8192), LENGTHS (2048,32768).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 RESULTS=${OUT:-/tmp/syv-gpu-out}   # gets logs.tgz and summary.txt
 OUT=$(mktemp -d)                   # the logs, tarred into $RESULTS at the end
 mkdir -p "$RESULTS"
-CARRY=.devcarry
+CARRY=${CARRY:-.devcarry}            # the carried build (pack_build.sh's second argument)
 CONFIG=${CONFIG:-tools/bench/configs/qwen3-8b}
 WHAT=${*:-tests golden decode}
 export SYV_SOURCE_DIR=$PWD
