@@ -12,43 +12,27 @@
 #include <optional>
 #include <sstream>
 
+#include "io/json_describe.h"
+
 namespace syv {
 
 namespace {
 
 using json = nlohmann::json;
 
-std::string describe(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return v.get<bool>() ? "true" : "false";
-    case json::value_t::number_integer:
-      return std::to_string(v.get<int64_t>());
-    case json::value_t::number_unsigned:
-      return std::to_string(v.get<uint64_t>());
-    case json::value_t::number_float: {
-      std::ostringstream os;
-      os << v.get<double>();
-      return os.str();
-    }
-    case json::value_t::string: {
-      const auto& s = v.get_ref<const std::string&>();
-      std::string out = "\"";
-      for (size_t i = 0; i < s.size() && i < 60; ++i) {
-        auto c = static_cast<unsigned char>(s[i]);
-        out += (c < 0x20 || c >= 0x7f || c == '"') ? '?' : static_cast<char>(c);
-      }
-      return out + (s.size() > 60 ? "...\"" : "\"");
-    }
-    case json::value_t::array:
-      return "an array of " + std::to_string(v.size());
-    case json::value_t::object:
-      return "an object";
-    default:
-      return "an invalid value";
+// A JSON string as config messages show it: quoted, at most 60 bytes, control / non-ASCII bytes
+// and quotes as '?'.
+std::string show_config_string(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < 60; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    out += (c < 0x20 || c >= 0x7f || c == '"') ? '?' : static_cast<char>(c);
   }
+  return out + (s.size() > 60 ? "...\"" : "\"");
+}
+
+std::string describe(const json& v) {
+  return describe_json_value(v, show_config_string);
 }
 
 // Reads typed fields of one JSON object; messages read

@@ -19,6 +19,8 @@
 #include <set>
 #include <sstream>
 
+#include "io/json_describe.h"
+
 namespace syv {
 
 namespace {
@@ -49,29 +51,7 @@ std::string quoted(const std::string& s) {
 
 // A short description of a JSON value for "found ..." messages (never throws).
 std::string describe(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return v.get<bool>() ? "true" : "false";
-    case json::value_t::number_integer:
-      return std::to_string(v.get<int64_t>());
-    case json::value_t::number_unsigned:
-      return std::to_string(v.get<uint64_t>());
-    case json::value_t::number_float: {
-      std::ostringstream os;
-      os << v.get<double>();
-      return os.str();
-    }
-    case json::value_t::string:
-      return "string " + quoted(v.get_ref<const std::string&>());
-    case json::value_t::array:
-      return "an array of " + std::to_string(v.size());
-    case json::value_t::object:
-      return "an object";
-    default:
-      return "an invalid value";
-  }
+  return describe_json_value(v, [](const std::string& s) { return "string " + quoted(s); });
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {
