@@ -231,6 +231,18 @@ class Backend {
   virtual void sample(const Tensor& logits, const std::vector<SampleRow>& rows,
                       const std::vector<SamplePenalty>& penalties, int32_t* host_ids,
                       Tensor* processed = nullptr);
+
+  // ---- batch-invariant mode (docs/cuda-backend.md "Batch invariance") ------------------------
+  // When on, every op computes each output row with arithmetic that does not depend on what else
+  // is in the batch: a token's logits are bit-identical whether it runs alone or batched with
+  // other sequences, however its prompt was chunked, and whether its prefix came from the cache
+  // (so greedy output cannot change with the batch). Applies to ops enqueued (and CUDA graphs
+  // captured) after the call; may cost speed (measured in docs/cuda-backend.md). The default
+  // refuses to turn it on: "batch-invariant mode is not implemented on backend X".
+  virtual void set_batch_invariant(bool on) {
+    SYV_CHECK(!on) << "batch-invariant mode is not implemented on backend " << name();
+  }
+  virtual bool batch_invariant() const { return false; }
 };
 
 // The CPU backend (always available).
