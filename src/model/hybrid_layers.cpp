@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/log.h"
+#include "model/config_checks.h"
 
 namespace syv {
 
@@ -17,34 +18,21 @@ bool hybrid_layer_is_moe(const ModelConfig& c, int64_t l) {
 }
 
 Status validate_hybrid_config(const ModelConfig& c) {
-  auto positive = [](int64_t v, const char* field) -> Status {
-    if (v > 0) return Status::Ok();
-    return Status::Error(std::string("config.json: field \"") + field +
-                         "\": expected a positive integer, found " + std::to_string(v));
-  };
-  SYV_RETURN_IF_ERROR(positive(c.vocab_size, "vocab_size"));
-  SYV_RETURN_IF_ERROR(positive(c.hidden_size, "hidden_size"));
-  SYV_RETURN_IF_ERROR(positive(c.num_hidden_layers, "num_hidden_layers"));
+  SYV_RETURN_IF_ERROR(check_positive_field(c.vocab_size, "vocab_size"));
+  SYV_RETURN_IF_ERROR(check_positive_field(c.hidden_size, "hidden_size"));
+  SYV_RETURN_IF_ERROR(check_positive_field(c.num_hidden_layers, "num_hidden_layers"));
   if (static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers) {
     return Status::Error("config.json: layer_types has " + std::to_string(c.layer_types.size()) +
                          " entries, num_hidden_layers is " + std::to_string(c.num_hidden_layers));
   }
   if (c.attention_bias) {
-    return Status::Error("config.json: attention_bias = true is not supported for " +
-                         c.model_type + " (the hybrid attention loader reads no q/k/v/o biases)");
+    return Status::Error("config.json: attention_bias = true is not supported for " + c.model_type +
+                         " (the hybrid attention loader reads no q/k/v/o biases)");
   }
   const bool any_full = c.num_full_attention_layers() > 0;
   const bool any_linear = c.num_full_attention_layers() < c.num_hidden_layers;
   if (any_full) {
-    SYV_RETURN_IF_ERROR(positive(c.num_attention_heads, "num_attention_heads"));
-    SYV_RETURN_IF_ERROR(positive(c.num_key_value_heads, "num_key_value_heads"));
-    SYV_RETURN_IF_ERROR(positive(c.head_dim, "head_dim"));
-    if (c.num_attention_heads % c.num_key_value_heads != 0) {
-      return Status::Error("config.json: num_attention_heads (" +
-                           std::to_string(c.num_attention_heads) +
-                           ") must be a multiple of num_key_value_heads (" +
-                           std::to_string(c.num_key_value_heads) + ")");
-    }
+    SYV_RETURN_IF_ERROR(check_attention_heads(c));
     const int64_t rot = static_cast<int64_t>(c.head_dim * c.partial_rotary_factor);
     if (rot <= 0 || rot % 2 != 0) {
       return Status::Error("config.json: head_dim * partial_rotary_factor = " +
@@ -52,24 +40,20 @@ Status validate_hybrid_config(const ModelConfig& c) {
     }
   }
   if (any_linear) {
-    SYV_RETURN_IF_ERROR(positive(c.linear_num_key_heads, "linear_num_key_heads"));
-    SYV_RETURN_IF_ERROR(positive(c.linear_num_value_heads, "linear_num_value_heads"));
-    SYV_RETURN_IF_ERROR(positive(c.linear_key_head_dim, "linear_key_head_dim"));
-    SYV_RETURN_IF_ERROR(positive(c.linear_value_head_dim, "linear_value_head_dim"));
-    if (c.linear_num_value_heads % c.linear_num_key_heads != 0) {
-      return Status::Error("config.json: linear_num_value_heads (" +
-                           std::to_string(c.linear_num_value_heads) +
-                           ") must be a multiple of linear_num_key_heads (" +
-                           std::to_string(c.linear_num_key_heads) + ")");
-    }
+    SYV_RETURN_IF_ERROR(check_positive_field(c.linear_num_key_heads, "linear_num_key_heads"));
+    SYV_RETURN_IF_ERROR(check_positive_field(c.linear_num_value_heads, "linear_num_value_heads"));
+    SYV_RETURN_IF_ERROR(check_positive_field(c.linear_key_head_dim, "linear_key_head_dim"));
+    SYV_RETURN_IF_ERROR(check_positive_field(c.linear_value_head_dim, "linear_value_head_dim"));
+    SYV_RETURN_IF_ERROR(check_multiple_of(c.linear_num_value_heads, "linear_num_value_heads",
+                                          c.linear_num_key_heads, "linear_num_key_heads"));
     if (c.linear_conv_kernel_dim < 2) {
       return Status::Error("config.json: field \"linear_conv_kernel_dim\": expected >= 2, found " +
                            std::to_string(c.linear_conv_kernel_dim));
     }
   }
   if (c.num_experts > 0) {
-    SYV_RETURN_IF_ERROR(positive(c.num_experts_per_tok, "num_experts_per_tok"));
-    SYV_RETURN_IF_ERROR(positive(c.moe_intermediate_size, "moe_intermediate_size"));
+    SYV_RETURN_IF_ERROR(check_positive_field(c.num_experts_per_tok, "num_experts_per_tok"));
+    SYV_RETURN_IF_ERROR(check_positive_field(c.moe_intermediate_size, "moe_intermediate_size"));
     if (c.num_experts_per_tok > c.num_experts) {
       return Status::Error("config.json: num_experts_per_tok (" +
                            std::to_string(c.num_experts_per_tok) + ") exceeds num_experts (" +
@@ -242,7 +226,8 @@ class HybridModel final : public Model {
     }
     BatchMeta meta = backend_.prepare_batch(batch, cache_.page_size);
     next_scratch_ = 0;
-    Tensor logits = scratch(DType::F32, {std::max<int64_t>(R, 1), V_}).rows(0, R);  // R may be 0 (a chunk without logits)
+    Tensor logits = scratch(DType::F32, {std::max<int64_t>(R, 1), V_})
+                        .rows(0, R);  // R may be 0 (a chunk without logits)
     if (T == 0) return logits;
     const DType act = backend_.activation_dtype();
     Tensor h = scratch(act, {T, H_});

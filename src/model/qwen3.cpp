@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/log.h"
+#include "model/config_checks.h"
 
 namespace syv {
 
@@ -226,24 +227,11 @@ class Qwen3Model final : public Model {
 }  // namespace
 
 Status validate_qwen3_config(const ModelConfig& c) {
-  auto positive = [](int64_t v, const char* field) -> Status {
-    if (v > 0) return Status::Ok();
-    return Status::Error(std::string("config.json: field \"") + field +
-                         "\": expected a positive integer, found " + std::to_string(v));
-  };
-  SYV_RETURN_IF_ERROR(positive(c.vocab_size, "vocab_size"));
-  SYV_RETURN_IF_ERROR(positive(c.hidden_size, "hidden_size"));
-  SYV_RETURN_IF_ERROR(positive(c.intermediate_size, "intermediate_size"));
-  SYV_RETURN_IF_ERROR(positive(c.num_hidden_layers, "num_hidden_layers"));
-  SYV_RETURN_IF_ERROR(positive(c.num_attention_heads, "num_attention_heads"));
-  SYV_RETURN_IF_ERROR(positive(c.num_key_value_heads, "num_key_value_heads"));
-  SYV_RETURN_IF_ERROR(positive(c.head_dim, "head_dim"));
-  if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return Status::Error("config.json: num_attention_heads (" +
-                         std::to_string(c.num_attention_heads) +
-                         ") must be a multiple of num_key_value_heads (" +
-                         std::to_string(c.num_key_value_heads) + ")");
-  }
+  SYV_RETURN_IF_ERROR(check_positive_field(c.vocab_size, "vocab_size"));
+  SYV_RETURN_IF_ERROR(check_positive_field(c.hidden_size, "hidden_size"));
+  SYV_RETURN_IF_ERROR(check_positive_field(c.intermediate_size, "intermediate_size"));
+  SYV_RETURN_IF_ERROR(check_positive_field(c.num_hidden_layers, "num_hidden_layers"));
+  SYV_RETURN_IF_ERROR(check_attention_heads(c));
   if (c.head_dim % 2 != 0) {
     return Status::Error("config.json: head_dim must be even for RoPE, found " +
                          std::to_string(c.head_dim));
