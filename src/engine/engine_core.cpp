@@ -150,6 +150,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
         model, CheckpointGeometry(options.page_size, options.checkpoint_interval), policy.value(),
         options.max_num_seqs, options.num_checkpoints);
     scheduler_.set_hybrid(hybrid_.get());
+    stats_.checkpoint_bytes = model.cache_spec().state_bytes_per_seq * options.num_checkpoints;
   }
   update_gauges();
 }
@@ -373,11 +374,16 @@ void EngineCore::update_gauges() {
   stats_.waiting = scheduler_.num_waiting();
   if (hybrid_ != nullptr) {
     const CheckpointPool& ck = hybrid_->pool();
+    const HybridCounters& counters = hybrid_->counters();
     stats_.state_slots_used = ck.num_slots() - ck.num_free_slots();
+    stats_.state_slots_total = ck.num_slots();
     stats_.checkpoints_total = ck.num_checkpoints();
     stats_.checkpoints_held = ck.num_held();
     stats_.checkpoints_cached = ck.num_cached();
-    stats_.checkpoints_saved = hybrid_->counters().checkpoints_saved;
+    stats_.checkpoints_saved = counters.checkpoints_saved;
+    stats_.checkpoints_shared = counters.checkpoints_shared;
+    stats_.checkpoints_skipped = counters.checkpoints_skipped;
+    stats_.checkpoints_loaded = counters.checkpoints_loaded;
   }
 }
 

@@ -27,10 +27,15 @@ struct EngineStats {
   int32_t waiting = 0;       // sequences queued for admission (incl. preempted)
   // Hybrid models (0 otherwise): recurrent-state slots and checkpoints (docs/hybrid-cache.md).
   int32_t state_slots_used = 0;
-  int32_t checkpoints_total = 0;
-  int32_t checkpoints_held = 0;    // claimed by live sequences
-  int32_t checkpoints_cached = 0;  // kept by the retention policy, reusable, evictable
-  uint64_t checkpoints_saved = 0;  // counter: checkpoints written
+  int32_t state_slots_total = 0;    // one per max_num_seqs
+  int32_t checkpoints_total = 0;    // pool capacity, in checkpoints
+  int64_t checkpoint_bytes = 0;     // pool capacity, in bytes (checkpoints_total x state bytes/seq)
+  int32_t checkpoints_held = 0;     // claimed by live sequences
+  int32_t checkpoints_cached = 0;   // kept by the retention policy, reusable, evictable
+  uint64_t checkpoints_saved = 0;   // counter: checkpoints written
+  uint64_t checkpoints_shared = 0;  // counter: boundaries whose checkpoint already existed
+  uint64_t checkpoints_skipped = 0;  // counter: boundaries not saved (every entry held)
+  uint64_t checkpoints_loaded = 0;   // counter: prefix hits restored from a checkpoint
 };
 
 }  // namespace syv

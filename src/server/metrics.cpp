@@ -70,7 +70,75 @@ void gauge(std::string& out, const std::string& name, const std::string& type,
   out += name + " " + prometheus_number(value) + "\n";
 }
 
+// The engine's samples, in exposition order.
+struct EngineSample {
+  const char* name;
+  const char* type;
+  const char* help;
+  int64_t EngineGauges::*field;
+};
+const EngineSample kEngineSamples[] = {
+    {"syv_requests_running", "gauge", "Requests in the engine's running batch.",
+     &EngineGauges::requests_running},
+    {"syv_requests_waiting", "gauge", "Requests waiting to be scheduled.",
+     &EngineGauges::requests_waiting},
+    {"syv_kv_pages_used", "gauge", "KV-cache pages held by requests.",
+     &EngineGauges::kv_pages_used},
+    {"syv_kv_pages_free", "gauge", "KV-cache pages free (reusable prefix pages included).",
+     &EngineGauges::kv_pages_free},
+    {"syv_state_slots_used", "gauge",
+     "Recurrent-state slots held by running sequences (hybrid models).",
+     &EngineGauges::state_slots_used},
+    {"syv_state_slots_capacity", "gauge", "Recurrent-state slots (hybrid models).",
+     &EngineGauges::state_slots_capacity},
+    {"syv_checkpoints_used", "gauge",
+     "Prefix-cache state checkpoints held by live sequences (hybrid models).",
+     &EngineGauges::checkpoints_used},
+    {"syv_checkpoints_cached", "gauge",
+     "State checkpoints kept by the retention policy, reusable and evictable (hybrid models).",
+     &EngineGauges::checkpoints_cached},
+    {"syv_checkpoints_capacity", "gauge", "State checkpoint pool size (hybrid models).",
+     &EngineGauges::checkpoints_capacity},
+    {"syv_checkpoint_pool_bytes", "gauge", "Memory of the state checkpoint pool (hybrid models).",
+     &EngineGauges::checkpoint_pool_bytes},
+    {"syv_checkpoints_saved_total", "counter", "State checkpoints written.",
+     &EngineGauges::checkpoints_saved},
+    {"syv_checkpoints_shared_total", "counter",
+     "Checkpoint boundaries whose checkpoint already existed (shared, not written).",
+     &EngineGauges::checkpoints_shared},
+    {"syv_checkpoints_skipped_total", "counter",
+     "Checkpoint boundaries not saved because every pool entry was held.",
+     &EngineGauges::checkpoints_skipped},
+    {"syv_checkpoints_loaded_total", "counter",
+     "Prefix-cache hits restored from a state checkpoint.", &EngineGauges::checkpoints_loaded},
+    {"syv_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
+     &EngineGauges::prefix_cache_hit_tokens},
+    {"syv_prefix_cache_query_tokens_total", "counter",
+     "Prompt tokens looked up in the prefix cache.", &EngineGauges::prefix_cache_query_tokens},
+};
+
 }  // namespace
+
+EngineGauges EngineGauges::from(const EngineStats& s) {
+  EngineGauges g;
+  g.requests_running = s.running;
+  g.requests_waiting = s.waiting;
+  g.kv_pages_used = s.pages_used;
+  g.kv_pages_free = s.pages_free + s.pages_cached;
+  g.prefix_cache_hit_tokens = static_cast<int64_t>(s.prefix_hit_tokens);
+  g.prefix_cache_query_tokens = static_cast<int64_t>(s.prefix_query_tokens);
+  g.state_slots_used = s.state_slots_used;
+  g.state_slots_capacity = s.state_slots_total;
+  g.checkpoints_used = s.checkpoints_held;
+  g.checkpoints_cached = s.checkpoints_cached;
+  g.checkpoints_capacity = s.checkpoints_total;
+  g.checkpoint_pool_bytes = s.checkpoint_bytes;
+  g.checkpoints_saved = static_cast<int64_t>(s.checkpoints_saved);
+  g.checkpoints_shared = static_cast<int64_t>(s.checkpoints_shared);
+  g.checkpoints_skipped = static_cast<int64_t>(s.checkpoints_skipped);
+  g.checkpoints_loaded = static_cast<int64_t>(s.checkpoints_loaded);
+  return g;
+}
 
 Metrics::Metrics() : ttft_(kTtftBounds), itl_(kItlBounds), e2e_(kE2eBounds) {}
 
@@ -86,20 +154,9 @@ void Metrics::count_response(int http_status) {
 
 std::string Metrics::render(const EngineGauges& engine) const {
   std::string out;
-  gauge(out, "syv_requests_running", "gauge", "Requests in the engine's running batch.",
-        static_cast<double>(engine.requests_running));
-  gauge(out, "syv_requests_waiting", "gauge", "Requests waiting to be scheduled.",
-        static_cast<double>(engine.requests_waiting));
-  gauge(out, "syv_kv_pages_used", "gauge", "KV-cache pages held by requests.",
-        static_cast<double>(engine.kv_pages_used));
-  gauge(out, "syv_kv_pages_free", "gauge", "KV-cache pages free (reusable prefix pages included).",
-        static_cast<double>(engine.kv_pages_free));
-  gauge(out, "syv_prefix_cache_hit_tokens_total", "counter",
-        "Prompt tokens served from the prefix cache.",
-        static_cast<double>(engine.prefix_cache_hit_tokens));
-  gauge(out, "syv_prefix_cache_query_tokens_total", "counter",
-        "Prompt tokens looked up in the prefix cache.",
-        static_cast<double>(engine.prefix_cache_query_tokens));
+  for (const EngineSample& e : kEngineSamples) {
+    gauge(out, e.name, e.type, e.help, static_cast<double>(engine.*e.field));
+  }
   gauge(out, "syv_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
         static_cast<double>(prompt_tokens_.load()));
   gauge(out, "syv_generation_tokens_total", "counter", "Tokens generated.",

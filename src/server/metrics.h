@@ -2,6 +2,11 @@
 // engine's gauges. Metric names (all prefixed "syv_"; see docs/server.md):
 //   syv_requests_running, syv_requests_waiting                       gauges (engine)
 //   syv_kv_pages_used, syv_kv_pages_free                             gauges (engine)
+//   syv_state_slots_used, syv_state_slots_capacity, syv_checkpoints_used,
+//   syv_checkpoints_cached, syv_checkpoints_capacity, syv_checkpoint_pool_bytes
+//                                                     gauges (engine; hybrid models, 0 otherwise)
+//   syv_checkpoints_saved_total, syv_checkpoints_shared_total, syv_checkpoints_skipped_total,
+//   syv_checkpoints_loaded_total                      counters (engine; hybrid models)
 //   syv_prefix_cache_hit_tokens_total, syv_prefix_cache_query_tokens_total   counters (engine)
 //   syv_prompt_tokens_total, syv_generation_tokens_total             counters
 //   syv_request_success_total{finish_reason}                         counter
@@ -18,6 +23,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "engine/stats.h"
 
 namespace syv::server {
 
@@ -46,6 +53,20 @@ struct EngineGauges {
   int64_t kv_pages_free = 0;
   int64_t prefix_cache_hit_tokens = 0;    // cumulative
   int64_t prefix_cache_query_tokens = 0;  // cumulative
+  // Hybrid models (0 otherwise): recurrent-state slots and the checkpoint pool.
+  int64_t state_slots_used = 0;
+  int64_t state_slots_capacity = 0;
+  int64_t checkpoints_used = 0;    // held by live sequences
+  int64_t checkpoints_cached = 0;  // kept by the retention policy, reusable, evictable
+  int64_t checkpoints_capacity = 0;
+  int64_t checkpoint_pool_bytes = 0;  // capacity in bytes
+  int64_t checkpoints_saved = 0;      // cumulative
+  int64_t checkpoints_shared = 0;     // cumulative: boundary already had its checkpoint
+  int64_t checkpoints_skipped = 0;    // cumulative: boundary not saved, every entry held
+  int64_t checkpoints_loaded = 0;     // cumulative: prefix hits restored from a checkpoint
+
+  // The engine's snapshot as exported (kv_pages_free counts reusable cached-prefix pages).
+  static EngineGauges from(const EngineStats& stats);
 };
 
 class Metrics {

@@ -105,17 +105,9 @@ void OpenAiRoutes::set_model(ModelContext model) {
 }
 
 EngineGauges OpenAiRoutes::engine_gauges() const {
-  EngineGauges g;
   Generator* generator = gauge_source_.load();
-  if (generator == nullptr) return g;
-  const EngineStats s = generator->stats();
-  g.requests_running = s.running;
-  g.requests_waiting = s.waiting;
-  g.kv_pages_used = s.pages_used;
-  g.kv_pages_free = s.pages_free + s.pages_cached;
-  g.prefix_cache_hit_tokens = static_cast<int64_t>(s.prefix_hit_tokens);
-  g.prefix_cache_query_tokens = static_cast<int64_t>(s.prefix_query_tokens);
-  return g;
+  if (generator == nullptr) return EngineGauges{};
+  return EngineGauges::from(generator->stats());
 }
 
 void OpenAiRoutes::health(const httplib::Request&, httplib::Response& res) {

@@ -130,6 +130,11 @@ TEST(HybridEngine, OptionsAreValidatedAndLogged) {
   EXPECT_EQ(core->options().checkpoint_interval, 64);
   EXPECT_EQ(core->options().num_checkpoints, 8 * 16);
   EXPECT_EQ(core->hybrid()->pool().num_slots(), 16);
+  // The stats (exported on /metrics) give the pool's size in slots, checkpoints and bytes.
+  EXPECT_EQ(core->stats().state_slots_total, 16);
+  EXPECT_EQ(core->stats().checkpoints_total, 8 * 16);
+  EXPECT_GT(m.cache_spec().state_bytes_per_seq, 0);
+  EXPECT_EQ(core->stats().checkpoint_bytes, m.cache_spec().state_bytes_per_seq * 8 * 16);
   // Prefix caching off: no checkpoints at all.
   core = make_core(m, opts(256, 2048, 0, "dense", 0, 16, false));
   EXPECT_EQ(core->hybrid()->pool().num_checkpoints(), 0);
@@ -156,6 +161,7 @@ TEST(HybridEngine, ResendReusesTheResendBoundary) {
           EXPECT_EQ(h.output(b).samples[0].cached_tokens, resend)
               << name << " N " << n << " " << policy << " chunk " << chunk;
           EXPECT_GE(resend, n - kInterval - 1);
+          EXPECT_EQ(h.core().stats().checkpoints_loaded, resend > 0 ? 1u : 0u);
           const std::vector<int32_t> alone = run_alone(name, r);
           EXPECT_EQ(h.output(a).samples[0].tokens, alone) << name << " N " << n;
           EXPECT_EQ(h.output(b).samples[0].tokens, alone) << name << " N " << n << " (hit)";

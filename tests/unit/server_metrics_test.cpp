@@ -67,6 +67,49 @@ TEST(ServerMetrics, RendersEveryNamedMetric) {
   }
 }
 
+// The engine's snapshot as exported: KV pages (cached prefix pages count as free) and, for hybrid
+// models, the state slots and the checkpoint pool.
+TEST(ServerMetrics, ExportsEngineStatsWithTheCheckpointPool) {
+  EngineStats s;
+  s.running = 3;
+  s.pages_used = 10;
+  s.pages_free = 20;
+  s.pages_cached = 5;
+  s.state_slots_used = 3;
+  s.state_slots_total = 16;
+  s.checkpoints_total = 128;
+  s.checkpoint_bytes = int64_t{128} * 3 * 1024 * 1024;
+  s.checkpoints_held = 7;
+  s.checkpoints_cached = 40;
+  s.checkpoints_saved = 90;
+  s.checkpoints_shared = 12;
+  s.checkpoints_skipped = 2;
+  s.checkpoints_loaded = 33;
+  const std::string text = Metrics().render(EngineGauges::from(s));
+  expect_valid_exposition(text);
+  for (const char* line : {
+           "syv_requests_running 3\n",
+           "syv_kv_pages_used 10\n",
+           "syv_kv_pages_free 25\n",
+           "# TYPE syv_state_slots_used gauge\nsyv_state_slots_used 3\n",
+           "# TYPE syv_state_slots_capacity gauge\nsyv_state_slots_capacity 16\n",
+           "# TYPE syv_checkpoints_used gauge\nsyv_checkpoints_used 7\n",
+           "# TYPE syv_checkpoints_cached gauge\nsyv_checkpoints_cached 40\n",
+           "# TYPE syv_checkpoints_capacity gauge\nsyv_checkpoints_capacity 128\n",
+           "# TYPE syv_checkpoint_pool_bytes gauge\nsyv_checkpoint_pool_bytes 402653184\n",
+           "# TYPE syv_checkpoints_saved_total counter\nsyv_checkpoints_saved_total 90\n",
+           "# TYPE syv_checkpoints_shared_total counter\nsyv_checkpoints_shared_total 12\n",
+           "# TYPE syv_checkpoints_skipped_total counter\nsyv_checkpoints_skipped_total 2\n",
+           "# TYPE syv_checkpoints_loaded_total counter\nsyv_checkpoints_loaded_total 33\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  // A dense model reports an empty pool.
+  const std::string dense = Metrics().render(EngineGauges::from(EngineStats{}));
+  EXPECT_NE(dense.find("syv_checkpoints_capacity 0\n"), std::string::npos);
+  EXPECT_NE(dense.find("syv_checkpoint_pool_bytes 0\n"), std::string::npos);
+}
+
 TEST(ServerMetrics, NumberFormat) {
   EXPECT_EQ(prometheus_number(3), "3");
   EXPECT_EQ(prometheus_number(0.25), "0.25");
