@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -243,6 +244,34 @@ class Backend {
     SYV_CHECK(!on) << "batch-invariant mode is not implemented on backend " << name();
   }
   virtual bool batch_invariant() const { return false; }
+
+  // ---- CUDA graphs (optional; docs/cuda-backend.md "CUDA graphs") ----------------------------
+  // A backend that returns true records a step once and launches the recording again for later
+  // batches of the same shape (the engine's decode buckets: engine/graph_runner.h). The defaults
+  // (backend/graphs_default.cpp) abort naming the backend; callers check supports_graphs() first.
+  virtual bool supports_graphs() const { return false; }
+  // Runs `step` once as usual (a warm-up that sizes every scratch buffer), then records what it
+  // enqueues into a graph without running it; returns the graph's id. `step` may do no host
+  // synchronisation, and every host-side decision it makes (token / sequence / logit-row counts,
+  // page-table width, kernel choices, split counts: see set_fixed_max_context) must hold for every
+  // batch later replayed on it. The batch metadata its prepare_batch() uploads is re-read from
+  // the graph's own pinned staging at each replay (see stage_batch()).
+  virtual int capture_graph(const std::function<void()>& step);
+  // Stages `batch`'s metadata for the next replay_graph() without enqueuing any work (what
+  // prepare_batch() does minus the upload). The batch must have the layout of the batch captured
+  // in the graph replayed next: the same token, sequence and logit-row counts and the same
+  // max_pages_per_seq (replay_graph() checks).
+  virtual void stage_batch(const Batch& batch, int32_t page_size);
+  // Launches graph `id` on the metadata of the latest stage_batch() or prepare_batch(). Outputs
+  // land where they landed during the capture (e.g. the model's logits buffer).
+  virtual void replay_graph(int id);
+  // Frees graph `id` (after its launches finish). Ids are not reused.
+  virtual void destroy_graph(int id);
+  // Host-side choices that follow the batch's longest context (decode attention's split count)
+  // are made for `max_context` instead when it is > 0, so one capture serves every context up to
+  // it; 0 (the default) = per batch. Applies to eager steps too, so a step gives the same bits
+  // whether it runs eagerly or as a graph. The default does nothing (no such choices).
+  virtual void set_fixed_max_context(int64_t max_context) { (void)max_context; }
 };
 
 // The CPU backend (always available).
