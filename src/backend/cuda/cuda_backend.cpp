@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,7 +67,8 @@ class CudaBackendImpl final : public CudaBackend {
 
   ~CudaBackendImpl() override {
     cudaStreamSynchronize(stream_);
-    for (auto& g : graphs_) cudaGraphExecDestroy(g);
+    for (size_t id = 0; id < graphs_.size(); ++id) free_graph(graphs_[id]);
+    for (auto& r : retired_partials_) cudaFree(r.first);
     if (staging_) cudaFreeHost(staging_);
     if (meta_dev_) cudaFree(meta_dev_);
     if (partial_) cudaFree(partial_);
@@ -137,85 +139,46 @@ class CudaBackendImpl final : public CudaBackend {
 
   // ---- batch metadata -------------------------------------------------------------------------
   // All i32 arrays go into one pinned staging buffer and one device buffer (one copy per step).
+  // Eager steps use the backend's own pair (grown as needed); while a graph is captured, the
+  // graph's own pair (sized by the warm-up run), which no later step can move.
   BatchMeta prepare_batch(const Batch& batch, int32_t page_size) override {
-    HostBatchMeta h = build_host_batch_meta(batch, page_size);
-    batch_copy_ = batch;
+    Graph* g = capturing_ ? &graphs_.back() : nullptr;
+    if (g != nullptr) {
+      SYV_CHECK(g->prepares++ == 0) << "CUDA graph capture: the step calls prepare_batch() twice";
+    }
+    const Staged st = stage(batch, page_size, g);
+    void* host = g ? g->host : staging_;
+    void* dev = g ? g->dev : meta_dev_;
+    SYV_CUDA_CHECK(cudaMemcpyAsync(dev, host, st.bytes, cudaMemcpyHostToDevice, stream_));
+    if (g == nullptr) SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
+
     const int64_t T = batch.num_tokens(), S = batch.num_seqs();
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
-    const int64_t P = h.max_pages_per_seq;
-    const int64_t pt_rows = P > 0 ? static_cast<int64_t>(h.page_table.size()) / P : 0;
-    // Prefill tiles: (seq, first token), the last (longest) tile of each sequence first.
-    tiles_host_.clear();
-    for (int64_t s = 0; s < S; ++s) {
-      const int32_t start = batch.seq_starts[s], len = batch.seq_len(static_cast<int32_t>(s));
-      for (int32_t i = (len + kPrefillTile - 1) / kPrefillTile - 1; i >= 0; --i) {
-        tiles_host_.push_back(static_cast<int32_t>(s));
-        tiles_host_.push_back(start + i * kPrefillTile);
-      }
-    }
-    num_tiles_ = static_cast<int32_t>(tiles_host_.size() / 2);
-    std::vector<int32_t> seq_starts =
-        batch.seq_starts.empty() ? std::vector<int32_t>{0} : batch.seq_starts;
-
-    struct Part {
-      const int32_t* src;
-      int64_t n;
-      int64_t offset = 0;
-    };
-    Part parts[] = {{batch.token_ids.data(), T},
-                    {batch.positions.data(), T},
-                    {seq_starts.data(), S + 1},
-                    {h.context_lens.data(), S},
-                    {h.page_table.data(), static_cast<int64_t>(h.page_table.size())},
-                    {h.slot_mapping.data(), T},
-                    {h.token_seq.data(), T},
-                    {batch.logit_rows.data(), R},
-                    {h.state_slots.data(), static_cast<int64_t>(h.state_slots.size())},
-                    {tiles_host_.data(), static_cast<int64_t>(tiles_host_.size())}};
-    int64_t total = 0;
-    for (Part& p : parts) {
-      p.offset = total;
-      total += (p.n + 3) / 4 * 4;  // 16-byte aligned parts
-    }
-    const size_t bytes = static_cast<size_t>(std::max<int64_t>(total, 4)) * 4;
-    if (!capturing_) SYV_CUDA_CHECK(cudaEventSynchronize(staging_done_));
-    if (bytes > meta_capacity_) {
-      SYV_CHECK(!capturing_) << "CUDA graph capture: batch metadata grew during capture";
-      SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      if (staging_) SYV_CUDA_CHECK(cudaFreeHost(staging_));
-      if (meta_dev_) SYV_CUDA_CHECK(cudaFree(meta_dev_));
-      scratch_bytes_ -= meta_capacity_;
-      meta_capacity_ = std::max(bytes * 2, size_t{1} << 16);
-      SYV_CUDA_CHECK(cudaMallocHost(&staging_, meta_capacity_));
-      SYV_CUDA_CHECK(cudaMalloc(&meta_dev_, meta_capacity_));
-      scratch_bytes_ += meta_capacity_;
-    }
-    int32_t* st = static_cast<int32_t*>(staging_);
-    for (const Part& p : parts)
-      if (p.n > 0) std::memcpy(st + p.offset, p.src, static_cast<size_t>(p.n) * 4);
-    SYV_CUDA_CHECK(cudaMemcpyAsync(meta_dev_, staging_, bytes, cudaMemcpyHostToDevice, stream_));
-    if (!capturing_) SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
-
-    int32_t* d = static_cast<int32_t*>(meta_dev_);
-    auto view = [&](const Part& p, std::initializer_list<int64_t> dims) {
-      return Tensor(d + p.offset, DType::I32, dims);
+    int32_t* d = static_cast<int32_t*>(dev);
+    auto view = [&](int part, std::initializer_list<int64_t> dims) {
+      return Tensor(d + st.offsets[static_cast<size_t>(part)], DType::I32, dims);
     };
     BatchMeta meta;
     meta.host = &batch_copy_;
-    meta.token_ids = view(parts[0], {T});
-    meta.positions = view(parts[1], {T});
-    meta.seq_starts = view(parts[2], {S + 1});
-    meta.context_lens = view(parts[3], {S});
-    meta.page_table = view(parts[4], {pt_rows, P});
-    meta.slot_mapping = view(parts[5], {T});
-    meta.token_seq = view(parts[6], {T});
-    meta.logit_rows = view(parts[7], {R});
-    meta.state_slots = view(parts[8], {static_cast<int64_t>(h.state_slots.size())});
+    meta.token_ids = view(0, {T});
+    meta.positions = view(1, {T});
+    meta.seq_starts = view(2, {S + 1});
+    meta.context_lens = view(3, {S});
+    meta.page_table = view(4, {st.pt_rows, st.pt_width});
+    meta.slot_mapping = view(5, {T});
+    meta.token_seq = view(6, {T});
+    meta.logit_rows = view(7, {R});
+    meta.state_slots = view(8, {st.counts[8]});
     meta.page_size = page_size;
-    meta.max_seq_len = h.max_seq_len;
-    meta.max_context_len = h.max_context_len;
-    tiles_dev_ = d + parts[9].offset;
+    meta.max_seq_len = st.max_seq_len;
+    meta.max_context_len = st.max_context_len;
+    tiles_dev_ = d + st.offsets[9];
     return meta;
+  }
+
+  void stage_batch(const Batch& batch, int32_t page_size) override {
+    SYV_CHECK(!capturing_) << "stage_batch() during a graph capture";
+    stage(batch, page_size, nullptr);
   }
 
   // ---- ops ------------------------------------------------------------------------------------
@@ -489,26 +452,63 @@ class CudaBackendImpl final : public CudaBackend {
            (ms[ms.size() / 2] * 1e-3) / 1e12;
   }
 
+  bool supports_graphs() const override { return true; }
+
   int capture_graph(const std::function<void()>& step) override {
+    SYV_CHECK(!capturing_) << "capture_graph() inside a capture";
+    // Warm-up: sizes the attention scratch, the GEMM plans and the metadata of this step.
+    step();
     SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    graphs_.emplace_back();
+    Graph& g = graphs_.back();
+    g.bytes = std::max<size_t>(last_meta_bytes_, 16);
+    SYV_CUDA_CHECK(cudaMallocHost(&g.host, g.bytes));
+    SYV_CUDA_CHECK(cudaMalloc(&g.dev, g.bytes));
+    scratch_bytes_ += g.bytes;
+    SYV_CUDA_CHECK(cudaEventCreateWithFlags(&g.done, cudaEventDisableTiming));
     cudaGraph_t graph = nullptr;
     SYV_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
     capturing_ = true;
     step();
     capturing_ = false;
     SYV_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    cudaGraphExec_t exec = nullptr;
-    SYV_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    SYV_CUDA_CHECK(cudaGraphInstantiate(&g.exec, graph, 0));
     SYV_CUDA_CHECK(cudaGraphDestroy(graph));
-    graphs_.push_back(exec);
+    ++live_graphs_;
     return static_cast<int>(graphs_.size()) - 1;
   }
 
   void replay_graph(int id) override {
-    SYV_CHECK(id >= 0 && id < static_cast<int>(graphs_.size())) << "replay_graph: id " << id;
-    SYV_CUDA_CHECK(cudaGraphLaunch(graphs_[static_cast<size_t>(id)], stream_));
-    SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
+    Graph& g = graph(id, "replay_graph");
+    if (g.prepares > 0) {
+      SYV_CHECK(staged_layout_ == g.layout)
+          << "replay_graph(" << id << "): the staged batch metadata has part sizes "
+          << layout_string(staged_layout_) << ", the graph was captured with "
+          << layout_string(g.layout) << " (tokens, positions, seq_starts, context_lens, "
+          << "page_table, slot_mapping, token_seq, logit_rows, state_slots, tiles)";
+      // The previous launch of this graph has finished reading its staging.
+      SYV_CUDA_CHECK(cudaEventSynchronize(g.done));
+      std::memcpy(g.host, staging_, staged_bytes_);
+    }
+    SYV_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+    SYV_CUDA_CHECK(cudaEventRecord(g.done, stream_));
   }
+
+  void destroy_graph(int id) override {
+    Graph& g = graph(id, "destroy_graph");
+    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    scratch_bytes_ -= g.bytes;
+    free_graph(g);
+    if (--live_graphs_ == 0) {
+      for (auto& [p, bytes] : retired_partials_) {
+        SYV_CUDA_CHECK(cudaFree(p));
+        scratch_bytes_ -= bytes;
+      }
+      retired_partials_.clear();
+    }
+  }
+
+  void set_fixed_max_context(int64_t max_context) override { fixed_max_context_ = max_context; }
 
   void set_gemv_variant(int variant) override { cuda::set_gemv_variant(variant); }
   void set_gemv_max_tokens(int tokens) override { gemv_max_tokens_ = tokens; }
@@ -527,14 +527,146 @@ class CudaBackendImpl final : public CudaBackend {
 
  private:
   static constexpr int kDecodeMaxSeqLen = 16;  // longer chunks take the tensor-core prefill path
+  static constexpr int kMetaParts = 10;
+  // Element count of each metadata part: token_ids, positions, seq_starts, context_lens,
+  // page_table, slot_mapping, token_seq, logit_rows, state_slots, prefill tiles. Two batches with
+  // the same layout stage the same bytes at the same offsets (what a graph replay needs).
+  using MetaLayout = std::array<int64_t, kMetaParts>;
+
+  struct Staged {
+    MetaLayout counts{}, offsets{};
+    size_t bytes = 0;
+    int64_t pt_rows = 0, pt_width = 0;
+    int32_t max_seq_len = 0, max_context_len = 0;
+  };
+
+  // One captured step: the executable graph and the pinned staging + device copy of its batch
+  // metadata (the captured upload reads `host`; replay_graph() fills it from staging_ first).
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    cudaEvent_t done = nullptr;  // recorded after each launch
+    void* host = nullptr;
+    void* dev = nullptr;
+    size_t bytes = 0;
+    int prepares = 0;  // prepare_batch() calls during the capture (0 or 1)
+    MetaLayout layout{};
+  };
+
+  static std::string layout_string(const MetaLayout& l) {
+    std::string out = "[";
+    for (size_t i = 0; i < l.size(); ++i) out += (i ? ", " : "") + std::to_string(l[i]);
+    return out + "]";
+  }
+
+  Graph& graph(int id, const char* what) {
+    SYV_CHECK(id >= 0 && id < static_cast<int>(graphs_.size()) &&
+              graphs_[static_cast<size_t>(id)].exec != nullptr)
+        << what << ": no live graph " << id << " (" << graphs_.size() << " captured)";
+    return graphs_[static_cast<size_t>(id)];
+  }
+
+  static void free_graph(Graph& g) {
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+    if (g.done) cudaEventDestroy(g.done);
+    if (g.host) cudaFreeHost(g.host);
+    if (g.dev) cudaFree(g.dev);
+    g = Graph{};
+  }
+
+  // Derives `batch`'s metadata (host_batch_meta + prefill tiles) and writes it, packed in 16-byte
+  // aligned parts, into the pinned staging: the capture's graph's own (`g`, whose size the
+  // warm-up fixed), or the eager staging_ (grown as needed, after the previous upload from it).
+  Staged stage(const Batch& batch, int32_t page_size, Graph* g) {
+    HostBatchMeta h = build_host_batch_meta(batch, page_size);
+    batch_copy_ = batch;
+    const int64_t T = batch.num_tokens(), S = batch.num_seqs();
+    const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+    Staged st;
+    st.pt_width = h.max_pages_per_seq;
+    st.pt_rows = st.pt_width > 0 ? static_cast<int64_t>(h.page_table.size()) / st.pt_width : 0;
+    st.max_seq_len = h.max_seq_len;
+    st.max_context_len = h.max_context_len;
+    // Prefill tiles: (seq, first token), the last (longest) tile of each sequence first.
+    tiles_host_.clear();
+    for (int64_t s = 0; s < S; ++s) {
+      const int32_t start = batch.seq_starts[s], len = batch.seq_len(static_cast<int32_t>(s));
+      for (int32_t i = (len + kPrefillTile - 1) / kPrefillTile - 1; i >= 0; --i) {
+        tiles_host_.push_back(static_cast<int32_t>(s));
+        tiles_host_.push_back(start + i * kPrefillTile);
+      }
+    }
+    num_tiles_ = static_cast<int32_t>(tiles_host_.size() / 2);
+    const int32_t zero = 0;
+    const int32_t* srcs[kMetaParts] = {batch.token_ids.data(),
+                                       batch.positions.data(),
+                                       batch.seq_starts.empty() ? &zero : batch.seq_starts.data(),
+                                       h.context_lens.data(),
+                                       h.page_table.data(),
+                                       h.slot_mapping.data(),
+                                       h.token_seq.data(),
+                                       batch.logit_rows.data(),
+                                       h.state_slots.data(),
+                                       tiles_host_.data()};
+    st.counts = {T,
+                 T,
+                 S + 1,
+                 S,
+                 static_cast<int64_t>(h.page_table.size()),
+                 T,
+                 T,
+                 R,
+                 static_cast<int64_t>(h.state_slots.size()),
+                 static_cast<int64_t>(tiles_host_.size())};
+    int64_t total = 0;
+    for (int i = 0; i < kMetaParts; ++i) {
+      st.offsets[static_cast<size_t>(i)] = total;
+      total += (st.counts[static_cast<size_t>(i)] + 3) / 4 * 4;  // 16-byte aligned parts
+    }
+    st.bytes = static_cast<size_t>(std::max<int64_t>(total, 4)) * 4;
+    void* dst = nullptr;
+    if (g != nullptr) {
+      SYV_CHECK_LE(st.bytes, g->bytes)
+          << "CUDA graph capture: the step's batch metadata grew between warm-up and capture";
+      g->layout = st.counts;
+      dst = g->host;
+    } else {
+      SYV_CUDA_CHECK(cudaEventSynchronize(staging_done_));
+      if (st.bytes > meta_capacity_) {
+        SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        if (staging_) SYV_CUDA_CHECK(cudaFreeHost(staging_));
+        if (meta_dev_) SYV_CUDA_CHECK(cudaFree(meta_dev_));
+        scratch_bytes_ -= meta_capacity_;
+        meta_capacity_ = std::max(st.bytes * 2, size_t{1} << 16);
+        SYV_CUDA_CHECK(cudaMallocHost(&staging_, meta_capacity_));
+        SYV_CUDA_CHECK(cudaMalloc(&meta_dev_, meta_capacity_));
+        scratch_bytes_ += meta_capacity_;
+      }
+      dst = staging_;
+      staged_layout_ = st.counts;
+      staged_bytes_ = st.bytes;
+      last_meta_bytes_ = st.bytes;
+    }
+    int32_t* out = static_cast<int32_t*>(dst);
+    for (int i = 0; i < kMetaParts; ++i) {
+      const int64_t n = st.counts[static_cast<size_t>(i)];
+      if (n > 0)
+        std::memcpy(out + st.offsets[static_cast<size_t>(i)], srcs[i],
+                    static_cast<size_t>(n) * sizeof(int32_t));
+    }
+    return st;
+  }
   static constexpr int64_t kMaxSplits = 64;
 
   void ensure_partial(int64_t bytes) {
     if (static_cast<size_t>(bytes) <= partial_bytes_) return;
     SYV_CHECK(!capturing_) << "CUDA graph capture: attention scratch grew during capture";
     SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (partial_) SYV_CUDA_CHECK(cudaFree(partial_));
-    scratch_bytes_ -= partial_bytes_;
+    if (partial_ && live_graphs_ > 0) {
+      retired_partials_.push_back({partial_, partial_bytes_});  // captured graphs use it
+    } else if (partial_) {
+      SYV_CUDA_CHECK(cudaFree(partial_));
+      scratch_bytes_ -= partial_bytes_;
+    }
     partial_bytes_ = static_cast<size_t>(bytes);
     SYV_CUDA_CHECK(cudaMalloc(&partial_, partial_bytes_));
     scratch_bytes_ += partial_bytes_;
@@ -570,7 +702,12 @@ class CudaBackendImpl final : public CudaBackend {
 
   uint64_t fill_seed_ = 0;
   bool capturing_ = false;
-  std::vector<cudaGraphExec_t> graphs_;
+  std::vector<Graph> graphs_;  // by id; destroyed ones keep their slot (exec == nullptr)
+  int live_graphs_ = 0;
+  std::vector<std::pair<void*, size_t>> retired_partials_;  // outgrown, graphs still use them
+  MetaLayout staged_layout_{};  // of the metadata in staging_ (latest stage / prepare)
+  size_t staged_bytes_ = 0;
+  size_t last_meta_bytes_ = 0;  // of the latest eager prepare_batch() (sizes a graph's staging)
 };
 
 }  // namespace

@@ -46,13 +46,10 @@ class CudaBackend : public Backend {
   virtual double measure_copy_gbps(size_t bytes, int iters) = 0;
   virtual double measure_gemm_tflops(int64_t m, int64_t n, int64_t k, int iters) = 0;
 
-  // CUDA graphs: everything `step` enqueues on the backend's stream is captured into a graph
-  // (nothing runs); replay_graph(id) launches it again. A step may only be captured if it does no
-  // host synchronisation and no allocation, and every host-side decision it makes (shapes, split
-  // counts) stays valid for the replays; prepare_batch() staging is captured as a copy from pinned
-  // memory, so a replay re-reads the metadata of the latest prepare_batch() of the same shape.
-  virtual int capture_graph(const std::function<void()>& step) = 0;
-  virtual void replay_graph(int id) = 0;
+  // CUDA graphs: supports_graphs(), capture_graph(), stage_batch(), replay_graph(),
+  // destroy_graph() and set_fixed_max_context() are Backend's (backend.h). Each graph owns the
+  // pinned staging + device copy of its step's batch metadata, so eager steps may grow theirs
+  // freely; a replay copies the latest staged metadata into the graph's staging first.
   // Programmatic dependent launch (Hopper): each kernel may start while the previous one drains.
   // On by default (SYV_PDL=0 in the environment turns it off); switchable for A/B timing. Applies
   // to launches made (or graphs captured) after the call.
