@@ -34,6 +34,20 @@ class Model {
   // forward(). Preconditions: pages for every position < context_lens are mapped in page_table.
   virtual Tensor forward(const Batch& batch) = 0;
 
+  // CUDA graphs (engine/graph_runner.h). Whether forward() may be captured into a graph: every
+  // buffer it touches stays put between calls and its host-side decisions follow only the batch's
+  // shape. Qwen3 asks its backend; the default (hybrid models: recurrent state, CPU-only ops) is
+  // false.
+  virtual bool supports_graphs() const { return false; }
+  // Allocates the activation buffers for batches of up to `max_tokens` tokens and
+  // `max_logit_rows` logits rows now, at full size, so no later forward() reallocates a buffer a
+  // captured graph points at (a larger forward() afterwards is a CHECK failure). Growing a
+  // reservation is allowed; reserve(0, 0) ends it. The default does nothing.
+  virtual void reserve(int64_t max_tokens, int64_t max_logit_rows) {
+    (void)max_tokens;
+    (void)max_logit_rows;
+  }
+
   // Recurrent-state management (no-ops for models without recurrent layers).
   virtual void reset_state(int32_t slot) = 0;                         // zero state
   virtual void save_checkpoint(int32_t slot, int32_t checkpoint) = 0;  // slot -> checkpoint

@@ -26,6 +26,7 @@ struct LayerWeights {
 // Activation buffers of one forward, grown to the largest batch seen.
 struct Workspace {
   int64_t tokens = 0, rows = 0;
+  bool reserved = false;  // reserve() was called: forward() must not grow (CUDA graphs)
   DeviceBuffer h, x, q, k, v, attn, o, gate_up, act, x_rows, logits;
 };
 
@@ -186,8 +187,19 @@ class Qwen3Model final : public Model {
   void save_checkpoint(int32_t, int32_t) override {}
   void load_checkpoint(int32_t, int32_t) override {}
 
+  bool supports_graphs() const override { return backend_.supports_graphs(); }
+  void reserve(int64_t max_tokens, int64_t max_logit_rows) override {
+    ws_.reserved = false;
+    if (max_tokens == 0 && max_logit_rows == 0) return;  // ends the reservation
+    ensure_workspace(max_tokens, max_logit_rows);
+    ws_.reserved = true;
+  }
+
  private:
   void ensure_workspace(int64_t T, int64_t R) {
+    SYV_CHECK(!ws_.reserved || (T <= ws_.tokens && R <= ws_.rows))
+        << "qwen3 forward of " << T << " tokens / " << R << " logits rows exceeds reserve("
+        << ws_.tokens << ", " << ws_.rows << "): buffers a captured CUDA graph uses would move";
     const size_t a = dtype_size(backend_.activation_dtype());
     if (T > ws_.tokens) {
       const size_t t = static_cast<size_t>(T);
