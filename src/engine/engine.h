@@ -58,6 +58,12 @@ struct EngineOptions {
   int32_t num_checkpoints = 0;                 // checkpoint pool; 0 = checkpoint_cache_bytes worth
   int64_t checkpoint_cache_bytes = 1ll << 30;  // (at most 8 per max_num_seqs when derived)
   std::string prefix_retention = "dense";      // "dense" | "boundaries" | N (tokens)
+  // CUDA graphs for plain decode steps, one per batch-size bucket (engine/graph_runner.h):
+  // "eager" captures every bucket at start-up, "lazy" each on first use, "off" none. Ignored
+  // (off, with a log line) when the model or backend cannot run graphs (CPU backend, hybrid
+  // models). The CLI flag --cuda-graphs defaults to eager.
+  std::string cuda_graphs = "off";
+  int32_t max_graph_batch = 0;  // largest bucket; 0 = 256; capped at max_num_seqs and the budget
 };
 
 // One submitted request. Shared between the submitting thread (reads events) and the engine

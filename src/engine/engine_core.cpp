@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <sstream>
 
@@ -103,10 +104,29 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     return Status::Error("engine option max_num_batched_tokens: expected >= 1");
   if (options.max_prefill_chunk < 0)
     return Status::Error("engine option max_prefill_chunk: expected >= 0");
+  SYV_ASSIGN_OR_RETURN(GraphMode graph_mode, parse_graph_mode(options.cuda_graphs));
+  if (options.max_graph_batch < 0) {
+    return Status::Error("engine option max_graph_batch: expected >= 0, found " +
+                         std::to_string(options.max_graph_batch));
+  }
+  if (graph_mode != GraphMode::kOff && !model.supports_graphs()) {
+    SYV_LOG(INFO) << "graphs: off ("
+                  << (spec.has_recurrent_state()
+                          ? std::string("hybrid models run every step eagerly")
+                          : "backend " + model.backend().name() + " has no CUDA graphs")
+                  << ")";
+    graph_mode = GraphMode::kOff;
+  }
+  options.cuda_graphs = to_string(graph_mode);
+  if (graph_mode != GraphMode::kOff) {
+    options.max_graph_batch = std::min({options.max_graph_batch > 0 ? options.max_graph_batch : 256,
+                                        options.max_num_seqs, options.max_num_batched_tokens});
+  }
 
   CacheConfig cache;
   cache.page_size = options.page_size;
   cache.num_pages = options.num_pages;
+  if (graph_mode != GraphMode::kOff) ++cache.num_pages;  // the dummy page of graph padding rows
   if (spec.has_recurrent_state()) {
     cache.num_state_slots = options.max_num_seqs;
     cache.num_checkpoints = options.num_checkpoints;
@@ -126,7 +146,38 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << options.max_num_seqs << ", token budget " << options.max_num_batched_tokens
                 << ", prefix caching " << (options.enable_prefix_caching ? "on" : "off")
                 << ", max_model_len " << options.max_model_len;
-  return std::make_unique<EngineCore>(model, tokenizer, options);
+  auto core = std::make_unique<EngineCore>(model, tokenizer, options);
+  if (graph_mode != GraphMode::kOff) {
+    GraphConfig g;
+    g.mode = graph_mode;
+    g.max_batch = options.max_graph_batch;
+    g.page_size = options.page_size;
+    g.pages_per_seq = (options.max_model_len + options.page_size - 1) / options.page_size;
+    g.dummy_page = options.num_pages;  // the model's cache has one page beyond the pool
+    g.max_context = options.max_model_len;
+    g.max_tokens = std::max(options.max_num_batched_tokens, options.max_graph_batch);
+    g.max_logit_rows = std::max(std::min(options.max_num_seqs, options.max_num_batched_tokens),
+                                options.max_graph_batch);
+    const auto t0 = std::chrono::steady_clock::now();
+    core->graphs_ = std::make_unique<GraphRunner>(model, g);
+    if (graph_mode == GraphMode::kEager) core->graphs_->capture_all();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::vector<int32_t>& b = core->graphs_->buckets();
+    std::ostringstream line;
+    line << "graphs: " << b.size() << " buckets (" << b.front() << ".." << b.back() << ") ";
+    if (graph_mode == GraphMode::kEager)
+      line << "captured in " << seconds << " s";
+    else
+      line << "captured on first use (lazy)";
+    line << "; page table width " << g.pages_per_seq << ", split choice for context "
+         << g.max_context << ", padding rows write page " << g.dummy_page
+         << " (one page beyond the pool), activations reserved for " << g.max_tokens << " tokens / "
+         << g.max_logit_rows << " logits rows";
+    SYV_LOG(INFO) << line.str();
+    core->update_gauges();
+  }
+  return core;
 }
 
 EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOptions& options)
@@ -254,8 +305,15 @@ void EngineCore::step() {
     update_gauges();
     return;
   }
-  const Batch& batch = runner_.build(step_);
-  const Tensor logits = model_.forward(batch);
+  // Plain decode steps replay their bucket's CUDA graph (padded); everything else runs eagerly.
+  const bool as_graph = graphs_ != nullptr && graphs_->accepts(step_);
+  const Batch& batch = runner_.build(step_, as_graph ? graphs_->config().pages_per_seq : 0);
+  const Tensor logits = as_graph ? graphs_->run(batch) : model_.forward(batch);
+  if (as_graph) {
+    ++stats_.graph_steps;
+    stats_.graph_padding_rows +=
+        static_cast<uint64_t>(graphs_->bucket_for(batch.num_seqs()) - batch.num_seqs());
+  }
   const size_t rows = batch.logit_rows.size();
   SYV_CHECK(logits.ndim == 2 && logits.dim(0) == static_cast<int64_t>(rows) &&
             logits.dtype == DType::F32)
@@ -372,6 +430,7 @@ void EngineCore::update_gauges() {
   stats_.pages_used = pool.num_used();
   stats_.running = scheduler_.num_running();
   stats_.waiting = scheduler_.num_waiting();
+  stats_.graphs_captured = graphs_ ? graphs_->num_captured() : 0;
   if (hybrid_ != nullptr) {
     const CheckpointPool& ck = hybrid_->pool();
     const HybridCounters& counters = hybrid_->counters();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/graph_runner.h"
 #include "engine/hybrid_state.h"
 #include "engine/runner.h"
 #include "engine/sampler.h"
@@ -74,6 +75,8 @@ class EngineCore {
   PrefixCache& cache() { return cache_; }
   // Hybrid models: state slots, checkpoints, retention (null for other models).
   const HybridState* hybrid() const { return hybrid_.get(); }
+  // CUDA graphs of the decode buckets (null when cuda_graphs is off or unsupported).
+  const GraphRunner* graphs() const { return graphs_.get(); }
   // Scheduler + cache integrity ("" when sound).
   std::string check_integrity() const { return scheduler_.check_integrity(); }
 
@@ -93,6 +96,7 @@ class EngineCore {
   PrefixCache cache_;
   Scheduler scheduler_;
   std::unique_ptr<HybridState> hybrid_;
+  std::unique_ptr<GraphRunner> graphs_;
   Runner runner_;
   Sampler sampler_;
   SchedulerOutput step_;

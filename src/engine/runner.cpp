@@ -6,7 +6,7 @@
 
 namespace syv {
 
-const Batch& Runner::build(const SchedulerOutput& step) {
+const Batch& Runner::build(const SchedulerOutput& step, int32_t min_pages_per_seq) {
   Batch& b = batch_;
   const size_t num_seqs = step.seqs.size();
   b.token_ids.resize(static_cast<size_t>(step.num_tokens));
@@ -17,7 +17,7 @@ const Batch& Runner::build(const SchedulerOutput& step) {
   b.logit_rows.clear();
   row_owner_.clear();
 
-  int32_t max_pages = 0;
+  int32_t max_pages = min_pages_per_seq;
   for (const ScheduledSeq& s : step.seqs)
     max_pages = std::max(max_pages, static_cast<int32_t>(s.seq->pages.size()));
   b.max_pages_per_seq = max_pages;

@@ -16,8 +16,9 @@ namespace syv {
 
 class Runner {
  public:
-  // Fills batch() from `step`. Each sequence's pages must cover its new tokens.
-  const Batch& build(const SchedulerOutput& step);
+  // Fills batch() from `step`. Each sequence's pages must cover its new tokens. The page table is
+  // at least `min_pages_per_seq` wide (CUDA graph steps use one fixed width).
+  const Batch& build(const SchedulerOutput& step, int32_t min_pages_per_seq = 0);
   const Batch& batch() const { return batch_; }
   // Index into step.seqs of each logits row (same order as batch().logit_rows).
   const std::vector<int32_t>& row_owner() const { return row_owner_; }

@@ -36,6 +36,11 @@ struct EngineStats {
   uint64_t checkpoints_shared = 0;  // counter: boundaries whose checkpoint already existed
   uint64_t checkpoints_skipped = 0;  // counter: boundaries not saved (every entry held)
   uint64_t checkpoints_loaded = 0;   // counter: prefix hits restored from a checkpoint
+
+  // CUDA graphs of the decode buckets (engine/graph_runner.h; 0 when off) ------------------------
+  uint64_t graph_steps = 0;         // counter: steps replayed as their bucket's graph
+  uint64_t graph_padding_rows = 0;  // counter: dummy rows those steps carried (bucket - sequences)
+  int32_t graphs_captured = 0;      // gauge: buckets captured so far
 };
 
 }  // namespace syv

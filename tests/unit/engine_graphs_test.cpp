@@ -1,0 +1,410 @@
+// CUDA-graph decode buckets without a GPU: bucket choice, padding, the dummy page beyond the
+// pool, and the whole engine path through a fake graph backend whose "graph" re-runs the captured
+// step at each replay (so a replay reads the padded batch the engine staged, as a CUDA graph
+// re-reads its staging). The fake model's output never depends on batching, so graphs on, lazy
+// and off must give the same tokens; any wrong row, page or padding shows up as a difference (or
+// as a read of an unwritten position, which the fake model aborts on).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <random>
+#include <tuple>
+
+#include "backend/host_batch_meta.h"
+#include "core/log.h"
+#include "engine/graph_runner.h"
+#include "unit/engine_harness.h"
+#include "unit/fake_model.h"
+
+namespace syv::testing {
+namespace {
+
+// A CPU backend (forwarded) plus graph hooks: capture runs the step twice (warm-up + "capture"),
+// replay runs it again; stage_batch validates the batch and records its shape.
+class FakeGraphBackend final : public Backend {
+ public:
+  struct Shape {
+    int32_t tokens, seqs, rows, width;
+    bool operator==(const Shape&) const = default;
+  };
+
+  std::string name() const override { return "fake-graphs"; }
+  DType activation_dtype() const override { return cpu_->activation_dtype(); }
+  DeviceBuffer allocate(size_t bytes) override { return cpu_->allocate(bytes); }
+  void release(void* data) override { cpu_->release(data); }
+  void upload(void* dst, const void* src, size_t bytes) override { cpu_->upload(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override {
+    cpu_->download(dst, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override { cpu_->copy(dst, src, bytes); }
+  void fill_zero(void* dst, size_t bytes) override { cpu_->fill_zero(dst, bytes); }
+  void synchronize() override {}
+  BatchMeta prepare_batch(const Batch& b, int32_t page_size) override {
+    return cpu_->prepare_batch(b, page_size);
+  }
+  void embedding(const Tensor& t, const Tensor& ids, Tensor& out) override {
+    cpu_->embedding(t, ids, out);
+  }
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, NormKind k, Tensor& out) override {
+    cpu_->rmsnorm(x, w, eps, k, out);
+  }
+  void add_rmsnorm(Tensor& r, const Tensor& x, const Tensor& w, float eps, NormKind k,
+                   Tensor& out) override {
+    cpu_->add_rmsnorm(r, x, w, eps, k, out);
+  }
+  void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out) override {
+    cpu_->linear(x, w, b, out);
+  }
+  void silu_mul(const Tensor& gu, Tensor& out) override { cpu_->silu_mul(gu, out); }
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override { cpu_->add(a, b, out); }
+  void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& qn, const Tensor& kn, float eps,
+                    NormKind kind, const RopeParams& rope, const BatchMeta& meta) override {
+    cpu_->qk_norm_rope(q, k, qn, kn, eps, kind, rope, meta);
+  }
+  void kv_write(const Tensor& k, const Tensor& v, Tensor& kc, Tensor& vc,
+                const BatchMeta& meta) override {
+    cpu_->kv_write(k, v, kc, vc, meta);
+  }
+  void paged_attention(const Tensor& q, const Tensor& kc, const Tensor& vc, float scale,
+                       const BatchMeta& meta, Tensor& out) override {
+    cpu_->paged_attention(q, kc, vc, scale, meta, out);
+  }
+  void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) override {
+    cpu_->gather_rows(x, meta, out);
+  }
+
+  bool supports_graphs() const override { return true; }
+  int capture_graph(const std::function<void()>& step) override {
+    step();  // warm-up
+    step();  // the capture's host side
+    steps_.push_back(step);
+    return static_cast<int>(steps_.size()) - 1;
+  }
+  void stage_batch(const Batch& b, int32_t page_size) override {
+    (void)build_host_batch_meta(b, page_size);  // aborts on an inconsistent batch
+    staged_ = Shape{b.num_tokens(), b.num_seqs(), static_cast<int32_t>(b.logit_rows.size()),
+                    b.max_pages_per_seq};
+    staged_shapes.push_back(staged_);
+  }
+  void replay_graph(int id) override {
+    ASSERT_TRUE(id >= 0 && id < static_cast<int>(steps_.size()) &&
+                steps_[static_cast<size_t>(id)] != nullptr)
+        << "graph " << id;
+    auto [it, first] = graph_shapes.emplace(id, staged_);
+    EXPECT_TRUE(first || it->second == staged_) << "graph " << id << " replayed on another shape";
+    ++replays;
+    steps_[static_cast<size_t>(id)]();
+  }
+  void destroy_graph(int id) override {
+    ASSERT_TRUE(steps_[static_cast<size_t>(id)] != nullptr) << "graph " << id << " destroyed twice";
+    steps_[static_cast<size_t>(id)] = nullptr;
+    ++destroyed;
+  }
+  void set_fixed_max_context(int64_t n) override { fixed_max_context = n; }
+
+  int32_t captured() const { return static_cast<int32_t>(steps_.size()); }
+  std::vector<Shape> staged_shapes;
+  std::map<int, Shape> graph_shapes;  // the shape each graph was first replayed on
+  int64_t replays = 0;
+  int32_t destroyed = 0;
+  int64_t fixed_max_context = -1;
+
+ private:
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  std::vector<std::function<void()>> steps_;
+  Shape staged_{};
+};
+
+// The fake model on the fake graph backend.
+class GraphFakeModel : public FakeModel {
+ public:
+  Backend& backend() override { return graphs_; }
+  bool supports_graphs() const override { return true; }
+  void reserve(int64_t tokens, int64_t rows) override { reservations.emplace_back(tokens, rows); }
+  FakeGraphBackend graphs_;
+  std::vector<std::pair<int64_t, int64_t>> reservations;
+};
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n) {
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (int32_t& t : out) t = static_cast<int32_t>(rng() % 97);
+  return out;
+}
+
+EngineOptions opts(const std::string& graphs, int32_t page, int32_t pages, int32_t budget,
+                   int32_t chunk, int32_t max_seqs, int32_t max_graph_batch = 0) {
+  EngineOptions o;
+  o.page_size = page;
+  o.num_pages = pages;
+  o.max_num_batched_tokens = budget;
+  o.max_prefill_chunk = chunk;
+  o.max_num_seqs = max_seqs;
+  o.cuda_graphs = graphs;
+  o.max_graph_batch = max_graph_batch;
+  return o;
+}
+
+TEST(GraphBuckets, PowersOfTwoAndMidpointsCappedAtTheMaximum) {
+  EXPECT_EQ(graph_buckets(256),
+            (std::vector<int32_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256}));
+  EXPECT_EQ(graph_buckets(1), (std::vector<int32_t>{1}));
+  EXPECT_EQ(graph_buckets(3), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(graph_buckets(24), (std::vector<int32_t>{1, 2, 4, 8, 16, 24}));
+  EXPECT_EQ(graph_buckets(100), (std::vector<int32_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 100}));
+  EXPECT_EQ(graph_buckets(512).back(), 512);
+  const std::vector<int32_t> b = graph_buckets(256);
+  EXPECT_EQ(bucket_index(b, 1), 0);
+  EXPECT_EQ(b[static_cast<size_t>(bucket_index(b, 3))], 4);
+  EXPECT_EQ(b[static_cast<size_t>(bucket_index(b, 8))], 8);
+  EXPECT_EQ(b[static_cast<size_t>(bucket_index(b, 9))], 16);
+  EXPECT_EQ(b[static_cast<size_t>(bucket_index(b, 17))], 24);
+  EXPECT_EQ(b[static_cast<size_t>(bucket_index(b, 129))], 192);
+  EXPECT_EQ(b[static_cast<size_t>(bucket_index(b, 256))], 256);
+  EXPECT_EQ(bucket_index(b, 257), -1);
+  for (int32_t n = 17; n <= 256; ++n)  // padding stays under half of the real rows past 16
+    EXPECT_LT(b[static_cast<size_t>(bucket_index(b, n))], n + n / 2 + 1) << n;
+}
+
+TEST(GraphBuckets, ModeParsingNamesTheOption) {
+  EXPECT_EQ(parse_graph_mode("eager").value(), GraphMode::kEager);
+  EXPECT_EQ(parse_graph_mode("lazy").value(), GraphMode::kLazy);
+  EXPECT_EQ(parse_graph_mode("off").value(), GraphMode::kOff);
+  Result<GraphMode> bad = parse_graph_mode("always");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(),
+            "engine option cuda_graphs: expected eager, lazy or off, found \"always\"");
+}
+
+TEST(GraphBuckets, OnlyPlainDecodeStepsQualify) {
+  std::vector<int32_t> prompt = {1, 2, 3};
+  SamplingParams params;
+  Sequence a(1, prompt, &params, 0, nullptr, nullptr), b(2, prompt, &params, 0, nullptr, nullptr);
+  SchedulerOutput step;
+  EXPECT_FALSE(is_graph_step(step, 8)) << "empty";
+  step.seqs = {{&a, 1, true}, {&b, 1, true}};
+  EXPECT_TRUE(is_graph_step(step, 8));
+  EXPECT_TRUE(is_graph_step(step, 2));
+  EXPECT_FALSE(is_graph_step(step, 1)) << "more sequences than the largest bucket";
+  step.seqs[1].num_new_tokens = 2;
+  EXPECT_FALSE(is_graph_step(step, 8)) << "a prefill chunk";
+  step.seqs[1] = {&b, 1, false};
+  EXPECT_FALSE(is_graph_step(step, 8)) << "a one-token chunk that wants no logits";
+}
+
+TEST(GraphBuckets, PaddedBatchAppendsDummySequencesOnTheDummyPage) {
+  // Three decoding sequences, page table width 4, page size 16.
+  Batch real;
+  real.token_ids = {11, 12, 13};
+  real.positions = {20, 3, 47};
+  real.seq_starts = {0, 1, 2, 3};
+  real.context_lens = {21, 4, 48};
+  real.max_pages_per_seq = 4;
+  real.page_table = {7, 2, -1, -1, 5, -1, -1, -1, 1, 3, 9, -1};
+  real.logit_rows = {0, 1, 2};
+  Batch padded;
+  pad_decode_batch(real, 8, /*dummy_page=*/40, padded);
+  EXPECT_EQ(padded.num_seqs(), 8);
+  EXPECT_EQ(padded.token_ids, (std::vector<int32_t>{11, 12, 13, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(padded.positions, (std::vector<int32_t>{20, 3, 47, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(padded.context_lens, (std::vector<int32_t>{21, 4, 48, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(padded.seq_starts, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(padded.logit_rows, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(padded.max_pages_per_seq, 4);
+  ASSERT_EQ(padded.page_table.size(), 32u);
+  EXPECT_TRUE(
+      std::equal(real.page_table.begin(), real.page_table.end(), padded.page_table.begin()));
+  for (size_t s = 3; s < 8; ++s) {
+    EXPECT_EQ(padded.page_table[s * 4], 40);
+    for (size_t j = 1; j < 4; ++j) EXPECT_EQ(padded.page_table[s * 4 + j], -1);
+  }
+  // The backends' own consistency checks accept it; padding rows write the dummy page's slot 0.
+  const HostBatchMeta meta = build_host_batch_meta(padded, 16);
+  EXPECT_EQ(meta.slot_mapping[0], 2 * 16 + 4);  // position 20: page index 1
+  EXPECT_EQ(meta.slot_mapping[2], 9 * 16 + 15);
+  for (size_t t = 3; t < 8; ++t) EXPECT_EQ(meta.slot_mapping[t], 40 * 16);
+  // Refilling with fewer real sequences reuses the vectors and leaves no stale row behind.
+  real.token_ids.resize(1);
+  real.positions.resize(1);
+  real.seq_starts.resize(2);
+  real.context_lens.resize(1);
+  real.page_table.resize(4);
+  real.logit_rows.resize(1);
+  pad_decode_batch(real, 8, 40, padded);
+  EXPECT_EQ(padded.token_ids, (std::vector<int32_t>{11, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(padded.page_table[4], 40);
+  EXPECT_EQ(padded.page_table[5], -1);
+  (void)build_host_batch_meta(padded, 16);
+}
+
+struct RunResult {
+  std::vector<std::vector<int32_t>> tokens;
+  EngineStats stats;
+  std::vector<FakeGraphBackend::Shape> staged;
+  int32_t captured = 0, destroyed = 0;
+  int64_t fixed_max_context = -1;
+  EngineOptions resolved;
+};
+
+// Requests arrive over the first steps (so decode batches of every size occur), with random
+// prompt and output lengths; every step's integrity is checked by the harness.
+RunResult run_engine(const EngineOptions& o, uint32_t seed, int32_t num_requests) {
+  set_log_level(LogLevel::WARN);
+  GraphFakeModel model;
+  RunResult out;
+  {
+    auto core = EngineCore::create(model, nullptr, o);
+    EXPECT_TRUE(core.ok()) << core.message();
+    if (!core.ok()) return out;
+    out.resolved = core.value()->options();
+    Harness h(std::move(core).value());
+    std::mt19937 rng(seed);
+    std::vector<uint64_t> ids;
+    const std::vector<int32_t> shared = random_tokens(rng, 37);
+    for (int32_t i = 0; i < num_requests; ++i) {
+      std::vector<int32_t> prompt = i % 3 == 0 ? shared : std::vector<int32_t>{};
+      const std::vector<int32_t> tail = random_tokens(rng, 1 + static_cast<int32_t>(rng() % 40));
+      prompt.insert(prompt.end(), tail.begin(), tail.end());
+      Request r = greedy_request(prompt, 1 + static_cast<int32_t>(rng() % 30));
+      r.params.ignore_eos = true;
+      ids.push_back(h.submit(r));
+      if (rng() % 2) h.step();
+    }
+    h.run();
+    h.expect_no_leaks();
+    for (uint64_t id : ids) out.tokens.push_back(h.output(id).samples.at(0).tokens);
+    out.stats = h.core().stats();
+  }  // the engine (and its graphs) are gone here
+  out.staged = model.graphs_.staged_shapes;
+  out.captured = model.graphs_.captured();
+  out.destroyed = model.graphs_.destroyed;
+  out.fixed_max_context = model.graphs_.fixed_max_context;
+  return out;
+}
+
+TEST(EngineGraphs, GraphsOnLazyAndOffGiveTheSameTokens) {
+  // (page size, pages, budget, chunk, max_num_seqs, max_graph_batch)
+  const std::vector<std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, int32_t>> configs = {
+      {16, 256, 2048, 0, 256, 0},
+      {8, 256, 64, 7, 256, 0},
+      {16, 256, 2048, 0, 5, 0},
+      {4, 40, 50, 0, 256, 0},  // tiny pool: preemption
+      {16, 256, 2048, 1, 256, 8}};
+  for (const auto& [page, pages, budget, chunk, seqs, gmax] : configs) {
+    const std::string name = "page " + std::to_string(page) + " pages " + std::to_string(pages) +
+                             " budget " + std::to_string(budget) + " chunk " +
+                             std::to_string(chunk) + " seqs " + std::to_string(seqs);
+    SCOPED_TRACE(name);
+    const RunResult off = run_engine(opts("off", page, pages, budget, chunk, seqs, gmax), 7, 24);
+    const RunResult eager =
+        run_engine(opts("eager", page, pages, budget, chunk, seqs, gmax), 7, 24);
+    const RunResult lazy = run_engine(opts("lazy", page, pages, budget, chunk, seqs, gmax), 7, 24);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(eager.tokens, off.tokens);
+    EXPECT_EQ(lazy.tokens, off.tokens);
+    EXPECT_EQ(off.stats.graph_steps, 0u);
+    EXPECT_EQ(off.captured, 0);
+    EXPECT_EQ(off.resolved.cuda_graphs, "off");
+    EXPECT_GT(eager.stats.graph_steps, 0u);
+    EXPECT_EQ(lazy.stats.graph_steps, eager.stats.graph_steps);
+    EXPECT_EQ(eager.stats.steps, off.stats.steps) << "graphs change no scheduling decision";
+    // The largest bucket: min(max_graph_batch or 256, max_num_seqs, budget).
+    const int32_t max_batch = std::min({gmax > 0 ? gmax : 256, seqs, budget});
+    EXPECT_EQ(eager.resolved.max_graph_batch, max_batch);
+    const std::vector<int32_t> buckets = graph_buckets(max_batch);
+    EXPECT_EQ(eager.captured, static_cast<int32_t>(buckets.size())) << "eager: every bucket";
+    EXPECT_LE(lazy.captured, eager.captured) << "lazy: only the buckets used";
+    EXPECT_EQ(eager.destroyed, eager.captured);
+    EXPECT_EQ(lazy.destroyed, lazy.captured);
+    EXPECT_EQ(eager.fixed_max_context, 0) << "unfixed again when the engine is gone";
+    // Every replayed batch is a full bucket: T = S = R, the fixed page-table width.
+    const int32_t width = (eager.resolved.max_model_len + page - 1) / page;
+    ASSERT_EQ(eager.staged.size(), eager.stats.graph_steps);
+    for (const FakeGraphBackend::Shape& s : eager.staged) {
+      EXPECT_EQ(s.tokens, s.seqs);
+      EXPECT_EQ(s.rows, s.seqs);
+      EXPECT_EQ(s.width, width);
+      EXPECT_TRUE(std::find(buckets.begin(), buckets.end(), s.seqs) != buckets.end()) << s.seqs;
+    }
+  }
+}
+
+TEST(EngineGraphs, ReservesTheLargestStepAndFixesTheContext) {
+  set_log_level(LogLevel::WARN);
+  GraphFakeModel model;
+  EngineOptions o = opts("lazy", 16, 100, 48, 0, 32);
+  o.max_model_len = 1000;
+  auto core = EngineCore::create(model, nullptr, o);
+  ASSERT_TRUE(core.ok()) << core.message();
+  EXPECT_EQ(model.graphs_.fixed_max_context, 1000);
+  ASSERT_EQ(model.reservations.size(), 1u);
+  EXPECT_EQ(model.reservations[0], (std::pair<int64_t, int64_t>(48, 32)));
+  const GraphRunner* g = core.value()->graphs();
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->config().pages_per_seq, 63);  // ceil(1000 / 16)
+  EXPECT_EQ(g->config().dummy_page, 100);    // one page beyond the pool
+  EXPECT_EQ(core.value()->cache().pool().num_pages(), 100) << "the pool does not see it";
+  EXPECT_EQ(model.cache_config().num_pages, 101);
+  EXPECT_EQ(g->num_captured(), 0) << "lazy";
+  core.value().reset();
+  EXPECT_EQ(model.reservations.back(), (std::pair<int64_t, int64_t>(0, 0))) << "released";
+}
+
+TEST(EngineGraphs, OffWithALogLineWhenTheModelCannotRunGraphs) {
+  set_log_level(LogLevel::WARN);
+  FakeModel model;  // CPU backend: no graphs
+  auto core = EngineCore::create(model, nullptr, opts("eager", 16, 64, 256, 0, 8));
+  ASSERT_TRUE(core.ok()) << core.message();
+  EXPECT_EQ(core.value()->options().cuda_graphs, "off");
+  EXPECT_EQ(core.value()->graphs(), nullptr);
+  EXPECT_EQ(model.cache_config().num_pages, 64) << "no dummy page";
+}
+
+TEST(EngineGraphs, BadOptionsAreErrors) {
+  set_log_level(LogLevel::WARN);
+  GraphFakeModel model;
+  auto bad_mode = EngineCore::create(model, nullptr, opts("sometimes", 16, 64, 256, 0, 8));
+  ASSERT_FALSE(bad_mode.ok());
+  EXPECT_EQ(bad_mode.message(),
+            "engine option cuda_graphs: expected eager, lazy or off, found \"sometimes\"");
+  auto bad_batch = EngineCore::create(model, nullptr, opts("eager", 16, 64, 256, 0, 8, -1));
+  ASSERT_FALSE(bad_batch.ok());
+  EXPECT_EQ(bad_batch.message(), "engine option max_graph_batch: expected >= 0, found -1");
+}
+
+// Qwen3 (CPU backend here): after reserve() a larger forward() is refused (on CUDA it would move
+// buffers a captured graph writes); reserve(0, 0) lifts that.
+TEST(EngineGraphs, Qwen3RefusesToOutgrowItsReservation) {
+  set_log_level(LogLevel::WARN);
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  auto model = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/tied_gqa2", *cpu);
+  ASSERT_TRUE(model.ok()) << model.message();
+  Model& m = *model.value();
+  EXPECT_FALSE(m.supports_graphs()) << "the CPU backend has no graphs";
+  CacheConfig cache;
+  cache.page_size = 16;
+  cache.num_pages = 4;
+  ASSERT_TRUE(m.allocate_cache(cache).ok());
+  auto prefill = [](int32_t n) {
+    Batch b;
+    for (int32_t i = 0; i < n; ++i) {
+      b.token_ids.push_back(i + 1);
+      b.positions.push_back(i);
+    }
+    b.seq_starts = {0, n};
+    b.context_lens = {n};
+    b.max_pages_per_seq = 1;
+    b.page_table = {0};
+    b.logit_rows = {n - 1};
+    return b;
+  };
+  m.reserve(4, 2);
+  EXPECT_EQ(m.forward(prefill(4)).dim(0), 1);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(m.forward(prefill(5)), "exceeds reserve\\(4, 2\\)");
+  m.reserve(0, 0);
+  EXPECT_EQ(m.forward(prefill(5)).dim(0), 1);
+}
+
+}  // namespace
+}  // namespace syv::testing
