@@ -13,12 +13,14 @@ struct EngineArgs {
   int64_t kv_cache_mb = 1024;
   bool no_prefix_caching = false;
   int64_t checkpoint_cache_mb = 1024;
+  std::string cuda_graphs = "eager";  // the CLI captures decode graphs at start-up by default
   // The options with the flags applied.
   EngineOptions resolved() const {
     EngineOptions o = options;
     o.kv_cache_bytes = kv_cache_mb << 20;
     o.checkpoint_cache_bytes = checkpoint_cache_mb << 20;
     o.enable_prefix_caching = !no_prefix_caching;
+    o.cuda_graphs = cuda_graphs;
     return o;
   }
 };
@@ -52,6 +54,15 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   app.add_option("--checkpoint-cache-mb", args.checkpoint_cache_mb,
                  "Hybrid models: checkpoint pool budget in MiB when --num-checkpoints is 0 "
                  "(default 1024).");
+  // CUDA graphs for decode steps, one per batch-size bucket (docs/engine.md "CUDA graphs").
+  app.add_option("--cuda-graphs", args.cuda_graphs,
+                 "CUDA graphs for decode steps: eager (capture every bucket at start-up, the "
+                 "default), lazy (each bucket on first use) or off. Ignored on the CPU backend and "
+                 "for hybrid models.")
+      ->check(CLI::IsMember({"eager", "lazy", "off"}));
+  app.add_option("--max-graph-batch", args.options.max_graph_batch,
+                 "Largest decode batch run as a CUDA graph; larger steps run eagerly (default 0 "
+                 "= 256, capped at --max-num-seqs and --max-batched-tokens).");
 }
 
 }  // namespace syv::cli

@@ -1,9 +1,10 @@
 // `syv serve`: the OpenAI-compatible HTTP server (src/server/) in front of the engine thread.
 //
 // Start-up order: check the flags (keys, address) -> bind and listen (every route answers 503
-// until ready) -> load tokenizer, chat template, model -> start the engine -> one warm-up
-// request -> ready. SIGTERM/SIGINT: new generation requests get 503, running ones finish (up to
-// --drain-timeout), then the engine and the listener stop and the process exits 0.
+// until ready) -> load tokenizer, chat template, model -> start the engine (memory plan, KV pool,
+// CUDA graph capture) -> one warm-up request -> ready. Each phase logs its time.
+// SIGTERM/SIGINT: new generation requests get 503, running ones finish (up to --drain-timeout),
+// then the engine and the listener stop and the process exits 0.
 #include <pthread.h>
 #include <signal.h>
 
@@ -195,8 +196,13 @@ int run_serve(const ServeOptions& o) {
   if (!model.ok()) return fail(model.message());
   SYV_LOG(INFO) << "model: loaded in " << since(t1) << " s";
 
+  // Plan: KV pool and limits (logged by the engine), then the decode graphs (captured here with
+  // --cuda-graphs eager; the engine logs the buckets and the capture time).
+  const auto t_engine = std::chrono::steady_clock::now();
   Engine engine(**model, tokenizer->get(), o.engine.resolved());
   if (Status st = engine.start(); !st.ok()) return fail("engine: " + st.message());
+  SYV_LOG(INFO) << "engine: plan + KV pool + CUDA graphs (" << engine.options().cuda_graphs
+                << ") in " << since(t_engine) << " s";
   server::EngineGenerator generator(engine);
 
   // Warm-up: one short greedy request through the whole path.
