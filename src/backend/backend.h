@@ -124,6 +124,12 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;           // device to device
   virtual void fill_zero(void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Fills n elements of a float buffer (F32, BF16, F16) with the uniform values of
+  // backend/random_fill.h: element i = random_uniform(seed, i, scale) rounded to dtype, in
+  // [-scale, scale). The same values on every backend, machine and thread count (random weights,
+  // benchmarks). The default draws on the host (backend/random_fill.cpp) and uploads; CUDA draws
+  // on the device.
+  virtual void fill_random(void* data, DType dtype, int64_t n, uint64_t seed, float scale);
 
   // Uploads the batch's metadata into backend memory (valid until the next prepare_batch()).
   virtual BatchMeta prepare_batch(const Batch& batch, int32_t page_size) = 0;
