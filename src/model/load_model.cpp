@@ -1,4 +1,6 @@
 // load_model(): reads config.json, dispatches on the model family, opens the weights.
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -45,9 +47,9 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
   }
   SYV_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   if (is_demo_model(dir)) {
-    SYV_LOG(WARN) << dir << " is the syv demo model: tiny random weights, so its output is noise. "
-                  << "Point syv at a real Hugging Face Qwen3 folder with --model DIR "
-                  << "(e.g. `make serve MODEL=/path/to/Qwen3-0.6B`).";
+    SYV_LOG(WARN) << dir << " is a syv demo model (`syv demo-model`): random weights, so its "
+                  << "output is noise. Point syv at a real Hugging Face Qwen3 folder with "
+                  << "--model DIR (e.g. `make serve MODEL=/path/to/Qwen3-0.6B`).";
   }
   if (config.is_hybrid() && !backend.supports_hybrid_ops()) {
     return Status::Error(dir + "/config.json: model_type \"" + config.model_type +
@@ -58,8 +60,16 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
   if (options.random_weights) {
     SYV_LOG(INFO) << "weights: random (seed " << options.seed << "), not read from " << dir;
   } else {
+    const auto t0 = std::chrono::steady_clock::now();
     SYV_ASSIGN_OR_RETURN(WeightStore opened, WeightStore::open_dir(dir));
     store = std::move(opened);
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "weights: %zu safetensors file(s), %zu tensors, %.2f GB; headers checked in "
+                  "%.3f s",
+                  store->files().size(), store->names().size(), store->total_bytes() / 1e9,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    SYV_LOG(INFO) << line;
   }
   const WeightStore* weights = store ? &*store : nullptr;
   switch (config.family) {

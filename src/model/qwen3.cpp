@@ -73,18 +73,16 @@ class Qwen3Model final : public Model {
       SYV_RETURN_IF_ERROR(load_next(p + "self_attn.k_norm.weight", &w.k_norm));
       SYV_RETURN_IF_ERROR(load_next(p + "post_attention_layernorm.weight", &w.post_norm));
       // gate_proj and up_proj are fused into one [2I, H] matrix so the MLP is one linear.
-      DType gate_dtype = DType::BF16, up_dtype = DType::BF16;
       SYV_CHECK(specs[next].name == p + "mlp.gate_proj.weight") << "spec order";
-      SYV_ASSIGN_OR_RETURN(std::vector<float> gate, loader.read_f32(specs[next++], &gate_dtype));
-      SYV_CHECK(specs[next].name == p + "mlp.up_proj.weight") << "spec order";
-      SYV_ASSIGN_OR_RETURN(std::vector<float> up, loader.read_f32(specs[next++], &up_dtype));
-      gate.insert(gate.end(), up.begin(), up.end());
-      w.gate_up = loader.upload({2 * I_, H_}, gate_dtype, gate.data());
+      SYV_CHECK(specs[next + 1].name == p + "mlp.up_proj.weight") << "spec order";
+      SYV_ASSIGN_OR_RETURN(w.gate_up, loader.load_concat({specs[next], specs[next + 1]}));
+      next += 2;
       SYV_RETURN_IF_ERROR(load_next(p + "mlp.down_proj.weight", &w.down_proj));
     }
     SYV_RETURN_IF_ERROR(load_next("model.norm.weight", &final_norm_));
     if (!config_.tie_word_embeddings) SYV_RETURN_IF_ERROR(load_next("lm_head.weight", &lm_head_));
     SYV_CHECK_EQ(next, specs.size()) << "unused weight specs";
+    loader.finish();
     parameters_ = loader.parameters_loaded();
     SYV_LOG(INFO) << "qwen3: " << config_.num_hidden_layers << " layers, hidden " << H_
                   << ", heads " << Hq_ << "/" << Hk_ << " x " << D_ << ", vocab " << V_ << ", "

@@ -1,9 +1,12 @@
 #include "model/weight_spec.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
+#include "core/log.h"
 #include "core/thread_pool.h"
 
 namespace syv {
@@ -16,56 +19,107 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return out.str();
 }
 
-// splitmix64: a counter-based generator, so element i's value does not depend on threading.
-static uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-void fill_random_weight(const WeightSpec& spec, uint64_t seed, uint64_t index, float* out) {
-  const int64_t n = spec.numel();
-  const uint64_t stream = mix64(seed ^ mix64(index + 1));
-  // Uniform U(-1, 1) has std 1/sqrt(3); scale to the wanted std.
-  float scale = 0.0f, offset = 0.0f;
+RandomWeightDraw random_weight_draw(const WeightSpec& spec, uint64_t seed, uint64_t index) {
+  RandomWeightDraw d;
+  d.stream = splitmix64(seed ^ splitmix64(index + 1));
+  // Uniform U(-s, s) has std s/sqrt(3): s = sqrt(3) * the wanted std.
   switch (spec.init) {
     case WeightInit::kNorm:
-      scale = 0.1f;
-      offset = 1.0f;
+      d.scale = 0.1f;
+      d.offset = 1.0f;
       break;
     case WeightInit::kEmbedding:
-      scale = std::sqrt(3.0f);
+      d.scale = std::sqrt(3.0f);
       break;
     case WeightInit::kProjection:
-      scale = std::sqrt(3.0f / static_cast<float>(spec.shape.empty() ? 1 : spec.shape.back()));
+      d.scale = std::sqrt(3.0f / static_cast<float>(spec.shape.empty() ? 1 : spec.shape.back()));
       break;
     case WeightInit::kZero:
       break;
   }
+  return d;
+}
+
+void fill_random_weight(const WeightSpec& spec, uint64_t seed, uint64_t index, float* out) {
+  const RandomWeightDraw draw = random_weight_draw(spec, seed, index);
   ThreadPool::global().parallel_for(
-      n,
+      spec.numel(),
       [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          const uint64_t bits = mix64(stream + static_cast<uint64_t>(i));
-          const float u = static_cast<float>(bits >> 40) * (2.0f / 16777216.0f) - 1.0f;  // [-1, 1)
-          out[i] = offset + scale * u;
-        }
+        for (int64_t i = begin; i < end; ++i) out[i] = draw.value(i);
       },
       1 << 16);
 }
 
-WeightLoader::WeightLoader(Backend& backend, const WeightStore* store, uint64_t seed)
-    : backend_(backend), store_(store), seed_(seed) {}
+namespace {
 
-Result<std::vector<float>> WeightLoader::read_f32(const WeightSpec& spec, DType* file_dtype) {
-  std::vector<float> values(static_cast<size_t>(spec.numel()));
-  const uint64_t index = next_index_++;
-  if (store_ == nullptr) {
-    fill_random_weight(spec, seed_, index, values.data());
-    *file_dtype = DType::BF16;
-    return values;
+// n elements of `from` at src -> n elements of `to` at dst (F32, F16, BF16); a plain copy when
+// the dtypes match.
+void convert(DType from, const void* src, DType to, void* dst, size_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, n * dtype_size(to));
+    return;
   }
+  if (to == DType::F32) {
+    convert_to_f32(from, src, static_cast<float*>(dst), n);
+    return;
+  }
+  constexpr size_t kBlock = 2048;
+  float tmp[kBlock];
+  auto* out = static_cast<uint16_t*>(dst);
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t m = std::min(kBlock, n - b);
+    const float* f = tmp;
+    if (from == DType::F32) {
+      f = static_cast<const float*>(src) + b;
+    } else {
+      convert_to_f32(from, static_cast<const uint16_t*>(src) + b, tmp, m);
+    }
+    if (to == DType::BF16) {
+      for (size_t i = 0; i < m; ++i) out[b + i] = f32_to_bf16(f[i]);
+    } else {
+      for (size_t i = 0; i < m; ++i) out[b + i] = f32_to_f16(f[i]);
+    }
+  }
+}
+
+// "16.38 GB", "19.2 MB", "688.0 kB".
+std::string human_bytes(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  } else if (bytes >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
+  }
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+WeightLoader::WeightLoader(Backend& backend, const WeightStore* store, uint64_t seed)
+    : backend_(backend), store_(store), seed_(seed), start_(std::chrono::steady_clock::now()) {}
+
+WeightLoader::~WeightLoader() {
+  finish();
+}
+
+BulkUploader& WeightLoader::uploader() {
+  if (!uploader_) uploader_ = make_bulk_uploader(backend_);
+  return *uploader_;
+}
+
+Result<const TensorInfo*> WeightLoader::checked(const WeightSpec& spec) const {
   const TensorInfo* info = store_->find(spec.name);
   if (info == nullptr) {
     return Status::Error("missing tensor \"" + spec.name + "\" (expected shape " +
@@ -80,39 +134,173 @@ Result<std::vector<float>> WeightLoader::read_f32(const WeightSpec& spec, DType*
     return Status::Error(info->file + ": tensor \"" + spec.name + "\" has dtype " +
                          std::string(dtype_name(info->dtype)) + ", expected f32, f16 or bf16");
   }
-  convert_to_f32(info->dtype, info->data, values.data(), values.size());
-  *file_dtype = info->dtype;
-  return values;
+  return info;
 }
 
-DeviceWeight WeightLoader::upload(const std::vector<int64_t>& shape, DType file_dtype,
-                                  const float* values) {
+DeviceWeight WeightLoader::allocate(const std::vector<int64_t>& shape, DType dtype) {
   SYV_CHECK(!shape.empty() && shape.size() <= 2) << "weights are 1-D or 2-D";
-  const DType dtype = backend_.weight_dtype(file_dtype);
+  SYV_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16)
+      << "weight dtype " << dtype_name(dtype);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   DeviceWeight w;
   w.buffer = backend_.allocate(static_cast<size_t>(n) * dtype_size(dtype));
   w.tensor = shape.size() == 1 ? w.buffer.view(dtype, {shape[0]})
                                : w.buffer.view(dtype, {shape[0], shape[1]});
-  if (dtype == DType::F32) {
-    backend_.upload(w.buffer.data(), values, static_cast<size_t>(n) * 4);
-  } else {
-    SYV_CHECK(dtype == DType::BF16 || dtype == DType::F16) << "weight dtype " << dtype_name(dtype);
-    std::vector<uint16_t> narrow(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      narrow[i] = dtype == DType::BF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
-    backend_.upload(w.buffer.data(), narrow.data(), narrow.size() * 2);
-  }
   parameters_ += n;
   device_bytes_ += static_cast<int64_t>(w.buffer.bytes());
+  pending_ = true;
   return w;
 }
 
+void WeightLoader::progress(size_t bytes) {
+  bytes_done_ += bytes;
+  const double t = seconds_since(start_);
+  if (t - last_report_s_ < 2.0) return;
+  last_report_s_ = t;
+  std::string line = "load: " + human_bytes(static_cast<double>(bytes_done_));
+  if (store_ != nullptr) {
+    const double total = static_cast<double>(store_->total_bytes());
+    line += " of " + human_bytes(total) + " (" +
+            std::to_string(
+                static_cast<int>(100.0 * static_cast<double>(bytes_done_) / std::max(total, 1.0))) +
+            "%)";
+  }
+  line += " in " + fixed(t, 1) + " s (" +
+          fixed(static_cast<double>(bytes_done_) / 1e9 / std::max(t, 1e-9), 2) + " GB/s)";
+  SYV_LOG(INFO) << line;
+}
+
 Result<DeviceWeight> WeightLoader::load(const WeightSpec& spec) {
-  DType file_dtype = DType::BF16;
-  SYV_ASSIGN_OR_RETURN(std::vector<float> values, read_f32(spec, &file_dtype));
-  return upload(spec.shape, file_dtype, values.data());
+  return load_concat({spec});
+}
+
+Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& specs) {
+  SYV_CHECK(!specs.empty()) << "load_concat of no weights";
+  const size_t rank = specs[0].shape.size();
+  std::vector<int64_t> shape = specs[0].shape;
+  SYV_CHECK(rank == 1 || rank == 2) << specs[0].name << ": weights are 1-D or 2-D";
+  for (size_t i = 1; i < specs.size(); ++i) {
+    SYV_CHECK(specs[i].shape.size() == rank && (rank == 1 || specs[i].shape[1] == shape[1]))
+        << "load_concat: " << specs[i].name << " " << shape_string(specs[i].shape)
+        << " does not stack under " << specs[0].name << " " << shape_string(specs[0].shape);
+    shape[0] += specs[i].shape[0];
+  }
+
+  if (store_ == nullptr) {  // random weights, drawn by the backend
+    const DType dtype = backend_.weight_dtype(DType::BF16);
+    DeviceWeight w = allocate(shape, dtype);
+    size_t offset = 0;
+    for (const WeightSpec& spec : specs) {
+      const RandomWeightDraw draw = random_weight_draw(spec, seed_, next_index_++);
+      const size_t bytes = static_cast<size_t>(spec.numel()) * dtype_size(dtype);
+      void* dst = static_cast<uint8_t*>(w.buffer.data()) + offset;
+      if (draw.scale == 0.0f && draw.offset == 0.0f) {
+        backend_.fill_zero(dst, bytes);
+      } else if (draw.offset == 0.0f) {
+        backend_.fill_random(dst, dtype, spec.numel(), draw.stream, draw.scale);
+      } else {  // norms (small): offset + uniform, drawn on the host
+        const size_t esize = dtype_size(dtype);
+        uploader().write(dst, bytes, [&](size_t off, size_t n, void* host) {
+          const size_t first = off / esize, count = n / esize;
+          float tmp[256];
+          for (size_t b = 0; b < count; b += 256) {
+            const size_t m = std::min<size_t>(256, count - b);
+            for (size_t i = 0; i < m; ++i) tmp[i] = draw.value(static_cast<int64_t>(first + b + i));
+            convert(DType::F32, tmp, dtype, static_cast<uint8_t*>(host) + (b * esize), m);
+          }
+        });
+      }
+      offset += bytes;
+      ++tensors_;
+      progress(bytes);
+    }
+    return w;
+  }
+
+  std::vector<const TensorInfo*> infos;
+  for (const WeightSpec& spec : specs) {
+    SYV_ASSIGN_OR_RETURN(const TensorInfo* info, checked(spec));
+    infos.push_back(info);
+  }
+  const DType dtype = backend_.weight_dtype(infos[0]->dtype);
+  DeviceWeight w = allocate(shape, dtype);
+  // Orders the copies after anything the backend's own stream may still do to fresh memory.
+  backend_.synchronize();
+  const size_t esize = dtype_size(dtype);
+  size_t offset = 0;
+  for (const TensorInfo* info : infos) {
+    ++next_index_;
+    const size_t n = static_cast<size_t>(info->numel());
+    const auto* src = static_cast<const uint8_t*>(info->data);
+    const DType from = info->dtype;
+    const size_t src_size = dtype_size(from);
+    uploader().write(static_cast<uint8_t*>(w.buffer.data()) + offset, n * esize,
+                     [&](size_t off, size_t bytes, void* host) {
+                       convert(from, src + off / esize * src_size, dtype, host, bytes / esize);
+                     });
+    offset += n * esize;
+    ++tensors_;
+    progress(info->bytes);
+  }
+  return w;
+}
+
+DeviceWeight WeightLoader::upload(const std::vector<int64_t>& shape, DType file_dtype,
+                                  const float* values) {
+  const DType dtype = backend_.weight_dtype(file_dtype);
+  DeviceWeight w = allocate(shape, dtype);
+  backend_.synchronize();
+  const size_t esize = dtype_size(dtype);
+  uploader().write(w.buffer.data(), w.buffer.bytes(), [&](size_t off, size_t bytes, void* host) {
+    convert(DType::F32, values + off / esize, dtype, host, bytes / esize);
+  });
+  if (store_ == nullptr) progress(w.buffer.bytes());  // read_f32 counted the file bytes
+  return w;
+}
+
+Result<std::vector<float>> WeightLoader::read_f32(const WeightSpec& spec, DType* file_dtype) {
+  std::vector<float> values(static_cast<size_t>(spec.numel()));
+  const uint64_t index = next_index_++;
+  if (store_ == nullptr) {
+    fill_random_weight(spec, seed_, index, values.data());
+    *file_dtype = DType::BF16;
+    ++tensors_;
+    return values;
+  }
+  SYV_ASSIGN_OR_RETURN(const TensorInfo* info, checked(spec));
+  const size_t src_size = dtype_size(info->dtype);
+  const auto* src = static_cast<const uint8_t*>(info->data);
+  ThreadPool::global().parallel_for(
+      static_cast<int64_t>(values.size()),
+      [&](int64_t begin, int64_t end) {
+        convert_to_f32(info->dtype, src + static_cast<size_t>(begin) * src_size,
+                       values.data() + begin, static_cast<size_t>(end - begin));
+      },
+      1 << 18);
+  *file_dtype = info->dtype;
+  ++tensors_;
+  progress(info->bytes);
+  return values;
+}
+
+void WeightLoader::finish() {
+  if (!pending_) return;
+  pending_ = false;
+  if (uploader_) uploader_->finish();
+  backend_.synchronize();
+  const double t = seconds_since(start_);
+  const auto bytes = static_cast<double>(device_bytes_);
+  std::string line = "load: " + human_bytes(bytes) + " in " + fixed(t, 2) + " s (" +
+                     fixed(bytes / 1e9 / std::max(t, 1e-9), 2) + " GB/s) on " + backend_.name() +
+                     ", " + std::to_string(tensors_) + " tensors";
+  if (store_ != nullptr) {
+    line += " (" + human_bytes(static_cast<double>(bytes_done_)) + ") from " +
+            std::to_string(store_->files().size()) + " file(s)";
+  } else {
+    line += " of random values drawn by the backend";
+  }
+  SYV_LOG(INFO) << line;
 }
 
 }  // namespace syv

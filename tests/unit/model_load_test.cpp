@@ -5,14 +5,21 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <sstream>
 
 #include "backend/backend.h"
+#include "backend/random_fill.h"
+#include "core/check.h"
+#include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "model/qwen3.h"
+#include "model/weight_spec.h"
 
 namespace syv {
 namespace {
@@ -178,6 +185,308 @@ TEST(CliBadInput, MissingModelFolder) {
   EXPECT_NE(status, 0);
   EXPECT_NE(err.find("--model"), std::string::npos) << err;
   EXPECT_NE(err.find("/nonexistent/syv-model"), std::string::npos) << err;
+}
+
+// ---- WeightLoader: the fast path (mapped bytes -> staging -> backend, no f32 round trip) -------
+
+// Host memory like the CPU backend, but weights stay in `keep` (bf16 / f16 / f32) the way the
+// CUDA backend keeps bf16: exercises the copy and narrowing paths of the loader without a GPU.
+// Ops are not needed by the loader and abort.
+[[noreturn]] void no_ops() {
+  SYV_FATAL() << "KeepDtypeBackend has memory only";
+  std::abort();
+}
+class KeepDtypeBackend final : public Backend {
+ public:
+  explicit KeepDtypeBackend(DType keep) : cpu_(make_cpu_backend()), keep_(keep) {}
+  std::string name() const override { return "keep-" + std::string(dtype_name(keep_)); }
+  DType activation_dtype() const override { return DType::F32; }
+  DType weight_dtype(DType) const override { return keep_; }
+  DeviceBuffer allocate(size_t bytes) override {
+    DeviceBuffer b = cpu_->allocate(bytes);
+    void* p = b.data();
+    owned_.push_back(std::move(b));
+    return DeviceBuffer(this, p, bytes);
+  }
+  void release(void*) override {}  // owned_ frees them
+  void upload(void* dst, const void* src, size_t n) override { cpu_->upload(dst, src, n); }
+  void download(void* dst, const void* src, size_t n) override { cpu_->download(dst, src, n); }
+  void copy(void* dst, const void* src, size_t n) override { cpu_->copy(dst, src, n); }
+  void fill_zero(void* dst, size_t n) override { cpu_->fill_zero(dst, n); }
+  void synchronize() override {}
+  BatchMeta prepare_batch(const Batch&, int32_t) override { no_ops(); }
+  void embedding(const Tensor&, const Tensor&, Tensor&) override { no_ops(); }
+  void rmsnorm(const Tensor&, const Tensor&, float, NormKind, Tensor&) override { no_ops(); }
+  void add_rmsnorm(Tensor&, const Tensor&, const Tensor&, float, NormKind, Tensor&) override {
+    no_ops();
+  }
+  void linear(const Tensor&, const Tensor&, const Tensor&, Tensor&) override { no_ops(); }
+  void silu_mul(const Tensor&, Tensor&) override { no_ops(); }
+  void add(const Tensor&, const Tensor&, Tensor&) override { no_ops(); }
+  void qk_norm_rope(Tensor&, Tensor&, const Tensor&, const Tensor&, float, NormKind,
+                    const RopeParams&, const BatchMeta&) override {
+    no_ops();
+  }
+  void kv_write(const Tensor&, const Tensor&, Tensor&, Tensor&, const BatchMeta&) override {
+    no_ops();
+  }
+  void paged_attention(const Tensor&, const Tensor&, const Tensor&, float, const BatchMeta&,
+                       Tensor&) override {
+    no_ops();
+  }
+  void gather_rows(const Tensor&, const BatchMeta&, Tensor&) override { no_ops(); }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+  DType keep_;
+  std::vector<DeviceBuffer> owned_;
+};
+
+std::vector<uint8_t> bytes_of(Backend& backend, const DeviceWeight& w) {
+  std::vector<uint8_t> out(w.buffer.bytes());
+  backend.download(out.data(), w.buffer.data(), out.size());
+  return out;
+}
+
+// Element i of a tensor of `dtype` in raw bytes, as f32.
+float element(DType dtype, const uint8_t* data, size_t i) {
+  float f = 0;
+  convert_to_f32(dtype, data + i * dtype_size(dtype), &f, 1);
+  return f;
+}
+
+// A file with one tensor of each float dtype, the bf16 one larger than a staging chunk (16 MiB)
+// so chunk boundaries and the reuse of staging buffers are crossed.
+class WeightLoaderFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("syv_weight_loader_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    big_.resize(big_rows_ * 96);
+    for (auto& v : big_) v = f32_to_bf16(normal(rng));
+    f32_.resize(40 * 96);
+    for (auto& v : f32_) v = normal(rng);
+    f16_.resize(24 * 96);
+    for (auto& v : f16_) v = f32_to_f16(normal(rng));
+    ASSERT_TRUE(write_safetensors((dir_ / "model.safetensors").string(),
+                                  {{"big", DType::BF16, {big_rows_, 96}, big_.data()},
+                                   {"f32", DType::F32, {40, 96}, f32_.data()},
+                                   {"f16", DType::F16, {24, 96}, f16_.data()}})
+                    .ok());
+    auto store = WeightStore::open_dir(dir_.string());
+    ASSERT_TRUE(store.ok()) << store.message();
+    store_ = std::make_unique<WeightStore>(std::move(*store));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Expected contents of tensor `name` stored as `dtype`.
+  std::vector<uint8_t> expected(const std::string& name, DType dtype) {
+    const TensorInfo* info = store_->find(name);
+    const size_t n = static_cast<size_t>(info->numel());
+    std::vector<uint8_t> out(n * dtype_size(dtype));
+    for (size_t i = 0; i < n; ++i) {
+      const float f = element(info->dtype, static_cast<const uint8_t*>(info->data), i);
+      if (dtype == DType::F32) {
+        std::memcpy(out.data() + 4 * i, &f, 4);
+      } else {
+        const uint16_t h = dtype == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+        std::memcpy(out.data() + 2 * i, &h, 2);
+      }
+    }
+    return out;
+  }
+
+  const int64_t big_rows_ = 100000;  // 100000 x 96 bf16 = 19.2 MB
+  fs::path dir_;
+  std::vector<uint16_t> big_, f16_;
+  std::vector<float> f32_;
+  std::unique_ptr<WeightStore> store_;
+};
+
+TEST_F(WeightLoaderFile, EveryFileDtypeLandsAsTheBackendKeepsIt) {
+  for (DType keep : {DType::BF16, DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(keep));
+    KeepDtypeBackend backend(keep);
+    WeightLoader loader(backend, store_.get(), 0);
+    for (auto [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"big", {big_rows_, 96}}, {"f32", {40, 96}}, {"f16", {24, 96}}}) {
+      auto w = loader.load({name, shape});
+      ASSERT_TRUE(w.ok()) << w.message();
+      loader.finish();
+      EXPECT_EQ(w->tensor.dtype, keep) << name;
+      EXPECT_EQ(w->tensor.shape[0], shape[0]);
+      EXPECT_TRUE(bytes_of(backend, *w) == expected(name, keep)) << name << " differs";
+    }
+  }
+  // The bf16 file into a bf16 backend is a plain copy of the file's bytes.
+  KeepDtypeBackend backend(DType::BF16);
+  WeightLoader loader(backend, store_.get(), 0);
+  auto w = loader.load({"big", {big_rows_, 96}});
+  ASSERT_TRUE(w.ok());
+  loader.finish();
+  EXPECT_EQ(std::memcmp(bytes_of(backend, *w).data(), big_.data(), big_.size() * 2), 0);
+}
+
+TEST_F(WeightLoaderFile, LoadConcatStacksThePartsInOneBuffer) {
+  for (DType keep : {DType::BF16, DType::F32}) {
+    KeepDtypeBackend backend(keep);
+    WeightLoader loader(backend, store_.get(), 0);
+    auto w = loader.load_concat({{"f32", {40, 96}}, {"big", {big_rows_, 96}}, {"f16", {24, 96}}});
+    ASSERT_TRUE(w.ok()) << w.message();
+    loader.finish();
+    EXPECT_EQ(w->tensor.shape[0], 40 + big_rows_ + 24);
+    EXPECT_EQ(w->tensor.shape[1], 96);
+    EXPECT_EQ(w->tensor.dtype, keep);  // weight_dtype() of the first part's dtype
+    std::vector<uint8_t> want = expected("f32", keep), big = expected("big", keep),
+                         f16 = expected("f16", keep);
+    want.insert(want.end(), big.begin(), big.end());
+    want.insert(want.end(), f16.begin(), f16.end());
+    EXPECT_TRUE(bytes_of(backend, *w) == want);
+    EXPECT_EQ(loader.parameters_loaded(), (40 + big_rows_ + 24) * 96);
+  }
+}
+
+TEST_F(WeightLoaderFile, LoadConcatChecksEveryPart) {
+  auto backend = make_cpu_backend();
+  WeightLoader loader(*backend, store_.get(), 0);
+  auto missing = loader.load_concat({{"f32", {40, 96}}, {"nope", {3, 96}}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("missing tensor \"nope\" (expected shape [3, 96])"),
+            std::string::npos)
+      << missing.message();
+  auto shape = loader.load_concat({{"f32", {40, 96}}, {"f16", {25, 96}}});
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.message().find("model.safetensors: tensor \"f16\" has shape [24, 96], config "
+                                 "expects [25, 96]"),
+            std::string::npos)
+      << shape.message();
+}
+
+TEST(WeightLoaderRandom, BackendDrawsTheHostValues) {
+  // Random weights are drawn by Backend::fill_random (on the device for CUDA); read_f32 and
+  // `syv demo-model` compute the same values on the host.
+  const std::vector<WeightSpec> specs = {{"proj", {64, 48}, WeightInit::kProjection},
+                                         {"norm", {48}, WeightInit::kNorm},
+                                         {"embed", {70, 48}, WeightInit::kEmbedding},
+                                         {"bias", {48}, WeightInit::kZero}};
+  for (DType keep : {DType::BF16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(keep));
+    KeepDtypeBackend backend(keep);
+    WeightLoader loader(backend, nullptr, 42);
+    WeightLoader host(backend, nullptr, 42);
+    for (size_t k = 0; k < specs.size(); ++k) {
+      auto w = loader.load(specs[k]);
+      ASSERT_TRUE(w.ok()) << w.message();
+      DType file_dtype = DType::F32;
+      auto values = host.read_f32(specs[k], &file_dtype);
+      ASSERT_TRUE(values.ok());
+      EXPECT_EQ(file_dtype, DType::BF16);  // random weights count as bf16 checkpoint weights
+      const std::vector<uint8_t> got = bytes_of(backend, *w);
+      const RandomWeightDraw draw = random_weight_draw(specs[k], 42, k);
+      for (int64_t i = 0; i < specs[k].numel(); ++i) {
+        const float want = draw.value(i);
+        ASSERT_EQ((*values)[static_cast<size_t>(i)], want) << specs[k].name << " " << i;
+        const float stored = element(keep, got.data(), static_cast<size_t>(i));
+        const float rounded = keep == DType::F32 ? want : bf16_to_f32(f32_to_bf16(want));
+        ASSERT_EQ(stored, rounded) << specs[k].name << " element " << i;
+      }
+    }
+  }
+  // The draw itself: projections uniform in +-sqrt(3 / fan_in), norms around 1, zeros exact.
+  const RandomWeightDraw proj = random_weight_draw(specs[0], 1, 0);
+  EXPECT_FLOAT_EQ(proj.scale, std::sqrt(3.0f / 48));
+  EXPECT_NE(random_weight_draw(specs[0], 1, 0).stream, random_weight_draw(specs[0], 2, 0).stream);
+  EXPECT_NE(random_weight_draw(specs[0], 1, 0).stream, random_weight_draw(specs[0], 1, 1).stream);
+  EXPECT_EQ(random_weight_draw(specs[3], 1, 3).value(5), 0.0f);
+  EXPECT_EQ(random_uniform(9, 17, 0.5f), random_uniform(9, 17, 0.5f));
+}
+
+TEST(BackendFillRandom, DefaultMatchesTheFormulaInEveryDtype) {
+  auto cpu = make_cpu_backend();
+  const int64_t n = (int64_t{1} << 22) + 77;  // more than one host chunk
+  DeviceBuffer buf = cpu->allocate(static_cast<size_t>(n) * 4);
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    cpu->fill_random(buf.data(), dt, n, 1234, 0.25f);
+    const auto* p = static_cast<const uint8_t*>(buf.data());
+    for (int64_t i = 0; i < n; i += 997) {
+      const float want = random_uniform(1234, static_cast<uint64_t>(i), 0.25f);
+      const float rounded = dt == DType::F32    ? want
+                            : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(want))
+                                                : f16_to_f32(f32_to_f16(want));
+      ASSERT_EQ(element(dt, p, static_cast<size_t>(i)), rounded) << dtype_name(dt) << " " << i;
+      ASSERT_LE(std::fabs(want), 0.25f);
+    }
+  }
+}
+
+// `syv demo-model --config DIR`: random bf16 weights of the config's shapes, sharded like Hugging
+// Face, equal to the loader's random draws, loadable through the index.
+TEST(DemoModelConfig, WritesShardsWithAnIndexThatLoad) {
+  const fs::path out =
+      fs::temp_directory_path() / ("syv_demo_config_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  // ~0.2 MB of weights, shards of at most 50 kB: several shards.
+  auto [status, err] = run_syv("demo-model --config " + kFixture + " --out " + out.string() +
+                               " --seed 3 --max-shard-size 0.00005");
+  ASSERT_EQ(status, 0) << err;
+  EXPECT_TRUE(fs::exists(out / "model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(out / "tokenizer.json"));  // no --tokenizer given
+  EXPECT_NE(err.find("no --tokenizer"), std::string::npos) << err;
+  auto store = WeightStore::open_dir(out.string());
+  ASSERT_TRUE(store.ok()) << store.message();
+  EXPECT_GT(store->files().size(), 2u);
+  EXPECT_NE(store->files()[0].find("model-00001-of-0000"), std::string::npos);
+
+  auto config = load_model_config(kFixture);
+  ASSERT_TRUE(config.ok());
+  const std::vector<WeightSpec> specs = qwen3_weight_specs(*config);
+  EXPECT_EQ(store->names().size(), specs.size());
+  for (size_t k = 0; k < specs.size(); ++k) {
+    auto t = store->get(specs[k].name, specs[k].shape);
+    ASSERT_TRUE(t.ok()) << t.message();
+    ASSERT_EQ((*t)->dtype, DType::BF16);
+    const RandomWeightDraw draw = random_weight_draw(specs[k], 3, k);
+    const auto* data = static_cast<const uint16_t*>((*t)->data);
+    for (int64_t i = 0; i < specs[k].numel(); ++i)
+      ASSERT_EQ(data[i], f32_to_bf16(draw.value(i))) << specs[k].name << " element " << i;
+  }
+
+  // The sharded folder loads and runs; re-writing it as one file replaces the shards.
+  auto backend = make_cpu_backend();
+  auto model = load_model(out.string(), *backend);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto [status1, err1] =
+      run_syv("demo-model --config " + kFixture + " --out " + out.string() + " --seed 3");
+  ASSERT_EQ(status1, 0) << err1;
+  EXPECT_TRUE(fs::exists(out / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(out / "model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(out / "model-00001-of-00002.safetensors"));
+  auto single = WeightStore::open_dir(out.string());
+  ASSERT_TRUE(single.ok()) << single.message();
+  EXPECT_EQ(single->files().size(), 1u);
+  fs::remove_all(out);
+}
+
+TEST(DemoModelConfig, RefusesNonQwen3AndBadArguments) {
+  auto [status, err] = run_syv("demo-model --out /tmp/syv-never-written");
+  EXPECT_NE(status, 0);
+  EXPECT_NE(err.find("--tokenizer"), std::string::npos) << err;
+  auto [status2, err2] = run_syv("demo-model --config /nonexistent/cfg --out /tmp/syv-never");
+  EXPECT_NE(status2, 0);
+  EXPECT_NE(err2.find("--config"), std::string::npos) << err2;
+  EXPECT_NE(err2.find("/nonexistent/cfg"), std::string::npos) << err2;
+  const std::string hybrid = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid";
+  for (const auto& e : fs::directory_iterator(hybrid)) {
+    if (!fs::exists(e.path() / "config.json")) continue;
+    auto [status3, err3] =
+        run_syv("demo-model --config " + e.path().string() + " --out /tmp/syv-never");
+    EXPECT_NE(status3, 0);
+    EXPECT_NE(err3.find("dense qwen3 weights only"), std::string::npos) << err3;
+    break;
+  }
 }
 
 }  // namespace
