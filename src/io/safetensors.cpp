@@ -456,11 +456,13 @@ std::vector<std::string> WeightStore::files() const {
 
 // ---- writer -----------------------------------------------------------------------------------
 
-Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
-  std::vector<const TensorToWrite*> order;
+Result<SafetensorsLayout> safetensors_layout(const std::string& path,
+                                             const std::vector<TensorToWrite>& tensors,
+                                             const std::map<std::string, std::string>& metadata) {
+  std::vector<size_t> order;
   std::set<std::string> names;
-  for (const auto& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorToWrite& t = tensors[i];
     if (t.name == "__metadata__")
       return Status::Error(path + ": tensor name \"__metadata__\" is reserved");
     if (!names.insert(t.name).second)
@@ -470,31 +472,29 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
         return Status::Error(path + ": tensor " + quoted(t.name) + " has negative shape " +
                              shape_str(t.shape));
     }
-    order.push_back(&t);
+    order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [](const TensorToWrite* a, const TensorToWrite* b) {
-    size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
-    return sa != sb ? sa > sb : a->name < b->name;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    size_t sa = dtype_size(tensors[a].dtype), sb = dtype_size(tensors[b].dtype);
+    return sa != sb ? sa > sb : tensors[a].name < tensors[b].name;
   });
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  std::vector<uint64_t> sizes;
-  for (const TensorToWrite* t : order) {
-    uint64_t n = dtype_size(t->dtype);
-    for (int64_t d : t->shape) {
+  std::vector<uint64_t> relative(tensors.size());
+  for (size_t i : order) {
+    const TensorToWrite& t = tensors[i];
+    uint64_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) {
       if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) {
-        return Status::Error(path + ": tensor " + quoted(t->name) + " shape overflows");
+        return Status::Error(path + ": tensor " + quoted(t.name) + " shape overflows");
       }
     }
-    if (n > 0 && t->data == nullptr) {
-      return Status::Error(path + ": tensor " + quoted(t->name) + " has no data");
-    }
-    header[t->name] = {{"dtype", safetensors_dtype_name(t->dtype)},
-                       {"shape", t->shape},
-                       {"data_offsets", {offset, offset + n}}};
+    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + n}}};
+    relative[i] = offset;
     offset += n;
-    sizes.push_back(n);
   }
   std::string h;
   try {
@@ -503,16 +503,35 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
     return Status::Error(path + ": cannot encode header: " + e.what());
   }
   while (h.size() % 8 != 0) h += ' ';
+  SafetensorsLayout layout;
+  layout.prefix.resize(8);
+  const uint64_t hl = h.size();
+  for (int i = 0; i < 8; ++i) layout.prefix[i] = static_cast<char>(hl >> (8 * i));
+  layout.prefix += h;
+  layout.offsets.resize(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    layout.offsets[i] = layout.prefix.size() + relative[i];
+  layout.file_size = layout.prefix.size() + offset;
+  return layout;
+}
+
+Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  SYV_ASSIGN_OR_RETURN(SafetensorsLayout layout, safetensors_layout(path, tensors, metadata));
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+    if (tensors[i].data == nullptr && tensors[i].bytes() > 0)
+      return Status::Error(path + ": tensor " + quoted(tensors[i].name) + " has no data");
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return layout.offsets[a] < layout.offsets[b]; });
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status::Error(path + ": cannot create: " + std::strerror(errno));
-  uint8_t len[8];
-  uint64_t hl = h.size();
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(hl >> (8 * i));
-  out.write(reinterpret_cast<const char*>(len), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (sizes[i])
-      out.write(static_cast<const char*>(order[i]->data), static_cast<std::streamsize>(sizes[i]));
+  out.write(layout.prefix.data(), static_cast<std::streamsize>(layout.prefix.size()));
+  for (size_t i : order) {
+    const size_t n = tensors[i].bytes();
+    if (n) out.write(static_cast<const char*>(tensors[i].data), static_cast<std::streamsize>(n));
   }
   out.close();
   if (!out) return Status::Error(path + ": write failed: " + std::strerror(errno));

@@ -106,9 +106,27 @@ struct TensorToWrite {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
-  const void* data;  // dtype_size(dtype) * prod(shape) bytes
+  const void* data;       // dtype_size(dtype) * prod(shape) bytes
+  size_t bytes() const {  // (shapes that overflow are refused by the writer first)
+    size_t n = dtype_size(dtype);
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    return n;
+  }
 };
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
+
+// The layout write_safetensors gives these tensors, without writing anything or reading `data`
+// (so a caller can write the data itself, e.g. from several threads with pwrite): `prefix` is the
+// 8-byte header length plus the header JSON padded to a multiple of 8 bytes, offsets[i] the file
+// offset of tensors[i]'s data. Same checks (and messages, prefixed with `path`) as the writer.
+struct SafetensorsLayout {
+  std::string prefix;
+  std::vector<uint64_t> offsets;
+  uint64_t file_size = 0;
+};
+Result<SafetensorsLayout> safetensors_layout(
+    const std::string& path, const std::vector<TensorToWrite>& tensors,
+    const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace syv

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 namespace syv {
@@ -319,6 +320,42 @@ TEST_F(SafetensorsTest, WriterRejectsBadInput) {
   EXPECT_ERROR_HAS(
       write_safetensors(path("no/such/dir/w.safetensors"), {{"a", DType::F32, {1}, &x}}),
       "no/such/dir/w.safetensors");
+}
+
+// safetensors_layout() is the writer's layout without the data: writing the data at its offsets
+// gives the same bytes as write_safetensors.
+TEST_F(SafetensorsTest, LayoutIsTheWritersLayout) {
+  std::vector<float> a(5, 1.5f);
+  std::vector<uint16_t> b(6, 0x3f80), c(3, 0x4000);
+  const std::vector<TensorToWrite> tensors = {{"b", DType::BF16, {2, 3}, b.data()},
+                                              {"a", DType::F32, {5}, a.data()},
+                                              {"c", DType::F16, {3}, c.data()},
+                                              {"empty", DType::BF16, {0, 4}, nullptr}};
+  ASSERT_TRUE(write_safetensors(path("w.safetensors"), tensors, {{"format", "pt"}}).ok());
+  std::ifstream in(path("w.safetensors"), std::ios::binary);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+
+  auto layout = safetensors_layout(path("w.safetensors"), tensors, {{"format", "pt"}});
+  ASSERT_TRUE(layout.ok()) << layout.message();
+  ASSERT_EQ(layout->file_size, written.size());
+  ASSERT_EQ(layout->offsets.size(), tensors.size());
+  std::string rebuilt(layout->file_size, '\0');
+  rebuilt.replace(0, layout->prefix.size(), layout->prefix);
+  EXPECT_EQ(layout->prefix.size() % 8, 0u);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    EXPECT_EQ(layout->offsets[i] % dtype_size(tensors[i].dtype), 0u) << tensors[i].name;
+    if (tensors[i].bytes() > 0)
+      rebuilt.replace(layout->offsets[i], tensors[i].bytes(),
+                      static_cast<const char*>(tensors[i].data), tensors[i].bytes());
+  }
+  EXPECT_TRUE(rebuilt == written);
+  // The layout ignores data pointers; it refuses what the writer refuses, naming the file.
+  EXPECT_TRUE(safetensors_layout(path("x"), {{"a", DType::F32, {4}, nullptr}}).ok());
+  EXPECT_ERROR_HAS(safetensors_layout(path("x.safetensors"), {{"a", DType::F32, {1}, nullptr},
+                                                              {"a", DType::F32, {1}, nullptr}}),
+                   "x.safetensors", "duplicate tensor \"a\"");
+  EXPECT_ERROR_HAS(safetensors_layout(path("x.safetensors"), {{"a", DType::F32, {-1}, nullptr}}),
+                   "negative shape [-1]");
 }
 
 // The fixtures committed under tests/fixtures were written by the Python safetensors library.
