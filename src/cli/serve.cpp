@@ -169,6 +169,9 @@ int run_serve(const ServeOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   Result<std::unique_ptr<Backend>> backend = make_backend(o.device);
   if (!backend.ok()) return fail(backend.message());
+  const double backend_s = since(t0);
+  SYV_LOG(INFO) << "backend: " << (*backend)->name() << ", up in " << backend_s << " s";
+  const auto t_tokenizer = std::chrono::steady_clock::now();
   Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(o.model_dir);
   if (!tokenizer.ok()) return fail(tokenizer.message());
   std::unique_ptr<ChatTemplate> chat_template;
@@ -189,23 +192,27 @@ int run_serve(const ServeOptions& o) {
       chat_template = std::make_unique<ChatTemplate>(std::move(parsed.value()));
     }
   }
-  SYV_LOG(INFO) << "tokenizer: vocab " << (*tokenizer)->vocab_size() << ", loaded in " << since(t0)
-                << " s";
+  const double tokenizer_s = since(t_tokenizer);
+  SYV_LOG(INFO) << "tokenizer: vocab " << (*tokenizer)->vocab_size() << ", loaded in "
+                << tokenizer_s << " s";
   const auto t1 = std::chrono::steady_clock::now();
   Result<std::unique_ptr<Model>> model = load_model(o.model_dir, **backend);
   if (!model.ok()) return fail(model.message());
-  SYV_LOG(INFO) << "model: loaded in " << since(t1) << " s";
+  const double model_s = since(t1);
+  SYV_LOG(INFO) << "model: loaded in " << model_s << " s";
 
   // Plan: KV pool and limits (logged by the engine), then the decode graphs (captured here with
   // --cuda-graphs eager; the engine logs the buckets and the capture time).
   const auto t_engine = std::chrono::steady_clock::now();
   Engine engine(**model, tokenizer->get(), o.engine.resolved());
   if (Status st = engine.start(); !st.ok()) return fail("engine: " + st.message());
+  const double engine_s = since(t_engine);
   SYV_LOG(INFO) << "engine: plan + KV pool + CUDA graphs (" << engine.options().cuda_graphs
                 << ") in " << since(t_engine) << " s";
   server::EngineGenerator generator(engine);
 
   // Warm-up: one short greedy request through the whole path.
+  double warmup_s = 0;
   if (!o.skip_warmup) {
     const auto t2 = std::chrono::steady_clock::now();
     Request warm;
@@ -218,7 +225,8 @@ int run_serve(const ServeOptions& o) {
     Event event;
     while ((*handle)->next(event, std::chrono::seconds(600)) == NextStatus::kEvent) {
     }
-    SYV_LOG(INFO) << "warm-up: done in " << since(t2) << " s";
+    warmup_s = since(t2);
+    SYV_LOG(INFO) << "warm-up: done in " << warmup_s << " s";
   }
 
   server::ModelContext context;
@@ -235,6 +243,12 @@ int run_serve(const ServeOptions& o) {
   }
   routes.set_model(context);
   server.set_ready(true);
+  char phases[200];
+  std::snprintf(phases, sizeof phases,
+                "start-up: backend %.2f s, tokenizer %.2f s, model %.2f s, engine %.2f s, "
+                "warm-up %.2f s; ready %.2f s after start",
+                backend_s, tokenizer_s, model_s, engine_s, warmup_s, since(t0));
+  SYV_LOG(INFO) << phases;
   std::printf("syv: ready: model \"%s\", max context %d tokens, %.1f s after start\n",
               context.model_name.c_str(), generator.max_model_len(), since(t0));
   std::printf(
