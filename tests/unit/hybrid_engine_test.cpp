@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <random>
@@ -87,19 +88,24 @@ void expect_no_leaks(Harness& h) {
   EXPECT_EQ(hy->pool().num_held(), 0) << "checkpoint holds leaked";
 }
 
-// Greedy tokens of one request alone: no prefix cache, no chunk limit. Memoised.
-std::vector<int32_t> run_alone(const std::string& name, const Request& r) {
-  static std::map<std::tuple<std::string, std::vector<int32_t>, int32_t>, std::vector<int32_t>>
-      memo;
-  auto key = std::make_tuple(name, r.prompt_ids, r.params.max_tokens);
-  if (auto it = memo.find(key); it != memo.end()) return it->second;
+// Greedy tokens of one request alone: no prefix cache, no chunk limit (model instance 1).
+std::vector<int32_t> solo_run(const std::string& name, const Request& r) {
   Harness h(make_core(fixture(name, 1), opts(256, 1 << 16, 0, "dense", 0, 4, false)));
   Request solo = r;
   solo.params.n = 1;
   const uint64_t id = h.submit(solo);
   h.run();
   expect_no_leaks(h);
-  return memo[key] = h.output(id).samples.at(0).tokens;
+  return h.output(id).samples.at(0).tokens;
+}
+
+// solo_run, memoised.
+std::vector<int32_t> run_alone(const std::string& name, const Request& r) {
+  static std::map<std::tuple<std::string, std::vector<int32_t>, int32_t>, std::vector<int32_t>>
+      memo;
+  auto key = std::make_tuple(name, r.prompt_ids, r.params.max_tokens);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  return memo[key] = solo_run(name, r);
 }
 
 const char* const kFixtures[] = {"q35_r1_lllf", "qnext_top1_r2"};
@@ -270,10 +276,7 @@ TEST(HybridEngine, ThreadedEngineServesAHybrid) {
   std::vector<Request> reqs = {request(prompt, 6), request(prompt, 6),
                                request(random_tokens(rng, 33, 300), 9)};
   reqs[1].params.n = 2;
-  // Solo references first, so they do not compete with the engine thread for the 2 CI cores.
-  // (Two concurrent callers of the global thread pool are covered by thread_pool_test.)
-  std::vector<std::vector<int32_t>> expected;
-  for (const Request& r : reqs) expected.push_back(run_alone(name, r));
+  fixture(name, 1);  // the references' model instance, loaded now: only forwards overlap below
   Engine engine(fixture(name), nullptr, opts(256, 64, 0, "boundaries"));
   ASSERT_TRUE(engine.start().ok());
   std::vector<std::shared_ptr<RequestHandle>> handles;
@@ -282,6 +285,16 @@ TEST(HybridEngine, ThreadedEngineServesAHybrid) {
     ASSERT_TRUE(h.ok()) << h.message();
     handles.push_back(h.value());
   }
+  // The solo references run here (not memoised) while the engine thread serves the requests: two
+  // forwards at once share the global CPU thread pool and BLAS, and must not change a token.
+  const uint64_t steps_before = engine.stats().steps;
+  std::vector<std::vector<int32_t>> expected;
+  for (const Request& r : reqs) expected.push_back(solo_run(name, r));
+  const EngineStats after = engine.stats();
+  std::printf(
+      "  references ran during engine steps %llu..%llu (%llu of 3 requests finished by then)\n",
+      static_cast<unsigned long long>(steps_before), static_cast<unsigned long long>(after.steps),
+      static_cast<unsigned long long>(after.requests_finished));
   for (size_t i = 0; i < reqs.size(); ++i) {
     std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(reqs[i].params.n));
     int finished = 0;
