@@ -1,24 +1,48 @@
-// Prefill attention over paged K/V, FlashAttention-2 style on tensor cores (WMMA bf16, fp32
-// accumulation): one block of 4 warps per (64-row query tile of one sequence, query head); K/V
-// tiles of 64 keys are gathered from the sequence's pages; online softmax in fp32. Each warp owns
-// 16 query rows of S, P and O, so only the K/V tile loads need block barriers. Varlen: the tile
-// list says which sequence and first token each block works on; causality comes from the tokens'
-// positions.
+// Prefill attention over paged K/V: the dispatcher (which kernel runs, see prefill_attention.h)
+// and the two 64-row kernels that came first (kept for A/B timing and checks). The default kernels
+// live in attention_prefill_wgmma.cu (Hopper warpgroup MMA) and attention_prefill_mma.cu
+// (mma.sync, 128-row tiles). Varlen everywhere: the tile list says which sequence and first token
+// each block works on (kPrefillTileRows-row tiles, longest first); causality comes from the
+// tokens' positions, so chunked prefill and mixed decode + prefill batches are exact.
+//
+// The 64-row kernels run two blocks per 128-row tile (the later rows, which see more keys,
+// first).
+//
+// WMMA kernel: FlashAttention-2 style on tensor cores (WMMA bf16, fp32 accumulation): one block
+// of 4 warps per (64-row query tile of one sequence, query head); K/V tiles of 64 keys are
+// gathered from the sequence's pages; online softmax in fp32. Each warp owns 16 query rows of S, P
+// and O, so only the K/V tile loads need block barriers.
 #include <mma.h>
 
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
-#include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/attention_prefill.cuh"
+#include "backend/cuda/prefill_attention.h"
 
 namespace syv::cuda {
 namespace {
 
 using namespace nvcuda;
+using prefill::kLog2e;
+static_assert(kPrefillTileRows == 128, "the 64-row kernels run two blocks per tile");
+
+// The 64-row query block a block of the older kernels works on: (sequence, first token, rows);
+// rows <= 0 when the tile has no second half.
+struct SubTile {
+  int seq, t0, rows;
+};
+__device__ __forceinline__ SubTile sub_tile(const AttentionArgs& a, const int32_t* tiles) {
+  const int tile = blockIdx.x >> 1, half = 1 - static_cast<int>(blockIdx.x & 1);
+  SubTile t;
+  t.seq = tiles[2 * tile];
+  t.t0 = tiles[2 * tile + 1] + 64 * half;
+  t.rows = min(64, a.seq_starts[t.seq + 1] - t.t0);
+  return t;
+}
 
 constexpr int BM = 64, BN = 64, kThreads = 128;
-constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
 struct Smem {
@@ -52,9 +76,10 @@ __global__ void __launch_bounds__(kThreads)
   float* Lrow = reinterpret_cast<float*>(smem + L::l);
   int* Qpos = reinterpret_cast<int*>(smem + L::pos);
 
-  const int seq = tiles[2 * blockIdx.x], t0 = tiles[2 * blockIdx.x + 1];
+  const SubTile st = sub_tile(a, tiles);
+  if (st.rows <= 0) return;
+  const int seq = st.seq, t0 = st.t0, rows = st.rows;
   const int hq = blockIdx.y, kh = hq / (a.hq / a.hk);
-  const int rows = min(BM, a.seq_starts[seq + 1] - t0);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bf16* q = static_cast<const bf16*>(a.q);
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
@@ -189,42 +214,12 @@ constexpr size_t smem_bytes() {
   return static_cast<size_t>(BM + 4 * BN) * (D + 8) * 2;
 }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// 16 bytes global -> shared, asynchronously; zero-filled when !valid (nothing is read then).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void cp_wait1() {
-  asm volatile("cp.async.wait_group 1;\n" ::);
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
+using prefill::cp_async16;
+using prefill::cp_commit;
+using prefill::ldsm_x4;
+using prefill::ldsm_x4_t;
+using prefill::mma;
+using prefill::pack_bf16;
 
 template <int D>
 __global__ void __launch_bounds__(kThreads)
@@ -236,9 +231,10 @@ __global__ void __launch_bounds__(kThreads)
   bf16* Vs = Ks + 2 * BN * LD;               // [2][BN][LD]
   pdl_wait();
   pdl_trigger();
-  const int seq = tiles[2 * blockIdx.x], t0 = tiles[2 * blockIdx.x + 1];
+  const SubTile st = sub_tile(a, tiles);
+  if (st.rows <= 0) return;
+  const int seq = st.seq, t0 = st.t0, rows = st.rows;
   const int hq = blockIdx.y, kh = hq / (a.hq / a.hk);
-  const int rows = min(BM, a.seq_starts[seq + 1] - t0);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
   const bf16* q = static_cast<const bf16*>(a.q);
@@ -285,8 +281,8 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int it = 0; it < n_tiles; ++it) {
     if (it + 1 < n_tiles) load_kv(it + 1, (it + 1) & 1);
-    cp_commit();  // possibly empty: keeps the group count uniform
-    cp_wait1();   // everything but the newest group: Q and tile `it` have landed
+    cp_commit();            // possibly empty: keeps the group count uniform
+    prefill::cp_wait<1>();  // everything but the newest group: Q and tile `it` have landed
     __syncthreads();
     if (it == 0) {
 #pragma unroll
@@ -400,7 +396,7 @@ void launch(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cud
                                         static_cast<int>(smem_bytes<D>())));
     configured = true;
   }
-  launch_k(fa2_kernel<D>, dim3(num_tiles, a.hq), kThreads, smem_bytes<D>(), s, a, tiles);
+  launch_k(fa2_kernel<D>, dim3(2 * num_tiles, a.hq), kThreads, smem_bytes<D>(), s, a, tiles);
 }
 
 }  // namespace fa2
@@ -414,30 +410,96 @@ void launch_d(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, c
                                         static_cast<int>(Smem<D>::total)));
     configured = true;
   }
-  dim3 grid(num_tiles, a.hq);
+  dim3 grid(2 * num_tiles, a.hq);
   launch_k(prefill_kernel<D>, grid, kThreads, Smem<D>::total, s, a, tiles);
 }
 
 }  // namespace
 
+// ---- variants ----------------------------------------------------------------------------------
+namespace {
+
+enum Variant { kWgmmaPipe, kWgmma128, kWgmma64, kMma8w, kMma4w, kFa2, kWmma, kVariants };
+constexpr const char* kVariantNames[kVariants] = {"wgmma-pipe", "wgmma128", "wgmma64", "mma8w",
+                                                  "mma4w",      "fa2",      "wmma"};
+constexpr int kDefaultVariant = kWgmma128;  // fastest measured on an H200 (cuda-backend-notes)
+
+int initial_variant() {
+  const char* e = std::getenv("SYV_PREFILL_ATTENTION");
+  if (!e || !*e) return kDefaultVariant;
+  const int v = find_prefill_attention_variant(e);
+  if (v < 0) {
+    std::string names;
+    for (const char* n : kVariantNames) names += std::string(names.empty() ? "" : ", ") + n;
+    cuda_fail(
+        __FILE__, __LINE__, "SYV_PREFILL_ATTENTION",
+        ("unknown prefill attention kernel \"" + std::string(e) + "\"; expected one of " + names)
+            .c_str());
+  }
+  return v;
+}
+int& current_variant() {
+  static int v = initial_variant();
+  return v;
+}
+
+}  // namespace
+
+int prefill_attention_variant_count() {
+  return kVariants;
+}
+const char* prefill_attention_variant_name(int v) {
+  return v >= 0 && v < kVariants ? kVariantNames[v] : "";
+}
+int find_prefill_attention_variant(std::string_view name) {
+  for (int v = 0; v < kVariants; ++v)
+    if (name == kVariantNames[v]) return v;
+  return -1;
+}
+int default_prefill_attention_variant() {
+  return kDefaultVariant;
+}
+void set_prefill_attention_variant(int v) {
+  if (v < 0 || v >= kVariants)
+    cuda_fail(
+        __FILE__, __LINE__, "set_prefill_attention_variant",
+        ("variant " + std::to_string(v) + " out of range [0, " + std::to_string(kVariants) + ")")
+            .c_str());
+  current_variant() = v;
+}
+int prefill_attention_variant() {
+  return current_variant();
+}
+
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s) {
   if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16) return false;
+  if (a.head_dim != 64 && a.head_dim != 128) return false;
   if (num_tiles == 0) return true;
-  // SYV_PREFILL_ATTENTION=wmma selects the older WMMA kernel (kept for A/B timing and checks).
-  static const bool use_wmma = [] {
-    const char* e = std::getenv("SYV_PREFILL_ATTENTION");
-    return e && std::string_view(e) == "wmma";
-  }();
-  switch (a.head_dim) {
-    case 64:
-      use_wmma ? launch_d<64>(a, tiles, num_tiles, s) : fa2::launch<64>(a, tiles, num_tiles, s);
-      return true;
-    case 128:
-      use_wmma ? launch_d<128>(a, tiles, num_tiles, s) : fa2::launch<128>(a, tiles, num_tiles, s);
+  const int v = current_variant();
+  switch (v) {
+    case kWgmmaPipe:
+    case kWgmma128:
+    case kWgmma64: {
+      using prefill::WgmmaKind;
+      const WgmmaKind kind = v == kWgmmaPipe  ? WgmmaKind::kBn128Pipelined
+                             : v == kWgmma128 ? WgmmaKind::kBn128
+                                              : WgmmaKind::kBn64;
+      return prefill::launch_wgmma(a, tiles, num_tiles, kind, s) ||
+             prefill::launch_mma128(a, tiles, num_tiles, 8, s);
+    }
+    case kMma8w:
+      return prefill::launch_mma128(a, tiles, num_tiles, 8, s);
+    case kMma4w:
+      return prefill::launch_mma128(a, tiles, num_tiles, 4, s);
+    case kFa2:
+      a.head_dim == 64 ? fa2::launch<64>(a, tiles, num_tiles, s)
+                       : fa2::launch<128>(a, tiles, num_tiles, s);
       return true;
     default:
-      return false;
+      a.head_dim == 64 ? launch_d<64>(a, tiles, num_tiles, s)
+                       : launch_d<128>(a, tiles, num_tiles, s);
+      return true;
   }
 }
 

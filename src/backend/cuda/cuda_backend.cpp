@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/prefill_attention.h"
 #include "backend/host_batch_meta.h"
 #include "core/check.h"
 #include "core/log.h"
@@ -30,7 +31,6 @@ void cuda_fail(const char* file, int line, const char* expr, const char* what) {
 namespace {
 
 constexpr size_t kGemmWorkspace = 32u << 20;
-constexpr int kPrefillTile = 64;
 
 bool is_float(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16;
@@ -586,14 +586,23 @@ class CudaBackendImpl final : public CudaBackend {
     st.pt_rows = st.pt_width > 0 ? static_cast<int64_t>(h.page_table.size()) / st.pt_width : 0;
     st.max_seq_len = h.max_seq_len;
     st.max_context_len = h.max_context_len;
-    // Prefill tiles: (seq, first token), the last (longest) tile of each sequence first.
-    tiles_host_.clear();
+    // Prefill tiles: (seq, first token) of kPrefillTileRows-row query tiles, over all sequences
+    // the ones that see the most keys first (the longest blocks start first).
+    std::vector<std::array<int32_t, 3>> tiles;  // keys seen, seq, first token
     for (int64_t s = 0; s < S; ++s) {
-      const int32_t start = batch.seq_starts[s], len = batch.seq_len(static_cast<int32_t>(s));
-      for (int32_t i = (len + kPrefillTile - 1) / kPrefillTile - 1; i >= 0; --i) {
-        tiles_host_.push_back(static_cast<int32_t>(s));
-        tiles_host_.push_back(start + i * kPrefillTile);
+      const int32_t start = batch.seq_starts[s];
+      const int32_t end = start + batch.seq_len(static_cast<int32_t>(s));
+      for (int32_t t0 = start; t0 < end; t0 += cuda::kPrefillTileRows) {
+        const int32_t last = std::min(t0 + cuda::kPrefillTileRows, end) - 1;
+        tiles.push_back({batch.positions[last] + 1, static_cast<int32_t>(s), t0});
       }
+    }
+    std::stable_sort(tiles.begin(), tiles.end(),
+                     [](const auto& x, const auto& y) { return x[0] > y[0]; });
+    tiles_host_.clear();
+    for (const auto& t : tiles) {
+      tiles_host_.push_back(t[1]);
+      tiles_host_.push_back(t[2]);
     }
     num_tiles_ = static_cast<int32_t>(tiles_host_.size() / 2);
     const int32_t zero = 0;

@@ -80,8 +80,9 @@ struct AttentionArgs {
 // positions [0, positions[t]]. `partial` holds tokens * hq * splits * (head_dim + 2) floats.
 void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t keys_per_split,
                              float* partial, cudaStream_t s);
-// Tensor-core tiled prefill: tiles[i] = {seq, first token} of 64-row query tiles.
-// Returns false when the shape is not supported (head_dim not 64/128, or dtypes not bf16).
+// Tensor-core tiled prefill: tiles[i] = {seq, first token} of kPrefillTileRows-row query tiles
+// (prefill_attention.h; the last tile of a sequence may be shorter), longest first. Returns false
+// when the shape is not supported (head_dim not 64/128, or dtypes not bf16).
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s);
 
