@@ -10,10 +10,12 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/prefill_attention.h"
 #include "core/dtype.h"
 
 namespace syv {
@@ -304,13 +306,26 @@ TEST_P(CudaAttention, MatchesCpu) {
   auto out = make_out({T, c.hq, c.d});
   const float scale = 1.f / std::sqrt(static_cast<float>(c.d));
   cpu_->paged_attention(q.c, kc.c, vc.c, scale, mc, out.c);
-  gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
-  expect_close(out, 1.2e-2, "paged_attention");
-  // Determinism: the same inputs give bit-identical output.
-  auto first = down_gpu(out.g);
-  poison(out.g);
-  gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
-  EXPECT_EQ(down_gpu(out.g), first);
+  // Batches with a run of more than 16 new tokens take the prefill kernels: check every variant
+  // (prefill_attention.h); the others take the decode kernel whatever the variant.
+  const bool prefill = *std::max_element(c.news.begin(), c.news.end()) > 16;
+  const int initial = cuda::prefill_attention_variant();
+  const int variants = prefill ? cuda::prefill_attention_variant_count() : 1;
+  for (int v = 0; v < variants; ++v) {
+    if (prefill) cuda::set_prefill_attention_variant(v);
+    const std::string what =
+        prefill ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
+                : std::string("decode kernel");
+    poison(out.g);
+    gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
+    expect_close(out, 1.2e-2, "paged_attention, " + what);
+    // Determinism: the same inputs give bit-identical output.
+    auto first = down_gpu(out.g);
+    poison(out.g);
+    gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
+    EXPECT_EQ(down_gpu(out.g), first) << what;
+  }
+  cuda::set_prefill_attention_variant(initial);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -329,6 +344,20 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{{129, 77}, {129, 77}, 8, 2, 64, 16},
                       AttnCase{{1000}, {1000}, 16, 4, 128, 64},
                       AttnCase{{40, 33}, {40, 2000}, 12, 4, 128, 64}));
+// The 128-row query tiles: a long prompt over many pages (the 8B GQA 4:1 shape), lengths that are
+// not multiples of the tile, several sequences of different lengths in one batch (tiles of all
+// sequences sorted together), prompts whose cached prefix makes the query tiles start mid-page
+// and mid-key-tile, decode tokens mixed in, head_dim 64 and page size 16.
+INSTANTIATE_TEST_SUITE_P(
+    PrefillTiles, CudaAttention,
+    ::testing::Values(AttnCase{{2500}, {2500}, 32, 8, 128, 64},
+                      AttnCase{{129}, {129}, 8, 2, 128, 64}, AttnCase{{255}, {255}, 4, 1, 128, 64},
+                      AttnCase{{200, 513, 77, 128, 1}, {200, 513, 77, 128, 90}, 8, 2, 128, 64},
+                      AttnCase{{200, 130}, {1000, 4100}, 16, 4, 128, 64},
+                      AttnCase{{300, 1, 17}, {333, 4000, 3000}, 32, 8, 128, 64},
+                      AttnCase{{257}, {1500}, 8, 8, 64, 16},
+                      AttnCase{{150, 600}, {150, 901}, 16, 4, 64, 64},
+                      AttnCase{{700, 45}, {1701, 45}, 16, 2, 128, 16}));
 
 TEST_F(CudaOps, Argmax) {
   const int64_t R = 5, V = 151936;
