@@ -5,6 +5,9 @@
 //   syv bench decode --config tools/bench/configs/qwen3-8b --random-weights --batch 1,8,64,256
 //     --context 512,8192  (one command line)
 //   syv bench prefill --config tools/bench/configs/qwen3-8b --random-weights --lengths 2048,32768
+//     [--attention-variants wgmma128,fa2]   (the whole prefill once per attention kernel)
+//   syv bench prefill --config tools/bench/configs/qwen3-8b --attention-only --lengths 512,32768
+//     (the causal attention of one layer alone, every kernel variant, checked against fa2)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,11 +18,13 @@
 #include <vector>
 
 #include "cli/bench.h"
+#include "core/dtype.h"
 #include "core/log.h"
 #include "io/hf_config.h"
 #include "model/model.h"
 #if SYV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/prefill_attention.h"
 #include "backend/memory_plan.h"
 #endif
 
@@ -37,6 +42,8 @@ struct Options {
   int warmup = 5;
   bool no_graphs = false;
   double utilization = 0.90;
+  bool attention_only = false;                  // prefill: time the attention op alone
+  std::vector<std::string> attention_variants;  // prefill kernels to time (empty: the current one)
 };
 
 void add_common(CLI::App& app, Options& o) {
@@ -204,27 +211,54 @@ void emit(std::vector<std::string>& rows, const char* line) {
   std::fflush(stdout);
 }
 
-// Prefill points on an allocated pool of at least ceil(max length / 64) pages.
-void prefill_points(const Options& o, Setup& s, std::vector<std::string>& rows) {
+// Prefill attention kernels named by --attention-variants (each checked), or the current one.
+std::vector<int> attention_variants(const Options& o) {
+  std::vector<int> vs;
+  for (const std::string& name : o.attention_variants) {
+    const int v = cuda::find_prefill_attention_variant(name);
+    if (v < 0) {
+      std::string known;
+      for (int i = 0; i < cuda::prefill_attention_variant_count(); ++i)
+        known += std::string(i ? ", " : "") + cuda::prefill_attention_variant_name(i);
+      fail("--attention-variants: unknown kernel \"" + name + "\" (expected one of " + known + ")");
+      return {};
+    }
+    vs.push_back(v);
+  }
+  if (o.attention_variants.empty()) vs.push_back(cuda::prefill_attention_variant());
+  return vs;
+}
+
+// Prefill points on an allocated pool of at least ceil(max length / 64) pages, once per attention
+// kernel. The FLOPs are those of the linears for every token (lm_head included, as in the notes'
+// floors) plus the causal attention, 4 Hq D n^2 / 2 per layer.
+void prefill_points(const Options& o, Setup& s, std::vector<std::string>& rows,
+                    const std::vector<int>& variants) {
   const ModelConfig& c = s.model->config();
   const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
   const int64_t pps = (max_len + 63) / 64;
-  for (int n : o.lengths) {
-    Batch batch = prefill_batch(n, pps);
-    const int iters = n >= 16384 ? 3 : 10;
-    Stats st = stats_of(s.gpu->time_ms([&] { s.model->forward(batch); }, 1, iters));
-    const double lin = 2.0 * double(s.linear_params) * n;
-    const double attn =
-        4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * double(n) * n / 2.0;
-    const double tflops = (lin + attn) / (st.median * 1e-3) / 1e12;
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "| prefill | %s | %6d tokens | %10.0f tok/s | %.1f ms (p10 %.1f p90 %.1f) | "
-                  "%.1f TFLOP/s effective (%.0f%% linear) | %.1f%% of measured GEMM |",
-                  s.name.c_str(), n, n / st.median * 1e3, st.median, st.p10, st.p90, tflops,
-                  100.0 * lin / (lin + attn), 100.0 * tflops / s.gemm_tflops);
-    emit(rows, line);
+  const int initial = cuda::prefill_attention_variant();
+  for (int v : variants) {
+    cuda::set_prefill_attention_variant(v);
+    for (int n : o.lengths) {
+      Batch batch = prefill_batch(n, pps);
+      const int iters = n >= 16384 ? 3 : 10;
+      Stats st = stats_of(s.gpu->time_ms([&] { s.model->forward(batch); }, 1, iters));
+      const double lin = 2.0 * double(s.linear_params) * n;
+      const double attn =
+          4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * double(n) * n / 2.0;
+      const double tflops = (lin + attn) / (st.median * 1e-3) / 1e12;
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "| prefill | %s | %s | %6d tokens | %10.0f tok/s | %.1f ms (p10 %.1f p90 %.1f) "
+                    "| %.1f TFLOP/s effective (%.0f%% linear) | %.1f%% of measured GEMM |",
+                    s.name.c_str(), cuda::prefill_attention_variant_name(v), n, n / st.median * 1e3,
+                    st.median, st.p10, st.p90, tflops, 100.0 * lin / (lin + attn),
+                    100.0 * tflops / s.gemm_tflops);
+      emit(rows, line);
+    }
   }
+  cuda::set_prefill_attention_variant(initial);
 }
 
 void print_summary(const Setup& s, const std::vector<std::string>& rows) {
@@ -312,12 +346,108 @@ int run_decode(const Options& o) {
       emit(rows, line);
     }
   }
-  if (max_len > 0) prefill_points(o, s, rows);
+  if (max_len > 0) prefill_points(o, s, rows, {cuda::prefill_attention_variant()});
   print_summary(s, rows);
   return 0;
 }
 
+// Relative L2 distance of two bf16 device buffers of n elements (downloaded).
+double rel_l2_bf16(CudaBackend& gpu, const void* got, const void* ref, int64_t n) {
+  std::vector<uint16_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  gpu.download(a.data(), got, a.size() * 2);
+  gpu.download(b.data(), ref, b.size() * 2);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
+    if (!std::isfinite(x)) return INFINITY;
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// `syv bench prefill --attention-only`: one layer's causal prefill attention (the config's heads
+// and head_dim, one prompt of n tokens, a random paged K/V cache of 64-token pages) per kernel
+// variant, timed alone, its output checked against the fa2 kernel's.
+int run_attention_only(const Options& o) {
+  namespace fs = std::filesystem;
+  std::string dir = o.config;
+  if (fs::is_regular_file(dir)) dir = fs::path(dir).parent_path().string();
+  auto config = load_model_config(dir);
+  if (!config.ok()) return fail("--config: " + config.message());
+  if (cuda_device_count() == 0) return fail("no CUDA device: `syv bench` needs a GPU");
+  const std::vector<int> variants = [&] {
+    if (!o.attention_variants.empty()) return attention_variants(o);
+    std::vector<int> all;
+    for (int v = 0; v < cuda::prefill_attention_variant_count(); ++v) all.push_back(v);
+    return all;
+  }();
+  if (variants.empty()) return 1;  // unknown name, reported
+  for (int n : o.lengths)
+    if (n <= 16) return fail("--lengths: attention-only needs prompts of more than 16 tokens");
+  const ModelConfig& c = *config;
+  const int64_t hq = c.num_attention_heads, hk = c.num_key_value_heads, D = c.head_dim;
+  auto gpu = make_cuda_backend(0);
+  const double gemm = gpu->measure_gemm_tflops(8192, 8192, 8192, 20);
+  std::printf(
+      "device: %s; bf16 GEMM %.0f TFLOP/s measured now; attention of %s: %lld q heads, "
+      "%lld kv heads, head_dim %lld, %d layers\n",
+      gpu->device_name().c_str(), gemm, fs::path(dir).filename().string().c_str(),
+      static_cast<long long>(hq), static_cast<long long>(hk), static_cast<long long>(D),
+      static_cast<int>(c.num_hidden_layers));
+  const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
+  const int64_t pages = (max_len + 63) / 64;
+  const int64_t kv_elems = pages * 64 * hk * D, q_elems = int64_t{max_len} * hq * D;
+  DeviceBuffer kb = gpu->allocate(kv_elems * 2), vb = gpu->allocate(kv_elems * 2);
+  DeviceBuffer qb = gpu->allocate(q_elems * 2), ob = gpu->allocate(q_elems * 2);
+  DeviceBuffer rb = gpu->allocate(q_elems * 2);
+  gpu->fill_random(kb.data(), DType::BF16, kv_elems, 11, 1.f);
+  gpu->fill_random(vb.data(), DType::BF16, kv_elems, 12, 1.f);
+  gpu->fill_random(qb.data(), DType::BF16, q_elems, 13, 4.f);  // peaked softmax rows
+  const Tensor kt = kb.view(DType::BF16, {pages, 64, hk, D});
+  const Tensor vt = vb.view(DType::BF16, {pages, 64, hk, D});
+  const float scale = 1.f / std::sqrt(static_cast<float>(D));
+  const int fa2 = cuda::find_prefill_attention_variant("fa2");
+  const int initial = cuda::prefill_attention_variant();
+  std::vector<std::string> rows;
+  for (int n : o.lengths) {
+    Batch batch = prefill_batch(n, pages);
+    BatchMeta meta = gpu->prepare_batch(batch, 64);
+    const Tensor qt = qb.view(DType::BF16, {n, hq, D});
+    Tensor ot = ob.view(DType::BF16, {n, hq, D}), rt = rb.view(DType::BF16, {n, hq, D});
+    cuda::set_prefill_attention_variant(fa2);
+    gpu->paged_attention(qt, kt, vt, scale, meta, rt);  // the reference output
+    const double flops = 4.0 * hq * D * double(n) * n / 2.0;
+    const int iters = n >= 16384 ? 5 : 20;
+    for (int v : variants) {
+      cuda::set_prefill_attention_variant(v);
+      Stats st = stats_of(
+          gpu->time_ms([&] { gpu->paged_attention(qt, kt, vt, scale, meta, ot); }, 2, iters));
+      const double err = rel_l2_bf16(*gpu, ot.data, rt.data, ot.numel());
+      const double tflops = flops / (st.median * 1e-3) / 1e12;
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "| attention | %-9s | %6d tokens | %8.3f ms/layer (p10 %.3f p90 %.3f) | "
+                    "x%d layers %8.1f ms | %6.1f TFLOP/s | %5.1f%% of GEMM | rel L2 vs fa2 %.2e |",
+                    cuda::prefill_attention_variant_name(v), n, st.median, st.p10, st.p90,
+                    static_cast<int>(c.num_hidden_layers), st.median * c.num_hidden_layers, tflops,
+                    100.0 * tflops / gemm, err);
+      rows.push_back(line);
+      std::printf("%s\n", line);
+      std::fflush(stdout);
+    }
+  }
+  cuda::set_prefill_attention_variant(initial);
+  std::printf("\nsummary (%s; GEMM %.0f TFLOP/s measured in this run)\n",
+              gpu->device_name().c_str(), gemm);
+  for (auto& r : rows) std::printf("%s\n", r.c_str());
+  return 0;
+}
+
 int run_prefill(const Options& o) {
+  if (o.attention_only) return run_attention_only(o);
+  const std::vector<int> variants = attention_variants(o);
+  if (variants.empty()) return 1;  // unknown name, reported
   Setup s;
   if (int rc = setup(o, s)) return rc;
   const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
@@ -329,7 +459,7 @@ int run_prefill(const Options& o) {
   int64_t pages = 0;
   if (int rc = allocate_pool(o, s, pps, peak, &pages)) return rc;
   std::vector<std::string> rows;
-  prefill_points(o, s, rows);
+  prefill_points(o, s, rows, variants);
   print_summary(s, rows);
   return 0;
 }
@@ -439,6 +569,13 @@ BenchRegistration prefill_reg{
       auto o = std::make_shared<Options>();
       add_common(app, *o);
       app.add_option("--lengths", o->lengths, "Prompt lengths, comma-separated")->delimiter(',');
+      app.add_option("--attention-variants", o->attention_variants,
+                     "Prefill attention kernels to time, comma-separated (default: the current "
+                     "one; with --attention-only: all of them)")
+          ->delimiter(',');
+      app.add_flag("--attention-only", o->attention_only,
+                   "Time one layer's causal attention alone per kernel (no model load; the "
+                   "config's shapes), checked against the fa2 kernel");
       return [o]() -> int { return run_prefill(*o); };
     }};
 
