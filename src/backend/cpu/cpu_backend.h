@@ -47,6 +47,11 @@ class CpuBackend final : public Backend {
                        const BatchMeta& meta, Tensor& out) override;
   void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) override;
 
+  // Batch-invariant mode: linear() and the MoE experts take cpu::linear_invariant() at every T
+  // (OpenBLAS rows change with T); every other op already computes each row on its own.
+  void set_batch_invariant(bool on) override { batch_invariant_ = on; }
+  bool batch_invariant() const override { return batch_invariant_; }
+
   // Hybrid ops: thin overrides forwarding to cpu_hybrid_ops.h (bodies in cpu_hybrid_ops.cpp).
   void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
                           const BatchMeta& meta, Tensor& out) override;
@@ -65,6 +70,7 @@ class CpuBackend final : public Backend {
   Batch batch_copy_;    // the batch of the last prepare_batch() (BatchMeta::host points here)
   HostBatchMeta host_;  // arrays the BatchMeta tensors view
   std::vector<int32_t> token_ids_, positions_, seq_starts_, logit_rows_;
+  bool batch_invariant_ = false;
 };
 
 // Small helpers shared by the op files.
@@ -75,6 +81,9 @@ float load_f32(const Tensor& t, int64_t i);
 void check_f32(const Tensor& t, const char* op, const char* arg);
 // y = x * rsqrt(mean(x²) + eps) * (w or 1 + w), one row of n, in fp32. `w` may be any float dtype.
 void rmsnorm_row(const float* x, const Tensor& w, float eps, NormKind kind, int64_t n, float* y);
+// out[t, n] = sum_k x[t, k] * w[n, k] (x [T, K], w [N, K], out [T, N], f32), every element summed
+// in one fixed order whatever T is (batch-invariant mode; cpu_linear_invariant.cpp).
+void linear_invariant(const float* x, const float* w, float* out, int64_t T, int64_t N, int64_t K);
 }  // namespace cpu
 
 }  // namespace syv

@@ -269,7 +269,7 @@ void moe_topk(const Tensor& logits, int32_t top_k, bool renormalize, Tensor& ids
 }
 
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
-                 const Tensor& down, Tensor& out) {
+                 const Tensor& down, Tensor& out, bool batch_invariant) {
   require_f32(x, "moe x");
   require_f32(weights, "moe weights");
   require_f32(out, "moe out");
@@ -307,15 +307,21 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, cons
     const float* wgu = f32_range(gate_up, e * I2 * H, I2 * H, &wgu_tmp);
     const float* wd = f32_range(down, e * H * I, H * I, &wd_tmp);
     gu.resize(n * I2);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, I2, H, 1.f, xs.data(), H, wgu, H, 0.f,
-                gu.data(), I2);
+    if (batch_invariant)
+      linear_invariant(xs.data(), wgu, gu.data(), n, I2, H);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, I2, H, 1.f, xs.data(), H, wgu, H, 0.f,
+                  gu.data(), I2);
     act.resize(n * I);
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t i = 0; i < I; ++i) act[r * I + i] = silu(gu[r * I2 + i]) * gu[r * I2 + I + i];
     }
     ys.resize(n * H);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, H, I, 1.f, act.data(), I, wd, I, 0.f,
-                ys.data(), H);
+    if (batch_invariant)
+      linear_invariant(act.data(), wd, ys.data(), n, H, I);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, H, I, 1.f, act.data(), I, wd, I, 0.f,
+                  ys.data(), H);
     for (int64_t r = 0; r < n; ++r) std::copy_n(&ys[r * H], H, &y[routed[e][r] * H]);
   }
   // out[t] = sum over choices in ascending expert order (the order transformers accumulates in).
@@ -369,7 +375,7 @@ void CpuBackend::moe_topk(const Tensor& logits, int32_t top_k, bool renormalize,
 
 void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                              const Tensor& gate_up, const Tensor& down, Tensor& out) {
-  cpu::moe_experts(x, ids, weights, gate_up, down, out);
+  cpu::moe_experts(x, ids, weights, gate_up, down, out, batch_invariant_);
 }
 
 }  // namespace syv

@@ -28,7 +28,8 @@ void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);
 void moe_topk(const Tensor& logits, int32_t top_k, bool renormalize, Tensor& ids, Tensor& weights);
 
 // See Backend::moe_experts.
+// batch_invariant: the expert linears take linear_invariant() (rows independent of the batch).
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
-                 const Tensor& down, Tensor& out);
+                 const Tensor& down, Tensor& out, bool batch_invariant = false);
 
 }  // namespace syv::cpu

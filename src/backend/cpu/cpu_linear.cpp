@@ -27,7 +27,9 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
     wf = widened.data();
   }
   float* o = out.as<float>();
-  if (T == 1) {
+  if (batch_invariant_) {
+    cpu::linear_invariant(x.as<const float>(), wf, o, T, N, K);
+  } else if (T == 1) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f, wf,
                 static_cast<int>(K), x.as<const float>(), 1, 0.0f, o, 1);
   } else {
