@@ -63,6 +63,7 @@ class CudaBackendImpl final : public CudaBackend {
     scratch_bytes_ += kGemmWorkspace;
     gemm_.init(workspace_, kGemmWorkspace);
     if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
+    init_batch_invariant_from_env();
   }
 
   ~CudaBackendImpl() override {
@@ -215,11 +216,19 @@ class CudaBackendImpl final : public CudaBackend {
     bool done = false;
     if (x.dtype == DType::BF16 && w.dtype == DType::BF16 &&
         (out.dtype == DType::BF16 || out.dtype == DType::F32)) {
-      if (T <= gemv_max_tokens_)
-        done = cuda::launch_gemv_bf16(x.data, w.data, out.data, out.dtype, T, N, K, stream_);
-      if (!done) done = gemm_.run(x.data, w.data, out.data, out.dtype, T, N, K, stream_);
+      if (batch_invariant_) {
+        done = !invariant_gemm_mma_ &&
+               gemm_.run_fixed(x.data, w.data, out.data, out.dtype, T, N, K, stream_);
+        if (!done)
+          done = cuda::launch_gemm_invariant(x.data, w.data, out.data, out.dtype, T, N, K,
+                                             invariant_tile_, sm_count_, stream_);
+      } else {
+        if (T <= gemv_max_tokens_)
+          done = cuda::launch_gemv_bf16(x.data, w.data, out.data, out.dtype, T, N, K, stream_);
+        if (!done) done = gemm_.run(x.data, w.data, out.data, out.dtype, T, N, K, stream_);
+      }
     }
-    if (!done)
+    if (!done)  // one warp per output, the same order at any T: batch-invariant too
       cuda::launch_linear_generic(x.data, x.dtype, w.data, w.dtype, out.data, out.dtype, T, N, K,
                                   stream_);
     if (!bias.empty()) {
@@ -227,6 +236,24 @@ class CudaBackendImpl final : public CudaBackend {
       cuda::launch_bias_add(out.data, out.dtype, bias.data, bias.dtype, T, N, stream_);
     }
   }
+
+  // ---- batch-invariant mode (backend.h; docs/cuda-backend.md "Batch invariance") -------------
+  // linear(): at every T one cuBLASLt algorithm per shape without split-K or a reduction scheme
+  // (LtGemm::run_fixed; rows measured bit-identical for T = 1 .. 2048), or gemm_invariant.cu
+  // (invariant by construction, slower) where that has no algorithm or SYV_INVARIANT_GEMM=mma;
+  // no GEMV: the fused GEMV paths are off too (all gated by gemv_max_tokens_, 0 here).
+  // paged_attention(): every token, prefill or decode, through the split-KV decode kernel with
+  // kInvariantKeysPerSplit keys per split counted from key 0, so a token's splits depend on its
+  // own position only (empty trailing splits add nothing; the merge sums splits in index order);
+  // launched in token chunks when the partials would pass kInvariantScratchBytes.
+  // The other ops are per row already: norms (a block per row), RoPE and K/V writes (a warp per
+  // head), SiLU and adds (elementwise), gathers, argmax and sampling (a block per row).
+  void set_batch_invariant(bool on) override {
+    if (on == batch_invariant_) return;
+    batch_invariant_ = on;
+    std::swap(gemv_max_tokens_, saved_gemv_max_tokens_);
+  }
+  bool batch_invariant() const override { return batch_invariant_; }
 
   void silu_mul(const Tensor& gate_up, Tensor& out) override {
     const int64_t I = last_dim(out), T = rows_of(out);
@@ -277,6 +304,8 @@ class CudaBackendImpl final : public CudaBackend {
 
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                        const BatchMeta& meta, Tensor& out) override {
+    if (batch_invariant_ && invariant_attention_in_chunks(q, k_cache, v_cache, scale, meta, out))
+      return;
     cuda::AttentionArgs a{};
     a.q = q.data;
     a.k_cache = k_cache.data;
@@ -299,7 +328,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (a.tokens == 0) return;
     SYV_CHECK(a.hk > 0 && a.hq % a.hk == 0) << "paged_attention: Hq " << a.hq << " Hk " << a.hk;
     SYV_CHECK_EQ(k_cache.dim(1), meta.page_size) << "paged_attention: cache page size";
-    if (meta.max_seq_len > kDecodeMaxSeqLen &&
+    if (!batch_invariant_ && meta.max_seq_len > kDecodeMaxSeqLen &&
         cuda::launch_attention_prefill(a, tiles_dev_, num_tiles_, stream_))
       return;
     const int group = a.hq / a.hk;
@@ -313,6 +342,10 @@ class CudaBackendImpl final : public CudaBackend {
     per_split = (per_split + 63) / 64 * 64;
     splits = std::min<int64_t>((keys + per_split - 1) / per_split, kMaxSplits);
     per_split = std::max<int64_t>(per_split, (keys + splits - 1) / splits);
+    if (batch_invariant_) {  // split boundaries at multiples of a fixed key count from key 0
+      per_split = kInvariantKeysPerSplit;
+      splits = (keys + per_split - 1) / per_split;
+    }
     if (splits > 1) ensure_partial(int64_t{a.tokens} * a.hq * splits * (a.head_dim + 2) * 4);
     cuda::launch_attention_decode(a, static_cast<int32_t>(splits), static_cast<int32_t>(per_split),
                                   static_cast<float*>(partial_), stream_);
@@ -511,7 +544,9 @@ class CudaBackendImpl final : public CudaBackend {
   void set_fixed_max_context(int64_t max_context) override { fixed_max_context_ = max_context; }
 
   void set_gemv_variant(int variant) override { cuda::set_gemv_variant(variant); }
-  void set_gemv_max_tokens(int tokens) override { gemv_max_tokens_ = tokens; }
+  void set_gemv_max_tokens(int tokens) override {
+    (batch_invariant_ ? saved_gemv_max_tokens_ : gemv_max_tokens_) = tokens;
+  }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
@@ -527,6 +562,53 @@ class CudaBackendImpl final : public CudaBackend {
 
  private:
   static constexpr int kDecodeMaxSeqLen = 16;  // longer chunks take the tensor-core prefill path
+  static constexpr int64_t kInvariantKeysPerSplit = 256;  // batch-invariant split-KV attention
+  static constexpr int64_t kInvariantScratchBytes = int64_t{256} << 20;
+
+  // SYV_BATCH_INVARIANT=1 starts the backend in batch-invariant mode (tests, A/B runs);
+  // SYV_INVARIANT_GEMM=mma takes gemm_invariant.cu for every linear() in that mode instead of the
+  // fixed cuBLASLt algorithms; SYV_INVARIANT_GEMM_TILE=0|1|2 pins that kernel's tile (tests).
+  void init_batch_invariant_from_env() {
+    auto env = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(v ? v : "");
+    };
+    invariant_gemm_mma_ = env("SYV_INVARIANT_GEMM") == "mma";
+    const std::string tile = env("SYV_INVARIANT_GEMM_TILE");
+    if (!tile.empty()) invariant_tile_ = std::atoi(tile.c_str());
+    if (env("SYV_BATCH_INVARIANT") == "1") set_batch_invariant(true);
+  }
+
+  // Batch-invariant split-KV attention needs tokens * Hq * splits * (D + 2) floats of partials;
+  // beyond kInvariantScratchBytes (or the scratch already there) the tokens go in chunks, each
+  // through paged_attention() on a view of the batch (a token's result does not depend on its
+  // chunk). Returns false when one launch will do.
+  bool invariant_attention_in_chunks(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                     float scale, const BatchMeta& meta, Tensor& out) {
+    const int64_t T = meta.positions.numel(), D = last_dim(k_cache);
+    if (T == 0 || (D != 64 && D != 128 && D != 256)) return false;  // generic kernel: no partials
+    int64_t keys = std::max<int64_t>(meta.max_context_len, 1);
+    if (fixed_max_context_ > 0) keys = fixed_max_context_;
+    const int64_t splits = (keys + kInvariantKeysPerSplit - 1) / kInvariantKeysPerSplit;
+    const int64_t hq = q.numel() / (T * D);
+    const int64_t per_token = hq * splits * (D + 2) * 4;
+    const int64_t budget =
+        std::max<int64_t>(kInvariantScratchBytes, static_cast<int64_t>(partial_bytes_));
+    const int64_t chunk = std::max<int64_t>(1, budget / per_token);
+    if (splits <= 1 || T <= chunk) return false;
+    const int64_t q_row = static_cast<int64_t>(q.bytes()) / T;
+    const int64_t o_row = static_cast<int64_t>(out.bytes()) / T;
+    for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+      const int64_t n = std::min(chunk, T - t0);
+      Tensor qc(static_cast<char*>(q.data) + t0 * q_row, q.dtype, {n, hq, D});
+      Tensor oc(static_cast<char*>(out.data) + t0 * o_row, out.dtype, {n, hq, D});
+      BatchMeta m = meta;
+      m.positions = Tensor(meta.positions.as<int32_t>() + t0, DType::I32, {n});
+      m.token_seq = Tensor(meta.token_seq.as<int32_t>() + t0, DType::I32, {n});
+      paged_attention(qc, k_cache, v_cache, scale, m, oc);
+    }
+    return true;
+  }
   static constexpr int kMetaParts = 10;
   // Element count of each metadata part: token_ids, positions, seq_starts, context_lens,
   // page_table, slot_mapping, token_seq, logit_rows, state_slots, prefill tiles. Two batches with
@@ -688,7 +770,11 @@ class CudaBackendImpl final : public CudaBackend {
   cudaEvent_t staging_done_ = nullptr;
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;
-  int gemv_max_tokens_ = 4;
+  int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it
+  bool batch_invariant_ = false;
+  int saved_gemv_max_tokens_ = 0;    // gemv_max_tokens_ of the other mode
+  bool invariant_gemm_mma_ = false;  // gemm_invariant.cu instead of LtGemm::run_fixed
+  int invariant_tile_ = cuda::kInvariantTileAuto;
 
   size_t allocated_ = 0, scratch_bytes_ = 0;
   std::vector<std::pair<void*, size_t>> sizes_;

@@ -1,6 +1,7 @@
 #include "backend/cuda/gemm.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "core/log.h"
 
 namespace syv::cuda {
 
@@ -54,6 +55,79 @@ LtGemm::Plan& LtGemm::plan(int64_t tokens, int64_t n, int64_t k, DType out_t) {
     p.ok = true;
   }
   return p;
+}
+
+// The heuristic's first algorithm at kFixedAlgoTokens tokens that neither splits K nor reduces
+// partial results: each output element is then summed by one block in the kernel's own order.
+LtGemm::Fixed& LtGemm::fixed(int64_t n, int64_t k, DType out_t) {
+  auto key = std::make_tuple(n, k, static_cast<int>(out_t));
+  auto it = fixed_.find(key);
+  if (it != fixed_.end()) return it->second;
+  Fixed& f = fixed_[key];
+  Plan& p = plan(kFixedAlgoTokens, n, k, out_t);  // its descriptor and layouts
+  cublasLtMatmulPreference_t pref;
+  SYV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  SYV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  SYV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction, sizeof(no_reduction)));
+  constexpr int kCandidates = 16;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  int found = 0;
+  SYV_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                  kCandidates, results, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  for (int i = 0; i < found && !f.ok; ++i) {
+    int32_t splits = 1;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    size_t written = 0;
+    SYV_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(
+        &results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written));
+    SYV_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo,
+                                                          CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                          &scheme, sizeof(scheme), &written));
+    if (splits <= 1 && scheme == CUBLASLT_REDUCTION_SCHEME_NONE) {
+      f.algo = results[i].algo;
+      f.ok = true;
+    }
+  }
+  // The same algorithm must serve every token count: refuse the shape (all of its T then take
+  // gemm_invariant.cu) unless it runs a few far apart.
+  for (int64_t t : {int64_t{1}, int64_t{3}, int64_t{2048}})
+    if (f.ok && !algo_runs(f, t, n, k, out_t, /*warn=*/false)) f.ok = false;
+  return f;
+}
+
+bool LtGemm::algo_runs(Fixed& f, int64_t tokens, int64_t n, int64_t k, DType out_t, bool warn) {
+  auto key = std::make_tuple(tokens, n, k, static_cast<int>(out_t));
+  auto it = fixed_ok_.find(key);
+  if (it == fixed_ok_.end()) {
+    Plan& p = plan(tokens, n, k, out_t);
+    cublasLtMatmulHeuristicResult_t check{};
+    const bool ok = cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &f.algo, &check) ==
+                        CUBLAS_STATUS_SUCCESS &&
+                    check.workspaceSize <= workspace_bytes_;
+    if (!ok && warn) {
+      SYV_LOG(WARN) << "batch-invariant GEMM: the fixed cuBLASLt algorithm for [" << n << ", " << k
+                    << "] does not run " << tokens << " tokens; that call takes another kernel, "
+                    << "so rows of this shape may differ between token counts";
+    }
+    it = fixed_ok_.emplace(key, ok).first;
+  }
+  return it->second;
+}
+
+bool LtGemm::run_fixed(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
+                       int64_t n, int64_t k, cudaStream_t stream) {
+  if (out_t != DType::F32 && out_t != DType::BF16) return false;
+  Fixed& f = fixed(n, k, out_t);
+  if (!f.ok || !algo_runs(f, tokens, n, k, out_t, /*warn=*/true)) return false;
+  Plan& p = plan(tokens, n, k, out_t);
+  const float alpha = 1.f, beta = 0.f;
+  SYV_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out,
+                                  p.c, &f.algo, workspace_, workspace_bytes_, stream));
+  return true;
 }
 
 bool LtGemm::run(const void* x, const void* w, void* out, DType out_t, int64_t tokens, int64_t n,

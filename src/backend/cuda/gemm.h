@@ -1,6 +1,7 @@
 // cuBLASLt GEMMs for prefill and larger batches: row-major out[T, N] = x[T, K] · w[N, K]ᵀ with bf16
 // operands, fp32 accumulation, bf16 or f32 output. Plans (layouts + the heuristic's algorithm) are
-// cached per shape, so a step pays the heuristic once.
+// cached per shape, so a step pays the heuristic once. Also the batch-invariant GEMMs (a fixed
+// cuBLASLt algorithm, and our own kernel in gemm_invariant.cu).
 #pragma once
 
 #include <cublasLt.h>
@@ -25,6 +26,15 @@ class LtGemm {
   // Returns false (running nothing) when cuBLASLt has no algorithm for the shape.
   bool run(const void* x, const void* w, void* out, DType out_t, int64_t tokens, int64_t n,
            int64_t k, cudaStream_t stream);
+  // Batch-invariant mode: ONE algorithm per (n, k, out dtype) for every token count, the
+  // heuristic's first at kFixedAlgoTokens tokens among those without split-K or a reduction
+  // scheme, kept only if it also runs 1, 3 and 2048 tokens. Each output element is then summed by
+  // one block in that kernel's fixed order whatever T is (rows measured bit-identical, T = 1 ..
+  // 2048, tests/gpu/batch_invariance_test.cpp). Returns false (running nothing) when the shape
+  // has no such algorithm (the caller takes gemm_invariant.cu for every T of it).
+  bool run_fixed(const void* x, const void* w, void* out, DType out_t, int64_t tokens, int64_t n,
+                 int64_t k, cudaStream_t stream);
+  static constexpr int64_t kFixedAlgoTokens = 256;
 
  private:
   struct Plan {
@@ -34,11 +44,34 @@ class LtGemm {
     bool ok = false;
   };
   Plan& plan(int64_t tokens, int64_t n, int64_t k, DType out_t);
+  struct Fixed {
+    cublasLtMatmulAlgo_t algo{};
+    bool ok = false;
+  };
+  Fixed& fixed(int64_t n, int64_t k, DType out_t);
+  // Whether f's algorithm runs `tokens` tokens of the shape (cached; with `warn`, says so once
+  // when it does not: that call then takes another kernel).
+  bool algo_runs(Fixed& f, int64_t tokens, int64_t n, int64_t k, DType out_t, bool warn);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, Plan> plans_;
+  std::map<std::tuple<int64_t, int64_t, int>, Fixed> fixed_;             // (n, k, out dtype)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, bool> fixed_ok_;  // it runs (tokens, ...)
 };
+
+// gemm_invariant.cu: the batch-invariant GEMM, out[T, N] = x[T, K] · w[N, K]ᵀ, bf16 in, fp32
+// accumulation, bf16 or f32 out. Every element sums its ceil(K / 16) k16-chunks in increasing
+// order into one accumulator (mma.sync m16n8k16), whatever T and the tile are, so each row is
+// bit-identical for every T. `tile`: one of the configurations below (tests) or auto (by T, N
+// and the SM count; speed only). Needs K % 8 == 0 and 16-byte aligned x and w; returns false
+// (running nothing) otherwise, or for another output dtype.
+constexpr int kInvariantTileAuto = -1;
+constexpr int kInvariantTileSmall = 0;   // 16 tokens x 32 weight rows per block
+constexpr int kInvariantTileMedium = 1;  // 64 x 64
+constexpr int kInvariantTileLarge = 2;   // 128 x 128
+bool launch_gemm_invariant(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
+                           int64_t n, int64_t k, int tile, int sm_count, cudaStream_t s);
 
 }  // namespace syv::cuda

@@ -1,0 +1,246 @@
+// The batch-invariant GEMM (batch-invariant mode, docs/cuda-backend.md "Batch invariance"):
+// out[t, n] = sum_k x[t, k] * w[n, k], bf16 operands, fp32 accumulation on tensor cores
+// (mma.sync m16n8k16), bf16 or f32 output.
+//
+// Why every row is bit-identical for every T: each output element is ONE fp32 accumulator that
+// takes the ceil(K / 16) k16-chunks of its dot product in increasing k order, one mma per chunk
+// (mma computes each element of its 16x8 tile from that element's own row and column only). There
+// is no split-K and no split of K between the warps of a block. The tile configuration decides
+// only which thread owns an element and which rows share a block, never the order of an element's
+// sum, so the dispatch may pick any tile for any T: the bits are the same.
+#include <cstdint>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/gemm.h"
+
+namespace syv::cuda {
+namespace {
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// 16 bytes global -> shared, asynchronously; zero-filled (nothing read) when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// out[i] = a and, when `second`, out[i + 1] = b; one 2-element store when `pairs` allows it (the
+// caller knows that even indices are aligned for it).
+template <typename TO>
+__device__ __forceinline__ void store_pair(TO* out, int64_t i, float a, float b, bool second,
+                                           bool pairs);
+template <>
+__device__ __forceinline__ void store_pair<bf16>(bf16* out, int64_t i, float a, float b,
+                                                 bool second, bool pairs) {
+  if (second && pairs && (i & 1) == 0) {
+    *reinterpret_cast<__nv_bfloat162*>(out + i) = __floats2bfloat162_rn(a, b);
+  } else {
+    out[i] = __float2bfloat16_rn(a);
+    if (second) out[i + 1] = __float2bfloat16_rn(b);
+  }
+}
+template <>
+__device__ __forceinline__ void store_pair<float>(float* out, int64_t i, float a, float b,
+                                                  bool second, bool pairs) {
+  if (second && pairs && (i & 1) == 0) {
+    *reinterpret_cast<float2*>(out + i) = make_float2(a, b);
+  } else {
+    out[i] = a;
+    if (second) out[i + 1] = b;
+  }
+}
+
+// Block tile BM tokens x BN weight rows, K in steps of BK through a STAGES-deep cp.async ring in
+// shared memory; warps tile the block as (BM / WM) x (BN / WN), each owning WM x WN outputs.
+// Needs K % 8 == 0 and 16-byte aligned x and w (rows then start on 16-byte boundaries).
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+struct Tile {
+  static constexpr int kWarpsN = BN / WN;
+  static constexpr int kThreads = (BM / WM) * kWarpsN * 32;
+  static constexpr int LD = BK + 8;  // row stride in bf16: +16 bytes keeps ldmatrix conflict-free
+  static constexpr int kStage = (BM + BN) * LD;
+  static constexpr size_t kSmem = static_cast<size_t>(STAGES) * kStage * 2;
+  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "mma tile shape");
+};
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, typename TO>
+__global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
+    gemm_invariant_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                          TO* __restrict__ out, int64_t T, int64_t N, int64_t K, bool pairs) {
+  using L = Tile<BM, BN, BK, WM, WN, STAGES>;
+  constexpr int LD = L::LD, CPR = BK / 8, MI = WM / 16, NI = WN / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* smem = reinterpret_cast<bf16*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wm = warp / L::kWarpsN, wn = warp % L::kWarpsN;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * BM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * BN;
+  const int k_tiles = static_cast<int>((K + BK - 1) / BK);
+
+  auto load_rows = [&](const bf16* src, int64_t row0, int64_t rows, int rows_in_tile, int kt,
+                       bf16* dst) {
+    const int64_t kb = static_cast<int64_t>(kt) * BK;
+    for (int idx = tid; idx < rows_in_tile * CPR; idx += L::kThreads) {
+      const int r = idx / CPR, c = idx % CPR;
+      const int64_t row = row0 + r, k = kb + c * 8;
+      const bool valid = row < rows && k < K;
+      cp_async16(dst + r * LD + c * 8, valid ? src + row * K + k : src, valid);
+    }
+  };
+  auto x_stage = [&](int s) { return smem + s * L::kStage; };
+  auto w_stage = [&](int s) { return smem + s * L::kStage + BM * LD; };
+
+  // Weights never change during a forward: the first stages' weight tiles are requested before
+  // the dependency wait (programmatic dependent launch), the activations after it.
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s)
+    if (s < k_tiles) load_rows(w, n0, N, BN, s, w_stage(s));
+  pdl_wait();
+  pdl_trigger();
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < k_tiles) load_rows(x, t0, T, BM, s, x_stage(s));
+    cp_commit();
+  }
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_wait<STAGES - 2>();  // tile kt has landed (this thread's part)
+    __syncthreads();        // everyone's part; and stage (kt - 1) % STAGES is no longer read
+    const int next = kt + STAGES - 1;
+    if (next < k_tiles) {
+      load_rows(w, n0, N, BN, next, w_stage(next % STAGES));
+      load_rows(x, t0, T, BM, next, x_stage(next % STAGES));
+    }
+    cp_commit();  // possibly empty: keeps the group count uniform
+    const bf16* xs = x_stage(kt % STAGES);
+    const bf16* ws = w_stage(kt % STAGES);
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      // Exactly ceil(K / 16) chunks per element, whatever BK is (the same in every tile).
+      if (static_cast<int64_t>(kt) * BK + kk * 16 >= K) break;
+      uint32_t a[MI][4], b[NI / 2][4];
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+        ldsm_x4(a[i], xs + (wm * WM + i * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int p = 0; p < NI / 2; ++p)
+        ldsm_x4(b[p], ws + (wn * WN + p * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
+                          ((lane >> 3) & 1) * 8);
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int p = 0; p < NI / 2; ++p) {
+          mma16816(acc[i][2 * p], a[i], b[p][0], b[p][1]);
+          mma16816(acc[i][2 * p + 1], a[i], b[p][2], b[p][3]);
+        }
+    }
+  }
+
+  // acc[i][j]: rows (tokens) g and g + 8 of the i-th 16-row block, columns (weight rows) 2 tq and
+  // 2 tq + 1 of the j-th 8-column block.
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j) {
+      const int64_t n = n0 + wn * WN + j * 8 + tq * 2;
+      if (n >= N) continue;
+      const bool second = n + 1 < N;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t t = t0 + wm * WM + i * 16 + g + h * 8;
+        if (t < T)
+          store_pair<TO>(out, t * N + n, acc[i][j][2 * h], acc[i][j][2 * h + 1], second, pairs);
+      }
+    }
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, typename TO>
+void launch_tile(const bf16* x, const bf16* w, TO* out, int64_t T, int64_t N, int64_t K,
+                 cudaStream_t s) {
+  using L = Tile<BM, BN, BK, WM, WN, STAGES>;
+  auto kernel = gemm_invariant_kernel<BM, BN, BK, WM, WN, STAGES, TO>;
+  static bool configured = false;  // per template instance
+  if (!configured) {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(L::kSmem)));
+    configured = true;
+  }
+  // Pairs of adjacent outputs are stored together when every row starts 8-byte aligned.
+  const bool pairs = N % 2 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
+  const dim3 grid(ceil_div(T, BM), ceil_div(N, BN));
+  launch_k(kernel, grid, L::kThreads, L::kSmem, s, x, w, out, T, N, K, pairs);
+}
+
+// The three tile configurations (identical results, see the top of the file).
+//   small:  16 tokens x 32 weight rows, 2 warps, BK 128, 6 stages: few tokens, bandwidth-bound;
+//           many blocks and ~40 KB of weights in flight per block.
+//   medium: 64 x 64, 4 warps (32 x 32 each), BK 64, 4 stages.
+//   large:  128 x 128, 8 warps (64 x 32 each), BK 64, 3 stages: prefill-sized T.
+template <typename TO>
+void launch_typed(const bf16* x, const bf16* w, TO* out, int64_t T, int64_t N, int64_t K, int tile,
+                  int sm_count, cudaStream_t s) {
+  if (tile == kInvariantTileAuto) {
+    const int64_t large_blocks = ((T + 127) / 128) * ((N + 127) / 128);
+    if (T <= 64)  // weight-bandwidth-bound: many blocks; a weight tile's 4 readers share L2
+      tile = kInvariantTileSmall;
+    else if (large_blocks >= 2 * static_cast<int64_t>(sm_count))
+      tile = kInvariantTileLarge;
+    else
+      tile = kInvariantTileMedium;
+  }
+  switch (tile) {
+    case kInvariantTileSmall:
+      return launch_tile<16, 32, 128, 16, 16, 6>(x, w, out, T, N, K, s);
+    case kInvariantTileMedium:
+      return launch_tile<64, 64, 64, 32, 32, 4>(x, w, out, T, N, K, s);
+    default:
+      return launch_tile<128, 128, 64, 64, 32, 3>(x, w, out, T, N, K, s);
+  }
+}
+
+}  // namespace
+
+bool launch_gemm_invariant(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
+                           int64_t n, int64_t k, int tile, int sm_count, cudaStream_t s) {
+  if ((k % 8) != 0 || (reinterpret_cast<uintptr_t>(x) % 16) != 0 ||
+      (reinterpret_cast<uintptr_t>(w) % 16) != 0)
+    return false;
+  if (out_t != DType::BF16 && out_t != DType::F32) return false;
+  if (tokens == 0 || n == 0) return true;
+  const bf16* xb = static_cast<const bf16*>(x);
+  const bf16* wb = static_cast<const bf16*>(w);
+  if (out_t == DType::BF16)
+    launch_typed(xb, wb, static_cast<bf16*>(out), tokens, n, k, tile, sm_count, s);
+  else
+    launch_typed(xb, wb, static_cast<float*>(out), tokens, n, k, tile, sm_count, s);
+  return true;
+}
+
+}  // namespace syv::cuda
