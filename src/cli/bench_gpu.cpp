@@ -42,6 +42,8 @@ struct Options {
   int warmup = 5;
   bool no_graphs = false;
   double utilization = 0.90;
+  // Backend::set_batch_invariant for every timed step.
+  bool batch_invariant = false;
   bool attention_only = false;                  // prefill: time the attention op alone
   std::vector<std::string> attention_variants;  // prefill kernels to time (empty: the current one)
 };
@@ -56,6 +58,8 @@ void add_common(CLI::App& app, Options& o) {
   app.add_option("--gpu-memory-utilization", o.utilization,
                  "Fraction of device memory the plan may use (default 0.90)")
       ->check(CLI::Range(0.01, 1.0));
+  app.add_flag("--batch-invariant", o.batch_invariant,
+               "Time the batch-invariant kernels (Backend::set_batch_invariant)");
 }
 
 #if SYV_HAVE_CUDA
@@ -97,10 +101,12 @@ int setup(const Options& o, Setup& s) {
   if (cuda_device_count() == 0) return fail("no CUDA device: `syv bench` needs a GPU");
   auto t0 = std::chrono::steady_clock::now();
   s.gpu = make_cuda_backend(0);
+  s.gpu->set_batch_invariant(o.batch_invariant);
   const GpuMemoryInfo mem = s.gpu->memory_info();
   std::printf("device: %s, %d SMs, %.1f GiB (%.1f GiB free); backend up in %.2f s\n",
               s.gpu->device_name().c_str(), s.gpu->sm_count(), mem.total_bytes / 1073741824.0,
               mem.free_bytes / 1073741824.0, seconds_since(t0));
+  std::printf("batch-invariant mode: %s\n", o.batch_invariant ? "on" : "off");
   t0 = std::chrono::steady_clock::now();
   s.copy_gbps = s.gpu->measure_copy_gbps(size_t{2} << 30, 20);
   s.gemm_tflops = s.gpu->measure_gemm_tflops(8192, 8192, 8192, 20);

@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "cli/generate_batch.h"
 #include "cli/model_session.h"
+#include "core/log.h"
 #include "tokenizer/tokenizer.h"
 
 namespace syv::cli {
@@ -164,7 +165,17 @@ CommandRegistration reg{
       app.add_flag("--json", o->json,
                    "Print {\"tokens\":[...],\"text\":\"...\"} (text when a tokenizer is present).");
       add_batch_args(app, o->batch);
-      return [o]() -> int { return run(*o); };
+      app.add_flag("--batch-invariant", o->model.batch_invariant,
+                   "Bit-identical logits for a prompt whatever else is batched with it and however "
+                   "it is chunked (--prompts-file); slower (docs/configuration.md).");
+      return [o]() -> int {
+        if (o->model.batch_invariant) {
+          SYV_LOG(INFO)
+              << "batch-invariant mode: on (every logits row is bit-identical whatever else is "
+                 "batched, however the prompt is chunked; slower, see docs/cuda-backend.md)";
+        }
+        return run(*o);
+      };
     }};
 
 }  // namespace

@@ -22,6 +22,7 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
 Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   LoadedModel loaded;
   loaded.backend = make_cpu_backend();
+  loaded.backend->set_batch_invariant(args.batch_invariant);
   LoadOptions options;
   options.random_weights = args.random_weights;
   options.seed = args.weight_seed;

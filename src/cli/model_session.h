@@ -20,6 +20,7 @@ struct ModelArgs {
   std::string model_dir;
   bool random_weights = false;
   uint64_t weight_seed = 0;
+  bool batch_invariant = false;  // Backend::set_batch_invariant (commands that offer the flag)
 };
 void add_model_args(CLI::App& app, ModelArgs& args);
 

@@ -45,6 +45,8 @@ struct ServeOptions {
   std::string public_routes;
   std::string served_model_name;
   std::string device = "auto";
+  // Backend::set_batch_invariant.
+  bool batch_invariant = false;
   EngineArgs engine;  // --page-size, --kv-cache-mb, --max-num-seqs, --max-model-len ...
   int max_waiting = 256;
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
@@ -172,6 +174,12 @@ int run_serve(const ServeOptions& o) {
   const double backend_s = since(t0);
   SYV_LOG(INFO) << "backend: " << (*backend)->name() << ", up in " << backend_s << " s";
   const auto t_tokenizer = std::chrono::steady_clock::now();
+  (*backend)->set_batch_invariant(o.batch_invariant);
+  SYV_LOG(INFO)
+      << (o.batch_invariant
+              ? "batch-invariant mode: on (every logits row is bit-identical whatever else is "
+                "batched, however the prompt is chunked; slower, see docs/cuda-backend.md)"
+              : "batch-invariant mode: off (--batch-invariant turns it on)");
   Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(o.model_dir);
   if (!tokenizer.ok()) return fail(tokenizer.message());
   std::unique_ptr<ChatTemplate> chat_template;
@@ -289,6 +297,10 @@ CommandRegistration reg{
       app.add_option("--served-model-name", o->served_model_name,
                      "Model id in the API (default: the model folder's name)");
       app.add_option("--device", o->device, "auto, cpu or cuda")->capture_default_str();
+      app.add_flag(
+          "--batch-invariant", o->batch_invariant,
+          "Bit-identical logits for a request whatever else is batched with it and however "
+          "its prompt is chunked (slower kernels; docs/configuration.md)");
       add_engine_args(app, o->engine);
       app.add_option("--max-waiting", o->max_waiting,
                      "Requests queued beyond --max-num-seqs before 429")
