@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <sstream>
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/log.h"
@@ -44,8 +46,14 @@ GpuModel load(const std::string& dir, bool random_weights = false) {
   return s;
 }
 
+// SYV_SOURCE_DIR in the environment wins: a build carried to another machine finds the sources.
+std::string source_dir() {
+  const char* root = std::getenv("SYV_SOURCE_DIR");
+  return root ? root : SYV_SOURCE_DIR;
+}
+
 std::string fixture(const char* name) {
-  return std::string(SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/" + name;
+  return source_dir() + "/tests/fixtures/qwen3/" + name;
 }
 
 EngineOptions opts(const std::string& graphs, int32_t page, int32_t pages, int32_t budget,
@@ -180,76 +188,107 @@ TEST_P(EngineGraphsGpu, PaddedGraphStepsEqualEagerStepsInBatchInvariantMode) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineGraphsGpu, ::testing::ValuesIn(kFixtures));
 
 // The engine's decode step time (wall clock of EngineCore::step(): schedule, batch, forward,
-// sampling) at qwen3-0.6b shapes (random weights), B sequences decoding in lockstep: graphs off
-// (the eager engine as it is), graphs off with the fixed split choice graphs use, and graphs on.
-// Printed; the tokens of the last two must agree to the bit (no padding: B is a bucket).
+// sampling), B sequences decoding in lockstep: graphs off (the eager engine as it is), graphs off
+// with the fixed split choice graphs use, and graphs on. Printed; the tokens of the last two must
+// agree to the bit when no step was padded. Environment: SYV_GRAPHS_TIMING_CONFIG (a config
+// folder, default tools/bench/configs/qwen3-0.6b, random weights), SYV_GRAPHS_TIMING_PROMPTS
+// (prompt lengths, default 32), SYV_GRAPHS_TIMING_MAX_MODEL_LEN (default: the pool's).
 TEST(EngineGraphsGpuTiming, PrintsDecodeStepTimeWithAndWithoutGraphs) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  GpuModel s = load(std::string(SYV_SOURCE_DIR) + "/tools/bench/configs/qwen3-0.6b",
-                    /*random_weights=*/true);
+  const char* config_env = std::getenv("SYV_GRAPHS_TIMING_CONFIG");
+  const std::string config =
+      config_env ? config_env : source_dir() + "/tools/bench/configs/qwen3-0.6b";
+  std::vector<int32_t> prompts = {32};
+  if (const char* e = std::getenv("SYV_GRAPHS_TIMING_PROMPTS")) {
+    prompts.clear();
+    std::stringstream list(e);
+    for (std::string item; std::getline(list, item, ',');) prompts.push_back(std::stoi(item));
+  }
+  const char* mml = std::getenv("SYV_GRAPHS_TIMING_MAX_MODEL_LEN");
+  GpuModel s = load(config, /*random_weights=*/true);
   ASSERT_TRUE(s.model);
+  const std::string name = config.substr(config.find_last_of('/') + 1);
   const int32_t vocab = static_cast<int32_t>(s.model->config().vocab_size);
-  for (int32_t batch : {1, 8, 32, 64}) {
-    std::mt19937 rng(static_cast<uint32_t>(batch));
-    std::vector<Request> requests(static_cast<size_t>(batch));
-    for (Request& r : requests) {
-      r.prompt_ids.resize(32);
-      for (int32_t& t : r.prompt_ids)
-        t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-      r.params.temperature = 0.0f;
-      r.params.max_tokens = 64;
-      r.params.ignore_eos = true;
-    }
-    enum { kEager, kEagerFixed, kGraphs, kRuns };
-    double median_ms[kRuns] = {}, capture_s = 0;
-    std::vector<std::vector<int32_t>> tokens[kRuns];
-    for (int mode = 0; mode < kRuns; ++mode) {
-      EngineOptions o;
-      o.page_size = 64;
-      o.num_pages = 256;  // 16K tokens
-      o.max_num_seqs = 64;
-      o.max_num_batched_tokens = 4096;
-      o.cuda_graphs = mode == kGraphs ? "eager" : "off";
-      o.max_graph_batch = 64;
-      set_log_level(LogLevel::WARN);
-      const auto t0 = std::chrono::steady_clock::now();
-      auto core = EngineCore::create(*s.model, nullptr, o);
-      ASSERT_TRUE(core.ok()) << core.message();
-      if (mode == kGraphs)
-        capture_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (mode == kEagerFixed) s.gpu->set_fixed_max_context(core.value()->options().max_model_len);
-      Harness h(std::move(core).value());
-      std::vector<uint64_t> ids;
-      for (const Request& r : requests) ids.push_back(h.submit(r));
-      std::vector<double> decode_ms;
-      while (h.core().has_work()) {
-        const uint64_t graph_steps = h.core().stats().graph_steps;
-        const auto t = std::chrono::steady_clock::now();
-        h.core().step();
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-        const uint64_t steps = h.core().stats().steps;
-        // Steps after the first (the prefill of every prompt) are decodes of `batch` rows.
-        if (steps > 1 && h.core().has_work()) decode_ms.push_back(ms);
-        if (mode == kGraphs) {
-          EXPECT_EQ(h.core().stats().graph_steps > graph_steps, steps > 1) << "step " << steps;
-        }
+  const int32_t out_len = 64;
+  for (int32_t prompt : prompts) {
+    for (int32_t batch : {1, 8, 32, 64}) {
+      std::mt19937 rng(static_cast<uint32_t>(batch));
+      std::vector<Request> requests(static_cast<size_t>(batch));
+      for (Request& r : requests) {
+        r.prompt_ids.resize(static_cast<size_t>(prompt));
+        for (int32_t& t : r.prompt_ids)
+          t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+        r.params.temperature = 0.0f;
+        r.params.max_tokens = out_len;
+        r.params.ignore_eos = true;
       }
-      h.drain();
-      for (uint64_t id : ids) tokens[mode].push_back(h.output(id).samples.at(0).tokens);
-      std::sort(decode_ms.begin(), decode_ms.end());
-      ASSERT_FALSE(decode_ms.empty());
-      median_ms[mode] = decode_ms[decode_ms.size() / 2];
-      s.gpu->set_fixed_max_context(0);
+      enum { kEager, kEagerFixed, kGraphs, kRuns };
+      double median_ms[kRuns] = {}, capture_s = 0;
+      uint64_t padding = 0;
+      int32_t max_model_len = 0;
+      std::vector<std::vector<int32_t>> tokens[kRuns];
+      for (int mode = 0; mode < kRuns; ++mode) {
+        EngineOptions o;
+        o.page_size = 64;
+        o.num_pages = std::max(256, batch * ((prompt + out_len) / 64 + 2));
+        o.max_num_seqs = 64;
+        o.max_num_batched_tokens = 4096;
+        o.max_model_len = mml ? std::atoi(mml) : 0;
+        o.cuda_graphs = mode == kGraphs ? "eager" : "off";
+        o.max_graph_batch = 64;
+        set_log_level(LogLevel::WARN);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto core = EngineCore::create(*s.model, nullptr, o);
+        ASSERT_TRUE(core.ok()) << core.message();
+        max_model_len = core.value()->options().max_model_len;
+        if (mode == kGraphs)
+          capture_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (mode == kEagerFixed) s.gpu->set_fixed_max_context(max_model_len);
+        Harness h(std::move(core).value());
+        std::vector<uint64_t> ids;
+        for (const Request& r : requests) ids.push_back(h.submit(r));
+        std::vector<double> decode_ms;
+        while (h.core().has_work()) {
+          const EngineStats before = h.core().stats();
+          const auto t = std::chrono::steady_clock::now();
+          h.core().step();
+          const double ms =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t)
+                  .count();
+          const EngineStats& after = h.core().stats();
+          const uint64_t in = after.computed_tokens - before.computed_tokens;
+          const uint64_t out = after.generated_tokens - before.generated_tokens;
+          // Graph-eligible: every scheduled token is a sequence's last (one token in, one out).
+          if (mode == kGraphs) {
+            EXPECT_EQ(after.graph_steps > before.graph_steps, in > 0 && in == out)
+                << "step " << after.steps;
+          }
+          // Timed: a decode step of every sequence (long prompts stagger the tail).
+          if (in == static_cast<uint64_t>(batch) && out == in && h.core().has_work())
+            decode_ms.push_back(ms);
+        }
+        h.drain();
+        for (uint64_t id : ids) tokens[mode].push_back(h.output(id).samples.at(0).tokens);
+        if (mode == kGraphs) padding = h.core().stats().graph_padding_rows;
+        std::sort(decode_ms.begin(), decode_ms.end());
+        ASSERT_FALSE(decode_ms.empty());
+        median_ms[mode] = decode_ms[decode_ms.size() / 2];
+        s.gpu->set_fixed_max_context(0);
+      }
+      // Bit-identical when no graph step was padded (prompts prefilled in one step: lockstep);
+      // padded steps equal eager ones only with batch-invariant kernels (see the tests above).
+      if (padding == 0) {
+        EXPECT_EQ(tokens[kGraphs], tokens[kEagerFixed]) << "batch " << batch;
+      }
+      std::printf(
+          "| engine decode step | %s (random) | batch %3d | context %d..%d (max_model_len %d) | "
+          "eager %.3f ms | eager, fixed splits %.3f ms | graphs %.3f ms | %.2fx | engine start "
+          "incl. 9 captures %.2f s | %llu padding rows |\n",
+          name.c_str(), batch, prompt + 1, prompt + out_len, max_model_len, median_ms[kEager],
+          median_ms[kEagerFixed], median_ms[kGraphs], median_ms[kEager] / median_ms[kGraphs],
+          capture_s, static_cast<unsigned long long>(padding));
+      std::fflush(stdout);
     }
-    EXPECT_EQ(tokens[kGraphs], tokens[kEagerFixed]) << "batch " << batch;
-    std::printf(
-        "| engine decode step | qwen3-0.6b (random) | batch %3d | context 33..96 | eager %.3f ms | "
-        "eager, fixed splits %.3f ms | graphs %.3f ms | %.2fx | engine start incl. 9 captures "
-        "%.2f s |\n",
-        batch, median_ms[kEager], median_ms[kEagerFixed], median_ms[kGraphs],
-        median_ms[kEager] / median_ms[kGraphs], capture_s);
-    std::fflush(stdout);
   }
 }
 
