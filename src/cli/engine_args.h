@@ -13,7 +13,10 @@ struct EngineArgs {
   int64_t kv_cache_mb = 1024;
   bool no_prefix_caching = false;
   int64_t checkpoint_cache_mb = 1024;
-  std::string cuda_graphs = "eager";  // the CLI captures decode graphs at start-up by default
+  // Off by default: measured on an H200 (docs/engine.md "CUDA graphs"), graph steps saved at most
+  // ~4% of an 8B decode step, and made 2K-context steps up to 1.6x slower (the attention split
+  // choice is fixed for the maximum context).
+  std::string cuda_graphs = "off";
   // The options with the flags applied.
   EngineOptions resolved() const {
     EngineOptions o = options;
@@ -56,9 +59,9 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
                  "(default 1024).");
   // CUDA graphs for decode steps, one per batch-size bucket (docs/engine.md "CUDA graphs").
   app.add_option("--cuda-graphs", args.cuda_graphs,
-                 "CUDA graphs for decode steps: eager (capture every bucket at start-up, the "
-                 "default), lazy (each bucket on first use) or off. Ignored on the CPU backend and "
-                 "for hybrid models.")
+                 "CUDA graphs for decode steps: eager (capture every bucket at start-up), lazy "
+                 "(each bucket on first use) or off (the default; see docs/engine.md \"CUDA "
+                 "graphs\" for when they pay). Ignored on the CPU backend and for hybrid models.")
       ->check(CLI::IsMember({"eager", "lazy", "off"}));
   app.add_option("--max-graph-batch", args.options.max_graph_batch,
                  "Largest decode batch run as a CUDA graph; larger steps run eagerly (default 0 "
