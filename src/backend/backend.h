@@ -174,6 +174,36 @@ class Backend {
   // out[r, :] = x[meta.logit_rows[r], :]. x [T, H], out [R, H].
   virtual void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) = 0;
 
+  // ---- fused ops ------------------------------------------------------------------------------
+  // Each is exactly a sequence of the ops above, and its default (backend/fused_ops_default.cpp)
+  // runs that sequence; a backend overrides the ones it can do in fewer passes. Every output is
+  // written as the sequence writes it.
+
+  // The attention prologue on one fused q|k|v projection: qkv [T, (Hq + 2 Hk) * D] holds each
+  // token's Hq query heads, then its Hk key heads, then its Hk value heads (x · [Wq; Wk; Wv]ᵀ).
+  // Splits it into q [T, Hq, D], k and v [T, Hk, D], then qk_norm_rope(q, k, ...) and
+  // kv_write(k, v, k_cache, v_cache, meta).
+  virtual void qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                   float eps, NormKind kind, const RopeParams& rope,
+                                   const BatchMeta& meta, Tensor& q, Tensor& k, Tensor& v,
+                                   Tensor& k_cache, Tensor& v_cache);
+
+  // residual_out = residual + x, normed = rmsnorm(residual_out) (add_rmsnorm; residual_out may be
+  // residual itself), then out = linear(normed, w, bias).
+  virtual void add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                                  float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                                  const Tensor& w, const Tensor& bias, Tensor& out);
+
+  // gate_up = linear(x, w) with w [2I, H] (gate rows, then up rows); out = silu_mul(gate_up).
+  virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out);
+
+  // add_rmsnorm_linear(residual, x, norm_w, ..., normed, w, no bias, gate_up), then
+  // out = silu_mul(gate_up): a SwiGLU MLP's input half in one op.
+  virtual void add_rmsnorm_linear_silu_mul(const Tensor& residual, const Tensor& x,
+                                           const Tensor& norm_w, float eps, NormKind kind,
+                                           Tensor& residual_out, Tensor& normed, const Tensor& w,
+                                           Tensor& gate_up, Tensor& out);
+
   // ---- hybrid ops (Qwen3.5 / Qwen3-Next: Gated DeltaNet, gated attention, MoE) ---------------
   // Not pure: the defaults (backend/hybrid_ops_default.cpp) abort with "op <name> is not
   // implemented on backend <name()>". The CPU backend implements all of them

@@ -1,0 +1,55 @@
+// Default bodies of the fused ops (backend.h): each runs the sequence of plain ops it stands for,
+// so a backend that does not fuse (the CPU backend) computes exactly what the sequence computes.
+#include "backend/backend.h"
+#include "core/check.h"
+
+namespace syv {
+
+void Backend::qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                  float eps, NormKind kind, const RopeParams& rope,
+                                  const BatchMeta& meta, Tensor& q, Tensor& k, Tensor& v,
+                                  Tensor& k_cache, Tensor& v_cache) {
+  const int64_t T = meta.positions.numel();
+  const size_t q_row = T ? q.bytes() / static_cast<size_t>(T) : 0;
+  const size_t kv_row = T ? k.bytes() / static_cast<size_t>(T) : 0;
+  SYV_CHECK(qkv.dtype == q.dtype && qkv.dtype == k.dtype && qkv.dtype == v.dtype)
+      << "qkv_norm_rope_write: qkv, q, k, v dtypes differ";
+  SYV_CHECK_EQ(k.numel(), v.numel()) << "qkv_norm_rope_write: k vs v";
+  SYV_CHECK_EQ(qkv.bytes(), static_cast<size_t>(T) * (q_row + 2 * kv_row))
+      << "qkv_norm_rope_write: qkv must be [T, (Hq + 2 Hk) * D] for q [T, Hq, D], k/v [T, Hk, D]";
+  const char* src = static_cast<const char*>(qkv.data);
+  for (int64_t t = 0; t < T; ++t) {
+    const char* row = src + static_cast<size_t>(t) * (q_row + 2 * kv_row);
+    const size_t st = static_cast<size_t>(t);
+    copy(static_cast<char*>(q.data) + st * q_row, row, q_row);
+    copy(static_cast<char*>(k.data) + st * kv_row, row + q_row, kv_row);
+    copy(static_cast<char*>(v.data) + st * kv_row, row + q_row + kv_row, kv_row);
+  }
+  qk_norm_rope(q, k, q_norm, k_norm, eps, kind, rope, meta);
+  kv_write(k, v, k_cache, v_cache, meta);
+}
+
+void Backend::add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                                 float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                                 const Tensor& w, const Tensor& bias, Tensor& out) {
+  SYV_CHECK(residual.dtype == residual_out.dtype && residual.numel() == residual_out.numel())
+      << "add_rmsnorm_linear: residual_out must match residual";
+  if (residual_out.data != residual.data) copy(residual_out.data, residual.data, residual.bytes());
+  add_rmsnorm(residual_out, x, norm_w, eps, kind, normed);
+  linear(normed, w, bias, out);
+}
+
+void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out) {
+  linear(x, w, Tensor(), gate_up);
+  silu_mul(gate_up, out);
+}
+
+void Backend::add_rmsnorm_linear_silu_mul(const Tensor& residual, const Tensor& x,
+                                          const Tensor& norm_w, float eps, NormKind kind,
+                                          Tensor& residual_out, Tensor& normed, const Tensor& w,
+                                          Tensor& gate_up, Tensor& out) {
+  add_rmsnorm_linear(residual, x, norm_w, eps, kind, residual_out, normed, w, Tensor(), gate_up);
+  silu_mul(gate_up, out);
+}
+
+}  // namespace syv
