@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -15,7 +17,9 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/host_batch_meta.h"
 #include "core/dtype.h"
 
 namespace syv {
@@ -190,7 +194,7 @@ TEST_F(CudaOps, LinearGemvAndGemm) {
   for (Shape s : {Shape{1, 384, 512}, Shape{2, 1000, 1024}, Shape{3, 96, 72}, Shape{4, 512, 4096},
                   Shape{5, 300, 256}, Shape{64, 768, 1024}, Shape{257, 640, 512},
                   Shape{16, 100, 40}, Shape{1, 1001, 2056}, Shape{4, 7, 3000}}) {
-    for (int variant = 0; variant <= 4; ++variant) {  // every GEMV launch shape + auto (kernels.h)
+    for (int variant = 0; variant <= 5; ++variant) {  // every GEMV launch shape + auto (kernels.h)
       gpu_->set_gemv_variant(variant);
       for (DType out_t : {DType::BF16, DType::F32}) {
         auto x = make(random_vec(s.T * s.K, rng_), {s.T, s.K});
@@ -280,6 +284,361 @@ TEST_F(CudaOps, KvWriteAndGatherRows) {
   cpu_->gather_rows(x.c, mc, out.c);
   gpu_->gather_rows(x.g, mg, out.g);
   EXPECT_EQ(down_gpu(out.g), down_cpu(out.c));
+}
+
+// ---- fused ops (backend.h): each against the CPU backend's default (the plain op sequence) and
+// against the CUDA backend's own plain sequence.
+
+TEST_F(CudaOps, QkvNormRopeWrite) {
+  struct Case {
+    int64_t hq, hk, d;
+    int rotary;
+    bool norm;
+  };
+  for (Case c : {Case{8, 2, 128, 128, true}, Case{8, 2, 128, 64, false}, Case{4, 4, 64, 64, true},
+                 Case{32, 8, 128, 128, true}}) {
+    const int64_t page = 16, pool = 700;
+    Batch batch = make_batch({3, 1, 20}, {3, 9000, 40}, page, pool, rng_);
+    const int64_t T = batch.num_tokens(), W = (c.hq + 2 * c.hk) * c.d;
+    BatchMeta mc = cpu_->prepare_batch(batch, page);
+    BatchMeta mg = gpu_->prepare_batch(batch, page);
+    auto qkv = make(random_vec(T * W, rng_, 2.f), {T, W});
+    auto qn = make(random_vec(c.d, rng_), {c.d}, DType::BF16);
+    auto kn = make(random_vec(c.d, rng_), {c.d}, DType::BF16);
+    const std::vector<float> kc0 = random_vec(pool * page * c.hk * c.d, rng_);
+    const std::vector<float> vc0 = random_vec(pool * page * c.hk * c.d, rng_);
+    auto kc = make(kc0, {pool, page, c.hk, c.d});
+    auto vc = make(vc0, {pool, page, c.hk, c.d});
+    auto q = make_out({T, c.hq, c.d});
+    auto k = make_out({T, c.hk, c.d});
+    auto v = make_out({T, c.hk, c.d});
+    RopeParams rope{1e6, c.rotary};
+    Tensor none;
+    const Tensor& qnc = c.norm ? qn.c : none;
+    const Tensor& knc = c.norm ? kn.c : none;
+    const Tensor& qng = c.norm ? qn.g : none;
+    const Tensor& kng = c.norm ? kn.g : none;
+    cpu_->qkv_norm_rope_write(qkv.c, qnc, knc, 1e-6f, NormKind::kPlain, rope, mc, q.c, k.c, v.c,
+                              kc.c, vc.c);
+    gpu_->qkv_norm_rope_write(qkv.g, qng, kng, 1e-6f, NormKind::kPlain, rope, mg, q.g, k.g, v.g,
+                              kc.g, vc.g);
+    const std::string what = "qkv_norm_rope_write hq=" + std::to_string(c.hq) +
+                             " hk=" + std::to_string(c.hk) + " d=" + std::to_string(c.d);
+    expect_close(q, 1e-2, what + " q");
+    expect_close(k, 1e-2, what + " k");
+    EXPECT_EQ(down_gpu(v.g), down_cpu(v.c)) << what << " v";  // a copy is exact
+    EXPECT_EQ(down_gpu(vc.g), down_cpu(vc.c)) << what << " v cache";
+    // The key cache: the rows at the batch's slots hold k; every other row keeps its value.
+    const std::vector<int32_t> slots = build_host_batch_meta(batch, page).slot_mapping;
+    const size_t row = static_cast<size_t>(c.hk * c.d);
+    std::vector<char> written(kc0.size() / row, 0);
+    for (int32_t slot : slots) written[static_cast<size_t>(slot)] = 1;
+    std::vector<float> kcg = down_gpu(kc.g), kcc = down_cpu(kc.c);
+    std::vector<float> got, ref;
+    size_t changed = 0;
+    for (size_t i = 0; i < kc0.size(); ++i) {
+      if (written[i / row]) {
+        got.push_back(kcg[i]);
+        ref.push_back(kcc[i]);
+      } else {
+        changed += kcg[i] != kc0[i];
+      }
+    }
+    EXPECT_EQ(changed, 0u) << what << ": key cache rows outside the batch's slots changed";
+    EXPECT_EQ(static_cast<int64_t>(ref.size()), T * c.hk * c.d) << what << ": key rows written";
+    EXPECT_LT(rel_l2(got, ref), 1e-2) << what << " k cache";
+
+    // Bit-identical to the CUDA plain sequence (split, qk_norm_rope, kv_write).
+    auto kc2 = make(kc0, {pool, page, c.hk, c.d});
+    auto vc2 = make(vc0, {pool, page, c.hk, c.d});
+    auto q2 = make_out({T, c.hq, c.d});
+    auto k2 = make_out({T, c.hk, c.d});
+    auto v2 = make_out({T, c.hk, c.d});
+    gpu_->Backend::qkv_norm_rope_write(qkv.g, qng, kng, 1e-6f, NormKind::kPlain, rope, mg, q2.g,
+                                       k2.g, v2.g, kc2.g, vc2.g);
+    EXPECT_EQ(down_gpu(q2.g), down_gpu(q.g)) << what << ": fused vs plain sequence, q";
+    EXPECT_EQ(down_gpu(k2.g), down_gpu(k.g)) << what << ": fused vs plain sequence, k";
+    EXPECT_EQ(down_gpu(kc2.g), kcg) << what << ": fused vs plain sequence, k cache";
+  }
+}
+
+// add_rmsnorm_linear, linear_silu_mul and add_rmsnorm_linear_silu_mul at every GEMV launch shape
+// (T <= 4: the fused GEMV) and above (the plain sequence), with and without a bias, in place and
+// ping-pong residuals.
+TEST_F(CudaOps, FusedNormLinearSilu) {
+  struct Shape {
+    int64_t T, N, H;
+  };
+  for (Shape s : {Shape{1, 384, 512}, Shape{2, 1000, 1024}, Shape{3, 96, 256}, Shape{4, 520, 4096},
+                  Shape{5, 300, 256}, Shape{9, 128, 512}}) {
+    for (int variant : {0, 1, 2, 3, 4, 5, 6}) {  // 6: auto with the non-persistent norm GEMV
+      if (s.T > 4 && variant < 4) continue;
+      if (variant == 6 && (s.H % 1024 != 0 || s.T > 4)) continue;
+      gpu_->set_gemv_variant(variant == 6 ? 4 : variant);
+      cuda::set_gemv_norm_persistent(variant != 6);
+      const std::string what = "T=" + std::to_string(s.T) + " N=" + std::to_string(s.N) +
+                               " H=" + std::to_string(s.H) + " variant " + std::to_string(variant);
+      const std::vector<float> res0 = random_vec(s.T * s.H, rng_, 2.f);
+      auto add = make(random_vec(s.T * s.H, rng_, 2.f), {s.T, s.H});
+      auto nw = make(random_vec(s.H, rng_), {s.H}, DType::BF16);
+      auto w = make(random_vec(2 * s.N * s.H, rng_, 0.05f), {2 * s.N, s.H});
+      auto bias = make(random_vec(2 * s.N, rng_), {2 * s.N}, DType::F32);
+      for (bool in_place : {false, true}) {
+        for (bool with_bias : {false, true}) {
+          const std::string w2 =
+              what + (in_place ? " in place" : " ping-pong") + (with_bias ? " + bias" : "");
+          auto res = make(res0, {s.T, s.H});
+          auto res_out = make_out({s.T, s.H});
+          auto normed = make_out({s.T, s.H});
+          auto out = make_out({s.T, 2 * s.N});
+          Pair& ro = in_place ? res : res_out;
+          cpu_->add_rmsnorm_linear(res.c, add.c, nw.c, 1e-6f, NormKind::kPlain, ro.c, normed.c, w.c,
+                                   with_bias ? bias.c : Tensor(), out.c);
+          gpu_->add_rmsnorm_linear(res.g, add.g, nw.g, 1e-6f, NormKind::kPlain, ro.g, normed.g, w.g,
+                                   with_bias ? bias.g : Tensor(), out.g);
+          expect_close(ro, 8e-3, "add_rmsnorm_linear residual " + w2);
+          expect_close(normed, 1.2e-2, "add_rmsnorm_linear normed " + w2);
+          expect_close(out, 1.2e-2, "add_rmsnorm_linear out " + w2);
+          if (!in_place) {
+            EXPECT_EQ(down_gpu(res.g), res0) << "residual in changed, " << w2;
+          }
+        }
+      }
+      // silu variants: w is [2N, H] = gate rows then up rows.
+      auto x = make(random_vec(s.T * s.H, rng_), {s.T, s.H});
+      auto gu = make_out({s.T, 2 * s.N});
+      auto act = make_out({s.T, s.N});
+      cpu_->linear_silu_mul(x.c, w.c, gu.c, act.c);
+      gpu_->linear_silu_mul(x.g, w.g, gu.g, act.g);
+      expect_close(gu, 8e-3, "linear_silu_mul gate_up " + what);
+      expect_close(act, 1.2e-2, "linear_silu_mul out " + what);
+      auto gu2 = make_out({s.T, 2 * s.N});
+      auto act2 = make_out({s.T, s.N});
+      gpu_->Backend::linear_silu_mul(x.g, w.g, gu2.g, act2.g);  // linear + silu_mul on the GPU
+      EXPECT_EQ(down_gpu(gu2.g), down_gpu(gu.g)) << "linear_silu_mul vs plain, gate_up " << what;
+      EXPECT_EQ(down_gpu(act2.g), down_gpu(act.g)) << "linear_silu_mul vs plain, out " << what;
+
+      auto res = make(res0, {s.T, s.H});
+      auto res_out = make_out({s.T, s.H});
+      auto normed = make_out({s.T, s.H});
+      auto gu3 = make_out({s.T, 2 * s.N});
+      auto act3 = make_out({s.T, s.N});
+      cpu_->add_rmsnorm_linear_silu_mul(res.c, add.c, nw.c, 1e-6f, NormKind::kOnePlus, res_out.c,
+                                        normed.c, w.c, gu3.c, act3.c);
+      gpu_->add_rmsnorm_linear_silu_mul(res.g, add.g, nw.g, 1e-6f, NormKind::kOnePlus, res_out.g,
+                                        normed.g, w.g, gu3.g, act3.g);
+      expect_close(res_out, 8e-3, "add_rmsnorm_linear_silu_mul residual " + what);
+      expect_close(normed, 1.2e-2, "add_rmsnorm_linear_silu_mul normed " + what);
+      expect_close(gu3, 1.2e-2, "add_rmsnorm_linear_silu_mul gate_up " + what);
+      expect_close(act3, 1.5e-2, "add_rmsnorm_linear_silu_mul out " + what);
+    }
+  }
+  gpu_->set_gemv_variant(4);  // back to auto (kGemvAuto)
+  cuda::set_gemv_norm_persistent(true);
+}
+
+// Decode attention merges its splits in the decode kernel (arrival counters) or in a second
+// kernel: the same output bit for bit, and the counters are ready for the next launch.
+TEST_F(CudaOps, AttentionMergedCombineEqualsSeparate) {
+  struct C {
+    std::vector<int> ctx;
+    int64_t hq, hk, d;
+  };
+  const bool initial = cuda::attention_merged_combine();
+  for (const C& c : {C{{512}, 32, 8, 128}, C{{9000, 17, 3000}, 64, 8, 128}, C{{200, 130}, 8, 2, 64},
+                     C{{777}, 4, 4, 256}, C{{300, 65}, 12, 4, 128}}) {
+    const int page = 64;
+    int pool = 3;
+    for (int x : c.ctx) pool += (x + page - 1) / page;
+    std::vector<int> news(c.ctx.size(), 1);
+    Batch batch = make_batch(news, c.ctx, page, pool, rng_);
+    const int64_t T = batch.num_tokens();
+    BatchMeta mg = gpu_->prepare_batch(batch, page);
+    auto q = make(random_vec(T * c.hq * c.d, rng_, 2.f), {T, c.hq, c.d});
+    auto kc =
+        make(random_vec(int64_t{pool} * page * c.hk * c.d, rng_, 2.f), {pool, page, c.hk, c.d});
+    auto vc = make(random_vec(int64_t{pool} * page * c.hk * c.d, rng_), {pool, page, c.hk, c.d});
+    auto out = make_out({T, c.hq, c.d});
+    const float scale = 1.f / std::sqrt(static_cast<float>(c.d));
+    cuda::set_attention_merged_combine(false);
+    gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
+    const std::vector<float> separate = down_gpu(out.g);
+    cuda::set_attention_merged_combine(true);
+    for (int run = 0; run < 3; ++run) {
+      poison(out.g);
+      gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
+      EXPECT_EQ(down_gpu(out.g), separate)
+          << "merged vs separate combine, hq " << c.hq << " d " << c.d << ", run " << run;
+    }
+  }
+  cuda::set_attention_merged_combine(initial);
+}
+
+// Per-call cost of the decode ops at the Qwen3-8B shapes (one token), plain vs fused, on the GPU:
+// each op enqueued 8 times on rotating weight copies (more than the L2 holds) inside a CUDA graph,
+// the median replay / 8. Prints a table (docs/cuda-backend-notes.md); checks only that the fused
+// and plain sequences agree.
+TEST_F(CudaOps, DecodeOpsTiming8B) {
+  const int64_t H = 4096, Hq = 32, Hk = 8, D = 128, I = 12288, W = (Hq + 2 * Hk) * D;
+  const int kRuns = 8;
+  const int kFused16x2 = cuda::kGemv16x2;
+  auto buf = [&](int64_t n, float scale = 1.f) {
+    DeviceBuffer b = gpu_->allocate(static_cast<size_t>(n) * 2);
+    gpu_->fill_random(b.data(), DType::BF16, n, rng_(), scale);
+    return b;
+  };
+  // Weight copies: ceil(1 GiB / bytes) + 1 of each shape.
+  struct Weights {
+    DeviceBuffer b;
+    int64_t n, k;
+    int copies;
+    Tensor at(int i) const {
+      return Tensor(static_cast<char*>(b.data()) + static_cast<size_t>(i % copies) * n * k * 2,
+                    DType::BF16, {n, k});
+    }
+  };
+  auto weights = [&](int64_t n, int64_t k) {
+    Weights w;
+    w.n = n;
+    w.k = k;
+    w.copies = static_cast<int>((int64_t{1} << 30) / (n * k * 2) + 2);
+    w.b = buf(n * k * w.copies, 0.02f);
+    return w;
+  };
+  Weights wqkv = weights(W, H), wo = weights(H, Hq * D), wgu = weights(2 * I, H),
+          wdown = weights(H, I);
+  DeviceBuffer hb = buf(H), h2b = buf(H), ob = buf(H), xb = buf(H), qkvb = buf(W), qb = buf(Hq * D),
+               kb = buf(Hk * D), vb = buf(Hk * D), attnb = buf(Hq * D), gub = buf(2 * I),
+               actb = buf(I), normw = buf(H), qnw = buf(D), knw = buf(D);
+  Tensor h(hb.data(), DType::BF16, {1, H}), h2(h2b.data(), DType::BF16, {1, H});
+  Tensor o(ob.data(), DType::BF16, {1, H}), x(xb.data(), DType::BF16, {1, H});
+  Tensor qkv(qkvb.data(), DType::BF16, {1, W}), q(qb.data(), DType::BF16, {1, Hq, D});
+  Tensor k(kb.data(), DType::BF16, {1, Hk, D}), v(vb.data(), DType::BF16, {1, Hk, D});
+  Tensor attn(attnb.data(), DType::BF16, {1, Hq, D}), gu(gub.data(), DType::BF16, {1, 2 * I});
+  Tensor attn2 = attn.reshape({1, Hq * D});
+  Tensor act(actb.data(), DType::BF16, {1, I}), nw(normw.data(), DType::BF16, {H});
+  Tensor qn(qnw.data(), DType::BF16, {D}), kn(knw.data(), DType::BF16, {D});
+  const Tensor none;
+  const RopeParams rope{1e6, static_cast<int32_t>(D)};
+
+  for (int ctx : {512, 8192}) {
+    const int page = 64, pages = (ctx + page - 1) / page + 1;
+    Batch batch = make_batch({1}, {ctx}, page, pages, rng_);
+    DeviceBuffer kcb = buf(int64_t{pages} * page * Hk * D),
+                 vcb = buf(int64_t{pages} * page * Hk * D);
+    Tensor kc(kcb.data(), DType::BF16, {pages, page, Hk, D});
+    Tensor vc(vcb.data(), DType::BF16, {pages, page, Hk, D});
+    gpu_->reserve_attention_scratch(1, Hq, D, ctx);
+    BatchMeta meta = gpu_->prepare_batch(batch, page);
+    auto time_us = [&](const std::function<void(int)>& op) {
+      auto step = [&] {
+        for (int i = 0; i < kRuns; ++i) op(i);
+      };
+      std::vector<float> ms;
+      if (gpu_->supports_graphs()) {
+        const int id = gpu_->capture_graph(step);
+        ms = gpu_->time_ms([&] { gpu_->replay_graph(id); }, 3, 20);
+        gpu_->destroy_graph(id);
+      } else {
+        ms = gpu_->time_ms(step, 3, 20);
+      }
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2] * 1e3 / kRuns;
+    };
+    struct Row {
+      std::string name;
+      double us;
+    };
+    std::vector<Row> rows;
+    auto add = [&](const std::string& name, const std::function<void(int)>& op) {
+      rows.push_back({name, time_us(op)});
+    };
+    const std::string c = " (ctx " + std::to_string(ctx) + ")";
+    const bool merged = cuda::attention_merged_combine();
+    cuda::set_attention_merged_combine(true);
+    add("attention decode, merged combine" + c,
+        [&](int) { gpu_->paged_attention(q, kc, vc, 0.088f, meta, attn); });
+    cuda::set_attention_merged_combine(false);
+    add("attention decode + combine kernel" + c,
+        [&](int) { gpu_->paged_attention(q, kc, vc, 0.088f, meta, attn); });
+    cuda::set_attention_merged_combine(merged);
+    if (ctx == 512) {
+      auto norm = [&] { gpu_->add_rmsnorm(h, o, nw, 1e-6f, NormKind::kPlain, x); };
+      add("add_rmsnorm", [&](int) { norm(); });
+      add("linear q 4096x4096",
+          [&](int i) { gpu_->linear(x, wqkv.at(i).rows(0, Hq * D), none, q); });
+      add("linear k 1024x4096",
+          [&](int i) { gpu_->linear(x, wqkv.at(i).rows(Hq * D, Hk * D), none, k); });
+      add("linear q, k, v (3 GEMVs)", [&](int i) {
+        gpu_->linear(x, wqkv.at(i).rows(0, Hq * D), none, q);
+        gpu_->linear(x, wqkv.at(i).rows(Hq * D, Hk * D), none, k);
+        gpu_->linear(x, wqkv.at(i).rows((Hq + Hk) * D, Hk * D), none, v);
+      });
+      add("linear qkv 6144x4096", [&](int i) { gpu_->linear(x, wqkv.at(i), none, qkv); });
+      add("add_rmsnorm + linear qkv", [&](int i) {
+        norm();
+        gpu_->linear(x, wqkv.at(i), none, qkv);
+      });
+      for (int variant : {-1, kFused16x2, -2}) {  // -2: auto, not persistent
+        cuda::set_gemv_fused_variant(variant == -2 ? -1 : variant);
+        cuda::set_gemv_norm_persistent(variant != -2);
+        add("add_rmsnorm_linear qkv (fused" + std::string(variant == -1   ? ")"
+                                                          : variant == -2 ? ", not persistent)"
+                                                                          : ", 16x2)"),
+            [&](int i) {
+              gpu_->add_rmsnorm_linear(h, o, nw, 1e-6f, NormKind::kPlain, h2, x, wqkv.at(i), none,
+                                       qkv);
+            });
+      }
+      cuda::set_gemv_fused_variant(-1);
+      cuda::set_gemv_norm_persistent(true);
+      add("qk_norm_rope + kv_write", [&](int) {
+        Tensor q1 = q, k1 = k;
+        gpu_->qk_norm_rope(q1, k1, qn, kn, 1e-6f, NormKind::kPlain, rope, meta);
+        gpu_->kv_write(k, v, kc, vc, meta);
+      });
+      add("qkv_norm_rope_write", [&](int) {
+        gpu_->qkv_norm_rope_write(qkv, qn, kn, 1e-6f, NormKind::kPlain, rope, meta, q, k, v, kc,
+                                  vc);
+      });
+      add("linear o 4096x4096", [&](int i) { gpu_->linear(attn2, wo.at(i), none, o); });
+      add("qkv_norm_rope_write + attention + linear o", [&](int i) {
+        gpu_->qkv_norm_rope_write(qkv, qn, kn, 1e-6f, NormKind::kPlain, rope, meta, q, k, v, kc,
+                                  vc);
+        gpu_->paged_attention(q, kc, vc, 0.088f, meta, attn);
+        gpu_->linear(attn2, wo.at(i), none, o);
+      });
+      add("linear gate_up 24576x4096", [&](int i) { gpu_->linear(x, wgu.at(i), none, gu); });
+      add("silu_mul", [&](int) { gpu_->silu_mul(gu, act); });
+      add("linear_silu_mul", [&](int i) { gpu_->linear_silu_mul(x, wgu.at(i), gu, act); });
+      add("add_rmsnorm + linear gate_up + silu_mul", [&](int i) {
+        norm();
+        gpu_->linear(x, wgu.at(i), none, gu);
+        gpu_->silu_mul(gu, act);
+      });
+      add("add_rmsnorm + linear_silu_mul", [&](int i) {
+        norm();
+        gpu_->linear_silu_mul(x, wgu.at(i), gu, act);
+      });
+      for (int variant : {-1, kFused16x2, -2}) {  // -2: auto, not persistent
+        cuda::set_gemv_fused_variant(variant == -2 ? -1 : variant);
+        cuda::set_gemv_norm_persistent(variant != -2);
+        add("add_rmsnorm_linear_silu_mul (fused" + std::string(variant == -1   ? ")"
+                                                               : variant == -2 ? ", not persistent)"
+                                                                               : ", 16x2)"),
+            [&](int i) {
+              gpu_->add_rmsnorm_linear_silu_mul(h, o, nw, 1e-6f, NormKind::kPlain, h2, x, wgu.at(i),
+                                                gu, act);
+            });
+      }
+      cuda::set_gemv_fused_variant(-1);
+      cuda::set_gemv_norm_persistent(true);
+      add("linear down 4096x12288", [&](int i) { gpu_->linear(act, wdown.at(i), none, o); });
+    }
+    for (const Row& r : rows)
+      std::printf("| decode op (8B, T=1) | %-48s | %8.2f us |\n", r.name.c_str(), r.us);
+    std::fflush(stdout);
+  }
 }
 
 struct AttnCase {

@@ -1,7 +1,10 @@
 // Split-KV flash decoding over paged K/V, GQA-aware: one block per (token, group of G query heads
 // sharing one KV head, split of the context). Each K/V row is read once per block and used for all
-// G heads. A second kernel merges the splits.
+// G heads. A second kernel merges the splits, or (attention_merged_combine(), off by default) the
+// last split block of each (token, group) to finish, found with a per-group arrival counter.
+#include <atomic>
 #include <cfloat>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -15,7 +18,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 // Lanes per key: D / 8 (8 bf16 = 16 bytes per lane); keys per warp step: 32 / lanes-per-key.
 template <int D, int G>
 __global__ void __launch_bounds__(kWarps * 32)
-    decode_kernel(AttentionArgs a, int32_t splits, int32_t keys_per_split, float* partial) {
+    decode_kernel(AttentionArgs a, int32_t splits, int32_t keys_per_split, float* partial,
+                  unsigned* counters) {
   pdl_wait();
   pdl_trigger();
   constexpr int LPK = D / 8, KPW = 32 / LPK, SUBS = kWarps * KPW;
@@ -153,6 +157,86 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
+  if (splits == 1 || counters == nullptr) return;
+
+  // Merged combine: the last block of this (token, group) to arrive merges all splits, with the
+  // arithmetic of combine_kernel (so the output is the same bit for bit): per head the split
+  // weights exp2(m_s - max) (0 for empty splits) and the weighted sum of l_s first, then each
+  // output element as the weighted sum over splits in index order, its loads batched.
+  __shared__ float sm_w[G][kMaxMergedSplits];
+  __shared__ float sm_lsum[G];
+  __shared__ bool is_last;
+  __threadfence();  // this block's partials are visible to the block that merges
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* c = counters + static_cast<int64_t>(t) * gridDim.y + blockIdx.y;
+    const unsigned arrived = atomicAdd(c, 1u);
+    is_last = arrived == static_cast<unsigned>(splits - 1);
+    if (is_last) *c = 0;  // every block of this group has arrived: ready for the next launch
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const int64_t row0 = static_cast<int64_t>(t) * a.hq + hq0;
+  // sm_w: the split maxima, then (one warp per head) the split weights; sm_lsum: sum of w * l.
+  for (int e = threadIdx.x; e < G * splits; e += kWarps * 32) {
+    const int g = e / splits, sp = e % splits;
+    sm_w[g][sp] = __ldcg(partial + ((row0 + g) * splits + sp) * (D + 2) + D);
+  }
+  __syncthreads();
+  for (int g = warp; g < G; g += kWarps) {
+    float mx = -INFINITY;
+    for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, sm_w[g][sp]);
+    __syncwarp();
+    for (int sp = lane; sp < splits; sp += 32) {
+      const float ms = sm_w[g][sp];
+      sm_w[g][sp] = ms == -INFINITY ? 0.f : exp2f(ms - mx);
+    }
+    __syncwarp();
+    if (lane == 0) {
+      float lsum = 0.f;
+      for (int sp = 0; sp < splits; ++sp) {
+        const float w = sm_w[g][sp];
+        if (w == 0.f) continue;  // combine_kernel skips empty splits
+        lsum += w * __ldcg(partial + ((row0 + g) * splits + sp) * (D + 2) + D + 1);
+      }
+      sm_lsum[g] = lsum;
+    }
+  }
+  __syncthreads();
+  constexpr int kThreads = kWarps * 32, kPer = (G * D + kThreads - 1) / kThreads, kBatch = 4;
+  float sum[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) sum[j] = 0.f;
+  for (int s0 = 0; s0 < splits; s0 += kBatch) {
+    float val[kPer][kBatch];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int e = threadIdx.x + j * kThreads, g = e / D, d = e % D;
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        val[j][b] = (e < G * D && s0 + b < splits)
+                        ? __ldcg(partial + ((row0 + g) * splits + s0 + b) * (D + 2) + d)
+                        : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int e = threadIdx.x + j * kThreads, g = (e / D) % G;
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const float w = s0 + b < splits ? sm_w[g][s0 + b] : 0.f;
+        if (w != 0.f) sum[j] += w * val[j][b];
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int e = threadIdx.x + j * kThreads, g = e / D, d = e % D;
+    if (e >= G * D) continue;
+    const float lsum = sm_lsum[g];
+    static_cast<bf16*>(a.out)[(row0 + g) * D + d] =
+        __float2bfloat16_rn(lsum > 0.f ? sum[j] / lsum : 0.f);
+  }
 }
 
 // Merges `splits` partial states per (token, query head). One block of D threads per row.
@@ -231,10 +315,12 @@ __global__ void __launch_bounds__(128) generic_kernel(AttentionArgs a) {
 
 template <int D, int G>
 void launch_dg(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
-               cudaStream_t s) {
+               unsigned* counters, cudaStream_t s) {
   dim3 grid(a.tokens, a.hq / G, splits);
-  launch_k(decode_kernel<D, G>, grid, kWarps * 32, 0, s, a, splits, keys_per_split, partial);
-  if (splits > 1) {
+  if (splits > kMaxMergedSplits) counters = nullptr;
+  launch_k(decode_kernel<D, G>, grid, kWarps * 32, 0, s, a, splits, keys_per_split, partial,
+           counters);
+  if (splits > 1 && counters == nullptr) {
     launch_k(combine_kernel<D>, a.tokens * a.hq, D, 0, s, partial, splits,
              static_cast<bf16*>(a.out));
   }
@@ -242,34 +328,50 @@ void launch_dg(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, f
 
 template <int D>
 void launch_d(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
-              cudaStream_t s) {
+              unsigned* counters, cudaStream_t s) {
   switch (a.hq / a.hk) {
     case 8:
-      return launch_dg<D, 8>(a, splits, keys_per_split, partial, s);
+      return launch_dg<D, 8>(a, splits, keys_per_split, partial, counters, s);
     case 4:
-      return launch_dg<D, 4>(a, splits, keys_per_split, partial, s);
+      return launch_dg<D, 4>(a, splits, keys_per_split, partial, counters, s);
     case 2:
-      return launch_dg<D, 2>(a, splits, keys_per_split, partial, s);
-    default:
-      return launch_dg<D, 1>(a, splits, keys_per_split, partial, s);  // any group size
+      return launch_dg<D, 2>(a, splits, keys_per_split, partial, counters, s);
+    default:  // any group size
+      return launch_dg<D, 1>(a, splits, keys_per_split, partial, counters, s);
   }
 }
 
+std::atomic<int> g_merged_combine{-1};  // -1: not read from the environment yet
+
 }  // namespace
 
+bool attention_merged_combine() {
+  int v = g_merged_combine.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_ATTN_MERGED_COMBINE");
+    v = (e && e[0] == '1') ? 1 : 0;
+    g_merged_combine.store(v, std::memory_order_relaxed);
+  }
+  return v != 0;
+}
+void set_attention_merged_combine(bool on) {
+  g_merged_combine.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
 void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t keys_per_split,
-                             float* partial, cudaStream_t s) {
+                             float* partial, unsigned* counters, cudaStream_t s) {
+  if (!attention_merged_combine()) counters = nullptr;
   if (a.tokens == 0) return;
   if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16)
     cuda_fail(__FILE__, __LINE__, "attention dtypes",
               "CUDA paged attention needs bf16 q/cache/out");
   switch (a.head_dim) {
     case 64:
-      return launch_d<64>(a, splits, keys_per_split, partial, s);
+      return launch_d<64>(a, splits, keys_per_split, partial, counters, s);
     case 128:
-      return launch_d<128>(a, splits, keys_per_split, partial, s);
+      return launch_d<128>(a, splits, keys_per_split, partial, counters, s);
     case 256:
-      return launch_d<256>(a, splits, keys_per_split, partial, s);
+      return launch_d<256>(a, splits, keys_per_split, partial, counters, s);
     default:
       if (a.head_dim > 32 * kGenericMaxPerLane)
         cuda_fail(__FILE__, __LINE__, "head_dim", "CUDA paged attention supports head_dim <= 256");

@@ -62,6 +62,9 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspace));
     scratch_bytes_ += kGemmWorkspace;
     gemm_.init(workspace_, kGemmWorkspace);
+    SYV_CUDA_CHECK(cudaMalloc(&counters_, kCounterSlots * sizeof(unsigned)));
+    SYV_CUDA_CHECK(cudaMemsetAsync(counters_, 0, kCounterSlots * sizeof(unsigned), stream_));
+    scratch_bytes_ += kCounterSlots * sizeof(unsigned);
     if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
     init_batch_invariant_from_env();
   }
@@ -76,6 +79,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (sample_dev_) cudaFree(sample_dev_);
     if (sample_work_) cudaFree(sample_work_);
     if (workspace_) cudaFree(workspace_);
+    if (counters_) cudaFree(counters_);
     cudaEventDestroy(staging_done_);
     cudaStreamDestroy(stream_);
   }
@@ -347,8 +351,66 @@ class CudaBackendImpl final : public CudaBackend {
       splits = (keys + per_split - 1) / per_split;
     }
     if (splits > 1) ensure_partial(int64_t{a.tokens} * a.hq * splits * (a.head_dim + 2) * 4);
+    // Arrival counters let the last split block of each (token, head group) merge the splits.
+    unsigned* counters = blocks_per_split <= kCounterSlots ? counters_ : nullptr;
     cuda::launch_attention_decode(a, static_cast<int32_t>(splits), static_cast<int32_t>(per_split),
-                                  static_cast<float*>(partial_), stream_);
+                                  static_cast<float*>(partial_), counters, stream_);
+  }
+
+  // ---- fused ops (backend.h): one launch each where the kernels allow, else the sequence --------
+  void qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                           NormKind kind, const RopeParams& rope, const BatchMeta& meta, Tensor& q,
+                           Tensor& k, Tensor& v, Tensor& k_cache, Tensor& v_cache) override {
+    const int64_t T = meta.positions.numel();
+    if (T == 0) return;
+    const int64_t D = last_dim(k_cache), hk = dim_from_end(k_cache, 2), hq = q.numel() / (T * D);
+    SYV_CHECK(q.numel() == T * hq * D && k.numel() == T * hk * D && v.numel() == T * hk * D)
+        << "qkv_norm_rope_write: q [T, Hq, D], k and v [T, Hk, D] with Hk, D of the cache";
+    SYV_CHECK_EQ(qkv.numel(), T * (hq + 2 * hk) * D) << "qkv_norm_rope_write: qkv vs q, k, v";
+    SYV_CHECK(k_cache.dtype == v_cache.dtype) << "qkv_norm_rope_write: cache dtypes";
+    const bool same_t = qkv.dtype == q.dtype && qkv.dtype == k.dtype && qkv.dtype == v.dtype;
+    if (!same_t || (!q_norm.empty() && !k_norm.empty() && q_norm.dtype != k_norm.dtype)) {
+      Backend::qkv_norm_rope_write(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v, k_cache,
+                                   v_cache);
+      return;
+    }
+    cuda::launch_qkv_norm_rope_write(
+        qkv.data, qkv.dtype, T, hq, hk, D, q_norm.empty() ? nullptr : q_norm.data,
+        k_norm.empty() ? nullptr : k_norm.data, q_norm.empty() ? k_norm.dtype : q_norm.dtype, eps,
+        kind == NormKind::kOnePlus, meta.positions.as<int32_t>(), rope.theta, rope.rotary_dim,
+        q.data, k.data, v.data, k_cache.data, v_cache.data, k_cache.dtype,
+        meta.slot_mapping.as<int32_t>(), stream_);
+  }
+
+  void add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
+                          NormKind kind, Tensor& residual_out, Tensor& normed, const Tensor& w,
+                          const Tensor& bias, Tensor& out) override {
+    norm_linear(residual, x, norm_w, eps, kind, residual_out, normed, w, bias, out, nullptr);
+  }
+
+  void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out) override {
+    const int64_t T = rows_of(x), K = last_dim(x), I = last_dim(out);
+    SYV_CHECK(w.dim(0) == 2 * I && last_dim(w) == K && gate_up.numel() == T * 2 * I &&
+              out.numel() == T * I)
+        << "linear_silu_mul: x [T, K], w [2I, K], gate_up [T, 2I], out [T, I]";
+    if (T <= gemv_max_tokens_ && all_bf16({&x, &w, &gate_up, &out})) {
+      cuda::GemvFused f;
+      f.x = x.data;
+      f.w = w.data;
+      f.out = out.data;
+      f.gate_up = gate_up.data;
+      f.tokens = T;
+      f.n = I;
+      f.k = K;
+      if (cuda::launch_gemv_fused(f, stream_)) return;
+    }
+    Backend::linear_silu_mul(x, w, gate_up, out);
+  }
+
+  void add_rmsnorm_linear_silu_mul(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                                   float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                                   const Tensor& w, Tensor& gate_up, Tensor& out) override {
+    norm_linear(residual, x, norm_w, eps, kind, residual_out, normed, w, Tensor(), gate_up, &out);
   }
 
   void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) override {
@@ -747,6 +809,68 @@ class CudaBackendImpl final : public CudaBackend {
     return st;
   }
   static constexpr int64_t kMaxSplits = 64;
+  static constexpr int64_t kCounterSlots = 1 << 16;  // attention arrival counters (u32)
+
+  static bool all_bf16(std::initializer_list<const Tensor*> ts) {
+    for (const Tensor* t : ts)
+      if (t->dtype != DType::BF16) return false;
+    return true;
+  }
+
+  // add_rmsnorm_linear (act == nullptr) and add_rmsnorm_linear_silu_mul (lin_out = gate_up):
+  // one fused GEMV launch when linear() would take the GEMV path (T <= gemv_max_tokens_), else
+  // the norm kernel (residual in, residual_out out: no copy) and linear() [+ silu_mul()].
+  void norm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
+                   NormKind kind, Tensor& residual_out, Tensor& normed, const Tensor& w,
+                   const Tensor& bias, Tensor& lin_out, Tensor* act) {
+    const int64_t H = last_dim(x), T = rows_of(x);
+    SYV_CHECK(residual.numel() == T * H && residual_out.numel() == T * H && normed.numel() == T * H)
+        << "add_rmsnorm_linear: residual, residual_out and normed must be [T, H] like x";
+    SYV_CHECK(residual.dtype == residual_out.dtype) << "add_rmsnorm_linear: residual dtypes";
+    SYV_CHECK_EQ(norm_w.numel(), H) << "add_rmsnorm_linear: norm weight size";
+    SYV_CHECK_EQ(last_dim(w), H) << "add_rmsnorm_linear: w [N, H] vs x [T, H]";
+    const bool one_plus = kind == NormKind::kOnePlus;
+    if (T <= gemv_max_tokens_ && residual_out.data != residual.data &&
+        all_bf16({&residual, &x, &residual_out, &normed, &w, &lin_out}) &&
+        (act == nullptr || act->dtype == DType::BF16)) {
+      cuda::GemvFused f;
+      f.w = w.data;
+      f.tokens = T;
+      f.k = H;
+      f.res_in = residual.data;
+      f.add = x.data;
+      f.res_out = residual_out.data;
+      f.normed = normed.data;
+      f.norm_w = norm_w.data;
+      f.norm_t = norm_w.dtype;
+      f.eps = eps;
+      f.one_plus = one_plus;
+      if (act != nullptr) {
+        f.n = w.dim(0) / 2;
+        SYV_CHECK(w.dim(0) == 2 * f.n && act->numel() == T * f.n && lin_out.numel() == T * 2 * f.n)
+            << "add_rmsnorm_linear_silu_mul: w [2I, H], gate_up [T, 2I], out [T, I]";
+        f.out = act->data;
+        f.gate_up = lin_out.data;
+      } else {
+        f.n = w.dim(0);
+        SYV_CHECK_EQ(lin_out.numel(), T * f.n) << "add_rmsnorm_linear: out must be [T, N]";
+        f.out = lin_out.data;
+      }
+      if (cuda::launch_gemv_fused(f, stream_)) {
+        if (!bias.empty()) {
+          SYV_CHECK_EQ(bias.numel(), f.n) << "add_rmsnorm_linear: bias size";
+          cuda::launch_bias_add(lin_out.data, lin_out.dtype, bias.data, bias.dtype, T, f.n,
+                                stream_);
+        }
+        return;
+      }
+    }
+    cuda::launch_add_rmsnorm(x.data, x.dtype, residual.data, residual_out.data, residual.dtype,
+                             norm_w.data, norm_w.dtype, eps, one_plus, normed.data, normed.dtype, T,
+                             H, stream_);
+    linear(normed, w, bias, lin_out);
+    if (act != nullptr) silu_mul(lin_out, *act);
+  }
 
   void ensure_partial(int64_t bytes) {
     if (static_cast<size_t>(bytes) <= partial_bytes_) return;
@@ -788,6 +912,7 @@ class CudaBackendImpl final : public CudaBackend {
   size_t meta_capacity_ = 0;
 
   void* partial_ = nullptr;
+  unsigned* counters_ = nullptr;  // kCounterSlots, zero between launches (attention_decode.cu)
   size_t partial_bytes_ = 0;
   void* sample_dev_ = nullptr;  // sample(): rows, penalties, ids
   size_t sample_dev_bytes_ = 0;

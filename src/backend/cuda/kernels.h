@@ -24,6 +24,11 @@ void launch_gather_rows(const void* x, DType t, int64_t row_bytes, const int32_t
 void launch_rmsnorm(const void* x, DType x_t, void* residual, DType res_t, const void* w, DType w_t,
                     float eps, bool one_plus, void* out, DType out_t, int64_t rows, int64_t hidden,
                     cudaStream_t s);
+// The same with the residual read from res_in and the new residual written to res_out (which may
+// be res_in: then it is launch_rmsnorm with residual = res_in).
+void launch_add_rmsnorm(const void* x, DType x_t, const void* res_in, void* res_out, DType res_t,
+                        const void* w, DType w_t, float eps, bool one_plus, void* out, DType out_t,
+                        int64_t rows, int64_t hidden, cudaStream_t s);
 
 // elementwise.cu ---------------------------------------------------------------------------------
 void launch_silu_mul(const void* gate_up, DType in_t, void* out, DType out_t, int64_t tokens,
@@ -45,18 +50,60 @@ void launch_head_norm_rope(void* x0, int64_t heads0, const void* norm0, void* x1
 void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, void* v_cache,
                      DType cache_t, const int32_t* slots, int64_t tokens, int64_t row_elems,
                      cudaStream_t s);
+// The fused attention prologue (Backend::qkv_norm_rope_write): qkv [T, hq + 2 hk, D] (dtype x_t)
+// is split into q [T, hq, D] and k [T, hk, D] (per-head rmsnorm with q_norm / k_norm when not null,
+// then RoPE as launch_head_norm_rope) and v [T, hk, D] (copied); k and v also go into the caches
+// [pages, page_size, hk, D] at slots[t] (skipped when < 0). One warp per (token, head), one launch.
+void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int64_t hq, int64_t hk,
+                                int64_t head_dim, const void* q_norm, const void* k_norm,
+                                DType norm_t, float eps, bool one_plus, const int32_t* positions,
+                                double theta, int32_t rotary_dim, void* q, void* k, void* v,
+                                void* k_cache, void* v_cache, DType cache_t, const int32_t* slots,
+                                cudaStream_t s);
 
 // gemv.cu ----------------------------------------------------------------------------------------
 // Bandwidth-bound out[t, n] = sum_k x[t, k] * w[n, k] for few tokens. x, w bf16; out bf16 or f32.
 // Needs K % 8 == 0 and 16-byte aligned x and w. Returns false (launching nothing) otherwise.
 bool launch_gemv_bf16(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
                       int64_t n, int64_t k, cudaStream_t s);
-// GEMV launch shapes (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2, and
-// kGemvAuto (the default): 8x2 for one token, 4x2 for more. SYV_GEMV_VARIANT sets the initial one.
+// GEMV launch shapes (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2, 5: 16x2,
+// and kGemvAuto (the default): 16x2 for one token, 4x2 for more. SYV_GEMV_VARIANT sets the initial
+// one.
 constexpr int kGemvVariants = 4;
 constexpr int kGemvAuto = 4;
+constexpr int kGemv16x2 = 5;
+constexpr int kGemvLastVariant = 5;
 void set_gemv_variant(int v);
 int gemv_variant();
+// The launch shape of the fused GEMVs (launch_gemv_fused): a variant as above, or -1 (the
+// default) for the plain GEMV's. SYV_GEMV_FUSED_VARIANT sets the initial one (A/B timing).
+void set_gemv_fused_variant(int v);
+// Whether the norm-prologue GEMVs run as a persistent grid (one prologue per block, tiles walked
+// in a loop; k % 1024 == 0). On by default; SYV_GEMV_NORM_PERSIST=0 starts with it off.
+void set_gemv_norm_persistent(bool on);
+// A GEMV (bf16 in and out, tokens <= 4 per launch, chunked beyond) with its neighbours fused:
+//  * norm prologue (res_in != nullptr): the input rows are rmsnorm(res_in + add) * norm_w (as
+//    launch_add_rmsnorm computes them; x is ignored); res_out (!= res_in) and normed receive the
+//    new residual and the normalised rows. Needs min(tokens, 4) * k * 2 + k * 4 bytes <= 48 KiB.
+//  * SiLU epilogue (gate_up != nullptr): w holds 2n rows (gate rows, then up rows); gate_up
+//    [T, 2n] receives the bf16 products, out [T, n] silu(gate) * up as launch_silu_mul.
+// Needs k % 8 == 0 and 16-byte aligned rows; returns false (launching nothing) otherwise.
+struct GemvFused {
+  const void* x = nullptr;  // [T, k]
+  const void* w = nullptr;  // [n, k] or [2n, k]
+  void* out = nullptr;      // [T, n]
+  int64_t tokens = 0, n = 0, k = 0;
+  const void* res_in = nullptr;
+  const void* add = nullptr;
+  void* res_out = nullptr;
+  void* normed = nullptr;
+  const void* norm_w = nullptr;
+  DType norm_t = DType::BF16;
+  float eps = 1e-6f;
+  bool one_plus = false;
+  void* gate_up = nullptr;
+};
+bool launch_gemv_fused(const GemvFused& a, cudaStream_t s);
 // Any dtypes, any shapes; one warp per output element (slow; for odd dtypes and tests).
 void launch_linear_generic(const void* x, DType x_t, const void* w, DType w_t, void* out,
                            DType out_t, int64_t tokens, int64_t n, int64_t k, cudaStream_t s);
@@ -78,8 +125,18 @@ struct AttentionArgs {
 };
 // Split-KV flash decoding, one block per (token, kv head, split); every token attends to
 // positions [0, positions[t]]. `partial` holds tokens * hq * splits * (head_dim + 2) floats.
+// counters: when not null (and splits <= kMaxMergedSplits), tokens * (hq / G) zeroed u32 slots:
+// the last split block of each (token, head group) to finish merges the splits itself (no second
+// launch) and sets its slot back to zero. Otherwise a second kernel merges them.
+constexpr int32_t kMaxMergedSplits = 64;
 void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t keys_per_split,
-                             float* partial, cudaStream_t s);
+                             float* partial, unsigned* counters, cudaStream_t s);
+// Whether paged attention merges its splits in the decode kernel instead of a second kernel. Off
+// by default (SYV_ATTN_MERGED_COMBINE=1 in the environment starts with it on; switchable for A/B
+// timing): on an H200 it saved 0.05 ms per 8B step at batch 1 and cost 0.055 ms at batch 8
+// (docs/cuda-backend-notes.md, run 9).
+void set_attention_merged_combine(bool on);
+bool attention_merged_combine();
 // Tensor-core tiled prefill: tiles[i] = {seq, first token} of kPrefillTileRows-row query tiles
 // (prefill_attention.h; the last tile of a sequence may be shorter), longest first. Returns false
 // when the shape is not supported (head_dim not 64/128, or dtypes not bf16).

@@ -64,6 +64,89 @@ __global__ void head_norm_rope_kernel(TX* x0, int64_t heads0, const void* norm0,
   }
 }
 
+// The fused attention prologue: one warp per (token, head) of qkv [T, hq + 2 hk, D]. Query and key
+// heads get the same arithmetic as head_norm_rope_kernel (so the results are bit-identical to
+// linear -> qk_norm_rope -> kv_write); value heads are copied. Keys and values also go to the
+// caches at slots[t].
+template <typename TX, typename TC>
+__global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t tokens, int64_t hq,
+                                           int64_t hk, int64_t head_dim, const void* q_norm,
+                                           const void* k_norm, DType norm_t, float eps,
+                                           bool one_plus, const int32_t* __restrict__ positions,
+                                           float theta, int32_t rotary_dim, TX* qo, TX* ko, TX* vo,
+                                           TC* kc, TC* vc, const int32_t* __restrict__ slots) {
+  constexpr int kPerLane = kMaxHeadDim / 32;
+  __shared__ float buf[kHeadsPerBlock][kMaxHeadDim];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t heads = hq + 2 * hk;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock + warp;
+  const bool valid = row < tokens * heads;
+  const int64_t t = valid ? row / heads : 0, h = valid ? row - t * heads : 0;
+  const bool is_q = h < hq, is_v = h >= hq + hk;
+  const void* norm_w = is_v ? nullptr : (is_q ? q_norm : k_norm);
+  // The norm weights are weights: read before the dependency wait.
+  float g[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int64_t i = lane + 32 * j;
+    g[j] = 0.f;
+    if (valid && norm_w != nullptr && i < head_dim) {
+      g[j] = load_any(norm_w, norm_t, i);
+      if (one_plus) g[j] += 1.f;
+    }
+  }
+  pdl_wait();
+  pdl_trigger();
+  if (!valid) return;
+  const TX* src = qkv + row * head_dim;
+  const int32_t slot = slots[t];
+  if (is_v) {  // value head: copy
+    const int64_t hv = h - hq - hk;
+    TX* vd = vo + (t * hk + hv) * head_dim;
+    TC* vcd = slot >= 0 ? vc + (static_cast<int64_t>(slot) * hk + hv) * head_dim : nullptr;
+    for (int64_t i = lane; i < head_dim; i += 32) {
+      const TX val = src[i];
+      vd[i] = val;
+      if (vcd) vcd[i] = from_f32<TC>(to_f32(val));
+    }
+    return;
+  }
+  const float pos = static_cast<float>(positions[t]);
+  float* b = buf[warp];
+  float ss = 0.f;
+  for (int64_t i = lane; i < head_dim; i += 32) {
+    const float f = to_f32(src[i]);
+    b[i] = f;
+    ss += f * f;
+  }
+  if (norm_w != nullptr) {
+    const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(head_dim) + eps);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int64_t i = lane + 32 * j;
+      if (i < head_dim) b[i] = b[i] * rstd * g[j];
+    }
+  }
+  __syncwarp();
+  const int half = rotary_dim / 2;
+  TX* dst = is_q ? qo + (t * hq + h) * head_dim : ko + (t * hk + (h - hq)) * head_dim;
+  TC* cd =
+      (!is_q && slot >= 0) ? kc + (static_cast<int64_t>(slot) * hk + (h - hq)) * head_dim : nullptr;
+  for (int64_t i = lane; i < head_dim; i += 32) {
+    float o = b[i];
+    if (i < rotary_dim) {
+      const int pair = static_cast<int>(i < half ? i : i - half);
+      const float inv_freq = 1.f / powf(theta, static_cast<float>(2 * pair) / rotary_dim);
+      float sn, cs;
+      sincosf(pos * inv_freq, &sn, &cs);
+      o = i < half ? b[i] * cs - b[i + half] * sn : b[i] * cs + b[i - half] * sn;
+    }
+    const TX r = from_f32<TX>(o);
+    dst[i] = r;
+    if (cd) cd[i] = from_f32<TC>(to_f32(r));
+  }
+}
+
 // One 16-byte (or 4-byte) chunk per thread: row_elems elements per token (Hk * D).
 template <typename TI, typename TC>
 __global__ void kv_write_kernel(const TI* __restrict__ k, const TI* __restrict__ v, TC* kc, TC* vc,
@@ -138,6 +221,27 @@ void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, vo
       launch_k(kv_write_kernel<TI, TC>, ceil_div(tokens * row_elems, 256), 256, 0, s,
                static_cast<const TI*>(k), static_cast<const TI*>(v), static_cast<TC*>(k_cache),
                static_cast<TC*>(v_cache), slots, tokens, row_elems);
+    });
+  });
+}
+
+void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int64_t hq, int64_t hk,
+                                int64_t head_dim, const void* q_norm, const void* k_norm,
+                                DType norm_t, float eps, bool one_plus, const int32_t* positions,
+                                double theta, int32_t rotary_dim, void* q, void* k, void* v,
+                                void* k_cache, void* v_cache, DType cache_t, const int32_t* slots,
+                                cudaStream_t s) {
+  const int64_t rows = tokens * (hq + 2 * hk);
+  if (rows == 0) return;
+  if (head_dim > kMaxHeadDim || rotary_dim > head_dim || rotary_dim % 2 != 0)
+    cuda_fail(__FILE__, __LINE__, "head_dim/rotary_dim", "head_dim > 512 or bad rotary_dim");
+  SYV_DISPATCH_FLOAT(x_t, TX, [&] {
+    SYV_DISPATCH_FLOAT(cache_t, TC, [&] {
+      launch_k(qkv_norm_rope_write_kernel<TX, TC>, ceil_div(rows, kHeadsPerBlock),
+               32 * kHeadsPerBlock, 0, s, static_cast<const TX*>(qkv), tokens, hq, hk, head_dim,
+               q_norm, k_norm, norm_t, eps, one_plus, positions, static_cast<float>(theta),
+               rotary_dim, static_cast<TX*>(q), static_cast<TX*>(k), static_cast<TX*>(v),
+               static_cast<TC*>(k_cache), static_cast<TC*>(v_cache), slots);
     });
   });
 }
