@@ -1,7 +1,9 @@
 #include "model/qwen3.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/log.h"
 #include "model/config_checks.h"
@@ -15,19 +17,44 @@ std::string layer_prefix(int64_t l) {
 }
 
 struct LayerWeights {
-  DeviceWeight input_norm, post_norm;           // [H]
-  DeviceWeight q_proj, k_proj, v_proj, o_proj;  // [Hq*D, H], [Hk*D, H] x2, [H, Hq*D]
-  DeviceWeight q_bias, k_bias, v_bias, o_bias;  // empty unless attention_bias
-  DeviceWeight q_norm, k_norm;                  // [D]
-  DeviceWeight gate_up;                         // [2I, H]: gate_proj rows, then up_proj rows
-  DeviceWeight down_proj;                       // [H, I]
+  DeviceWeight input_norm, post_norm;  // [H]
+  DeviceWeight qkv_proj;               // [(Hq + 2 Hk) * D, H]: q_proj, k_proj, v_proj rows
+  DeviceWeight o_proj;                 // [H, Hq*D]
+  DeviceWeight qkv_bias, o_bias;       // empty unless attention_bias; qkv_bias concatenated too
+  DeviceWeight q_norm, k_norm;         // [D]
+  DeviceWeight gate_up;                // [2I, H]: gate_proj rows, then up_proj rows
+  DeviceWeight down_proj;              // [H, I]
 };
+
+// Which fused ops forward() uses (all by default). Each can be switched off through the
+// environment for A/B timing (SYV_FUSED_QKV=0 etc.); read at every forward() so a benchmark can
+// flip them between CUDA-graph captures. Off runs the plain op sequence the fused op stands for.
+struct Fusions {
+  bool qkv = true;       // one q|k|v linear + qkv_norm_rope_write (off: 3 linears, 2 ops)
+  bool norm_qkv = true;  // residual add + RMSNorm fused into the q|k|v linear (add_rmsnorm_linear)
+  bool norm_mlp = true;  // ... into the gate_up linear (SYV_FUSED_NORM=0|qkv|mlp|1)
+  bool silu = true;      // SiLU·mul fused into the gate_up linear (linear_silu_mul)
+};
+
+Fusions fusions_from_env() {
+  auto value = [](const char* name) {
+    const char* e = std::getenv(name);
+    return std::string(e != nullptr ? e : "1");
+  };
+  Fusions f;
+  f.qkv = value("SYV_FUSED_QKV") != "0";
+  const std::string norm = value("SYV_FUSED_NORM");
+  f.norm_qkv = norm != "0" && norm != "mlp";
+  f.norm_mlp = norm != "0" && norm != "qkv";
+  f.silu = value("SYV_FUSED_SILU") != "0";
+  return f;
+}
 
 // Activation buffers of one forward, grown to the largest batch seen.
 struct Workspace {
   int64_t tokens = 0, rows = 0;
   bool reserved = false;  // reserve() was called: forward() must not grow (CUDA graphs)
-  DeviceBuffer h, x, q, k, v, attn, o, gate_up, act, x_rows, logits;
+  DeviceBuffer h, h2, x, qkv, q, k, v, attn, o, gate_up, act, x_rows, logits;
 };
 
 class Qwen3Model final : public Model {
@@ -59,14 +86,24 @@ class Qwen3Model final : public Model {
       LayerWeights& w = layers_[static_cast<size_t>(l)];
       const std::string p = layer_prefix(l);
       SYV_RETURN_IF_ERROR(load_next(p + "input_layernorm.weight", &w.input_norm));
-      SYV_RETURN_IF_ERROR(load_next(p + "self_attn.q_proj.weight", &w.q_proj));
-      SYV_RETURN_IF_ERROR(load_next(p + "self_attn.k_proj.weight", &w.k_proj));
-      SYV_RETURN_IF_ERROR(load_next(p + "self_attn.v_proj.weight", &w.v_proj));
+      // q_proj, k_proj and v_proj are fused into one [(Hq + 2 Hk) * D, H] matrix (and their
+      // biases into one vector) so the attention input is one linear.
+      auto load_concat3 = [&](const char* a, const char* b, const char* c,
+                              DeviceWeight* out) -> Status {
+        SYV_CHECK(next + 2 < specs.size() && specs[next].name == p + a &&
+                  specs[next + 1].name == p + b && specs[next + 2].name == p + c)
+            << "spec order at " << p + a;
+        next += 3;
+        SYV_ASSIGN_OR_RETURN(
+            *out, loader.load_concat({specs[next - 3], specs[next - 2], specs[next - 1]}));
+        return Status::Ok();
+      };
+      SYV_RETURN_IF_ERROR(load_concat3("self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                       "self_attn.v_proj.weight", &w.qkv_proj));
       SYV_RETURN_IF_ERROR(load_next(p + "self_attn.o_proj.weight", &w.o_proj));
       if (config_.attention_bias) {
-        SYV_RETURN_IF_ERROR(load_next(p + "self_attn.q_proj.bias", &w.q_bias));
-        SYV_RETURN_IF_ERROR(load_next(p + "self_attn.k_proj.bias", &w.k_bias));
-        SYV_RETURN_IF_ERROR(load_next(p + "self_attn.v_proj.bias", &w.v_bias));
+        SYV_RETURN_IF_ERROR(load_concat3("self_attn.q_proj.bias", "self_attn.k_proj.bias",
+                                         "self_attn.v_proj.bias", &w.qkv_bias));
         SYV_RETURN_IF_ERROR(load_next(p + "self_attn.o_proj.bias", &w.o_bias));
       }
       SYV_RETURN_IF_ERROR(load_next(p + "self_attn.q_norm.weight", &w.q_norm));
@@ -135,8 +172,13 @@ class Qwen3Model final : public Model {
     Tensor logits = ws_.logits.view(DType::F32, {R, V_});
     if (T == 0) return logits;
 
-    Tensor h = ws_.h.view(act, {T, H_});
+    const Fusions fuse = fusions_from_env();
+    Tensor h_a = ws_.h.view(act, {T, H_});
+    Tensor h_b = ws_.h2.view(act, {T, H_});
+    Tensor* h = &h_a;      // the residual stream
+    Tensor* h_alt = &h_b;  // the fused norm ops write the new residual here, then the two swap
     Tensor x = ws_.x.view(act, {T, H_});
+    Tensor qkv = ws_.qkv.view(act, {T, (Hq_ + 2 * Hk_) * D_});
     Tensor q = ws_.q.view(act, {T, Hq_ * D_});
     Tensor k = ws_.k.view(act, {T, Hk_ * D_});
     Tensor v = ws_.v.view(act, {T, Hk_ * D_});
@@ -150,29 +192,66 @@ class Qwen3Model final : public Model {
     Tensor attn3 = attn.reshape({T, Hq_, D_});
     const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
     const int64_t cache_dims = cache_config_.num_pages;
+    const NormKind plain = NormKind::kPlain;
 
-    backend_.embedding(embed_.tensor, meta.token_ids, h);
-    backend_.rmsnorm(h, layers_[0].input_norm.tensor, eps_, NormKind::kPlain, x);
+    backend_.embedding(embed_.tensor, meta.token_ids, *h);
     for (size_t l = 0; l < layers_.size(); ++l) {
       LayerWeights& w = layers_[l];
-      backend_.linear(x, w.q_proj.tensor, w.q_bias.tensor, q);
-      backend_.linear(x, w.k_proj.tensor, w.k_bias.tensor, k);
-      backend_.linear(x, w.v_proj.tensor, w.v_bias.tensor, v);
-      backend_.qk_norm_rope(q3, k3, w.q_norm.tensor, w.k_norm.tensor, eps_, NormKind::kPlain, rope_,
-                            meta);
       Tensor kc = k_cache_[l].view(act, {cache_dims, cache_config_.page_size, Hk_, D_});
       Tensor vc = v_cache_[l].view(act, {cache_dims, cache_config_.page_size, Hk_, D_});
-      backend_.kv_write(k3, v3, kc, vc, meta);
+      // Attention: x = rmsnorm(h += o) (o: the previous layer's MLP output), q, k, v.
+      if (l > 0 && fuse.qkv && fuse.norm_qkv) {
+        backend_.add_rmsnorm_linear(*h, o, w.input_norm.tensor, eps_, plain, *h_alt, x,
+                                    w.qkv_proj.tensor, w.qkv_bias.tensor, qkv);
+        std::swap(h, h_alt);
+      } else {
+        if (l == 0) {
+          backend_.rmsnorm(*h, w.input_norm.tensor, eps_, plain, x);
+        } else {
+          backend_.add_rmsnorm(*h, o, w.input_norm.tensor, eps_, plain, x);
+        }
+        if (fuse.qkv) backend_.linear(x, w.qkv_proj.tensor, w.qkv_bias.tensor, qkv);
+      }
+      if (fuse.qkv) {
+        backend_.qkv_norm_rope_write(qkv, w.q_norm.tensor, w.k_norm.tensor, eps_, plain, rope_,
+                                     meta, q3, k3, v3, kc, vc);
+      } else {  // the same rows of the fused weight, one linear each
+        const Tensor& wqkv = w.qkv_proj.tensor;
+        const Tensor& bqkv = w.qkv_bias.tensor;
+        auto part = [&](const Tensor& t, int64_t begin, int64_t count) {
+          return t.empty() ? Tensor() : t.rows(begin, count);
+        };
+        backend_.linear(x, part(wqkv, 0, Hq_ * D_), part(bqkv, 0, Hq_ * D_), q);
+        backend_.linear(x, part(wqkv, Hq_ * D_, Hk_ * D_), part(bqkv, Hq_ * D_, Hk_ * D_), k);
+        backend_.linear(x, part(wqkv, (Hq_ + Hk_) * D_, Hk_ * D_),
+                        part(bqkv, (Hq_ + Hk_) * D_, Hk_ * D_), v);
+        backend_.qk_norm_rope(q3, k3, w.q_norm.tensor, w.k_norm.tensor, eps_, plain, rope_, meta);
+        backend_.kv_write(k3, v3, kc, vc, meta);
+      }
       backend_.paged_attention(q3, kc, vc, scale, meta, attn3);
       backend_.linear(attn, w.o_proj.tensor, w.o_bias.tensor, o);
-      backend_.add_rmsnorm(h, o, w.post_norm.tensor, eps_, NormKind::kPlain, x);  // h += attn
-      backend_.linear(x, w.gate_up.tensor, Tensor(), gate_up);
-      backend_.silu_mul(gate_up, mlp_act);
+      // MLP: x = rmsnorm(h += o), silu(x · gate) * (x · up), then down.
+      if (fuse.norm_mlp && fuse.silu) {
+        backend_.add_rmsnorm_linear_silu_mul(*h, o, w.post_norm.tensor, eps_, plain, *h_alt, x,
+                                             w.gate_up.tensor, gate_up, mlp_act);
+        std::swap(h, h_alt);
+      } else if (fuse.norm_mlp) {
+        backend_.add_rmsnorm_linear(*h, o, w.post_norm.tensor, eps_, plain, *h_alt, x,
+                                    w.gate_up.tensor, Tensor(), gate_up);
+        std::swap(h, h_alt);
+        backend_.silu_mul(gate_up, mlp_act);
+      } else {
+        backend_.add_rmsnorm(*h, o, w.post_norm.tensor, eps_, plain, x);
+        if (fuse.silu) {
+          backend_.linear_silu_mul(x, w.gate_up.tensor, gate_up, mlp_act);
+        } else {
+          backend_.linear(x, w.gate_up.tensor, Tensor(), gate_up);
+          backend_.silu_mul(gate_up, mlp_act);
+        }
+      }
       backend_.linear(mlp_act, w.down_proj.tensor, Tensor(), o);
-      const Tensor& next_norm =
-          l + 1 < layers_.size() ? layers_[l + 1].input_norm.tensor : final_norm_.tensor;
-      backend_.add_rmsnorm(h, o, next_norm, eps_, NormKind::kPlain, x);  // h += mlp
     }
+    backend_.add_rmsnorm(*h, o, final_norm_.tensor, eps_, plain, x);  // h += the last MLP
     if (R == 0) return logits;
     Tensor x_rows = ws_.x_rows.view(act, {R, H_});
     backend_.gather_rows(x, meta, x_rows);
@@ -202,6 +281,8 @@ class Qwen3Model final : public Model {
     if (T > ws_.tokens) {
       const size_t t = static_cast<size_t>(T);
       ws_.h = backend_.allocate(t * H_ * a);
+      ws_.h2 = backend_.allocate(t * H_ * a);
+      ws_.qkv = backend_.allocate(t * (Hq_ + 2 * Hk_) * D_ * a);
       ws_.x = backend_.allocate(t * H_ * a);
       ws_.q = backend_.allocate(t * Hq_ * D_ * a);
       ws_.k = backend_.allocate(t * Hk_ * D_ * a);
