@@ -4,7 +4,8 @@
 # binaries and the shared libraries the GPU machine lacks into .devcarry/), or builds here when
 # none was carried.
 #
-#   tools/device/run_gpu.sh [what...]   what: tests, tests_old, golden, sampling, engine, small, kernels, decode (+ prefill
+#   tools/device/run_gpu.sh [what...]   what: alltests (every gpu_*_test), startup (8B folder -> serve ready),
+#                                       tests, tests_old, golden, sampling, engine, small, kernels, decode (+ prefill
 #                                       on the same model), prefill (default: tests golden decode)
 # Environment: CARRY (carried build folder, default .devcarry), OUT (logs; default /tmp/syv-gpu-out), CONFIG (default tools/bench/configs/qwen3-8b),
 #   BATCH (1,8,64,256), CONTEXT (512,8192), LENGTHS (2048,32768).
@@ -57,6 +58,18 @@ for w in $WHAT; do
     tests_old)  # the same checks on the older paths: no PDL, WMMA prefill attention
       run ops_test_old env SYV_PDL=0 SYV_PREFILL_ATTENTION=wmma "$BIN"/gpu_cuda_ops_test ;;
     golden) run golden_test "$BIN"/gpu_qwen3_golden_test ;;
+    alltests)  # every GPU test binary that was carried (or built), one log each
+      for t in "$BIN"/gpu_*_test; do run "$(basename "$t" | sed 's/^gpu_//')" "$t"; done ;;
+    startup)  # an 8B-shaped model folder in the page cache, then `syv serve` until "syv: ready"
+      # (needs third_party/qwen3-tokenizer carried)
+      "$BIN"/syv demo-model --config "$CONFIG" --tokenizer third_party/qwen3-tokenizer \
+        --out /tmp/syv-startup-model >"$OUT/demo_model.log" 2>&1
+      "$BIN"/syv serve --model /tmp/syv-startup-model --port 18123 --api-key startup-test-key \
+        >"$OUT/startup.log" 2>&1 &
+      spid=$!
+      for _ in $(seq 600); do grep -q "syv: ready" "$OUT/startup.log" && break; sleep 0.1; done
+      kill $spid; wait $spid
+      tail -4 "$OUT/startup.log" ;;
     sampling) run sampling_test "$BIN"/gpu_sampling_gpu_test ;;
     engine) run engine_test "$BIN"/gpu_engine_qwen3_gpu_test ;;
     small) run decode_0.6b "$BIN"/syv bench decode --config tools/bench/configs/qwen3-0.6b \
@@ -74,13 +87,15 @@ done
 {
 echo
 echo "==== tests ===="
-for f in ops_test ops_test_old golden_test sampling_test engine_test; do
-  [[ -f $OUT/$f.log ]] || continue
+for log in "$OUT"/*_test.log; do
+  [[ -f $log ]] || continue
+  f=$(basename "$log" .log)
   echo "$f: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$f.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \] [A-Za-z]|worst per-row|Which is|scenario|request [0-9]' "$OUT/$f.log" | head -20
 done
 echo "==== benchmarks ===="
 grep -hE "^(device|ceilings|weights|KV pool|warm-up)" "$OUT"/decode.log "$OUT"/prefill.log 2>/dev/null | sort -u
+grep -hE "start-up:|load: " "$OUT"/startup.log 2>/dev/null
 grep -hE "^\| (decode|prefill|gemv) " "$OUT"/kernels.log "$OUT"/decode_0.6b.log "$OUT"/decode.log "$OUT"/prefill.log 2>/dev/null | awk '!seen[$0]++'
 echo "==== steps ===="
 printf '%s\n' "${SUMMARY[@]}"
