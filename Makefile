@@ -12,6 +12,10 @@ CUDA ?= AUTO
 TEST_CUDA_ARCHS ?= 90a
 RELEASE_CUDA_ARCHS ?= 80;86;89;90a;120
 FUZZ_SECONDS ?= 20
+# The sanitizer test build keeps line tables only (-g1 instead of RelWithDebInfo's -g): ASan and
+# UBSan reports keep every file:line and inlined frame, while compiles take about a quarter less CPU
+# and objects are ~2.4x smaller (GCC 12; measured in the commit that set this).
+TEST_OPT_FLAGS ?= -O2 -g1 -DNDEBUG
 
 .PHONY: serve test deps tokenizer build build-test demo fuzz clean format
 
@@ -35,7 +39,8 @@ serve: build tokenizer demo
 
 build-test: deps tokenizer
 	cmake -S . -B $(TEST_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSYV_CUDA=$(CUDA) \
-	  "-DSYV_CUDA_ARCHS=$(TEST_CUDA_ARCHS)" -DSYV_WERROR=ON -DSYV_SANITIZE=ON
+	  "-DSYV_CUDA_ARCHS=$(TEST_CUDA_ARCHS)" -DSYV_WERROR=ON -DSYV_SANITIZE=ON \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(TEST_OPT_FLAGS)" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$(TEST_OPT_FLAGS)"
 	cmake --build $(TEST_DIR) -j $(JOBS)
 	cd tests/e2e/openai_client && npm ci --silent --no-audit --no-fund
 
