@@ -16,7 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <string_view>
 
 #include "cli/command.h"
 #include "core/thread_pool.h"
@@ -76,15 +76,25 @@ Result<nlohmann::json> read_json(const fs::path& path) {
 // values LoadOptions::random_weights gives weight i) into `out`: one model.safetensors when all
 // fit in max_shard_bytes, else Hugging Face shards + model.safetensors.index.json. The data is
 // produced and written (pwrite) in 16 MB chunks by the global thread pool.
+// True for Hugging Face shard names: model-NNNNN-of-MMMMM.safetensors (five digits each).
+bool is_shard_name(const std::string& name) {
+  static constexpr std::string_view kPattern = "model-#####-of-#####.safetensors";
+  if (name.size() != kPattern.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const bool digit = name[i] >= '0' && name[i] <= '9';
+    if (kPattern[i] == '#' ? !digit : name[i] != kPattern[i]) return false;
+  }
+  return true;
+}
+
 Status write_random_weights(const fs::path& out, const std::vector<WeightSpec>& specs,
                             uint64_t seed, uint64_t max_shard_bytes) {
   // Earlier weights in the folder would shadow or mix with the new ones (open_dir's order).
-  const std::regex shard_name(R"(model-\d{5}-of-\d{5}\.safetensors)");
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(out, ec)) {
     const std::string name = entry.path().filename().string();
     if (name == "model.safetensors" || name == "model.safetensors.index.json" ||
-        std::regex_match(name, shard_name)) {
+        is_shard_name(name)) {
       fs::remove(entry.path(), ec);
     }
   }
