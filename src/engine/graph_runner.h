@@ -12,8 +12,10 @@
 //  * token / sequence / logit-row counts: the bucket B;
 //  * page-table width: pages_per_seq = ceil(max_model_len / page_size) for every graph batch;
 //  * activation buffers: Model::reserve() at full size before the first capture;
-//  * decode attention's split count: Backend::set_fixed_max_context(max_model_len), which eager
-//    steps use too, so a step gives the same bits whether it ran eagerly or as a graph;
+//  * decode attention's split count: on CUDA it follows the batch shape only (each block finds
+//    its key range from its token's context on the device), so one graph serves every context;
+//    Backend::set_fixed_max_context(max_model_len) fixes it where it would follow the context
+//    (batch-invariant mode), for eager steps too, so a step gives the same bits either way;
 //  * batch metadata: re-read from each graph's own staging (Backend::stage_batch()).
 // With padding, real rows share the batch with dummy ones: their bits equal an eager step of the
 // same S only where the kernels are batch-invariant (Backend::set_batch_invariant()).

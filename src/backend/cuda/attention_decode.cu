@@ -2,6 +2,12 @@
 // sharing one KV head, split of the context). Each K/V row is read once per block and used for all
 // G heads. A second kernel merges the splits, or (attention_merged_combine(), off by default) the
 // last split block of each (token, group) to finish, found with a per-group arrival counter.
+//
+// The grid's split count depends only on the batch shape (decode_attention_splits()); each block
+// derives its key range on the device from its own token's context (split_keys()), so one launch
+// shape (one CUDA graph) serves every context at full parallelism. Blocks whose range starts past
+// the context do nothing; the merge, which derives the same ranges, reads only the used splits.
+#include <algorithm>
 #include <atomic>
 #include <cfloat>
 #include <cstdlib>
@@ -15,23 +21,43 @@ namespace {
 constexpr int kWarps = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
+// Keys per split for a token with n_keys keys: `fixed` when > 0 (batch-invariant mode: boundaries
+// at multiples of a fixed count from key 0), else ceil(n_keys / splits) rounded up to a multiple
+// of kDecodeSplitAlign. The same on the host and the device.
+__host__ __device__ __forceinline__ int split_keys(int n_keys, int splits, int fixed) {
+  if (fixed > 0) return fixed;
+  const int per = (n_keys + splits - 1) / splits;
+  return (per + kDecodeSplitAlign - 1) / kDecodeSplitAlign * kDecodeSplitAlign;
+}
+// Splits that hold at least one key (1..splits): splits past them are never written nor read.
+__host__ __device__ __forceinline__ int used_splits(int n_keys, int splits, int kps) {
+  const int n = (n_keys + kps - 1) / kps;
+  return n < splits ? n : splits;
+}
+
 // Lanes per key: D / 8 (8 bf16 = 16 bytes per lane); keys per warp step: 32 / lanes-per-key.
 template <int D, int G>
 __global__ void __launch_bounds__(kWarps * 32)
-    decode_kernel(AttentionArgs a, int32_t splits, int32_t keys_per_split, float* partial,
+    decode_kernel(AttentionArgs a, int32_t splits, int32_t fixed_keys_per_split, float* partial,
                   unsigned* counters) {
+  // Batch metadata (positions, page table) is uploaded before a forward's first kernel and no
+  // kernel writes it, so it may be read before the dependency wait: blocks past their token's
+  // context (no keys, no partial, no arrival) leave before the previous kernel has finished.
+  const int t = blockIdx.x, split = blockIdx.z;
+  const int n_keys = a.positions[t] + 1;
+  const int keys_per_split = split_keys(n_keys, splits, fixed_keys_per_split);
+  const int used = used_splits(n_keys, splits, keys_per_split);
+  if (split >= used) return;
   pdl_wait();
   pdl_trigger();
   constexpr int LPK = D / 8, KPW = 32 / LPK, SUBS = kWarps * KPW;
   __shared__ float sm_m[SUBS][G], sm_l[SUBS][G];
   __shared__ float sm_acc[SUBS][G][D];
-  const int t = blockIdx.x, split = blockIdx.z;
   const int group = a.hq / a.hk;
   const int hq0 = blockIdx.y * G, kh = hq0 / group;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int sub = lane / LPK, li = lane % LPK;
   const int seq = a.token_seq[t];
-  const int n_keys = a.positions[t] + 1;
   const int k_begin = split * keys_per_split;
   const int k_end = min(n_keys, k_begin + keys_per_split);
   const bf16* q = static_cast<const bf16*>(a.q);
@@ -146,7 +172,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       lsum += (sm_m[i][g] == -INFINITY) ? 0.f : sm_l[i][g] * exp2f(sm_m[i][g] - mx);
     }
     const int64_t row = static_cast<int64_t>(t) * a.hq + hq0 + g;
-    if (splits == 1) {
+    if (used == 1) {  // the merge of one split would give these bits too (weight 1)
       static_cast<bf16*>(a.out)[row * D + d] = __float2bfloat16_rn(lsum > 0.f ? sum / lsum : 0.f);
     } else {
       float* p = partial + (row * splits + split) * (D + 2);
@@ -157,12 +183,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
-  if (splits == 1 || counters == nullptr) return;
+  if (used == 1 || counters == nullptr) return;
 
-  // Merged combine: the last block of this (token, group) to arrive merges all splits, with the
-  // arithmetic of combine_kernel (so the output is the same bit for bit): per head the split
-  // weights exp2(m_s - max) (0 for empty splits) and the weighted sum of l_s first, then each
-  // output element as the weighted sum over splits in index order, its loads batched.
+  // Merged combine: the last of the used split blocks of this (token, group) to arrive merges
+  // them, with the arithmetic of combine_kernel (so the output is the same bit for bit): per head
+  // the split weights exp2(m_s - max) (0 for empty splits) and the weighted sum of l_s first, then
+  // each output element as the weighted sum over splits in index order, its loads batched.
   __shared__ float sm_w[G][kMaxMergedSplits];
   __shared__ float sm_lsum[G];
   __shared__ bool is_last;
@@ -171,7 +197,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (threadIdx.x == 0) {
     unsigned* c = counters + static_cast<int64_t>(t) * gridDim.y + blockIdx.y;
     const unsigned arrived = atomicAdd(c, 1u);
-    is_last = arrived == static_cast<unsigned>(splits - 1);
+    is_last = arrived == static_cast<unsigned>(used - 1);
     if (is_last) *c = 0;  // every block of this group has arrived: ready for the next launch
   }
   __syncthreads();
@@ -179,23 +205,23 @@ __global__ void __launch_bounds__(kWarps * 32)
   __threadfence();
   const int64_t row0 = static_cast<int64_t>(t) * a.hq + hq0;
   // sm_w: the split maxima, then (one warp per head) the split weights; sm_lsum: sum of w * l.
-  for (int e = threadIdx.x; e < G * splits; e += kWarps * 32) {
-    const int g = e / splits, sp = e % splits;
+  for (int e = threadIdx.x; e < G * used; e += kWarps * 32) {
+    const int g = e / used, sp = e % used;
     sm_w[g][sp] = __ldcg(partial + ((row0 + g) * splits + sp) * (D + 2) + D);
   }
   __syncthreads();
   for (int g = warp; g < G; g += kWarps) {
     float mx = -INFINITY;
-    for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, sm_w[g][sp]);
+    for (int sp = 0; sp < used; ++sp) mx = fmaxf(mx, sm_w[g][sp]);
     __syncwarp();
-    for (int sp = lane; sp < splits; sp += 32) {
+    for (int sp = lane; sp < used; sp += 32) {
       const float ms = sm_w[g][sp];
       sm_w[g][sp] = ms == -INFINITY ? 0.f : exp2f(ms - mx);
     }
     __syncwarp();
     if (lane == 0) {
       float lsum = 0.f;
-      for (int sp = 0; sp < splits; ++sp) {
+      for (int sp = 0; sp < used; ++sp) {
         const float w = sm_w[g][sp];
         if (w == 0.f) continue;  // combine_kernel skips empty splits
         lsum += w * __ldcg(partial + ((row0 + g) * splits + sp) * (D + 2) + D + 1);
@@ -208,14 +234,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   float sum[kPer];
 #pragma unroll
   for (int j = 0; j < kPer; ++j) sum[j] = 0.f;
-  for (int s0 = 0; s0 < splits; s0 += kBatch) {
+  for (int s0 = 0; s0 < used; s0 += kBatch) {
     float val[kPer][kBatch];
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int e = threadIdx.x + j * kThreads, g = e / D, d = e % D;
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
-        val[j][b] = (e < G * D && s0 + b < splits)
+        val[j][b] = (e < G * D && s0 + b < used)
                         ? __ldcg(partial + ((row0 + g) * splits + s0 + b) * (D + 2) + d)
                         : 0.f;
     }
@@ -224,7 +250,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int e = threadIdx.x + j * kThreads, g = (e / D) % G;
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        const float w = s0 + b < splits ? sm_w[g][s0 + b] : 0.f;
+        const float w = s0 + b < used ? sm_w[g][s0 + b] : 0.f;
         if (w != 0.f) sum[j] += w * val[j][b];
       }
     }
@@ -239,18 +265,25 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// Merges `splits` partial states per (token, query head). One block of D threads per row.
+// Merges the used splits' partial states per (token, query head), in split order (empty ones, with
+// m = -inf, skipped). One block of D threads per row; rows of one used split were written by the
+// decode kernel directly.
 template <int D>
-__global__ void combine_kernel(const float* __restrict__ partial, int32_t splits, bf16* out) {
+__global__ void combine_kernel(const float* __restrict__ partial, int32_t splits,
+                               int32_t fixed_keys_per_split, const int32_t* __restrict__ positions,
+                               int32_t hq, bf16* out) {
+  const int64_t row = blockIdx.x;
+  const int n_keys = positions[row / hq] + 1;  // metadata: readable before the wait
+  const int used = used_splits(n_keys, splits, split_keys(n_keys, splits, fixed_keys_per_split));
+  if (used == 1) return;
   pdl_wait();
   pdl_trigger();
-  const int64_t row = blockIdx.x;
   const int d = threadIdx.x;
   const float* p = partial + row * splits * (D + 2);
   float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * (D + 2) + D]);
+  for (int s = 0; s < used; ++s) mx = fmaxf(mx, p[s * (D + 2) + D]);
   float sum = 0.f, lsum = 0.f;
-  for (int s = 0; s < splits; ++s) {
+  for (int s = 0; s < used; ++s) {
     const float ms = p[s * (D + 2) + D];
     if (ms == -INFINITY) continue;
     const float w = exp2f(ms - mx);
@@ -321,8 +354,8 @@ void launch_dg(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, f
   launch_k(decode_kernel<D, G>, grid, kWarps * 32, 0, s, a, splits, keys_per_split, partial,
            counters);
   if (splits > 1 && counters == nullptr) {
-    launch_k(combine_kernel<D>, a.tokens * a.hq, D, 0, s, partial, splits,
-             static_cast<bf16*>(a.out));
+    launch_k(combine_kernel<D>, a.tokens * a.hq, D, 0, s, partial, splits, keys_per_split,
+             a.positions, a.hq, static_cast<bf16*>(a.out));
   }
 }
 
@@ -342,8 +375,51 @@ void launch_d(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, fl
 }
 
 std::atomic<int> g_merged_combine{-1};  // -1: not read from the environment yet
+std::atomic<int> g_split_waves{-1};     // -1: not read from SYV_ATTN_SPLIT_WAVES yet
+std::atomic<int> g_large_waves{-1};     // -1: not read from SYV_ATTN_SPLIT_WAVES_LARGE yet
+std::atomic<int> g_forced_splits{-1};   // -1: not read from SYV_ATTN_SPLITS yet
+
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return (e && e[0]) ? std::atoi(e) : fallback;
+}
 
 }  // namespace
+
+int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int sms) {
+  int forced = g_forced_splits.load(std::memory_order_relaxed);
+  if (forced < 0) {
+    forced = std::max(0, env_int("SYV_ATTN_SPLITS", 0));
+    g_forced_splits.store(forced, std::memory_order_relaxed);
+  }
+  if (forced > 0) return std::min(forced, kMaxDecodeSplits);
+  int waves = g_split_waves.load(std::memory_order_relaxed);
+  if (waves < 0) {
+    waves = env_int("SYV_ATTN_SPLIT_WAVES", kDecodeSplitWaves);
+    if (waves < 1) waves = kDecodeSplitWaves;
+    g_split_waves.store(waves, std::memory_order_relaxed);
+  }
+  int large = g_large_waves.load(std::memory_order_relaxed);
+  if (large < 0) {
+    large = env_int("SYV_ATTN_SPLIT_WAVES_LARGE", kDecodeSplitWavesLarge);
+    if (large < 1) large = kDecodeSplitWavesLarge;
+    g_large_waves.store(large, std::memory_order_relaxed);
+  }
+  const int64_t group = hk > 0 ? hq / hk : 1;
+  const int64_t g = (group == 2 || group == 4 || group == 8) ? group : 1;
+  const int64_t blocks = std::max<int64_t>(1, tokens * (hq / g));  // per split
+  const int64_t target = int64_t{blocks < sms ? waves : large} * sms;
+  return static_cast<int32_t>(
+      std::clamp<int64_t>((target + blocks - 1) / blocks, 1, kMaxDecodeSplits));
+}
+void set_attention_decode_splits(int splits) {
+  g_forced_splits.store(std::max(0, splits), std::memory_order_relaxed);
+}
+void set_attention_split_waves(int waves, int waves_large) {
+  g_split_waves.store(waves >= 1 ? waves : kDecodeSplitWaves, std::memory_order_relaxed);
+  g_large_waves.store(waves_large >= 1 ? waves_large : kDecodeSplitWavesLarge,
+                      std::memory_order_relaxed);
+}
 
 bool attention_merged_combine() {
   int v = g_merged_combine.load(std::memory_order_relaxed);

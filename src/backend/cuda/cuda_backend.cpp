@@ -335,21 +335,22 @@ class CudaBackendImpl final : public CudaBackend {
     if (!batch_invariant_ && meta.max_seq_len > kDecodeMaxSeqLen &&
         cuda::launch_attention_prefill(a, tiles_dev_, num_tiles_, stream_))
       return;
+    // Default: the split count follows the batch shape only and each block finds its own key
+    // range from its token's context on the device, so a captured graph serves every context.
+    // Batch-invariant mode: kInvariantKeysPerSplit keys per split from key 0, as many splits as
+    // the longest context needs (the fixed context while graphs are in use).
+    int64_t splits = 0, per_split = 0;
+    if (batch_invariant_) {
+      int64_t keys = std::max<int64_t>(meta.max_context_len, 1);
+      if (fixed_max_context_ > 0) keys = fixed_max_context_;
+      per_split = kInvariantKeysPerSplit;
+      splits = (keys + per_split - 1) / per_split;
+    } else {
+      splits = cuda::decode_attention_splits(a.tokens, a.hq, a.hk, sm_count_);
+    }
     const int group = a.hq / a.hk;
     const int g = (group == 2 || group == 4 || group == 8) ? group : 1;
     const int64_t blocks_per_split = int64_t{a.tokens} * (a.hq / g);
-    int64_t splits =
-        std::max<int64_t>(1, (2 * sm_count_ + blocks_per_split - 1) / blocks_per_split);
-    int64_t keys = std::max<int64_t>(meta.max_context_len, 1);
-    if (fixed_max_context_ > 0) keys = fixed_max_context_;
-    int64_t per_split = std::max<int64_t>(64, (keys + splits - 1) / splits);
-    per_split = (per_split + 63) / 64 * 64;
-    splits = std::min<int64_t>((keys + per_split - 1) / per_split, kMaxSplits);
-    per_split = std::max<int64_t>(per_split, (keys + splits - 1) / splits);
-    if (batch_invariant_) {  // split boundaries at multiples of a fixed key count from key 0
-      per_split = kInvariantKeysPerSplit;
-      splits = (keys + per_split - 1) / per_split;
-    }
     if (splits > 1) ensure_partial(int64_t{a.tokens} * a.hq * splits * (a.head_dim + 2) * 4);
     // Arrival counters let the last split block of each (token, head group) merge the splits.
     unsigned* counters = blocks_per_split <= kCounterSlots ? counters_ : nullptr;
@@ -446,7 +447,8 @@ class CudaBackendImpl final : public CudaBackend {
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows,
               const std::vector<SamplePenalty>& penalties, int32_t* host_ids,
               Tensor* processed) override {
-    SYV_CHECK(logits.dtype == DType::F32 && logits.ndim == 2) << "sample: logits must be f32 [R, V]";
+    SYV_CHECK(logits.dtype == DType::F32 && logits.ndim == 2)
+        << "sample: logits must be f32 [R, V]";
     const int64_t R = logits.dim(0), V = logits.dim(1);
     SYV_CHECK_EQ(static_cast<int64_t>(rows.size()), R) << "sample: one SampleRow per logits row";
     if (R == 0) return;
@@ -603,6 +605,8 @@ class CudaBackendImpl final : public CudaBackend {
     }
   }
 
+  // Only batch-invariant mode's split count follows a context (the default one follows the batch
+  // shape alone: cuda::decode_attention_splits()).
   void set_fixed_max_context(int64_t max_context) override { fixed_max_context_ = max_context; }
 
   void set_gemv_variant(int variant) override { cuda::set_gemv_variant(variant); }
@@ -618,8 +622,12 @@ class CudaBackendImpl final : public CudaBackend {
 
   void reserve_attention_scratch(int64_t tokens, int64_t q_heads, int64_t head_dim,
                                  int64_t max_context) override {
-    fixed_max_context_ = max_context;
-    ensure_partial(tokens * q_heads * kMaxSplits * (head_dim + 2) * 4);
+    fixed_max_context_ = max_context;         // batch-invariant mode's split count
+    int64_t splits = cuda::kMaxDecodeSplits;  // the most the default policy takes
+    if (batch_invariant_)
+      splits = std::max<int64_t>(
+          splits, (max_context + kInvariantKeysPerSplit - 1) / kInvariantKeysPerSplit);
+    ensure_partial(tokens * q_heads * splits * (head_dim + 2) * 4);
   }
 
  private:
@@ -808,7 +816,6 @@ class CudaBackendImpl final : public CudaBackend {
     }
     return st;
   }
-  static constexpr int64_t kMaxSplits = 64;
   static constexpr int64_t kCounterSlots = 1 << 16;  // attention arrival counters (u32)
 
   static bool all_bf16(std::initializer_list<const Tensor*> ts) {

@@ -123,18 +123,40 @@ struct AttentionArgs {
   const int32_t* seq_starts;  // [S + 1]
   const int32_t* page_table;  // [S, max_pages_per_seq]
 };
-// Split-KV flash decoding, one block per (token, kv head, split); every token attends to
-// positions [0, positions[t]]. `partial` holds tokens * hq * splits * (head_dim + 2) floats.
+// Split-KV flash decoding, one block per (token, group of query heads sharing a kv head, split);
+// every token attends to positions [0, positions[t]]. `splits` is the grid's split count (for the
+// default policy decode_attention_splits(), which depends on the batch shape only). Each block
+// takes its key range from its own token's context on the device: keys_per_split when > 0
+// (batch-invariant mode: split s holds keys [s * kps, (s + 1) * kps) from key 0), else
+// ceil(context / splits) rounded up to a multiple of kDecodeSplitAlign; splits past the context do
+// nothing and the merge skips them. So one launch shape (a CUDA graph) serves every context.
+// `partial` holds tokens * hq * splits * (head_dim + 2) floats, whatever the context.
 // counters: when not null (and splits <= kMaxMergedSplits), tokens * (hq / G) zeroed u32 slots:
-// the last split block of each (token, head group) to finish merges the splits itself (no second
-// launch) and sets its slot back to zero. Otherwise a second kernel merges them.
+// the last used split block of each (token, head group) to finish merges the splits itself (no
+// second launch) and sets its slot back to zero. Otherwise a second kernel merges them.
 constexpr int32_t kMaxMergedSplits = 64;
+constexpr int32_t kMaxDecodeSplits = 64;
+constexpr int32_t kDecodeSplitAlign = 64;  // keys per split: a multiple of this
+// The default split policy (H200, 8B decode, docs/cuda-backend-notes.md run 10): splits for ~8
+// blocks per SM while the batch has fewer (token, head group) blocks than SMs, ~2 from there on
+// (so batches of >= 2 x SMs blocks take one split).
+constexpr int32_t kDecodeSplitWaves = 8;
+constexpr int32_t kDecodeSplitWavesLarge = 2;
 void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t keys_per_split,
                              float* partial, unsigned* counters, cudaStream_t s);
+// The default split count of a decode launch, from the batch shape alone: with B = tokens x head
+// groups blocks per split, enough splits for waves x `sms` blocks (waves_large x `sms` when
+// B >= sms), at most kMaxDecodeSplits. waves / waves_large: kDecodeSplitWaves /
+// kDecodeSplitWavesLarge, or SYV_ATTN_SPLIT_WAVES / SYV_ATTN_SPLIT_WAVES_LARGE /
+// set_attention_split_waves() (A/B timing; < 1 = the default). SYV_ATTN_SPLITS /
+// set_attention_decode_splits(n > 0) force n splits (tests); 0 returns to the policy.
+int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int sms);
+void set_attention_decode_splits(int splits);
+void set_attention_split_waves(int waves, int waves_large = -1);
 // Whether paged attention merges its splits in the decode kernel instead of a second kernel. Off
 // by default (SYV_ATTN_MERGED_COMBINE=1 in the environment starts with it on; switchable for A/B
-// timing): on an H200 it saved 0.05 ms per 8B step at batch 1 and cost 0.055 ms at batch 8
-// (docs/cuda-backend-notes.md, run 9).
+// timing): on an H200 the 8B attention op alone took 10.0 us merged vs 8.6 us with the combine
+// kernel at context 512, 30.6 vs 26.4 us at 8192 (docs/cuda-backend-notes.md, run 10).
 void set_attention_merged_combine(bool on);
 bool attention_merged_combine();
 // Tensor-core tiled prefill: tiles[i] = {seq, first token} of kPrefillTileRows-row query tiles
