@@ -446,7 +446,8 @@ TEST_F(CudaOps, AttentionMergedCombineEqualsSeparate) {
   };
   const bool initial = cuda::attention_merged_combine();
   for (const C& c : {C{{512}, 32, 8, 128}, C{{9000, 17, 3000}, 64, 8, 128}, C{{200, 130}, 8, 2, 64},
-                     C{{777}, 4, 4, 256}, C{{300, 65}, 12, 4, 128}}) {
+                     C{{777}, 4, 4, 256}, C{{300, 65}, 12, 4, 128}, C{{1, 64, 65, 63}, 32, 8, 128},
+                     C{{8192}, 32, 8, 128}}) {
     const int page = 64;
     int pool = 3;
     for (int x : c.ctx) pool += (x + page - 1) / page;
@@ -472,6 +473,135 @@ TEST_F(CudaOps, AttentionMergedCombineEqualsSeparate) {
     }
   }
   cuda::set_attention_merged_combine(initial);
+}
+
+// A decode batch of one token per sequence at context ctx[s], page-table width `width`: every
+// sequence maps pages of one shared pool of `pool` pages (attention only reads them), each row a
+// random arrangement, so long contexts in large batches need no large cache.
+Batch make_shared_decode_batch(const std::vector<int>& ctx, int page_size, int pool, int width,
+                               std::mt19937& rng) {
+  Batch b;
+  const int S = static_cast<int>(ctx.size());
+  b.max_pages_per_seq = width;
+  std::vector<int32_t> ids(static_cast<size_t>(pool));
+  std::iota(ids.begin(), ids.end(), 0);
+  b.seq_starts.push_back(0);
+  for (int s = 0; s < S; ++s) {
+    std::shuffle(ids.begin(), ids.end(), rng);
+    b.token_ids.push_back(static_cast<int32_t>(rng() % 1000));
+    b.positions.push_back(ctx[s] - 1);
+    b.seq_starts.push_back(s + 1);
+    b.context_lens.push_back(ctx[s]);
+    const int pages = (ctx[s] + page_size - 1) / page_size;
+    for (int j = 0; j < width; ++j) b.page_table.push_back(j < pages ? ids.at(j) : -1);
+    b.logit_rows.push_back(s);
+  }
+  return b;
+}
+
+// Decode attention's split layout: the grid's split count follows the batch shape (or is forced),
+// each block derives its key range from its own token's context on the device. Contexts around the
+// 64-key split granularity and long ones, alone and mixed in batches of 8 and 64, for the default
+// policy and forced split counts (1, 3, 7, 64): close to the CPU, deterministic, and the merged
+// combine equal to the combine kernel bit for bit.
+TEST_F(CudaOps, DecodeAttentionSplitsFollowEachTokensContext) {
+  const std::vector<int> contexts = {1, 63, 64, 65, 1000, 5000};
+  const int page = 64, pool = 5000 / page + 2;
+  const bool initial_merged = cuda::attention_merged_combine();
+  struct Shape {
+    int64_t hq, hk, d;
+  };
+  for (const Shape& sh : {Shape{32, 8, 128}, Shape{16, 2, 64}}) {
+    auto kc =
+        make(random_vec(int64_t{pool} * page * sh.hk * sh.d, rng_, 2.f), {pool, page, sh.hk, sh.d});
+    auto vc =
+        make(random_vec(int64_t{pool} * page * sh.hk * sh.d, rng_), {pool, page, sh.hk, sh.d});
+    const float scale = 1.f / std::sqrt(static_cast<float>(sh.d));
+    std::vector<std::vector<int>> batches;
+    for (int c : contexts) batches.push_back({c});
+    for (int n : {8, 64}) {
+      std::vector<int> ctx(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) ctx[static_cast<size_t>(i)] = contexts[(i * 5 + n) % 6];
+      batches.push_back(ctx);
+    }
+    for (const std::vector<int>& ctx : batches) {
+      Batch batch = make_shared_decode_batch(ctx, page, pool, pool, rng_);
+      const int64_t T = batch.num_tokens();
+      BatchMeta mc = cpu_->prepare_batch(batch, page);
+      BatchMeta mg = gpu_->prepare_batch(batch, page);
+      auto q = make(random_vec(T * sh.hq * sh.d, rng_, 2.f), {T, sh.hq, sh.d});
+      auto out = make_out({T, sh.hq, sh.d});
+      cpu_->paged_attention(q.c, kc.c, vc.c, scale, mc, out.c);
+      for (int splits : {0, 1, 3, 7, 64}) {
+        cuda::set_attention_decode_splits(splits);
+        const std::string what = "hq " + std::to_string(sh.hq) + " d " + std::to_string(sh.d) +
+                                 ", " + std::to_string(T) + " tokens from context " +
+                                 std::to_string(ctx[0]) + ", splits " +
+                                 (splits ? std::to_string(splits) : std::string("auto"));
+        cuda::set_attention_merged_combine(false);
+        poison(out.g);
+        gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
+        expect_close(out, 1.2e-2, "decode attention, " + what);
+        const std::vector<float> first = down_gpu(out.g);
+        poison(out.g);
+        gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
+        EXPECT_EQ(down_gpu(out.g), first) << "re-run, " << what;
+        cuda::set_attention_merged_combine(true);
+        for (int run = 0; run < 2; ++run) {
+          poison(out.g);
+          gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
+          EXPECT_EQ(down_gpu(out.g), first) << "merged combine run " << run << ", " << what;
+        }
+      }
+    }
+  }
+  cuda::set_attention_decode_splits(0);
+  cuda::set_attention_merged_combine(initial_merged);
+}
+
+// One captured decode attention (a CUDA graph of prepare_batch + paged_attention, as the engine's
+// decode buckets) replayed on batches of the same shape at other contexts gives exactly what the
+// eager launch gives for them (the split count does not depend on the context, so no fixed
+// context is set), and stays close to the CPU; for batches of 1, 8 and 64 sequences.
+TEST_F(CudaOps, DecodeAttentionGraphServesEveryContext) {
+  if (!gpu_->supports_graphs()) GTEST_SKIP() << "no graphs";
+  const int64_t hq = 32, hk = 8, d = 128;
+  const int page = 64, pool = 5000 / page + 2, width = pool;
+  auto kc = make(random_vec(int64_t{pool} * page * hk * d, rng_, 2.f), {pool, page, hk, d});
+  auto vc = make(random_vec(int64_t{pool} * page * hk * d, rng_), {pool, page, hk, d});
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  const std::vector<int> contexts = {1, 63, 64, 65, 1000, 5000};
+  for (int n : {1, 8, 64}) {
+    auto q = make(random_vec(n * hq * d, rng_, 2.f), {n, hq, d});
+    auto out = make_out({n, hq, d});
+    auto batch_at = [&](int shift) {
+      std::vector<int> ctx(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) ctx[static_cast<size_t>(i)] = contexts[(i + shift) % 6];
+      return make_shared_decode_batch(ctx, page, pool, width, rng_);
+    };
+    Batch captured = batch_at(2);  // contexts 64, 65, ...: one or two splits of keys
+    const int graph = gpu_->capture_graph([&] {
+      BatchMeta m = gpu_->prepare_batch(captured, page);
+      gpu_->paged_attention(q.g, kc.g, vc.g, scale, m, out.g);
+    });
+    for (int shift = 0; shift < 6; ++shift) {
+      const Batch b = batch_at(shift);
+      const std::string what =
+          std::to_string(n) + " sequences, first context " + std::to_string(b.context_lens[0]);
+      BatchMeta mg = gpu_->prepare_batch(b, page);
+      poison(out.g);
+      gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
+      const std::vector<float> eager = down_gpu(out.g);
+      poison(out.g);
+      gpu_->stage_batch(b, page);
+      gpu_->replay_graph(graph);
+      EXPECT_EQ(down_gpu(out.g), eager) << "graph replay vs eager, " << what;
+      BatchMeta mc = cpu_->prepare_batch(b, page);
+      cpu_->paged_attention(q.c, kc.c, vc.c, scale, mc, out.c);
+      expect_close(out, 1.2e-2, "graph replay vs CPU, " + what);
+    }
+    gpu_->destroy_graph(graph);
+  }
 }
 
 // Per-call cost of the decode ops at the Qwen3-8B shapes (one token), plain vs fused, on the GPU:
@@ -561,6 +691,12 @@ TEST_F(CudaOps, DecodeOpsTiming8B) {
     cuda::set_attention_merged_combine(false);
     add("attention decode + combine kernel" + c,
         [&](int) { gpu_->paged_attention(q, kc, vc, 0.088f, meta, attn); });
+    for (int waves : {1, 2, 4, 8}) {  // the split policy's target (default kDecodeSplitWaves)
+      cuda::set_attention_split_waves(waves);
+      add("attention decode + combine, " + std::to_string(waves) + " waves" + c,
+          [&](int) { gpu_->paged_attention(q, kc, vc, 0.088f, meta, attn); });
+    }
+    cuda::set_attention_split_waves(-1);
     cuda::set_attention_merged_combine(merged);
     if (ctx == 512) {
       auto norm = [&] { gpu_->add_rmsnorm(h, o, nw, 1e-6f, NormKind::kPlain, x); };

@@ -3,12 +3,12 @@
 //
 //  * Default mode, no padding: every decode step has a bucket's size (1, 2, 4 or 8 sequences in
 //    lockstep), so a replay computes exactly what the eager step computes (the same kernels on the
-//    same shapes); the graphs-off run gets the same fixed split choice as the graphs-on engine
-//    sets (Backend::set_fixed_max_context), so the two must agree to the bit, on every fixture.
+//    same shapes; decode attention's split count follows the batch shape only), so the two must
+//    agree to the bit, on every fixture.
 //  * Batch-invariant mode (Backend::set_batch_invariant), with padding: arrivals, random lengths,
 //    chunked prefill, prefix hits and preemption give decode steps of every size, padded to their
 //    bucket with dummy rows; invariant kernels make a real row's bits independent of them.
-//  * A timing on qwen3-0.6b shapes (random weights): the engine's decode step with graphs on/off.
+//  * A timing on qwen3 shapes (random weights): the engine's decode step with graphs on/off.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,8 +75,9 @@ struct Outcome {
   EngineStats stats;
 };
 
-// Runs the requests (submitted together) on a fresh engine. A graphs-off run gets the fixed split
-// choice a graphs-on engine would set, so both compute every decode step the same way.
+// Runs the requests (submitted together) on a fresh engine. A graphs-off run gets the fixed
+// context a graphs-on engine sets (it fixes batch-invariant mode's attention split count; the
+// default mode's does not depend on it), so both compute every decode step the same way.
 Outcome run(GpuModel& s, const EngineOptions& o, const std::vector<Request>& requests) {
   set_log_level(LogLevel::WARN);
   Outcome out;
@@ -188,11 +189,11 @@ TEST_P(EngineGraphsGpu, PaddedGraphStepsEqualEagerStepsInBatchInvariantMode) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineGraphsGpu, ::testing::ValuesIn(kFixtures));
 
 // The engine's decode step time (wall clock of EngineCore::step(): schedule, batch, forward,
-// sampling), B sequences decoding in lockstep: graphs off (the eager engine as it is), graphs off
-// with the fixed split choice graphs use, and graphs on. Printed; the tokens of the last two must
-// agree to the bit when no step was padded. Environment: SYV_GRAPHS_TIMING_CONFIG (a config
-// folder, default tools/bench/configs/qwen3-0.6b, random weights), SYV_GRAPHS_TIMING_PROMPTS
-// (prompt lengths, default 32), SYV_GRAPHS_TIMING_MAX_MODEL_LEN (default: the pool's).
+// sampling), B sequences decoding in lockstep: graphs off (the eager engine as it is) and graphs
+// on. Printed; the tokens of both must agree to the bit when no step was padded. Environment:
+// SYV_GRAPHS_TIMING_CONFIG (a config folder, default tools/bench/configs/qwen3-0.6b, random
+// weights), SYV_GRAPHS_TIMING_PROMPTS (prompt lengths, default 32), SYV_GRAPHS_TIMING_MAX_MODEL_LEN
+// (default: the pool's).
 TEST(EngineGraphsGpuTiming, PrintsDecodeStepTimeWithAndWithoutGraphs) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const char* config_env = std::getenv("SYV_GRAPHS_TIMING_CONFIG");
@@ -222,7 +223,7 @@ TEST(EngineGraphsGpuTiming, PrintsDecodeStepTimeWithAndWithoutGraphs) {
         r.params.max_tokens = out_len;
         r.params.ignore_eos = true;
       }
-      enum { kEager, kEagerFixed, kGraphs, kRuns };
+      enum { kEager, kGraphs, kRuns };
       double median_ms[kRuns] = {}, capture_s = 0;
       uint64_t padding = 0;
       int32_t max_model_len = 0;
@@ -243,7 +244,6 @@ TEST(EngineGraphsGpuTiming, PrintsDecodeStepTimeWithAndWithoutGraphs) {
         max_model_len = core.value()->options().max_model_len;
         if (mode == kGraphs)
           capture_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (mode == kEagerFixed) s.gpu->set_fixed_max_context(max_model_len);
         Harness h(std::move(core).value());
         std::vector<uint64_t> ids;
         for (const Request& r : requests) ids.push_back(h.submit(r));
@@ -278,15 +278,15 @@ TEST(EngineGraphsGpuTiming, PrintsDecodeStepTimeWithAndWithoutGraphs) {
       // Bit-identical when no graph step was padded (prompts prefilled in one step: lockstep);
       // padded steps equal eager ones only with batch-invariant kernels (see the tests above).
       if (padding == 0) {
-        EXPECT_EQ(tokens[kGraphs], tokens[kEagerFixed]) << "batch " << batch;
+        EXPECT_EQ(tokens[kGraphs], tokens[kEager]) << "batch " << batch;
       }
       std::printf(
           "| engine decode step | %s (random) | batch %3d | context %d..%d (max_model_len %d) | "
-          "eager %.3f ms | eager, fixed splits %.3f ms | graphs %.3f ms | %.2fx | engine start "
-          "incl. 9 captures %.2f s | %llu padding rows |\n",
+          "eager %.3f ms | graphs %.3f ms | %.2fx | engine start incl. 9 captures %.2f s | %llu "
+          "padding rows |\n",
           name.c_str(), batch, prompt + 1, prompt + out_len, max_model_len, median_ms[kEager],
-          median_ms[kEagerFixed], median_ms[kGraphs], median_ms[kEager] / median_ms[kGraphs],
-          capture_s, static_cast<unsigned long long>(padding));
+          median_ms[kGraphs], median_ms[kEager] / median_ms[kGraphs], capture_s,
+          static_cast<unsigned long long>(padding));
       std::fflush(stdout);
     }
   }
