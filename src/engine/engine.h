@@ -61,7 +61,8 @@ struct EngineOptions {
   // CUDA graphs for plain decode steps, one per batch-size bucket (engine/graph_runner.h):
   // "eager" captures every bucket at start-up, "lazy" each on first use, "off" none. Ignored
   // (off, with a log line) when the model or backend cannot run graphs (CPU backend, hybrid
-  // models). The CLI flag --cuda-graphs defaults to off too (measured: docs/engine.md).
+  // models). Off here (library users opt in); the CLI flag --cuda-graphs defaults to eager
+  // (measured: docs/engine.md "CUDA graphs").
   std::string cuda_graphs = "off";
   int32_t max_graph_batch = 0;  // largest bucket; 0 = 256; capped at max_num_seqs and the budget
 };
