@@ -523,6 +523,259 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// ---- Warp-specialised variant (FlashAttention-3's producer / consumer split) -------------------
+// One block = two consumer warpgroups (64 query rows each, warps 0-7) + a producer warpgroup
+// (warps 8-11; setmaxnreg moves its registers to the consumers). The producers gather K/V tiles
+// with cp.async into a kWsStages-deep ring; each lane's copies complete on the stage's `full`
+// mbarrier (cp.async.mbarrier.arrive.noinc), the consumers release a stage on its `empty` mbarrier
+// (one arrive per consumer warp) once their last wgmma reading it has completed. No block-wide
+// barrier in the main loop, so the warpgroups drift apart; with PINGPONG two named barriers make
+// them take turns on the tensor cores: a warpgroup issues O += P_(it-1) V_(it-1) and S_it = Q
+// K_itᵀ, hands the turn over and runs its softmax while the other one's GEMMs run. Every warpgroup
+// walks every K/V tile of the block (a tile none of its rows sees is fully masked and adds
+// nothing), so both take the same number of turns. P of the previous tile is kept in registers and
+// its P V issued with the next S (at it = 0: P = 0 against tile 0's V), so nothing branches while a
+// wgmma is in flight. Measured on an H200 (run 11): 15-19% slower than wgmma_kernel at 2K-32K
+// tokens in all three forms (ping-pong, free, ping-pong + intra-warpgroup overlap); kept for A/B
+// work, not the default.
+constexpr int kWsStages = 3, kProducerWarps = 4;
+constexpr int kWsThreads = kThreads + 32 * kProducerWarps;
+// Registers per thread after setmaxnreg (the launch bounds cap all 384 threads at 168 on entry):
+// 128 x 40 + 256 x 232 = 64,512 <= 65,536.
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra LAB_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives on `bar` once every cp.async this thread issued before has completed (the arrival is
+// counted in the barrier's expected count, not added to it).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+// A producer warp's share of K/V tile j (rows `pw`, `pw` + kProducerWarps, ...; lane % 16 is the
+// 16-byte chunk of the 128-dim row, lane / 16 picks one of two rows per step).
+template <int D, int BN>
+__device__ __forceinline__ void produce_kv(const AttentionArgs& a, const Work& w, int j, int pw,
+                                           uint32_t sK, uint32_t sV, int n_keys) {
+  constexpr int CH = D / 8, RPS = 32 / CH;  // rows per step of one warp
+  const bf16* kc = static_cast<const bf16*>(a.k_cache);
+  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  const int32_t* pt = a.page_table + static_cast<int64_t>(w.seq) * a.max_pages_per_seq;
+  const int lane = threadIdx.x & 31, c = lane % CH;
+#pragma unroll 4
+  for (int r0 = pw * RPS; r0 < BN; r0 += RPS * kProducerWarps) {
+    const int r = r0 + lane / CH, key = j * BN + r;
+    const bool valid = key < n_keys;
+    const int64_t off = valid ? kv_row(pt, key, a.page_size, a.hk, w.kh, D) + c * 8 : 0;
+    cp_async16_s(sK + sw128<BN>(r, c), kc + off, valid);
+    cp_async16_s(sV + sw128<BN>(r, c), vc + off, valid);
+  }
+}
+// Q rows wg * 64 ... + 63 by that warpgroup's 128 threads.
+template <int D>
+__device__ __forceinline__ void load_q_wg(const AttentionArgs& a, const Work& w, uint32_t sQ,
+                                          int wg) {
+  constexpr int CH = D / 8;
+  const bf16* q = static_cast<const bf16*>(a.q);
+  const int t = threadIdx.x & 127;
+#pragma unroll
+  for (int i = 0; i < 64 * CH / 128; ++i) {
+    const int idx = t + i * 128, r = wg * 64 + idx / CH, c = idx % CH;
+    const bool valid = r < w.rows;
+    const bf16* src = valid ? q + (static_cast<int64_t>(w.t0 + r) * a.hq + w.head) * D + c * 8 : q;
+    cp_async16_s(sQ + sw128<kBM>(r, c), src, valid);
+  }
+}
+
+// One K/V tile of a consumer warpgroup: wait for the tile, (take the turn,) issue O += P_(it-1)
+// V_(it-1) and S_it = Q K_itᵀ, (hand the turn over,) wait, release tile it - 1, online softmax of
+// S_it, rescale O, P_it into registers. OVERLAP: S is issued first and its softmax runs while the
+// P V is still on the tensor cores (nothing may branch then, so only with MASK = false).
+template <int D, int BN, bool PINGPONG, bool MASK, bool OVERLAP>
+__device__ __forceinline__ void ws_step(const Work& w, int it, uint32_t sQ, uint32_t sK0,
+                                        uint32_t bars, int wg, int lane, float sl2,
+                                        float (&s)[BN / 2], float (&o)[D / 2],
+                                        uint32_t (&pa)[BN / 16][4], float (&m)[2], float (&l)[2]) {
+  static_assert(!(MASK && OVERLAP), "no branch while a wgmma is in flight");
+  constexpr int S = kWsStages;
+  constexpr uint32_t kTileBytes = BN * D * 2;
+  const int st = it % S, prev = it > 0 ? (it - 1) % S : st;
+  const uint32_t kst = sK0 + st * 2 * kTileBytes, kprev = sK0 + prev * 2 * kTileBytes;
+  mbar_wait(bars + 8 * st, (it / S) & 1);  // full[st]
+  fence_proxy_async();  // cp.async (generic proxy) writes -> the tensor cores' reads
+  if (PINGPONG) named_sync(1 + wg, 256);
+  fence_regs(s);
+  fence_regs(o);
+  fence_regs(pa);
+  wgmma_fence();
+  float al[2];
+  if constexpr (OVERLAP) {
+    issue_s<D, BN>(s, sQ, kst, wg);
+    wgmma_commit();
+    issue_pv<D, BN>(o, pa, kprev + kTileBytes);  // at it = 0: P = 0 against tile 0's V
+    wgmma_commit();
+    if (PINGPONG) named_arrive(1 + (wg ^ 1), 256);
+    wgmma_wait<1>();  // S_it done; the P V may still run
+    fence_regs(s);
+    softmax_tile<BN, MASK>(s, it * BN, w, sl2, m, l, al);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pa);
+  } else {
+    issue_pv<D, BN>(o, pa, kprev + kTileBytes);  // at it = 0: P = 0 against tile 0's V
+    wgmma_commit();
+    issue_s<D, BN>(s, sQ, kst, wg);
+    wgmma_commit();
+    if (PINGPONG) named_arrive(1 + (wg ^ 1), 256);
+    wgmma_wait<0>();
+    fence_regs(s);
+    fence_regs(o);
+    fence_regs(pa);
+    softmax_tile<BN, MASK>(s, it * BN, w, sl2, m, l, al);
+  }
+  if (it > 0) {  // this warp is done with tile it - 1
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bars + 8 * (S + prev));  // empty[prev]
+  }
+  rescale<D>(o, al);
+  pack_p<BN>(s, pa);
+}
+
+// The consumer warpgroups' part of wgmma_ws_kernel.
+template <int D, int BN, bool PINGPONG, bool OVERLAP>
+__device__ __forceinline__ void consume(const AttentionArgs& a, const Work& w, uint32_t sQ,
+                                        uint32_t sK0, uint32_t bars) {
+  constexpr int S = kWsStages;
+  constexpr uint32_t kTileBytes = BN * D * 2;
+  auto sK = [&](int stage) { return sK0 + stage * 2 * kTileBytes; };
+  const int warp = threadIdx.x >> 5, wg = warp >> 2, lane = threadIdx.x & 31;
+  load_q_wg<D>(a, w, sQ, wg);
+  cp_commit();
+  cp_wait<0>();
+  fence_proxy_async();
+  named_sync(3 + wg, 128);                        // this warpgroup's Q rows have landed
+  if (PINGPONG && wg == 1) named_arrive(1, 256);  // warpgroup 0 takes the first turn
+
+  const float sl2 = a.scale * kLog2e;
+  float o[D / 2], s[BN / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  uint32_t pa[BN / 16][4];
+#pragma unroll
+  for (int i = 0; i < BN / 16; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
+
+  if constexpr (OVERLAP) {
+    // Leading tiles every row of the warpgroup sees whole: softmax under this tile's P V.
+    const int n_full = min(w.wg_full, w.n_tiles);
+    for (int it = 0; it < n_full; ++it)
+      ws_step<D, BN, PINGPONG, false, true>(w, it, sQ, sK0, bars, wg, lane, sl2, s, o, pa, m, l);
+    for (int it = n_full; it < w.n_tiles; ++it)
+      ws_step<D, BN, PINGPONG, true, false>(w, it, sQ, sK0, bars, wg, lane, sl2, s, o, pa, m, l);
+  } else {
+    for (int it = 0; it < w.n_tiles; ++it)
+      ws_step<D, BN, PINGPONG, true, false>(w, it, sQ, sK0, bars, wg, lane, sl2, s, o, pa, m, l);
+  }
+  if (PINGPONG) named_sync(1 + wg, 256);
+  fence_regs(o);
+  fence_regs(pa);
+  wgmma_fence();
+  issue_pv<D, BN>(o, pa, sK((w.n_tiles - 1) % S) + kTileBytes);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(o);
+  fence_regs(pa);
+  if (PINGPONG && wg == 0) named_arrive(2, 256);  // warpgroup 1's last turn
+  store_o<D>(a, w, o, l);
+}
+
+template <int D, int BN, bool PINGPONG, bool OVERLAP>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    wgmma_ws_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(BN == 128 && (D == 64 || D == 128));
+  constexpr int S = kWsStages;
+  constexpr uint32_t kQBytes = kBM * D * 2, kTileBytes = BN * D * 2;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  auto sK = [&](int stage) { return sQ + kQBytes + stage * 2 * kTileBytes; };
+  const uint32_t bars = sQ + kQBytes + S * 2 * kTileBytes;
+  auto full = [&](int stage) { return bars + 8 * stage; };
+  auto empty = [&](int stage) { return bars + 8 * (S + stage); };
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) {
+      mbar_init(full(i), 32 * kProducerWarps);
+      mbar_init(empty(i), 8);  // one arrive per consumer warp
+    }
+  }
+  __syncthreads();
+  pdl_wait();
+  pdl_trigger();
+  const Work w = work_of<BN>(a, tiles);
+  const int warp = threadIdx.x >> 5;
+
+  if (warp >= 8) {  // producer warpgroup
+    setmaxnreg_dec<kProducerRegs>();
+    const int pw = warp - 8;
+    const int n_keys = a.positions[w.t0 + w.rows - 1] + 1;
+    for (int it = 0; it < w.n_tiles; ++it) {
+      const int st = it % S;
+      if (it >= S) mbar_wait(empty(st), (it / S - 1) & 1);
+      produce_kv<D, BN>(a, w, it, pw, sK(st), sK(st) + kTileBytes, n_keys);
+      cp_async_mbar_arrive(full(st));
+    }
+    cp_wait<0>();
+  } else {
+    setmaxnreg_inc<kConsumerRegs>();
+    consume<D, BN, PINGPONG, OVERLAP>(a, w, sQ, sK(0), bars);
+  }
+#else
+  __trap();  // built without sm_90a code: launch_wgmma() only launches on compute capability 9.0
+#endif
+}
+
+template <int D, bool PINGPONG, bool OVERLAP>
+void launch_ws(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
+  constexpr int smem = wgmma_smem_bytes<D, 128, kWsStages>() + 64;  // + the mbarriers
+  static_assert(smem <= 227 * 1024, "shared memory per block");
+  void (*kernel)(AttentionArgs, const int32_t*) = wgmma_ws_kernel<D, 128, PINGPONG, OVERLAP>;
+  static bool configured = false;  // per template instance; set once per process
+  if (!configured) {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    configured = true;
+  }
+  launch_k(kernel, dim3(static_cast<unsigned>(num_tiles) * a.hq), kWsThreads,
+           static_cast<size_t>(smem), s, a, tiles);
+}
+
 template <int D, int BN, bool PIPE>
 void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   constexpr int smem = wgmma_smem_bytes < D, BN, PIPE ? 3 : 2 > ();
@@ -554,6 +807,15 @@ void launch_d(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, W
       break;
     case WgmmaKind::kBn128Pipelined:
       launch_t<D, 128, true>(a, tiles, num_tiles, s);
+      break;
+    case WgmmaKind::kWarpSpecialized:
+      launch_ws<D, true, false>(a, tiles, num_tiles, s);
+      break;
+    case WgmmaKind::kWarpSpecializedFree:
+      launch_ws<D, false, false>(a, tiles, num_tiles, s);
+      break;
+    case WgmmaKind::kWarpSpecializedOverlap:
+      launch_ws<D, true, true>(a, tiles, num_tiles, s);
       break;
   }
 }
