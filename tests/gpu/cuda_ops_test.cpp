@@ -194,7 +194,7 @@ TEST_F(CudaOps, LinearGemvAndGemm) {
   for (Shape s : {Shape{1, 384, 512}, Shape{2, 1000, 1024}, Shape{3, 96, 72}, Shape{4, 512, 4096},
                   Shape{5, 300, 256}, Shape{64, 768, 1024}, Shape{257, 640, 512},
                   Shape{16, 100, 40}, Shape{1, 1001, 2056}, Shape{4, 7, 3000}}) {
-    for (int variant = 0; variant <= 5; ++variant) {  // every GEMV launch shape + auto (kernels.h)
+    for (int variant = 0; variant <= cuda::kGemvLastVariant; ++variant) {  // + auto (kernels.h)
       gpu_->set_gemv_variant(variant);
       for (DType out_t : {DType::BF16, DType::F32}) {
         auto x = make(random_vec(s.T * s.K, rng_), {s.T, s.K});
@@ -371,11 +371,11 @@ TEST_F(CudaOps, FusedNormLinearSilu) {
   };
   for (Shape s : {Shape{1, 384, 512}, Shape{2, 1000, 1024}, Shape{3, 96, 256}, Shape{4, 520, 4096},
                   Shape{5, 300, 256}, Shape{9, 128, 512}}) {
-    for (int variant : {0, 1, 2, 3, 4, 5, 6}) {  // 6: auto with the non-persistent norm GEMV
-      if (s.T > 4 && variant < 4) continue;
-      if (variant == 6 && (s.H % 1024 != 0 || s.T > 4)) continue;
-      gpu_->set_gemv_variant(variant == 6 ? 4 : variant);
-      cuda::set_gemv_norm_persistent(variant != 6);
+    for (int variant : {0, 1, 2, 3, 4, 5, 6, 7, 8, 99}) {  // 99: auto, non-persistent norm GEMV
+      if (s.T > 4 && variant != 4 && variant != 5) continue;
+      if (variant == 99 && (s.H % 1024 != 0 || s.T > 4)) continue;
+      gpu_->set_gemv_variant(variant == 99 ? 4 : variant);
+      cuda::set_gemv_norm_persistent(variant != 99);
       const std::string what = "T=" + std::to_string(s.T) + " N=" + std::to_string(s.N) +
                                " H=" + std::to_string(s.H) + " variant " + std::to_string(variant);
       const std::vector<float> res0 = random_vec(s.T * s.H, rng_, 2.f);
@@ -532,8 +532,9 @@ TEST_F(CudaOps, DecodeAttentionSplitsFollowEachTokensContext) {
       auto q = make(random_vec(T * sh.hq * sh.d, rng_, 2.f), {T, sh.hq, sh.d});
       auto out = make_out({T, sh.hq, sh.d});
       cpu_->paged_attention(q.c, kc.c, vc.c, scale, mc, out.c);
-      for (int splits : {0, 1, 3, 7, 64}) {
-        cuda::set_attention_decode_splits(splits);
+      for (int splits : {0, 1, 3, 7, 64, -16, -32, -128}) {  // -n: auto splits, n-key alignment
+        cuda::set_attention_split_align(splits < 0 ? -splits : 0);
+        cuda::set_attention_decode_splits(std::max(splits, 0));
         const std::string what = "hq " + std::to_string(sh.hq) + " d " + std::to_string(sh.d) +
                                  ", " + std::to_string(T) + " tokens from context " +
                                  std::to_string(ctx[0]) + ", splits " +
@@ -556,6 +557,7 @@ TEST_F(CudaOps, DecodeAttentionSplitsFollowEachTokensContext) {
     }
   }
   cuda::set_attention_decode_splits(0);
+  cuda::set_attention_split_align(0);
   cuda::set_attention_merged_combine(initial_merged);
 }
 
@@ -697,6 +699,12 @@ TEST_F(CudaOps, DecodeOpsTiming8B) {
           [&](int) { gpu_->paged_attention(q, kc, vc, 0.088f, meta, attn); });
     }
     cuda::set_attention_split_waves(-1);
+    for (int align : {16, 32, 128}) {  // keys per split a multiple of this (default 64)
+      cuda::set_attention_split_align(align);
+      add("attention decode + combine, align " + std::to_string(align) + c,
+          [&](int) { gpu_->paged_attention(q, kc, vc, 0.088f, meta, attn); });
+    }
+    cuda::set_attention_split_align(0);
     cuda::set_attention_merged_combine(merged);
     if (ctx == 512) {
       auto norm = [&] { gpu_->add_rmsnorm(h, o, nw, 1e-6f, NormKind::kPlain, x); };
@@ -770,6 +778,20 @@ TEST_F(CudaOps, DecodeOpsTiming8B) {
       cuda::set_gemv_fused_variant(-1);
       cuda::set_gemv_norm_persistent(true);
       add("linear down 4096x12288", [&](int i) { gpu_->linear(act, wdown.at(i), none, o); });
+      for (int variant : {6, 7, 8}) {  // K split over 2 / 4 warps per row pair (kernels.h)
+        const std::string v = " (variant " + std::to_string(variant) + ")";
+        gpu_->set_gemv_variant(variant);
+        add("linear o 4096x4096" + v, [&](int i) { gpu_->linear(attn2, wo.at(i), none, o); });
+        add("linear down 4096x12288" + v, [&](int i) { gpu_->linear(act, wdown.at(i), none, o); });
+        add("add_rmsnorm_linear qkv" + v, [&](int i) {
+          gpu_->add_rmsnorm_linear(h, o, nw, 1e-6f, NormKind::kPlain, h2, x, wqkv.at(i), none, qkv);
+        });
+        add("add_rmsnorm_linear_silu_mul" + v, [&](int i) {
+          gpu_->add_rmsnorm_linear_silu_mul(h, o, nw, 1e-6f, NormKind::kPlain, h2, x, wgu.at(i), gu,
+                                            act);
+        });
+      }
+      gpu_->set_gemv_variant(4);
     }
     for (const Row& r : rows)
       std::printf("| decode op (8B, T=1) | %-48s | %8.2f us |\n", r.name.c_str(), r.us);

@@ -20,14 +20,34 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kCombineBatch = 16;  // splits whose partials the combine kernel loads at once
+
+std::atomic<int> g_split_align{-1};  // -1: not read from SYV_ATTN_SPLIT_ALIGN yet; 0: default
+
+// Keys per split are a multiple of this: by default kDecodeSplitAlignOneToken for a single-token
+// batch (batch-1 decode: 64 splits of a short context are mostly empty at 64 keys), else
+// kDecodeSplitAlign; SYV_ATTN_SPLIT_ALIGN = 16, 32, 64 or 128 (A/B timing) or
+// set_attention_split_align() fix it for every batch. Host-side only and a function of the batch
+// shape: passed to the kernels, so a captured graph keeps its value.
+int32_t decode_split_align(int32_t tokens) {
+  int v = g_split_align.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_ATTN_SPLIT_ALIGN");
+    v = e ? std::atoi(e) : 0;
+    if (v != 16 && v != 32 && v != 64 && v != 128) v = 0;
+    g_split_align.store(v, std::memory_order_relaxed);
+  }
+  if (v > 0) return v;
+  return tokens == 1 ? kDecodeSplitAlignOneToken : kDecodeSplitAlign;
+}
 
 // Keys per split for a token with n_keys keys: `fixed` when > 0 (batch-invariant mode: boundaries
 // at multiples of a fixed count from key 0), else ceil(n_keys / splits) rounded up to a multiple
 // of kDecodeSplitAlign. The same on the host and the device.
-__host__ __device__ __forceinline__ int split_keys(int n_keys, int splits, int fixed) {
+__host__ __device__ __forceinline__ int split_keys(int n_keys, int splits, int fixed, int align) {
   if (fixed > 0) return fixed;
   const int per = (n_keys + splits - 1) / splits;
-  return (per + kDecodeSplitAlign - 1) / kDecodeSplitAlign * kDecodeSplitAlign;
+  return (per + align - 1) / align * align;
 }
 // Splits that hold at least one key (1..splits): splits past them are never written nor read.
 __host__ __device__ __forceinline__ int used_splits(int n_keys, int splits, int kps) {
@@ -38,14 +58,14 @@ __host__ __device__ __forceinline__ int used_splits(int n_keys, int splits, int 
 // Lanes per key: D / 8 (8 bf16 = 16 bytes per lane); keys per warp step: 32 / lanes-per-key.
 template <int D, int G>
 __global__ void __launch_bounds__(kWarps * 32)
-    decode_kernel(AttentionArgs a, int32_t splits, int32_t fixed_keys_per_split, float* partial,
-                  unsigned* counters) {
+    decode_kernel(AttentionArgs a, int32_t splits, int32_t fixed_keys_per_split, int32_t align,
+                  float* partial, unsigned* counters) {
   // Batch metadata (positions, page table) is uploaded before a forward's first kernel and no
   // kernel writes it, so it may be read before the dependency wait: blocks past their token's
   // context (no keys, no partial, no arrival) leave before the previous kernel has finished.
   const int t = blockIdx.x, split = blockIdx.z;
   const int n_keys = a.positions[t] + 1;
-  const int keys_per_split = split_keys(n_keys, splits, fixed_keys_per_split);
+  const int keys_per_split = split_keys(n_keys, splits, fixed_keys_per_split, align);
   const int used = used_splits(n_keys, splits, keys_per_split);
   if (split >= used) return;
   pdl_wait();
@@ -270,25 +290,63 @@ __global__ void __launch_bounds__(kWarps * 32)
 // decode kernel directly.
 template <int D>
 __global__ void combine_kernel(const float* __restrict__ partial, int32_t splits,
-                               int32_t fixed_keys_per_split, const int32_t* __restrict__ positions,
-                               int32_t hq, bf16* out) {
+                               int32_t fixed_keys_per_split, int32_t align,
+                               const int32_t* __restrict__ positions, int32_t hq, bf16* out) {
   const int64_t row = blockIdx.x;
   const int n_keys = positions[row / hq] + 1;  // metadata: readable before the wait
-  const int used = used_splits(n_keys, splits, split_keys(n_keys, splits, fixed_keys_per_split));
+  const int used =
+      used_splits(n_keys, splits, split_keys(n_keys, splits, fixed_keys_per_split, align));
   if (used == 1) return;
   pdl_wait();
   pdl_trigger();
   const int d = threadIdx.x;
   const float* p = partial + row * splits * (D + 2);
-  float mx = -INFINITY;
-  for (int s = 0; s < used; ++s) mx = fmaxf(mx, p[s * (D + 2) + D]);
-  float sum = 0.f, lsum = 0.f;
-  for (int s = 0; s < used; ++s) {
-    const float ms = p[s * (D + 2) + D];
-    if (ms == -INFINITY) continue;
-    const float w = exp2f(ms - mx);
-    sum += w * p[s * (D + 2) + d];
-    lsum += w * p[s * (D + 2) + D + 1];
+  float mx = -INFINITY, sum = 0.f, lsum = 0.f;
+  // One batch of loads for up to kCombineBatch splits (short contexts: one L2 round trip), else
+  // two passes in batches; the same arithmetic either way (the maximum over all splits, then the
+  // weighted sums in split order).
+  if (used <= kCombineBatch) {
+    float ms[kCombineBatch], ps[kCombineBatch], ls[kCombineBatch];
+#pragma unroll
+    for (int s = 0; s < kCombineBatch; ++s) {
+      ms[s] = s < used ? p[s * (D + 2) + D] : -INFINITY;
+      ps[s] = s < used ? p[s * (D + 2) + d] : 0.f;
+      ls[s] = s < used ? p[s * (D + 2) + D + 1] : 0.f;
+    }
+#pragma unroll
+    for (int s = 0; s < kCombineBatch; ++s) mx = fmaxf(mx, ms[s]);
+#pragma unroll
+    for (int s = 0; s < kCombineBatch; ++s) {
+      if (ms[s] == -INFINITY) continue;
+      const float w = exp2f(ms[s] - mx);
+      sum += w * ps[s];
+      lsum += w * ls[s];
+    }
+  } else {
+    for (int s0 = 0; s0 < used; s0 += kCombineBatch) {
+      float ms[kCombineBatch];
+#pragma unroll
+      for (int s = 0; s < kCombineBatch; ++s)
+        ms[s] = s0 + s < used ? p[(s0 + s) * (D + 2) + D] : -INFINITY;
+#pragma unroll
+      for (int s = 0; s < kCombineBatch; ++s) mx = fmaxf(mx, ms[s]);
+    }
+    for (int s0 = 0; s0 < used; s0 += kCombineBatch) {
+      float ms[kCombineBatch], ps[kCombineBatch], ls[kCombineBatch];
+#pragma unroll
+      for (int s = 0; s < kCombineBatch; ++s) {
+        ms[s] = s0 + s < used ? p[(s0 + s) * (D + 2) + D] : -INFINITY;
+        ps[s] = s0 + s < used ? p[(s0 + s) * (D + 2) + d] : 0.f;
+        ls[s] = s0 + s < used ? p[(s0 + s) * (D + 2) + D + 1] : 0.f;
+      }
+#pragma unroll
+      for (int s = 0; s < kCombineBatch; ++s) {
+        if (ms[s] == -INFINITY) continue;
+        const float w = exp2f(ms[s] - mx);
+        sum += w * ps[s];
+        lsum += w * ls[s];
+      }
+    }
   }
   out[row * D + d] = __float2bfloat16_rn(lsum > 0.f ? sum / lsum : 0.f);
 }
@@ -351,10 +409,11 @@ void launch_dg(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, f
                unsigned* counters, cudaStream_t s) {
   dim3 grid(a.tokens, a.hq / G, splits);
   if (splits > kMaxMergedSplits) counters = nullptr;
-  launch_k(decode_kernel<D, G>, grid, kWarps * 32, 0, s, a, splits, keys_per_split, partial,
+  const int32_t align = decode_split_align(a.tokens);
+  launch_k(decode_kernel<D, G>, grid, kWarps * 32, 0, s, a, splits, keys_per_split, align, partial,
            counters);
   if (splits > 1 && counters == nullptr) {
-    launch_k(combine_kernel<D>, a.tokens * a.hq, D, 0, s, partial, splits, keys_per_split,
+    launch_k(combine_kernel<D>, a.tokens * a.hq, D, 0, s, partial, splits, keys_per_split, align,
              a.positions, a.hq, static_cast<bf16*>(a.out));
   }
 }
@@ -411,6 +470,10 @@ int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int sms)
   const int64_t target = int64_t{blocks < sms ? waves : large} * sms;
   return static_cast<int32_t>(
       std::clamp<int64_t>((target + blocks - 1) / blocks, 1, kMaxDecodeSplits));
+}
+void set_attention_split_align(int align) {
+  g_split_align.store(align == 16 || align == 32 || align == 64 || align == 128 ? align : 0,
+                      std::memory_order_relaxed);
 }
 void set_attention_decode_splits(int splits) {
   g_forced_splits.store(std::max(0, splits), std::memory_order_relaxed);

@@ -123,29 +123,63 @@ __device__ __forceinline__ void store_outputs(const GemvParams& p, TO* out,
   }
 }
 
+// Split-K across the warps of a block (KS > 1): KS consecutive warps share ROWS rows, each summing
+// a contiguous K / KS slice. The partial sums meet in shared memory and the first warp of each
+// group adds them in part order (deterministic); afterwards its lane 0 holds the total and its
+// other lanes 0, so store_outputs()'s warp sum returns the total exactly. Every thread of the
+// block must call it (two barriers).
+template <int WARPS, int ROWS, int NT, int KS>
+__device__ __forceinline__ void reduce_parts(float (&acc)[ROWS][NT], int warp, int lane) {
+  __shared__ float red[WARPS][ROWS][NT];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float v = warp_sum(acc[r][t]);
+      if (lane == 0) red[warp][r][t] = v;
+    }
+  __syncthreads();
+  if (warp % KS == 0) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        float sum = 0.f;
+#pragma unroll
+        for (int q = 0; q < KS; ++q) sum += red[warp + q][r][t];
+        acc[r][t] = lane == 0 ? sum : 0.f;
+      }
+  }
+  __syncthreads();  // red may be written again (persistent kernel: the next tile)
+}
+
 // out[t, n] = dot(x[t, :], w[n, :]) for t < NT; each warp owns ROWS consecutive rows, WARPS warps
 // per block. K % 8 == 0. Software-pipelined: the next kUnroll weight vectors of every row are in
 // flight while the current ones are used. The first batch is loaded before pdl_wait(): weights
 // never change during a forward, so with programmatic dependent launch these loads overlap the
 // previous kernel's tail (and, with kNorm, this kernel's own prologue).
 // kSilu (ROWS == 2): warp i owns output i and reads gate row i and up row n_rows + i.
-template <int NT, typename TO, int WARPS, int ROWS, bool kNorm, bool kSilu>
+// KS > 1: KS warps per unit, each over a K / KS slice (reduce_parts(); k / 8 % KS == 0).
+template <int NT, typename TO, int WARPS, int ROWS, bool kNorm, bool kSilu, int KS = 1>
 __global__ void __launch_bounds__(WARPS * 32) gemv_bf16_kernel(const GemvParams p) {
   static_assert(!kSilu || ROWS == 2, "SiLU fusion pairs a gate row with an up row");
+  static_assert(WARPS % KS == 0, "a block holds whole units");
   extern __shared__ uint4 smem_x[];  // kNorm: the normalised input rows [NT, k]
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t k = p.k, n_rows = p.n_rows;
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * WARPS + (threadIdx.x >> 5);
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (WARPS / KS) + warp / KS;
   const int64_t n0 = kSilu ? unit : unit * ROWS;
   const bool active = n0 < n_rows;
+  const int64_t kvp = k / 8 / KS;          // 16-byte vectors per row slice
+  const int64_t koff = (warp % KS) * kvp;  // this warp's slice, in vectors
   const uint4* wr[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
     int64_t row = 0;
     if (active) row = kSilu ? n0 + r * n_rows : min(n0 + r, n_rows - 1);  // clamped: not stored
-    wr[r] = reinterpret_cast<const uint4*>(p.w + row * k);
+    wr[r] = reinterpret_cast<const uint4*>(p.w + row * k) + koff;
   }
-  const int64_t kv = active ? k / 8 : 0;  // 16-byte vectors per row
+  const int64_t kv = active ? kvp : 0;
   constexpr int64_t kStep = 32 * kUnroll;
   uint4 wv[ROWS][kUnroll];
   int64_t i = lane;
@@ -164,7 +198,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_bf16_kernel(const GemvParams 
     norm_prologue<NT>(p, xs, reinterpret_cast<const float*>(smem_x + NT * k / 8));
     x = xs;
   }
-  if (!active) return;
+  if (KS == 1 && !active) return;  // KS > 1: every warp reaches reduce_parts()'s barriers
   float acc[ROWS][NT];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)
@@ -174,7 +208,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_bf16_kernel(const GemvParams 
     float xf[NT][8];
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const uint4* xp = reinterpret_cast<const uint4*>(x + t * k) + at;
+      const uint4* xp = reinterpret_cast<const uint4*>(x + t * k) + koff + at;
       if constexpr (kNorm) {
         unpack8(*xp, xf[t]);  // shared memory
       } else {
@@ -212,31 +246,38 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_bf16_kernel(const GemvParams 
     for (int r = 0; r < ROWS; ++r) one[r] = __ldcs(wr[r] + i);
     fma_step(one, i);
   }
+  if constexpr (KS > 1) {
+    reduce_parts<WARPS, ROWS, NT, KS>(acc, warp, lane);
+    if (warp % KS != 0 || !active) return;
+  }
   store_outputs<NT, ROWS, kSilu>(p, static_cast<TO*>(p.out), acc, n0, lane);
 }
 
 // The kNorm GEMV as a persistent grid (at most one wave of blocks): each block computes the
 // normalised input once, then walks tiles blockIdx.x, + gridDim.x, ... (each warp ROWS rows of a
 // tile; kSilu: one output, its gate and up rows), with the weight loads pipelined across tile
-// boundaries. Amortises the prologue over all of a block's rows. Needs k % (8 * 32 * kUnroll) == 0.
-template <int NT, int WARPS, int ROWS, bool kSilu>
+// boundaries. Amortises the prologue over all of a block's rows. Needs
+// k % (8 * 32 * kUnroll * KS) == 0. KS > 1: KS warps per unit, as in gemv_bf16_kernel.
+template <int NT, int WARPS, int ROWS, bool kSilu, int KS = 1>
 __global__ void __launch_bounds__(WARPS * 32) gemv_norm_persistent_kernel(const GemvParams p) {
   static_assert(!kSilu || ROWS == 2, "SiLU fusion pairs a gate row with an up row");
+  static_assert(WARPS % KS == 0, "a block holds whole units");
   extern __shared__ uint4 smem_x[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t k = p.k, n_rows = p.n_rows, kv = k / 8;
+  const int64_t k = p.k, n_rows = p.n_rows, kv = k / 8 / KS;  // vectors per row slice
+  const int64_t koff = (warp % KS) * kv;
   constexpr int64_t kStep = 32 * kUnroll;
-  constexpr int64_t kPerTile = kSilu ? WARPS : WARPS * ROWS;
+  constexpr int64_t kPerTile = kSilu ? WARPS / KS : WARPS / KS * ROWS;
   const int64_t tiles = (n_rows + kPerTile - 1) / kPerTile;
   // This warp's first output of `tile` and its weight rows (clamped: rows past the end are read,
   // never stored).
   auto rows_of = [&](int64_t tile, const uint4*(&wr)[ROWS]) {
-    const int64_t unit = tile * WARPS + warp;
+    const int64_t unit = tile * (WARPS / KS) + warp / KS;
     const int64_t n0 = kSilu ? unit : unit * ROWS;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       const int64_t row = kSilu ? min(n0, n_rows - 1) + r * n_rows : min(n0 + r, n_rows - 1);
-      wr[r] = reinterpret_cast<const uint4*>(p.w + row * k);
+      wr[r] = reinterpret_cast<const uint4*>(p.w + row * k) + koff;
     }
     return n0;
   };
@@ -289,7 +330,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_norm_persistent_kernel(const 
         float xf[NT][8];
 #pragma unroll
         for (int t = 0; t < NT; ++t)
-          unpack8(reinterpret_cast<const uint4*>(xs + t * k)[i + 32 * u], xf[t]);
+          unpack8(reinterpret_cast<const uint4*>(xs + t * k)[koff + i + 32 * u], xf[t]);
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
           float wf[8];
@@ -301,7 +342,8 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_norm_persistent_kernel(const 
         }
       }
     }
-    store_outputs<NT, ROWS, kSilu>(p, out, acc, cn0, lane);
+    if constexpr (KS > 1) reduce_parts<WARPS, ROWS, NT, KS>(acc, warp, lane);
+    if (KS == 1 || warp % KS == 0) store_outputs<NT, ROWS, kSilu>(p, out, acc, cn0, lane);
     tile = next;
   }
 }
@@ -337,6 +379,20 @@ int gemv_fused_variant_now() {
   return v;
 }
 
+std::atomic<int> g_gemv_qkv_variant{-2};  // -2: not read from SYV_GEMV_QKV_VARIANT yet
+
+// The launch shape of the norm-prologue GEMV without SiLU (q|k|v); -1: as the other fused GEMVs.
+int gemv_qkv_variant_now() {
+  int v = g_gemv_qkv_variant.load(std::memory_order_relaxed);
+  if (v == -2) {
+    const char* e = std::getenv("SYV_GEMV_QKV_VARIANT");
+    v = e ? std::atoi(e) : -1;
+    if (v < 0 || v > kGemvLastVariant) v = -1;
+    g_gemv_qkv_variant.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
 int gemv_variant_now() {
   int v = g_gemv_variant.load(std::memory_order_relaxed);
   if (v < 0) {
@@ -359,6 +415,19 @@ size_t norm_smem_bytes(int64_t tokens, int64_t k) {
 }
 
 std::atomic<int> g_norm_persistent{-1};  // -1: not read from SYV_GEMV_NORM_PERSIST yet
+std::atomic<int> g_norm_per_sm{-1};      // -1: not read from SYV_GEMV_NORM_PER_SM yet
+
+// At most this many blocks per SM in the persistent norm grid (0: as many as fit). Read once: the
+// grid size is cached per instantiation. For A/B timing.
+int norm_blocks_per_sm_cap() {
+  int v = g_norm_per_sm.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_GEMV_NORM_PER_SM");
+    v = e ? std::max(0, std::atoi(e)) : 0;
+    g_norm_per_sm.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
 
 bool norm_persistent_now() {
   int v = g_norm_persistent.load(std::memory_order_relaxed);
@@ -372,7 +441,7 @@ bool norm_persistent_now() {
 
 // Blocks of the persistent kernel that fit on the device at once (cached per instantiation and
 // shared-memory size).
-template <int NT, int WARPS, int ROWS, bool kSilu>
+template <int NT, int WARPS, int ROWS, bool kSilu, int KS>
 int64_t persistent_blocks(size_t smem) {
   static std::atomic<int64_t> cached{0};  // smem << 16 | blocks
   const int64_t c = cached.load(std::memory_order_relaxed);
@@ -381,30 +450,35 @@ int64_t persistent_blocks(size_t smem) {
   SYV_CUDA_CHECK(cudaGetDevice(&device));
   SYV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   SYV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, gemv_norm_persistent_kernel<NT, WARPS, ROWS, kSilu>, WARPS * 32, smem));
+      &per_sm, gemv_norm_persistent_kernel<NT, WARPS, ROWS, kSilu, KS>, WARPS * 32, smem));
+  if (const int cap = norm_blocks_per_sm_cap(); cap > 0) per_sm = std::min(per_sm, cap);
   const int64_t blocks = std::max(1, sms * per_sm);
   cached.store(static_cast<int64_t>(smem) << 16 | blocks, std::memory_order_relaxed);
   return blocks;
 }
 
-template <int NT, typename TO, int WARPS, int ROWS, bool kNorm, bool kSilu>
+template <int NT, typename TO, int WARPS, int ROWS, bool kNorm, bool kSilu, int KS = 1>
 void launch_wr(const GemvParams& p, cudaStream_t s) {
-  const int64_t rows_per_block = kSilu ? WARPS : WARPS * ROWS;
+  if constexpr (KS > 1) {  // K not split evenly: the unsplit shape
+    if ((p.k / 8) % KS != 0) return launch_wr<NT, TO, WARPS, ROWS, kNorm, kSilu, 1>(p, s);
+  }
+  const int64_t rows_per_block = (kSilu ? WARPS : WARPS * ROWS) / KS;
   const size_t smem = kNorm ? norm_smem_bytes(NT, p.k) : 0;
   if constexpr (kNorm && std::is_same_v<TO, bf16>) {
-    if (p.k % (8 * 32 * kUnroll) == 0 && norm_persistent_now()) {
+    if (p.k % (8 * 32 * kUnroll * KS) == 0 && norm_persistent_now()) {
       const int64_t tiles = (p.n_rows + rows_per_block - 1) / rows_per_block;
-      const int64_t grid = std::min(tiles, persistent_blocks<NT, WARPS, ROWS, kSilu>(smem));
-      launch_k(gemv_norm_persistent_kernel<NT, WARPS, ROWS, kSilu>, static_cast<unsigned>(grid),
+      const int64_t grid = std::min(tiles, persistent_blocks<NT, WARPS, ROWS, kSilu, KS>(smem));
+      launch_k(gemv_norm_persistent_kernel<NT, WARPS, ROWS, kSilu, KS>, static_cast<unsigned>(grid),
                WARPS * 32, smem, s, p);
       return;
     }
   }
-  launch_k(gemv_bf16_kernel<NT, TO, WARPS, ROWS, kNorm, kSilu>, ceil_div(p.n_rows, rows_per_block),
-           WARPS * 32, smem, s, p);
+  launch_k(gemv_bf16_kernel<NT, TO, WARPS, ROWS, kNorm, kSilu, KS>,
+           ceil_div(p.n_rows, rows_per_block), WARPS * 32, smem, s, p);
 }
 
-// Variants (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2, 5: 16x2; kGemvAuto
+// Variants (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2, 5: 16x2, and K split
+// across warps (KS warps per row pair): 6: 16x2 KS 2, 7: 16x2 KS 4, 8: 8x2 KS 2; kGemvAuto
 // picks by token count what measured best on an H200 (8B shapes, docs/cuda-backend-notes.md):
 // 16x2 for one token (whole decode steps, run 9: 0.06 ms per step less than 8x2, which `syv bench
 // kernels` preferred shape by shape in run 3), 4x2 for 2-4 tokens. The fused SiLU variant needs
@@ -415,6 +489,15 @@ void launch_nt(const GemvParams& p, cudaStream_t s) {
   if (kNorm || kSilu) {
     const int fv = gemv_fused_variant_now();
     if (fv >= 0) v = fv;
+  }
+  if constexpr (kNorm && !kSilu) {  // the q|k|v GEMV alone
+    const int qv = gemv_qkv_variant_now();
+    if (qv >= 0) {
+      v = qv;  // SYV_GEMV_QKV_VARIANT (A/B timing)
+    } else if (NT == 1 && v == kGemvAuto) {
+      // One token: K split over 4 warps fills the waves better (H200, 8B b=1 ctx 512: -0.02 ms).
+      v = kGemvQkvOneToken;
+    }
   }
   if (v == kGemvAuto) v = NT == 1 ? kGemv16x2 : 3;
   if (kSilu && v <= 1) v += 2;
@@ -428,6 +511,12 @@ void launch_nt(const GemvParams& p, cudaStream_t s) {
       return launch_wr<NT, TO, 4, 2, kNorm, kSilu>(p, s);
     case 5:
       return launch_wr<NT, TO, 16, 2, kNorm, kSilu>(p, s);
+    case 6:
+      return launch_wr<NT, TO, 16, 2, kNorm, kSilu, 2>(p, s);
+    case 7:
+      return launch_wr<NT, TO, 16, 2, kNorm, kSilu, 4>(p, s);
+    case 8:
+      return launch_wr<NT, TO, 8, 2, kNorm, kSilu, 2>(p, s);
     default:
       if constexpr (!kSilu) return launch_wr<NT, TO, 8, 1, kNorm, kSilu>(p, s);
       break;

@@ -67,12 +67,13 @@ void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int6
 bool launch_gemv_bf16(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
                       int64_t n, int64_t k, cudaStream_t s);
 // GEMV launch shapes (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2, 5: 16x2,
-// and kGemvAuto (the default): 16x2 for one token, 4x2 for more. SYV_GEMV_VARIANT sets the initial
-// one.
+// 6-8: K split over 2 or 4 warps per row pair (gemv.cu), and kGemvAuto (the default): 16x2 for one
+// token, 4x2 for more. SYV_GEMV_VARIANT sets the initial one.
 constexpr int kGemvVariants = 4;
 constexpr int kGemvAuto = 4;
 constexpr int kGemv16x2 = 5;
-constexpr int kGemvLastVariant = 5;
+constexpr int kGemvLastVariant = 8;  // 6: 16x2 KS 2, 7: 16x2 KS 4, 8: 8x2 KS 2 (K split over warps)
+constexpr int kGemvQkvOneToken = 7;  // the default shape of the norm-folded q|k|v GEMV at one token
 void set_gemv_variant(int v);
 int gemv_variant();
 // The launch shape of the fused GEMVs (launch_gemv_fused): a variant as above, or -1 (the
@@ -137,6 +138,12 @@ struct AttentionArgs {
 constexpr int32_t kMaxMergedSplits = 64;
 constexpr int32_t kMaxDecodeSplits = 64;
 constexpr int32_t kDecodeSplitAlign = 64;  // keys per split: a multiple of this
+// ... and for a batch of one token (H200, 8B b=1 ctx 512: 4.442 -> 4.234 ms; at b=8, 32 cost 2%).
+constexpr int32_t kDecodeSplitAlignOneToken = 32;
+// Fixes the alignment for every batch (SYV_ATTN_SPLIT_ALIGN likewise: 16, 32, 64 or 128); tests and
+// A/B timing set it (anything else: back to the default by batch shape). Read at launch: a captured
+// graph keeps it.
+void set_attention_split_align(int align);
 // The default split policy (H200, 8B decode, docs/cuda-backend-notes.md run 10): splits for ~8
 // blocks per SM while the batch has fewer (token, head group) blocks than SMs, ~2 from there on
 // (so batches of >= 2 x SMs blocks take one split).
