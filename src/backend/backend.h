@@ -27,7 +27,8 @@ class Backend;
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(Backend* backend, void* data, size_t bytes) : backend_(backend), data_(data), bytes_(bytes) {}
+  DeviceBuffer(Backend* backend, void* data, size_t bytes)
+      : backend_(backend), data_(data), bytes_(bytes) {}
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -155,8 +156,8 @@ class Backend {
   // out = a + b (same shapes).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
 
-  // In place on q [T, Hq, D] and k [T, Hk, D]: per-head rmsnorm with q_norm/k_norm [D] (skipped when
-  // empty), then RoPE (rotate-half) at meta.positions over the first rope.rotary_dim lanes.
+  // In place on q [T, Hq, D] and k [T, Hk, D]: per-head rmsnorm with q_norm/k_norm [D] (skipped
+  // when empty), then RoPE (rotate-half) at meta.positions over the first rope.rotary_dim lanes.
   virtual void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm,
                             float eps, NormKind kind, const RopeParams& rope,
                             const BatchMeta& meta) = 0;
@@ -235,7 +236,8 @@ class Backend {
                                 const BatchMeta& meta, Tensor& out);
 
   // The GDN output norm: out = x * rsqrt(mean(x^2) + eps) * w * silu(z), over groups of
-  // D = w.numel() (plain weight, NOT 1 + w). x, z, out [N, D] (any leading shape with numel % D == 0).
+  // D = w.numel() (plain weight, NOT 1 + w). x, z, out [N, D] (any leading shape with numel % D ==
+  // 0).
   virtual void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                              Tensor& out);
 

@@ -33,11 +33,14 @@ struct Tensor {
   bool empty() const { return data == nullptr; }
 
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 
   // Rows [begin, begin + count) of the outermost dimension, as a view.
   Tensor rows(int64_t begin, int64_t count) const {
-    SYV_CHECK(begin >= 0 && begin + count <= shape[0]) << begin << "+" << count << " of " << shape[0];
+    SYV_CHECK(begin >= 0 && begin + count <= shape[0])
+        << begin << "+" << count << " of " << shape[0];
     Tensor t = *this;
     t.shape[0] = count;
     t.data = static_cast<char*>(data) + begin * (bytes() / (shape[0] ? shape[0] : 1));

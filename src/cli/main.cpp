@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   using namespace syv::cli;
   CLI::App app{
       "syv: a native inference server for Qwen-family models.\n"
-      "Start with `syv serve --model DIR` (a Hugging Face model folder), or `syv <command> --help`."};
+      "Start with `syv serve --model DIR` (a Hugging Face model folder), or `syv <command> "
+      "--help`."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "syv 0.1.0");
 

@@ -11,17 +11,25 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::INFO)};
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::DEBUG: return "debug";
-    case LogLevel::INFO: return "info";
-    case LogLevel::WARN: return "warn";
-    case LogLevel::ERROR: return "error";
+    case LogLevel::DEBUG:
+      return "debug";
+    case LogLevel::INFO:
+      return "info";
+    case LogLevel::WARN:
+      return "warn";
+    case LogLevel::ERROR:
+      return "error";
   }
   return "?";
 }
 }  // namespace
 
-void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
-LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+void set_log_level(LogLevel level) {
+  g_level = static_cast<int>(level);
+}
+LogLevel log_level() {
+  return static_cast<LogLevel>(g_level.load());
+}
 
 detail::LogLine::~LogLine() {
   auto now = std::chrono::system_clock::now();

@@ -30,7 +30,7 @@ class LogLine {
 
 }  // namespace syv
 
-#define SYV_LOG(level)                                                 \
-  if (::syv::LogLevel::level < ::syv::log_level()) {                    \
-  } else                                                               \
+#define SYV_LOG(level)                               \
+  if (::syv::LogLevel::level < ::syv::log_level()) { \
+  } else                                             \
     ::syv::detail::LogLine(::syv::LogLevel::level)

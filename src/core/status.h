@@ -32,7 +32,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT: must be an error
 
   bool ok() const { return value_.has_value(); }
@@ -54,17 +54,16 @@ class [[nodiscard]] Result {
 }  // namespace syv
 
 // Returns early from a function returning Status or Result<T> when `expr` fails.
-#define SYV_RETURN_IF_ERROR(expr)          \
-  do {                                     \
-    ::syv::Status syv_status_ = (expr);    \
+#define SYV_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::syv::Status syv_status_ = (expr);        \
     if (!syv_status_.ok()) return syv_status_; \
   } while (0)
 
 #define SYV_CONCAT_INNER(a, b) a##b
 #define SYV_CONCAT(a, b) SYV_CONCAT_INNER(a, b)
 // `SYV_ASSIGN_OR_RETURN(auto x, f());` binds the value or returns the error.
-#define SYV_ASSIGN_OR_RETURN(lhs, expr)                          \
-  auto SYV_CONCAT(syv_result_, __LINE__) = (expr);               \
-  if (!SYV_CONCAT(syv_result_, __LINE__).ok())                   \
-    return SYV_CONCAT(syv_result_, __LINE__).status();           \
+#define SYV_ASSIGN_OR_RETURN(lhs, expr)                                                           \
+  auto SYV_CONCAT(syv_result_, __LINE__) = (expr);                                                \
+  if (!SYV_CONCAT(syv_result_, __LINE__).ok()) return SYV_CONCAT(syv_result_, __LINE__).status(); \
   lhs = std::move(SYV_CONCAT(syv_result_, __LINE__)).value()

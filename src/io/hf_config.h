@@ -11,8 +11,9 @@ namespace syv {
 // Parses the JSON text of a config.json. `source` names it in error messages.
 // Unknown model_type -> an error listing the supported ones ("qwen3", "qwen3_5", "qwen3_5_text",
 // "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"). "qwen3_5"/"qwen3_5_moe" read the text model
-// from "text_config". rope_scaling/rope_parameters other than "default" are refused. Missing/invalid fields -> "config.json: field \"hidden_size\": expected a
-// positive integer, found ...".
+// from "text_config". rope_scaling/rope_parameters other than "default" are refused.
+// Missing/invalid fields -> "config.json: field \"hidden_size\": expected a positive integer, found
+// ...".
 Result<ModelConfig> parse_model_config(const std::string& json_text,
                                        const std::string& source = "config.json");
 

@@ -29,7 +29,9 @@ struct Batch {
   std::vector<int32_t> logit_rows;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
-  int32_t num_seqs() const { return static_cast<int32_t>(seq_starts.empty() ? 0 : seq_starts.size() - 1); }
+  int32_t num_seqs() const {
+    return static_cast<int32_t>(seq_starts.empty() ? 0 : seq_starts.size() - 1);
+  }
   int32_t seq_len(int32_t s) const { return seq_starts[s + 1] - seq_starts[s]; }
 };
 

@@ -6,9 +6,9 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "io/model_config.h"
 #include "model/batch.h"
 #include "model/cache_spec.h"
-#include "io/model_config.h"
 
 namespace syv {
 
@@ -49,7 +49,7 @@ class Model {
   }
 
   // Recurrent-state management (no-ops for models without recurrent layers).
-  virtual void reset_state(int32_t slot) = 0;                         // zero state
+  virtual void reset_state(int32_t slot) = 0;                          // zero state
   virtual void save_checkpoint(int32_t slot, int32_t checkpoint) = 0;  // slot -> checkpoint
   virtual void load_checkpoint(int32_t checkpoint, int32_t slot) = 0;  // checkpoint -> slot
 };

@@ -105,7 +105,8 @@ TEST(IncrementalDetokenizer, RandomSequencesConcatenateToDecode) {
 TEST(IncrementalDetokenizer, StreamingRealTextMatchesDecode) {
   const Tokenizer& tok = qwen3();
   const std::string text =
-      "Emoji 👨‍👩‍👧‍👦 and flags 🇯🇵🇺🇸, CJK 机器学习, Arabic مرحبا, "
+      "Emoji 👨‍👩‍👧‍👦 and flags 🇯🇵🇺🇸, CJK 机器学习, Arabic "
+      "مرحبا, "
       "combining "
       "\xC3\xA9, "
       "code `for (;;) {}`\r\n\tdone <think>ok</think> <|im_end|>";

@@ -3,7 +3,6 @@
 // with the text before it (the stop text itself is never emitted), across token boundaries.
 #include <gtest/gtest.h>
 
-
 #include "core/log.h"
 #include "tokenizer/tokenizer.h"
 #include "unit/engine_harness.h"

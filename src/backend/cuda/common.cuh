@@ -22,28 +22,44 @@ using f16 = __half;
 template <typename T>
 __device__ __forceinline__ float to_f32(T v);
 template <>
-__device__ __forceinline__ float to_f32<float>(float v) { return v; }
+__device__ __forceinline__ float to_f32<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ float to_f32<bf16>(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f32<bf16>(bf16 v) {
+  return __bfloat162float(v);
+}
 template <>
-__device__ __forceinline__ float to_f32<f16>(f16 v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32<f16>(f16 v) {
+  return __half2float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T from_f32(float v);
 template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ bf16 from_f32<bf16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 template <>
-__device__ __forceinline__ f16 from_f32<f16>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ f16 from_f32<f16>(float v) {
+  return __float2half_rn(v);
+}
 
 // A load of one element of run-time dtype (small vectors: norm weights, biases).
 __device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::BF16: return __bfloat162float(static_cast<const bf16*>(p)[i]);
-    case DType::F16: return __half2float(static_cast<const f16*>(p)[i]);
-    default: return 0.f;
+    case DType::F32:
+      return static_cast<const float*>(p)[i];
+    case DType::BF16:
+      return __bfloat162float(static_cast<const bf16*>(p)[i]);
+    case DType::F16:
+      return __half2float(static_cast<const f16*>(p)[i]);
+    default:
+      return 0.f;
   }
 }
 
@@ -88,10 +104,10 @@ __device__ __forceinline__ float block_sum(float v) {
   return warp_sum(total);
 }
 
-// Programmatic dependent launch (Hopper): kernels are launched so that the next kernel in the stream
-// may start while this one finishes. Every kernel calls pdl_wait() before it touches memory that an
-// earlier kernel writes (or reads: WAR), and pdl_trigger() to let the next kernel launch early.
-// Only immutable data (weights) may be read before pdl_wait(). Both are no-ops without PDL.
+// Programmatic dependent launch (Hopper): kernels are launched so that the next kernel in the
+// stream may start while this one finishes. Every kernel calls pdl_wait() before it touches memory
+// that an earlier kernel writes (or reads: WAR), and pdl_trigger() to let the next kernel launch
+// early. Only immutable data (weights) may be read before pdl_wait(). Both are no-ops without PDL.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -124,17 +140,29 @@ void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cuda
   SYV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-inline unsigned ceil_div(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+inline unsigned ceil_div(int64_t a, int64_t b) {
+  return static_cast<unsigned>((a + b - 1) / b);
+}
 
 }  // namespace syv::cuda
 
 // Calls BODY with `using TX = <type>` bound to the CUDA type of a float DType (f32, bf16, f16).
-#define SYV_DISPATCH_FLOAT(dtype, TX, ...)                                                  \
-  [&] {                                                                                     \
-    switch (dtype) {                                                                        \
-      case ::syv::DType::F32: { using TX = float; return __VA_ARGS__(); }                   \
-      case ::syv::DType::BF16: { using TX = ::syv::cuda::bf16; return __VA_ARGS__(); }      \
-      case ::syv::DType::F16: { using TX = ::syv::cuda::f16; return __VA_ARGS__(); }        \
-      default: ::syv::cuda::cuda_fail(__FILE__, __LINE__, #dtype, "unsupported dtype");     \
-    }                                                                                       \
+#define SYV_DISPATCH_FLOAT(dtype, TX, ...)                                       \
+  [&] {                                                                          \
+    switch (dtype) {                                                             \
+      case ::syv::DType::F32: {                                                  \
+        using TX = float;                                                        \
+        return __VA_ARGS__();                                                    \
+      }                                                                          \
+      case ::syv::DType::BF16: {                                                 \
+        using TX = ::syv::cuda::bf16;                                            \
+        return __VA_ARGS__();                                                    \
+      }                                                                          \
+      case ::syv::DType::F16: {                                                  \
+        using TX = ::syv::cuda::f16;                                             \
+        return __VA_ARGS__();                                                    \
+      }                                                                          \
+      default:                                                                   \
+        ::syv::cuda::cuda_fail(__FILE__, __LINE__, #dtype, "unsupported dtype"); \
+    }                                                                            \
   }()
