@@ -111,6 +111,13 @@ const EngineSample kEngineSamples[] = {
      &EngineGauges::checkpoints_skipped},
     {"syv_checkpoints_loaded_total", "counter",
      "Prefix-cache hits restored from a state checkpoint.", &EngineGauges::checkpoints_loaded},
+    {"syv_graphs_captured", "gauge", "Decode batch-size buckets captured as CUDA graphs.",
+     &EngineGauges::graphs_captured},
+    {"syv_graph_steps_total", "counter", "Engine steps replayed as a CUDA graph.",
+     &EngineGauges::graph_steps},
+    {"syv_graph_padding_rows_total", "counter",
+     "Dummy rows that graph steps carried to fill their bucket.",
+     &EngineGauges::graph_padding_rows},
     {"syv_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
      &EngineGauges::prefix_cache_hit_tokens},
     {"syv_prefix_cache_query_tokens_total", "counter",
@@ -137,6 +144,9 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.checkpoints_shared = static_cast<int64_t>(s.checkpoints_shared);
   g.checkpoints_skipped = static_cast<int64_t>(s.checkpoints_skipped);
   g.checkpoints_loaded = static_cast<int64_t>(s.checkpoints_loaded);
+  g.graph_steps = static_cast<int64_t>(s.graph_steps);
+  g.graph_padding_rows = static_cast<int64_t>(s.graph_padding_rows);
+  g.graphs_captured = s.graphs_captured;
   return g;
 }
 

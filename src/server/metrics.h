@@ -64,6 +64,10 @@ struct EngineGauges {
   int64_t checkpoints_shared = 0;     // cumulative: boundary already had its checkpoint
   int64_t checkpoints_skipped = 0;    // cumulative: boundary not saved, every entry held
   int64_t checkpoints_loaded = 0;     // cumulative: prefix hits restored from a checkpoint
+  // CUDA graphs of the decode buckets (0 when graphs are off).
+  int64_t graph_steps = 0;         // cumulative: steps replayed as their bucket's graph
+  int64_t graph_padding_rows = 0;  // cumulative: dummy rows those steps carried
+  int64_t graphs_captured = 0;
 
   // The engine's snapshot as exported (kv_pages_free counts reusable cached-prefix pages).
   static EngineGauges from(const EngineStats& stats);

@@ -110,6 +110,25 @@ TEST(ServerMetrics, ExportsEngineStatsWithTheCheckpointPool) {
   EXPECT_NE(dense.find("syv_checkpoint_pool_bytes 0\n"), std::string::npos);
 }
 
+// CUDA graphs of the decode buckets: captured buckets, replayed steps and their padding rows.
+TEST(ServerMetrics, ExportsGraphCounters) {
+  EngineStats s;
+  s.graphs_captured = 9;
+  s.graph_steps = 1234;
+  s.graph_padding_rows = 56;
+  const std::string text = Metrics().render(EngineGauges::from(s));
+  expect_valid_exposition(text);
+  for (const char* line : {
+           "# TYPE syv_graphs_captured gauge\nsyv_graphs_captured 9\n",
+           "# TYPE syv_graph_steps_total counter\nsyv_graph_steps_total 1234\n",
+           "# TYPE syv_graph_padding_rows_total counter\nsyv_graph_padding_rows_total 56\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  const std::string off = Metrics().render(EngineGauges::from(EngineStats{}));
+  EXPECT_NE(off.find("syv_graph_steps_total 0\n"), std::string::npos);
+}
+
 TEST(ServerMetrics, NumberFormat) {
   EXPECT_EQ(prometheus_number(3), "3");
   EXPECT_EQ(prometheus_number(0.25), "0.25");
