@@ -27,8 +27,8 @@ struct LayerWeights {
 };
 
 // Which fused ops forward() uses (all by default). Each can be switched off through the
-// environment for A/B timing (SYV_FUSED_QKV=0 etc.); read at every forward() so a benchmark can
-// flip them between CUDA-graph captures. Off runs the plain op sequence the fused op stands for.
+// environment for A/B timing (SYV_FUSED_QKV=0 etc.), read once when the model is built (not on
+// the forward path). Off runs the plain op sequence the fused op stands for.
 struct Fusions {
   bool qkv = true;       // one q|k|v linear + qkv_norm_rope_write (off: 3 linears, 2 ops)
   bool norm_qkv = true;  // residual add + RMSNorm fused into the q|k|v linear (add_rmsnorm_linear)
@@ -172,7 +172,7 @@ class Qwen3Model final : public Model {
     Tensor logits = ws_.logits.view(DType::F32, {R, V_});
     if (T == 0) return logits;
 
-    const Fusions fuse = fusions_from_env();
+    const Fusions& fuse = fusions_;
     Tensor h_a = ws_.h.view(act, {T, H_});
     Tensor h_b = ws_.h2.view(act, {T, H_});
     Tensor* h = &h_a;      // the residual stream
@@ -306,6 +306,7 @@ class Qwen3Model final : public Model {
   int64_t H_ = 0, Hq_ = 0, Hk_ = 0, D_ = 0, I_ = 0, V_ = 0;
   float eps_ = 1e-6f;
   RopeParams rope_;
+  Fusions fusions_ = fusions_from_env();
   int64_t parameters_ = 0;
 
   DeviceWeight embed_, final_norm_, lm_head_;
