@@ -12,37 +12,10 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/mma_ptx.cuh"
 
 namespace syv::cuda {
 namespace {
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// 16 bytes global -> shared, asynchronously; zero-filled (nothing read) when !valid.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // out[i] = a and, when `second`, out[i + 1] = b; one 2-element store when `pairs` allows it (the
 // caller knows that even indices are aligned for it).
@@ -156,8 +129,8 @@ __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
       for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int p = 0; p < NI / 2; ++p) {
-          mma16816(acc[i][2 * p], a[i], b[p][0], b[p][1]);
-          mma16816(acc[i][2 * p + 1], a[i], b[p][2], b[p][3]);
+          mma(acc[i][2 * p], a[i], b[p][0], b[p][1]);
+          mma(acc[i][2 * p + 1], a[i], b[p][2], b[p][3]);
         }
     }
   }
