@@ -8,6 +8,20 @@ namespace {
 constexpr int kHeadsPerBlock = 4;
 constexpr int kMaxHeadDim = 512;
 
+// Lane i of a rotate-half RoPE over the normalised head b (shared memory): lanes [0, rotary_dim)
+// rotate (i pairs with i +- rotary_dim / 2), the rest pass. Both kernels below use it, so the
+// fused prologue is bit-identical to head_norm_rope + kv_write.
+__device__ __forceinline__ float rope_lane(const float* b, int64_t i, float pos, float theta,
+                                           int32_t rotary_dim) {
+  if (i >= rotary_dim) return b[i];
+  const int half = rotary_dim / 2;
+  const int pair = static_cast<int>(i < half ? i : i - half);
+  const float inv_freq = 1.f / powf(theta, static_cast<float>(2 * pair) / rotary_dim);
+  float sn, cs;
+  sincosf(pos * inv_freq, &sn, &cs);
+  return i < half ? b[i] * cs - b[i + half] * sn : b[i] * cs + b[i - half] * sn;
+}
+
 // One warp per (token, head). The normalised head goes through shared memory so that RoPE can pair
 // lane i with lane i + rotary_dim / 2 for any rotary_dim.
 // Rows [0, tokens * heads0) are heads of x0 (q), the rest heads of x1 (k): one launch for both.
@@ -50,17 +64,8 @@ __global__ void head_norm_rope_kernel(TX* x0, int64_t heads0, const void* norm0,
   }
   __syncwarp();
   const float pos = static_cast<float>(positions[row / heads]);
-  const int half = rotary_dim / 2;
   for (int64_t i = lane; i < head_dim; i += 32) {
-    float o = b[i];
-    if (i < rotary_dim) {
-      const int pair = static_cast<int>(i < half ? i : i - half);
-      const float inv_freq = 1.f / powf(theta, static_cast<float>(2 * pair) / rotary_dim);
-      float sn, cs;
-      sincosf(pos * inv_freq, &sn, &cs);
-      o = i < half ? b[i] * cs - b[i + half] * sn : b[i] * cs + b[i - half] * sn;
-    }
-    v[i] = from_f32<TX>(o);
+    v[i] = from_f32<TX>(rope_lane(b, i, pos, theta, rotary_dim));
   }
 }
 
@@ -128,20 +133,11 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
     }
   }
   __syncwarp();
-  const int half = rotary_dim / 2;
   TX* dst = is_q ? qo + (t * hq + h) * head_dim : ko + (t * hk + (h - hq)) * head_dim;
   TC* cd =
       (!is_q && slot >= 0) ? kc + (static_cast<int64_t>(slot) * hk + (h - hq)) * head_dim : nullptr;
   for (int64_t i = lane; i < head_dim; i += 32) {
-    float o = b[i];
-    if (i < rotary_dim) {
-      const int pair = static_cast<int>(i < half ? i : i - half);
-      const float inv_freq = 1.f / powf(theta, static_cast<float>(2 * pair) / rotary_dim);
-      float sn, cs;
-      sincosf(pos * inv_freq, &sn, &cs);
-      o = i < half ? b[i] * cs - b[i + half] * sn : b[i] * cs + b[i - half] * sn;
-    }
-    const TX r = from_f32<TX>(o);
+    const TX r = from_f32<TX>(rope_lane(b, i, pos, theta, rotary_dim));
     dst[i] = r;
     if (cd) cd[i] = from_f32<TC>(to_f32(r));
   }
