@@ -26,9 +26,6 @@
 namespace syv::testing {
 namespace {
 
-const char* kFixtures[] = {"tied_gqa2", "tied_gqa4_kv1_hd64", "untied_gqa4_hd24",
-                           "untied_mha_hd32"};
-
 struct GpuModel {
   std::unique_ptr<CudaBackend> gpu;
   std::unique_ptr<Model> model;
@@ -186,7 +183,7 @@ TEST_P(EngineGraphsGpu, PaddedGraphStepsEqualEagerStepsInBatchInvariantMode) {
   s.gpu->set_batch_invariant(false);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, EngineGraphsGpu, ::testing::ValuesIn(kFixtures));
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineGraphsGpu, ::testing::ValuesIn(kQwen3Fixtures));
 
 // The engine's decode step time (wall clock of EngineCore::step(): schedule, batch, forward,
 // sampling), B sequences decoding in lockstep: graphs off (the eager engine as it is) and graphs

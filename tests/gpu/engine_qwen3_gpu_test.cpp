@@ -21,33 +21,6 @@
 namespace syv::testing {
 namespace {
 
-EngineOptions opts(int32_t page, int32_t pages, int32_t budget, int32_t chunk, bool prefix,
-                   int32_t max_seqs = 256) {
-  EngineOptions o;
-  o.page_size = page;
-  o.num_pages = pages;
-  o.max_num_batched_tokens = budget;
-  o.max_prefill_chunk = chunk;
-  o.enable_prefix_caching = prefix;
-  o.max_num_seqs = max_seqs;
-  return o;
-}
-
-std::vector<RequestOutput> run(Model& model, const EngineOptions& o,
-                               const std::vector<Request>& requests) {
-  set_log_level(LogLevel::WARN);
-  auto core = EngineCore::create(model, nullptr, o);
-  EXPECT_TRUE(core.ok()) << core.message();
-  Harness h(std::move(core).value());
-  std::vector<uint64_t> ids;
-  for (const Request& r : requests) ids.push_back(h.submit(r));
-  h.run();
-  h.expect_no_leaks();
-  std::vector<RequestOutput> out;
-  for (uint64_t id : ids) out.push_back(h.output(id));
-  return out;
-}
-
 // The six scenarios on `fixture`, with the backend in batch-invariant mode or not.
 void run_scenarios(const char* fixture, bool batch_invariant) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
@@ -76,19 +49,23 @@ void run_scenarios(const char* fixture, bool batch_invariant) {
   }
   std::vector<std::vector<int32_t>> expected;
   for (const Request& r : requests)
-    expected.push_back(run(*model, opts(16, 64, 4096, 0, false), {r})[0].samples.at(0).tokens);
+    expected.push_back(run_requests(*model, scenario_options(16, 64, 4096, 0, false), {r})[0]
+                           .samples.at(0)
+                           .tokens);
   auto check = [&](const std::vector<RequestOutput>& got, const std::string& scenario) {
     ASSERT_EQ(got.size(), requests.size());
     for (size_t i = 0; i < got.size(); ++i)
       for (const SampleOutput& s : got[i].samples)
         EXPECT_EQ(s.tokens, expected[i]) << scenario << ", request " << i;
   };
-  check(run(*model, opts(16, 256, 4096, 0, false), requests), "batched");
+  check(run_requests(*model, scenario_options(16, 256, 4096, 0, false), requests), "batched");
   for (int32_t chunk : {1, 7, 33})
-    check(run(*model, opts(16, 256, 4096, chunk, false), requests),
+    check(run_requests(*model, scenario_options(16, 256, 4096, chunk, false), requests),
           "chunk " + std::to_string(chunk));
-  check(run(*model, opts(8, 256, 4096, 0, true, 2), requests), "prefix cache, 2 at a time");
-  check(run(*model, opts(8, 20, 50, 0, true), requests), "tiny pool (preemption)");
+  check(run_requests(*model, scenario_options(8, 256, 4096, 0, true, 2), requests),
+        "prefix cache, 2 at a time");
+  check(run_requests(*model, scenario_options(8, 20, 50, 0, true), requests),
+        "tiny pool (preemption)");
 }
 
 class EngineQwen3Gpu : public ::testing::TestWithParam<const char*> {};

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "engine/engine_core.h"
+#include "model/model.h"
 
 namespace syv::testing {
 
@@ -103,5 +105,43 @@ class Harness {
   std::map<uint64_t, std::shared_ptr<RequestHandle>> handles_;
   std::map<uint64_t, RequestOutput> outputs_;
 };
+
+// The Qwen3 golden fixtures (tests/fixtures/qwen3/<name>) the engine exactness tests run on.
+inline const char* const kQwen3Fixtures[] = {"tied_gqa2", "tied_gqa4_kv1_hd64", "untied_gqa4_hd24",
+                                             "untied_mha_hd32"};
+
+// Engine options of the exactness scenarios: page size, pool, step budget, prefill chunk (0: no
+// limit), prefix caching, concurrent sequences.
+inline EngineOptions scenario_options(int32_t page, int32_t pages, int32_t budget, int32_t chunk,
+                                      bool prefix, int32_t max_seqs = 256) {
+  EngineOptions o;
+  o.page_size = page;
+  o.num_pages = pages;
+  o.max_num_batched_tokens = budget;
+  o.max_prefill_chunk = chunk;
+  o.enable_prefix_caching = prefix;
+  o.max_num_seqs = max_seqs;
+  return o;
+}
+
+// Runs `requests` (submitted together) to completion on a fresh EngineCore over `model`, checking
+// integrity after every step and that no page leaked; the outputs in request order.
+inline std::vector<RequestOutput> run_requests(Model& model, const EngineOptions& o,
+                                               const std::vector<Request>& requests,
+                                               EngineStats* stats = nullptr) {
+  set_log_level(LogLevel::WARN);
+  auto core = EngineCore::create(model, nullptr, o);
+  EXPECT_TRUE(core.ok()) << core.message();
+  if (!core.ok()) return {};
+  Harness h(std::move(core).value());
+  std::vector<uint64_t> ids;
+  for (const Request& r : requests) ids.push_back(h.submit(r));
+  h.run();
+  h.expect_no_leaks();
+  if (stats) *stats = h.core().stats();
+  std::vector<RequestOutput> out;
+  for (uint64_t id : ids) out.push_back(h.output(id));
+  return out;
+}
 
 }  // namespace syv::testing

@@ -13,9 +13,6 @@
 namespace syv::testing {
 namespace {
 
-const char* kFixtures[] = {"tied_gqa2", "tied_gqa4_kv1_hd64", "untied_gqa4_hd24",
-                           "untied_mha_hd32"};
-
 struct Loaded {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
@@ -29,34 +26,6 @@ Loaded load(const std::string& name) {
   EXPECT_TRUE(model.ok()) << model.message();
   if (model.ok()) l.model = std::move(model.value());
   return l;
-}
-
-EngineOptions opts(int32_t page, int32_t pages, int32_t budget, int32_t chunk, bool prefix,
-                   int32_t max_seqs = 256) {
-  EngineOptions o;
-  o.page_size = page;
-  o.num_pages = pages;
-  o.max_num_batched_tokens = budget;
-  o.max_prefill_chunk = chunk;
-  o.enable_prefix_caching = prefix;
-  o.max_num_seqs = max_seqs;
-  return o;
-}
-
-std::vector<RequestOutput> run(Model& model, const EngineOptions& o,
-                               const std::vector<Request>& requests, EngineStats* stats = nullptr) {
-  set_log_level(LogLevel::WARN);
-  auto core = EngineCore::create(model, nullptr, o);
-  EXPECT_TRUE(core.ok()) << core.message();
-  Harness h(std::move(core).value());
-  std::vector<uint64_t> ids;
-  for (const Request& r : requests) ids.push_back(h.submit(r));
-  h.run();
-  h.expect_no_leaks();
-  if (stats) *stats = h.core().stats();
-  std::vector<RequestOutput> out;
-  for (uint64_t id : ids) out.push_back(h.output(id));
-  return out;
 }
 
 class EngineQwen3 : public ::testing::TestWithParam<const char*> {};
@@ -88,7 +57,9 @@ TEST_P(EngineQwen3, GreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) 
   for (const Request& r : requests) {
     Request solo = r;
     solo.params.n = 1;
-    expected.push_back(run(*l.model, opts(16, 64, 4096, 0, false), {solo})[0].samples.at(0).tokens);
+    expected.push_back(run_requests(*l.model, scenario_options(16, 64, 4096, 0, false), {solo})[0]
+                           .samples.at(0)
+                           .tokens);
   }
   auto check = [&](const std::vector<RequestOutput>& got, const std::string& scenario) {
     ASSERT_EQ(got.size(), requests.size());
@@ -99,19 +70,20 @@ TEST_P(EngineQwen3, GreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) 
     }
   };
   EngineStats stats;
-  check(run(*l.model, opts(16, 256, 4096, 0, false), requests), "batched");
+  check(run_requests(*l.model, scenario_options(16, 256, 4096, 0, false), requests), "batched");
   for (int32_t chunk : {1, 7, 33}) {
-    check(run(*l.model, opts(16, 256, 4096, chunk, false), requests),
+    check(run_requests(*l.model, scenario_options(16, 256, 4096, chunk, false), requests),
           "chunk " + std::to_string(chunk));
   }
-  check(run(*l.model, opts(8, 256, 4096, 0, true, 2), requests, &stats),
+  check(run_requests(*l.model, scenario_options(8, 256, 4096, 0, true, 2), requests, &stats),
         "prefix cache, 2 at a time");
   EXPECT_GT(stats.prefix_hit_tokens, 0u);
-  check(run(*l.model, opts(8, 20, 50, 0, true), requests, &stats), "tiny pool");
+  check(run_requests(*l.model, scenario_options(8, 20, 50, 0, true), requests, &stats),
+        "tiny pool");
   EXPECT_GT(stats.preemptions, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, EngineQwen3, ::testing::ValuesIn(kFixtures));
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineQwen3, ::testing::ValuesIn(kQwen3Fixtures));
 
 }  // namespace
 }  // namespace syv::testing
