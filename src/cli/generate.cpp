@@ -168,14 +168,7 @@ CommandRegistration reg{
       app.add_flag("--batch-invariant", o->model.batch_invariant,
                    "Bit-identical logits for a prompt whatever else is batched with it and however "
                    "it is chunked (--prompts-file); slower (docs/configuration.md).");
-      return [o]() -> int {
-        if (o->model.batch_invariant) {
-          SYV_LOG(INFO)
-              << "batch-invariant mode: on (every logits row is bit-identical whatever else is "
-                 "batched, however the prompt is chunked; slower, see docs/cuda-backend.md)";
-        }
-        return run(*o);
-      };
+      return [o]() -> int { return run(*o); };
     }};
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/log.h"
 #include "io/hf_config.h"
 
 namespace syv::cli {
@@ -22,7 +23,7 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
 Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   LoadedModel loaded;
   loaded.backend = make_cpu_backend();
-  loaded.backend->set_batch_invariant(args.batch_invariant);
+  apply_batch_invariant(*loaded.backend, args.batch_invariant);
   LoadOptions options;
   options.random_weights = args.random_weights;
   options.seed = args.weight_seed;
@@ -30,6 +31,15 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   if (!model.ok()) return model.status().with_context("--model");
   loaded.model = std::move(model.value());
   return loaded;
+}
+
+void apply_batch_invariant(Backend& backend, bool on) {
+  backend.set_batch_invariant(on);
+  SYV_LOG(INFO)
+      << (on ? "batch-invariant mode: on (every logits row is bit-identical whatever else "
+               "is batched, however the prompt is chunked; slower, see "
+               "docs/cuda-backend.md)"
+             : "batch-invariant mode: off (--batch-invariant turns it on)");
 }
 
 Result<ModelConfig> read_cli_config(const ModelArgs& args) {

@@ -30,6 +30,9 @@ struct LoadedModel {
 };
 // Errors are prefixed with "--model": the folder, and what is wrong with it.
 Result<LoadedModel> load_cli_model(const ModelArgs& args);
+
+// Backend::set_batch_invariant(on), and the start-up log line that says which mode runs and why.
+void apply_batch_invariant(Backend& backend, bool on);
 // Just config.json (+ generation_config.json), to validate arguments before the (slow) load.
 Result<ModelConfig> read_cli_config(const ModelArgs& args);
 

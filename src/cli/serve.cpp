@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "cli/command.h"
 #include "cli/engine_args.h"
+#include "cli/model_session.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -174,12 +175,7 @@ int run_serve(const ServeOptions& o) {
   const double backend_s = since(t0);
   SYV_LOG(INFO) << "backend: " << (*backend)->name() << ", up in " << backend_s << " s";
   const auto t_tokenizer = std::chrono::steady_clock::now();
-  (*backend)->set_batch_invariant(o.batch_invariant);
-  SYV_LOG(INFO)
-      << (o.batch_invariant
-              ? "batch-invariant mode: on (every logits row is bit-identical whatever else is "
-                "batched, however the prompt is chunked; slower, see docs/cuda-backend.md)"
-              : "batch-invariant mode: off (--batch-invariant turns it on)");
+  apply_batch_invariant(**backend, o.batch_invariant);
   Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(o.model_dir);
   if (!tokenizer.ok()) return fail(tokenizer.message());
   std::unique_ptr<ChatTemplate> chat_template;
