@@ -35,7 +35,7 @@ Result<std::string> ChatTemplate::render_context(const nlohmann::ordered_json& c
     jinja::Dict vars;
     for (auto it = context.begin(); it != context.end(); ++it)
       vars.set(it.key(), jinja::Value::from_json(it.value()));
-    jinja::Renderer renderer(*template_, limits);
+    jinja::Renderer renderer(*template_, limits, jinja::Clock{fixed_local_time_});
     return renderer.render(vars);
   } catch (const jinja::Error& e) {
     return position_error(e);

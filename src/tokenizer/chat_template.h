@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "core/status.h"
@@ -49,11 +51,19 @@ class ChatTemplate {
   Result<std::string> render_context(const nlohmann::ordered_json& context,
                                      uint64_t max_steps = 0) const;
 
+  // Fixes the clock strftime_now() reads (Llama 3.x templates print "Today Date: ..." from it
+  // unless the caller passes `date_string`) to `local_time`, for every later render. Unset (the
+  // default, what the server uses): the local time at each render. Golden tests fix it to the
+  // moment their transformers renders were made, so they pass on any day. Call before sharing the
+  // template between threads.
+  void fix_clock(const std::tm& local_time) { fixed_local_time_ = local_time; }
+
   const std::string& source() const { return source_; }
 
  private:
   std::string source_;
   std::shared_ptr<const jinja::Template> template_;
+  std::optional<std::tm> fixed_local_time_;
 };
 
 }  // namespace syv

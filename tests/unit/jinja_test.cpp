@@ -162,13 +162,46 @@ TEST(Jinja, GenerationTagIsTransparent) {
   EXPECT_EQ(ok("a{% generation %}b{{ 1 }}{% endgeneration %}c"), "ab1c");
 }
 
+// Without a fixed clock (the server's case), strftime_now() prints the local time of the render in
+// the template's format. The day is read before and after, so the test holds across midnight.
 TEST(Jinja, StrftimeNowUsesLocalTime) {
-  char buf[64];
-  std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  std::strftime(buf, sizeof(buf), "%d %b %Y", &local);
-  EXPECT_EQ(ok("{{ strftime_now('%d %b %Y') }}"), buf);
+  auto today = [] {
+    char buf[64];
+    std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    return std::string(buf, std::strftime(buf, sizeof(buf), "%d %b %Y", &local));
+  };
+  const std::string before = today();
+  const std::string got = ok("{{ strftime_now('%d %b %Y') }}");
+  const std::string after = today();
+  EXPECT_TRUE(got == before || got == after) << got << " is neither " << before << " nor " << after;
+}
+
+// A fixed clock: strftime_now() reads it, whatever the day, hour or time zone of the run.
+TEST(Jinja, StrftimeNowReadsTheFixedClock) {
+  auto t = ChatTemplate::parse("{{ strftime_now('%Y-%m-%d %H:%M:%S %a %d %b %Y') }}");
+  ASSERT_TRUE(t.ok()) << t.message();
+  std::tm leap{};
+  leap.tm_year = 2028 - 1900;
+  leap.tm_mon = 1;
+  leap.tm_mday = 29;
+  leap.tm_hour = 23;
+  leap.tm_min = 59;
+  leap.tm_sec = 58;
+  leap.tm_wday = 2;  // a Tuesday
+  t->fix_clock(leap);
+  auto r = t->render_context(ojson::object());
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(*r, "2028-02-29 23:59:58 Tue 29 Feb 2028");
+  std::tm new_year{};
+  new_year.tm_year = 2031 - 1900;
+  new_year.tm_mday = 1;
+  new_year.tm_wday = 3;  // a Wednesday
+  t->fix_clock(new_year);
+  r = t->render_context(ojson::object());
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(*r, "2031-01-01 00:00:00 Wed 01 Jan 2031");
 }
 
 TEST(Jinja, WhitespaceControlLikeTransformers) {

@@ -1013,12 +1013,10 @@ Value lookup_global(const std::string& name) {
                                        : to_str(a.positional[0]));
     };
   } else if (name == "strftime_now") {
-    c.fn = [](Renderer&, CallArgs& a) -> Value {
+    c.fn = [](Renderer& r, CallArgs& a) -> Value {
       if (a.positional.size() != 1 || !a.positional[0].is_string())
         throw Error("strftime_now() needs a format string");
-      std::time_t now = std::time(nullptr);
-      std::tm local{};
-      localtime_r(&now, &local);
+      const std::tm local = r.clock().local_now();
       char buf[512];
       size_t n = std::strftime(buf, sizeof(buf), a.positional[0].s.c_str(), &local);
       return Value::string(std::string(buf, n));

@@ -4,6 +4,14 @@
 
 namespace syv::jinja {
 
+std::tm Clock::local_now() const {
+  if (fixed_local_time) return *fixed_local_time;
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  return local;
+}
+
 std::string Renderer::render(const Dict& context) {
   for (const auto& [k, v] : context.items) root_.vars[k] = v;
   std::string out;

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -22,15 +24,25 @@ struct RenderLimits : SizeLimits {
   int max_depth = 400;             // nested evaluation (expressions, blocks, macro calls)
 };
 
+// The wall clock strftime_now() reads: the local time at the call, or a fixed local time when
+// one is set (golden fixtures and tests render with one, so their output does not depend on the
+// day, the hour or the time zone they run in).
+struct Clock {
+  std::optional<std::tm> fixed_local_time;
+  std::tm local_now() const;
+};
+
 class Renderer {
  public:
-  Renderer(const Template& tpl, RenderLimits limits) : tpl_(tpl), limits_(limits) {}
+  Renderer(const Template& tpl, RenderLimits limits, Clock clock = {})
+      : tpl_(tpl), limits_(limits), clock_(clock) {}
 
   // Renders with `context` as the top-level variables. Throws Error (with a position).
   std::string render(const Dict& context);
 
   // For built-ins.
   const RenderLimits& limits() const { return limits_; }
+  const Clock& clock() const { return clock_; }
   Value call(const Value& callee, CallArgs& args);
 
  private:
@@ -64,6 +76,7 @@ class Renderer {
 
   const Template& tpl_;
   RenderLimits limits_;
+  Clock clock_;
   Scope root_;
   Scope* scope_ = &root_;
   std::string* out_ = nullptr;
