@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/batch.h"
 #include "backend/tensor.h"
-#include "model/batch.h"
 
 namespace syv {
 

@@ -1,4 +1,6 @@
 // The one thing the engine hands the model each step: several sequences packed back to back.
+// It lives in backend/ (below model/ and engine/) because backend ops and their batch metadata
+// read it too.
 // The model never sees the scheduler; it sees this.
 #pragma once
 

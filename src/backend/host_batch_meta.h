@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/batch.h"
+#include "backend/batch.h"
 
 namespace syv {
 

@@ -27,10 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/batch.h"
 #include "backend/tensor.h"
 #include "core/status.h"
 #include "engine/scheduler.h"
-#include "model/batch.h"
 
 namespace syv {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/batch.h"
 #include "engine/scheduler.h"
-#include "model/batch.h"
 
 namespace syv {
 

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/batch.h"
 #include "core/status.h"
 #include "io/model_config.h"
-#include "model/batch.h"
 #include "model/cache_spec.h"
 
 namespace syv {
