@@ -43,6 +43,9 @@ class Model;
 class Tokenizer;
 class EngineCore;
 
+// Most drafts a verify step feeds per sequence (EngineOptions::num_speculative_tokens).
+inline constexpr int32_t kMaxSpeculativeTokens = 16;
+
 // How the engine sizes its cache and its steps. Zero means "derive" where noted.
 struct EngineOptions {
   int32_t page_size = 64;                 // tokens per KV page
@@ -58,6 +61,10 @@ struct EngineOptions {
   int32_t num_checkpoints = 0;                 // checkpoint pool; 0 = checkpoint_cache_bytes worth
   int64_t checkpoint_cache_bytes = 1ll << 30;  // (at most 8 per max_num_seqs when derived)
   std::string prefix_retention = "dense";      // "dense" | "boundaries" | N (tokens)
+  // Speculative decoding (engine/drafter.h): at most this many drafts per sequence and step, from
+  // the drafter given to EngineCore::set_drafter(); 0 = off. Hybrid models then reserve one state
+  // snapshot per sequence slot (state_bytes_per_seq x max_num_seqs) to roll back rejected drafts.
+  int32_t num_speculative_tokens = 0;
   // CUDA graphs for plain decode steps, one per batch-size bucket (engine/graph_runner.h):
   // "eager" captures every bucket at start-up, "lazy" each on first use, "off" none. Ignored
   // (off, with a log line) when the model or backend cannot run graphs (CPU backend, hybrid

@@ -104,6 +104,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     return Status::Error("engine option max_num_batched_tokens: expected >= 1");
   if (options.max_prefill_chunk < 0)
     return Status::Error("engine option max_prefill_chunk: expected >= 0");
+  if (options.num_speculative_tokens < 0 || options.num_speculative_tokens > kMaxSpeculativeTokens)
+    return Status::Error("engine option num_speculative_tokens: expected 0.." +
+                         std::to_string(kMaxSpeculativeTokens) + ", found " +
+                         std::to_string(options.num_speculative_tokens));
   SYV_ASSIGN_OR_RETURN(GraphMode graph_mode, parse_graph_mode(options.cuda_graphs));
   if (options.max_graph_batch < 0) {
     return Status::Error("engine option max_graph_batch: expected >= 0, found " +
@@ -130,6 +134,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   if (spec.has_recurrent_state()) {
     cache.num_state_slots = options.max_num_seqs;
     cache.num_checkpoints = options.num_checkpoints;
+    // Verify steps: one snapshot per slot after the pool's checkpoints (HybridState::snapshot).
+    if (options.num_speculative_tokens > 0) cache.num_checkpoints += options.max_num_seqs;
   }
   SYV_RETURN_IF_ERROR(model.allocate_cache(cache));
   if (spec.has_recurrent_state()) {
@@ -146,6 +152,17 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << options.max_num_seqs << ", token budget " << options.max_num_batched_tokens
                 << ", prefix caching " << (options.enable_prefix_caching ? "on" : "off")
                 << ", max_model_len " << options.max_model_len;
+  if (options.num_speculative_tokens > 0) {
+    SYV_LOG(INFO) << "engine: speculative decoding: up to " << options.num_speculative_tokens
+                  << " drafts per sequence and step"
+                  << (spec.has_recurrent_state()
+                          ? ", " + std::to_string(options.max_num_seqs) +
+                                " state snapshots for rejected drafts (" +
+                                std::to_string((spec.state_bytes_per_seq * options.max_num_seqs) >>
+                                               20) +
+                                " MiB)"
+                          : std::string());
+  }
   auto core = std::make_unique<EngineCore>(model, tokenizer, options);
   if (graph_mode != GraphMode::kOff) {
     GraphConfig g;
@@ -156,8 +173,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     g.dummy_page = options.num_pages;  // the model's cache has one page beyond the pool
     g.max_context = options.max_model_len;
     g.max_tokens = std::max(options.max_num_batched_tokens, options.max_graph_batch);
-    g.max_logit_rows = std::max(std::min(options.max_num_seqs, options.max_num_batched_tokens),
-                                options.max_graph_batch);
+    // A verify step wants 1 + k rows per sequence (eager, but within the same reservation).
+    const int64_t rows_per_seq = 1 + options.num_speculative_tokens;
+    g.max_logit_rows = static_cast<int32_t>(std::max<int64_t>(
+        std::min<int64_t>(options.max_num_seqs * rows_per_seq, options.max_num_batched_tokens),
+        options.max_graph_batch));
     const auto t0 = std::chrono::steady_clock::now();
     core->graphs_ = std::make_unique<GraphRunner>(model, g);
     if (graph_mode == GraphMode::kEager) core->graphs_->capture_all();
@@ -199,7 +219,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
     SYV_CHECK(policy.ok()) << policy.status().message();  // create() validated it
     hybrid_ = std::make_unique<HybridState>(
         model, CheckpointGeometry(options.page_size, options.checkpoint_interval), policy.value(),
-        options.max_num_seqs, options.num_checkpoints);
+        options.max_num_seqs, options.num_checkpoints, options.num_speculative_tokens > 0);
     scheduler_.set_hybrid(hybrid_.get());
     stats_.checkpoint_bytes = model.cache_spec().state_bytes_per_seq * options.num_checkpoints;
   }
@@ -293,6 +313,7 @@ void EngineCore::abort_all() {
 }
 
 void EngineCore::step() {
+  if (drafter_ != nullptr && options_.num_speculative_tokens > 0) propose_drafts();
   scheduler_.schedule(step_);
   stats_.preemptions += static_cast<uint64_t>(step_.num_preempted);
   stats_.prompt_tokens += static_cast<uint64_t>(step_.prompt_tokens);
@@ -329,10 +350,26 @@ void EngineCore::step() {
   if (on_device) {
     std::vector<SampleRow> sample_rows(rows);
     std::vector<SamplePenalty> penalties;
-    for (size_t r = 0; r < rows; ++r) {
-      Sequence& seq = *step_.seqs[static_cast<size_t>(owner[r])].seq;
+    for (size_t r = 0; r < rows;) {
+      const ScheduledSeq& s = step_.seqs[static_cast<size_t>(owner[r])];
+      Sequence& seq = *s.seq;
+      const SamplingParams& params = seq.params();
       SampleStream& stream = seq.group()->streams[static_cast<size_t>(seq.sample_index())];
-      sample_rows[r] = make_sample_row(seq.params(), stream.sampler, penalties);
+      if (s.num_drafts == 0) {
+        sample_rows[r++] = make_sample_row(params, stream.sampler, penalties);
+        continue;
+      }
+      // Row j as plain decoding would sample it after drafts 0..j-1: a copy of the state takes
+      // the draws and the drafts; the real state follows only the tokens kept (sample_sequence).
+      const bool penalised = params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
+                             params.frequency_penalty != 0.0f;
+      SamplerState probe;
+      if (penalised) probe = stream.sampler;
+      probe.rng = stream.sampler.rng;
+      for (int32_t j = 0; j <= s.num_drafts; ++j) {
+        sample_rows[r++] = make_sample_row(params, probe, penalties);
+        if (j < s.num_drafts && penalised) probe.add_output(seq.drafts[static_cast<size_t>(j)]);
+      }
     }
     device_ids.resize(rows);
     model_.backend().sample(logits, sample_rows, penalties, device_ids.data());
@@ -345,27 +382,84 @@ void EngineCore::step() {
   ++stats_.steps;
   stats_.computed_tokens += static_cast<uint64_t>(step_.num_tokens);
 
+  // Sample (keeping drafts up to the first rejection), then commit what each sequence keeps, then
+  // emit: the scheduler registers pages over tokens that are already in seq.tokens.
+  results_.clear();
+  result_begin_.assign(step_.seqs.size() + 1, 0);
+  for (size_t i = 0, r = 0; i < step_.seqs.size(); ++i) {
+    result_begin_[i] = results_.size();
+    if (!step_.seqs[i].wants_logits) continue;
+    sample_sequence(i, r, on_device ? nullptr : host_logits_.data(), vocab, device_ids);
+    r += static_cast<size_t>(step_.seqs[i].num_drafts) + 1;
+  }
+  result_begin_[step_.seqs.size()] = results_.size();
   scheduler_.commit(step_);
-  for (size_t r = 0; r < rows; ++r) {
-    Sequence& seq = *step_.seqs[static_cast<size_t>(owner[r])].seq;
+  for (size_t i = 0; i < step_.seqs.size(); ++i) {
+    const size_t begin = result_begin_[i], end = result_begin_[i + 1];
+    if (begin == end) continue;
+    Sequence& seq = *step_.seqs[i].seq;
     RequestGroup& group = *seq.group();
-    SampleStream& stream = group.streams[static_cast<size_t>(seq.sample_index())];
-    SampleResult sample;
-    if (on_device) {
-      sample.token_id = device_ids[r];
-      stream.sampler.add_output(sample.token_id);
-    } else {
-      sample = sampler_.sample(&host_logits_[r * static_cast<size_t>(vocab)], vocab, seq.params(),
-                               stream.sampler);
+    const int32_t length_before = seq.length() - static_cast<int32_t>(end - begin);
+    for (size_t t = begin; t < end; ++t) {
+      ++stats_.generated_tokens;
+      // may end the sample and destroy the sequence and its group
+      if (emit(group, seq, results_[t], length_before + static_cast<int32_t>(t - begin) + 1)) break;
     }
-    seq.tokens.push_back(sample.token_id);
-    ++stats_.generated_tokens;
-    emit(group, seq, sample);  // may end the sample and destroy the group
   }
   update_gauges();
 }
 
-void EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sample) {
+void EngineCore::propose_drafts() {
+  const int32_t k = options_.num_speculative_tokens;
+  for (Sequence* seq : scheduler_.running()) {
+    seq->drafts.clear();
+    if (seq->state != SequenceState::kDecoding) continue;
+    // Every draft kept is a generated token, and one more is sampled after them.
+    const int32_t room = std::min({k, seq->params().max_tokens - seq->num_generated() - 1,
+                                   options_.max_model_len - seq->length() - 1});
+    if (room <= 0) continue;
+    drafter_->propose(*seq, room, seq->drafts);
+    if (static_cast<int32_t>(seq->drafts.size()) > room) seq->drafts.resize(room);
+    for (int32_t id : seq->drafts)
+      SYV_CHECK(id >= 0 && id < vocab_size_) << "drafter proposed token " << id;
+  }
+}
+
+void EngineCore::sample_sequence(size_t i, size_t row, const float* host_rows, int32_t vocab,
+                                 const std::vector<int32_t>& device_ids) {
+  ScheduledSeq& s = step_.seqs[i];
+  Sequence& seq = *s.seq;
+  RequestGroup& group = *seq.group();
+  const SamplingParams& params = seq.params();
+  SampleStream& stream = group.streams[static_cast<size_t>(seq.sample_index())];
+  int32_t j = 0;
+  for (;; ++j) {
+    const size_t r = row + static_cast<size_t>(j);
+    SampleResult sample;
+    if (host_rows == nullptr) {
+      sample.token_id = device_ids[r];
+      // make_sample_row drew for a draft sequence's rows from a copy: replay the one draw here.
+      if (s.num_drafts > 0 && params.temperature != 0.0f) stream.sampler.rng.uniform();
+      stream.sampler.add_output(sample.token_id);
+    } else {
+      sample = sampler_.sample(host_rows + r * static_cast<size_t>(vocab), vocab, params,
+                               stream.sampler);
+    }
+    results_.push_back(std::move(sample));
+    const int32_t token = results_.back().token_id;
+    const bool stops =
+        std::find(group.stop_ids.begin(), group.stop_ids.end(), token) != group.stop_ids.end();
+    if (j == s.num_drafts || stops || token != seq.drafts[static_cast<size_t>(j)]) break;
+  }
+  s.num_accepted = j;
+  stats_.draft_tokens += static_cast<uint64_t>(s.num_drafts);
+  stats_.accepted_tokens += static_cast<uint64_t>(j);
+  for (size_t t = results_.size() - static_cast<size_t>(j) - 1; t < results_.size(); ++t)
+    seq.tokens.push_back(results_[t].token_id);
+}
+
+bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sample,
+                      int32_t length) {
   const SamplingParams& params = seq.params();
   SampleStream& stream = group.streams[static_cast<size_t>(seq.sample_index())];
   Event event;
@@ -400,7 +494,7 @@ void EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
     }
   }
   if (!event.finished() &&
-      (seq.num_generated() >= params.max_tokens || seq.length() >= options_.max_model_len)) {
+      (length - seq.prompt_len() >= params.max_tokens || length >= options_.max_model_len)) {
     event.finish_reason = "length";
   }
   if (event.finished() && event.finish_reason != "stop" && stream.detokenizer) {
@@ -414,6 +508,7 @@ void EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
   const bool finished = event.finished();
   if (group.handle) group.handle->channel().push(std::move(event));
   if (finished) end_sample(group, seq);
+  return finished;
 }
 
 void EngineCore::end_sample(RequestGroup& group, Sequence& seq) {

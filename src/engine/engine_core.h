@@ -1,9 +1,11 @@
 // The single-threaded heart of the engine: requests in, one step at a time, events out.
 // Engine (engine.h) runs it on its own thread; tests and benchmarks drive it directly.
 //
-// One step: schedule (scheduler.h) -> build the Batch (runner.h) -> model.forward -> download the
-// logits rows -> commit (advance sequences, register full pages) -> sample each row
-// (sampler.h) -> detokenize, apply stop conditions, push Events -> free finished sequences.
+// One step: propose drafts (drafter.h, when speculating) -> schedule (scheduler.h) -> build the
+// Batch (runner.h) -> model.forward -> sample each logits row (sampler.h; on the device, or on the
+// host after downloading the rows), keeping each sequence's drafts up to the first one the model
+// disagrees with -> commit (advance sequences over the kept tokens, register full pages) ->
+// detokenize, apply stop conditions, push Events -> free finished sequences.
 //
 // Not thread-safe: every call must come from the same thread (validate() excepted: it only reads
 // immutable configuration and may be called from any thread).
@@ -15,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/drafter.h"
 #include "engine/engine.h"
 #include "engine/graph_runner.h"
 #include "engine/hybrid_state.h"
@@ -65,6 +68,10 @@ class EngineCore {
   void abort_request(uint64_t id);
   void abort_all();
 
+  // Speculative decoding: the drafter that proposes up to options().num_speculative_tokens drafts
+  // per decoding sequence and step (null: none). Call between steps.
+  void set_drafter(std::unique_ptr<Drafter> drafter) { drafter_ = std::move(drafter); }
+
   bool has_work() const { return scheduler_.has_work(); }
   // Runs one step (no-op when idle).
   void step();
@@ -84,7 +91,15 @@ class EngineCore {
              const EngineOptions& options);  // use create()
 
  private:
-  void emit(RequestGroup& group, Sequence& seq, const SampleResult& sample);
+  void propose_drafts();
+  // Samples the logits rows of scheduled sequence `i` (rows [row, row + num_drafts]) until a draft
+  // is rejected, appending the kept tokens to results_ and to seq.tokens; sets num_accepted.
+  void sample_sequence(size_t i, size_t row, const float* host_rows, int32_t vocab,
+                       const std::vector<int32_t>& device_ids);
+  // Emits one token; `length` is the sequence's length with this token (the stop and length
+  // checks see the sequence as it was when this token was generated). Returns true when the
+  // sample ended (the sequence, and maybe its group, are gone).
+  bool emit(RequestGroup& group, Sequence& seq, const SampleResult& sample, int32_t length);
   void end_sample(RequestGroup& group, Sequence& seq);
   void update_gauges();
 
@@ -100,7 +115,10 @@ class EngineCore {
   Runner runner_;
   Sampler sampler_;
   SchedulerOutput step_;
+  std::unique_ptr<Drafter> drafter_;
   std::vector<float> host_logits_;
+  std::vector<SampleResult> results_;  // tokens kept this step, by scheduled sequence
+  std::vector<size_t> result_begin_;   // [step_.seqs.size() + 1] offsets into results_
   std::unordered_map<uint64_t, std::unique_ptr<RequestGroup>> groups_;
   uint64_t next_seq_id_ = 1;
   EngineStats stats_;

@@ -12,8 +12,22 @@
 namespace syv {
 
 HybridState::HybridState(Model& model, CheckpointGeometry geometry, RetentionPolicy policy,
-                         int32_t num_slots, int32_t num_checkpoints)
-    : model_(model), geometry_(geometry), policy_(policy), pool_(num_slots, num_checkpoints) {}
+                         int32_t num_slots, int32_t num_checkpoints, bool snapshots)
+    : model_(model),
+      geometry_(geometry),
+      policy_(policy),
+      pool_(num_slots, num_checkpoints),
+      snapshots_(snapshots) {}
+
+void HybridState::snapshot(const Sequence& seq) {
+  SYV_CHECK(snapshots_ && seq.state_slot >= 0) << "seq " << seq.id() << " slot " << seq.state_slot;
+  model_.save_checkpoint(seq.state_slot, pool_.num_checkpoints() + seq.state_slot);
+}
+
+void HybridState::rollback(const Sequence& seq) {
+  SYV_CHECK(snapshots_ && seq.state_slot >= 0) << "seq " << seq.id() << " slot " << seq.state_slot;
+  model_.load_checkpoint(pool_.num_checkpoints() + seq.state_slot, seq.state_slot);
+}
 
 bool HybridState::is_boundary(const Sequence& seq, int32_t length) const {
   return geometry_.is_boundary(length, seq.prompt_len()) ||

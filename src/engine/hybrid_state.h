@@ -11,7 +11,13 @@
 //    a step, a sequence whose computed length is a boundary saves (or shares) a checkpoint there
 //    and holds it until it ends;
 //  * preemption frees the slot but keeps the holds (the recompute resumes from them);
-//  * finish and abort free the slot and release every hold, retained as the policy says.
+//  * finish and abort free the slot and release every hold, retained as the policy says;
+//  * verify steps (speculative decoding) feed drafts that may be rejected, and a recurrent state
+//    cannot be stepped back: before such a step the slot's state is copied to the slot's
+//    *snapshot* (one spare checkpoint entry per slot, beyond the pool: state_bytes_per_seq x
+//    max_num_seqs of extra memory, reserved only when speculation is on); when a draft is
+//    rejected the snapshot is copied back and the accepted tokens are fed again with the next
+//    step (rollback()), so the state only ever covers accepted tokens.
 //
 // Not thread-safe: owned by the engine thread.
 #pragma once
@@ -38,8 +44,10 @@ struct HybridCounters {
 
 class HybridState {
  public:
+  // `snapshots`: whether the model's cache has a snapshot entry per slot after the pool's
+  // checkpoints (checkpoint id num_checkpoints + slot); needed for verify steps.
   HybridState(Model& model, CheckpointGeometry geometry, RetentionPolicy policy, int32_t num_slots,
-              int32_t num_checkpoints);
+              int32_t num_checkpoints, bool snapshots = false);
 
   const CheckpointGeometry& geometry() const { return geometry_; }
   const RetentionPolicy& policy() const { return policy_; }
@@ -60,6 +68,11 @@ class HybridState {
   // After the step advanced seq->num_computed and registered its full pages: saves a checkpoint if
   // the computed length is a checkpoint boundary.
   void after_step(Sequence* seq);
+  // Verify steps: copies the running sequence's state to its slot's snapshot (before the step)
+  // and back (after a rejected draft). CHECK-fails unless constructed with snapshots.
+  bool has_snapshots() const { return snapshots_; }
+  void snapshot(const Sequence& seq);
+  void rollback(const Sequence& seq);
   void preempt(Sequence* seq);  // frees the slot, keeps the holds
   void finish(Sequence* seq);   // frees the slot, releases the holds by the retention policy
 
@@ -76,6 +89,7 @@ class HybridState {
   CheckpointGeometry geometry_;
   RetentionPolicy policy_;
   CheckpointPool pool_;
+  bool snapshots_;
   HybridCounters counters_;
 };
 

@@ -27,11 +27,17 @@ const Batch& Runner::build(const SchedulerOutput& step, int32_t min_pages_per_se
   for (size_t i = 0; i < num_seqs; ++i) {
     const ScheduledSeq& s = step.seqs[i];
     const Sequence& seq = *s.seq;
-    const int32_t begin = seq.num_computed, end = begin + s.num_new_tokens;
-    SYV_CHECK(s.num_new_tokens > 0 && end <= seq.length())
-        << "seq " << seq.id() << " chunk " << begin << ".." << end;
+    const int32_t begin = seq.num_computed, fed_end = begin + s.num_pending();
+    const int32_t end = fed_end + s.num_drafts;
+    SYV_CHECK(s.num_pending() > 0 && fed_end <= seq.length() &&
+              s.num_drafts <= static_cast<int32_t>(seq.drafts.size()) &&
+              (s.num_drafts == 0 || (s.wants_logits && fed_end == seq.length())))
+        << "seq " << seq.id() << " chunk " << begin << ".." << fed_end << " + " << s.num_drafts
+        << " drafts";
     b.seq_starts[i] = row;
-    std::copy(seq.tokens.begin() + begin, seq.tokens.begin() + end, b.token_ids.begin() + row);
+    std::copy(seq.tokens.begin() + begin, seq.tokens.begin() + fed_end, b.token_ids.begin() + row);
+    std::copy(seq.drafts.begin(), seq.drafts.begin() + s.num_drafts,
+              b.token_ids.begin() + row + s.num_pending());
     for (int32_t pos = begin; pos < end; ++pos)
       b.positions[static_cast<size_t>(row + pos - begin)] = pos;
     row += s.num_new_tokens;
@@ -39,9 +45,11 @@ const Batch& Runner::build(const SchedulerOutput& step, int32_t min_pages_per_se
     std::copy(seq.pages.begin(), seq.pages.end(),
               b.page_table.begin() + static_cast<std::ptrdiff_t>(i * max_pages));
     if (seq.state_slot >= 0) b.state_slots.push_back(seq.state_slot);  // hybrid models
-    if (s.wants_logits) {
-      b.logit_rows.push_back(row - 1);
-      row_owner_.push_back(static_cast<int32_t>(i));
+    if (s.wants_logits) {  // the last token's row, and each draft's
+      for (int32_t r = row - 1 - s.num_drafts; r < row; ++r) {
+        b.logit_rows.push_back(r);
+        row_owner_.push_back(static_cast<int32_t>(i));
+      }
     }
   }
   b.seq_starts[num_seqs] = row;

@@ -2,8 +2,9 @@
 // starts, context lengths and page tables, and the rows whose logits are needed. Reuses its
 // vectors from step to step (no allocation in the steady state).
 //
-// Speculative decoding (later) will put several logit rows per sequence here (draft verification);
-// row_owner() already maps each logits row back to its scheduled sequence.
+// A verify step (speculative decoding) feeds a sequence's drafts after its pending tokens and
+// wants num_drafts + 1 consecutive logits rows for it; row_owner() maps each logits row back to
+// its scheduled sequence.
 #pragma once
 
 #include <cstdint>

@@ -54,6 +54,7 @@ void Scheduler::remove_running(Sequence* seq) {
 
 void Scheduler::preempt(Sequence* seq) {
   remove_running(seq);
+  seq->drafts.clear();
   release_pages(seq);
   if (hybrid_ != nullptr) hybrid_->preempt(seq);
   seq->state = SequenceState::kWaiting;
@@ -105,6 +106,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
       ++i;
       continue;
     }
+    const int32_t drafts = drafts_for(*seq, n, budget - n - decodes_left);
     bool preempted_self = false;
     while (!grow(seq, seq->num_computed + n)) {
       Sequence* victim = running_.back();
@@ -117,9 +119,16 @@ void Scheduler::schedule(SchedulerOutput& out) {
       }
     }
     if (preempted_self) break;
-    out.seqs.push_back({seq, n, seq->num_computed + n == seq->length()});
-    out.num_tokens += n;
-    budget -= n;
+    ScheduledSeq scheduled{seq, n, seq->num_computed + n == seq->length()};
+    // Drafts take pages only when the pool has them: nothing is preempted for a guess.
+    if (drafts > 0 && grow(seq, seq->num_computed + n + drafts)) {
+      scheduled.num_new_tokens += drafts;
+      scheduled.num_drafts = drafts;
+      if (hybrid_ != nullptr) hybrid_->snapshot(*seq);  // a rejected draft rolls back to it
+    }
+    out.seqs.push_back(scheduled);
+    out.num_tokens += scheduled.num_new_tokens;
+    budget -= scheduled.num_new_tokens;
     ++i;
   }
 
@@ -164,19 +173,46 @@ void Scheduler::schedule(SchedulerOutput& out) {
   }
 }
 
+int32_t Scheduler::drafts_for(const Sequence& seq, int32_t n, int32_t room) const {
+  if (seq.drafts.empty() || seq.state != SequenceState::kDecoding || n != seq.num_pending())
+    return 0;
+  int32_t k = std::min(static_cast<int32_t>(seq.drafts.size()), room);
+  if (k <= 0) return 0;
+  if (hybrid_ != nullptr) {
+    if (!hybrid_->has_snapshots()) return 0;
+    // A checkpoint boundary inside the drafts would go unsaved: stop the drafts there.
+    k = hybrid_->snap_chunk(seq, seq.num_computed, n + k) - n;
+  }
+  return std::max(k, 0);
+}
+
 void Scheduler::commit(const SchedulerOutput& out) {
   const int32_t page = page_size();
   for (const ScheduledSeq& s : out.seqs) {
     Sequence* seq = s.seq;
-    seq->num_computed += s.num_new_tokens;
+    SYV_CHECK(s.num_accepted >= 0 && s.num_accepted <= s.num_drafts)
+        << "seq " << seq->id() << ": " << s.num_accepted << " of " << s.num_drafts
+        << " drafts accepted";
+    int32_t advance = s.num_pending() + s.num_accepted;
+    if (hybrid_ != nullptr && s.num_accepted < s.num_drafts) {
+      hybrid_->rollback(*seq);  // the state went past the rejected draft
+      advance = 0;
+    }
+    seq->drafts.clear();
+    seq->num_computed += advance;
     SYV_CHECK_LE(seq->num_computed, seq->length()) << "seq " << seq->id();
+    // Pages mapped for drafts that were rejected.
+    while (static_cast<int32_t>(seq->pages.size()) > pages_for(seq->length())) {
+      cache_.pool().release(seq->pages.back());
+      seq->pages.pop_back();
+    }
     const size_t full = static_cast<size_t>(seq->num_computed / page);
     while (seq->page_keys.size() < full) {
       const size_t idx = seq->page_keys.size();
       const uint64_t parent = idx == 0 ? PrefixIndex::root_key() : seq->page_keys[idx - 1];
       seq->page_keys.push_back(cache_.insert(parent, &seq->tokens[idx * page], seq->pages[idx]));
     }
-    if (hybrid_ != nullptr) hybrid_->after_step(seq);
+    if (hybrid_ != nullptr && advance > 0) hybrid_->after_step(seq);
     if (s.wants_logits) seq->state = SequenceState::kDecoding;
   }
 }

@@ -10,16 +10,24 @@
 //     last token is always fed to get its logits), admit only if the pool can supply the pages of
 //     the first chunk after retaining the hit. A sample of an n > 1 request waits until sample 0
 //     has computed the prompt's full pages and then shares them.
-// After the model ran, commit() advances every scheduled sequence, registers its newly full pages
-// in the prefix cache, and finish()/abort() return every page.
+// After the model ran and the engine sampled, commit() advances every scheduled sequence over the
+// tokens it keeps, registers its newly full pages in the prefix cache, and finish()/abort() return
+// every page.
+//
+// Verify steps (speculative decoding, engine/drafter.h): a decoding sequence whose pending tokens
+// all fit also gets as many of its seq->drafts as the budget (after room for the decodes behind
+// it), the pool (drafts are dropped before anything is preempted for them) and, on hybrid models,
+// the next checkpoint boundary allow. It then feeds pending + k tokens and wants k + 1 logits rows;
+// the engine records in num_accepted how many drafts it kept, and commit() advances over the
+// pending tokens and the accepted drafts only. Pages mapped beyond what the sequence keeps go back
+// to the pool. On hybrid models the state slot was snapshotted at schedule() (HybridState) and a
+// rejected draft rolls it back: the sequence then advances by nothing and feeds its pending
+// tokens, the accepted drafts and the new token in the next step.
 //
 // Hybrid models (set_hybrid): admission also needs a free state slot; hits are cut back to the
 // longest prefix ending on a stored checkpoint, which is loaded into the slot; every chunk ends on
 // a checkpoint boundary when one lies inside it; commit() saves checkpoints on boundaries;
 // preempt/finish/abort free the slot (finish/abort also apply the retention policy).
-// Speculative decoding will schedule 1 + k tokens for a decoding sequence and want k + 1 logit
-// rows.
-//
 // Not thread-safe: owned by the engine thread.
 #pragma once
 
@@ -42,8 +50,14 @@ struct SchedulerConfig {
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
-  int32_t num_new_tokens = 0;  // feed tokens [seq->num_computed, + num_new_tokens)
-  bool wants_logits = false;   // the chunk ends at the sequence's last token: sample after it
+  // Feed tokens [seq->num_computed, + num_new_tokens - num_drafts), then seq->drafts[0,
+  // num_drafts).
+  int32_t num_new_tokens = 0;
+  bool wants_logits = false;  // the chunk ends at the sequence's last token: sample after it
+                              // (and after each draft: num_drafts + 1 logits rows)
+  int32_t num_drafts = 0;     // > 0 only when wants_logits
+  int32_t num_accepted = 0;   // set by the engine before commit(): drafts kept, <= num_drafts
+  int32_t num_pending() const { return num_new_tokens - num_drafts; }
 };
 
 struct SchedulerOutput {
@@ -72,8 +86,12 @@ class Scheduler {
   void add(Sequence* seq);
   // Builds the next step into `out` (cleared first; its vectors are reused).
   void schedule(SchedulerOutput& out);
-  // After the forward pass: advances num_computed of every scheduled sequence and registers its
-  // newly full pages. The caller then appends sampled tokens (and calls finish() when done).
+  // After the forward pass and sampling; the caller has appended the tokens each sequence keeps
+  // (its accepted drafts and the sampled token) to seq->tokens and set num_accepted. Advances
+  // num_computed over the fed pending tokens and accepted drafts (a hybrid sequence with a
+  // rejected draft: rolls its state back and advances by nothing), registers newly full pages,
+  // returns pages beyond the sequence's length and clears every scheduled sequence's drafts.
+  // The caller then emits the tokens (and calls finish() when done).
   void commit(const SchedulerOutput& out);
   // Ends a running sequence normally (finished) or any sequence early (aborted): returns every
   // page and removes it from the queues. Safe in any state; a done sequence is a no-op.
@@ -96,6 +114,9 @@ class Scheduler {
     return (num_tokens + page_size() - 1) / page_size();
   }
   int32_t chunk_for(const Sequence& seq, int32_t budget) const;
+  // Drafts to feed after a chunk of n tokens with `room` tokens of budget to spare (0 unless the
+  // sequence is decoding and the chunk holds all its pending tokens).
+  int32_t drafts_for(const Sequence& seq, int32_t n, int32_t room) const;
   bool grow(Sequence* seq, int32_t num_tokens);  // pages for num_tokens; false if the pool is short
   void release_pages(Sequence* seq);
   void preempt(Sequence* seq);

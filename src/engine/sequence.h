@@ -44,6 +44,10 @@ class Sequence {
   // Tokens: prompt then generated. K/V exist for tokens [0, num_computed).
   std::vector<int32_t> tokens;
   int32_t num_computed = 0;
+  // Speculative decoding (engine/drafter.h): tokens guessed to follow `tokens`, proposed before a
+  // step; the scheduler feeds as many as fit after the pending tokens (ScheduledSeq::num_drafts)
+  // and commit() clears them. Never part of `tokens` until accepted.
+  std::vector<int32_t> drafts;
   // Pages holding positions [0, pages.size() * page_size); page_keys[i] is the prefix-chain key of
   // pages[i] for the full pages registered (or matched) so far (page_keys.size() <= pages.size()).
   std::vector<int32_t> pages;

@@ -18,6 +18,9 @@ struct EngineStats {
   uint64_t preemptions = 0;        // sequences preempted (recompute)
   uint64_t requests_finished = 0;  // requests whose every sample ended by stop/length
   uint64_t requests_aborted = 0;   // requests cancelled (or aborted by stop(drain=false))
+  // Speculative decoding (engine/drafter.h; 0 without a drafter)
+  uint64_t draft_tokens = 0;     // drafts fed to the model in verify steps
+  uint64_t accepted_tokens = 0;  // of those, drafts kept (each one a generated token)
   // Gauges (after the last step) -----------------------------------------------------------------
   int32_t pages_total = 0;
   int32_t pages_used = 0;    // referenced by a live sequence
