@@ -1,5 +1,5 @@
-// Engine flags shared by commands that run the engine (generate --prompts-file, bench offline;
-// serve may adopt them): page size, pool size, batch limits, prefix caching.
+// Engine flags shared by commands that run the engine (serve, generate --prompts-file, bench
+// offline): page size, pool size, batch limits, prefix caching, checkpoints, CUDA graphs.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -1,17 +1,19 @@
-// `syv generate`: one sequence, greedy or temperature sampling, on the CPU backend. The engine will
-// take this over (batching, --prompts-file); until then it drives Model::forward directly.
+// `syv generate`: one sequence through Model::forward (SingleSequence), greedy or sampled with the
+// engine's sampler, so `--seed S` gives the tokens the server gives a request with "seed": S
+// (same logits, same SamplerState seeding, same host/device choice as EngineCore::step()).
+// --prompts-file runs many prompts through the engine itself (cli/generate_batch.cpp).
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "cli/command.h"
 #include "cli/generate_batch.h"
 #include "cli/model_session.h"
 #include "core/log.h"
+#include "engine/device_sampling.h"
+#include "engine/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace syv::cli {
@@ -28,22 +30,23 @@ struct Options {
   BatchArgs batch;  // --prompts-file and the engine flags (see cli/generate_batch.h)
 };
 
-// Greedy at temperature 0 (lowest id wins ties), else a draw from softmax(logits / temperature).
-int32_t pick_token(const std::vector<float>& logits, double temperature, std::mt19937_64& rng) {
-  const auto best = std::max_element(logits.begin(), logits.end());
-  if (temperature <= 0) return static_cast<int32_t>(best - logits.begin());
-  std::vector<double> p(logits.size());
-  double sum = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    p[i] = std::exp((static_cast<double>(logits[i]) - *best) / temperature);
-    sum += p[i];
+// The next token from `logits` [1, vocab] (device memory) the way EngineCore::step() samples a
+// row: on the device when the backend supports_sampling() and the parameters need no host row
+// (logprobs), else on the host with the engine's Sampler; either way state.rng makes the draw and
+// the token is recorded in `state` (penalties).
+int32_t sample_next(Backend& backend, const Tensor& logits, const SamplingParams& params,
+                    SamplerState& state, Sampler& sampler, std::vector<float>& host) {
+  if (backend.supports_sampling() && !needs_host_sampling(params)) {
+    std::vector<SamplePenalty> penalties;
+    const std::vector<SampleRow> rows = {make_sample_row(params, state, penalties)};
+    int32_t id = -1;
+    backend.sample(logits, rows, penalties, &id);
+    state.add_output(id);
+    return id;
   }
-  double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
-  for (size_t i = 0; i < p.size(); ++i) {
-    u -= p[i];
-    if (u <= 0) return static_cast<int32_t>(i);
-  }
-  return static_cast<int32_t>(best - logits.begin());
+  host.resize(static_cast<size_t>(logits.numel()));
+  backend.download(host.data(), logits.data, host.size() * sizeof(float));
+  return sampler.sample(host.data(), static_cast<int32_t>(logits.dim(1)), params, state).token_id;
 }
 
 int run(const Options& o) {
@@ -98,19 +101,26 @@ int run(const Options& o) {
 
   auto seq = SingleSequence::create(model, total);
   if (!seq.ok()) return fail(seq.message());
-  std::mt19937_64 rng(o.seed);
+  // The request the server would build for {"temperature": T, "seed": S}: the engine seeds sample
+  // 0 of a request with sample_seed(S, 0) (EngineCore::add_request).
+  SamplingParams params;
+  params.temperature = static_cast<float>(o.temperature);
+  params.seed = o.seed;
+  SamplerState state(sample_seed(o.seed, /*sample_index=*/0));
+  Sampler sampler;
+  std::vector<float> host;
   std::vector<int32_t> generated;
   const auto t0 = std::chrono::steady_clock::now();
   auto t_first = t0;
   if (o.max_tokens > 0) {
-    std::vector<float> logits = seq->append(prompt, /*all_rows=*/false);
+    Tensor logits = seq->forward(prompt, /*all_rows=*/false);
     t_first = std::chrono::steady_clock::now();
     while (static_cast<int64_t>(generated.size()) < o.max_tokens) {
-      const int32_t next = pick_token(logits, o.temperature, rng);
+      const int32_t next = sample_next(model.backend(), logits, params, state, sampler, host);
       generated.push_back(next);
       if (std::find(eos.begin(), eos.end(), next) != eos.end()) break;
       if (static_cast<int64_t>(generated.size()) == o.max_tokens) break;
-      logits = seq->append({next}, false);
+      logits = seq->forward({next}, false);
     }
   }
   const auto t1 = std::chrono::steady_clock::now();
@@ -140,13 +150,15 @@ int run(const Options& o) {
 }
 
 CommandRegistration reg{
-    "generate", "Generate tokens for one prompt (greedy or sampled) on the CPU backend",
+    "generate", "Generate tokens for one prompt (greedy or sampled), as the server would",
     [](CLI::App& app) {
       auto o = std::make_shared<Options>();
       app.footer(
           "Prefills the prompt, then decodes one token at a time until --max-tokens or an end-of-\n"
           "sequence id (generation_config.json eos_token_id, and the tokenizer's eos_token).\n"
-          "Temperature 0 is greedy (argmax); T > 0 samples from softmax(logits / T) with --seed.\n"
+          "Temperature 0 is greedy (argmax); T > 0 samples from softmax(logits / T) with the\n"
+          "engine's sampler: --seed S gives the tokens `syv serve` gives a request with\n"
+          "\"seed\": S and the same temperature (bit for bit on the CPU backend).\n"
           "The prompt is raw text (no chat template applied); see `syv chat-template` for that.\n\n"
           "Examples:\n"
           "  syv generate --model ~/models/Qwen3-0.6B --prompt 'The capital of France is' "
@@ -154,6 +166,7 @@ CommandRegistration reg{
           "  syv generate --model DIR --tokens 9707,11 --max-tokens 4 --json   # "
           "{\"tokens\":[...],\"text\":...}\n");
       add_model_args(app, o->model);
+      add_device_arg(app, o->model.device);
       auto* tokens =
           app.add_option("--tokens", o->tokens, "Prompt as comma-separated token ids, e.g. 1,2,3.");
       auto* prompt = app.add_option("--prompt", o->prompt,
@@ -161,7 +174,9 @@ CommandRegistration reg{
       tokens->excludes(prompt);
       app.add_option("--max-tokens", o->max_tokens, "Most tokens to generate (default 32).");
       app.add_option("--temperature", o->temperature, "0 = greedy (default); > 0 samples.");
-      app.add_option("--seed", o->seed, "Sampling seed (default 0); same seed, same tokens.");
+      app.add_option(
+          "--seed", o->seed,
+          "Sampling seed (default 0); same seed, same tokens (as the server's \"seed\").");
       app.add_flag("--json", o->json,
                    "Print {\"tokens\":[...],\"text\":\"...\"} (text when a tokenizer is present).");
       add_batch_args(app, o->batch);

@@ -1,5 +1,5 @@
 // `syv logits`: fp32 logits of every position of a token sequence, for comparing syv with a
-// reference (transformers) byte for byte.
+// reference (transformers) byte for byte; --device cpu (the default) or cuda, as `syv serve`.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -54,10 +54,9 @@ CommandRegistration reg{
     [](CLI::App& app) {
       auto o = std::make_shared<Options>();
       app.footer(
-          "Runs the token ids through the model in one prefill on the CPU backend (fp32) and "
-          "writes\n"
-          "a [T, vocab] float32 little-endian matrix: row t holds the logits predicting token "
-          "t+1.\n"
+          "Runs the token ids through the model in one prefill (on the CPU backend, fp32, unless\n"
+          "--device says otherwise) and writes a [T, vocab] float32 little-endian matrix: row t\n"
+          "holds the logits predicting token t+1.\n"
           "Read it back with numpy: np.fromfile(FILE, '<f4').reshape(T, vocab).\n\n"
           "Example:\n"
           "  syv logits --model ~/models/Qwen3-0.6B --tokens 9707,11,1879 --out /tmp/l.bin\n"
@@ -65,6 +64,7 @@ CommandRegistration reg{
           "dtype=torch.float32)\n"
           "(ids[None]).logits[0].\n");
       add_model_args(app, o->model);
+      add_device_arg(app, o->model.device);
       app.add_option("--tokens", o->tokens,
                      "Comma-separated token ids, e.g. 1,2,3 (each in [0, vocab)).")
           ->required();

@@ -6,6 +6,9 @@
 
 #include "core/log.h"
 #include "io/hf_config.h"
+#ifdef SYV_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace syv::cli {
 
@@ -20,9 +23,28 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
   app.add_option("--weight-seed", args.weight_seed, "Seed of --random-weights (default 0).");
 }
 
+void add_device_arg(CLI::App& app, std::string& device) {
+  app.add_option("--device", device, "auto, cpu or cuda (auto: CUDA device 0 when there is one)")
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<Backend>> make_cli_backend(const std::string& device) {
+  if (device == "cpu") return std::unique_ptr<Backend>(make_cpu_backend());
+#ifdef SYV_HAVE_CUDA
+  if (device == "cuda" || (device == "auto" && cuda_device_count() > 0)) {
+    if (cuda_device_count() == 0) return Status::Error("--device cuda: no CUDA device found");
+    return std::unique_ptr<Backend>(make_cuda_backend(0));
+  }
+#else
+  if (device == "cuda") return Status::Error("--device cuda: this build has no CUDA backend");
+#endif
+  if (device == "auto") return std::unique_ptr<Backend>(make_cpu_backend());
+  return Status::Error("--device: expected auto, cpu or cuda, found \"" + device + "\"");
+}
+
 Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   LoadedModel loaded;
-  loaded.backend = make_cpu_backend();
+  SYV_ASSIGN_OR_RETURN(loaded.backend, make_cli_backend(args.device));
   apply_batch_invariant(*loaded.backend, args.batch_invariant);
   LoadOptions options;
   options.random_weights = args.random_weights;
@@ -93,7 +115,7 @@ Result<SingleSequence> SingleSequence::create(Model& model, int64_t max_tokens) 
   return seq;
 }
 
-std::vector<float> SingleSequence::append(const std::vector<int32_t>& tokens, bool all_rows) {
+Tensor SingleSequence::forward(const std::vector<int32_t>& tokens, bool all_rows) {
   SYV_CHECK(length_ + static_cast<int64_t>(tokens.size()) <= capacity_)
       << "sequence of " << length_ << " + " << tokens.size() << " exceeds " << capacity_;
   Batch batch;
@@ -111,9 +133,14 @@ std::vector<float> SingleSequence::append(const std::vector<int32_t>& tokens, bo
     batch.logit_rows = {static_cast<int32_t>(tokens.size()) - 1};
   }
   Tensor logits = model_->forward(batch);
+  length_ += static_cast<int64_t>(tokens.size());
+  return logits;
+}
+
+std::vector<float> SingleSequence::append(const std::vector<int32_t>& tokens, bool all_rows) {
+  Tensor logits = forward(tokens, all_rows);
   std::vector<float> host(static_cast<size_t>(logits.numel()));
   model_->backend().download(host.data(), logits.data, host.size() * sizeof(float));
-  length_ += static_cast<int64_t>(tokens.size());
   return host;
 }
 

@@ -1,6 +1,8 @@
-// Shared by `syv logits` and `syv generate`: loading a model on the CPU backend from CLI options,
-// parsing --tokens, and running ONE sequence through Model::forward with a private page pool.
-// This is the simple path until the engine drives these commands (it will replace SingleSequence).
+// Shared by the model commands (`syv logits`, `generate`, `bench offline`; `serve` for --device):
+// picking the backend (--device), loading a model from CLI options, parsing --tokens, and running
+// ONE sequence through Model::forward with a private page pool (SingleSequence: `syv logits` and
+// single-prompt `syv generate`, which samples with the engine's Sampler; --prompts-file runs the
+// engine itself).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,20 +17,30 @@
 
 namespace syv::cli {
 
-// --model DIR, --random-weights, --seed-weights.
+// --model DIR, --random-weights, --weight-seed.
 struct ModelArgs {
   std::string model_dir;
   bool random_weights = false;
   uint64_t weight_seed = 0;
   bool batch_invariant = false;  // Backend::set_batch_invariant (commands that offer the flag)
+  std::string device = "cpu";    // --device (commands that offer it; see add_device_arg)
 };
 void add_model_args(CLI::App& app, ModelArgs& args);
+
+// --device auto|cpu|cuda, parsed by make_cli_backend(); `device` keeps its value as the default
+// shown in --help (serve: auto; logits, generate: cpu, the fp32 reference).
+void add_device_arg(CLI::App& app, std::string& device);
+// The backend --device names: cpu; cuda (device 0; an error when the build has no CUDA backend or
+// the machine no device); auto = cuda when this build has it and a device is present, else cpu.
+// Errors name --device and the value.
+Result<std::unique_ptr<Backend>> make_cli_backend(const std::string& device);
 
 struct LoadedModel {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
 };
-// Errors are prefixed with "--model": the folder, and what is wrong with it.
+// On the backend args.device names. Errors are prefixed with "--model": the folder, and what is
+// wrong with it (or name --device).
 Result<LoadedModel> load_cli_model(const ModelArgs& args);
 
 // Backend::set_batch_invariant(on), and the start-up log line that says which mode runs and why.
@@ -49,7 +61,10 @@ class SingleSequence {
   static Result<SingleSequence> create(Model& model, int64_t max_tokens);
 
   // Runs `tokens` as the next positions. Returns logits [tokens.size(), vocab] when all_rows, else
-  // [1, vocab] for the last token. Tokens must fit in max_tokens (checked).
+  // [1, vocab] for the last token, in the backend's memory (valid until the next forward). Tokens
+  // must fit in max_tokens (checked).
+  Tensor forward(const std::vector<int32_t>& tokens, bool all_rows);
+  // forward(), downloaded to the host.
   std::vector<float> append(const std::vector<int32_t>& tokens, bool all_rows);
   int64_t length() const { return length_; }
 

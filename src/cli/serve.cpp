@@ -1,10 +1,12 @@
 // `syv serve`: the OpenAI-compatible HTTP server (src/server/) in front of the engine thread.
 //
 // Start-up order: check the flags (keys, address) -> bind and listen (every route answers 503
-// until ready) -> load tokenizer, chat template, model -> start the engine (memory plan, KV pool,
-// CUDA graph capture) -> one warm-up request -> ready. Each phase logs its time.
-// SIGTERM/SIGINT: new generation requests get 503, running ones finish (up to --drain-timeout),
-// then the engine and the listener stop and the process exits 0.
+// until ready) -> the backend (--device, as `syv logits` / `generate` pick it: cli/model_session.h)
+// -> load tokenizer, chat template, model -> start the engine (memory plan, KV pool, CUDA graph
+// capture) -> one warm-up request -> ready. Each phase logs its time.
+// SIGTERM/SIGINT: new generation requests get 503, running ones finish (up to --drain-timeout;
+// what is left then is aborted), then the engine and the listener stop and the process exits 0.
+// A request that reaches a stopped engine gets 503 too (Status code kUnavailable).
 #include <pthread.h>
 #include <signal.h>
 
@@ -30,9 +32,6 @@
 #include "server/openai_routes.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-#ifdef SYV_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace syv::cli {
 namespace {
@@ -65,20 +64,6 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
-  if (device == "cpu") return std::unique_ptr<Backend>(make_cpu_backend());
-#ifdef SYV_HAVE_CUDA
-  if (device == "cuda" || (device == "auto" && cuda_device_count() > 0)) {
-    if (cuda_device_count() == 0) return Status::Error("--device cuda: no CUDA device found");
-    return std::unique_ptr<Backend>(make_cuda_backend(0));
-  }
-#else
-  if (device == "cuda") return Status::Error("--device cuda: this build has no CUDA backend");
-#endif
-  if (device == "auto") return std::unique_ptr<Backend>(make_cpu_backend());
-  return Status::Error("--device: expected auto, cpu or cuda, found \"" + device + "\"");
 }
 
 // Blocks until SIGTERM or SIGINT arrives (the signals are blocked in every thread, so only this
@@ -170,7 +155,7 @@ int run_serve(const ServeOptions& o) {
 
   // Load.
   const auto t0 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<Backend>> backend = make_backend(o.device);
+  Result<std::unique_ptr<Backend>> backend = make_cli_backend(o.device);
   if (!backend.ok()) return fail(backend.message());
   const double backend_s = since(t0);
   SYV_LOG(INFO) << "backend: " << (*backend)->name() << ", up in " << backend_s << " s";
@@ -292,7 +277,7 @@ CommandRegistration reg{
                      "Comma-separated routes reachable without a key, e.g. /health,/metrics");
       app.add_option("--served-model-name", o->served_model_name,
                      "Model id in the API (default: the model folder's name)");
-      app.add_option("--device", o->device, "auto, cpu or cuda")->capture_default_str();
+      add_device_arg(app, o->device);
       app.add_flag(
           "--batch-invariant", o->batch_invariant,
           "Bit-identical logits for a request whatever else is batched with it and however "

@@ -38,13 +38,14 @@ void Engine::stop(bool drain) {
 }
 
 Result<std::shared_ptr<RequestHandle>> Engine::submit(Request request) {
-  if (!core_) return Status::Error("engine: submit() before start()");
+  if (!core_) return Status::Unavailable("engine: not running (submit() before start())");
   SYV_RETURN_IF_ERROR(core_->validate(request));  // reads immutable configuration only
   const uint64_t id = next_id_.fetch_add(1);
   auto handle = std::make_shared<RequestHandle>(id, request.params.n);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!accepting_) return Status::Error("engine: not accepting requests (stopped or stopping)");
+    if (!accepting_)
+      return Status::Unavailable("engine: not accepting requests (stopped or stopping)");
     inbox_.push_back(Command{Command::kSubmit, handle, std::move(request), id});
   }
   wake_.notify_all();

@@ -117,7 +117,9 @@ class Engine {
 
   // Validates the request (ids in the vocabulary, prompt non-empty, prompt + max_tokens within
   // max_model_len and the pool, sampling parameters in range, stop strings need a tokenizer) and
-  // queues it for the engine thread. Errors name the field, the expected range and the value.
+  // queues it for the engine thread. Errors name the field, the expected range and the value
+  // (code kInvalidArgument); an engine not started, stopped or stopping refuses with
+  // kUnavailable (the server answers 503).
   Result<std::shared_ptr<RequestHandle>> submit(Request request);
 
   // Cancels a request from any thread (a disconnected client calls it). The engine frees every page

@@ -5,9 +5,9 @@
 // as "cached" and a later match() can revive it; when the pool runs out of free pages, allocate()
 // evicts the least recently released cached page and the index forgets it.
 //
-// Hybrid models (issue 7, not built yet): a hit also needs a recurrent-state checkpoint at the hit
-// boundary. PrefixHit carries `checkpoint` for that; match() will then shorten the hit to the
-// longest boundary that has one. Dense models leave it -1.
+// Hybrid models: a hit also needs a recurrent-state checkpoint at the hit boundary. match() knows
+// nothing of checkpoints; the engine's HybridState (engine/hybrid_state.h) shortens the hit to the
+// longest boundary with a stored checkpoint and sets `checkpoint`. Dense models leave it -1.
 //
 // Not thread-safe: owned by the engine thread.
 #pragma once

@@ -9,6 +9,22 @@ nlohmann::json ApiError::to_json() const {
   return {{"error", err}};
 }
 
+ApiError ApiError::from_status(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kNotFound:
+      return not_found(status.message());
+    case StatusCode::kUnavailable:
+      return ApiError{503, status.message(), "server_error", "", "engine_unavailable"};
+    case StatusCode::kInternal:
+      return server_error(status.message());
+    case StatusCode::kOk:  // not an error: a caller bug, answered as one
+      return server_error("internal error: an ok status reported as an error");
+    case StatusCode::kInvalidArgument:
+      break;
+  }
+  return ApiError{400, status.message(), "invalid_request_error", "", ""};
+}
+
 std::string ApiError::body() const {
   return dump_json(to_json());
 }

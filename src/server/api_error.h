@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "core/status.h"
+
 namespace syv::server {
 
 struct ApiError {
@@ -37,6 +39,10 @@ struct ApiError {
   static ApiError server_error(std::string message) {
     return ApiError{500, std::move(message), "server_error", "", "internal_error"};
   }
+  // A non-ok Status from below the server (the engine's submit()), by its code:
+  // kInvalidArgument -> 400 (no param: the message names the field), kNotFound -> 404,
+  // kUnavailable -> 503 "engine_unavailable" (the engine stopped or is stopping), kInternal -> 500.
+  static ApiError from_status(const Status& status);
 };
 
 // Serializes compactly; invalid UTF-8 in strings becomes U+FFFD instead of throwing.

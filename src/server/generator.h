@@ -18,7 +18,8 @@ namespace syv::server {
 class Generator {
  public:
   virtual ~Generator() = default;
-  // Queues the request; errors (out-of-range parameters, engine stopped) name the field.
+  // Queues the request; errors name the field. Codes: kInvalidArgument for out-of-range
+  // parameters (HTTP 400), kUnavailable when the engine is stopped or stopping (HTTP 503).
   virtual Result<std::shared_ptr<RequestHandle>> submit(Request request) = 0;
   // Ends every unfinished sample with "abort" and frees the request's pages at the next step.
   virtual void cancel(const RequestHandle& handle) = 0;

@@ -240,7 +240,8 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
     Result<std::shared_ptr<RequestHandle>> handle = model_.generator->submit(std::move(request));
     if (!handle.ok()) {
       for (auto& h : handles) model_.generator->cancel(*h);
-      return write_error(res, ApiError{400, handle.message(), "invalid_request_error", "", ""});
+      // 400 for a request the engine refuses, 503 when the engine has stopped (by the code).
+      return write_error(res, ApiError::from_status(handle.status()), options_.retry_after_seconds);
     }
     handles.push_back(std::move(handle.value()));
   }

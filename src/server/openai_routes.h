@@ -34,7 +34,7 @@ struct ModelContext {
 
 struct RouteOptions {
   int max_pending = 512;        // generation requests in flight at most (running + queued)
-  int retry_after_seconds = 1;  // Retry-After of a 429
+  int retry_after_seconds = 1;  // Retry-After of a 429 (and of a 503 from a stopped engine)
   int heartbeat_ms = 2000;      // SSE comment after this long without output
   SchemaLimits limits;          // served_model_name / vocab_size filled by set_model()
 };

@@ -1,8 +1,8 @@
 // A scripted Generator for testing the HTTP layer without a model: every request produces, for
 // each sample, one token per tick whose text comes from `script` (cycled), up to max_tokens
 // ("length") or the end of the script when finish_with_stop is set ("stop"). Honors cancel()
-// (each unfinished sample gets an "abort" event), counts cancels, and can be paused to hold
-// requests in flight.
+// (each unfinished sample gets an "abort" event), counts cancels, can be paused to hold
+// requests in flight, and can refuse submits as a stopped engine does.
 #pragma once
 
 #include <atomic>
@@ -40,9 +40,13 @@ class FakeGenerator final : public server::Generator {
   }
   void set_tick(std::chrono::milliseconds tick) { tick_ms_ = static_cast<int>(tick.count()); }
   void pause(bool paused) { paused_ = paused; }
+  // Refuses every submit() as the real engine does once stopped (Status code kUnavailable).
+  void set_stopped(bool stopped) { stopped_ = stopped; }
 
   Result<std::shared_ptr<RequestHandle>> submit(Request request) override {
     if (Status st = request.params.validate(); !st.ok()) return st;
+    if (stopped_)
+      return Status::Unavailable("engine: not accepting requests (stopped or stopping)");
     auto handle = std::make_shared<RequestHandle>(next_id_++, request.params.n);
     std::lock_guard<std::mutex> lock(mu_);
     Live live;
@@ -157,6 +161,7 @@ class FakeGenerator final : public server::Generator {
   bool finish_with_stop_ = false;
   std::atomic<int> tick_ms_{2};
   std::atomic<bool> paused_{false};
+  std::atomic<bool> stopped_{false};
   std::atomic<int> cancels_{0};
   std::atomic<uint64_t> next_id_{1};
   int submitted_ = 0;

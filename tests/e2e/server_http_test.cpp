@@ -470,6 +470,33 @@ TEST_F(ServerHttp, DrainRefusesNewAndFinishesRunning) {
   EXPECT_EQ(s.generator.cancels(), 0);
 }
 
+// An engine that stopped (or is stopping) is the server's state, not the client's mistake: 503 with
+// Retry-After and an OpenAI-shaped body, on both generation routes; parameter errors stay 400.
+TEST_F(ServerHttp, StoppedEngineAnswers503NotBadRequest) {
+  server::RouteOptions ro;
+  ro.retry_after_seconds = 2;
+  TestServer s(ro);
+  s.generator.set_stopped(true);
+  for (const auto& [path, body] : {std::pair<std::string, json>{"/v1/completions", kCompletion},
+                                   {"/v1/chat/completions", kChat}}) {
+    auto res = s.post(path, body);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 503) << path << ": " << res->body;
+    EXPECT_EQ(res->get_header_value("Retry-After"), "2") << path;
+    ASSERT_TRUE(is_openai_error(res->body)) << res->body;
+    const json err = json::parse(res->body)["error"];
+    EXPECT_EQ(err["type"], "server_error");
+    EXPECT_EQ(err["code"], "engine_unavailable");
+    EXPECT_NE(err["message"].get<std::string>().find("not accepting requests"), std::string::npos);
+  }
+  json bad = kCompletion;
+  bad["top_p"] = 0;  // a parameter error stays the client's fault
+  s.generator.set_stopped(false);
+  EXPECT_EQ(s.post("/v1/completions", bad)->status, 400);
+  EXPECT_EQ(s.post("/v1/completions", kCompletion)->status, 200);
+  EXPECT_EQ(s.routes.active_requests(), 0);
+}
+
 TEST_F(ServerHttp, FuzzedRequestBodiesAlwaysGetJson) {
   TestServer s({}, {}, "", true, 128);
   std::mt19937 rng(99);

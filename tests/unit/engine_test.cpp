@@ -415,6 +415,25 @@ TEST(Engine, ThreadedSubmitReadCancel) {
   EXPECT_FALSE(engine.submit(w.requests[0]).ok());
 }
 
+// The server maps the code to HTTP: a refused request is the client's fault (400), an engine that
+// is not running is not (503).
+TEST(Engine, SubmitToAStoppedEngineIsUnavailableNotInvalid) {
+  FakeModel model;
+  Engine engine(model, nullptr, opts(8, 128, 16));
+  auto before = engine.submit(greedy_request({1, 2, 3}, 4));
+  ASSERT_FALSE(before.ok());
+  EXPECT_EQ(before.code(), StatusCode::kUnavailable) << before.message();
+  ASSERT_TRUE(engine.start().ok());
+  auto bad = engine.submit(greedy_request({1, 200}, 4));  // token outside the vocabulary
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad.message();
+  engine.stop();
+  auto after = engine.submit(greedy_request({1, 2, 3}, 4));
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.code(), StatusCode::kUnavailable) << after.message();
+  EXPECT_NE(after.message().find("not accepting requests"), std::string::npos) << after.message();
+}
+
 TEST(Engine, StopWithoutDrainAbortsEverything) {
   FakeModel model;
   Engine engine(model, nullptr, opts(8, 128, 16));

@@ -43,7 +43,7 @@ int32_t decode_split_align(int32_t tokens) {
 
 // Keys per split for a token with n_keys keys: `fixed` when > 0 (batch-invariant mode: boundaries
 // at multiples of a fixed count from key 0), else ceil(n_keys / splits) rounded up to a multiple
-// of kDecodeSplitAlign. The same on the host and the device.
+// of `align` (decode_split_align()). The same on the host and the device.
 __host__ __device__ __forceinline__ int split_keys(int n_keys, int splits, int fixed, int align) {
   if (fixed > 0) return fixed;
   const int per = (n_keys + splits - 1) / splits;

@@ -419,22 +419,9 @@ void launch_d(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, c
 // ---- variants ----------------------------------------------------------------------------------
 namespace {
 
-enum Variant {
-  kWgmmaWs,
-  kWgmmaWsFree,
-  kWgmmaWsOvl,
-  kWgmmaPipe,
-  kWgmma128,
-  kWgmma64,
-  kMma8w,
-  kMma4w,
-  kFa2,
-  kWmma,
-  kVariants
-};
-constexpr const char* kVariantNames[kVariants] = {
-    "wgmma-ws", "wgmma-ws-free", "wgmma-ws-ovl", "wgmma-pipe", "wgmma128",
-    "wgmma64",  "mma8w",         "mma4w",        "fa2",        "wmma"};
+enum Variant { kWgmmaPipe, kWgmma128, kWgmma64, kMma8w, kMma4w, kFa2, kWmma, kVariants };
+constexpr const char* kVariantNames[kVariants] = {"wgmma-pipe", "wgmma128", "wgmma64", "mma8w",
+                                                  "mma4w",      "fa2",      "wmma"};
 constexpr int kDefaultVariant = kWgmma128;  // fastest measured on an H200 (cuda-backend-notes)
 
 int initial_variant() {
@@ -491,19 +478,13 @@ bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int3
   if (num_tiles == 0) return true;
   const int v = current_variant();
   switch (v) {
-    case kWgmmaWs:
-    case kWgmmaWsFree:
-    case kWgmmaWsOvl:
     case kWgmmaPipe:
     case kWgmma128:
     case kWgmma64: {
       using prefill::WgmmaKind;
-      const WgmmaKind kind = v == kWgmmaWs       ? WgmmaKind::kWarpSpecialized
-                             : v == kWgmmaWsFree ? WgmmaKind::kWarpSpecializedFree
-                             : v == kWgmmaWsOvl  ? WgmmaKind::kWarpSpecializedOverlap
-                             : v == kWgmmaPipe   ? WgmmaKind::kBn128Pipelined
-                             : v == kWgmma128    ? WgmmaKind::kBn128
-                                                 : WgmmaKind::kBn64;
+      const WgmmaKind kind = v == kWgmmaPipe  ? WgmmaKind::kBn128Pipelined
+                             : v == kWgmma128 ? WgmmaKind::kBn128
+                                              : WgmmaKind::kBn64;
       return prefill::launch_wgmma(a, tiles, num_tiles, kind, s) ||
              prefill::launch_mma128(a, tiles, num_tiles, 8, s);
     }

@@ -57,13 +57,12 @@ bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_til
 // 128-row query tiles on Hopper warpgroup MMA (two warpgroups of 64 rows); returns false (launching
 // nothing) when the device is not compute capability 9.0.
 enum class WgmmaKind {
-  kBn64,                 // 64-key K/V tiles, S / softmax / P V in turn, 2 stages
-  kBn128,                // 128-key K/V tiles, in turn, 2 stages
-  kBn128Pipelined,       // 128-key tiles, softmax of tile j overlapping P V of tile j - 1, 3 stages
-  kWarpSpecialized,      // producer warpgroup + mbarrier ring (3 stages), consumers ping-pong
-  kWarpSpecializedFree,  // the same without the ping-pong (the warpgroups drift freely)
-  kWarpSpecializedOverlap  // ping-pong + softmax under the warpgroup's own P V (unmasked tiles)
+  kBn64,            // 64-key K/V tiles, S / softmax / P V in turn, 2 stages
+  kBn128,           // 128-key K/V tiles, in turn, 2 stages
+  kBn128Pipelined,  // 128-key tiles, softmax of tile j overlapping P V of tile j - 1, 3 stages
 };
+// (The warp-specialised forms, a producer warpgroup feeding two consumer warpgroups, measured
+// 15-19% slower than kBn128 and were removed; cuda-backend-notes.md run 11 keeps the numbers.)
 bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, WgmmaKind kind,
                   cudaStream_t s);
 

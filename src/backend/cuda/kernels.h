@@ -129,15 +129,17 @@ struct AttentionArgs {
 // default policy decode_attention_splits(), which depends on the batch shape only). Each block
 // takes its key range from its own token's context on the device: keys_per_split when > 0
 // (batch-invariant mode: split s holds keys [s * kps, (s + 1) * kps) from key 0), else
-// ceil(context / splits) rounded up to a multiple of kDecodeSplitAlign; splits past the context do
-// nothing and the merge skips them. So one launch shape (a CUDA graph) serves every context.
+// ceil(context / splits) rounded up to a multiple of the split alignment (kDecodeSplitAlignOneToken
+// for a one-token batch, kDecodeSplitAlign otherwise, or what set_attention_split_align() fixed);
+// splits past the context do nothing and the merge skips them. So one launch shape (a CUDA graph)
+// serves every context.
 // `partial` holds tokens * hq * splits * (head_dim + 2) floats, whatever the context.
 // counters: when not null (and splits <= kMaxMergedSplits), tokens * (hq / G) zeroed u32 slots:
 // the last used split block of each (token, head group) to finish merges the splits itself (no
 // second launch) and sets its slot back to zero. Otherwise a second kernel merges them.
 constexpr int32_t kMaxMergedSplits = 64;
 constexpr int32_t kMaxDecodeSplits = 64;
-constexpr int32_t kDecodeSplitAlign = 64;  // keys per split: a multiple of this
+constexpr int32_t kDecodeSplitAlign = 64;  // keys per split: a multiple of this (batches of >= 2)
 // ... and for a batch of one token (H200, 8B b=1 ctx 512: 4.442 -> 4.234 ms; at b=8, 32 cost 2%).
 constexpr int32_t kDecodeSplitAlignOneToken = 32;
 // Fixes the alignment for every batch (SYV_ATTN_SPLIT_ALIGN likewise: 16, 32, 64 or 128); tests and

@@ -2,15 +2,6 @@
 // so benchmarks and tests built by the host compiler can switch it. Defined in
 // attention_prefill.cu. The initial choice comes from SYV_PREFILL_ATTENTION=<name> when set.
 //
-//   wgmma-ws    warp-specialised (FlashAttention-3 layout): a producer warpgroup gathers 128-key
-//               K/V tiles with cp.async into a 3-stage ring guarded by full/empty mbarriers, two
-//               consumer warpgroups (64 rows each, setmaxnreg) take turns on the tensor cores
-//               (named barriers), so one's softmax overlaps the other's S / P V
-//   wgmma-ws-free  the same without the turns (the consumer warpgroups drift freely)
-//   wgmma-ws-ovl   wgmma-ws + each warpgroup's softmax of tile j under its own P V of tile j - 1
-//               (tiles below the diagonal)
-//               (the three ws kernels measured 15-19% slower than wgmma128 at 2K-32K on an H200,
-//               cuda-backend-notes.md run 11)
 //   wgmma128    (default) Hopper warpgroup MMA, 128-row query tiles (two warpgroups of 64 rows),
 //               128-key K/V tiles, S / softmax / P V in turn, 2 K/V stages
 //   wgmma-pipe  the same with the softmax of one tile overlapping P V of the previous one on the
@@ -22,6 +13,8 @@
 //   wmma        the first WMMA kernel (S, P, O through shared memory)
 //
 // The wgmma kernels need compute capability 9.0 (sm_90a code); elsewhere they fall back to mma8w.
+// (Three warp-specialised forms, wgmma-ws / wgmma-ws-free / wgmma-ws-ovl, measured 15-19% slower
+// than wgmma128 at 2K-32K tokens on an H200 and were removed; cuda-backend-notes.md run 11.)
 #pragma once
 
 #include <string_view>
