@@ -1,5 +1,12 @@
 // Element types and the scalar conversions every backend shares.
-#pragma once
+//
+// Storage types of quantized weights and KV (the formats that give them meaning, with their
+// scales and zero points, live with the weights and KV views that use them):
+//   F8E4M3  OCP fp8 e4m3 "fn" (bias 7, no infinities, S.1111.111 is NaN, max 448), as torch's
+//           float8_e4m3fn and CUDA's __nv_fp8_e4m3
+//   F8E5M2  OCP fp8 e5m2 (bias 15, IEEE-like infinities and NaNs, max 57344), float8_e5m2
+//   U4X2    two unsigned 4-bit values in one byte, the first in the low nibble: one element is
+//           one byte (shapes count bytes), so every size computation stays in whole bytes
 
 #include <cstddef>
 #include <cstdint>
@@ -8,7 +15,7 @@
 
 namespace syv {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8 };
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8, F8E4M3, F8E5M2, U4X2 };
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
@@ -23,6 +30,9 @@ constexpr size_t dtype_size(DType t) {
     case DType::I64:
       return 8;
     case DType::U8:
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+    case DType::U4X2:
       return 1;
   }
   return 0;
@@ -42,8 +52,20 @@ constexpr std::string_view dtype_name(DType t) {
       return "i64";
     case DType::U8:
       return "u8";
+    case DType::F8E4M3:
+      return "f8e4m3";
+    case DType::F8E5M2:
+      return "f8e5m2";
+    case DType::U4X2:
+      return "u4x2";
   }
   return "?";
+}
+
+// Whether the type is a floating-point element type (F32, F16, BF16, F8E4M3, F8E5M2).
+constexpr bool dtype_is_float(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8E4M3 ||
+         t == DType::F8E5M2;
 }
 
 inline float bf16_to_f32(uint16_t v) {
@@ -114,7 +136,26 @@ inline uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(half);
 }
 
-// Converts `n` elements of `src` (dtype F32, F16 or BF16) to f32.
+// fp8 <-> f32. Decoding is exact. Encoding rounds to nearest, ties to even, and saturates finite
+// values beyond the largest normal to +-max (448 for e4m3, 57344 for e5m2; CUDA's
+// __NV_SATFINITE); NaN stays NaN, and e5m2 keeps infinities (e4m3 has none: they saturate).
+float fp8_e4m3_to_f32(uint8_t v);
+float fp8_e5m2_to_f32(uint8_t v);
+uint8_t f32_to_fp8_e4m3(float f);
+uint8_t f32_to_fp8_e5m2(float f);
+
+// The two 4-bit values of a U4X2 byte.
+constexpr uint8_t u4_low(uint8_t packed) {
+  return packed & 0x0fu;
+}
+constexpr uint8_t u4_high(uint8_t packed) {
+  return packed >> 4;
+}
+constexpr uint8_t u4_pack(uint8_t low, uint8_t high) {
+  return static_cast<uint8_t>((low & 0x0fu) | ((high & 0x0fu) << 4));
+}
+
+// Converts `n` elements of `src` (dtype F32, F16, BF16, F8E4M3 or F8E5M2) to f32.
 void convert_to_f32(DType src_type, const void* src, float* dst, size_t n);
 
 }  // namespace syv

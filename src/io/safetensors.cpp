@@ -180,6 +180,12 @@ std::string safetensors_dtype_name(DType t) {
       return "I64";
     case DType::U8:
       return "U8";
+    case DType::F8E4M3:
+      return "F8_E4M3";
+    case DType::F8E5M2:
+      return "F8_E5M2";
+    case DType::U4X2:
+      return "U8";  // packed int4 is stored as bytes (or wider integer words) in checkpoints
   }
   return "?";
 }
