@@ -49,6 +49,20 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// A point on a backend's copy stream (Backend::copy_async()): complete once every copy enqueued
+// up to it has landed. Copyable (copies name the same point); an empty event is already
+// complete. Backends keep their own handle behind it (a cudaEvent_t on CUDA).
+class CopyEvent {
+ public:
+  CopyEvent() = default;
+  explicit CopyEvent(std::shared_ptr<void> handle) : handle_(std::move(handle)) {}
+  bool empty() const { return handle_ == nullptr; }
+  void* handle() const { return handle_.get(); }
+
+ private:
+  std::shared_ptr<void> handle_;
+};
+
 // Norm flavours: Qwen3 uses x̂·w; the hybrid families use the zero-centred x̂·(1 + w).
 enum class NormKind : uint8_t { kPlain, kOnePlus };
 
@@ -125,6 +139,23 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;           // device to device
   virtual void fill_zero(void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
+
+  // ---- asynchronous copies (kv/cache_store.h: host tier, tensor-parallel ranks) ---------------
+  // Enqueues a copy of `bytes` from src to dst on the backend's copy stream, a stream beside the
+  // one ops run on: the copy starts after every op and copy enqueued before this call has finished
+  // (it sees what they wrote), and runs concurrently with ops enqueued after it. Either side may
+  // be this backend's memory, host memory (pinned for the copy to overlap) or a peer device's
+  // memory. Returns the event that completes when this copy (and every earlier one on the copy
+  // stream) has landed. Neither buffer may be touched by later ops or the host until then: see
+  // wait_copy() and order_after_copy(). The default copies synchronously (std::memcpy after
+  // synchronize(), right for backends whose memory is host memory) and returns an empty event.
+  virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes);
+  // Blocks the host until `event` is complete (empty: returns at once).
+  virtual void wait_copy(const CopyEvent& event) { (void)event; }
+  // Ops enqueued after this call start only once `event` is complete; the host does not wait
+  // (a copy into a page the next forward() reads). The default does nothing (copies are
+  // synchronous there).
+  virtual void order_after_copy(const CopyEvent& event) { (void)event; }
   // Fills n elements of a float buffer (F32, BF16, F16) with the uniform values of
   // backend/random_fill.h: element i = random_uniform(seed, i, scale) rounded to dtype, in
   // [-scale, scale). The same values on every backend, machine and thread count (random weights,

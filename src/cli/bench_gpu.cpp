@@ -83,12 +83,21 @@ Stats stats_of(std::vector<float> ms) {
 struct Setup {
   std::unique_ptr<CudaBackend> gpu;
   std::unique_ptr<Model> model;
+  std::unique_ptr<CacheStore> store;  // bound to model
   double copy_gbps = 0, gemm_tflops = 0;
   int64_t linear_params = 0;  // parameters every token multiplies (all linear layers + lm_head)
   int64_t weight_bytes = 0;
   int64_t kv_per_token = 0;
   std::string name;
 };
+
+// Replaces the model's cache store with one of `cc` (the old one is freed first).
+Status rebuild_store(Setup& s, const CacheConfig& cc) {
+  s.store.reset();
+  SYV_ASSIGN_OR_RETURN(s.store, CacheStore::create(s.model->cache_spec(), cc, *s.gpu));
+  s.model->bind_cache(*s.store);
+  return Status::Ok();
+}
 
 // Loads the model, measures the ceilings, logs each start-up phase with its time.
 int setup(const Options& o, Setup& s) {
@@ -155,7 +164,7 @@ int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activ
   cc.page_size = 64;
   cc.num_pages = static_cast<int32_t>(std::min<int64_t>(plan->pages, pages_needed));
   s.gpu->fill_random_on_allocate(12345);  // the KV pool holds random bf16, never zeros
-  Status st = s.model->allocate_cache(cc);
+  Status st = rebuild_store(s, cc);
   s.gpu->fill_random_on_allocate(0);
   if (!st.ok()) return fail(st.message());
   *pages_out = cc.num_pages;
@@ -206,7 +215,7 @@ int small_pool(Setup& s, int64_t pages) {
   small.page_size = 64;
   small.num_pages = static_cast<int32_t>(pages);
   s.gpu->fill_random_on_allocate(999);
-  Status st = s.model->allocate_cache(small);
+  Status st = rebuild_store(s, small);
   s.gpu->fill_random_on_allocate(0);
   return st.ok() ? 0 : fail(st.message());
 }

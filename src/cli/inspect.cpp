@@ -8,7 +8,7 @@
 #include "cli/memory_plan_cli.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
-#include "model/qwen3.h"
+#include "model/registry.h"
 
 namespace syv::cli {
 namespace {
@@ -18,18 +18,6 @@ struct Options {
   bool json = false;
   PlanArgs plan;  // --gpu-memory-utilization (memory_plan_cli.h)
 };
-
-const char* family_name(ModelFamily f) {
-  switch (f) {
-    case ModelFamily::kQwen3:
-      return "qwen3 (dense)";
-    case ModelFamily::kQwen3_5:
-      return "qwen3_5 (hybrid Gated DeltaNet + gated attention)";
-    case ModelFamily::kQwen3Next:
-      return "qwen3_next (hybrid + MoE)";
-  }
-  return "?";
-}
 
 int run(const Options& o) {
   auto config = load_model_config(o.model_dir);
@@ -45,20 +33,27 @@ int run(const Options& o) {
     parameters += t->numel();
     params_by_dtype[std::string(dtype_name(t->dtype))] += t->numel();
   }
-  // Full-attention layers keep K and V per token; bf16 on CUDA, f32 on the CPU backend.
   const int64_t attn_layers =
       c.layer_types.empty() ? c.num_hidden_layers : c.num_full_attention_layers();
-  const int64_t kv_bf16 = attn_layers * 2 * c.num_key_value_heads * c.head_dim * 2;
+  // The architecture's own checks and cache spec (model/registry.h): KV bytes per token with the
+  // cache in bf16 (CUDA) and f32 (the CPU backend).
+  const ModelArch* arch = find_model_arch(c.model_type);
   std::string status = "servable";
-  if (c.family == ModelFamily::kQwen3) {
-    Status valid = validate_qwen3_config(c);
-    int64_t expected = 0;
-    for (const WeightSpec& s : qwen3_weight_specs(c)) expected += s.numel();
-    if (!valid.ok())
-      status = valid.message();
-    else if (expected != parameters)
-      status = "weight files hold " + std::to_string(parameters) + " parameters, config implies " +
-               std::to_string(expected);
+  int64_t kv_bf16 = 0, kv_f32 = 0;
+  if (arch == nullptr) {
+    status = "model_type \"" + c.model_type + "\" is not served by this build";
+  } else if (Status valid = arch->validate(c); !valid.ok()) {
+    status = valid.message();
+  } else {
+    kv_bf16 = arch->cache_spec(c, DType::BF16).kv_bytes_per_token;
+    kv_f32 = arch->cache_spec(c, DType::F32).kv_bytes_per_token;
+    if (arch->weight_specs != nullptr) {
+      int64_t expected = 0;
+      for (const WeightSpec& w : arch->weight_specs(c)) expected += w.numel();
+      if (expected != parameters)
+        status = "weight files hold " + std::to_string(parameters) +
+                 " parameters, config implies " + std::to_string(expected);
+    }
   }
 
   if (o.json) {
@@ -76,7 +71,7 @@ int run(const Options& o) {
     j["parameters_by_dtype"] = params_by_dtype;
     j["weight_bytes"] = store->total_bytes();
     j["kv_bytes_per_token_bf16"] = kv_bf16;
-    j["kv_bytes_per_token_f32"] = kv_bf16 * 2;
+    j["kv_bytes_per_token_f32"] = kv_f32;
     j["status"] = status;
     if (o.plan.utilization > 0) {
       auto plan = describe_memory_plan(o.plan, c, parameters);
@@ -87,8 +82,8 @@ int run(const Options& o) {
     return 0;
   }
   std::printf("model            %s\n", o.model_dir.c_str());
-  std::printf("architecture     %s, model_type \"%s\"\n", family_name(c.family),
-              c.model_type.c_str());
+  std::printf("architecture     %s, model_type \"%s\"\n",
+              arch != nullptr ? arch->description.c_str() : "?", c.model_type.c_str());
   std::printf("layers           %lld (%lld full attention)\n",
               static_cast<long long>(c.num_hidden_layers), static_cast<long long>(attn_layers));
   std::printf("hidden           %lld, intermediate %lld, vocab %lld%s\n",
@@ -107,7 +102,7 @@ int run(const Options& o) {
   std::printf("weight bytes     %zu (%.2f GB) in %zu file(s)\n", store->total_bytes(),
               store->total_bytes() / 1e9, store->files().size());
   std::printf("KV per token     %lld bytes bf16 (CUDA), %lld bytes f32 (CPU backend)\n",
-              static_cast<long long>(kv_bf16), static_cast<long long>(kv_bf16 * 2));
+              static_cast<long long>(kv_bf16), static_cast<long long>(kv_f32));
   std::printf("max positions    %lld\n", static_cast<long long>(c.max_position_embeddings));
   std::printf("status           %s\n", status.c_str());
   if (o.plan.utilization > 0) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "backend/memory_plan.h"
+#include "model/registry.h"
 #if SYV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -24,9 +25,12 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   }
   in.utilization = args.utilization;
   in.weight_bytes = static_cast<size_t>(parameters) * 2;  // bf16 on the device
-  const int64_t attn_layers =
-      c.layer_types.empty() ? c.num_hidden_layers : c.num_full_attention_layers();
-  in.kv_bytes_per_token = attn_layers * 2 * c.num_key_value_heads * c.head_dim * 2;
+  const ModelArch* arch = find_model_arch(c.model_type);
+  if (arch == nullptr)
+    return Status::Error("memory plan: model_type \"" + c.model_type +
+                         "\" is not served by this build");
+  SYV_RETURN_IF_ERROR(arch->validate(c));
+  in.kv_bytes_per_token = arch->cache_spec(c, DType::BF16).kv_bytes_per_token;  // bf16 on CUDA
   in.activation_peak_bytes = estimate_qwen3_activation_bytes(
       args.max_batch_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size, 256);

@@ -108,11 +108,11 @@ Result<SingleSequence> SingleSequence::create(Model& model, int64_t max_tokens) 
   cache.page_size = kPageSize;
   cache.num_pages = static_cast<int32_t>(num_pages);
   cache.num_state_slots = 1;
-  SYV_RETURN_IF_ERROR(model.allocate_cache(cache));
+  SYV_ASSIGN_OR_RETURN(seq.store_, CacheStore::create(model.cache_spec(), cache, model.backend()));
+  model.bind_cache(*seq.store_);
   for (int32_t p = 0; p < num_pages; ++p) seq.pages_.push_back(p);
   seq.capacity_ = num_pages * kPageSize;
-  if (model.cache_spec().has_recurrent_state()) model.reset_state(0);
-  return seq;
+  return seq;  // the store's state slot starts zeroed
 }
 
 Tensor SingleSequence::forward(const std::vector<int32_t>& tokens, bool all_rows) {

@@ -57,7 +57,8 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text, int64_t v
 class SingleSequence {
  public:
   static constexpr int32_t kPageSize = 64;
-  // Allocates pages for up to max_tokens positions.
+  // Builds a cache store with pages for up to max_tokens positions (and one state slot) and binds
+  // the model to it; the model must not run another sequence while this one is used.
   static Result<SingleSequence> create(Model& model, int64_t max_tokens);
 
   // Runs `tokens` as the next positions. Returns logits [tokens.size(), vocab] when all_rows, else
@@ -74,6 +75,7 @@ class SingleSequence {
   int64_t length_ = 0;
   int64_t capacity_ = 0;
   std::vector<int32_t> pages_;
+  std::unique_ptr<CacheStore> store_;  // bound to *model_
 };
 
 }  // namespace syv::cli

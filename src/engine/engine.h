@@ -105,7 +105,7 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Sizes and allocates the KV pool (model.allocate_cache) and starts the engine thread.
+  // Sizes the KV pool, builds the cache store (EngineCore::create) and starts the engine thread.
   // Fails (with a message) for an unusable configuration, e.g. a pool too small for one page or a
   // checkpoint interval that is not a multiple of the page size.
   Status start();

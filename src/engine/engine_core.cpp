@@ -137,7 +137,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     // Verify steps: one snapshot per slot after the pool's checkpoints (HybridState::snapshot).
     if (options.num_speculative_tokens > 0) cache.num_checkpoints += options.max_num_seqs;
   }
-  SYV_RETURN_IF_ERROR(model.allocate_cache(cache));
+  SYV_ASSIGN_OR_RETURN(std::unique_ptr<CacheStore> store,
+                       CacheStore::create(spec, cache, model.backend()));
+  SYV_LOG(INFO) << "engine: " << store->describe();
+  model.bind_cache(*store);
   if (spec.has_recurrent_state()) {
     SYV_LOG(INFO) << "engine: state: " << spec.state_bytes_per_seq
                   << " bytes/seq, checkpoint interval " << options.checkpoint_interval
@@ -163,14 +166,14 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                                 " MiB)"
                           : std::string());
   }
-  auto core = std::make_unique<EngineCore>(model, tokenizer, options);
+  auto core = std::make_unique<EngineCore>(model, tokenizer, options, std::move(store));
   if (graph_mode != GraphMode::kOff) {
     GraphConfig g;
     g.mode = graph_mode;
     g.max_batch = options.max_graph_batch;
     g.page_size = options.page_size;
     g.pages_per_seq = (options.max_model_len + options.page_size - 1) / options.page_size;
-    g.dummy_page = options.num_pages;  // the model's cache has one page beyond the pool
+    g.dummy_page = options.num_pages;  // the store has one page beyond the pool
     g.max_context = options.max_model_len;
     g.max_tokens = std::max(options.max_num_batched_tokens, options.max_graph_batch);
     // A verify step wants 1 + k rows per sequence (eager, but within the same reservation).
@@ -200,10 +203,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   return core;
 }
 
-EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOptions& options)
+EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOptions& options,
+                       std::unique_ptr<CacheStore> store)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
+      store_(std::move(store)),
       vocab_size_(model.config().vocab_size),
       cache_(options.num_pages, options.page_size, options.enable_prefix_caching),
       scheduler_(cache_, scheduler_config(options)) {
@@ -218,7 +223,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
     Result<RetentionPolicy> policy = RetentionPolicy::parse(options.prefix_retention);
     SYV_CHECK(policy.ok()) << policy.status().message();  // create() validated it
     hybrid_ = std::make_unique<HybridState>(
-        model, CheckpointGeometry(options.page_size, options.checkpoint_interval), policy.value(),
+        *store_, CheckpointGeometry(options.page_size, options.checkpoint_interval), policy.value(),
         options.max_num_seqs, options.num_checkpoints, options.num_speculative_tokens > 0);
     scheduler_.set_hybrid(hybrid_.get());
     stats_.checkpoint_bytes = model.cache_spec().state_bytes_per_seq * options.num_checkpoints;

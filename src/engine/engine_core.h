@@ -25,6 +25,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stats.h"
+#include "kv/cache_store.h"
 #include "kv/prefix_cache.h"
 
 namespace syv {
@@ -54,8 +55,9 @@ struct RequestGroup {
 
 class EngineCore {
  public:
-  // Resolves the derived options (num_pages, max_model_len), checks the model is supported, and
-  // allocates the model's cache.
+  // Resolves the derived options (num_pages, max_model_len), checks the model is supported,
+  // builds the cache store from the model's cache spec (kv/cache_store.h) and binds the model to
+  // it. The engine owns the store; it outlives every forward the engine runs.
   static Result<std::unique_ptr<EngineCore>> create(Model& model, const Tokenizer* tokenizer,
                                                     EngineOptions options);
 
@@ -82,13 +84,15 @@ class EngineCore {
   PrefixCache& cache() { return cache_; }
   // Hybrid models: state slots, checkpoints, retention (null for other models).
   const HybridState* hybrid() const { return hybrid_.get(); }
+  // The cache's bytes: KV pages (+ the graphs' dummy page), state slots, checkpoints.
+  const CacheStore& store() const { return *store_; }
   // CUDA graphs of the decode buckets (null when cuda_graphs is off or unsupported).
   const GraphRunner* graphs() const { return graphs_.get(); }
   // Scheduler + cache integrity ("" when sound).
   std::string check_integrity() const { return scheduler_.check_integrity(); }
 
-  EngineCore(Model& model, const Tokenizer* tokenizer,
-             const EngineOptions& options);  // use create()
+  EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOptions& options,
+             std::unique_ptr<CacheStore> store);  // use create()
 
  private:
   void propose_drafts();
@@ -106,6 +110,7 @@ class EngineCore {
   Model& model_;
   const Tokenizer* tokenizer_;
   EngineOptions options_;
+  std::unique_ptr<CacheStore> store_;  // bound to model_; declared before everything that uses it
   int64_t vocab_size_;
   std::vector<int32_t> eos_ids_;
   PrefixCache cache_;

@@ -7,13 +7,13 @@
 
 #include "core/check.h"
 #include "engine/sequence.h"
-#include "model/model.h"
+#include "kv/cache_store.h"
 
 namespace syv {
 
-HybridState::HybridState(Model& model, CheckpointGeometry geometry, RetentionPolicy policy,
+HybridState::HybridState(CacheStore& store, CheckpointGeometry geometry, RetentionPolicy policy,
                          int32_t num_slots, int32_t num_checkpoints, bool snapshots)
-    : model_(model),
+    : store_(store),
       geometry_(geometry),
       policy_(policy),
       pool_(num_slots, num_checkpoints),
@@ -21,12 +21,12 @@ HybridState::HybridState(Model& model, CheckpointGeometry geometry, RetentionPol
 
 void HybridState::snapshot(const Sequence& seq) {
   SYV_CHECK(snapshots_ && seq.state_slot >= 0) << "seq " << seq.id() << " slot " << seq.state_slot;
-  model_.save_checkpoint(seq.state_slot, pool_.num_checkpoints() + seq.state_slot);
+  store_.save_checkpoint(seq.state_slot, pool_.num_checkpoints() + seq.state_slot);
 }
 
 void HybridState::rollback(const Sequence& seq) {
   SYV_CHECK(snapshots_ && seq.state_slot >= 0) << "seq " << seq.id() << " slot " << seq.state_slot;
-  model_.load_checkpoint(pool_.num_checkpoints() + seq.state_slot, seq.state_slot);
+  store_.load_checkpoint(pool_.num_checkpoints() + seq.state_slot, seq.state_slot);
 }
 
 bool HybridState::is_boundary(const Sequence& seq, int32_t length) const {
@@ -66,11 +66,11 @@ void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
   if (hit.length > 0) {
     SYV_CHECK(hit.checkpoint >= 0 && pool_.length_of(hit.checkpoint) == hit.length)
         << "seq " << seq->id() << " hit of " << hit.length << " tokens without its checkpoint";
-    model_.load_checkpoint(hit.checkpoint, slot);
+    store_.load_checkpoint(hit.checkpoint, slot);
     pool_.touch(hit.checkpoint);
     ++counters_.checkpoints_loaded;
   } else {
-    model_.reset_state(slot);
+    store_.reset_slot(slot);
   }
 }
 
@@ -92,7 +92,7 @@ void HybridState::after_step(Sequence* seq) {
   }
   if (fresh) {
     SYV_CHECK(seq->state_slot >= 0) << "seq " << seq->id() << " has no state slot";
-    model_.save_checkpoint(seq->state_slot, id);
+    store_.save_checkpoint(seq->state_slot, id);
     ++counters_.checkpoints_saved;
   } else {
     ++counters_.checkpoints_shared;

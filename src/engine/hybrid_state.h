@@ -6,7 +6,7 @@
 // Rules (docs/hybrid-cache.md has the reasoning and the reuse formulas):
 //  * admission needs a free slot; a prefix hit is the longest cached page prefix (at most
 //    length - 1 tokens) that ends on a stored checkpoint; that checkpoint is loaded into the slot
-//    (no hit: the model zeroes the slot itself, the first new position being 0);
+//    (no hit: the slot is zeroed, CacheStore::reset_slot(); the model never resets a slot itself);
 //  * every chunk ends on a checkpoint boundary when one lies inside it (CheckpointGeometry); after
 //    a step, a sequence whose computed length is a boundary saves (or shares) a checkpoint there
 //    and holds it until it ends;
@@ -32,11 +32,11 @@
 
 namespace syv {
 
-class Model;
+class CacheStore;
 class Sequence;
 
 struct HybridCounters {
-  uint64_t checkpoints_saved = 0;    // fresh checkpoints written (Model::save_checkpoint)
+  uint64_t checkpoints_saved = 0;    // fresh checkpoints written (CacheStore::save_checkpoint)
   uint64_t checkpoints_shared = 0;   // boundaries whose checkpoint already existed
   uint64_t checkpoints_skipped = 0;  // boundaries with no entry to spare (every one held)
   uint64_t checkpoints_loaded = 0;   // prefix hits restored into a slot
@@ -44,10 +44,10 @@ struct HybridCounters {
 
 class HybridState {
  public:
-  // `snapshots`: whether the model's cache has a snapshot entry per slot after the pool's
+  // `snapshots`: whether the store has a snapshot checkpoint per slot after the pool's
   // checkpoints (checkpoint id num_checkpoints + slot); needed for verify steps.
-  HybridState(Model& model, CheckpointGeometry geometry, RetentionPolicy policy, int32_t num_slots,
-              int32_t num_checkpoints, bool snapshots = false);
+  HybridState(CacheStore& store, CheckpointGeometry geometry, RetentionPolicy policy,
+              int32_t num_slots, int32_t num_checkpoints, bool snapshots = false);
 
   const CheckpointGeometry& geometry() const { return geometry_; }
   const RetentionPolicy& policy() const { return policy_; }
@@ -63,7 +63,7 @@ class HybridState {
   // on a checkpoint boundary when one lies inside.
   int32_t snap_chunk(const Sequence& seq, int32_t begin, int32_t n) const;
   // The sequence is admitted with the (trimmed) hit, num_computed == hit.length: takes a slot and
-  // restores the hit's checkpoint into it.
+  // restores the hit's checkpoint into it, or zeroes it when there is no hit.
   void admit(Sequence* seq, const PrefixHit& hit);
   // After the step advanced seq->num_computed and registered its full pages: saves a checkpoint if
   // the computed length is a checkpoint boundary.
@@ -85,7 +85,7 @@ class HybridState {
  private:
   bool is_boundary(const Sequence& seq, int32_t length) const;
 
-  Model& model_;
+  CacheStore& store_;  // the engine's; the state slots and checkpoints live there
   CheckpointGeometry geometry_;
   RetentionPolicy policy_;
   CheckpointPool pool_;

@@ -60,7 +60,14 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1;
 
-  bool is_hybrid() const { return family != ModelFamily::kQwen3; }
+  // Whether any layer is linear attention (recurrent state beside the KV pages). What a model
+  // needs from a backend is the model registry's business (model/registry.h), not the family's.
+  bool is_hybrid() const {
+    for (LayerType t : layer_types) {
+      if (t == LayerType::kLinearAttention) return true;
+    }
+    return false;
+  }
   bool is_moe() const { return num_experts > 0; }
   // Whether layer i uses the sparse MoE block (transformers' rule: not in mlp_only_layers and
   // (i + 1) % decoder_sparse_step == 0); otherwise a dense SwiGLU MLP of intermediate_size.

@@ -1,7 +1,7 @@
 // Recurrent-state bookkeeping for hybrid models (Qwen3.5, Qwen3-Next): live state slots, stored
 // state checkpoints for prefix reuse, where checkpoints are taken and which ones outlive a request.
-// The model holds the bytes (Model::reset_state/save_checkpoint/load_checkpoint); this file only
-// hands out ids. Design and formulas: docs/hybrid-cache.md.
+// The cache store holds the bytes (kv/cache_store.h: reset_slot, save_checkpoint,
+// load_checkpoint); this file only hands out ids. Design and formulas: docs/hybrid-cache.md.
 //
 // Slots: one per running sequence (a waiting or preempted sequence holds none).
 //
@@ -106,7 +106,7 @@ class CheckpointPool {
   // Takes a hold on the checkpoint for (key, length). If one exists it is held again and *fresh is
   // false (its content is already there). Otherwise a free entry, or else the least recently used
   // cached one (evicted), is registered and held with *fresh = true: the caller must fill it now
-  // (Model::save_checkpoint). Returns -1 when every entry is held (the checkpoint is skipped).
+  // (CacheStore::save_checkpoint). Returns -1 when every entry is held (the checkpoint is skipped).
   int32_t acquire(uint64_t key, int32_t length, bool* fresh);
   // Drops one hold. keep = the retention policy wants this checkpoint to outlive the request. At
   // refcount 0 the entry is cached if any hold kept it, else freed.

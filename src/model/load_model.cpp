@@ -1,4 +1,4 @@
-// load_model(): reads config.json, dispatches on the model family, opens the weights.
+// load_model(): reads config.json, finds the architecture in the registry, opens the weights.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -10,9 +10,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "model/qwen3.h"
-#include "model/qwen3_5.h"
-#include "model/qwen3_next.h"
+#include "model/registry.h"
 
 namespace syv {
 
@@ -26,19 +24,14 @@ bool is_demo_model(const std::string& dir) {
   return j.is_object() && j.value("syv_demo", false) == true;
 }
 
-const char* family_name(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kQwen3:
-      return "qwen3";
-    case ModelFamily::kQwen3_5:
-      return "qwen3_5";
-    case ModelFamily::kQwen3Next:
-      return "qwen3_next";
-  }
-  return "?";
-}
-
 }  // namespace
+
+Result<std::unique_ptr<CacheStore>> make_cache_store(Model& model, const CacheConfig& config) {
+  SYV_ASSIGN_OR_RETURN(std::unique_ptr<CacheStore> store,
+                       CacheStore::create(model.cache_spec(), config, model.backend()));
+  model.bind_cache(*store);
+  return store;
+}
 
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend,
                                           const LoadOptions& options) {
@@ -51,7 +44,13 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
                   << "output is noise. Point syv at a real Hugging Face Qwen3 folder with "
                   << "--model DIR (e.g. `make serve MODEL=/path/to/Qwen3-0.6B`).";
   }
-  if (config.is_hybrid() && !backend.supports_hybrid_ops()) {
+  const ModelArch* arch = find_model_arch(config.model_type);
+  if (arch == nullptr) {
+    return Status::Error(
+        dir + "/config.json: model_type \"" + config.model_type +
+        "\" is not supported by this build; supported: " + supported_model_types());
+  }
+  if (arch->needs_hybrid_ops && !backend.supports_hybrid_ops()) {
     return Status::Error(dir + "/config.json: model_type \"" + config.model_type +
                          "\" is a hybrid (Gated DeltaNet) model, which the " + backend.name() +
                          " backend cannot run yet; use the CPU backend (--device cpu)");
@@ -72,20 +71,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
     SYV_LOG(INFO) << line;
   }
   const WeightStore* weights = store ? &*store : nullptr;
-  switch (config.family) {
-    case ModelFamily::kQwen3:
-      return load_qwen3(config, weights, backend, options);
-    case ModelFamily::kQwen3_5:
-      return load_qwen3_5(config, weights, backend, options);
-    case ModelFamily::kQwen3Next:
-      return load_qwen3_next(config, weights, backend, options);
-    default:
-      break;
-  }
-  return Status::Error(
-      dir + "/config.json: model_type \"" + config.model_type + "\" (family " +
-      family_name(config.family) +
-      ") is not supported by this build; supported: qwen3, qwen3_5, qwen3_5_text, qwen3_next");
+  return arch->load(config, weights, backend, options);
 }
 
 }  // namespace syv

@@ -8,7 +8,8 @@
 #include "backend/batch.h"
 #include "core/status.h"
 #include "io/model_config.h"
-#include "model/cache_spec.h"
+#include "kv/cache_spec.h"
+#include "kv/cache_store.h"
 
 namespace syv {
 
@@ -22,24 +23,30 @@ class Model {
   virtual ~Model() = default;
 
   virtual const ModelConfig& config() const = 0;
+  // The cache this model needs (pages per attention layer, state per recurrent layer); the engine
+  // builds a CacheStore from it (kv/cache_store.h).
   virtual CacheSpec cache_spec() const = 0;
   virtual Backend& backend() = 0;
 
-  // Allocates the KV pages, state slots and checkpoints. Must be called before forward().
-  virtual Status allocate_cache(const CacheConfig& cache) = 0;
-  virtual const CacheConfig& cache_config() const = 0;
+  // Binds the engine-owned cache that forward() reads and writes: a store built from this
+  // model's cache_spec() on this model's backend. Must be called before forward(); the store must
+  // outlive every later forward(). Binding another store is allowed while no CUDA graph holds the
+  // old one's addresses (GraphRunner binds nothing: the engine binds once, before any capture).
+  virtual void bind_cache(CacheStore& store) = 0;
 
   // Runs the batch: writes K/V of the new tokens into their pages, advances recurrent states, and
   // returns fp32 logits [batch.logit_rows.size(), vocab] in backend memory, valid until the next
-  // forward(). Preconditions: pages for every position < context_lens are mapped in page_table.
+  // forward(). Preconditions: pages for every position < context_lens are mapped in page_table;
+  // each sequence's state slot holds exactly its positions [0, first new position) (a sequence
+  // starting at position 0 needs a zeroed slot: CacheStore::reset_slot(), which the engine calls
+  // on admission; forward() makes no such decision itself, so a CUDA graph cannot freeze one).
   virtual Tensor forward(const Batch& batch) = 0;
 
   // CUDA graphs (engine/graph_runner.h). Whether forward() may be captured into a graph: every
   // buffer it touches stays put between calls and its host-side decisions follow only the batch's
-  // shape. Qwen3 asks its backend; the default (hybrid models: recurrent state, CPU-only ops) is
-  // false.
+  // shape. Qwen3 asks its backend; the default (hybrid models: CPU-only ops) is false.
   virtual bool supports_graphs() const { return false; }
-  // Allocates the activation buffers for batches of up to `max_tokens` tokens and
+  // Allocates the activation workspace for batches of up to `max_tokens` tokens and
   // `max_logit_rows` logits rows now, at full size, so no later forward() reallocates a buffer a
   // captured graph points at (a larger forward() afterwards is a CHECK failure). Growing a
   // reservation is allowed; reserve(0, 0) ends it. The default does nothing.
@@ -47,14 +54,15 @@ class Model {
     (void)max_tokens;
     (void)max_logit_rows;
   }
-
-  // Recurrent-state management (no-ops for models without recurrent layers).
-  virtual void reset_state(int32_t slot) = 0;                          // zero state
-  virtual void save_checkpoint(int32_t slot, int32_t checkpoint) = 0;  // slot -> checkpoint
-  virtual void load_checkpoint(int32_t checkpoint, int32_t slot) = 0;  // checkpoint -> slot
 };
 
-// Loads a Hugging Face model folder (config.json + *.safetensors), dispatching on model_type.
+// Builds a CacheStore of `config` for the model's cache_spec() on its backend and binds the model
+// to it (what EngineCore::create does; tests, benchmarks and the CLI's single sequence use this).
+// The caller owns the store and keeps it alive while the model runs on it.
+Result<std::unique_ptr<CacheStore>> make_cache_store(Model& model, const CacheConfig& config);
+
+// Loads a Hugging Face model folder (config.json + *.safetensors), dispatching on model_type
+// through the model registry (model/registry.h).
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend,
                                           const LoadOptions& options = {});
 

@@ -17,6 +17,7 @@ constexpr int32_t kPageSize = 64;
 struct Loaded {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::unique_ptr<Model> model;
+  std::unique_ptr<CacheStore> cache_store;  // bound to model
   Loaded() {
     LoadOptions options;
     options.random_weights = true;
@@ -27,7 +28,9 @@ struct Loaded {
     CacheConfig cache;
     cache.page_size = kPageSize;
     cache.num_pages = 4;
-    if (!model->allocate_cache(cache).ok()) throw std::runtime_error("allocate_cache");
+    auto store = make_cache_store(*model, cache);
+    if (!store.ok()) throw std::runtime_error("make_cache_store");
+    cache_store = std::move(store.value());
   }
 };
 

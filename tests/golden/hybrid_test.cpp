@@ -130,13 +130,16 @@ class HybridGolden : public ::testing::TestWithParam<std::string> {
     cache.num_pages = 4 * kPagesPerSeq;
     cache.num_state_slots = 4;
     cache.num_checkpoints = 2;
-    ASSERT_TRUE(model_->allocate_cache(cache).ok());
+    auto store = make_cache_store(*model_, cache);
+    ASSERT_TRUE(store.ok()) << store.message();
+    store_ = std::move(store.value());
     T_ = static_cast<int32_t>(f_.tokens.size());
   }
 
   Fixture f_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<CacheStore> store_;  // bound to model_
   int32_t T_ = 0;
 };
 
@@ -189,9 +192,9 @@ TEST_P(HybridGolden, CheckpointRestoresStateInAnotherSlot) {
   // in slot 2 as a second sequence sharing the first 3 pages; slot 0 continues too.
   const int32_t cut = 3 * kPageSize;
   run(*model_, make_batch({{&f_.tokens, 0, cut, 0, 0}}));
-  model_->save_checkpoint(0, 1);
-  model_->reset_state(2);
-  model_->load_checkpoint(1, 2);
+  store_->save_checkpoint(0, 1);
+  store_->reset_slot(2);
+  store_->load_checkpoint(1, 2);
   std::vector<int32_t> shared = {0,
                                  1,
                                  2,
@@ -235,7 +238,8 @@ TEST_P(HybridGolden, RandomWeightsLoadAndRunFinite) {
   auto loaded = load_model(f_.dir, *backend_, options);
   ASSERT_TRUE(loaded.ok()) << loaded.message();
   std::unique_ptr<Model> model = std::move(loaded.value());
-  ASSERT_TRUE(model->allocate_cache(model_->cache_config()).ok());
+  auto store = make_cache_store(*model, store_->config());
+  ASSERT_TRUE(store.ok()) << store.message();
   std::vector<float> logits = run(*model, make_batch({{&f_.tokens, 0, 20, 0, 0}}));
   ASSERT_EQ(logits.size(), 20 * static_cast<size_t>(f_.vocab));
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));

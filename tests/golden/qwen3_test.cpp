@@ -113,7 +113,9 @@ class Qwen3Golden : public ::testing::TestWithParam<std::string> {
     CacheConfig cache;
     cache.page_size = kPageSize;
     cache.num_pages = 32;
-    ASSERT_TRUE(model_->allocate_cache(cache).ok());
+    auto store = make_cache_store(*model_, cache);
+    ASSERT_TRUE(store.ok()) << store.message();
+    store_ = std::move(store.value());
   }
 
   // Row `row` of the model output vs reference position `pos`.
@@ -127,6 +129,7 @@ class Qwen3Golden : public ::testing::TestWithParam<std::string> {
   Fixture fx_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<CacheStore> store_;  // bound to model_
 };
 
 TEST_P(Qwen3Golden, PackedPrefillMatchesTransformers) {

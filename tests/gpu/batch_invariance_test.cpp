@@ -382,7 +382,8 @@ TEST(BatchInvariantModel, LogitsOfEveryPositionAreBitIdenticalPrefillDecodeChunk
   CacheConfig cc;
   cc.page_size = kPage;
   cc.num_pages = 8 * kMaxPages;
-  ASSERT_TRUE(model.allocate_cache(cc).ok());
+  auto store = make_cache_store(model, cc);
+  ASSERT_TRUE(store.ok()) << store.message();
   const int64_t V = model.config().vocab_size;
 
   std::mt19937 rng(5);

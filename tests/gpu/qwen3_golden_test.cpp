@@ -87,7 +87,9 @@ class Qwen3GpuGolden : public ::testing::TestWithParam<std::string> {
     CacheConfig cache;
     cache.page_size = kPageSize;
     cache.num_pages = 32;
-    ASSERT_TRUE(model_->allocate_cache(cache).ok());
+    auto store = make_cache_store(*model_, cache);
+    ASSERT_TRUE(store.ok()) << store.message();
+    store_ = std::move(store.value());
   }
   std::vector<float> down(const Tensor& t) {
     std::vector<float> h(static_cast<size_t>(t.numel()));
@@ -97,6 +99,7 @@ class Qwen3GpuGolden : public ::testing::TestWithParam<std::string> {
   Fixture fx_;
   std::unique_ptr<CudaBackend> gpu_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<CacheStore> store_;  // bound to model_
 };
 
 TEST_P(Qwen3GpuGolden, PrefillChunksAndDecodeMatchTransformers) {

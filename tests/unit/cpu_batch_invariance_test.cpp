@@ -168,7 +168,8 @@ TEST(CpuBatchInvariance, ModelLogitsOfEveryPositionAreBitIdentical) {
   CacheConfig cc;
   cc.page_size = kPage;
   cc.num_pages = 6 * kMaxPages;
-  ASSERT_TRUE(model.allocate_cache(cc).ok());
+  auto store = make_cache_store(model, cc);
+  ASSERT_TRUE(store.ok()) << store.message();
   const int64_t V = model.config().vocab_size;
   std::mt19937 rng(9);
   std::vector<int32_t> a(100), b(45);

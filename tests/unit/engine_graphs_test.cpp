@@ -384,7 +384,8 @@ TEST(EngineGraphs, Qwen3RefusesToOutgrowItsReservation) {
   CacheConfig cache;
   cache.page_size = 16;
   cache.num_pages = 4;
-  ASSERT_TRUE(m.allocate_cache(cache).ok());
+  auto store = make_cache_store(m, cache);
+  ASSERT_TRUE(store.ok()) << store.message();
   auto prefill = [](int32_t n) {
     Batch b;
     for (int32_t i = 0; i < n; ++i) {

@@ -29,17 +29,16 @@ class FakeModel : public Model {
   const ModelConfig& config() const override { return config_; }
   CacheSpec cache_spec() const override {
     CacheSpec spec;
-    spec.layer_kinds = {LayerCacheKind::kPagedKV};
-    spec.kv_bytes_per_token = sizeof(uint64_t);
+    spec.add_kv_layer({1, 1, DType::F32});  // K and V: 8 bytes per token, sizeof(uint64_t)
     return spec;
   }
   Backend& backend() override { return *backend_; }
-  Status allocate_cache(const CacheConfig& cache) override {
-    cache_ = cache;
-    kv_.assign(static_cast<size_t>(cache.num_pages) * cache.page_size, kPoison);
-    return Status::Ok();
+  // The fake keeps its 64-bit values in its own array, sized like the store's pages.
+  void bind_cache(CacheStore& store) override {
+    cache_ = store.config();
+    kv_.assign(static_cast<size_t>(cache_.num_pages) * cache_.page_size, kPoison);
   }
-  const CacheConfig& cache_config() const override { return cache_; }
+  const CacheConfig& cache_config() const { return cache_; }
 
   Tensor forward(const Batch& batch) override {
     ++forward_calls;
@@ -83,10 +82,6 @@ class FakeModel : public Model {
     backend_->upload(logits_.data(), host.data(), host.size() * sizeof(float));
     return Tensor(logits_.data(), DType::F32, {R, config_.vocab_size});
   }
-
-  void reset_state(int32_t) override {}
-  void save_checkpoint(int32_t, int32_t) override {}
-  void load_checkpoint(int32_t, int32_t) override {}
 
   static uint64_t mix(uint64_t a, uint64_t b) {
     uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;

@@ -130,7 +130,8 @@ TEST_F(BadModel, RandomWeightsNeedOnlyConfigAndAreSeeded) {
     CacheConfig cache;
     cache.page_size = 16;
     cache.num_pages = 1;
-    EXPECT_TRUE((*model)->allocate_cache(cache).ok());
+    auto store = make_cache_store(**model, cache);
+    EXPECT_TRUE(store.ok());
     Batch b;
     b.token_ids = {1, 2, 3};
     b.positions = {0, 1, 2};

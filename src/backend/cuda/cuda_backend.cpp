@@ -81,6 +81,11 @@ class CudaBackendImpl final : public CudaBackend {
     if (workspace_) cudaFree(workspace_);
     if (counters_) cudaFree(counters_);
     cudaEventDestroy(staging_done_);
+    if (copy_stream_ != nullptr) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaEventDestroy(compute_mark_);
+      cudaStreamDestroy(copy_stream_);
+    }
     cudaStreamDestroy(stream_);
   }
 
@@ -141,6 +146,31 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
   }
   void synchronize() override { SYV_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  // ---- asynchronous copies: one copy stream, ordered after the compute stream at each call -----
+  CopyEvent copy_async(void* dst, const void* src, size_t bytes) override {
+    if (copy_stream_ == nullptr) {
+      SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+      SYV_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
+    }
+    SYV_CUDA_CHECK(cudaEventRecord(compute_mark_, stream_));
+    SYV_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, compute_mark_, 0));
+    if (bytes > 0)
+      SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_));
+    cudaEvent_t done = nullptr;
+    SYV_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    SYV_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
+    return CopyEvent(std::shared_ptr<void>(
+        static_cast<void*>(done), [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }));
+  }
+  void wait_copy(const CopyEvent& event) override {
+    if (!event.empty())
+      SYV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event.handle())));
+  }
+  void order_after_copy(const CopyEvent& event) override {
+    if (!event.empty())
+      SYV_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event.handle()), 0));
+  }
 
   // ---- batch metadata -------------------------------------------------------------------------
   // All i32 arrays go into one pinned staging buffer and one device buffer (one copy per step).
@@ -899,6 +929,8 @@ class CudaBackendImpl final : public CudaBackend {
   int sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staging_done_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // copy_async(); created on first use
+  cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ at each copy_async()
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;
   int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it

@@ -1,0 +1,231 @@
+#include "kv/cache_store.h"
+
+#include <sstream>
+#include <string>
+
+#include "core/check.h"
+
+namespace syv {
+
+namespace {
+
+void check_index(int32_t i, int32_t n, const char* what) {
+  SYV_CHECK(i >= 0 && i < n) << what << " " << i << " outside [0, " << n << ")";
+}
+
+char* at(const DeviceBuffer& buf, int64_t index, int64_t bytes) {
+  return static_cast<char*>(buf.data()) + index * bytes;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CacheStore>> CacheStore::create(const CacheSpec& spec,
+                                                       const CacheConfig& config,
+                                                       Backend& backend) {
+  if (!spec.kv_layers.empty() && (config.page_size <= 0 || config.num_pages <= 0)) {
+    return Status::Error("cache config: page_size and num_pages must be positive, found " +
+                         std::to_string(config.page_size) + " and " +
+                         std::to_string(config.num_pages));
+  }
+  if (!spec.state_layers.empty() && config.num_state_slots <= 0) {
+    return Status::Error(
+        "cache config: a model with recurrent layers needs num_state_slots > 0 (one per running "
+        "sequence), found " +
+        std::to_string(config.num_state_slots));
+  }
+  if (config.num_checkpoints < 0 || config.num_state_slots < 0 || config.num_pages < 0) {
+    return Status::Error(
+        "cache config: num_pages, num_state_slots and num_checkpoints must be >= "
+        "0, found " +
+        std::to_string(config.num_pages) + ", " + std::to_string(config.num_state_slots) + " and " +
+        std::to_string(config.num_checkpoints));
+  }
+  return std::unique_ptr<CacheStore>(new CacheStore(spec, config, backend));
+}
+
+CacheStore::CacheStore(const CacheSpec& spec, const CacheConfig& config, Backend& backend)
+    : spec_(spec), config_(config), backend_(backend) {
+  int32_t kv = 0, state = 0;
+  for (LayerCacheKind kind : spec_.layer_kinds)
+    index_.push_back(kind == LayerCacheKind::kPagedKV ? kv++ : state++);
+  SYV_CHECK(kv == static_cast<int32_t>(spec_.kv_layers.size()) &&
+            state == static_cast<int32_t>(spec_.state_layers.size()))
+      << "cache spec: layer_kinds names " << kv << " attention and " << state
+      << " recurrent layers, shapes are given for " << spec_.kv_layers.size() << " and "
+      << spec_.state_layers.size() << " (build specs with add_kv_layer / add_state_layer)";
+  const int64_t tokens = static_cast<int64_t>(config_.num_pages) * config_.page_size;
+  for (const KvLayerShape& s : spec_.kv_layers) {
+    const size_t bytes = static_cast<size_t>(tokens * s.bytes_per_token() / 2);
+    k_.push_back(backend_.allocate(bytes));
+    v_.push_back(backend_.allocate(bytes));
+    total_bytes_ += 2 * static_cast<int64_t>(bytes);
+  }
+  auto state_buffers = [&](const StateLayerShape& s, int32_t n) {
+    StateBuffers b;
+    b.conv = backend_.allocate(static_cast<size_t>(s.conv_bytes() * n));
+    b.ssm = backend_.allocate(static_cast<size_t>(s.ssm_bytes() * n));
+    backend_.fill_zero(b.conv.data(), b.conv.bytes());
+    backend_.fill_zero(b.ssm.data(), b.ssm.bytes());
+    total_bytes_ += s.bytes() * n;
+    return b;
+  };
+  for (const StateLayerShape& s : spec_.state_layers) {
+    slots_.push_back(state_buffers(s, config_.num_state_slots));
+    ckpt_.push_back(state_buffers(s, config_.num_checkpoints));
+  }
+}
+
+CacheStore::~CacheStore() {
+  backend_.synchronize();  // no op or copy may still use the buffers
+}
+
+CacheStore::KvView CacheStore::kv_view(int32_t layer) const {
+  check_index(layer, static_cast<int32_t>(spec_.layer_kinds.size()), "cache layer");
+  SYV_CHECK(spec_.layer_kinds[static_cast<size_t>(layer)] == LayerCacheKind::kPagedKV)
+      << "layer " << layer << " has recurrent state, not KV pages";
+  const size_t i = static_cast<size_t>(index_[static_cast<size_t>(layer)]);
+  const KvLayerShape& s = spec_.kv_layers[i];
+  const auto dims = {static_cast<int64_t>(config_.num_pages),
+                     static_cast<int64_t>(config_.page_size), s.num_kv_heads, s.head_dim};
+  return {Tensor(k_[i].data(), s.dtype, dims), Tensor(v_[i].data(), s.dtype, dims)};
+}
+
+CacheStore::StateView CacheStore::state_view(int32_t layer) const {
+  check_index(layer, static_cast<int32_t>(spec_.layer_kinds.size()), "cache layer");
+  SYV_CHECK(spec_.layer_kinds[static_cast<size_t>(layer)] == LayerCacheKind::kRecurrentState)
+      << "layer " << layer << " has KV pages, not recurrent state";
+  const size_t i = static_cast<size_t>(index_[static_cast<size_t>(layer)]);
+  const StateLayerShape& s = spec_.state_layers[i];
+  const int64_t n = config_.num_state_slots;
+  return {Tensor(slots_[i].conv.data(), DType::F32, {n, s.conv_rows, s.conv_channels}),
+          Tensor(slots_[i].ssm.data(), DType::F32, {n, s.heads, s.k_dim, s.v_dim})};
+}
+
+void CacheStore::copy_page(int32_t src, int32_t dst) {
+  check_index(src, config_.num_pages, "page");
+  check_index(dst, config_.num_pages, "page");
+  if (src == dst) return;
+  for (size_t i = 0; i < k_.size(); ++i) {
+    const int64_t half = spec_.kv_layers[i].bytes_per_token() / 2 * config_.page_size;
+    backend_.copy(at(k_[i], dst, half), at(k_[i], src, half), static_cast<size_t>(half));
+    backend_.copy(at(v_[i], dst, half), at(v_[i], src, half), static_cast<size_t>(half));
+  }
+}
+
+void CacheStore::reset_slot(int32_t slot) {
+  check_index(slot, config_.num_state_slots, "state slot");
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const StateLayerShape& s = spec_.state_layers[i];
+    backend_.fill_zero(at(slots_[i].conv, slot, s.conv_bytes()),
+                       static_cast<size_t>(s.conv_bytes()));
+    backend_.fill_zero(at(slots_[i].ssm, slot, s.ssm_bytes()), static_cast<size_t>(s.ssm_bytes()));
+  }
+}
+
+void CacheStore::copy_state(const std::vector<StateBuffers>& from, int32_t src,
+                            const std::vector<StateBuffers>& to, int32_t dst) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    const StateLayerShape& s = spec_.state_layers[i];
+    backend_.copy(at(to[i].conv, dst, s.conv_bytes()), at(from[i].conv, src, s.conv_bytes()),
+                  static_cast<size_t>(s.conv_bytes()));
+    backend_.copy(at(to[i].ssm, dst, s.ssm_bytes()), at(from[i].ssm, src, s.ssm_bytes()),
+                  static_cast<size_t>(s.ssm_bytes()));
+  }
+}
+
+void CacheStore::copy_slot(int32_t src, int32_t dst) {
+  check_index(src, config_.num_state_slots, "state slot");
+  check_index(dst, config_.num_state_slots, "state slot");
+  if (src != dst) copy_state(slots_, src, slots_, dst);
+}
+
+void CacheStore::save_checkpoint(int32_t slot, int32_t checkpoint) {
+  check_index(slot, config_.num_state_slots, "state slot");
+  check_index(checkpoint, config_.num_checkpoints, "checkpoint");
+  copy_state(slots_, slot, ckpt_, checkpoint);
+}
+
+void CacheStore::load_checkpoint(int32_t checkpoint, int32_t slot) {
+  check_index(slot, config_.num_state_slots, "state slot");
+  check_index(checkpoint, config_.num_checkpoints, "checkpoint");
+  copy_state(ckpt_, checkpoint, slots_, slot);
+}
+
+CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
+  check_index(page, config_.num_pages, "page");
+  char* out = static_cast<char*>(external);
+  CopyEvent last;
+  for (size_t i = 0; i < k_.size(); ++i) {
+    const int64_t half = spec_.kv_layers[i].bytes_per_token() / 2 * config_.page_size;
+    last = backend_.copy_async(out, at(k_[i], page, half), static_cast<size_t>(half));
+    last = backend_.copy_async(out + half, at(v_[i], page, half), static_cast<size_t>(half));
+    out += 2 * half;
+  }
+  return last;
+}
+
+CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
+  check_index(page, config_.num_pages, "page");
+  const char* in = static_cast<const char*>(external);
+  CopyEvent last;
+  for (size_t i = 0; i < k_.size(); ++i) {
+    const int64_t half = spec_.kv_layers[i].bytes_per_token() / 2 * config_.page_size;
+    last = backend_.copy_async(at(k_[i], page, half), in, static_cast<size_t>(half));
+    last = backend_.copy_async(at(v_[i], page, half), in + half, static_cast<size_t>(half));
+    in += 2 * half;
+  }
+  return last;
+}
+
+CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs, int32_t index,
+                                          void* external, Dir dir) {
+  char* ext = static_cast<char*>(external);
+  CopyEvent last;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const StateLayerShape& s = spec_.state_layers[i];
+    char* conv = at(bufs[i].conv, index, s.conv_bytes());
+    char* ssm = at(bufs[i].ssm, index, s.ssm_bytes());
+    const size_t cb = static_cast<size_t>(s.conv_bytes()), sb = static_cast<size_t>(s.ssm_bytes());
+    if (dir == Dir::kOut) {
+      last = backend_.copy_async(ext, conv, cb);
+      last = backend_.copy_async(ext + cb, ssm, sb);
+    } else {
+      last = backend_.copy_async(conv, ext, cb);
+      last = backend_.copy_async(ssm, ext + cb, sb);
+    }
+    ext += cb + sb;
+  }
+  return last;
+}
+
+CopyEvent CacheStore::copy_slot_out(int32_t slot, void* external) {
+  check_index(slot, config_.num_state_slots, "state slot");
+  return copy_state_external(slots_, slot, external, Dir::kOut);
+}
+CopyEvent CacheStore::copy_slot_in(const void* external, int32_t slot) {
+  check_index(slot, config_.num_state_slots, "state slot");
+  return copy_state_external(slots_, slot, const_cast<void*>(external), Dir::kIn);
+}
+CopyEvent CacheStore::copy_checkpoint_out(int32_t checkpoint, void* external) {
+  check_index(checkpoint, config_.num_checkpoints, "checkpoint");
+  return copy_state_external(ckpt_, checkpoint, external, Dir::kOut);
+}
+CopyEvent CacheStore::copy_checkpoint_in(const void* external, int32_t checkpoint) {
+  check_index(checkpoint, config_.num_checkpoints, "checkpoint");
+  return copy_state_external(ckpt_, checkpoint, const_cast<void*>(external), Dir::kIn);
+}
+
+std::string CacheStore::describe() const {
+  std::ostringstream line;
+  line << "cache store: " << config_.num_pages << " pages x " << config_.page_size << " tokens for "
+       << spec_.kv_layers.size() << " attention layers (" << page_bytes() << " bytes/page)";
+  if (!spec_.state_layers.empty()) {
+    line << ", " << config_.num_state_slots << " state slots + " << config_.num_checkpoints
+         << " checkpoints for " << spec_.state_layers.size() << " recurrent layers ("
+         << slot_bytes() << " bytes each)";
+  }
+  line << ", " << total_bytes_ / 1e6 << " MB on " << backend_.name();
+  return line.str();
+}
+
+}  // namespace syv

@@ -1,0 +1,132 @@
+// The cache's bytes, owned by the engine: K/V pages of every full-attention layer, the recurrent
+// state slots of every linear-attention (Gated DeltaNet) layer, and their checkpoint slots, all in
+// one backend's memory, built from the model's CacheSpec (kv/cache_spec.h). The model reads and
+// writes them through views (Model::bind_cache(), forward()); the engine (HybridState) resets,
+// saves and loads state slots; a host tier or a tensor-parallel rank copies pages, slots and
+// checkpoints out and back in with the asynchronous copies below.
+//
+// The store knows bytes and ids, nothing else: which page belongs to which sequence is the
+// PagePool's and PrefixCache's business (kv/page_pool.h, kv/prefix_cache.h), which slot and
+// checkpoint to use is CheckpointPool's (kv/checkpoint_pool.h). Compare mini-sglang's
+// kvcache/base.py (a pool of buffers indexed by slot) and llama.cpp's llama-memory.h (the memory
+// module owns the tensors; the graph only reads views).
+//
+// Layouts (page p, slot s, checkpoint c; "K" is the layer's KvLayerShape, "S" its StateLayerShape):
+//   kv_view(l).k, .v    [num_pages, page_size, K.num_kv_heads, K.head_dim] in K.dtype
+//   state_view(l).conv  f32 [num_state_slots, S.conv_rows, S.conv_channels]
+//   state_view(l).ssm   f32 [num_state_slots, S.heads, S.k_dim, S.v_dim]
+//   checkpoints         the same per-layer shapes, [num_checkpoints, ...]
+// An external page buffer (copy_page_out/in) holds page_bytes(): for each attention layer in
+// order, the page's K rows then its V rows. An external slot or checkpoint buffer holds
+// slot_bytes(): for each recurrent layer in order, its conv state then its delta-rule state. The
+// same layout on every backend of the same activation dtype, so a page copied out of one store
+// can be copied into another store of the same spec (another rank, a later process).
+//
+// Contract:
+//  * Buffers are allocated once, in create(), and never move or grow until the store is
+//    destroyed: a CUDA graph may capture the addresses of kv_view()/state_view() tensors. The
+//    views are valid (and always safe to take) for the store's whole life.
+//  * State slots and checkpoints start zeroed; KV pages start with whatever the allocator gave
+//    (a page is only read where a sequence wrote it first).
+//  * reset_slot, copy_page, copy_slot, save_checkpoint and load_checkpoint are enqueued on the
+//    backend's compute stream, in order with forward(): call them between forwards, never while
+//    a graph is being captured. They are always safe for ids in range (checked; out of range is a
+//    CHECK failure) and for src == dst (a no-op).
+//  * copy_*_out / copy_*_in run on the backend's copy stream (Backend::copy_async()): the copy
+//    starts after everything enqueued before the call and runs concurrently with what comes
+//    after. Until the returned event completes:
+//      - out: the external buffer may not be read by the host (wait with
+//        backend().wait_copy(event)), and the page/slot/checkpoint may not be written (no forward
+//        that writes it, no reset/load into it);
+//      - in: the page/slot/checkpoint may not be read or written by anything else; call
+//        backend().order_after_copy(event) before the forward() that reads it (or wait_copy);
+//      - both: the external buffer must stay alive and unchanged.
+//    On the CPU backend the copies are synchronous and the event is empty (already complete).
+//  * Not thread-safe: owned and called by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "kv/cache_spec.h"
+
+namespace syv {
+
+class CacheStore {
+ public:
+  // Validates `config` against `spec` (positive page size and pages when there is an attention
+  // layer, state slots when there is a recurrent layer, checkpoints >= 0) and allocates every
+  // buffer on `backend`, which must outlive the store.
+  static Result<std::unique_ptr<CacheStore>> create(const CacheSpec& spec,
+                                                    const CacheConfig& config, Backend& backend);
+  ~CacheStore();
+  CacheStore(const CacheStore&) = delete;
+  CacheStore& operator=(const CacheStore&) = delete;
+
+  const CacheSpec& spec() const { return spec_; }
+  const CacheConfig& config() const { return config_; }
+  Backend& backend() const { return backend_; }
+
+  // Bytes of one page over every attention layer (K and V): spec().kv_bytes_per_token *
+  // page_size. Bytes of one state slot (= one checkpoint) over every recurrent layer.
+  int64_t page_bytes() const { return spec_.kv_bytes_per_token * config_.page_size; }
+  int64_t slot_bytes() const { return spec_.state_bytes_per_seq; }
+  // Everything the store allocated.
+  int64_t total_bytes() const { return total_bytes_; }
+
+  // Views of model layer `layer` (an index into spec().layer_kinds; CHECKs its kind).
+  struct KvView {
+    Tensor k, v;  // [num_pages, page_size, Hk, D]
+  };
+  struct StateView {
+    Tensor conv;  // f32 [num_state_slots, conv_rows, conv_channels]
+    Tensor ssm;   // f32 [num_state_slots, heads, k_dim, v_dim]
+  };
+  KvView kv_view(int32_t layer) const;
+  StateView state_view(int32_t layer) const;
+
+  // ---- on the compute stream, in order with forward() ------------------------------------------
+  void copy_page(int32_t src, int32_t dst);  // every attention layer's K and V
+  void reset_slot(int32_t slot);             // zeroes the slot's state in every layer
+  void copy_slot(int32_t src, int32_t dst);  // state slot -> state slot
+  void save_checkpoint(int32_t slot, int32_t checkpoint);
+  void load_checkpoint(int32_t checkpoint, int32_t slot);
+
+  // ---- on the copy stream, to and from an external buffer (see the contract above) -------------
+  // `external` is page_bytes() / slot_bytes() bytes of host memory (pinned for overlap), this
+  // backend's memory, or a peer device's memory.
+  CopyEvent copy_page_out(int32_t page, void* external);
+  CopyEvent copy_page_in(const void* external, int32_t page);
+  CopyEvent copy_slot_out(int32_t slot, void* external);
+  CopyEvent copy_slot_in(const void* external, int32_t slot);
+  CopyEvent copy_checkpoint_out(int32_t checkpoint, void* external);
+  CopyEvent copy_checkpoint_in(const void* external, int32_t checkpoint);
+
+  // One start-up line: pages, slots, checkpoints and their bytes.
+  std::string describe() const;
+
+ private:
+  CacheStore(const CacheSpec& spec, const CacheConfig& config, Backend& backend);
+  // Per recurrent layer, the conv / ssm buffers of the live slots or of the checkpoints.
+  struct StateBuffers {
+    DeviceBuffer conv, ssm;
+  };
+  enum class Dir : uint8_t { kOut, kIn };
+  CopyEvent copy_state_external(const std::vector<StateBuffers>& bufs, int32_t index,
+                                void* external, Dir dir);
+  void copy_state(const std::vector<StateBuffers>& from, int32_t src,
+                  const std::vector<StateBuffers>& to, int32_t dst);
+
+  CacheSpec spec_;
+  CacheConfig config_;
+  Backend& backend_;
+  std::vector<int32_t> index_;              // per model layer: index among its kind's layers
+  std::vector<DeviceBuffer> k_, v_;         // per attention layer
+  std::vector<StateBuffers> slots_, ckpt_;  // per recurrent layer
+  int64_t total_bytes_ = 0;
+};
+
+}  // namespace syv

@@ -1,0 +1,117 @@
+// kv/cache_store: the engine-owned cache. Its contract (the header's), on the CPU backend: pages,
+// state slots and checkpoints copied out to another buffer and back leave the next step's logits
+// bit-identical (cache_store_roundtrip.h); layouts, sizes and refusals.
+#include "kv/cache_store.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/log.h"
+#include "model/model.h"
+#include "model/registry.h"
+#include "unit/cache_store_roundtrip.h"
+
+namespace syv::testing {
+namespace {
+
+class CacheStoreRoundTrip : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CacheStoreRoundTrip, CopiesOutAndBackAreBitExact) {
+  set_log_level(LogLevel::WARN);
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  auto model = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + GetParam(), *cpu);
+  ASSERT_TRUE(model.ok()) << model.message();
+  expect_round_trips_exact(**model);
+}
+
+// Dense models (pages only) and hybrids with both attention pages and recurrent state.
+INSTANTIATE_TEST_SUITE_P(Models, CacheStoreRoundTrip,
+                         ::testing::Values("qwen3/tied_gqa2", "qwen3/untied_mha_hd32",
+                                           "hybrid/q35_r2_flfl_tied", "hybrid/qnext_top1_r2"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) ch = ch == '/' ? '_' : ch;
+                           return n;
+                         });
+
+CacheSpec two_kinds() {
+  CacheSpec spec;
+  spec.add_kv_layer({2, 8, DType::F32});
+  spec.add_state_layer({3, 12, 2, 4, 4});
+  spec.add_kv_layer({1, 4, DType::BF16});
+  return spec;
+}
+
+TEST(CacheStore, SpecSumsBytesOnce) {
+  const CacheSpec spec = two_kinds();
+  EXPECT_EQ(spec.kv_bytes_per_token, 2 * 2 * 8 * 4 + 2 * 1 * 4 * 2);
+  EXPECT_EQ(spec.state_bytes_per_seq, (3 * 12 + 2 * 4 * 4) * 4);
+  ASSERT_EQ(spec.layer_kinds.size(), 3u);
+  EXPECT_EQ(spec.layer_kinds[1], LayerCacheKind::kRecurrentState);
+}
+
+TEST(CacheStore, ViewsHaveTheDocumentedShapes) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  CacheConfig c;
+  c.page_size = 16;
+  c.num_pages = 5;
+  c.num_state_slots = 3;
+  c.num_checkpoints = 2;
+  auto store = CacheStore::create(two_kinds(), c, *cpu);
+  ASSERT_TRUE(store.ok()) << store.message();
+  const CacheStore& s = **store;
+  EXPECT_EQ(s.page_bytes(), s.spec().kv_bytes_per_token * 16);
+  EXPECT_EQ(s.slot_bytes(), s.spec().state_bytes_per_seq);
+  EXPECT_EQ(s.total_bytes(), 5 * s.page_bytes() + 5 * s.slot_bytes());
+  const CacheStore::KvView kv = s.kv_view(2);
+  EXPECT_EQ(kv.k.dtype, DType::BF16);
+  EXPECT_EQ(kv.k.dim(0), 5);
+  EXPECT_EQ(kv.k.dim(1), 16);
+  EXPECT_EQ(kv.v.dim(2), 1);
+  EXPECT_EQ(kv.v.dim(3), 4);
+  const CacheStore::StateView st = s.state_view(1);
+  EXPECT_EQ(st.conv.dim(0), 3);
+  EXPECT_EQ(st.conv.dim(1), 3);
+  EXPECT_EQ(st.conv.dim(2), 12);
+  EXPECT_EQ(st.ssm.dim(1), 2);
+  for (int64_t i = 0; i < st.ssm.numel(); ++i) ASSERT_EQ(st.ssm.as<float>()[i], 0.0f) << "zeroed";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(s.kv_view(1), "recurrent state, not KV pages");
+  EXPECT_DEATH(s.state_view(0), "KV pages, not recurrent state");
+  EXPECT_DEATH((*store)->copy_page(0, 5), "page 5 outside \\[0, 5\\)");
+  EXPECT_DEATH((*store)->save_checkpoint(0, 2), "checkpoint 2 outside \\[0, 2\\)");
+}
+
+TEST(CacheStore, BadConfigsAreErrors) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  CacheConfig c;
+  c.page_size = 16;
+  c.num_pages = 0;
+  c.num_state_slots = 1;
+  auto no_pages = CacheStore::create(two_kinds(), c, *cpu);
+  ASSERT_FALSE(no_pages.ok());
+  EXPECT_EQ(no_pages.message(),
+            "cache config: page_size and num_pages must be positive, found 16 and 0");
+  c.num_pages = 4;
+  c.num_state_slots = 0;
+  auto no_slots = CacheStore::create(two_kinds(), c, *cpu);
+  ASSERT_FALSE(no_slots.ok());
+  EXPECT_NE(no_slots.message().find("num_state_slots > 0"), std::string::npos);
+}
+
+TEST(ModelRegistry, ServesEveryModelTypeOnce) {
+  for (const char* t : {"qwen3", "qwen3_5", "qwen3_5_text", "qwen3_next"}) {
+    const ModelArch* a = find_model_arch(t);
+    ASSERT_NE(a, nullptr) << t;
+    EXPECT_NE(a->load, nullptr);
+    EXPECT_NE(a->cache_spec, nullptr);
+    EXPECT_NE(a->validate, nullptr);
+  }
+  EXPECT_EQ(find_model_arch("llama"), nullptr);
+  EXPECT_FALSE(find_model_arch("qwen3")->needs_hybrid_ops);
+  EXPECT_TRUE(find_model_arch("qwen3_next")->needs_hybrid_ops);
+}
+
+}  // namespace
+}  // namespace syv::testing
