@@ -9,6 +9,7 @@
 //           one byte (shapes count bytes), so every size computation stays in whole bytes
 #pragma once
 
+#pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
