@@ -7,7 +7,6 @@
 //   F8E5M2  OCP fp8 e5m2 (bias 15, IEEE-like infinities and NaNs, max 57344), float8_e5m2
 //   U4X2    two unsigned 4-bit values in one byte, the first in the low nibble: one element is
 //           one byte (shapes count bytes), so every size computation stays in whole bytes
-#pragma once
 
 #pragma once
 #include <cstddef>
