@@ -397,6 +397,75 @@ TEST_F(ServerHttp, BadInputsGet4xxNamingTheField) {
   EXPECT_EQ(s.generator.submitted(), 0);
 }
 
+// Issue 23.1: JSON nested 10^5 and 10^6 deep at every position a client controls used to
+// overflow a worker's stack (SIGSEGV). Each is now a 400 naming the field, before any recursive
+// code runs, and the server keeps answering.
+TEST_F(ServerHttp, DeeplyNestedJsonGets400NamingTheField) {
+  server::HttpOptions http;
+  http.max_body_bytes = 4u << 20;  // room for 10^6 levels (2 MB of brackets)
+  TestServer s({}, http);
+  struct Case {
+    std::string path, prefix, suffix;  // body = prefix + nesting + suffix
+    std::string param;
+  };
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi", "x": )", "}]}",
+       "messages[0].x"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": )", "}]}",
+       "messages[0].content"},
+      {"/v1/chat/completions",
+       R"({"messages": [)" + user +
+           R"(], "tools": [{"type": "function", "function": {"name": "f", "parameters": )",
+       "}}]}", "tools[0].function.parameters"},
+      {"/v1/chat/completions", R"({"messages": [)" + user + R"(], "chat_template_kwargs": )", "}",
+       "chat_template_kwargs"},
+      {"/v1/chat/completions",
+       R"({"messages": [)" + user +
+           R"(, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": )"
+           R"("function", "function": {"name": "f", "arguments": ")",
+       R"("}}]}]})", "messages[1].tool_calls[0].function.arguments"},
+      {"/tokenize", R"({"messages": [{"role": "user", "content": "hi", "x": )", "}]}",
+       "messages[0].x"},
+      {"/v1/completions", R"({"prompt": )", "}", "prompt"},
+      {"/v1/chat/completions", "", "", ""},  // the body itself
+  };
+  for (const size_t depth : {size_t{100000}, size_t{1000000}}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.path + " " + c.prefix + " depth " + std::to_string(depth));
+      std::string nesting(depth, '[');
+      nesting.append(depth, ']');
+      if (c.path == "/v1/chat/completions" && c.param == "chat_template_kwargs") {
+        nesting = "{\"k\": " + nesting + "}";
+      }
+      auto res = s.post_raw(c.path, c.prefix + nesting + c.suffix);
+      ASSERT_TRUE(res) << "no answer (the server died?)";
+      EXPECT_EQ(res->status, 400) << res->body.substr(0, 300);
+      ASSERT_TRUE(is_openai_error(res->body)) << res->body.substr(0, 300);
+      const json err = json::parse(res->body)["error"];
+      if (c.param.empty()) {
+        EXPECT_TRUE(err["param"].is_null()) << err.dump();
+      } else if (c.param == "chat_template_kwargs") {
+        EXPECT_EQ(err["param"], "chat_template_kwargs.k");
+      } else {
+        EXPECT_EQ(err["param"], c.param);
+      }
+      EXPECT_NE(err["message"].get<std::string>().find("nested more than 64 levels"),
+                std::string::npos)
+          << err.dump();
+      ASSERT_EQ(s.get("/health")->status, 200);
+    }
+  }
+  // At the limit a value still works end to end (the chat template sees it).
+  std::string ok_nesting(40, '[');
+  ok_nesting.append(40, ']');
+  auto res = s.post_raw(
+      "/tokenize", R"({"messages": [{"role": "user", "content": "hi", "x": )" + ok_nesting + "}]}");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(s.generator.submitted(), 0);
+}
+
 TEST_F(ServerHttp, FullQueueAnswers429WithRetryAfter) {
   server::RouteOptions ro;
   ro.max_pending = 2;
