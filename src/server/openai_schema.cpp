@@ -328,8 +328,20 @@ std::optional<ApiError> parse_messages(const json& body, json& out) {
                                                       truncate_for_message(r) + "\"");
     }
     if (r == "developer") m["role"] = "system";
+    if (auto name = m.find("name"); name != m.end() && !name->is_null() && !name->is_string()) {
+      return ApiError::bad_param(where + ".name",
+                                 where + ".name: expected a string, found " + describe_json(*name));
+    }
+    // An empty tool_calls list is no tool call (templates would open an empty block).
+    if (auto tc = m.find("tool_calls"); tc != m.end() && tc->is_array() && tc->empty()) {
+      m.erase(tc);
+    }
     const bool has_tool_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
     SYV_API_RETURN_IF(normalize_content(m, where, r == "assistant"));
+    // An assistant turn that only called tools arrives with "content": null or no content at all
+    // (the OpenAI clients send both). Templates are written for what transformers users pass and
+    // vLLM hands them: a string ("'</think>' in message.content" fails on None), so it becomes "".
+    if (r == "assistant" && (!m.contains("content") || m["content"].is_null())) m["content"] = "";
     if (has_tool_calls) {
       const json& calls = m["tool_calls"];
       if (r != "assistant" || !calls.is_array()) {

@@ -466,6 +466,71 @@ TEST_F(ServerHttp, DeeplyNestedJsonGets400NamingTheField) {
   EXPECT_EQ(s.generator.submitted(), 0);
 }
 
+// Issue 22.1: the second turn of every agent loop sends the assistant's tool call back with
+// "content": null or no content at all, then the tool's result. The Qwen3 template must render it
+// (it used to fail: "argument of type 'NoneType' is not iterable"), and both forms must give the
+// prompt a string content "" gives.
+TEST_F(ServerHttp, ToolRoundTripWithContentNullOrAbsent) {
+  TestServer s;
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+  auto conversation = [&](const json& assistant_content, bool present) {
+    json assistant = {
+        {"role", "assistant"},
+        {"tool_calls",
+         {{{"id", "call_1"},
+           {"type", "function"},
+           {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}};
+    if (present) assistant["content"] = assistant_content;
+    return json{{"messages",
+                 {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                  assistant,
+                  {{"role", "tool"},
+                   {"tool_call_id", "call_1"},
+                   {"name", "get_weather"},
+                   {"content", {{{"type", "text"}, {"text", "sunny, 21 C"}}}}}}},
+                {"tools", tools},
+                {"max_tokens", 4}};
+  };
+  std::vector<json> token_lists;
+  for (const auto& [content, present] :
+       {std::pair<json, bool>{nullptr, true}, {nullptr, false}, {"", true}}) {
+    SCOPED_TRACE("content " + (present ? content.dump() : std::string("absent")));
+    const json body = conversation(content, present);
+    auto res = s.post("/v1/chat/completions", body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    json stream_body = body;
+    stream_body["stream"] = true;
+    res = s.post("/v1/chat/completions", stream_body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    EXPECT_NE(res->body.find("data: [DONE]"), std::string::npos);
+    res = s.post("/tokenize", json{{"messages", body["messages"]}, {"tools", tools}});
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    token_lists.push_back(json::parse(res->body)["tokens"]);
+  }
+  EXPECT_EQ(token_lists[0], token_lists[2]);
+  EXPECT_EQ(token_lists[1], token_lists[2]);
+  // The prompt carries the call and the result where Qwen's template puts them.
+  const std::string prompt =
+      shared->tokenizer->decode(token_lists[0].get<std::vector<int32_t>>(), false);
+  EXPECT_NE(prompt.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                        "\"Paris\"}}\n</tool_call>"),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("<tool_response>\nsunny, 21 C\n</tool_response>"), std::string::npos)
+      << prompt;
+  // A name that is not a string is named.
+  json bad = conversation(nullptr, true);
+  bad["messages"][2]["name"] = 5;
+  auto res = s.post("/v1/chat/completions", bad);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"]["param"], "messages[2].name");
+}
+
 TEST_F(ServerHttp, FullQueueAnswers429WithRetryAfter) {
   server::RouteOptions ro;
   ro.max_pending = 2;
