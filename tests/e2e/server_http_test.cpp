@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <zlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -529,6 +531,125 @@ TEST_F(ServerHttp, ToolRoundTripWithContentNullOrAbsent) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_EQ(json::parse(res->body)["error"]["param"], "messages[2].name");
+}
+
+// Issue 23.2: a compressed body is refused from its headers alone, before it is read, inflated or
+// authenticated. The body is a real gzip bomb: 1024 concatenated gzip members of 1 MiB of zeros
+// each (about 1 MB that `gunzip` inflates to 1 GiB). The 415 arrives before a byte of the body is
+// sent, with and without a key, and the process's resident memory grows by less than 64 MiB.
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+std::string gzip_bomb_1gib() {
+  const std::string zeros(1 << 20, '\0');
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string member(deflateBound(&z, zeros.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(zeros.data()));
+  z.avail_in = static_cast<uInt>(zeros.size());
+  z.next_out = reinterpret_cast<Bytef*>(member.data());
+  z.avail_out = static_cast<uInt>(member.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  member.resize(z.total_out);
+  deflateEnd(&z);
+  std::string bomb;
+  for (int i = 0; i < 1024; ++i) bomb += member;
+  return bomb;
+}
+
+TEST_F(ServerHttp, CompressedBodiesGet415BeforeTheyAreRead) {
+  TestServer s;
+  const std::string bomb = gzip_bomb_1gib();
+  ASSERT_LT(bomb.size(), size_t{4} << 20);
+  const size_t before = resident_bytes();
+  for (const char* encoding_c : {"gzip", "br", "deflate", "GZIP", "gzip, br"}) {
+    const std::string encoding = encoding_c;
+    for (const std::string& key : {std::string(), std::string(kKey)}) {
+      SCOPED_TRACE(encoding + (key.empty() ? " without a key" : " with a key"));
+      RawConnection conn(s.transport->port());
+      ASSERT_TRUE(conn.connected());
+      std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+      if (!key.empty()) head += "Authorization: Bearer " + key + "\r\n";
+      head += "Content-Type: application/json\r\nContent-Encoding: " + encoding +
+              "\r\nContent-Length: " + std::to_string(bomb.size()) + "\r\n\r\n";
+      ASSERT_TRUE(conn.send_raw(head));
+      const std::string got = conn.read_until("}}", 1, std::chrono::seconds(10));
+      EXPECT_EQ(got.rfind("HTTP/1.1 415", 0), 0u) << got;
+      EXPECT_NE(got.find("unsupported_content_encoding"), std::string::npos) << got;
+      conn.send_raw(bomb);  // the server has answered and closes; it may or may not take these
+    }
+  }
+  EXPECT_LT(resident_bytes(), before + (size_t{64} << 20));
+  // identity is no encoding at all.
+  httplib::Headers h{{"Content-Encoding", "identity"},
+                     {"Authorization", std::string("Bearer ") + kKey}};
+  auto res = s.client->Post("/v1/chat/completions", h, kChat.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(s.get("/health")->status, 200);
+}
+
+// Issue 23.3: more headers than the limit get 431 before the body.
+TEST_F(ServerHttp, HeaderFloodGets431) {
+  server::HttpOptions http;
+  http.max_header_count = 20;
+  TestServer s({}, http);
+  httplib::Headers h{{"Authorization", std::string("Bearer ") + kKey}};
+  for (int i = 0; i < 40; ++i) h.emplace("X-Flood-" + std::to_string(i), "x");
+  auto res = s.client->Post("/v1/completions", h, kCompletion.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 431);
+  EXPECT_TRUE(is_openai_error(res->body)) << res->body;
+  EXPECT_EQ(s.post("/v1/completions", kCompletion)->status, 200);
+}
+
+// Bodies without a declared length are not capped by httplib (chunked, or read until the
+// connection closes): a POST without Content-Length gets 411 from its headers, key or not.
+TEST_F(ServerHttp, BodiesWithoutContentLengthGet411) {
+  TestServer s;
+  for (const std::string& framing :
+       {std::string("Transfer-Encoding: chunked\r\n"), std::string()}) {
+    SCOPED_TRACE(framing.empty() ? "no length" : framing);
+    RawConnection conn(s.transport->port());
+    ASSERT_TRUE(conn.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + framing +
+                              "Content-Type: application/json\r\n\r\n"));
+    const std::string got = conn.read_until("}}", 1, std::chrono::seconds(10));
+    EXPECT_EQ(got.rfind("HTTP/1.1 411", 0), 0u) << got;
+    EXPECT_NE(got.find("length_required"), std::string::npos) << got;
+  }
+  EXPECT_EQ(s.post("/v1/completions", kCompletion)->status, 200);
+}
+
+// Issue 23.4: the port is exclusive (no SO_REUSEPORT): a second server on it fails to bind with a
+// message naming the address, and the first keeps serving. Ports outside 0..65535 are refused.
+TEST_F(ServerHttp, SecondServerOnTheSamePortFailsToBind) {
+  TestServer first;
+  server::HttpOptions http;
+  http.host = "127.0.0.1";
+  http.port = first.transport->port();
+  server::Metrics metrics;
+  server::OpenAiRoutes routes(metrics, {});
+  server::ApiKeys keys;
+  ASSERT_TRUE(keys.add(kKey).ok());
+  server::HttpServer second(http, keys, routes, metrics);
+  const Status st = second.bind();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot bind 127.0.0.1:" + std::to_string(http.port)),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("address in use"), std::string::npos) << st.message();
+  EXPECT_EQ(first.get("/health")->status, 200);
+  for (const int port : {-1, 65536, 99999}) {
+    http.port = port;
+    server::HttpServer bad(http, keys, routes, metrics);
+    const Status b = bad.bind();
+    ASSERT_FALSE(b.ok()) << port;
+    EXPECT_NE(b.message().find("expected 1..65535"), std::string::npos) << b.message();
+  }
 }
 
 TEST_F(ServerHttp, FullQueueAnswers429WithRetryAfter) {
