@@ -43,12 +43,14 @@ std::optional<ApiError> check_length(int prompt_len, std::optional<int> requeste
     e.code = "context_length_exceeded";
     return e;
   }
-  if (requested.has_value() && prompt_len + *requested > max_model_len) {
+  // In 64 bits: max_tokens may be anything up to INT32_MAX, and int32 prompt + max_tokens wraps.
+  const int64_t total = static_cast<int64_t>(prompt_len) + requested.value_or(0);
+  if (requested.has_value() && total > max_model_len) {
     ApiError e = ApiError::bad_param(
         "max_tokens", "This model's maximum context length is " + std::to_string(max_model_len) +
                           " tokens, but the prompt is " + std::to_string(prompt_len) +
                           " tokens and max_tokens asks for " + std::to_string(*requested) +
-                          " more (" + std::to_string(prompt_len + *requested) + " in total)");
+                          " more (" + std::to_string(total) + " in total)");
     e.code = "context_length_exceeded";
     return e;
   }

@@ -358,6 +358,11 @@ TEST_F(ServerHttp, BadInputsGet4xxNamingTheField) {
       {"/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1000})", 400,
        "max_tokens"},
+      // Issue 23.7: prompt_len + max_tokens used to wrap around in 32 bits (param and code null).
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2147483647})", 400,
+       "max_tokens"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 2147483647})", 400, "max_tokens"},
       {"/v1/chat/completions",
        R"({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})", 404, "model"},
       {"/v1/completions", R"({"prompt": [1, 99999999]})", 400, "prompt[1]"},
