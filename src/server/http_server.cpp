@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <exception>
 
 #include "core/log.h"
@@ -80,6 +81,7 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
   // body memory. The connection is closed after the answer (its unread body is not a request).
   server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start_ = std::chrono::steady_clock::now();
+    current_request_tokens() = RequestTokens{};
     if (auto error = check_before_body(req)) {
       write_error(res, *error);
       res.set_header("Connection", "close");
@@ -164,14 +166,25 @@ bool HttpServer::authorized(const httplib::Request& req) const {
 // worker thread (httplib runs pre-routing, the handler, the writing of the response and the
 // logger of one request on one thread).
 void HttpServer::log_access(const httplib::Request& req, const httplib::Response& res) const {
+  const RequestTokens tokens = current_request_tokens();
+  current_request_tokens() = RequestTokens{};
+  const auto start = request_start_;
+  request_start_ = {};
   if (!options_.access_log) return;
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - request_start_)
-          .count();
-  char duration[32];
-  std::snprintf(duration, sizeof duration, "%.1f ms", ms);
+  char duration[32] = "-";  // httplib refused the request before routing (bad request line)
+  if (start != std::chrono::steady_clock::time_point{}) {
+    std::snprintf(
+        duration, sizeof duration, "%.1f ms",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::string token_counts;
+  if (tokens.prompt >= 0) {
+    token_counts = ", tokens " + std::to_string(tokens.prompt) + " in / " +
+                   std::to_string(tokens.completion) + " out";
+  }
   SYV_LOG(INFO) << "http: " << req.remote_addr << ":" << req.remote_port << " " << req.method << " "
-                << req.path.substr(0, 200) << " " << res.status << " " << duration;
+                << req.path.substr(0, 200) << " " << res.status << " " << duration << token_counts;
 }
 
 void HttpServer::route(const std::string& method, const std::string& path, Gate gate,

@@ -81,6 +81,21 @@ syv::SamplingParams to_engine_params(const server::SamplingParams& s, int max_to
 
 }  // namespace
 
+RequestTokens& current_request_tokens() {
+  thread_local RequestTokens tokens;
+  return tokens;
+}
+
+namespace {
+
+void record_tokens(const CompletionStream& stream) {
+  const json usage = stream.usage();
+  current_request_tokens() = {usage["prompt_tokens"].get<int64_t>(),
+                              usage["completion_tokens"].get<int64_t>()};
+}
+
+}  // namespace
+
 void write_error(httplib::Response& res, const ApiError& error, int retry_after_seconds) {
   res.status = error.status;
   if (error.status == 429 || error.status == 503) {
@@ -265,6 +280,7 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
   if (!common.stream) {
     while (stream->pump(std::chrono::milliseconds(100), nullptr)) {
     }
+    record_tokens(*stream);
     write_json(res, stream->response());
     return;
   }
@@ -292,6 +308,7 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
         }
         std::vector<json> chunks;
         const bool more = state->stream->pump(std::chrono::milliseconds(50), &chunks);
+        record_tokens(*state->stream);
         for (const json& chunk : chunks) out += sse_data(chunk);
         if (!more) {
           for (const json& chunk : state->stream->closing_chunks()) out += sse_data(chunk);
