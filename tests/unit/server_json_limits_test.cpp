@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "server/json_limits.h"
 #include "server/openai_schema.h"
@@ -53,6 +55,84 @@ TEST(JsonLimits, ExcessNamesTheFieldAndThePath) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->field, "");
   EXPECT_EQ(e->path.rfind("[4][0]", 0), 0u) << e->path;
+}
+
+// The reference: a recursive walk in document order (safe here: the documents are shallow) that
+// finds the first container with more than `limit` containers around and including it, and
+// the keys and indices leading to it.
+bool first_excess(const nlohmann::ordered_json& j, int enclosing, int limit,
+                  std::vector<std::string>& path) {
+  if (!j.is_structured()) return false;
+  if (enclosing + 1 > limit) return true;
+  if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      path.push_back("[" + std::to_string(i) + "]");
+      if (first_excess(j[i], enclosing + 1, limit, path)) return true;
+      path.pop_back();
+    }
+  } else {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      path.push_back("." + it.key());
+      if (first_excess(it.value(), enclosing + 1, limit, path)) return true;
+      path.pop_back();
+    }
+  }
+  return false;
+}
+
+nlohmann::ordered_json random_json(std::mt19937& rng, int depth_left) {
+  const int kind = depth_left <= 0 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 6);
+  switch (kind) {
+    case 0:
+      return nullptr;
+    case 1:
+      return static_cast<int>(rng() % 100);
+    case 2:
+      return std::string(rng() % 3, "[{\"]"[rng() % 4]);  // brackets inside strings are text
+    case 3:
+    case 4: {
+      nlohmann::ordered_json a = nlohmann::ordered_json::array();
+      const int n = static_cast<int>(rng() % 3);
+      for (int i = 0; i < n; ++i) a.push_back(random_json(rng, depth_left - 1));
+      if (n == 0 || rng() % 2) a.push_back(random_json(rng, depth_left - 1));
+      return a;
+    }
+    default: {
+      nlohmann::ordered_json o = nlohmann::ordered_json::object();
+      const int n = 1 + static_cast<int>(rng() % 3);
+      for (int i = 0; i < n; ++i) {
+        o[std::string(1, static_cast<char>('a' + i)) + std::to_string(rng() % 10)] =
+            random_json(rng, depth_left - 1);
+      }
+      return o;
+    }
+  }
+}
+
+// Differential: the iterative SAX measure against the recursive reference, on 3000 random
+// documents and limits 1..8 (fixed seed).
+TEST(JsonLimits, MatchesARecursiveReference) {
+  std::mt19937 rng(2323);
+  int exceeded = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const nlohmann::ordered_json doc = random_json(rng, 1 + static_cast<int>(rng() % 40));
+    const int limit = 1 + static_cast<int>(rng() % 8);
+    const std::string text = doc.dump();
+    std::vector<std::string> path;
+    const bool expected = first_excess(doc, 0, limit, path);
+    const auto got = find_json_depth_excess(text, limit);
+    ASSERT_EQ(got.has_value(), expected) << text << " limit " << limit;
+    if (!expected) continue;
+    ++exceeded;
+    std::string want;
+    for (size_t i = 0; i < path.size() && i < 12; ++i) {
+      want += (i == 0 && path[i][0] == '.') ? path[i].substr(1) : path[i];
+    }
+    if (path.size() > 12) want += "...";
+    EXPECT_EQ(got->path, want) << text << " limit " << limit;
+  }
+  EXPECT_GT(exceeded, 300);  // both outcomes are well covered
+  EXPECT_LT(exceeded, 2700);
 }
 
 TEST(JsonLimits, ParseJsonBodyRefusesDeepBodies) {
