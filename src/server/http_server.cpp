@@ -78,7 +78,8 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
     listen_fd_ = sock;
   });
   // Runs after the request line and headers are read, before the body: refusals here cost no
-  // body memory. The connection is closed after the answer (its unread body is not a request).
+  // body memory. "Connection: close" asks the client to close (httplib 0.11 does not close on its
+  // own; it would read the unread body as the next request, which then gets 400).
   server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start_ = std::chrono::steady_clock::now();
     current_request_tokens() = RequestTokens{};

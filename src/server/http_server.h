@@ -1,7 +1,8 @@
 // The HTTP transport (cpp-httplib) in front of the routes, with the middleware every request
 // passes, in this order:
 //   0. before the body is read (pre-routing): a Content-Encoding other than identity gets 415
-//      (httplib would inflate it whole, without a limit, before auth), more than
+//      (httplib would inflate it whole, without a limit, before auth); Transfer-Encoding, or a
+//      POST without Content-Length, gets 411 (httplib caps only declared lengths); more than
 //      max_header_count headers get 431;
 //   1. body limit: a body over max_body_bytes is refused with 413 before it is read into memory
 //      (httplib's payload limit; the error handler writes the JSON body);
@@ -11,7 +12,8 @@
 //      once a drain has begun (SIGTERM);
 //   4. the route handler (openai_routes.h); exceptions become 500 in OpenAI's error shape.
 // Every response is counted in syv_http_responses_total{code} and logged in one access-log line
-// (address, method, path, status, duration; never a key); every refused key is logged too.
+// (address, method, path, status, duration, tokens; never a key); every refused key is logged
+// too.
 //
 // Life cycle: bind() -> start() (listens on its own thread) -> set_ready(true) when the model is
 // warm -> begin_drain() -> wait_idle() -> stop().
