@@ -6,6 +6,7 @@
 
 #include "server/completion_stream.h"
 #include "server/generator.h"
+#include "server/peer_connection.h"
 #include "server/reasoning_parser.h"
 #include "server/sse.h"
 
@@ -278,7 +279,16 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
                                                    *model_.generator, tok, metrics_);
 
   if (!common.stream) {
+    // A client that leaves is noticed between pumps (every 100 ms at most): its request is
+    // cancelled, so the engine frees its pages and a drain does not wait for it.
+    const PeerConnection peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     while (stream->pump(std::chrono::milliseconds(100), nullptr)) {
+      if (peer.closed()) {
+        stream->cancel();
+        record_tokens(*stream);
+        res.status = 499;  // nginx's "client closed request", for the access log; never sent
+        return;
+      }
     }
     record_tokens(*stream);
     write_json(res, stream->response());

@@ -711,6 +711,37 @@ TEST_F(ServerHttp, DisconnectMidStreamCancels) {
   EXPECT_EQ(s.routes.active_requests(), 0);
 }
 
+// Issue 23.6: a non-streaming request whose client leaves is cancelled (it used to generate to the
+// end, and a drain waited for it).
+TEST_F(ServerHttp, DisconnectWhileNonStreamingCancels) {
+  TestServer s;
+  s.generator.set_tick(std::chrono::milliseconds(20));
+  json body = kCompletion;
+  body.erase("max_tokens");  // up to the context: 256 tokens, 5 s at this tick
+  {
+    RawConnection conn(s.transport->port());
+    ASSERT_TRUE(conn.send_post("/v1/completions", kKey, body.dump()));
+    for (int i = 0; i < 500 && s.generator.live() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(s.generator.live(), 1u);
+    conn.close();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 300 && (s.generator.live() > 0 || s.routes.active_requests() > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(s.generator.live(), 0u);
+  EXPECT_EQ(s.generator.cancels(), 1);
+  EXPECT_EQ(s.routes.active_requests(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  // A client that stays gets its whole answer.
+  auto res = s.post("/v1/completions", kCompletion);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(s.generator.cancels(), 1);
+}
+
 TEST_F(ServerHttp, DrainRefusesNewAndFinishesRunning) {
   TestServer s;
   s.generator.set_tick(std::chrono::milliseconds(10));
