@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <regex>
 #include <thread>
@@ -392,7 +393,8 @@ TEST(ServerCli, SecondSignalDuringDrainAbortsStreamsCleanly) {
 }
 
 // Issue 23.4: a port outside 0..65535 is refused by the CLI, and a second server on a port a syv
-// server already listens on fails before "listening on", naming the address.
+// server already listens on fails before "listening on", naming the address. The first server's
+// key comes from SYV_API_KEY_FILE (issue 23.7).
 TEST(ServerCli, BadPortOrPortInUseFailsAtStart) {
   ensure_demo_model();
   {
@@ -402,12 +404,23 @@ TEST(ServerCli, BadPortOrPortInUseFailsAtStart) {
     EXPECT_EQ(p.log().find("listening on"), std::string::npos) << p.log();
     EXPECT_NE(p.log().find("--port"), std::string::npos) << p.log();
   }
+  // The first server takes its key from SYV_API_KEY_FILE.
+  const std::string key_file = std::string(SYV_BINARY_DIR) + "/e2e_server_port_first.keys";
+  {
+    std::ofstream out(key_file);
+    out << "# test key\nsk-e2e-key-from-file-0123456789\n";
+  }
+  setenv("SYV_API_KEY_FILE", key_file.c_str(), 1);
   ServerProcess first({"serve", "--model", kDemoDir, "--port", "0", "--device", "cpu",
                        "--kv-cache-mb", "16", "--skip-warmup"},
                       "e2e_server_port_first.log");
+  unsetenv("SYV_API_KEY_FILE");
   const std::string port_s =
       first.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(60));
   ASSERT_FALSE(port_s.empty()) << first.log();
+  ASSERT_TRUE(
+      wait_ready(std::stoi(port_s), "sk-e2e-key-from-file-0123456789", std::chrono::seconds(120)))
+      << first.log();
   ServerProcess second({"serve", "--model", kDemoDir, "--port", port_s, "--device", "cpu"},
                        "e2e_server_port_second.log");
   EXPECT_EQ(second.wait_exit(std::chrono::seconds(30)), 1) << second.log();
