@@ -6,12 +6,21 @@
 // capture) -> one warm-up request -> ready. Each phase logs its time.
 // SIGTERM/SIGINT: new generation requests get 503, running ones finish (up to --drain-timeout;
 // what is left then is aborted), then the engine and the listener stop and the process exits 0.
+// A second SIGTERM/SIGINT during the drain aborts what is left at once (streams still end with
+// finish_reason "abort" and [DONE]) and the process exits 1.
 // A request that reaches a stopped engine gets 503 too (Status code kUnavailable).
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -66,16 +75,61 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// Blocks until SIGTERM or SIGINT arrives (the signals are blocked in every thread, so only this
-// sigwait sees them).
-int wait_for_signal() {
+// SIGTERM / SIGINT: the handler only writes the signal number to a pipe (async-signal-safe); the
+// main thread reads it. Whichever thread the kernel picks to run the handler, the signal never
+// takes its default action (termination). A mask set in main() could not promise that: OpenBLAS
+// starts its worker threads in a constructor before main(), with the signals unblocked.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+Status install_stop_signals() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Status::Error(std::string("signal pipe: ") + std::strerror(errno));
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT}) {
+    if (sigaction(sig, &sa, nullptr) != 0) {
+      return Status::Error(std::string("sigaction: ") + std::strerror(errno));
+    }
+  }
+  // Unblock them here too, in case the parent left them blocked.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  return Status::Ok();
+}
+
+// Waits up to `timeout` (forever when negative) for SIGTERM or SIGINT; returns it, or 0.
+int wait_for_signal(int timeout_ms = -1) {
+  pollfd p{g_signal_pipe[0], POLLIN, 0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int wait_ms = timeout_ms;
+    if (timeout_ms >= 0) {
+      wait_ms = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                   std::chrono::steady_clock::now())
+                 .count()));
+    }
+    const int r = poll(&p, 1, wait_ms);
+    if (r > 0) {
+      unsigned char byte = 0;
+      if (read(g_signal_pipe[0], &byte, 1) == 1) return byte;
+    }
+    if (r == 0) return 0;
+    if (r < 0 && errno != EINTR) return 0;
+  }
 }
 
 int run_serve(const ServeOptions& o) {
@@ -88,6 +142,19 @@ int run_serve(const ServeOptions& o) {
   if (!o.api_key_file.empty()) {
     Status st = keys.add_file(o.api_key_file);
     if (!st.ok()) return fail("--api-key-file: " + st.message());
+  }
+  // The environment, for keys that should not show in `ps`: SYV_API_KEY (one key) and
+  // SYV_API_KEY_FILE (a key file), combined with the flags.
+  if (const char* env = std::getenv("SYV_API_KEY"); env != nullptr && *env != '\0') {
+    const bool given = std::find(o.api_keys.begin(), o.api_keys.end(), env) != o.api_keys.end();
+    if (!given) {
+      Status st = keys.add(env);
+      if (!st.ok()) return fail("SYV_API_KEY: " + st.message());
+    }
+  }
+  if (const char* env = std::getenv("SYV_API_KEY_FILE"); env != nullptr && *env != '\0') {
+    Status st = keys.add_file(env);
+    if (!st.ok()) return fail("SYV_API_KEY_FILE: " + st.message());
   }
   if (!o.public_routes.empty()) {
     Status st = keys.add_public_routes(o.public_routes);
@@ -112,12 +179,8 @@ int run_serve(const ServeOptions& o) {
     return fail("--model " + o.model_dir + ": not a directory");
   }
 
-  // Signals: handled by sigwait below, never asynchronously; a dead client never kills us.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Signals: SIGTERM/SIGINT go through a pipe to the wait below; a dead client never kills us.
+  if (Status st = install_stop_signals(); !st.ok()) return fail(st.message());
   signal(SIGPIPE, SIG_IGN);
 
   server::Metrics metrics;
@@ -251,15 +314,29 @@ int run_serve(const ServeOptions& o) {
   SYV_LOG(INFO) << "signal " << sig << ": draining " << routes.active_requests()
                 << " request(s) (up to " << o.drain_timeout_s << " s)";
   server.begin_drain();
-  const bool idle =
-      server.wait_idle(std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000)));
-  if (!idle) {
+  // Drain until idle, the timeout, or a second signal (which aborts what is left at once: every
+  // open stream still ends, with finish_reason "abort" and [DONE]).
+  const auto drain_deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000));
+  bool idle = false;
+  int second = 0;
+  while (!(idle = server.wait_idle(std::chrono::milliseconds(0))) &&
+         std::chrono::steady_clock::now() < drain_deadline) {
+    if ((second = wait_for_signal(50)) != 0) break;
+  }
+  if (second != 0) {
+    SYV_LOG(WARN) << "signal " << second << " during the drain: aborting "
+                  << routes.active_requests() << " request(s) now";
+  } else if (!idle) {
     SYV_LOG(WARN) << "drain: timed out; aborting what is left";
   }
   engine.stop(/*drain=*/idle);
+  // Let the aborted streams write their last events before the listener goes.
+  if (!idle) server.wait_idle(std::chrono::seconds(5));
   server.stop();
   SYV_LOG(INFO) << "stopped";
-  return 0;
+  return second != 0 ? 1 : 0;
 }
 
 CommandRegistration reg{
@@ -269,7 +346,9 @@ CommandRegistration reg{
       app.add_option("--model", o->model_dir, "Hugging Face model folder")->required();
       app.add_option("--host", o->host, "Address to bind; non-loopback needs an explicit key")
           ->capture_default_str();
-      app.add_option("--port", o->port, "Port to bind (0 = any free port)")->capture_default_str();
+      app.add_option("--port", o->port, "Port to bind, 1..65535 (0 = any free port)")
+          ->check(CLI::Range(0, 65535))
+          ->capture_default_str();
       app.add_option("--api-key", o->api_keys,
                      "Accepted API key (repeatable); none = a random key printed at start");
       app.add_option("--api-key-file", o->api_key_file, "File with one API key a line");

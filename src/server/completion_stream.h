@@ -61,6 +61,8 @@ class CompletionStream {
 
   bool finished() const;
   void cancel();  // cancels every engine request that has not finished
+  // {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details} so far.
+  nlohmann::json usage() const;
 
  private:
   struct Choice {
@@ -89,7 +91,6 @@ class CompletionStream {
   nlohmann::json completion_chunk(int index, const std::string& text,
                                   const nlohmann::json& logprobs,
                                   const std::string& finish_reason) const;
-  nlohmann::json usage() const;
   std::string token_text(int32_t id) const;
 
   StreamSetup setup_;

@@ -1,11 +1,65 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <exception>
 
 #include "core/log.h"
 #include "server/api_error.h"
 
 namespace syv::server {
+
+namespace {
+
+std::string lower_trimmed(std::string s) {
+  const size_t b = s.find_first_not_of(" \t");
+  const size_t e = s.find_last_not_of(" \t");
+  s = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+}  // namespace
+
+std::optional<ApiError> HttpServer::check_before_body(const httplib::Request& req) const {
+  // Compressed bodies: httplib would inflate them whole, past the body limit and before auth.
+  if (req.has_header("Content-Encoding")) {
+    const std::string encoding = lower_trimmed(req.get_header_value("Content-Encoding"));
+    if (encoding != "identity" && !encoding.empty()) {
+      std::string shown = req.get_header_value("Content-Encoding").substr(0, 40);
+      return ApiError{415,
+                      "Content-Encoding: \"" + shown +
+                          "\" is not supported; send the request body uncompressed",
+                      "invalid_request_error", "", "unsupported_content_encoding"};
+    }
+  }
+  // httplib caps only bodies that declare a Content-Length: chunked bodies (any method) and POST
+  // bodies read until the connection closes would grow without limit, so a body must say its
+  // length up front.
+  if (req.has_header("Transfer-Encoding")) {
+    return ApiError{411,
+                    "Transfer-Encoding: \"" +
+                        req.get_header_value("Transfer-Encoding").substr(0, 40) +
+                        "\" request bodies are not accepted; send Content-Length",
+                    "invalid_request_error", "", "length_required"};
+  }
+  if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+      !req.has_header("Content-Length")) {
+    return ApiError{411, "request body: a Content-Length header is required",
+                    "invalid_request_error", "", "length_required"};
+  }
+  if (req.headers.size() > options_.max_header_count) {
+    return ApiError{431,
+                    "too many request headers (" + std::to_string(req.headers.size()) +
+                        "; the limit is " + std::to_string(options_.max_header_count) + ")",
+                    "invalid_request_error", "", "request_header_fields_too_large"};
+  }
+  return std::nullopt;
+}
 
 HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, Metrics& metrics)
     : options_(std::move(options)), keys_(std::move(keys)), routes_(routes), metrics_(metrics) {
@@ -15,6 +69,27 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
   server_.set_read_timeout(options_.read_timeout_s, 0);
   server_.set_write_timeout(options_.write_timeout_s, 0);
   server_.set_tcp_nodelay(true);
+  // The listening socket: SO_REUSEADDR (a restart may bind while old connections sit in
+  // TIME_WAIT) but not httplib's default SO_REUSEPORT, which lets a second server bind the same
+  // port and take half of the connections. The descriptor is kept to raise the backlog in bind().
+  server_.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = sock;
+  });
+  // Runs after the request line and headers are read, before the body: refusals here cost no
+  // body memory. "Connection: close" asks the client to close (httplib 0.11 does not close on its
+  // own; it would read the unread body as the next request, which then gets 400).
+  server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    request_start_ = std::chrono::steady_clock::now();
+    current_request_tokens() = RequestTokens{};
+    if (auto error = check_before_body(req)) {
+      write_error(res, *error);
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
 
   auto* r = &routes_;
   route("POST", "/v1/chat/completions", Gate::kGeneration,
@@ -64,8 +139,9 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
     return httplib::Server::HandlerResponse::Handled;
   };
   server_.set_error_handler(std::move(on_error));
-  server_.set_logger([this](const httplib::Request&, const httplib::Response& res) {
+  server_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.count_response(res.status);
+    log_access(req, res);
   });
 }
 
@@ -73,11 +149,43 @@ HttpServer::~HttpServer() {
   stop();
 }
 
+thread_local std::chrono::steady_clock::time_point HttpServer::request_start_{};
+
 bool HttpServer::authorized(const httplib::Request& req) const {
   if (keys_.is_public(req.path)) return true;
   const std::string key =
       extract_api_key(req.get_header_value("Authorization"), req.get_header_value("X-Api-Key"));
-  return keys_.matches(key);
+  if (keys_.matches(key)) return true;
+  // Never the key itself, not even masked: a wrong key may be someone's real one elsewhere.
+  SYV_LOG(WARN) << "auth: refused " << req.method << " " << req.path.substr(0, 200) << " from "
+                << req.remote_addr << ":" << req.remote_port << " ("
+                << (key.empty() ? "no key" : "invalid key") << ")";
+  return false;
+}
+
+// One line per answered request. The start time is set by the pre-routing handler on the same
+// worker thread (httplib runs pre-routing, the handler, the writing of the response and the
+// logger of one request on one thread).
+void HttpServer::log_access(const httplib::Request& req, const httplib::Response& res) const {
+  const RequestTokens tokens = current_request_tokens();
+  current_request_tokens() = RequestTokens{};
+  const auto start = request_start_;
+  request_start_ = {};
+  if (!options_.access_log) return;
+  char duration[32] = "-";  // httplib refused the request before routing (bad request line)
+  if (start != std::chrono::steady_clock::time_point{}) {
+    std::snprintf(
+        duration, sizeof duration, "%.1f ms",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::string token_counts;
+  if (tokens.prompt >= 0) {
+    token_counts = ", tokens " + std::to_string(tokens.prompt) + " in / " +
+                   std::to_string(tokens.completion) + " out";
+  }
+  SYV_LOG(INFO) << "http: " << req.remote_addr << ":" << req.remote_port << " " << req.method << " "
+                << req.path.substr(0, 200) << " " << res.status << " " << duration << token_counts;
 }
 
 void HttpServer::route(const std::string& method, const std::string& path, Gate gate,
@@ -120,15 +228,25 @@ void HttpServer::route(const std::string& method, const std::string& path, Gate 
 }
 
 Status HttpServer::bind() {
+  if (options_.port < 0 || options_.port > 65535) {
+    return Status::Error("port " + std::to_string(options_.port) +
+                         ": expected 1..65535 (or 0 for any free port)");
+  }
   if (options_.port == 0) {
     port_ = server_.bind_to_any_port(options_.host);
     if (port_ <= 0) return Status::Error("cannot bind " + options_.host + " on any port");
   } else {
     if (!server_.bind_to_port(options_.host, options_.port)) {
       return Status::Error("cannot bind " + options_.host + ":" + std::to_string(options_.port) +
-                           " (address in use, or not an address of this machine)");
+                           " (address in use, e.g. by another server, or not an address of "
+                           "this machine)");
     }
     port_ = options_.port;
+  }
+  // httplib listens with a backlog of 5 (compiled into the shared library); listen() again on the
+  // bound socket raises it, so a burst of connections is not refused while workers are busy.
+  if (listen_fd_ >= 0 && ::listen(listen_fd_, options_.listen_backlog) != 0) {
+    SYV_LOG(WARN) << "http: cannot raise the listen backlog to " << options_.listen_backlog;
   }
   return Status::Ok();
 }

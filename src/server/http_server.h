@@ -1,5 +1,9 @@
 // The HTTP transport (cpp-httplib) in front of the routes, with the middleware every request
 // passes, in this order:
+//   0. before the body is read (pre-routing): a Content-Encoding other than identity gets 415
+//      (httplib would inflate it whole, without a limit, before auth); Transfer-Encoding, or a
+//      POST without Content-Length, gets 411 (httplib caps only declared lengths); more than
+//      max_header_count headers get 431;
 //   1. body limit: a body over max_body_bytes is refused with 413 before it is read into memory
 //      (httplib's payload limit; the error handler writes the JSON body);
 //   2. auth: a valid API key (Authorization: Bearer / X-Api-Key) unless the route is public,
@@ -7,7 +11,9 @@
 //   3. readiness: 503 + Retry-After until the model is loaded and warmed, and for new requests
 //      once a drain has begun (SIGTERM);
 //   4. the route handler (openai_routes.h); exceptions become 500 in OpenAI's error shape.
-// Every response is counted in syv_http_responses_total{code}.
+// Every response is counted in syv_http_responses_total{code} and logged in one access-log line
+// (address, method, path, status, duration, tokens; never a key); every refused key is logged
+// too.
 //
 // Life cycle: bind() -> start() (listens on its own thread) -> set_ready(true) when the model is
 // warm -> begin_drain() -> wait_idle() -> stop().
@@ -18,10 +24,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "core/status.h"
+#include "server/api_error.h"
 #include "server/auth.h"
 #include "server/metrics.h"
 #include "server/openai_routes.h"
@@ -35,6 +43,9 @@ struct HttpOptions {
   size_t max_body_bytes = 8u << 20;  // larger bodies get 413
   int read_timeout_s = 30;
   int write_timeout_s = 30;
+  size_t max_header_count = 100;  // more request headers get 431
+  int listen_backlog = 1024;      // connections the kernel queues before accept()
+  bool access_log = true;         // one INFO line per request
 };
 
 class HttpServer {
@@ -64,6 +75,11 @@ class HttpServer {
   enum class Gate { kAlways, kReady, kGeneration };
   void route(const std::string& method, const std::string& path, Gate gate, Handler handler);
   bool authorized(const httplib::Request& req) const;
+  // The checks that need only the request line and headers (see 0. above).
+  std::optional<ApiError> check_before_body(const httplib::Request& req) const;
+  void log_access(const httplib::Request& req, const httplib::Response& res) const;
+  // When the current worker thread's request arrived (set before routing).
+  static thread_local std::chrono::steady_clock::time_point request_start_;
 
   HttpOptions options_;
   ApiKeys keys_;
@@ -72,6 +88,7 @@ class HttpServer {
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
+  socket_t listen_fd_ = -1;  // the listening socket, once bound
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
 };

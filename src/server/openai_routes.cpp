@@ -6,6 +6,7 @@
 
 #include "server/completion_stream.h"
 #include "server/generator.h"
+#include "server/peer_connection.h"
 #include "server/reasoning_parser.h"
 #include "server/sse.h"
 
@@ -43,12 +44,14 @@ std::optional<ApiError> check_length(int prompt_len, std::optional<int> requeste
     e.code = "context_length_exceeded";
     return e;
   }
-  if (requested.has_value() && prompt_len + *requested > max_model_len) {
+  // In 64 bits: max_tokens may be anything up to INT32_MAX, and int32 prompt + max_tokens wraps.
+  const int64_t total = static_cast<int64_t>(prompt_len) + requested.value_or(0);
+  if (requested.has_value() && total > max_model_len) {
     ApiError e = ApiError::bad_param(
         "max_tokens", "This model's maximum context length is " + std::to_string(max_model_len) +
                           " tokens, but the prompt is " + std::to_string(prompt_len) +
                           " tokens and max_tokens asks for " + std::to_string(*requested) +
-                          " more (" + std::to_string(prompt_len + *requested) + " in total)");
+                          " more (" + std::to_string(total) + " in total)");
     e.code = "context_length_exceeded";
     return e;
   }
@@ -75,6 +78,21 @@ syv::SamplingParams to_engine_params(const server::SamplingParams& s, int max_to
   p.n = s.n;
   p.skip_special_tokens = s.skip_special_tokens;
   return p;
+}
+
+}  // namespace
+
+RequestTokens& current_request_tokens() {
+  thread_local RequestTokens tokens;
+  return tokens;
+}
+
+namespace {
+
+void record_tokens(const CompletionStream& stream) {
+  const json usage = stream.usage();
+  current_request_tokens() = {usage["prompt_tokens"].get<int64_t>(),
+                              usage["completion_tokens"].get<int64_t>()};
 }
 
 }  // namespace
@@ -261,8 +279,18 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
                                                    *model_.generator, tok, metrics_);
 
   if (!common.stream) {
+    // A client that leaves is noticed between pumps (every 100 ms at most): its request is
+    // cancelled, so the engine frees its pages and a drain does not wait for it.
+    const PeerConnection peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     while (stream->pump(std::chrono::milliseconds(100), nullptr)) {
+      if (peer.closed()) {
+        stream->cancel();
+        record_tokens(*stream);
+        res.status = 499;  // nginx's "client closed request", for the access log; never sent
+        return;
+      }
     }
+    record_tokens(*stream);
     write_json(res, stream->response());
     return;
   }
@@ -290,6 +318,7 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
         }
         std::vector<json> chunks;
         const bool more = state->stream->pump(std::chrono::milliseconds(50), &chunks);
+        record_tokens(*state->stream);
         for (const json& chunk : chunks) out += sse_data(chunk);
         if (!more) {
           for (const json& chunk : state->stream->closing_chunks()) out += sse_data(chunk);

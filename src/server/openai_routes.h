@@ -11,6 +11,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,15 @@
 namespace syv::server {
 
 class Generator;
+
+// Token counts of the generation request being answered on this thread, for the access log
+// (http_server.cpp reads and resets them after each response). httplib runs a request's handler,
+// its stream and its logger on one worker thread. -1 = not a generation request, or not known.
+struct RequestTokens {
+  int64_t prompt = -1;
+  int64_t completion = -1;
+};
+RequestTokens& current_request_tokens();
 
 // What the routes need from the loaded model.
 struct ModelContext {

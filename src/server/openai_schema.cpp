@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "server/json_limits.h"
+
 namespace syv::server {
 
 using nlohmann::json;
@@ -11,6 +13,22 @@ namespace {
 
 std::string truncate_for_message(const std::string& s) {
   return s.size() <= 40 ? s : s.substr(0, 37) + "...";
+}
+
+// 400 for JSON nested deeper than kMaxJsonDepth; `field` names the request field it came from
+// ("" = the body), `excess` where inside it the limit was passed.
+ApiError too_deep(const std::string& field, const JsonDepthExcess& excess) {
+  std::string param = field;
+  if (!excess.field.empty()) param += (param.empty() ? "" : ".") + excess.field;
+  std::string where = field;
+  if (!excess.path.empty()) {
+    where += (where.empty() || excess.path[0] == '[' ? "" : ".") + excess.path;
+  }
+  return ApiError{400,
+                  (param.empty() ? std::string("request body") : param) +
+                      ": JSON nested more than " + std::to_string(kMaxJsonDepth) +
+                      " levels deep (at " + (where.empty() ? "the top level" : where) + ")",
+                  "invalid_request_error", param, "invalid_value"};
 }
 
 // Reads optional typed fields of a request object; every error names the field.
@@ -310,8 +328,20 @@ std::optional<ApiError> parse_messages(const json& body, json& out) {
                                                       truncate_for_message(r) + "\"");
     }
     if (r == "developer") m["role"] = "system";
+    if (auto name = m.find("name"); name != m.end() && !name->is_null() && !name->is_string()) {
+      return ApiError::bad_param(where + ".name",
+                                 where + ".name: expected a string, found " + describe_json(*name));
+    }
+    // An empty tool_calls list is no tool call (templates would open an empty block).
+    if (auto tc = m.find("tool_calls"); tc != m.end() && tc->is_array() && tc->empty()) {
+      m.erase(tc);
+    }
     const bool has_tool_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
     SYV_API_RETURN_IF(normalize_content(m, where, r == "assistant"));
+    // An assistant turn that only called tools arrives with "content": null or no content at all
+    // (the OpenAI clients send both). Templates are written for what transformers users pass and
+    // vLLM hands them: a string ("'</think>' in message.content" fails on None), so it becomes "".
+    if (r == "assistant" && (!m.contains("content") || m["content"].is_null())) m["content"] = "";
     if (has_tool_calls) {
       const json& calls = m["tool_calls"];
       if (r != "assistant" || !calls.is_array()) {
@@ -332,7 +362,11 @@ std::optional<ApiError> parse_messages(const json& body, json& out) {
         // Qwen's template writes arguments with tojson when it is not a string; hand it the
         // object so the prompt matches what the model was trained on.
         if (fn.contains("arguments") && fn["arguments"].is_string()) {
-          json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+          const std::string& text = fn["arguments"].get_ref<const std::string&>();
+          if (auto excess = find_json_depth_excess(text)) {
+            return too_deep(p + ".function.arguments", *excess);
+          }
+          json parsed = json::parse(text, nullptr, false);
           if (!parsed.is_discarded()) fn["arguments"] = parsed;
         }
         json c = call;
@@ -458,6 +492,8 @@ ApiResult<json> parse_json_body(std::string_view body) {
     return ApiError{400, "request body: expected a JSON object, found an empty body",
                     "invalid_request_error", "", "invalid_json"};
   }
+  // Measured before the real parse: a deeply nested body must never reach recursive code.
+  if (auto excess = find_json_depth_excess(body)) return too_deep("", *excess);
   try {
     json j = json::parse(body.begin(), body.end());
     if (!j.is_object()) {

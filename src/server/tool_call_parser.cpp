@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "server/json_limits.h"
 #include "server/reasoning_parser.h"
 
 namespace syv::server {
@@ -27,6 +28,8 @@ bool is_blank(std::string_view s) {
 }  // namespace
 
 bool parse_tool_call_body(std::string_view body, ToolCall& out) {
+  // Model output is steered by the prompt: nesting past the limit stays text, never recursion.
+  if (find_json_depth_excess(body).has_value()) return false;
   nlohmann::json j = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return false;
   auto name = j.find("name");

@@ -70,6 +70,10 @@ class RawConnection {
         "\r\n\r\n" + body;
     return ::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
   }
+  bool send_raw(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
   // Reads until `needle` has been received `count` times (or the timeout / EOF); returns all.
   std::string read_until(const std::string& needle, int count,
                          std::chrono::milliseconds timeout = std::chrono::seconds(30)) {

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <zlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -356,6 +358,11 @@ TEST_F(ServerHttp, BadInputsGet4xxNamingTheField) {
       {"/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1000})", 400,
        "max_tokens"},
+      // Issue 23.7: prompt_len + max_tokens used to wrap around in 32 bits (param and code null).
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2147483647})", 400,
+       "max_tokens"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 2147483647})", 400, "max_tokens"},
       {"/v1/chat/completions",
        R"({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})", 404, "model"},
       {"/v1/completions", R"({"prompt": [1, 99999999]})", 400, "prompt[1]"},
@@ -395,6 +402,259 @@ TEST_F(ServerHttp, BadInputsGet4xxNamingTheField) {
   // The connection is still usable afterwards.
   EXPECT_EQ(s.get("/health")->status, 200);
   EXPECT_EQ(s.generator.submitted(), 0);
+}
+
+// Issue 23.1: JSON nested 10^5 and 10^6 deep at every position a client controls used to
+// overflow a worker's stack (SIGSEGV). Each is now a 400 naming the field, before any recursive
+// code runs, and the server keeps answering.
+TEST_F(ServerHttp, DeeplyNestedJsonGets400NamingTheField) {
+  server::HttpOptions http;
+  http.max_body_bytes = 4u << 20;  // room for 10^6 levels (2 MB of brackets)
+  TestServer s({}, http);
+  struct Case {
+    std::string path, prefix, suffix;  // body = prefix + nesting + suffix
+    std::string param;
+  };
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi", "x": )", "}]}",
+       "messages[0].x"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": )", "}]}",
+       "messages[0].content"},
+      {"/v1/chat/completions",
+       R"({"messages": [)" + user +
+           R"(], "tools": [{"type": "function", "function": {"name": "f", "parameters": )",
+       "}}]}", "tools[0].function.parameters"},
+      {"/v1/chat/completions", R"({"messages": [)" + user + R"(], "chat_template_kwargs": )", "}",
+       "chat_template_kwargs"},
+      {"/v1/chat/completions",
+       R"({"messages": [)" + user +
+           R"(, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": )"
+           R"("function", "function": {"name": "f", "arguments": ")",
+       R"("}}]}]})", "messages[1].tool_calls[0].function.arguments"},
+      {"/tokenize", R"({"messages": [{"role": "user", "content": "hi", "x": )", "}]}",
+       "messages[0].x"},
+      {"/v1/completions", R"({"prompt": )", "}", "prompt"},
+      {"/v1/chat/completions", "", "", ""},  // the body itself
+  };
+  for (const size_t depth : {size_t{100000}, size_t{1000000}}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.path + " " + c.prefix + " depth " + std::to_string(depth));
+      std::string nesting(depth, '[');
+      nesting.append(depth, ']');
+      if (c.path == "/v1/chat/completions" && c.param == "chat_template_kwargs") {
+        nesting = "{\"k\": " + nesting + "}";
+      }
+      auto res = s.post_raw(c.path, c.prefix + nesting + c.suffix);
+      ASSERT_TRUE(res) << "no answer (the server died?)";
+      EXPECT_EQ(res->status, 400) << res->body.substr(0, 300);
+      ASSERT_TRUE(is_openai_error(res->body)) << res->body.substr(0, 300);
+      const json err = json::parse(res->body)["error"];
+      if (c.param.empty()) {
+        EXPECT_TRUE(err["param"].is_null()) << err.dump();
+      } else if (c.param == "chat_template_kwargs") {
+        EXPECT_EQ(err["param"], "chat_template_kwargs.k");
+      } else {
+        EXPECT_EQ(err["param"], c.param);
+      }
+      EXPECT_NE(err["message"].get<std::string>().find("nested more than 64 levels"),
+                std::string::npos)
+          << err.dump();
+      ASSERT_EQ(s.get("/health")->status, 200);
+    }
+  }
+  // At the limit a value still works end to end (the chat template sees it).
+  std::string ok_nesting(40, '[');
+  ok_nesting.append(40, ']');
+  auto res = s.post_raw(
+      "/tokenize", R"({"messages": [{"role": "user", "content": "hi", "x": )" + ok_nesting + "}]}");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(s.generator.submitted(), 0);
+}
+
+// Issue 22.1: the second turn of every agent loop sends the assistant's tool call back with
+// "content": null or no content at all, then the tool's result. The Qwen3 template must render it
+// (it used to fail: "argument of type 'NoneType' is not iterable"), and both forms must give the
+// prompt a string content "" gives.
+TEST_F(ServerHttp, ToolRoundTripWithContentNullOrAbsent) {
+  TestServer s;
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+  auto conversation = [&](const json& assistant_content, bool present) {
+    json assistant = {
+        {"role", "assistant"},
+        {"tool_calls",
+         {{{"id", "call_1"},
+           {"type", "function"},
+           {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}};
+    if (present) assistant["content"] = assistant_content;
+    return json{{"messages",
+                 {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                  assistant,
+                  {{"role", "tool"},
+                   {"tool_call_id", "call_1"},
+                   {"name", "get_weather"},
+                   {"content", {{{"type", "text"}, {"text", "sunny, 21 C"}}}}}}},
+                {"tools", tools},
+                {"max_tokens", 4}};
+  };
+  std::vector<json> token_lists;
+  for (const auto& [content, present] :
+       {std::pair<json, bool>{nullptr, true}, {nullptr, false}, {"", true}}) {
+    SCOPED_TRACE("content " + (present ? content.dump() : std::string("absent")));
+    const json body = conversation(content, present);
+    auto res = s.post("/v1/chat/completions", body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    json stream_body = body;
+    stream_body["stream"] = true;
+    res = s.post("/v1/chat/completions", stream_body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    EXPECT_NE(res->body.find("data: [DONE]"), std::string::npos);
+    res = s.post("/tokenize", json{{"messages", body["messages"]}, {"tools", tools}});
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    token_lists.push_back(json::parse(res->body)["tokens"]);
+  }
+  EXPECT_EQ(token_lists[0], token_lists[2]);
+  EXPECT_EQ(token_lists[1], token_lists[2]);
+  // The prompt carries the call and the result where Qwen's template puts them.
+  const std::string prompt =
+      shared->tokenizer->decode(token_lists[0].get<std::vector<int32_t>>(), false);
+  EXPECT_NE(prompt.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                        "\"Paris\"}}\n</tool_call>"),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("<tool_response>\nsunny, 21 C\n</tool_response>"), std::string::npos)
+      << prompt;
+  // A name that is not a string is named.
+  json bad = conversation(nullptr, true);
+  bad["messages"][2]["name"] = 5;
+  auto res = s.post("/v1/chat/completions", bad);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"]["param"], "messages[2].name");
+}
+
+// Issue 23.2: a compressed body is refused from its headers alone, before it is read, inflated or
+// authenticated. The body is a real gzip bomb: 1024 concatenated gzip members of 1 MiB of zeros
+// each (about 1 MB that `gunzip` inflates to 1 GiB). The 415 arrives before a byte of the body is
+// sent, with and without a key, and the process's resident memory grows by less than 64 MiB.
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+std::string gzip_bomb_1gib() {
+  const std::string zeros(1 << 20, '\0');
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string member(deflateBound(&z, zeros.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(zeros.data()));
+  z.avail_in = static_cast<uInt>(zeros.size());
+  z.next_out = reinterpret_cast<Bytef*>(member.data());
+  z.avail_out = static_cast<uInt>(member.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  member.resize(z.total_out);
+  deflateEnd(&z);
+  std::string bomb;
+  for (int i = 0; i < 1024; ++i) bomb += member;
+  return bomb;
+}
+
+TEST_F(ServerHttp, CompressedBodiesGet415BeforeTheyAreRead) {
+  TestServer s;
+  const std::string bomb = gzip_bomb_1gib();
+  ASSERT_LT(bomb.size(), size_t{4} << 20);
+  const size_t before = resident_bytes();
+  for (const char* encoding_c : {"gzip", "br", "deflate", "GZIP", "gzip, br"}) {
+    const std::string encoding = encoding_c;
+    for (const std::string& key : {std::string(), std::string(kKey)}) {
+      SCOPED_TRACE(encoding + (key.empty() ? " without a key" : " with a key"));
+      RawConnection conn(s.transport->port());
+      ASSERT_TRUE(conn.connected());
+      std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+      if (!key.empty()) head += "Authorization: Bearer " + key + "\r\n";
+      head += "Content-Type: application/json\r\nContent-Encoding: " + encoding +
+              "\r\nContent-Length: " + std::to_string(bomb.size()) + "\r\n\r\n";
+      ASSERT_TRUE(conn.send_raw(head));
+      const std::string got = conn.read_until("}}", 1, std::chrono::seconds(10));
+      EXPECT_EQ(got.rfind("HTTP/1.1 415", 0), 0u) << got;
+      EXPECT_NE(got.find("unsupported_content_encoding"), std::string::npos) << got;
+      conn.send_raw(bomb);  // the server has answered and closes; it may or may not take these
+    }
+  }
+  EXPECT_LT(resident_bytes(), before + (size_t{64} << 20));
+  // identity is no encoding at all.
+  httplib::Headers h{{"Content-Encoding", "identity"},
+                     {"Authorization", std::string("Bearer ") + kKey}};
+  auto res = s.client->Post("/v1/chat/completions", h, kChat.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(s.get("/health")->status, 200);
+}
+
+// Issue 23.3: more headers than the limit get 431 before the body.
+TEST_F(ServerHttp, HeaderFloodGets431) {
+  server::HttpOptions http;
+  http.max_header_count = 20;
+  TestServer s({}, http);
+  httplib::Headers h{{"Authorization", std::string("Bearer ") + kKey}};
+  for (int i = 0; i < 40; ++i) h.emplace("X-Flood-" + std::to_string(i), "x");
+  auto res = s.client->Post("/v1/completions", h, kCompletion.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 431);
+  EXPECT_TRUE(is_openai_error(res->body)) << res->body;
+  EXPECT_EQ(s.post("/v1/completions", kCompletion)->status, 200);
+}
+
+// Bodies without a declared length are not capped by httplib (chunked, or read until the
+// connection closes): a POST without Content-Length gets 411 from its headers, key or not.
+TEST_F(ServerHttp, BodiesWithoutContentLengthGet411) {
+  TestServer s;
+  for (const std::string& framing :
+       {std::string("Transfer-Encoding: chunked\r\n"), std::string()}) {
+    SCOPED_TRACE(framing.empty() ? "no length" : framing);
+    RawConnection conn(s.transport->port());
+    ASSERT_TRUE(conn.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + framing +
+                              "Content-Type: application/json\r\n\r\n"));
+    const std::string got = conn.read_until("}}", 1, std::chrono::seconds(10));
+    EXPECT_EQ(got.rfind("HTTP/1.1 411", 0), 0u) << got;
+    EXPECT_NE(got.find("length_required"), std::string::npos) << got;
+  }
+  EXPECT_EQ(s.post("/v1/completions", kCompletion)->status, 200);
+}
+
+// Issue 23.4: the port is exclusive (no SO_REUSEPORT): a second server on it fails to bind with a
+// message naming the address, and the first keeps serving. Ports outside 0..65535 are refused.
+TEST_F(ServerHttp, SecondServerOnTheSamePortFailsToBind) {
+  TestServer first;
+  server::HttpOptions http;
+  http.host = "127.0.0.1";
+  http.port = first.transport->port();
+  server::Metrics metrics;
+  server::OpenAiRoutes routes(metrics, {});
+  server::ApiKeys keys;
+  ASSERT_TRUE(keys.add(kKey).ok());
+  server::HttpServer second(http, keys, routes, metrics);
+  const Status st = second.bind();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot bind 127.0.0.1:" + std::to_string(http.port)),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("address in use"), std::string::npos) << st.message();
+  EXPECT_EQ(first.get("/health")->status, 200);
+  for (const int port : {-1, 65536, 99999}) {
+    http.port = port;
+    server::HttpServer bad(http, keys, routes, metrics);
+    const Status b = bad.bind();
+    ASSERT_FALSE(b.ok()) << port;
+    EXPECT_NE(b.message().find("expected 1..65535"), std::string::npos) << b.message();
+  }
 }
 
 TEST_F(ServerHttp, FullQueueAnswers429WithRetryAfter) {
@@ -449,6 +709,37 @@ TEST_F(ServerHttp, DisconnectMidStreamCancels) {
   EXPECT_EQ(s.generator.live(), 0u);
   EXPECT_EQ(s.generator.cancels(), 1);
   EXPECT_EQ(s.routes.active_requests(), 0);
+}
+
+// Issue 23.6: a non-streaming request whose client leaves is cancelled (it used to generate to the
+// end, and a drain waited for it).
+TEST_F(ServerHttp, DisconnectWhileNonStreamingCancels) {
+  TestServer s;
+  s.generator.set_tick(std::chrono::milliseconds(20));
+  json body = kCompletion;
+  body.erase("max_tokens");  // up to the context: 256 tokens, 5 s at this tick
+  {
+    RawConnection conn(s.transport->port());
+    ASSERT_TRUE(conn.send_post("/v1/completions", kKey, body.dump()));
+    for (int i = 0; i < 500 && s.generator.live() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(s.generator.live(), 1u);
+    conn.close();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 300 && (s.generator.live() > 0 || s.routes.active_requests() > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(s.generator.live(), 0u);
+  EXPECT_EQ(s.generator.cancels(), 1);
+  EXPECT_EQ(s.routes.active_requests(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  // A client that stays gets its whole answer.
+  auto res = s.post("/v1/completions", kCompletion);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(s.generator.cancels(), 1);
 }
 
 TEST_F(ServerHttp, DrainRefusesNewAndFinishesRunning) {

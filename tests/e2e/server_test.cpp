@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <regex>
 #include <thread>
@@ -340,6 +341,92 @@ TEST(ServerCli, GeneratedKeyAndSigtermDrain) {
   const std::string all = p.log();
   for (size_t pos = all.find(key); pos != std::string::npos; pos = all.find(key, pos + 1)) ++count;
   EXPECT_EQ(count, 1u) << "the generated key is printed exactly once";
+}
+
+// Issue 23.5: a second SIGTERM during the drain aborts what is left at once; the stream still
+// ends properly (finish_reason "abort", then [DONE]) and the process exits 1. The second signal
+// follows the drain's log line while a stream of 4000 tokens has just started (it takes seconds
+// on the demo model), so it always arrives during the drain. SYV_API_KEY from the environment is
+// the key (issue 23.7).
+TEST(ServerCli, SecondSignalDuringDrainAbortsStreamsCleanly) {
+  signal(SIGPIPE, SIG_IGN);
+  ensure_demo_model();
+  setenv("SYV_API_KEY", kKey, 1);
+  ServerProcess p({"serve", "--model", kDemoDir, "--port", "0", "--max-model-len", "4096",
+                   "--kv-cache-mb", "64", "--device", "cpu", "--drain-timeout", "600"},
+                  "e2e_server_second_signal.log");
+  unsetenv("SYV_API_KEY");
+  const std::string port_s =
+      p.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(60));
+  ASSERT_FALSE(port_s.empty()) << p.log();
+  const int port = std::stoi(port_s);
+  ASSERT_TRUE(wait_ready(port, kKey, std::chrono::seconds(300))) << p.log();
+  EXPECT_EQ(p.log().find("generated for this run"), std::string::npos) << p.log();
+  httplib::Client cli("127.0.0.1", port);
+  EXPECT_EQ(cli.Get("/health", {{"Authorization", "Bearer sk-wrong-key-4242"}})->status, 401);
+
+  RawConnection conn(port);
+  const json body = {
+      {"prompt", "Count"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}};
+  ASSERT_TRUE(conn.send_post("/v1/completions", kKey, body.dump()));
+  conn.read_until("data: ", 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  p.signal(SIGTERM);
+  // Standard signals do not queue: the second is sent once the first has started the drain.
+  for (int i = 0; i < 200 && p.log().find("draining") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  p.signal(SIGTERM);
+  const std::string rest = conn.read_until("data: [DONE]", 1, std::chrono::seconds(60));
+  EXPECT_NE(rest.find("data: [DONE]"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("\"finish_reason\":\"abort\""), std::string::npos) << rest.substr(0, 2000);
+  EXPECT_EQ(p.wait_exit(std::chrono::seconds(60)), 1) << p.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+  EXPECT_NE(p.log().find("during the drain: aborting"), std::string::npos) << p.log();
+  // The access log has the stream's line and the refused key's; no key appears in any log.
+  EXPECT_TRUE(std::regex_search(p.log(), std::regex(R"(POST /v1/completions 200 [0-9.]+ ms, )"
+                                                    R"(tokens [0-9]+ in / [0-9]+ out)")))
+      << p.log();
+  EXPECT_NE(p.log().find("auth: refused GET /health from 127.0.0.1:"), std::string::npos);
+  EXPECT_EQ(p.log().find(kKey), std::string::npos);
+  EXPECT_EQ(p.log().find("sk-wrong-key-4242"), std::string::npos);
+}
+
+// Issue 23.4: a port outside 0..65535 is refused by the CLI, and a second server on a port a syv
+// server already listens on fails before "listening on", naming the address. The first server's
+// key comes from SYV_API_KEY_FILE (issue 23.7).
+TEST(ServerCli, BadPortOrPortInUseFailsAtStart) {
+  ensure_demo_model();
+  {
+    ServerProcess p({"serve", "--model", kDemoDir, "--port", "99999", "--device", "cpu"},
+                    "e2e_server_bad_port.log");
+    EXPECT_NE(p.wait_exit(std::chrono::seconds(30)), 0);
+    EXPECT_EQ(p.log().find("listening on"), std::string::npos) << p.log();
+    EXPECT_NE(p.log().find("--port"), std::string::npos) << p.log();
+  }
+  // The first server takes its key from SYV_API_KEY_FILE.
+  const std::string key_file = std::string(SYV_BINARY_DIR) + "/e2e_server_port_first.keys";
+  {
+    std::ofstream out(key_file);
+    out << "# test key\nsk-e2e-key-from-file-0123456789\n";
+  }
+  setenv("SYV_API_KEY_FILE", key_file.c_str(), 1);
+  ServerProcess first({"serve", "--model", kDemoDir, "--port", "0", "--device", "cpu",
+                       "--kv-cache-mb", "16", "--skip-warmup"},
+                      "e2e_server_port_first.log");
+  unsetenv("SYV_API_KEY_FILE");
+  const std::string port_s =
+      first.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(60));
+  ASSERT_FALSE(port_s.empty()) << first.log();
+  ASSERT_TRUE(
+      wait_ready(std::stoi(port_s), "sk-e2e-key-from-file-0123456789", std::chrono::seconds(120)))
+      << first.log();
+  ServerProcess second({"serve", "--model", kDemoDir, "--port", port_s, "--device", "cpu"},
+                       "e2e_server_port_second.log");
+  EXPECT_EQ(second.wait_exit(std::chrono::seconds(30)), 1) << second.log();
+  EXPECT_EQ(second.log().find("listening on"), std::string::npos) << second.log();
+  EXPECT_NE(second.log().find("cannot bind 127.0.0.1:" + port_s), std::string::npos)
+      << second.log();
 }
 
 }  // namespace

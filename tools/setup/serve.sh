@@ -5,7 +5,8 @@
 set -euo pipefail
 syv=$1; model=$2; port=$3
 args=(serve --model "$model" --port "$port")
-if [[ -n "${SYV_API_KEY:-}" ]]; then args+=(--api-key "$SYV_API_KEY"); fi
+# SYV_API_KEY / SYV_API_KEY_FILE reach `syv serve` through the environment (not argv: `ps` shows
+# argv to every user).
 # shellcheck disable=SC2206
 if [[ -n "${SYV_SERVE_ARGS:-}" ]]; then args+=(${SYV_SERVE_ARGS}); fi
 exec "$syv" "${args[@]}"

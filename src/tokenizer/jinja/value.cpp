@@ -44,37 +44,51 @@ Value Value::from_callable(Callable c) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+// `level`: containers enclosing `j`. Checked before recursing, so the stack never holds more than
+// kMaxValueDepth frames of this function.
+Value from_json_at(const nlohmann::ordered_json& j, int level) {
+  if ((j.is_array() || j.is_object()) && level >= kMaxValueDepth) {
+    throw Error("value nested too deeply (limit " + std::to_string(kMaxValueDepth) + ")");
+  }
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
-      return none();
+      return Value::none();
     case nlohmann::ordered_json::value_t::boolean:
-      return boolean(j.get<bool>());
+      return Value::boolean(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
-      return integer(j.get<int64_t>());
+      return Value::integer(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) return number(static_cast<double>(u));
-      return integer(static_cast<int64_t>(u));
+      if (u > static_cast<uint64_t>(INT64_MAX)) return Value::number(static_cast<double>(u));
+      return Value::integer(static_cast<int64_t>(u));
     }
     case nlohmann::ordered_json::value_t::number_float:
-      return number(j.get<double>());
+      return Value::number(j.get<double>());
     case nlohmann::ordered_json::value_t::string:
-      return string(j.get<std::string>());
+      return Value::string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
-      return from_list(std::move(items));
+      for (const auto& e : j) items.push_back(from_json_at(e, level + 1));
+      return Value::from_list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.set(it.key(), from_json(it.value()));
-      return from_dict(std::move(d));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        d.set(it.key(), from_json_at(it.value(), level + 1));
+      return Value::from_dict(std::move(d));
     }
     default:
-      return none();
+      return Value::none();
   }
+}
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::ordered_json& j) {
+  return from_json_at(j, 0);
 }
 
 bool Value::truthy() const {

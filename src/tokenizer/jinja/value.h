@@ -102,6 +102,8 @@ struct Value {
   static Value from_list(List items, bool tuple = false);
   static Value from_dict(Dict d);
   static Value from_callable(Callable c);
+  // Throws Error when `j` nests more than kMaxValueDepth containers, before descending past the
+  // limit (so a hostile 10^6-deep value costs at most kMaxValueDepth stack frames).
   static Value from_json(const nlohmann::ordered_json& j);
 
   bool is_undefined() const { return kind == Kind::kUndefined; }
