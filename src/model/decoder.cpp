@@ -85,7 +85,8 @@ class DecoderModel final : public Model {
     ws_.reserve(workspace_bytes(tokens_, rows_));
   }
 
-  Tensor forward(const Batch& batch) override {
+  using Model::forward;
+  void forward(const Batch& batch, Outputs& out) override {
     SYV_CHECK(store_ != nullptr) << o_.name << ": bind_cache() must be called before forward()";
     const int64_t T = batch.num_tokens();
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
@@ -112,12 +113,14 @@ class DecoderModel final : public Model {
     ws_.begin(workspace_bytes(T, R));
     const DType act = backend_.activation_dtype();
     Tensor logits = ws_.take(DType::F32, {std::max<int64_t>(R, 1), V_}).rows(0, R);
-    if (T == 0) return logits;
+    Tensor x_rows = ws_.take(act, {std::max<int64_t>(R, 1), H_}).rows(0, R);
+    out.logits = logits;
+    out.hidden = x_rows;
+    if (T == 0) return;
     Tensor h_a = ws_.take(act, {T, H_});
     Tensor h_b = ws_.take(act, {T, H_});
     Tensor x = ws_.take(act, {T, H_});
     Tensor o = ws_.take(act, {T, H_});
-    Tensor x_rows = ws_.take(act, {std::max<int64_t>(R, 1), H_}).rows(0, R);
 
     BlockContext c{backend_, ws_, meta, act, eps_, o_.norm, fusions_};
     Residual res{&h_a, &h_b, Tensor()};
@@ -139,11 +142,10 @@ class DecoderModel final : public Model {
       ws_.release(mark);
     }
     add_norm(c, res, w_.final_norm.tensor, x);
-    if (R == 0) return logits;
+    if (R == 0) return;
     backend_.gather_rows(x, meta, x_rows);
     const Tensor& head = w_.lm_head.tensor.empty() ? w_.embed.tensor : w_.lm_head.tensor;
     backend_.linear(x_rows, head, Tensor(), logits);
-    return logits;
   }
 
  private:

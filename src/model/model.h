@@ -34,13 +34,29 @@ class Model {
   // old one's addresses (GraphRunner binds nothing: the engine binds once, before any capture).
   virtual void bind_cache(CacheStore& store) = 0;
 
+  // What forward() produces, in backend memory, valid until the next forward().
+  struct Outputs {
+    Tensor logits;  // fp32 [batch.logit_rows.size(), vocab]
+    // [batch.logit_rows.size(), hidden_size], activation dtype: the final hidden state (after the
+    // final norm: the lm_head's input) of each logits row, the input of an MTP draft head
+    // (WAVE2-SPECS B.2). The decoder fills it at no cost (the head reads it anyway); empty where
+    // a model has no such state (the test models).
+    Tensor hidden;
+  };
+
   // Runs the batch: writes K/V of the new tokens into their pages, advances recurrent states, and
-  // returns fp32 logits [batch.logit_rows.size(), vocab] in backend memory, valid until the next
-  // forward(). Preconditions: pages for every position < context_lens are mapped in page_table;
-  // each sequence's state slot holds exactly its positions [0, first new position) (a sequence
-  // starting at position 0 needs a zeroed slot: CacheStore::reset_slot(), which the engine calls
-  // on admission; forward() makes no such decision itself, so a CUDA graph cannot freeze one).
-  virtual Tensor forward(const Batch& batch) = 0;
+  // fills `out` (see Outputs). Preconditions: pages for every position < context_lens are mapped in
+  // page_table; each sequence's state slot holds exactly its positions [0, first new position) (a
+  // sequence starting at position 0 needs a zeroed slot: CacheStore::reset_slot(), which the engine
+  // calls on admission; forward() makes no such decision itself, so a CUDA graph cannot freeze
+  // one).
+  virtual void forward(const Batch& batch, Outputs& out) = 0;
+  // The logits alone (Outputs::logits). Subclasses keep it visible with `using Model::forward;`.
+  Tensor forward(const Batch& batch) {
+    Outputs out;
+    forward(batch, out);
+    return out.logits;
+  }
 
   // CUDA graphs (engine/graph_runner.h). Whether forward() may be captured into a graph: every
   // buffer it touches stays put between calls and its host-side decisions follow only the batch's

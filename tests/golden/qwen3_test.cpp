@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "io/safetensors.h"
 #include "model/model.h"
 
 namespace syv {
@@ -213,6 +215,39 @@ TEST(Qwen3GoldenCli, LogitsCommandMatchesTransformers) {
               kMaxRelL2)
         << "row " << t;
   }
+}
+
+// Outputs::hidden is the state the head reads: each logits row equals its hidden row times the
+// checkpoint's head matrix (lm_head, or the embeddings when tied), computed here in double.
+TEST_P(Qwen3Golden, HiddenRowsAreWhatTheHeadReads) {
+  const int32_t T = static_cast<int32_t>(fx_.tokens.size());
+  Batch b = make_batch({{&fx_.tokens, 0, T, {3, 0, 7}}}, /*all_logits=*/true);
+  Model::Outputs out;
+  model_->forward(b, out);
+  const int64_t H = model_->config().hidden_size;
+  ASSERT_EQ(out.hidden.ndim, 2);
+  ASSERT_EQ(out.hidden.dim(0), T);
+  ASSERT_EQ(out.hidden.dim(1), H);
+  ASSERT_EQ(out.hidden.dtype, DType::F32);  // the CPU backend's activations
+  const std::vector<float> logits = download(*model_, out.logits);
+  const std::vector<float> hidden = download(*model_, out.hidden);
+  auto store = WeightStore::open_dir(fx_.dir);
+  ASSERT_TRUE(store.ok()) << store.message();
+  const TensorInfo* head = store->find("lm_head.weight");
+  if (head == nullptr) head = store->find("model.embed_tokens.weight");
+  ASSERT_NE(head, nullptr);
+  ASSERT_EQ(head->shape, (std::vector<int64_t>{fx_.vocab, H}));
+  std::vector<float> w(static_cast<size_t>(head->numel()));
+  convert_to_f32(head->dtype, head->data, w.data(), w.size());
+  double worst = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t v = 0; v < fx_.vocab; ++v) {
+      double dot = 0;
+      for (int64_t i = 0; i < H; ++i) dot += double(hidden[t * H + i]) * w[v * H + i];
+      worst = std::max(worst, std::fabs(dot - logits[t * fx_.vocab + v]) / (1.0 + std::fabs(dot)));
+    }
+  }
+  EXPECT_LE(worst, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3Golden,

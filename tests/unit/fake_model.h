@@ -40,7 +40,8 @@ class FakeModel : public Model {
   }
   const CacheConfig& cache_config() const { return cache_; }
 
-  Tensor forward(const Batch& batch) override {
+  using Model::forward;
+  void forward(const Batch& batch, Outputs& out) override {
     ++forward_calls;
     max_tokens_seen = std::max<int64_t>(max_tokens_seen, batch.num_tokens());
     const int32_t S = batch.num_seqs();
@@ -80,7 +81,8 @@ class FakeModel : public Model {
     }
     logits_ = backend_->allocate(std::max<size_t>(host.size() * sizeof(float), 4));
     backend_->upload(logits_.data(), host.data(), host.size() * sizeof(float));
-    return Tensor(logits_.data(), DType::F32, {R, config_.vocab_size});
+    out.logits = Tensor(logits_.data(), DType::F32, {R, config_.vocab_size});
+    out.hidden = Tensor();  // no hidden state to speak of
   }
 
   static uint64_t mix(uint64_t a, uint64_t b) {
