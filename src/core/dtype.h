@@ -8,6 +8,7 @@
 //   U4X2    two unsigned 4-bit values in one byte, the first in the low nibble: one element is
 //           one byte (shapes count bytes), so every size computation stays in whole bytes
 
+#pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -41,8 +41,12 @@ TEST(DType, Fp8EveryCodeRoundTrips) {
   for (int v = 0; v < 256; ++v) {
     const uint8_t c = static_cast<uint8_t>(v);
     const float a = fp8_e4m3_to_f32(c), b = fp8_e5m2_to_f32(c);
-    if (!std::isnan(a)) EXPECT_EQ(f32_to_fp8_e4m3(a), c) << v;
-    if (!std::isnan(b)) EXPECT_EQ(f32_to_fp8_e5m2(b), c) << v;
+    if (!std::isnan(a)) {
+      EXPECT_EQ(f32_to_fp8_e4m3(a), c) << v;
+    }
+    if (!std::isnan(b)) {
+      EXPECT_EQ(f32_to_fp8_e5m2(b), c) << v;
+    }
   }
 }
 
