@@ -1,5 +1,6 @@
 #include "backend/backend.h"
 
+#include <cstdlib>
 #include <cstring>
 
 namespace syv {
@@ -25,6 +26,27 @@ CopyEvent Backend::copy_async(void* dst, const void* src, size_t bytes) {
   synchronize();
   if (bytes > 0) std::memcpy(dst, src, bytes);
   return CopyEvent();
+}
+
+}  // namespace syv
+
+namespace syv {
+
+void Backend::linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) {
+  (void)x, (void)bias, (void)out;
+  refuse_weight("linear", w);
+}
+
+void Backend::refuse_weight(const char* op, const Weight& w) const {
+  SYV_FATAL() << "backend " << name() << " " << op << ": " << w.describe()
+              << " are not supported yet";
+  std::abort();
+}
+
+void Backend::refuse_kv(const char* op, const KvCacheView& cache) const {
+  SYV_FATAL() << "backend " << name() << " " << op << ": KV cache dtype " << dtype_name(cache.dtype)
+              << (cache.k_scales.empty() ? "" : " with scales") << " is not supported yet";
+  std::abort();
 }
 
 }  // namespace syv

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "backend/batch.h"
+#include "backend/kv_cache_view.h"
 #include "backend/tensor.h"
+#include "backend/weight.h"
 
 namespace syv {
 
@@ -287,6 +289,80 @@ class Backend {
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            const Tensor& gate_up, const Tensor& down, Tensor& out);
 
+  // ---- typed weights and KV (backend/weight.h, backend/kv_cache_view.h) -------------------------
+  // What models call. Each overload dispatches on the weight's format / the cache's dtype with
+  // one branch and no other work: a dense weight (a float KV cache) runs the Tensor op above
+  // unchanged; anything else goes to linear_quantized() (the only quantized hook; no backend has
+  // one yet) or is refused by name: "backend cpu linear: fp8 block-scaled weights (f8e4m3,
+  // 128x128 blocks) are not supported yet" (a CHECK failure: the loader never builds such a
+  // weight and the CacheStore never such a cache, so reaching one is a programming error).
+  void linear(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) {
+    if (w.format == WeightFormat::kDense) {
+      linear(x, w.tensor, bias, out);
+    } else {
+      linear_quantized(x, w, bias, out);
+    }
+  }
+  void add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
+                          NormKind kind, Tensor& residual_out, Tensor& normed, const Weight& w,
+                          const Tensor& bias, Tensor& out) {
+    if (w.format != WeightFormat::kDense) refuse_weight("add_rmsnorm_linear", w);
+    add_rmsnorm_linear(residual, x, norm_w, eps, kind, residual_out, normed, w.tensor, bias, out);
+  }
+  void linear_silu_mul(const Tensor& x, const Weight& w, Tensor& gate_up, Tensor& out) {
+    if (w.format != WeightFormat::kDense) refuse_weight("linear_silu_mul", w);
+    linear_silu_mul(x, w.tensor, gate_up, out);
+  }
+  void add_rmsnorm_linear_silu_mul(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                                   float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                                   const Weight& w, Tensor& gate_up, Tensor& out) {
+    if (w.format != WeightFormat::kDense) {
+      refuse_weight("add_rmsnorm_linear_silu_mul", w);
+    }
+    add_rmsnorm_linear_silu_mul(residual, x, norm_w, eps, kind, residual_out, normed, w.tensor,
+                                gate_up, out);
+  }
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Weight& gate_up,
+                   const Weight& down, Tensor& out) {
+    if (gate_up.format != WeightFormat::kDense) refuse_weight("moe_experts", gate_up);
+    if (down.format != WeightFormat::kDense) refuse_weight("moe_experts", down);
+    moe_experts(x, ids, weights, gate_up.tensor, down.tensor, out);
+  }
+  // The attention ops on a KvCacheView: float KV (f32, f16, bf16; no scales) runs the Tensor ops
+  // above on cache.k / cache.v; any other dtype is refused by name ("backend cpu kv_write: KV
+  // cache dtype f8e4m3 is not supported yet").
+  void kv_write(const Tensor& k, const Tensor& v, const KvCacheView& cache, const BatchMeta& meta) {
+    if (!plain_kv(cache)) refuse_kv("kv_write", cache);
+    Tensor kc = cache.k, vc = cache.v;
+    kv_write(k, v, kc, vc, meta);
+  }
+  void paged_attention(const Tensor& q, const KvCacheView& cache, float scale,
+                       const BatchMeta& meta, Tensor& out) {
+    if (!plain_kv(cache)) refuse_kv("paged_attention", cache);
+    paged_attention(q, cache.k, cache.v, scale, meta, out);
+  }
+  void qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                           NormKind kind, const RopeParams& rope, const BatchMeta& meta, Tensor& q,
+                           Tensor& k, Tensor& v, const KvCacheView& cache) {
+    if (!plain_kv(cache)) refuse_kv("qkv_norm_rope_write", cache);
+    Tensor kc = cache.k, vc = cache.v;
+    qkv_norm_rope_write(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v, kc, vc);
+  }
+
+ protected:
+  // out = x · dequant(w)ᵀ (+ bias) for a weight whose format is not kDense. The default refuses
+  // (refuse_weight("linear", w)); a backend with kernels for a format overrides this.
+  virtual void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out);
+  // "backend <name> <op>: <w.describe()> are not supported yet" (a CHECK failure).
+  [[noreturn]] void refuse_weight(const char* op, const Weight& w) const;
+  // "backend <name> <op>: KV cache dtype <dtype> is not supported yet" (a CHECK failure).
+  [[noreturn]] void refuse_kv(const char* op, const KvCacheView& cache) const;
+  static bool plain_kv(const KvCacheView& c) {
+    return (c.dtype == DType::F32 || c.dtype == DType::BF16 || c.dtype == DType::F16) &&
+           c.k_scales.empty() && c.v_scales.empty();
+  }
+
+ public:
   // ---- sampling on the device (optional; docs/cuda-backend.md "Sampling") -------------------
   // Backends that return true turn logits into token ids on the device, so only the ids cross to
   // the host. The engine checks this and otherwise (and for logprobs requests) downloads the

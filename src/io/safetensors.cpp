@@ -162,8 +162,10 @@ Result<DType> parse_safetensors_dtype(const std::string& name) {
   if (name == "F32") return DType::F32;
   if (name == "F16") return DType::F16;
   if (name == "BF16") return DType::BF16;
-  return Status::Error("dtype " + (name.size() <= 16 ? name : name.substr(0, 16) + "...") +
-                       "; syv supports F32, F16, BF16");
+  std::string msg = "dtype " + (name.size() <= 16 ? name : name.substr(0, 16) + "...") +
+                    "; syv supports F32, F16, BF16";
+  if (name == "F8_E4M3" || name == "F8_E5M2") msg += " (fp8 checkpoints are not supported yet)";
+  return Status::Error(msg);
 }
 
 std::string safetensors_dtype_name(DType t) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/dtype.h"
@@ -16,13 +17,25 @@ enum class LayerCacheKind : uint8_t {
   kRecurrentState,  // Gated DeltaNet: fixed-size state per sequence (+ conv state)
 };
 
-// One full-attention layer's cache: K and V, each [page_size, num_kv_heads, head_dim] per page.
+// Whether KV of this dtype carries scales (backend/kv_cache_view.h): fp8 does, one f32 per
+// (token, kv head) for K and for V; float KV (f32, f16, bf16) does not.
+constexpr bool kv_dtype_scaled(DType t) {
+  return t == DType::F8E4M3 || t == DType::F8E5M2;
+}
+
+// One full-attention layer's cache: K and V, each [page_size, num_kv_heads, head_dim] per page
+// (plus, for a scaled dtype, f32 scales [page_size, num_kv_heads] each).
 struct KvLayerShape {
-  int64_t num_kv_heads = 0;          // Hk
-  int64_t head_dim = 0;              // D
-  DType dtype = DType::F32;          // the backend's activation dtype
-  int64_t bytes_per_token() const {  // K and V
-    return 2 * num_kv_heads * head_dim * static_cast<int64_t>(dtype_size(dtype));
+  int64_t num_kv_heads = 0;  // Hk
+  int64_t head_dim = 0;      // D
+  DType dtype = DType::F32;  // the KV dtype: the backend's activation dtype (the only one with
+                             // kernels; CacheStore::create refuses others)
+  int64_t scale_bytes_per_token() const {  // K and V scales (0 for float KV)
+    return kv_dtype_scaled(dtype) ? 2 * num_kv_heads * 4 : 0;
+  }
+  int64_t bytes_per_token() const {  // K and V, with their scales
+    return 2 * num_kv_heads * head_dim * static_cast<int64_t>(dtype_size(dtype)) +
+           scale_bytes_per_token();
   }
 };
 
@@ -58,6 +71,23 @@ struct CacheSpec {
     state_bytes_per_seq += shape.bytes();
   }
   bool has_recurrent_state() const { return state_bytes_per_seq > 0; }
+
+  // The same spec with every paged-KV layer stored in `kv_dtype` (CacheConfig::kv_dtype), totals
+  // recomputed by the formulas above.
+  CacheSpec with_kv_dtype(DType kv_dtype) const {
+    CacheSpec out;
+    size_t kv = 0, state = 0;
+    for (LayerCacheKind kind : layer_kinds) {
+      if (kind == LayerCacheKind::kPagedKV) {
+        KvLayerShape shape = kv_layers[kv++];
+        shape.dtype = kv_dtype;
+        out.add_kv_layer(shape);
+      } else {
+        out.add_state_layer(state_layers[state++]);
+      }
+    }
+    return out;
+  }
 };
 
 // How much cache the engine builds (in the backend's memory).
@@ -67,6 +97,11 @@ struct CacheConfig {
                                 // includes the CUDA graphs' dummy page when the engine adds one
   int32_t num_state_slots = 0;  // live recurrent states (one per running sequence)
   int32_t num_checkpoints = 0;  // stored recurrent-state snapshots for prefix reuse
+  // The dtype K and V are stored in. Unset: the model's CacheSpec as declared (the backend's
+  // activation dtype: bf16 on CUDA, f32 on the CPU), as before this field existed. Set: must be
+  // that same dtype today; CacheStore::create refuses any other ("KV cache dtype f8e4m3 is not
+  // supported yet") until a backend has kernels for it.
+  std::optional<DType> kv_dtype;
 };
 
 }  // namespace syv

@@ -40,7 +40,20 @@ Result<std::unique_ptr<CacheStore>> CacheStore::create(const CacheSpec& spec,
         std::to_string(config.num_pages) + ", " + std::to_string(config.num_state_slots) + " and " +
         std::to_string(config.num_checkpoints));
   }
-  return std::unique_ptr<CacheStore>(new CacheStore(spec, config, backend));
+  for (const KvLayerShape& s : spec.kv_layers) {  // only float KV has kernels (and a layout here)
+    if (s.dtype != DType::F32 && s.dtype != DType::BF16 && s.dtype != DType::F16) {
+      return Status::Error("cache spec: KV cache dtype " + std::string(dtype_name(s.dtype)) +
+                           " is not supported yet");
+    }
+  }
+  if (!config.kv_dtype) return std::unique_ptr<CacheStore>(new CacheStore(spec, config, backend));
+  const DType kv = *config.kv_dtype;
+  if (kv != backend.activation_dtype()) {
+    return Status::Error("cache config: KV cache dtype " + std::string(dtype_name(kv)) +
+                         " is not supported yet (backend " + backend.name() + " stores KV in " +
+                         std::string(dtype_name(backend.activation_dtype())) + ")");
+  }
+  return std::unique_ptr<CacheStore>(new CacheStore(spec.with_kv_dtype(kv), config, backend));
 }
 
 CacheStore::CacheStore(const CacheSpec& spec, const CacheConfig& config, Backend& backend)
@@ -87,7 +100,11 @@ CacheStore::KvView CacheStore::kv_view(int32_t layer) const {
   const KvLayerShape& s = spec_.kv_layers[i];
   const auto dims = {static_cast<int64_t>(config_.num_pages),
                      static_cast<int64_t>(config_.page_size), s.num_kv_heads, s.head_dim};
-  return {Tensor(k_[i].data(), s.dtype, dims), Tensor(v_[i].data(), s.dtype, dims)};
+  KvView view;
+  view.k = Tensor(k_[i].data(), s.dtype, dims);
+  view.v = Tensor(v_[i].data(), s.dtype, dims);
+  view.dtype = s.dtype;  // float KV only (create()), so no scales
+  return view;
 }
 
 CacheStore::StateView CacheStore::state_view(int32_t layer) const {

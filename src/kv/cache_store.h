@@ -58,8 +58,10 @@ namespace syv {
 class CacheStore {
  public:
   // Validates `config` against `spec` (positive page size and pages when there is an attention
-  // layer, state slots when there is a recurrent layer, checkpoints >= 0) and allocates every
-  // buffer on `backend`, which must outlive the store.
+  // layer, state slots when there is a recurrent layer, checkpoints >= 0; config.kv_dtype, when
+  // set, must be the backend's activation dtype: any other is refused by name, "not supported
+  // yet") and allocates every buffer on `backend`, which must outlive the store. With kv_dtype
+  // set, spec() is spec.with_kv_dtype(kv_dtype).
   static Result<std::unique_ptr<CacheStore>> create(const CacheSpec& spec,
                                                     const CacheConfig& config, Backend& backend);
   ~CacheStore();
@@ -78,9 +80,7 @@ class CacheStore {
   int64_t total_bytes() const { return total_bytes_; }
 
   // Views of model layer `layer` (an index into spec().layer_kinds; CHECKs its kind).
-  struct KvView {
-    Tensor k, v;  // [num_pages, page_size, Hk, D]
-  };
+  using KvView = KvCacheView;  // k, v [num_pages, page_size, Hk, D]; no scales (float KV)
   struct StateView {
     Tensor conv;  // f32 [num_state_slots, conv_rows, conv_channels]
     Tensor ssm;   // f32 [num_state_slots, heads, k_dim, v_dim]

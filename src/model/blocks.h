@@ -57,7 +57,7 @@ struct Residual {
 // x = norm(h += pending) (rmsnorm(h) when nothing is pending); pending is cleared.
 void add_norm(BlockContext& c, Residual& r, const Tensor& norm_w, Tensor& x);
 // add_norm, then out = x · wᵀ + bias, fused into one op when `fused` and something is pending.
-void add_norm_linear(BlockContext& c, Residual& r, const Tensor& norm_w, Tensor& x, const Tensor& w,
+void add_norm_linear(BlockContext& c, Residual& r, const Tensor& norm_w, Tensor& x, const Weight& w,
                      const Tensor& bias, Tensor& out, bool fused);
 
 // ---- attention ---------------------------------------------------------------------------------
@@ -80,7 +80,7 @@ int64_t attention_bytes(const AttentionShape& s, DType act, int64_t T);
 // out [T, H] = attention(add_norm(r, norm_w)) with x [T, H] receiving the normed input; writes the
 // new tokens' K/V into `kv` at meta.slot_mapping.
 void attention_block(BlockContext& c, Residual& r, const Tensor& norm_w, const AttentionWeights& w,
-                     const AttentionShape& s, const CacheStore::KvView& kv, Tensor& x, Tensor& out);
+                     const AttentionShape& s, const KvCacheView& kv, Tensor& x, Tensor& out);
 
 // ---- Gated DeltaNet (linear attention) -------------------------------------------------------
 // Weights in syv's layout (Qwen3-Next's fused per-key-head-group projections are reordered into

@@ -144,7 +144,7 @@ class DecoderModel final : public Model {
     add_norm(c, res, w_.final_norm.tensor, x);
     if (R == 0) return;
     backend_.gather_rows(x, meta, x_rows);
-    const Tensor& head = w_.lm_head.tensor.empty() ? w_.embed.tensor : w_.lm_head.tensor;
+    const Weight& head = w_.lm_head.empty() ? w_.embed : w_.lm_head;
     backend_.linear(x_rows, head, Tensor(), logits);
   }
 

@@ -96,7 +96,7 @@ Result<DeviceWeight> load_reshaped(WeightLoader& loader, const WeightSpec& spec,
   SYV_ASSIGN_OR_RETURN(std::vector<float> values, loader.read_f32(spec, &dtype));
   const int64_t last = spec.shape.back();
   DeviceWeight w = loader.upload({spec.numel() / last, last}, dtype, values.data());
-  w.tensor = w.tensor.reshape(dims);
+  w.set_dense(w.tensor.reshape(dims));
   return w;
 }
 

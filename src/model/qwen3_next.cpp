@@ -75,9 +75,9 @@ Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfi
       down.insert(down.end(), d.begin(), d.end());
     }
     out->experts_gate_up = loader.upload({E * 2 * I, H}, dtype, gate_up.data());
-    out->experts_gate_up.tensor = out->experts_gate_up.tensor.reshape({E, 2 * I, H});
+    out->experts_gate_up.set_dense(out->experts_gate_up.tensor.reshape({E, 2 * I, H}));
     out->experts_down = loader.upload({E * H, I}, dtype, down.data());
-    out->experts_down.tensor = out->experts_down.tensor.reshape({E, H, I});
+    out->experts_down.set_dense(out->experts_down.tensor.reshape({E, H, I}));
   }
   MlpWeights shared;
   SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, Is, p + "shared_expert.", &shared));

@@ -145,8 +145,8 @@ DeviceWeight WeightLoader::allocate(const std::vector<int64_t>& shape, DType dty
   for (int64_t d : shape) n *= d;
   DeviceWeight w;
   w.buffer = backend_.allocate(static_cast<size_t>(n) * dtype_size(dtype));
-  w.tensor = shape.size() == 1 ? w.buffer.view(dtype, {shape[0]})
-                               : w.buffer.view(dtype, {shape[0], shape[1]});
+  w.set_dense(shape.size() == 1 ? w.buffer.view(dtype, {shape[0]})
+                                : w.buffer.view(dtype, {shape[0], shape[1]}));
   parameters_ += n;
   device_bytes_ += static_cast<int64_t>(w.buffer.bytes());
   pending_ = true;

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "backend/bulk_upload.h"
 #include "backend/random_fill.h"
+#include "backend/weight.h"
 #include "core/status.h"
 #include "io/safetensors.h"
 
@@ -57,10 +58,13 @@ RandomWeightDraw random_weight_draw(const WeightSpec& spec, uint64_t seed, uint6
 // every machine and thread count. Writes spec.numel() floats (random_weight_draw's values).
 void fill_random_weight(const WeightSpec& spec, uint64_t seed, uint64_t index, float* out);
 
-// A weight in backend memory (dtype = backend.weight_dtype(file dtype)).
-struct DeviceWeight {
-  DeviceBuffer buffer;
-  Tensor tensor;
+// A weight in backend memory (dtype = backend.weight_dtype(file dtype)): the Weight the backend
+// ops take (backend/weight.h; `tensor` is its data) plus the buffers it points into. The loader
+// builds dense weights only (quantized checkpoints are refused at load); a quantized weight would
+// keep its scales and zero points in scale_buffer / zero_buffer.
+struct DeviceWeight : Weight {
+  DeviceBuffer buffer;                     // tensor's bytes
+  DeviceBuffer scale_buffer, zero_buffer;  // scales / zeros (quantized formats); empty for dense
 };
 
 // Reads weights from a checkpoint (store != nullptr) or draws them at random, checks them against

@@ -1,0 +1,387 @@
+// Typed weights and KV (backend/weight.h, backend/kv_cache_view.h, CacheConfig::kv_dtype): dense
+// weights and float KV run exactly the ops they ran before (bit-identical to the Tensor
+// overloads); every other format and KV dtype is refused by name where it would be used, and
+// quantized checkpoints are refused at load.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+#include "core/log.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "kv/cache_store.h"
+#include "model/model.h"
+
+namespace syv {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+Tensor t(std::vector<float>& v, std::initializer_list<int64_t> dims) {
+  return Tensor(v.data(), DType::F32, dims);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// An fp8 block-scaled [N, K] weight over host buffers (never computed with: refused).
+struct Fp8Weight {
+  std::vector<uint8_t> data;
+  std::vector<float> scales;
+  Weight w;
+  Fp8Weight(int64_t N, int64_t K) : data(static_cast<size_t>(N * K)), scales(4) {
+    w.tensor = Tensor(data.data(), DType::F8E4M3, {N, K});
+    w.format = WeightFormat::kFp8Block;
+    w.scales = Tensor(scales.data(), DType::F32, {1, 1});
+    w.n = N;
+    w.k = K;
+    w.block_n = w.block_k = 128;
+  }
+};
+
+// An int4 group-quantized [N, K] weight with zero points.
+struct Int4Weight {
+  std::vector<uint8_t> data, zeros;
+  std::vector<float> scales;
+  Weight w;
+  Int4Weight(int64_t N, int64_t K, int32_t group)
+      : data(static_cast<size_t>(N * K / 2)),
+        zeros(static_cast<size_t>(N * K / group / 2)),
+        scales(static_cast<size_t>(N * K / group)) {
+    w.tensor = Tensor(data.data(), DType::U4X2, {N, K / 2});
+    w.format = WeightFormat::kInt4Group;
+    w.scales = Tensor(scales.data(), DType::F32, {N, K / group});
+    w.zeros = Tensor(zeros.data(), DType::U4X2, {N, K / group / 2});
+    w.n = N;
+    w.k = K;
+    w.group_size = group;
+  }
+};
+
+class TypedWeights : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }  // the thread pool
+  std::unique_ptr<Backend> b = make_cpu_backend();
+};
+
+TEST_F(TypedWeights, DenseWeightDescribesItsShape) {
+  std::vector<float> w(6 * 4);
+  const Weight dw = Weight::dense(t(w, {6, 4}));
+  EXPECT_TRUE(dw.dense());
+  EXPECT_EQ(dw.n, 6);
+  EXPECT_EQ(dw.k, 4);
+  EXPECT_TRUE(dw.scales.empty() && dw.zeros.empty());
+  std::vector<float> e(3 * 6 * 4);
+  const Weight experts = Weight::dense(t(e, {3, 6, 4}));
+  EXPECT_EQ(experts.n, 6);
+  EXPECT_EQ(experts.k, 4);
+  const Weight vec = Weight::dense(t(w, {24}));
+  EXPECT_EQ(vec.n, 1);
+  EXPECT_EQ(vec.k, 24);
+  EXPECT_EQ(dw.describe(), "dense weights (f32)");
+  EXPECT_EQ(Fp8Weight(8, 16).w.describe(), "fp8 block-scaled weights (f8e4m3, 128x128 blocks)");
+  EXPECT_EQ(Int4Weight(8, 16, 4).w.describe(),
+            "int4 group-quantized weights (u4x2, groups of 4 with zero points)");
+}
+
+TEST_F(TypedWeights, DenseDispatchIsTheTensorOp) {
+  const int64_t T = 3, K = 16, N = 8, H = K;
+  auto x = random_vec(T * K, 1), w = random_vec(N * K, 2), bias = random_vec(N, 3);
+  const Weight dw = Weight::dense(t(w, {N, K}));
+  std::vector<float> a(T * N), c(T * N);
+  Tensor ta = t(a, {T, N}), tc = t(c, {T, N});
+  b->linear(t(x, {T, K}), t(w, {N, K}), t(bias, {N}), ta);
+  b->linear(t(x, {T, K}), dw, t(bias, {N}), tc);
+  EXPECT_TRUE(same_bits(a, c));
+
+  // linear_silu_mul: w is [2I, H].
+  const int64_t I = N / 2;
+  std::vector<float> gu_a(T * N), gu_c(T * N), out_a(T * I), out_c(T * I);
+  Tensor tgu_a = t(gu_a, {T, N}), tgu_c = t(gu_c, {T, N}), to_a = t(out_a, {T, I}),
+         to_c = t(out_c, {T, I});
+  b->linear_silu_mul(t(x, {T, K}), t(w, {N, K}), tgu_a, to_a);
+  b->linear_silu_mul(t(x, {T, K}), dw, tgu_c, to_c);
+  EXPECT_TRUE(same_bits(out_a, out_c));
+
+  // add_rmsnorm_linear and add_rmsnorm_linear_silu_mul.
+  auto res = random_vec(T * H, 4), norm = random_vec(H, 5);
+  std::vector<float> r_a(T * H), r_c(T * H), n_a(T * H), n_c(T * H);
+  Tensor tr_a = t(r_a, {T, H}), tr_c = t(r_c, {T, H}), tn_a = t(n_a, {T, H}), tn_c = t(n_c, {T, H});
+  b->add_rmsnorm_linear(t(res, {T, H}), t(x, {T, H}), t(norm, {H}), 1e-6f, NormKind::kPlain, tr_a,
+                        tn_a, t(w, {N, K}), t(bias, {N}), ta);
+  b->add_rmsnorm_linear(t(res, {T, H}), t(x, {T, H}), t(norm, {H}), 1e-6f, NormKind::kPlain, tr_c,
+                        tn_c, dw, t(bias, {N}), tc);
+  EXPECT_TRUE(same_bits(a, c));
+  EXPECT_TRUE(same_bits(r_a, r_c));
+  b->add_rmsnorm_linear_silu_mul(t(res, {T, H}), t(x, {T, H}), t(norm, {H}), 1e-6f,
+                                 NormKind::kOnePlus, tr_a, tn_a, t(w, {N, K}), tgu_a, to_a);
+  b->add_rmsnorm_linear_silu_mul(t(res, {T, H}), t(x, {T, H}), t(norm, {H}), 1e-6f,
+                                 NormKind::kOnePlus, tr_c, tn_c, dw, tgu_c, to_c);
+  EXPECT_TRUE(same_bits(out_a, out_c));
+}
+
+TEST_F(TypedWeights, QuantizedWeightsAreRefusedByName) {
+  const int64_t T = 2, K = 16, N = 8;
+  auto x = random_vec(T * K, 1);
+  std::vector<float> out(T * N), gu(T * N), act(T * N / 2), res(T * K), normed(T * K),
+      norm(K, 1.0f);
+  Tensor to = t(out, {T, N}), tgu = t(gu, {T, N}), ta = t(act, {T, N / 2}), tr = t(res, {T, K}),
+         tn = t(normed, {T, K});
+  Fp8Weight fp8(N, K);
+  Int4Weight int4(N, K, 4);
+  EXPECT_DEATH(b->linear(t(x, {T, K}), fp8.w, Tensor(), to),
+               "backend cpu linear: fp8 block-scaled weights \\(f8e4m3, 128x128 blocks\\) are "
+               "not supported yet");
+  EXPECT_DEATH(b->linear(t(x, {T, K}), int4.w, Tensor(), to),
+               "backend cpu linear: int4 group-quantized weights \\(u4x2, groups of 4 with zero "
+               "points\\) are not supported yet");
+  EXPECT_DEATH(b->linear_silu_mul(t(x, {T, K}), fp8.w, tgu, ta),
+               "backend cpu linear_silu_mul: fp8 block-scaled weights");
+  EXPECT_DEATH(b->add_rmsnorm_linear(t(x, {T, K}), t(x, {T, K}), t(norm, {K}), 1e-6f,
+                                     NormKind::kPlain, tr, tn, int4.w, Tensor(), to),
+               "backend cpu add_rmsnorm_linear: int4 group-quantized weights");
+  EXPECT_DEATH(b->add_rmsnorm_linear_silu_mul(t(x, {T, K}), t(x, {T, K}), t(norm, {K}), 1e-6f,
+                                              NormKind::kPlain, tr, tn, fp8.w, tgu, ta),
+               "backend cpu add_rmsnorm_linear_silu_mul: fp8 block-scaled weights");
+  std::vector<int32_t> ids(T, 0);
+  std::vector<float> wts(T, 1.0f);
+  Tensor tids(ids.data(), DType::I32, {T, 1});
+  EXPECT_DEATH(b->moe_experts(t(x, {T, K}), tids, t(wts, {T, 1}), fp8.w, int4.w, to),
+               "backend cpu moe_experts: fp8 block-scaled weights");
+}
+
+// ---- KV ----------------------------------------------------------------------------------------
+
+CacheSpec one_kv_layer(DType dtype) {
+  CacheSpec spec;
+  spec.add_kv_layer({2, 8, dtype});
+  return spec;
+}
+
+CacheConfig small_config() {
+  CacheConfig c;
+  c.page_size = 4;
+  c.num_pages = 3;
+  return c;
+}
+
+TEST(TypedKv, StoreViewsAreKvCacheViews) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  auto store = CacheStore::create(one_kv_layer(DType::F32), small_config(), *cpu);
+  ASSERT_TRUE(store.ok()) << store.message();
+  const KvCacheView kv = (*store)->kv_view(0);
+  EXPECT_EQ(kv.dtype, DType::F32);
+  EXPECT_EQ(kv.k.dtype, DType::F32);
+  EXPECT_EQ(kv.num_pages(), 3);
+  EXPECT_EQ(kv.page_size(), 4);
+  EXPECT_EQ(kv.num_kv_heads(), 2);
+  EXPECT_EQ(kv.head_dim(), 8);
+  ASSERT_EQ(kv.v.ndim, 4);
+  EXPECT_EQ(kv.v.dim(3), 8);
+  EXPECT_FALSE(kv.scaled());
+  EXPECT_TRUE(kv.k_scales.empty() && kv.v_scales.empty());
+}
+
+TEST(TypedKv, KvDtypeOtherThanTheBackendsIsRefusedAtCreation) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  CacheConfig c = small_config();
+  // Unset: the spec as declared (as before the field existed).
+  EXPECT_TRUE(CacheStore::create(one_kv_layer(DType::F32), c, *cpu).ok());
+  // The backend's own dtype: accepted, and the spec is stored in it.
+  c.kv_dtype = DType::F32;
+  auto same = CacheStore::create(one_kv_layer(DType::F32), c, *cpu);
+  ASSERT_TRUE(same.ok()) << same.message();
+  EXPECT_EQ((*same)->spec().kv_layers[0].dtype, DType::F32);
+  for (DType d : {DType::F8E4M3, DType::F8E5M2, DType::BF16, DType::F16}) {
+    c.kv_dtype = d;
+    auto r = CacheStore::create(one_kv_layer(DType::F32), c, *cpu);
+    ASSERT_FALSE(r.ok()) << dtype_name(d);
+    EXPECT_NE(r.message().find("KV cache dtype " + std::string(dtype_name(d)) +
+                               " is not supported yet (backend cpu stores KV in f32)"),
+              std::string::npos)
+        << r.message();
+  }
+}
+
+TEST(TypedKv, ASpecDeclaringFp8KvIsRefusedAtCreation) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  auto r = CacheStore::create(one_kv_layer(DType::F8E5M2), small_config(), *cpu);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("KV cache dtype f8e5m2 is not supported yet"), std::string::npos)
+      << r.message();
+}
+
+TEST(TypedKv, ByteFormulasFollowTheKvDtype) {
+  const CacheSpec f32 = one_kv_layer(DType::F32);
+  EXPECT_EQ(f32.kv_bytes_per_token, 2 * 2 * 8 * 4);
+  CacheSpec mixed;
+  mixed.add_kv_layer({2, 8, DType::F32});
+  mixed.add_state_layer({3, 12, 2, 4, 4});
+  mixed.add_kv_layer({1, 4, DType::F32});
+  const CacheSpec fp8 = mixed.with_kv_dtype(DType::F8E4M3);
+  // fp8: one byte a value plus an f32 scale per (token, kv head) for K and for V.
+  EXPECT_EQ(fp8.kv_bytes_per_token, (2 * 2 * 8 + 2 * 2 * 4) + (2 * 1 * 4 + 2 * 1 * 4));
+  EXPECT_EQ(fp8.state_bytes_per_seq, mixed.state_bytes_per_seq);
+  EXPECT_EQ(fp8.layer_kinds, mixed.layer_kinds);
+  const CacheSpec bf16 = mixed.with_kv_dtype(DType::BF16);
+  EXPECT_EQ(bf16.kv_bytes_per_token, 2 * 2 * 8 * 2 + 2 * 1 * 4 * 2);
+  EXPECT_EQ(bf16.kv_layers[1].dtype, DType::BF16);
+}
+
+TEST(TypedKv, KvWriteThroughTheViewIsTheTensorOpAndOtherDtypesAreRefused) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::unique_ptr<Backend> b = make_cpu_backend();
+  const int64_t Hk = 2, D = 8, P = 4, pages = 3;
+  Batch batch;
+  batch.token_ids = {1, 2, 3};
+  batch.positions = {0, 1, 2};
+  batch.seq_starts = {0, 3};
+  batch.context_lens = {3};
+  batch.page_table = {2};
+  batch.max_pages_per_seq = 1;
+  batch.logit_rows = {2};
+  BatchMeta meta = b->prepare_batch(batch, static_cast<int32_t>(P));
+  const int64_t T = 3;
+  auto k = random_vec(T * Hk * D, 7), v = random_vec(T * Hk * D, 8);
+  std::vector<float> kc_a(pages * P * Hk * D, 0), vc_a(kc_a.size(), 0), kc_b(kc_a.size(), 0),
+      vc_b(kc_a.size(), 0);
+  Tensor tka = t(kc_a, {pages, P, Hk, D}), tva = t(vc_a, {pages, P, Hk, D});
+  b->kv_write(t(k, {T, Hk, D}), t(v, {T, Hk, D}), tka, tva, meta);
+  KvCacheView view;
+  view.k = t(kc_b, {pages, P, Hk, D});
+  view.v = t(vc_b, {pages, P, Hk, D});
+  view.dtype = DType::F32;
+  b->kv_write(t(k, {T, Hk, D}), t(v, {T, Hk, D}), view, meta);
+  EXPECT_TRUE(same_bits(kc_a, kc_b));
+  EXPECT_TRUE(same_bits(vc_a, vc_b));
+
+  std::vector<float> q = random_vec(T * 2 * Hk * D, 9), out_a(T * 2 * Hk * D),
+                     out_b(T * 2 * Hk * D);
+  Tensor toa = t(out_a, {T, 2 * Hk, D}), tob = t(out_b, {T, 2 * Hk, D});
+  b->paged_attention(t(q, {T, 2 * Hk, D}), tka, tva, 0.25f, meta, toa);
+  b->paged_attention(t(q, {T, 2 * Hk, D}), view, 0.25f, meta, tob);
+  EXPECT_TRUE(same_bits(out_a, out_b));
+
+  std::vector<uint8_t> k8(kc_a.size()), v8(kc_a.size());
+  std::vector<float> ks(static_cast<size_t>(pages * P * Hk)), vs(ks.size());
+  KvCacheView fp8;
+  fp8.k = Tensor(k8.data(), DType::F8E4M3, {pages, P, Hk, D});
+  fp8.v = Tensor(v8.data(), DType::F8E4M3, {pages, P, Hk, D});
+  fp8.dtype = DType::F8E4M3;
+  fp8.k_scales = Tensor(ks.data(), DType::F32, {pages, P, Hk});
+  fp8.v_scales = Tensor(vs.data(), DType::F32, {pages, P, Hk});
+  EXPECT_TRUE(fp8.scaled());
+  EXPECT_DEATH(b->kv_write(t(k, {T, Hk, D}), t(v, {T, Hk, D}), fp8, meta),
+               "backend cpu kv_write: KV cache dtype f8e4m3 with scales is not supported yet");
+  EXPECT_DEATH(b->paged_attention(t(q, {T, 2 * Hk, D}), fp8, 0.25f, meta, tob),
+               "backend cpu paged_attention: KV cache dtype f8e4m3");
+  std::vector<float> qkv(T * 4 * Hk * D), qq(T * 2 * Hk * D), kk(T * Hk * D), vv(T * Hk * D),
+      qn(D, 1.0f), kn(D, 1.0f);
+  Tensor tq = t(qq, {T, 2 * Hk, D}), tk = t(kk, {T, Hk, D}), tv = t(vv, {T, Hk, D});
+  RopeParams rope;
+  rope.rotary_dim = static_cast<int32_t>(D);
+  EXPECT_DEATH(b->qkv_norm_rope_write(t(qkv, {T, 4 * Hk * D}), t(qn, {D}), t(kn, {D}), 1e-6f,
+                                      NormKind::kPlain, rope, meta, tq, tk, tv, fp8),
+               "backend cpu qkv_norm_rope_write: KV cache dtype f8e4m3");
+}
+
+// ---- the loader -------------------------------------------------------------------------------
+
+class QuantizedCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_log_level(LogLevel::WARN);
+    dir_ = fs::path(::testing::TempDir()) /
+           ("syv_quant_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const fs::path fixture = fs::path(SYV_SOURCE_DIR) / "tests/fixtures/qwen3/tied_gqa2";
+    fs::copy_file(fixture / "model.safetensors", dir_ / "model.safetensors");
+    std::ifstream in(fixture / "config.json");
+    config_ = nlohmann::json::parse(in);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void write_config(const nlohmann::json& j) { std::ofstream(dir_ / "config.json") << j.dump(); }
+  fs::path dir_;
+  nlohmann::json config_;
+};
+
+TEST_F(QuantizedCheckpoint, TheUnquantizedFixtureLoads) {
+  write_config(config_);
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  auto model = load_model(dir_.string(), *cpu);
+  EXPECT_TRUE(model.ok()) << model.message();
+}
+
+TEST_F(QuantizedCheckpoint, QuantizationConfigIsRefusedByMethod) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  for (const char* method : {"fp8", "awq", "gptq", "compressed-tensors"}) {
+    nlohmann::json c = config_;
+    c["quantization_config"] = {{"quant_method", method}, {"weight_block_size", {128, 128}}};
+    write_config(c);
+    auto model = load_model(dir_.string(), *cpu);
+    ASSERT_FALSE(model.ok()) << method;
+    EXPECT_NE(model.message().find("config.json: quantization_config with quant_method \"" +
+                                   std::string(method) +
+                                   "\": quantized checkpoints are not supported yet"),
+              std::string::npos)
+        << model.message();
+  }
+  nlohmann::json c = config_;
+  c["quantization_config"] = {{"bits", 4}};
+  write_config(c);
+  auto cfg = load_model_config(dir_.string());
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.message().find("quant_method (no quant_method)"), std::string::npos)
+      << cfg.message();
+}
+
+TEST_F(QuantizedCheckpoint, QuantizationConfigInsideTextConfigIsRefused) {
+  nlohmann::json c = nlohmann::json::parse(R"({
+    "model_type": "qwen3_5", "tie_word_embeddings": true,
+    "text_config": {"model_type": "qwen3_5_text",
+                    "quantization_config": {"quant_method": "fp8"}}})");
+  auto r = parse_model_config(c.dump(), "x/config.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("x/config.json: quantization_config with quant_method \"fp8\""),
+            std::string::npos)
+      << r.message();
+}
+
+TEST_F(QuantizedCheckpoint, Fp8TensorsAreRefusedByName) {
+  write_config(config_);
+  std::vector<uint8_t> fp8(16, 0x38);
+  ASSERT_TRUE(write_safetensors(
+                  (dir_ / "model.safetensors").string(),
+                  {{"model.layers.0.mlp.down_proj.weight", DType::F8E4M3, {4, 4}, fp8.data()}})
+                  .ok());
+  auto store = WeightStore::open_dir(dir_.string());
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.message().find("tensor \"model.layers.0.mlp.down_proj.weight\" has dtype "
+                                 "F8_E4M3; syv supports F32, F16, BF16 (fp8 checkpoints are not "
+                                 "supported yet)"),
+            std::string::npos)
+      << store.message();
+}
+
+}  // namespace
+}  // namespace syv
