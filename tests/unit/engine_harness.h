@@ -106,6 +106,21 @@ class Harness {
   std::map<uint64_t, RequestOutput> outputs_;
 };
 
+// A model of tests/fixtures/<dir> (e.g. "qwen3/tied_gqa2") on a CPU backend of its own; `model`
+// is null (and the test has failed) when it does not load.
+struct LoadedModel {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+};
+inline LoadedModel load_cpu_fixture(const std::string& dir) {
+  LoadedModel l;
+  l.backend = make_cpu_backend();
+  auto model = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + dir, *l.backend);
+  EXPECT_TRUE(model.ok()) << model.message();
+  if (model.ok()) l.model = std::move(model.value());
+  return l;
+}
+
 // The Qwen3 golden fixtures (tests/fixtures/qwen3/<name>) the engine exactness tests run on.
 inline const char* const kQwen3Fixtures[] = {"tied_gqa2", "tied_gqa4_kv1_hd64", "untied_gqa4_hd24",
                                              "untied_mha_hd32"};

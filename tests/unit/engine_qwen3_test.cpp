@@ -13,25 +13,10 @@
 namespace syv::testing {
 namespace {
 
-struct Loaded {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Model> model;
-};
-
-Loaded load(const std::string& name) {
-  Loaded l;
-  l.backend = make_cpu_backend();
-  auto model =
-      load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/" + name, *l.backend);
-  EXPECT_TRUE(model.ok()) << model.message();
-  if (model.ok()) l.model = std::move(model.value());
-  return l;
-}
-
 class EngineQwen3 : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EngineQwen3, GreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) {
-  Loaded l = load(GetParam());
+  LoadedModel l = load_cpu_fixture(std::string("qwen3/") + GetParam());
   ASSERT_TRUE(l.model);
   const int32_t vocab = static_cast<int32_t>(l.model->config().vocab_size);
   std::mt19937 rng(42);

@@ -59,23 +59,9 @@ TEST(EngineVerify, FakeModelRefusesBadOptions) {
   EXPECT_NE(bad.message().find("num_speculative_tokens"), std::string::npos) << bad.message();
 }
 
-struct Loaded {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Model> model;
-};
-
-Loaded load(const std::string& dir) {
-  Loaded l;
-  l.backend = make_cpu_backend();
-  auto model = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + dir, *l.backend);
-  EXPECT_TRUE(model.ok()) << model.message();
-  if (model.ok()) l.model = std::move(model.value());
-  return l;
-}
-
 TEST(EngineVerify, Qwen3GreedyAndSeededEqualPlainDecoding) {
   for (const char* name : {"tied_gqa2", "untied_gqa4_hd24"}) {
-    Loaded l = load(std::string("qwen3/") + name);
+    LoadedModel l = load_cpu_fixture(std::string("qwen3/") + name);
     ASSERT_TRUE(l.model);
     const int32_t vocab = static_cast<int32_t>(l.model->config().vocab_size);
     expect_verify_equals_plain(*l.model, scenario_options(16, 64, 4096, 0, true),
@@ -87,7 +73,7 @@ TEST(EngineVerify, Qwen3GreedyAndSeededEqualPlainDecoding) {
 
 TEST(EngineVerify, HybridGreedyEqualsPlainDecodingWithStateRollback) {
   for (const char* name : {"q35_r1_lllf", "qnext_top2_r1"}) {
-    Loaded l = load(std::string("hybrid/") + name);
+    LoadedModel l = load_cpu_fixture(std::string("hybrid/") + name);
     ASSERT_TRUE(l.model);
     EngineOptions o = scenario_options(16, 128, 4096, 0, true, 8);
     o.checkpoint_interval = 32;  // boundaries inside decodes: drafts stop at them
