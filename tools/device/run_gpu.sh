@@ -55,8 +55,8 @@ run() {  # name, command...
 for w in $WHAT; do
   case $w in
     tests) run ops_test "$BIN"/gpu_cuda_ops_test ;;
-    tests_old)  # the same checks on the older paths: no PDL, WMMA prefill attention
-      run ops_test_old env SYV_PDL=0 SYV_PREFILL_ATTENTION=wmma "$BIN"/gpu_cuda_ops_test ;;
+    tests_old)  # the same checks on the older paths: no PDL, mma8w prefill attention (mma.sync)
+      run ops_test_old env SYV_PDL=0 SYV_PREFILL_ATTENTION=mma8w "$BIN"/gpu_cuda_ops_test ;;
     golden) run golden_test "$BIN"/gpu_qwen3_golden_test ;;
     alltests)  # every GPU test binary that was carried (or built), one log each
       for t in "$BIN"/gpu_*_test; do run "$(basename "$t" | sed 's/^gpu_//')" "$t"; done ;;

@@ -49,22 +49,17 @@ __device__ __forceinline__ int64_t kv_row(const int32_t* pt, int key, int page_s
   return ((static_cast<int64_t>(page) * page_size + key % page_size) * hk + kh) * d;
 }
 
-// Launchers (each returns false for a head_dim it does not support). `tiles` holds
-// kPrefillTileRows-row query tiles.
-// 128-row query tiles on mma.sync: 8 warps x 16 rows (warps = 8) or 4 warps x 32 rows (warps = 4).
-bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, int warps,
-                   cudaStream_t s);
-// 128-row query tiles on Hopper warpgroup MMA (two warpgroups of 64 rows); returns false (launching
-// nothing) when the device is not compute capability 9.0.
-enum class WgmmaKind {
-  kBn64,            // 64-key K/V tiles, S / softmax / P V in turn, 2 stages
-  kBn128,           // 128-key K/V tiles, in turn, 2 stages
-  kBn128Pipelined,  // 128-key tiles, softmax of tile j overlapping P V of tile j - 1, 3 stages
-};
+// Launchers (each returns false, launching nothing, for a head_dim it does not support). `tiles`
+// holds kPrefillTileRows-row query tiles.
+// 128-row query tiles on mma.sync, 8 warps x 16 rows, 64-key K/V tiles.
+bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s);
+// 128-row query tiles on Hopper warpgroup MMA (two warpgroups of 64 rows), 128-key K/V tiles,
+// S / softmax / P V in turn, 2 stages; returns false (launching nothing) when the device is not
+// compute capability 9.0.
 // (The warp-specialised forms, a producer warpgroup feeding two consumer warpgroups, measured
-// 15-19% slower than kBn128 and were removed; cuda-backend-notes.md run 11 keeps the numbers.)
-bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, WgmmaKind kind,
-                  cudaStream_t s);
+// 15-19% slower and were removed; cuda-backend-notes.md run 11 keeps the numbers. So were the
+// 64-key-tile and the pipelined (softmax under P V) forms; see the notes of 2026-12-01.)
+bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s);
 
 }  // namespace prefill
 }  // namespace syv::cuda

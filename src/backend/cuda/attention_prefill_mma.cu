@@ -1,10 +1,10 @@
 // Prefill attention on mma.sync (m16n8k16 bf16, fp32 accumulation), FlashAttention-2 style with
-// 128-row query tiles: one block per (128-row query tile of one sequence, query head), either
-// 8 warps x 16 rows or 4 warps x 32 rows (two m16 fragments per warp share every K/V fragment
-// read from shared memory, halving that traffic per FLOP). K/V tiles of 64 keys are gathered from
-// the pages with cp.async into a double buffer; S, P and O live in registers (the S accumulators
-// become P's A fragments); exp2 with scale·log2(e) folded into one FMA; the causal mask only on
-// tiles that cross a row's position; warps skip tiles none of their rows can see.
+// 128-row query tiles: one block of 8 warps x 16 rows per (128-row query tile of one sequence,
+// query head). K/V tiles of 64 keys are gathered from the pages with cp.async into a double
+// buffer; Q, S, P and O live in registers (the S accumulators become P's A fragments); exp2 with
+// scale·log2(e) folded into one FMA; the causal mask only on tiles that cross a row's position;
+// warps skip tiles none of their rows can see. The fallback off compute capability 9.0 (the
+// default kernel is attention_prefill_wgmma.cu's).
 #include <cuda_runtime.h>
 
 #include "backend/cuda/attention_prefill.cuh"
@@ -12,19 +12,18 @@
 namespace syv::cuda::prefill {
 namespace {
 
-constexpr int kBM = 128, kBN = 64;
+constexpr int kBM = 128, kBN = 64, kWarps = 8, kThreads = kWarps * 32;
 
 template <int D>
 constexpr int mma_smem_bytes() {
   return (kBM + 4 * kBN) * (D + 8) * 2;  // Q, 2 stages of K + V; rows padded by 16 bytes
 }
 
-template <int D, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, 1)
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
     mma128_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
-  constexpr int MA = 128 / (WARPS * 16);  // m16 fragments per warp
-  constexpr int NT = WARPS * 32, LD = D + 8, CH = D / 8;
-  static_assert(MA * WARPS * 16 == kBM && (kBM * CH) % NT == 0 && (kBN * CH) % NT == 0);
+  constexpr int LD = D + 8, CH = D / 8;
+  static_assert(kWarps * 16 == kBM && (kBM * CH) % kThreads == 0 && (kBN * CH) % kThreads == 0);
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Qs = reinterpret_cast<bf16*>(smem);  // [kBM][LD]
   bf16* Ks = Qs + kBM * LD;                  // [2][kBN][LD]
@@ -43,24 +42,20 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
   const int32_t* pt = a.page_table + static_cast<int64_t>(seq) * a.max_pages_per_seq;
   const int n_keys = a.positions[t0 + rows - 1] + 1;  // positions ascend within a sequence
   const int n_tiles = (n_keys + kBN - 1) / kBN;
-  const int wr = warp * 16 * MA;  // first row of this warp
-  const int w_rows = min(rows - wr, 16 * MA);
+  const int wr = warp * 16;  // first row of this warp
+  const int w_rows = min(rows - wr, 16);
   const int w_last_key = w_rows > 0 ? a.positions[t0 + wr + w_rows - 1] : -1;
-  int qp[MA][2];
-  int qmin = 0x7fffffff;
+  int qp[2];  // positions of this lane's rows wr + g and wr + g + 8 (-1: past the end)
 #pragma unroll
-  for (int f = 0; f < MA; ++f) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wr + f * 16 + g + 8 * h;
-      qp[f][h] = r < rows ? a.positions[t0 + r] : -1;
-      qmin = min(qmin, qp[f][h]);
-    }
+  for (int h = 0; h < 2; ++h) {
+    const int r = wr + g + 8 * h;
+    qp[h] = r < rows ? a.positions[t0 + r] : -1;
   }
+  const int qmin = min(qp[0], qp[1]);
 
 #pragma unroll
-  for (int i = 0; i < kBM * CH / NT; ++i) {
-    const int idx = tid + i * NT, r = idx / CH, c = idx % CH;
+  for (int i = 0; i < kBM * CH / kThreads; ++i) {
+    const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
     const bool valid = r < rows;
     const bf16* src = valid ? q + (static_cast<int64_t>(t0 + r) * a.hq + head) * D + c * 8 : q;
     cp_async16(Qs + r * LD + c * 8, src, valid);
@@ -69,8 +64,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     bf16* ks = Ks + buf * kBN * LD;
     bf16* vs = Vs + buf * kBN * LD;
 #pragma unroll
-    for (int i = 0; i < kBN * CH / NT; ++i) {
-      const int idx = tid + i * NT, r = idx / CH, c = idx % CH, key = j * kBN + r;
+    for (int i = 0; i < kBN * CH / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH, key = j * kBN + r;
       const bool valid = key < n_keys;
       const int64_t off = valid ? kv_row(pt, key, a.page_size, a.hk, kh, D) + c * 8 : 0;
       cp_async16(ks + r * LD + c * 8, kc + off, valid);
@@ -81,112 +76,86 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
   cp_commit();
 
   const float sl2 = a.scale * kLog2e;
-  uint32_t qa[MA == 1 ? D / 16 : 1][4];  // one fragment per warp: Q stays in registers
-  float o[MA][D / 8][4];
+  uint32_t qa[D / 16][4];  // this warp's Q rows stay in registers
+  float o[D / 8][4];
 #pragma unroll
-  for (int f = 0; f < MA; ++f)
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) o[f][i][0] = o[f][i][1] = o[f][i][2] = o[f][i][3] = 0.f;
-  float m[MA][2], l[MA][2];
-#pragma unroll
-  for (int f = 0; f < MA; ++f) m[f][0] = m[f][1] = -INFINITY, l[f][0] = l[f][1] = 0.f;
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int it = 0; it < n_tiles; ++it) {
     if (it + 1 < n_tiles) load_kv(it + 1, (it + 1) & 1);
     cp_commit();   // possibly empty: keeps the group count uniform
     cp_wait<1>();  // everything but the newest group: Q and tile `it` have landed
     __syncthreads();
-    if constexpr (MA == 1) {
-      if (it == 0) {
+    if (it == 0) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          ldsm_x4(qa[kk], Qs + (wr + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-      }
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldsm_x4(qa[kk], Qs + (wr + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
     }
     const int kb = it * kBN;
     if (kb <= w_last_key) {  // warp-uniform: some row of this warp sees this tile
       const bf16* ks = Ks + (it & 1) * kBN * LD;
       const bf16* vs = Vs + (it & 1) * kBN * LD;
-      float sc[MA][kBN / 8][4];
+      float sc[kBN / 8][4];
 #pragma unroll
-      for (int f = 0; f < MA; ++f)
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j)
-          sc[f][j][0] = sc[f][j][1] = sc[f][j][2] = sc[f][j][3] = 0.f;
+      for (int j = 0; j < kBN / 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t qf[MA][4];
-#pragma unroll
-        for (int f = 0; f < MA; ++f) {
-          if constexpr (MA == 1) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) qf[f][e] = qa[kk][e];
-          } else {
-            ldsm_x4(qf[f], Qs + (wr + f * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-          }
-        }
 #pragma unroll
         for (int p = 0; p < kBN / 16; ++p) {
           uint32_t b[4];
           ldsm_x4(b, ks + (p * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
                          ((lane >> 3) & 1) * 8);
-#pragma unroll
-          for (int f = 0; f < MA; ++f) {
-            mma(sc[f][2 * p], qf[f], b[0], b[1]);
-            mma(sc[f][2 * p + 1], qf[f], b[2], b[3]);
-          }
+          mma(sc[2 * p], qa[kk], b[0], b[1]);
+          mma(sc[2 * p + 1], qa[kk], b[2], b[3]);
         }
       }
 
-      // Online softmax; fragment f of this lane holds rows g (c0, c1) and g + 8 (c2, c3).
-      const bool diagonal = kb + kBN - 1 > qmin;
-      uint32_t pa[MA][kBN / 16][4];
-#pragma unroll
-      for (int f = 0; f < MA; ++f) {
-        if (diagonal) {
-#pragma unroll
-          for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int key = kb + j * 8 + tq * 2 + e;
-              if (key > qp[f][0]) sc[f][j][e] = -INFINITY;
-              if (key > qp[f][1]) sc[f][j][2 + e] = -INFINITY;
-            }
-          }
-        }
-        float mx0 = m[f][0], mx1 = m[f][1];
+      // Online softmax; this lane holds rows g (c0, c1) and g + 8 (c2, c3) of the warp's 16.
+      if (kb + kBN - 1 > qmin) {  // the tile crosses a row's position
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
-          mx0 = fmaxf(mx0, fmaxf(sc[f][j][0], sc[f][j][1]));
-          mx1 = fmaxf(mx1, fmaxf(sc[f][j][2], sc[f][j][3]));
-        }
-        mx0 = quad_max(mx0);
-        mx1 = quad_max(mx1);
-        const float s0 = mx0 == -INFINITY ? 0.f : mx0 * sl2;
-        const float s1 = mx1 == -INFINITY ? 0.f : mx1 * sl2;
-        const float al0 = ex2(m[f][0] * sl2 - s0), al1 = ex2(m[f][1] * sl2 - s1);
-        m[f][0] = mx0;
-        m[f][1] = mx1;
-        float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-          const float p0 = ex2(fmaf(sc[f][j][0], sl2, -s0)), p1 = ex2(fmaf(sc[f][j][1], sl2, -s0));
-          const float p2 = ex2(fmaf(sc[f][j][2], sl2, -s1)), p3 = ex2(fmaf(sc[f][j][3], sl2, -s1));
-          sum0 += p0 + p1;
-          sum1 += p2 + p3;
-          pa[f][j >> 1][(j & 1) * 2] = pack_bf16(p0, p1);
-          pa[f][j >> 1][(j & 1) * 2 + 1] = pack_bf16(p2, p3);
-        }
-        l[f][0] = l[f][0] * al0 + sum0;
-        l[f][1] = l[f][1] * al1 + sum1;
-        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
-#pragma unroll
-          for (int i = 0; i < D / 8; ++i) {
-            o[f][i][0] *= al0;
-            o[f][i][1] *= al0;
-            o[f][i][2] *= al1;
-            o[f][i][3] *= al1;
+          for (int e = 0; e < 2; ++e) {
+            const int key = kb + j * 8 + tq * 2 + e;
+            if (key > qp[0]) sc[j][e] = -INFINITY;
+            if (key > qp[1]) sc[j][2 + e] = -INFINITY;
           }
+        }
+      }
+      float mx0 = m[0], mx1 = m[1];
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        mx0 = fmaxf(mx0, fmaxf(sc[j][0], sc[j][1]));
+        mx1 = fmaxf(mx1, fmaxf(sc[j][2], sc[j][3]));
+      }
+      mx0 = quad_max(mx0);
+      mx1 = quad_max(mx1);
+      const float s0 = mx0 == -INFINITY ? 0.f : mx0 * sl2;
+      const float s1 = mx1 == -INFINITY ? 0.f : mx1 * sl2;
+      const float al0 = ex2(m[0] * sl2 - s0), al1 = ex2(m[1] * sl2 - s1);
+      m[0] = mx0;
+      m[1] = mx1;
+      uint32_t pa[kBN / 16][4];
+      float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const float p0 = ex2(fmaf(sc[j][0], sl2, -s0)), p1 = ex2(fmaf(sc[j][1], sl2, -s0));
+        const float p2 = ex2(fmaf(sc[j][2], sl2, -s1)), p3 = ex2(fmaf(sc[j][3], sl2, -s1));
+        sum0 += p0 + p1;
+        sum1 += p2 + p3;
+        pa[j >> 1][(j & 1) * 2] = pack_bf16(p0, p1);
+        pa[j >> 1][(j & 1) * 2 + 1] = pack_bf16(p2, p3);
+      }
+      l[0] = l[0] * al0 + sum0;
+      l[1] = l[1] * al1 + sum1;
+      if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+          o[i][0] *= al0;
+          o[i][1] *= al0;
+          o[i][2] *= al1;
+          o[i][3] *= al1;
         }
       }
 
@@ -198,11 +167,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
           uint32_t b[4];
           ldsm_x4_t(b, vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 +
                            (lane >> 4) * 8);
-#pragma unroll
-          for (int f = 0; f < MA; ++f) {
-            mma(o[f][2 * dp], pa[f][kk], b[0], b[1]);
-            mma(o[f][2 * dp + 1], pa[f][kk], b[2], b[3]);
-          }
+          mma(o[2 * dp], pa[kk], b[0], b[1]);
+          mma(o[2 * dp + 1], pa[kk], b[2], b[3]);
         }
       }
     }
@@ -211,48 +177,42 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 
   bf16* out = static_cast<bf16*>(a.out);
 #pragma unroll
-  for (int f = 0; f < MA; ++f) {
+  for (int h = 0; h < 2; ++h) {
+    const float lsum = quad_sum(l[h]);
+    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+    const int r = wr + g + 8 * h;
+    if (r >= rows) continue;
+    bf16* orow = out + (static_cast<int64_t>(t0 + r) * a.hq + head) * D + tq * 2;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float lsum = quad_sum(l[f][h]);
-      const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-      const int r = wr + f * 16 + g + 8 * h;
-      if (r >= rows) continue;
-      bf16* orow = out + (static_cast<int64_t>(t0 + r) * a.hq + head) * D + tq * 2;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i)
-        *reinterpret_cast<uint32_t*>(orow + i * 8) =
-            pack_bf16(o[f][i][2 * h] * inv, o[f][i][2 * h + 1] * inv);
-    }
+    for (int i = 0; i < D / 8; ++i)
+      *reinterpret_cast<uint32_t*>(orow + i * 8) =
+          pack_bf16(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
   }
 }
 
-template <int D, int WARPS>
+template <int D>
 void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   constexpr int smem = mma_smem_bytes<D>();
   static bool configured = false;  // per template instance; set once per process
   if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(mma128_kernel<D, WARPS>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SYV_CUDA_CHECK(
+        cudaFuncSetAttribute(mma128_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
-  launch_k(mma128_kernel<D, WARPS>, dim3(static_cast<unsigned>(num_tiles) * a.hq), WARPS * 32, smem,
-           s, a, tiles);
+  launch_k(mma128_kernel<D>, dim3(static_cast<unsigned>(num_tiles) * a.hq), kThreads, smem, s, a,
+           tiles);
 }
 
 }  // namespace
 
-bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, int warps,
+bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                    cudaStream_t s) {
-  if (warps != 4 && warps != 8) return false;
   switch (a.head_dim) {
     case 64:
-      warps == 4 ? launch_t<64, 4>(a, tiles, num_tiles, s)
-                 : launch_t<64, 8>(a, tiles, num_tiles, s);
+      launch_t<64>(a, tiles, num_tiles, s);
       return true;
     case 128:
-      warps == 4 ? launch_t<128, 4>(a, tiles, num_tiles, s)
-                 : launch_t<128, 8>(a, tiles, num_tiles, s);
+      launch_t<128>(a, tiles, num_tiles, s);
       return true;
     default:
       return false;

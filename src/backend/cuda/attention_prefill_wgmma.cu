@@ -1,9 +1,9 @@
 // Prefill attention on Hopper warpgroup MMA (wgmma, sm_90a), FlashAttention-3 style without warp
 // specialisation: one block of two warpgroups per (128-row query tile of one sequence, query head);
-// each warpgroup owns 64 query rows. K/V tiles of BN keys are gathered from the pages with cp.async
-// into a double buffer laid out as wgmma wants it (128-byte swizzle, 64-column panels), so the
-// tensor cores read Q, K and V straight from shared memory: S = Q Kᵀ with both operands in shared
-// memory (or Q in registers), O += P V with P taken from the S accumulators as register A
+// each warpgroup owns 64 query rows. K/V tiles of 128 keys are gathered from the pages with
+// cp.async into a double buffer laid out as wgmma wants it (128-byte swizzle, 64-column panels), so
+// the tensor cores read Q, K and V straight from shared memory: S = Q Kᵀ with both operands in
+// shared memory (or Q in registers), O += P V with P taken from the S accumulators as register A
 // fragments and V as an MN-major (transposed) B operand. Online softmax in fp32 with exp2 and the
 // scale·log2(e) folded into one FMA; the causal mask is applied only on tiles that cross a row's
 // position, and warpgroups skip tiles none of their rows can see.
@@ -14,7 +14,7 @@
 namespace syv::cuda::prefill {
 namespace {
 
-constexpr int kBM = 128, kThreads = 256;
+constexpr int kBM = 128, kBN = 128, kThreads = 256;
 
 // Byte offset of 16-byte chunk c (8 bf16 along the head dim) of row r in an R-row buffer stored as
 // [D / 64 panels][R rows][128 bytes], 16-byte chunks XOR-swizzled by (row % 8): the canonical
@@ -64,22 +64,6 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
 // m64nNk16, fp32 accumulators d[N / 2] (per thread: rows lane / 4 and + 8 of its warp's 16,
 // columns 8 j + 2 (lane % 4) + {0, 1}). _ss: A and B descriptors (both K-major); _rs_tb: A from
 // registers, B MN-major (transposed), always accumulating.
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db,
-                                             int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, "
-      "%15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, "
-      "%29, %30, %31} "
-      ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(scale_d));
-}
 __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const uint32_t (&a)[4],
                                                 uint64_t db) {
   asm volatile(
@@ -145,14 +129,9 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const uint32_t 
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <int N>
-__device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
+__device__ __forceinline__ void mma_ss(float (&d)[kBN / 2], uint64_t da, uint64_t db, int scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (N == 64) {
-    wgmma_ss_n64(d, da, db, scale_d);
-  } else {
-    wgmma_ss_n128(d, da, db, scale_d);
-  }
+  wgmma_ss_n128(d, da, db, scale_d);
 #endif
 }
 template <int N>
@@ -170,13 +149,11 @@ __device__ __forceinline__ void mma_rs_tb(float (&d)[N / 2], const uint32_t (&a)
 struct Work {
   int head, kh, seq, t0, rows, n_tiles;
   int wg_tiles;  // K/V tiles this warpgroup's rows see (the first ones); 0 without rows
-  int wg_full;   // of those, the leading tiles every row of the warpgroup sees whole (no mask)
   int tq;        // lane % 4: the thread's column pair in each 8-column block
   int ra;        // the thread's rows of S and O: ra and ra + 8 of the query tile
   int qpa, qpb;  // their positions (-1: past the end of the sequence)
   int qmin;
 };
-template <int BN>
 __device__ __forceinline__ Work work_of(const AttentionArgs& a, const int32_t* tiles) {
   Work w;
   const int tile = blockIdx.x / a.hq;
@@ -186,12 +163,11 @@ __device__ __forceinline__ Work work_of(const AttentionArgs& a, const int32_t* t
   w.t0 = tiles[2 * tile + 1];
   w.rows = min(kBM, a.seq_starts[w.seq + 1] - w.t0);
   const int n_keys = a.positions[w.t0 + w.rows - 1] + 1;  // positions ascend within a sequence
-  w.n_tiles = (n_keys + BN - 1) / BN;
+  w.n_tiles = (n_keys + kBN - 1) / kBN;
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int wg_rows = min(w.rows - wg * 64, 64);
   const int wg_last_key = wg_rows > 0 ? a.positions[w.t0 + wg * 64 + wg_rows - 1] : -1;
-  w.wg_tiles = wg_rows > 0 ? wg_last_key / BN + 1 : 0;
-  w.wg_full = wg_rows > 0 ? min(w.wg_tiles, (a.positions[w.t0 + wg * 64] + 1) / BN) : 0;
+  w.wg_tiles = wg_rows > 0 ? wg_last_key / kBN + 1 : 0;
   w.tq = lane & 3;
   w.ra = wg * 64 + warp * 16 + (lane >> 2);
   w.qpa = w.ra < w.rows ? a.positions[w.t0 + w.ra] : -1;
@@ -214,60 +190,58 @@ __device__ __forceinline__ void load_q(const AttentionArgs& a, const Work& w, ui
     cp_async16_s(sQ + sw128<kBM>(r, c), src, valid);
   }
 }
-// cp.async of K/V tile j (keys j BN ...) into the swizzled buffers sK and sV, gathered from the
+// cp.async of K/V tile j (keys j kBN ...) into the swizzled buffers sK and sV, gathered from the
 // sequence's pages (keys past the last one zero-filled).
-template <int D, int BN>
+template <int D>
 __device__ __forceinline__ void load_kv(const AttentionArgs& a, const Work& w, int j, uint32_t sK,
                                         uint32_t sV) {
   constexpr int CH = D / 8;
-  static_assert((BN * CH) % kThreads == 0);
+  static_assert((kBN * CH) % kThreads == 0);
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
   const bf16* vc = static_cast<const bf16*>(a.v_cache);
   const int32_t* pt = a.page_table + static_cast<int64_t>(w.seq) * a.max_pages_per_seq;
   const int n_keys = a.positions[w.t0 + w.rows - 1] + 1;
 #pragma unroll
-  for (int i = 0; i < BN * CH / kThreads; ++i) {
-    const int idx = threadIdx.x + i * kThreads, r = idx / CH, c = idx % CH, key = j * BN + r;
+  for (int i = 0; i < kBN * CH / kThreads; ++i) {
+    const int idx = threadIdx.x + i * kThreads, r = idx / CH, c = idx % CH, key = j * kBN + r;
     const bool valid = key < n_keys;
     const int64_t off = valid ? kv_row(pt, key, a.page_size, a.hk, w.kh, D) + c * 8 : 0;
-    cp_async16_s(sK + sw128<BN>(r, c), kc + off, valid);
-    cp_async16_s(sV + sw128<BN>(r, c), vc + off, valid);
+    cp_async16_s(sK + sw128<kBN>(r, c), kc + off, valid);
+    cp_async16_s(sV + sw128<kBN>(r, c), vc + off, valid);
   }
 }
 
-// S = Q Kᵀ for this warpgroup's 64 rows x BN keys, both from shared memory (issued, not waited).
-template <int D, int BN>
-__device__ __forceinline__ void issue_s(float (&s)[BN / 2], uint32_t sQ, uint32_t sK, int wg) {
+// S = Q Kᵀ for this warpgroup's 64 rows x kBN keys, both from shared memory (issued, not waited).
+template <int D>
+__device__ __forceinline__ void issue_s(float (&s)[kBN / 2], uint32_t sQ, uint32_t sK, int wg) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint64_t da =
         desc(sQ + (kk >> 2) * (kBM * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
-    const uint64_t db = desc(sK + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
-    mma_ss<BN>(s, da, db, kk > 0);
+    const uint64_t db = desc(sK + (kk >> 2) * (kBN * 128) + (kk & 3) * 32, 16, 1024);
+    mma_ss(s, da, db, kk > 0);
   }
 }
-// O += P V: V [BN keys][D] is the MN-major B operand; 16 keys = two 8-row groups (2048 bytes),
-// the 64-column panels LBO = BN * 128 bytes apart (issued, not waited for).
-template <int D, int BN>
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pa)[BN / 16][4],
+// O += P V: V [kBN keys][D] is the MN-major B operand; 16 keys = two 8-row groups (2048 bytes),
+// the 64-column panels LBO = kBN * 128 bytes apart (issued, not waited for).
+template <int D>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pa)[kBN / 16][4],
                                          uint32_t sV) {
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk)
-    mma_rs_tb<D>(o, pa[kk], desc(sV + kk * 2048, BN * 128, 1024));
+  for (int kk = 0; kk < kBN / 16; ++kk)
+    mma_rs_tb<D>(o, pa[kk], desc(sV + kk * 2048, kBN * 128, 1024));
 }
 
 // Online softmax of one S tile held as wgmma accumulators: s[4 j + e] is row ra (e = 0, 1) or
-// ra + 8 (e = 2, 3), key kb + 8 j + 2 tq + e % 2. MASK: masks the keys after each row's position
-// (when the tile crosses one; without MASK there is no branch at all), updates the running maxima m
-// (raw units) and this thread's share of the row sums l, leaves p = 2^(s·scale·log2(e) -
-// max·scale·log2(e)) in s and returns the factors by which O must be rescaled (exactly 1 where a
-// maximum did not move).
-template <int BN, bool MASK>
-__device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], int kb, const Work& w, float sl2,
+// ra + 8 (e = 2, 3), key kb + 8 j + 2 tq + e % 2. Masks the keys after each row's position (when
+// the tile crosses one), updates the running maxima m (raw units) and this thread's share of the
+// row sums l, leaves p = 2^(s·scale·log2(e) - max·scale·log2(e)) in s and returns the factors by
+// which O must be rescaled (exactly 1 where a maximum did not move).
+__device__ __forceinline__ void softmax_tile(float (&s)[kBN / 2], int kb, const Work& w, float sl2,
                                              float (&m)[2], float (&l)[2], float (&al)[2]) {
-  if (MASK && kb + BN - 1 > w.qmin) {  // the tile crosses a row's position
+  if (kb + kBN - 1 > w.qmin) {  // the tile crosses a row's position
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
+    for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int key = kb + 8 * j + 2 * w.tq + e;
@@ -280,7 +254,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], int kb, const W
   for (int h = 0; h < 2; ++h) {
     float mx = m[h];
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
     mx = quad_max(mx);
     // Scaled maximum (log2 units); 0 while the row has seen no key, so its p are all 0.
     const float sm = mx == -INFINITY ? 0.f : mx * sl2;
@@ -288,7 +262,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], int kb, const W
     m[h] = mx;
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
+    for (int j = 0; j < kBN / 8; ++j) {
       s[4 * j + 2 * h] = ex2(fmaf(s[4 * j + 2 * h], sl2, -sm));
       s[4 * j + 2 * h + 1] = ex2(fmaf(s[4 * j + 2 * h + 1], sl2, -sm));
       sum += s[4 * j + 2 * h] + s[4 * j + 2 * h + 1];
@@ -310,10 +284,9 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&al)[2])
   }
 }
 // P as bf16 A fragments of m64nDk16 (16 keys each): the accumulator layout of S maps onto them.
-template <int BN>
-__device__ __forceinline__ void pack_p(const float (&s)[BN / 2], uint32_t (&pa)[BN / 16][4]) {
+__device__ __forceinline__ void pack_p(const float (&s)[kBN / 2], uint32_t (&pa)[kBN / 16][4]) {
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
+  for (int j = 0; j < kBN / 8; ++j) {
     pa[j >> 1][(j & 1) * 2] = pack_bf16(s[4 * j], s[4 * j + 1]);
     pa[j >> 1][(j & 1) * 2 + 1] = pack_bf16(s[4 * j + 2], s[4 * j + 3]);
   }
@@ -337,73 +310,38 @@ __device__ __forceinline__ void store_o(const AttentionArgs& a, const Work& w,
   }
 }
 
-template <int D, int BN, int STAGES>
+template <int D>
 constexpr int wgmma_smem_bytes() {
-  return kBM * D * 2 + STAGES * (2 * BN * D * 2) + 1024;  // Q, K + V stages, alignment slack
-}
-
-// P V of one tile issued and waited for on its own.
-template <int D, int BN>
-__device__ __forceinline__ void pv_now(float (&o)[D / 2], uint32_t (&pa)[BN / 16][4], uint32_t sV) {
-  fence_regs(o);
-  fence_regs(pa);
-  wgmma_fence();
-  issue_pv<D, BN>(o, pa, sV);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_regs(o);
-  fence_regs(pa);
-}
-// A tile that crosses rows' positions, in turn: S = Q Kᵀ (K/V tile `next` loads meanwhile),
-// masked softmax, O += P V.
-template <int D, int BN>
-__device__ __forceinline__ void masked_tile(const AttentionArgs& a, const Work& w, int it,
-                                            uint32_t sQ, uint32_t sK, uint32_t sNext, int wg,
-                                            float sl2, float (&s)[BN / 2], float (&o)[D / 2],
-                                            uint32_t (&pa)[BN / 16][4], float (&m)[2],
-                                            float (&l)[2]) {
-  constexpr uint32_t kTileBytes = BN * D * 2;
-  fence_regs(s);
-  wgmma_fence();
-  issue_s<D, BN>(s, sQ, sK, wg);
-  wgmma_commit();
-  load_kv<D, BN>(a, w, it + 1, sNext, sNext + kTileBytes);
-  wgmma_wait<0>();
-  fence_regs(s);
-  float al[2];
-  softmax_tile<BN, true>(s, it * BN, w, sl2, m, l, al);
-  rescale<D>(o, al);
-  pack_p<BN>(s, pa);
-  pv_now<D, BN>(o, pa, sK + kTileBytes);
+  return kBM * D * 2 + 2 * (2 * kBN * D * 2) + 1024;  // Q, 2 K + V stages, alignment slack
 }
 
 // Grid: num_tiles * hq blocks, the heads of one tile adjacent (tiles come longest first, so the
 // longest work starts first; the q heads sharing a kv head run side by side and share K/V in L2).
 // Each iteration: the next K/V tile's loads, S = Q Kᵀ, wait, softmax, O += P V, wait. Two K/V
 // stages. (Issuing the loads behind S instead measured 5% slower on an H200.)
-template <int D, int BN>
+template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert((BN == 64 || BN == 128) && (D == 64 || D == 128));
-  constexpr uint32_t kQBytes = kBM * D * 2, kTileBytes = BN * D * 2;
+  static_assert(D == 64 || D == 128);
+  constexpr uint32_t kQBytes = kBM * D * 2, kTileBytes = kBN * D * 2;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
   auto sK = [&](int stage) { return sQ + kQBytes + stage * 2 * kTileBytes; };
   pdl_wait();
   pdl_trigger();
-  const Work w = work_of<BN>(a, tiles);
+  const Work w = work_of(a, tiles);
   const int wg = threadIdx.x >> 7;
   load_q<D>(a, w, sQ);
-  load_kv<D, BN>(a, w, 0, sK(0), sK(0) + kTileBytes);
+  load_kv<D>(a, w, 0, sK(0), sK(0) + kTileBytes);
   cp_commit();
 
   const float sl2 = a.scale * kLog2e;
-  float o[D / 2], s[BN / 2];
+  float o[D / 2], s[kBN / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
+  for (int i = 0; i < kBN / 2; ++i) s[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int it = 0; it < w.n_tiles; ++it) {
@@ -412,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();      // everyone's copies; every warpgroup is done with tile it - 1
     if (it + 1 < w.n_tiles) {
       const uint32_t k1 = sK((it + 1) & 1);
-      load_kv<D, BN>(a, w, it + 1, k1, k1 + kTileBytes);
+      load_kv<D>(a, w, it + 1, k1, k1 + kTileBytes);
     }
     cp_commit();
     if (it >= w.wg_tiles) continue;  // warpgroup-uniform: no row of ours sees this tile
@@ -420,20 +358,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     fence_regs(s);
     wgmma_fence();
-    issue_s<D, BN>(s, sQ, k0, wg);
+    issue_s<D>(s, sQ, k0, wg);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(s);
 
     float al[2];
-    softmax_tile<BN, true>(s, it * BN, w, sl2, m, l, al);
-    uint32_t pa[BN / 16][4];
-    pack_p<BN>(s, pa);
+    softmax_tile(s, it * kBN, w, sl2, m, l, al);
+    uint32_t pa[kBN / 16][4];
+    pack_p(s, pa);
     rescale<D>(o, al);
 
     fence_regs(o);
     wgmma_fence();
-    issue_pv<D, BN>(o, pa, k0 + kTileBytes);
+    issue_pv<D>(o, pa, k0 + kTileBytes);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
@@ -445,123 +383,23 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The same with the softmax of tile it overlapping O += P V of tile it - 1 on the tensor cores
-// (FlashAttention-3's intra-warpgroup pipelining) on the leading tiles that every row of the
-// warpgroup sees whole: each iteration issues S_it = Q K_itᵀ, then O += P_(it-1) V_(it-1), then
-// the loads of tile it + 1, waits for S_it only, computes P_it (no mask, no branch: nothing may
-// diverge while a wgmma is in flight, or ptxas serialises them), then waits for the P V, rescales
-// O and packs P_it. The tiles that cross rows' positions (the diagonal) go in turn as above. Three
-// K/V stages: V_(it-1) stays in place while tile it + 1 loads.
-template <int D, int BN>
-__global__ void __launch_bounds__(kThreads, 1)
-    wgmma_pipe_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert((BN == 64 || BN == 128) && (D == 64 || D == 128));
-  constexpr int kStages = 3;
-  constexpr uint32_t kQBytes = kBM * D * 2, kTileBytes = BN * D * 2;
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  auto sK = [&](int tile) { return sQ + kQBytes + (tile % kStages) * 2 * kTileBytes; };
-  pdl_wait();
-  pdl_trigger();
-  const Work w = work_of<BN>(a, tiles);
-  const int wg = threadIdx.x >> 7;
-  load_q<D>(a, w, sQ);
-  load_kv<D, BN>(a, w, 0, sK(0), sK(0) + kTileBytes);
-  cp_commit();
-
-  const float sl2 = a.scale * kLog2e;
-  float o[D / 2], s[BN / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-#pragma unroll
-  for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  uint32_t pa[BN / 16][4];  // P of the previous tile until its P V has been issued
-#pragma unroll
-  for (int i = 0; i < BN / 16; ++i) pa[i][0] = pa[i][1] = pa[i][2] = pa[i][3] = 0u;
-
-  for (int it = 0; it < w.n_tiles; ++it) {
-    cp_wait<0>();         // this thread's copies of tile `it` (and Q) have landed
-    fence_proxy_async();  // ... and are visible to the tensor cores
-    __syncthreads();      // everyone's copies; every P V of tile it - 2 has completed
-    // (Tile it + 1 goes to stage (it + 1) % 3 = (it - 2) % 3; past the last tile: zero-filled.)
-    if (it == w.wg_full && it > 0)
-      pv_now<D, BN>(o, pa, sK(it - 1) + kTileBytes);  // steady state over
-    if (it < w.wg_full) {
-      fence_regs(s);
-      fence_regs(o);
-      fence_regs(pa);
-      wgmma_fence();
-      issue_s<D, BN>(s, sQ, sK(it), wg);
-      wgmma_commit();
-      // P V of the previous tile; at it = 0, P = 0 against this tile's V (adds nothing).
-      issue_pv<D, BN>(o, pa, (it > 0 ? sK(it - 1) : sK(it)) + kTileBytes);
-      wgmma_commit();
-      load_kv<D, BN>(a, w, it + 1, sK(it + 1), sK(it + 1) + kTileBytes);
-      wgmma_wait<1>();  // S_it is done; the P V may still run
-      fence_regs(s);
-      float al[2];
-      softmax_tile<BN, false>(s, it * BN, w, sl2, m, l, al);
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(pa);
-      rescale<D>(o, al);
-      pack_p<BN>(s, pa);
-    } else if (it < w.wg_tiles) {
-      masked_tile<D, BN>(a, w, it, sQ, sK(it), sK(it + 1), wg, sl2, s, o, pa, m, l);
-    } else {
-      load_kv<D, BN>(a, w, it + 1, sK(it + 1), sK(it + 1) + kTileBytes);
-    }
-    cp_commit();
-  }
-  cp_wait<0>();  // no copy may still be in flight when the block exits
-  if (w.wg_full == w.n_tiles) pv_now<D, BN>(o, pa, sK(w.n_tiles - 1) + kTileBytes);
-  store_o<D>(a, w, o, l);
-#else
-  __trap();  // built without sm_90a code: launch_wgmma() only launches on compute capability 9.0
-#endif
-}
-
-template <int D, int BN, bool PIPE>
+template <int D>
 void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
-  constexpr int smem = wgmma_smem_bytes < D, BN, PIPE ? 3 : 2 > ();
+  constexpr int smem = wgmma_smem_bytes<D>();
   static_assert(smem <= 227 * 1024, "shared memory per block");
-  void (*kernel)(AttentionArgs, const int32_t*) = nullptr;
-  if constexpr (PIPE) {
-    kernel = wgmma_pipe_kernel<D, BN>;
-  } else {
-    kernel = wgmma_kernel<D, BN>;
-  }
   static bool configured = false;  // per template instance; set once per process
   if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SYV_CUDA_CHECK(
+        cudaFuncSetAttribute(wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
-  launch_k(kernel, dim3(static_cast<unsigned>(num_tiles) * a.hq), kThreads,
+  launch_k(wgmma_kernel<D>, dim3(static_cast<unsigned>(num_tiles) * a.hq), kThreads,
            static_cast<size_t>(smem), s, a, tiles);
-}
-
-template <int D>
-void launch_d(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, WgmmaKind kind,
-              cudaStream_t s) {
-  switch (kind) {
-    case WgmmaKind::kBn64:
-      launch_t<D, 64, false>(a, tiles, num_tiles, s);
-      break;
-    case WgmmaKind::kBn128:
-      launch_t<D, 128, false>(a, tiles, num_tiles, s);
-      break;
-    case WgmmaKind::kBn128Pipelined:
-      launch_t<D, 128, true>(a, tiles, num_tiles, s);
-      break;
-  }
 }
 
 }  // namespace
 
-bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, WgmmaKind kind,
-                  cudaStream_t s) {
+bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   static const bool hopper = [] {  // the sm_90a code runs on compute capability 9.0 only
     int dev = 0, major = 0, minor = 0;
     SYV_CUDA_CHECK(cudaGetDevice(&dev));
@@ -572,10 +410,10 @@ bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tile
   if (!hopper) return false;
   switch (a.head_dim) {
     case 64:
-      launch_d<64>(a, tiles, num_tiles, kind, s);
+      launch_t<64>(a, tiles, num_tiles, s);
       return true;
     case 128:
-      launch_d<128>(a, tiles, num_tiles, kind, s);
+      launch_t<128>(a, tiles, num_tiles, s);
       return true;
     default:
       return false;

@@ -2,19 +2,15 @@
 // so benchmarks and tests built by the host compiler can switch it. Defined in
 // attention_prefill.cu. The initial choice comes from SYV_PREFILL_ATTENTION=<name> when set.
 //
-//   wgmma128    (default) Hopper warpgroup MMA, 128-row query tiles (two warpgroups of 64 rows),
-//               128-key K/V tiles, S / softmax / P V in turn, 2 K/V stages
-//   wgmma-pipe  the same with the softmax of one tile overlapping P V of the previous one on the
-//               tiles below the diagonal, 3 K/V stages
-//   wgmma64     64-key K/V tiles, 2 stages
-//   mma8w       mma.sync, 128-row tiles, 8 warps x 16 rows, 64-key tiles
-//   mma4w       mma.sync, 128-row tiles, 4 warps x 32 rows, 64-key tiles
-//   fa2         mma.sync, 64-row tiles, 4 warps x 16 rows (the kernel before the 128-row ones)
-//   wmma        the first WMMA kernel (S, P, O through shared memory)
+//   wgmma128  (default) Hopper warpgroup MMA, 128-row query tiles (two warpgroups of 64 rows),
+//             128-key K/V tiles, S / softmax / P V in turn, 2 K/V stages
+//   mma8w     mma.sync, 128-row tiles, 8 warps x 16 rows, 64-key tiles
 //
-// The wgmma kernels need compute capability 9.0 (sm_90a code); elsewhere they fall back to mma8w.
-// (Three warp-specialised forms, wgmma-ws / wgmma-ws-free / wgmma-ws-ovl, measured 15-19% slower
-// than wgmma128 at 2K-32K tokens on an H200 and were removed; cuda-backend-notes.md run 11.)
+// wgmma128 needs compute capability 9.0 (sm_90a code); elsewhere it falls back to mma8w.
+// The variants measured slower were removed from the code: three warp-specialised forms
+// (wgmma-ws / wgmma-ws-free / wgmma-ws-ovl, 15-19% slower than wgmma128 at 2K-32K tokens on an
+// H200; cuda-backend-notes.md run 11), and wgmma-pipe, wgmma64, mma4w, fa2 and wmma (2026-12-01;
+// their measurements stay in cuda-backend-notes.md, their code in git history).
 #pragma once
 
 #include <string_view>
