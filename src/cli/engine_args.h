@@ -34,7 +34,8 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   app.add_option("--num-pages", args.options.num_pages,
                  "KV pages in the pool (default: --kv-cache-mb worth).");
   app.add_option("--kv-cache-mb", args.kv_cache_mb,
-                 "KV pool size in MiB when --num-pages is 0 (default 1024).");
+                 "KV pool size in MiB when --num-pages is 0 (default 1024; `syv serve` on a GPU "
+                 "sizes the pool from --gpu-memory-utilization instead unless this is given).");
   app.add_option("--max-num-seqs", args.options.max_num_seqs,
                  "Running sequences at most (default 256).");
   app.add_option("--max-batched-tokens", args.options.max_num_batched_tokens,

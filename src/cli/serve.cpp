@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "backend/backend.h"
+#include "backend/memory_plan.h"
 #include "cli/command.h"
 #include "cli/engine_args.h"
 #include "cli/model_session.h"
@@ -41,6 +42,10 @@
 #include "server/openai_routes.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+
+#if SYV_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace syv::cli {
 namespace {
@@ -57,6 +62,11 @@ struct ServeOptions {
   // Backend::set_batch_invariant.
   bool batch_invariant = false;
   EngineArgs engine;  // --page-size, --kv-cache-mb, --max-num-seqs, --max-model-len ...
+  // On a GPU, the KV pool takes what this share of device memory leaves after the weights, the
+  // activations and the runtime reserve, unless --kv-cache-mb or --num-pages says otherwise.
+  double gpu_memory_utilization = 0.90;
+  bool kv_cache_mb_given = false;
+  bool gpu_memory_utilization_given = false;
   int max_waiting = 256;
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
@@ -131,6 +141,35 @@ int wait_for_signal(int timeout_ms = -1) {
     if (r < 0 && errno != EINTR) return 0;
   }
 }
+
+#if SYV_HAVE_CUDA
+// The KV pool's bytes on a GPU: device total x utilization - weights (what the backend holds after
+// loading) - one step's activations (estimated for the step budget) - the runtime reserve
+// (backend/memory_plan.h, the plan `syv inspect` and `syv bench` print), as vLLM sizes its pool.
+Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
+                                   double utilization) {
+  const ModelConfig& c = model.config();
+  MemoryPlanInput in;
+  in.total_bytes = gpu.memory_info().total_bytes;
+  in.utilization = utilization;
+  in.weight_bytes = gpu.allocated_bytes();
+  const int64_t step_tokens = std::max(e.max_num_batched_tokens, e.max_num_seqs);
+  in.activation_peak_bytes = estimate_qwen3_activation_bytes(
+      step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
+      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
+      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens));
+  in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
+  in.kv_bytes_per_token = model.cache_spec().kv_bytes_per_token;
+  in.page_size = e.page_size;
+  in.max_position = c.max_position_embeddings;
+  SYV_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(in));
+  SYV_LOG(INFO) << "memory plan: " << plan.summary() << " (device " << in.total_bytes / 1073741824.0
+                << " GiB x " << utilization << "; weights " << in.weight_bytes / 1e9
+                << " GB; activations " << in.activation_peak_bytes / 1e9 << " GB estimated for "
+                << step_tokens << " batch tokens; --kv-cache-mb overrides)";
+  return plan.kv_bytes;
+}
+#endif
 
 int run_serve(const ServeOptions& o) {
   // Keys: explicit ones, or a generated one printed once.
@@ -256,7 +295,27 @@ int run_serve(const ServeOptions& o) {
   // Plan: KV pool and limits (logged by the engine), then the decode graphs (captured here with
   // --cuda-graphs eager; the engine logs the buckets and the capture time).
   const auto t_engine = std::chrono::steady_clock::now();
-  Engine engine(**model, tokenizer->get(), o.engine.resolved());
+  EngineOptions engine_options = o.engine.resolved();
+  bool planned = false;
+#if SYV_HAVE_CUDA
+  if (!o.kv_cache_mb_given && engine_options.num_pages == 0) {
+    if (auto* gpu = dynamic_cast<CudaBackend*>(backend->get())) {
+      Result<int64_t> kv_bytes =
+          plan_kv_pool_bytes(*gpu, **model, engine_options, o.gpu_memory_utilization);
+      if (!kv_bytes.ok()) return fail("--gpu-memory-utilization: " + kv_bytes.message());
+      engine_options.kv_cache_bytes = *kv_bytes;
+      planned = true;
+    }
+  }
+#endif
+  if (o.gpu_memory_utilization_given && !planned) {
+    SYV_LOG(WARN) << "--gpu-memory-utilization: not used ("
+                  << (o.kv_cache_mb_given || engine_options.num_pages > 0
+                          ? "--kv-cache-mb / --num-pages size the pool"
+                          : "the " + (*backend)->name() + " backend's pool is --kv-cache-mb")
+                  << ")";
+  }
+  Engine engine(**model, tokenizer->get(), engine_options);
   if (Status st = engine.start(); !st.ok()) return fail("engine: " + st.message());
   const double engine_s = since(t_engine);
   SYV_LOG(INFO) << "engine: plan + KV pool + CUDA graphs (" << engine.options().cuda_graphs
@@ -362,6 +421,15 @@ CommandRegistration reg{
           "Bit-identical logits for a request whatever else is batched with it and however "
           "its prompt is chunked (slower kernels; docs/configuration.md)");
       add_engine_args(app, o->engine);
+      CLI::Option* kv_cache_mb = app.get_option("--kv-cache-mb");
+      CLI::Option* utilization =
+          app.add_option(
+                 "--gpu-memory-utilization", o->gpu_memory_utilization,
+                 "On a GPU, the share of device memory for weights, activations and the KV "
+                 "pool: the pool gets what is left (default 0.90; --kv-cache-mb or "
+                 "--num-pages override it). The CPU backend keeps --kv-cache-mb's 1024 MiB.")
+              ->check(CLI::Range(0.05, 1.0))
+              ->capture_default_str();
       app.add_option("--max-waiting", o->max_waiting,
                      "Requests queued beyond --max-num-seqs before 429")
           ->capture_default_str();
@@ -375,7 +443,11 @@ CommandRegistration reg{
                      "Seconds SIGTERM waits for running requests")
           ->capture_default_str();
       app.add_flag("--skip-warmup", o->skip_warmup, "Mark ready without a warm-up request");
-      return [o]() -> int { return run_serve(*o); };
+      return [o, kv_cache_mb, utilization]() -> int {
+        o->kv_cache_mb_given = kv_cache_mb->count() > 0;
+        o->gpu_memory_utilization_given = utilization->count() > 0;
+        return run_serve(*o);
+      };
     }};
 
 }  // namespace
