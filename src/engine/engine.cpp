@@ -17,6 +17,11 @@ Engine::~Engine() {
 Status Engine::start() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (core_) return Status::Error("engine: start() called twice");
+  if (options_.num_speculative_tokens > 0 && options_.speculative_method.empty()) {
+    return Status::Error(
+        "engine option num_speculative_tokens: " + std::to_string(options_.num_speculative_tokens) +
+        " drafts need a speculative_method to propose them (ngram)");
+  }
   SYV_ASSIGN_OR_RETURN(core_, EngineCore::create(model_, tokenizer_, options_));
   options_ = core_->options();
   stats_ = core_->stats();

@@ -65,6 +65,12 @@ struct EngineOptions {
   // the drafter given to EngineCore::set_drafter(); 0 = off. Hybrid models then reserve one state
   // snapshot per sequence slot (state_bytes_per_seq x max_num_seqs) to roll back rejected drafts.
   int32_t num_speculative_tokens = 0;
+  // Where drafts come from: "ngram" (prompt lookup, engine/ngram_drafter.h, over n-grams of
+  // ngram_min..ngram_max tokens) or "" (none; EngineCore users may set_drafter() their own; the
+  // threaded Engine then refuses num_speculative_tokens > 0).
+  std::string speculative_method;
+  int32_t ngram_min = 2;
+  int32_t ngram_max = 4;
   // CUDA graphs for plain decode steps, one per batch-size bucket (engine/graph_runner.h):
   // "eager" captures every bucket at start-up, "lazy" each on first use, "off" none. Ignored
   // (off, with a log line) when the model or backend cannot run graphs (CPU backend, hybrid

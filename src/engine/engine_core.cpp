@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/device_sampling.h"
+#include "engine/ngram_drafter.h"
 #include "model/model.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -108,6 +109,18 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     return Status::Error("engine option num_speculative_tokens: expected 0.." +
                          std::to_string(kMaxSpeculativeTokens) + ", found " +
                          std::to_string(options.num_speculative_tokens));
+  if (!options.speculative_method.empty() && options.speculative_method != "ngram")
+    return Status::Error("engine option speculative_method: expected ngram (or none), found \"" +
+                         options.speculative_method + "\"");
+  if (options.speculative_method == "ngram") {
+    if (options.num_speculative_tokens < 1)
+      return Status::Error(
+          "engine option speculative_method ngram: num_speculative_tokens must be >= 1");
+    if (options.ngram_min < 1 || options.ngram_max < options.ngram_min)
+      return Status::Error(
+          "engine options ngram_min / ngram_max: expected 1 <= min <= max, found " +
+          std::to_string(options.ngram_min) + " / " + std::to_string(options.ngram_max));
+  }
   SYV_ASSIGN_OR_RETURN(GraphMode graph_mode, parse_graph_mode(options.cuda_graphs));
   if (options.max_graph_batch < 0) {
     return Status::Error("engine option max_graph_batch: expected >= 0, found " +
@@ -157,7 +170,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << ", max_model_len " << options.max_model_len;
   if (options.num_speculative_tokens > 0) {
     SYV_LOG(INFO) << "engine: speculative decoding: up to " << options.num_speculative_tokens
-                  << " drafts per sequence and step"
+                  << " drafts per sequence and step from "
+                  << (options.speculative_method == "ngram"
+                          ? "prompt lookup (n-grams of " + std::to_string(options.ngram_min) +
+                                ".." + std::to_string(options.ngram_max) + " tokens)"
+                          : std::string("the drafter set by the caller"))
                   << (spec.has_recurrent_state()
                           ? ", " + std::to_string(options.max_num_seqs) +
                                 " state snapshots for rejected drafts (" +
@@ -167,6 +184,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                           : std::string());
   }
   auto core = std::make_unique<EngineCore>(model, tokenizer, options, std::move(store));
+  if (options.speculative_method == "ngram")
+    core->set_drafter(std::make_unique<NgramDrafter>(options.ngram_min, options.ngram_max));
   if (graph_mode != GraphMode::kOff) {
     GraphConfig g;
     g.mode = graph_mode;

@@ -39,6 +39,16 @@ std::vector<json> lines(const std::string& text) {
   return out;
 }
 
+// The JSON lines of `text` (stderr's log lines mixed in are skipped).
+std::vector<json> lines_of_json(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') out.push_back(json::parse(line));
+  return out;
+}
+
 TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   const fs::path file =
       fs::temp_directory_path() / ("syv_prompts_" + std::to_string(::getpid()) + ".jsonl");
@@ -83,6 +93,31 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
     cached += a[i]["cached_tokens"].get<int64_t>();
   }
   EXPECT_GT(cached, 0) << "the shared 80-token prefix should hit the prefix cache";
+
+  // n-gram speculation (verify steps) leaves every line's tokens unchanged, batched and chunked.
+  auto [s4, speculated] = run(base +
+                                  " --speculative-method ngram --num-speculative-tokens 3 "
+                                  "--ngram-min 1 --max-num-seqs 6 --max-batched-tokens 48 "
+                                  "--max-prefill-chunk 20 --page-size 16 --num-pages 40",
+                              /*with_stderr=*/true);
+  ASSERT_EQ(s4, 0) << speculated;
+  EXPECT_NE(speculated.find("speculative decoding: up to 3 drafts"), std::string::npos)
+      << speculated;
+  const std::vector<json> c = lines_of_json(speculated);
+  ASSERT_EQ(c.size(), 16u) << speculated;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (c[i].contains("samples")) {
+      for (size_t k = 0; k < c[i]["samples"].size(); ++k)
+        EXPECT_EQ(c[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
+            << "speculative, line " << i << " sample " << k;
+    } else {
+      EXPECT_EQ(c[i]["tokens"], b[i]["tokens"]) << "speculative, line " << i;
+    }
+  }
+  // Drafts need a method to propose them: the count alone is refused, not ignored.
+  auto [s5, refused] = run(base + " --num-speculative-tokens 3", /*with_stderr=*/true);
+  EXPECT_NE(s5, 0);
+  EXPECT_NE(refused.find("speculative_method"), std::string::npos) << refused;
 
   {
     std::ofstream out(file);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
+#include "engine/ngram_drafter.h"
 #include "model/model.h"
 #include "unit/fake_model.h"
 #include "unit/verify_harness.h"
@@ -48,6 +50,54 @@ TEST(EngineVerify, RightDraftsGiveKPlusOneTokensAStep) {
   }
 }
 
+TEST(NgramDrafter, ProposesWhatFollowedTheMostRecentLongestMatch) {
+  std::vector<int32_t> out;
+  NgramDrafter d(1, 4);
+  d.propose_tokens({1, 2, 3, 4, 1, 2}, 3, out);  // [1, 2] at 0: then 3, 4, 1
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 4, 1}));
+  out.clear();
+  d.propose_tokens({5, 1, 2, 9, 7, 2, 8, 1, 2}, 3, out);  // [1, 2] beats the later [2]
+  EXPECT_EQ(out, (std::vector<int32_t>{9, 7, 2}));
+  out.clear();
+  NgramDrafter unigram(1, 1);
+  unigram.propose_tokens({5, 1, 2, 9, 7, 2, 8, 1, 2}, 3, out);  // the most recent earlier [2]
+  EXPECT_EQ(out, (std::vector<int32_t>{8, 1, 2}));
+  out.clear();
+  d.propose_tokens({1, 2, 1}, 5, out);  // only what exists after the match
+  EXPECT_EQ(out, (std::vector<int32_t>{2, 1}));
+  out.clear();
+  NgramDrafter(2, 3).propose_tokens({1, 2, 3, 4, 5}, 4, out);  // no repeat: no drafts
+  EXPECT_TRUE(out.empty());
+  NgramDrafter(2, 3).propose_tokens({7}, 4, out);
+  EXPECT_TRUE(out.empty());
+}
+
+// Prompt lookup on the Qwen3 fixtures: prompts that repeat themselves get drafts, and every token
+// is plain decoding's, greedy and seeded.
+TEST(EngineVerify, NgramSpeculationEqualsPlainDecoding) {
+  LoadedModel l = load_cpu_fixture("qwen3/tied_gqa2");
+  ASSERT_TRUE(l.model);
+  const int32_t vocab = static_cast<int32_t>(l.model->config().vocab_size);
+  for (float temperature : {0.0f, 0.8f}) {
+    std::vector<Request> requests = make_requests(vocab, 9, 6, temperature);
+    for (Request& r : requests) {  // a repeated phrase, so the lookup finds earlier n-grams
+      const std::vector<int32_t> phrase(
+          r.prompt_ids.begin(), r.prompt_ids.begin() + std::min<size_t>(6, r.prompt_ids.size()));
+      for (int rep = 0; rep < 3; ++rep)
+        r.prompt_ids.insert(r.prompt_ids.end(), phrase.begin(), phrase.end());
+    }
+    EngineOptions o = scenario_options(16, 64, 4096, 0, true);
+    const RunResult plain = run(*l.model, o, requests);
+    o.num_speculative_tokens = 4;
+    o.speculative_method = "ngram";
+    o.ngram_min = 1;
+    const RunResult spec = run(*l.model, o, requests);
+    for (size_t i = 0; i < requests.size(); ++i)
+      EXPECT_EQ(spec.tokens[i], plain.tokens[i]) << "T " << temperature << " request " << i;
+    EXPECT_GT(spec.stats.draft_tokens, 0u) << "T " << temperature;
+  }
+}
+
 TEST(EngineVerify, FakeModelRefusesBadOptions) {
   FakeModel model(97);
   EngineOptions o = scenario_options(16, 64, 4096, 0, true);
@@ -57,6 +107,21 @@ TEST(EngineVerify, FakeModelRefusesBadOptions) {
   auto bad = EngineCore::create(model, nullptr, o);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("num_speculative_tokens"), std::string::npos) << bad.message();
+  o.num_speculative_tokens = 2;
+  o.speculative_method = "eagle";
+  auto method = EngineCore::create(model, nullptr, o);
+  ASSERT_FALSE(method.ok());
+  EXPECT_NE(method.message().find("speculative_method"), std::string::npos) << method.message();
+  o.speculative_method = "ngram";
+  o.ngram_min = 3;
+  o.ngram_max = 2;
+  EXPECT_FALSE(EngineCore::create(model, nullptr, o).ok());
+  // The threaded engine has no other way to get a drafter: drafts without a method are refused.
+  o.speculative_method.clear();
+  Engine engine(model, nullptr, o);
+  Status started = engine.start();
+  ASSERT_FALSE(started.ok());
+  EXPECT_NE(started.message().find("speculative_method"), std::string::npos) << started.message();
 }
 
 TEST(EngineVerify, Qwen3GreedyAndSeededEqualPlainDecoding) {
