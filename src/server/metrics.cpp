@@ -118,6 +118,11 @@ const EngineSample kEngineSamples[] = {
     {"syv_graph_padding_rows_total", "counter",
      "Dummy rows that graph steps carried to fill their bucket.",
      &EngineGauges::graph_padding_rows},
+    {"syv_spec_draft_tokens_total", "counter",
+     "Speculative decoding: draft tokens fed to verify steps.", &EngineGauges::draft_tokens},
+    {"syv_spec_accepted_tokens_total", "counter",
+     "Speculative decoding: draft tokens kept (each one a generated token).",
+     &EngineGauges::accepted_tokens},
     {"syv_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
      &EngineGauges::prefix_cache_hit_tokens},
     {"syv_prefix_cache_query_tokens_total", "counter",
@@ -146,6 +151,8 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.checkpoints_loaded = static_cast<int64_t>(s.checkpoints_loaded);
   g.graph_steps = static_cast<int64_t>(s.graph_steps);
   g.graph_padding_rows = static_cast<int64_t>(s.graph_padding_rows);
+  g.draft_tokens = static_cast<int64_t>(s.draft_tokens);
+  g.accepted_tokens = static_cast<int64_t>(s.accepted_tokens);
   g.graphs_captured = s.graphs_captured;
   return g;
 }

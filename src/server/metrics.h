@@ -67,6 +67,8 @@ struct EngineGauges {
   // CUDA graphs of the decode buckets (0 when graphs are off).
   int64_t graph_steps = 0;         // cumulative: steps replayed as their bucket's graph
   int64_t graph_padding_rows = 0;  // cumulative: dummy rows those steps carried
+  int64_t draft_tokens = 0;        // cumulative: speculative drafts fed to verify steps
+  int64_t accepted_tokens = 0;     // cumulative: of those, drafts kept
   int64_t graphs_captured = 0;
 
   // The engine's snapshot as exported (kv_pages_free counts reusable cached-prefix pages).

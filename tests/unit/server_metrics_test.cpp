@@ -110,18 +110,23 @@ TEST(ServerMetrics, ExportsEngineStatsWithTheCheckpointPool) {
   EXPECT_NE(dense.find("syv_checkpoint_pool_bytes 0\n"), std::string::npos);
 }
 
-// CUDA graphs of the decode buckets: captured buckets, replayed steps and their padding rows.
+// CUDA graphs of the decode buckets: captured buckets, replayed steps and their padding rows; and
+// speculative decoding's draft and accepted tokens.
 TEST(ServerMetrics, ExportsGraphCounters) {
   EngineStats s;
   s.graphs_captured = 9;
   s.graph_steps = 1234;
   s.graph_padding_rows = 56;
+  s.draft_tokens = 300;
+  s.accepted_tokens = 120;
   const std::string text = Metrics().render(EngineGauges::from(s));
   expect_valid_exposition(text);
   for (const char* line : {
            "# TYPE syv_graphs_captured gauge\nsyv_graphs_captured 9\n",
            "# TYPE syv_graph_steps_total counter\nsyv_graph_steps_total 1234\n",
            "# TYPE syv_graph_padding_rows_total counter\nsyv_graph_padding_rows_total 56\n",
+           "# TYPE syv_spec_draft_tokens_total counter\nsyv_spec_draft_tokens_total 300\n",
+           "# TYPE syv_spec_accepted_tokens_total counter\nsyv_spec_accepted_tokens_total 120\n",
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
