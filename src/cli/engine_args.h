@@ -66,18 +66,21 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
                  "graphs\"). Ignored on the CPU backend and for hybrid models.")
       ->check(CLI::IsMember({"eager", "lazy", "off"}));
   // Speculative decoding (docs/engine.md "Verify steps").
-  app.add_option("--speculative-method", args.options.speculative_method,
-                 "Draft tokens to verify in each decode step: ngram (prompt lookup: the tokens "
-                 "that followed the last n-gram's previous occurrence). Output is unchanged; "
-                 "needs --num-speculative-tokens.")
-      ->check(CLI::IsMember({"ngram"}));
+  CLI::Option* method =
+      app.add_option("--speculative-method", args.options.speculative_method,
+                     "Draft tokens to verify in each decode step: ngram (prompt lookup: the tokens "
+                     "that followed the last n-gram's previous occurrence). Output is unchanged; "
+                     "needs --num-speculative-tokens.")
+          ->check(CLI::IsMember({"ngram"}));
   app.add_option("--num-speculative-tokens", args.options.num_speculative_tokens,
                  "Drafts per sequence and step, 1..16 (with --speculative-method).")
       ->check(CLI::Range(0, kMaxSpeculativeTokens));
   app.add_option("--ngram-min", args.options.ngram_min,
-                 "ngram: shortest n-gram looked up (default 2).");
+                 "ngram: shortest n-gram looked up (default 2).")
+      ->needs(method);
   app.add_option("--ngram-max", args.options.ngram_max,
-                 "ngram: longest n-gram looked up, tried first (default 4).");
+                 "ngram: longest n-gram looked up, tried first (default 4).")
+      ->needs(method);
   app.add_option("--max-graph-batch", args.options.max_graph_batch,
                  "Largest decode batch run as a CUDA graph; larger steps run eagerly (default 0 "
                  "= 256, capped at --max-num-seqs and --max-batched-tokens).");

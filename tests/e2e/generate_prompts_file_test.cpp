@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "e2e/cli_run.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -21,26 +23,11 @@ using nlohmann::json;
 const std::string kModel = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/untied_gqa4_hd24";
 
 std::pair<int, std::string> run(const std::string& cmd, bool with_stderr = false) {
-  std::string out;
-  FILE* pipe = popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (!pipe) return {-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  return {pclose(pipe), out};
+  return syv::testing::run_command(cmd, with_stderr);
 }
 
+// The JSON lines of `text` (log lines, when stderr is mixed in, are skipped).
 std::vector<json> lines(const std::string& text) {
-  std::vector<json> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
-
-// The JSON lines of `text` (stderr's log lines mixed in are skipped).
-std::vector<json> lines_of_json(const std::string& text) {
   std::vector<json> out;
   std::istringstream in(text);
   std::string line;
@@ -103,7 +90,7 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   ASSERT_EQ(s4, 0) << speculated;
   EXPECT_NE(speculated.find("speculative decoding: up to 3 drafts"), std::string::npos)
       << speculated;
-  const std::vector<json> c = lines_of_json(speculated);
+  const std::vector<json> c = lines(speculated);
   ASSERT_EQ(c.size(), 16u) << speculated;
   for (size_t i = 0; i < c.size(); ++i) {
     if (c[i].contains("samples")) {
@@ -118,6 +105,9 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   auto [s5, refused] = run(base + " --num-speculative-tokens 3", /*with_stderr=*/true);
   EXPECT_NE(s5, 0);
   EXPECT_NE(refused.find("speculative_method"), std::string::npos) << refused;
+  auto [s6, refused_ngram] = run(base + " --ngram-max 3", /*with_stderr=*/true);
+  EXPECT_NE(s6, 0);
+  EXPECT_NE(refused_ngram.find("--speculative-method"), std::string::npos) << refused_ngram;
 
   {
     std::ofstream out(file);

@@ -17,6 +17,8 @@
 #include "model/model.h"
 #include "unit/engine_harness.h"
 
+#include "e2e/cli_run.h"
+
 namespace syv::testing {
 namespace {
 
@@ -27,13 +29,7 @@ const std::vector<int32_t> kPrompt = {11, 400, 23, 987, 5, 5, 61, 300, 2, 750};
 constexpr int32_t kMaxTokens = 24;
 
 std::pair<int, std::string> run(const std::string& cmd, bool with_stderr = false) {
-  std::string out;
-  FILE* pipe = popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (!pipe) return {-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  return {pclose(pipe), out};
+  return syv::testing::run_command(cmd, with_stderr);
 }
 
 std::string token_list(const std::vector<int32_t>& ids) {
