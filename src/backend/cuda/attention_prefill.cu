@@ -70,9 +70,9 @@ int prefill_attention_variant() {
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s) {
   if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16) return false;
-  if (a.head_dim != 64 && a.head_dim != 128) return false;
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
   if (num_tiles == 0) return true;
-  // wgmma128 falls back to mma8w off compute capability 9.0.
+  // wgmma128 falls back to mma8w off compute capability 9.0 and at head_dim 256.
   if (current_variant() == kWgmma128 && prefill::launch_wgmma(a, tiles, num_tiles, s)) return true;
   return prefill::launch_mma128(a, tiles, num_tiles, s);
 }

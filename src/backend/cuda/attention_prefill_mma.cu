@@ -4,7 +4,8 @@
 // buffer; Q, S, P and O live in registers (the S accumulators become P's A fragments); exp2 with
 // scale·log2(e) folded into one FMA; the causal mask only on tiles that cross a row's position;
 // warps skip tiles none of their rows can see. The fallback off compute capability 9.0 (the
-// default kernel is attention_prefill_wgmma.cu's).
+// default kernel is attention_prefill_wgmma.cu's), and the kernel of head_dim 256 (Qwen3.5's
+// gated attention), which the wgmma kernel does not take.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/attention_prefill.cuh"
@@ -76,7 +77,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   cp_commit();
 
   const float sl2 = a.scale * kLog2e;
-  uint32_t qa[D / 16][4];  // this warp's Q rows stay in registers
+  // This warp's Q rows stay in registers up to head_dim 128; at 256 they would take 64 of the
+  // 255 registers O already crowds, so each K tile re-reads them from shared memory instead.
+  constexpr bool kQInRegisters = D <= 128;
+  uint32_t qa[kQInRegisters ? D / 16 : 1][4];
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
@@ -87,9 +91,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_commit();   // possibly empty: keeps the group count uniform
     cp_wait<1>();  // everything but the newest group: Q and tile `it` have landed
     __syncthreads();
-    if (it == 0) {
+    if (kQInRegisters && it == 0) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
+      for (int kk = 0; kk < (kQInRegisters ? D / 16 : 0); ++kk)
         ldsm_x4(qa[kk], Qs + (wr + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
     }
     const int kb = it * kBN;
@@ -101,13 +105,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int j = 0; j < kBN / 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qs[4];
+        if constexpr (!kQInRegisters)
+          ldsm_x4(qs, Qs + (wr + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+        const uint32_t(&qf)[4] = kQInRegisters ? qa[kQInRegisters ? kk : 0] : qs;
 #pragma unroll
         for (int p = 0; p < kBN / 16; ++p) {
           uint32_t b[4];
           ldsm_x4(b, ks + (p * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
                          ((lane >> 3) & 1) * 8);
-          mma(sc[2 * p], qa[kk], b[0], b[1]);
-          mma(sc[2 * p + 1], qa[kk], b[2], b[3]);
+          mma(sc[2 * p], qf, b[0], b[1]);
+          mma(sc[2 * p + 1], qf, b[2], b[3]);
         }
       }
 
@@ -213,6 +221,9 @@ bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_til
       return true;
     case 128:
       launch_t<128>(a, tiles, num_tiles, s);
+      return true;
+    case 256:
+      launch_t<256>(a, tiles, num_tiles, s);
       return true;
     default:
       return false;
