@@ -241,15 +241,18 @@ class Backend {
   // ---- hybrid ops (Qwen3.5 / Qwen3-Next: Gated DeltaNet, gated attention, MoE) ---------------
   // Not pure: the defaults (backend/hybrid_ops_default.cpp) abort with "op <name> is not
   // implemented on backend <name()>". The CPU backend implements all of them
-  // (backend/cpu/cpu_hybrid_ops.h); CUDA still has to.
+  // (backend/cpu/cpu_hybrid_ops.h); CUDA implements all but the MoE pair.
   //
   // Recurrent state lives in per-layer buffers indexed by slot: sequence s of the batch uses slot
   // meta.state_slots[s], whose content corresponds to exactly positions [0, first new position)
   // of that sequence (all zeros for an empty prefix). The ops advance it over the new tokens.
 
-  // True when every hybrid op below is implemented; load_model() refuses hybrid models otherwise,
-  // so an unsupported combination is a clear error at load, never an abort mid-request.
+  // True when the Gated DeltaNet and gated attention ops below (causal_conv1d_silu,
+  // gated_delta_rule, gated_rmsnorm, sigmoid_mul) are implemented; supports_moe_ops() likewise for
+  // moe_topk and moe_experts. load_model() refuses a model needing either on a backend without
+  // them, so an unsupported combination is a clear error at load, never an abort mid-request.
   virtual bool supports_hybrid_ops() const { return false; }
+  virtual bool supports_moe_ops() const { return false; }
 
   // Depthwise causal conv1d over each sequence's new tokens, then SiLU (no bias).
   // x [T, C]; weight [C, K]; conv_state f32 [num_slots, K - 1, C]: the K - 1 inputs preceding the
@@ -262,7 +265,8 @@ class Backend {
   //   (x * rsqrt(sum x^2 + 1e-6)), q *= 1/sqrt(dk); value head j reads key head j / (Hv / Hk);
   //   b, a = split(ba[t]) as [Hv | Hv]; beta = sigmoid(b); g = -exp(a_log) * softplus(a + dt_bias);
   //   S = exp(g) S;  S += k (beta (v - S^T k))^T;  o = S^T q.
-  // qkv [T, 2*Hk*dk + Hv*dv] (the conv output); ba [T, 2*Hv]; a_log, dt_bias [Hv];
+  // qkv [T, 2*Hk*dk + Hv*dv] (the conv output); ba f32 [T, 2*Hv] (models keep the gate inputs in
+  // f32: the decay compounds over every later token); a_log, dt_bias [Hv];
   // state f32 [num_slots, Hv, dk, dv]; out [T, Hv*dv].
   virtual void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
                                 const Tensor& dt_bias, const GdnShape& shape, Tensor& state,

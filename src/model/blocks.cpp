@@ -105,7 +105,7 @@ void attention_block(BlockContext& c, Residual& r, const Tensor& norm_w, const A
 int64_t gdn_bytes(const GdnShape& g, DType act, int64_t T) {
   const int64_t C = g.conv_dim(), Vd = g.value_dim();
   return 2 * Workspace::bytes(act, T * C) + 3 * Workspace::bytes(act, T * Vd) +
-         Workspace::bytes(act, T * 2 * g.num_v_heads);
+         Workspace::bytes(DType::F32, T * 2 * g.num_v_heads);
 }
 
 void gdn_block(BlockContext& c, Residual& r, const Tensor& norm_w, const GdnWeights& w,
@@ -115,7 +115,9 @@ void gdn_block(BlockContext& c, Residual& r, const Tensor& norm_w, const GdnWeig
   const int64_t Hv = g.num_v_heads, dv = g.v_head_dim;
   Tensor qkv = c.ws.take(c.act, {T, C});
   Tensor z = c.ws.take(c.act, {T, Vd});
-  Tensor ba = c.ws.take(c.act, {T, 2 * Hv});
+  // The gate inputs in f32: the decay exp(-exp(A_log) softplus(a + dt_bias)) compounds over every
+  // later token, and a bf16-rounded `a` moved a fixture's logits by 17% (relative L2) on CUDA.
+  Tensor ba = c.ws.take(DType::F32, {T, 2 * Hv});
   Tensor mixed = c.ws.take(c.act, {T, C});
   Tensor core = c.ws.take(c.act, {T, Vd});
   Tensor normed = c.ws.take(c.act, {T, Vd});

@@ -55,6 +55,12 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
                          "\" is a hybrid (Gated DeltaNet) model, which the " + backend.name() +
                          " backend cannot run yet; use the CPU backend (--device cpu)");
   }
+  if (config.num_experts > 0 && !backend.supports_moe_ops()) {
+    return Status::Error(dir + "/config.json: model_type \"" + config.model_type + "\" with " +
+                         std::to_string(config.num_experts) +
+                         " experts is a mixture-of-experts model, which the " + backend.name() +
+                         " backend cannot run yet; use the CPU backend (--device cpu)");
+  }
   std::optional<WeightStore> store;
   if (options.random_weights) {
     SYV_LOG(INFO) << "weights: random (seed " << options.seed << "), not read from " << dir;

@@ -1,6 +1,7 @@
 // The engine's exactness scenarios (tests/unit/engine_qwen3_test.cpp) on the CUDA backend: greedy
 // output of every request alone vs batched, chunked at several sizes, after prefix hits and after
-// preemption, on the tiny Qwen3 fixtures; no page leaks. Skipped when no CUDA device is present.
+// preemption, on the tiny Qwen3 and Qwen3.5 fixtures; no page leaks. Skipped when no CUDA device is
+// present.
 //
 // Exactness on the GPU needs every kernel to give a token the same bits whatever else is in the
 // batch. In the default mode the GEMV (T <= 4) and cuBLASLt (T > 4) sum in different orders and the
@@ -21,15 +22,16 @@
 namespace syv::testing {
 namespace {
 
-// The six scenarios on `fixture`, with the backend in batch-invariant mode or not.
-void run_scenarios(const char* fixture, bool batch_invariant) {
+// The six scenarios on tests/fixtures/<fixture> ("qwen3/tied_gqa2", "hybrid/q35_r1_lllf"), with
+// the backend in batch-invariant mode or not.
+void run_scenarios(const std::string& fixture, bool batch_invariant) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const char* root = std::getenv("SYV_SOURCE_DIR");
   std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
   gpu->set_batch_invariant(batch_invariant);
   ASSERT_EQ(gpu->batch_invariant(), batch_invariant);
-  auto loaded = load_model(
-      std::string(root ? root : SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/" + fixture, *gpu);
+  auto loaded =
+      load_model(std::string(root ? root : SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture, *gpu);
   ASSERT_TRUE(loaded.ok()) << loaded.message();
   std::unique_ptr<Model> model = std::move(loaded.value());
   const int32_t vocab = static_cast<int32_t>(model->config().vocab_size);
@@ -70,13 +72,27 @@ void run_scenarios(const char* fixture, bool batch_invariant) {
 
 class EngineQwen3Gpu : public ::testing::TestWithParam<const char*> {};
 TEST_P(EngineQwen3Gpu, GreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) {
-  run_scenarios(GetParam(), /*batch_invariant=*/false);
+  run_scenarios(std::string("qwen3/") + GetParam(), /*batch_invariant=*/false);
 }
 
 class EngineQwen3GpuBatchInvariant : public ::testing::TestWithParam<const char*> {};
 TEST_P(EngineQwen3GpuBatchInvariant, GreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) {
-  run_scenarios(GetParam(), /*batch_invariant=*/true);
+  run_scenarios(std::string("qwen3/") + GetParam(), /*batch_invariant=*/true);
 }
+
+// The hybrid Qwen3.5 fixtures: the prefix-cache scenario goes through state checkpoints, the tiny
+// pool preempts and resumes sequences (their state recomputed from the prompt). The delta rule,
+// conv and gated norm kernels are per sequence and row already, so batch-invariant mode makes
+// every scenario exact; the default mode is run too.
+class EngineHybridGpu : public ::testing::TestWithParam<const char*> {};
+TEST_P(EngineHybridGpu, BatchInvariantGreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) {
+  run_scenarios(std::string("hybrid/") + GetParam(), /*batch_invariant=*/true);
+}
+TEST_P(EngineHybridGpu, DefaultModeGreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) {
+  run_scenarios(std::string("hybrid/") + GetParam(), /*batch_invariant=*/false);
+}
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineHybridGpu,
+                         ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied", "q35_nested_r2"));
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineQwen3Gpu,
                          ::testing::Values("tied_gqa2", "tied_gqa4_kv1_hd64", "untied_gqa4_hd24"));

@@ -49,6 +49,14 @@ int64_t rows_of(const Tensor& t) {
   return d == 0 ? 0 : t.numel() / d;
 }
 
+// The batch's state slots (one per sequence) for the hybrid ops.
+const int32_t* hybrid_slots(const BatchMeta& meta) {
+  SYV_CHECK(meta.state_slots.numel() == meta.seq_starts.numel() - 1)
+      << "hybrid ops need one state slot per sequence (meta.state_slots has "
+      << meta.state_slots.numel() << ", batch has " << meta.seq_starts.numel() - 1 << " sequences)";
+  return meta.state_slots.as<int32_t>();
+}
+
 class CudaBackendImpl final : public CudaBackend {
  public:
   explicit CudaBackendImpl(int device) : device_(device) {
@@ -451,6 +459,93 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CHECK_EQ(out.numel(), R * last_dim(x)) << "gather_rows: out must be [R, H]";
     cuda::launch_gather_rows(x.data, x.dtype, row_bytes, meta.logit_rows.as<int32_t>(), R, out.data,
                              stream_);
+  }
+
+  // ---- hybrid ops (gated_delta.cu, hybrid_elementwise.cu); MoE is not on CUDA yet -------------
+  bool supports_hybrid_ops() const override { return true; }
+  bool supports_moe_ops() const override { return false; }
+
+  void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                          const BatchMeta& meta, Tensor& out) override {
+    SYV_CHECK(x.ndim == 2 && out.ndim == 2 && weight.ndim == 2 && conv_state.ndim == 3)
+        << "conv1d ranks";
+    const int64_t T = x.dim(0), C = x.dim(1), K = weight.dim(1);
+    SYV_CHECK_EQ(weight.dim(0), C) << "conv1d weight channels";
+    SYV_CHECK(conv_state.dtype == DType::F32 && conv_state.dim(1) == K - 1 &&
+              conv_state.dim(2) == C)
+        << "conv1d state must be f32 [slots, K - 1, C]";
+    SYV_CHECK(out.dim(0) == T && out.dim(1) == C && out.dtype == x.dtype) << "conv1d out shape";
+    SYV_CHECK(out.data != x.data) << "conv1d out may not alias x";
+    cuda::ConvArgs a;
+    a.x = x.data;
+    a.weight = weight.data;
+    a.weight_t = weight.dtype;
+    a.state = conv_state.as<float>();
+    a.out = out.data;
+    a.seq_starts = meta.seq_starts.as<int32_t>();
+    a.token_seq = meta.token_seq.as<int32_t>();
+    a.slots = hybrid_slots(meta);
+    a.tokens = static_cast<int32_t>(T);
+    a.num_seqs = static_cast<int32_t>(meta.seq_starts.numel() - 1);
+    a.channels = static_cast<int32_t>(C);
+    a.kernel = static_cast<int32_t>(K);
+    cuda::launch_conv1d_silu(a, x.dtype, meta.max_seq_len, stream_);
+  }
+
+  void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
+                        const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
+                        const BatchMeta& meta, Tensor& out) override {
+    const int64_t Hk = shape.num_k_heads, Hv = shape.num_v_heads;
+    SYV_CHECK(Hk > 0 && Hv > 0 && Hv % Hk == 0) << "gdn heads Hk=" << Hk << " Hv=" << Hv;
+    const int64_t T = qkv.dim(0);
+    SYV_CHECK_EQ(qkv.numel(), T * shape.conv_dim()) << "gdn qkv width";
+    SYV_CHECK_EQ(ba.numel(), T * 2 * Hv) << "gdn ba width";
+    SYV_CHECK_EQ(out.numel(), T * Hv * shape.v_head_dim) << "gdn out width";
+    SYV_CHECK(qkv.dtype == out.dtype) << "gdn activation dtypes";
+    SYV_CHECK(state.ndim == 4 && state.dim(1) == Hv && state.dim(2) == shape.k_head_dim &&
+              state.dim(3) == shape.v_head_dim)
+        << "gdn state must be [slots, Hv, dk, dv]";
+    SYV_CHECK(a_log.numel() == Hv && dt_bias.numel() == Hv && a_log.dtype == dt_bias.dtype)
+        << "gdn A_log / dt_bias";
+    cuda::GdnRecurrentArgs a;
+    a.qkv = qkv.data;
+    a.ba = ba.data;
+    a.ba_t = ba.dtype;
+    a.a_log = a_log.data;
+    a.dt_bias = dt_bias.data;
+    a.param_t = a_log.dtype;
+    a.state = state.data;
+    a.out = out.data;
+    a.seq_starts = meta.seq_starts.as<int32_t>();
+    a.slots = hybrid_slots(meta);
+    a.num_seqs = static_cast<int32_t>(meta.seq_starts.numel() - 1);
+    a.hk = static_cast<int32_t>(Hk);
+    a.hv = static_cast<int32_t>(Hv);
+    a.dk = shape.k_head_dim;
+    a.dv = shape.v_head_dim;
+    if (T > 0) cuda::launch_gdn_recurrent(a, qkv.dtype, state.dtype, stream_);
+  }
+
+  void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
+                     Tensor& out) override {
+    const int64_t D = w.numel();
+    SYV_CHECK(D > 0 && x.numel() % D == 0) << "gated_rmsnorm: " << x.numel() << " % " << D;
+    SYV_CHECK(z.numel() == x.numel() && out.numel() == x.numel()) << "gated_rmsnorm sizes";
+    SYV_CHECK(z.dtype == x.dtype && out.dtype == x.dtype) << "gated_rmsnorm dtypes";
+    cuda::launch_gated_rmsnorm(x.data, z.data, x.dtype, w.data, w.dtype, eps, out.data,
+                               x.numel() / D, D, stream_);
+  }
+
+  void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) override {
+    SYV_CHECK_EQ(out.numel(), x.numel()) << "sigmoid_mul out";
+    SYV_CHECK(gate.dtype == x.dtype && out.dtype == x.dtype) << "sigmoid_mul dtypes";
+    const int64_t T = x.ndim > 0 ? x.dim(0) : 0;
+    if (T == 0) return;
+    const bool broadcast = gate.numel() == T && x.numel() != T;
+    SYV_CHECK(broadcast || gate.numel() == x.numel())
+        << "sigmoid_mul gate must be [T, N] or [T, 1]";
+    cuda::launch_sigmoid_mul(x.data, gate.data, x.dtype, out.data, x.numel(), x.numel() / T,
+                             broadcast, stream_);
   }
 
   // ---- CudaBackend extras ---------------------------------------------------------------------

@@ -170,9 +170,57 @@ void set_attention_merged_combine(bool on);
 bool attention_merged_combine();
 // Tensor-core tiled prefill: tiles[i] = {seq, first token} of kPrefillTileRows-row query tiles
 // (prefill_attention.h; the last tile of a sequence may be shorter), longest first. Returns false
-// when the shape is not supported (head_dim not 64/128, or dtypes not bf16).
+// when the shape is not supported (head_dim not 64/128/256, or dtypes not bf16; 256 runs on the
+// mma.sync kernel whatever the variant).
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s);
+
+// gated_delta.cu / hybrid_elementwise.cu (the hybrid ops of backend.h) --------------------------
+// The gated delta rule, token by token (Backend::gated_delta_rule): one warp per (sequence, value
+// head, 8 state columns) keeps its state slice in registers across the sequence's tokens. qkv
+// [T, 2 hk dk + hv dv] and out [T, hv dv] in the activation dtype, ba [T, 2 hv] of ba_t; state
+// [slots, hv, dk, dv] f32 or bf16; a_log / dt_bias [hv] of param_t. Sequences with slot < 0 are
+// skipped (padding). dk <= 256.
+struct GdnRecurrentArgs {
+  const void* qkv = nullptr;
+  const void* ba = nullptr;
+  DType ba_t = DType::F32;
+  const void* a_log = nullptr;
+  const void* dt_bias = nullptr;
+  DType param_t = DType::F32;
+  void* state = nullptr;
+  void* out = nullptr;
+  const int32_t* seq_starts = nullptr;  // [S + 1]
+  const int32_t* slots = nullptr;       // [S]
+  int32_t num_seqs = 0, hk = 0, hv = 0, dk = 0, dv = 0;
+};
+void launch_gdn_recurrent(const GdnRecurrentArgs& a, DType x_t, DType state_t, cudaStream_t s);
+
+// Causal depthwise conv1d + SiLU over each sequence's new tokens (Backend::causal_conv1d_silu):
+// x, out [T, C] in the activation dtype; weight [C, K] (any float dtype); state f32
+// [slots, K - 1, C]. Batches whose longest sequence has at most kConvSequentialMaxTokens new
+// tokens take one thread per (sequence, channel) walking its tokens; longer ones one thread per
+// (token, channel), then a window update. 2 <= K <= 8; sequences with slot < 0 are skipped.
+constexpr int32_t kConvSequentialMaxTokens = 16;
+struct ConvArgs {
+  const void* x = nullptr;
+  const void* weight = nullptr;
+  DType weight_t = DType::BF16;
+  float* state = nullptr;
+  void* out = nullptr;
+  const int32_t* seq_starts = nullptr;  // [S + 1]
+  const int32_t* token_seq = nullptr;   // [T]
+  const int32_t* slots = nullptr;       // [S]
+  int32_t tokens = 0, num_seqs = 0, channels = 0, kernel = 0;
+};
+void launch_conv1d_silu(const ConvArgs& a, DType x_t, int32_t max_seq_len, cudaStream_t s);
+
+// out = x * rsqrt(mean(x^2) + eps) * w * silu(z) over rows of D (Backend::gated_rmsnorm).
+void launch_gated_rmsnorm(const void* x, const void* z, DType x_t, const void* w, DType w_t,
+                          float eps, void* out, int64_t rows, int64_t D, cudaStream_t s);
+// out[i] = x[i] * sigmoid(gate[broadcast ? i / row : i]) over n elements.
+void launch_sigmoid_mul(const void* x, const void* gate, DType x_t, void* out, int64_t n,
+                        int64_t row, bool broadcast, cudaStream_t s);
 
 // sampling.cu -------------------------------------------------------------------------------------
 // ids[r] = argmax_v logits[r, v] (lowest index among ties). logits f32 or bf16 [R, V].

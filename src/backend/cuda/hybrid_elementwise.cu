@@ -1,0 +1,173 @@
+// The small ops of the hybrid (Gated DeltaNet) layers: the causal depthwise conv1d with SiLU and
+// its per-slot window, the GDN output norm (gated RMSNorm) and the attention output gate
+// (sigmoid_mul). backend.h has their math; backend/cpu/cpu_hybrid_ops.cpp is the reference.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace syv::cuda {
+namespace {
+
+constexpr int kMaxConvKernel = 8;
+
+__device__ __forceinline__ float silu(float x) {
+  return x / (1.f + __expf(-x));
+}
+
+// One thread per (sequence, channel), token after token: the window lives in registers and goes
+// back to the slot at the end. For batches of short sequences (decode, verify).
+template <typename TX>
+__global__ void conv1d_sequential_kernel(ConvArgs a) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  pdl_wait();
+  pdl_trigger();
+  if (idx >= int64_t{a.num_seqs} * a.channels) return;
+  const int s = static_cast<int>(idx / a.channels), c = static_cast<int>(idx % a.channels);
+  const int slot = a.slots[s], K = a.kernel;
+  if (slot < 0) return;
+  float* st = a.state + static_cast<int64_t>(slot) * (K - 1) * a.channels + c;
+  float hist[kMaxConvKernel], w[kMaxConvKernel];
+  for (int j = 0; j < K; ++j) w[j] = load_any(a.weight, a.weight_t, int64_t{c} * K + j);
+  for (int j = 0; j < K - 1; ++j) hist[j] = st[int64_t{j} * a.channels];
+  const TX* x = static_cast<const TX*>(a.x);
+  TX* out = static_cast<TX*>(a.out);
+  for (int t = a.seq_starts[s]; t < a.seq_starts[s + 1]; ++t) {
+    hist[K - 1] = to_f32(x[static_cast<int64_t>(t) * a.channels + c]);
+    float acc = 0.f;
+    for (int j = 0; j < K; ++j) acc += w[j] * hist[j];
+    out[static_cast<int64_t>(t) * a.channels + c] = from_f32<TX>(silu(acc));
+    for (int j = 0; j + 1 < K; ++j) hist[j] = hist[j + 1];
+  }
+  for (int j = 0; j < K - 1; ++j) st[int64_t{j} * a.channels] = hist[j];
+}
+
+// One thread per (token, channel): inputs before the sequence's first new token come from the
+// slot's window, the others from x. The window is updated afterwards by conv1d_window_kernel.
+template <typename TX>
+__global__ void conv1d_parallel_kernel(ConvArgs a) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  pdl_wait();
+  pdl_trigger();
+  if (idx >= int64_t{a.tokens} * a.channels) return;
+  const int t = static_cast<int>(idx / a.channels), c = static_cast<int>(idx % a.channels);
+  const int s = a.token_seq[t], K = a.kernel, first = a.seq_starts[s];
+  const int slot = a.slots[s];
+  if (slot < 0) return;
+  const float* st = a.state + static_cast<int64_t>(slot) * (K - 1) * a.channels + c;
+  const TX* x = static_cast<const TX*>(a.x);
+  const int i = t - first;
+  float acc = 0.f;
+  for (int j = 0; j < K; ++j) {
+    const int src = i - (K - 1) + j;  // position relative to the first new token
+    const float in = src >= 0 ? to_f32(x[(static_cast<int64_t>(first) + src) * a.channels + c])
+                              : st[int64_t{K - 1 + src} * a.channels];
+    acc += load_any(a.weight, a.weight_t, int64_t{c} * K + j) * in;
+  }
+  static_cast<TX*>(a.out)[idx] = from_f32<TX>(silu(acc));
+}
+
+// The window after the sequence's new tokens: the last K - 1 inputs of [old window | new tokens].
+template <typename TX>
+__global__ void conv1d_window_kernel(ConvArgs a) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  pdl_wait();
+  pdl_trigger();
+  if (idx >= int64_t{a.num_seqs} * a.channels) return;
+  const int s = static_cast<int>(idx / a.channels), c = static_cast<int>(idx % a.channels);
+  const int slot = a.slots[s], K = a.kernel;
+  if (slot < 0) return;
+  const int first = a.seq_starts[s], n = a.seq_starts[s + 1] - first;
+  float* st = a.state + static_cast<int64_t>(slot) * (K - 1) * a.channels + c;
+  const TX* x = static_cast<const TX*>(a.x);
+  float win[kMaxConvKernel];
+  for (int j = 0; j < K - 1; ++j) {
+    const int m = n + j;  // index into [old window (K - 1) | new tokens (n)]
+    win[j] = m < K - 1 ? st[int64_t{m} * a.channels]
+                       : to_f32(x[(static_cast<int64_t>(first) + m - (K - 1)) * a.channels + c]);
+  }
+  for (int j = 0; j < K - 1; ++j) st[int64_t{j} * a.channels] = win[j];
+}
+
+// One warp per row of D: out = x * rsqrt(mean(x^2) + eps) * w * silu(z), rounded like the bf16
+// reference (the normalised x and its product with w are rounded to the activation type).
+template <typename TX>
+__global__ void gated_rmsnorm_kernel(const TX* __restrict__ x, const TX* __restrict__ z,
+                                     const void* w, DType w_t, float eps, TX* __restrict__ out,
+                                     int64_t rows, int64_t D) {
+  const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  pdl_wait();
+  pdl_trigger();
+  if (row >= rows) return;
+  const TX* xr = x + row * D;
+  const TX* zr = z + row * D;
+  float ss = 0.f;
+  for (int64_t d = lane; d < D; d += 32) {
+    const float v = to_f32(xr[d]);
+    ss += v * v;
+  }
+  const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(D) + eps);
+  for (int64_t d = lane; d < D; d += 32) {
+    const float n = to_f32(from_f32<TX>(to_f32(xr[d]) * inv));
+    const float nw = to_f32(from_f32<TX>(n * load_any(w, w_t, d)));
+    out[row * D + d] = from_f32<TX>(nw * silu(to_f32(zr[d])));
+  }
+}
+
+template <typename TX>
+__global__ void sigmoid_mul_kernel(const TX* __restrict__ x, const TX* __restrict__ gate,
+                                   TX* __restrict__ out, int64_t n, int64_t row, bool broadcast) {
+  pdl_wait();
+  pdl_trigger();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = to_f32(gate[broadcast ? i / row : i]);
+    out[i] = from_f32<TX>(to_f32(x[i]) / (1.f + __expf(-g)));
+  }
+}
+
+unsigned blocks_for(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 16 ? 65535 * 16 : b));
+}
+
+}  // namespace
+
+void launch_conv1d_silu(const ConvArgs& a, DType x_t, int32_t max_seq_len, cudaStream_t s) {
+  if (a.tokens == 0 || a.num_seqs == 0) return;
+  if (a.kernel < 2 || a.kernel > kMaxConvKernel)
+    cuda_fail(__FILE__, __LINE__, "kernel", "conv1d kernel size must be in [2, 8]");
+  constexpr int kThreads = 256;
+  SYV_DISPATCH_FLOAT(x_t, TX, [&] {
+    if (max_seq_len <= kConvSequentialMaxTokens) {
+      const int64_t n = int64_t{a.num_seqs} * a.channels;
+      launch_k(conv1d_sequential_kernel<TX>, ceil_div(n, kThreads), kThreads, 0, s, a);
+      return;
+    }
+    launch_k(conv1d_parallel_kernel<TX>, ceil_div(int64_t{a.tokens} * a.channels, kThreads),
+             kThreads, 0, s, a);
+    launch_k(conv1d_window_kernel<TX>, ceil_div(int64_t{a.num_seqs} * a.channels, kThreads),
+             kThreads, 0, s, a);
+  });
+}
+
+void launch_gated_rmsnorm(const void* x, const void* z, DType x_t, const void* w, DType w_t,
+                          float eps, void* out, int64_t rows, int64_t D, cudaStream_t s) {
+  if (rows == 0) return;
+  constexpr int kWarps = 8;
+  SYV_DISPATCH_FLOAT(x_t, TX, [&] {
+    launch_k(gated_rmsnorm_kernel<TX>, ceil_div(rows, kWarps), kWarps * 32, 0, s,
+             static_cast<const TX*>(x), static_cast<const TX*>(z), w, w_t, eps,
+             static_cast<TX*>(out), rows, D);
+  });
+}
+
+void launch_sigmoid_mul(const void* x, const void* gate, DType x_t, void* out, int64_t n,
+                        int64_t row, bool broadcast, cudaStream_t s) {
+  if (n == 0) return;
+  SYV_DISPATCH_FLOAT(x_t, TX, [&] {
+    launch_k(sigmoid_mul_kernel<TX>, blocks_for(n, 256), 256, 0, s, static_cast<const TX*>(x),
+             static_cast<const TX*>(gate), static_cast<TX*>(out), n, row, broadcast);
+  });
+}
+
+}  // namespace syv::cuda

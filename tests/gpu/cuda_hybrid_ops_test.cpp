@@ -1,0 +1,182 @@
+// The CUDA hybrid ops (Gated DeltaNet conv1d and delta rule, gated RMSNorm, sigmoid gate) against
+// the CPU reference ops on random inputs, with state carried in from random slots (as after a
+// checkpoint restore) and sequence lengths around the chunk boundaries (1, 63, 64, 65, 1000).
+// Skipped cleanly without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "gpu/cuda_ops_fixture.h"
+
+namespace syv {
+namespace {
+
+// A batch of sequences with `news[s]` new tokens each, using state slots `slots` (distinct).
+Batch hybrid_batch(const std::vector<int>& news, const std::vector<int32_t>& slots,
+                   std::mt19937& rng) {
+  std::vector<int> ctx;
+  for (int n : news) ctx.push_back(n + static_cast<int>(rng() % 50));
+  int pages = 0;
+  for (int c : ctx) pages += (c + 15) / 16;
+  Batch b = make_batch(news, ctx, 16, pages, rng);
+  b.state_slots = slots;
+  return b;
+}
+
+class CudaHybridOps : public CudaOps {
+ protected:
+  void check_conv(const std::vector<int>& news, const std::vector<int32_t>& slots, int64_t C,
+                  int64_t K) {
+    const int64_t T = std::accumulate(news.begin(), news.end(), int64_t{0}), num_slots = 8;
+    Batch batch = hybrid_batch(news, slots, rng_);
+    BatchMeta mc = cpu_->prepare_batch(batch, 16);
+    BatchMeta mg = gpu_->prepare_batch(batch, 16);
+    auto x = make(random_vec(T * C, rng_), {T, C});
+    auto w = make(random_vec(C * K, rng_, 0.5f), {C, K});
+    auto state = make(random_vec(num_slots * (K - 1) * C, rng_), {num_slots, K - 1, C}, DType::F32);
+    auto out = make_out({T, C});
+    cpu_->causal_conv1d_silu(x.c, w.c, state.c, mc, out.c);
+    gpu_->causal_conv1d_silu(x.g, w.g, state.g, mg, out.g);
+    expect_close(out, 1e-2, "conv1d out");
+    expect_close(state, 1e-6, "conv1d window");
+  }
+
+  void check_gdn(const std::vector<int>& news, const std::vector<int32_t>& slots, GdnShape g,
+                 DType state_dtype, double out_bound, double state_bound) {
+    const int64_t T = std::accumulate(news.begin(), news.end(), int64_t{0}), num_slots = 8;
+    const int64_t Hv = g.num_v_heads, dk = g.k_head_dim, dv = g.v_head_dim;
+    Batch batch = hybrid_batch(news, slots, rng_);
+    BatchMeta mc = cpu_->prepare_batch(batch, 16);
+    BatchMeta mg = gpu_->prepare_batch(batch, 16);
+    auto qkv = make(random_vec(T * g.conv_dim(), rng_), {T, g.conv_dim()});
+    auto ba = make(random_vec(T * 2 * Hv, rng_, 3.f), {T, 2 * Hv}, DType::F32);
+    auto a_log = make(random_vec(Hv, rng_), {Hv});
+    auto dt_bias = make(random_vec(Hv, rng_), {Hv});
+    // States as a checkpoint would hold them (bf16-exact so both dtypes start equal).
+    auto state = make(random_vec(num_slots * Hv * dk * dv, rng_, 0.3f), {num_slots, Hv, dk, dv},
+                      state_dtype);
+    auto out = make_out({T, Hv * dv});
+    cpu_->gated_delta_rule(qkv.c, ba.c, a_log.c, dt_bias.c, g, state.c, mc, out.c);
+    gpu_->gated_delta_rule(qkv.g, ba.g, a_log.g, dt_bias.g, g, state.g, mg, out.g);
+    expect_close(out, out_bound, "gdn out");
+    expect_close(state, state_bound, "gdn state");
+  }
+};
+
+TEST_F(CudaHybridOps, Conv1dSequentialPath) {
+  check_conv({1, 1, 3, 16}, {5, 0, 7, 2}, 96, 4);
+  check_conv({1}, {3}, 40, 2);
+}
+
+TEST_F(CudaHybridOps, Conv1dParallelPathAcrossChunkBoundaries) {
+  check_conv({1, 63, 64, 65, 17}, {1, 6, 3, 0, 4}, 96, 4);
+  check_conv({1000, 2}, {7, 2}, 72, 3);
+  check_conv({71}, {4}, 80, 4);
+}
+
+TEST_F(CudaHybridOps, GatedDeltaRuleSmallHeads) {
+  // dk 16, dv 12 (one fixture's shape: dv not a multiple of 8), GQA 2 value heads per key head.
+  const GdnShape g{2, 4, 16, 12};
+  check_gdn({1, 63, 64, 65}, {3, 0, 6, 1}, g, DType::F32, 1e-2, 1e-4);
+  check_gdn({1, 1, 1, 2}, {7, 2, 4, 5}, g, DType::F32, 1e-2, 1e-4);
+  check_gdn({71, 1}, {1, 0}, GdnShape{2, 4, 8, 12}, DType::F32, 1e-2, 1e-4);  // dk 8
+}
+
+TEST_F(CudaHybridOps, GatedDeltaRuleQwen35Heads) {
+  const GdnShape g{16, 32, 128, 128};  // Qwen3.5 9B-class / Qwen3-Next
+  check_gdn({1, 1, 1}, {4, 1, 6}, g, DType::F32, 1e-2, 1e-4);
+  check_gdn({5, 64, 1000}, {0, 7, 3}, g, DType::F32, 1e-2, 1e-4);
+}
+
+TEST_F(CudaHybridOps, GatedDeltaRuleBf16State) {
+  // The state rounded to bf16 once per launch: the outputs of a short step stay close.
+  const GdnShape g{16, 32, 128, 128};
+  check_gdn({1, 1, 4}, {2, 5, 0}, g, DType::BF16, 2e-2, 1e-2);
+}
+
+TEST_F(CudaHybridOps, GatedRmsNorm) {
+  for (int64_t D : {128, 12}) {
+    const int64_t N = 301;
+    auto x = make(random_vec(N * D, rng_), {N, D});
+    auto z = make(random_vec(N * D, rng_, 3.f), {N, D});
+    auto w = make(random_vec(D, rng_), {D});
+    auto out = make_out({N, D});
+    cpu_->gated_rmsnorm(x.c, z.c, w.c, 1e-6f, out.c);
+    gpu_->gated_rmsnorm(x.g, z.g, w.g, 1e-6f, out.g);
+    expect_close(out, 1e-2, "gated_rmsnorm D=" + std::to_string(D));
+  }
+}
+
+TEST_F(CudaHybridOps, SigmoidMulFullAndBroadcast) {
+  const int64_t T = 37, N = 520;
+  auto x = make(random_vec(T * N, rng_, 4.f), {T, N});
+  auto gate = make(random_vec(T * N, rng_, 6.f), {T, N});
+  auto gate1 = make(random_vec(T, rng_, 6.f), {T, 1});
+  auto out = make_out({T, N});
+  cpu_->sigmoid_mul(x.c, gate.c, out.c);
+  gpu_->sigmoid_mul(x.g, gate.g, out.g);
+  expect_close(out, 1e-2, "sigmoid_mul");
+  auto out1 = make_out({T, N});
+  cpu_->sigmoid_mul(x.c, gate1.c, out1.c);
+  gpu_->sigmoid_mul(x.g, gate1.g, out1.g);
+  expect_close(out1, 1e-2, "sigmoid_mul broadcast");
+}
+
+// Not a check: prints the hybrid ops' times at the Qwen3.5 9B-class shape (Hk 16, Hv 32, dk = dv =
+// 128, conv 8192 channels x 4) for decode (1 and 64 sequences) and a 2048-token prefill, with the
+// recurrent state's bytes read + written per microsecond against the device copy rate.
+TEST_F(CudaHybridOps, Qwen35OpsTiming) {
+  const GdnShape g{16, 32, 128, 128};
+  const int64_t C = g.conv_dim(), K = 4, Hv = g.num_v_heads, dk = g.k_head_dim, dv = g.v_head_dim;
+  const double copy_gbps = gpu_->measure_copy_gbps(size_t{1} << 30, 10);
+  std::printf("device copy %.0f GB/s\n", copy_gbps);
+  struct Case {
+    int seqs, tokens_each;
+  };
+  for (Case cs : {Case{1, 1}, Case{64, 1}, Case{256, 1}, Case{1, 2048}}) {
+    const int64_t T = int64_t{cs.seqs} * cs.tokens_each, S = cs.seqs;
+    std::vector<int> news(static_cast<size_t>(S), cs.tokens_each);
+    std::vector<int32_t> slots(static_cast<size_t>(S));
+    std::iota(slots.begin(), slots.end(), 0);
+    Batch batch = hybrid_batch(news, slots, rng_);
+    BatchMeta meta = gpu_->prepare_batch(batch, 16);
+    auto dev = [&](int64_t n, DType t) {
+      DeviceBuffer b = gpu_->allocate(static_cast<size_t>(n) * dtype_size(t));
+      gpu_->fill_random(b.data(), t, n, rng_(), 0.5f);
+      return b;
+    };
+    DeviceBuffer xb = dev(T * C, DType::BF16), mb = dev(T * C, DType::BF16),
+                 wb = dev(C * K, DType::BF16), cs_b = dev(S * (K - 1) * C, DType::F32),
+                 bab = dev(T * 2 * Hv, DType::F32), alb = dev(Hv, DType::BF16),
+                 dtb = dev(Hv, DType::BF16), sb = dev(S * Hv * dk * dv, DType::F32),
+                 ob = dev(T * Hv * dv, DType::BF16);
+    Tensor x(xb.data(), DType::BF16, {T, C}), mixed(mb.data(), DType::BF16, {T, C});
+    Tensor w(wb.data(), DType::BF16, {C, K}), conv(cs_b.data(), DType::F32, {S, K - 1, C});
+    Tensor ba(bab.data(), DType::F32, {T, 2 * Hv}), a_log(alb.data(), DType::BF16, {Hv});
+    Tensor dt(dtb.data(), DType::BF16, {Hv}), state(sb.data(), DType::F32, {S, Hv, dk, dv});
+    Tensor out(ob.data(), DType::BF16, {T, Hv * dv});
+    auto us = [&](const std::function<void()>& op) {
+      std::vector<float> ms = gpu_->time_ms(op, 3, 20);
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2] * 1e3;
+    };
+    const double conv_us = us([&] { gpu_->causal_conv1d_silu(x, w, conv, meta, mixed); });
+    const double gdn_us =
+        us([&] { gpu_->gated_delta_rule(mixed, ba, a_log, dt, g, state, meta, out); });
+    const double state_bytes = 2.0 * S * Hv * dk * dv * 4;
+    std::printf(
+        "hybrid ops, %3d seqs x %4d tokens: conv1d %8.1f us | delta rule %8.1f us (state %.0f "
+        "GB/s = %.0f%% of copy)\n",
+        cs.seqs, cs.tokens_each, conv_us, gdn_us, state_bytes / (gdn_us * 1e3),
+        100.0 * state_bytes / (gdn_us * 1e3) / copy_gbps);
+  }
+}
+
+}  // namespace
+}  // namespace syv
