@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "io/hf_config.h"
+#include "model/decoder.h"
 #include "model/model.h"
 #if SYV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -88,8 +89,43 @@ struct Setup {
   int64_t linear_params = 0;  // parameters every token multiplies (all linear layers + lm_head)
   int64_t weight_bytes = 0;
   int64_t kv_per_token = 0;
+  int64_t state_per_seq = 0;  // recurrent state bytes of one sequence (hybrids; 0 otherwise)
+  int32_t state_slots = 0;    // slots the store holds (the largest batch)
   std::string name;
 };
+
+// Parameters every token multiplies: each layer's linears (and conv taps) plus the lm_head. For the
+// hybrid families: a gated attention layer's q_proj is twice as tall (query and gate), a Gated
+// DeltaNet layer has in_proj_qkv, in_proj_z, in_proj_b/a, out_proj and the conv1d taps.
+int64_t linear_params_per_token(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim, I = c.intermediate_size;
+  const bool gated = !c.layer_types.empty();  // the hybrid families gate their attention
+  const GdnShape g = gdn_shape(c);
+  int64_t n = c.vocab_size * H;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const bool full =
+        c.layer_types.empty() || c.layer_types[static_cast<size_t>(l)] == LayerType::kFullAttention;
+    if (full) {
+      n += H * q * (gated ? 2 : 1) + 2 * H * kv + q * H;
+    } else {
+      n += H * (g.conv_dim() + g.value_dim() + 2 * g.num_v_heads) + g.value_dim() * H +
+           g.conv_dim() * c.linear_conv_kernel_dim;
+    }
+    n += 3 * H * I;
+  }
+  return n;
+}
+
+// FLOPs of one token's attention-like work per layer at context `ctx`: 4 Hq D ctx for each full
+// attention layer, and 6 Hv dk dv for each Gated DeltaNet layer (the recurrent form: S^T k, S^T q
+// and the rank-1 update, 2 FLOPs per state element each).
+double mixer_flops_per_token(const ModelConfig& c, double ctx) {
+  const int64_t full = c.layer_types.empty() ? c.num_hidden_layers : c.num_full_attention_layers();
+  const GdnShape g = gdn_shape(c);
+  return 4.0 * full * c.num_attention_heads * c.head_dim * ctx +
+         6.0 * (c.num_hidden_layers - full) * g.num_v_heads * g.k_head_dim * g.v_head_dim;
+}
 
 // Replaces the model's cache store with one of `cc` (the old one is freed first).
 Status rebuild_store(Setup& s, const CacheConfig& cc) {
@@ -135,13 +171,19 @@ int setup(const Options& o, Setup& s) {
   s.weight_bytes = static_cast<int64_t>(s.gpu->allocated_bytes() - before);
   std::printf("weights: %.2f GB on the device, loaded in %.2f s%s\n", s.weight_bytes / 1e9,
               seconds_since(t0), o.random_weights ? " (random)" : "");
-  const ModelConfig& c = s.model->config();
-  const int64_t H = c.hidden_size, q = c.num_attention_heads * c.head_dim,
-                kv = c.num_key_value_heads * c.head_dim, I = c.intermediate_size;
-  s.linear_params =
-      c.num_hidden_layers * (H * q + 2 * H * kv + q * H + 3 * H * I) + c.vocab_size * H;
+  s.linear_params = linear_params_per_token(s.model->config());
   s.kv_per_token = s.model->cache_spec().kv_bytes_per_token;
+  s.state_per_seq = s.model->cache_spec().state_bytes_per_seq;
   return 0;
+}
+
+// A cache of `pages` 64-token pages and, for hybrids, s.state_slots recurrent-state slots.
+CacheConfig cache_config(const Setup& s, int64_t pages) {
+  CacheConfig cc;
+  cc.page_size = 64;
+  cc.num_pages = static_cast<int32_t>(pages);
+  cc.num_state_slots = s.state_per_seq > 0 ? s.state_slots : 0;
+  return cc;
 }
 
 // Pages for `seqs` sequences of up to `tokens` positions each, plus the plan line.
@@ -152,7 +194,8 @@ int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activ
   in.utilization = o.utilization;
   in.weight_bytes = static_cast<size_t>(s.weight_bytes);
   in.activation_peak_bytes = activation_peak;
-  in.other_bytes = std::max(kRuntimeReserveBytes, s.gpu->peak_scratch_bytes() + (size_t{1} << 30));
+  in.other_bytes = std::max(kRuntimeReserveBytes, s.gpu->peak_scratch_bytes() + (size_t{1} << 30)) +
+                   static_cast<size_t>(s.state_per_seq) * s.state_slots;
   in.kv_bytes_per_token = s.kv_per_token;
   in.page_size = 64;
   in.max_position = s.model->config().max_position_embeddings;
@@ -160,9 +203,10 @@ int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activ
   if (!plan.ok()) return fail(plan.message());
   std::printf("%s (activation peak %.2f GB measured)\n", plan->summary().c_str(),
               activation_peak / 1e9);
-  CacheConfig cc;
-  cc.page_size = 64;
-  cc.num_pages = static_cast<int32_t>(std::min<int64_t>(plan->pages, pages_needed));
+  if (s.state_per_seq > 0)
+    std::printf("recurrent state: %d slots x %.1f MB = %.2f GB (fp32)\n", s.state_slots,
+                s.state_per_seq / 1e6, s.state_per_seq * double(s.state_slots) / 1e9);
+  CacheConfig cc = cache_config(s, std::min<int64_t>(plan->pages, pages_needed));
   s.gpu->fill_random_on_allocate(12345);  // the KV pool holds random bf16, never zeros
   Status st = rebuild_store(s, cc);
   s.gpu->fill_random_on_allocate(0);
@@ -183,6 +227,7 @@ Batch decode_batch(int batch, int context, int64_t pages_per_seq, int first_page
     for (int64_t j = 0; j < pages_per_seq; ++j)
       b.page_table.push_back(static_cast<int32_t>(first_page + s * pages_per_seq + j));
     b.logit_rows.push_back(s);
+    b.state_slots.push_back(s);  // hybrids: slot s (ignored by models without recurrent state)
   }
   return b;
 }
@@ -206,14 +251,13 @@ Batch prefill_batch(int n, int64_t pages_per_seq) {
   b.context_lens = {n};
   for (int64_t j = 0; j < pages_per_seq; ++j) b.page_table.push_back(static_cast<int32_t>(j));
   b.logit_rows = {n - 1};
+  b.state_slots = {0};
   return b;
 }
 
 // A small random KV pool for the warm-up steps that size the workspace and measure the peak.
 int small_pool(Setup& s, int64_t pages) {
-  CacheConfig small;
-  small.page_size = 64;
-  small.num_pages = static_cast<int32_t>(pages);
+  CacheConfig small = cache_config(s, pages);
   s.gpu->fill_random_on_allocate(999);
   Status st = rebuild_store(s, small);
   s.gpu->fill_random_on_allocate(0);
@@ -260,8 +304,8 @@ void prefill_points(const Options& o, Setup& s, std::vector<std::string>& rows,
       const int iters = n >= 16384 ? 3 : 10;
       Stats st = stats_of(s.gpu->time_ms([&] { s.model->forward(batch); }, 1, iters));
       const double lin = 2.0 * double(s.linear_params) * n;
-      const double attn =
-          4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * double(n) * n / 2.0;
+      // Causal: token i attends to i + 1 keys, n^2 / 2 on average; the delta rule per token.
+      const double attn = mixer_flops_per_token(c, n / 2.0) * n;
       const double tflops = (lin + attn) / (st.median * 1e-3) / 1e12;
       char line[512];
       std::snprintf(line, sizeof line,
@@ -289,6 +333,7 @@ int run_decode(const Options& o) {
   const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
   const int max_len = o.lengths.empty() ? 0 : *std::max_element(o.lengths.begin(), o.lengths.end());
   const int64_t prefill_pages = (max_len + 63) / 64;
+  s.state_slots = max_batch;
   auto t0 = std::chrono::steady_clock::now();
   // Warm-up at the largest batch (and the longest prompt, with --lengths) on a small pool: sizes
   // the workspace and measures the activation peak the plan reserves.
@@ -345,12 +390,13 @@ int run_decode(const Options& o) {
         if (id < 0 || id >= c.vocab_size)
           return fail("decode produced token id " + std::to_string(id));
       const double best = std::min(eager.median, graph.median);
+      // Weights once, each sequence's K/V, and its recurrent state read and written.
       const double bytes = 2.0 * static_cast<double>(s.linear_params) +
-                           double(b) * ctx * static_cast<double>(s.kv_per_token);
+                           double(b) * ctx * static_cast<double>(s.kv_per_token) +
+                           2.0 * double(b) * static_cast<double>(s.state_per_seq);
       const double floor_ms = bytes / (s.copy_gbps * 1e9) * 1e3;
-      const double flops = 2.0 * double(s.linear_params) * b + 4.0 * c.num_hidden_layers *
-                                                                   c.num_attention_heads *
-                                                                   c.head_dim * double(ctx) * b;
+      const double flops =
+          2.0 * double(s.linear_params) * b + mixer_flops_per_token(c, double(ctx)) * b;
       std::snprintf(line, sizeof line,
                     "| decode | %s | %4d | %6d | %9.1f tok/s | eager %.3f ms (p10 %.3f p90 %.3f) "
                     "| graph %.3f ms (p10 %.3f p90 %.3f) | graph w/o PDL %.3f ms | floor %.3f ms "
@@ -469,6 +515,7 @@ int run_prefill(const Options& o) {
   if (int rc = setup(o, s)) return rc;
   const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
   const int64_t pps = (max_len + 63) / 64;
+  s.state_slots = 1;
   if (int rc = small_pool(s, pps)) return rc;
   auto t0 = std::chrono::steady_clock::now();
   const size_t peak = measure_activation_peak(s, prefill_batch(max_len, pps));
