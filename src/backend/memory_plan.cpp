@@ -9,6 +9,10 @@ std::string MemoryPlan::summary() const {
   std::ostringstream s;
   s << "KV pool: " << tokens << " tokens (" << pages << " pages of " << page_size << "), "
     << bytes_per_token << " bytes/token, max context " << max_context;
+  if (state_slots > 0) {
+    s << "; recurrent state: " << state_slots << " slots x " << (state_bytes / state_slots) / 1e6
+      << " MB = " << state_bytes / 1e9 << " GB";
+  }
   return s.str();
 }
 
@@ -24,15 +28,18 @@ Result<MemoryPlan> plan_memory(const MemoryPlanInput& in) {
   p.page_size = in.page_size;
   p.bytes_per_token = in.kv_bytes_per_token;
   p.budget_bytes = static_cast<size_t>(static_cast<double>(in.total_bytes) * in.utilization);
-  const size_t used = in.weight_bytes + in.activation_peak_bytes + in.other_bytes;
+  p.state_slots = in.state_slots;
+  p.state_bytes = in.state_slots * in.state_bytes_per_slot;
+  const size_t used = in.weight_bytes + in.activation_peak_bytes + in.other_bytes +
+                      static_cast<size_t>(p.state_bytes);
   const size_t page_bytes = static_cast<size_t>(in.kv_bytes_per_token) * in.page_size;
   if (used + page_bytes > p.budget_bytes) {
     std::ostringstream s;
     s << "memory plan: weights " << in.weight_bytes << " B + activations "
-      << in.activation_peak_bytes << " B + runtime " << in.other_bytes
-      << " B leave no room for one " << page_bytes << "-byte KV page in " << p.budget_bytes
-      << " B (" << in.utilization << " of " << in.total_bytes
-      << " B); raise --gpu-memory-utilization or use a smaller model";
+      << in.activation_peak_bytes << " B + runtime " << in.other_bytes << " B + recurrent state "
+      << p.state_bytes << " B (" << p.state_slots << " slots) leave no room for one " << page_bytes
+      << "-byte KV page in " << p.budget_bytes << " B (" << in.utilization << " of "
+      << in.total_bytes << " B); raise --gpu-memory-utilization or use a smaller model";
     return Status::Error(s.str());
   }
   p.pages = static_cast<int64_t>((p.budget_bytes - used) / page_bytes);

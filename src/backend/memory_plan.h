@@ -21,6 +21,8 @@ struct MemoryPlanInput {
   size_t activation_peak_bytes = 0;  // measured (or estimated) peak of one step's activations
   size_t other_bytes = 0;            // runtime reservations: CUDA context, cuBLAS workspace...
   int64_t kv_bytes_per_token = 0;    // K and V of every attention layer for one token
+  int64_t state_bytes_per_slot = 0;  // hybrids: one sequence's recurrent state (conv + delta rule)
+  int64_t state_slots = 0;           // live slots + checkpoints + verify snapshots
   int32_t page_size = 64;
   int64_t max_position = 0;  // max_position_embeddings (0: unknown)
 };
@@ -33,8 +35,11 @@ struct MemoryPlan {
   int64_t max_context = 0;  // min(tokens, max_position)
   int32_t page_size = 0;
   size_t budget_bytes = 0;  // total * utilization
+  int64_t state_slots = 0;  // recurrent-state slots reserved before the pool (hybrids)
+  int64_t state_bytes = 0;  // their bytes
 
-  // "KV pool: N tokens (P pages of 64), B bytes/token, max context M"
+  // "KV pool: N tokens (P pages of 64), B bytes/token, max context M" and, for hybrids,
+  // "; recurrent state: S slots x B MB = G GB"
   std::string summary() const;
 };
 

@@ -194,8 +194,9 @@ int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activ
   in.utilization = o.utilization;
   in.weight_bytes = static_cast<size_t>(s.weight_bytes);
   in.activation_peak_bytes = activation_peak;
-  in.other_bytes = std::max(kRuntimeReserveBytes, s.gpu->peak_scratch_bytes() + (size_t{1} << 30)) +
-                   static_cast<size_t>(s.state_per_seq) * s.state_slots;
+  in.other_bytes = std::max(kRuntimeReserveBytes, s.gpu->peak_scratch_bytes() + (size_t{1} << 30));
+  in.state_bytes_per_slot = s.state_per_seq;
+  in.state_slots = s.state_per_seq > 0 ? s.state_slots : 0;
   in.kv_bytes_per_token = s.kv_per_token;
   in.page_size = 64;
   in.max_position = s.model->config().max_position_embeddings;
@@ -203,9 +204,6 @@ int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activ
   if (!plan.ok()) return fail(plan.message());
   std::printf("%s (activation peak %.2f GB measured)\n", plan->summary().c_str(),
               activation_peak / 1e9);
-  if (s.state_per_seq > 0)
-    std::printf("recurrent state: %d slots x %.1f MB = %.2f GB (fp32)\n", s.state_slots,
-                s.state_per_seq / 1e6, s.state_per_seq * double(s.state_slots) / 1e9);
   CacheConfig cc = cache_config(s, std::min<int64_t>(plan->pages, pages_needed));
   s.gpu->fill_random_on_allocate(12345);  // the KV pool holds random bf16, never zeros
   Status st = rebuild_store(s, cc);

@@ -22,7 +22,9 @@
 #include "core/thread_pool.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "model/hybrid_layers.h"
 #include "model/qwen3.h"
+#include "model/qwen3_5.h"
 
 namespace syv::cli {
 namespace {
@@ -247,11 +249,15 @@ int run(const Options& o) {
     Result<ModelConfig> read = load_model_config(o.config_dir);
     if (!read.ok()) return fail("--config: " + read.message());
     c = *read;
-    if (c.family != ModelFamily::kQwen3)
+    if (c.model_type != "qwen3" && c.model_type != "qwen3_5_text")
       return fail("--config: model_type \"" + c.model_type +
-                  "\": demo-model writes dense qwen3 weights only");
-    if (Status s = validate_qwen3_config(c); !s.ok())
-      return fail("--config: " + o.config_dir + "/" + s.message());
+                  "\": demo-model writes dense qwen3 and qwen3_5_text weights only");
+    const Status valid =
+        c.model_type == "qwen3" ? validate_qwen3_config(c) : validate_hybrid_config(c);
+    if (!valid.ok()) return fail("--config: " + o.config_dir + "/" + valid.message());
+    if (c.num_experts > 0)
+      return fail("--config: num_experts = " + std::to_string(c.num_experts) +
+                  ": demo-model writes dense MLPs only");
     Result<nlohmann::json> j = read_json(fs::path(o.config_dir) / "config.json");
     if (!j.ok()) return fail("--config: " + j.message());
     config = *j;
@@ -275,7 +281,8 @@ int run(const Options& o) {
       return fail("--out: " + s.message());
   }
 
-  const std::vector<WeightSpec> specs = qwen3_weight_specs(c);
+  const std::vector<WeightSpec> specs =
+      c.model_type == "qwen3" ? qwen3_weight_specs(c) : qwen3_5_weight_specs(c);
   const auto tw = std::chrono::steady_clock::now();
   const auto max_shard = static_cast<uint64_t>(o.max_shard_gb * 1e9);
   if (Status s = write_random_weights(out, specs, o.seed, max_shard); !s.ok())
@@ -319,15 +326,19 @@ CommandRegistration reg{
       app.footer(
           "Without --config the model has the real Qwen3 vocabulary (151936) and tokenizer but\n"
           "only 2 layers of width 64 with random bf16 weights: every request path works, the text\n"
-          "is noise. With --config DIR it has the shapes of DIR/config.json (qwen3 only), sharded\n"
-          "like Hugging Face checkpoints (--max-shard-size), to measure loading and start-up at\n"
-          "real sizes. Either way config.json is marked \"syv_demo\": true and syv warns when it\n"
+          "is noise. With --config DIR it has the shapes of DIR/config.json (qwen3, or a dense\n"
+          "qwen3_5_text hybrid), sharded like Hugging Face checkpoints (--max-shard-size), to\n"
+          "measure loading and start-up at real sizes. Either way config.json is marked "
+          "\"syv_demo\": true and syv warns when it\n"
           "loads it. The weights equal --random-weights with the same --seed (bf16-rounded). For\n"
           "real output download a Qwen3 model (e.g. Qwen/Qwen3-0.6B) and pass it with --model.\n\n"
           "Examples:\n"
           "  syv demo-model --tokenizer third_party/qwen3-tokenizer --out build/demo-model\n"
           "  syv demo-model --config tools/bench/configs/qwen3-8b \\\n"
-          "                 --tokenizer third_party/qwen3-tokenizer --out /tmp/qwen3-8b-random\n");
+          "                 --tokenizer third_party/qwen3-tokenizer --out /tmp/qwen3-8b-random\n"
+          "  syv demo-model --config tools/bench/configs/qwen3.5-9b-class \\\n"
+          "                 --tokenizer third_party/qwen3-tokenizer --out "
+          "/tmp/qwen3.5-9b-random\n");
       app.add_option("--tokenizer", o->tokenizer_dir,
                      "Folder with the Qwen3 tokenizer.json (+ tokenizer_config.json) to copy\n"
                      "(required without --config).");

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "backend/memory_plan.h"
+#include "engine/engine_core.h"
 #include "model/registry.h"
 #if SYV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -30,7 +31,10 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
     return Status::Error("memory plan: model_type \"" + c.model_type +
                          "\" is not served by this build");
   SYV_RETURN_IF_ERROR(arch->validate(c));
-  in.kv_bytes_per_token = arch->cache_spec(c, DType::BF16).kv_bytes_per_token;  // bf16 on CUDA
+  const CacheSpec spec = arch->cache_spec(c, DType::BF16);  // bf16 K/V on CUDA
+  in.kv_bytes_per_token = spec.kv_bytes_per_token;
+  in.state_bytes_per_slot = spec.state_bytes_per_seq;
+  in.state_slots = engine_state_slots(spec, EngineOptions{});  // serve's defaults
   in.activation_peak_bytes = estimate_qwen3_activation_bytes(
       args.max_batch_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size, 256);

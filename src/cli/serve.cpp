@@ -34,6 +34,7 @@
 #include "cli/model_session.h"
 #include "core/log.h"
 #include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "model/model.h"
 #include "server/auth.h"
 #include "server/engine_bridge.h"
@@ -160,6 +161,8 @@ Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineO
       std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens));
   in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
   in.kv_bytes_per_token = model.cache_spec().kv_bytes_per_token;
+  in.state_bytes_per_slot = model.cache_spec().state_bytes_per_seq;
+  in.state_slots = engine_state_slots(model.cache_spec(), e);
   in.page_size = e.page_size;
   in.max_position = c.max_position_embeddings;
   SYV_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(in));

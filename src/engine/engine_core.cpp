@@ -40,6 +40,16 @@ size_t partial_stop_suffix(const std::string& text, const std::vector<std::strin
   return best;
 }
 
+// The checkpoint pool's size: none without prefix caching, else o.num_checkpoints, or (when 0)
+// checkpoint_cache_bytes worth, at most 8 per running sequence.
+int32_t derived_checkpoints(const CacheSpec& spec, const EngineOptions& o) {
+  if (!o.enable_prefix_caching) return 0;  // nothing can hit them
+  if (o.num_checkpoints > 0) return o.num_checkpoints;
+  const int64_t derived = o.checkpoint_cache_bytes / spec.state_bytes_per_seq;
+  return static_cast<int32_t>(
+      std::min<int64_t>(derived, 8 * static_cast<int64_t>(std::max(o.max_num_seqs, 1))));
+}
+
 // Hybrid models: checkpoint interval, pool size and retention policy, validated and derived.
 Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
   if (o.checkpoint_interval == 0) o.checkpoint_interval = 4 * o.page_size;
@@ -60,17 +70,17 @@ Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
   if (o.num_checkpoints < 0)
     return Status::Error("engine option num_checkpoints: expected >= 0, found " +
                          std::to_string(o.num_checkpoints));
-  if (!o.enable_prefix_caching) {
-    o.num_checkpoints = 0;  // nothing can hit them
-  } else if (o.num_checkpoints == 0) {
-    const int64_t derived = o.checkpoint_cache_bytes / spec.state_bytes_per_seq;
-    o.num_checkpoints = static_cast<int32_t>(
-        std::min<int64_t>(derived, 8 * static_cast<int64_t>(std::max(o.max_num_seqs, 1))));
-  }
+  o.num_checkpoints = derived_checkpoints(spec, o);
   return Status::Ok();
 }
 
 }  // namespace
+
+int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o) {
+  if (!spec.has_recurrent_state()) return 0;
+  return int64_t{o.max_num_seqs} * (o.num_speculative_tokens > 0 ? 2 : 1) +
+         derived_checkpoints(spec, o);
+}
 
 Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Tokenizer* tokenizer,
                                                        EngineOptions options) {

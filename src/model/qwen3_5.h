@@ -4,11 +4,16 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "model/model.h"
 #include "model/weight_spec.h"
 
 namespace syv {
+
+// The tensors of a dense qwen3_5_text checkpoint's text model (model.* names, the layer types of
+// the config; no mtp.* head), for `syv demo-model`.
+std::vector<WeightSpec> qwen3_5_weight_specs(const ModelConfig& config);
 
 // Loads a qwen3_5 / qwen3_5_text model (store == nullptr: random weights from options.seed).
 Result<std::unique_ptr<Model>> load_qwen3_5(const ModelConfig& config, const WeightStore* store,

@@ -25,7 +25,7 @@ const std::vector<ModelArch>& model_archs() {
        true,
        validate_hybrid_config,
        hybrid_cache_spec,
-       nullptr,
+       nullptr,  // real checkpoints add mtp.* (and vision) tensors the count would not know
        load_qwen3_5},
       {"qwen3_next",
        {"qwen3_next"},

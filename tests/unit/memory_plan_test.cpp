@@ -1,0 +1,80 @@
+// The memory plan (backend/memory_plan.h) that sizes the KV pool on a GPU: what is left of
+// total x utilization after weights, activations, the runtime reserve and, for hybrid models, the
+// recurrent-state slots the engine allocates (engine_state_slots()).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backend/memory_plan.h"
+#include "engine/engine_core.h"
+#include "kv/cache_spec.h"
+
+namespace syv {
+namespace {
+
+MemoryPlanInput input() {
+  MemoryPlanInput in;
+  in.total_bytes = size_t{100} << 30;
+  in.utilization = 0.9;
+  in.weight_bytes = size_t{16} << 30;
+  in.activation_peak_bytes = size_t{2} << 30;
+  in.other_bytes = size_t{1} << 30;
+  in.kv_bytes_per_token = 32768;
+  in.page_size = 64;
+  in.max_position = 32768;
+  return in;
+}
+
+TEST(MemoryPlan, PoolIsWhatTheBudgetLeaves) {
+  auto plan = plan_memory(input());
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const size_t budget = static_cast<size_t>((size_t{100} << 30) * 0.9);
+  const size_t left = budget - (size_t{19} << 30);
+  EXPECT_EQ(plan->pages, static_cast<int64_t>(left / (32768 * 64)));
+  EXPECT_EQ(plan->tokens, plan->pages * 64);
+  EXPECT_EQ(plan->max_context, 32768);
+  EXPECT_EQ(plan->state_slots, 0);
+  EXPECT_EQ(plan->summary().find("recurrent"), std::string::npos) << plan->summary();
+}
+
+TEST(MemoryPlan, RecurrentStateIsReservedBeforeThePool) {
+  MemoryPlanInput in = input();
+  auto without = plan_memory(in);
+  in.state_bytes_per_slot = 50 << 20;
+  in.state_slots = 100;
+  auto with = plan_memory(in);
+  ASSERT_TRUE(with.ok()) << with.message();
+  EXPECT_EQ(with->state_bytes, int64_t{100} * (50 << 20));
+  // 5000 MiB of state is 2500 pages of 2 MiB fewer (to the page).
+  EXPECT_NEAR(static_cast<double>(without->pages - with->pages), 2500.0, 1.0);
+  EXPECT_NE(with->summary().find("recurrent state: 100 slots"), std::string::npos)
+      << with->summary();
+  in.state_slots = 2000;  // 100 GB of state: no room for a page
+  auto none = plan_memory(in);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("recurrent state"), std::string::npos) << none.message();
+}
+
+TEST(MemoryPlan, EngineStateSlotsFollowTheEngineOptions) {
+  CacheSpec dense;
+  dense.add_kv_layer({8, 128, DType::BF16});
+  EXPECT_EQ(engine_state_slots(dense, EngineOptions{}), 0);
+
+  CacheSpec hybrid;
+  hybrid.add_kv_layer({4, 256, DType::BF16});
+  hybrid.add_state_layer({3, 8192, 32, 128, 128});  // ~2.1 MB
+  EngineOptions o;
+  o.max_num_seqs = 16;
+  o.enable_prefix_caching = true;
+  // 1 GiB of checkpoints is ~500 states, capped at 8 per running sequence: 128.
+  EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 128);
+  o.num_checkpoints = 10;
+  EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 10);
+  o.num_speculative_tokens = 3;  // one verify snapshot per sequence
+  EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 16 + 10);
+  o.enable_prefix_caching = false;  // no checkpoints at all
+  EXPECT_EQ(engine_state_slots(hybrid, o), 32);
+}
+
+}  // namespace
+}  // namespace syv
