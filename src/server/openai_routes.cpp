@@ -77,6 +77,9 @@ syv::SamplingParams to_engine_params(const server::SamplingParams& s, int max_to
   p.top_logprobs = s.top_logprobs;
   p.n = s.n;
   p.skip_special_tokens = s.skip_special_tokens;
+  p.logit_bias = s.logit_bias;
+  p.min_tokens = s.min_tokens;
+  p.include_stop_str_in_output = s.include_stop_str_in_output;
   return p;
 }
 
@@ -234,6 +237,14 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
     if (auto err = check_length(static_cast<int>(prompts[i].size()), common.sampling.max_tokens,
                                 max_model_len, param.c_str(), max_tokens[i])) {
       return write_error(res, *err);
+    }
+    if (common.sampling.min_tokens > max_tokens[i]) {
+      return write_error(
+          res,
+          ApiError::bad_param("min_tokens",
+                              "min_tokens: expected at most the " + std::to_string(max_tokens[i]) +
+                                  " tokens left in the context after " + param + ", found " +
+                                  std::to_string(common.sampling.min_tokens)));
     }
   }
 
