@@ -184,6 +184,20 @@ TEST(ServerSchema, EachBadFieldIsNamed) {
   }
 }
 
+TEST(ServerSchema, LogitBiasEntriesAreBounded) {
+  SchemaLimits big = limits();
+  big.vocab_size = 5000;
+  json bias = json::object();
+  for (int i = 0; i < big.max_logit_bias; ++i) bias[std::to_string(i)] = 1;
+  auto r = parse_chat_request(chat({{"logit_bias", bias}}), big);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(static_cast<int>(r->sampling.logit_bias.size()), big.max_logit_bias);
+  bias[std::to_string(big.max_logit_bias)] = 1;
+  auto e = parse_chat_request(chat({{"logit_bias", bias}}), big);
+  expect_error(e, "logit_bias");
+  EXPECT_NE(e.error().message.find("at most 1024 entries"), std::string::npos) << e.error().message;
+}
+
 TEST(ServerSchema, UnknownModelIs404) {
   auto r = parse_chat_request(chat({{"model", "gpt-4"}}), limits());
   ASSERT_FALSE(r.ok());
