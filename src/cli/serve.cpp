@@ -58,6 +58,7 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::string api_key_file;
   std::string public_routes;
+  std::string allowed_origins;  // CORS: "" = none, "*", or comma-separated origins
   std::string served_model_name;
   std::string device = "auto";
   // Backend::set_batch_invariant.
@@ -235,6 +236,9 @@ int run_serve(const ServeOptions& o) {
   http.threads =
       o.http_threads > 0 ? o.http_threads : std::min(1024, max_num_seqs + o.max_waiting + 16);
   http.max_body_bytes = o.max_body_bytes;
+  Result<server::CorsPolicy> cors = server::CorsPolicy::parse(o.allowed_origins);
+  if (!cors.ok()) return fail(cors.message());
+  http.cors = std::move(cors.value());
   const size_t num_keys = keys.size();
   std::string masked_keys;  // keys are never printed whole
   for (const std::string& key : keys.keys()) {
@@ -257,6 +261,9 @@ int run_serve(const ServeOptions& o) {
   SYV_LOG(INFO) << "http: " << http.threads << " worker threads, body limit " << http.max_body_bytes
                 << " bytes, " << route_options.max_pending
                 << " requests in flight at most (--max-num-seqs + --max-waiting)";
+  SYV_LOG(INFO) << "http: CORS "
+                << (http.cors.enabled() ? "for origins " + o.allowed_origins
+                                        : std::string("off (no --allowed-origins)"));
 
   // Load.
   const auto t0 = std::chrono::steady_clock::now();
@@ -416,6 +423,10 @@ CommandRegistration reg{
       app.add_option("--api-key-file", o->api_key_file, "File with one API key a line");
       app.add_option("--public-routes", o->public_routes,
                      "Comma-separated routes reachable without a key, e.g. /health,/metrics");
+      app.add_option("--allowed-origins", o->allowed_origins,
+                     "CORS: comma-separated browser origins allowed to call the API "
+                     "(https://app.example.com,http://localhost:3000) or *; preflights are "
+                     "answered before auth. Default: none (no CORS headers)");
       app.add_option("--served-model-name", o->served_model_name,
                      "Model id in the API (default: the model folder's name)");
       add_device_arg(app, o->device);

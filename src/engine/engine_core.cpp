@@ -25,6 +25,24 @@ SchedulerConfig scheduler_config(const EngineOptions& o) {
   return SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, o.max_prefill_chunk};
 }
 
+// The earliest occurrence in `text` of a stop string that ends after `min_end` (one ending at or
+// before it completed earlier, when it could not match); at one position, the shortest.
+struct StopMatch {
+  size_t pos = std::string::npos;
+  size_t len = 0;
+};
+StopMatch find_stop(const std::string& text, const std::vector<std::string>& stops,
+                    size_t min_end) {
+  StopMatch best;
+  for (const std::string& stop : stops) {
+    const size_t from = min_end >= stop.size() ? min_end - stop.size() + 1 : 0;
+    const size_t pos = text.find(stop, from);
+    if (pos == std::string::npos) continue;
+    if (pos < best.pos || (pos == best.pos && stop.size() < best.len)) best = {pos, stop.size()};
+  }
+  return best;
+}
+
 // Longest suffix of `text` that is a proper prefix of some stop string (may still become a match).
 size_t partial_stop_suffix(const std::string& text, const std::vector<std::string>& stops) {
   size_t best = 0;
@@ -279,6 +297,12 @@ Status EngineCore::validate(const Request& request) const {
                          ") = " + std::to_string(total) + " exceeds the maximum context length " +
                          std::to_string(options_.max_model_len));
   }
+  for (const auto& [id, bias] : request.params.logit_bias) {
+    if (id >= vocab_size_) {
+      return Status::Error("sampling parameter logit_bias: token id " + std::to_string(id) +
+                           " is outside the vocabulary [0, " + std::to_string(vocab_size_) + ")");
+    }
+  }
   const int64_t pool_tokens = static_cast<int64_t>(options_.num_pages) * options_.page_size;
   if (total > pool_tokens) {
     return Status::Error("request: prompt + max_tokens = " + std::to_string(total) +
@@ -311,6 +335,7 @@ void EngineCore::add_request(uint64_t id, Request request, std::shared_ptr<Reque
     SampleStream stream;
     stream.sampler = SamplerState(sample_seed(seed, i));
     if (params.repetition_penalty != 1.0f) stream.sampler.add_prompt(group->request.prompt_ids);
+    if (params.min_tokens > 0) stream.sampler.stop_ids = group->stop_ids;
     if (tokenizer_ != nullptr)
       stream.detokenizer =
           std::make_unique<IncrementalDetokenizer>(*tokenizer_, params.skip_special_tokens);
@@ -504,17 +529,23 @@ bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
   event.prompt_tokens = seq.prompt_len();
   event.cached_tokens = group.seqs[0]->cached_tokens;  // the request's prompt (sample 0)
 
-  const bool stop_token = std::find(group.stop_ids.begin(), group.stop_ids.end(),
-                                    sample.token_id) != group.stop_ids.end();
+  // The first min_tokens tokens never end the sample (the sampler masks the stop ids for them).
+  const bool may_stop = length - seq.prompt_len() > params.min_tokens;
+  const bool stop_token = may_stop && std::find(group.stop_ids.begin(), group.stop_ids.end(),
+                                                sample.token_id) != group.stop_ids.end();
   if (stop_token) {
-    event.finish_reason = "stop";  // the stop token's own text is not emitted
+    event.finish_reason = "stop";  // the stop token's own text is emitted only when asked for
+    if (params.include_stop_str_in_output && stream.detokenizer)
+      stream.held += stream.detokenizer->push(sample.token_id);
   } else if (stream.detokenizer) {
+    const size_t new_text = stream.held.size();  // a match must end in this token's text
     stream.held += stream.detokenizer->push(sample.token_id);
     if (!params.stop.empty()) {
-      size_t match = std::string::npos;
-      for (const std::string& stop : params.stop) match = std::min(match, stream.held.find(stop));
-      if (match != std::string::npos) {
-        event.text = stream.held.substr(0, match);
+      const StopMatch match =
+          may_stop ? find_stop(stream.held, params.stop, new_text) : StopMatch{};
+      if (match.pos != std::string::npos) {
+        const size_t end = match.pos + (params.include_stop_str_in_output ? match.len : 0);
+        event.text = stream.held.substr(0, end);
         stream.held.clear();
         event.finish_reason = "stop";
       } else {

@@ -35,6 +35,13 @@ Status SamplingParams::validate() const {
       return Status::Error("sampling parameter stop: expected non-empty strings, found \"\"");
   for (int32_t id : stop_token_ids)
     if (id < 0) return out_of_range("stop_token_ids", "ids >= 0", id);
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) return out_of_range("logit_bias", "token ids >= 0", id);
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      return out_of_range("logit_bias", "biases in [-100, 100]", bias);
+  }
+  if (min_tokens < 0 || min_tokens > max_tokens)
+    return out_of_range("min_tokens", "0..max_tokens", min_tokens);
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -11,8 +12,10 @@
 namespace syv {
 
 // Sampling controls, with OpenAI/vLLM meanings. Applied in this order to each logits row:
-// repetition penalty (prompt + generated tokens), presence/frequency penalties (generated tokens),
-// then greedy if temperature == 0, else logits / temperature -> top-k -> top-p -> min-p -> draw.
+// logit_bias, the min_tokens mask (stop ids at -inf), repetition penalty (prompt + generated
+// tokens), presence/frequency penalties (generated tokens), then greedy if temperature == 0, else
+// logits / temperature -> top-k -> top-p -> min-p -> draw (vLLM's order: its logit-bias and
+// min-tokens processors run before the penalties).
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy (argmax, lowest id on ties); must be >= 0
   int32_t top_k = 0;                // keep the k most likely tokens; 0 or -1 = off
@@ -30,6 +33,15 @@ struct SamplingParams {
   int32_t top_logprobs = 0;             // and this many most likely alternatives (0..20)
   int32_t n = 1;                        // independent samples sharing the prompt's KV pages (1..64)
   bool skip_special_tokens = true;      // detokenizer: leave special tokens out of the text
+  // (token id, bias in [-100, 100]) added to the raw logits before anything else (OpenAI).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // The first min_tokens generated tokens never end the sample: the stop ids (stop_token_ids +
+  // EOS) are masked until that many are generated, and a stop string whose last character comes
+  // with one of them does not match (vLLM). 0..max_tokens.
+  int32_t min_tokens = 0;
+  // A matched stop string stays at the end of the text, and a stop token's text is emitted
+  // (skip_special_tokens still applies) (vLLM).
+  bool include_stop_str_in_output = false;
 
   // Range checks; the message names the field, the expected range and the value.
   Status validate() const;

@@ -51,6 +51,21 @@ void SamplerState::add_prompt(const std::vector<int32_t>& prompt) {
   for (int32_t t : prompt) ++prompt_counts[t];
 }
 
+bool biased_or_masked(const SamplingParams& params, const SamplerState& state) {
+  return !params.logit_bias.empty() ||
+         (state.num_generated < params.min_tokens && !state.stop_ids.empty());
+}
+
+void apply_bias_and_mask(float* logits, int32_t vocab, const SamplingParams& params,
+                         const SamplerState& state) {
+  for (const auto& [t, bias] : params.logit_bias)
+    if (t >= 0 && t < vocab) logits[t] += bias;
+  if (state.num_generated < params.min_tokens) {
+    for (int32_t t : state.stop_ids)
+      if (t >= 0 && t < vocab) logits[t] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 void apply_penalties(float* logits, int32_t vocab, const SamplingParams& params,
                      const SamplerState& state) {
   if (params.repetition_penalty != 1.0f) {
@@ -100,10 +115,12 @@ SampleResult Sampler::sample(const float* logits, int32_t vocab, const SamplingP
 
   const bool penalised = params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
                          params.frequency_penalty != 0.0f;
+  const bool biased = biased_or_masked(params, state);
   const float* row = logits;
-  if (penalised) {
+  if (penalised || biased) {
     work_.assign(logits, logits + vocab);
-    apply_penalties(work_.data(), vocab, params, state);
+    if (biased) apply_bias_and_mask(work_.data(), vocab, params, state);
+    if (penalised) apply_penalties(work_.data(), vocab, params, state);
     row = work_.data();
   }
 
@@ -162,7 +179,8 @@ SampleResult Sampler::sample(const float* logits, int32_t vocab, const SamplingP
     double kept = 0;
     for (size_t i = 0; i < keep; ++i) kept += probs[i];
     double u = state.rng.uniform() * kept;
-    size_t pick = keep - 1;
+    size_t pick = keep - 1;  // rounding left u >= 0: the last candidate that has a probability
+    while (pick > 0 && probs[pick] == 0) --pick;
     for (size_t i = 0; i < keep; ++i) {
       u -= probs[i];
       if (u < 0) {

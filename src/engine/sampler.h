@@ -1,7 +1,9 @@
 // Turns one logits row into a token, following SamplingParams (request.h) exactly:
-//   1. penalties: repetition (tokens of prompt + output), presence and frequency (output tokens);
-//   2. temperature == 0: argmax (lowest id on ties);
-//   3. else logits / temperature -> softmax -> top-k -> top-p -> min-p -> one draw from the
+//   1. logit_bias, then the min_tokens mask: state.stop_ids at -inf while fewer than
+//      params.min_tokens tokens are generated;
+//   2. penalties: repetition (tokens of prompt + output), presence and frequency (output tokens);
+//   3. temperature == 0: argmax (lowest id on ties);
+//   4. else logits / temperature -> softmax -> top-k -> top-p -> min-p -> one draw from the
 //      renormalised distribution with the sequence's own generator.
 // Logprobs are taken from the raw row (log-softmax before penalties and temperature).
 //
@@ -29,16 +31,22 @@ class Rng {
   uint64_t s_[4];
 };
 
-// Per-sequence sampling state: the generator and the token counts the penalties need.
+// Per-sequence sampling state: the generator, the token counts the penalties need and what the
+// min_tokens mask needs.
 struct SamplerState {
   explicit SamplerState(uint64_t seed = 0) : rng(seed) {}
   Rng rng;
   std::unordered_map<int32_t, int32_t> output_counts;  // generated token -> times generated
   std::unordered_map<int32_t, int32_t> prompt_counts;  // prompt token -> times (repetition only)
+  int32_t num_generated = 0;                           // tokens recorded by add_output()
+  std::vector<int32_t> stop_ids;  // masked while num_generated < params.min_tokens
 
   // Records the prompt (only needed when repetition_penalty != 1) and each generated token.
   void add_prompt(const std::vector<int32_t>& prompt);
-  void add_output(int32_t token) { ++output_counts[token]; }
+  void add_output(int32_t token) {
+    ++output_counts[token];
+    ++num_generated;
+  }
 };
 
 struct SampleResult {
@@ -46,6 +54,14 @@ struct SampleResult {
   std::optional<TokenLogprob> logprob;     // when params.logprobs
   std::vector<TokenLogprob> top_logprobs;  // params.top_logprobs alternatives, best first
 };
+
+// Adds params.logit_bias to `logits` [vocab] and sets state.stop_ids to -inf while the
+// min_tokens mask holds; ids outside [0, vocab) are skipped.
+void apply_bias_and_mask(float* logits, int32_t vocab, const SamplingParams& params,
+                         const SamplerState& state);
+
+// True when apply_bias_and_mask() changes something for this state.
+bool biased_or_masked(const SamplingParams& params, const SamplerState& state);
 
 // Applies the three penalties to `logits` [vocab] in place.
 void apply_penalties(float* logits, int32_t vocab, const SamplingParams& params,

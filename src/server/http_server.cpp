@@ -83,6 +83,10 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
   server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start_ = std::chrono::steady_clock::now();
     current_request_tokens() = RequestTokens{};
+    if (apply_cors(req, res)) {
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (auto error = check_before_body(req)) {
       write_error(res, *error);
       res.set_header("Connection", "close");
@@ -99,6 +103,12 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
   route("POST", "/tokenize", Gate::kReady, [r](const auto& q, auto& s) { r->tokenize(q, s); });
   route("POST", "/detokenize", Gate::kReady, [r](const auto& q, auto& s) { r->detokenize(q, s); });
   route("GET", "/v1/models", Gate::kReady, [r](const auto& q, auto& s) { r->models(q, s); });
+  // An id may hold '/' ("Qwen/Qwen3-8B"); the route is public when /v1/models is.
+  route(
+      "GET", "/v1/models/(.+)", Gate::kReady, [r](const auto& q, auto& s) { r->model(q, s); },
+      "/v1/models");
+  route("POST", "/v1/embeddings", Gate::kAlways,
+        [r](const auto& q, auto& s) { r->embeddings(q, s); });
   route("GET", "/health", Gate::kReady, [r](const auto& q, auto& s) { r->health(q, s); });
   route("GET", "/metrics", Gate::kAlways, [r](const auto& q, auto& s) { r->metrics(q, s); });
 
@@ -151,8 +161,20 @@ HttpServer::~HttpServer() {
 
 thread_local std::chrono::steady_clock::time_point HttpServer::request_start_{};
 
-bool HttpServer::authorized(const httplib::Request& req) const {
-  if (keys_.is_public(req.path)) return true;
+bool HttpServer::apply_cors(const httplib::Request& req, httplib::Response& res) const {
+  if (!options_.cors.enabled() || !req.has_header("Origin")) return false;
+  const std::string origin = req.get_header_value("Origin");
+  const bool preflight = req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method");
+  const HeaderList headers =
+      preflight ? options_.cors.preflight_headers(
+                      origin, req.get_header_value("Access-Control-Request-Headers"))
+                : options_.cors.response_headers(origin);
+  for (const auto& [name, value] : headers) res.set_header(name, value);
+  return preflight && !headers.empty();
+}
+
+bool HttpServer::authorized(const httplib::Request& req, const std::string& auth_path) const {
+  if (keys_.is_public(auth_path.empty() ? req.path : auth_path)) return true;
   const std::string key =
       extract_api_key(req.get_header_value("Authorization"), req.get_header_value("X-Api-Key"));
   if (keys_.matches(key)) return true;
@@ -189,10 +211,10 @@ void HttpServer::log_access(const httplib::Request& req, const httplib::Response
 }
 
 void HttpServer::route(const std::string& method, const std::string& path, Gate gate,
-                       Handler handler) {
-  auto wrapped = [this, gate, handler = std::move(handler)](const httplib::Request& req,
-                                                            httplib::Response& res) {
-    if (!authorized(req)) {
+                       Handler handler, std::string auth_path) {
+  auto wrapped = [this, gate, handler = std::move(handler), auth_path = std::move(auth_path)](
+                     const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, auth_path)) {
       return write_error(
           res, ApiError::unauthorized("missing or invalid API key (Authorization: Bearer <key> or "
                                       "X-Api-Key: <key>)"));

@@ -1,8 +1,9 @@
 // The HTTP transport (cpp-httplib) in front of the routes, with the middleware every request
 // passes, in this order:
-//   0. before the body is read (pre-routing): a Content-Encoding other than identity gets 415
-//      (httplib would inflate it whole, without a limit, before auth); Transfer-Encoding, or a
-//      POST without Content-Length, gets 411 (httplib caps only declared lengths); more than
+//   0. before the body is read (pre-routing): CORS headers when the Origin is allowed, and an
+//      allowed preflight answered 204 before auth (cors.h); a Content-Encoding other than identity
+//      gets 415 (httplib would inflate it whole, without a limit, before auth); Transfer-Encoding,
+//      or a POST without Content-Length, gets 411 (httplib caps only declared lengths); more than
 //      max_header_count headers get 431;
 //   1. body limit: a body over max_body_bytes is refused with 413 before it is read into memory
 //      (httplib's payload limit; the error handler writes the JSON body);
@@ -31,6 +32,7 @@
 #include "core/status.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/cors.h"
 #include "server/metrics.h"
 #include "server/openai_routes.h"
 
@@ -46,6 +48,7 @@ struct HttpOptions {
   size_t max_header_count = 100;  // more request headers get 431
   int listen_backlog = 1024;      // connections the kernel queues before accept()
   bool access_log = true;         // one INFO line per request
+  CorsPolicy cors;                // --allowed-origins; off by default
 };
 
 class HttpServer {
@@ -73,8 +76,13 @@ class HttpServer {
  private:
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   enum class Gate { kAlways, kReady, kGeneration };
-  void route(const std::string& method, const std::string& path, Gate gate, Handler handler);
-  bool authorized(const httplib::Request& req) const;
+  // `path` is a regex (httplib); `auth_path` is the route --public-routes names for it ("" =
+  // the request's path).
+  void route(const std::string& method, const std::string& path, Gate gate, Handler handler,
+             std::string auth_path = "");
+  bool authorized(const httplib::Request& req, const std::string& auth_path = "") const;
+  // CORS headers for the request's Origin; true when it is an allowed preflight (answered 204).
+  bool apply_cors(const httplib::Request& req, httplib::Response& res) const;
   // The checks that need only the request line and headers (see 0. above).
   std::optional<ApiError> check_before_body(const httplib::Request& req) const;
   void log_access(const httplib::Request& req, const httplib::Response& res) const;

@@ -77,6 +77,9 @@ syv::SamplingParams to_engine_params(const server::SamplingParams& s, int max_to
   p.top_logprobs = s.top_logprobs;
   p.n = s.n;
   p.skip_special_tokens = s.skip_special_tokens;
+  p.logit_bias = s.logit_bias;
+  p.min_tokens = s.min_tokens;
+  p.include_stop_str_in_output = s.include_stop_str_in_output;
   return p;
 }
 
@@ -137,13 +140,36 @@ void OpenAiRoutes::metrics(const httplib::Request&, httplib::Response& res) {
   res.set_content(metrics_.render(engine_gauges()), "text/plain; version=0.0.4; charset=utf-8");
 }
 
+json OpenAiRoutes::model_card() const {
+  return {{"id", model_.model_name},
+          {"object", "model"},
+          {"created", created_},
+          {"owned_by", "syv"},
+          {"max_model_len", model_.generator->max_model_len()}};
+}
+
 void OpenAiRoutes::models(const httplib::Request&, httplib::Response& res) {
-  json card = {{"id", model_.model_name},
-               {"object", "model"},
-               {"created", created_},
-               {"owned_by", "syv"},
-               {"max_model_len", model_.generator->max_model_len()}};
-  write_json(res, {{"object", "list"}, {"data", json::array({card})}});
+  write_json(res, {{"object", "list"}, {"data", json::array({model_card()})}});
+}
+
+void OpenAiRoutes::model(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+  if (id != model_.model_name) {
+    ApiError e =
+        ApiError::not_found("The model `" + (id.size() <= 80 ? id : id.substr(0, 77) + "...") +
+                                "` does not exist; this server serves `" + model_.model_name + "`",
+                            "model_not_found");
+    e.param = "model";
+    return write_error(res, e);
+  }
+  write_json(res, model_card());
+}
+
+void OpenAiRoutes::embeddings(const httplib::Request&, httplib::Response& res) {
+  write_error(res, ApiError{501,
+                            "/v1/embeddings is not served: syv serves generation models (use "
+                            "/v1/chat/completions or /v1/completions)",
+                            "invalid_request_error", "", "unsupported_endpoint"});
 }
 
 void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -234,6 +260,14 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
     if (auto err = check_length(static_cast<int>(prompts[i].size()), common.sampling.max_tokens,
                                 max_model_len, param.c_str(), max_tokens[i])) {
       return write_error(res, *err);
+    }
+    if (common.sampling.min_tokens > max_tokens[i]) {
+      return write_error(
+          res,
+          ApiError::bad_param("min_tokens",
+                              "min_tokens: expected at most the " + std::to_string(max_tokens[i]) +
+                                  " tokens left in the context after " + param + ", found " +
+                                  std::to_string(common.sampling.min_tokens)));
     }
   }
 

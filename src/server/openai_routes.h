@@ -1,5 +1,6 @@
-// The route handlers: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;
-// GET /v1/models, /health, /metrics. Auth, readiness and body limits are applied before these run
+// The route handlers: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize,
+// /v1/embeddings (501: generation models only); GET /v1/models, /v1/models/{id}, /health,
+// /metrics. Auth, readiness and body limits are applied before these run
 // (http_server.h); the handlers validate the body (openai_schema.h), tokenize, check the context
 // length, admit the request (429 + Retry-After when max_pending requests are in flight), and answer
 // with one JSON body or an SSE stream (completion_stream.h).
@@ -60,6 +61,10 @@ class OpenAiRoutes {
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
   void models(const httplib::Request& req, httplib::Response& res);
+  // GET /v1/models/{id}: the served model's card, or 404 model_not_found naming the id
+  // (req.matches[1]).
+  void model(const httplib::Request& req, httplib::Response& res);
+  void embeddings(const httplib::Request& req, httplib::Response& res);
   void health(const httplib::Request& req, httplib::Response& res);
   void metrics(const httplib::Request& req, httplib::Response& res);
 
@@ -70,6 +75,7 @@ class OpenAiRoutes {
   struct Admission;
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
   EngineGauges engine_gauges() const;
+  nlohmann::json model_card() const;
 
   Metrics& metrics_;
   RouteOptions options_;

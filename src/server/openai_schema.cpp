@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "server/json_limits.h"
+#include "server/request_fields.h"
 
 namespace syv::server {
 
@@ -134,11 +135,9 @@ std::optional<ApiError> check_model(const json& body, const SchemaLimits& limits
   return std::nullopt;
 }
 
+// Supported fields with values syv cannot honour.
 std::optional<ApiError> check_refused(const json& body) {
   Fields f(body);
-  if (const json* v = f.get("logit_bias"); v != nullptr && !(v->is_object() && v->empty())) {
-    return ApiError::unsupported("logit_bias", "logit_bias: not supported by syv");
-  }
   if (const json* v = f.get("response_format"); v != nullptr) {
     if (!v->is_object()) return f.expected("response_format", "an object", *v);
     auto type = v->find("type");
@@ -156,8 +155,68 @@ std::optional<ApiError> check_refused(const json& body) {
     return ApiError::unsupported("best_of",
                                  "best_of: only 1 is supported, found " + describe_json(*v));
   }
-  if (const json* v = f.get("suffix"); v != nullptr && !(v->is_string() && v->empty())) {
+  if (const json* v = f.get("suffix");
+      v != nullptr && !(v->is_string() && v->get_ref<const std::string&>().empty())) {
     return ApiError::unsupported("suffix", "suffix: not supported by syv");
+  }
+  return std::nullopt;
+}
+
+// OpenAI's logit_bias: {"<token id>": bias in [-100, 100], ...}.
+std::optional<ApiError> parse_logit_bias(const json& body, const SchemaLimits& limits,
+                                         std::vector<std::pair<int32_t, float>>& out) {
+  Fields f(body);
+  const json* v = f.get("logit_bias");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_object()) {
+    return f.expected("logit_bias", "an object mapping token ids to biases in [-100, 100]", *v);
+  }
+  if (static_cast<int>(v->size()) > limits.max_logit_bias) {
+    return ApiError::bad_param("logit_bias", "logit_bias: at most " +
+                                                 std::to_string(limits.max_logit_bias) +
+                                                 " entries, found " + std::to_string(v->size()));
+  }
+  for (const auto& [key, bias] : v->items()) {
+    const std::string at = "logit_bias[\"" + truncate_for_message(key) + "\"]";
+    int64_t id = -1;
+    if (!key.empty() && key.size() <= 10 &&
+        key.find_first_not_of("0123456789") == std::string::npos) {
+      id = std::stoll(key);
+    }
+    if (id < 0 || id >= limits.vocab_size) {
+      return ApiError::bad_param("logit_bias", at + ": expected a token id in [0, " +
+                                                   std::to_string(limits.vocab_size) +
+                                                   ") as the key");
+    }
+    if (!bias.is_number() || !std::isfinite(bias.get<double>()) || bias.get<double>() < -100 ||
+        bias.get<double>() > 100) {
+      return ApiError::bad_param(
+          "logit_bias", at + ": expected a number in [-100, 100], found " + describe_json(bias));
+    }
+    out.emplace_back(static_cast<int32_t>(id), bias.get<float>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_stream_options(const json& body, CommonRequest& out) {
+  Fields f(body);
+  const json* so = f.get("stream_options");
+  if (so == nullptr) return std::nullopt;
+  if (!so->is_object()) return f.expected("stream_options", "an object", *so);
+  if (!out.stream) {
+    return ApiError::bad_param("stream_options",
+                               "stream_options: only allowed when stream is true");
+  }
+  Fields sof(*so, "stream_options.");
+  SYV_API_RETURN_IF(sof.boolean("include_usage", out.include_usage));
+  bool obfuscation = false;  // OpenAI pads chunks against side channels; syv sends none
+  SYV_API_RETURN_IF(sof.boolean("include_obfuscation", obfuscation));
+  for (const auto& [key, value] : so->items()) {
+    if (key != "include_usage" && key != "include_obfuscation" && !value.is_null()) {
+      const std::string p = "stream_options." + truncate_for_message(key);
+      return ApiError{400, p + ": unknown field (syv reads include_usage)", "invalid_request_error",
+                      p, "unknown_parameter"};
+    }
   }
   return std::nullopt;
 }
@@ -166,17 +225,11 @@ std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limit
                                      CommonRequest& out) {
   Fields f(body);
   SYV_API_RETURN_IF(check_model(body, limits, out.model));
+  SYV_API_RETURN_IF(
+      check_request_fields(body, chat ? GenerationRoute::kChat : GenerationRoute::kCompletions));
   SYV_API_RETURN_IF(check_refused(body));
   SYV_API_RETURN_IF(f.boolean("stream", out.stream));
-  if (const json* so = f.get("stream_options"); so != nullptr) {
-    if (!so->is_object()) return f.expected("stream_options", "an object", *so);
-    if (!out.stream) {
-      return ApiError::bad_param("stream_options",
-                                 "stream_options: only allowed when stream is true");
-    }
-    Fields sof(*so, "stream_options.");
-    SYV_API_RETURN_IF(sof.boolean("include_usage", out.include_usage));
-  }
+  SYV_API_RETURN_IF(parse_stream_options(body, out));
   SamplingParams& s = out.sampling;
   bool present = false;
   int64_t v = 0;
@@ -202,6 +255,15 @@ std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limit
   if (present) s.seed = static_cast<uint64_t>(v);
   SYV_API_RETURN_IF(f.boolean("ignore_eos", s.ignore_eos));
   SYV_API_RETURN_IF(f.boolean("skip_special_tokens", s.skip_special_tokens));
+  SYV_API_RETURN_IF(f.boolean("include_stop_str_in_output", s.include_stop_str_in_output));
+  SYV_API_RETURN_IF(f.integer("min_tokens", v, 0, std::numeric_limits<int32_t>::max(), present));
+  if (present) s.min_tokens = static_cast<int>(v);
+  if (s.max_tokens.has_value() && s.min_tokens > *s.max_tokens) {
+    return ApiError::bad_param("min_tokens", "min_tokens: expected at most max_tokens (" +
+                                                 std::to_string(*s.max_tokens) + "), found " +
+                                                 std::to_string(s.min_tokens));
+  }
+  SYV_API_RETURN_IF(parse_logit_bias(body, limits, s.logit_bias));
 
   if (const json* stop = f.get("stop"); stop != nullptr) {
     const std::string what =
@@ -440,6 +502,40 @@ std::optional<ApiError> parse_template_kwargs(const json& body, json& out) {
   return std::nullopt;
 }
 
+// modalities: ["text"] is what syv produces; anything else is refused.
+std::optional<ApiError> parse_modalities(const json& body) {
+  Fields f(body);
+  const json* m = f.get("modalities");
+  if (m == nullptr) return std::nullopt;
+  if (!m->is_array()) return f.expected("modalities", "an array of strings", *m);
+  for (const json& item : *m) {
+    if (!item.is_string()) return f.expected("modalities", "an array of strings", *m);
+    if (item != "text") {
+      return ApiError::unsupported(
+          "modalities", "modalities: only [\"text\"] is supported, found " + describe_json(item));
+    }
+  }
+  return std::nullopt;
+}
+
+// reasoning_effort goes to the chat template as the variable of that name, as vLLM hands it
+// (chat_template_kwargs.reasoning_effort, when given, wins). Qwen3's templates do not read it;
+// their switch is chat_template_kwargs.enable_thinking.
+std::optional<ApiError> parse_reasoning_effort(const json& body, json& template_kwargs) {
+  Fields f(body);
+  const json* e = f.get("reasoning_effort");
+  if (e == nullptr) return std::nullopt;
+  const std::string what = "one of \"none\", \"minimal\", \"low\", \"medium\", \"high\"";
+  if (!e->is_string()) return f.expected("reasoning_effort", what, *e);
+  const std::string& v = e->get_ref<const std::string&>();
+  if (v != "none" && v != "minimal" && v != "low" && v != "medium" && v != "high") {
+    return f.expected("reasoning_effort", what, *e);
+  }
+  if (template_kwargs.is_null()) template_kwargs = json::object();
+  if (!template_kwargs.contains("reasoning_effort")) template_kwargs["reasoning_effort"] = v;
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_token_array(const json& v, const std::string& param,
                                           const SchemaLimits& limits, bool allow_empty,
                                           std::vector<int32_t>& out) {
@@ -540,9 +636,8 @@ ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& 
   }
   if (req.tool_choice == "none") req.tools = nullptr;
   req.parse_tool_calls = !req.tools.is_null();
-  if (const json* pt = f.get("parallel_tool_calls"); pt != nullptr && !pt->is_boolean()) {
-    return f.expected("parallel_tool_calls", "a boolean", *pt);
-  }
+  SYV_API_RETURN_IF(parse_modalities(body));
+  SYV_API_RETURN_IF(parse_reasoning_effort(body, req.chat_template_kwargs));
   return req;
 }
 

@@ -1,8 +1,8 @@
 // Request validation for the OpenAI-compatible routes: JSON body -> typed request, or an ApiError
 // naming the parameter at fault with expected vs found ("temperature: expected a number in
-// [0, 2], found 7"). Unknown fields are ignored (clients send extras); fields syv cannot honour
-// (logit_bias, response_format other than text, tool_choice "required" ...) are refused, never
-// silently dropped.
+// [0, 2], found 7"). The generation routes check every field against the policy table
+// (request_fields.h): unknown fields and fields syv cannot honour (response_format other than
+// text, tool_choice "required", guided_json ...) are refused, never silently dropped.
 //
 // Pure functions of the body and the limits: no tokenizer, no engine. Token-level checks (context
 // length, token ids against the vocabulary) happen in the routes after tokenization.
@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "server/api_error.h"
@@ -27,25 +28,29 @@ struct SchemaLimits {
   int max_prompts = 64;           // most prompts in one /v1/completions request
   int max_stop = 16;              // most stop strings
   int max_top_logprobs = 20;
+  int max_logit_bias = 1024;  // most logit_bias entries
 };
 
 struct SamplingParams {
-  int n = 1;                            // samples per prompt
-  std::optional<int> max_tokens;        // unset: up to the context length
-  float temperature = 1.0f;             // 0 = greedy
-  float top_p = 1.0f;                   // (0, 1]
-  int top_k = 0;                        // 0 or -1 = off
-  float min_p = 0.0f;                   // [0, 1]
-  float presence_penalty = 0.0f;        // [-2, 2]
-  float frequency_penalty = 0.0f;       // [-2, 2]
-  float repetition_penalty = 1.0f;      // (0, 2]
-  std::optional<uint64_t> seed;         // per-request RNG seed
-  std::vector<std::string> stop;        // stop strings, excluded from the output
-  std::vector<int32_t> stop_token_ids;  // extra stop tokens (vLLM extension)
-  bool ignore_eos = false;              // vLLM extension
-  bool skip_special_tokens = true;      // detokenization
-  bool logprobs = false;                // return the sampled token's logprob
-  int top_logprobs = 0;                 // and this many alternatives, [0, 20]
+  int n = 1;                                          // samples per prompt
+  std::optional<int> max_tokens;                      // unset: up to the context length
+  float temperature = 1.0f;                           // 0 = greedy
+  float top_p = 1.0f;                                 // (0, 1]
+  int top_k = 0;                                      // 0 or -1 = off
+  float min_p = 0.0f;                                 // [0, 1]
+  float presence_penalty = 0.0f;                      // [-2, 2]
+  float frequency_penalty = 0.0f;                     // [-2, 2]
+  float repetition_penalty = 1.0f;                    // (0, 2]
+  std::optional<uint64_t> seed;                       // per-request RNG seed
+  std::vector<std::string> stop;                      // stop strings, excluded from the output
+  std::vector<int32_t> stop_token_ids;                // extra stop tokens (vLLM extension)
+  bool ignore_eos = false;                            // vLLM extension
+  bool skip_special_tokens = true;                    // detokenization
+  bool logprobs = false;                              // return the sampled token's logprob
+  int top_logprobs = 0;                               // and this many alternatives, [0, 20]
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100])
+  int min_tokens = 0;                                 // vLLM: no stop before this many tokens
+  bool include_stop_str_in_output = false;            // vLLM: keep the matched stop string
 };
 
 struct CommonRequest {

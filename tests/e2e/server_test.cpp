@@ -151,11 +151,28 @@ class ServerE2E : public ::testing::Test {
     ASSERT_TRUE(std::filesystem::exists(kTokenizerDir + "/tokenizer.json"))
         << kTokenizerDir << " is missing: run tools/setup/fetch-tokenizer.sh (make test does)";
     ensure_demo_model();
-    server_ =
-        new ServerProcess({"serve", "--model", kDemoDir, "--port", "0", "--api-key", kKey,
-                           "--served-model-name", "tiny", "--max-model-len", "1024", "--page-size",
-                           "16", "--kv-cache-mb", "64", "--max-num-seqs", "16", "--device", "cpu"},
-                          "e2e_server.log");
+    server_ = new ServerProcess({"serve",
+                                 "--model",
+                                 kDemoDir,
+                                 "--port",
+                                 "0",
+                                 "--api-key",
+                                 kKey,
+                                 "--served-model-name",
+                                 "tiny",
+                                 "--max-model-len",
+                                 "1024",
+                                 "--page-size",
+                                 "16",
+                                 "--kv-cache-mb",
+                                 "64",
+                                 "--max-num-seqs",
+                                 "16",
+                                 "--device",
+                                 "cpu",
+                                 "--allowed-origins",
+                                 "http://localhost:5173"},
+                                "e2e_server.log");
     const std::string port = server_->wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))",
                                                     std::chrono::seconds(60));
     ASSERT_FALSE(port.empty()) << server_->log();
@@ -199,7 +216,7 @@ TEST_F(ServerE2E, OfficialOpenAiNpmClient) {
   const int status = pclose(p);
   std::cout << out;
   EXPECT_EQ(status, 0) << out;
-  EXPECT_NE(out.find("6 passed, 0 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("9 passed, 0 failed"), std::string::npos) << out;
 }
 
 TEST_F(ServerE2E, ConcurrentGreedyEqualsSequential) {
@@ -297,6 +314,84 @@ TEST_F(ServerE2E, DisconnectMidStreamFreesEveryPage) {
   EXPECT_EQ(metric(m, "syv_requests_running"), 0) << m;
   EXPECT_EQ(m.find("syv_request_success_total{finish_reason=\"abort\"} 0"), std::string::npos);
   EXPECT_NE(m.find("syv_time_to_first_token_seconds_bucket"), std::string::npos);
+}
+
+// GET /v1/models/{id}, the 501 of /v1/embeddings, CORS from --allowed-origins, and logit_bias,
+// include_stop_str_in_output and min_tokens on the demo model (greedy: its output is noise, but
+// the same noise every time).
+TEST_F(ServerE2E, ApiFieldsOnTheDemoModel) {
+  httplib::Client cli("127.0.0.1", port_);
+  cli.set_read_timeout(300, 0);
+  const httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kKey}};
+  auto card = cli.Get("/v1/models/tiny", auth);
+  ASSERT_TRUE(card);
+  EXPECT_EQ(card->status, 200);
+  EXPECT_EQ(json::parse(card->body)["id"], "tiny");
+  EXPECT_EQ(cli.Get("/v1/models/other", auth)->status, 404);
+  auto emb = post("/v1/embeddings", {{"model", "tiny"}, {"input", "hi"}});
+  EXPECT_EQ(emb->status, 501);
+  EXPECT_TRUE(is_openai_error(emb->body));
+
+  auto pre = cli.Options("/v1/chat/completions", {{"Origin", "http://localhost:5173"},
+                                                  {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://localhost:5173");
+  httplib::Headers with_origin = auth;
+  with_origin.emplace("Origin", "http://localhost:5173");
+  EXPECT_EQ(cli.Get("/v1/models", with_origin)->get_header_value("Access-Control-Allow-Origin"),
+            "http://localhost:5173");
+
+  // logit_bias: +100 on one token makes greedy decoding repeat it.
+  auto tok = post("/tokenize", {{"prompt", " fox"}});
+  ASSERT_EQ(tok->status, 200);
+  const int32_t fox = json::parse(tok->body)["tokens"][0];
+  json body = {{"prompt", "Hello"},
+               {"max_tokens", 4},
+               {"temperature", 0},
+               {"logit_bias", {{std::to_string(fox), 100}}}};
+  auto biased = post("/v1/completions", body);
+  ASSERT_EQ(biased->status, 200) << biased->body;
+  auto four = post("/detokenize", {{"tokens", {fox, fox, fox, fox}}});
+  EXPECT_EQ(json::parse(biased->body)["choices"][0]["text"], json::parse(four->body)["prompt"]);
+
+  // include_stop_str_in_output keeps the stop string; without it, it is cut.
+  body = {{"prompt", "Hello"}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
+  const std::string full = json::parse(post("/v1/completions", body)->body)["choices"][0]["text"];
+  ASSERT_GE(full.size(), 6u);
+  const std::string stop = full.substr(full.size() / 2, 2);
+  body["stop"] = stop;
+  for (bool include : {false, true}) {
+    body["include_stop_str_in_output"] = include;
+    const json r = json::parse(post("/v1/completions", body)->body);
+    EXPECT_EQ(r["choices"][0]["text"], full.substr(0, full.find(stop) + (include ? 2 : 0)));
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  }
+  // min_tokens: the biased token made a stop token ends the choice at once, or, masked for the
+  // first 3 tokens, as the 4th.
+  body = {{"prompt", "Hello"},
+          {"max_tokens", 8},
+          {"temperature", 0},
+          {"logit_bias", {{std::to_string(fox), 100}}},
+          {"stop_token_ids", {fox}}};
+  for (int min_tokens : {0, 3}) {
+    body["min_tokens"] = min_tokens;
+    const json r = json::parse(post("/v1/completions", body)->body);
+    EXPECT_EQ(r["usage"]["completion_tokens"], min_tokens + 1) << r;
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << r;
+  }
+}
+
+TEST(ServerCli, BadAllowedOriginsFailsAtStart) {
+  ensure_demo_model();
+  ServerProcess p({"serve", "--model", kDemoDir, "--port", "0", "--device", "cpu",
+                   "--allowed-origins", "localhost:3000"},
+                  "e2e_server_bad_origins.log");
+  EXPECT_EQ(p.wait_exit(std::chrono::seconds(30)), 1);
+  EXPECT_NE(p.log().find("--allowed-origins: \"localhost:3000\" is not an origin"),
+            std::string::npos)
+      << p.log();
+  EXPECT_EQ(p.log().find("listening on"), std::string::npos);
 }
 
 TEST(ServerCli, NonLoopbackWithoutKeyIsRefused) {

@@ -58,7 +58,10 @@ TEST(ServerSchema, FullChatRequestIsTyped) {
                {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}}},
             {"tool_choice", "auto"},
             {"chat_template_kwargs", {{"enable_thinking", false}}},
-            {"some_unknown_field", 1}}),
+            {"logit_bias", {{"7", 2.5}, {"999", -100}}},
+            {"min_tokens", 3},
+            {"include_stop_str_in_output", true},
+            {"reasoning_effort", "low"}}),
       limits());
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->sampling.n, 2);
@@ -73,6 +76,11 @@ TEST(ServerSchema, FullChatRequestIsTyped) {
   EXPECT_TRUE(r->include_usage);
   EXPECT_TRUE(r->parse_tool_calls);
   EXPECT_EQ(r->chat_template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(r->chat_template_kwargs["reasoning_effort"], "low");
+  const std::vector<std::pair<int32_t, float>> bias = {{7, 2.5f}, {999, -100.0f}};
+  EXPECT_EQ(r->sampling.logit_bias, bias);
+  EXPECT_EQ(r->sampling.min_tokens, 3);
+  EXPECT_TRUE(r->sampling.include_stop_str_in_output);
 }
 
 TEST(ServerSchema, ContentPartsAreJoinedAndDeveloperIsSystem) {
@@ -140,7 +148,23 @@ TEST(ServerSchema, EachBadFieldIsNamed) {
       {{{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}, "tool_choice"},
       {{{"chat_template_kwargs", "x"}}, "chat_template_kwargs"},
       {{{"chat_template_kwargs", {{"messages", 1}}}}, "chat_template_kwargs"},
-      {{{"logit_bias", {{"1", 5}}}}, "logit_bias"},
+      {{{"logit_bias", 5}}, "logit_bias"},
+      {{{"logit_bias", {{"abc", 5}}}}, "logit_bias"},
+      {{{"logit_bias", {{"-1", 5}}}}, "logit_bias"},
+      {{{"logit_bias", {{"1.5", 5}}}}, "logit_bias"},
+      {{{"logit_bias", {{"1000", 5}}}}, "logit_bias"},
+      {{{"logit_bias", {{"99999999999", 5}}}}, "logit_bias"},
+      {{{"logit_bias", {{"1", 100.5}}}}, "logit_bias"},
+      {{{"logit_bias", {{"1", "5"}}}}, "logit_bias"},
+      {{{"min_tokens", -1}}, "min_tokens"},
+      {{{"min_tokens", 1.5}}, "min_tokens"},
+      {{{"min_tokens", 5}, {"max_tokens", 4}}, "min_tokens"},
+      {{{"include_stop_str_in_output", 1}}, "include_stop_str_in_output"},
+      {{{"reasoning_effort", "extreme"}}, "reasoning_effort"},
+      {{{"modalities", {"text", "audio"}}}, "modalities"},
+      {{{"modalities", "text"}}, "modalities"},
+      {{{"parallel_tool_calls", "yes"}}, "parallel_tool_calls"},
+      {{{"user", 5}}, "user"},
       {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
       {{{"stop_token_ids", {5000}}}, "stop_token_ids"},
       {{{"messages", json::array()}}, "messages"},
@@ -158,6 +182,20 @@ TEST(ServerSchema, EachBadFieldIsNamed) {
     SCOPED_TRACE(extra.dump());
     expect_error(parse_chat_request(chat(extra), limits()), param);
   }
+}
+
+TEST(ServerSchema, LogitBiasEntriesAreBounded) {
+  SchemaLimits big = limits();
+  big.vocab_size = 5000;
+  json bias = json::object();
+  for (int i = 0; i < big.max_logit_bias; ++i) bias[std::to_string(i)] = 1;
+  auto r = parse_chat_request(chat({{"logit_bias", bias}}), big);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(static_cast<int>(r->sampling.logit_bias.size()), big.max_logit_bias);
+  bias[std::to_string(big.max_logit_bias)] = 1;
+  auto e = parse_chat_request(chat({{"logit_bias", bias}}), big);
+  expect_error(e, "logit_bias");
+  EXPECT_NE(e.error().message.find("at most 1024 entries"), std::string::npos) << e.error().message;
 }
 
 TEST(ServerSchema, UnknownModelIs404) {

@@ -26,6 +26,57 @@ await check("models.list names the served model", async () => {
   assert.ok(list.data.some((m) => m.id === model), JSON.stringify(list.data));
 });
 
+await check("models.retrieve returns the served model; another id raises NotFoundError", async () => {
+  const card = await client.models.retrieve(model);
+  assert.equal(card.id, model);
+  assert.equal(card.object, "model");
+  await assert.rejects(client.models.retrieve("no-such-model"), (e) => {
+    assert.ok(e instanceof OpenAI.NotFoundError, String(e));
+    assert.equal(e.code, "model_not_found");
+    return true;
+  });
+});
+
+await check("logit_bias +100 on a token makes greedy output repeat it", async () => {
+  // The token's id and text from syv's own /tokenize and /detokenize.
+  const call = async (path, body) => {
+    const res = await fetch(`${process.env.SYV_URL}${path}`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${process.env.SYV_KEY}`, "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    return res.json();
+  };
+  const fox = (await call("/tokenize", { prompt: " fox" })).tokens[0];
+  const text = (await call("/detokenize", { tokens: [fox] })).prompt;
+  const r = await client.completions.create({
+    model,
+    prompt: "Hello",
+    max_tokens: 3,
+    temperature: 0,
+    logit_bias: { [String(fox)]: 100 },
+  });
+  assert.equal(r.choices[0].text, text.repeat(3));
+  assert.equal(r.usage.completion_tokens, 3);
+});
+
+await check("a field syv cannot honour raises BadRequestError naming it", async () => {
+  await assert.rejects(
+    client.chat.completions.create({
+      model,
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 2,
+      guided_json: { type: "object" },
+    }),
+    (e) => {
+      assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+      assert.equal(e.param, "guided_json");
+      assert.equal(e.code, "unsupported_parameter");
+      return true;
+    },
+  );
+});
+
 let chatText = null;
 await check("chat.completions.create (non-streaming)", async () => {
   const r = await client.chat.completions.create({

@@ -1,0 +1,220 @@
+// The API surface clients probe, in-process over loopback (test_server.h): GET /v1/models/{id},
+// the 501 of /v1/embeddings, the request-field policy through the live routes (refused and
+// unknown fields named; logit_bias, min_tokens, include_stop_str_in_output reaching the engine's
+// request), and CORS (--allowed-origins): preflights before auth, headers on answers, nothing for
+// other origins or when off.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "e2e/http_test_util.h"
+#include "e2e/test_server.h"
+
+namespace syv::testing {
+namespace {
+
+using nlohmann::json;
+
+const json kChat = {{"messages", {{{"role", "user"}, {"content", "Hello"}}}}, {"max_tokens", 4}};
+
+json error_of(const httplib::Result& res) {
+  EXPECT_TRUE(is_openai_error(res->body)) << res->body;
+  return json::parse(res->body)["error"];
+}
+
+TEST_F(ServerHttp, ModelById) {
+  TestServer s;
+  auto ok = s.get("/v1/models/fake");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  const json card = json::parse(ok->body);
+  EXPECT_EQ(card["id"], "fake");
+  EXPECT_EQ(card["object"], "model");
+  EXPECT_EQ(card["owned_by"], "syv");
+  EXPECT_EQ(card["max_model_len"], 256);
+  EXPECT_EQ(card, json::parse(s.get("/v1/models")->body)["data"][0]);
+
+  // Unknown ids, one with a '/' sent escaped: 404 naming the id.
+  for (const auto& [path, id] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/models/gpt-4o", "gpt-4o"}, {"/v1/models/org%2Fother", "org/other"}}) {
+    auto res = s.get(path);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 404) << path;
+    const json e = error_of(res);
+    EXPECT_EQ(e["code"], "model_not_found");
+    EXPECT_EQ(e["param"], "model");
+    EXPECT_NE(e["message"].get<std::string>().find("`" + id + "`"), std::string::npos) << e;
+  }
+  // Auth as /v1/models: a key, unless /v1/models is public.
+  EXPECT_EQ(s.get("/v1/models/fake", "")->status, 401);
+  EXPECT_EQ(s.get("/v1/models/fake", "sk-wrong")->status, 401);
+  TestServer open({}, {}, "/v1/models");
+  EXPECT_EQ(open.get("/v1/models/fake", "")->status, 200);
+  EXPECT_EQ(open.get("/v1/models/nope", "")->status, 404);
+}
+
+TEST_F(ServerHttp, EmbeddingsAre501AfterAuth) {
+  TestServer s;
+  auto res = s.post("/v1/embeddings", {{"model", "fake"}, {"input", "hello"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 501);
+  const json e = error_of(res);
+  EXPECT_EQ(e["code"], "unsupported_endpoint");
+  EXPECT_NE(e["message"].get<std::string>().find("generation models"), std::string::npos);
+  EXPECT_EQ(s.post("/v1/embeddings", {{"input", "hello"}}, "")->status, 401);
+  EXPECT_EQ(s.post("/v1/embeddings", {{"input", "hello"}}, "sk-wrong")->status, 401);
+}
+
+TEST_F(ServerHttp, RequestFieldPolicyOnTheLiveRoutes) {
+  TestServer s;
+  struct Case {
+    std::string path, field;
+    json value;
+    int status;
+    std::string code;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", "guided_json", {{"type", "object"}}, 400, "unsupported_parameter"},
+      {"/v1/completions", "grammar", "root ::= \"a\"", 400, "unsupported_parameter"},
+      {"/v1/chat/completions", "functions", json::array(), 400, "unsupported_parameter"},
+      {"/v1/chat/completions", "frobnicate", 1, 400, "unknown_parameter"},
+      {"/v1/completions", "messages", json::array(), 400, "unknown_parameter"},
+      {"/v1/chat/completions", "user", "u-1", 200, ""},
+      {"/v1/chat/completions", "store", false, 200, ""},
+      {"/v1/chat/completions", "metadata", {{"k", "v"}}, 200, ""},
+      {"/v1/completions", "user", "u-1", 200, ""},
+      {"/v1/chat/completions", "guided_json", nullptr, 200, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path + " " + c.field);
+    json body = c.path == "/v1/completions" ? json{{"prompt", "Hello"}, {"max_tokens", 2}} : kChat;
+    body[c.field] = c.value;
+    auto res = s.post(c.path, body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, c.status) << res->body;
+    if (c.status != 200) {
+      const json e = error_of(res);
+      EXPECT_EQ(e["param"], c.field);
+      EXPECT_EQ(e["code"], c.code);
+    }
+  }
+
+  // The vLLM fields reach the engine's request.
+  json body = kChat;
+  body["logit_bias"] = {{"9707", 5}, {"11", -100}};
+  body["min_tokens"] = 2;
+  body["include_stop_str_in_output"] = true;
+  ASSERT_EQ(s.post("/v1/chat/completions", body)->status, 200);
+  const Request got = s.generator.last_request();
+  const std::vector<std::pair<int32_t, float>> bias = {{11, -100.0f}, {9707, 5.0f}};
+  EXPECT_EQ(got.params.logit_bias, bias);
+  EXPECT_EQ(got.params.min_tokens, 2);
+  EXPECT_TRUE(got.params.include_stop_str_in_output);
+
+  // min_tokens beyond what the context leaves (no max_tokens given): 400 naming it.
+  body = {{"prompt", "Hello"}, {"min_tokens", 1000}};
+  auto res = s.post("/v1/completions", body);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["param"], "min_tokens");
+  body["logit_bias"] = {{"999999", 1}};
+  body.erase("min_tokens");
+  res = s.post("/v1/completions", body);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["param"], "logit_bias");
+}
+
+httplib::Headers preflight(const std::string& origin) {
+  return {{"Origin", origin},
+          {"Access-Control-Request-Method", "POST"},
+          {"Access-Control-Request-Headers", "authorization, content-type, x-stainless-os"}};
+}
+
+TEST_F(ServerHttp, CorsPreflightBeforeAuthAndHeadersOnAnswers) {
+  server::HttpOptions http;
+  auto policy = server::CorsPolicy::parse("https://app.example.com, http://localhost:3000");
+  ASSERT_TRUE(policy.ok()) << policy.message();
+  http.cors = policy.value();
+  TestServer s({}, http);
+
+  // An allowed origin's preflight: 204 without a key.
+  for (const char* path : {"/v1/chat/completions", "/v1/models", "/v1/models/fake"}) {
+    auto res = s.client->Options(path, preflight("http://localhost:3000"));
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 204) << path;
+    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Methods"), "GET, POST, OPTIONS");
+    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Headers"),
+              "authorization, content-type, x-stainless-os");
+    EXPECT_EQ(res->get_header_value("Access-Control-Max-Age"), "600");
+    EXPECT_EQ(res->get_header_value("Vary"), "Origin");
+    EXPECT_TRUE(res->body.empty());
+  }
+  // Another origin: no CORS headers, answered as any OPTIONS (401 without a key).
+  auto other = s.client->Options("/v1/chat/completions", preflight("https://evil.example"));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 401);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+
+  // Answers to an allowed origin carry the header, errors included; others' do not.
+  httplib::Headers h = {{"Origin", "https://APP.example.com"},
+                        {"Authorization", std::string("Bearer ") + kKey}};
+  auto ok = s.client->Post("/v1/chat/completions", h, kChat.dump(), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->get_header_value("Access-Control-Allow-Origin"), "https://APP.example.com");
+  auto unauthorized = s.client->Get("/v1/models", {{"Origin", "https://app.example.com"}});
+  EXPECT_EQ(unauthorized->status, 401);
+  EXPECT_EQ(unauthorized->get_header_value("Access-Control-Allow-Origin"),
+            "https://app.example.com");
+  h = {{"Origin", "https://evil.example"}, {"Authorization", std::string("Bearer ") + kKey}};
+  auto foreign = s.client->Get("/v1/models", h);
+  EXPECT_EQ(foreign->status, 200);
+  EXPECT_FALSE(foreign->has_header("Access-Control-Allow-Origin"));
+  EXPECT_FALSE(s.get("/v1/models")->has_header("Access-Control-Allow-Origin"));
+}
+
+TEST_F(ServerHttp, CorsOffByDefaultAndStar) {
+  TestServer off;
+  auto res = off.client->Options("/v1/chat/completions", preflight("http://localhost:3000"));
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  EXPECT_FALSE(res->has_header("Access-Control-Allow-Origin"));
+  auto get = off.client->Get("/v1/models", {{"Origin", "http://localhost:3000"},
+                                            {"Authorization", std::string("Bearer ") + kKey}});
+  EXPECT_EQ(get->status, 200);
+  EXPECT_FALSE(get->has_header("Access-Control-Allow-Origin"));
+
+  server::HttpOptions http;
+  http.cors = server::CorsPolicy::parse("*").value();
+  TestServer any({}, http);
+  res = any.client->Options("/v1/completions", {{"Origin", "https://x.example"},
+                                                {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 204);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "https://x.example");
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Headers"),
+            "Authorization, Content-Type, X-Api-Key");
+}
+
+TEST(CorsPolicy, ParsesOriginsAndRefusesOthersByName) {
+  EXPECT_FALSE(server::CorsPolicy::parse("").value().enabled());
+  auto p = server::CorsPolicy::parse("https://a.example:8443,http://b.example");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->allows("https://a.example:8443"));
+  EXPECT_TRUE(p->allows("HTTP://B.EXAMPLE"));
+  EXPECT_FALSE(p->allows("https://a.example"));
+  EXPECT_FALSE(p->allows(""));
+  EXPECT_TRUE(p->response_headers("null").empty());
+  for (const char* bad : {"https://a.example/path", "a.example", "https://a.example,,x",
+                          "https://a.example,", "https:// a.example"}) {
+    auto r = server::CorsPolicy::parse(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.message().find("--allowed-origins"), std::string::npos) << r.message();
+  }
+  // A requested header list that is not a plain list of names is not echoed.
+  auto any = server::CorsPolicy::parse("*").value();
+  const server::HeaderList h = any.preflight_headers("https://x.example", "a\r\nInjected: 1");
+  for (const auto& [name, value] : h) EXPECT_EQ(value.find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace syv::testing
