@@ -22,6 +22,10 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
+AvailableMemory Backend::available_memory() {
+  return host_available_memory();
+}
+
 CopyEvent Backend::copy_async(void* dst, const void* src, size_t bytes) {
   synchronize();
   if (bytes > 0) std::memcpy(dst, src, bytes);

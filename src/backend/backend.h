@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/available_memory.h"
 #include "backend/batch.h"
 #include "backend/kv_cache_view.h"
 #include "backend/tensor.h"
@@ -134,6 +135,10 @@ class Backend {
   virtual DType weight_dtype(DType file_dtype) const { return file_dtype; }
 
   // ---- memory -------------------------------------------------------------------------------
+  // What allocate() can still get, for start-up checks (backend/available_memory.h): this
+  // machine's MemAvailable by default (right for backends that allocate host memory); CUDA: the
+  // device's free bytes.
+  virtual AvailableMemory available_memory();
   virtual DeviceBuffer allocate(size_t bytes) = 0;
   virtual void release(void* data) = 0;  // called by ~DeviceBuffer
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;

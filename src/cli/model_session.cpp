@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 
 #include "core/log.h"
 #include "io/hf_config.h"
@@ -65,9 +64,6 @@ void apply_batch_invariant(Backend& backend, bool on) {
 }
 
 Result<ModelConfig> read_cli_config(const ModelArgs& args) {
-  if (!std::filesystem::is_directory(args.model_dir))
-    return Status::Error("--model: model folder \"" + args.model_dir +
-                         "\" does not exist or is not a directory");
   auto config = load_model_config(args.model_dir);
   if (!config.ok()) return config.status().with_context("--model");
   return config;

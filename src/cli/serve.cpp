@@ -1,9 +1,11 @@
 // `syv serve`: the OpenAI-compatible HTTP server (src/server/) in front of the engine thread.
 //
-// Start-up order: check the flags (keys, address) -> bind and listen (every route answers 503
-// until ready) -> the backend (--device, as `syv logits` / `generate` pick it: cli/model_session.h)
-// -> load tokenizer, chat template, model -> start the engine (memory plan, KV pool, CUDA graph
-// capture) -> one warm-up request -> ready. Each phase logs its time.
+// Start-up order: check the flags (keys, address) -> the backend (--device, as `syv logits` /
+// `generate` pick it: cli/model_session.h) -> the start-up checks: the folder, config.json, the
+// weight headers and whether the weights fit in the backend's free memory (model/prepare_model.h),
+// tokenizer and chat template -> bind and listen (every route answers 503 until ready; a failed
+// check never prints `listening on`) -> load the weights -> start the engine (memory plan, KV
+// pool, CUDA graph capture) -> one warm-up request -> ready. Each phase logs its time.
 // SIGTERM/SIGINT: new generation requests get 503, running ones finish (up to --drain-timeout;
 // what is left then is aborted), then the engine and the listener stop and the process exits 0.
 // A second SIGTERM/SIGINT during the drain aborts what is left at once (streams still end with
@@ -35,7 +37,9 @@
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "io/model_folder.h"
 #include "model/model.h"
+#include "model/prepare_model.h"
 #include "server/auth.h"
 #include "server/engine_bridge.h"
 #include "server/http_server.h"
@@ -85,6 +89,36 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The tokenizer and the chat template; chat is off (with a warning) when the folder has no
+// template or it does not parse.
+struct TextSide {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;  // null: chat off
+};
+
+Result<TextSide> load_text_side(const std::string& model_dir) {
+  TextSide out;
+  SYV_ASSIGN_OR_RETURN(out.tokenizer, Tokenizer::load(model_dir));
+  std::string template_source = out.tokenizer->chat_template();
+  const std::string jinja_path = model_dir + "/chat_template.jinja";
+  if (template_source.empty() && std::filesystem::exists(jinja_path)) {
+    template_source = read_file(jinja_path);
+  }
+  if (template_source.empty()) {
+    SYV_LOG(WARN)
+        << "chat: off (no chat_template in tokenizer_config.json or chat_template.jinja); "
+           "/v1/chat/completions answers 400";
+  } else {
+    Result<ChatTemplate> parsed = ChatTemplate::parse(template_source);
+    if (!parsed.ok()) {
+      SYV_LOG(WARN) << "chat: off, the chat template does not parse: " << parsed.message();
+    } else {
+      out.chat_template = std::make_unique<ChatTemplate>(std::move(parsed.value()));
+    }
+  }
+  return out;
 }
 
 // SIGTERM / SIGINT: the handler only writes the signal number to a pipe (async-signal-safe); the
@@ -218,9 +252,29 @@ int run_serve(const ServeOptions& o) {
   const int max_num_seqs = o.engine.options.max_num_seqs;
   if (max_num_seqs < 1) return fail("--max-num-seqs: expected >= 1");
   if (o.max_waiting < 0) return fail("--max-waiting: expected >= 0");
-  if (!std::filesystem::is_directory(o.model_dir)) {
-    return fail("--model " + o.model_dir + ": not a directory");
-  }
+  if (Status st = check_model_folder(o.model_dir); !st.ok())
+    return fail("--model: " + st.message());
+
+  // Start-up checks, before the port is bound and `listening on` printed (so a bad folder, flag
+  // or model that cannot fit never looks like a server): the backend, the folder, config.json,
+  // the weight headers and the memory they need (model/prepare_model.h), the tokenizer and the
+  // chat template.
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<Backend>> backend = make_cli_backend(o.device);
+  if (!backend.ok()) return fail(backend.message());
+  const double backend_s = since(t0);
+  SYV_LOG(INFO) << "backend: " << (*backend)->name() << ", up in " << backend_s << " s";
+  apply_batch_invariant(**backend, o.batch_invariant);
+  const auto t_tokenizer = std::chrono::steady_clock::now();
+  Result<TextSide> text = load_text_side(o.model_dir);
+  if (!text.ok()) return fail("--model: " + text.message());
+  std::unique_ptr<Tokenizer>& tokenizer = text->tokenizer;
+  std::unique_ptr<ChatTemplate>& chat_template = text->chat_template;
+  const double tokenizer_s = since(t_tokenizer);
+  SYV_LOG(INFO) << "tokenizer: vocab " << tokenizer->vocab_size() << ", loaded in " << tokenizer_s
+                << " s";
+  Result<PreparedModel> prepared = prepare_model(o.model_dir, **backend);
+  if (!prepared.ok()) return fail("--model: " + prepared.message());
 
   // Signals: SIGTERM/SIGINT go through a pipe to the wait below; a dead client never kills us.
   if (Status st = install_stop_signals(); !st.ok()) return fail(st.message());
@@ -265,40 +319,10 @@ int run_serve(const ServeOptions& o) {
                 << (http.cors.enabled() ? "for origins " + o.allowed_origins
                                         : std::string("off (no --allowed-origins)"));
 
-  // Load.
-  const auto t0 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<Backend>> backend = make_cli_backend(o.device);
-  if (!backend.ok()) return fail(backend.message());
-  const double backend_s = since(t0);
-  SYV_LOG(INFO) << "backend: " << (*backend)->name() << ", up in " << backend_s << " s";
-  const auto t_tokenizer = std::chrono::steady_clock::now();
-  apply_batch_invariant(**backend, o.batch_invariant);
-  Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(o.model_dir);
-  if (!tokenizer.ok()) return fail(tokenizer.message());
-  std::unique_ptr<ChatTemplate> chat_template;
-  std::string template_source = (*tokenizer)->chat_template();
-  const std::string jinja_path = o.model_dir + "/chat_template.jinja";
-  if (template_source.empty() && std::filesystem::exists(jinja_path)) {
-    template_source = read_file(jinja_path);
-  }
-  if (template_source.empty()) {
-    SYV_LOG(WARN)
-        << "chat: off (no chat_template in tokenizer_config.json or chat_template.jinja); "
-           "/v1/chat/completions answers 400";
-  } else {
-    Result<ChatTemplate> parsed = ChatTemplate::parse(template_source);
-    if (!parsed.ok()) {
-      SYV_LOG(WARN) << "chat: off, the chat template does not parse: " << parsed.message();
-    } else {
-      chat_template = std::make_unique<ChatTemplate>(std::move(parsed.value()));
-    }
-  }
-  const double tokenizer_s = since(t_tokenizer);
-  SYV_LOG(INFO) << "tokenizer: vocab " << (*tokenizer)->vocab_size() << ", loaded in "
-                << tokenizer_s << " s";
+  // Load the weights (checked above).
   const auto t1 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<Model>> model = load_model(o.model_dir, **backend);
-  if (!model.ok()) return fail(model.message());
+  Result<std::unique_ptr<Model>> model = load_prepared_model(*prepared, **backend);
+  if (!model.ok()) return fail("--model: " + model.message());
   const double model_s = since(t1);
   SYV_LOG(INFO) << "model: loaded in " << model_s << " s";
 
@@ -325,7 +349,7 @@ int run_serve(const ServeOptions& o) {
                           : "the " + (*backend)->name() + " backend's pool is --kv-cache-mb")
                   << ")";
   }
-  Engine engine(**model, tokenizer->get(), engine_options);
+  Engine engine(**model, tokenizer.get(), engine_options);
   if (Status st = engine.start(); !st.ok()) return fail("engine: " + st.message());
   const double engine_s = since(t_engine);
   SYV_LOG(INFO) << "engine: plan + KV pool + CUDA graphs (" << engine.options().cuda_graphs
@@ -337,7 +361,7 @@ int run_serve(const ServeOptions& o) {
   if (!o.skip_warmup) {
     const auto t2 = std::chrono::steady_clock::now();
     Request warm;
-    warm.prompt_ids = (*tokenizer)->encode("Hello", false);
+    warm.prompt_ids = tokenizer->encode("Hello", false);
     if (warm.prompt_ids.empty()) warm.prompt_ids = {0};
     warm.params.temperature = 0;
     warm.params.max_tokens = 2;
@@ -351,7 +375,7 @@ int run_serve(const ServeOptions& o) {
   }
 
   server::ModelContext context;
-  context.tokenizer = tokenizer->get();
+  context.tokenizer = tokenizer.get();
   context.chat_template = chat_template.get();
   context.generator = &generator;
   context.model_name =
@@ -360,7 +384,7 @@ int run_serve(const ServeOptions& o) {
           : o.served_model_name;
   if (context.model_name.empty()) context.model_name = "model";
   for (const char* stop : {"<|im_end|>", "<|endoftext|>"}) {
-    if (auto id = (*tokenizer)->token_to_id(stop)) context.chat_stop_token_ids.push_back(*id);
+    if (auto id = tokenizer->token_to_id(stop)) context.chat_stop_token_ids.push_back(*id);
   }
   routes.set_model(context);
   server.set_ready(true);

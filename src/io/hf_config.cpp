@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "io/json_describe.h"
+#include "io/model_folder.h"
 
 namespace syv {
 
@@ -472,6 +473,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
 }
 
 Result<ModelConfig> load_model_config(const std::string& dir) {
+  SYV_RETURN_IF_ERROR(check_model_folder(dir));  // GGUF, a Hugging Face cache root, a file
   const std::string path = dir + "/config.json";
   SYV_ASSIGN_OR_RETURN(std::string text, read_file(path));
   SYV_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(text, path));

@@ -18,7 +18,8 @@ Result<ModelConfig> parse_model_config(const std::string& json_text,
                                        const std::string& source = "config.json");
 
 // Reads dir/config.json and, when present, dir/generation_config.json (eos_token_id may be an int
-// or a list; it overrides config.json's).
+// or a list; it overrides config.json's). A `dir` that is a GGUF file, a Hugging Face cache root
+// or not a folder is explained first (io/model_folder.h).
 Result<ModelConfig> load_model_config(const std::string& dir);
 
 }  // namespace syv

@@ -415,9 +415,17 @@ Result<WeightStore> WeightStore::open_dir(const std::string& dir) {
   }
   if (ec) return Status::Error(dir + ": cannot list: " + ec.message());
   if (paths.empty()) {
+    std::string gguf;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().extension() == ".gguf") gguf = entry.path().filename().string();
+    }
     return Status::Error(dir +
                          ": no weights found (expected model.safetensors, "
-                         "model.safetensors.index.json or *.safetensors)");
+                         "model.safetensors.index.json or *.safetensors)" +
+                         (gguf.empty() ? std::string()
+                                       : "; found " + gguf +
+                                             ", but syv does not read GGUF: pass the Hugging "
+                                             "Face folder of the model (*.safetensors)"));
   }
   std::sort(paths.begin(), paths.end());
   for (const std::string& p : paths) {

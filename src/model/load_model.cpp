@@ -1,30 +1,7 @@
-// load_model(): reads config.json, finds the architecture in the registry, opens the weights.
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <optional>
-
-#include "core/log.h"
-#include "io/hf_config.h"
-#include "io/safetensors.h"
-#include "model/model.h"
-#include "model/registry.h"
+// load_model(): prepare_model() (the checks, model/prepare_model.h), then the weights.
+#include "model/prepare_model.h"
 
 namespace syv {
-
-namespace {
-
-// `syv demo-model` marks its output with "syv_demo": true in config.json.
-bool is_demo_model(const std::string& dir) {
-  std::ifstream in(std::filesystem::path(dir) / "config.json");
-  if (!in) return false;
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.value("syv_demo", false) == true;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<CacheStore>> make_cache_store(Model& model, const CacheConfig& config) {
   SYV_ASSIGN_OR_RETURN(std::unique_ptr<CacheStore> store,
@@ -33,51 +10,16 @@ Result<std::unique_ptr<CacheStore>> make_cache_store(Model& model, const CacheCo
   return store;
 }
 
+Result<std::unique_ptr<Model>> load_prepared_model(const PreparedModel& prepared, Backend& backend,
+                                                   const LoadOptions& options) {
+  const WeightStore* weights = prepared.store ? &*prepared.store : nullptr;
+  return prepared.arch->load(prepared.config, weights, backend, options);
+}
+
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend,
                                           const LoadOptions& options) {
-  if (!std::filesystem::is_directory(dir)) {
-    return Status::Error("model folder \"" + dir + "\" does not exist or is not a directory");
-  }
-  SYV_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
-  if (is_demo_model(dir)) {
-    SYV_LOG(WARN) << dir << " is a syv demo model (`syv demo-model`): random weights, so its "
-                  << "output is noise. Point syv at a real Hugging Face Qwen3 folder with "
-                  << "--model DIR (e.g. `make serve MODEL=/path/to/Qwen3-0.6B`).";
-  }
-  const ModelArch* arch = find_model_arch(config.model_type);
-  if (arch == nullptr) {
-    return Status::Error(
-        dir + "/config.json: model_type \"" + config.model_type +
-        "\" is not supported by this build; supported: " + supported_model_types());
-  }
-  if (arch->needs_hybrid_ops && !backend.supports_hybrid_ops()) {
-    return Status::Error(dir + "/config.json: model_type \"" + config.model_type +
-                         "\" is a hybrid (Gated DeltaNet) model, which the " + backend.name() +
-                         " backend cannot run yet; use the CPU backend (--device cpu)");
-  }
-  if (config.num_experts > 0 && !backend.supports_moe_ops()) {
-    return Status::Error(dir + "/config.json: model_type \"" + config.model_type + "\" with " +
-                         std::to_string(config.num_experts) +
-                         " experts is a mixture-of-experts model, which the " + backend.name() +
-                         " backend cannot run yet; use the CPU backend (--device cpu)");
-  }
-  std::optional<WeightStore> store;
-  if (options.random_weights) {
-    SYV_LOG(INFO) << "weights: random (seed " << options.seed << "), not read from " << dir;
-  } else {
-    const auto t0 = std::chrono::steady_clock::now();
-    SYV_ASSIGN_OR_RETURN(WeightStore opened, WeightStore::open_dir(dir));
-    store = std::move(opened);
-    char line[160];
-    std::snprintf(line, sizeof line,
-                  "weights: %zu safetensors file(s), %zu tensors, %.2f GB; headers checked in "
-                  "%.3f s",
-                  store->files().size(), store->names().size(), store->total_bytes() / 1e9,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    SYV_LOG(INFO) << line;
-  }
-  const WeightStore* weights = store ? &*store : nullptr;
-  return arch->load(config, weights, backend, options);
+  SYV_ASSIGN_OR_RETURN(PreparedModel prepared, prepare_model(dir, backend, options));
+  return load_prepared_model(prepared, backend, options);
 }
 
 }  // namespace syv

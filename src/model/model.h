@@ -78,7 +78,8 @@ class Model {
 Result<std::unique_ptr<CacheStore>> make_cache_store(Model& model, const CacheConfig& config);
 
 // Loads a Hugging Face model folder (config.json + *.safetensors), dispatching on model_type
-// through the model registry (model/registry.h).
+// through the model registry (model/registry.h): prepare_model() (every check that needs no
+// allocation, the weights' memory included; model/prepare_model.h), then load_prepared_model().
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend,
                                           const LoadOptions& options = {});
 

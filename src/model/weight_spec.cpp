@@ -120,7 +120,11 @@ BulkUploader& WeightLoader::uploader() {
 }
 
 Result<const TensorInfo*> WeightLoader::checked(const WeightSpec& spec) const {
-  const TensorInfo* info = store_->find(spec.name);
+  return check_weight_in_store(spec, *store_);
+}
+
+Result<const TensorInfo*> check_weight_in_store(const WeightSpec& spec, const WeightStore& store) {
+  const TensorInfo* info = store.find(spec.name);
   if (info == nullptr) {
     return Status::Error("missing tensor \"" + spec.name + "\" (expected shape " +
                          shape_string(spec.shape) + ") in the model's safetensors files");

@@ -58,6 +58,10 @@ RandomWeightDraw random_weight_draw(const WeightSpec& spec, uint64_t seed, uint6
 // every machine and thread count. Writes spec.numel() floats (random_weight_draw's values).
 void fill_random_weight(const WeightSpec& spec, uint64_t seed, uint64_t index, float* out);
 
+// The checkpoint's tensor for `spec`, checked: present, of the spec's shape, f32 / f16 / bf16.
+// Errors name the file, the tensor, the expected and the found shape / dtype.
+Result<const TensorInfo*> check_weight_in_store(const WeightSpec& spec, const WeightStore& store);
+
 // A weight in backend memory (dtype = backend.weight_dtype(file dtype)): the Weight the backend
 // ops take (backend/weight.h; `tensor` is its data) plus the buffers it points into. The loader
 // builds dense weights only (quantized checkpoints are refused at load); a quantized weight would

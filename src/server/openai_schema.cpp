@@ -68,7 +68,14 @@ class Fields {
     if (!std::isfinite(d) || d > hi || d < lo || (lo_open && d == lo)) {
       return expected(name, "a number in " + range, *v);
     }
-    out = static_cast<float>(d);
+    // The engine keeps a 32-bit float: 1e-200 is in (0, 1] but stored as 0 (found by
+    // openai_request_fuzz), so the stored value must lie in the range too.
+    const float f = static_cast<float>(d);
+    const float flo = static_cast<float>(lo);
+    if (f > static_cast<float>(hi) || f < flo || (lo_open && f == flo)) {
+      return expected(name, "a number in " + range + " (as a 32-bit float)", *v);
+    }
+    out = f;
     return std::nullopt;
   }
   std::optional<ApiError> integer(const char* name, int64_t& out, int64_t lo, int64_t hi,
@@ -249,7 +256,9 @@ std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limit
   SYV_API_RETURN_IF(f.number("min_p", s.min_p, 0.0, 1.0));
   SYV_API_RETURN_IF(f.number("presence_penalty", s.presence_penalty, -2.0, 2.0));
   SYV_API_RETURN_IF(f.number("frequency_penalty", s.frequency_penalty, -2.0, 2.0));
-  SYV_API_RETURN_IF(f.number("repetition_penalty", s.repetition_penalty, 0.0, 2.0, true));
+  // At least 0.01: the sampler divides positive logits by it, and a tiny divisor turns them into
+  // infinities (the probabilities into NaN).
+  SYV_API_RETURN_IF(f.number("repetition_penalty", s.repetition_penalty, 0.01, 2.0));
   SYV_API_RETURN_IF(f.integer("seed", v, std::numeric_limits<int64_t>::min() / 2,
                               std::numeric_limits<int64_t>::max() / 2, present));
   if (present) s.seed = static_cast<uint64_t>(v);

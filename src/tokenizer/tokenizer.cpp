@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/log.h"
+#include "io/model_folder.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/tokenizer_json.h"
@@ -339,6 +340,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(const std::string& token
 }
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& model_dir) {
+  SYV_RETURN_IF_ERROR(check_model_folder(model_dir));  // GGUF, a Hugging Face cache root, a file
   const std::string json_path = model_dir + "/tokenizer.json";
   const std::string config_path = model_dir + "/tokenizer_config.json";
   SYV_ASSIGN_OR_RETURN(std::string json, read_file(json_path));

@@ -31,6 +31,7 @@ class TokenizerImpl;
 class Tokenizer {
  public:
   // Reads <model_dir>/tokenizer.json and, when present, <model_dir>/tokenizer_config.json.
+  // A GGUF file or a Hugging Face cache root is explained first (io/model_folder.h).
   static Result<std::unique_ptr<Tokenizer>> load(const std::string& model_dir);
   // tokenizer_config_json may be empty (no BOS/EOS rules, no chat template).
   static Result<std::unique_ptr<Tokenizer>> from_json(const std::string& tokenizer_json,

@@ -10,21 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "unit/expect_error.h"
+
 namespace syv {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-#define EXPECT_ERROR_HAS(result, ...)                                     \
-  do {                                                                    \
-    auto&& r_ = (result);                                                 \
-    ASSERT_FALSE(r_.ok()) << "expected an error";                         \
-    for (const std::string& s_ : std::vector<std::string>{__VA_ARGS__}) { \
-      EXPECT_NE(r_.message().find(s_), std::string::npos)                 \
-          << "message: " << r_.message() << "\n   lacks: " << s_;         \
-    }                                                                     \
-  } while (0)
 
 json qwen3_sample() {
   return json::parse(R"({

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/qwen3.h"
 #include "model/weight_spec.h"
+#include "unit/keep_dtype_backend.h"
 
 namespace syv {
 namespace {
@@ -192,57 +193,6 @@ TEST(CliBadInput, MissingModelFolder) {
 
 // Host memory like the CPU backend, but weights stay in `keep` (bf16 / f16 / f32) the way the
 // CUDA backend keeps bf16: exercises the copy and narrowing paths of the loader without a GPU.
-// Ops are not needed by the loader and abort.
-[[noreturn]] void no_ops() {
-  SYV_FATAL() << "KeepDtypeBackend has memory only";
-  std::abort();
-}
-class KeepDtypeBackend final : public Backend {
- public:
-  explicit KeepDtypeBackend(DType keep) : cpu_(make_cpu_backend()), keep_(keep) {}
-  std::string name() const override { return "keep-" + std::string(dtype_name(keep_)); }
-  DType activation_dtype() const override { return DType::F32; }
-  DType weight_dtype(DType) const override { return keep_; }
-  DeviceBuffer allocate(size_t bytes) override {
-    DeviceBuffer b = cpu_->allocate(bytes);
-    void* p = b.data();
-    owned_.push_back(std::move(b));
-    return DeviceBuffer(this, p, bytes);
-  }
-  void release(void*) override {}  // owned_ frees them
-  void upload(void* dst, const void* src, size_t n) override { cpu_->upload(dst, src, n); }
-  void download(void* dst, const void* src, size_t n) override { cpu_->download(dst, src, n); }
-  void copy(void* dst, const void* src, size_t n) override { cpu_->copy(dst, src, n); }
-  void fill_zero(void* dst, size_t n) override { cpu_->fill_zero(dst, n); }
-  void synchronize() override {}
-  BatchMeta prepare_batch(const Batch&, int32_t) override { no_ops(); }
-  void embedding(const Tensor&, const Tensor&, Tensor&) override { no_ops(); }
-  void rmsnorm(const Tensor&, const Tensor&, float, NormKind, Tensor&) override { no_ops(); }
-  void add_rmsnorm(Tensor&, const Tensor&, const Tensor&, float, NormKind, Tensor&) override {
-    no_ops();
-  }
-  void linear(const Tensor&, const Tensor&, const Tensor&, Tensor&) override { no_ops(); }
-  void silu_mul(const Tensor&, Tensor&) override { no_ops(); }
-  void add(const Tensor&, const Tensor&, Tensor&) override { no_ops(); }
-  void qk_norm_rope(Tensor&, Tensor&, const Tensor&, const Tensor&, float, NormKind,
-                    const RopeParams&, const BatchMeta&) override {
-    no_ops();
-  }
-  void kv_write(const Tensor&, const Tensor&, Tensor&, Tensor&, const BatchMeta&) override {
-    no_ops();
-  }
-  void paged_attention(const Tensor&, const Tensor&, const Tensor&, float, const BatchMeta&,
-                       Tensor&) override {
-    no_ops();
-  }
-  void gather_rows(const Tensor&, const BatchMeta&, Tensor&) override { no_ops(); }
-
- private:
-  std::unique_ptr<Backend> cpu_;
-  DType keep_;
-  std::vector<DeviceBuffer> owned_;
-};
-
 std::vector<uint8_t> bytes_of(Backend& backend, const DeviceWeight& w) {
   std::vector<uint8_t> out(w.buffer.bytes());
   backend.download(out.data(), w.buffer.data(), out.size());

@@ -11,6 +11,8 @@
 #include <iterator>
 #include <random>
 
+#include "unit/expect_error.h"
+
 namespace syv {
 namespace {
 
@@ -53,16 +55,6 @@ Result<std::unique_ptr<SafetensorsFile>> parse_image(const std::string& bytes,
                                                      const std::string& name = "x.safetensors") {
   return SafetensorsFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
 }
-
-#define EXPECT_ERROR_HAS(result, ...)                                     \
-  do {                                                                    \
-    auto&& r_ = (result);                                                 \
-    ASSERT_FALSE(r_.ok()) << "expected an error";                         \
-    for (const std::string& s_ : std::vector<std::string>{__VA_ARGS__}) { \
-      EXPECT_NE(r_.message().find(s_), std::string::npos)                 \
-          << "message: " << r_.message() << "\n   lacks: " << s_;         \
-    }                                                                     \
-  } while (0)
 
 TEST_F(SafetensorsTest, RoundTripEachDtype) {
   std::mt19937 rng(7);

@@ -128,6 +128,11 @@ TEST(ServerSchema, EachBadFieldIsNamed) {
       {{{"presence_penalty", 3}}, "presence_penalty"},
       {{{"frequency_penalty", -3}}, "frequency_penalty"},
       {{{"repetition_penalty", 0}}, "repetition_penalty"},
+      // In range as a double, 0 as the float the engine keeps (openai_request_fuzz's find), and
+      // a divisor that would turn logits into infinities.
+      {{{"top_p", 1e-200}}, "top_p"},
+      {{{"repetition_penalty", 1e-200}}, "repetition_penalty"},
+      {{{"repetition_penalty", 0.009}}, "repetition_penalty"},
       {{{"seed", "x"}}, "seed"},
       {{{"stop", 5}}, "stop"},
       {{{"stop", {""}}}, "stop"},
@@ -196,6 +201,17 @@ TEST(ServerSchema, LogitBiasEntriesAreBounded) {
   auto e = parse_chat_request(chat({{"logit_bias", bias}}), big);
   expect_error(e, "logit_bias");
   EXPECT_NE(e.error().message.find("at most 1024 entries"), std::string::npos) << e.error().message;
+}
+
+// Ranges hold for the 32-bit floats the engine keeps: the smallest values that stay in range pass.
+TEST(ServerSchema, NumberBoundsHoldAsStored) {
+  auto r = parse_chat_request(chat({{"top_p", 1e-30}, {"repetition_penalty", 0.01}}), limits());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GT(r->sampling.top_p, 0.0f);
+  EXPECT_FLOAT_EQ(r->sampling.repetition_penalty, 0.01f);
+  auto tiny = parse_chat_request(chat({{"top_p", 1e-200}}), limits());
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.error().message.find("32-bit float"), std::string::npos) << tiny.error().message;
 }
 
 TEST(ServerSchema, UnknownModelIs404) {

@@ -28,6 +28,11 @@ class CudaBackend : public Backend {
   virtual std::string device_name() const = 0;
   virtual int sm_count() const = 0;
   virtual GpuMemoryInfo memory_info() = 0;
+  // memory_info()'s free bytes (cudaMemGetInfo), for the start-up weight check.
+  AvailableMemory available_memory() override {
+    return {static_cast<int64_t>(memory_info().free_bytes),
+            "free memory on CUDA device " + std::to_string(device()) + " (" + device_name() + ")"};
+  }
   // Bytes of device memory allocated through allocate() and not yet released (weights, KV,
   // activations) plus the backend's own scratch (GEMM workspace, metadata, attention partials).
   virtual size_t allocated_bytes() const = 0;

@@ -1,0 +1,139 @@
+#include "model/prepare_model.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backend/available_memory.h"
+#include "core/log.h"
+#include "io/hf_config.h"
+#include "io/model_folder.h"
+#include "model/weight_spec.h"
+
+namespace syv {
+
+namespace {
+
+// `syv demo-model` marks its output with "syv_demo": true in config.json.
+bool is_demo_model(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "config.json");
+  if (!in) return false;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.value("syv_demo", false) == true;
+}
+
+// a + b * c, saturating at INT64_MAX (configs may name absurd sizes; the check must still refuse).
+int64_t add_product(int64_t a, const std::vector<int64_t>& shape, size_t element_bytes) {
+  int64_t n = static_cast<int64_t>(element_bytes);
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return INT64_MAX;
+  }
+  int64_t sum = 0;
+  return __builtin_add_overflow(a, n, &sum) ? INT64_MAX : sum;
+}
+
+// " (the cpu backend keeps bf16 weights as f32)", or "" when it keeps the file's dtype.
+std::string widening(const Backend& backend) {
+  const DType kept = backend.weight_dtype(DType::BF16);
+  if (kept == DType::BF16) return "";
+  return " (the " + backend.name() + " backend keeps bf16 weights as " +
+         std::string(dtype_name(kept)) + ")";
+}
+
+}  // namespace
+
+std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
+                                            const WeightStore* store, const Backend& backend) {
+  int64_t bytes = 0;
+  if (arch.weight_specs != nullptr) {
+    for (const WeightSpec& spec : arch.weight_specs(config)) {
+      const TensorInfo* info = store == nullptr ? nullptr : store->find(spec.name);
+      const DType file = info == nullptr ? DType::BF16 : info->dtype;
+      bytes = add_product(bytes, spec.shape, dtype_size(backend.weight_dtype(file)));
+    }
+    return bytes;
+  }
+  if (store == nullptr) return std::nullopt;
+  for (const std::string& name : store->names()) {
+    const TensorInfo* info = store->find(name);
+    bytes = add_product(bytes, info->shape, dtype_size(backend.weight_dtype(info->dtype)));
+  }
+  return bytes;
+}
+
+Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
+                                    const LoadOptions& options) {
+  PreparedModel p;
+  p.dir = dir;
+  SYV_RETURN_IF_ERROR(check_model_folder(dir));
+  SYV_ASSIGN_OR_RETURN(p.config, load_model_config(dir));
+  if (is_demo_model(dir)) {
+    SYV_LOG(WARN) << dir << " is a syv demo model (`syv demo-model`): random weights, so its "
+                  << "output is noise. Point syv at a real Hugging Face Qwen3 folder with "
+                  << "--model DIR (e.g. `make serve MODEL=/path/to/Qwen3-0.6B`).";
+  }
+  p.arch = find_model_arch(p.config.model_type);
+  if (p.arch == nullptr) {
+    return Status::Error(
+        dir + "/config.json: model_type \"" + p.config.model_type +
+        "\" is not supported by this build; supported: " + supported_model_types());
+  }
+  if (p.arch->needs_hybrid_ops && !backend.supports_hybrid_ops()) {
+    return Status::Error(dir + "/config.json: model_type \"" + p.config.model_type +
+                         "\" is a hybrid (Gated DeltaNet) model, which the " + backend.name() +
+                         " backend cannot run yet; use the CPU backend (--device cpu)");
+  }
+  if (p.config.num_experts > 0 && !backend.supports_moe_ops()) {
+    return Status::Error(dir + "/config.json: model_type \"" + p.config.model_type + "\" with " +
+                         std::to_string(p.config.num_experts) +
+                         " experts is a mixture-of-experts model, which the " + backend.name() +
+                         " backend cannot run yet; use the CPU backend (--device cpu)");
+  }
+  if (p.arch->validate != nullptr) {
+    Status valid = p.arch->validate(p.config);
+    if (!valid.ok()) return valid.with_context(dir + "/config.json");
+  }
+  if (options.random_weights) {
+    SYV_LOG(INFO) << "weights: random (seed " << options.seed << "), not read from " << dir;
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    SYV_ASSIGN_OR_RETURN(WeightStore opened, WeightStore::open_dir(dir));
+    p.store = std::move(opened);
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "weights: %zu safetensors file(s), %zu tensors, %.2f GB; headers checked in "
+                  "%.3f s",
+                  p.store->files().size(), p.store->names().size(), p.store->total_bytes() / 1e9,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    SYV_LOG(INFO) << line;
+  }
+
+  const WeightStore* store = p.store ? &*p.store : nullptr;
+  if (std::optional<int64_t> bytes = weight_backend_bytes(*p.arch, p.config, store, backend)) {
+    p.weight_bytes = *bytes;
+  }
+  const AvailableMemory available = backend.available_memory();
+  const std::string what =
+      std::string(options.random_weights ? "the random weights" : "the weights") + " of " + dir +
+      widening(backend);
+  SYV_RETURN_IF_ERROR(check_weights_fit(p.weight_bytes, available, what));
+  SYV_LOG(INFO) << "memory check: weights "
+                << (p.weight_bytes < 0 ? std::string("not estimated (random weights of an "
+                                                     "architecture without a weight table)")
+                                       : format_bytes(p.weight_bytes))
+                << ", " << available.where << " "
+                << (available.bytes < 0 ? std::string("unknown") : format_bytes(available.bytes));
+  // Every tensor the architecture lists, against the headers (after the memory check: a folder
+  // too large for the machine is refused for that, whatever else is wrong with it).
+  if (p.store && p.arch->weight_specs != nullptr) {
+    for (const WeightSpec& spec : p.arch->weight_specs(p.config)) {
+      Result<const TensorInfo*> tensor = check_weight_in_store(spec, *p.store);
+      if (!tensor.ok()) return tensor.status();
+    }
+  }
+  return p;
+}
+
+}  // namespace syv

@@ -1,0 +1,50 @@
+// The first half of load_model(): everything that can be checked about a model folder before a
+// byte is allocated, cheaply (headers only), so that `syv serve` can refuse a bad folder before it
+// prints `listening on`, and every command says the same thing about the same folder.
+//
+// prepare_model() checks, in order: the path (io/model_folder.h: GGUF, a Hugging Face cache root,
+// a file), config.json, the architecture (model/registry.h), its config checks and whether the
+// backend runs it, the safetensors headers, that the weights fit in the backend's free memory
+// (backend/available_memory.h), and every tensor the architecture lists against the headers
+// (name, shape, dtype). Random weights (LoadOptions::random_weights) skip the files and count the
+// bytes they will allocate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "model/registry.h"
+
+namespace syv {
+
+struct PreparedModel {
+  std::string dir;
+  ModelConfig config;
+  const ModelArch* arch = nullptr;   // from the registry, never null once prepared
+  std::optional<WeightStore> store;  // the opened checkpoint; absent with random weights
+  int64_t weight_bytes = -1;         // what the backend will hold for the weights; -1: not known
+};
+
+Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
+                                    const LoadOptions& options = {});
+
+// The second half: reads (or draws) the weights into the backend. `prepared` must come from
+// prepare_model() with the same backend and options.
+Result<std::unique_ptr<Model>> load_prepared_model(const PreparedModel& prepared, Backend& backend,
+                                                   const LoadOptions& options = {});
+
+// Bytes the backend will hold for the weights: every tensor the architecture lists
+// (ModelArch::weight_specs), in backend.weight_dtype() of its file dtype (bf16 for random
+// weights). Architectures without a list count every tensor of the checkpoint (an upper bound:
+// e.g. a vision tower the model does not read); with random weights they are not known (nullopt).
+std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
+                                            const WeightStore* store, const Backend& backend);
+
+}  // namespace syv

@@ -1,0 +1,126 @@
+// Fuzzes what a client's bytes reach on /v1/chat/completions, /v1/completions, /tokenize and
+// /detokenize before the engine: the depth pre-pass and JSON parse (parse_json_body), each
+// route's validation (server/openai_schema.h), and for a valid chat request the chat template
+// (Qwen3's, and Qwen3.5's for odd-sized inputs) rendering its messages, tools and kwargs.
+// Every outcome must be a value: an ApiError that serializes, or a request whose fields lie in
+// their documented ranges; never a crash, a sanitizer report, a hang or an exception.
+#include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "server/openai_schema.h"
+#include "tokenizer/chat_template.h"
+
+namespace {
+
+using nlohmann::json;
+using syv::server::ApiError;
+
+const syv::ChatTemplate* load_template(const char* name) {
+  std::ifstream in(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/chat/templates/" + name);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto parsed = syv::ChatTemplate::parse(ss.str());
+  if (!parsed.ok()) __builtin_trap();  // the committed templates parse
+  return new syv::ChatTemplate(std::move(parsed.value()));
+}
+
+const syv::server::SchemaLimits& limits() {
+  static const syv::server::SchemaLimits l = [] {
+    syv::server::SchemaLimits x;
+    x.served_model_name = "qwen3";
+    x.vocab_size = 151936;
+    return x;
+  }();
+  return l;
+}
+
+// An error the server would write: a 4xx with a message, and a body that serializes.
+void check_error(const ApiError& e) {
+  if (e.status != 400 && e.status != 404) __builtin_trap();
+  if (e.message.empty() || e.type.empty() || e.code.empty()) __builtin_trap();
+  if (e.body().empty()) __builtin_trap();
+}
+
+void check_sampling(const syv::server::CommonRequest& r) {
+  const syv::server::SamplingParams& s = r.sampling;
+  if (s.n < 1 || s.n > limits().max_n) __builtin_trap();
+  if (s.max_tokens.has_value() && *s.max_tokens < 0) __builtin_trap();
+  if (!(s.temperature >= 0 && s.temperature <= 2)) __builtin_trap();
+  if (!(s.top_p > 0 && s.top_p <= 1)) __builtin_trap();
+  if (!(s.min_p >= 0 && s.min_p <= 1)) __builtin_trap();
+  if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2)) __builtin_trap();
+  if (!(s.frequency_penalty >= -2 && s.frequency_penalty <= 2)) __builtin_trap();
+  if (!(s.repetition_penalty >= 0.01f && s.repetition_penalty <= 2)) __builtin_trap();
+  if (s.stop.size() > static_cast<size_t>(limits().max_stop)) __builtin_trap();
+  if (s.top_logprobs < 0 || s.top_logprobs > limits().max_top_logprobs) __builtin_trap();
+  for (int32_t id : s.stop_token_ids) {
+    if (id < 0 || id >= limits().vocab_size) __builtin_trap();
+  }
+  if (r.include_usage && !r.stream) __builtin_trap();
+}
+
+void chat(const json& body, bool qwen3_5) {
+  static const syv::ChatTemplate* qwen3 = load_template("qwen3.jinja");
+  static const syv::ChatTemplate* qwen35 = load_template("qwen3_5.jinja");
+  auto parsed = syv::server::parse_chat_request(body, limits());
+  if (!parsed.ok()) return check_error(parsed.error());
+  const syv::server::ChatRequest& r = parsed.value();
+  check_sampling(r);
+  if (!r.messages.is_array() || r.messages.empty()) __builtin_trap();
+  if (!r.tools.is_null() && !r.tools.is_array()) __builtin_trap();
+  if (!r.chat_template_kwargs.is_null() && !r.chat_template_kwargs.is_object()) __builtin_trap();
+  // As the route renders it (errors become a 400 naming messages).
+  const syv::ChatTemplate* t = qwen3_5 ? qwen35 : qwen3;
+  auto text = t->render(r.messages, r.tools, r.add_generation_prompt, r.chat_template_kwargs, "",
+                        "<|im_end|>");
+  if (!text.ok() && text.message().empty()) __builtin_trap();
+}
+
+void completion(const json& body) {
+  auto parsed = syv::server::parse_completion_request(body, limits());
+  if (!parsed.ok()) return check_error(parsed.error());
+  const syv::server::CompletionRequest& r = parsed.value();
+  check_sampling(r);
+  if (r.prompts.empty() || r.prompts.size() > static_cast<size_t>(limits().max_prompts)) {
+    __builtin_trap();
+  }
+  for (const syv::server::PromptInput& p : r.prompts) {
+    if (!p.text.has_value() && p.ids.empty()) __builtin_trap();
+    for (int32_t id : p.ids) {
+      if (id < 0 || id >= limits().vocab_size) __builtin_trap();
+    }
+  }
+}
+
+void tokenize_routes(const json& body) {
+  auto tok = syv::server::parse_tokenize_request(body, limits());
+  if (!tok.ok()) check_error(tok.error());
+  auto detok = syv::server::parse_detokenize_request(body, limits());
+  if (!detok.ok()) return check_error(detok.error());
+  for (int32_t id : detok.value().tokens) {
+    if (id < 0 || id >= limits().vocab_size) __builtin_trap();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size > 256 * 1024) return 0;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto body = syv::server::parse_json_body(text);
+  if (!body.ok()) {
+    check_error(body.error());
+    return 0;
+  }
+  if (!body.value().is_object()) __builtin_trap();
+  chat(body.value(), size % 2 == 1);
+  completion(body.value());
+  tokenize_routes(body.value());
+  return 0;
+}
