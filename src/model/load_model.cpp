@@ -26,6 +26,13 @@ bool is_demo_model(const std::string& dir) {
 
 }  // namespace
 
+void Model::mtp_forward(const Batch& batch, const Tensor& hidden, Outputs& out) {
+  (void)batch;
+  (void)hidden;
+  (void)out;
+  SYV_FATAL() << "mtp_forward() on a model loaded without an MTP head (LoadOptions::mtp)";
+}
+
 Result<std::unique_ptr<CacheStore>> make_cache_store(Model& model, const CacheConfig& config) {
   SYV_ASSIGN_OR_RETURN(std::unique_ptr<CacheStore> store,
                        CacheStore::create(model.cache_spec(), config, model.backend()));
