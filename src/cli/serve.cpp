@@ -287,7 +287,9 @@ int run_serve(const ServeOptions& o) {
   SYV_LOG(INFO) << "tokenizer: vocab " << (*tokenizer)->vocab_size() << ", loaded in "
                 << tokenizer_s << " s";
   const auto t1 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<Model>> model = load_model(o.model_dir, **backend);
+  LoadOptions load_options;
+  load_options.mtp = o.engine.wants_mtp();  // --speculative-method mtp: the checkpoint's MTP head
+  Result<std::unique_ptr<Model>> model = load_model(o.model_dir, **backend, load_options);
   if (!model.ok()) return fail(model.message());
   const double model_s = since(t1);
   SYV_LOG(INFO) << "model: loaded in " << model_s << " s";
