@@ -30,7 +30,9 @@ int run(const Options& o) {
     return fail("--input-len: expected >= 1, found " + std::to_string(o.input_len));
   if (o.output_len < 1)
     return fail("--output-len: expected >= 1, found " + std::to_string(o.output_len));
-  auto loaded = load_cli_model(o.model);
+  ModelArgs load_args = o.model;
+  load_args.mtp = o.engine.wants_mtp();
+  auto loaded = load_cli_model(load_args);
   if (!loaded.ok()) return fail(loaded.message(), "--model takes a Hugging Face model folder");
   Model& model = *loaded->model;
   const int64_t vocab = model.config().vocab_size;

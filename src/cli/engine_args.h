@@ -27,6 +27,8 @@ struct EngineArgs {
     o.cuda_graphs = cuda_graphs;
     return o;
   }
+  // --speculative-method mtp: the model must be loaded with its MTP head (ModelArgs::mtp).
+  bool wants_mtp() const { return options.speculative_method == "mtp"; }
 };
 
 inline void add_engine_args(CLI::App& app, EngineArgs& args) {
@@ -69,9 +71,11 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   CLI::Option* method =
       app.add_option("--speculative-method", args.options.speculative_method,
                      "Draft tokens to verify in each decode step: ngram (prompt lookup: the tokens "
-                     "that followed the last n-gram's previous occurrence). Output is unchanged; "
-                     "needs --num-speculative-tokens.")
-          ->check(CLI::IsMember({"ngram"}));
+                     "that followed the last n-gram's previous occurrence) or mtp (the "
+                     "checkpoint's MTP head, Qwen3.5 / Qwen3-Next with mtp.* tensors: greedy "
+                     "drafts, its K/V in the same pages). Output is unchanged; needs "
+                     "--num-speculative-tokens.")
+          ->check(CLI::IsMember({"ngram", "mtp"}));
   app.add_option("--num-speculative-tokens", args.options.num_speculative_tokens,
                  "Drafts per sequence and step, 1..16 (with --speculative-method).")
       ->check(CLI::Range(0, kMaxSpeculativeTokens));

@@ -106,7 +106,9 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
                      double temperature, uint64_t seed) {
   std::ifstream in(args.prompts_file);
   if (!in) return fail("--prompts-file: cannot open \"" + args.prompts_file + "\"");
-  auto loaded = load_cli_model(model_args);
+  ModelArgs load_args = model_args;
+  load_args.mtp = args.engine.wants_mtp();
+  auto loaded = load_cli_model(load_args);
   if (!loaded.ok()) return fail(loaded.message(), "--model takes a Hugging Face model folder");
   auto tokenizer = Tokenizer::load(model_args.model_dir);
   const Tokenizer* tok = tokenizer.ok() ? tokenizer->get() : nullptr;

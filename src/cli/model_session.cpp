@@ -48,6 +48,7 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   LoadOptions options;
   options.random_weights = args.random_weights;
   options.seed = args.weight_seed;
+  options.mtp = args.mtp;
   auto model = load_model(args.model_dir, *loaded.backend, options);
   if (!model.ok()) return model.status().with_context("--model");
   loaded.model = std::move(model.value());

@@ -24,6 +24,7 @@ struct ModelArgs {
   uint64_t weight_seed = 0;
   bool batch_invariant = false;  // Backend::set_batch_invariant (commands that offer the flag)
   std::string device = "cpu";    // --device (commands that offer it; see add_device_arg)
+  bool mtp = false;  // also load the MTP head (LoadOptions::mtp): --speculative-method mtp
 };
 void add_model_args(CLI::App& app, ModelArgs& args);
 

@@ -273,7 +273,9 @@ int run_serve(const ServeOptions& o) {
   const double tokenizer_s = since(t_tokenizer);
   SYV_LOG(INFO) << "tokenizer: vocab " << tokenizer->vocab_size() << ", loaded in " << tokenizer_s
                 << " s";
-  Result<PreparedModel> prepared = prepare_model(o.model_dir, **backend);
+  LoadOptions load_options;
+  load_options.mtp = o.engine.wants_mtp();  // --speculative-method mtp: the checkpoint's MTP head
+  Result<PreparedModel> prepared = prepare_model(o.model_dir, **backend, load_options);
   if (!prepared.ok()) return fail("--model: " + prepared.message());
 
   // Signals: SIGTERM/SIGINT go through a pipe to the wait below; a dead client never kills us.
@@ -321,7 +323,7 @@ int run_serve(const ServeOptions& o) {
 
   // Load the weights (checked above).
   const auto t1 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<Model>> model = load_prepared_model(*prepared, **backend);
+  Result<std::unique_ptr<Model>> model = load_prepared_model(*prepared, **backend, load_options);
   if (!model.ok()) return fail("--model: " + model.message());
   const double model_s = since(t1);
   SYV_LOG(INFO) << "model: loaded in " << model_s << " s";

@@ -11,15 +11,20 @@
 // draft, renormalised), and each generated token consumes one draw, as without drafts: greedy and
 // seeded output are token-for-token those of plain decoding (tests/unit/engine_verify_test.cpp).
 //
-// Not thread-safe: called on the engine thread, once per decoding sequence per step.
+// Not thread-safe: called on the engine thread: observe() once per step, propose() once per
+// decoding sequence per step.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "backend/batch.h"
+#include "model/model.h"
+
 namespace syv {
 
 class Sequence;
+struct SchedulerOutput;
 
 class Drafter {
  public:
@@ -27,6 +32,19 @@ class Drafter {
   // Appends at most `max_tokens` (>= 1) draft tokens that may follow seq.tokens to `out` (empty:
   // no guess). Drafts are ids in the model's vocabulary.
   virtual void propose(const Sequence& seq, int32_t max_tokens, std::vector<int32_t>& out) = 0;
+
+  // After each step's commit and before its tokens are emitted (a sequence that ends this step is
+  // still alive): `step` as scheduled (num_accepted set; each sequence's num_computed and tokens
+  // already advanced over what it kept), `batch` the target ran (batch sequence i is step.seqs[i])
+  // and its outputs (Outputs::token_hidden may be empty: CUDA graph steps, test models). A
+  // drafter with model state of its own (the MTP head's K/V) brings it up to date here and may
+  // prepare the next step's proposals. The default does nothing.
+  virtual void observe(const SchedulerOutput& step, const Batch& batch,
+                       const Model::Outputs& outputs) {
+    (void)step;
+    (void)batch;
+    (void)outputs;
+  }
 };
 
 }  // namespace syv

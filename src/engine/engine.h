@@ -66,8 +66,10 @@ struct EngineOptions {
   // snapshot per sequence slot (state_bytes_per_seq x max_num_seqs) to roll back rejected drafts.
   int32_t num_speculative_tokens = 0;
   // Where drafts come from: "ngram" (prompt lookup, engine/ngram_drafter.h, over n-grams of
-  // ngram_min..ngram_max tokens) or "" (none; EngineCore users may set_drafter() their own; the
-  // threaded Engine then refuses num_speculative_tokens > 0).
+  // ngram_min..ngram_max tokens), "mtp" (the model's MTP head, engine/mtp_drafter.h: the model
+  // must be loaded with LoadOptions::mtp; prefix-cache keys then cover one token past each page)
+  // or "" (none; EngineCore users may set_drafter() their own; the threaded Engine then refuses
+  // num_speculative_tokens > 0).
   std::string speculative_method;
   int32_t ngram_min = 2;
   int32_t ngram_max = 4;

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/device_sampling.h"
+#include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
 #include "model/model.h"
 #include "tokenizer/detokenizer.h"
@@ -137,9 +138,22 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     return Status::Error("engine option num_speculative_tokens: expected 0.." +
                          std::to_string(kMaxSpeculativeTokens) + ", found " +
                          std::to_string(options.num_speculative_tokens));
-  if (!options.speculative_method.empty() && options.speculative_method != "ngram")
-    return Status::Error("engine option speculative_method: expected ngram (or none), found \"" +
-                         options.speculative_method + "\"");
+  if (!options.speculative_method.empty() && options.speculative_method != "ngram" &&
+      options.speculative_method != "mtp")
+    return Status::Error(
+        "engine option speculative_method: expected ngram or mtp (or none), "
+        "found \"" +
+        options.speculative_method + "\"");
+  if (options.speculative_method == "mtp") {
+    if (options.num_speculative_tokens < 1)
+      return Status::Error(
+          "engine option speculative_method mtp: num_speculative_tokens must be >= 1");
+    if (!model.has_mtp())
+      return Status::Error(
+          "engine option speculative_method mtp: the model was loaded without an MTP head "
+          "(LoadOptions::mtp; a qwen3_5, qwen3_5_text or qwen3_next checkpoint with mtp.* "
+          "tensors)");
+  }
   if (options.speculative_method == "ngram") {
     if (options.num_speculative_tokens < 1)
       return Status::Error(
@@ -202,6 +216,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                   << (options.speculative_method == "ngram"
                           ? "prompt lookup (n-grams of " + std::to_string(options.ngram_min) +
                                 ".." + std::to_string(options.ngram_max) + " tokens)"
+                      : options.speculative_method == "mtp"
+                          ? "the MTP head (greedy; its K/V in every page, " +
+                                std::to_string(spec.kv_layers.back().bytes_per_token()) +
+                                " bytes/token; prefix pages keyed with their next token)"
                           : std::string("the drafter set by the caller"))
                   << (spec.has_recurrent_state()
                           ? ", " + std::to_string(options.max_num_seqs) +
@@ -214,6 +232,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   auto core = std::make_unique<EngineCore>(model, tokenizer, options, std::move(store));
   if (options.speculative_method == "ngram")
     core->set_drafter(std::make_unique<NgramDrafter>(options.ngram_min, options.ngram_max));
+  if (options.speculative_method == "mtp") {
+    core->set_drafter(std::make_unique<MtpDrafter>(model, core->cache().pool(), options.page_size,
+                                                   options.num_speculative_tokens,
+                                                   options.max_model_len));
+  }
   if (graph_mode != GraphMode::kOff) {
     GraphConfig g;
     g.mode = graph_mode;
@@ -257,7 +280,9 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
       options_(options),
       store_(std::move(store)),
       vocab_size_(model.config().vocab_size),
-      cache_(options.num_pages, options.page_size, options.enable_prefix_caching),
+      // MTP: the head's K/V at a page's last position depends on the next token (mtp_drafter.h).
+      cache_(options.num_pages, options.page_size, options.enable_prefix_caching,
+             options.speculative_method == "mtp" ? 1 : 0),
       scheduler_(cache_, scheduler_config(options)) {
   eos_ids_ = model.config().eos_token_ids;
   if (tokenizer_ != nullptr) {
@@ -388,7 +413,13 @@ void EngineCore::step() {
   // Plain decode steps replay their bucket's CUDA graph (padded); everything else runs eagerly.
   const bool as_graph = graphs_ != nullptr && graphs_->accepts(step_);
   const Batch& batch = runner_.build(step_, as_graph ? graphs_->config().pages_per_seq : 0);
-  const Tensor logits = as_graph ? graphs_->run(batch) : model_.forward(batch);
+  Model::Outputs outputs;
+  if (as_graph) {
+    outputs.logits = graphs_->run(batch);
+  } else {
+    model_.forward(batch, outputs);
+  }
+  const Tensor logits = outputs.logits;
   if (as_graph) {
     ++stats_.graph_steps;
     stats_.graph_padding_rows +=
@@ -453,6 +484,8 @@ void EngineCore::step() {
   }
   result_begin_[step_.seqs.size()] = results_.size();
   scheduler_.commit(step_);
+  if (drafter_ != nullptr && options_.num_speculative_tokens > 0)
+    drafter_->observe(step_, batch, outputs);
   for (size_t i = 0; i < step_.seqs.size(); ++i) {
     const size_t begin = result_begin_[i], end = result_begin_[i + 1];
     if (begin == end) continue;

@@ -209,6 +209,10 @@ void Scheduler::commit(const SchedulerOutput& out) {
     const size_t full = static_cast<size_t>(seq->num_computed / page);
     while (seq->page_keys.size() < full) {
       const size_t idx = seq->page_keys.size();
+      // A key covers the lookahead tokens after its page too (prefix_index.h): the sampled or
+      // next prompt token always follows the computed ones.
+      SYV_CHECK_LE(static_cast<int32_t>(idx + 1) * page + cache_.lookahead(), seq->length())
+          << "seq " << seq->id() << ": page " << idx << " registered before its lookahead token";
       const uint64_t parent = idx == 0 ? PrefixIndex::root_key() : seq->page_keys[idx - 1];
       seq->page_keys.push_back(cache_.insert(parent, &seq->tokens[idx * page], seq->pages[idx]));
     }

@@ -6,8 +6,11 @@
 
 namespace syv {
 
-PrefixCache::PrefixCache(int32_t num_pages, int32_t page_size, bool enabled)
-    : page_size_(page_size), enabled_(enabled), pool_(num_pages), index_(num_pages, page_size) {
+PrefixCache::PrefixCache(int32_t num_pages, int32_t page_size, bool enabled, int32_t lookahead)
+    : page_size_(page_size),
+      enabled_(enabled),
+      pool_(num_pages),
+      index_(num_pages, page_size, lookahead) {
   pool_.set_evict_callback([this](int32_t page) { index_.erase(page); });
 }
 
@@ -15,8 +18,9 @@ PrefixHit PrefixCache::match(const int32_t* tokens, int32_t max_tokens) const {
   PrefixHit hit;
   if (!enabled_) return hit;
   uint64_t parent = PrefixIndex::root_key();
-  for (int32_t start = 0; start + page_size_ <= max_tokens; start += page_size_) {
-    const uint64_t key = PrefixIndex::page_key(parent, tokens + start, page_size_);
+  const int32_t n = index_.key_tokens();
+  for (int32_t start = 0; start + n <= max_tokens; start += page_size_) {
+    const uint64_t key = PrefixIndex::page_key(parent, tokens + start, n);
     const int32_t page = index_.find(parent, key, tokens + start);
     if (page < 0) break;
     hit.pages.push_back(page);
@@ -38,7 +42,7 @@ int32_t PrefixCache::num_evictable(const PrefixHit& hit) const {
 }
 
 uint64_t PrefixCache::insert(uint64_t parent, const int32_t* tokens, int32_t page) {
-  const uint64_t key = PrefixIndex::page_key(parent, tokens, page_size_);
+  const uint64_t key = PrefixIndex::page_key(parent, tokens, index_.key_tokens());
   SYV_CHECK(pool_.refcount(page) > 0) << "insert of unretained page " << page;
   if (enabled_ && !index_.contains(page) && index_.insert(parent, key, tokens, page)) {
     pool_.set_cached(page, true);

@@ -31,17 +31,20 @@ struct PrefixHit {
 class PrefixCache {
  public:
   // enabled = false: match() always misses and insert() registers nothing (keys still chain).
-  PrefixCache(int32_t num_pages, int32_t page_size, bool enabled);
+  // lookahead: tokens after a page its key also covers (prefix_index.h; 1 with an MTP head).
+  PrefixCache(int32_t num_pages, int32_t page_size, bool enabled, int32_t lookahead = 0);
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
 
   int32_t page_size() const { return page_size_; }
+  int32_t lookahead() const { return index_.lookahead(); }
   bool enabled() const { return enabled_; }
   PagePool& pool() { return pool_; }
   const PagePool& pool() const { return pool_; }
   const PrefixIndex& index() const { return index_; }
 
-  // Longest cached prefix of tokens[0, max_tokens), in whole pages. The pages are NOT retained:
+  // Longest cached prefix of tokens[0, max_tokens), in whole pages (each followed by its
+  // lookahead tokens within max_tokens). The pages are NOT retained:
   // call acquire() before anything else allocates from the pool (allocation may evict them).
   PrefixHit match(const int32_t* tokens, int32_t max_tokens) const;
   // Retains every page of the hit (cached pages leave the LRU).
@@ -50,8 +53,9 @@ class PrefixCache {
   int32_t num_evictable(const PrefixHit& hit) const;
 
   // Registers `page` (retained by the caller, all page_size tokens' K/V written) as holding
-  // `tokens` after the prefix keyed `parent`. Returns the page's chain key whether or not it was
-  // registered (an identical page may already be cached; then this one stays private).
+  // `tokens` (page_size, then the lookahead tokens that follow) after the prefix keyed `parent`.
+  // Returns the page's chain key whether or not it was registered (an identical page may already be
+  // cached; then this one stays private).
   uint64_t insert(uint64_t parent, const int32_t* tokens, int32_t page);
 
   // Pool and index integrity, and that exactly the registered pages are marked cached.

@@ -9,13 +9,15 @@
 
 namespace syv {
 
-PrefixIndex::PrefixIndex(int32_t num_pages, int32_t page_size)
+PrefixIndex::PrefixIndex(int32_t num_pages, int32_t page_size, int32_t lookahead)
     : page_size_(page_size),
+      lookahead_(lookahead),
       registered_(num_pages, false),
       key_(num_pages, 0),
       parent_(num_pages, 0),
-      tokens_(static_cast<size_t>(num_pages) * page_size, 0) {
-  SYV_CHECK(page_size > 0) << "page size " << page_size;
+      tokens_(static_cast<size_t>(num_pages) * (page_size + lookahead), 0) {
+  SYV_CHECK(page_size > 0 && lookahead >= 0)
+      << "page size " << page_size << ", lookahead " << lookahead;
   by_key_.reserve(static_cast<size_t>(num_pages));
 }
 
@@ -28,8 +30,8 @@ int32_t PrefixIndex::find(uint64_t parent, uint64_t key, const int32_t* tokens) 
   if (it == by_key_.end()) return -1;
   const int32_t page = it->second;
   if (parent_[page] != parent) return -1;
-  const int32_t* stored = &tokens_[static_cast<size_t>(page) * page_size_];
-  if (!std::equal(stored, stored + page_size_, tokens)) return -1;
+  const int32_t* stored = &tokens_[static_cast<size_t>(page) * key_tokens()];
+  if (!std::equal(stored, stored + key_tokens(), tokens)) return -1;
   return page;
 }
 
@@ -40,7 +42,7 @@ bool PrefixIndex::insert(uint64_t parent, uint64_t key, const int32_t* tokens, i
   registered_[page] = true;
   key_[page] = key;
   parent_[page] = parent;
-  std::copy(tokens, tokens + page_size_, &tokens_[static_cast<size_t>(page) * page_size_]);
+  std::copy(tokens, tokens + key_tokens(), &tokens_[static_cast<size_t>(page) * key_tokens()]);
   return true;
 }
 
@@ -63,7 +65,8 @@ std::string PrefixIndex::check_integrity() const {
       err << "registered page " << p << " not mapped by its key; ";
       break;
     }
-    if (page_key(parent_[p], &tokens_[p * page_size_], page_size_) != key_[p]) {
+    const size_t n = static_cast<size_t>(key_tokens());
+    if (page_key(parent_[p], &tokens_[p * n], key_tokens()) != key_[p]) {
       err << "page " << p << " key does not match its tokens; ";
       break;
     }

@@ -36,7 +36,7 @@ class DecoderModel final : public Model {
         o_.rotary_dim > 0 ? o_.rotary_dim : static_cast<int32_t>(config.head_dim);
     routing_.top_k = static_cast<int32_t>(config.num_experts_per_tok);
     routing_.renormalize = config.norm_topk_prob;
-    SYV_CHECK_EQ(o_.cache.layer_kinds.size(), w_.layers.size())
+    SYV_CHECK_EQ(o_.cache.layer_kinds.size(), w_.layers.size() + (w_.mtp ? 1 : 0))
         << o_.name << ": the cache spec and the weights disagree on the layer count";
     int64_t full = 0, linear = 0, moe = 0;
     for (size_t l = 0; l < w_.layers.size(); ++l) {
@@ -48,13 +48,25 @@ class DecoderModel final : public Model {
       moe += w_.layers[l].mlp.moe;
     }
     if (linear > 0) gdn_ = gdn_shape(config);
+    if (w_.mtp) {
+      SYV_CHECK(o_.cache.layer_kinds.back() == LayerCacheKind::kPagedKV && o_.gated_attention)
+          << o_.name << ": the MTP head needs a last paged-KV layer and gated attention";
+      MtpShape shape{H_, V_, eps_, attn_, routing_};
+      mtp_ = std::make_unique<MtpHead>(backend_, *w_.mtp, w_.embed,
+                                       w_.lm_head.empty() ? w_.embed : w_.lm_head, shape);
+    }
     SYV_LOG(INFO) << o_.name << ": " << w_.layers.size() << " layers (" << full << " "
                   << (o_.gated_attention ? "gated " : "") << "attention, " << linear
                   << " Gated DeltaNet, " << moe << " MoE), hidden " << H_ << ", heads "
                   << attn_.q_heads << "/" << attn_.kv_heads << " x " << attn_.head_dim << ", vocab "
                   << V_ << ", " << w_.parameters / 1e6 << "M parameters, " << w_.device_bytes / 1e6
                   << " MB on " << backend_.name()
-                  << (w_.lm_head.tensor.empty() ? " (tied embeddings)" : "");
+                  << (w_.lm_head.tensor.empty() ? " (tied embeddings)" : "")
+                  << (w_.mtp ? std::string(", MTP head (") +
+                                   (w_.mtp->layer.mlp.moe ? "MoE" : "dense") +
+                                   " MLP, its K/V in cache layer " +
+                                   std::to_string(w_.layers.size()) + ")"
+                             : std::string());
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -85,15 +97,23 @@ class DecoderModel final : public Model {
     ws_.reserve(workspace_bytes(tokens_, rows_));
   }
 
+  bool has_mtp() const override { return mtp_ != nullptr; }
+  void mtp_forward(const Batch& batch, const Tensor& hidden, Outputs& out) override {
+    SYV_CHECK(mtp_ != nullptr) << o_.name << ": mtp_forward() without an MTP head";
+    SYV_CHECK(store_ != nullptr) << o_.name << ": bind_cache() must be called before mtp_forward()";
+    check_tokens(batch);
+    const int32_t layer = static_cast<int32_t>(w_.layers.size());
+    mtp_->forward(batch, store_->config().page_size, hidden, store_->kv_view(layer), out.logits,
+                  out.hidden);
+    out.token_hidden = Tensor();
+  }
+
   using Model::forward;
   void forward(const Batch& batch, Outputs& out) override {
     SYV_CHECK(store_ != nullptr) << o_.name << ": bind_cache() must be called before forward()";
     const int64_t T = batch.num_tokens();
     const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
-    for (int64_t t = 0; t < T; ++t) {
-      SYV_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < V_)
-          << "token id " << batch.token_ids[t] << " at row " << t << " outside [0, " << V_ << ")";
-    }
+    check_tokens(batch);
     if (o_.cache.has_recurrent_state()) {
       SYV_CHECK_EQ(static_cast<int32_t>(batch.state_slots.size()), batch.num_seqs())
           << "a hybrid model needs Batch::state_slots, one per sequence";
@@ -116,10 +136,12 @@ class DecoderModel final : public Model {
     Tensor x_rows = ws_.take(act, {std::max<int64_t>(R, 1), H_}).rows(0, R);
     out.logits = logits;
     out.hidden = x_rows;
+    out.token_hidden = Tensor();
     if (T == 0) return;
     Tensor h_a = ws_.take(act, {T, H_});
     Tensor h_b = ws_.take(act, {T, H_});
     Tensor x = ws_.take(act, {T, H_});
+    out.token_hidden = x;
     Tensor o = ws_.take(act, {T, H_});
 
     BlockContext c{backend_, ws_, meta, act, eps_, o_.norm, fusions_};
@@ -149,6 +171,13 @@ class DecoderModel final : public Model {
   }
 
  private:
+  void check_tokens(const Batch& batch) const {
+    for (int32_t t = 0; t < batch.num_tokens(); ++t) {
+      SYV_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < V_)
+          << "token id " << batch.token_ids[t] << " at row " << t << " outside [0, " << V_ << ")";
+    }
+  }
+
   // Bytes forward() takes from the workspace at T tokens / R logits rows: the persistent tensors,
   // then the largest block's scratch (each block's scratch is released when it ends).
   int64_t workspace_bytes(int64_t T, int64_t R) const {
@@ -180,6 +209,7 @@ class DecoderModel final : public Model {
   Workspace ws_;
   int64_t tokens_ = 0, rows_ = 0;  // the largest forward (or reserve) seen: reserve() covers it
   CacheStore* store_ = nullptr;
+  std::unique_ptr<MtpHead> mtp_;  // when w_.mtp
 };
 
 }  // namespace

@@ -9,11 +9,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/blocks.h"
 #include "model/model.h"
+#include "model/mtp_head.h"
 
 namespace syv {
 
@@ -30,6 +32,8 @@ struct DecoderWeights {
   DeviceWeight final_norm;  // [H]
   DeviceWeight lm_head;     // [V, H]; empty when tied to embed
   std::vector<DecoderLayer> layers;
+  // The MTP draft head (LoadOptions::mtp); its K/V is the cache spec's last paged-KV layer.
+  std::optional<MtpWeights> mtp;
   int64_t parameters = 0;
   int64_t device_bytes = 0;
 };

@@ -86,6 +86,9 @@ std::unique_ptr<Model> make_hybrid_model(const ModelConfig& config, Backend& bac
   o.gated_attention = true;
   o.rotary_dim = static_cast<int32_t>(config.head_dim * config.partial_rotary_factor);
   o.cache = hybrid_cache_spec(config, backend.activation_dtype());
+  // The MTP head's K/V: one more paged-KV layer, after the model's (model/mtp_head.h).
+  if (weights.mtp)
+    o.cache.add_kv_layer({config.num_key_value_heads, config.head_dim, backend.activation_dtype()});
   return make_decoder_model(config, backend, std::move(weights), std::move(o));
 }
 
@@ -143,6 +146,107 @@ Status load_gdn_common(WeightLoader& loader, const ModelConfig& c, const std::st
                        loader.load({p + "norm.weight", {g.v_head_dim}, WeightInit::kNorm}));
   SYV_ASSIGN_OR_RETURN(out->out, loader.load({p + "out_proj.weight", {H, g.value_dim()}}));
   return Status::Ok();
+}
+
+Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfig& c,
+                const std::string& p, MlpWeights* out) {
+  const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+  const int64_t Is = c.shared_expert_intermediate_size;
+  out->moe = true;
+  SYV_ASSIGN_OR_RETURN(out->router, loader.load({p + "gate.weight", {E, H}}));
+  if (store && store->find(p + "experts.gate_up_proj")) {
+    // transformers' in-memory fused layout, if a checkpoint was saved that way.
+    SYV_ASSIGN_OR_RETURN(
+        out->experts_gate_up,
+        load_reshaped(loader, {p + "experts.gate_up_proj", {E, 2 * I, H}}, {E, 2 * I, H}));
+    SYV_ASSIGN_OR_RETURN(out->experts_down,
+                         load_reshaped(loader, {p + "experts.down_proj", {E, H, I}}, {E, H, I}));
+  } else {
+    std::vector<float> gate_up, down;
+    gate_up.reserve(static_cast<size_t>(E * 2 * I * H));
+    down.reserve(static_cast<size_t>(E * H * I));
+    DType dtype = DType::BF16;
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string q = p + "experts." + std::to_string(e) + ".";
+      SYV_ASSIGN_OR_RETURN(std::vector<float> g,
+                           loader.read_f32({q + "gate_proj.weight", {I, H}}, &dtype));
+      SYV_ASSIGN_OR_RETURN(std::vector<float> u,
+                           loader.read_f32({q + "up_proj.weight", {I, H}}, &dtype));
+      SYV_ASSIGN_OR_RETURN(std::vector<float> d,
+                           loader.read_f32({q + "down_proj.weight", {H, I}}, &dtype));
+      gate_up.insert(gate_up.end(), g.begin(), g.end());
+      gate_up.insert(gate_up.end(), u.begin(), u.end());
+      down.insert(down.end(), d.begin(), d.end());
+    }
+    out->experts_gate_up = loader.upload({E * 2 * I, H}, dtype, gate_up.data());
+    out->experts_gate_up.set_dense(out->experts_gate_up.tensor.reshape({E, 2 * I, H}));
+    out->experts_down = loader.upload({E * H, I}, dtype, down.data());
+    out->experts_down.set_dense(out->experts_down.tensor.reshape({E, H, I}));
+  }
+  MlpWeights shared;
+  SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, Is, p + "shared_expert.", &shared));
+  out->shared_gate_up = std::move(shared.gate_up);
+  out->shared_down = std::move(shared.down);
+  SYV_ASSIGN_OR_RETURN(out->shared_gate, loader.load({p + "shared_expert_gate.weight", {1, H}}));
+  return Status::Ok();
+}
+
+Status check_mtp_config(const ModelConfig& c, const WeightStore* store) {
+  if (c.mtp_num_hidden_layers < 1) {
+    return Status::Error(
+        "config.json: mtp_num_hidden_layers is 0: this " + c.model_type +
+        " checkpoint has no MTP head (mtp.* tensors), so --speculative-method mtp cannot run");
+  }
+  if (c.mtp_num_hidden_layers > 1) {
+    return Status::Error("config.json: mtp_num_hidden_layers is " +
+                         std::to_string(c.mtp_num_hidden_layers) +
+                         "; syv's MTP drafter runs a head of 1 layer (every Qwen3.5 / Qwen3-Next "
+                         "checkpoint has 1)");
+  }
+  if (store != nullptr && store->find("mtp.fc.weight") == nullptr) {
+    return Status::Error(
+        "the safetensors files hold no mtp.* tensors (mtp.fc.weight is missing) although "
+        "config.json has mtp_num_hidden_layers = 1: a checkpoint re-saved by transformers loses "
+        "its MTP head; --speculative-method mtp needs the original files");
+  }
+  return Status::Ok();
+}
+
+Result<MtpWeights> load_mtp_weights(WeightLoader& loader, const WeightStore* store,
+                                    const ModelConfig& c) {
+  SYV_RETURN_IF_ERROR(check_mtp_config(c, store));
+  const int64_t H = c.hidden_size;
+  MtpWeights w;
+  DType dtype = DType::BF16;
+  // mtp.fc.weight [H, 2H] multiplies [embedding ; hidden]: split its columns into the two halves.
+  SYV_ASSIGN_OR_RETURN(std::vector<float> fc,
+                       loader.read_f32({"mtp.fc.weight", {H, 2 * H}}, &dtype));
+  std::vector<float> fe(static_cast<size_t>(H * H)), fh(static_cast<size_t>(H * H));
+  for (int64_t r = 0; r < H; ++r) {
+    std::copy_n(fc.data() + r * 2 * H, H, fe.data() + r * H);
+    std::copy_n(fc.data() + r * 2 * H + H, H, fh.data() + r * H);
+  }
+  w.fc_embed = loader.upload({H, H}, dtype, fe.data());
+  w.fc_hidden = loader.upload({H, H}, dtype, fh.data());
+  SYV_ASSIGN_OR_RETURN(w.norm_embed,
+                       loader.load({"mtp.pre_fc_norm_embedding.weight", {H}, WeightInit::kZero}));
+  SYV_ASSIGN_OR_RETURN(w.norm_hidden,
+                       loader.load({"mtp.pre_fc_norm_hidden.weight", {H}, WeightInit::kZero}));
+  SYV_ASSIGN_OR_RETURN(w.norm, loader.load({"mtp.norm.weight", {H}, WeightInit::kZero}));
+  const std::string p = "mtp.layers.0.";
+  SYV_ASSIGN_OR_RETURN(w.layer.input_norm,
+                       loader.load({p + "input_layernorm.weight", {H}, WeightInit::kZero}));
+  SYV_RETURN_IF_ERROR(load_gated_attention(loader, c, p, &w.layer.attn));
+  SYV_ASSIGN_OR_RETURN(
+      w.layer.post_norm,
+      loader.load({p + "post_attention_layernorm.weight", {H}, WeightInit::kZero}));
+  // vLLM builds the head's layer with index 0: MoE by transformers' rule for layer 0.
+  if (hybrid_layer_is_moe(c, 0)) {
+    SYV_RETURN_IF_ERROR(load_moe(loader, store, c, p + "mlp.", &w.layer.mlp));
+  } else {
+    SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, c.intermediate_size, p + "mlp.", &w.layer.mlp));
+  }
+  return w;
 }
 
 Status load_dense_mlp(WeightLoader& loader, int64_t H, int64_t I, const std::string& p,

@@ -45,6 +45,18 @@ std::unique_ptr<Model> make_hybrid_model(const ModelConfig& config, Backend& bac
 // fuses q, k_proj and v_proj into the kit's one q|k|v matrix.
 Status load_gated_attention(WeightLoader& loader, const ModelConfig& c, const std::string& prefix,
                             AttentionWeights* out);
+// Qwen3-Next's sparse MLP (prefix = "...mlp."): router, routed experts (per-expert tensors or
+// the fused gate_up_proj / down_proj layout), shared expert and its gate.
+Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfig& c,
+                const std::string& prefix, MlpWeights* out);
+// What the MTP drafter needs before anything is loaded: config.json's mtp_num_hidden_layers = 1
+// and (store != nullptr) mtp.fc.weight among the checkpoint's tensors.
+Status check_mtp_config(const ModelConfig& c, const WeightStore* store);
+// The MTP head (mtp.* tensors, model/mtp_head.h): fc split into its embedding and hidden halves,
+// the three norms, and mtp.layers.0 (gated attention + the MLP layer 0 of the model would have:
+// dense for Qwen3.5, MoE for Qwen3-Next).
+Result<MtpWeights> load_mtp_weights(WeightLoader& loader, const WeightStore* store,
+                                    const ModelConfig& c);
 // Dense SwiGLU MLP: gate_proj + up_proj fused into [2I, H], down_proj.
 Status load_dense_mlp(WeightLoader& loader, int64_t H, int64_t I, const std::string& prefix,
                       MlpWeights* out);

@@ -1,7 +1,16 @@
 // load_model(): prepare_model() (the checks, model/prepare_model.h), then the weights.
 #include "model/prepare_model.h"
 
+#include "core/check.h"
+
 namespace syv {
+
+void Model::mtp_forward(const Batch& batch, const Tensor& hidden, Outputs& out) {
+  (void)batch;
+  (void)hidden;
+  (void)out;
+  SYV_FATAL() << "mtp_forward() on a model loaded without an MTP head (LoadOptions::mtp)";
+}
 
 Result<std::unique_ptr<CacheStore>> make_cache_store(Model& model, const CacheConfig& config) {
   SYV_ASSIGN_OR_RETURN(std::unique_ptr<CacheStore> store,

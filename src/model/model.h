@@ -16,6 +16,12 @@ namespace syv {
 struct LoadOptions {
   bool random_weights = false;  // build from config.json alone (benchmarks at real shapes)
   uint64_t seed = 0;            // for random weights
+  // Also load the checkpoint's multi-token-prediction head (mtp.* tensors of Qwen3.5 / Qwen3-Next
+  // with mtp_num_hidden_layers = 1; random ones with random_weights) for MTP speculative
+  // decoding: the model then has_mtp() and its cache_spec() ends with one more paged-KV layer,
+  // the head's. Off: mtp.* tensors are ignored, the model is exactly as without them. Models
+  // without such a head refuse it at load.
+  bool mtp = false;
 };
 
 class Model {
@@ -42,6 +48,10 @@ class Model {
     // (WAVE2-SPECS B.2). The decoder fills it at no cost (the head reads it anyway); empty where
     // a model has no such state (the test models).
     Tensor hidden;
+    // [batch.num_tokens(), hidden_size]: the same final hidden state for every token of the
+    // batch (the MTP head's input for the positions the target just computed); empty where a
+    // model has none (the test models).
+    Tensor token_hidden;
   };
 
   // Runs the batch: writes K/V of the new tokens into their pages, advances recurrent states, and
@@ -57,6 +67,17 @@ class Model {
     forward(batch, out);
     return out.logits;
   }
+
+  // The MTP draft head (model/mtp_head.h), loaded with LoadOptions::mtp; its K/V is the last
+  // paged-KV layer of cache_spec().
+  virtual bool has_mtp() const { return false; }
+  // Runs the head: row i of `batch` is the pair (token x_{p+1}, hidden[i] = h_p) at position p;
+  // `hidden` [T, H] (activation dtype, backend memory) is Outputs::token_hidden rows of the
+  // target or a previous mtp_forward()'s out.hidden rows. Writes the head's K/V of the rows (the
+  // head's K/V of earlier positions must be there), and fills out.logits / out.hidden (the draft
+  // logits and the head's `out`, the next draft's hidden input) at batch.logit_rows, valid until
+  // the next mtp_forward(); forward()'s outputs stay valid. Needs has_mtp() (CHECK failure).
+  virtual void mtp_forward(const Batch& batch, const Tensor& hidden, Outputs& out);
 
   // CUDA graphs (engine/graph_runner.h). Whether forward() may be captured into a graph: every
   // buffer it touches stays put between calls and its host-side decisions follow only the batch's

@@ -125,6 +125,11 @@ CacheSpec qwen3_cache_spec(const ModelConfig& c, DType kv_dtype) {
 Result<std::unique_ptr<Model>> load_qwen3(const ModelConfig& config, const WeightStore* store,
                                           Backend& backend, const LoadOptions& options) {
   SYV_RETURN_IF_ERROR(validate_qwen3_config(config));
+  if (options.mtp) {
+    return Status::Error("config.json: model_type \"" + config.model_type +
+                         "\" has no MTP head (mtp.* tensors); --speculative-method mtp needs a "
+                         "qwen3_5, qwen3_5_text or qwen3_next checkpoint");
+  }
   DecoderWeights weights;
   {
     WeightLoader loader(backend, store, options.seed);

@@ -51,6 +51,10 @@ std::vector<WeightSpec> qwen3_5_weight_specs(const ModelConfig& c) {
 Result<std::unique_ptr<Model>> load_qwen3_5(const ModelConfig& c, const WeightStore* store,
                                             Backend& backend, const LoadOptions& options) {
   SYV_RETURN_IF_ERROR(validate_hybrid_config(c));
+  if (options.mtp) {
+    SYV_RETURN_IF_ERROR(
+        check_mtp_config(c, store).with_context("the MTP head (--speculative-method mtp)"));
+  }
   if (c.num_experts > 0) {
     return Status::Error(
         "config.json: a qwen3_5 model with num_experts = " + std::to_string(c.num_experts) +
@@ -100,6 +104,11 @@ Result<std::unique_ptr<Model>> load_qwen3_5(const ModelConfig& c, const WeightSt
   SYV_ASSIGN_OR_RETURN(w.final_norm, loader.load({prefix + "norm.weight", {H}, WeightInit::kZero}));
   if (!c.tie_word_embeddings) {
     SYV_ASSIGN_OR_RETURN(w.lm_head, loader.load({"lm_head.weight", {V, H}}));
+  }
+  if (options.mtp) {
+    Result<MtpWeights> mtp = load_mtp_weights(loader, store, c);
+    if (!mtp.ok()) return mtp.status().with_context("the MTP head (--speculative-method mtp)");
+    w.mtp = std::move(mtp.value());
   }
   w.parameters = loader.parameters_loaded();
   w.device_bytes = loader.device_bytes();

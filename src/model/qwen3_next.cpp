@@ -44,54 +44,15 @@ Reordered reorder_fused(const std::vector<float>& qkvz, const std::vector<float>
   return out;
 }
 
-Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfig& c,
-                const std::string& p, MlpWeights* out) {
-  const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
-  const int64_t Is = c.shared_expert_intermediate_size;
-  out->moe = true;
-  SYV_ASSIGN_OR_RETURN(out->router, loader.load({p + "gate.weight", {E, H}}));
-  if (store && store->find(p + "experts.gate_up_proj")) {
-    // transformers' in-memory fused layout, if a checkpoint was saved that way.
-    SYV_ASSIGN_OR_RETURN(
-        out->experts_gate_up,
-        load_reshaped(loader, {p + "experts.gate_up_proj", {E, 2 * I, H}}, {E, 2 * I, H}));
-    SYV_ASSIGN_OR_RETURN(out->experts_down,
-                         load_reshaped(loader, {p + "experts.down_proj", {E, H, I}}, {E, H, I}));
-  } else {
-    std::vector<float> gate_up, down;
-    gate_up.reserve(static_cast<size_t>(E * 2 * I * H));
-    down.reserve(static_cast<size_t>(E * H * I));
-    DType dtype = DType::BF16;
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string q = p + "experts." + std::to_string(e) + ".";
-      SYV_ASSIGN_OR_RETURN(std::vector<float> g,
-                           loader.read_f32({q + "gate_proj.weight", {I, H}}, &dtype));
-      SYV_ASSIGN_OR_RETURN(std::vector<float> u,
-                           loader.read_f32({q + "up_proj.weight", {I, H}}, &dtype));
-      SYV_ASSIGN_OR_RETURN(std::vector<float> d,
-                           loader.read_f32({q + "down_proj.weight", {H, I}}, &dtype));
-      gate_up.insert(gate_up.end(), g.begin(), g.end());
-      gate_up.insert(gate_up.end(), u.begin(), u.end());
-      down.insert(down.end(), d.begin(), d.end());
-    }
-    out->experts_gate_up = loader.upload({E * 2 * I, H}, dtype, gate_up.data());
-    out->experts_gate_up.set_dense(out->experts_gate_up.tensor.reshape({E, 2 * I, H}));
-    out->experts_down = loader.upload({E * H, I}, dtype, down.data());
-    out->experts_down.set_dense(out->experts_down.tensor.reshape({E, H, I}));
-  }
-  MlpWeights shared;
-  SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, Is, p + "shared_expert.", &shared));
-  out->shared_gate_up = std::move(shared.gate_up);
-  out->shared_down = std::move(shared.down);
-  SYV_ASSIGN_OR_RETURN(out->shared_gate, loader.load({p + "shared_expert_gate.weight", {1, H}}));
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& c, const WeightStore* store,
                                                Backend& backend, const LoadOptions& options) {
   SYV_RETURN_IF_ERROR(validate_hybrid_config(c));
+  if (options.mtp) {
+    SYV_RETURN_IF_ERROR(
+        check_mtp_config(c, store).with_context("the MTP head (--speculative-method mtp)"));
+  }
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const int64_t Hv = c.linear_num_value_heads, Hk = c.linear_num_key_heads;
   const int64_t key_dim = Hk * c.linear_key_head_dim, value_dim = Hv * c.linear_value_head_dim;
@@ -134,6 +95,11 @@ Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& c, const Weigh
   SYV_ASSIGN_OR_RETURN(w.final_norm, loader.load({"model.norm.weight", {H}, WeightInit::kZero}));
   if (!c.tie_word_embeddings) {
     SYV_ASSIGN_OR_RETURN(w.lm_head, loader.load({"lm_head.weight", {V, H}}));
+  }
+  if (options.mtp) {
+    Result<MtpWeights> mtp = load_mtp_weights(loader, store, c);
+    if (!mtp.ok()) return mtp.status().with_context("the MTP head (--speculative-method mtp)");
+    w.mtp = std::move(mtp.value());
   }
   w.parameters = loader.parameters_loaded();
   w.device_bytes = loader.device_bytes();

@@ -107,3 +107,24 @@ TEST(PrefixCache, DisabledNeverHits) {
 
 }  // namespace
 }  // namespace syv
+
+namespace syv {
+namespace {
+
+TEST(PrefixCacheLookahead, APageMatchesOnlyWithTheSameNextToken) {
+  PrefixCache cache(8, 4, /*enabled=*/true, /*lookahead=*/1);
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const int32_t page = cache.pool().allocate();
+  const uint64_t key = cache.insert(PrefixIndex::root_key(), a.data(), page);
+  EXPECT_EQ(key, PrefixIndex::page_key(PrefixIndex::root_key(), a.data(), 5));
+  cache.pool().release(page);
+  EXPECT_EQ(cache.match(a.data(), 9).length, 4);
+  EXPECT_EQ(cache.match(a.data(), 4).length, 0) << "the next token must be within max_tokens";
+  std::vector<int32_t> b = a;
+  b[4] = 50;  // same page, another next token
+  EXPECT_EQ(cache.match(b.data(), 9).length, 0);
+  EXPECT_EQ(cache.check_integrity(), "");
+}
+
+}  // namespace
+}  // namespace syv

@@ -68,15 +68,10 @@ struct RunResult {
   EngineStats stats;
 };
 
-// Runs `requests` together; requests[i] gets drafts when drafted[i] (and a drafter is given).
-inline RunResult run(Model& model, EngineOptions o, const std::vector<Request>& requests,
-                     std::unique_ptr<OracleDrafter> drafter = nullptr) {
-  set_log_level(LogLevel::WARN);
-  auto core = EngineCore::create(model, nullptr, o);
-  EXPECT_TRUE(core.ok()) << core.message();
-  if (!core.ok()) return {};
-  if (drafter) core.value()->set_drafter(std::move(drafter));
-  Harness h(std::move(core).value());
+// Runs `requests` together on `core` to completion (integrity checked every step); no page, state
+// slot or checkpoint hold may leak.
+inline RunResult run_core(std::unique_ptr<EngineCore> core, const std::vector<Request>& requests) {
+  Harness h(std::move(core));
   std::vector<uint64_t> ids;
   for (const Request& r : requests) ids.push_back(h.submit(r));
   h.run();
@@ -89,6 +84,17 @@ inline RunResult run(Model& model, EngineOptions o, const std::vector<Request>& 
   out.stats = h.core().stats();
   for (uint64_t id : ids) out.tokens.push_back(h.output(id).samples.at(0).tokens);
   return out;
+}
+
+// Runs `requests` together; requests[i] gets drafts when drafted[i] (and a drafter is given).
+inline RunResult run(Model& model, EngineOptions o, const std::vector<Request>& requests,
+                     std::unique_ptr<OracleDrafter> drafter = nullptr) {
+  set_log_level(LogLevel::WARN);
+  auto core = EngineCore::create(model, nullptr, o);
+  EXPECT_TRUE(core.ok()) << core.message();
+  if (!core.ok()) return {};
+  if (drafter) core.value()->set_drafter(std::move(drafter));
+  return run_core(std::move(core).value(), requests);
 }
 
 inline std::vector<Request> make_requests(int32_t vocab, uint32_t seed, int count,
