@@ -11,6 +11,7 @@ const url = process.env.SYV_URL;
 const key = process.env.SYV_KEY;
 const model = process.env.SYV_MODEL;
 const shots = process.env.SYV_SHOTS;
+fs.rmSync(shots, { recursive: true, force: true });  // no stale screenshot of an earlier run
 fs.mkdirSync(shots, { recursive: true });
 let passed = 0;
 let failed = 0;
