@@ -189,7 +189,7 @@ TEST(WebUiBrowser, ChatStopReloadAndMarkupInHeadlessChromium) {
   const int status = pclose(p);
   std::cout << out;
   EXPECT_EQ(status, 0) << out << server.log();
-  EXPECT_NE(out.find("10 passed, 0 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("11 passed, 0 failed"), std::string::npos) << out;
   EXPECT_TRUE(std::filesystem::exists(shots + "/webui.png"));
 }
 

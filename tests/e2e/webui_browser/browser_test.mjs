@@ -155,6 +155,22 @@ await check("a reload keeps the key, the settings and the conversation", async (
   await page.screenshot({ path: `${shots}/webui-reload.png` });
 });
 
+await check("tools and a system prompt are sent as fields the server accepts; bad tools JSON is named", async () => {
+  await setField("#tools", "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\"," +
+    "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]");
+  await page.type("#input", "What time is it?");
+  await page.keyboard.press("Enter");
+  await replyDone();
+  assert.equal(await page.$eval("#banner", (e) => e.hidden), true, await text("#banner"));
+  assert.equal(await count(".msg"), 4);
+  assert.match(await text(".msg.assistant:last-of-type .meta"), /\d+ tokens/);
+  await setField("#tools", "[not json");
+  await page.type("#input", "Again");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => /Tools: not valid JSON/.test(document.getElementById("banner").textContent));
+  await setField("#tools", "");
+});
+
 await check("markup in a reply shows as text; reasoning collapsed; tool calls shown", async () => {
   const reply = "<img src=x onerror=\"window.__xss=1\"> and <script>window.__xss=2</script>\n\n" +
     "**bold** `code` [link](javascript:window.__xss=3)\n\n```html\n<b onclick=x>hi</b>\n```";
