@@ -11,7 +11,12 @@
     try { const v = JSON.parse(localStorage.getItem(name)); return v == null ? fallback : v; }
     catch { return fallback; }
   };
-  const save = (name, value) => localStorage.setItem(name, JSON.stringify(value));
+  // A full storage quota loses nothing on the page; it only says so.
+  const save = (name, value) => {
+    try { localStorage.setItem(name, JSON.stringify(value)); } catch (e) {
+      showError("Could not save to the browser's storage (" + e.message + "): delete old conversations.");
+    }
+  };
 
   let conversations = load(STORE.conversations, []);  // [{id, title, messages, updated}]
   let currentId = load(STORE.current, null);
