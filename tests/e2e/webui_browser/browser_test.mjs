@@ -22,8 +22,10 @@ const browser = await puppeteer.launch({
   // --no-sandbox: CI containers run as root, where chromium's sandbox cannot start.
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,860"],
   defaultViewport: { width: 1280, height: 860 },
+  timeout: 120000,  // ctest -j runs this beside the other tests, sanitizer builds included
 });
 const page = await browser.newPage();
+page.setDefaultTimeout(60000);
 const pageErrors = [];
 const foreign = [];
 page.on("pageerror", (e) => pageErrors.push(String(e)));
