@@ -37,12 +37,15 @@ demo: build tokenizer
 serve: build tokenizer demo
 	@tools/setup/serve.sh "$(RELEASE_DIR)/syv" "$(if $(MODEL),$(MODEL),$(DEMO_DIR))" "$(PORT)"
 
+# The tests also need chromium (the chat page's browser test) and the npm packages of the e2e tests.
 build-test: deps tokenizer
+	@tools/setup/install-deps.sh --test
 	cmake -S . -B $(TEST_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSYV_CUDA=$(CUDA) \
 	  "-DSYV_CUDA_ARCHS=$(TEST_CUDA_ARCHS)" -DSYV_WERROR=ON -DSYV_SANITIZE=ON \
 	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(TEST_OPT_FLAGS)" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$(TEST_OPT_FLAGS)"
 	cmake --build $(TEST_DIR) -j $(JOBS)
 	cd tests/e2e/openai_client && npm ci --silent --no-audit --no-fund
+	cd tests/e2e/webui_browser && npm ci --silent --no-audit --no-fund
 
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -78,6 +78,7 @@ struct ServeOptions {
   size_t max_body_bytes = 8u << 20;
   double drain_timeout_s = 30.0;
   bool skip_warmup = false;
+  bool no_webui = false;  // --no-webui: GET / and /ui/* unrouted
 };
 
 double since(std::chrono::steady_clock::time_point t0) {
@@ -295,6 +296,7 @@ int run_serve(const ServeOptions& o) {
   Result<server::CorsPolicy> cors = server::CorsPolicy::parse(o.allowed_origins);
   if (!cors.ok()) return fail(cors.message());
   http.cors = std::move(cors.value());
+  http.webui = !o.no_webui;
   const size_t num_keys = keys.size();
   std::string masked_keys;  // keys are never printed whole
   for (const std::string& key : keys.keys()) {
@@ -312,6 +314,10 @@ int run_serve(const ServeOptions& o) {
                 generated_key.c_str());
   } else {
     std::printf("syv: %zu API key(s) configured: %s\n", num_keys, masked_keys.c_str());
+  }
+  if (http.webui) {
+    std::printf("syv: chat page: %s/ (paste the API key into it; --no-webui turns it off)\n",
+                url.c_str());
   }
   std::fflush(stdout);
   SYV_LOG(INFO) << "http: " << http.threads << " worker threads, body limit " << http.max_body_bytes
@@ -483,6 +489,8 @@ CommandRegistration reg{
                      "Seconds SIGTERM waits for running requests")
           ->capture_default_str();
       app.add_flag("--skip-warmup", o->skip_warmup, "Mark ready without a warm-up request");
+      app.add_flag("--no-webui", o->no_webui,
+                   "Do not serve the chat page at / (GET / and /ui/* are then unrouted)");
       return [o, kv_cache_mb, utilization]() -> int {
         o->kv_cache_mb_given = kv_cache_mb->count() > 0;
         o->gpu_memory_utilization_given = utilization->count() > 0;

@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "server/api_error.h"
+#include "server/webui_assets.h"
 
 namespace syv::server {
 
@@ -21,6 +22,18 @@ std::string lower_trimmed(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
+}
+
+// An exact path as an httplib route pattern (a regex).
+std::string exact_path_pattern(std::string_view path) {
+  std::string out;
+  for (char c : path) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '/' && c != '_' && c != '-') {
+      out += '\\';
+    }
+    out += c;
+  }
+  return out;
 }
 
 }  // namespace
@@ -111,6 +124,7 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
         [r](const auto& q, auto& s) { r->embeddings(q, s); });
   route("GET", "/health", Gate::kReady, [r](const auto& q, auto& s) { r->health(q, s); });
   route("GET", "/metrics", Gate::kAlways, [r](const auto& q, auto& s) { r->metrics(q, s); });
+  if (options_.webui) route_webui();
 
   // Statuses set by httplib itself (404 unknown route, 413 body too large, 400 bad HTTP) get an
   // OpenAI-shaped body; an unknown route without a valid key is a 401, not a 404.
@@ -208,6 +222,26 @@ void HttpServer::log_access(const httplib::Request& req, const httplib::Response
   }
   SYV_LOG(INFO) << "http: " << req.remote_addr << ":" << req.remote_port << " " << req.method << " "
                 << req.path.substr(0, 200) << " " << res.status << " " << duration << token_counts;
+}
+
+void HttpServer::route_webui() {
+  for (const WebUiAsset& asset : webui_assets()) {
+    server_.Get(exact_path_pattern(asset.path),
+                [&asset](const httplib::Request&, httplib::Response& res) {
+                  res.set_content(asset.body.data(), asset.body.size(),
+                                  std::string(asset.content_type).c_str());
+                  // Revalidate every load: a rebuilt binary serves the new page at once.
+                  res.set_header("Cache-Control", "no-cache");
+                  res.set_header("X-Content-Type-Options", "nosniff");
+                  res.set_header("Referrer-Policy", "no-referrer");
+                  // The page runs only its own files and talks only to this server; even if a
+                  // bug let model text become markup, no inline script or outside request runs.
+                  res.set_header("Content-Security-Policy",
+                                 "default-src 'none'; script-src 'self'; style-src 'self'; "
+                                 "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
+                                 "form-action 'none'; frame-ancestors 'none'");
+                });
+  }
 }
 
 void HttpServer::route(const std::string& method, const std::string& path, Gate gate,

@@ -12,6 +12,9 @@
 //   3. readiness: 503 + Retry-After until the model is loaded and warmed, and for new requests
 //      once a drain has begun (SIGTERM);
 //   4. the route handler (openai_routes.h); exceptions become 500 in OpenAI's error shape.
+// The chat page (webui_assets.h: GET / and /ui/*) is public and answers while the model loads:
+// it must show before a key is typed; every API call it makes carries that key. webui = false
+// (--no-webui) leaves those paths unrouted (401 without a key, 404 with one).
 // Every response is counted in syv_http_responses_total{code} and logged in one access-log line
 // (address, method, path, status, duration, tokens; never a key); every refused key is logged
 // too.
@@ -49,6 +52,7 @@ struct HttpOptions {
   int listen_backlog = 1024;      // connections the kernel queues before accept()
   bool access_log = true;         // one INFO line per request
   CorsPolicy cors;                // --allowed-origins; off by default
+  bool webui = true;              // serve the chat page at / (--no-webui: off)
 };
 
 class HttpServer {
@@ -80,6 +84,8 @@ class HttpServer {
   // the request's path).
   void route(const std::string& method, const std::string& path, Gate gate, Handler handler,
              std::string auth_path = "");
+  // GET / and /ui/<file>: the embedded page, no key needed.
+  void route_webui();
   bool authorized(const httplib::Request& req, const std::string& auth_path = "") const;
   // CORS headers for the request's Origin; true when it is an allowed preflight (answered 204).
   bool apply_cors(const httplib::Request& req, httplib::Response& res) const;

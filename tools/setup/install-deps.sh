@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages syv needs that are not installed yet (idempotent, fast when done).
+# --test adds what only the tests need: chromium, for the chat page's headless browser test
+# (tests/e2e/webui_browser, driven by puppeteer-core).
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config ccache clang libclang-rt-14-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libxxhash-dev
   libopenblas-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nodejs npm curl)
+if [[ "${1:-}" == "--test" ]]; then packages+=(chromium); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
