@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/qwen3.h"
+#include "model/qwen3_5.h"
 #include "model/weight_spec.h"
 #include "unit/keep_dtype_backend.h"
 
@@ -429,15 +430,56 @@ TEST(DemoModelConfig, RefusesNonQwen3AndBadArguments) {
   EXPECT_NE(status2, 0);
   EXPECT_NE(err2.find("--config"), std::string::npos) << err2;
   EXPECT_NE(err2.find("/nonexistent/cfg"), std::string::npos) << err2;
-  const std::string hybrid = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid";
-  for (const auto& e : fs::directory_iterator(hybrid)) {
-    if (!fs::exists(e.path() / "config.json")) continue;
-    auto [status3, err3] =
-        run_syv("demo-model --config " + e.path().string() + " --out /tmp/syv-never");
-    EXPECT_NE(status3, 0);
-    EXPECT_NE(err3.find("dense qwen3 weights only"), std::string::npos) << err3;
-    break;
+  // Qwen3-Next (MoE) and the nested qwen3_5 (vision-language) form are refused by name.
+  const std::string hybrid = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/";
+  for (const char* name : {"qnext_top1_r2", "q35_nested_r2"}) {
+    auto [status3, err3] = run_syv("demo-model --config " + hybrid + name + " --out /tmp/syv-never");
+    EXPECT_NE(status3, 0) << name;
+    EXPECT_NE(err3.find("dense qwen3 and qwen3_5_text weights only"), std::string::npos) << err3;
   }
+}
+
+// A qwen3_5_text config gives a hybrid folder with every tensor of qwen3_5_weight_specs, which
+// loads and runs (tools/bench/configs/qwen3.5-9b-class is written the same way).
+TEST(DemoModelConfig, WritesAQwen35TextFolderThatLoads) {
+  const std::string fixture = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/q35_r1_lllf";
+  const fs::path out = fs::temp_directory_path() / "syv-demo-q35";
+  fs::remove_all(out);
+  auto [status, err] = run_syv("demo-model --config " + fixture + " --out " + out.string());
+  ASSERT_EQ(status, 0) << err;
+  auto config = load_model_config(fixture);
+  ASSERT_TRUE(config.ok());
+  auto store = WeightStore::open_dir(out.string());
+  ASSERT_TRUE(store.ok()) << store.message();
+  const std::vector<WeightSpec> specs = qwen3_5_weight_specs(*config);
+  EXPECT_EQ(store->names().size(), specs.size());
+  for (const WeightSpec& spec : specs) {
+    auto t = store->get(spec.name, spec.shape);
+    ASSERT_TRUE(t.ok()) << t.message();
+  }
+  auto backend = make_cpu_backend();
+  auto model = load_model(out.string(), *backend);
+  ASSERT_TRUE(model.ok()) << model.message();
+  CacheConfig cache;
+  cache.page_size = 16;
+  cache.num_pages = 4;
+  cache.num_state_slots = 1;
+  auto cs = make_cache_store(**model, cache);
+  ASSERT_TRUE(cs.ok()) << cs.message();
+  Batch b;
+  b.token_ids = {1, 2, 3};
+  b.positions = {0, 1, 2};
+  b.seq_starts = {0, 3};
+  b.context_lens = {3};
+  b.max_pages_per_seq = 1;
+  b.page_table = {0};
+  b.logit_rows = {2};
+  b.state_slots = {0};
+  Tensor logits = (*model)->forward(b);
+  std::vector<float> host(static_cast<size_t>(logits.numel()));
+  backend->download(host.data(), logits.data, host.size() * 4);
+  for (float v : host) ASSERT_TRUE(std::isfinite(v));
+  fs::remove_all(out);
 }
 
 }  // namespace
