@@ -258,6 +258,8 @@ class Backend {
   // them, so an unsupported combination is a clear error at load, never an abort mid-request.
   virtual bool supports_hybrid_ops() const { return false; }
   virtual bool supports_moe_ops() const { return false; }
+  // Whether gated_delta_rule() takes a state of dtype `t` (CacheConfig::state_dtype). f32 always.
+  virtual bool supports_state_dtype(DType t) const { return t == DType::F32; }
 
   // Depthwise causal conv1d over each sequence's new tokens, then SiLU (no bias).
   // x [T, C]; weight [C, K]; conv_state f32 [num_slots, K - 1, C]: the K - 1 inputs preceding the
@@ -272,7 +274,8 @@ class Backend {
   //   S = exp(g) S;  S += k (beta (v - S^T k))^T;  o = S^T q.
   // qkv [T, 2*Hk*dk + Hv*dv] (the conv output); ba f32 [T, 2*Hv] (models keep the gate inputs in
   // f32: the decay compounds over every later token); a_log, dt_bias [Hv];
-  // state f32 [num_slots, Hv, dk, dv]; out [T, Hv*dv].
+  // state [num_slots, Hv, dk, dv] (f32, or a dtype supports_state_dtype() accepts; accumulation is
+  // f32 either way, the state rounded when written back); out [T, Hv*dv].
   virtual void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
                                 const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
                                 const BatchMeta& meta, Tensor& out);

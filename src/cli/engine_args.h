@@ -18,6 +18,7 @@ struct EngineArgs {
   // graph steps were never slower than eager ones: 1.00-1.06x on qwen3-8b, 1.02-1.24x on
   // qwen3-0.6b, at contexts 33..96 and 2049..2112 with batches of 1 to 64.
   std::string cuda_graphs = "eager";
+  std::string state_dtype = "fp32";
   // The options with the flags applied.
   EngineOptions resolved() const {
     EngineOptions o = options;
@@ -25,6 +26,7 @@ struct EngineArgs {
     o.checkpoint_cache_bytes = checkpoint_cache_mb << 20;
     o.enable_prefix_caching = !no_prefix_caching;
     o.cuda_graphs = cuda_graphs;
+    o.state_dtype = state_dtype == "bf16" ? DType::BF16 : DType::F32;
     return o;
   }
   // --speculative-method mtp: the model must be loaded with its MTP head (ModelArgs::mtp).
@@ -58,6 +60,10 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   app.add_option("--num-checkpoints", args.options.num_checkpoints,
                  "Hybrid models: checkpoint pool size (default: --checkpoint-cache-mb worth, at "
                  "most 8 per --max-num-seqs).");
+  app.add_option("--state-dtype", args.state_dtype,
+                 "Hybrid models: dtype of the delta-rule state, fp32 (default) or bf16 (CUDA only: "
+                 "half the state's memory and per-step traffic, rounded once per step).")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--checkpoint-cache-mb", args.checkpoint_cache_mb,
                  "Hybrid models: checkpoint pool budget in MiB when --num-checkpoints is 0 "
                  "(default 1024).");

@@ -90,7 +90,7 @@ void collect(RequestHandle& handle, Output& out) {
 }  // namespace
 
 void add_batch_args(CLI::App& app, BatchArgs& args) {
-  app.add_option(
+  CLI::Option* prompts = app.add_option(
       "--prompts-file", args.prompts_file,
       "JSONL, one request per line: {\"prompt\": text} or {\"tokens\": [ids]}, optional\n"
       "max_tokens, temperature, top_k, top_p, min_p, seed, stop, stop_token_ids, n,\n"
@@ -98,8 +98,13 @@ void add_batch_args(CLI::App& app, BatchArgs& args) {
       "prints one JSON result per line, in input order.");
   app.add_flag("--one-by-one", args.one_by_one,
                "With --prompts-file: run each prompt alone, after the previous one (for comparing\n"
-               "with the batched output).");
+               "with the batched output).")
+      ->needs(prompts);
+  // The engine flags only act on --prompts-file runs: without it they are refused, not ignored.
+  const size_t before = app.get_options().size();
   add_engine_args(app, args.engine);
+  std::vector<CLI::Option*> options = app.get_options();
+  for (size_t i = before; i < options.size(); ++i) options[i]->needs(prompts);
 }
 
 int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t max_tokens,

@@ -197,7 +197,7 @@ Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineO
       std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens));
   in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
   in.kv_bytes_per_token = model.cache_spec().kv_bytes_per_token;
-  in.state_bytes_per_slot = model.cache_spec().state_bytes_per_seq;
+  in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;
   in.state_slots = engine_state_slots(model.cache_spec(), e);
   in.page_size = e.page_size;
   in.max_position = c.max_position_embeddings;

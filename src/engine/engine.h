@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "engine/channel.h"
 #include "engine/request.h"
@@ -60,6 +61,9 @@ struct EngineOptions {
   int32_t checkpoint_interval = 0;             // C, a multiple of page_size; 0 = 4 pages
   int32_t num_checkpoints = 0;                 // checkpoint pool; 0 = checkpoint_cache_bytes worth
   int64_t checkpoint_cache_bytes = 1ll << 30;  // (at most 8 per max_num_seqs when derived)
+  // Hybrids: the dtype of the delta-rule state (f32, or bf16 where the backend supports it: half
+  // the state's bytes and traffic); CacheConfig::state_dtype.
+  DType state_dtype = DType::F32;
   std::string prefix_retention = "dense";      // "dense" | "boundaries" | N (tokens)
   // Speculative decoding (engine/drafter.h): at most this many drafts per sequence and step, from
   // the drafter given to EngineCore::set_drafter(); 0 = off. Hybrid models then reserve one state

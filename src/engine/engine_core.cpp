@@ -95,15 +95,19 @@ Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
 
 }  // namespace
 
+CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o) {
+  return o.state_dtype == DType::F32 ? model_spec : model_spec.with_state_dtype(o.state_dtype);
+}
+
 int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o) {
   if (!spec.has_recurrent_state()) return 0;
   return int64_t{o.max_num_seqs} * (o.num_speculative_tokens > 0 ? 2 : 1) +
-         derived_checkpoints(spec, o);
+         derived_checkpoints(engine_cache_spec(spec, o), o);
 }
 
 Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Tokenizer* tokenizer,
                                                        EngineOptions options) {
-  const CacheSpec spec = model.cache_spec();
+  const CacheSpec spec = engine_cache_spec(model.cache_spec(), options);
   if (options.page_size < 1 || options.page_size > 4096) {
     return Status::Error("engine option page_size: expected 1..4096, found " +
                          std::to_string(options.page_size));
@@ -187,6 +191,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   cache.num_pages = options.num_pages;
   if (graph_mode != GraphMode::kOff) ++cache.num_pages;  // the dummy page of graph padding rows
   if (spec.has_recurrent_state()) {
+    if (options.state_dtype != DType::F32) cache.state_dtype = options.state_dtype;
     cache.num_state_slots = options.max_num_seqs;
     cache.num_checkpoints = options.num_checkpoints;
     // Verify steps: one snapshot per slot after the pool's checkpoints (HybridState::snapshot).
@@ -298,7 +303,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
         *store_, CheckpointGeometry(options.page_size, options.checkpoint_interval), policy.value(),
         options.max_num_seqs, options.num_checkpoints, options.num_speculative_tokens > 0);
     scheduler_.set_hybrid(hybrid_.get());
-    stats_.checkpoint_bytes = model.cache_spec().state_bytes_per_seq * options.num_checkpoints;
+    stats_.checkpoint_bytes = store_->spec().state_bytes_per_seq * options.num_checkpoints;
   }
   update_gauges();
 }

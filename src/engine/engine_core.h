@@ -53,6 +53,10 @@ struct RequestGroup {
   int32_t unfinished = 0;
 };
 
+// The cache spec the engine builds for a model declaring `model_spec`: its delta-rule state in
+// o.state_dtype.
+CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o);
+
 // Recurrent-state slots a hybrid model's engine allocates for `o` (0 for other models): one per
 // running sequence, the checkpoint pool (o.num_checkpoints, or o.checkpoint_cache_bytes worth, at
 // most 8 per sequence, when 0; none without prefix caching) and, with speculation, one verify

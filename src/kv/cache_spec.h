@@ -40,15 +40,19 @@ struct KvLayerShape {
 };
 
 // One Gated DeltaNet layer's recurrent state per sequence: the causal conv's last inputs
-// [conv_rows, conv_channels] and the delta-rule state [heads, k_dim, v_dim], both f32.
+// [conv_rows, conv_channels] in f32 and the delta-rule state [heads, k_dim, v_dim] in ssm_dtype
+// (f32 as models declare it; bf16 with CacheConfig::state_dtype, on backends that support it).
 struct StateLayerShape {
   int64_t conv_rows = 0;      // K - 1 (conv kernel size minus one)
   int64_t conv_channels = 0;  // q | k | v channels
   int64_t heads = 0;          // Hv
   int64_t k_dim = 0;          // dk
   int64_t v_dim = 0;          // dv
+  DType ssm_dtype = DType::F32;
   int64_t conv_bytes() const { return conv_rows * conv_channels * 4; }
-  int64_t ssm_bytes() const { return heads * k_dim * v_dim * 4; }
+  int64_t ssm_bytes() const {
+    return heads * k_dim * v_dim * static_cast<int64_t>(dtype_size(ssm_dtype));
+  }
   int64_t bytes() const { return conv_bytes() + ssm_bytes(); }
 };
 
@@ -74,16 +78,25 @@ struct CacheSpec {
 
   // The same spec with every paged-KV layer stored in `kv_dtype` (CacheConfig::kv_dtype), totals
   // recomputed by the formulas above.
-  CacheSpec with_kv_dtype(DType kv_dtype) const {
+  CacheSpec with_kv_dtype(DType kv_dtype) const { return with_dtypes(kv_dtype, std::nullopt); }
+  // The same spec with every delta-rule state in `state_dtype` (CacheConfig::state_dtype).
+  CacheSpec with_state_dtype(DType state_dtype) const {
+    return with_dtypes(std::nullopt, state_dtype);
+  }
+
+ private:
+  CacheSpec with_dtypes(std::optional<DType> kv_dtype, std::optional<DType> state_dtype) const {
     CacheSpec out;
     size_t kv = 0, state = 0;
     for (LayerCacheKind kind : layer_kinds) {
       if (kind == LayerCacheKind::kPagedKV) {
         KvLayerShape shape = kv_layers[kv++];
-        shape.dtype = kv_dtype;
+        if (kv_dtype) shape.dtype = *kv_dtype;
         out.add_kv_layer(shape);
       } else {
-        out.add_state_layer(state_layers[state++]);
+        StateLayerShape shape = state_layers[state++];
+        if (state_dtype) shape.ssm_dtype = *state_dtype;
+        out.add_state_layer(shape);
       }
     }
     return out;
@@ -102,6 +115,10 @@ struct CacheConfig {
   // that same dtype today; CacheStore::create refuses any other ("KV cache dtype f8e4m3 is not
   // supported yet") until a backend has kernels for it.
   std::optional<DType> kv_dtype;
+  // The dtype of the delta-rule state (hybrids). Unset: the model's CacheSpec (f32). bf16 halves
+  // the state's bytes and traffic; CacheStore::create refuses it on a backend whose hybrid ops
+  // keep f32 state (Backend::supports_state_dtype: the CPU), and any other dtype everywhere.
+  std::optional<DType> state_dtype;
 };
 
 }  // namespace syv

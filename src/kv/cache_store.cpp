@@ -46,14 +46,27 @@ Result<std::unique_ptr<CacheStore>> CacheStore::create(const CacheSpec& spec,
                            " is not supported yet");
     }
   }
-  if (!config.kv_dtype) return std::unique_ptr<CacheStore>(new CacheStore(spec, config, backend));
-  const DType kv = *config.kv_dtype;
-  if (kv != backend.activation_dtype()) {
-    return Status::Error("cache config: KV cache dtype " + std::string(dtype_name(kv)) +
-                         " is not supported yet (backend " + backend.name() + " stores KV in " +
-                         std::string(dtype_name(backend.activation_dtype())) + ")");
+  CacheSpec effective = spec;
+  if (config.kv_dtype) {
+    const DType kv = *config.kv_dtype;
+    if (kv != backend.activation_dtype()) {
+      return Status::Error("cache config: KV cache dtype " + std::string(dtype_name(kv)) +
+                           " is not supported yet (backend " + backend.name() + " stores KV in " +
+                           std::string(dtype_name(backend.activation_dtype())) + ")");
+    }
+    effective = effective.with_kv_dtype(kv);
   }
-  return std::unique_ptr<CacheStore>(new CacheStore(spec.with_kv_dtype(kv), config, backend));
+  if (config.state_dtype && !spec.state_layers.empty()) {
+    const DType st = *config.state_dtype;
+    if (!backend.supports_state_dtype(st)) {
+      return Status::Error("cache config: recurrent state dtype " + std::string(dtype_name(st)) +
+                           " is not supported on backend " + backend.name() +
+                           " (its delta-rule kernels keep the state in f32); use --state-dtype "
+                           "fp32");
+    }
+    effective = effective.with_state_dtype(st);
+  }
+  return std::unique_ptr<CacheStore>(new CacheStore(effective, config, backend));
 }
 
 CacheStore::CacheStore(const CacheSpec& spec, const CacheConfig& config, Backend& backend)
@@ -115,7 +128,7 @@ CacheStore::StateView CacheStore::state_view(int32_t layer) const {
   const StateLayerShape& s = spec_.state_layers[i];
   const int64_t n = config_.num_state_slots;
   return {Tensor(slots_[i].conv.data(), DType::F32, {n, s.conv_rows, s.conv_channels}),
-          Tensor(slots_[i].ssm.data(), DType::F32, {n, s.heads, s.k_dim, s.v_dim})};
+          Tensor(slots_[i].ssm.data(), s.ssm_dtype, {n, s.heads, s.k_dim, s.v_dim})};
 }
 
 void CacheStore::copy_page(int32_t src, int32_t dst) {
@@ -239,7 +252,8 @@ std::string CacheStore::describe() const {
   if (!spec_.state_layers.empty()) {
     line << ", " << config_.num_state_slots << " state slots + " << config_.num_checkpoints
          << " checkpoints for " << spec_.state_layers.size() << " recurrent layers ("
-         << slot_bytes() << " bytes each)";
+         << slot_bytes() << " bytes each, delta-rule state "
+         << dtype_name(spec_.state_layers.front().ssm_dtype) << ")";
   }
   line << ", " << total_bytes_ / 1e6 << " MB on " << backend_.name();
   return line.str();

@@ -14,7 +14,7 @@
 // Layouts (page p, slot s, checkpoint c; "K" is the layer's KvLayerShape, "S" its StateLayerShape):
 //   kv_view(l).k, .v    [num_pages, page_size, K.num_kv_heads, K.head_dim] in K.dtype
 //   state_view(l).conv  f32 [num_state_slots, S.conv_rows, S.conv_channels]
-//   state_view(l).ssm   f32 [num_state_slots, S.heads, S.k_dim, S.v_dim]
+//   state_view(l).ssm   S.ssm_dtype [num_state_slots, S.heads, S.k_dim, S.v_dim]
 //   checkpoints         the same per-layer shapes, [num_checkpoints, ...]
 // An external page buffer (copy_page_out/in) holds page_bytes(): for each attention layer in
 // order, the page's K rows then its V rows. An external slot or checkpoint buffer holds
@@ -83,7 +83,7 @@ class CacheStore {
   using KvView = KvCacheView;  // k, v [num_pages, page_size, Hk, D]; no scales (float KV)
   struct StateView {
     Tensor conv;  // f32 [num_state_slots, conv_rows, conv_channels]
-    Tensor ssm;   // f32 [num_state_slots, heads, k_dim, v_dim]
+    Tensor ssm;   // ssm_dtype [num_state_slots, heads, k_dim, v_dim] (f32 unless state_dtype)
   };
   KvView kv_view(int32_t layer) const;
   StateView state_view(int32_t layer) const;

@@ -75,9 +75,10 @@ class DecoderModel final : public Model {
 
   void bind_cache(CacheStore& store) override {
     const CacheSpec& s = store.spec();
+    // The store may keep the delta-rule state in another dtype (CacheConfig::state_dtype).
     SYV_CHECK(s.layer_kinds == o_.cache.layer_kinds &&
               s.kv_bytes_per_token == o_.cache.kv_bytes_per_token &&
-              s.state_bytes_per_seq == o_.cache.state_bytes_per_seq)
+              s.with_state_dtype(DType::F32).state_bytes_per_seq == o_.cache.state_bytes_per_seq)
         << o_.name << ": bind_cache() with a store built from another model's cache spec";
     SYV_CHECK(&store.backend() == &backend_)
         << o_.name << ": bind_cache() with a store on another backend";

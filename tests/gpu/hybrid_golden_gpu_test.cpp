@@ -148,6 +148,50 @@ TEST_P(HybridGpuGolden, GreedyTokensMatchTransformers) {
   EXPECT_EQ(got, f_.greedy);
 }
 
+// --state-dtype bf16: the delta-rule state rounded to bf16 after every step (here every token of
+// the token-by-token decode, the worst case). Reported next to fp32; held to twice transformers'
+// bf16 median and to equal greedy tokens.
+TEST_P(HybridGpuGolden, Bf16StateDecodeStaysNearTheFloor) {
+  CacheConfig cache = store_->config();
+  cache.state_dtype = DType::BF16;
+  store_.reset();
+  auto store = make_cache_store(*model_, cache);
+  ASSERT_TRUE(store.ok()) << store.message();
+  store_ = std::move(store.value());
+  const auto& kinds = store_->spec().layer_kinds;
+  const int32_t recurrent = static_cast<int32_t>(
+      std::find(kinds.begin(), kinds.end(), LayerCacheKind::kRecurrentState) - kinds.begin());
+  ASSERT_EQ(store_->state_view(recurrent).ssm.dtype, DType::BF16);
+  std::vector<float> all;
+  for (int32_t t = 0; t < T_; ++t) {
+    std::vector<float> row = run(*model_, make_batch({{&f_.tokens, t, t + 1, 1, 2}}));
+    all.insert(all.end(), row.begin(), row.end());
+  }
+  std::vector<double> errors;
+  for (int32_t t = 0; t < T_; ++t)
+    errors.push_back(rel_l2(&all[t * f_.vocab], &f_.logits[t * f_.vocab], f_.vocab));
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2], worst = errors.back();
+  std::printf("  bf16 state, token by token  row relative L2: median %.2e, worst %.2e\n", median,
+              worst);
+  EXPECT_LE(median, 2.0 * bf16_floor(f_.name).median);
+  // Greedy continuation with bf16 state equals transformers' tokens.
+  std::vector<int32_t> seq = f_.tokens;
+  std::vector<float> logits = run(*model_, make_batch({{&seq, 0, T_, 0, 1}}));
+  std::vector<int32_t> got;
+  for (size_t i = 0; i < f_.greedy.size(); ++i) {
+    const float* row = &logits[logits.size() - static_cast<size_t>(f_.vocab)];
+    const int32_t next = static_cast<int32_t>(std::max_element(row, row + f_.vocab) - row);
+    got.push_back(next);
+    seq.push_back(next);
+    if (i + 1 < f_.greedy.size()) {
+      const int32_t pos = static_cast<int32_t>(seq.size()) - 1;
+      logits = run(*model_, make_batch({{&seq, pos, pos + 1, 0, 1}}));
+    }
+  }
+  EXPECT_EQ(got, f_.greedy);
+}
+
 INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGpuGolden,
                          ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied", "q35_nested_r2"));
 

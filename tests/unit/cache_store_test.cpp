@@ -2,6 +2,7 @@
 // state slots and checkpoints copied out to another buffer and back leave the next step's logits
 // bit-identical (cache_store_roundtrip.h); layouts, sizes and refusals.
 #include "kv/cache_store.h"
+#include "unit/keep_dtype_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -81,6 +82,46 @@ TEST(CacheStore, ViewsHaveTheDocumentedShapes) {
   EXPECT_DEATH(s.state_view(0), "KV pages, not recurrent state");
   EXPECT_DEATH((*store)->copy_page(0, 5), "page 5 outside \\[0, 5\\)");
   EXPECT_DEATH((*store)->save_checkpoint(0, 2), "checkpoint 2 outside \\[0, 2\\)");
+}
+
+TEST(CacheStore, StateDtypeHalvesTheDeltaRuleState) {
+  const CacheSpec bf16 = two_kinds().with_state_dtype(DType::BF16);
+  EXPECT_EQ(bf16.layer_kinds, two_kinds().layer_kinds);
+  EXPECT_EQ(bf16.kv_bytes_per_token, two_kinds().kv_bytes_per_token);
+  EXPECT_EQ(bf16.state_bytes_per_seq, 3 * 12 * 4 + 2 * 4 * 4 * 2);  // conv stays f32
+  EXPECT_EQ(bf16.with_state_dtype(DType::F32).state_bytes_per_seq, two_kinds().state_bytes_per_seq);
+
+  // The CPU's delta rule keeps f32 state: bf16 is refused with what to do.
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  CacheConfig c;
+  c.page_size = 16;
+  c.num_pages = 4;
+  c.num_state_slots = 2;
+  c.num_checkpoints = 1;
+  c.state_dtype = DType::BF16;
+  auto refused = CacheStore::create(two_kinds(), c, *cpu);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("recurrent state dtype bf16 is not supported on backend cpu"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_NE(refused.message().find("--state-dtype fp32"), std::string::npos);
+
+  // A backend that takes bf16 state gets bf16 views, slots and checkpoints of the halved size.
+  KeepDtypeBackend mem(DType::F32);
+  mem.set_state_dtype(DType::BF16);
+  auto store = CacheStore::create(two_kinds(), c, mem);
+  ASSERT_TRUE(store.ok()) << store.message();
+  EXPECT_EQ((*store)->slot_bytes(), bf16.state_bytes_per_seq);
+  const CacheStore::StateView st = (*store)->state_view(1);
+  EXPECT_EQ(st.ssm.dtype, DType::BF16);
+  EXPECT_EQ(st.conv.dtype, DType::F32);
+  EXPECT_EQ(st.ssm.bytes(), static_cast<size_t>(2 * 2 * 4 * 4 * 2));
+  EXPECT_NE((*store)->describe().find("delta-rule state bf16"), std::string::npos)
+      << (*store)->describe();
+  // A model whose spec has no recurrent layer ignores the field.
+  CacheSpec dense;
+  dense.add_kv_layer({2, 8, DType::F32});
+  EXPECT_TRUE(CacheStore::create(dense, c, *cpu).ok());
 }
 
 TEST(CacheStore, BadConfigsAreErrors) {

@@ -25,6 +25,9 @@ class KeepDtypeBackend final : public Backend {
   DType weight_dtype(DType) const override { return keep_; }
   AvailableMemory available_memory() override { return available_; }
   void set_available_memory(int64_t bytes) { available_ = {bytes, "test memory"}; }
+  // Recurrent state dtypes the store may use besides f32 (as CUDA takes bf16).
+  bool supports_state_dtype(DType t) const override { return t == DType::F32 || t == state_; }
+  void set_state_dtype(DType t) { state_ = t; }
   int64_t allocated_bytes() const { return allocated_; }
   DeviceBuffer allocate(size_t bytes) override {
     allocated_ += static_cast<int64_t>(bytes);
@@ -67,6 +70,7 @@ class KeepDtypeBackend final : public Backend {
   std::vector<DeviceBuffer> owned_;
   AvailableMemory available_{-1, "test memory"};
   int64_t allocated_ = 0;
+  DType state_ = DType::F32;
 };
 
 }  // namespace syv

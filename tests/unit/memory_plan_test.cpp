@@ -74,6 +74,15 @@ TEST(MemoryPlan, EngineStateSlotsFollowTheEngineOptions) {
   EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 16 + 10);
   o.enable_prefix_caching = false;  // no checkpoints at all
   EXPECT_EQ(engine_state_slots(hybrid, o), 32);
+
+  // bf16 state (--state-dtype bf16): the same checkpoint budget holds about twice the states.
+  EngineOptions b;
+  b.max_num_seqs = 32;
+  b.checkpoint_cache_bytes = 256 << 20;
+  EXPECT_EQ(engine_state_slots(hybrid, b), 32 + 122);  // 2,195,456 bytes a state
+  b.state_dtype = DType::BF16;
+  EXPECT_EQ(engine_cache_spec(hybrid, b).state_bytes_per_seq, 98304 + 1048576);
+  EXPECT_EQ(engine_state_slots(hybrid, b), 32 + 234);
 }
 
 }  // namespace

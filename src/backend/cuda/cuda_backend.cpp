@@ -464,6 +464,9 @@ class CudaBackendImpl final : public CudaBackend {
   // ---- hybrid ops (gated_delta.cu, hybrid_elementwise.cu); MoE is not on CUDA yet -------------
   bool supports_hybrid_ops() const override { return true; }
   bool supports_moe_ops() const override { return false; }
+  bool supports_state_dtype(DType t) const override {
+    return t == DType::F32 || t == DType::BF16;  // gated_delta.cu reads and writes either
+  }
 
   void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
                           const BatchMeta& meta, Tensor& out) override {
