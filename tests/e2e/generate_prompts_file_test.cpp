@@ -108,6 +108,12 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   auto [s6, refused_ngram] = run(base + " --ngram-max 3", /*with_stderr=*/true);
   EXPECT_NE(s6, 0);
   EXPECT_NE(refused_ngram.find("--speculative-method"), std::string::npos) << refused_ngram;
+  // Engine flags act on --prompts-file runs only: without it they are refused, not ignored.
+  auto [s7, refused_single] = run(std::string(SYV_BIN) + " generate --model " + kModel +
+                                      " --tokens 1,2 --max-tokens 2 --state-dtype bf16",
+                                  /*with_stderr=*/true);
+  EXPECT_NE(s7, 0);
+  EXPECT_NE(refused_single.find("--prompts-file"), std::string::npos) << refused_single;
 
   {
     std::ofstream out(file);

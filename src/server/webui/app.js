@@ -353,6 +353,11 @@
       if (query != null) {
         rows.push(["prefix hits", query ? (100 * hit / query).toFixed(1) + "% of " + query + " tokens" : "-"]);
       }
+      // Speculative decoding (--speculative-method): drafts fed and drafts kept.
+      const drafted = m.syv_spec_draft_tokens_total, kept = m.syv_spec_accepted_tokens_total;
+      if (drafted) {
+        rows.push(["drafts kept", (100 * kept / drafted).toFixed(1) + "% of " + drafted]);
+      }
       const dl = $("stats");
       dl.replaceChildren();
       for (const [k, v] of rows) {
