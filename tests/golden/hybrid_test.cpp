@@ -25,8 +25,10 @@ using namespace hybrid_fixture;  // NOLINT: the fixture's vocabulary
 constexpr double kMaxRel = 1e-4;
 
 // Checks rows of `got` (one per token of `parts`, in order) against the reference rows.
-void expect_rows(const Fixture& f, const std::vector<float>& got, const std::vector<SeqPart>& parts,
-                 const std::string& what) {
+void expect_rows(const Fixture& f, const Rows& rows) {
+  const std::vector<float>& got = rows.got;
+  const std::vector<SeqPart>& parts = rows.parts;
+  const std::string& what = rows.what;
   size_t row = 0;
   double worst = 0;
   for (const SeqPart& p : parts) {
@@ -87,66 +89,29 @@ TEST_P(HybridGolden, CacheSpecSeparatesPagedAndRecurrentLayers) {
 }
 
 TEST_P(HybridGolden, PrefillMatchesEveryPosition) {
-  std::vector<SeqPart> parts = {{&f_.tokens, 0, T_, 0, 0}};
-  expect_rows(f_, run(*model_, make_batch(parts)), parts, "whole prefill");
+  expect_rows(f_, whole_prefill(*model_, f_));
 }
 
 TEST_P(HybridGolden, TokenByTokenDecodeMatches) {
-  std::vector<float> all;
-  for (int32_t t = 0; t < T_; ++t) {
-    std::vector<float> row = run(*model_, make_batch({{&f_.tokens, t, t + 1, 1, 2}}));
-    all.insert(all.end(), row.begin(), row.end());
-  }
-  expect_rows(f_, all, {{&f_.tokens, 0, T_, 1, 2}}, "token-by-token decode");
+  expect_rows(f_, token_by_token(*model_, f_));
 }
 
 TEST_P(HybridGolden, PackedChunkedPrefillMatches) {
-  // Step 1: sequence A's first 40 tokens and sequence B's first 23, packed. Step 2: the rest of
-  // both, packed (B first this time, in other slots than A, so slots are not confused).
-  const int32_t a1 = std::min(40, T_ - 1), b1 = 23;
-  std::vector<SeqPart> step1 = {{&f_.tokens, 0, a1, 0, 3}, {&f_.tokens, 0, b1, 1, 1}};
-  expect_rows(f_, run(*model_, make_batch(step1)), step1, "packed chunk 1");
-  std::vector<SeqPart> step2 = {{&f_.tokens, b1, T_, 1, 1}, {&f_.tokens, a1, T_, 0, 3}};
-  expect_rows(f_, run(*model_, make_batch(step2)), step2, "packed chunk 2");
+  for (const Rows& r : packed_chunks(*model_, f_)) expect_rows(f_, r);
 }
 
 TEST_P(HybridGolden, CheckpointRestoresStateInAnotherSlot) {
-  // Prefill 48 tokens (3 full pages) in slot 0, checkpoint it, then continue from the checkpoint
-  // in slot 2 as a second sequence sharing the first 3 pages; slot 0 continues too.
-  const int32_t cut = 3 * kPageSize;
-  run(*model_, make_batch({{&f_.tokens, 0, cut, 0, 0}}));
-  store_->save_checkpoint(0, 1);
-  store_->reset_slot(2);
-  store_->load_checkpoint(1, 2);
-  std::vector<int32_t> shared = {0,
-                                 1,
-                                 2,
-                                 2 * kPagesPerSeq + 3,
-                                 2 * kPagesPerSeq + 4,
-                                 2 * kPagesPerSeq + 5,
-                                 2 * kPagesPerSeq + 6,
-                                 2 * kPagesPerSeq + 7};
-  std::vector<SeqPart> rest = {{&f_.tokens, cut, T_, 2, 2, shared}, {&f_.tokens, cut, T_, 0, 0}};
-  expect_rows(f_, run(*model_, make_batch(rest)), rest, "from checkpoint + original");
+  expect_rows(f_, from_checkpoint(*model_, *store_, f_));
 }
 
 TEST_P(HybridGolden, GreedyDecodeMatches) {
-  std::vector<int32_t> seq = f_.tokens;
-  std::vector<float> logits = run(*model_, make_batch({{&seq, 0, T_, 0, 1}}));
-  std::vector<int32_t> got;
+  std::vector<std::vector<float>> rows;
+  const std::vector<int32_t> got = greedy_tokens(*model_, f_, &rows);
   double worst = 0;
-  for (size_t i = 0; i < f_.greedy.size(); ++i) {
-    const float* row = &logits[logits.size() - static_cast<size_t>(f_.vocab)];
-    const double rel = row_rel(row, &f_.greedy_logits[i * f_.vocab], f_.vocab);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double rel = row_rel(rows[i].data(), &f_.greedy_logits[i * f_.vocab], f_.vocab);
     worst = std::max(worst, rel);
     EXPECT_LE(rel, kMaxRel) << "greedy step " << i;
-    const int32_t next = static_cast<int32_t>(std::max_element(row, row + f_.vocab) - row);
-    got.push_back(next);
-    seq.push_back(next);
-    if (i + 1 < f_.greedy.size()) {
-      const int32_t pos = static_cast<int32_t>(seq.size()) - 1;
-      logits = run(*model_, make_batch({{&seq, pos, pos + 1, 0, 1}}));
-    }
   }
   EXPECT_EQ(got, f_.greedy);
   std::printf("  greedy: 12 tokens %s, worst step rel error %.2e\n",

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -49,25 +50,28 @@ double rel_l2(const float* got, const float* want, int64_t n) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-void expect_rows(const Fixture& f, const std::vector<float>& got, const std::vector<SeqPart>& parts,
-                 const std::string& what) {
+// Per-row relative L2 of `rows` against the reference: {median, worst}, printed under rows.what.
+std::pair<double, double> row_errors(const Fixture& f, const Rows& rows) {
   size_t row = 0;
   std::vector<double> errors;
-  for (const SeqPart& p : parts) {
-    for (int32_t i = p.begin; i < p.end; ++i, ++row) {
-      const double e = rel_l2(&got[row * f.vocab], &f.logits[i * f.vocab], f.vocab);
-      errors.push_back(e);
-    }
-  }
-  ASSERT_EQ(row * f.vocab, got.size()) << what;
-  std::vector<double> sorted = errors;
-  std::sort(sorted.begin(), sorted.end());
-  const double worst = sorted.back(), median = sorted[sorted.size() / 2];
+  for (const SeqPart& p : rows.parts)
+    for (int32_t i = p.begin; i < p.end; ++i, ++row)
+      errors.push_back(rel_l2(&rows.got[row * f.vocab], &f.logits[i * f.vocab], f.vocab));
+  EXPECT_EQ(row * f.vocab, rows.got.size()) << rows.what;
+  if (errors.empty()) return {0, 0};
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2], worst = errors.back();
+  std::printf("  %-28s row relative L2: median %.2e, worst %.2e\n", rows.what.c_str(), median,
+              worst);
+  return {median, worst};
+}
+
+// Held to transformers' own bf16 floor (see above).
+void expect_rows(const Fixture& f, const Rows& rows) {
+  const auto [median, worst] = row_errors(f, rows);
   const Floor floor = bf16_floor(f.name);
-  EXPECT_LE(median, 1.25 * floor.median) << what << ": median row relative L2";
-  EXPECT_LE(worst, 2.5 * floor.worst) << what << ": worst row relative L2";
-  std::printf("  %-28s row relative L2: median %.2e (bound %.2e), worst %.2e (bound %.2e)\n",
-              what.c_str(), median, 1.25 * floor.median, worst, 2.5 * floor.worst);
+  EXPECT_LE(median, 1.25 * floor.median) << rows.what << ": median row relative L2";
+  EXPECT_LE(worst, 2.5 * floor.worst) << rows.what << ": worst row relative L2";
 }
 
 class HybridGpuGolden : public ::testing::TestWithParam<std::string> {
@@ -87,65 +91,32 @@ class HybridGpuGolden : public ::testing::TestWithParam<std::string> {
     auto store = make_cache_store(*model_, cache);
     ASSERT_TRUE(store.ok()) << store.message();
     store_ = std::move(store.value());
-    T_ = static_cast<int32_t>(f_.tokens.size());
   }
 
   Fixture f_;
   std::unique_ptr<CudaBackend> gpu_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<CacheStore> store_;  // bound to model_
-  int32_t T_ = 0;
 };
 
 TEST_P(HybridGpuGolden, PrefillMatchesEveryPosition) {
-  std::vector<SeqPart> parts = {{&f_.tokens, 0, T_, 0, 0}};
-  expect_rows(f_, run(*model_, make_batch(parts)), parts, "whole prefill");
+  expect_rows(f_, whole_prefill(*model_, f_));
 }
 
 TEST_P(HybridGpuGolden, TokenByTokenDecodeMatches) {
-  std::vector<float> all;
-  for (int32_t t = 0; t < T_; ++t) {
-    std::vector<float> row = run(*model_, make_batch({{&f_.tokens, t, t + 1, 1, 2}}));
-    all.insert(all.end(), row.begin(), row.end());
-  }
-  expect_rows(f_, all, {{&f_.tokens, 0, T_, 1, 2}}, "token-by-token decode");
+  expect_rows(f_, token_by_token(*model_, f_));
 }
 
 TEST_P(HybridGpuGolden, PackedChunkedPrefillMatches) {
-  const int32_t a1 = std::min(40, T_ - 1), b1 = 23;
-  std::vector<SeqPart> step1 = {{&f_.tokens, 0, a1, 0, 3}, {&f_.tokens, 0, b1, 1, 1}};
-  expect_rows(f_, run(*model_, make_batch(step1)), step1, "packed chunk 1");
-  std::vector<SeqPart> step2 = {{&f_.tokens, b1, T_, 1, 1}, {&f_.tokens, a1, T_, 0, 3}};
-  expect_rows(f_, run(*model_, make_batch(step2)), step2, "packed chunk 2");
+  for (const Rows& r : packed_chunks(*model_, f_)) expect_rows(f_, r);
 }
 
 TEST_P(HybridGpuGolden, CheckpointRestoresStateInAnotherSlot) {
-  const int32_t cut = 3 * kPageSize;
-  run(*model_, make_batch({{&f_.tokens, 0, cut, 0, 0}}));
-  store_->save_checkpoint(0, 1);
-  store_->reset_slot(2);
-  store_->load_checkpoint(1, 2);
-  std::vector<int32_t> shared = {0, 1, 2};
-  for (int32_t j = 3; j < kPagesPerSeq; ++j) shared.push_back(2 * kPagesPerSeq + j);
-  std::vector<SeqPart> rest = {{&f_.tokens, cut, T_, 2, 2, shared}, {&f_.tokens, cut, T_, 0, 0}};
-  expect_rows(f_, run(*model_, make_batch(rest)), rest, "from checkpoint + original");
+  expect_rows(f_, from_checkpoint(*model_, *store_, f_));
 }
 
 TEST_P(HybridGpuGolden, GreedyTokensMatchTransformers) {
-  std::vector<int32_t> seq = f_.tokens;
-  std::vector<float> logits = run(*model_, make_batch({{&seq, 0, T_, 0, 1}}));
-  std::vector<int32_t> got;
-  for (size_t i = 0; i < f_.greedy.size(); ++i) {
-    const float* row = &logits[logits.size() - static_cast<size_t>(f_.vocab)];
-    const int32_t next = static_cast<int32_t>(std::max_element(row, row + f_.vocab) - row);
-    got.push_back(next);
-    seq.push_back(next);
-    if (i + 1 < f_.greedy.size()) {
-      const int32_t pos = static_cast<int32_t>(seq.size()) - 1;
-      logits = run(*model_, make_batch({{&seq, pos, pos + 1, 0, 1}}));
-    }
-  }
-  EXPECT_EQ(got, f_.greedy);
+  EXPECT_EQ(greedy_tokens(*model_, f_), f_.greedy);
 }
 
 // --state-dtype bf16: the delta-rule state rounded to bf16 after every step (here every token of
@@ -162,34 +133,10 @@ TEST_P(HybridGpuGolden, Bf16StateDecodeStaysNearTheFloor) {
   const int32_t recurrent = static_cast<int32_t>(
       std::find(kinds.begin(), kinds.end(), LayerCacheKind::kRecurrentState) - kinds.begin());
   ASSERT_EQ(store_->state_view(recurrent).ssm.dtype, DType::BF16);
-  std::vector<float> all;
-  for (int32_t t = 0; t < T_; ++t) {
-    std::vector<float> row = run(*model_, make_batch({{&f_.tokens, t, t + 1, 1, 2}}));
-    all.insert(all.end(), row.begin(), row.end());
-  }
-  std::vector<double> errors;
-  for (int32_t t = 0; t < T_; ++t)
-    errors.push_back(rel_l2(&all[t * f_.vocab], &f_.logits[t * f_.vocab], f_.vocab));
-  std::sort(errors.begin(), errors.end());
-  const double median = errors[errors.size() / 2], worst = errors.back();
-  std::printf("  bf16 state, token by token  row relative L2: median %.2e, worst %.2e\n", median,
-              worst);
-  EXPECT_LE(median, 2.0 * bf16_floor(f_.name).median);
-  // Greedy continuation with bf16 state equals transformers' tokens.
-  std::vector<int32_t> seq = f_.tokens;
-  std::vector<float> logits = run(*model_, make_batch({{&seq, 0, T_, 0, 1}}));
-  std::vector<int32_t> got;
-  for (size_t i = 0; i < f_.greedy.size(); ++i) {
-    const float* row = &logits[logits.size() - static_cast<size_t>(f_.vocab)];
-    const int32_t next = static_cast<int32_t>(std::max_element(row, row + f_.vocab) - row);
-    got.push_back(next);
-    seq.push_back(next);
-    if (i + 1 < f_.greedy.size()) {
-      const int32_t pos = static_cast<int32_t>(seq.size()) - 1;
-      logits = run(*model_, make_batch({{&seq, pos, pos + 1, 0, 1}}));
-    }
-  }
-  EXPECT_EQ(got, f_.greedy);
+  Rows rows = token_by_token(*model_, f_);
+  rows.what = "bf16 state, token by token";
+  EXPECT_LE(row_errors(f_, rows).first, 2.0 * bf16_floor(f_.name).median);
+  EXPECT_EQ(greedy_tokens(*model_, f_), f_.greedy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGpuGolden,
