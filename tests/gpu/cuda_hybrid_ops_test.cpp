@@ -94,10 +94,25 @@ TEST_F(CudaHybridOps, GatedDeltaRuleQwen35Heads) {
   check_gdn({5, 64, 1000}, {0, 7, 3}, g, DType::F32, 1e-2, 1e-4);
 }
 
+// The chunked kernel (sequences of >= CudaBackend::kGdnChunkedFrom tokens) beside the
+// token-by-token one in one batch: lengths on both sides of the split and of the 64-token chunks.
+TEST_F(CudaHybridOps, GatedDeltaRuleChunkedAndTokenByTokenInOneBatch) {
+  const GdnShape g{16, 32, 128, 128};
+  ASSERT_EQ(CudaBackend::kGdnChunkedFrom, 16);
+  check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
+  check_gdn({300, 64}, {1, 4}, GdnShape{4, 8, 64, 96}, DType::F32, 1e-2, 1e-4);  // dk 64, dv 96
+  check_gdn({200}, {2}, GdnShape{2, 4, 16, 12}, DType::F32, 1e-2, 1e-4);  // dv < one block slice
+  // Every sequence token by token (the batch-invariant path) on the same shapes.
+  gpu_->set_gdn_chunked_from(0);
+  check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
+  gpu_->set_gdn_chunked_from(CudaBackend::kGdnChunkedFrom);
+}
+
 TEST_F(CudaHybridOps, GatedDeltaRuleBf16State) {
   // The state rounded to bf16 once per launch: the outputs of a short step stay close.
   const GdnShape g{16, 32, 128, 128};
   check_gdn({1, 1, 4}, {2, 5, 0}, g, DType::BF16, 2e-2, 1e-2);
+  check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);  // the chunked kernel too
 }
 
 TEST_F(CudaHybridOps, GatedRmsNorm) {
@@ -139,7 +154,8 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
   struct Case {
     int seqs, tokens_each;
   };
-  for (Case cs : {Case{1, 1}, Case{64, 1}, Case{256, 1}, Case{1, 2048}}) {
+  for (Case cs :
+       {Case{1, 1}, Case{64, 1}, Case{256, 1}, Case{1, 2048}, Case{1, 8192}, Case{8, 512}}) {
     const int64_t T = int64_t{cs.seqs} * cs.tokens_each, S = cs.seqs;
     std::vector<int> news(static_cast<size_t>(S), cs.tokens_each);
     std::vector<int32_t> slots(static_cast<size_t>(S));
@@ -167,14 +183,19 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
       return ms[ms.size() / 2] * 1e3;
     };
     const double conv_us = us([&] { gpu_->causal_conv1d_silu(x, w, conv, meta, mixed); });
-    const double gdn_us =
-        us([&] { gpu_->gated_delta_rule(mixed, ba, a_log, dt, g, state, meta, out); });
+    auto gdn = [&] { gpu_->gated_delta_rule(mixed, ba, a_log, dt, g, state, meta, out); };
+    const double gdn_us = us(gdn);
     const double state_bytes = 2.0 * S * Hv * dk * dv * 4;
     std::printf(
         "hybrid ops, %3d seqs x %4d tokens: conv1d %8.1f us | delta rule %8.1f us (state %.0f "
         "GB/s = %.0f%% of copy)\n",
         cs.seqs, cs.tokens_each, conv_us, gdn_us, state_bytes / (gdn_us * 1e3),
         100.0 * state_bytes / (gdn_us * 1e3) / copy_gbps);
+    if (cs.tokens_each >= CudaBackend::kGdnChunkedFrom && cs.tokens_each <= 2048) {
+      gpu_->set_gdn_chunked_from(0);
+      std::printf("  token by token instead: %8.1f us\n", us(gdn));
+      gpu_->set_gdn_chunked_from(CudaBackend::kGdnChunkedFrom);
+    }
   }
 }
 

@@ -120,8 +120,12 @@ TEST_P(HybridGpuGolden, GreedyTokensMatchTransformers) {
 }
 
 // --state-dtype bf16: the delta-rule state rounded to bf16 after every step (here every token of
-// the token-by-token decode, the worst case). Reported next to fp32; held to twice transformers'
-// bf16 median and to equal greedy tokens.
+// the token-by-token decode, the worst case). Reported next to fp32 and held to the floor's bounds
+// with room for the extra rounding: median <= 2 x transformers-bf16's median, worst <= 2.5 x its
+// worst. Greedy decoding may part from transformers' only where the two leading reference logits
+// are closer than that worst error allows (|ours - ref| <= worst ||ref|| per logit, so a flip needs
+// a gap <= 2 worst ||ref||): a random model's flat rows have such near-ties, and after one the
+// continuations differ, so the comparison stops there.
 TEST_P(HybridGpuGolden, Bf16StateDecodeStaysNearTheFloor) {
   CacheConfig cache = store_->config();
   cache.state_dtype = DType::BF16;
@@ -135,8 +139,24 @@ TEST_P(HybridGpuGolden, Bf16StateDecodeStaysNearTheFloor) {
   ASSERT_EQ(store_->state_view(recurrent).ssm.dtype, DType::BF16);
   Rows rows = token_by_token(*model_, f_);
   rows.what = "bf16 state, token by token";
-  EXPECT_LE(row_errors(f_, rows).first, 2.0 * bf16_floor(f_.name).median);
-  EXPECT_EQ(greedy_tokens(*model_, f_), f_.greedy);
+  const Floor floor = bf16_floor(f_.name);
+  const auto [median, worst] = row_errors(f_, rows);
+  EXPECT_LE(median, 2.0 * floor.median);
+  EXPECT_LE(worst, 2.5 * floor.worst);
+
+  const std::vector<int32_t> got = greedy_tokens(*model_, f_);
+  size_t same = 0;
+  while (same < got.size() && got[same] == f_.greedy[same]) ++same;
+  std::printf("  bf16 state greedy: %zu of %zu tokens as transformers\n", same, got.size());
+  if (same < got.size()) {
+    const float* ref = f_.greedy_logits.data() + same * static_cast<size_t>(f_.vocab);
+    double norm = 0;
+    for (int64_t v = 0; v < f_.vocab; ++v) norm += double{ref[v]} * ref[v];
+    const double gap = double{ref[f_.greedy[same]]} - ref[got[same]];
+    EXPECT_LE(gap, 2.0 * worst * std::sqrt(norm))
+        << "greedy step " << same << " chose " << got[same] << " over transformers' "
+        << f_.greedy[same] << " with a reference gap larger than the measured error allows";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGpuGolden,

@@ -9,7 +9,7 @@ DEPS=${1:?deps folder (tools/device/pack_deps.sh)}
 WHAT=${2:-all}
 CFG=tools/bench/configs/qwen3.5-9b-class
 tools/device/build_gpu.sh "$DEPS" build/gpu syv gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test \
-  gpu_engine_qwen3_gpu_test gpu_engine_verify_gpu_test gpu_cuda_ops_test || exit 1
+  gpu_engine_qwen3_gpu_test gpu_engine_verify_gpu_test gpu_engine_mtp_gpu_test gpu_cuda_ops_test || exit 1
 export SYV_SOURCE_DIR=$PWD
 B=build/gpu-carry/bin
 if [[ $WHAT != bench ]]; then
@@ -19,6 +19,7 @@ if [[ $WHAT != bench ]]; then
   $B/gpu_cuda_ops_test --gtest_filter='*Attention*' 2>&1 | grep -E "FAILED|PASSED|Failure|error" | head -20
   $B/gpu_engine_qwen3_gpu_test --gtest_filter='*Hybrid*' 2>&1 | grep -E "OK \]|FAILED|Failure|request" | head -30
   $B/gpu_engine_verify_gpu_test --gtest_filter='*Hybrid*' 2>&1 | grep -E "OK \]|FAILED|Failure" | head -20
+  $B/gpu_engine_mtp_gpu_test 2>&1 | grep -E "OK \]|FAILED|Failure|Expected|Which|trace" | head -30
 fi
 if [[ ! -f $CFG/config.json ]]; then
   mkdir -p $CFG

@@ -510,7 +510,7 @@ class CudaBackendImpl final : public CudaBackend {
         << "gdn state must be [slots, Hv, dk, dv]";
     SYV_CHECK(a_log.numel() == Hv && dt_bias.numel() == Hv && a_log.dtype == dt_bias.dtype)
         << "gdn A_log / dt_bias";
-    cuda::GdnRecurrentArgs a;
+    cuda::GdnArgs a;
     a.qkv = qkv.data;
     a.ba = ba.data;
     a.ba_t = ba.dtype;
@@ -526,7 +526,14 @@ class CudaBackendImpl final : public CudaBackend {
     a.hv = static_cast<int32_t>(Hv);
     a.dk = shape.k_head_dim;
     a.dv = shape.v_head_dim;
-    if (T > 0) cuda::launch_gdn_recurrent(a, qkv.dtype, state.dtype, stream_);
+    if (T == 0) return;
+    // Long sequences take the chunked kernel, the rest (or all, see set_gdn_chunked_from()) the
+    // token-by-token one; each kernel skips the other's sequences.
+    const bool chunked = !batch_invariant_ && gdn_chunked_from_ > 0 &&
+                         meta.max_seq_len >= gdn_chunked_from_ && cuda::gdn_chunked_supports(a.dk);
+    a.chunked_from = chunked ? gdn_chunked_from_ : 0;
+    cuda::launch_gdn_recurrent(a, qkv.dtype, state.dtype, stream_);
+    if (a.chunked_from > 0) cuda::launch_gdn_chunked(a, qkv.dtype, state.dtype, stream_);
   }
 
   void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
@@ -738,6 +745,11 @@ class CudaBackendImpl final : public CudaBackend {
   void set_fixed_max_context(int64_t max_context) override { fixed_max_context_ = max_context; }
 
   void set_gemv_variant(int variant) override { cuda::set_gemv_variant(variant); }
+  void set_gdn_chunked_from(int tokens) override {
+    SYV_CHECK(tokens >= 0) << "gdn chunked_from " << tokens;
+    gdn_chunked_from_ = tokens;
+  }
+
   void set_gemv_max_tokens(int tokens) override {
     (batch_invariant_ ? saved_gemv_max_tokens_ : gemv_max_tokens_) = tokens;
   }
@@ -1032,6 +1044,7 @@ class CudaBackendImpl final : public CudaBackend {
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;
   int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it
+  int gdn_chunked_from_ = kGdnChunkedFrom;  // see set_gdn_chunked_from()
   bool batch_invariant_ = false;
   int saved_gemv_max_tokens_ = 0;    // gemv_max_tokens_ of the other mode
   bool invariant_gemm_mma_ = false;  // gemm_invariant.cu instead of LtGemm::run_fixed

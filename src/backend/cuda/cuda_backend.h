@@ -66,6 +66,12 @@ class CudaBackend : public Backend {
   // (0: always cuBLASLt).
   virtual void set_gemv_variant(int variant) = 0;
   virtual void set_gemv_max_tokens(int tokens) = 0;
+  // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens
+  // take the chunked kernel, shorter ones the token-by-token one (0: always token by token).
+  // Default kGdnChunkedFrom; batch-invariant mode always runs token by token (bit-identical
+  // however a prompt is split into steps).
+  virtual void set_gdn_chunked_from(int tokens) = 0;
+  static constexpr int kGdnChunkedFrom = 16;
 
   // Benchmarks only: from now on every allocate() is filled with uniform random bf16 values in
   // [-1, 1] (so a KV pool never holds zeros or NaN garbage); seed 0 turns it off.

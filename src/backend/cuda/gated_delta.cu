@@ -1,5 +1,6 @@
-// The gated delta rule (Gated DeltaNet's recurrence), token by token, for decode, verify and (until
-// the chunked form lands) prefill. Backend::gated_delta_rule in backend.h has the math.
+// The gated delta rule (Gated DeltaNet's recurrence), token by token, for decode, verify and short
+// prefills (gated_delta_chunked.cu takes the long ones). Backend::gated_delta_rule in backend.h has
+// the math.
 //
 // One warp per (sequence, value head, 8 state columns): the warp keeps its [dk, 8] slice of the
 // fp32 state in registers (lane l holds rows l, l + 32, ...) for the whole sequence, so the state
@@ -74,7 +75,7 @@ constexpr int kWarpsPerBlock = 4;
 // applies S = decay S + k delta^T. The next token's inputs are loaded before this one's math. RPL:
 // state rows per lane (dk <= 32 * RPL). TX: activations (qkv, out); TS: the state.
 template <int RPL, typename TX, typename TS>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_recurrent_kernel(GdnRecurrentArgs a) {
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_recurrent_kernel(GdnArgs a) {
   const int lane = threadIdx.x & 31;
   const int groups = (a.dv + kCols - 1) / kCols;
   const int64_t gw = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_recurrent_kernel(GdnR
   if (s >= a.num_seqs) return;
   const int slot = a.slots[s];
   const int begin = a.seq_starts[s], end = a.seq_starts[s + 1];
-  if (slot < 0 || begin >= end) return;
+  if (slot < 0 || begin >= end || (a.chunked_from > 0 && end - begin >= a.chunked_from)) return;
   const float A = __expf(load_any(a.a_log, a.param_t, h));
   const float dt_bias = load_any(a.dt_bias, a.param_t, h);
   const int dk = a.dk, dv = a.dv, hv = a.hv, kh = h / (hv / a.hk);
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_recurrent_kernel(GdnR
 }
 
 template <int RPL>
-void launch_rpl(const GdnRecurrentArgs& a, DType x_t, DType state_t, cudaStream_t s) {
+void launch_rpl(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s) {
   const int64_t warps = int64_t{a.num_seqs} * a.hv * ceil_div(a.dv, kCols);
   const unsigned grid = ceil_div(warps, kWarpsPerBlock);
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
@@ -201,7 +202,7 @@ void launch_rpl(const GdnRecurrentArgs& a, DType x_t, DType state_t, cudaStream_
 
 }  // namespace
 
-void launch_gdn_recurrent(const GdnRecurrentArgs& a, DType x_t, DType state_t, cudaStream_t s) {
+void launch_gdn_recurrent(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s) {
   if (a.num_seqs == 0) return;
   if (a.dk <= 32) {
     launch_rpl<1>(a, x_t, state_t, s);

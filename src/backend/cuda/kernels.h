@@ -175,13 +175,15 @@ bool attention_merged_combine();
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s);
 
-// gated_delta.cu / hybrid_elementwise.cu (the hybrid ops of backend.h) --------------------------
-// The gated delta rule, token by token (Backend::gated_delta_rule): one warp per (sequence, value
-// head, 8 state columns) keeps its state slice in registers across the sequence's tokens. qkv
-// [T, 2 hk dk + hv dv] and out [T, hv dv] in the activation dtype, ba [T, 2 hv] of ba_t; state
-// [slots, hv, dk, dv] f32 or bf16; a_log / dt_bias [hv] of param_t. Sequences with slot < 0 are
-// skipped (padding). dk <= 256.
-struct GdnRecurrentArgs {
+// gated_delta.cu / gated_delta_chunked.cu / hybrid_elementwise.cu (hybrid ops of backend.h) -----
+// The gated delta rule (Backend::gated_delta_rule). qkv [T, 2 hk dk + hv dv] and out [T, hv dv] in
+// the activation dtype, ba [T, 2 hv] of ba_t; state [slots, hv, dk, dv] f32 or bf16; a_log /
+// dt_bias [hv] of param_t. Sequences with slot < 0 are skipped (padding). Two kernels share the
+// arguments and split the sequences by length: launch_gdn_recurrent (token by token: one warp per
+// (sequence, value head, 8 state columns) keeps its state slice in registers; dk <= 256) takes
+// those with fewer than chunked_from tokens (all of them when chunked_from == 0),
+// launch_gdn_chunked (chunks of 64 tokens as small matrix products; dk <= 128) the others.
+struct GdnArgs {
   const void* qkv = nullptr;
   const void* ba = nullptr;
   DType ba_t = DType::F32;
@@ -193,8 +195,11 @@ struct GdnRecurrentArgs {
   const int32_t* seq_starts = nullptr;  // [S + 1]
   const int32_t* slots = nullptr;       // [S]
   int32_t num_seqs = 0, hk = 0, hv = 0, dk = 0, dv = 0;
+  int32_t chunked_from = 0;  // sequences of at least this many tokens go to the chunked kernel
 };
-void launch_gdn_recurrent(const GdnRecurrentArgs& a, DType x_t, DType state_t, cudaStream_t s);
+void launch_gdn_recurrent(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
+void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
+bool gdn_chunked_supports(int32_t dk);
 
 // Causal depthwise conv1d + SiLU over each sequence's new tokens (Backend::causal_conv1d_silu):
 // x, out [T, C] in the activation dtype; weight [C, K] (any float dtype); state f32
