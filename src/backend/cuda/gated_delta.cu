@@ -74,8 +74,12 @@ constexpr int kWarpsPerBlock = 4;
 // the L2 norms are scalars, applied after the sums), one butterfly sums them, and a second pass
 // applies S = decay S + k delta^T. The next token's inputs are loaded before this one's math. RPL:
 // state rows per lane (dk <= 32 * RPL). TX: activations (qkv, out); TS: the state.
-template <int RPL, typename TX, typename TS>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_recurrent_kernel(GdnArgs a) {
+// kDecode: every sequence has one new token (a decode step). The state traffic is all the cost
+// there, so that variant skips the next-token prefetch and is held to fewer registers: more warps
+// per multiprocessor keep more state loads in flight.
+template <int RPL, typename TX, typename TS, bool kDecode>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, kDecode && RPL <= 4 ? 6 : 1)
+    gdn_recurrent_kernel(GdnArgs a) {
   const int lane = threadIdx.x & 31;
   const int groups = (a.dv + kCols - 1) / kCols;
   const int64_t gw = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -128,7 +132,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gdn_recurrent_kernel(GdnA
   load_token(begin, q, k, v, b, araw);
   for (int t = begin; t < end; ++t) {
     float nq[RPL], nk[RPL], nv = 0.f, nb = 0.f, na = 0.f;
-    if (t + 1 < end) load_token(t + 1, nq, nk, nv, nb, na);
+    if (!kDecode && t + 1 < end) load_token(t + 1, nq, nk, nv, nb, na);
 
     float part[16], qq = 0.f, kk = 0.f, qk = 0.f;
 #pragma unroll
@@ -191,9 +195,15 @@ void launch_rpl(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s) {
   const unsigned grid = ceil_div(warps, kWarpsPerBlock);
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
     if (state_t == DType::F32) {
-      launch_k(gdn_recurrent_kernel<RPL, TX, float>, grid, kWarpsPerBlock * 32, 0, s, a);
+      if (a.max_tokens == 1)
+        launch_k(gdn_recurrent_kernel<RPL, TX, float, true>, grid, kWarpsPerBlock * 32, 0, s, a);
+      else
+        launch_k(gdn_recurrent_kernel<RPL, TX, float, false>, grid, kWarpsPerBlock * 32, 0, s, a);
     } else if (state_t == DType::BF16) {
-      launch_k(gdn_recurrent_kernel<RPL, TX, bf16>, grid, kWarpsPerBlock * 32, 0, s, a);
+      if (a.max_tokens == 1)
+        launch_k(gdn_recurrent_kernel<RPL, TX, bf16, true>, grid, kWarpsPerBlock * 32, 0, s, a);
+      else
+        launch_k(gdn_recurrent_kernel<RPL, TX, bf16, false>, grid, kWarpsPerBlock * 32, 0, s, a);
     } else {
       cuda_fail(__FILE__, __LINE__, "state_t", "gated delta rule state must be f32 or bf16");
     }

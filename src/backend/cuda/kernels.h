@@ -196,6 +196,7 @@ struct GdnArgs {
   const int32_t* slots = nullptr;       // [S]
   int32_t num_seqs = 0, hk = 0, hv = 0, dk = 0, dv = 0;
   int32_t chunked_from = 0;  // sequences of at least this many tokens go to the chunked kernel
+  int32_t max_tokens = 0;    // most new tokens of one sequence (1: a decode step)
 };
 void launch_gdn_recurrent(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
 void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
