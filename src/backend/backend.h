@@ -304,10 +304,11 @@ class Backend {
   // ---- typed weights and KV (backend/weight.h, backend/kv_cache_view.h) -------------------------
   // What models call. Each overload dispatches on the weight's format / the cache's dtype with
   // one branch and no other work: a dense weight (a float KV cache) runs the Tensor op above
-  // unchanged; anything else goes to linear_quantized() (the only quantized hook; no backend has
-  // one yet) or is refused by name: "backend cpu linear: fp8 block-scaled weights (f8e4m3,
-  // 128x128 blocks) are not supported yet" (a CHECK failure: the loader never builds such a
-  // weight and the CacheStore never such a cache, so reaching one is a programming error).
+  // unchanged; a quantized weight runs the op's sequence of plain ops (fused_ops_default.cpp)
+  // with its projection through linear_quantized(), the only quantized hook: the CPU backend
+  // computes it (the reference); a backend without it refuses by name: "backend cuda linear: fp8
+  // block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet" (a CHECK failure). The
+  // MoE experts are refused when quantized (the loader keeps them dense).
   void linear(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) {
     if (w.format == WeightFormat::kDense) {
       linear(x, w.tensor, bias, out);
@@ -318,18 +319,28 @@ class Backend {
   void add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
                           NormKind kind, Tensor& residual_out, Tensor& normed, const Weight& w,
                           const Tensor& bias, Tensor& out) {
-    if (w.format != WeightFormat::kDense) refuse_weight("add_rmsnorm_linear", w);
+    if (w.format != WeightFormat::kDense) {
+      add_rmsnorm_quantized(residual, x, norm_w, eps, kind, residual_out, normed, w, bias, out);
+      return;
+    }
     add_rmsnorm_linear(residual, x, norm_w, eps, kind, residual_out, normed, w.tensor, bias, out);
   }
   void linear_silu_mul(const Tensor& x, const Weight& w, Tensor& gate_up, Tensor& out) {
-    if (w.format != WeightFormat::kDense) refuse_weight("linear_silu_mul", w);
+    if (w.format != WeightFormat::kDense) {
+      linear_quantized(x, w, Tensor(), gate_up);
+      silu_mul(gate_up, out);
+      return;
+    }
     linear_silu_mul(x, w.tensor, gate_up, out);
   }
   void add_rmsnorm_linear_silu_mul(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
                                    float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
                                    const Weight& w, Tensor& gate_up, Tensor& out) {
     if (w.format != WeightFormat::kDense) {
-      refuse_weight("add_rmsnorm_linear_silu_mul", w);
+      add_rmsnorm_quantized(residual, x, norm_w, eps, kind, residual_out, normed, w, Tensor(),
+                            gate_up);
+      silu_mul(gate_up, out);
+      return;
     }
     add_rmsnorm_linear_silu_mul(residual, x, norm_w, eps, kind, residual_out, normed, w.tensor,
                                 gate_up, out);
@@ -365,6 +376,11 @@ class Backend {
   // out = x · dequant(w)ᵀ (+ bias) for a weight whose format is not kDense. The default refuses
   // (refuse_weight("linear", w)); a backend with kernels for a format overrides this.
   virtual void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out);
+  // add_rmsnorm_linear's sequence with a quantized w: residual_out = residual + x, normed =
+  // rmsnorm(residual_out), out = linear_quantized(normed, w, bias).
+  void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                             float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                             const Weight& w, const Tensor& bias, Tensor& out);
   // "backend <name> <op>: <w.describe()> are not supported yet" (a CHECK failure).
   [[noreturn]] void refuse_weight(const char* op, const Weight& w) const;
   // "backend <name> <op>: KV cache dtype <dtype> is not supported yet" (a CHECK failure).

@@ -1,21 +1,31 @@
 // A projection weight as the backend ops take it: the data tensor plus the format that gives its
 // bytes meaning. Backend::linear and the other ops that multiply by a weight (the fused
 // projections, the MoE experts) take a Weight and dispatch on `format`: kDense runs the float
-// kernels every backend has; a quantized format goes to the backend's quantized path, which no
-// backend implements yet, so it is refused by name ("backend cpu linear: fp8 block-scaled
-// weights (f8e4m3, 128x128 blocks) are not supported yet"), never computed wrongly.
+// kernels every backend has; a quantized format goes to the backend's quantized path
+// (Backend::linear_quantized). The CPU backend computes both formats
+// (backend/cpu/cpu_quantized.cpp, the reference); a backend without kernels refuses by name
+// ("backend cuda linear: fp8 block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet"),
+// never computes wrongly.
 //
-// Formats (the checkpoint side is in docs/architecture.md and WAVE2-SPECS part C):
+// The canonical layouts below are what every checkpoint format is converted to at load
+// (model/quant_weights.h: Qwen FP8, AWQ, GPTQ v1/v2, compressed-tensors); kernels consume only
+// these. Formats:
 //   kDense     tensor: any float dtype (f32, f16, bf16), the weight itself. [N, K] for a
-//              projection ([E, N, K] for stacked experts); scales and zeros empty.
+//              projection ([E, N, K] for stacked experts); scales, zeros and g_idx empty.
 //   kFp8Block  tensor: F8E4M3 [N, K]; scales: f32 [ceil(N / block_n), ceil(K / block_k)], one per
 //              [block_n x block_k] tile, weight = tensor * scale of its tile (DeepSeek-V3 / Qwen3
-//              FP8 checkpoints: 128 x 128, "weight_scale_inv"). zeros empty.
-//   kInt4Group tensor: U4X2 [N, K / 2] (two K-neighbours a byte, the lower index in the low
-//              nibble: core/dtype.h); scales: f32/f16/bf16 [N, K / group_size]; zeros: U4X2
-//              [N, K / group_size / 2] or empty (symmetric: zero point 8). weight =
-//              (q - zero) * scale of its group along K (AWQ / GPTQ after repacking to this
-//              layout).
+//              FP8 checkpoints: 128 x 128, "weight_scale_inv"). Per-row scales are block_n = 1,
+//              block_k = K; one scale per tensor is block_n = N, block_k = K. zeros empty.
+//   kInt4Group tensor: U4X2 [N, K / 2] (K even; the two K-neighbours 2j and 2j + 1 of a row in one
+//              byte, 2j in the low nibble: core/dtype.h), q in [0, 15];
+//              scales: f32 [N, G], one per (row, group);
+//              zeros: U8 [N, G], zero point z in [0, 16] (16 only from GPTQ v1's "z - 1"
+//              storage of 15), or empty: symmetric, z = 8;
+//              g_idx: I32 [K], the group of each input column k (GPTQ act-order), or empty: group
+//              k / group_size (G = K / group_size);
+//              weight[n, k] = (q[n, k] - z[n, g]) * scale[n, g], g = g_idx[k] or k / group_size.
+//              (AWQ's [K, N/8] interleaved words and GPTQ's [K/8, N] words are unpacked to this
+//              at load; see model/quant_weights.cpp for each source layout.)
 // n and k are the logical [N, K] of the (last) matrix, whatever the storage packs.
 //
 // A Weight is a non-owning view (its tensors point into DeviceBuffers owned elsewhere, e.g.
@@ -39,6 +49,7 @@ struct Weight {
   WeightFormat format = WeightFormat::kDense;
   Tensor scales;                     // kFp8Block, kInt4Group (see above); empty for kDense
   Tensor zeros;                      // kInt4Group with zero points; empty otherwise
+  Tensor g_idx;                      // kInt4Group with act-order groups; empty otherwise
   int64_t n = 0;                     // logical output rows N of the (last) matrix
   int64_t k = 0;                     // logical input columns K
   int32_t block_n = 0, block_k = 0;  // kFp8Block: the scale tile, e.g. 128 x 128
@@ -54,15 +65,26 @@ struct Weight {
   void set_dense(const Tensor& t) {
     tensor = t;
     format = WeightFormat::kDense;
-    scales = zeros = Tensor();
+    scales = zeros = g_idx = Tensor();
     n = t.ndim >= 2 ? t.dim(-2) : 1;
     k = t.ndim >= 1 ? t.dim(-1) : 0;
     block_n = block_k = group_size = 0;
   }
   bool empty() const { return tensor.empty(); }
   bool dense() const { return format == WeightFormat::kDense; }
+  // Bytes of the data, scales, zeros and g_idx together (what the weight costs in memory).
+  size_t bytes() const {
+    size_t b = 0;
+    for (const Tensor* t : {&tensor, &scales, &zeros, &g_idx}) b += t->empty() ? 0 : t->bytes();
+    return b;
+  }
   // "fp8 block-scaled weights (f8e4m3, 128x128 blocks)": what refusals name.
   std::string describe() const;
 };
+
+// Rows [row0, row0 + rows) of the logical [N, K] weight as f32 (out: rows * K floats), from a
+// weight whose tensors are in host-readable memory (the CPU backend; host copies). Checks the
+// canonical layout above (shapes, dtypes) first; every format is supported.
+void dequantize_rows(const Weight& w, int64_t row0, int64_t rows, float* out);
 
 }  // namespace syv

@@ -14,6 +14,7 @@
 
 #include "io/json_describe.h"
 #include "io/model_folder.h"
+#include "io/quant_config.h"
 
 namespace syv {
 
@@ -412,21 +413,16 @@ Result<ModelConfig> parse_impl(const std::string& json_text, const std::string& 
     return Status::Error(source + ": model_type " + describe(root["model_type"]) +
                          " is not supported (" + kSupported + ")");
   }
-  // Quantized checkpoints (fp8, awq, gptq, compressed-tensors, ...) say so here; syv has no
-  // kernels for them yet, so refuse by method rather than load the packed tensors as floats.
+  // Pre-quantized checkpoints say so here (io/quant_config.h): the method and layout are parsed
+  // now, the tensors are read by model/quant_weights.h.
   const json* q = top.find("quantization_config");
   if (const json* tc0 = nested ? top.find("text_config") : nullptr;
-      !q && tc0 && tc0->is_object() && tc0->contains("quantization_config")) {
+      !q && tc0 && tc0->is_object() && tc0->contains("quantization_config") &&
+      !tc0->at("quantization_config").is_null()) {
     q = &tc0->at("quantization_config");
   }
   if (q) {
-    std::string method = "(no quant_method)";
-    if (q->is_object() && q->contains("quant_method") && (*q)["quant_method"].is_string()) {
-      method = "\"" + (*q)["quant_method"].get<std::string>() + "\"";
-    }
-    return Status::Error(source + ": quantization_config with quant_method " + method +
-                         ": quantized checkpoints are not supported yet (syv loads f32, f16 and "
-                         "bf16 weights)");
+    SYV_ASSIGN_OR_RETURN(c.quant, parse_quant_config(*q, source));
   }
   if (!nested) {
     SYV_RETURN_IF_ERROR(parse_text_fields(top, moe, &c));

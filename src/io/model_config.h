@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "io/quant_config.h"
+
 namespace syv {
 
 enum class ModelFamily : uint8_t {
@@ -55,6 +57,9 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
+
+  // quantization_config: the layout of a pre-quantized checkpoint (method kNone: float weights).
+  QuantConfig quant;
 
   // generation_config.json / config.json -----------------------------------------------------
   std::vector<int32_t> eos_token_ids;

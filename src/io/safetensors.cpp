@@ -162,9 +162,15 @@ Result<DType> parse_safetensors_dtype(const std::string& name) {
   if (name == "F32") return DType::F32;
   if (name == "F16") return DType::F16;
   if (name == "BF16") return DType::BF16;
+  // The storage of pre-quantized checkpoints (model/quant_weights.h): fp8 weights, int32-packed
+  // int4 words, g_idx, compressed-tensors' weight_shape. Model weights must still be float unless
+  // config.json's quantization_config says how to read them.
+  if (name == "F8_E4M3") return DType::F8E4M3;
+  if (name == "I32") return DType::I32;
+  if (name == "I64") return DType::I64;
   std::string msg = "dtype " + (name.size() <= 16 ? name : name.substr(0, 16) + "...") +
-                    "; syv supports F32, F16, BF16";
-  if (name == "F8_E4M3" || name == "F8_E5M2") msg += " (fp8 checkpoints are not supported yet)";
+                    "; syv supports F32, F16, BF16 (and F8_E4M3, I32, I64 in quantized "
+                    "checkpoints)";
   return Status::Error(msg);
 }
 

@@ -1,7 +1,8 @@
 // Read-only access to safetensors files: one file or shards listed in model.safetensors.index.json.
 // Files are mmapped; every header length, offset and shape is validated before a byte is read.
-// Supported dtypes: F32, F16, BF16 (others are refused by name, e.g. "model.safetensors: tensor
-// \"x\" has dtype F8_E4M3; syv supports F32, F16, BF16").
+// Supported dtypes: F32, F16, BF16, and the storage of quantized checkpoints F8_E4M3, I32, I64
+// (others are refused by name, e.g. "model.safetensors: tensor \"x\" has dtype F8_E5M2; syv
+// supports F32, F16, BF16 (and F8_E4M3, I32, I64 in quantized checkpoints)").
 // Every tensor's data is aligned to its dtype size within the file (files written by the reference
 // safetensors library and by write_safetensors always are; others are refused), so `data` may be
 // read as float / uint16_t directly when the image itself is 8-byte aligned (mmap always is).
@@ -37,8 +38,9 @@ struct TensorInfo {
 // Largest header syv accepts (the reference implementation uses the same bound).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
-// "F32" -> DType::F32, "F16", "BF16"; any other name (F64, I8, F8_E4M3, BOOL, ...) -> error
-// "dtype F8_E4M3; syv supports F32, F16, BF16" (callers prefix the file and tensor).
+// "F32" -> DType::F32, "F16", "BF16", "F8_E4M3", "I32", "I64"; any other name (F64, I8, U8,
+// F8_E5M2, BOOL, ...) -> error "dtype F8_E5M2; syv supports ..." (callers prefix the file and
+// tensor).
 Result<DType> parse_safetensors_dtype(const std::string& name);
 // DType::BF16 -> "BF16" (the name in a safetensors header); also I32/I64/U8 for the writer.
 std::string safetensors_dtype_name(DType t);
@@ -100,8 +102,8 @@ class WeightStore {
 // Writes tensors to a .safetensors file (used by `syv demo-model`, random models and tests).
 // Like the reference implementation: data ordered by dtype size (largest first) then name, so
 // every tensor is aligned; header padded with spaces to a multiple of 8 bytes. Names must be
-// unique and not "__metadata__". DTypes I32/I64/U8 can be written (for tests) but are refused on
-// reading.
+// unique and not "__metadata__". Also writes I32/I64/F8_E4M3 (quantized checkpoints, `syv
+// quantize`) and U8 (refused on reading; for tests).
 struct TensorToWrite {
   std::string name;
   DType dtype;

@@ -24,6 +24,10 @@ bool is_demo_model(const std::string& dir) {
   return j.is_object() && j.value("syv_demo", false) == true;
 }
 
+bool is_float_file_dtype(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
 // a + b * c, saturating at INT64_MAX (configs may name absurd sizes; the check must still refuse).
 int64_t add_product(int64_t a, const std::vector<int64_t>& shape, size_t element_bytes) {
   int64_t n = static_cast<int64_t>(element_bytes);
@@ -49,8 +53,13 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
   int64_t bytes = 0;
   if (arch.weight_specs != nullptr) {
     for (const WeightSpec& spec : arch.weight_specs(config)) {
+      if (std::optional<int64_t> q = quantized_spec_bytes(spec, store, config.quant)) {
+        bytes = add_product(bytes, {*q}, 1);
+        continue;
+      }
       const TensorInfo* info = store == nullptr ? nullptr : store->find(spec.name);
-      const DType file = info == nullptr ? DType::BF16 : info->dtype;
+      DType file = info == nullptr ? DType::BF16 : info->dtype;
+      if (!is_float_file_dtype(file)) file = DType::BF16;  // a quantized tensor loaded dequantized
       bytes = add_product(bytes, spec.shape, dtype_size(backend.weight_dtype(file)));
     }
     return bytes;
@@ -129,8 +138,7 @@ Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
   // too large for the machine is refused for that, whatever else is wrong with it).
   if (p.store && p.arch->weight_specs != nullptr) {
     for (const WeightSpec& spec : p.arch->weight_specs(p.config)) {
-      Result<const TensorInfo*> tensor = check_weight_in_store(spec, *p.store);
-      if (!tensor.ok()) return tensor.status();
+      SYV_RETURN_IF_ERROR(check_spec_in_store(spec, *p.store, p.config.quant));
     }
   }
   return p;

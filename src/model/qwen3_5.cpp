@@ -68,7 +68,7 @@ Result<std::unique_ptr<Model>> load_qwen3_5(const ModelConfig& c, const WeightSt
   if (store && store->find("model.language_model.embed_tokens.weight")) {
     prefix = "model.language_model.";
   }
-  WeightLoader loader(backend, store, options.seed);
+  WeightLoader loader(backend, store, options.seed, c.quant);
   HybridWeights w;
   SYV_ASSIGN_OR_RETURN(
       w.embed, loader.load({prefix + "embed_tokens.weight", {V, H}, WeightInit::kEmbedding}));

@@ -56,7 +56,7 @@ Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& c, const Weigh
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const int64_t Hv = c.linear_num_value_heads, Hk = c.linear_num_key_heads;
   const int64_t key_dim = Hk * c.linear_key_head_dim, value_dim = Hv * c.linear_value_head_dim;
-  WeightLoader loader(backend, store, options.seed);
+  WeightLoader loader(backend, store, options.seed, c.quant);
   HybridWeights w;
   SYV_ASSIGN_OR_RETURN(w.embed,
                        loader.load({"model.embed_tokens.weight", {V, H}, WeightInit::kEmbedding}));

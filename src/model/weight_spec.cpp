@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "model/quant_weights.h"
 
 namespace syv {
 
@@ -107,8 +108,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-WeightLoader::WeightLoader(Backend& backend, const WeightStore* store, uint64_t seed)
-    : backend_(backend), store_(store), seed_(seed), start_(std::chrono::steady_clock::now()) {}
+WeightLoader::WeightLoader(Backend& backend, const WeightStore* store, uint64_t seed,
+                           const QuantConfig& quant)
+    : backend_(backend),
+      store_(store),
+      seed_(seed),
+      quant_(quant),
+      start_(std::chrono::steady_clock::now()) {}
 
 WeightLoader::~WeightLoader() {
   finish();
@@ -136,9 +142,101 @@ Result<const TensorInfo*> check_weight_in_store(const WeightSpec& spec, const We
   }
   if (info->dtype != DType::F32 && info->dtype != DType::F16 && info->dtype != DType::BF16) {
     return Status::Error(info->file + ": tensor \"" + spec.name + "\" has dtype " +
-                         std::string(dtype_name(info->dtype)) + ", expected f32, f16 or bf16");
+                         std::string(dtype_name(info->dtype)) +
+                         ", expected f32, f16 or bf16 (quantized weights are read only as "
+                         "config.json's quantization_config describes)");
   }
   return info;
+}
+
+Status check_spec_in_store(const WeightSpec& spec, const WeightStore& store,
+                           const QuantConfig& quant) {
+  if (stored_quantized(spec.name, store, quant)) {
+    return check_quantized(spec.name, spec.shape, store, quant);
+  }
+  Result<const TensorInfo*> info = check_weight_in_store(spec, store);
+  return info.ok() ? Status::Ok() : info.status();
+}
+
+std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const WeightStore* store,
+                                            const QuantConfig& quant) {
+  if (store == nullptr || spec.shape.size() != 2 || spec.init == WeightInit::kEmbedding ||
+      !stored_quantized(spec.name, *store, quant)) {
+    return std::nullopt;
+  }
+  const std::string m = spec.name.substr(0, spec.name.size() - 7);  // "<m>.weight"
+  const bool g_idx = store->find(m + ".g_idx") != nullptr || store->find(m + ".weight_g_idx");
+  return quantized_weight_bytes(spec.shape, quant, g_idx);
+}
+
+bool WeightLoader::quantized(const WeightSpec& spec) const {
+  return store_ != nullptr && stored_quantized(spec.name, *store_, quant_);
+}
+
+DeviceBuffer WeightLoader::upload_bytes(const void* src, size_t bytes) {
+  DeviceBuffer buf = backend_.allocate(bytes);
+  device_bytes_ += static_cast<int64_t>(bytes);
+  const auto* from = static_cast<const uint8_t*>(src);
+  uploader().write(buf.data(), bytes,
+                   [from](size_t off, size_t n, void* host) { std::memcpy(host, from + off, n); });
+  return buf;
+}
+
+Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>& specs) {
+  std::vector<HostQuantWeight> parts;
+  bool all = specs[0].init != WeightInit::kEmbedding;  // a table lookup takes dense rows
+  for (const WeightSpec& spec : specs) {
+    if (!quantized(spec)) {
+      all = false;
+      continue;
+    }
+    SYV_ASSIGN_OR_RETURN(HostQuantWeight w, read_quantized(spec.name, spec.shape, *store_, quant_));
+    parts.push_back(std::move(w));
+  }
+  std::optional<HostQuantWeight> joined;
+  if (all) joined = concat_quantized(std::move(parts));
+  if (!joined) {  // dense: each part dequantized (or read as it is)
+    std::string names;
+    for (const WeightSpec& spec : specs) names += (names.empty() ? "" : ", ") + spec.name;
+    SYV_LOG(INFO) << "load: " << names << " loaded dequantized ("
+                  << (all ? "the parts' quantized layouts differ"
+                      : specs[0].init == WeightInit::kEmbedding
+                          ? "an embedding table is read by rows"
+                          : "some parts are not quantized")
+                  << ")";
+    std::vector<int64_t> shape = specs[0].shape;
+    std::vector<float> values;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      DType dtype;
+      SYV_ASSIGN_OR_RETURN(std::vector<float> v, read_f32(specs[i], &dtype));
+      values.insert(values.end(), v.begin(), v.end());
+      if (i > 0) shape[0] += specs[i].shape[0];
+    }
+    return upload(shape, DType::BF16, values.data());
+  }
+  HostQuantWeight& h = *joined;
+  DeviceWeight w;
+  backend_.synchronize();
+  w.buffer = upload_bytes(h.data.data(), h.data.size());
+  w.scale_buffer = upload_bytes(h.scales.data(), h.scales.size() * sizeof(float));
+  if (!h.zeros.empty()) w.zero_buffer = upload_bytes(h.zeros.data(), h.zeros.size());
+  if (!h.g_idx.empty()) {
+    w.index_buffer = upload_bytes(h.g_idx.data(), h.g_idx.size() * sizeof(int32_t));
+  }
+  const Weight v = h.view();
+  static_cast<Weight&>(w) = v;
+  w.tensor.data = w.buffer.data();
+  w.scales.data = w.scale_buffer.data();
+  if (!w.zeros.empty()) w.zeros.data = w.zero_buffer.data();
+  if (!w.g_idx.empty()) w.g_idx.data = w.index_buffer.data();
+  for (const WeightSpec& spec : specs) {
+    parameters_ += spec.numel();
+    ++next_index_;
+    ++tensors_;
+  }
+  progress(w.bytes());
+  pending_ = true;
+  return w;
 }
 
 DeviceWeight WeightLoader::allocate(const std::vector<int64_t>& shape, DType dtype) {
@@ -222,6 +320,9 @@ Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& sp
     return w;
   }
 
+  for (const WeightSpec& spec : specs) {
+    if (rank == 2 && quantized(spec)) return load_quantized(specs);
+  }
   std::vector<const TensorInfo*> infos;
   for (const WeightSpec& spec : specs) {
     SYV_ASSIGN_OR_RETURN(const TensorInfo* info, checked(spec));
@@ -270,6 +371,14 @@ Result<std::vector<float>> WeightLoader::read_f32(const WeightSpec& spec, DType*
     fill_random_weight(spec, seed_, index, values.data());
     *file_dtype = DType::BF16;
     ++tensors_;
+    return values;
+  }
+  if (spec.shape.size() == 2 && quantized(spec)) {
+    SYV_ASSIGN_OR_RETURN(HostQuantWeight q, read_quantized(spec.name, spec.shape, *store_, quant_));
+    values = q.dequantize();
+    *file_dtype = DType::BF16;  // upload() keeps it as the backend keeps bf16
+    ++tensors_;
+    progress(q.data.size());
     return values;
   }
   SYV_ASSIGN_OR_RETURN(const TensorInfo* info, checked(spec));

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "backend/random_fill.h"
 #include "backend/weight.h"
 #include "core/status.h"
+#include "io/quant_config.h"
 #include "io/safetensors.h"
 
 namespace syv {
@@ -61,14 +63,22 @@ void fill_random_weight(const WeightSpec& spec, uint64_t seed, uint64_t index, f
 // The checkpoint's tensor for `spec`, checked: present, of the spec's shape, f32 / f16 / bf16.
 // Errors name the file, the tensor, the expected and the found shape / dtype.
 Result<const TensorInfo*> check_weight_in_store(const WeightSpec& spec, const WeightStore& store);
+// The same for a checkpoint of any quantization: a module stored quantized
+// (model/quant_weights.h) has its quantized tensors checked instead.
+Status check_spec_in_store(const WeightSpec& spec, const WeightStore& store,
+                           const QuantConfig& quant);
+// Bytes `spec` takes in backend memory when the loader keeps it quantized (its canonical layout,
+// backend/weight.h); nullopt when it loads dense.
+std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const WeightStore* store,
+                                            const QuantConfig& quant);
 
-// A weight in backend memory (dtype = backend.weight_dtype(file dtype)): the Weight the backend
-// ops take (backend/weight.h; `tensor` is its data) plus the buffers it points into. The loader
-// builds dense weights only (quantized checkpoints are refused at load); a quantized weight would
-// keep its scales and zero points in scale_buffer / zero_buffer.
+// A weight in backend memory: the Weight the backend ops take (backend/weight.h; `tensor` is its
+// data) plus the buffers it points into. Dense weights are in backend.weight_dtype(file dtype);
+// a module stored quantized keeps its canonical quantized layout (model/quant_weights.h).
 struct DeviceWeight : Weight {
   DeviceBuffer buffer;                     // tensor's bytes
   DeviceBuffer scale_buffer, zero_buffer;  // scales / zeros (quantized formats); empty for dense
+  DeviceBuffer index_buffer;               // g_idx (act-order int4); empty otherwise
 };
 
 // Reads weights from a checkpoint (store != nullptr) or draws them at random, checks them against
@@ -81,11 +91,17 @@ struct DeviceWeight : Weight {
 // host. Weight k (in load order, counting each part of a load_concat) gets random_weight_draw(
 // spec, seed, k), so the model is the same whichever backend draws it.
 //
+// Quantized checkpoints (`quant` from config.json): a module stored quantized loads in its
+// canonical quantized layout through load() / load_concat() (parts that cannot share one layout,
+// and the embedding, which is a table lookup, load dequantized, with a log line); read_f32()
+// dequantizes.
+//
 // Logs a progress line about every 2 s and, at finish(), "load: 16.38 GB in 3.10 s (5.28 GB/s)".
 class WeightLoader {
  public:
   // store == nullptr: random weights from `seed` (they count as bf16 "file" weights).
-  WeightLoader(Backend& backend, const WeightStore* store, uint64_t seed);
+  WeightLoader(Backend& backend, const WeightStore* store, uint64_t seed,
+               const QuantConfig& quant = QuantConfig());
   ~WeightLoader();  // finish()
   WeightLoader(const WeightLoader&) = delete;
   WeightLoader& operator=(const WeightLoader&) = delete;
@@ -111,6 +127,10 @@ class WeightLoader {
 
  private:
   Result<const TensorInfo*> checked(const WeightSpec& spec) const;
+  bool quantized(const WeightSpec& spec) const;
+  // load_concat() of specs of which at least one is stored quantized.
+  Result<DeviceWeight> load_quantized(const std::vector<WeightSpec>& specs);
+  DeviceBuffer upload_bytes(const void* src, size_t bytes);
   BulkUploader& uploader();
   DeviceWeight allocate(const std::vector<int64_t>& shape, DType dtype);
   void progress(size_t bytes);
@@ -118,6 +138,7 @@ class WeightLoader {
   Backend& backend_;
   const WeightStore* store_;
   uint64_t seed_;
+  QuantConfig quant_;
   uint64_t next_index_ = 0;
   int64_t parameters_ = 0;
   int64_t device_bytes_ = 0;

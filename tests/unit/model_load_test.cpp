@@ -87,15 +87,15 @@ TEST_F(BadModel, WrongShapeSaysExpectedAndFound) {
 
 TEST_F(BadModel, WrongDtypeIsRefusedByName) {
   write_weights([&](TensorToWrite& t) {
-    if (t.name == "model.norm.weight") {  // 48 bf16 values -> 24 i32 values of the same bytes
-      t.dtype = DType::I32;
-      t.shape = {24};
+    if (t.name == "model.norm.weight") {  // 48 bf16 values -> 96 u8 values of the same bytes
+      t.dtype = DType::U8;
+      t.shape = {96};
     }
     return true;
   });
   const std::string msg = load_error();
   EXPECT_NE(msg.find("model.norm.weight"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("I32"), std::string::npos) << "found dtype: " << msg;
+  EXPECT_NE(msg.find("U8"), std::string::npos) << "found dtype: " << msg;
   EXPECT_NE(msg.find("BF16"), std::string::npos) << "supported dtypes: " << msg;
 }
 
@@ -433,7 +433,8 @@ TEST(DemoModelConfig, RefusesNonQwen3AndBadArguments) {
   // Qwen3-Next (MoE) and the nested qwen3_5 (vision-language) form are refused by name.
   const std::string hybrid = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/";
   for (const char* name : {"qnext_top1_r2", "q35_nested_r2"}) {
-    auto [status3, err3] = run_syv("demo-model --config " + hybrid + name + " --out /tmp/syv-never");
+    auto [status3, err3] =
+        run_syv("demo-model --config " + hybrid + name + " --out /tmp/syv-never");
     EXPECT_NE(status3, 0) << name;
     EXPECT_NE(err3.find("dense qwen3 and qwen3_5_text weights only"), std::string::npos) << err3;
   }

@@ -266,18 +266,34 @@ TEST_F(SafetensorsTest, SizeMismatch) {
 }
 
 TEST_F(SafetensorsTest, UnsupportedDtypes) {
-  for (const char* dt :
-       {"F64", "I8", "U8", "I16", "U16", "I32", "I64", "F8_E4M3", "F8_E5M2", "BOOL", "whatever"}) {
+  for (const char* dt : {"F64", "I8", "U8", "I16", "U16", "F8_E5M2", "BOOL", "whatever"}) {
     std::string h =
         std::string(R"({"x": {"dtype": ")") + dt + R"(", "shape": [1], "data_offsets": [0, 1]}})";
     EXPECT_ERROR_HAS(parse_image(image(h, 8), "model.safetensors"),
                      std::string("model.safetensors: tensor \"x\" has dtype ") + dt +
                          "; syv supports F32, F16, BF16");
   }
-  // The writer can produce an I32 tensor; the reader refuses it by name.
-  int32_t v[2] = {1, 2};
-  ASSERT_TRUE(write_safetensors(path("model.safetensors"), {{"ids", DType::I32, {2}, v}}).ok());
-  EXPECT_ERROR_HAS(WeightStore::open_dir(dir()), "model.safetensors: tensor \"ids\" has dtype I32");
+  // The writer can produce a U8 tensor; the reader refuses it by name.
+  uint8_t v[2] = {1, 2};
+  ASSERT_TRUE(write_safetensors(path("model.safetensors"), {{"ids", DType::U8, {2}, v}}).ok());
+  EXPECT_ERROR_HAS(WeightStore::open_dir(dir()), "model.safetensors: tensor \"ids\" has dtype U8");
+}
+
+TEST_F(SafetensorsTest, QuantizedCheckpointDtypesAreRead) {
+  // The storage of pre-quantized checkpoints (fp8 weights, packed int4 words, weight_shape).
+  const int32_t words[2] = {0x76543210, -1};
+  const int64_t shape[2] = {8, 16};
+  const uint8_t fp8[2] = {0x38, 0xB0};
+  ASSERT_TRUE(write_safetensors(path("model.safetensors"), {{"q", DType::I32, {2}, words},
+                                                            {"s", DType::I64, {2}, shape},
+                                                            {"w", DType::F8E4M3, {2}, fp8}})
+                  .ok());
+  auto store = WeightStore::open_dir(dir());
+  ASSERT_TRUE(store.ok()) << store.message();
+  EXPECT_EQ(store->find("q")->dtype, DType::I32);
+  EXPECT_EQ(store->find("s")->dtype, DType::I64);
+  EXPECT_EQ(store->find("w")->dtype, DType::F8E4M3);
+  EXPECT_EQ(std::memcmp(store->find("q")->data, words, sizeof words), 0);
 }
 
 TEST_F(SafetensorsTest, MisalignedTensorRefused) {

@@ -64,12 +64,12 @@ struct Int4Weight {
   Weight w;
   Int4Weight(int64_t N, int64_t K, int32_t group)
       : data(static_cast<size_t>(N * K / 2)),
-        zeros(static_cast<size_t>(N * K / group / 2)),
+        zeros(static_cast<size_t>(N * K / group)),
         scales(static_cast<size_t>(N * K / group)) {
     w.tensor = Tensor(data.data(), DType::U4X2, {N, K / 2});
     w.format = WeightFormat::kInt4Group;
     w.scales = Tensor(scales.data(), DType::F32, {N, K / group});
-    w.zeros = Tensor(zeros.data(), DType::U4X2, {N, K / group / 2});
+    w.zeros = Tensor(zeros.data(), DType::U8, {N, K / group});
     w.n = N;
     w.k = K;
     w.group_size = group;
@@ -138,29 +138,44 @@ TEST_F(TypedWeights, DenseDispatchIsTheTensorOp) {
   EXPECT_TRUE(same_bits(out_a, out_c));
 }
 
-TEST_F(TypedWeights, QuantizedWeightsAreRefusedByName) {
+TEST_F(TypedWeights, QuantizedWeightsRunAsTheirDequantizedDenseWeights) {
   const int64_t T = 2, K = 16, N = 8;
   auto x = random_vec(T * K, 1);
-  std::vector<float> out(T * N), gu(T * N), act(T * N / 2), res(T * K), normed(T * K),
-      norm(K, 1.0f);
-  Tensor to = t(out, {T, N}), tgu = t(gu, {T, N}), ta = t(act, {T, N / 2}), tr = t(res, {T, K}),
-         tn = t(normed, {T, K});
   Fp8Weight fp8(N, K);
   Int4Weight int4(N, K, 4);
-  EXPECT_DEATH(b->linear(t(x, {T, K}), fp8.w, Tensor(), to),
-               "backend cpu linear: fp8 block-scaled weights \\(f8e4m3, 128x128 blocks\\) are "
-               "not supported yet");
-  EXPECT_DEATH(b->linear(t(x, {T, K}), int4.w, Tensor(), to),
-               "backend cpu linear: int4 group-quantized weights \\(u4x2, groups of 4 with zero "
-               "points\\) are not supported yet");
-  EXPECT_DEATH(b->linear_silu_mul(t(x, {T, K}), fp8.w, tgu, ta),
-               "backend cpu linear_silu_mul: fp8 block-scaled weights");
-  EXPECT_DEATH(b->add_rmsnorm_linear(t(x, {T, K}), t(x, {T, K}), t(norm, {K}), 1e-6f,
-                                     NormKind::kPlain, tr, tn, int4.w, Tensor(), to),
-               "backend cpu add_rmsnorm_linear: int4 group-quantized weights");
-  EXPECT_DEATH(b->add_rmsnorm_linear_silu_mul(t(x, {T, K}), t(x, {T, K}), t(norm, {K}), 1e-6f,
-                                              NormKind::kPlain, tr, tn, fp8.w, tgu, ta),
-               "backend cpu add_rmsnorm_linear_silu_mul: fp8 block-scaled weights");
+  for (size_t i = 0; i < fp8.data.size(); ++i) fp8.data[i] = static_cast<uint8_t>(0x20 + i % 64);
+  fp8.scales[0] = 0.5f;
+  for (size_t i = 0; i < int4.data.size(); ++i) int4.data[i] = static_cast<uint8_t>(i * 37);
+  for (size_t i = 0; i < int4.zeros.size(); ++i) int4.zeros[i] = static_cast<uint8_t>(i % 16);
+  for (size_t i = 0; i < int4.scales.size(); ++i)
+    int4.scales[i] = 0.01f * static_cast<float>(i + 1);
+  for (Weight* w : {&fp8.w, &int4.w}) {
+    std::vector<float> dense(N * K);
+    dequantize_rows(*w, 0, N, dense.data());
+    std::vector<float> a(T * N), c(T * N);
+    Tensor ta = t(a, {T, N}), tc = t(c, {T, N});
+    b->linear(t(x, {T, K}), t(dense, {N, K}), Tensor(), ta);
+    b->linear(t(x, {T, K}), *w, Tensor(), tc);
+    EXPECT_TRUE(same_bits(a, c)) << w->describe();
+    // The fused ops run their sequence with the quantized projection.
+    std::vector<float> gu_a(T * N), gu_c(T * N), o_a(T * N / 2), o_c(T * N / 2);
+    Tensor tga = t(gu_a, {T, N}), tgc = t(gu_c, {T, N}), toa = t(o_a, {T, N / 2}),
+           toc = t(o_c, {T, N / 2});
+    b->linear_silu_mul(t(x, {T, K}), t(dense, {N, K}), tga, toa);
+    b->linear_silu_mul(t(x, {T, K}), *w, tgc, toc);
+    EXPECT_TRUE(same_bits(o_a, o_c)) << w->describe();
+    auto res = random_vec(T * K, 4), norm = random_vec(K, 5);
+    std::vector<float> r_a(T * K), r_c(T * K), n_a(T * K), n_c(T * K);
+    Tensor tra = t(r_a, {T, K}), trc = t(r_c, {T, K}), tna = t(n_a, {T, K}), tnc = t(n_c, {T, K});
+    b->add_rmsnorm_linear_silu_mul(t(res, {T, K}), t(x, {T, K}), t(norm, {K}), 1e-6f,
+                                   NormKind::kOnePlus, tra, tna, t(dense, {N, K}), tga, toa);
+    b->add_rmsnorm_linear_silu_mul(t(res, {T, K}), t(x, {T, K}), t(norm, {K}), 1e-6f,
+                                   NormKind::kOnePlus, trc, tnc, *w, tgc, toc);
+    EXPECT_TRUE(same_bits(o_a, o_c) && same_bits(r_a, r_c)) << w->describe();
+  }
+  // The MoE experts stay dense (the loader dequantizes them); a quantized one is refused.
+  std::vector<float> out(T * N);
+  Tensor to = t(out, {T, N});
   std::vector<int32_t> ids(T, 0);
   std::vector<float> wts(T, 1.0f);
   Tensor tids(ids.data(), DType::I32, {T, 1});
@@ -332,17 +347,16 @@ TEST_F(QuantizedCheckpoint, TheUnquantizedFixtureLoads) {
   EXPECT_TRUE(model.ok()) << model.message();
 }
 
-TEST_F(QuantizedCheckpoint, QuantizationConfigIsRefusedByMethod) {
+TEST_F(QuantizedCheckpoint, OtherMethodsAreRefusedByFieldAndValue) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  for (const char* method : {"fp8", "awq", "gptq", "compressed-tensors"}) {
+  for (const char* method : {"bitsandbytes", "hqq", "exl2"}) {
     nlohmann::json c = config_;
     c["quantization_config"] = {{"quant_method", method}, {"weight_block_size", {128, 128}}};
     write_config(c);
     auto model = load_model(dir_.string(), *cpu);
     ASSERT_FALSE(model.ok()) << method;
-    EXPECT_NE(model.message().find("config.json: quantization_config with quant_method \"" +
-                                   std::string(method) +
-                                   "\": quantized checkpoints are not supported yet"),
+    EXPECT_NE(model.message().find("config.json: field \"quantization_config.quant_method\": \"" +
+                                   std::string(method) + "\" is not supported"),
               std::string::npos)
         << model.message();
   }
@@ -351,36 +365,56 @@ TEST_F(QuantizedCheckpoint, QuantizationConfigIsRefusedByMethod) {
   write_config(c);
   auto cfg = load_model_config(dir_.string());
   ASSERT_FALSE(cfg.ok());
-  EXPECT_NE(cfg.message().find("quant_method (no quant_method)"), std::string::npos)
+  EXPECT_NE(cfg.message().find("\"quantization_config.quant_method\": expected a string, found "
+                               "nothing (missing)"),
+            std::string::npos)
       << cfg.message();
+  // A quantization_config whose modules are all kept in float loads (every module is read by
+  // which tensors it has).
+  c["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  write_config(c);
+  EXPECT_TRUE(load_model(dir_.string(), *cpu).ok());
 }
 
-TEST_F(QuantizedCheckpoint, QuantizationConfigInsideTextConfigIsRefused) {
+TEST_F(QuantizedCheckpoint, QuantizationConfigInsideTextConfigIsRead) {
   nlohmann::json c = nlohmann::json::parse(R"({
     "model_type": "qwen3_5", "tie_word_embeddings": true,
     "text_config": {"model_type": "qwen3_5_text",
                     "quantization_config": {"quant_method": "fp8"}}})");
   auto r = parse_model_config(c.dump(), "x/config.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("x/config.json: quantization_config with quant_method \"fp8\""),
+  EXPECT_NE(r.message().find("x/config.json: field \"quantization_config.weight_block_size\""),
             std::string::npos)
       << r.message();
 }
 
-TEST_F(QuantizedCheckpoint, Fp8TensorsAreRefusedByName) {
+TEST_F(QuantizedCheckpoint, Fp8TensorsWithoutQuantizationConfigAreRefusedByName) {
   write_config(config_);
-  std::vector<uint8_t> fp8(16, 0x38);
-  ASSERT_TRUE(write_safetensors(
-                  (dir_ / "model.safetensors").string(),
-                  {{"model.layers.0.mlp.down_proj.weight", DType::F8E4M3, {4, 4}, fp8.data()}})
-                  .ok());
-  auto store = WeightStore::open_dir(dir_.string());
-  ASSERT_FALSE(store.ok());
-  EXPECT_NE(store.message().find("tensor \"model.layers.0.mlp.down_proj.weight\" has dtype "
-                                 "F8_E4M3; syv supports F32, F16, BF16 (fp8 checkpoints are not "
-                                 "supported yet)"),
+  auto specs_store = WeightStore::open_dir(dir_.string());
+  ASSERT_TRUE(specs_store.ok());
+  std::vector<TensorToWrite> tensors;
+  std::vector<uint8_t> fp8;
+  for (const std::string& name : specs_store->names()) {
+    const TensorInfo& t = *specs_store->find(name);
+    if (name == "model.layers.0.mlp.down_proj.weight") {
+      fp8.assign(static_cast<size_t>(t.numel()), 0x38);
+      tensors.push_back({name, DType::F8E4M3, t.shape, fp8.data()});
+    } else {
+      tensors.push_back({name, t.dtype, t.shape, t.data});
+    }
+  }
+  const fs::path other = dir_ / "fp8";
+  fs::create_directories(other);
+  ASSERT_TRUE(write_safetensors((other / "model.safetensors").string(), tensors).ok());
+  std::ofstream(other / "config.json") << config_.dump();
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  auto model = load_model(other.string(), *cpu);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.message().find("tensor \"model.layers.0.mlp.down_proj.weight\" has dtype "
+                                 "f8e4m3, expected f32, f16 or bf16 (quantized weights are read "
+                                 "only as config.json's quantization_config describes)"),
             std::string::npos)
-      << store.message();
+      << model.message();
 }
 
 }  // namespace

@@ -67,6 +67,11 @@ class CpuBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
                    const Tensor& down, Tensor& out) override;
 
+ protected:
+  // fp8 block-scaled and int4 group-quantized weights (backend/weight.h): the reference.
+  // Dequantizes the weight into f32 row blocks and runs linear() on each (cpu_quantized.cpp).
+  void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) override;
+
  private:
   Batch batch_copy_;    // the batch of the last prepare_batch() (BatchMeta::host points here)
   HostBatchMeta host_;  // arrays the BatchMeta tensors view

@@ -1,0 +1,129 @@
+// The writers of model/quant_pack.h. Packings mirror model/quant_weights.cpp's readers (which
+// cite their sources); tests check both against bytes computed by hand.
+#include "model/quant_pack.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace syv {
+
+namespace {
+
+constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};  // nibble i holds column 8j + order[i]
+
+template <typename T>
+std::vector<uint8_t> as_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+float to_f16_value(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
+
+uint8_t clamp_q(float x) {
+  return static_cast<uint8_t>(std::clamp(std::nearbyint(x), 0.0f, 15.0f));
+}
+
+}  // namespace
+
+std::vector<PackedTensor> pack_fp8_block(const float* w, int64_t N, int64_t K, int32_t block_n,
+                                         int32_t block_k) {
+  SYV_CHECK(block_n > 0 && block_k > 0) << "fp8 block " << block_n << "x" << block_k;
+  const int64_t SR = (N + block_n - 1) / block_n, SC = (K + block_k - 1) / block_k;
+  std::vector<float> scale(static_cast<size_t>(SR * SC));
+  std::vector<uint8_t> q(static_cast<size_t>(N * K));
+  for (int64_t bi = 0; bi < SR; ++bi) {
+    for (int64_t bj = 0; bj < SC; ++bj) {
+      const int64_t n1 = std::min<int64_t>(N, (bi + 1) * block_n);
+      const int64_t k1 = std::min<int64_t>(K, (bj + 1) * block_k);
+      float amax = 0.0f;
+      for (int64_t n = bi * block_n; n < n1; ++n)
+        for (int64_t k = bj * block_k; k < k1; ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
+      const float s = std::max(amax, 1e-12f) / 448.0f;
+      scale[static_cast<size_t>(bi * SC + bj)] = s;
+      for (int64_t n = bi * block_n; n < n1; ++n)
+        for (int64_t k = bj * block_k; k < k1; ++k)
+          q[n * K + k] = f32_to_fp8_e4m3(w[n * K + k] / s);
+    }
+  }
+  return {{".weight", DType::F8E4M3, {N, K}, std::move(q)},
+          {".weight_scale_inv", DType::F32, {SR, SC}, as_bytes(scale)}};
+}
+
+std::vector<PackedTensor> pack_awq(const float* w, int64_t N, int64_t K, int32_t group) {
+  SYV_CHECK(N % 8 == 0 && group > 0 && K % group == 0)
+      << "awq: N " << N << ", K " << K << ", group " << group;
+  const int64_t G = K / group;
+  std::vector<uint8_t> q(static_cast<size_t>(N * K)), z(static_cast<size_t>(N * G));
+  std::vector<uint16_t> scales(static_cast<size_t>(G * N));  // [G, N] f16
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      const float* row = w + n * K + g * group;
+      const auto [lo, hi] = std::minmax_element(row, row + group);
+      const float s = to_f16_value(std::max(*hi - *lo, 1e-5f) / 15.0f);
+      const uint8_t zero = clamp_q(-*lo / s);
+      scales[static_cast<size_t>(g * N + n)] = f32_to_f16(s);
+      z[static_cast<size_t>(n * G + g)] = zero;
+      for (int64_t i = 0; i < group; ++i) q[n * K + g * group + i] = clamp_q(row[i] / s + zero);
+    }
+  }
+  std::vector<int32_t> qweight(static_cast<size_t>(K * N / 8)),
+      qzeros(static_cast<size_t>(G * N / 8));
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t j = 0; j < N / 8; ++j) {
+      uint32_t word = 0;
+      for (int i = 0; i < 8; ++i) word |= uint32_t{q[(8 * j + kAwqOrder[i]) * K + k]} << (4 * i);
+      qweight[static_cast<size_t>(k * (N / 8) + j)] = static_cast<int32_t>(word);
+    }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t j = 0; j < N / 8; ++j) {
+      uint32_t word = 0;
+      for (int i = 0; i < 8; ++i) word |= uint32_t{z[(8 * j + kAwqOrder[i]) * G + g]} << (4 * i);
+      qzeros[static_cast<size_t>(g * (N / 8) + j)] = static_cast<int32_t>(word);
+    }
+  }
+  return {{".qweight", DType::I32, {K, N / 8}, as_bytes(qweight)},
+          {".qzeros", DType::I32, {G, N / 8}, as_bytes(qzeros)},
+          {".scales", DType::F16, {G, N}, as_bytes(scales)}};
+}
+
+std::vector<PackedTensor> pack_gptq(const float* w, int64_t N, int64_t K, int32_t group) {
+  SYV_CHECK(N % 8 == 0 && K % 8 == 0 && group > 0 && K % group == 0)
+      << "gptq: N " << N << ", K " << K << ", group " << group;
+  const int64_t G = K / group;
+  std::vector<uint8_t> q(static_cast<size_t>(N * K));
+  std::vector<uint16_t> scales(static_cast<size_t>(G * N));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      const float* row = w + n * K + g * group;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(row[i]));
+      const float s = amax > 0.0f ? to_f16_value(amax * 2.0f / 15.0f) : 1.0f;
+      scales[static_cast<size_t>(g * N + n)] = f32_to_f16(s);
+      for (int64_t i = 0; i < group; ++i) q[n * K + g * group + i] = clamp_q(row[i] / s + 8.0f);
+    }
+  }
+  std::vector<int32_t> qweight(static_cast<size_t>(K / 8 * N)), g_idx(static_cast<size_t>(K));
+  for (int64_t r = 0; r < K / 8; ++r) {
+    for (int64_t n = 0; n < N; ++n) {
+      uint32_t word = 0;
+      for (int i = 0; i < 8; ++i) word |= uint32_t{q[n * K + 8 * r + i]} << (4 * i);
+      qweight[static_cast<size_t>(r * N + n)] = static_cast<int32_t>(word);
+    }
+  }
+  // v1 stores zero - 1: 7 in every nibble.
+  std::vector<int32_t> qzeros(static_cast<size_t>(G * N / 8), 0x77777777);
+  for (int64_t k = 0; k < K; ++k) g_idx[static_cast<size_t>(k)] = static_cast<int32_t>(k / group);
+  return {{".qweight", DType::I32, {K / 8, N}, as_bytes(qweight)},
+          {".qzeros", DType::I32, {G, N / 8}, as_bytes(qzeros)},
+          {".scales", DType::F16, {G, N}, as_bytes(scales)},
+          {".g_idx", DType::I32, {K}, as_bytes(g_idx)}};
+}
+
+}  // namespace syv

@@ -1,0 +1,76 @@
+// Pre-quantized checkpoint tensors -> the canonical quantized layouts of backend/weight.h.
+//
+// Which tensors a module has decides how it is read (config.json's quantization_config decides
+// how to interpret them; io/quant_config.h). For the weight spec "<m>.weight" [N, K]:
+//   fp8 (Qwen / DeepSeek-V3)     <m>.weight f8e4m3 [N, K], <m>.weight_scale_inv f32
+//                                [ceil(N/bn), ceil(K/bk)]
+//   compressed-tensors fp8       <m>.weight f8e4m3 [N, K], <m>.weight_scale: [N, 1] (channel),
+//                                [1] / [] (tensor) or [ceil(N/bn), ceil(K/bk)] (block)
+//   awq (gemm)                   <m>.qweight i32 [K, N/8], <m>.qzeros i32 [K/G, N/8],
+//                                <m>.scales f16 [K/G, N]
+//   gptq                         <m>.qweight i32 [K/8, N], <m>.qzeros i32 [K/G, N/8],
+//                                <m>.scales f16 [K/G, N], <m>.g_idx i32 [K] (optional)
+//   compressed-tensors int4      <m>.weight_packed i32 [N, K/8], <m>.weight_scale [N, K/G],
+//                                <m>.weight_shape i64 [2], <m>.weight_zero_point i32
+//                                [ceil(N/8), K/G] (asymmetric), <m>.weight_g_idx i32 [K]
+// A module whose float "<m>.weight" is present instead is a module kept unquantized
+// (modules_to_not_convert / ignore) and loads as before. Every size is checked before a byte is
+// read; errors name the file, the tensor, the expected and the found shape / dtype.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/weight.h"
+#include "core/status.h"
+#include "io/quant_config.h"
+#include "io/safetensors.h"
+
+namespace syv {
+
+// A quantized weight on the host in the canonical layout (backend/weight.h), owning its bytes.
+struct HostQuantWeight {
+  WeightFormat format = WeightFormat::kFp8Block;
+  int64_t n = 0, k = 0;              // logical [N, K]
+  int32_t block_n = 0, block_k = 0;  // kFp8Block
+  int32_t group_size = 0;            // kInt4Group (0 with g_idx: groups by g_idx only)
+  std::vector<uint8_t> data;         // f8e4m3 [N, K] or u4x2 [N, K / 2]
+  std::vector<float> scales;         // [scale_rows, scale_cols]
+  int64_t scale_rows = 0, scale_cols = 0;
+  std::vector<uint8_t> zeros;  // kInt4Group: u8 [N, scale_cols]; empty: z = 8
+  std::vector<int32_t> g_idx;  // kInt4Group: [K] or empty (k / group_size)
+
+  // A Weight viewing this object's vectors (valid while it lives, unmoved).
+  Weight view();
+  // The logical [N, K] weight as f32 (what every kernel must compute with).
+  std::vector<float> dequantize();
+};
+
+// Whether the spec's module is stored quantized for this config (its quantized tensors are
+// present); false for a float checkpoint and for modules kept in float.
+bool stored_quantized(const std::string& weight_name, const WeightStore& store,
+                      const QuantConfig& quant);
+
+// Checks the module's quantized tensors against the spec's logical shape [N, K] (dtypes, shapes,
+// group size dividing K, weight_shape) without reading their data beyond weight_shape.
+Status check_quantized(const std::string& weight_name, const std::vector<int64_t>& shape,
+                       const WeightStore& store, const QuantConfig& quant);
+
+// Reads the module into the canonical layout (check_quantized first; also checks g_idx values).
+Result<HostQuantWeight> read_quantized(const std::string& weight_name,
+                                       const std::vector<int64_t>& shape, const WeightStore& store,
+                                       const QuantConfig& quant);
+
+// Bytes of the canonical form of a [N, K] weight of this config (the memory plan's figure).
+int64_t quantized_weight_bytes(const std::vector<int64_t>& shape, const QuantConfig& quant,
+                               bool has_g_idx);
+
+// Parts stacked along N (q|k|v, gate|up) as one canonical weight, or nullopt when they cannot
+// share one (a part in another format, different K / block_k / groups / g_idx): the caller then
+// loads the dequantized parts densely. fp8 parts whose N does not fall on block_n boundaries get
+// one scale row per weight row (block_n 1), which is exact.
+std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> parts);
+
+}  // namespace syv

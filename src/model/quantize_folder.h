@@ -1,0 +1,37 @@
+// `syv quantize`: a float (bf16 / f16 / f32) model folder -> the same model in a published
+// pre-quantized layout (Qwen FP8, AutoAWQ GEMM, GPTQ v1) that syv and the usual tools load.
+// Round-to-nearest with per-block / per-group scales (model/quant_pack.h); no calibration.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace syv {
+
+enum class QuantizeFormat : uint8_t { kFp8, kAwq, kGptq };
+
+struct QuantizeOptions {
+  std::string in_dir, out_dir;
+  QuantizeFormat format = QuantizeFormat::kFp8;
+  int32_t group_size = 128;  // awq / gptq: K elements per scale
+  int32_t block = 128;       // fp8: the square scale tile (weight_block_size [block, block])
+};
+
+// Which checkpoint tensors are quantized: 2-D float "<...>.layers.<i>.<...>.<m>.weight" with <m>
+// "*_proj" or "in_proj_*" (in_proj_qkv, in_proj_z, in_proj_qkvz), except
+// the hybrids' small GDN projections (in_proj_a, in_proj_b, in_proj_ba); embeddings, lm_head,
+// norms, conv1d, the MoE router (mlp.gate) and shared_expert_gate stay as they are (as in Qwen's
+// own FP8 checkpoints, WAVE2-SPECS C.1).
+bool quantize_tensor_name(const std::string& name);
+
+// Writes out_dir (created; its *.safetensors, index and config.json replaced): every input
+// safetensors file again under its own name, quantized modules in the format's tensors, the
+// index's weight_map renamed; config.json with "quantization_config" as the real tools write it;
+// every other regular file (tokenizer, generation_config.json, ...) copied. Refuses a folder that
+// is already quantized and a weight the format cannot pack (naming the tensor and the shape).
+// Logs one line per file.
+Status quantize_folder(const QuantizeOptions& options);
+
+}  // namespace syv
