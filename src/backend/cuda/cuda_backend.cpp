@@ -526,7 +526,6 @@ class CudaBackendImpl final : public CudaBackend {
     a.hv = static_cast<int32_t>(Hv);
     a.dk = shape.k_head_dim;
     a.dv = shape.v_head_dim;
-    a.max_tokens = meta.max_seq_len;
     if (T == 0) return;
     // Long sequences take the chunked kernel, the rest (or all, see set_gdn_chunked_from()) the
     // token-by-token one; each kernel skips the other's sequences.

@@ -179,8 +179,8 @@ bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int3
 // The gated delta rule (Backend::gated_delta_rule). qkv [T, 2 hk dk + hv dv] and out [T, hv dv] in
 // the activation dtype, ba [T, 2 hv] of ba_t; state [slots, hv, dk, dv] f32 or bf16; a_log /
 // dt_bias [hv] of param_t. Sequences with slot < 0 are skipped (padding). Two kernels share the
-// arguments and split the sequences by length: launch_gdn_recurrent (token by token: one warp per
-// (sequence, value head, 8 state columns) keeps its state slice in registers; dk <= 256) takes
+// arguments and split the sequences by length: launch_gdn_recurrent (token by token: one block per
+// (sequence, value head, 32 state columns) keeps its state slice in registers; dk <= 256) takes
 // those with fewer than chunked_from tokens (all of them when chunked_from == 0),
 // launch_gdn_chunked (chunks of 64 tokens as small matrix products; dk <= 128) the others.
 struct GdnArgs {
@@ -196,7 +196,6 @@ struct GdnArgs {
   const int32_t* slots = nullptr;       // [S]
   int32_t num_seqs = 0, hk = 0, hv = 0, dk = 0, dv = 0;
   int32_t chunked_from = 0;  // sequences of at least this many tokens go to the chunked kernel
-  int32_t max_tokens = 0;    // most new tokens of one sequence (1: a decode step)
 };
 void launch_gdn_recurrent(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
 void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
