@@ -24,7 +24,10 @@ struct Batch {
   int32_t max_pages_per_seq = 0;
   // Recurrent state (hybrid models): slot holding each sequence's live state, or -1.
   // The state in the slot must correspond to exactly positions [0, first new position).
-  std::vector<int32_t> state_slots;  // [num_seqs] (empty for models without recurrent layers)
+  // [num_seqs] (empty for models without recurrent layers). -1 marks a padding sequence (a CUDA
+  // graph's bucket filler): its tokens go through the layers, its recurrent state is neither read
+  // nor written, and its outputs mean nothing.
+  std::vector<int32_t> state_slots;
 
   // Outputs ----------------------------------------------------------------------------------
   // Rows of token_ids whose logits are wanted (e.g. the last token of each sequence), ascending.

@@ -45,6 +45,7 @@ struct Options {
   double utilization = 0.90;
   // Backend::set_batch_invariant for every timed step.
   bool batch_invariant = false;
+  std::string state_dtype = "fp32";             // hybrids: CacheConfig::state_dtype
   bool attention_only = false;                  // prefill: time the attention op alone
   std::vector<std::string> attention_variants;  // prefill kernels to time (empty: the current one)
 };
@@ -61,6 +62,10 @@ void add_common(CLI::App& app, Options& o) {
       ->check(CLI::Range(0.01, 1.0));
   app.add_flag("--batch-invariant", o.batch_invariant,
                "Time the batch-invariant kernels (Backend::set_batch_invariant)");
+  app.add_option("--state-dtype", o.state_dtype,
+                 "Hybrid models: dtype of the delta-rule state, fp32 (default) or bf16 (as `syv "
+                 "serve --state-dtype`; the decode floor counts its bytes)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 
 #if SYV_HAVE_CUDA
@@ -89,8 +94,9 @@ struct Setup {
   int64_t linear_params = 0;  // parameters every token multiplies (all linear layers + lm_head)
   int64_t weight_bytes = 0;
   int64_t kv_per_token = 0;
-  int64_t state_per_seq = 0;  // recurrent state bytes of one sequence (hybrids; 0 otherwise)
-  int32_t state_slots = 0;    // slots the store holds (the largest batch)
+  int64_t state_per_seq = 0;       // recurrent state bytes of one sequence (hybrids; 0 otherwise)
+  DType state_dtype = DType::F32;  // of the delta-rule state (--state-dtype)
+  int32_t state_slots = 0;         // slots the store holds (the largest batch)
   std::string name;
 };
 
@@ -173,7 +179,11 @@ int setup(const Options& o, Setup& s) {
               seconds_since(t0), o.random_weights ? " (random)" : "");
   s.linear_params = linear_params_per_token(s.model->config());
   s.kv_per_token = s.model->cache_spec().kv_bytes_per_token;
-  s.state_per_seq = s.model->cache_spec().state_bytes_per_seq;
+  s.state_dtype = o.state_dtype == "bf16" ? DType::BF16 : DType::F32;
+  s.state_per_seq = s.model->cache_spec().with_state_dtype(s.state_dtype).state_bytes_per_seq;
+  if (s.state_per_seq > 0)
+    std::printf("recurrent state: %s, %.1f MB per sequence\n", o.state_dtype.c_str(),
+                s.state_per_seq / 1e6);
   return 0;
 }
 
@@ -183,6 +193,7 @@ CacheConfig cache_config(const Setup& s, int64_t pages) {
   cc.page_size = 64;
   cc.num_pages = static_cast<int32_t>(pages);
   cc.num_state_slots = s.state_per_seq > 0 ? s.state_slots : 0;
+  if (s.state_per_seq > 0 && s.state_dtype != DType::F32) cc.state_dtype = s.state_dtype;
   return cc;
 }
 

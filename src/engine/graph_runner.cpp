@@ -61,7 +61,9 @@ void pad_decode_batch(const Batch& real, int32_t bucket, int32_t dummy_page, Bat
   SYV_CHECK(real.num_tokens() == S && static_cast<int32_t>(real.logit_rows.size()) == S)
       << "pad_decode_batch: not a decode batch (" << real.num_tokens() << " tokens, "
       << real.logit_rows.size() << " logits rows, " << S << " sequences)";
-  SYV_CHECK(real.state_slots.empty()) << "pad_decode_batch: batches with state slots";
+  SYV_CHECK(real.state_slots.empty() || real.state_slots.size() == static_cast<size_t>(S))
+      << "pad_decode_batch: " << real.state_slots.size() << " state slots for " << S
+      << " sequences";
   SYV_CHECK(W >= 1 && real.page_table.size() == static_cast<size_t>(S) * W)
       << "pad_decode_batch: page table of " << real.page_table.size() << " for " << S << " x " << W;
   const size_t B = static_cast<size_t>(bucket);
@@ -88,7 +90,9 @@ void pad_decode_batch(const Batch& real, int32_t bucket, int32_t dummy_page, Bat
   out.page_table.resize(B * static_cast<size_t>(W), -1);
   for (size_t s = static_cast<size_t>(S); s < B; ++s)
     out.page_table[s * static_cast<size_t>(W)] = dummy_page;
-  out.state_slots.clear();
+  // Hybrids: the padding sequences have no state slot (-1: the recurrent ops skip them).
+  out.state_slots.assign(real.state_slots.begin(), real.state_slots.end());
+  if (!real.state_slots.empty()) out.state_slots.resize(B, -1);
 }
 
 GraphRunner::GraphRunner(Model& model, const GraphConfig& config)
@@ -140,6 +144,7 @@ void GraphRunner::capture(size_t i) {
   b.page_table.assign(static_cast<size_t>(B) * W, -1);
   for (int32_t s = 0; s < B; ++s) b.page_table[static_cast<size_t>(s) * W] = config_.dummy_page;
   b.state_slots.clear();
+  if (model_.cache_spec().has_recurrent_state()) b.state_slots.assign(static_cast<size_t>(B), -1);
   // The lambda stores where the forward put its logits: during the capture on CUDA (replays write
   // the same buffer), or at each replay on a backend that re-runs the step.
   ids_[i] = model_.backend().capture_graph([this, i] { logits_[i] = model_.forward(padded_); });

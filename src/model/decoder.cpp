@@ -86,7 +86,8 @@ class DecoderModel final : public Model {
   }
 
   bool supports_graphs() const override {
-    return backend_.supports_graphs() && !o_.cache.has_recurrent_state();
+    return backend_.supports_graphs() &&
+           (!o_.cache.has_recurrent_state() || backend_.supports_hybrid_ops());
   }
   void reserve(int64_t max_tokens, int64_t max_logit_rows) override {
     if (max_tokens == 0 && max_logit_rows == 0) {
@@ -120,7 +121,7 @@ class DecoderModel final : public Model {
           << "a hybrid model needs Batch::state_slots, one per sequence";
       const int32_t slots = store_->config().num_state_slots;
       for (int32_t slot : batch.state_slots) {
-        SYV_CHECK(slot >= 0 && slot < slots)
+        SYV_CHECK(slot >= -1 && slot < slots)  // -1: a padding sequence (batch.h)
             << "Batch::state_slots " << slot << " outside [0, " << slots << ")";
       }
     }

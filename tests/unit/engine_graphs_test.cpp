@@ -237,6 +237,25 @@ TEST(GraphBuckets, PaddedBatchAppendsDummySequencesOnTheDummyPage) {
   (void)build_host_batch_meta(padded, 16);
 }
 
+TEST(GraphBuckets, PaddedHybridBatchGivesTheDummySequencesNoStateSlot) {
+  Batch real;
+  real.token_ids = {11, 12};
+  real.positions = {20, 3};
+  real.seq_starts = {0, 1, 2};
+  real.context_lens = {21, 4};
+  real.max_pages_per_seq = 2;
+  real.page_table = {7, 2, 5, -1};
+  real.logit_rows = {0, 1};
+  real.state_slots = {3, 0};
+  Batch padded;
+  pad_decode_batch(real, 4, /*dummy_page=*/40, padded);
+  EXPECT_EQ(padded.state_slots, (std::vector<int32_t>{3, 0, -1, -1}));
+  (void)build_host_batch_meta(padded, 16);
+  real.state_slots.clear();  // a dense model's batch: no slots either way
+  pad_decode_batch(real, 4, 40, padded);
+  EXPECT_TRUE(padded.state_slots.empty());
+}
+
 struct RunResult {
   std::vector<std::vector<int32_t>> tokens;
   EngineStats stats;

@@ -5,6 +5,8 @@
 //  * gated rmsnorm, sigmoid_mul, MoE routing and experts against direct per-element loops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -280,6 +282,40 @@ TEST(HybridOps, GatedDeltaRulePackedSequencesAreIndependent) {
   run_gdn(c, s_alone, 3, b, 10, 20, o_alone);
   EXPECT_EQ(o_packed, o_alone);
   EXPECT_EQ(s_packed, s_alone);
+}
+
+// Slot -1 marks a padding sequence (a CUDA graph's bucket filler, Batch::state_slots): the
+// recurrent ops leave every state alone for it, zero its outputs, and the real sequences beside it
+// get what they get alone.
+TEST(HybridOps, PaddingSequencesTouchNoStateAndZeroTheirRows) {
+  GdnCase c = make_case(1, 2, 8, 8, 12, 13);
+  const size_t ss = 2 * 8 * 8;
+  std::vector<float> s_padded(2 * ss, 0.5f), s_alone(2 * ss, 0.5f);
+  std::vector<float> o_padded(12 * 16, 7.f), o_alone(12 * 16, 7.f);
+  Meta padded({0, 5, 12}, {1, -1});
+  run_gdn(c, s_padded, 2, padded, 0, 12, o_padded);
+  Meta a({0, 5}, {1});
+  run_gdn(c, s_alone, 2, a, 0, 5, o_alone);
+  EXPECT_EQ(s_padded, s_alone);
+  EXPECT_TRUE(std::equal(o_alone.begin(), o_alone.begin() + 5 * 16, o_padded.begin()));
+  EXPECT_TRUE(
+      std::all_of(o_padded.begin() + 5 * 16, o_padded.end(), [](float v) { return v == 0; }));
+
+  std::mt19937 rng(5);
+  const int64_t C = 6, K = 4;
+  auto x = randn(12 * C, rng), w = randn(C * K, rng);
+  std::vector<float> w_padded(2 * (K - 1) * C, 0.25f), w_alone = w_padded;
+  std::vector<float> y_padded(12 * C, 7.f), y_alone(5 * C, 7.f);
+  Tensor wt = view(w, {C, K}), xt = view(x, {12, C});
+  Tensor wp = view(w_padded, {2, K - 1, C}), wa = view(w_alone, {2, K - 1, C});
+  Tensor yp = view(y_padded, {12, C}), ya = view(y_alone, {5, C});
+  cpu::causal_conv1d_silu(xt, wt, wp, padded.meta, yp);
+  Tensor xa = xt.rows(0, 5);
+  cpu::causal_conv1d_silu(xa, wt, wa, a.meta, ya);
+  EXPECT_EQ(w_padded, w_alone);
+  EXPECT_TRUE(std::equal(y_alone.begin(), y_alone.end(), y_padded.begin()));
+  EXPECT_TRUE(
+      std::all_of(y_padded.begin() + 5 * C, y_padded.end(), [](float v) { return v == 0; }));
 }
 
 // ---- norms, gates, MoE --------------------------------------------------------------------------

@@ -70,7 +70,7 @@ SeqView seqs_of(const BatchMeta& meta, int64_t num_tokens, int64_t num_slots) {
       << meta.state_slots.numel() << ", batch has " << v.num_seqs << " sequences)";
   v.slots = meta.state_slots.as<const int32_t>();
   for (int32_t s = 0; s < v.num_seqs; ++s) {
-    SYV_CHECK(v.slots[s] >= 0 && v.slots[s] < num_slots)
+    SYV_CHECK(v.slots[s] >= -1 && v.slots[s] < num_slots)
         << "sequence " << s << " has state slot " << v.slots[s] << " of " << num_slots;
   }
   return v;
@@ -103,6 +103,10 @@ void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_stat
         std::vector<float> hist(static_cast<size_t>(K));
         for (int64_t i = begin; i < end; ++i) {
           const int64_t s = i / C, c = i % C;
+          if (sv.slots[s] < 0) {  // padding: no state, zero outputs
+            for (int64_t t = sv.starts[s]; t < sv.starts[s + 1]; ++t) op[t * C + c] = 0.f;
+            continue;
+          }
           float* st = state + int64_t{sv.slots[s]} * (K - 1) * C;
           for (int64_t j = 0; j < K - 1; ++j) hist[j] = st[j * C + c];  // oldest first
           const float* wc = w.data() + c * K;
@@ -150,6 +154,11 @@ void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
     std::vector<float> q(dk), k(dk), kv_mem(dv), delta(dv);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t s = i / Hv, h = i % Hv, kh = h / ratio;
+      if (sv.slots[s] < 0) {  // padding: no state, zero outputs
+        for (int64_t t = sv.starts[s]; t < sv.starts[s + 1]; ++t)
+          std::fill_n(op + t * Hv * dv + h * dv, dv, 0.f);
+        continue;
+      }
       float* S = sp + (int64_t{sv.slots[s]} * Hv + h) * dk * dv;  // [dk, dv]
       const float A = std::exp(alog[h]);
       for (int64_t t = sv.starts[s]; t < sv.starts[s + 1]; ++t) {
