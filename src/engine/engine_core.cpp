@@ -180,6 +180,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                   << ")";
     graph_mode = GraphMode::kOff;
   }
+  if (graph_mode != GraphMode::kOff && options.speculative_method == "mtp") {
+    // The MTP drafter reads every step's per-token hidden states; a graph replay returns logits.
+    SYV_LOG(INFO) << "graphs: off (MTP speculation reads each step's hidden states)";
+    graph_mode = GraphMode::kOff;
+  }
   options.cuda_graphs = to_string(graph_mode);
   if (graph_mode != GraphMode::kOff) {
     options.max_graph_batch = std::min({options.max_graph_batch > 0 ? options.max_graph_batch : 256,

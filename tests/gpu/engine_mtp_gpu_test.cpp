@@ -67,7 +67,9 @@ TEST_P(EngineMtpGpu, GreedyAndSeededEqualPlainDecoding) {
           {"chunked prefill", hybrid_options(128, 24, 7, 8, k)},
           {"prefix hits", hybrid_options(128, 4096, 0, 2, k)},
           {"preemption", hybrid_options(9, 64, 0, 8, k)},
+          {"graphs asked for (MTP turns them off)", hybrid_options(128, 4096, 0, 8, k)},
       };
+      scenarios[4].o.cuda_graphs = "eager";
       for (const Scenario& s : scenarios) {
         SCOPED_TRACE(s.what);
         const RunResult spec = run(m, s.o, requests);
