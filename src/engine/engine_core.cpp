@@ -237,21 +237,17 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   }
   SYV_ASSIGN_OR_RETURN(HostTierPlan host_plan,
                        plan_host_tier(options, *store, host_available_memory().bytes));
-  std::unique_ptr<HostTier> host;
-  if (host_plan.enabled()) {
-    SYV_ASSIGN_OR_RETURN(
-        host,
-        HostTier::create(*store, options.page_size + (options.speculative_method == "mtp" ? 1 : 0),
-                         host_plan.num_pages, host_plan.num_checkpoints));
-    SYV_LOG(INFO) << "engine: " << host->describe() << "; " << host_plan.reason;
-  } else {
-    SYV_LOG(INFO) << "engine: host tier " << host_plan.reason;
-  }
   options.host_num_pages = host_plan.num_pages;
   options.host_num_checkpoints = host_plan.num_checkpoints;
   auto core = std::make_unique<EngineCore>(model, tokenizer, options, std::move(store));
-  if (host != nullptr) {
-    core->host_ = std::move(host);
+  if (!host_plan.enabled()) {
+    SYV_LOG(INFO) << "engine: host tier " << host_plan.reason;
+  } else {
+    // Host pages carry the device index's keys, over as many tokens (lookahead included).
+    SYV_ASSIGN_OR_RETURN(core->host_,
+                         HostTier::create(*core->store_, core->cache_.index().key_tokens(),
+                                          host_plan.num_pages, host_plan.num_checkpoints));
+    SYV_LOG(INFO) << "engine: " << core->host_->describe() << "; " << host_plan.reason;
     core->cache_.set_host_tier(core->host_.get());
     if (core->hybrid_ != nullptr) core->hybrid_->set_host_tier(core->host_.get());
     core->update_gauges();
