@@ -163,6 +163,8 @@ BenchRegistration reg{
     [](CLI::App& app) {
       auto o = std::make_shared<Options>();
       add_model_args(app, o->model);
+      o->model.device = "auto";  // the GPU when there is one: that is what the figures are for
+      add_device_arg(app, o->model.device);
       add_engine_args(app, o->engine);
       app.add_option("--prefix-len", o->prefix_len, "Prompt tokens (default 32768).");
       app.add_option("--copy-mb", o->copy_mb,

@@ -10,14 +10,14 @@ HostEntries::HostEntries(int32_t size)
     : key_(static_cast<size_t>(size), 0),
       pins_(static_cast<size_t>(size), 0),
       pos_(static_cast<size_t>(size)),
-      pos_valid_(static_cast<size_t>(size), false) {
+      used_(static_cast<size_t>(size), false) {
   SYV_CHECK_GE(size, 0) << "host entries";
   for (int32_t id = size - 1; id >= 0; --id) free_.push_back(id);
   by_key_.reserve(static_cast<size_t>(size));
 }
 
 void HostEntries::check_used(int32_t id) const {
-  SYV_CHECK(id >= 0 && id < size() && pos_valid_[static_cast<size_t>(id)])
+  SYV_CHECK(id >= 0 && id < size() && used_[static_cast<size_t>(id)])
       << "host entry " << id << " is not in use (size " << size() << ")";
 }
 
@@ -44,13 +44,13 @@ int32_t HostEntries::take(uint64_t key, bool* evicted) {
     const size_t i = static_cast<size_t>(id);
     by_key_.erase(key_[i]);
     lru_.erase(pos_[i]);
-    pos_valid_[i] = false;
+    used_[i] = false;
     *evicted = true;
   }
   const size_t i = static_cast<size_t>(id);
   key_[i] = key;
   pos_[i] = lru_.insert(lru_.end(), id);
-  pos_valid_[i] = true;
+  used_[i] = true;
   by_key_.emplace(key, id);
   return id;
 }
@@ -82,14 +82,14 @@ std::string HostEntries::check_integrity() const {
   std::ostringstream err;
   std::vector<int32_t> seen(key_.size(), 0);
   for (int32_t id : free_) {
-    if (id < 0 || id >= size() || pos_valid_[static_cast<size_t>(id)]) {
+    if (id < 0 || id >= size() || used_[static_cast<size_t>(id)]) {
       err << "free list holds bad or used entry " << id << "; ";
       return err.str();
     }
     ++seen[static_cast<size_t>(id)];
   }
   for (int32_t id : lru_) {
-    if (id < 0 || id >= size() || !pos_valid_[static_cast<size_t>(id)]) {
+    if (id < 0 || id >= size() || !used_[static_cast<size_t>(id)]) {
       err << "LRU holds bad or unused entry " << id << "; ";
       return err.str();
     }
@@ -100,8 +100,8 @@ std::string HostEntries::check_integrity() const {
   }
   for (size_t i = 0; i < seen.size(); ++i) {
     if (seen[i] != 1) err << "entry " << i << " listed " << seen[i] << " times; ";
-    if (pins_[i] < 0 || (pins_[i] > 0 && !pos_valid_[i]))
-      err << "entry " << i << " has " << pins_[i] << " pins, used " << pos_valid_[i] << "; ";
+    if (pins_[i] < 0 || (pins_[i] > 0 && !used_[i]))
+      err << "entry " << i << " has " << pins_[i] << " pins, used " << used_[i] << "; ";
   }
   if (by_key_.size() != lru_.size())
     err << "key map holds " << by_key_.size() << " keys for " << lru_.size() << " used entries";

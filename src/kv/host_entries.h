@@ -38,7 +38,7 @@ class HostEntries {
   void unpin(int32_t id);  // pins must be > 0
   int32_t pins(int32_t id) const { return pins_[static_cast<size_t>(id)]; }
   uint64_t key(int32_t id) const { return key_[static_cast<size_t>(id)]; }
-  bool used(int32_t id) const { return pos_valid_[static_cast<size_t>(id)]; }
+  bool used(int32_t id) const { return used_[static_cast<size_t>(id)]; }
   int32_t num_pinned() const;
 
   // Free list, LRU and key map agree; each used entry is mapped by its key. "" when sound.
@@ -52,7 +52,7 @@ class HostEntries {
   std::vector<int32_t> free_;  // stack; lowest id on top
   std::list<int32_t> lru_;     // used entries, least recently used first
   std::vector<std::list<int32_t>::iterator> pos_;
-  std::vector<bool> pos_valid_;  // = used
+  std::vector<bool> used_;  // on the LRU (registered under key_)
   std::unordered_map<uint64_t, int32_t> by_key_;
 };
 
