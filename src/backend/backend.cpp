@@ -32,6 +32,16 @@ CopyEvent Backend::copy_async(void* dst, const void* src, size_t bytes) {
   return CopyEvent();
 }
 
+Result<PinnedBuffer> Backend::allocate_pinned(size_t bytes) {
+  if (bytes == 0) return PinnedBuffer();
+  void* data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (data == nullptr) {
+    return Status::Error("host memory: cannot allocate " + std::to_string(bytes >> 20) +
+                         " MiB for the host tier");
+  }
+  return PinnedBuffer(data, bytes, [](void* p) { std::free(p); });
+}
+
 }  // namespace syv
 
 namespace syv {

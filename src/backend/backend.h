@@ -66,6 +66,23 @@ class CopyEvent {
   std::shared_ptr<void> handle_;
 };
 
+// Host memory from Backend::allocate_pinned() (a host tier's pages and checkpoints): page-locked
+// where the backend can pin (CUDA: cudaHostAlloc), so copy_async() to and from it overlaps with
+// compute; plain host memory otherwise. Freed by the backend that allocated it when the buffer
+// goes; that backend must outlive it. Move-only.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(void* data, size_t bytes, std::function<void(void*)> free)
+      : data_(data, std::move(free)), bytes_(bytes) {}
+  void* data() const { return data_.get(); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::unique_ptr<void, std::function<void(void*)>> data_{nullptr, [](void*) {}};
+  size_t bytes_ = 0;
+};
+
 // Norm flavours: Qwen3 uses x̂·w; the hybrid families use the zero-centred x̂·(1 + w).
 enum class NormKind : uint8_t { kPlain, kOnePlus };
 
@@ -157,6 +174,11 @@ class Backend {
   // wait_copy() and order_after_copy(). The default copies synchronously (std::memcpy after
   // synchronize(), right for backends whose memory is host memory) and returns an empty event.
   virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes);
+  // `bytes` of host memory for copy_async() (a host tier): pinned where the backend can, see
+  // PinnedBuffer. The default is plain 64-byte-aligned host memory (right for the CPU backend,
+  // whose "device" memory is host memory too). Fails with a message naming the size when the
+  // memory cannot be had.
+  virtual Result<PinnedBuffer> allocate_pinned(size_t bytes);
   // Blocks the host until `event` is complete (empty: returns at once).
   virtual void wait_copy(const CopyEvent& event) { (void)event; }
   // Ops enqueued after this call start only once `event` is complete; the host does not wait

@@ -19,6 +19,9 @@ struct EngineArgs {
   // qwen3-0.6b, at contexts 33..96 and 2049..2112 with batches of 1 to 64.
   std::string cuda_graphs = "eager";
   std::string state_dtype = "fp32";
+  // Host tier in GiB (kv/host_tier.h): < 0 (the default) = a quarter of the free host memory, at
+  // most 32 GiB; 0 = off.
+  double host_cache_gb = -1;
   // The options with the flags applied.
   EngineOptions resolved() const {
     EngineOptions o = options;
@@ -27,6 +30,8 @@ struct EngineArgs {
     o.enable_prefix_caching = !no_prefix_caching;
     o.cuda_graphs = cuda_graphs;
     o.state_dtype = state_dtype == "bf16" ? DType::BF16 : DType::F32;
+    o.host_cache_bytes =
+        host_cache_gb < 0 ? -1 : static_cast<int64_t>(host_cache_gb * static_cast<double>(1 << 30));
     return o;
   }
   // --speculative-method mtp: the model must be loaded with its MTP head (ModelArgs::mtp).
@@ -67,6 +72,12 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   app.add_option("--checkpoint-cache-mb", args.checkpoint_cache_mb,
                  "Hybrid models: checkpoint pool budget in MiB when --num-checkpoints is 0 "
                  "(default 1024).");
+  // Host tier under the device cache (docs/hybrid-cache.md "Host tier").
+  app.add_option("--host-cache-gb", args.host_cache_gb,
+                 "Host memory (GiB; pinned on CUDA) that prefix pages and hybrid checkpoints "
+                 "evicted from the device pools are written back to and served from on a hit. "
+                 "0 = off; default: a quarter of the free host memory, at most 32 GiB (logged).")
+      ->check(CLI::NonNegativeNumber);
   // CUDA graphs for decode steps, one per batch-size bucket (docs/engine.md "CUDA graphs").
   app.add_option("--cuda-graphs", args.cuda_graphs,
                  "CUDA graphs for decode steps: eager (the default: capture every bucket at "

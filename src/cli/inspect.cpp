@@ -1,11 +1,14 @@
 // `syv inspect`: what a model folder holds and what it will cost to serve, without loading it.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "backend/available_memory.h"
 #include "cli/command.h"
 #include "cli/memory_plan_cli.h"
+#include "engine/host_tier_setup.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/registry.h"
@@ -16,8 +19,33 @@ namespace {
 struct Options {
   std::string model_dir;
   bool json = false;
-  PlanArgs plan;  // --gpu-memory-utilization (memory_plan_cli.h)
+  PlanArgs plan;              // --gpu-memory-utilization (memory_plan_cli.h)
+  double host_cache_gb = -1;  // < 0: what serve would take here (engine/host_tier_setup.h)
 };
+
+// The host tier's size and the tokens of KV it holds (all of it in pages).
+struct HostTierCapacity {
+  int64_t bytes = 0;
+  int64_t tokens_bf16 = 0, tokens_f32 = 0;
+  std::string what;  // "16.00 GB (--host-cache-gb)" / "... (automatic: ...)"
+};
+HostTierCapacity host_tier_capacity(double gb, int64_t kv_bf16, int64_t kv_f32) {
+  HostTierCapacity c;
+  if (gb >= 0) {
+    c.bytes = static_cast<int64_t>(gb * static_cast<double>(1 << 30));
+    c.what = format_bytes(c.bytes) + " (--host-cache-gb)";
+  } else {
+    const int64_t available = host_available_memory().bytes;
+    c.bytes = available < 0 ? 0 : std::min(available / 4, kHostTierAutoCap);
+    c.what = available < 0
+                 ? std::string("off (free host memory unknown)")
+                 : format_bytes(c.bytes) + " (automatic: 1/4 of " + format_bytes(available) +
+                       " free host memory, at most " + format_bytes(kHostTierAutoCap) + ")";
+  }
+  c.tokens_bf16 = kv_bf16 > 0 ? c.bytes / kv_bf16 : 0;
+  c.tokens_f32 = kv_f32 > 0 ? c.bytes / kv_f32 : 0;
+  return c;
+}
 
 int run(const Options& o) {
   auto config = load_model_config(o.model_dir);
@@ -72,6 +100,9 @@ int run(const Options& o) {
     j["weight_bytes"] = store->total_bytes();
     j["kv_bytes_per_token_bf16"] = kv_bf16;
     j["kv_bytes_per_token_f32"] = kv_f32;
+    const HostTierCapacity host = host_tier_capacity(o.host_cache_gb, kv_bf16, kv_f32);
+    j["host_tier"] = {
+        {"bytes", host.bytes}, {"tokens_bf16", host.tokens_bf16}, {"tokens_f32", host.tokens_f32}};
     j["status"] = status;
     if (o.plan.utilization > 0) {
       auto plan = describe_memory_plan(o.plan, c, parameters);
@@ -103,6 +134,11 @@ int run(const Options& o) {
               store->total_bytes() / 1e9, store->files().size());
   std::printf("KV per token     %lld bytes bf16 (CUDA), %lld bytes f32 (CPU backend)\n",
               static_cast<long long>(kv_bf16), static_cast<long long>(kv_f32));
+  const HostTierCapacity host = host_tier_capacity(o.host_cache_gb, kv_bf16, kv_f32);
+  std::printf("host tier        %s: %lld tokens bf16 (CUDA), %lld tokens f32 (CPU backend)%s\n",
+              host.what.c_str(), static_cast<long long>(host.tokens_bf16),
+              static_cast<long long>(host.tokens_f32),
+              c.layer_types.empty() ? "" : "; hybrids give part of it to checkpoints");
   std::printf("max positions    %lld\n", static_cast<long long>(c.max_position_embeddings));
   std::printf("status           %s\n", status.c_str());
   if (o.plan.utilization > 0) {
@@ -133,6 +169,10 @@ CommandRegistration reg{
           ->check(CLI::Range(0.01, 1.0));
       app.add_option("--gpu-memory-gib", o->plan.gpu_memory_gib,
                      "GPU memory for the plan when this machine has no GPU (GiB)");
+      app.add_option("--host-cache-gb", o->host_cache_gb,
+                     "Host tier size for its capacity line (default: what `syv serve` would "
+                     "take on this machine, a quarter of the free host memory, at most 32 GiB)")
+          ->check(CLI::NonNegativeNumber);
       app.add_option("--max-batch-tokens", o->plan.max_batch_tokens,
                      "Tokens of the largest step, for the activation estimate (default 8192)");
       return [o]() -> int { return run(*o); };

@@ -64,7 +64,16 @@ struct EngineOptions {
   // Hybrids: the dtype of the delta-rule state (f32, or bf16 where the backend supports it: half
   // the state's bytes and traffic); CacheConfig::state_dtype.
   DType state_dtype = DType::F32;
-  std::string prefix_retention = "dense";      // "dense" | "boundaries" | N (tokens)
+  std::string prefix_retention = "dense";  // "dense" | "boundaries" | N (tokens)
+  // Host tier under the device cache (kv/host_tier.h; docs/hybrid-cache.md "Host tier"): host
+  // memory (pinned on CUDA) that evicted prefix pages and checkpoints are written back to and
+  // copied back from on a hit. host_cache_bytes: 0 = off (here; the CLI derives it), < 0 = a
+  // quarter of the free host memory, at most 32 GiB; split between pages and checkpoints in the
+  // device pool's proportion. host_num_pages / host_num_checkpoints, when either is > 0, size it
+  // exactly instead (tests). Off without prefix caching.
+  int64_t host_cache_bytes = 0;
+  int32_t host_num_pages = 0;
+  int32_t host_num_checkpoints = 0;
   // Speculative decoding (engine/drafter.h): at most this many drafts per sequence and step, from
   // the drafter given to EngineCore::set_drafter(); 0 = off. Hybrid models then reserve one state
   // snapshot per sequence slot (state_bytes_per_seq x max_num_seqs) to roll back rejected drafts.

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/device_sampling.h"
+#include "engine/host_tier_setup.h"
 #include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
 #include "model/model.h"
@@ -239,7 +240,23 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                                 " MiB)"
                           : std::string());
   }
+  SYV_ASSIGN_OR_RETURN(HostTierPlan host_plan,
+                       plan_host_tier(options, *store, host_available_memory().bytes));
+  options.host_num_pages = host_plan.num_pages;
+  options.host_num_checkpoints = host_plan.num_checkpoints;
   auto core = std::make_unique<EngineCore>(model, tokenizer, options, std::move(store));
+  if (!host_plan.enabled()) {
+    SYV_LOG(INFO) << "engine: host tier " << host_plan.reason;
+  } else {
+    // Host pages carry the device index's keys, over as many tokens (lookahead included).
+    SYV_ASSIGN_OR_RETURN(core->host_,
+                         HostTier::create(*core->store_, core->cache_.index().key_tokens(),
+                                          host_plan.num_pages, host_plan.num_checkpoints));
+    SYV_LOG(INFO) << "engine: " << core->host_->describe() << "; " << host_plan.reason;
+    core->cache_.set_host_tier(core->host_.get());
+    if (core->hybrid_ != nullptr) core->hybrid_->set_host_tier(core->host_.get());
+    core->update_gauges();
+  }
   if (options.speculative_method == "ngram")
     core->set_drafter(std::make_unique<NgramDrafter>(options.ngram_min, options.ngram_max));
   if (options.speculative_method == "mtp") {
@@ -413,6 +430,7 @@ void EngineCore::step() {
   stats_.prompt_tokens += static_cast<uint64_t>(step_.prompt_tokens);
   stats_.prefix_query_tokens += static_cast<uint64_t>(step_.prefix_query_tokens);
   stats_.prefix_hit_tokens += static_cast<uint64_t>(step_.prefix_hit_tokens);
+  stats_.prefix_host_hit_tokens += static_cast<uint64_t>(step_.prefix_host_hit_tokens);
   if (step_.empty()) {
     SYV_CHECK(!scheduler_.has_work() || scheduler_.num_running() > 0)
         << "scheduler stalled: " << scheduler_.num_waiting() << " waiting, nothing admissible, "
@@ -634,6 +652,20 @@ void EngineCore::update_gauges() {
   stats_.running = scheduler_.num_running();
   stats_.waiting = scheduler_.num_waiting();
   stats_.graphs_captured = graphs_ ? graphs_->num_captured() : 0;
+  if (host_ != nullptr) {
+    const HostTierCounters& c = host_->counters();
+    stats_.host_pages_total = host_->num_pages();
+    stats_.host_pages_used = host_->num_pages_used();
+    stats_.host_checkpoints_total = host_->num_checkpoints();
+    stats_.host_checkpoints_used = host_->num_checkpoints_used();
+    stats_.host_page_hits = c.page_hits;
+    stats_.host_checkpoint_hits = c.checkpoint_hits;
+    stats_.host_pages_stored = c.pages_stored;
+    stats_.host_checkpoints_stored = c.checkpoints_stored;
+    stats_.host_bytes_to_host = c.bytes_to_host;
+    stats_.host_bytes_from_host = c.bytes_from_host;
+    stats_.host_copy_seconds = c.copy_seconds;
+  }
   if (hybrid_ != nullptr) {
     const CheckpointPool& ck = hybrid_->pool();
     const HybridCounters& counters = hybrid_->counters();

@@ -26,6 +26,7 @@
 #include "engine/scheduler.h"
 #include "engine/stats.h"
 #include "kv/cache_store.h"
+#include "kv/host_tier.h"
 #include "kv/prefix_cache.h"
 
 namespace syv {
@@ -96,6 +97,8 @@ class EngineCore {
   const HybridState* hybrid() const { return hybrid_.get(); }
   // The cache's bytes: KV pages (+ the graphs' dummy page), state slots, checkpoints.
   const CacheStore& store() const { return *store_; }
+  // The host tier under them (null when off; EngineOptions::host_cache_bytes).
+  const HostTier* host_tier() const { return host_.get(); }
   // CUDA graphs of the decode buckets (null when cuda_graphs is off or unsupported).
   const GraphRunner* graphs() const { return graphs_.get(); }
   // Scheduler + cache integrity ("" when sound).
@@ -121,6 +124,7 @@ class EngineCore {
   const Tokenizer* tokenizer_;
   EngineOptions options_;
   std::unique_ptr<CacheStore> store_;  // bound to model_; declared before everything that uses it
+  std::unique_ptr<HostTier> host_;     // under store_ (null when off); set by create()
   int64_t vocab_size_;
   std::vector<int32_t> eos_ids_;
   PrefixCache cache_;

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "engine/sequence.h"
 #include "kv/cache_store.h"
+#include "kv/host_tier.h"
 
 namespace syv {
 
@@ -18,6 +19,14 @@ HybridState::HybridState(CacheStore& store, CheckpointGeometry geometry, Retenti
       policy_(policy),
       pool_(num_slots, num_checkpoints),
       snapshots_(snapshots) {}
+
+void HybridState::set_host_tier(HostTier* host) {
+  host_ = host;
+  if (host_ == nullptr || host_->num_checkpoints() == 0) return;
+  pool_.set_evict_callback([this](int32_t id, uint64_t key, int32_t length) {
+    host_->store_checkpoint(id, key, length);  // write-back, before the entry is refilled
+  });
+}
 
 void HybridState::snapshot(const Sequence& seq) {
   SYV_CHECK(snapshots_ && seq.state_slot >= 0) << "seq " << seq.id() << " slot " << seq.state_slot;
@@ -37,16 +46,18 @@ bool HybridState::is_boundary(const Sequence& seq, int32_t length) const {
 void HybridState::trim_hit(Sequence* seq, PrefixHit& hit) const {
   const int32_t page = geometry_.page_size();
   const int32_t pages_end = hit.length;
-  int32_t keep = static_cast<int32_t>(hit.pages.size());
-  hit.checkpoint = -1;
+  int32_t keep = hit.num_pages();
+  hit.checkpoint = hit.host_checkpoint = -1;
   for (; keep > 0; --keep) {
-    const int32_t id = pool_.find(hit.keys[static_cast<size_t>(keep - 1)], keep * page);
-    if (id >= 0) {
-      hit.checkpoint = id;
-      break;
-    }
+    const uint64_t key = hit.keys[static_cast<size_t>(keep - 1)];
+    hit.checkpoint = pool_.find(key, keep * page);
+    if (hit.checkpoint < 0 && host_ != nullptr)
+      hit.host_checkpoint = host_->find_checkpoint(key, keep * page);
+    if (hit.checkpoint >= 0 || hit.host_checkpoint >= 0) break;
   }
-  hit.pages.resize(static_cast<size_t>(keep));
+  const size_t on_device = std::min(hit.pages.size(), static_cast<size_t>(keep));
+  hit.pages.resize(on_device);
+  hit.host_pages.resize(static_cast<size_t>(keep) - on_device);
   hit.keys.resize(static_cast<size_t>(keep));
   hit.length = keep * page;
   if (pages_end > hit.length && seq->shared_boundary == 0) seq->shared_boundary = pages_end;
@@ -63,8 +74,15 @@ void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
   const int32_t slot = pool_.allocate_slot();
   SYV_CHECK(slot >= 0) << "admission without a free state slot";
   seq->state_slot = slot;
-  if (hit.length > 0) {
-    SYV_CHECK(hit.checkpoint >= 0 && pool_.length_of(hit.checkpoint) == hit.length)
+  if (hit.length > 0 && hit.checkpoint < 0) {
+    SYV_CHECK(host_ != nullptr && hit.host_checkpoint >= 0)
+        << "seq " << seq->id() << " hit of " << hit.length << " tokens without its checkpoint";
+    host_->load_checkpoint(hit.host_checkpoint, slot);
+    host_->unpin_checkpoint(hit.host_checkpoint);
+    ++counters_.checkpoints_loaded;
+    ++counters_.checkpoints_from_host;
+  } else if (hit.length > 0) {
+    SYV_CHECK(pool_.length_of(hit.checkpoint) == hit.length)
         << "seq " << seq->id() << " hit of " << hit.length << " tokens without its checkpoint";
     store_.load_checkpoint(hit.checkpoint, slot);
     pool_.touch(hit.checkpoint);

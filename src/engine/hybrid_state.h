@@ -36,10 +36,11 @@ class CacheStore;
 class Sequence;
 
 struct HybridCounters {
-  uint64_t checkpoints_saved = 0;    // fresh checkpoints written (CacheStore::save_checkpoint)
-  uint64_t checkpoints_shared = 0;   // boundaries whose checkpoint already existed
-  uint64_t checkpoints_skipped = 0;  // boundaries with no entry to spare (every one held)
-  uint64_t checkpoints_loaded = 0;   // prefix hits restored into a slot
+  uint64_t checkpoints_saved = 0;      // fresh checkpoints written (CacheStore::save_checkpoint)
+  uint64_t checkpoints_shared = 0;     // boundaries whose checkpoint already existed
+  uint64_t checkpoints_skipped = 0;    // boundaries with no entry to spare (every one held)
+  uint64_t checkpoints_loaded = 0;     // prefix hits restored into a slot (either tier)
+  uint64_t checkpoints_from_host = 0;  // of those, restored from the host tier
 };
 
 class HybridState {
@@ -54,16 +55,22 @@ class HybridState {
   const CheckpointPool& pool() const { return pool_; }
   const HybridCounters& counters() const { return counters_; }
 
+  // The host tier (kv/host_tier.h; null: none): evicted cached checkpoints are written back to it,
+  // and trim_hit() also finds checkpoints there. Set once, before the first step.
+  void set_host_tier(HostTier* host);
+
   bool has_free_slot() const { return pool_.num_free_slots() > 0; }
-  // Shortens `hit` to the longest prefix ending on a stored checkpoint and sets hit.checkpoint
-  // (empty hit when there is none). When the pages went further, their end becomes the sequence's
+  // Shortens `hit` (device pages, then host pages) to the longest prefix ending on a stored
+  // checkpoint, a device one (hit.checkpoint) or else a host-tier one (hit.host_checkpoint); an
+  // empty hit when there is none. When the pages went further, their end becomes the sequence's
   // shared boundary (once): a checkpoint boundary, kept by every policy.
   void trim_hit(Sequence* seq, PrefixHit& hit) const;
   // Tokens to feed in a chunk starting at seq.num_computed (or `begin`) of at most n tokens: ends
   // on a checkpoint boundary when one lies inside.
   int32_t snap_chunk(const Sequence& seq, int32_t begin, int32_t n) const;
-  // The sequence is admitted with the (trimmed) hit, num_computed == hit.length: takes a slot and
-  // restores the hit's checkpoint into it, or zeroes it when there is no hit.
+  // The sequence is admitted with the (trimmed, acquired) hit, num_computed == hit.length: takes a
+  // slot and restores the hit's checkpoint into it (a host one is copied in and unpinned), or
+  // zeroes it when there is no hit.
   void admit(Sequence* seq, const PrefixHit& hit);
   // After the step advanced seq->num_computed and registered its full pages: saves a checkpoint if
   // the computed length is a checkpoint boundary.
@@ -91,6 +98,7 @@ class HybridState {
   CheckpointPool pool_;
   bool snapshots_;
   HybridCounters counters_;
+  HostTier* host_ = nullptr;
 };
 
 }  // namespace syv

@@ -78,6 +78,7 @@ PrefixHit Scheduler::lookup(const Sequence& seq) const {
     const int32_t have =
         std::min<int32_t>(static_cast<int32_t>(parent->page_keys.size()), share_pages);
     if (have * page_size() > hit.length) {
+      hit.host_pages.clear();
       hit.pages.assign(parent->pages.begin(), parent->pages.begin() + have);
       hit.keys.assign(parent->page_keys.begin(), parent->page_keys.begin() + have);
       hit.length = have * page_size();
@@ -91,6 +92,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
   out.num_tokens = 0;
   out.num_preempted = 0;
   out.prefix_query_tokens = out.prefix_hit_tokens = out.prompt_tokens = 0;
+  out.prefix_host_hit_tokens = 0;
   int32_t budget = config_.max_num_batched_tokens;
 
   // 1. Running sequences, oldest first; preempt the youngest when pages run out. A prefill chunk
@@ -146,13 +148,15 @@ void Scheduler::schedule(SchedulerOutput& out) {
     int32_t n = std::min(after_hit, budget);
     if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
     if (hybrid_ != nullptr) n = hybrid_->snap_chunk(*seq, hit.length, n);
+    // Host-tier pages of the hit need device pages too (they are copied in below).
     const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
     if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) break;
-    cache_.acquire(hit);
-    seq->pages = std::move(hit.pages);
-    seq->page_keys = std::move(hit.keys);
+    cache_.acquire(hit);  // retains the device pages, pins the host entries
+    seq->pages = hit.pages;
+    seq->page_keys = hit.keys;
     seq->num_computed = hit.length;
     SYV_CHECK(grow(seq, seq->num_computed + n)) << "admission check passed but pages ran out";
+    if (!hit.host_pages.empty()) cache_.load_host_pages(hit, seq->pages, seq->tokens.data());
     if (hybrid_ != nullptr) hybrid_->admit(seq, hit);
     if (!seq->admitted_once) {
       seq->admitted_once = true;
@@ -163,6 +167,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
       out.prompt_tokens += seq->prompt_len();
       out.prefix_query_tokens += seq->prompt_len();
       out.prefix_hit_tokens += hit.length;
+      out.prefix_host_hit_tokens += static_cast<int64_t>(hit.host_pages.size()) * page_size();
     }
     waiting_.pop_front();
     running_.push_back(seq);

@@ -7,9 +7,11 @@
 //     youngest running sequence is preempted (recompute) until it can, possibly the one asking.
 //  2. Waiting sequences, first come first served, while budget and max_num_seqs allow and nothing
 //     was preempted this step: look up the longest cached prefix (at most length - 1 tokens: the
-//     last token is always fed to get its logits), admit only if the pool can supply the pages of
-//     the first chunk after retaining the hit. A sample of an n > 1 request waits until sample 0
-//     has computed the prompt's full pages and then shares them.
+//     last token is always fed to get its logits; device pages, then host-tier pages), admit only
+//     if the pool can supply the pages of the first chunk and of the hit's host part after
+//     retaining the hit. The host part is copied into its new device pages at admission (async;
+//     the next forward is ordered after the copies, kv/host_tier.h). A sample of an n > 1 request
+//     waits until sample 0 has computed the prompt's full pages and then shares them.
 // After the model ran and the engine sampled, commit() advances every scheduled sequence over the
 // tokens it keeps, registers its newly full pages in the prefix cache, and finish()/abort() return
 // every page.
@@ -67,6 +69,7 @@ struct SchedulerOutput {
   // Admission counters of this step (first admissions only).
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;
+  int64_t prefix_host_hit_tokens = 0;  // of those, served from the host tier (copied back)
   int64_t prompt_tokens = 0;
   bool empty() const { return seqs.empty(); }
 };

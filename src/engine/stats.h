@@ -40,6 +40,20 @@ struct EngineStats {
   uint64_t checkpoints_skipped = 0;  // counter: boundaries not saved (every entry held)
   uint64_t checkpoints_loaded = 0;   // counter: prefix hits restored from a checkpoint
 
+  // Host tier (kv/host_tier.h; 0 when off) ------------------------------------------------------
+  int32_t host_pages_total = 0;          // gauge: capacity in pages
+  int32_t host_pages_used = 0;           // gauge: pages resident
+  int32_t host_checkpoints_total = 0;    // gauge: capacity in checkpoints (hybrids)
+  int32_t host_checkpoints_used = 0;     // gauge: checkpoints resident
+  uint64_t prefix_host_hit_tokens = 0;   // counter: of prefix_hit_tokens, served from the host
+  uint64_t host_page_hits = 0;           // counter: pages copied back to the device
+  uint64_t host_checkpoint_hits = 0;     // counter: checkpoints copied back into a state slot
+  uint64_t host_pages_stored = 0;        // counter: evicted pages written to the host
+  uint64_t host_checkpoints_stored = 0;  // counter: evicted checkpoints written to the host
+  uint64_t host_bytes_to_host = 0;       // counter: bytes copied device -> host
+  uint64_t host_bytes_from_host = 0;     // counter: bytes copied host -> device
+  double host_copy_seconds = 0;  // counter: host time issuing those copies (CPU: the copies)
+
   // CUDA graphs of the decode buckets (engine/graph_runner.h; 0 when off) ------------------------
   uint64_t graph_steps = 0;         // counter: steps replayed as their bucket's graph
   uint64_t graph_padding_rows = 0;  // counter: dummy rows those steps carried (bucket - sequences)

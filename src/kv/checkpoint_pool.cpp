@@ -173,6 +173,7 @@ int32_t CheckpointPool::acquire(uint64_t key, int32_t length, bool* fresh) {
     id = lru_head_;
     lru_remove(id);
     --num_cached_;
+    if (on_evict_) on_evict_(id, key_[static_cast<size_t>(id)], length_[static_cast<size_t>(id)]);
     unregister(id);
     ++evictions_;
   } else {

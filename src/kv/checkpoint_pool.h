@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -98,6 +99,11 @@ class CheckpointPool {
   int32_t num_cached() const { return num_cached_; }
   int32_t num_held() const { return num_checkpoints() - num_free() - num_cached(); }
   uint64_t evictions() const { return evictions_; }
+  // Called with a cached checkpoint's id, key and length just before acquire() reuses its entry
+  // (the host tier writes it back; kv/host_tier.h).
+  void set_evict_callback(std::function<void(int32_t id, uint64_t key, int32_t length)> callback) {
+    on_evict_ = std::move(callback);
+  }
 
   // The checkpoint stored for the prefix chain `key` of `length` tokens, or -1.
   int32_t find(uint64_t key, int32_t length) const;
@@ -137,6 +143,7 @@ class CheckpointPool {
   int32_t lru_head_ = -1, lru_tail_ = -1, num_cached_ = 0;
   std::unordered_map<uint64_t, int32_t> by_key_;
   uint64_t evictions_ = 0;
+  std::function<void(int32_t, uint64_t, int32_t)> on_evict_;
 };
 
 }  // namespace syv

@@ -11,7 +11,11 @@ PrefixCache::PrefixCache(int32_t num_pages, int32_t page_size, bool enabled, int
       enabled_(enabled),
       pool_(num_pages),
       index_(num_pages, page_size, lookahead) {
-  pool_.set_evict_callback([this](int32_t page) { index_.erase(page); });
+  pool_.set_evict_callback([this](int32_t page) {
+    if (host_ != nullptr && index_.contains(page))  // write-back
+      host_->store_page(page, index_.parent_of(page), index_.key_of(page), index_.tokens_of(page));
+    index_.erase(page);
+  });
 }
 
 PrefixHit PrefixCache::match(const int32_t* tokens, int32_t max_tokens) const {
@@ -21,9 +25,15 @@ PrefixHit PrefixCache::match(const int32_t* tokens, int32_t max_tokens) const {
   const int32_t n = index_.key_tokens();
   for (int32_t start = 0; start + n <= max_tokens; start += page_size_) {
     const uint64_t key = PrefixIndex::page_key(parent, tokens + start, n);
-    const int32_t page = index_.find(parent, key, tokens + start);
-    if (page < 0) break;
-    hit.pages.push_back(page);
+    // Device pages first; once one is missing, the rest must come from the host tier.
+    const int32_t page = hit.host_pages.empty() ? index_.find(parent, key, tokens + start) : -1;
+    if (page >= 0) {
+      hit.pages.push_back(page);
+    } else {
+      const int32_t entry = host_ ? host_->find_page(parent, key, tokens + start) : -1;
+      if (entry < 0) break;
+      hit.host_pages.push_back(entry);
+    }
     hit.keys.push_back(key);
     hit.length = start + page_size_;
     parent = key;
@@ -33,6 +43,31 @@ PrefixHit PrefixCache::match(const int32_t* tokens, int32_t max_tokens) const {
 
 void PrefixCache::acquire(const PrefixHit& hit) {
   for (int32_t page : hit.pages) pool_.retain(page);
+  SYV_CHECK(host_ != nullptr || (hit.host_pages.empty() && hit.host_checkpoint < 0))
+      << "a hit in the host tier without a host tier";
+  for (int32_t entry : hit.host_pages) host_->pin_page(entry);
+  if (hit.host_checkpoint >= 0) host_->pin_checkpoint(hit.host_checkpoint);
+}
+
+void PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<int32_t>& pages,
+                                  const int32_t* tokens) {
+  const size_t first = hit.pages.size();
+  SYV_CHECK(pages.size() >= first + hit.host_pages.size() &&
+            hit.keys.size() == static_cast<size_t>(hit.num_pages()))
+      << "host pages loaded into " << pages.size() << " pages for a hit of " << hit.num_pages()
+      << " pages with " << hit.keys.size() << " keys";
+  const int32_t n = index_.key_tokens();
+  for (size_t i = 0; i < hit.host_pages.size(); ++i) {
+    const size_t idx = first + i;
+    const int32_t page = pages[idx];
+    host_->load_page(hit.host_pages[i], page);
+    const uint64_t parent = idx == 0 ? PrefixIndex::root_key() : hit.keys[idx - 1];
+    const int32_t* page_tokens = tokens + idx * static_cast<size_t>(page_size_);
+    SYV_CHECK_EQ(PrefixIndex::page_key(parent, page_tokens, n), hit.keys[idx])
+        << "host page " << hit.host_pages[i] << " loaded for other tokens";
+    insert(parent, page_tokens, page);
+    host_->unpin_page(hit.host_pages[i]);
+  }
 }
 
 int32_t PrefixCache::num_evictable(const PrefixHit& hit) const {
@@ -55,6 +90,10 @@ std::string PrefixCache::check_integrity() const {
   if (!err.empty()) return "page pool: " + err;
   err = index_.check_integrity();
   if (!err.empty()) return "prefix index: " + err;
+  if (host_ != nullptr) {
+    err = host_->check_integrity();
+    if (!err.empty()) return err;
+  }
   for (int32_t p = 0; p < pool_.num_pages(); ++p) {
     if (pool_.is_cached(p) != index_.contains(p)) {
       std::ostringstream out;

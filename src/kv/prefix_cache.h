@@ -5,6 +5,10 @@
 // as "cached" and a later match() can revive it; when the pool runs out of free pages, allocate()
 // evicts the least recently released cached page and the index forgets it.
 //
+// Host tier (kv/host_tier.h, set_host_tier): a page the pool evicts is first written back to the
+// host tier, and match() continues past the last device page into the host tier; acquire() pins
+// the hit's host entries and load_host_pages() copies them into the sequence's new device pages.
+//
 // Hybrid models: a hit also needs a recurrent-state checkpoint at the hit boundary. match() knows
 // nothing of checkpoints; the engine's HybridState (engine/hybrid_state.h) shortens the hit to the
 // longest boundary with a stored checkpoint and sets `checkpoint`. Dense models leave it -1.
@@ -16,16 +20,25 @@
 #include <string>
 #include <vector>
 
+#include "kv/host_tier.h"
 #include "kv/page_pool.h"
 #include "kv/prefix_index.h"
 
 namespace syv {
 
 struct PrefixHit {
-  std::vector<int32_t> pages;  // cached pages covering tokens [0, length), in order
-  std::vector<uint64_t> keys;  // their chain keys (a sequence continues the chain from keys.back())
+  // Tokens [0, length) are covered by `pages` (device pages, in order), then by `host_pages`
+  // (host-tier entries of the pages after them, in order). length = (pages + host_pages) x page
+  // size.
+  std::vector<int32_t> pages;
+  std::vector<int32_t> host_pages;
+  std::vector<uint64_t> keys;  // chain keys of all of them (a sequence continues from keys.back())
   int32_t length = 0;          // tokens covered; a multiple of the page size
-  int32_t checkpoint = -1;     // hybrid models: state snapshot at `length` (-1: none / dense)
+  // Hybrid models: the state snapshot at `length`, a device checkpoint or else a host-tier
+  // checkpoint (-1: none / dense).
+  int32_t checkpoint = -1;
+  int32_t host_checkpoint = -1;
+  int32_t num_pages() const { return static_cast<int32_t>(pages.size() + host_pages.size()); }
 };
 
 class PrefixCache {
@@ -43,12 +56,23 @@ class PrefixCache {
   const PagePool& pool() const { return pool_; }
   const PrefixIndex& index() const { return index_; }
 
+  // The host tier evicted pages are written back to and matched in (null: none). Set once,
+  // before the first allocation; it must outlive the cache.
+  void set_host_tier(HostTier* host) { host_ = host; }
+  HostTier* host_tier() const { return host_; }
+
   // Longest cached prefix of tokens[0, max_tokens), in whole pages (each followed by its
-  // lookahead tokens within max_tokens). The pages are NOT retained:
+  // lookahead tokens within max_tokens): device pages, then host-tier pages. Nothing is retained:
   // call acquire() before anything else allocates from the pool (allocation may evict them).
   PrefixHit match(const int32_t* tokens, int32_t max_tokens) const;
-  // Retains every page of the hit (cached pages leave the LRU).
+  // Retains every device page of the hit (cached pages leave the LRU) and pins its host pages and
+  // host checkpoint, so allocations cannot evict them before they are loaded.
   void acquire(const PrefixHit& hit);
+  // After acquire() and the allocation of the sequence's pages: copies each host page of the hit
+  // into pages[hit.pages.size() + i], registers it under its key (`tokens`: the sequence's) and
+  // unpins it. The host checkpoint stays pinned (HybridState::admit loads and unpins it).
+  void load_host_pages(const PrefixHit& hit, const std::vector<int32_t>& pages,
+                       const int32_t* tokens);
   // How many of the hit's pages sit in the LRU (they stop being available once acquired).
   int32_t num_evictable(const PrefixHit& hit) const;
 
@@ -58,7 +82,7 @@ class PrefixCache {
   // cached; then this one stays private).
   uint64_t insert(uint64_t parent, const int32_t* tokens, int32_t page);
 
-  // Pool and index integrity, and that exactly the registered pages are marked cached.
+  // Pool, index and host tier integrity, and that exactly the registered pages are marked cached.
   std::string check_integrity() const;
 
  private:
@@ -66,6 +90,7 @@ class PrefixCache {
   bool enabled_;
   PagePool pool_;
   PrefixIndex index_;
+  HostTier* host_ = nullptr;
 };
 
 }  // namespace syv

@@ -43,6 +43,12 @@ class PrefixIndex {
   // Forgets `page` if registered (eviction).
   void erase(int32_t page);
   bool contains(int32_t page) const { return registered_[page]; }
+  // A registered page's key, parent key and key_tokens() tokens (the host tier stores them).
+  uint64_t key_of(int32_t page) const { return key_[static_cast<size_t>(page)]; }
+  uint64_t parent_of(int32_t page) const { return parent_[static_cast<size_t>(page)]; }
+  const int32_t* tokens_of(int32_t page) const {
+    return &tokens_[static_cast<size_t>(page) * static_cast<size_t>(key_tokens())];
+  }
 
   // Each key maps to a registered page with that key; each registered page is mapped; every key
   // equals the hash of its parent and tokens. "" when sound.

@@ -125,6 +125,34 @@ const EngineSample kEngineSamples[] = {
      &EngineGauges::accepted_tokens},
     {"syv_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
      &EngineGauges::prefix_cache_hit_tokens},
+    {"syv_host_tier_pages_capacity", "gauge", "Host tier size in KV pages (0: no host tier).",
+     &EngineGauges::host_pages_capacity},
+    {"syv_host_tier_pages_resident", "gauge", "KV pages held by the host tier.",
+     &EngineGauges::host_pages_resident},
+    {"syv_host_tier_checkpoints_capacity", "gauge",
+     "Host tier size in state checkpoints (hybrid models).",
+     &EngineGauges::host_checkpoints_capacity},
+    {"syv_host_tier_checkpoints_resident", "gauge",
+     "State checkpoints held by the host tier (hybrid models).",
+     &EngineGauges::host_checkpoints_resident},
+    {"syv_host_tier_hit_tokens_total", "counter",
+     "Of the prefix-cache hit tokens, those served from the host tier.",
+     &EngineGauges::host_hit_tokens},
+    {"syv_host_tier_page_hits_total", "counter", "KV pages copied back from the host tier.",
+     &EngineGauges::host_page_hits},
+    {"syv_host_tier_checkpoint_hits_total", "counter",
+     "State checkpoints copied back from the host tier into a state slot.",
+     &EngineGauges::host_checkpoint_hits},
+    {"syv_host_tier_pages_stored_total", "counter",
+     "KV pages written to the host tier when the device pool evicted them.",
+     &EngineGauges::host_pages_stored},
+    {"syv_host_tier_checkpoints_stored_total", "counter",
+     "State checkpoints written to the host tier when the device pool evicted them.",
+     &EngineGauges::host_checkpoints_stored},
+    {"syv_host_tier_bytes_to_host_total", "counter",
+     "Bytes copied from the device to the host tier.", &EngineGauges::host_bytes_to_host},
+    {"syv_host_tier_bytes_from_host_total", "counter",
+     "Bytes copied from the host tier back to the device.", &EngineGauges::host_bytes_from_host},
     {"syv_prefix_cache_query_tokens_total", "counter",
      "Prompt tokens looked up in the prefix cache.", &EngineGauges::prefix_cache_query_tokens},
 };
@@ -154,6 +182,18 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.draft_tokens = static_cast<int64_t>(s.draft_tokens);
   g.accepted_tokens = static_cast<int64_t>(s.accepted_tokens);
   g.graphs_captured = s.graphs_captured;
+  g.host_pages_capacity = s.host_pages_total;
+  g.host_pages_resident = s.host_pages_used;
+  g.host_checkpoints_capacity = s.host_checkpoints_total;
+  g.host_checkpoints_resident = s.host_checkpoints_used;
+  g.host_hit_tokens = static_cast<int64_t>(s.prefix_host_hit_tokens);
+  g.host_page_hits = static_cast<int64_t>(s.host_page_hits);
+  g.host_checkpoint_hits = static_cast<int64_t>(s.host_checkpoint_hits);
+  g.host_pages_stored = static_cast<int64_t>(s.host_pages_stored);
+  g.host_checkpoints_stored = static_cast<int64_t>(s.host_checkpoints_stored);
+  g.host_bytes_to_host = static_cast<int64_t>(s.host_bytes_to_host);
+  g.host_bytes_from_host = static_cast<int64_t>(s.host_bytes_from_host);
+  g.host_copy_seconds = s.host_copy_seconds;
   return g;
 }
 
@@ -174,6 +214,10 @@ std::string Metrics::render(const EngineGauges& engine) const {
   for (const EngineSample& e : kEngineSamples) {
     gauge(out, e.name, e.type, e.help, static_cast<double>(engine.*e.field));
   }
+  gauge(out, "syv_host_tier_copy_seconds_total", "counter",
+        "Host time spent issuing host-tier copies (the copies themselves on the CPU backend; on "
+        "CUDA they run on the copy stream).",
+        engine.host_copy_seconds);
   gauge(out, "syv_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
         static_cast<double>(prompt_tokens_.load()));
   gauge(out, "syv_generation_tokens_total", "counter", "Tokens generated.",

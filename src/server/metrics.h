@@ -8,6 +8,12 @@
 //   syv_checkpoints_saved_total, syv_checkpoints_shared_total, syv_checkpoints_skipped_total,
 //   syv_checkpoints_loaded_total                      counters (engine; hybrid models)
 //   syv_prefix_cache_hit_tokens_total, syv_prefix_cache_query_tokens_total   counters (engine)
+//   syv_host_tier_pages_capacity, syv_host_tier_pages_resident, syv_host_tier_checkpoints_capacity,
+//   syv_host_tier_checkpoints_resident                 gauges (engine; host tier, 0 when off)
+//   syv_host_tier_hit_tokens_total, syv_host_tier_page_hits_total,
+//   syv_host_tier_checkpoint_hits_total, syv_host_tier_pages_stored_total,
+//   syv_host_tier_checkpoints_stored_total, syv_host_tier_bytes_to_host_total,
+//   syv_host_tier_bytes_from_host_total, syv_host_tier_copy_seconds_total   counters (host tier)
 //   syv_prompt_tokens_total, syv_generation_tokens_total             counters
 //   syv_request_success_total{finish_reason}                         counter
 //   syv_http_responses_total{code}                                   counter
@@ -70,6 +76,19 @@ struct EngineGauges {
   int64_t draft_tokens = 0;        // cumulative: speculative drafts fed to verify steps
   int64_t accepted_tokens = 0;     // cumulative: of those, drafts kept
   int64_t graphs_captured = 0;
+  // Host tier (kv/host_tier.h; 0 when off).
+  int64_t host_pages_capacity = 0;
+  int64_t host_pages_resident = 0;
+  int64_t host_checkpoints_capacity = 0;
+  int64_t host_checkpoints_resident = 0;
+  int64_t host_hit_tokens = 0;          // cumulative: prefix-hit tokens served from the host tier
+  int64_t host_page_hits = 0;           // cumulative: pages copied back to the device
+  int64_t host_checkpoint_hits = 0;     // cumulative: checkpoints copied back into a state slot
+  int64_t host_pages_stored = 0;        // cumulative: evicted pages written to the host
+  int64_t host_checkpoints_stored = 0;  // cumulative: evicted checkpoints written to the host
+  int64_t host_bytes_to_host = 0;       // cumulative
+  int64_t host_bytes_from_host = 0;     // cumulative
+  double host_copy_seconds = 0;         // cumulative: host time issuing the copies
 
   // The engine's snapshot as exported (kv_pages_free counts reusable cached-prefix pages).
   static EngineGauges from(const EngineStats& stats);

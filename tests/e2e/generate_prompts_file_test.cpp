@@ -101,6 +101,30 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
       EXPECT_EQ(c[i]["tokens"], b[i]["tokens"]) << "speculative, line " << i;
     }
   }
+  // A device pool too small to keep the shared prefix for long and a host tier under it
+  // (--host-cache-gb): the same tokens, the tier's size logged; --host-cache-gb 0 turns it off.
+  auto [s8, offloaded] = run(base +
+                                 " --max-num-seqs 2 --max-batched-tokens 48 --page-size 16 "
+                                 "--num-pages 12 --host-cache-gb 0.01",
+                             /*with_stderr=*/true);
+  ASSERT_EQ(s8, 0) << offloaded;
+  EXPECT_NE(offloaded.find("host tier: 873 pages (13968 tokens"), std::string::npos) << offloaded;
+  EXPECT_NE(offloaded.find("--host-cache-gb 10.7 MB"), std::string::npos) << offloaded;
+  const std::vector<json> d = lines(offloaded);
+  ASSERT_EQ(d.size(), 16u) << offloaded;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (d[i].contains("samples")) {
+      for (size_t k = 0; k < d[i]["samples"].size(); ++k)
+        EXPECT_EQ(d[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
+            << "host tier, line " << i << " sample " << k;
+    } else {
+      EXPECT_EQ(d[i]["tokens"], b[i]["tokens"]) << "host tier, line " << i;
+    }
+  }
+  auto [s9, no_host] = run(base + " --page-size 16 --num-pages 40 --host-cache-gb 0",
+                           /*with_stderr=*/true);
+  ASSERT_EQ(s9, 0) << no_host;
+  EXPECT_NE(no_host.find("host tier off (--host-cache-gb 0)"), std::string::npos) << no_host;
   // Drafts need a method to propose them: the count alone is refused, not ignored.
   auto [s5, refused] = run(base + " --num-speculative-tokens 3", /*with_stderr=*/true);
   EXPECT_NE(s5, 0);

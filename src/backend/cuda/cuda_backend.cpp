@@ -171,6 +171,20 @@ class CudaBackendImpl final : public CudaBackend {
     return CopyEvent(std::shared_ptr<void>(
         static_cast<void*>(done), [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }));
   }
+  // Page-locked host memory for a host tier: cudaMemcpyAsync from/to it is a true DMA that
+  // overlaps with compute (pageable memory would be staged and synchronous).
+  Result<PinnedBuffer> allocate_pinned(size_t bytes) override {
+    if (bytes == 0) return PinnedBuffer();
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return Status::Error("CUDA backend: cudaHostAlloc of " + std::to_string(bytes >> 20) +
+                           " MiB of pinned host memory failed (" + cudaGetErrorString(err) +
+                           "); lower --host-cache-gb");
+    }
+    return PinnedBuffer(p, bytes, [](void* q) { cudaFreeHost(q); });
+  }
   void wait_copy(const CopyEvent& event) override {
     if (!event.empty())
       SYV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event.handle())));

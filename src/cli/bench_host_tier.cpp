@@ -1,0 +1,178 @@
+// `syv bench host-tier`: the host tier's serve ratio and the machine's pinned-copy bandwidth.
+//  1. pinned copies: --copy-mb between Backend::allocate_pinned() memory and backend memory, each
+//     way, with copy_async + wait_copy (GB/s; on the CPU backend a memcpy);
+//  2. TTFT of a cold --prefix-len-token prompt (one generated token);
+//  3. filler prompts of the same length until the device pool has evicted it (to the host tier);
+//  4. TTFT of the same prompt again (served from the host tier), and once more (from the device).
+// The serve ratio is (4, from host) / (2, cold); the target on an H200 is <= 0.10 at 32K
+// tokens. Also prints the tokens that came from the host and bytes copied back per second of the
+// warm TTFT (a lower bound on the load throughput: the TTFT includes the tail's prefill).
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "cli/bench.h"
+#include "cli/engine_args.h"
+#include "cli/model_session.h"
+
+namespace syv::cli {
+namespace {
+
+struct Options {
+  ModelArgs model;
+  EngineArgs engine;
+  int32_t prefix_len = 32768;
+  int64_t copy_mb = 1024;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// GB/s of `reps` copies of `bytes` from src to dst on the copy stream.
+double copy_rate(Backend& backend, void* dst, const void* src, size_t bytes, int reps) {
+  backend.wait_copy(backend.copy_async(dst, src, bytes));  // warm-up
+  const auto t0 = Clock::now();
+  CopyEvent last;
+  for (int i = 0; i < reps; ++i) last = backend.copy_async(dst, src, bytes);
+  backend.wait_copy(last);
+  return static_cast<double>(bytes) * reps / seconds_since(t0) / 1e9;
+}
+
+// Submits `prompt` (one generated token) and returns the seconds to its first event, or < 0.
+// `finished`: requests finished so far (counted up once this one's counters are published).
+double ttft(Engine& engine, const std::vector<int32_t>& prompt, uint64_t* finished,
+            std::string* error) {
+  Request r;
+  r.prompt_ids = prompt;
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = 1;
+  r.params.ignore_eos = true;
+  const auto t0 = Clock::now();
+  auto handle = engine.submit(std::move(r));
+  if (!handle.ok()) {
+    *error = handle.message();
+    return -1;
+  }
+  Event e;
+  if ((*handle)->next(e, std::chrono::hours(1)) != NextStatus::kEvent) {
+    *error = "the engine ended the request without a token";
+    return -1;
+  }
+  const double s = seconds_since(t0);
+  while ((*handle)->next(e, std::chrono::hours(1)) == NextStatus::kEvent) {
+  }
+  // The engine publishes its counters after the step that ended the request: wait for them, so
+  // the caller's stats() snapshots count this request.
+  ++*finished;
+  while (engine.stats().requests_finished < *finished)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return s;
+}
+
+int run(const Options& o) {
+  if (o.prefix_len < 2)
+    return fail("--prefix-len: expected >= 2, found " + std::to_string(o.prefix_len));
+  if (o.copy_mb < 1) return fail("--copy-mb: expected >= 1, found " + std::to_string(o.copy_mb));
+  const EngineOptions options = o.engine.resolved();
+  if (options.host_cache_bytes == 0)
+    return fail("--host-cache-gb 0: this benchmark measures the host tier; give it some memory");
+  auto loaded = load_cli_model(o.model);
+  if (!loaded.ok()) return fail(loaded.message(), "--model takes a Hugging Face model folder");
+  Model& model = *loaded->model;
+  Backend& backend = model.backend();
+
+  // 1. Pinned-copy bandwidth of this machine.
+  const size_t bytes = static_cast<size_t>(o.copy_mb) << 20;
+  auto pinned = backend.allocate_pinned(bytes);
+  if (!pinned.ok()) return fail(pinned.message());
+  DeviceBuffer device = backend.allocate(bytes);
+  const double h2d = copy_rate(backend, device.data(), pinned->data(), bytes, 5);
+  const double d2h = copy_rate(backend, pinned->data(), device.data(), bytes, 5);
+  device = DeviceBuffer();
+  *pinned = PinnedBuffer();
+
+  // 2-4. Cold, evicted to host and resent, resent again.
+  Engine engine(model, nullptr, options);
+  if (Status s = engine.start(); !s.ok()) return fail(s.message());
+  std::mt19937_64 rng(o.seed);
+  const uint64_t vocab = static_cast<uint64_t>(model.config().vocab_size);
+  auto random_prompt = [&] {
+    std::vector<int32_t> p(static_cast<size_t>(o.prefix_len));
+    for (int32_t& t : p) t = static_cast<int32_t>(rng() % vocab);
+    return p;
+  };
+  const std::vector<int32_t> prompt = random_prompt();
+  std::string error;
+  uint64_t finished = 0;
+  const double cold = ttft(engine, prompt, &finished, &error);
+  const int64_t pool_tokens = int64_t{engine.options().num_pages} * engine.options().page_size;
+  const int64_t fillers = pool_tokens / o.prefix_len + 1;
+  for (int64_t i = 0; i < fillers && error.empty(); ++i)
+    ttft(engine, random_prompt(), &finished, &error);
+  const EngineStats before = engine.stats();
+  const double from_host = error.empty() ? ttft(engine, prompt, &finished, &error) : -1;
+  const EngineStats after = engine.stats();
+  const double from_device = error.empty() ? ttft(engine, prompt, &finished, &error) : -1;
+  engine.stop();
+  if (!error.empty())
+    return fail(error, "lower --prefix-len or raise --num-pages / --kv-cache-mb / --max-model-len");
+  const uint64_t host_tokens = after.prefix_host_hit_tokens - before.prefix_host_hit_tokens;
+  const uint64_t hit_tokens = after.prefix_hit_tokens - before.prefix_hit_tokens;
+  const uint64_t loaded_bytes = after.host_bytes_from_host - before.host_bytes_from_host;
+  nlohmann::json j = {{"backend", backend.name()},
+                      {"prefix_len", o.prefix_len},
+                      {"pinned_h2d_gb_per_s", h2d},
+                      {"pinned_d2h_gb_per_s", d2h},
+                      {"cold_ttft_s", cold},
+                      {"host_ttft_s", from_host},
+                      {"device_ttft_s", from_device},
+                      {"serve_ratio", from_host / cold},
+                      {"hit_tokens", hit_tokens},
+                      {"host_hit_tokens", host_tokens},
+                      {"host_bytes_loaded", loaded_bytes},
+                      {"fillers", fillers}};
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf(
+      "pinned copies on %s: %.2f GB/s host->device, %.2f GB/s device->host (%lld MiB)\n"
+      "%d-token prompt: cold TTFT %.4f s; after %lld fillers evicted it: %.4f s with %llu of "
+      "%llu hit tokens from the host tier (%.1f MB copied back, >= %.2f GB/s over the TTFT); "
+      "serve ratio %.3f; from the device pool: %.4f s\n",
+      backend.name().c_str(), h2d, d2h, static_cast<long long>(o.copy_mb), o.prefix_len, cold,
+      static_cast<long long>(fillers), from_host, static_cast<unsigned long long>(host_tokens),
+      static_cast<unsigned long long>(hit_tokens), static_cast<double>(loaded_bytes) / 1e6,
+      static_cast<double>(loaded_bytes) / from_host / 1e9, from_host / cold, from_device);
+  if (host_tokens == 0)
+    std::printf(
+        "note: nothing came from the host tier; the device pool still held the prompt or "
+        "the host tier is too small for it\n");
+  return 0;
+}
+
+BenchRegistration reg{
+    "host-tier",
+    "Host tier serve ratio: cold TTFT vs TTFT after eviction to host, and pinned-copy GB/s",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      add_model_args(app, o->model);
+      o->model.device = "auto";  // the GPU when there is one: that is what the figures are for
+      add_device_arg(app, o->model.device);
+      add_engine_args(app, o->engine);
+      app.add_option("--prefix-len", o->prefix_len, "Prompt tokens (default 32768).");
+      app.add_option("--copy-mb", o->copy_mb,
+                     "Bytes of the pinned-copy probe in MiB (default 1024).");
+      app.add_option("--seed", o->seed, "Seed of the random prompts (default 0).");
+      app.add_flag("--json", o->json, "Print the figures as one JSON object.");
+      return [o]() -> int { return run(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli

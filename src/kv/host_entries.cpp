@@ -1,0 +1,111 @@
+#include "kv/host_entries.h"
+
+#include <sstream>
+
+#include "core/check.h"
+
+namespace syv {
+
+HostEntries::HostEntries(int32_t size)
+    : key_(static_cast<size_t>(size), 0),
+      pins_(static_cast<size_t>(size), 0),
+      pos_(static_cast<size_t>(size)),
+      used_(static_cast<size_t>(size), false) {
+  SYV_CHECK_GE(size, 0) << "host entries";
+  for (int32_t id = size - 1; id >= 0; --id) free_.push_back(id);
+  by_key_.reserve(static_cast<size_t>(size));
+}
+
+void HostEntries::check_used(int32_t id) const {
+  SYV_CHECK(id >= 0 && id < size() && used_[static_cast<size_t>(id)])
+      << "host entry " << id << " is not in use (size " << size() << ")";
+}
+
+int32_t HostEntries::find(uint64_t key) const {
+  auto it = by_key_.find(key);
+  return it == by_key_.end() ? -1 : it->second;
+}
+
+int32_t HostEntries::take(uint64_t key, bool* evicted) {
+  SYV_CHECK(by_key_.count(key) == 0) << "host entry key " << key << " registered twice";
+  *evicted = false;
+  int32_t id = -1;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    for (int32_t candidate : lru_) {
+      if (pins_[static_cast<size_t>(candidate)] == 0) {
+        id = candidate;
+        break;
+      }
+    }
+    if (id < 0) return -1;
+    const size_t i = static_cast<size_t>(id);
+    by_key_.erase(key_[i]);
+    lru_.erase(pos_[i]);
+    used_[i] = false;
+    *evicted = true;
+  }
+  const size_t i = static_cast<size_t>(id);
+  key_[i] = key;
+  pos_[i] = lru_.insert(lru_.end(), id);
+  used_[i] = true;
+  by_key_.emplace(key, id);
+  return id;
+}
+
+void HostEntries::touch(int32_t id) {
+  check_used(id);
+  const size_t i = static_cast<size_t>(id);
+  lru_.splice(lru_.end(), lru_, pos_[i]);
+}
+
+void HostEntries::pin(int32_t id) {
+  check_used(id);
+  ++pins_[static_cast<size_t>(id)];
+}
+
+void HostEntries::unpin(int32_t id) {
+  check_used(id);
+  SYV_CHECK(pins_[static_cast<size_t>(id)] > 0) << "unpin of unpinned host entry " << id;
+  --pins_[static_cast<size_t>(id)];
+}
+
+int32_t HostEntries::num_pinned() const {
+  int32_t n = 0;
+  for (int32_t p : pins_) n += p > 0;
+  return n;
+}
+
+std::string HostEntries::check_integrity() const {
+  std::ostringstream err;
+  std::vector<int32_t> seen(key_.size(), 0);
+  for (int32_t id : free_) {
+    if (id < 0 || id >= size() || used_[static_cast<size_t>(id)]) {
+      err << "free list holds bad or used entry " << id << "; ";
+      return err.str();
+    }
+    ++seen[static_cast<size_t>(id)];
+  }
+  for (int32_t id : lru_) {
+    if (id < 0 || id >= size() || !used_[static_cast<size_t>(id)]) {
+      err << "LRU holds bad or unused entry " << id << "; ";
+      return err.str();
+    }
+    ++seen[static_cast<size_t>(id)];
+    auto it = by_key_.find(key_[static_cast<size_t>(id)]);
+    if (it == by_key_.end() || it->second != id)
+      err << "entry " << id << " not mapped by its key; ";
+  }
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i] != 1) err << "entry " << i << " listed " << seen[i] << " times; ";
+    if (pins_[i] < 0 || (pins_[i] > 0 && !used_[i]))
+      err << "entry " << i << " has " << pins_[i] << " pins, used " << used_[i] << "; ";
+  }
+  if (by_key_.size() != lru_.size())
+    err << "key map holds " << by_key_.size() << " keys for " << lru_.size() << " used entries";
+  return err.str();
+}
+
+}  // namespace syv

@@ -1,0 +1,59 @@
+// The bookkeeping of one kind of host-tier entry (pages or checkpoints, kv/host_tier.h): ids
+// [0, size()), each either free or holding one 64-bit key, an LRU over the used ones, and pins.
+//
+// Every entry is in exactly one of two states:
+//   free   on the free list, holds nothing
+//   used   registered under its key and on the LRU (head = least recently used)
+// A used entry may also be pinned (pins > 0): take() never evicts it. Pins only protect an entry
+// while an admission is between its lookup and its copy back (kv/host_tier.h says why that is all
+// they need to cover).
+//
+// Not thread-safe: owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace syv {
+
+class HostEntries {
+ public:
+  explicit HostEntries(int32_t size);
+
+  int32_t size() const { return static_cast<int32_t>(key_.size()); }
+  int32_t num_used() const { return static_cast<int32_t>(by_key_.size()); }
+
+  // The used entry registered under `key`, or -1.
+  int32_t find(uint64_t key) const;
+  // Registers `key` (not registered yet) in a free entry, or else in the least recently used
+  // unpinned one, whose key is forgotten (*evicted = true). The entry becomes the most recently
+  // used. Returns -1 (and registers nothing) when every entry is pinned or size() is 0.
+  int32_t take(uint64_t key, bool* evicted);
+  // A hit used entry `id`: it becomes the most recently used.
+  void touch(int32_t id);
+  void pin(int32_t id);
+  void unpin(int32_t id);  // pins must be > 0
+  int32_t pins(int32_t id) const { return pins_[static_cast<size_t>(id)]; }
+  uint64_t key(int32_t id) const { return key_[static_cast<size_t>(id)]; }
+  bool used(int32_t id) const { return used_[static_cast<size_t>(id)]; }
+  int32_t num_pinned() const;
+
+  // Free list, LRU and key map agree; each used entry is mapped by its key. "" when sound.
+  std::string check_integrity() const;
+
+ private:
+  void check_used(int32_t id) const;
+
+  std::vector<uint64_t> key_;
+  std::vector<int32_t> pins_;
+  std::vector<int32_t> free_;  // stack; lowest id on top
+  std::list<int32_t> lru_;     // used entries, least recently used first
+  std::vector<std::list<int32_t>::iterator> pos_;
+  std::vector<bool> used_;  // on the LRU (registered under key_)
+  std::unordered_map<uint64_t, int32_t> by_key_;
+};
+
+}  // namespace syv

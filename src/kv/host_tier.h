@@ -1,0 +1,128 @@
+// The host tier under the device cache: pinned host memory holding the KV pages and the hybrid
+// recurrent-state checkpoints that the device pools evicted, found again by the same keys
+// (docs/hybrid-cache.md "Host tier").
+//
+// Write-back: a page or checkpoint is copied to the host when the device LRU evicts it (the
+// eviction callbacks of PagePool and CheckpointPool), never before, so the host tier costs no
+// bandwidth until the device pool is full, and a page written once is stored once.
+//
+// Keys: a page entry carries the device prefix index's chain key (PrefixIndex::page_key) with the
+// parent key and the key's tokens, compared on every lookup (a hash collision is a miss, as on the
+// device). A checkpoint entry carries the chain key of the page ending at its boundary and its
+// length (kv/checkpoint_pool.h), compared too.
+//
+// Copies go through the cache store's asynchronous copies (CacheStore::copy_*_out/in, on the
+// backend's copy stream); the host never waits for them:
+//  * store_*: the device page / checkpoint is copied out, then the compute stream is ordered
+//    after the copy (Backend::order_after_copy), so whatever the next op writes into the device
+//    entry cannot overtake the copy that reads it;
+//  * load_*: the host entry is copied into a device page / state slot, then the compute stream is
+//    ordered after the copy, so the forward that reads it starts only once it landed.
+// Every copy runs on one in-order copy stream, so a host entry overwritten by a later store (an
+// eviction inside this tier) is overwritten only after every earlier load from it has finished.
+// Pins therefore only protect an entry between the lookup that found it and the load that copies
+// it back (an allocation in between may evict into this tier and would otherwise take it); no pin
+// outlives an admission, which check_integrity() asserts. On the CPU backend the copies are
+// synchronous and the tier is a second budget of plain host memory.
+//
+// LRU: pages and checkpoints each have an LRU (kv/host_entries.h): a stored entry is the most
+// recently used, a hit refreshes it, and storing a key the tier already holds (an entry loaded
+// back and evicted again) copies nothing.
+//
+// Not thread-safe: owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "kv/host_entries.h"
+
+namespace syv {
+
+class CacheStore;
+
+struct HostTierCounters {
+  uint64_t page_hits = 0;           // host pages loaded back into the device pool
+  uint64_t checkpoint_hits = 0;     // host checkpoints loaded into a state slot
+  uint64_t pages_stored = 0;        // device pages copied to the host at eviction
+  uint64_t checkpoints_stored = 0;  // device checkpoints copied to the host at eviction
+  uint64_t stores_present = 0;      // evictions the host already held (nothing copied)
+  uint64_t stores_dropped = 0;      // evictions not stored (every entry pinned, or a colliding key)
+  uint64_t pages_evicted = 0;       // host pages dropped for newer ones
+  uint64_t checkpoints_evicted = 0;  // host checkpoints dropped for newer ones
+  uint64_t bytes_to_host = 0;
+  uint64_t bytes_from_host = 0;
+  // Host time spent issuing copies (wall clock). On the CPU backend the copies run there, so this
+  // is the copy time; on CUDA it is only the enqueue time (the copies run on the copy stream).
+  double copy_seconds = 0;
+};
+
+class HostTier {
+ public:
+  // num_pages host pages of store.page_bytes() and num_checkpoints host checkpoints of
+  // store.slot_bytes() (both >= 0), allocated with store.backend().allocate_pinned(). key_tokens:
+  // the tokens a page key covers (PrefixIndex::key_tokens()). `store` must outlive the tier.
+  static Result<std::unique_ptr<HostTier>> create(CacheStore& store, int32_t key_tokens,
+                                                  int32_t num_pages, int32_t num_checkpoints);
+  ~HostTier();  // waits for the copies that use its memory (Backend::synchronize)
+  HostTier(const HostTier&) = delete;
+  HostTier& operator=(const HostTier&) = delete;
+
+  int32_t num_pages() const { return pages_.size(); }
+  int32_t num_pages_used() const { return pages_.num_used(); }
+  int32_t num_checkpoints() const { return checkpoints_.size(); }
+  int32_t num_checkpoints_used() const { return checkpoints_.num_used(); }
+  int64_t total_bytes() const;
+  const HostTierCounters& counters() const { return counters_; }
+
+  // ---- pages --------------------------------------------------------------------------------
+  // The entry holding the page keyed `key` after `parent` with these key_tokens tokens, or -1.
+  int32_t find_page(uint64_t parent, uint64_t key, const int32_t* tokens) const;
+  // Device page `device_page` (a registered, fully written page being evicted) holds `tokens`
+  // after `parent` under `key`: copies it into a host entry (or refreshes the one holding it).
+  void store_page(int32_t device_page, uint64_t parent, uint64_t key, const int32_t* tokens);
+  // Copies entry `entry` into device page `device_page` (allocated, not read until the next
+  // forward) and refreshes the entry.
+  void load_page(int32_t entry, int32_t device_page);
+  void pin_page(int32_t entry) { pages_.pin(entry); }
+  void unpin_page(int32_t entry) { pages_.unpin(entry); }
+
+  // ---- checkpoints --------------------------------------------------------------------------
+  // The entry holding the checkpoint keyed `key` of `length` tokens, or -1.
+  int32_t find_checkpoint(uint64_t key, int32_t length) const;
+  // Device checkpoint `device_checkpoint` (being evicted) holds the state after `length` tokens
+  // of the prefix keyed `key`: copies it into a host entry (or refreshes the one holding it).
+  void store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t length);
+  // Copies entry `entry` into live state slot `state_slot` and refreshes the entry.
+  void load_checkpoint(int32_t entry, int32_t state_slot);
+  void pin_checkpoint(int32_t entry) { checkpoints_.pin(entry); }
+  void unpin_checkpoint(int32_t entry) { checkpoints_.unpin(entry); }
+
+  // Both entry pools sound, every page entry's key equals the hash of its parent and tokens, and
+  // nothing pinned (call between steps). "" when sound.
+  std::string check_integrity() const;
+  // One start-up line: capacity in pages (tokens) and checkpoints, bytes, pinned or not.
+  std::string describe() const;
+
+ private:
+  HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages, int32_t num_checkpoints);
+  char* page_data(int32_t entry) const;
+  char* checkpoint_data(int32_t entry) const;
+  // Orders the compute stream after `event` and adds the issue time since `start_ns`.
+  void finish_copy(const CopyEvent& event, int64_t start_ns);
+
+  CacheStore& store_;
+  int32_t key_tokens_;
+  HostEntries pages_, checkpoints_;
+  PinnedBuffer page_bytes_, checkpoint_bytes_;
+  std::vector<uint64_t> page_parent_;  // [num_pages]
+  std::vector<int32_t> page_tokens_;   // [num_pages * key_tokens]
+  std::vector<int32_t> ckpt_length_;   // [num_checkpoints]
+  HostTierCounters counters_;
+};
+
+}  // namespace syv

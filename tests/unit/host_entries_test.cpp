@@ -1,0 +1,45 @@
+// The host tier's entry bookkeeping (kv/host_entries.h): free entries first, then the least
+// recently used unpinned one; hits refresh; pinned entries are never evicted.
+#include "kv/host_entries.h"
+
+#include <gtest/gtest.h>
+
+namespace syv {
+namespace {
+
+TEST(HostEntries, EvictsLeastRecentlyUsedUnpinned) {
+  HostEntries e(3);
+  bool evicted = true;
+  EXPECT_EQ(e.take(10, &evicted), 0);
+  EXPECT_FALSE(evicted);
+  EXPECT_EQ(e.take(11, &evicted), 1);
+  EXPECT_EQ(e.take(12, &evicted), 2);
+  EXPECT_EQ(e.num_used(), 3);
+  EXPECT_EQ(e.find(11), 1);
+  EXPECT_EQ(e.find(99), -1);
+  e.touch(0);  // LRU order now 1, 2, 0
+  e.pin(1);
+  const int32_t id = e.take(13, &evicted);  // 1 is pinned: 2 goes
+  EXPECT_EQ(id, 2);
+  EXPECT_TRUE(evicted);
+  EXPECT_EQ(e.find(12), -1);
+  EXPECT_EQ(e.find(13), 2);
+  EXPECT_EQ(e.check_integrity(), "");
+  EXPECT_EQ(e.num_pinned(), 1);
+  e.pin(0);
+  e.pin(2);
+  EXPECT_EQ(e.take(14, &evicted), -1);  // everything pinned: nothing registered
+  EXPECT_EQ(e.find(14), -1);
+  e.unpin(0);
+  e.unpin(1);
+  e.unpin(2);
+  EXPECT_EQ(e.num_pinned(), 0);
+  EXPECT_EQ(e.take(14, &evicted), 1);  // LRU: 1 (never touched since), then 0, then 2
+  EXPECT_EQ(e.check_integrity(), "");
+  HostEntries none(0);
+  EXPECT_EQ(none.take(1, &evicted), -1);
+  EXPECT_EQ(none.check_integrity(), "");
+}
+
+}  // namespace
+}  // namespace syv

@@ -1,0 +1,313 @@
+// The host tier under the device cache (kv/host_tier.h) on tiny dense and hybrid models (CPU
+// backend, where the tier is a second budget of host memory): prefixes whose pages and
+// checkpoints the device pools evicted are served back from the host tier, giving exactly the
+// tokens (and, in batch-invariant mode, the logprobs bit for bit) of a recompute; eviction storms
+// with random cancels keep every invariant of both tiers and leak nothing.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+
+#include "backend/backend.h"
+#include "core/log.h"
+#include "engine/engine_core.h"
+#include "engine/host_tier_setup.h"
+#include "model/model.h"
+#include "unit/engine_harness.h"
+
+namespace syv::testing {
+namespace {
+
+constexpr int32_t kPage = 16;
+
+// One model per fixture folder and instance (two live engines need two instances: solo runs use
+// instance 1). Batch-invariant CPU kernels, so a hit and a recompute can be compared bit for bit.
+Model& model(const std::string& dir, int instance = 0) {
+  static std::map<std::pair<std::string, int>, LoadedModel> models;
+  auto it = models.find({dir, instance});
+  if (it == models.end()) {
+    set_log_level(LogLevel::WARN);
+    LoadedModel l = load_cpu_fixture(dir);
+    SYV_CHECK(l.model != nullptr) << dir;
+    l.backend->set_batch_invariant(true);
+    it = models.emplace(std::make_pair(dir, instance), std::move(l)).first;
+  }
+  return *it->second.model;
+}
+
+bool is_hybrid(const std::string& dir) {
+  return dir.rfind("hybrid/", 0) == 0;
+}
+
+// Device pool of `pages` pages (page 16) and `checkpoints` checkpoints (interval 32), host tier of
+// `host_pages` pages and `host_checkpoints` checkpoints (hybrids only).
+EngineOptions opts(const std::string& dir, int32_t pages, int32_t checkpoints, int32_t host_pages,
+                   int32_t host_checkpoints, int32_t budget = 2048, int32_t chunk = 0,
+                   int32_t max_seqs = 4) {
+  EngineOptions o;
+  o.page_size = kPage;
+  o.num_pages = pages;
+  o.max_num_batched_tokens = budget;
+  o.max_prefill_chunk = chunk;
+  o.max_num_seqs = max_seqs;
+  o.checkpoint_interval = 2 * kPage;
+  o.num_checkpoints = checkpoints;
+  o.host_num_pages = host_pages;
+  o.host_num_checkpoints = is_hybrid(dir) ? host_checkpoints : 0;
+  return o;
+}
+
+std::unique_ptr<EngineCore> make_core(Model& m, const EngineOptions& o) {
+  auto core = EngineCore::create(m, nullptr, o);
+  EXPECT_TRUE(core.ok()) << core.message();
+  return std::move(core).value();
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng() % 300u);
+  return t;
+}
+
+Request request(std::vector<int32_t> prompt, int32_t max_tokens, bool logprobs = false) {
+  Request r = greedy_request(std::move(prompt), max_tokens);
+  r.params.ignore_eos = true;
+  r.params.logprobs = logprobs;
+  return r;
+}
+
+// Every page free or cached, no slot or checkpoint hold left, no host entry pinned.
+void expect_no_leaks(Harness& h) {
+  h.expect_no_leaks();
+  if (const HybridState* hy = h.core().hybrid()) {
+    EXPECT_EQ(hy->pool().num_free_slots(), hy->pool().num_slots()) << "state slots leaked";
+    EXPECT_EQ(hy->pool().num_held(), 0) << "checkpoint holds leaked";
+  }
+  if (const HostTier* host = h.core().host_tier()) {
+    EXPECT_EQ(host->check_integrity(), "");
+  }
+}
+
+// Greedy tokens of one request alone: roomy pool, no prefix cache, no host tier (memoised).
+std::vector<int32_t> run_alone(const std::string& dir, const Request& r) {
+  static std::map<std::tuple<std::string, std::vector<int32_t>, int32_t>, std::vector<int32_t>>
+      memo;
+  auto key = std::make_tuple(dir, r.prompt_ids, r.params.max_tokens);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  EngineOptions o = opts(dir, 64, 0, 0, 0, 1 << 16);
+  o.enable_prefix_caching = false;
+  Harness h(make_core(model(dir, 1), o));
+  Request solo = r;
+  solo.params.n = 1;
+  const uint64_t id = h.submit(solo);
+  h.run();
+  expect_no_leaks(h);
+  return memo[key] = h.output(id).samples.at(0).tokens;
+}
+
+const char* const kDirs[] = {"qwen3/tied_gqa2", "qwen3/untied_gqa4_hd24", "hybrid/q35_r1_lllf",
+                             "hybrid/qnext_top1_r2"};
+
+TEST(HostTier, PlanIsValidatedAndSplitLikeTheDevice) {
+  // 1 MiB, pages of 1 KiB and checkpoints of 4 KiB, the device holding 3/4 pages, 1/4 checkpoints:
+  // 64 checkpoints (256 KiB), the rest in pages (768).
+  const HostTierPlan plan = split_host_budget(1 << 20, 1024, 4096, 3 << 20, 1 << 20);
+  EXPECT_EQ(plan.num_checkpoints, 64);
+  EXPECT_EQ(plan.num_pages, 768);
+  const HostTierPlan dense = split_host_budget(1 << 20, 1024, 0, 3 << 20, 0);
+  EXPECT_EQ(dense.num_checkpoints, 0);
+  EXPECT_EQ(dense.num_pages, 1024);
+  // Checkpoints for a model without recurrent state, negative counts, a budget without a page.
+  EngineOptions o = opts("qwen3/tied_gqa2", 16, 0, 0, 0);
+  o.host_num_checkpoints = 4;
+  auto bad = EngineCore::create(model("qwen3/tied_gqa2"), nullptr, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("host_num_checkpoints: the model has no recurrent state"),
+            std::string::npos)
+      << bad.message();
+  o = opts("qwen3/tied_gqa2", 16, 0, -1, 0);
+  bad = EngineCore::create(model("qwen3/tied_gqa2"), nullptr, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("expected >= 0"), std::string::npos) << bad.message();
+  o = opts("qwen3/tied_gqa2", 16, 0, 0, 0);
+  o.host_cache_bytes = 10;
+  bad = EngineCore::create(model("qwen3/tied_gqa2"), nullptr, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("hold no page"), std::string::npos) << bad.message();
+  // A byte budget is split into pages; prefix caching off turns the tier off.
+  o.host_cache_bytes = 1 << 20;
+  auto core = make_core(model("qwen3/tied_gqa2"), o);
+  ASSERT_NE(core->host_tier(), nullptr);
+  EXPECT_EQ(int64_t{core->host_tier()->num_pages()} * core->store().page_bytes(),
+            (int64_t{1} << 20) / core->store().page_bytes() * core->store().page_bytes());
+  EXPECT_EQ(core->stats().host_pages_total, core->host_tier()->num_pages());
+  o.enable_prefix_caching = false;
+  EXPECT_EQ(make_core(model("qwen3/tied_gqa2"), o)->host_tier(), nullptr);
+}
+
+// A prompt whose pages (and checkpoints) a second prompt pushed out of a tiny device pool comes
+// back from the host tier on resend: the resend boundary is reused (96 of 100 tokens), the tokens
+// and the logprobs equal the cold run's bit for bit, and the counters say it came from the host.
+TEST(HostTier, EvictedPrefixServedFromHostEqualsRecompute) {
+  for (const char* dir : kDirs) {
+    std::mt19937 rng(7);
+    // 10 pages = 160 tokens; A (100 + 8) leaves 6 full pages, B (140 + 8) needs all 10. Hybrids:
+    // one device checkpoint: A leaves one at its resend boundary 96, B's at 128 pushes it out.
+    Harness h(make_core(model(dir), opts(dir, 10, 1, 64, 16)));
+    const Request a = request(random_tokens(rng, 100), 8, /*logprobs=*/true);
+    const Request b = request(random_tokens(rng, 140), 8);
+    const uint64_t cold = h.submit(a);
+    h.run();
+    h.submit(b);
+    h.run();
+    const EngineStats before = h.core().stats();
+    EXPECT_GE(before.host_pages_stored, 6u) << dir;
+    const uint64_t warm = h.submit(a);
+    h.run();
+    const SampleOutput& c = h.output(cold).samples.at(0);
+    const SampleOutput& w = h.output(warm).samples.at(0);
+    EXPECT_EQ(c.cached_tokens, 0) << dir;
+    EXPECT_EQ(w.cached_tokens, 96) << dir;
+    EXPECT_EQ(w.tokens, c.tokens) << dir;
+    EXPECT_EQ(w.tokens, run_alone(dir, a)) << dir;
+    ASSERT_EQ(w.logprobs.size(), c.logprobs.size()) << dir;
+    for (size_t i = 0; i < c.logprobs.size(); ++i)
+      EXPECT_EQ(w.logprobs[i], c.logprobs[i]) << dir << " token " << i;  // bit for bit
+    const EngineStats& s = h.core().stats();
+    EXPECT_EQ(s.prefix_host_hit_tokens - before.prefix_host_hit_tokens, 96u) << dir;
+    EXPECT_EQ(s.host_page_hits - before.host_page_hits, 6u) << dir;
+    EXPECT_EQ(s.host_bytes_from_host - before.host_bytes_from_host,
+              6u * static_cast<uint64_t>(h.core().store().page_bytes()) +
+                  (is_hybrid(dir) ? static_cast<uint64_t>(h.core().store().slot_bytes()) : 0u))
+        << dir;
+    if (is_hybrid(dir)) {
+      EXPECT_GE(before.host_checkpoints_stored, 1u) << dir;
+      EXPECT_EQ(s.host_checkpoint_hits - before.host_checkpoint_hits, 1u) << dir;
+    }
+    expect_no_leaks(h);
+  }
+}
+
+// A hybrid chat whose every turn is followed by a long unrelated request (which pushes the turn's
+// pages and checkpoints out of the device pools) resumes each turn exactly where it would have
+// with a roomy device pool (docs/hybrid-cache.md: dense retention reuses 0, 96, 128 tokens);
+// without the host tier the same run reuses less.
+TEST(HostTier, HybridMultiTurnResumesFromHostCheckpoints) {
+  for (const char* dir : {"hybrid/q35_r1_lllf", "hybrid/qnext_top1_r2"}) {
+    std::map<bool, std::vector<int32_t>> reuse;
+    for (bool host : {true, false}) {
+      std::mt19937 rng(3);
+      // 13 pages (208 tokens) fit a turn (at most 190) or the filler (188); chunks of 32 tokens
+      // leave a checkpoint at every multiple of 32, so the filler wants 6 against the device's 4
+      // (a turn holds at most 3) and pushes every cached one out.
+      Harness h(make_core(model(dir), opts(dir, 13, 4, host ? 64 : 0, host ? 32 : 0, 2048, 32)));
+      std::vector<int32_t> prompt = random_tokens(rng, 70);
+      for (int turn = 0; turn < 3; ++turn) {
+        const Request r = request(prompt, 30);
+        const uint64_t id = h.submit(r);
+        h.run();
+        const SampleOutput& out = h.output(id).samples.at(0);
+        reuse[host].push_back(out.cached_tokens);
+        EXPECT_EQ(out.tokens, run_alone(dir, r)) << dir << " turn " << turn;
+        h.submit(request(random_tokens(rng, 180), 8));  // the filler
+        h.run();
+        prompt.insert(prompt.end(), out.tokens.begin(), out.tokens.end());
+        auto user = random_tokens(rng, 15);
+        prompt.insert(prompt.end(), user.begin(), user.end());
+      }
+      if (host) {
+        EXPECT_GT(h.core().stats().host_checkpoint_hits, 0u) << dir;
+        EXPECT_GT(h.core().stats().prefix_host_hit_tokens, 0u) << dir;
+      }
+      expect_no_leaks(h);
+    }
+    EXPECT_EQ(reuse[true], (std::vector<int32_t>{0, 96, 128})) << dir;
+    EXPECT_LT(reuse[false][1] + reuse[false][2], 96 + 128) << dir;
+  }
+}
+
+// Arrivals, identical resends, cancellations, n = 2, a device pool small enough to preempt and
+// evict, a tiny host tier that evicts too; check_integrity() (both tiers, no pin left) after every
+// step and cancel; every completed sample equals its solo run; nothing leaks.
+TEST(HostTier, EvictionStormWithCancelsKeepsInvariants) {
+  for (const std::string dir : {"qwen3/tied_gqa2", "hybrid/q35_r2_flfl_tied"}) {
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      std::mt19937 rng(500 + seed);
+      const int32_t max_total = 80;
+      const int32_t pages = (max_total + kPage - 1) / kPage + 1 + static_cast<int32_t>(rng() % 6);
+      const EngineOptions o = opts(
+          dir, pages, 1 + static_cast<int32_t>(rng() % 6), 2 + static_cast<int32_t>(rng() % 12),
+          1 + static_cast<int32_t>(rng() % 6), 8 + static_cast<int32_t>(rng() % 80),
+          static_cast<int32_t>(rng() % 20), 1 + static_cast<int32_t>(rng() % 4));
+      Harness h(make_core(model(dir), o));
+      std::vector<std::pair<uint64_t, Request>> submitted;
+      std::vector<bool> cancelled;
+      std::vector<std::vector<int32_t>> prefixes = {random_tokens(rng, 48)};
+      int steps = 0;
+      while (steps < 400 && (submitted.size() < 28 || h.core().has_work())) {
+        if (submitted.size() < 28 && rng() % 3 == 0) {
+          std::vector<int32_t> prompt;
+          if (!submitted.empty() && rng() % 3 == 0) {  // an identical resend
+            prompt = submitted[rng() % submitted.size()].second.prompt_ids;
+          } else {
+            if (rng() % 2) prompt = prefixes[rng() % prefixes.size()];
+            if (prompt.size() > 56) prompt.resize(rng() % 56);
+            auto tail = random_tokens(rng, 1 + static_cast<int32_t>(rng() % 20));
+            prompt.insert(prompt.end(), tail.begin(), tail.end());
+            prefixes.push_back(prompt);
+          }
+          Request r = request(
+              prompt,
+              1 + static_cast<int32_t>(rng() % static_cast<uint32_t>(max_total - prompt.size())));
+          if (rng() % 5 == 0) r.params.n = 2;
+          submitted.push_back({h.submit(r), r});
+          cancelled.push_back(false);
+        }
+        if (!submitted.empty() && rng() % 10 == 0) {
+          const size_t victim = rng() % submitted.size();
+          h.cancel(submitted[victim].first);
+          cancelled[victim] = true;
+          ASSERT_EQ(h.core().check_integrity(), "");
+        }
+        if (h.core().has_work()) h.step();
+        if (::testing::Test::HasFatalFailure()) return;
+        ++steps;
+      }
+      h.run();
+      int compared = 0;
+      for (size_t i = 0; i < submitted.size(); ++i) {
+        EXPECT_TRUE(h.ended(submitted[i].first));
+        for (const auto& s : h.output(submitted[i].first).samples) {
+          if (s.finish_reason == "abort") {
+            EXPECT_TRUE(cancelled[i]);
+            continue;
+          }
+          EXPECT_EQ(s.tokens, run_alone(dir, submitted[i].second))
+              << dir << " seed " << seed << " request " << i;
+          ++compared;
+        }
+      }
+      EXPECT_GT(compared, 8);
+      expect_no_leaks(h);
+      const EngineStats& s = h.core().stats();
+      EXPECT_GT(s.host_pages_stored, 0u) << dir << " seed " << seed;
+      std::printf(
+          "  %s seed %u: %d compared, %llu preemptions, %llu hit tokens (%llu from host), "
+          "%llu pages / %llu checkpoints stored, %llu / %llu loaded\n",
+          dir.c_str(), seed, compared, static_cast<unsigned long long>(s.preemptions),
+          static_cast<unsigned long long>(s.prefix_hit_tokens),
+          static_cast<unsigned long long>(s.prefix_host_hit_tokens),
+          static_cast<unsigned long long>(s.host_pages_stored),
+          static_cast<unsigned long long>(s.host_checkpoints_stored),
+          static_cast<unsigned long long>(s.host_page_hits),
+          static_cast<unsigned long long>(s.host_checkpoint_hits));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace syv::testing
