@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -119,12 +120,20 @@ class EngineCore {
   bool emit(RequestGroup& group, Sequence& seq, const SampleResult& sample, int32_t length);
   void end_sample(RequestGroup& group, Sequence& seq);
   void update_gauges();
+  // The host tier joins the prefix cache (and the hybrid state): evictions go to it from now on.
+  void attach_host_tier(std::unique_ptr<HostTier> tier);
+  // Attaches the background-pinned host tier when its thread has finished (step()).
+  void poll_host_tier();
 
   Model& model_;
   const Tokenizer* tokenizer_;
   EngineOptions options_;
   std::unique_ptr<CacheStore> store_;  // bound to model_; declared before everything that uses it
-  std::unique_ptr<HostTier> host_;     // under store_ (null when off); set by create()
+  std::unique_ptr<HostTier> host_;     // under store_ (null when off or still being pinned)
+  // The host tier while a background thread pins its memory (backends whose pinning is slow:
+  // Backend::pins_host_memory()); step() attaches it once ready. Destroyed before store_ (the
+  // thread reads it): the future's destructor waits for the thread.
+  std::future<Result<std::unique_ptr<HostTier>>> host_pending_;
   int64_t vocab_size_;
   std::vector<int32_t> eos_ids_;
   PrefixCache cache_;

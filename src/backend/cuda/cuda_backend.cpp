@@ -173,6 +173,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
   // Page-locked host memory for a host tier: cudaMemcpyAsync from/to it is a true DMA that
   // overlaps with compute (pageable memory would be staged and synchronous).
+  bool pins_host_memory() const override { return true; }  // cudaHostAlloc: thread-safe
   Result<PinnedBuffer> allocate_pinned(size_t bytes) override {
     if (bytes == 0) return PinnedBuffer();
     void* p = nullptr;
