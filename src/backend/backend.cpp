@@ -32,6 +32,12 @@ CopyEvent Backend::copy_async(void* dst, const void* src, size_t bytes) {
   return CopyEvent();
 }
 
+CopyEvent Backend::copy_batch_async(const std::vector<CopyOp>& ops) {
+  CopyEvent last;
+  for (const CopyOp& op : ops) last = copy_async(op.dst, op.src, op.bytes);
+  return last;
+}
+
 Result<PinnedBuffer> Backend::allocate_pinned(size_t bytes) {
   if (bytes == 0) return PinnedBuffer();
   void* data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);

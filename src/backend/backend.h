@@ -52,6 +52,13 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// One copy of copy_batch_async().
+struct CopyOp {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+};
+
 // A point on a backend's copy stream (Backend::copy_async()): complete once every copy enqueued
 // up to it has landed. Copyable (copies name the same point); an empty event is already
 // complete. Backends keep their own handle behind it (a cudaEvent_t on CUDA).
@@ -174,6 +181,11 @@ class Backend {
   // wait_copy() and order_after_copy(). The default copies synchronously (std::memcpy after
   // synchronize(), right for backends whose memory is host memory) and returns an empty event.
   virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes);
+  // copy_async() of every op (non-overlapping) as one batch: one ordering after the compute
+  // stream, one event for all. A page of a 36-layer model is 72 copies; issued one by one, their
+  // per-call overhead (not the link) bounded the host tier's load rate. The default runs
+  // copy_async() per op.
+  virtual CopyEvent copy_batch_async(const std::vector<CopyOp>& ops);
   // `bytes` of host memory for copy_async() (a host tier): pinned where the backend can, see
   // PinnedBuffer. The default is plain 64-byte-aligned host memory (right for the CPU backend,
   // whose "device" memory is host memory too). Fails with a message naming the size when the

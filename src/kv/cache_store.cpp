@@ -184,48 +184,50 @@ void CacheStore::load_checkpoint(int32_t checkpoint, int32_t slot) {
 CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
   check_index(page, config_.num_pages, "page");
   char* out = static_cast<char*>(external);
-  CopyEvent last;
+  copy_ops_.clear();
   for (size_t i = 0; i < k_.size(); ++i) {
     const int64_t half = spec_.kv_layers[i].bytes_per_token() / 2 * config_.page_size;
-    last = backend_.copy_async(out, at(k_[i], page, half), static_cast<size_t>(half));
-    last = backend_.copy_async(out + half, at(v_[i], page, half), static_cast<size_t>(half));
+    const size_t h = static_cast<size_t>(half);
+    copy_ops_.push_back({out, at(k_[i], page, half), h});
+    copy_ops_.push_back({out + half, at(v_[i], page, half), h});
     out += 2 * half;
   }
-  return last;
+  return backend_.copy_batch_async(copy_ops_);
 }
 
 CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
   check_index(page, config_.num_pages, "page");
   const char* in = static_cast<const char*>(external);
-  CopyEvent last;
+  copy_ops_.clear();
   for (size_t i = 0; i < k_.size(); ++i) {
     const int64_t half = spec_.kv_layers[i].bytes_per_token() / 2 * config_.page_size;
-    last = backend_.copy_async(at(k_[i], page, half), in, static_cast<size_t>(half));
-    last = backend_.copy_async(at(v_[i], page, half), in + half, static_cast<size_t>(half));
+    const size_t h = static_cast<size_t>(half);
+    copy_ops_.push_back({at(k_[i], page, half), in, h});
+    copy_ops_.push_back({at(v_[i], page, half), in + half, h});
     in += 2 * half;
   }
-  return last;
+  return backend_.copy_batch_async(copy_ops_);
 }
 
 CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs, int32_t index,
                                           void* external, Dir dir) {
   char* ext = static_cast<char*>(external);
-  CopyEvent last;
+  copy_ops_.clear();
   for (size_t i = 0; i < bufs.size(); ++i) {
     const StateLayerShape& s = spec_.state_layers[i];
     char* conv = at(bufs[i].conv, index, s.conv_bytes());
     char* ssm = at(bufs[i].ssm, index, s.ssm_bytes());
     const size_t cb = static_cast<size_t>(s.conv_bytes()), sb = static_cast<size_t>(s.ssm_bytes());
     if (dir == Dir::kOut) {
-      last = backend_.copy_async(ext, conv, cb);
-      last = backend_.copy_async(ext + cb, ssm, sb);
+      copy_ops_.push_back({ext, conv, cb});
+      copy_ops_.push_back({ext + cb, ssm, sb});
     } else {
-      last = backend_.copy_async(conv, ext, cb);
-      last = backend_.copy_async(ssm, ext + cb, sb);
+      copy_ops_.push_back({conv, ext, cb});
+      copy_ops_.push_back({ssm, ext + cb, sb});
     }
     ext += cb + sb;
   }
-  return last;
+  return backend_.copy_batch_async(copy_ops_);
 }
 
 CopyEvent CacheStore::copy_slot_out(int32_t slot, void* external) {

@@ -127,6 +127,7 @@ class CacheStore {
   std::vector<DeviceBuffer> k_, v_;         // per attention layer
   std::vector<StateBuffers> slots_, ckpt_;  // per recurrent layer
   int64_t total_bytes_ = 0;
+  std::vector<CopyOp> copy_ops_;  // the batch each copy_*_out / copy_*_in builds, reused
 };
 
 }  // namespace syv

@@ -157,14 +157,51 @@ class CudaBackendImpl final : public CudaBackend {
 
   // ---- asynchronous copies: one copy stream, ordered after the compute stream at each call -----
   CopyEvent copy_async(void* dst, const void* src, size_t bytes) override {
+    order_copies_after_compute();
+    if (bytes > 0)
+      SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_));
+    return record_copy_event();
+  }
+  // One cudaMemcpyBatchAsync for the whole batch (a plain cudaMemcpyAsync per op where the
+  // driver refuses the batch call).
+  CopyEvent copy_batch_async(const std::vector<CopyOp>& ops) override {
+    order_copies_after_compute();
+    batch_dst_.clear();
+    batch_src_.clear();
+    batch_bytes_.clear();
+    for (const CopyOp& op : ops) {
+      if (op.bytes == 0) continue;
+      batch_dst_.push_back(op.dst);
+      batch_src_.push_back(op.src);
+      batch_bytes_.push_back(op.bytes);
+    }
+    if (!batch_dst_.empty()) {
+      cudaMemcpyAttributes attr = {};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      size_t attr_index = 0;
+      const cudaError_t err =
+          cudaMemcpyBatchAsync(batch_dst_.data(), batch_src_.data(), batch_bytes_.data(),
+                               batch_dst_.size(), &attr, &attr_index, 1, copy_stream_);
+      if (err != cudaSuccess) {
+        cudaGetLastError();
+        for (size_t i = 0; i < batch_dst_.size(); ++i)
+          SYV_CUDA_CHECK(cudaMemcpyAsync(batch_dst_[i], batch_src_[i], batch_bytes_[i],
+                                         cudaMemcpyDefault, copy_stream_));
+      }
+    }
+    return record_copy_event();
+  }
+  // The copy stream waits for everything enqueued on the compute stream so far.
+  void order_copies_after_compute() {
     if (copy_stream_ == nullptr) {
       SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
       SYV_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
     }
     SYV_CUDA_CHECK(cudaEventRecord(compute_mark_, stream_));
     SYV_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, compute_mark_, 0));
-    if (bytes > 0)
-      SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_));
+  }
+  CopyEvent record_copy_event() {
     cudaEvent_t done = nullptr;
     SYV_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     SYV_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
@@ -1056,6 +1093,9 @@ class CudaBackendImpl final : public CudaBackend {
   cudaEvent_t staging_done_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;  // copy_async(); created on first use
   cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ at each copy_async()
+  std::vector<void*> batch_dst_;        // copy_batch_async()'s argument arrays, reused
+  std::vector<const void*> batch_src_;
+  std::vector<size_t> batch_bytes_;
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;
   int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it
