@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "io/hf_config.h"
 #include "io/model_folder.h"
+#include "model/quant_weights.h"
 #include "model/weight_spec.h"
 
 namespace syv {
@@ -50,6 +51,13 @@ std::string widening(const Backend& backend) {
 
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store, const Backend& backend) {
+  return weight_backend_bytes(arch, config, store,
+                              [&backend](DType file) { return backend.weight_dtype(file); });
+}
+
+std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
+                                            const WeightStore* store,
+                                            const std::function<DType(DType)>& kept) {
   int64_t bytes = 0;
   if (arch.weight_specs != nullptr) {
     for (const WeightSpec& spec : arch.weight_specs(config)) {
@@ -60,14 +68,17 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
       const TensorInfo* info = store == nullptr ? nullptr : store->find(spec.name);
       DType file = info == nullptr ? DType::BF16 : info->dtype;
       if (!is_float_file_dtype(file)) file = DType::BF16;  // a quantized tensor loaded dequantized
-      bytes = add_product(bytes, spec.shape, dtype_size(backend.weight_dtype(file)));
+      bytes = add_product(bytes, spec.shape, dtype_size(kept(file)));
     }
     return bytes;
   }
   if (store == nullptr) return std::nullopt;
   for (const std::string& name : store->names()) {
     const TensorInfo* info = store->find(name);
-    bytes = add_product(bytes, info->shape, dtype_size(backend.weight_dtype(info->dtype)));
+    const StoredTensorRole role = stored_tensor_role(name, *info, *store, config.quant);
+    if (role.role == StoredRole::kQuantizedAux) continue;
+    const DType file = role.role == StoredRole::kQuantizedData ? DType::BF16 : info->dtype;
+    bytes = add_product(bytes, {role.parameters}, dtype_size(kept(file)));
   }
   return bytes;
 }

@@ -158,6 +158,25 @@ Status check_spec_in_store(const WeightSpec& spec, const WeightStore& store,
   return info.ok() ? Status::Ok() : info.status();
 }
 
+namespace {
+
+// Whether the loader keeps this g_idx tensor: present and not the plain k / group_size, which
+// read_quantized() drops (GPTQ writers store that one even without act-order). A tensor of the
+// wrong shape or dtype counts as kept (check_quantized() refuses it anyway).
+bool kept_g_idx(const TensorInfo* t, int64_t K, const QuantConfig& quant) {
+  if (t == nullptr) return false;
+  if (t->dtype != DType::I32 || t->numel() != K) return true;
+  const int64_t G = quant.group_size > 0 ? quant.group_size : K;
+  for (int64_t k = 0; k < K; ++k) {
+    int32_t g;
+    std::memcpy(&g, static_cast<const uint8_t*>(t->data) + 4 * k, 4);
+    if (g != k / G) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const WeightStore* store,
                                             const QuantConfig& quant) {
   if (store == nullptr || spec.shape.size() != 2 || spec.init == WeightInit::kEmbedding ||
@@ -165,8 +184,9 @@ std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const Weight
     return std::nullopt;
   }
   const std::string m = spec.name.substr(0, spec.name.size() - 7);  // "<m>.weight"
-  const bool g_idx = store->find(m + ".g_idx") != nullptr || store->find(m + ".weight_g_idx");
-  return quantized_weight_bytes(spec.shape, quant, g_idx);
+  const TensorInfo* g_idx = store->find(m + ".g_idx");
+  if (g_idx == nullptr) g_idx = store->find(m + ".weight_g_idx");
+  return quantized_weight_bytes(spec.shape, quant, kept_g_idx(g_idx, spec.shape[1], quant));
 }
 
 bool WeightLoader::quantized(const WeightSpec& spec) const {
