@@ -130,6 +130,26 @@ Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
     SYV_LOG(INFO) << line;
   }
 
+  if (p.store && p.config.quant.quantized() && !backend.supports_quantized_weights()) {
+    int64_t quantized = 0;
+    std::string first;
+    for (const std::string& name : p.store->names()) {
+      const TensorInfo* t = p.store->find(name);
+      if (stored_tensor_role(name, *t, *p.store, p.config.quant).role ==
+          StoredRole::kQuantizedData) {
+        if (quantized++ == 0) first = name;
+      }
+    }
+    if (quantized > 0) {
+      return Status::Error(dir + ": the weights are quantized (" +
+                           describe_quant_config(p.config.quant) + ": " +
+                           std::to_string(quantized) + " tensors, e.g. \"" + first +
+                           "\"), which the " + backend.name() +
+                           " backend cannot run yet (no quantized kernels); use the CPU backend "
+                           "(--device cpu) or the float folder they were made from");
+    }
+  }
+
   const WeightStore* store = p.store ? &*p.store : nullptr;
   if (std::optional<int64_t> bytes = weight_backend_bytes(*p.arch, p.config, store, backend)) {
     p.weight_bytes = *bytes;

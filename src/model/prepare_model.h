@@ -4,10 +4,11 @@
 //
 // prepare_model() checks, in order: the path (io/model_folder.h: GGUF, a Hugging Face cache root,
 // a file), config.json, the architecture (model/registry.h), its config checks and whether the
-// backend runs it, the safetensors headers, that the weights fit in the backend's free memory
-// (backend/available_memory.h), and every tensor the architecture lists against the headers
-// (name, shape, dtype). Random weights (LoadOptions::random_weights) skip the files and count the
-// bytes they will allocate.
+// backend runs it, the safetensors headers (and, for a quantized checkpoint, whether the backend
+// computes quantized weights: Backend::supports_quantized_weights), that the weights fit in the
+// backend's free memory (backend/available_memory.h), and every tensor the architecture lists
+// against the headers (name, shape, dtype). Random weights (LoadOptions::random_weights) skip the
+// files and count the bytes they will allocate.
 #pragma once
 
 #include <cstdint>
