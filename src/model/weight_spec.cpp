@@ -226,10 +226,12 @@ Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>&
                   << ")";
     std::vector<int64_t> shape = specs[0].shape;
     std::vector<float> values;
+    const int64_t logged = dequantized_reads_;  // (this group has its own line)
     for (size_t i = 0; i < specs.size(); ++i) {
       DType dtype;
       SYV_ASSIGN_OR_RETURN(std::vector<float> v, read_f32(specs[i], &dtype));
       values.insert(values.end(), v.begin(), v.end());
+      dequantized_reads_ = logged;
       if (i > 0) shape[0] += specs[i].shape[0];
     }
     return upload(shape, DType::BF16, values.data());
@@ -398,6 +400,7 @@ Result<std::vector<float>> WeightLoader::read_f32(const WeightSpec& spec, DType*
     values = q.dequantize();
     *file_dtype = DType::BF16;  // upload() keeps it as the backend keeps bf16
     ++tensors_;
+    if (dequantized_reads_++ == 0) first_dequantized_ = spec.name;
     progress(q.data.size());
     return values;
   }
@@ -434,6 +437,13 @@ void WeightLoader::finish() {
     line += " of random values drawn by the backend";
   }
   SYV_LOG(INFO) << line;
+  if (dequantized_reads_ > 0) {
+    SYV_LOG(INFO) << "load: " << dequantized_reads_
+                  << " quantized tensor(s) loaded dequantized (weights the model re-arranges on "
+                     "the host, e.g. \""
+                  << first_dequantized_ << "\")";
+    dequantized_reads_ = 0;
+  }
 }
 
 }  // namespace syv
