@@ -10,7 +10,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using syv::testing::json_lines;
 using syv::testing::run_command;
 
 const fs::path kFixture = fs::path(SYV_SOURCE_DIR) / "tests/fixtures/qwen3/tied_gqa2";
@@ -137,16 +137,6 @@ TEST_F(QuantizedCli, InspectCountsLogicalParametersAndTheBytesAsStored) {
   }
 }
 
-// The JSON lines of `text` (log lines, when stderr is mixed in, are skipped).
-std::vector<json> lines(const std::string& text) {
-  std::vector<json> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] == '{') out.push_back(json::parse(line));
-  return out;
-}
-
 TEST_F(QuantizedCli, GeneratePromptsFileBatchedEqualsOneByOneAndTheDequantizedModel) {
   const fs::path prompts = base_ / "prompts.jsonl";
   {
@@ -171,7 +161,7 @@ TEST_F(QuantizedCli, GeneratePromptsFileBatchedEqualsOneByOneAndTheDequantizedMo
           run_command(std::string(SYV_BIN) + " generate --model " + model.string() +
                       " --prompts-file " + prompts.string() + " " + flags);
       EXPECT_EQ(status, 0) << text;
-      return lines(text);
+      return json_lines(text);
     };
     const std::string batched_flags =
         "--max-num-seqs 4 --max-batched-tokens 40 --max-prefill-chunk 16 --page-size 16 "

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -57,21 +56,9 @@ TEST_P(EngineQuantized, GreedyTokensAreTheSameAloneBatchedChunkedCachedAndAsTheD
   ASSERT_TRUE(q.model && d.model);
   ASSERT_TRUE(q.model->config().quant.quantized());
 
-  const int32_t vocab = static_cast<int32_t>(q.model->config().vocab_size);
-  std::mt19937 rng(7);
-  std::vector<int32_t> shared(40);
-  for (auto& t : shared) t = static_cast<int32_t>(rng() % vocab);
-  std::vector<Request> requests;
-  for (int i = 0; i < 8; ++i) {
-    Request r;
-    if (i % 2 == 0) r.prompt_ids = shared;  // a common prefix: prefix hits
-    const int32_t tail = 1 + static_cast<int32_t>(rng() % 40);
-    for (int32_t k = 0; k < tail; ++k) r.prompt_ids.push_back(static_cast<int32_t>(rng() % vocab));
-    r.params.temperature = 0.0f;
-    r.params.max_tokens = 4 + static_cast<int32_t>(rng() % 12);
-    r.params.ignore_eos = true;
-    requests.push_back(r);
-  }
+  // 8 requests, the even ones with a common 40-token prefix: prefix hits.
+  const std::vector<Request> requests =
+      shared_prefix_requests(static_cast<int32_t>(q.model->config().vocab_size), 7, 8, 40, 40, 12);
 
   // Reference: each request alone on the quantized model, no prefix cache, no chunking.
   std::vector<std::vector<int32_t>> expected;
