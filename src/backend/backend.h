@@ -295,6 +295,10 @@ class Backend {
   // them, so an unsupported combination is a clear error at load, never an abort mid-request.
   virtual bool supports_hybrid_ops() const { return false; }
   virtual bool supports_moe_ops() const { return false; }
+  // True when linear_quantized() computes every quantized format of backend/weight.h (the CPU
+  // backend's reference). prepare_model() refuses a checkpoint with quantized modules on a
+  // backend without it, before anything is loaded.
+  virtual bool supports_quantized_weights() const { return false; }
   // Whether gated_delta_rule() takes a state of dtype `t` (CacheConfig::state_dtype). f32 always.
   virtual bool supports_state_dtype(DType t) const { return t == DType::F32; }
 

@@ -4,6 +4,9 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "backend/available_memory.h"
 #include "cli/command.h"
@@ -11,6 +14,8 @@
 #include "engine/host_tier_setup.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "model/prepare_model.h"
+#include "model/quant_weights.h"
 #include "model/registry.h"
 
 namespace syv::cli {
@@ -47,6 +52,94 @@ HostTierCapacity host_tier_capacity(double gb, int64_t kv_bf16, int64_t kv_f32) 
   return c;
 }
 
+// What the checkpoint's tensors hold, counted as the model sees them (stored_tensor_role,
+// model/quant_weights.h): logical parameters (a packed int4 word is 8, a scale none), and the bytes
+// of the quantized modules (packed data + scales + zeros + g_idx) apart from the float tensors.
+struct Holdings {
+  int64_t parameters = 0;
+  std::map<std::string, int64_t> params_by_dtype;  // "bf16", "f8e4m3", "int4" (packed words)
+  int64_t quantized_tensors = 0;                   // modules stored quantized
+  int64_t quantized_parameters = 0;
+  int64_t quantized_bytes = 0;  // as stored in the files
+  int64_t float_bytes = 0;
+  std::vector<std::string> quantized_kinds, kept_kinds;  // "q_proj"; "embed_tokens", "norms"
+  std::set<std::string> kept_dtypes;
+};
+
+// "q_proj" of "model.layers.3.self_attn.q_proj.qweight", "norms" of any "*norm*.weight",
+// "A_log" of "model.layers.0.linear_attn.A_log": the module's last name, without the tensor's
+// suffix, so that one line covers every layer and expert.
+std::string tensor_kind(const std::string& name) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = name.find('.', start);
+    parts.push_back(name.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  static const std::set<std::string> kSuffixes = {
+      "weight",        "bias",         "qweight",           "qzeros",
+      "scales",        "g_idx",        "weight_scale_inv",  "weight_scale",
+      "weight_packed", "weight_shape", "weight_zero_point", "weight_g_idx"};
+  if (parts.size() > 1 && kSuffixes.count(parts.back()) != 0) parts.pop_back();
+  const std::string& last = parts.back();
+  if (last.find("norm") != std::string::npos) return "norms";
+  return last;
+}
+
+void add_kind(std::vector<std::string>& kinds, const std::string& kind) {
+  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+}
+
+Holdings count_holdings(const WeightStore& store, const QuantConfig& quant) {
+  Holdings h;
+  for (const std::string& name : store.names()) {
+    const TensorInfo* t = store.find(name);
+    const StoredTensorRole role = stored_tensor_role(name, *t, store, quant);
+    h.parameters += role.parameters;
+    switch (role.role) {
+      case StoredRole::kQuantizedData:
+        ++h.quantized_tensors;
+        h.quantized_parameters += role.parameters;
+        h.quantized_bytes += static_cast<int64_t>(t->bytes);
+        h.params_by_dtype[t->dtype == DType::I32 ? "int4" : std::string(dtype_name(t->dtype))] +=
+            role.parameters;
+        add_kind(h.quantized_kinds, tensor_kind(name));
+        break;
+      case StoredRole::kQuantizedAux:
+        h.quantized_bytes += static_cast<int64_t>(t->bytes);
+        break;
+      case StoredRole::kFloat:
+        h.float_bytes += static_cast<int64_t>(t->bytes);
+        h.params_by_dtype[std::string(dtype_name(t->dtype))] += role.parameters;
+        if (quant.quantized()) {
+          add_kind(h.kept_kinds, tensor_kind(name));
+          h.kept_dtypes.insert(std::string(dtype_name(t->dtype)));
+        }
+        break;
+    }
+  }
+  return h;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// "fp8 (e4m3, 128x128 blocks): 14 tensors (q_proj, ...); kept in bf16: embed_tokens, norms".
+std::string describe_holdings(const Holdings& h, const QuantConfig& quant) {
+  std::string line = describe_quant_config(quant) + ": " + std::to_string(h.quantized_tensors) +
+                     " tensors (" + join(h.quantized_kinds) + ")";
+  if (!h.kept_kinds.empty()) {
+    line += "; kept in " +
+            join(std::vector<std::string>(h.kept_dtypes.begin(), h.kept_dtypes.end()), "/") + ": " +
+            join(h.kept_kinds);
+  }
+  return line;
+}
+
 int run(const Options& o) {
   auto config = load_model_config(o.model_dir);
   if (!config.ok()) return fail("--model: " + config.message());
@@ -54,13 +147,8 @@ int run(const Options& o) {
   if (!store.ok()) return fail("--model: " + store.message());
   const ModelConfig& c = *config;
 
-  int64_t parameters = 0;
-  std::map<std::string, int64_t> params_by_dtype;
-  for (const std::string& name : store->names()) {
-    const TensorInfo* t = store->find(name);
-    parameters += t->numel();
-    params_by_dtype[std::string(dtype_name(t->dtype))] += t->numel();
-  }
+  const Holdings held = count_holdings(*store, c.quant);
+  const int64_t parameters = held.parameters;
   const int64_t attn_layers =
       c.layer_types.empty() ? c.num_hidden_layers : c.num_full_attention_layers();
   // The architecture's own checks and cache spec (model/registry.h): KV bytes per token with the
@@ -68,6 +156,9 @@ int run(const Options& o) {
   const ModelArch* arch = find_model_arch(c.model_type);
   std::string status = "servable";
   int64_t kv_bf16 = 0, kv_f32 = 0;
+  // What the weights take on a CUDA device (bf16; quantized modules in their packed layouts):
+  // the memory plan's figure. Without a valid architecture: every parameter in bf16.
+  int64_t device_bytes = 2 * parameters;
   if (arch == nullptr) {
     status = "model_type \"" + c.model_type + "\" is not served by this build";
   } else if (Status valid = arch->validate(c); !valid.ok()) {
@@ -75,6 +166,10 @@ int run(const Options& o) {
   } else {
     kv_bf16 = arch->cache_spec(c, DType::BF16).kv_bytes_per_token;
     kv_f32 = arch->cache_spec(c, DType::F32).kv_bytes_per_token;
+    if (std::optional<int64_t> b =
+            weight_backend_bytes(*arch, c, &*store, [](DType) { return DType::BF16; })) {
+      device_bytes = *b;
+    }
     if (arch->weight_specs != nullptr) {
       int64_t expected = 0;
       for (const WeightSpec& w : arch->weight_specs(c)) expected += w.numel();
@@ -96,8 +191,20 @@ int run(const Options& o) {
     j["vocab_size"] = c.vocab_size;
     j["tie_word_embeddings"] = c.tie_word_embeddings;
     j["parameters"] = parameters;
-    j["parameters_by_dtype"] = params_by_dtype;
+    j["parameters_by_dtype"] = held.params_by_dtype;
     j["weight_bytes"] = store->total_bytes();
+    j["weight_bytes_device"] = device_bytes;
+    nlohmann::json q = {{"method", describe_quant_config(c.quant)}};
+    if (c.quant.quantized()) {
+      q["quantized_tensors"] = held.quantized_tensors;
+      q["quantized_parameters"] = held.quantized_parameters;
+      q["quantized_bytes"] = held.quantized_bytes;
+      q["float_bytes"] = held.float_bytes;
+      q["quantized"] = held.quantized_kinds;
+      q["kept"] = held.kept_kinds;
+      q["kept_dtypes"] = held.kept_dtypes;
+    }
+    j["quantization"] = q;
     j["kv_bytes_per_token_bf16"] = kv_bf16;
     j["kv_bytes_per_token_f32"] = kv_f32;
     const HostTierCapacity host = host_tier_capacity(o.host_cache_gb, kv_bf16, kv_f32);
@@ -105,7 +212,7 @@ int run(const Options& o) {
         {"bytes", host.bytes}, {"tokens_bf16", host.tokens_bf16}, {"tokens_f32", host.tokens_f32}};
     j["status"] = status;
     if (o.plan.utilization > 0) {
-      auto plan = describe_memory_plan(o.plan, c, parameters);
+      auto plan = describe_memory_plan(o.plan, c, device_bytes);
       if (!plan.ok()) return fail(plan.message());
       j["memory_plan"] = *plan;
     }
@@ -128,10 +235,25 @@ int run(const Options& o) {
       static_cast<long long>(c.head_dim), c.rope_theta, c.rms_norm_eps);
   std::printf("parameters       %lld (%.3f B)\n", static_cast<long long>(parameters),
               parameters / 1e9);
-  for (const auto& [dtype, n] : params_by_dtype)
+  for (const auto& [dtype, n] : held.params_by_dtype)
     std::printf("  dtype %-6s    %lld parameters\n", dtype.c_str(), static_cast<long long>(n));
-  std::printf("weight bytes     %zu (%.2f GB) in %zu file(s)\n", store->total_bytes(),
-              store->total_bytes() / 1e9, store->files().size());
+  if (c.quant.quantized()) {
+    std::printf("quantization     %s\n", describe_holdings(held, c.quant).c_str());
+    std::printf(
+        "weight bytes     %zu (%.2f GB) in %zu file(s): quantized %lld (packed weights + scales), "
+        "float %lld\n",
+        store->total_bytes(), store->total_bytes() / 1e9, store->files().size(),
+        static_cast<long long>(held.quantized_bytes), static_cast<long long>(held.float_bytes));
+  } else {
+    std::printf("weight bytes     %zu (%.2f GB) in %zu file(s)\n", store->total_bytes(),
+                store->total_bytes() / 1e9, store->files().size());
+  }
+  const bool table = arch != nullptr && arch->weight_specs != nullptr;
+  std::printf("on the device    %lld bytes (%.2f GB) on CUDA (%s); the memory plan's figure\n",
+              static_cast<long long>(device_bytes), device_bytes / 1e9,
+              !c.quant.quantized() ? "bf16"
+              : table              ? "quantized modules packed, the rest bf16"
+                                   : "at most: quantized modules counted dequantized to bf16");
   std::printf("KV per token     %lld bytes bf16 (CUDA), %lld bytes f32 (CPU backend)\n",
               static_cast<long long>(kv_bf16), static_cast<long long>(kv_f32));
   const HostTierCapacity host = host_tier_capacity(o.host_cache_gb, kv_bf16, kv_f32);
@@ -142,7 +264,7 @@ int run(const Options& o) {
   std::printf("max positions    %lld\n", static_cast<long long>(c.max_position_embeddings));
   std::printf("status           %s\n", status.c_str());
   if (o.plan.utilization > 0) {
-    auto plan = describe_memory_plan(o.plan, c, parameters);
+    auto plan = describe_memory_plan(o.plan, c, device_bytes);
     if (!plan.ok()) return fail(plan.message());
     std::printf("%s\n", plan->c_str());
   }
@@ -158,6 +280,11 @@ CommandRegistration reg{
           "instant even for large models. \"KV per token\" is what one token of context costs in\n"
           "the cache summed over layers (K and V): multiply by the tokens you want to keep "
           "resident.\n\n"
+          "A quantized folder (config.json's quantization_config: fp8, awq, gptq,\n"
+          "compressed-tensors) counts its logical parameters (an int4 word holds 8, scales and\n"
+          "zero points none), names the format and the tensors kept in float, and gives the\n"
+          "bytes as stored (packed weights + scales) and as the device keeps them, which is what\n"
+          "the memory plan uses.\n\n"
           "Example:\n"
           "  syv inspect --model ~/models/Qwen3-0.6B\n");
       app.add_option("--model", o->model_dir,

@@ -12,7 +12,7 @@
 namespace syv::cli {
 
 Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig& c,
-                                         int64_t parameters) {
+                                         int64_t weight_bytes) {
   MemoryPlanInput in;
   if (args.gpu_memory_gib > 0) {
     in.total_bytes = static_cast<size_t>(args.gpu_memory_gib * 1073741824.0);
@@ -25,7 +25,7 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
           "--gpu-memory-utilization: no CUDA device here; give its memory with --gpu-memory-gib");
   }
   in.utilization = args.utilization;
-  in.weight_bytes = static_cast<size_t>(parameters) * 2;  // bf16 on the device
+  in.weight_bytes = static_cast<size_t>(weight_bytes);
   const ModelArch* arch = find_model_arch(c.model_type);
   if (arch == nullptr)
     return Status::Error("memory plan: model_type \"" + c.model_type +
@@ -45,7 +45,7 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   if (!plan.ok()) return plan.status();
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                " (device %.1f GiB x %.2f; weights %.2f GB bf16; activations %.2f GB estimated for "
+                " (device %.1f GiB x %.2f; weights %.2f GB; activations %.2f GB estimated for "
                 "%lld batch tokens)",
                 in.total_bytes / 1073741824.0, in.utilization, in.weight_bytes / 1e9,
                 in.activation_peak_bytes / 1e9, static_cast<long long>(args.max_batch_tokens));

@@ -18,7 +18,9 @@ struct PlanArgs {
 
 // "KV pool: N tokens (P pages of 64), B bytes/token, max context M" plus the inputs, or an error
 // naming the argument (no GPU and no --gpu-memory-gib, utilization out of range, no room).
+// `weight_bytes`: what the weights take on the device (model/prepare_model.h's
+// weight_backend_bytes with CUDA's dtypes: bf16, quantized modules in their packed layouts).
 Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig& config,
-                                         int64_t parameters);
+                                         int64_t weight_bytes);
 
 }  // namespace syv::cli

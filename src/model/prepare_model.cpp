@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "io/hf_config.h"
 #include "io/model_folder.h"
+#include "model/quant_weights.h"
 #include "model/weight_spec.h"
 
 namespace syv {
@@ -50,6 +51,13 @@ std::string widening(const Backend& backend) {
 
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store, const Backend& backend) {
+  return weight_backend_bytes(arch, config, store,
+                              [&backend](DType file) { return backend.weight_dtype(file); });
+}
+
+std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
+                                            const WeightStore* store,
+                                            const std::function<DType(DType)>& kept) {
   int64_t bytes = 0;
   if (arch.weight_specs != nullptr) {
     for (const WeightSpec& spec : arch.weight_specs(config)) {
@@ -60,14 +68,17 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
       const TensorInfo* info = store == nullptr ? nullptr : store->find(spec.name);
       DType file = info == nullptr ? DType::BF16 : info->dtype;
       if (!is_float_file_dtype(file)) file = DType::BF16;  // a quantized tensor loaded dequantized
-      bytes = add_product(bytes, spec.shape, dtype_size(backend.weight_dtype(file)));
+      bytes = add_product(bytes, spec.shape, dtype_size(kept(file)));
     }
     return bytes;
   }
   if (store == nullptr) return std::nullopt;
   for (const std::string& name : store->names()) {
     const TensorInfo* info = store->find(name);
-    bytes = add_product(bytes, info->shape, dtype_size(backend.weight_dtype(info->dtype)));
+    const StoredTensorRole role = stored_tensor_role(name, *info, *store, config.quant);
+    if (role.role == StoredRole::kQuantizedAux) continue;
+    const DType file = role.role == StoredRole::kQuantizedData ? DType::BF16 : info->dtype;
+    bytes = add_product(bytes, {role.parameters}, dtype_size(kept(file)));
   }
   return bytes;
 }
@@ -117,6 +128,26 @@ Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
                   p.store->files().size(), p.store->names().size(), p.store->total_bytes() / 1e9,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     SYV_LOG(INFO) << line;
+  }
+
+  if (p.store && p.config.quant.quantized() && !backend.supports_quantized_weights()) {
+    int64_t quantized = 0;
+    std::string first;
+    for (const std::string& name : p.store->names()) {
+      const TensorInfo* t = p.store->find(name);
+      if (stored_tensor_role(name, *t, *p.store, p.config.quant).role ==
+          StoredRole::kQuantizedData) {
+        if (quantized++ == 0) first = name;
+      }
+    }
+    if (quantized > 0) {
+      return Status::Error(dir + ": the weights are quantized (" +
+                           describe_quant_config(p.config.quant) + ": " +
+                           std::to_string(quantized) + " tensors, e.g. \"" + first +
+                           "\"), which the " + backend.name() +
+                           " backend cannot run yet (no quantized kernels); use the CPU backend "
+                           "(--device cpu) or the float folder they were made from");
+    }
   }
 
   const WeightStore* store = p.store ? &*p.store : nullptr;

@@ -4,13 +4,15 @@
 //
 // prepare_model() checks, in order: the path (io/model_folder.h: GGUF, a Hugging Face cache root,
 // a file), config.json, the architecture (model/registry.h), its config checks and whether the
-// backend runs it, the safetensors headers, that the weights fit in the backend's free memory
-// (backend/available_memory.h), and every tensor the architecture lists against the headers
-// (name, shape, dtype). Random weights (LoadOptions::random_weights) skip the files and count the
-// bytes they will allocate.
+// backend runs it, the safetensors headers (and, for a quantized checkpoint, whether the backend
+// computes quantized weights: Backend::supports_quantized_weights), that the weights fit in the
+// backend's free memory (backend/available_memory.h), and every tensor the architecture lists
+// against the headers (name, shape, dtype). Random weights (LoadOptions::random_weights) skip the
+// files and count the bytes they will allocate.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,9 +44,16 @@ Result<std::unique_ptr<Model>> load_prepared_model(const PreparedModel& prepared
 
 // Bytes the backend will hold for the weights: every tensor the architecture lists
 // (ModelArch::weight_specs), in backend.weight_dtype() of its file dtype (bf16 for random
-// weights). Architectures without a list count every tensor of the checkpoint (an upper bound:
-// e.g. a vision tower the model does not read); with random weights they are not known (nullopt).
+// weights); a module the loader keeps quantized in its canonical layout (quantized_spec_bytes).
+// Architectures without a list count every tensor of the checkpoint (an upper bound: e.g. a
+// vision tower the model does not read; quantized modules as if loaded dequantized, their scales
+// as nothing); with random weights they are not known (nullopt).
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store, const Backend& backend);
+// The same for a backend that keeps a float file dtype as `kept(file dtype)` (`syv inspect`
+// plans for CUDA, which keeps bf16, without a CUDA backend at hand).
+std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
+                                            const WeightStore* store,
+                                            const std::function<DType(DType)>& kept);
 
 }  // namespace syv

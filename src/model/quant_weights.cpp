@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 #include "model/weight_spec.h"
 
@@ -399,6 +400,50 @@ int64_t quantized_weight_bytes(const std::vector<int64_t>& shape, const QuantCon
   const int64_t G = q.group_size > 0 ? K / q.group_size : 1;
   // data + f32 scales + u8 zeros (asymmetric) + i32 g_idx (act-order)
   return N * K / 2 + 4 * N * G + (q.symmetric ? 0 : N * G) + (has_g_idx ? 4 * K : 0);
+}
+
+StoredTensorRole stored_tensor_role(const std::string& name, const TensorInfo& t,
+                                    const WeightStore& store, const QuantConfig& q) {
+  const StoredTensorRole as_float{StoredRole::kFloat, t.numel()};
+  // "<m>" when `name` is "<m>" + one of `suffixes`, else "".
+  auto module = [&](std::initializer_list<const char*> suffixes) -> std::string {
+    for (const char* suffix : suffixes) {
+      if (ends_with(name, suffix)) return name.substr(0, name.size() - std::strlen(suffix));
+    }
+    return "";
+  };
+  switch (q.method) {
+    case QuantMethod::kNone:
+      return as_float;
+    case QuantMethod::kFp8:
+    case QuantMethod::kCtFloatFp8: {
+      if (t.dtype == DType::F8E4M3 && ends_with(name, ".weight")) {
+        return {StoredRole::kQuantizedData, t.numel()};
+      }
+      const std::string m =
+          module({q.method == QuantMethod::kFp8 ? ".weight_scale_inv" : ".weight_scale"});
+      const TensorInfo* data = m.empty() ? nullptr : store.find(m + ".weight");
+      if (data != nullptr && data->dtype == DType::F8E4M3) return {StoredRole::kQuantizedAux, 0};
+      return as_float;
+    }
+    case QuantMethod::kAwq:
+    case QuantMethod::kGptq:
+    case QuantMethod::kCtPackInt4: {
+      const bool ct = q.method == QuantMethod::kCtPackInt4;
+      const char* data_suffix = ct ? ".weight_packed" : ".qweight";
+      if (t.dtype == DType::I32 && ends_with(name, data_suffix)) {
+        return {StoredRole::kQuantizedData, 8 * t.numel()};
+      }
+      const std::string m =
+          ct ? module({".weight_scale", ".weight_shape", ".weight_zero_point", ".weight_g_idx"})
+             : module({".qzeros", ".scales", ".g_idx"});
+      if (!m.empty() && store.find(m + data_suffix) != nullptr) {
+        return {StoredRole::kQuantizedAux, 0};
+      }
+      return as_float;
+    }
+  }
+  return as_float;
 }
 
 std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> parts) {

@@ -67,6 +67,19 @@ Result<HostQuantWeight> read_quantized(const std::string& weight_name,
 int64_t quantized_weight_bytes(const std::vector<int64_t>& shape, const QuantConfig& quant,
                                bool has_g_idx);
 
+// What one checkpoint tensor is, for counting what a folder holds (`syv inspect`): the data of a
+// module stored quantized (f8e4m3 weight, or int4 words: 8 logical parameters per i32), one of its
+// scales / zeros / g_idx / weight_shape (no parameters of their own), or any other tensor (kept in
+// float, or a float checkpoint's). Goes by the tensor's name and dtype and by whether its module's
+// data tensor is there; nothing is read.
+enum class StoredRole : uint8_t { kFloat, kQuantizedData, kQuantizedAux };
+struct StoredTensorRole {
+  StoredRole role = StoredRole::kFloat;
+  int64_t parameters = 0;  // logical parameters it stands for (0 for kQuantizedAux)
+};
+StoredTensorRole stored_tensor_role(const std::string& name, const TensorInfo& tensor,
+                                    const WeightStore& store, const QuantConfig& quant);
+
 // Parts stacked along N (q|k|v, gate|up) as one canonical weight, or nullopt when they cannot
 // share one (a part in another format, different K / block_k / groups / g_idx): the caller then
 // loads the dequantized parts densely. fp8 parts whose N does not fall on block_n boundaries get

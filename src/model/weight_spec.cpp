@@ -158,6 +158,25 @@ Status check_spec_in_store(const WeightSpec& spec, const WeightStore& store,
   return info.ok() ? Status::Ok() : info.status();
 }
 
+namespace {
+
+// Whether the loader keeps this g_idx tensor: present and not the plain k / group_size, which
+// read_quantized() drops (GPTQ writers store that one even without act-order). A tensor of the
+// wrong shape or dtype counts as kept (check_quantized() refuses it anyway).
+bool kept_g_idx(const TensorInfo* t, int64_t K, const QuantConfig& quant) {
+  if (t == nullptr) return false;
+  if (t->dtype != DType::I32 || t->numel() != K) return true;
+  const int64_t G = quant.group_size > 0 ? quant.group_size : K;
+  for (int64_t k = 0; k < K; ++k) {
+    int32_t g;
+    std::memcpy(&g, static_cast<const uint8_t*>(t->data) + 4 * k, 4);
+    if (g != k / G) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const WeightStore* store,
                                             const QuantConfig& quant) {
   if (store == nullptr || spec.shape.size() != 2 || spec.init == WeightInit::kEmbedding ||
@@ -165,8 +184,9 @@ std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const Weight
     return std::nullopt;
   }
   const std::string m = spec.name.substr(0, spec.name.size() - 7);  // "<m>.weight"
-  const bool g_idx = store->find(m + ".g_idx") != nullptr || store->find(m + ".weight_g_idx");
-  return quantized_weight_bytes(spec.shape, quant, g_idx);
+  const TensorInfo* g_idx = store->find(m + ".g_idx");
+  if (g_idx == nullptr) g_idx = store->find(m + ".weight_g_idx");
+  return quantized_weight_bytes(spec.shape, quant, kept_g_idx(g_idx, spec.shape[1], quant));
 }
 
 bool WeightLoader::quantized(const WeightSpec& spec) const {
@@ -206,10 +226,12 @@ Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>&
                   << ")";
     std::vector<int64_t> shape = specs[0].shape;
     std::vector<float> values;
+    const int64_t logged = dequantized_reads_;  // (this group has its own line)
     for (size_t i = 0; i < specs.size(); ++i) {
       DType dtype;
       SYV_ASSIGN_OR_RETURN(std::vector<float> v, read_f32(specs[i], &dtype));
       values.insert(values.end(), v.begin(), v.end());
+      dequantized_reads_ = logged;
       if (i > 0) shape[0] += specs[i].shape[0];
     }
     return upload(shape, DType::BF16, values.data());
@@ -378,6 +400,7 @@ Result<std::vector<float>> WeightLoader::read_f32(const WeightSpec& spec, DType*
     values = q.dequantize();
     *file_dtype = DType::BF16;  // upload() keeps it as the backend keeps bf16
     ++tensors_;
+    if (dequantized_reads_++ == 0) first_dequantized_ = spec.name;
     progress(q.data.size());
     return values;
   }
@@ -414,6 +437,13 @@ void WeightLoader::finish() {
     line += " of random values drawn by the backend";
   }
   SYV_LOG(INFO) << line;
+  if (dequantized_reads_ > 0) {
+    SYV_LOG(INFO) << "load: " << dequantized_reads_
+                  << " quantized tensor(s) loaded dequantized (weights the model re-arranges on "
+                     "the host, e.g. \""
+                  << first_dequantized_ << "\")";
+    dequantized_reads_ = 0;
+  }
 }
 
 }  // namespace syv

@@ -94,7 +94,7 @@ struct DeviceWeight : Weight {
 // Quantized checkpoints (`quant` from config.json): a module stored quantized loads in its
 // canonical quantized layout through load() / load_concat() (parts that cannot share one layout,
 // and the embedding, which is a table lookup, load dequantized, with a log line); read_f32()
-// dequantizes.
+// dequantizes (finish() logs how many it did).
 //
 // Logs a progress line about every 2 s and, at finish(), "load: 16.38 GB in 3.10 s (5.28 GB/s)".
 class WeightLoader {
@@ -146,6 +146,10 @@ class WeightLoader {
   std::chrono::steady_clock::time_point start_;
   double last_report_s_ = 0.0;
   size_t bytes_done_ = 0;  // file bytes read (or bytes drawn) so far
+  // Quantized tensors read_f32() dequantized since the last finish() (the hybrids' re-arranged
+  // weights), for finish()'s log line; load_quantized()'s dense groups log their own.
+  int64_t dequantized_reads_ = 0;
+  std::string first_dequantized_;
   int64_t tensors_ = 0;
   bool pending_ = false;  // loads since the last finish()
 };

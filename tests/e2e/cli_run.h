@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace syv::testing {
 
@@ -16,6 +19,17 @@ inline std::pair<int, std::string> run_command(const std::string& cmd, bool with
   size_t n;
   while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
   return {pclose(pipe), out};
+}
+
+// The JSON lines of `text` (`syv generate --prompts-file` output); log lines, when stderr is
+// mixed in, are skipped.
+inline std::vector<nlohmann::json> json_lines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') out.push_back(nlohmann::json::parse(line));
+  return out;
 }
 
 }  // namespace syv::testing

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,21 +18,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using syv::testing::json_lines;
 
 const std::string kModel = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/untied_gqa4_hd24";
 
 std::pair<int, std::string> run(const std::string& cmd, bool with_stderr = false) {
   return syv::testing::run_command(cmd, with_stderr);
-}
-
-// The JSON lines of `text` (log lines, when stderr is mixed in, are skipped).
-std::vector<json> lines(const std::string& text) {
-  std::vector<json> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] == '{') out.push_back(json::parse(line));
-  return out;
 }
 
 TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
@@ -62,7 +52,7 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   auto [s2, alone] = run(base + " --one-by-one --no-prefix-caching --kv-cache-mb 16");
   ASSERT_EQ(s1, 0) << batched;
   ASSERT_EQ(s2, 0) << alone;
-  const auto a = lines(batched), b = lines(alone);
+  const auto a = json_lines(batched), b = json_lines(alone);
   ASSERT_EQ(a.size(), 16u);
   ASSERT_EQ(b.size(), 16u);
   int64_t cached = 0;
@@ -90,7 +80,7 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   ASSERT_EQ(s4, 0) << speculated;
   EXPECT_NE(speculated.find("speculative decoding: up to 3 drafts"), std::string::npos)
       << speculated;
-  const std::vector<json> c = lines(speculated);
+  const std::vector<json> c = json_lines(speculated);
   ASSERT_EQ(c.size(), 16u) << speculated;
   for (size_t i = 0; i < c.size(); ++i) {
     if (c[i].contains("samples")) {

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,30 @@ inline EngineOptions scenario_options(int32_t page, int32_t pages, int32_t budge
   o.enable_prefix_caching = prefix;
   o.max_num_seqs = max_seqs;
   return o;
+}
+
+// `count` greedy requests (ignore_eos) over token ids [0, vocab): the even ones start with the same
+// `shared_len` tokens (prefix hits), then each has 1..max_tail random tokens and max_tokens in
+// [4, 4 + max_extra). Drawn from mt19937(seed): the shared tokens, then per request its tail
+// length, tail and max_tokens.
+inline std::vector<Request> shared_prefix_requests(int32_t vocab, uint32_t seed, int count,
+                                                   int32_t shared_len, int32_t max_tail,
+                                                   int32_t max_extra) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> shared(static_cast<size_t>(shared_len));
+  for (auto& t : shared) t = static_cast<int32_t>(rng() % vocab);
+  std::vector<Request> requests;
+  for (int i = 0; i < count; ++i) {
+    Request r;
+    if (i % 2 == 0) r.prompt_ids = shared;
+    const int32_t tail = 1 + static_cast<int32_t>(rng() % max_tail);
+    for (int32_t k = 0; k < tail; ++k) r.prompt_ids.push_back(static_cast<int32_t>(rng() % vocab));
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = 4 + static_cast<int32_t>(rng() % max_extra);
+    r.params.ignore_eos = true;
+    requests.push_back(r);
+  }
+  return requests;
 }
 
 // Runs `requests` (submitted together) to completion on a fresh EngineCore over `model`, checking

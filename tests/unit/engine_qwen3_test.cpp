@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <random>
 
 #include "core/log.h"
 #include "model/model.h"
@@ -18,21 +17,9 @@ class EngineQwen3 : public ::testing::TestWithParam<const char*> {};
 TEST_P(EngineQwen3, GreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) {
   LoadedModel l = load_cpu_fixture(std::string("qwen3/") + GetParam());
   ASSERT_TRUE(l.model);
-  const int32_t vocab = static_cast<int32_t>(l.model->config().vocab_size);
-  std::mt19937 rng(42);
-  std::vector<int32_t> shared(70);
-  for (auto& t : shared) t = static_cast<int32_t>(rng() % vocab);
-  std::vector<Request> requests;
-  for (int i = 0; i < 8; ++i) {
-    Request r;
-    if (i % 2 == 0) r.prompt_ids = shared;  // a common prefix: prefix hits
-    const int32_t tail = 1 + static_cast<int32_t>(rng() % 60);
-    for (int32_t k = 0; k < tail; ++k) r.prompt_ids.push_back(static_cast<int32_t>(rng() % vocab));
-    r.params.temperature = 0.0f;
-    r.params.max_tokens = 4 + static_cast<int32_t>(rng() % 16);
-    r.params.ignore_eos = true;
-    requests.push_back(r);
-  }
+  // 8 requests, the even ones with a common 70-token prefix: prefix hits.
+  std::vector<Request> requests =
+      shared_prefix_requests(static_cast<int32_t>(l.model->config().vocab_size), 42, 8, 70, 60, 16);
   Request multi = requests[0];
   multi.params.n = 3;
   requests.push_back(multi);

@@ -28,6 +28,10 @@ class KeepDtypeBackend final : public Backend {
   // Recurrent state dtypes the store may use besides f32 (as CUDA takes bf16).
   bool supports_state_dtype(DType t) const override { return t == DType::F32 || t == state_; }
   void set_state_dtype(DType t) { state_ = t; }
+  // Whether prepare_model() lets quantized checkpoints load (their bytes are counted; the ops
+  // still abort). Off by default, as on CUDA today.
+  bool supports_quantized_weights() const override { return quantized_; }
+  void set_quantized_weights(bool on) { quantized_ = on; }
   int64_t allocated_bytes() const { return allocated_; }
   DeviceBuffer allocate(size_t bytes) override {
     allocated_ += static_cast<int64_t>(bytes);
@@ -71,6 +75,7 @@ class KeepDtypeBackend final : public Backend {
   AvailableMemory available_{-1, "test memory"};
   int64_t allocated_ = 0;
   DType state_ = DType::F32;
+  bool quantized_ = false;
 };
 
 }  // namespace syv

@@ -19,6 +19,7 @@
 #include "io/quant_config.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "model/prepare_model.h"
 #include "model/quant_weights.h"
 #include "model/quantize_folder.h"
 #include "unit/keep_dtype_backend.h"
@@ -322,6 +323,63 @@ TEST(QuantizedRefusal, BackendsWithoutKernelsRefuseByName) {
   EXPECT_DEATH(backend.linear(tx, w, Tensor(), to),
                "backend keep-bf16 linear: fp8 block-scaled weights \\(f8e4m3, 128x128 blocks\\) "
                "are not supported yet");
+}
+
+// A backend without quantized kernels (CUDA today) refuses a quantized folder at prepare_model(),
+// before a byte is allocated, naming the format and a tensor; a folder whose quantization_config
+// leaves every module in float is not refused.
+TEST(QuantizedRefusal, BackendsWithoutKernelsRefuseTheFolderAtPrepare) {
+  set_log_level(LogLevel::WARN);
+  const fs::path src = fs::path(SYV_SOURCE_DIR) / "tests/fixtures/qwen3/tied_gqa2";
+  const fs::path out = fs::path(::testing::TempDir()) / ("syv_qprep_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  QuantizeOptions o{src.string(), out.string(), QuantizeFormat::kGptq, 32, 128};
+  ASSERT_TRUE(quantize_folder(o).ok());
+  KeepDtypeBackend keep(DType::BF16);
+  auto p = prepare_model(out.string(), keep);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.message(),
+            out.string() +
+                ": the weights are quantized (gptq (int4, groups of 32, symmetric): 14 "
+                "tensors, e.g. \"model.layers.0.mlp.down_proj.qweight\"), which the "
+                "keep-bf16 backend cannot run yet (no quantized kernels); use the CPU "
+                "backend (--device cpu) or the float folder they were made from");
+  auto cpu = make_cpu_backend();
+  EXPECT_TRUE(prepare_model(out.string(), *cpu).ok());
+  // Every module kept in float: nothing to refuse.
+  fs::remove(out / "model.safetensors");
+  fs::copy_file(src / "model.safetensors", out / "model.safetensors");
+  auto all_float = prepare_model(out.string(), keep);
+  EXPECT_TRUE(all_float.ok()) << all_float.message();
+  fs::remove_all(out);
+}
+
+// The start-up memory check's figure for a quantized folder (prepare_model's weight_bytes: the
+// quantized modules in their canonical layouts, the rest in the backend's dtype) is what the load
+// allocates. (fp8 with 32x32 tiles: every fused part's N falls on a tile boundary; with 128x128
+// the q|k|v of this fixture would get one scale row per weight row, slightly more.)
+TEST(QuantizedBytes, PreparedBytesEqualTheLoadsAllocations) {
+  set_log_level(LogLevel::WARN);
+  const fs::path src = fs::path(SYV_SOURCE_DIR) / "tests/fixtures/qwen3/tied_gqa2";
+  for (QuantizeFormat format :
+       {QuantizeFormat::kFp8, QuantizeFormat::kAwq, QuantizeFormat::kGptq}) {
+    SCOPED_TRACE(static_cast<int>(format));
+    const fs::path out =
+        fs::path(::testing::TempDir()) / ("syv_qbytes_" + std::to_string(::getpid()));
+    fs::remove_all(out);
+    ASSERT_TRUE(quantize_folder({src.string(), out.string(), format, 32, 32}).ok());
+    for (DType keep : {DType::F32, DType::BF16}) {
+      KeepDtypeBackend backend(keep);
+      backend.set_quantized_weights(true);
+      auto prepared = prepare_model(out.string(), backend);
+      ASSERT_TRUE(prepared.ok()) << prepared.message();
+      EXPECT_EQ(backend.allocated_bytes(), 0);
+      auto model = load_prepared_model(*prepared, backend);
+      ASSERT_TRUE(model.ok()) << model.message();
+      EXPECT_EQ(backend.allocated_bytes(), prepared->weight_bytes) << dtype_name(keep);
+    }
+    fs::remove_all(out);
+  }
 }
 
 // ---- `syv quantize` folders -------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // Typed weights and KV (backend/weight.h, backend/kv_cache_view.h, CacheConfig::kv_dtype): dense
 // weights and float KV run exactly the ops they ran before (bit-identical to the Tensor
 // overloads); every other format and KV dtype is refused by name where it would be used, and
-// quantized checkpoints are refused at load.
+// unknown quant_methods and fp8 tensors without a quantization_config are refused at load.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

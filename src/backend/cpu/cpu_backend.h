@@ -20,6 +20,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   bool supports_hybrid_ops() const override { return true; }
   bool supports_moe_ops() const override { return true; }
+  bool supports_quantized_weights() const override { return true; }  // cpu_quantized.cpp
   DType activation_dtype() const override { return DType::F32; }
   DType weight_dtype(DType) const override { return DType::F32; }
 

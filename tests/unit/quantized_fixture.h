@@ -1,0 +1,70 @@
+// `syv quantize` folders of the tiny Qwen3 fixtures, for the tests of quantized checkpoints through
+// the engine: quantize_fixture() writes one (model/quantize_folder.h), and
+// write_dequantized_folder() writes the float folder of its dequantized weights (f32, which the
+// CPU backend keeps as they are), so that the quantized model and the float one compute on the
+// same weight values.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/quant_weights.h"
+#include "model/quantize_folder.h"
+
+namespace syv::testing {
+
+// tests/fixtures/<fixture> (e.g. "qwen3/tied_gqa2") quantized into `out` (replaced).
+inline ::testing::AssertionResult quantize_fixture(const std::string& fixture,
+                                                   QuantizeFormat format, int32_t group_size,
+                                                   const std::filesystem::path& out) {
+  std::filesystem::remove_all(out);
+  QuantizeOptions o;
+  o.in_dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture;
+  o.out_dir = out.string();
+  o.format = format;
+  o.group_size = group_size;
+  Status s = quantize_folder(o);
+  if (!s.ok()) return ::testing::AssertionFailure() << "syv quantize: " << s.message();
+  return ::testing::AssertionSuccess();
+}
+
+// The float folder `out` of `quantized`'s weights: every tensor of the float folder `source` it
+// was made from, the quantized ones replaced by their dequantized values; source's config.json.
+inline ::testing::AssertionResult write_dequantized_folder(const std::filesystem::path& source,
+                                                           const std::filesystem::path& quantized,
+                                                           const std::filesystem::path& out) {
+  auto config = load_model_config(quantized.string());
+  auto qs = WeightStore::open_dir(quantized.string());
+  auto fs = WeightStore::open_dir(source.string());
+  if (!config.ok() || !qs.ok() || !fs.ok())
+    return ::testing::AssertionFailure() << "cannot open " << quantized << " or " << source;
+  std::vector<std::vector<float>> values;
+  std::vector<TensorToWrite> tensors;
+  values.reserve(fs->names().size());
+  for (const std::string& name : fs->names()) {
+    const TensorInfo& t = *fs->find(name);
+    if (stored_quantized(name, *qs, config->quant)) {
+      auto q = read_quantized(name, t.shape, *qs, config->quant);
+      if (!q.ok()) return ::testing::AssertionFailure() << q.message();
+      values.push_back(q->dequantize());
+    } else {
+      values.emplace_back(static_cast<size_t>(t.numel()));
+      convert_to_f32(t.dtype, t.data, values.back().data(), values.back().size());
+    }
+    tensors.push_back({name, DType::F32, t.shape, values.back().data()});
+  }
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(out);
+  Status s = write_safetensors((out / "model.safetensors").string(), tensors);
+  if (!s.ok()) return ::testing::AssertionFailure() << s.message();
+  std::filesystem::copy_file(source / "config.json", out / "config.json");
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace syv::testing
