@@ -606,6 +606,12 @@ void EngineCore::sample_sequence(size_t i, size_t row, const float* host_rows, i
   s.num_accepted = j;
   stats_.draft_tokens += static_cast<uint64_t>(s.num_drafts);
   stats_.accepted_tokens += static_cast<uint64_t>(j);
+  static_assert(kMaxSpeculativeTokens == kSpecPositions);
+  for (int32_t i = 0; i < s.num_drafts; ++i) {
+    ++stats_.drafts_at[static_cast<size_t>(i)];
+    if (i < j) ++stats_.accepted_at[static_cast<size_t>(i)];
+  }
+  if (s.num_drafts > 0) ++stats_.tokens_per_verify[static_cast<size_t>(j) + 1];
   for (size_t t = results_.size() - static_cast<size_t>(j) - 1; t < results_.size(); ++t)
     seq.tokens.push_back(results_[t].token_id);
 }

@@ -2,9 +2,13 @@
 // snapshot after every step; Engine::stats() returns that snapshot (thread-safe).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 namespace syv {
+
+// Draft positions the speculation counters track (= kMaxSpeculativeTokens, engine.h).
+inline constexpr int32_t kSpecPositions = 16;
 
 struct EngineStats {
   // Monotonic counters (since start) -------------------------------------------------------------
@@ -21,6 +25,12 @@ struct EngineStats {
   // Speculative decoding (engine/drafter.h; 0 without a drafter)
   uint64_t draft_tokens = 0;     // drafts fed to the model in verify steps
   uint64_t accepted_tokens = 0;  // of those, drafts kept (each one a generated token)
+  // By draft position i (0 = the first draft after the sequence's last token): drafts fed there,
+  // and of those, kept. accepted_at[i] / drafts_at[i] is the acceptance rate at depth i + 1.
+  std::array<uint64_t, kSpecPositions> drafts_at{}, accepted_at{};
+  // tokens_per_verify[n]: times a sequence's verify step (one with drafts) produced n tokens (its
+  // kept drafts + the target's own next token; 1..k + 1). The mean is the tokens per step.
+  std::array<uint64_t, kSpecPositions + 2> tokens_per_verify{};
   // Gauges (after the last step) -----------------------------------------------------------------
   int32_t pages_total = 0;
   int32_t pages_used = 0;    // referenced by a live sequence

@@ -181,6 +181,9 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.graph_padding_rows = static_cast<int64_t>(s.graph_padding_rows);
   g.draft_tokens = static_cast<int64_t>(s.draft_tokens);
   g.accepted_tokens = static_cast<int64_t>(s.accepted_tokens);
+  g.drafts_at = s.drafts_at;
+  g.accepted_at = s.accepted_at;
+  g.tokens_per_verify = s.tokens_per_verify;
   g.graphs_captured = s.graphs_captured;
   g.host_pages_capacity = s.host_pages_total;
   g.host_pages_resident = s.host_pages_used;
@@ -209,6 +212,35 @@ void Metrics::count_response(int http_status) {
   ++responses_[http_status];
 }
 
+namespace {
+
+// Speculative decoding by draft position and tokens per verify step: labelled series up to the
+// deepest position drafted so far (none without speculation).
+void render_speculation(std::string& out, const EngineGauges& e) {
+  size_t depth = 0;
+  while (depth < e.drafts_at.size() && e.drafts_at[depth] > 0) ++depth;
+  if (depth == 0) return;
+  auto series = [&](const char* name, const char* help, const char* label, size_t from,
+                    size_t count, const auto& values) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
+    for (size_t i = from; i < from + count; ++i)
+      out += std::string(name) + "{" + label + "=\"" + std::to_string(i + (from == 0 ? 1 : 0)) +
+             "\"} " + std::to_string(values[i]) + "\n";
+  };
+  series("syv_spec_draft_tokens_by_position_total",
+         "Speculative decoding: draft tokens fed at each depth (1 = first draft).", "position", 0,
+         depth, e.drafts_at);
+  series("syv_spec_accepted_tokens_by_position_total",
+         "Speculative decoding: draft tokens kept at each depth.", "position", 0, depth,
+         e.accepted_at);
+  series("syv_spec_verify_steps_by_tokens_total",
+         "Speculative decoding: a sequence's verify steps by the tokens they produced (kept "
+         "drafts + 1).",
+         "tokens", 1, depth + 1, e.tokens_per_verify);
+}
+
+}  // namespace
+
 std::string Metrics::render(const EngineGauges& engine) const {
   std::string out;
   for (const EngineSample& e : kEngineSamples) {
@@ -218,6 +250,7 @@ std::string Metrics::render(const EngineGauges& engine) const {
         "Host time spent issuing host-tier copies (the copies themselves on the CPU backend; on "
         "CUDA they run on the copy stream).",
         engine.host_copy_seconds);
+  render_speculation(out, engine);
   gauge(out, "syv_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
         static_cast<double>(prompt_tokens_.load()));
   gauge(out, "syv_generation_tokens_total", "counter", "Tokens generated.",

@@ -23,6 +23,7 @@
 // Thread safety: every method may be called from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -75,6 +76,9 @@ struct EngineGauges {
   int64_t graph_padding_rows = 0;  // cumulative: dummy rows those steps carried
   int64_t draft_tokens = 0;        // cumulative: speculative drafts fed to verify steps
   int64_t accepted_tokens = 0;     // cumulative: of those, drafts kept
+  // Cumulative, by draft position and by tokens a verify step produced (EngineStats).
+  std::array<uint64_t, kSpecPositions> drafts_at{}, accepted_at{};
+  std::array<uint64_t, kSpecPositions + 2> tokens_per_verify{};
   int64_t graphs_captured = 0;
   // Host tier (kv/host_tier.h; 0 when off).
   int64_t host_pages_capacity = 0;

@@ -168,6 +168,32 @@ TEST(ServerMetrics, ExportsGraphCounters) {
   }
   const std::string off = Metrics().render(EngineGauges::from(EngineStats{}));
   EXPECT_NE(off.find("syv_graph_steps_total 0\n"), std::string::npos);
+  EXPECT_EQ(off.find("by_position"), std::string::npos) << "no speculation, no position series";
+}
+
+// Speculation by draft depth and tokens per verify step: series up to the deepest position.
+TEST(ServerMetrics, ExportsSpeculationByPositionAndTokensPerStep) {
+  EngineStats s;
+  s.drafts_at[0] = 50;
+  s.drafts_at[1] = 40;
+  s.accepted_at[0] = 30;
+  s.accepted_at[1] = 12;
+  s.tokens_per_verify[1] = 20;
+  s.tokens_per_verify[2] = 18;
+  s.tokens_per_verify[3] = 12;
+  const std::string text = Metrics().render(EngineGauges::from(s));
+  expect_valid_exposition(text);
+  for (const char* line : {
+           "syv_spec_draft_tokens_by_position_total{position=\"1\"} 50\n"
+           "syv_spec_draft_tokens_by_position_total{position=\"2\"} 40\n# HELP",
+           "syv_spec_accepted_tokens_by_position_total{position=\"1\"} 30\n"
+           "syv_spec_accepted_tokens_by_position_total{position=\"2\"} 12\n",
+           "syv_spec_verify_steps_by_tokens_total{tokens=\"1\"} 20\n"
+           "syv_spec_verify_steps_by_tokens_total{tokens=\"2\"} 18\n"
+           "syv_spec_verify_steps_by_tokens_total{tokens=\"3\"} 12\n# HELP",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
 }
 
 TEST(ServerMetrics, NumberFormat) {

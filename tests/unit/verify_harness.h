@@ -154,6 +154,23 @@ inline void expect_verify_equals_plain(Model& model, const EngineOptions& base,
         EXPECT_LT(spec.stats.accepted_tokens, spec.stats.draft_tokens);
       }
       EXPECT_EQ(spec.stats.generated_tokens, plain.stats.generated_tokens);
+      // The by-position and per-step counters add up to the totals.
+      uint64_t drafted = 0, kept = 0, verifies = 0, produced = 0;
+      for (size_t i = 0; i < spec.stats.drafts_at.size(); ++i) {
+        drafted += spec.stats.drafts_at[i];
+        kept += spec.stats.accepted_at[i];
+        EXPECT_LE(spec.stats.accepted_at[i], spec.stats.drafts_at[i]);
+        if (i >= static_cast<size_t>(k)) EXPECT_EQ(spec.stats.drafts_at[i], 0u);
+      }
+      for (size_t n = 0; n < spec.stats.tokens_per_verify.size(); ++n) {
+        verifies += spec.stats.tokens_per_verify[n];
+        produced += n * spec.stats.tokens_per_verify[n];
+      }
+      EXPECT_EQ(drafted, spec.stats.draft_tokens);
+      EXPECT_EQ(kept, spec.stats.accepted_tokens);
+      EXPECT_EQ(produced, kept + verifies);
+      if (mode == Drafts::kWrong) EXPECT_EQ(spec.stats.tokens_per_verify[1], verifies);
+      if (mode == Drafts::kRight) EXPECT_EQ(spec.stats.accepted_at[0], spec.stats.drafts_at[0]);
     }
   }
 }
