@@ -55,11 +55,6 @@ Result<std::unique_ptr<Model>> load_qwen3_5(const ModelConfig& c, const WeightSt
     SYV_RETURN_IF_ERROR(
         check_mtp_config(c, store).with_context("the MTP head (--speculative-method mtp)"));
   }
-  if (c.num_experts > 0) {
-    return Status::Error(
-        "config.json: a qwen3_5 model with num_experts = " + std::to_string(c.num_experts) +
-        " (qwen3_5_moe) is not supported yet; dense qwen3_5 and qwen3_next are");
-  }
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const int64_t Hv = c.linear_num_value_heads, Hk = c.linear_num_key_heads;
   const int64_t key_dim = Hk * c.linear_key_head_dim, value_dim = Hv * c.linear_value_head_dim;
@@ -99,7 +94,13 @@ Result<std::unique_ptr<Model>> load_qwen3_5(const ModelConfig& c, const WeightSt
     SYV_ASSIGN_OR_RETURN(
         layer.post_norm,
         loader.load({p + "post_attention_layernorm.weight", {H}, WeightInit::kZero}));
-    SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, I, p + "mlp.", &layer.mlp));
+    // qwen3_5_moe: the sparse MLP (router, experts, gated shared expert) where the config's rule
+    // says so (every layer by default), as Qwen3-Next's.
+    if (hybrid_layer_is_moe(c, l)) {
+      SYV_RETURN_IF_ERROR(load_moe(loader, store, c, p + "mlp.", &layer.mlp));
+    } else {
+      SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, I, p + "mlp.", &layer.mlp));
+    }
   }
   SYV_ASSIGN_OR_RETURN(w.final_norm, loader.load({prefix + "norm.weight", {H}, WeightInit::kZero}));
   if (!c.tie_word_embeddings) {

@@ -139,7 +139,7 @@ TEST_P(HybridGolden, BadStateSlotIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGolden,
                          ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied", "q35_nested_r2",
-                                           "qnext_top1_r2", "qnext_top2_r1"));
+                                           "qnext_top1_r2", "qnext_top2_r1", "q35moe_top2_r2"));
 
 }  // namespace
 }  // namespace syv
