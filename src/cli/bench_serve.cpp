@@ -1,7 +1,8 @@
 // `syv bench serve`: load on any OpenAI-compatible server (syv, vLLM, llama-server) through its
 // HTTP API, streamed so that every token is timed. Scenarios (docs/benchmarking.md):
 //   burst      N requests, C in flight at once, fixed (or spread) prompt / output lengths
-//   c1         one stream at a time: TTFT and inter-token latency without batching
+//   c1         one stream at a time: TTFT and inter-token latency without batching (and tokens
+//              per verify step when the server's /metrics has syv's speculation counters)
 //   resend     a long prompt sent twice: cached tokens and the TTFT ratio of the second send
 //   multiturn  a chat of several turns: cached tokens of each turn against the previous turn's
 //   sweep      concurrency 1, 2, 4 ... C: the throughput-latency curve
@@ -13,9 +14,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "cli/bench.h"
@@ -46,6 +49,7 @@ struct Options {
 
 // Token ids drawn from a range every Qwen vocabulary holds as ordinary tokens.
 constexpr int kTokenLo = 1000, kTokenHi = 30000;
+constexpr const char* kVerifySteps = "syv_spec_verify_steps_by_tokens_total";
 
 class Bench {
  public:
@@ -168,12 +172,43 @@ class Bench {
                    {"range_ratio", o_.range_ratio}});
   }
 
+  // syv's verify steps by the tokens they produced (syv_spec_verify_steps_by_tokens_total
+  // {tokens="n"}, with speculative decoding on), summed by n; empty when /metrics has none.
+  std::map<int, double> verify_steps() const {
+    std::map<int, double> steps;
+    const HttpReply r = client_.get("/metrics");
+    if (r.status != 200) return steps;
+    const std::string prefix = std::string(kVerifySteps) + "{tokens=";
+    std::istringstream lines(r.body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(prefix, 0) != 0) continue;
+      const size_t value = line.find(' ', prefix.size());
+      if (value == std::string::npos) continue;
+      // {tokens="n"} value
+      steps[std::atoi(line.c_str() + prefix.size() + 1)] += std::atof(line.c_str() + value + 1);
+    }
+    return steps;
+  }
+
   int c1() {
     std::vector<json> bodies;
     for (int i = 0; i < o_.c1_requests; ++i)
       bodies.push_back(completion(random_ids(length(o_.input_len)), length(o_.output_len)));
-    return finish("c1", run_requests("c1", bodies, 1),
-                  {{"input_len", o_.input_len}, {"output_len", o_.output_len}});
+    const std::map<int, double> before = verify_steps();
+    RunStats stats = run_requests("c1", bodies, 1);
+    // Tokens per verify step over the run (the server's, so only exact when it is otherwise idle).
+    double steps = 0, tokens = 0;
+    for (const auto& [n, count] : verify_steps()) {
+      const double d = count - (before.count(n) ? before.at(n) : 0.0);
+      steps += d;
+      tokens += n * d;
+    }
+    json extra = {{"input_len", o_.input_len}, {"output_len", o_.output_len}};
+    extra["tokens_per_step"] = steps > 0 ? json(tokens / steps) : json(nullptr);
+    if (steps > 0)
+      notes_.push_back("c1: " + std::to_string(tokens / steps) + " tokens per verify step (" +
+                       kVerifySteps + ")");
+    return finish("c1", stats, extra);
   }
 
   int sweep() {
