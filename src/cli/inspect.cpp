@@ -11,6 +11,7 @@
 #include "backend/available_memory.h"
 #include "cli/command.h"
 #include "cli/memory_plan_cli.h"
+#include "cli/preset.h"
 #include "engine/host_tier_setup.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
@@ -26,7 +27,33 @@ struct Options {
   bool json = false;
   PlanArgs plan;              // --gpu-memory-utilization (memory_plan_cli.h)
   double host_cache_gb = -1;  // < 0: what serve would take here (engine/host_tier_setup.h)
+  std::string preset_name;    // --preset: the flags `syv serve --preset` would set, and their plan
+  Preset preset;              // resolved (cli/preset.h)
 };
+
+// --preset: the plan of the preset's flags as `syv serve` would run them (its defaults where the
+// preset sets nothing: utilization 0.90, 2048 batched tokens, 256 sequences), except the plan
+// flags given on this command line.
+void plan_for_preset(const Preset& p, bool utilization_given, bool tokens_given, PlanArgs& plan) {
+  auto value = [&](const char* flag, double serve_default) {
+    const std::string v = preset_value(p, flag);
+    return v.empty() ? serve_default : std::stod(v);
+  };
+  if (!utilization_given) plan.utilization = value("--gpu-memory-utilization", 0.90);
+  plan.max_num_seqs = static_cast<int64_t>(value("--max-num-seqs", 256));
+  plan.num_speculative_tokens = static_cast<int>(value("--num-speculative-tokens", 0));
+  if (!tokens_given) {
+    plan.max_batch_tokens =
+        std::max(static_cast<int64_t>(value("--max-batched-tokens", 2048)), plan.max_num_seqs);
+  }
+}
+
+// "--max-num-seqs 512 --max-batched-tokens 16384 ... (why)".
+std::string preset_flags(const Preset& p) {
+  std::string s;
+  for (const PresetFlag& f : p.flags) s += (s.empty() ? "" : " ") + f.flag + " " + f.value;
+  return p.why.empty() ? s : s + " (" + p.why + ")";
+}
 
 // The host tier's size and the tokens of KV it holds (all of it in pages).
 struct HostTierCapacity {
@@ -211,10 +238,20 @@ int run(const Options& o) {
     j["host_tier"] = {
         {"bytes", host.bytes}, {"tokens_bf16", host.tokens_bf16}, {"tokens_f32", host.tokens_f32}};
     j["status"] = status;
+    if (!o.preset_name.empty()) {
+      nlohmann::json flags = nlohmann::json::object();
+      for (const PresetFlag& f : o.preset.flags) flags[f.flag] = f.value;
+      j["preset"] = {{"name", o.preset.name}, {"flags", flags}, {"why", o.preset.why}};
+    }
     if (o.plan.utilization > 0) {
       auto plan = describe_memory_plan(o.plan, c, device_bytes);
-      if (!plan.ok()) return fail(plan.message());
-      j["memory_plan"] = *plan;
+      if (plan.ok()) {
+        j["memory_plan"] = *plan;
+      } else if (o.preset_name.empty()) {
+        return fail(plan.message());
+      } else {
+        j["memory_plan_error"] = plan.message();
+      }
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -263,10 +300,14 @@ int run(const Options& o) {
               c.layer_types.empty() ? "" : "; hybrids give part of it to checkpoints");
   std::printf("max positions    %lld\n", static_cast<long long>(c.max_position_embeddings));
   std::printf("status           %s\n", status.c_str());
+  if (!o.preset_name.empty()) {
+    std::printf("preset %-9s %s\n", o.preset.name.c_str(), preset_flags(o.preset).c_str());
+  }
   if (o.plan.utilization > 0) {
     auto plan = describe_memory_plan(o.plan, c, device_bytes);
-    if (!plan.ok()) return fail(plan.message());
-    std::printf("%s\n", plan->c_str());
+    // With --preset the plan is extra: without a GPU (and no --gpu-memory-gib) say so.
+    if (!plan.ok() && o.preset_name.empty()) return fail(plan.message());
+    std::printf("%s\n", plan.ok() ? plan->c_str() : ("memory plan: " + plan.message()).c_str());
   }
   return 0;
 }
@@ -291,18 +332,34 @@ CommandRegistration reg{
                      "A Hugging Face model folder (config.json + *.safetensors).")
           ->required();
       app.add_flag("--json", o->json, "Print the figures as JSON.");
-      app.add_option("--gpu-memory-utilization", o->plan.utilization,
-                     "Also print the KV pool the server would plan at this fraction of GPU memory")
-          ->check(CLI::Range(0.01, 1.0));
+      CLI::Option* utilization =
+          app.add_option("--gpu-memory-utilization", o->plan.utilization,
+                         "Also print the KV pool the server would plan at this fraction of GPU "
+                         "memory")
+              ->check(CLI::Range(0.01, 1.0));
       app.add_option("--gpu-memory-gib", o->plan.gpu_memory_gib,
                      "GPU memory for the plan when this machine has no GPU (GiB)");
       app.add_option("--host-cache-gb", o->host_cache_gb,
                      "Host tier size for its capacity line (default: what `syv serve` would "
                      "take on this machine, a quarter of the free host memory, at most 32 GiB)")
           ->check(CLI::NonNegativeNumber);
-      app.add_option("--max-batch-tokens", o->plan.max_batch_tokens,
-                     "Tokens of the largest step, for the activation estimate (default 8192)");
-      return [o]() -> int { return run(*o); };
+      CLI::Option* tokens =
+          app.add_option("--max-batch-tokens", o->plan.max_batch_tokens,
+                         "Tokens of the largest step, for the activation estimate (default 8192; "
+                         "with --preset, the step budget `syv serve` would use)");
+      app.add_option("--preset", o->preset_name,
+                     std::string("Print the flags `syv serve --preset NAME` sets (") +
+                         kPresetNames +
+                         ") and the memory plan they give (a GPU or --gpu-memory-gib)");
+      return [o, utilization, tokens]() -> int {
+        if (!o->preset_name.empty()) {
+          Result<Preset> preset = resolve_preset(o->preset_name, o->model_dir);
+          if (!preset.ok()) return fail(preset.message());
+          o->preset = *preset;
+          plan_for_preset(o->preset, utilization->count() > 0, tokens->count() > 0, o->plan);
+        }
+        return run(*o);
+      };
     }};
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "cli/memory_plan_cli.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/memory_plan.h"
@@ -34,10 +35,15 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   const CacheSpec spec = arch->cache_spec(c, DType::BF16);  // bf16 K/V on CUDA
   in.kv_bytes_per_token = spec.kv_bytes_per_token;
   in.state_bytes_per_slot = spec.state_bytes_per_seq;
-  in.state_slots = engine_state_slots(spec, EngineOptions{});  // serve's defaults
+  EngineOptions engine;  // serve's defaults, with the sequences and drafts of the arguments
+  engine.max_num_seqs = static_cast<int32_t>(args.max_num_seqs);
+  engine.num_speculative_tokens = args.num_speculative_tokens;
+  in.state_slots = engine_state_slots(spec, engine);
   in.activation_peak_bytes = estimate_qwen3_activation_bytes(
       args.max_batch_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
-      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size, 256);
+      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
+      std::min<int64_t>(args.max_num_seqs * (1 + args.num_speculative_tokens),
+                        args.max_batch_tokens));
   in.other_bytes = kRuntimeReserveBytes;
   in.page_size = 64;
   in.max_position = c.max_position_embeddings;

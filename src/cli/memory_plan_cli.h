@@ -14,6 +14,8 @@ struct PlanArgs {
   double utilization = 0.0;     // 0: no plan asked for
   double gpu_memory_gib = 0.0;  // 0: read the device's total memory
   int64_t max_batch_tokens = 8192;
+  int64_t max_num_seqs = 256;      // serve's --max-num-seqs: decode rows, hybrid state slots
+  int num_speculative_tokens = 0;  // serve's --num-speculative-tokens: verify rows per sequence
 };
 
 // "KV pool: N tokens (P pages of 64), B bytes/token, max context M" plus the inputs, or an error

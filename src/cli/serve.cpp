@@ -34,6 +34,7 @@
 #include "cli/command.h"
 #include "cli/engine_args.h"
 #include "cli/model_session.h"
+#include "cli/preset.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/engine_core.h"
@@ -65,6 +66,7 @@ struct ServeOptions {
   std::string allowed_origins;  // CORS: "" = none, "*", or comma-separated origins
   std::string served_model_name;
   std::string device = "auto";
+  std::string preset;  // --preset (cli/preset.h): applied to the flags before run_serve
   // Backend::set_batch_invariant.
   bool batch_invariant = false;
   EngineArgs engine;  // --page-size, --kv-cache-mb, --max-num-seqs, --max-model-len ...
@@ -491,7 +493,19 @@ CommandRegistration reg{
       app.add_flag("--skip-warmup", o->skip_warmup, "Mark ready without a warm-up request");
       app.add_flag("--no-webui", o->no_webui,
                    "Do not serve the chat page at / (GET / and /ui/* are then unrouted)");
-      return [o, kv_cache_mb, utilization]() -> int {
+      app.add_option("--preset", o->preset,
+                     std::string("Named flags for one kind of use (") + kPresetNames +
+                         "), printed at start-up; flags given on the command line win "
+                         "(docs/configuration.md \"Presets\")");
+      return [o, kv_cache_mb, utilization, &app]() -> int {
+        if (!o->preset.empty()) {
+          Result<Preset> preset = resolve_preset(o->preset, o->model_dir);
+          if (!preset.ok()) return fail(preset.message());
+          Result<std::string> line = apply_preset(app, *preset);
+          if (!line.ok()) return fail(line.message());
+          std::printf("syv: %s\n", line->c_str());
+          std::fflush(stdout);
+        }
         o->kv_cache_mb_given = kv_cache_mb->count() > 0;
         o->gpu_memory_utilization_given = utilization->count() > 0;
         return run_serve(*o);

@@ -1,0 +1,396 @@
+// `syv bench serve`: load on any OpenAI-compatible server (syv, vLLM, llama-server) through its
+// HTTP API, streamed so that every token is timed. Scenarios (docs/benchmarking.md):
+//   burst      N requests, C in flight at once, fixed (or spread) prompt / output lengths
+//   c1         one stream at a time: TTFT and inter-token latency without batching (and tokens
+//              per verify step when the server's /metrics has syv's speculation counters)
+//   resend     a long prompt sent twice: cached tokens and the TTFT ratio of the second send
+//   multiturn  a chat of several turns: cached tokens of each turn against the previous turn's
+//   sweep      concurrency 1, 2, 4 ... C: the throughput-latency curve
+// Prompts of burst / c1 / resend / sweep are random token ids sent to /v1/completions (so their
+// length is exact whatever the tokenizer); multiturn sends words to /v1/chat/completions.
+// Output: a table, then one JSON line per scenario on stdout; progress on stderr.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "cli/bench.h"
+#include "cli/bench_serve_plot.h"
+#include "cli/bench_serve_stats.h"
+#include "cli/openai_client.h"
+
+namespace syv::cli {
+namespace {
+
+using nlohmann::json;
+
+struct Options {
+  std::string url, api_key, model;
+  std::vector<std::string> scenarios;
+  int num_requests = 128;
+  int concurrency = 64;
+  int input_len = 512;
+  int output_len = 128;
+  double range_ratio = 0;  // lengths uniform in [L (1 - r), L (1 + r)]
+  int c1_requests = 8;
+  int resend_len = 2048;
+  int turns = 4;
+  int64_t seed = -1;  // < 0: from the clock, so a second run does not hit the first's cache
+  std::string plot;
+  int timeout_s = 600;
+};
+
+// Token ids drawn from a range every Qwen vocabulary holds as ordinary tokens.
+constexpr int kTokenLo = 1000, kTokenHi = 30000;
+constexpr const char* kVerifySteps = "syv_spec_verify_steps_by_tokens_total";
+
+class Bench {
+ public:
+  Bench(const Options& o, OpenAiClient client, std::string model)
+      : o_(o), client_(std::move(client)), model_(std::move(model)), rng_(o.seed) {}
+
+  // vLLM's ignore_eos, if the server takes it (a 1-token request with it answers 200).
+  void probe_ignore_eos() {
+    json body = {{"model", model_},
+                 {"prompt", json::array({kTokenLo})},
+                 {"max_tokens", 1},
+                 {"ignore_eos", true}};
+    const HttpReply r = client_.post("/v1/completions", body);
+    ignore_eos_ = r.status == 200;
+    if (!ignore_eos_)
+      std::fprintf(stderr,
+                   "bench serve: the server refuses ignore_eos (HTTP %d); outputs may end "
+                   "early at EOS\n",
+                   r.status);
+  }
+
+  int run(const std::string& scenario) {
+    if (scenario == "burst") return burst();
+    if (scenario == "c1") return c1();
+    if (scenario == "resend") return resend();
+    if (scenario == "multiturn") return multiturn();
+    if (scenario == "sweep") return sweep();
+    return fail("--scenario: unknown scenario \"" + scenario +
+                "\" (choices: burst, c1, resend, multiturn, sweep)");
+  }
+
+  void print() const {
+    std::printf("%s\n", stats_table_header().c_str());
+    for (const RunStats& r : runs_) std::printf("%s\n", stats_table_row(r).c_str());
+    for (const std::string& line : notes_) std::printf("%s\n", line.c_str());
+    for (const json& j : lines_) std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+  }
+  Status plot(const std::string& path) const { return write_bench_plot(path, sweep_, runs_); }
+
+ private:
+  int length(int base) {
+    if (o_.range_ratio <= 0) return base;
+    std::uniform_int_distribution<int> d(std::max(1, static_cast<int>(base * (1 - o_.range_ratio))),
+                                         static_cast<int>(base * (1 + o_.range_ratio)));
+    return d(rng_);
+  }
+  json random_ids(int n) {
+    std::uniform_int_distribution<int> d(kTokenLo, kTokenHi - 1);
+    json ids = json::array();
+    for (int i = 0; i < n; ++i) ids.push_back(d(rng_));
+    return ids;
+  }
+  json completion(json prompt, int max_tokens) const {
+    json b = {{"model", model_},          {"prompt", std::move(prompt)},
+              {"max_tokens", max_tokens}, {"temperature", 0},
+              {"stream", true},           {"stream_options", {{"include_usage", true}}}};
+    if (ignore_eos_) b["ignore_eos"] = true;
+    return b;
+  }
+  json header(const std::string& scenario) const {
+    return {{"scenario", scenario},
+            {"url", client_.url()},
+            {"model", model_},
+            {"ignore_eos", ignore_eos_},
+            {"seed", o_.seed}};
+  }
+
+  // Sends `bodies` to /v1/completions (or `path`) with `concurrency` in flight.
+  RunStats run_requests(const std::string& label, const std::vector<json>& bodies, int concurrency,
+                        const std::string& path = "/v1/completions") const {
+    RunStats stats;
+    stats.label = label;
+    stats.concurrency = concurrency;
+    std::mutex mu;
+    std::atomic<size_t> next{0};
+    const size_t n = bodies.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto last_report = t0;
+    auto worker = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) {
+        const StreamReply reply = client_.stream(path, bodies[i]);
+        std::lock_guard<std::mutex> lock(mu);
+        stats.add(reply);
+        const auto now = std::chrono::steady_clock::now();
+        if (stats.requests == static_cast<int64_t>(n) ||
+            now - last_report > std::chrono::seconds(1)) {
+          last_report = now;
+          int64_t errors = 0;
+          for (const auto& [kind, k] : stats.errors) errors += k;
+          std::fprintf(stderr, "bench serve: %s: %lld/%zu done, %lld error(s)\n", label.c_str(),
+                       static_cast<long long>(stats.requests), n, static_cast<long long>(errors));
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < std::min<int>(concurrency, static_cast<int>(n)); ++t)
+      threads.emplace_back(worker);
+    for (std::thread& t : threads) t.join();
+    stats.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return stats;
+  }
+
+  int finish(const std::string& scenario, const RunStats& s, json extra = json::object()) {
+    runs_.push_back(s);
+    json j = header(scenario);
+    j.update(extra);
+    j.update(s.to_json());
+    lines_.push_back(j);
+    return 0;
+  }
+
+  int burst() {
+    std::vector<json> bodies;
+    for (int i = 0; i < o_.num_requests; ++i)
+      bodies.push_back(completion(random_ids(length(o_.input_len)), length(o_.output_len)));
+    return finish("burst", run_requests("burst", bodies, o_.concurrency),
+                  {{"input_len", o_.input_len},
+                   {"output_len", o_.output_len},
+                   {"range_ratio", o_.range_ratio}});
+  }
+
+  // syv's verify steps by the tokens they produced (syv_spec_verify_steps_by_tokens_total
+  // {tokens="n"}, with speculative decoding on), summed by n; empty when /metrics has none.
+  std::map<int, double> verify_steps() const {
+    std::map<int, double> steps;
+    const HttpReply r = client_.get("/metrics");
+    if (r.status != 200) return steps;
+    const std::string prefix = std::string(kVerifySteps) + "{tokens=";
+    std::istringstream lines(r.body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(prefix, 0) != 0) continue;
+      const size_t value = line.find(' ', prefix.size());
+      if (value == std::string::npos) continue;
+      // {tokens="n"} value
+      steps[std::atoi(line.c_str() + prefix.size() + 1)] += std::atof(line.c_str() + value + 1);
+    }
+    return steps;
+  }
+
+  int c1() {
+    std::vector<json> bodies;
+    for (int i = 0; i < o_.c1_requests; ++i)
+      bodies.push_back(completion(random_ids(length(o_.input_len)), length(o_.output_len)));
+    const std::map<int, double> before = verify_steps();
+    RunStats stats = run_requests("c1", bodies, 1);
+    // Tokens per verify step over the run (the server's, so only exact when it is otherwise idle).
+    double steps = 0, tokens = 0;
+    for (const auto& [n, count] : verify_steps()) {
+      const double d = count - (before.count(n) ? before.at(n) : 0.0);
+      steps += d;
+      tokens += n * d;
+    }
+    json extra = {{"input_len", o_.input_len}, {"output_len", o_.output_len}};
+    extra["tokens_per_step"] = steps > 0 ? json(tokens / steps) : json(nullptr);
+    if (steps > 0)
+      notes_.push_back("c1: " + std::to_string(tokens / steps) + " tokens per verify step (" +
+                       kVerifySteps + ")");
+    return finish("c1", stats, extra);
+  }
+
+  int sweep() {
+    json levels = json::array();
+    for (int c = 1;; c = std::min(c * 2, o_.concurrency)) {
+      std::vector<json> bodies;
+      for (int i = 0; i < std::max(o_.num_requests, c); ++i)
+        bodies.push_back(completion(random_ids(length(o_.input_len)), length(o_.output_len)));
+      RunStats s = run_requests("sweep c=" + std::to_string(c), bodies, c);
+      runs_.push_back(s);
+      sweep_.push_back(s);
+      levels.push_back(s.to_json());
+      if (c >= o_.concurrency) break;
+    }
+    json j = header("sweep");
+    j["input_len"] = o_.input_len;
+    j["output_len"] = o_.output_len;
+    j["levels"] = levels;
+    lines_.push_back(j);
+    return 0;
+  }
+
+  // The same long prompt twice, one after the other.
+  int resend() {
+    const json body = completion(random_ids(o_.resend_len), std::min(o_.output_len, 16));
+    RunStats first = run_requests("resend 1st", {body}, 1);
+    RunStats second = run_requests("resend 2nd", {body}, 1);
+    runs_.push_back(first);
+    runs_.push_back(second);
+    json j = header("resend");
+    j["prompt_len"] = o_.resend_len;
+    j["first"] = first.to_json();
+    j["second"] = second.to_json();
+    const bool ok = first.completed == 1 && second.completed == 1;
+    j["cached_tokens"] = second.cached_tokens;
+    j["ttft_ratio"] = ok && first.ttft_s[0] > 0 ? second.ttft_s[0] / first.ttft_s[0] : -1.0;
+    notes_.push_back("resend: " + std::to_string(o_.resend_len) + "-token prompt: cached tokens " +
+                     std::to_string(first.cached_tokens) + " then " +
+                     std::to_string(second.cached_tokens) + ", TTFT ratio (2nd / 1st) " +
+                     std::to_string(j["ttft_ratio"].get<double>()));
+    lines_.push_back(j);
+    return 0;
+  }
+
+  std::string words(int n) {
+    static const char* kWords[] = {"river",  "stone",  "light",  "market", "garden",  "copper",
+                                   "winter", "signal", "harbor", "paper",  "orbit",   "meadow",
+                                   "engine", "silver", "forest", "window", "thunder", "valley"};
+    std::uniform_int_distribution<int> d(0, static_cast<int>(std::size(kWords)) - 1);
+    std::string s;
+    for (int i = 0; i < n; ++i) s += (i ? " " : "") + std::string(kWords[d(rng_)]);
+    return s;
+  }
+
+  // A chat of --turns turns, each a new user message of --input-len words after the replies so
+  // far; what the server reuses of the previous turn is its prompt + reply, rounded down to the
+  // cache's granularity (whole pages on syv; docs/benchmarking.md).
+  int multiturn() {
+    json messages = json::array();
+    json turns = json::array();
+    RunStats all;
+    all.label = "multiturn";
+    int64_t previous_total = 0;
+    for (int t = 0; t < o_.turns; ++t) {
+      messages.push_back({{"role", "user"}, {"content", words(o_.input_len)}});
+      json body = {{"model", model_},
+                   {"messages", messages},
+                   {"max_tokens", o_.output_len},
+                   {"temperature", 0},
+                   {"stream", true},
+                   {"stream_options", {{"include_usage", true}}}};
+      if (ignore_eos_) body["ignore_eos"] = true;
+      const auto t0 = std::chrono::steady_clock::now();
+      const StreamReply r = client_.stream("/v1/chat/completions", body);
+      all.wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      all.add(r);
+      const int64_t prompt =
+          r.usage.is_object() ? r.usage.value("prompt_tokens", int64_t{0}) : int64_t{0};
+      turns.push_back({{"turn", t + 1},
+                       {"status", r.status},
+                       {"prompt_tokens", prompt},
+                       {"cached_tokens", r.cached_tokens()},
+                       {"previous_total_tokens", previous_total},
+                       {"ttft_ms", r.ttft * 1e3}});
+      std::fprintf(stderr, "bench serve: multiturn: turn %d: %lld prompt tokens, %lld cached\n",
+                   t + 1, static_cast<long long>(prompt),
+                   static_cast<long long>(r.cached_tokens()));
+      if (r.status != 200) break;
+      previous_total = prompt + r.completion_tokens();
+      messages.push_back({{"role", "assistant"}, {"content", r.text}});
+    }
+    all.concurrency = 1;
+    return finish("multiturn", all, {{"turns", turns}, {"user_words", o_.input_len}});
+  }
+
+  const Options& o_;
+  OpenAiClient client_;
+  std::string model_;
+  std::mt19937_64 rng_;
+  bool ignore_eos_ = false;
+  std::vector<RunStats> runs_, sweep_;
+  std::vector<json> lines_;
+  std::vector<std::string> notes_;
+};
+
+int run(Options o) {
+  if (o.api_key.empty()) {
+    if (const char* env = std::getenv("SYV_API_KEY")) o.api_key = env;
+  }
+  if (o.seed < 0) o.seed = std::chrono::steady_clock::now().time_since_epoch().count() & 0x7fffffff;
+  Result<OpenAiClient> client = OpenAiClient::create(o.url, o.api_key);
+  if (!client.ok()) return fail(client.message());
+  client->set_timeout_s(o.timeout_s);
+  std::string model = o.model;
+  if (model.empty()) {
+    Result<std::string> served = served_model(*client);
+    if (!served.ok()) return fail(served.message(), "check --url and --api-key");
+    model = *served;
+  }
+  Bench bench(o, std::move(*client), model);
+  bench.probe_ignore_eos();
+  for (const std::string& s : o.scenarios) {
+    if (int rc = bench.run(s); rc != 0) return rc;
+  }
+  bench.print();
+  if (!o.plot.empty()) {
+    if (Status st = bench.plot(o.plot); !st.ok()) return fail(st.message());
+    std::fprintf(stderr, "bench serve: wrote %s\n", o.plot.c_str());
+  }
+  return 0;
+}
+
+BenchRegistration reg{
+    "serve",
+    "Load an OpenAI-compatible server over HTTP (burst, c1, resend, multiturn, sweep): TTFT, "
+    "inter-token and end-to-end latency percentiles, tokens/s, errors",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      app.add_option("--url", o->url, "The server: http://HOST:PORT")->required();
+      app.add_option("--api-key", o->api_key, "Bearer key (default: $SYV_API_KEY)");
+      app.add_option("--model", o->model, "Model id to send (default: the first of /v1/models)");
+      app.add_option("--scenario", o->scenarios,
+                     "burst, c1, resend, multiturn or sweep; repeat to run several in order")
+          ->required()
+          ->check(CLI::IsMember({"burst", "c1", "resend", "multiturn", "sweep"}));
+      app.add_option("--num-requests", o->num_requests,
+                     "burst: requests; sweep: requests per level (at least the concurrency)")
+          ->check(CLI::Range(1, 1 << 20))
+          ->capture_default_str();
+      app.add_option("--concurrency", o->concurrency,
+                     "burst: requests in flight at once; sweep: the last level")
+          ->check(CLI::Range(1, 4096))
+          ->capture_default_str();
+      app.add_option("--input-len", o->input_len,
+                     "Prompt tokens (random ids); multiturn: words per user message")
+          ->check(CLI::Range(1, 1 << 22))
+          ->capture_default_str();
+      app.add_option("--output-len", o->output_len, "max_tokens of each request")
+          ->check(CLI::Range(1, 1 << 22))
+          ->capture_default_str();
+      app.add_option("--range-ratio", o->range_ratio,
+                     "Spread lengths uniformly over [L(1-r), L(1+r)] (0 = fixed)")
+          ->check(CLI::Range(0.0, 1.0))
+          ->capture_default_str();
+      app.add_option("--c1-requests", o->c1_requests, "c1: requests, one at a time")
+          ->check(CLI::Range(1, 1 << 20))
+          ->capture_default_str();
+      app.add_option("--resend-len", o->resend_len, "resend: prompt tokens")
+          ->check(CLI::Range(1, 1 << 22))
+          ->capture_default_str();
+      app.add_option("--turns", o->turns, "multiturn: user turns")
+          ->check(CLI::Range(1, 1000))
+          ->capture_default_str();
+      app.add_option("--seed", o->seed, "Random prompts' seed (default: from the clock)");
+      app.add_option("--plot", o->plot,
+                     "Write an SVG: the sweep's throughput vs inter-token latency, and the latency "
+                     "distributions");
+      app.add_option("--timeout", o->timeout_s, "Seconds a request may take")
+          ->check(CLI::Range(1, 86400))
+          ->capture_default_str();
+      return [o]() -> int { return run(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli

@@ -1,0 +1,216 @@
+#include "cli/openai_client.h"
+
+#include <httplib.h>
+#include <strings.h>
+
+#include <chrono>
+
+namespace syv::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Output in one chunk: choice 0's text (completions), content, reasoning or a tool call (chat).
+bool chunk_output(const nlohmann::json& chunk, std::string* text, std::string* finish) {
+  if (!chunk.is_object() || !chunk.contains("choices") || !chunk["choices"].is_array() ||
+      chunk["choices"].empty())
+    return false;
+  const nlohmann::json& c = chunk["choices"][0];
+  if (c.contains("finish_reason") && c["finish_reason"].is_string())
+    *finish = c["finish_reason"].get<std::string>();
+  bool output = false;
+  auto take = [&](const nlohmann::json& obj, const char* key, bool keep) {
+    if (obj.contains(key) && obj[key].is_string() && !obj[key].get<std::string>().empty()) {
+      if (keep) *text += obj[key].get<std::string>();
+      output = true;
+    }
+  };
+  take(c, "text", true);
+  if (c.contains("delta") && c["delta"].is_object()) {
+    const nlohmann::json& d = c["delta"];
+    take(d, "content", true);
+    take(d, "reasoning_content", false);
+    if (d.contains("tool_calls") && d["tool_calls"].is_array() && !d["tool_calls"].empty())
+      output = true;
+  }
+  return output;
+}
+
+}  // namespace
+
+std::string HttpReply::header(const std::string& name) const {
+  for (const auto& [k, v] : headers)
+    if (strcasecmp(k.c_str(), name.c_str()) == 0) return v;
+  return "";
+}
+
+int64_t StreamReply::completion_tokens() const {
+  if (usage.is_object() && usage.contains("completion_tokens") &&
+      usage["completion_tokens"].is_number_integer())
+    return usage["completion_tokens"].get<int64_t>();
+  return static_cast<int64_t>(output_times.size());
+}
+
+int64_t StreamReply::cached_tokens() const {
+  if (!usage.is_object()) return 0;
+  const nlohmann::json d = usage.value("prompt_tokens_details", nlohmann::json());
+  if (!d.is_object() || !d.contains("cached_tokens") || !d["cached_tokens"].is_number_integer())
+    return 0;
+  return d["cached_tokens"].get<int64_t>();
+}
+
+Result<OpenAiClient> OpenAiClient::create(const std::string& url, const std::string& api_key) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos ||
+      (url.compare(0, scheme, "http") != 0 && url.compare(0, scheme, "https") != 0))
+    return Status::Error("--url: expected http://HOST:PORT or https://HOST:PORT, found \"" + url +
+                         "\"");
+  OpenAiClient c;
+  const size_t path = url.find('/', scheme + 3);
+  c.base_ = url.substr(0, path);
+  c.prefix_ = path == std::string::npos ? "" : url.substr(path);
+  while (!c.prefix_.empty() && c.prefix_.back() == '/') c.prefix_.pop_back();
+  if (c.prefix_.size() >= 3 && c.prefix_.compare(c.prefix_.size() - 3, 3, "/v1") == 0)
+    c.prefix_.resize(c.prefix_.size() - 3);
+  if (c.base_.size() <= scheme + 3) return Status::Error("--url: no host in \"" + url + "\"");
+  c.key_ = api_key;
+  return c;
+}
+
+namespace {
+
+httplib::Headers auth_headers(const std::string& key) {
+  httplib::Headers h;
+  if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+  return h;
+}
+
+HttpReply to_reply(const httplib::Result& res) {
+  HttpReply r;
+  if (!res) {
+    r.error = httplib::to_string(res.error());
+    return r;
+  }
+  r.status = res->status;
+  r.body = res->body;
+  for (const auto& [k, v] : res->headers) r.headers.emplace_back(k, v);
+  return r;
+}
+
+}  // namespace
+
+HttpReply OpenAiClient::get(const std::string& path, std::optional<std::string> key) const {
+  httplib::Client cli(base_);
+  cli.set_read_timeout(timeout_s_, 0);
+  return to_reply(cli.Get((prefix_ + path).c_str(), auth_headers(key.value_or(key_))));
+}
+
+HttpReply OpenAiClient::post(const std::string& path, const nlohmann::json& body,
+                             std::optional<std::string> key) const {
+  httplib::Client cli(base_);
+  cli.set_read_timeout(timeout_s_, 0);
+  return to_reply(cli.Post((prefix_ + path).c_str(), auth_headers(key.value_or(key_)), body.dump(),
+                           "application/json"));
+}
+
+StreamReply OpenAiClient::stream(const std::string& path, const nlohmann::json& body,
+                                 int stop_after) const {
+  StreamReply out;
+  httplib::Client cli(base_);
+  cli.set_read_timeout(timeout_s_, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = prefix_ + path;
+  req.headers = auth_headers(key_);
+  req.headers.emplace("Content-Type", "application/json");
+  req.headers.emplace("Accept", "text/event-stream");
+  req.body = body.dump();
+  std::string buffer, error_body;
+  int status = 0;
+  bool stopped = false;
+  const Clock::time_point t0 = Clock::now();
+  req.response_handler = [&](const httplib::Response& res) {
+    status = res.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (status != 200) {
+      error_body.append(data, n);
+      return true;
+    }
+    buffer.append(data, n);
+    size_t nl;
+    while ((nl = buffer.find('\n')) != std::string::npos) {
+      std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || line[0] == ':') continue;
+      if (line.rfind("data:", 0) != 0) {
+        if (out.format_ok) out.format_error = "not an SSE line: " + line.substr(0, 80);
+        out.format_ok = false;
+        continue;
+      }
+      std::string payload = line.substr(5);
+      if (!payload.empty() && payload[0] == ' ') payload.erase(0, 1);
+      if (payload == "[DONE]") {
+        out.done = true;
+        continue;
+      }
+      if (out.done && out.format_ok) {
+        out.format_ok = false;
+        out.format_error = "data after [DONE]";
+      }
+      nlohmann::json chunk = nlohmann::json::parse(payload, nullptr, false);
+      if (chunk.is_discarded()) {
+        if (out.format_ok) out.format_error = "not JSON: " + payload.substr(0, 80);
+        out.format_ok = false;
+        continue;
+      }
+      if (chunk.contains("usage") && chunk["usage"].is_object()) out.usage = chunk["usage"];
+      if (chunk_output(chunk, &out.text, &out.finish_reason)) {
+        const double t = seconds_since(t0);
+        if (out.ttft < 0) out.ttft = t;
+        out.output_times.push_back(t);
+        if (stop_after > 0 && static_cast<int>(out.output_times.size()) >= stop_after) {
+          stopped = true;
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool ok = cli.send(req, res, err);
+  out.e2e = seconds_since(t0);
+  out.status = status != 0 ? status : res.status;
+  if (stopped) return out;
+  if (!ok) {
+    out.error = httplib::to_string(err);
+  } else if (out.status != 200) {
+    out.error = error_body.empty() ? res.body : error_body;
+  } else if (!buffer.empty()) {
+    out.format_ok = false;
+    out.format_error = "the stream ended inside a line: " + buffer.substr(0, 80);
+  }
+  return out;
+}
+
+Result<std::string> served_model(const OpenAiClient& client) {
+  const HttpReply r = client.get("/v1/models");
+  if (r.status != 200)
+    return Status::Error("GET /v1/models: " + (r.status == 0 ? r.error
+                                                             : "HTTP " + std::to_string(r.status) +
+                                                                   ": " + r.body.substr(0, 200)));
+  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
+      !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
+    return Status::Error("GET /v1/models: no model in " + r.body.substr(0, 200));
+  return j["data"][0]["id"].get<std::string>();
+}
+
+}  // namespace syv::cli

@@ -1,0 +1,178 @@
+// `syv verify`: PASS/FAIL lines for what a deployment must do, then `N passed, M failed`; exit
+// code 0 only when every check passed. Against a running server (--url, --api-key), or against
+// one it starts itself (--model DIR: `syv serve` on a free loopback port with a random key,
+// stopped with SIGTERM at the end, which is checked too). The checks: cli/verify_checks.h.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/openai_client.h"
+#include "cli/serve_child.h"
+#include "cli/verify_checks.h"
+
+namespace syv::cli {
+namespace {
+
+struct Options {
+  std::string url, api_key, model_dir, device = "auto", serve_args;
+  int startup_timeout_s = 600;
+};
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+bool wait_healthy(const OpenAiClient& client, const ServeChild& child, std::chrono::seconds t) {
+  const auto deadline = std::chrono::steady_clock::now() + t;
+  while (std::chrono::steady_clock::now() < deadline && child.running()) {
+    if (client.get("/health").status == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// The serve arguments without speculative decoding's flags (and their values).
+std::vector<std::string> without_speculation(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool spec = a == "--speculative-method" || a == "--num-speculative-tokens" ||
+                      a == "--ngram-min" || a == "--ngram-max";
+    if (spec) {
+      ++i;  // its value
+    } else if (a.rfind("--speculative-method=", 0) != 0 &&
+               a.rfind("--num-speculative-tokens=", 0) != 0 && a.rfind("--ngram-", 0) != 0) {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+const std::vector<std::string> kSpecPrompts = {"def quicksort(arr):", "1, 2, 3, 4, 5,",
+                                               "The quick brown fox"};
+
+int summary(const Verifier& v) {
+  std::printf("%d passed, %d failed\n", v.passed(), v.failed());
+  std::fflush(stdout);
+  return v.failed() == 0 ? 0 : 1;
+}
+
+// Starts a server; on failure records it as a failed check.
+bool start(ServeChild& child, const Options& o, const std::vector<std::string>& args, Verifier& v,
+           const std::string& what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (Status st = child.start(o.model_dir, args, std::chrono::seconds(o.startup_timeout_s));
+      !st.ok()) {
+    v.check("server: " + what + " starts", false, st.message());
+    return false;
+  }
+  Result<OpenAiClient> client = OpenAiClient::create(child.url(), child.api_key());
+  if (!client.ok() || !wait_healthy(*client, child, std::chrono::seconds(o.startup_timeout_s))) {
+    v.check("server: " + what + " starts", false,
+            "not ready (GET /health) in time:\n" + child.log_tail(20));
+    return false;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char detail[128];
+  std::snprintf(detail, sizeof detail, "ready in %.1f s", s);
+  v.check("server: " + what + " starts at " + child.url(), true, detail);
+  return true;
+}
+
+int run_with_model(const Options& o) {
+  std::vector<std::string> args = split_words(o.serve_args);
+  args.insert(args.end(), {"--device", o.device});
+  Verifier v;
+  std::vector<std::string> spec_texts;
+  const bool speculation = without_speculation(args).size() != args.size();
+  {
+    ServeChild child;
+    std::fprintf(stderr, "syv verify: starting syv serve --model %s %s\n", o.model_dir.c_str(),
+                 o.serve_args.c_str());
+    if (!start(child, o, args, v, "syv serve")) return summary(v);
+    Result<OpenAiClient> client = OpenAiClient::create(child.url(), child.api_key());
+    v.set_client(*client);
+    v.run_all();
+    if (speculation) spec_texts = v.greedy_texts(kSpecPrompts, 32);
+    const int rc = child.stop(std::chrono::seconds(60));
+    v.check("shutdown: SIGTERM drains and exits 0", rc == 0,
+            rc == 0 ? "" : "exit status " + std::to_string(rc) + "\n" + child.log_tail(10));
+  }
+  if (speculation) {
+    // Speculative decoding must not change greedy output: the same prompts on a second server
+    // started without it.
+    ServeChild plain;
+    if (start(plain, o, without_speculation(args), v, "syv serve without speculation")) {
+      Result<OpenAiClient> client = OpenAiClient::create(plain.url(), plain.api_key());
+      v.set_client(*client);
+      const std::vector<std::string> plain_texts = v.greedy_texts(kSpecPrompts, 32);
+      int differ = 0;
+      for (size_t i = 0; i < kSpecPrompts.size(); ++i)
+        differ += plain_texts[i].empty() || plain_texts[i] != spec_texts[i];
+      v.check("speculation: greedy output with it = without it", differ == 0,
+              std::to_string(kSpecPrompts.size()) + " prompts x 32 tokens, " +
+                  std::to_string(differ) + " differ");
+      plain.stop(std::chrono::seconds(60));
+    }
+  }
+  return summary(v);
+}
+
+int run(Options o) {
+  if (o.url.empty() == o.model_dir.empty())
+    return fail("give either --url (a running server) or --model DIR (one to start)");
+  if (!o.model_dir.empty()) return run_with_model(o);
+  if (o.api_key.empty()) {
+    if (const char* env = std::getenv("SYV_API_KEY")) o.api_key = env;
+  }
+  Result<OpenAiClient> client = OpenAiClient::create(o.url, o.api_key);
+  if (!client.ok()) return fail(client.message());
+  Verifier v;
+  v.set_client(*client);
+  v.run_all();
+  return summary(v);
+}
+
+CommandRegistration reg{
+    "verify",
+    "Check a server (--url) or a model folder served for the occasion (--model): PASS/FAIL per "
+    "check, exit 0 when all pass",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      app.footer(
+          "Checks: /health and /v1/models, 401 on every route without and with a wrong key,\n"
+          "chat and completions, the SSE format, stop strings, cached tokens on a resend,\n"
+          "/metrics names, batched = sequential greedy output, an OpenAI-shaped 400 naming the\n"
+          "field, a disconnected stream leaving the server serving with its pages freed. With\n"
+          "--model also the start, the SIGTERM exit and, when --serve-args turns speculative\n"
+          "decoding on, greedy output equal to a second server's without it.\n"
+          "The server should be otherwise idle (docs/benchmarking.md).");
+      CLI::Option* url = app.add_option("--url", o->url, "A running server: http://HOST:PORT");
+      app.add_option("--api-key", o->api_key, "Its key (default: $SYV_API_KEY)")->needs(url);
+      CLI::Option* model =
+          app.add_option("--model", o->model_dir,
+                         "Start `syv serve` on this folder (free loopback port, random key), "
+                         "check it, stop it")
+              ->excludes(url);
+      app.add_option("--device", o->device, "--model: the server's --device (auto, cpu, cuda)")
+          ->needs(model)
+          ->capture_default_str();
+      app.add_option("--serve-args", o->serve_args,
+                     "--model: more flags for syv serve, one string (\"--preset interactive\")")
+          ->needs(model);
+      app.add_option("--startup-timeout", o->startup_timeout_s,
+                     "--model: seconds the server may take to become ready")
+          ->needs(model)
+          ->capture_default_str();
+      return [o]() -> int { return run(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli

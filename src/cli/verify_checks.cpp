@@ -1,0 +1,385 @@
+#include "cli/verify_checks.h"
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <regex>
+#include <thread>
+
+namespace syv::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string describe(const HttpReply& r) {
+  if (r.status == 0) return "no answer (" + r.error + ")";
+  return "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 200);
+}
+
+// The body as a JSON object ({} when it is not one), so that checks can index it freely.
+json parse(const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  return j.is_object() ? j : json::object();
+}
+
+// {"error": {"message": string, "type": string, "param", "code"}}, OpenAI's error shape.
+bool openai_error(const json& j) {
+  if (!j.is_object() || !j.contains("error") || !j["error"].is_object()) return false;
+  const json& e = j["error"];
+  return e.contains("message") && e["message"].is_string() && e.contains("type") &&
+         e["type"].is_string() && e.contains("param") && e.contains("code");
+}
+
+bool utf8_boundary(const std::string& s, size_t i) {
+  return i >= s.size() || (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+}
+
+// A Prometheus sample's value ("name 3" or "name{...} 3" summed over labels), or -1.
+double metric_value(const std::string& text, const std::string& name) {
+  const std::regex re("(^|\n)" + name + R"((\{[^}]*\})? ([0-9.eE+-]+))");
+  double sum = -1;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it)
+    sum = (sum < 0 ? 0 : sum) + std::stod((*it)[3].str());
+  return sum;
+}
+
+// ~n tokens of plain English words.
+std::string long_text(int words) {
+  static const char* kWords[] = {"the",   "quiet",  "river", "runs",  "past",
+                                 "an",    "old",    "mill",  "where", "children",
+                                 "count", "stones", "under", "grey",  "sky"};
+  std::string s;
+  for (int i = 0; i < words; ++i) s += (i ? " " : "") + std::string(kWords[(i * 7 + i / 15) % 15]);
+  return s;
+}
+
+}  // namespace
+
+void Verifier::check(const std::string& name, bool ok, const std::string& detail) {
+  if (ok) {
+    ++passed_;
+    std::printf("PASS %s%s\n", name.c_str(), detail.empty() ? "" : (" (" + detail + ")").c_str());
+  } else {
+    ++failed_;
+    std::printf("FAIL %s: %s\n", name.c_str(), detail.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void Verifier::run_all() {
+  // An answer of an unexpected shape (a string where an object was due) fails its group of
+  // checks instead of ending the run.
+  const std::pair<const char*, void (Verifier::*)()> groups[] = {
+      {"facts", &Verifier::facts},
+      {"auth", &Verifier::auth},
+      {"chat and completions", &Verifier::chat_and_completions},
+      {"streaming", &Verifier::streaming},
+      {"stop strings", &Verifier::stop_strings},
+      {"prefix cache", &Verifier::resend},
+      {"metrics", &Verifier::metrics},
+      {"batching", &Verifier::batched_equals_sequential},
+      {"errors", &Verifier::bad_request},
+      {"cancel", &Verifier::cancel}};
+  for (const auto& [name, fn] : groups) {
+    try {
+      (this->*fn)();
+    } catch (const json::exception& e) {
+      check(name, false, std::string("an answer of an unexpected shape: ") + e.what());
+    }
+  }
+}
+
+void Verifier::facts() {
+  const HttpReply h = client_->get("/health");
+  check("health: GET /health answers 200", h.status == 200, describe(h));
+  const HttpReply m = client_->get("/v1/models");
+  json j = parse(m.body);
+  const bool ok = m.status == 200 && j.is_object() && j.value("object", "") == "list" &&
+                  j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+                  j["data"][0].contains("id") && j["data"][0]["id"].is_string();
+  if (ok) model_ = j["data"][0]["id"].get<std::string>();
+  std::string facts = ok ? "model \"" + model_ + "\"" : describe(m);
+  if (ok && j["data"][0].contains("max_model_len"))
+    facts += ", max_model_len " + j["data"][0]["max_model_len"].dump();
+  check("models: GET /v1/models lists the served model", ok, facts);
+  if (!ok) return;
+  const HttpReply card = client_->get("/v1/models/" + model_);
+  check("models: GET /v1/models/{id} answers its card",
+        card.status == 200 && parse(card.body).value("id", "") == model_, describe(card));
+}
+
+void Verifier::auth() {
+  const json chat = {
+      {"model", model_}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}};
+  const json completion = {{"model", model_}, {"prompt", "hi"}, {"max_tokens", 1}};
+  struct Route {
+    const char* method;
+    std::string path;
+    json body;
+  };
+  const std::vector<Route> routes = {
+      {"GET", "/health", nullptr},
+      {"GET", "/metrics", nullptr},
+      {"GET", "/v1/models", nullptr},
+      {"GET", "/v1/models/" + model_, nullptr},
+      {"POST", "/v1/chat/completions", chat},
+      {"POST", "/v1/completions", completion},
+      {"POST", "/v1/embeddings", {{"model", model_}, {"input", "hi"}}},
+      {"POST", "/tokenize", {{"prompt", "hi"}}},
+      {"POST", "/detokenize", {{"tokens", {1}}}},
+  };
+  const std::string wrong = "sk-wrong-" + std::string(32, '0');
+  for (const Route& r : routes) {
+    std::string detail;
+    bool ok = true;
+    for (const std::string& key : {std::string(), wrong}) {
+      const HttpReply reply =
+          r.body.is_null() ? client_->get(r.path, key) : client_->post(r.path, r.body, key);
+      if (reply.status != 401 || !openai_error(parse(reply.body))) {
+        ok = false;
+        detail += std::string(key.empty() ? "without a key: " : "with a wrong key: ") +
+                  describe(reply) + "; ";
+      }
+    }
+    check(std::string("auth: ") + r.method + " " + r.path + " refuses a missing and a wrong key",
+          ok, ok ? "401 twice" : detail + "expected 401 with an OpenAI error body");
+  }
+}
+
+void Verifier::chat_and_completions() {
+  const HttpReply c = client_->post("/v1/chat/completions",
+                                    {{"model", model_},
+                                     {"messages", {{{"role", "user"}, {"content", "Say hello."}}}},
+                                     {"max_tokens", 8},
+                                     {"temperature", 0}});
+  json cj = parse(c.body);
+  bool ok =
+      c.status == 200 && cj.value("object", "") == "chat.completion" && cj["choices"].is_array() &&
+      !cj["choices"].empty() && cj["choices"][0]["message"].value("role", "") == "assistant" &&
+      cj["usage"].value("prompt_tokens", 0) > 0 && cj["usage"].value("completion_tokens", 0) >= 1 &&
+      cj["usage"].value("completion_tokens", 0) <= 8;
+  check("chat: POST /v1/chat/completions answers an assistant message with usage", ok,
+        ok ? std::to_string(cj["usage"]["completion_tokens"].get<int>()) + " tokens, finish " +
+                 cj["choices"][0]["finish_reason"].dump()
+           : describe(c));
+  const HttpReply p = client_->post(
+      "/v1/completions",
+      {{"model", model_}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}});
+  json pj = parse(p.body);
+  ok = p.status == 200 && pj.value("object", "") == "text_completion" && pj["choices"].is_array() &&
+       !pj["choices"].empty() && pj["choices"][0]["text"].is_string() &&
+       pj["usage"].value("completion_tokens", 0) >= 1;
+  check("completions: POST /v1/completions answers text with usage", ok,
+        ok ? std::to_string(pj["usage"]["completion_tokens"].get<int>()) + " tokens" : describe(p));
+}
+
+void Verifier::streaming() {
+  for (const bool chat : {true, false}) {
+    json body = {{"model", model_},
+                 {"max_tokens", 8},
+                 {"temperature", 0},
+                 {"stream", true},
+                 {"stream_options", {{"include_usage", true}}}};
+    if (chat) {
+      body["messages"] = {{{"role", "user"}, {"content", "Count to three."}}};
+    } else {
+      body["prompt"] = "One, two,";
+    }
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    const StreamReply s = client_->stream(path, body);
+    std::string problem;
+    if (s.status != 200)
+      problem = "HTTP " + std::to_string(s.status) + ": " + s.error;
+    else if (!s.format_ok)
+      problem = s.format_error;
+    else if (!s.done)
+      problem = "no data: [DONE] at the end";
+    else if (s.output_times.empty())
+      problem = "no chunk carried output";
+    else if (s.finish_reason.empty())
+      problem = "no finish_reason";
+    else if (!s.usage.is_object())
+      problem = "no usage chunk (stream_options.include_usage)";
+    check("streaming: " + path + " sends SSE data: lines ending with [DONE]", problem.empty(),
+          problem.empty() ? std::to_string(s.output_times.size()) + " output chunks, usage, [DONE]"
+                          : problem);
+  }
+}
+
+std::vector<std::string> Verifier::greedy_texts(const std::vector<std::string>& prompts,
+                                                int max_tokens) const {
+  std::vector<std::string> out;
+  for (const std::string& p : prompts) {
+    const HttpReply r = client_->post("/v1/completions", {{"model", model_},
+                                                          {"prompt", p},
+                                                          {"max_tokens", max_tokens},
+                                                          {"temperature", 0},
+                                                          {"ignore_eos", true}});
+    json j = parse(r.body);
+    out.push_back(r.status == 200 && j.contains("choices") ? j["choices"][0].value("text", "")
+                                                           : "");
+  }
+  return out;
+}
+
+// A stop string taken from the middle of a text the server wrote must cut the same request's
+// text just before its first occurrence. The text is greedy, or seeded sampling where greedy text
+// repeats itself (a random-weight model's often does), so that the request can be repeated exactly.
+void Verifier::stop_strings() {
+  const std::string name = "stop strings: the text ends before the stop string";
+  struct Attempt {
+    std::string prompt;
+    double temperature;
+  };
+  const Attempt attempts[] = {{"The list of colours: red, green,", 0},
+                              {"Once upon a time", 0},
+                              {"The list of colours: red, green,", 1.0},
+                              {"Once upon a time", 2.0}};
+  std::string full, stop, tried;
+  size_t at = 0;
+  json body;
+  for (const Attempt& a : attempts) {
+    body = {{"model", model_},  {"prompt", a.prompt},
+            {"max_tokens", 24}, {"temperature", a.temperature},
+            {"seed", 1234},     {"ignore_eos", true}};
+    const HttpReply r = client_->post("/v1/completions", body);
+    json j = parse(r.body);
+    if (r.status != 200) return check(name, false, describe(r));
+    full = j["choices"][0].value("text", "");
+    // At least 3 bytes of whole characters from the first third on, whose first occurrence is
+    // not at the start (the text must keep something before it).
+    for (size_t k = std::max<size_t>(1, full.size() / 3); k < full.size(); ++k) {
+      if (!utf8_boundary(full, k)) continue;
+      size_t end = k + 3;
+      while (end < full.size() && !utf8_boundary(full, end)) ++end;
+      if (end > full.size()) break;
+      const size_t first = full.find(full.substr(k, end - k));
+      if (first >= 1) {
+        stop = full.substr(k, end - k);
+        at = first;
+        break;
+      }
+    }
+    if (!stop.empty()) break;
+    tried += (tried.empty() ? "" : ", ") + json(full).dump();
+  }
+  if (stop.empty())
+    return check(name, false,
+                 "no text with a usable stop string (3 bytes or more, not at the start): " + tried);
+  body["stop"] = {stop};
+  const HttpReply r = client_->post("/v1/completions", body);
+  json j = parse(r.body);
+  const bool ok = r.status == 200 && j["choices"][0].value("text", "") == full.substr(0, at) &&
+                  j["choices"][0].value("finish_reason", "") == "stop";
+  check(name, ok,
+        ok ? "stop " + json(stop).dump() + " after " + std::to_string(at) + " bytes"
+           : "stop " + json(stop).dump() + ": expected " + json(full.substr(0, at)).dump() +
+                 " with finish_reason stop, got " + describe(r));
+}
+
+void Verifier::resend() {
+  const json body = {
+      {"model", model_}, {"prompt", long_text(400)}, {"max_tokens", 1}, {"temperature", 0}};
+  const HttpReply first = client_->post("/v1/completions", body);
+  const HttpReply second = client_->post("/v1/completions", body);
+  json j = parse(second.body);
+  int64_t cached = -1;
+  if (second.status == 200 && j.contains("usage") && j["usage"].contains("prompt_tokens_details") &&
+      j["usage"]["prompt_tokens_details"].is_object())
+    cached = j["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t{-1});
+  check("prefix cache: a resent prompt reports cached tokens", first.status == 200 && cached > 0,
+        cached > 0
+            ? std::to_string(cached) + " of " +
+                  std::to_string(j["usage"].value("prompt_tokens", 0)) + " prompt tokens cached"
+            : "usage.prompt_tokens_details.cached_tokens: " + std::to_string(cached) + "; " +
+                  describe(second));
+}
+
+void Verifier::metrics() {
+  const HttpReply r = client_->get("/metrics");
+  std::string missing;
+  for (const char* name :
+       {"syv_requests_running", "syv_requests_waiting", "syv_kv_pages_used", "syv_kv_pages_free",
+        "syv_prefix_cache_hit_tokens_total", "syv_prefix_cache_query_tokens_total",
+        "syv_prompt_tokens_total", "syv_generation_tokens_total", "syv_request_success_total",
+        "syv_http_responses_total", "syv_time_to_first_token_seconds",
+        "syv_inter_token_latency_seconds", "syv_e2e_request_latency_seconds"}) {
+    if (r.body.find(std::string("# TYPE ") + name + " ") == std::string::npos)
+      missing += std::string(missing.empty() ? "" : ", ") + name;
+  }
+  check("metrics: GET /metrics has the documented names", r.status == 200 && missing.empty(),
+        r.status != 200   ? describe(r)
+        : missing.empty() ? "13 names"
+                          : "missing " + missing);
+}
+
+// The same greedy requests alone, one at a time, and then all at once (each prompt twice):
+// every text must be the same.
+void Verifier::batched_equals_sequential() {
+  const std::vector<std::string> prompts = {
+      "The capital of France is", "def fibonacci(n):", "Water boils at", "A haiku about the sea:"};
+  const std::vector<std::string> alone = greedy_texts(prompts, 16);
+  std::vector<std::future<std::string>> batched;
+  for (int copy = 0; copy < 2; ++copy)
+    for (const std::string& p : prompts)
+      batched.push_back(
+          std::async(std::launch::async, [this, p] { return greedy_texts({p}, 16)[0]; }));
+  int differ = 0;
+  std::string first_diff;
+  for (size_t i = 0; i < batched.size(); ++i) {
+    const std::string got = batched[i].get();
+    const std::string& want = alone[i % prompts.size()];
+    if (want.empty() || got != want) {
+      if (differ++ == 0)
+        first_diff = "prompt " + json(prompts[i % prompts.size()]).dump() + ": alone " +
+                     json(want).dump() + ", batched " + json(got).dump();
+    }
+  }
+  check("batching: greedy output alone = among 8 concurrent requests", differ == 0,
+        differ == 0 ? "4 prompts x 2, 16 tokens each"
+                    : std::to_string(differ) + " of 8 differ; " + first_diff);
+}
+
+void Verifier::bad_request() {
+  const HttpReply r =
+      client_->post("/v1/chat/completions", {{"model", model_},
+                                             {"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                             {"temperature", 5}});
+  json j = parse(r.body);
+  const bool ok = r.status == 400 && openai_error(j) && j["error"]["param"] == "temperature";
+  check("errors: temperature 5 gets an OpenAI-shaped 400 naming the field", ok,
+        ok ? "param \"temperature\": " + j["error"].value("message", "") : describe(r));
+}
+
+// A stream whose client goes away after two chunks: the server goes on serving, and its
+// running requests and held KV pages return to 0.
+void Verifier::cancel() {
+  const json body = {{"model", model_},    {"prompt", "Tell me a long story."},
+                     {"max_tokens", 2000}, {"temperature", 0},
+                     {"ignore_eos", true}, {"stream", true}};
+  const StreamReply s = client_->stream("/v1/completions", body, /*stop_after=*/2);
+  if (s.output_times.size() < 2) {
+    check("cancel: a disconnected stream leaves the server serving", false,
+          "the stream sent fewer than 2 chunks: HTTP " + std::to_string(s.status) + " " + s.error);
+    return;
+  }
+  double running = -1, pages = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string text = client_->get("/metrics").body;
+    running = metric_value(text, "syv_requests_running");
+    pages = metric_value(text, "syv_kv_pages_used");
+    if (running == 0 && pages == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const std::vector<std::string> after = greedy_texts({"Hello"}, 4);
+  const bool ok = running == 0 && pages == 0 && !after[0].empty();
+  check("cancel: a disconnected stream leaves the server serving, its pages freed", ok,
+        ok ? "running 0, pages used 0, next request answered"
+           : "syv_requests_running " + std::to_string(running) + ", syv_kv_pages_used " +
+                 std::to_string(pages) + ", next request " +
+                 (after[0].empty() ? "failed" : "answered"));
+}
+
+}  // namespace syv::cli

@@ -1,0 +1,53 @@
+// `syv verify`: the checks a deployment of syv must pass, run against a live server through its
+// HTTP API. Each check prints one `PASS name (detail)` or `FAIL name: what was wrong` line on
+// stdout as it finishes. The server should be idle while they run (the cancel check waits for
+// the running requests and held KV pages to return to 0).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/openai_client.h"
+
+namespace syv::cli {
+
+class Verifier {
+ public:
+  // The server to check; may change between checks (syv verify --model starts a second one).
+  // The model id is read by run_all() (GET /v1/models) and kept.
+  void set_client(const OpenAiClient& client) { client_ = &client; }
+
+  // Every check, in order: server facts (/health, /v1/models), auth on every route, chat and
+  // completions, the streaming format, stop strings, cached tokens on resend, /metrics names,
+  // batched = sequential greedy, an OpenAI-shaped 400 naming the field, a disconnected stream
+  // leaving the server serving with its pages freed.
+  void run_all();
+  // Greedy texts of `prompts` (completions, `max_tokens` each, ignore_eos), one request at a
+  // time; "" for a failed request.
+  // Safe from several threads at once (each request has its own connection).
+  std::vector<std::string> greedy_texts(const std::vector<std::string>& prompts,
+                                        int max_tokens) const;
+
+  // Records one result and prints its line.
+  void check(const std::string& name, bool ok, const std::string& detail);
+  int passed() const { return passed_; }
+  int failed() const { return failed_; }
+
+ private:
+  void facts();
+  void auth();
+  void chat_and_completions();
+  void streaming();
+  void stop_strings();
+  void resend();
+  void metrics();
+  void batched_equals_sequential();
+  void bad_request();
+  void cancel();
+
+  const OpenAiClient* client_ = nullptr;
+  std::string model_;  // from /v1/models ("" if that failed)
+  int passed_ = 0, failed_ = 0;
+};
+
+}  // namespace syv::cli

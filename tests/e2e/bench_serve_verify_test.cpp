@@ -1,0 +1,145 @@
+// `syv bench serve` and `syv verify` against `syv serve` on the demo model (CPU): the scenarios'
+// JSON lines (counts, times that are non-negative, cached tokens on a resend; no timing values
+// asserted), the SVG plot, and verify: every check passing with --model (and speculation equal
+// to none through a second launch), a failing check turning into FAIL and exit code 1 with --url.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "e2e/cli_run.h"
+#include "e2e/serve_process.h"
+
+namespace syv::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kKey = "sk-e2e-bench-key-0123456789abcdef";
+
+class BenchServe : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ensure_demo_model();
+    server_ = new ServerProcess(
+        {"serve", "--model", kDemoDir, "--port", "0", "--api-key", kKey, "--device", "cpu",
+         "--kv-cache-mb", "64", "--page-size", "16", "--max-num-seqs", "8", "--max-model-len",
+         "2048", "--public-routes", "/health"},
+        "e2e_bench_serve.log");
+    const std::string port = server_->wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))",
+                                                    std::chrono::seconds(60));
+    ASSERT_FALSE(port.empty()) << server_->log();
+    url_ = "http://127.0.0.1:" + port;
+    ASSERT_TRUE(wait_ready(std::stoi(port), kKey, std::chrono::seconds(120))) << server_->log();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static std::map<std::string, json> bench(const std::string& args) {
+    const auto [status, out] = run_command(std::string(SYV_BIN) + " bench serve --url " + url_ +
+                                           " --api-key " + kKey + " --seed 7 " + args);
+    EXPECT_EQ(status, 0) << out;
+    std::map<std::string, json> by_scenario;
+    for (const json& j : json_lines(out)) by_scenario[j["scenario"]] = j;
+    return by_scenario;
+  }
+  static void expect_sane(const json& run, int requests, int output_tokens_each) {
+    EXPECT_EQ(run["requests"], requests) << run;
+    EXPECT_EQ(run["completed"], requests) << run;
+    EXPECT_TRUE(run["errors"].empty()) << run;
+    // ignore_eos (syv takes it): every request gives exactly max_tokens.
+    EXPECT_EQ(run["output_tokens"], requests * output_tokens_each) << run;
+    for (const char* t : {"ttft_ms", "itl_ms", "e2e_ms"})
+      for (const char* q : {"p50", "p90", "p99", "mean"})
+        EXPECT_GE(run[t][q].get<double>(), 0.0) << t << " " << q << " " << run;
+    EXPECT_EQ(run["ttft_ms"]["n"], requests);
+    EXPECT_EQ(run["itl_ms"]["n"], requests * (output_tokens_each - 1));
+    EXPECT_GT(run["output_tok_s"].get<double>(), 0.0);
+  }
+
+  static ServerProcess* server_;
+  static std::string url_;
+};
+ServerProcess* BenchServe::server_ = nullptr;
+std::string BenchServe::url_;
+
+TEST_F(BenchServe, BurstC1AndResendGiveSaneJson) {
+  const std::string svg = std::string(SYV_BINARY_DIR) + "/e2e_bench_serve.svg";
+  std::filesystem::remove(svg);
+  auto lines = bench(
+      "--scenario burst --scenario c1 --scenario resend --num-requests 6 --concurrency 3 "
+      "--input-len 24 --output-len 5 --c1-requests 2 --resend-len 200 --plot " +
+      svg);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines["burst"]["ignore_eos"], true);
+  expect_sane(lines["burst"], 6, 5);
+  EXPECT_EQ(lines["burst"]["prompt_tokens"], 6 * 24);
+  expect_sane(lines["c1"], 2, 5);
+  EXPECT_TRUE(lines["c1"]["tokens_per_step"].is_null()) << "this server does not speculate";
+  const json& resend = lines["resend"];
+  EXPECT_EQ(resend["first"]["completed"], 1) << resend;
+  EXPECT_EQ(resend["second"]["completed"], 1) << resend;
+  EXPECT_GT(resend["cached_tokens"].get<int64_t>(), 0) << resend;
+  EXPECT_LE(resend["cached_tokens"].get<int64_t>(), 200) << resend;
+  EXPECT_GE(resend["ttft_ratio"].get<double>(), 0.0) << resend;
+  std::ifstream in(svg);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str().rfind("<svg", 0), 0u) << "no SVG at " << svg;
+  EXPECT_NE(ss.str().find("latency distributions"), std::string::npos);
+}
+
+TEST_F(BenchServe, MultiturnReusesAndSweepHasALevelPerConcurrency) {
+  auto lines = bench(
+      "--scenario multiturn --scenario sweep --turns 2 --input-len 40 --output-len 4 "
+      "--num-requests 2 --concurrency 2");
+  ASSERT_EQ(lines.size(), 2u);
+  const json& turns = lines["multiturn"]["turns"];
+  ASSERT_EQ(turns.size(), 2u) << lines["multiturn"];
+  EXPECT_EQ(turns[1]["status"], 200);
+  EXPECT_GT(turns[1]["cached_tokens"].get<int64_t>(), 0) << turns;
+  EXPECT_LE(turns[1]["cached_tokens"].get<int64_t>(), turns[1]["previous_total_tokens"]) << turns;
+  const json& levels = lines["sweep"]["levels"];
+  ASSERT_EQ(levels.size(), 2u);
+  EXPECT_EQ(levels[0]["concurrency"], 1);
+  EXPECT_EQ(levels[1]["concurrency"], 2);
+  for (const json& l : levels) expect_sane(l, 2, 4);
+}
+
+TEST_F(BenchServe, UnknownScenarioIsRefused) {
+  const auto [status, out] =
+      run_command(std::string(SYV_BIN) + " bench serve --url " + url_ + " --scenario offload",
+                  /*with_stderr=*/true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("offload"), std::string::npos) << out;
+}
+
+// This server leaves /health public: verify's auth check on it fails, the rest pass.
+TEST_F(BenchServe, VerifyReportsAFailedCheckAndExits1) {
+  const auto [status, out] =
+      run_command(std::string(SYV_BIN) + " verify --url " + url_ + " --api-key " + kKey);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("FAIL auth: GET /health refuses a missing and a wrong key"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("PASS batching"), std::string::npos) << out;
+  EXPECT_NE(out.find(" passed, 1 failed\n"), std::string::npos) << out;
+}
+
+TEST(Verify, PassesOnTheDemoModelWithAndWithoutSpeculation) {
+  ensure_demo_model();
+  const auto [status, out] = run_command(
+      std::string(SYV_BIN) + " verify --model " + kDemoDir +
+      " --device cpu --serve-args '--kv-cache-mb 64 --max-num-seqs 16 --speculative-method "
+      "ngram --num-speculative-tokens 3'");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("PASS shutdown: SIGTERM drains and exits 0"), std::string::npos) << out;
+  EXPECT_NE(out.find(" passed, 0 failed\n"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace syv::testing

@@ -1,0 +1,84 @@
+// `--preset` (src/cli/preset.h): each preset resolves to the flags docs/configuration.md
+// documents (syv inspect --preset --json on the demo model: dense, no MTP head, so interactive
+// speculates with ngram), a flag given on the command line wins over the preset's (syv serve:
+// the start-up line and the engine's own log), and an unknown preset is refused naming the
+// choices.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "e2e/cli_run.h"
+#include "e2e/serve_process.h"
+
+namespace syv::testing {
+namespace {
+
+using Flags = std::map<std::string, std::string>;
+
+Flags inspect_preset(const std::string& name) {
+  const auto [status, out] = run_command(std::string(SYV_BIN) + " inspect --json --model " +
+                                         kDemoDir + " --preset " + name);
+  EXPECT_EQ(status, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << out;
+  if (j.is_discarded() || !j.contains("preset")) return {};
+  EXPECT_EQ(j["preset"]["name"], name);
+  return j["preset"]["flags"].get<Flags>();
+}
+
+TEST(Preset, EachResolvesToItsDocumentedFlags) {
+  ensure_demo_model();
+  EXPECT_EQ(inspect_preset("interactive"), (Flags{{"--max-num-seqs", "16"},
+                                                  {"--max-graph-batch", "16"},
+                                                  {"--speculative-method", "ngram"},
+                                                  {"--num-speculative-tokens", "4"}}));
+  EXPECT_EQ(inspect_preset("long"),
+            (Flags{{"--max-num-seqs", "4"}, {"--gpu-memory-utilization", "0.95"}}));
+  EXPECT_EQ(inspect_preset("throughput"), (Flags{{"--max-num-seqs", "512"},
+                                                 {"--max-batched-tokens", "16384"},
+                                                 {"--max-graph-batch", "512"},
+                                                 {"--max-waiting", "1024"}}));
+  // The text form names them too, and the plan they give (with a device size given here).
+  const auto [status, out] = run_command(std::string(SYV_BIN) + " inspect --model " + kDemoDir +
+                                         " --preset throughput --gpu-memory-gib 80");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("preset throughput --max-num-seqs 512 --max-batched-tokens 16384"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("16384 batch tokens"), std::string::npos) << out;
+}
+
+TEST(Preset, UnknownIsRefusedNamingTheChoices) {
+  ensure_demo_model();
+  for (const char* command : {"inspect", "serve --device cpu --port 0"}) {
+    const auto [status, out] = run_command(
+        std::string(SYV_BIN) + " " + command + " --model " + kDemoDir + " --preset fastest",
+        /*with_stderr=*/true);
+    EXPECT_NE(status, 0) << command;
+    EXPECT_NE(out.find("unknown preset \"fastest\" (choices: interactive, long, throughput)"),
+              std::string::npos)
+        << command << ": " << out;
+    EXPECT_EQ(out.find("listening on"), std::string::npos) << out;
+  }
+}
+
+TEST(Preset, AFlagGivenOnTheCommandLineWins) {
+  ensure_demo_model();
+  ServerProcess p({"serve", "--model", kDemoDir, "--port", "0", "--device", "cpu", "--kv-cache-mb",
+                   "64", "--http-threads", "8", "--preset", "throughput", "--max-num-seqs", "8"},
+                  "e2e_preset_serve.log");
+  const std::string line = p.wait_for_line(R"(syv: (preset .*))", std::chrono::seconds(60));
+  EXPECT_EQ(line,
+            "preset throughput: --max-batched-tokens 16384 --max-graph-batch 512 --max-waiting "
+            "1024; given on the command line: --max-num-seqs 8");
+  ASSERT_FALSE(p.wait_for_line(R"(syv: ready)", std::chrono::seconds(120)).empty()) << p.log();
+  // The engine runs what the line says: the given --max-num-seqs, the preset's budget.
+  EXPECT_NE(p.log().find("max_num_seqs 8, token budget 16384"), std::string::npos) << p.log();
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait_exit(std::chrono::seconds(30)), 0);
+}
+
+}  // namespace
+}  // namespace syv::testing
