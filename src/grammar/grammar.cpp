@@ -46,16 +46,22 @@ std::vector<bool> nullable_rules(const Grammar::Builder& b) {
   return nullable;
 }
 
+struct Edge {
+  int32_t to;
+  bool push;  // the reference is followed by more elements: expanding it pushes a stack frame
+};
+
 // The rules `r` can expand to before consuming a byte: the leading rule references of each
 // alternative, up to and including the first one that cannot be empty.
-std::vector<std::vector<int32_t>> leftmost_edges(const Grammar::Builder& b,
-                                                 const std::vector<bool>& nullable) {
-  std::vector<std::vector<int32_t>> edges(b.rules.size());
+std::vector<std::vector<Edge>> leftmost_edges(const Grammar::Builder& b,
+                                              const std::vector<bool>& nullable) {
+  std::vector<std::vector<Edge>> edges(b.rules.size());
   for (size_t r = 0; r < b.rules.size(); ++r) {
     for (const auto& alt : b.rules[r].alts) {
-      for (const Element& e : alt) {
+      for (size_t i = 0; i < alt.size(); ++i) {
+        const Element& e = alt[i];
         if (e.kind != ElemKind::kRule) break;
-        edges[r].push_back(e.arg);
+        edges[r].push_back({e.arg, i + 1 < alt.size()});
         if (!nullable[static_cast<size_t>(e.arg)]) break;
       }
     }
@@ -63,38 +69,85 @@ std::vector<std::vector<int32_t>> leftmost_edges(const Grammar::Builder& b,
   return edges;
 }
 
-// A cycle of `edges` as "a -> b -> a", or "" when there is none (iterative DFS).
-std::string find_cycle(const Grammar::Builder& b, const std::vector<std::vector<int32_t>>& edges,
-                       int32_t& first) {
-  enum : uint8_t { kNew, kOpen, kDone };
-  std::vector<uint8_t> state(edges.size(), kNew);
-  std::vector<std::pair<int32_t, size_t>> stack;  // (rule, next edge)
-  for (size_t start = 0; start < edges.size(); ++start) {
-    if (state[start] != kNew) continue;
-    stack.push_back({static_cast<int32_t>(start), 0});
-    state[start] = kOpen;
-    while (!stack.empty()) {
-      auto& [r, next] = stack.back();
-      const auto& out = edges[static_cast<size_t>(r)];
-      if (next == out.size()) {
-        state[static_cast<size_t>(r)] = kDone;
-        stack.pop_back();
+// Strongly connected components (Tarjan, iterative): component id per rule.
+std::vector<int32_t> components(const std::vector<std::vector<Edge>>& edges) {
+  const size_t n = edges.size();
+  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1);
+  std::vector<bool> on_stack(n, false);
+  std::vector<int32_t> stack;
+  std::vector<std::pair<int32_t, size_t>> call;
+  int32_t next_index = 0, next_comp = 0;
+  for (size_t s = 0; s < n; ++s) {
+    if (index[s] >= 0) continue;
+    call.push_back({static_cast<int32_t>(s), 0});
+    while (!call.empty()) {
+      auto& [v, i] = call.back();
+      const auto uv = static_cast<size_t>(v);
+      if (i == 0 && index[uv] < 0) {
+        index[uv] = low[uv] = next_index++;
+        stack.push_back(v);
+        on_stack[uv] = true;
+      }
+      if (i < edges[uv].size()) {
+        const auto w = static_cast<size_t>(edges[uv][i++].to);
+        if (index[w] < 0) {
+          call.push_back({static_cast<int32_t>(w), 0});
+        } else if (on_stack[w]) {
+          low[uv] = std::min(low[uv], index[w]);
+        }
         continue;
       }
-      const int32_t to = out[next++];
-      if (state[static_cast<size_t>(to)] == kOpen) {
-        size_t i = 0;
-        while (stack[i].first != to) ++i;
-        std::string path;
-        for (; i < stack.size(); ++i)
-          path += b.rules[static_cast<size_t>(stack[i].first)].name + " -> ";
-        first = to;
-        return path + b.rules[static_cast<size_t>(to)].name;
+      if (low[uv] == index[uv]) {
+        for (;;) {
+          const int32_t w = stack.back();
+          stack.pop_back();
+          on_stack[static_cast<size_t>(w)] = false;
+          comp[static_cast<size_t>(w)] = next_comp;
+          if (w == v) break;
+        }
+        ++next_comp;
       }
-      if (state[static_cast<size_t>(to)] == kNew) {
-        state[static_cast<size_t>(to)] = kOpen;
-        stack.push_back({to, 0});
+      const int32_t done = v;
+      call.pop_back();
+      if (!call.empty()) {
+        const auto u = static_cast<size_t>(call.back().first);
+        low[u] = std::min(low[u], low[static_cast<size_t>(done)]);
       }
+    }
+  }
+  return comp;
+}
+
+// A cycle of leftmost references through a push (the expansion would grow the stack forever) as
+// "a -> b -> a", or "" when there is none; `first` is its first rule. Cycles made only of
+// references in tail position (`x ::= y x |` with y empty-matching) push nothing and are fine.
+std::string find_cycle(const Grammar::Builder& b, const std::vector<std::vector<Edge>>& edges,
+                       int32_t& first) {
+  const std::vector<int32_t> comp = components(edges);
+  for (size_t u = 0; u < edges.size(); ++u) {
+    for (const Edge& e : edges[u]) {
+      if (!e.push || comp[u] != comp[static_cast<size_t>(e.to)]) continue;
+      // A path e.to -> ... -> u inside the component closes the cycle (breadth first).
+      std::vector<int32_t> from(edges.size(), -2);
+      std::vector<int32_t> queue{e.to};
+      from[static_cast<size_t>(e.to)] = -1;
+      for (size_t q = 0; q < queue.size() && from[u] == -2; ++q) {
+        const auto x = static_cast<size_t>(queue[q]);
+        for (const Edge& f : edges[x]) {
+          const auto y = static_cast<size_t>(f.to);
+          if (from[y] != -2 || comp[y] != comp[u]) continue;
+          from[y] = static_cast<int32_t>(x);
+          queue.push_back(f.to);
+        }
+      }
+      std::vector<int32_t> path;
+      for (int32_t x = static_cast<int32_t>(u); x >= 0; x = from[static_cast<size_t>(x)])
+        path.push_back(x);
+      std::string text = b.rules[u].name;
+      for (auto it = path.rbegin(); it != path.rend(); ++it)
+        text += " -> " + b.rules[static_cast<size_t>(*it)].name;
+      first = static_cast<int32_t>(u);
+      return text;
     }
   }
   return "";
@@ -123,8 +176,7 @@ Result<std::shared_ptr<const Grammar>> Grammar::Builder::finish(std::string_view
         grammar_position(source, rules[static_cast<size_t>(first)].defined_at) + "rule \"" +
         rules[static_cast<size_t>(first)].name +
         "\" is left-recursive (it can reach itself without matching a byte: " + cycle +
-        "); write it right-recursive or with a repetition, e.g. expr ::= term (\"+\" term)*, "
-        "and never repeat something that can match the empty string");
+        "); write it right-recursive or with a repetition, e.g. expr ::= term (\"+\" term)*");
   }
   std::shared_ptr<Grammar> g(new Grammar());
   g->byte_sets_ = sets;

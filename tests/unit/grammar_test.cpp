@@ -127,12 +127,16 @@ TEST(Grammar, LeftRecursionRefused) {
   // Through a prefix that can be empty.
   EXPECT_ERROR_HAS(Grammar::parse("root ::= ws root \"a\" | \"b\"\nws ::= \" \"*"),
                    "rule \"root\" is left-recursive");
-  // A repetition of something that can be empty.
-  EXPECT_ERROR_HAS(Grammar::parse("root ::= (\"a\"?)*"), "is left-recursive");
-  EXPECT_ERROR_HAS(Grammar::parse("root ::= \"\"+"), "is left-recursive");
-  // Right recursion is fine.
+  // Right recursion is fine, and so is repeating something that can be empty (the repetition's
+  // reference is a tail call: it pushes nothing).
   auto g = compile("root ::= \"a\" root | \"b\"");
   EXPECT_TRUE(accepts(g, "aaab"));
+  auto opt = compile("root ::= (\"a\"? | \"b\"*)* \"c\"");
+  EXPECT_TRUE(accepts(opt, "aabbbac"));
+  EXPECT_TRUE(accepts(opt, "c"));
+  EXPECT_FALSE(accepts(opt, "ab"));
+  auto empty = compile("root ::= \"\"+ \"x\"\nloop ::= loop");
+  EXPECT_TRUE(accepts(empty, "x"));
 }
 
 TEST(Grammar, AmbiguityDoesNotBlowUp) {
