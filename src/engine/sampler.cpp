@@ -71,6 +71,10 @@ void apply_bias_and_mask(float* logits, int32_t vocab, const SamplingParams& par
       const uint64_t bits = w < words ? state.allowed[static_cast<size_t>(w)] : 0;
       if (bits == ~uint64_t{0}) continue;
       const int32_t end = std::min(vocab, w * 64 + 64);
+      if (bits == 0) {
+        std::fill(logits + w * 64, logits + end, kNeg);
+        continue;
+      }
       for (int32_t t = w * 64; t < end; ++t)
         if (!((bits >> (t - w * 64)) & 1u)) logits[t] = kNeg;
     }
