@@ -325,6 +325,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
   eos_ids_ = model.config().eos_token_ids;
   if (tokenizer_ != nullptr) {
     if (auto eos = tokenizer_->eos_token_id()) eos_ids_.push_back(*eos);
+    grammars_ = std::make_unique<GrammarSessions>(*tokenizer_);
   }
   std::sort(eos_ids_.begin(), eos_ids_.end());
   eos_ids_.erase(std::unique(eos_ids_.begin(), eos_ids_.end()), eos_ids_.end());
@@ -372,6 +373,29 @@ Status EngineCore::validate(const Request& request) const {
                          " tokens do not fit the KV pool of " + std::to_string(pool_tokens) +
                          " tokens");
   }
+  if (request.params.grammar != nullptr) {
+    const SamplingParams& p = request.params;
+    if (tokenizer_ == nullptr) {
+      return Status::Error(
+          "structured output: a grammar needs the tokenizer's token bytes, and this engine has "
+          "no tokenizer");
+    }
+    if (p.ignore_eos) {
+      return Status::Error(
+          "sampling parameter ignore_eos: cannot be combined with a structured "
+          "output (the grammar decides where the output ends)");
+    }
+    if (p.min_tokens > 0) {
+      return Status::Error(
+          "sampling parameter min_tokens: cannot be combined with a structured "
+          "output (the grammar decides where the output ends)");
+    }
+    if (eos_ids_.empty() && p.stop_token_ids.empty()) {
+      return Status::Error(
+          "structured output: the model declares no end-of-sequence token, so "
+          "a complete output could not end; pass stop_token_ids");
+    }
+  }
   if (!request.params.stop.empty() && tokenizer_ == nullptr) {
     return Status::Error(
         "sampling parameter stop: stop strings need a tokenizer, and this engine has none");
@@ -399,6 +423,11 @@ void EngineCore::add_request(uint64_t id, Request request, std::shared_ptr<Reque
     stream.sampler = SamplerState(sample_seed(seed, i));
     if (params.repetition_penalty != 1.0f) stream.sampler.add_prompt(group->request.prompt_ids);
     if (params.min_tokens > 0) stream.sampler.stop_ids = group->stop_ids;
+    if (params.grammar != nullptr) {
+      SYV_CHECK(grammars_ != nullptr) << "a grammar request passed validate() without a tokenizer";
+      stream.matcher.emplace(grammars_->session(params.grammar));
+      stream.sampler.constrained = true;
+    }
     if (tokenizer_ != nullptr)
       stream.detokenizer =
           std::make_unique<IncrementalDetokenizer>(*tokenizer_, params.skip_special_tokens);
@@ -589,11 +618,16 @@ void EngineCore::sample_sequence(size_t i, size_t row, const float* host_rows, i
     const size_t r = row + static_cast<size_t>(j);
     SampleResult sample;
     if (host_rows == nullptr) {
+      SYV_CHECK(!stream.matcher) << "a constrained row was sampled on the device";
       sample.token_id = device_ids[r];
       // make_sample_row drew for a draft sequence's rows from a copy: replay the one draw here.
       if (s.num_drafts > 0 && params.temperature != 0.0f) stream.sampler.rng.uniform();
       stream.sampler.add_output(sample.token_id);
     } else {
+      // Structured output: row j is masked by the grammar after the tokens kept before it, so a
+      // draft the grammar refuses can never equal the sampled token (it is rejected).
+      if (stream.matcher)
+        fill_allowed(*stream.matcher, group.stop_ids, vocab, stream.sampler.allowed);
       sample = sampler_.sample(host_rows + r * static_cast<size_t>(vocab), vocab, params,
                                stream.sampler);
     }
@@ -601,6 +635,10 @@ void EngineCore::sample_sequence(size_t i, size_t row, const float* host_rows, i
     const int32_t token = results_.back().token_id;
     const bool stops =
         std::find(group.stop_ids.begin(), group.stop_ids.end(), token) != group.stop_ids.end();
+    if (stream.matcher && !stops) {
+      SYV_CHECK(stream.matcher->accept_token(token))
+          << "sampled token " << token << " is outside the grammar's mask";
+    }
     if (j == s.num_drafts || stops || token != seq.drafts[static_cast<size_t>(j)]) break;
   }
   s.num_accepted = j;

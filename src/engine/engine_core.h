@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/drafter.h"
 #include "engine/engine.h"
+#include "engine/grammar_sessions.h"
 #include "engine/graph_runner.h"
 #include "engine/hybrid_state.h"
 #include "engine/runner.h"
@@ -40,6 +42,7 @@ struct SampleStream {
   SampleStream(SampleStream&&) noexcept;
   ~SampleStream();
   SamplerState sampler;
+  std::optional<grammar::Matcher> matcher;              // structured output (params.grammar)
   std::unique_ptr<IncrementalDetokenizer> detokenizer;  // null without a tokenizer
   std::string held;  // text withheld because it may be the start of a stop string
 };
@@ -144,6 +147,7 @@ class EngineCore {
   Sampler sampler_;
   SchedulerOutput step_;
   std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<GrammarSessions> grammars_;  // structured outputs; null without a tokenizer
   std::vector<float> host_logits_;
   std::vector<SampleResult> results_;  // tokens kept this step, by scheduled sequence
   std::vector<size_t> result_begin_;   // [step_.seqs.size() + 1] offsets into results_

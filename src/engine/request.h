@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,6 +11,10 @@
 #include "core/status.h"
 
 namespace syv {
+
+namespace grammar {
+class Grammar;
+}
 
 // Sampling controls, with OpenAI/vLLM meanings. Applied in this order to each logits row:
 // logit_bias, the min_tokens mask (stop ids at -inf), repetition penalty (prompt + generated
@@ -42,6 +47,13 @@ struct SamplingParams {
   // A matched stop string stays at the end of the text, and a stop token's text is emitted
   // (skip_special_tokens still applies) (vLLM).
   bool include_stop_str_in_output = false;
+  // Structured output: every sample's text is a sentence of this grammar (grammar/grammar.h):
+  // each step masks the tokens whose bytes the grammar refuses (before penalties, temperature,
+  // top-k/p and greedy), EOS is allowed only where the sentence is complete, and a complete
+  // sentence that can go no further allows only the stop tokens. Null: unconstrained. Needs the
+  // engine's tokenizer; refused with ignore_eos and min_tokens (the grammar says where the text
+  // ends). Shared: the server reuses one compiled grammar for identical requests.
+  std::shared_ptr<const grammar::Grammar> grammar;
 
   // Range checks; the message names the field, the expected range and the value.
   Status validate() const;

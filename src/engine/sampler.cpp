@@ -52,7 +52,7 @@ void SamplerState::add_prompt(const std::vector<int32_t>& prompt) {
 }
 
 bool biased_or_masked(const SamplingParams& params, const SamplerState& state) {
-  return !params.logit_bias.empty() ||
+  return !params.logit_bias.empty() || state.constrained ||
          (state.num_generated < params.min_tokens && !state.stop_ids.empty());
 }
 
@@ -63,6 +63,21 @@ void apply_bias_and_mask(float* logits, int32_t vocab, const SamplingParams& par
   if (state.num_generated < params.min_tokens) {
     for (int32_t t : state.stop_ids)
       if (t >= 0 && t < vocab) logits[t] = -std::numeric_limits<float>::infinity();
+  }
+  if (state.constrained) {
+    constexpr float kNeg = -std::numeric_limits<float>::infinity();
+    const auto words = static_cast<int32_t>(state.allowed.size());
+    for (int32_t w = 0; w * 64 < vocab; ++w) {
+      const uint64_t bits = w < words ? state.allowed[static_cast<size_t>(w)] : 0;
+      if (bits == ~uint64_t{0}) continue;
+      const int32_t end = std::min(vocab, w * 64 + 64);
+      if (bits == 0) {
+        std::fill(logits + w * 64, logits + end, kNeg);
+        continue;
+      }
+      for (int32_t t = w * 64; t < end; ++t)
+        if (!((bits >> (t - w * 64)) & 1u)) logits[t] = kNeg;
+    }
   }
 }
 

@@ -40,6 +40,11 @@ struct SamplerState {
   std::unordered_map<int32_t, int32_t> prompt_counts;  // prompt token -> times (repetition only)
   int32_t num_generated = 0;                           // tokens recorded by add_output()
   std::vector<int32_t> stop_ids;  // masked while num_generated < params.min_tokens
+  // Structured output (params.grammar): when `constrained`, only tokens whose bit is set in
+  // `allowed` (bit t of word t / 64; ids past the words are refused) may be sampled. The engine
+  // refills it from the sequence's grammar matcher before each row.
+  bool constrained = false;
+  std::vector<uint64_t> allowed;
 
   // Records the prompt (only needed when repetition_penalty != 1) and each generated token.
   void add_prompt(const std::vector<int32_t>& prompt);
@@ -55,8 +60,9 @@ struct SampleResult {
   std::vector<TokenLogprob> top_logprobs;  // params.top_logprobs alternatives, best first
 };
 
-// Adds params.logit_bias to `logits` [vocab] and sets state.stop_ids to -inf while the
-// min_tokens mask holds; ids outside [0, vocab) are skipped.
+// Adds params.logit_bias to `logits` [vocab], sets state.stop_ids to -inf while the min_tokens
+// mask holds and, when state.constrained, every token outside state.allowed to -inf; ids outside
+// [0, vocab) are skipped.
 void apply_bias_and_mask(float* logits, int32_t vocab, const SamplingParams& params,
                          const SamplerState& state);
 

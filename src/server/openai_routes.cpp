@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <random>
 
 #include "server/completion_stream.h"
@@ -9,6 +10,7 @@
 #include "server/peer_connection.h"
 #include "server/reasoning_parser.h"
 #include "server/sse.h"
+#include "server/structured_output.h"
 
 namespace syv::server {
 
@@ -80,6 +82,7 @@ syv::SamplingParams to_engine_params(const server::SamplingParams& s, int max_to
   p.logit_bias = s.logit_bias;
   p.min_tokens = s.min_tokens;
   p.include_stop_str_in_output = s.include_stop_str_in_output;
+  p.grammar = s.grammar;
   return p;
 }
 
@@ -217,6 +220,11 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
   const auto arrival = std::chrono::steady_clock::now();
   ApiResult<json> body = parse_json_body(req.body);
   if (!body.ok()) return write_error(res, body.error());
+  // A JSON Schema's properties keep their order in the output: read it from the raw body (already
+  // checked for depth and syntax by parse_json_body).
+  std::optional<nlohmann::ordered_json> ordered;
+  if (has_structured_output_field(body.value())) ordered = nlohmann::ordered_json::parse(req.body);
+  const nlohmann::ordered_json* ordered_body = ordered ? &*ordered : nullptr;
 
   // Validate, then build the prompts.
   CommonRequest common;
@@ -225,7 +233,7 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
   std::vector<int32_t> extra_stops;
   const Tokenizer& tok = *model_.tokenizer;
   if (chat) {
-    ApiResult<ChatRequest> parsed = parse_chat_request(body.value(), options_.limits);
+    ApiResult<ChatRequest> parsed = parse_chat_request(body.value(), options_.limits, ordered_body);
     if (!parsed.ok()) return write_error(res, parsed.error());
     if (model_.chat_template == nullptr) {
       return write_error(res, ApiError::bad_param("messages",
@@ -237,12 +245,14 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
         parsed->chat_template_kwargs, tok.bos_token(), tok.eos_token());
     if (!text.ok()) return write_error(res, ApiError::bad_param("messages", text.message()));
     prompts.push_back(tok.encode(*text, /*add_special_tokens=*/false));
-    setup.start_in_reasoning = prompt_opens_reasoning(*text);
+    // A constrained output is the answer itself, even after a template that opened <think>.
+    setup.start_in_reasoning = prompt_opens_reasoning(*text) && parsed->sampling.grammar == nullptr;
     setup.parse_tool_calls = parsed->parse_tool_calls;
     if (!parsed->sampling.ignore_eos) extra_stops = model_.chat_stop_token_ids;
     common = std::move(parsed.value());
   } else {
-    ApiResult<CompletionRequest> parsed = parse_completion_request(body.value(), options_.limits);
+    ApiResult<CompletionRequest> parsed =
+        parse_completion_request(body.value(), options_.limits, ordered_body);
     if (!parsed.ok()) return write_error(res, parsed.error());
     for (const PromptInput& p : parsed->prompts) {
       prompts.push_back(p.text.has_value() ? tok.encode(*p.text, true) : p.ids);

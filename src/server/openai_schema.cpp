@@ -5,6 +5,7 @@
 
 #include "server/json_limits.h"
 #include "server/request_fields.h"
+#include "server/structured_output.h"
 
 namespace syv::server {
 
@@ -145,19 +146,6 @@ std::optional<ApiError> check_model(const json& body, const SchemaLimits& limits
 // Supported fields with values syv cannot honour.
 std::optional<ApiError> check_refused(const json& body) {
   Fields f(body);
-  if (const json* v = f.get("response_format"); v != nullptr) {
-    if (!v->is_object()) return f.expected("response_format", "an object", *v);
-    auto type = v->find("type");
-    if (type == v->end() || !type->is_string()) {
-      return ApiError::bad_param("response_format.type", "response_format.type: expected a string");
-    }
-    if (*type != "text") {
-      return ApiError::unsupported("response_format",
-                                   "response_format: only {\"type\": \"text\"} is supported, found "
-                                   "type " +
-                                       describe_json(*type));
-    }
-  }
   if (const json* v = f.get("best_of"); v != nullptr && !(v->is_number() && *v == 1)) {
     return ApiError::unsupported("best_of",
                                  "best_of: only 1 is supported, found " + describe_json(*v));
@@ -229,7 +217,7 @@ std::optional<ApiError> parse_stream_options(const json& body, CommonRequest& ou
 }
 
 std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limits, bool chat,
-                                     CommonRequest& out) {
+                                     const nlohmann::ordered_json* ordered, CommonRequest& out) {
   Fields f(body);
   SYV_API_RETURN_IF(check_model(body, limits, out.model));
   SYV_API_RETURN_IF(
@@ -273,6 +261,26 @@ std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limit
                                                  std::to_string(s.min_tokens));
   }
   SYV_API_RETURN_IF(parse_logit_bias(body, limits, s.logit_bias));
+  StructuredOutput structured;
+  SYV_API_RETURN_IF(parse_structured_output(body, ordered, structured));
+  if (structured.grammar != nullptr) {
+    // The grammar decides where the output ends (the engine refuses these too).
+    if (s.ignore_eos) {
+      return ApiError::unsupported("ignore_eos", "ignore_eos: cannot be combined with " +
+                                                     structured.field +
+                                                     " (the grammar decides where the output "
+                                                     "ends)");
+    }
+    if (s.min_tokens > 0) {
+      return ApiError::unsupported("min_tokens", "min_tokens: cannot be combined with " +
+                                                     structured.field +
+                                                     " (the grammar decides where the output "
+                                                     "ends)");
+    }
+    s.grammar = std::move(structured.grammar);
+    s.grammar_field = std::move(structured.field);
+    s.grammar_text = std::move(structured.gbnf);
+  }
 
   if (const json* stop = f.get("stop"); stop != nullptr) {
     const std::string what =
@@ -612,9 +620,10 @@ ApiResult<json> parse_json_body(std::string_view body) {
   }
 }
 
-ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& limits) {
+ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& limits,
+                                          const nlohmann::ordered_json* ordered) {
   ChatRequest req;
-  SYV_API_RETURN_IF(parse_common(body, limits, /*chat=*/true, req));
+  SYV_API_RETURN_IF(parse_common(body, limits, /*chat=*/true, ordered, req));
   SYV_API_RETURN_IF(parse_messages(body, req.messages));
   SYV_API_RETURN_IF(parse_tools(body, req.tools));
   SYV_API_RETURN_IF(parse_template_kwargs(body, req.chat_template_kwargs));
@@ -626,9 +635,8 @@ ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& 
       const std::string s = tc->get<std::string>();
       if (s == "required") {
         return ApiError::unsupported("tool_choice",
-                                     "tool_choice: \"required\" is not supported "
-                                     "(syv has no constrained decoding yet); use "
-                                     "\"auto\" or \"none\"");
+                                     "tool_choice: \"required\" is not supported yet (constrained "
+                                     "tool calls are not built); use \"auto\" or \"none\"");
       }
       if (s != "auto" && s != "none") {
         return f.expected("tool_choice", "\"auto\" or \"none\"", *tc);
@@ -636,9 +644,9 @@ ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& 
       req.tool_choice = s;
     } else if (tc->is_object()) {
       return ApiError::unsupported("tool_choice",
-                                   "tool_choice: naming a function is not supported "
-                                   "(syv has no constrained decoding yet); use "
-                                   "\"auto\" or \"none\"");
+                                   "tool_choice: naming a function is not supported yet "
+                                   "(constrained tool calls are not built); use \"auto\" or "
+                                   "\"none\"");
     } else {
       return f.expected("tool_choice", "\"auto\" or \"none\"", *tc);
     }
@@ -650,10 +658,10 @@ ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& 
   return req;
 }
 
-ApiResult<CompletionRequest> parse_completion_request(const json& body,
-                                                      const SchemaLimits& limits) {
+ApiResult<CompletionRequest> parse_completion_request(const json& body, const SchemaLimits& limits,
+                                                      const nlohmann::ordered_json* ordered) {
   CompletionRequest req;
-  SYV_API_RETURN_IF(parse_common(body, limits, /*chat=*/false, req));
+  SYV_API_RETURN_IF(parse_common(body, limits, /*chat=*/false, ordered, req));
   Fields f(body);
   SYV_API_RETURN_IF(f.boolean("echo", req.echo));
   const json* prompt = f.get("prompt");

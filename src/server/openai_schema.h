@@ -1,14 +1,15 @@
 // Request validation for the OpenAI-compatible routes: JSON body -> typed request, or an ApiError
 // naming the parameter at fault with expected vs found ("temperature: expected a number in
 // [0, 2], found 7"). The generation routes check every field against the policy table
-// (request_fields.h): unknown fields and fields syv cannot honour (response_format other than
-// text, tool_choice "required", guided_json ...) are refused, never silently dropped.
+// (request_fields.h): unknown fields and fields syv cannot honour (tool_choice "required", a
+// JSON Schema keyword the grammar converter lacks ...) are refused, never silently dropped.
 //
 // Pure functions of the body and the limits: no tokenizer, no engine. Token-level checks (context
 // length, token ids against the vocabulary) happen in the routes after tokenization.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "server/api_error.h"
 
 namespace syv::server {
@@ -51,6 +53,11 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100])
   int min_tokens = 0;                                 // vLLM: no stop before this many tokens
   bool include_stop_str_in_output = false;            // vLLM: keep the matched stop string
+  // Structured output (server/structured_output.h): the compiled grammar the output must follow
+  // (null: none), the field that asked for it and the grammar's text.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::string grammar_field;
+  std::string grammar_text;
 };
 
 struct CommonRequest {
@@ -96,9 +103,13 @@ struct DetokenizeRequest {
 // Parses the raw body as a JSON object (400 "invalid JSON" with the parser's position otherwise).
 ApiResult<nlohmann::json> parse_json_body(std::string_view body);
 
-ApiResult<ChatRequest> parse_chat_request(const nlohmann::json& body, const SchemaLimits& limits);
-ApiResult<CompletionRequest> parse_completion_request(const nlohmann::json& body,
-                                                      const SchemaLimits& limits);
+// `ordered` (may be null): the same body parsed with its key order kept, so a JSON Schema's
+// properties keep their order in the output (alphabetical without it).
+ApiResult<ChatRequest> parse_chat_request(const nlohmann::json& body, const SchemaLimits& limits,
+                                          const nlohmann::ordered_json* ordered = nullptr);
+ApiResult<CompletionRequest> parse_completion_request(
+    const nlohmann::json& body, const SchemaLimits& limits,
+    const nlohmann::ordered_json* ordered = nullptr);
 ApiResult<TokenizeRequest> parse_tokenize_request(const nlohmann::json& body,
                                                   const SchemaLimits& limits);
 ApiResult<DetokenizeRequest> parse_detokenize_request(const nlohmann::json& body,

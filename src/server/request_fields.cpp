@@ -17,8 +17,6 @@ constexpr FieldUse R = FieldUse::kRefused;
 constexpr FieldUse N = FieldUse::kNone;
 constexpr JsonKind kAny = JsonKind::kAny;
 
-constexpr const char* kNoGrammar = "constrained decoding (a grammar engine) is not implemented yet";
-
 // Keep in step with docs/server.md "Request fields" (unit_server_request_fields_test checks).
 constexpr std::array kFields = {
     // OpenAI fields syv honours.
@@ -73,14 +71,15 @@ constexpr std::array kFields = {
     RequestField{"skip_special_tokens", S, S, kAny, ""},
     RequestField{"chat_template_kwargs", S, N, kAny, ""},
     RequestField{"add_generation_prompt", S, N, kAny, ""},
-    // vLLM / llama.cpp extensions refused.
-    RequestField{"guided_json", R, R, kAny, kNoGrammar},
-    RequestField{"guided_regex", R, R, kAny, kNoGrammar},
-    RequestField{"guided_choice", R, R, kAny, kNoGrammar},
-    RequestField{"guided_grammar", R, R, kAny, kNoGrammar},
-    RequestField{"structured_outputs", R, R, kAny, kNoGrammar},
-    RequestField{"grammar", R, R, kAny, kNoGrammar},
-    RequestField{"json_schema", R, R, kAny, kNoGrammar},
+    // Structured outputs (server/structured_output.h): vLLM's and llama.cpp's names.
+    RequestField{"guided_json", S, S, kAny, ""},
+    RequestField{"guided_regex", S, S, kAny, ""},
+    RequestField{"guided_choice", S, S, kAny, ""},
+    RequestField{"guided_grammar", S, S, kAny, ""},
+    RequestField{"structured_outputs", S, S, kAny, ""},
+    RequestField{"grammar", S, S, kAny, ""},
+    RequestField{"json_schema", S, S, kAny, ""},
+    // vLLM extensions refused.
     RequestField{"prompt_logprobs", R, R, kAny, "prompt logprobs are not implemented yet"},
     RequestField{"use_beam_search", R, R, kAny, "syv has no beam search"},
 };

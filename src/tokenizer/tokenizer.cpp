@@ -324,6 +324,10 @@ std::string TokenizerImpl::id_to_token(int32_t id) const {
   return model_->id_to_token(id);
 }
 
+bool TokenizerImpl::is_added(int32_t id) const {
+  return added_by_id_.count(id) != 0;
+}
+
 bool TokenizerImpl::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size && special_[static_cast<size_t>(id)] != 0;
 }
@@ -378,6 +382,9 @@ std::string Tokenizer::id_to_token(int32_t id) const {
 }
 bool Tokenizer::is_special(int32_t id) const {
   return impl_->is_special(id);
+}
+bool Tokenizer::is_added(int32_t id) const {
+  return impl_->is_added(id);
 }
 const std::string& Tokenizer::chat_template() const {
   return impl_->chat_template;

@@ -57,6 +57,9 @@ class Tokenizer {
   // The token string as written in tokenizer.json; empty for unknown ids.
   std::string id_to_token(int32_t id) const;
   bool is_special(int32_t id) const;
+  // An added token (tokenizer.json "added_tokens", special or not: <think>, <tool_call> ...),
+  // which encode() cuts out of text before BPE.
+  bool is_added(int32_t id) const;
 
   // tokenizer_config.json "chat_template": a string, or the "default" entry of a list of
   // {name, template}; empty if none.

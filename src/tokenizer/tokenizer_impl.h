@@ -27,6 +27,7 @@ class TokenizerImpl {
   std::optional<int32_t> token_to_id(std::string_view token) const;
   std::string id_to_token(int32_t id) const;
   bool is_special(int32_t id) const;
+  bool is_added(int32_t id) const;
 
   int32_t vocab_size = 0;
   std::string chat_template;

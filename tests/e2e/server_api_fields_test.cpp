@@ -73,8 +73,13 @@ TEST_F(ServerHttp, RequestFieldPolicyOnTheLiveRoutes) {
     std::string code;
   };
   const std::vector<Case> cases = {
-      {"/v1/chat/completions", "guided_json", {{"type", "object"}}, 400, "unsupported_parameter"},
-      {"/v1/completions", "grammar", "root ::= \"a\"", 400, "unsupported_parameter"},
+      {"/v1/chat/completions",
+       "guided_json",
+       {{"type", "string"}, {"format", "email"}},
+       400,
+       "unsupported_parameter"},
+      {"/v1/completions", "grammar", "root ::= root \"a\"", 400, "invalid_value"},
+      {"/v1/completions", "grammar", "root ::= \"a\"", 200, ""},
       {"/v1/chat/completions", "functions", json::array(), 400, "unsupported_parameter"},
       {"/v1/chat/completions", "frobnicate", 1, 400, "unknown_parameter"},
       {"/v1/completions", "messages", json::array(), 400, "unknown_parameter"},

@@ -66,7 +66,7 @@ await check("a field syv cannot honour raises BadRequestError naming it", async 
       model,
       messages: [{ role: "user", content: "hi" }],
       max_tokens: 2,
-      guided_json: { type: "object" },
+      guided_json: { type: "string", format: "email" },
     }),
     (e) => {
       assert.ok(e instanceof OpenAI.BadRequestError, String(e));
