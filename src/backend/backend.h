@@ -182,8 +182,7 @@ class Backend {
   // synchronize(), right for backends whose memory is host memory) and returns an empty event.
   virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes);
   // copy_async() of every op (non-overlapping) as one batch: one ordering after the compute
-  // stream, one event for all. A page of a 36-layer model is 72 copies; issued one by one, their
-  // per-call overhead (not the link) bounded the host tier's load rate. The default runs
+  // stream, one event for all (a page of a 36-layer model is 72 copies). The default runs
   // copy_async() per op.
   virtual CopyEvent copy_batch_async(const std::vector<CopyOp>& ops);
   // `bytes` of host memory for copy_async() (a host tier): pinned where the backend can, see

@@ -162,34 +162,13 @@ class CudaBackendImpl final : public CudaBackend {
       SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_));
     return record_copy_event();
   }
-  // One cudaMemcpyBatchAsync for the whole batch (a plain cudaMemcpyAsync per op where the
-  // driver refuses the batch call).
+  // The batch's copies back to back on the copy stream after one ordering, with one event. (One
+  // cudaMemcpyBatchAsync would also save the per-copy call; not used until measured on a GPU.)
   CopyEvent copy_batch_async(const std::vector<CopyOp>& ops) override {
     order_copies_after_compute();
-    batch_dst_.clear();
-    batch_src_.clear();
-    batch_bytes_.clear();
-    for (const CopyOp& op : ops) {
-      if (op.bytes == 0) continue;
-      batch_dst_.push_back(op.dst);
-      batch_src_.push_back(op.src);
-      batch_bytes_.push_back(op.bytes);
-    }
-    if (!batch_dst_.empty()) {
-      cudaMemcpyAttributes attr = {};
-      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-      size_t attr_index = 0;
-      const cudaError_t err =
-          cudaMemcpyBatchAsync(batch_dst_.data(), batch_src_.data(), batch_bytes_.data(),
-                               batch_dst_.size(), &attr, &attr_index, 1, copy_stream_);
-      if (err != cudaSuccess) {
-        cudaGetLastError();
-        for (size_t i = 0; i < batch_dst_.size(); ++i)
-          SYV_CUDA_CHECK(cudaMemcpyAsync(batch_dst_[i], batch_src_[i], batch_bytes_[i],
-                                         cudaMemcpyDefault, copy_stream_));
-      }
-    }
+    for (const CopyOp& op : ops)
+      if (op.bytes > 0)
+        SYV_CUDA_CHECK(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, copy_stream_));
     return record_copy_event();
   }
   // The copy stream waits for everything enqueued on the compute stream so far.
@@ -214,7 +193,10 @@ class CudaBackendImpl final : public CudaBackend {
   Result<PinnedBuffer> allocate_pinned(size_t bytes) override {
     if (bytes == 0) return PinnedBuffer();
     void* p = nullptr;
-    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    // May run on another thread (the engine pins its host tier in the background): this device's
+    // context, and portable so that every context sees the memory as pinned.
+    SYV_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (err != cudaSuccess) {
       cudaGetLastError();
       return Status::Error("CUDA backend: cudaHostAlloc of " + std::to_string(bytes >> 20) +
@@ -1093,9 +1075,6 @@ class CudaBackendImpl final : public CudaBackend {
   cudaEvent_t staging_done_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;  // copy_async(); created on first use
   cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ at each copy_async()
-  std::vector<void*> batch_dst_;        // copy_batch_async()'s argument arrays, reused
-  std::vector<const void*> batch_src_;
-  std::vector<size_t> batch_bytes_;
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;
   int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it
