@@ -2,7 +2,8 @@
 # On the GPU machine, after tools/device/build_gpu.sh: `syv bench serve` through `syv serve` on a
 # random-weight folder of the dense Qwen3-8B shape (issue 18's target: burst of 128 requests x
 # 512 prompt tokens, 128 out, 64 offered, ignore_eos), with the default flags and with each
-# preset, then c1 and resend with the defaults, then `syv verify --model` on the same folder.
+# preset, then c1, resend and offload (1M filler tokens) with the defaults, then `syv verify
+# --model` on the same folder.
 #   tools/device/serve_bench_check.sh [build carry dir, default build/gpu-carry] [out dir]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,10 +30,10 @@ for preset in default throughput interactive long; do
   echo "== $preset"
   grep -E "preset|memory plan|max context|graphs:" "$OUT/serve-$preset.log" | head -6
   scenarios=(--scenario burst)
-  [[ $preset == default ]] && scenarios+=(--scenario c1 --scenario resend)
+  [[ $preset == default ]] && scenarios+=(--scenario c1 --scenario resend --scenario offload)
   timeout 240 $B/syv bench serve --url http://127.0.0.1:$PORT --api-key $KEY "${scenarios[@]}" \
     --num-requests 128 --concurrency 64 --input-len 512 --output-len 128 --resend-len 8192 \
-    --seed 1 2>/dev/null | tee "$OUT/bench-$preset.txt" | grep -v '^{'
+    --filler-tokens 1048576 --seed 1 2>/dev/null | tee "$OUT/bench-$preset.txt" | grep -v '^{'
   grep '^{' "$OUT/bench-$preset.txt" >"$OUT/bench-$preset.jsonl"
   kill $PID
   wait $PID
