@@ -12,15 +12,12 @@
 // their length is exact whatever the tokenizer); multiturn sends words to /v1/chat/completions.
 // Output: a table, then one JSON line per scenario on stdout; progress on stderr.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
-#include <thread>
 
 #include "cli/bench.h"
 #include "cli/bench_serve_plot.h"
@@ -125,36 +122,7 @@ class Bench {
   // Sends `bodies` to /v1/completions (or `path`) with `concurrency` in flight.
   RunStats run_requests(const std::string& label, const std::vector<json>& bodies, int concurrency,
                         const std::string& path = "/v1/completions") const {
-    RunStats stats;
-    stats.label = label;
-    stats.concurrency = concurrency;
-    std::mutex mu;
-    std::atomic<size_t> next{0};
-    const size_t n = bodies.size();
-    const auto t0 = std::chrono::steady_clock::now();
-    auto last_report = t0;
-    auto worker = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) {
-        const StreamReply reply = client_.stream(path, bodies[i]);
-        std::lock_guard<std::mutex> lock(mu);
-        stats.add(reply);
-        const auto now = std::chrono::steady_clock::now();
-        if (stats.requests == static_cast<int64_t>(n) ||
-            now - last_report > std::chrono::seconds(1)) {
-          last_report = now;
-          int64_t errors = 0;
-          for (const auto& [kind, k] : stats.errors) errors += k;
-          std::fprintf(stderr, "bench serve: %s: %lld/%zu done, %lld error(s)\n", label.c_str(),
-                       static_cast<long long>(stats.requests), n, static_cast<long long>(errors));
-        }
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < std::min<int>(concurrency, static_cast<int>(n)); ++t)
-      threads.emplace_back(worker);
-    for (std::thread& t : threads) t.join();
-    stats.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return stats;
+    return run_streams(client_, label, bodies, concurrency, path);
   }
 
   int finish(const std::string& scenario, const RunStats& s, json extra = json::object()) {
