@@ -4,27 +4,26 @@
 //   c1         one stream at a time: TTFT and inter-token latency without batching (and tokens
 //              per verify step when the server's /metrics has syv's speculation counters)
 //   resend     a long prompt sent twice: cached tokens and the TTFT ratio of the second send
+//   offload    the long prompt again after other prompts evicted it from the device pool: the
+//              serve ratio (TTFT after eviction / cold TTFT) of the server's offload tier
 //   multiturn  a chat of several turns: cached tokens of each turn against the previous turn's
 //   sweep      concurrency 1, 2, 4 ... C: the throughput-latency curve
-// Prompts of burst / c1 / resend / sweep are random token ids sent to /v1/completions (so their
-// length is exact whatever the tokenizer); multiturn sends words to /v1/chat/completions.
+// Prompts of burst / c1 / resend / offload / sweep are random token ids sent to /v1/completions (so
+// their length is exact whatever the tokenizer); multiturn sends words to /v1/chat/completions.
 // Output: a table, then one JSON line per scenario on stdout; progress on stderr.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
-#include <sstream>
-#include <thread>
 
 #include "cli/bench.h"
 #include "cli/bench_serve_plot.h"
 #include "cli/bench_serve_stats.h"
 #include "cli/openai_client.h"
+#include "cli/prometheus_text.h"
 
 namespace syv::cli {
 namespace {
@@ -41,6 +40,7 @@ struct Options {
   double range_ratio = 0;  // lengths uniform in [L (1 - r), L (1 + r)]
   int c1_requests = 8;
   int resend_len = 2048;
+  int64_t filler_tokens = 1 << 20;  // offload: tokens of other prompts sent between the sends
   int turns = 4;
   int64_t seed = -1;  // < 0: from the clock, so a second run does not hit the first's cache
   std::string plot;
@@ -75,10 +75,11 @@ class Bench {
     if (scenario == "burst") return burst();
     if (scenario == "c1") return c1();
     if (scenario == "resend") return resend();
+    if (scenario == "offload") return offload();
     if (scenario == "multiturn") return multiturn();
     if (scenario == "sweep") return sweep();
     return fail("--scenario: unknown scenario \"" + scenario +
-                "\" (choices: burst, c1, resend, multiturn, sweep)");
+                "\" (choices: burst, c1, resend, offload, multiturn, sweep)");
   }
 
   void print() const {
@@ -121,36 +122,7 @@ class Bench {
   // Sends `bodies` to /v1/completions (or `path`) with `concurrency` in flight.
   RunStats run_requests(const std::string& label, const std::vector<json>& bodies, int concurrency,
                         const std::string& path = "/v1/completions") const {
-    RunStats stats;
-    stats.label = label;
-    stats.concurrency = concurrency;
-    std::mutex mu;
-    std::atomic<size_t> next{0};
-    const size_t n = bodies.size();
-    const auto t0 = std::chrono::steady_clock::now();
-    auto last_report = t0;
-    auto worker = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) {
-        const StreamReply reply = client_.stream(path, bodies[i]);
-        std::lock_guard<std::mutex> lock(mu);
-        stats.add(reply);
-        const auto now = std::chrono::steady_clock::now();
-        if (stats.requests == static_cast<int64_t>(n) ||
-            now - last_report > std::chrono::seconds(1)) {
-          last_report = now;
-          int64_t errors = 0;
-          for (const auto& [kind, k] : stats.errors) errors += k;
-          std::fprintf(stderr, "bench serve: %s: %lld/%zu done, %lld error(s)\n", label.c_str(),
-                       static_cast<long long>(stats.requests), n, static_cast<long long>(errors));
-        }
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < std::min<int>(concurrency, static_cast<int>(n)); ++t)
-      threads.emplace_back(worker);
-    for (std::thread& t : threads) t.join();
-    stats.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return stats;
+    return run_streams(client_, label, bodies, concurrency, path);
   }
 
   int finish(const std::string& scenario, const RunStats& s, json extra = json::object()) {
@@ -178,16 +150,14 @@ class Bench {
     std::map<int, double> steps;
     const HttpReply r = client_.get("/metrics");
     if (r.status != 200) return steps;
-    const std::string prefix = std::string(kVerifySteps) + "{tokens=";
-    std::istringstream lines(r.body);
-    for (std::string line; std::getline(lines, line);) {
-      if (line.rfind(prefix, 0) != 0) continue;
-      const size_t value = line.find(' ', prefix.size());
-      if (value == std::string::npos) continue;
-      // {tokens="n"} value
-      steps[std::atoi(line.c_str() + prefix.size() + 1)] += std::atof(line.c_str() + value + 1);
-    }
+    for (const auto& [n, count] : prometheus_by_label(r.body, kVerifySteps, "tokens"))
+      steps[std::atoi(n.c_str())] += count;
     return steps;
+  }
+  // A counter of syv's /metrics (summed over labels), or -1 when the server has none.
+  double server_counter(const std::string& name) const {
+    const HttpReply r = client_.get("/metrics");
+    return r.status == 200 ? prometheus_sum(r.body, name) : -1;
   }
 
   int c1() {
@@ -249,6 +219,44 @@ class Bench {
                      std::to_string(first.cached_tokens) + " then " +
                      std::to_string(second.cached_tokens) + ", TTFT ratio (2nd / 1st) " +
                      std::to_string(j["ttft_ratio"].get<double>()));
+    lines_.push_back(j);
+    return 0;
+  }
+
+  // A long prompt sent cold, then after --filler-tokens of other prompts have pushed it out of
+  // the device pool, then once more at once: the TTFT after the eviction against the cold one
+  // is the serve ratio of the server's offload tier (syv: the host tier, --host-cache-gb).
+  int offload() {
+    const json body = completion(random_ids(o_.resend_len), std::min(o_.output_len, 16));
+    RunStats cold = run_requests("offload cold", {body}, 1);
+    std::vector<json> filler;
+    for (int64_t sent = 0; sent < o_.filler_tokens; sent += o_.resend_len)
+      filler.push_back(completion(random_ids(o_.resend_len), 1));
+    RunStats fill = run_requests("offload fill", filler, o_.concurrency);
+    const double host_hits_before = server_counter("syv_host_tier_hit_tokens_total");
+    RunStats evicted = run_requests("offload back", {body}, 1);
+    const double host_hits = server_counter("syv_host_tier_hit_tokens_total");
+    RunStats device = run_requests("offload dev", {body}, 1);
+    for (const RunStats* r : {&cold, &fill, &evicted, &device}) runs_.push_back(*r);
+    json j = header("offload");
+    j["prompt_len"] = o_.resend_len;
+    j["filler_tokens"] = static_cast<int64_t>(filler.size()) * o_.resend_len;
+    j["cold"] = cold.to_json();
+    j["filler"] = fill.to_json();
+    j["after_eviction"] = evicted.to_json();
+    j["from_device"] = device.to_json();
+    const bool ok = cold.completed == 1 && evicted.completed == 1 && cold.ttft_s[0] > 0;
+    j["cached_tokens"] = evicted.cached_tokens;
+    j["serve_ratio"] = ok ? evicted.ttft_s[0] / cold.ttft_s[0] : -1.0;
+    // syv: the tokens of that send served from the host tier.
+    j["host_tier_hit_tokens"] = host_hits >= 0 && host_hits_before >= 0
+                                    ? json(host_hits - host_hits_before)
+                                    : json(nullptr);
+    notes_.push_back("offload: " + std::to_string(o_.resend_len) + "-token prompt after " +
+                     std::to_string(j["filler_tokens"].get<int64_t>()) +
+                     " filler tokens: cached tokens " + std::to_string(evicted.cached_tokens) +
+                     ", serve ratio (TTFT after eviction / cold) " +
+                     std::to_string(j["serve_ratio"].get<double>()));
     lines_.push_back(j);
     return 0;
   }
@@ -351,9 +359,10 @@ BenchRegistration reg{
       app.add_option("--api-key", o->api_key, "Bearer key (default: $SYV_API_KEY)");
       app.add_option("--model", o->model, "Model id to send (default: the first of /v1/models)");
       app.add_option("--scenario", o->scenarios,
-                     "burst, c1, resend, multiturn or sweep; repeat to run several in order")
+                     "burst, c1, resend, offload, multiturn or sweep; repeat to run several in "
+                     "order")
           ->required()
-          ->check(CLI::IsMember({"burst", "c1", "resend", "multiturn", "sweep"}));
+          ->check(CLI::IsMember({"burst", "c1", "resend", "offload", "multiturn", "sweep"}));
       app.add_option("--num-requests", o->num_requests,
                      "burst: requests; sweep: requests per level (at least the concurrency)")
           ->check(CLI::Range(1, 1 << 20))
@@ -376,7 +385,12 @@ BenchRegistration reg{
       app.add_option("--c1-requests", o->c1_requests, "c1: requests, one at a time")
           ->check(CLI::Range(1, 1 << 20))
           ->capture_default_str();
-      app.add_option("--resend-len", o->resend_len, "resend: prompt tokens")
+      app.add_option("--filler-tokens", o->filler_tokens,
+                     "offload: tokens of other prompts (of --resend-len each) sent between the "
+                     "first and the second send; more than the server's device KV pool")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+          ->capture_default_str();
+      app.add_option("--resend-len", o->resend_len, "resend, offload: prompt tokens")
           ->check(CLI::Range(1, 1 << 22))
           ->capture_default_str();
       app.add_option("--turns", o->turns, "multiturn: user turns")

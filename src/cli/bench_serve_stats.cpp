@@ -1,7 +1,11 @@
 #include "cli/bench_serve_stats.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 
 namespace syv::cli {
 
@@ -82,6 +86,41 @@ nlohmann::json RunStats::to_json() const {
           {"itl_ms", ms(itl_s)},
           {"e2e_ms", ms(e2e_s)},
           {"errors", errors}};
+}
+
+RunStats run_streams(const OpenAiClient& client, const std::string& label,
+                     const std::vector<nlohmann::json>& bodies, int concurrency,
+                     const std::string& path) {
+  RunStats stats;
+  stats.label = label;
+  stats.concurrency = concurrency;
+  std::mutex mu;
+  std::atomic<size_t> next{0};
+  const size_t n = bodies.size();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_report = t0;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      const StreamReply reply = client.stream(path, bodies[i]);
+      std::lock_guard<std::mutex> lock(mu);
+      stats.add(reply);
+      const auto now = std::chrono::steady_clock::now();
+      if (stats.requests == static_cast<int64_t>(n) ||
+          now - last_report > std::chrono::seconds(1)) {
+        last_report = now;
+        int64_t errors = 0;
+        for (const auto& [kind, k] : stats.errors) errors += k;
+        std::fprintf(stderr, "bench serve: %s: %lld/%zu done, %lld error(s)\n", label.c_str(),
+                     static_cast<long long>(stats.requests), n, static_cast<long long>(errors));
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::min<int>(concurrency, static_cast<int>(n)); ++t)
+    threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  stats.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return stats;
 }
 
 std::string stats_table_header() {

@@ -1,6 +1,6 @@
-// `syv bench serve`: what one set of streamed requests measured (TTFT, inter-token latency,
-// end-to-end latency, tokens, errors by kind) and how it is printed: a table row and a JSON
-// object with percentiles in milliseconds.
+// `syv bench serve`: one set of streamed requests sent with some in flight at once, what it
+// measured (TTFT, inter-token latency, end-to-end latency, tokens, errors by kind) and how it is
+// printed: a table row and a JSON object with percentiles in milliseconds.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,12 @@ struct RunStats {
   double requests_per_s() const { return wall_s > 0 ? completed / wall_s : 0; }
   nlohmann::json to_json() const;  // times in ms: {"ttft_ms": {"p50", "p90", "p99", "mean"}, ...}
 };
+
+// POSTs every body of `bodies` to `path` as a stream, `concurrency` of them in flight (a new one
+// as soon as one ends), and measures them; progress on stderr about once a second.
+RunStats run_streams(const OpenAiClient& client, const std::string& label,
+                     const std::vector<nlohmann::json>& bodies, int concurrency,
+                     const std::string& path);
 
 // The table: a header line and one row per run.
 std::string stats_table_header();

@@ -14,9 +14,12 @@ Result<Preset> interactive(const std::string& model_dir) {
   Preset p{"interactive", {{"--max-num-seqs", "16"}, {"--max-graph-batch", "16"}}, ""};
   SYV_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
   bool mtp = false;
+  std::string no_head = "the folder has no MTP head";
   if (config.mtp_num_hidden_layers > 0) {
     SYV_ASSIGN_OR_RETURN(WeightStore store, WeightStore::open_dir(model_dir));
-    mtp = check_mtp_config(config, &store).ok();
+    const Status head = check_mtp_config(config, &store);
+    mtp = head.ok();
+    if (!mtp) no_head = "config.json names an MTP head that cannot run: " + head.message();
   }
   if (mtp) {
     p.flags.push_back({"--speculative-method", "mtp"});
@@ -25,7 +28,7 @@ Result<Preset> interactive(const std::string& model_dir) {
   } else {
     p.flags.push_back({"--speculative-method", "ngram"});
     p.flags.push_back({"--num-speculative-tokens", "4"});
-    p.why = "ngram: the folder has no MTP head";
+    p.why = "ngram: " + no_head;
   }
   return p;
 }

@@ -46,7 +46,8 @@ class Verifier {
   void cancel();
 
   const OpenAiClient* client_ = nullptr;
-  std::string model_;  // from /v1/models ("" if that failed)
+  std::string model_;      // from /v1/models ("" if that failed)
+  bool reachable_ = true;  // false when GET /health got no answer at all
   int passed_ = 0, failed_ = 0;
 };
 

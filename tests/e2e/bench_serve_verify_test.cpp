@@ -1,7 +1,8 @@
 // `syv bench serve` and `syv verify` against `syv serve` on the demo model (CPU): the scenarios'
-// JSON lines (counts, times that are non-negative, cached tokens on a resend; no timing values
-// asserted), the SVG plot, and verify: every check passing with --model (and speculation equal
-// to none through a second launch), a failing check turning into FAIL and exit code 1 with --url.
+// JSON lines (counts, times that are non-negative, cached tokens on a resend, a prompt evicted
+// to the host tier and served from it; no timing values asserted), the SVG plot, and verify: every
+// check passing with --model (and speculation equal to none through a second launch), a failing
+// check turning into FAIL and exit code 1 with --url.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -110,10 +111,39 @@ TEST_F(BenchServe, MultiturnReusesAndSweepHasALevelPerConcurrency) {
 
 TEST_F(BenchServe, UnknownScenarioIsRefused) {
   const auto [status, out] =
-      run_command(std::string(SYV_BIN) + " bench serve --url " + url_ + " --scenario offload",
+      run_command(std::string(SYV_BIN) + " bench serve --url " + url_ + " --scenario spill",
                   /*with_stderr=*/true);
   EXPECT_NE(status, 0);
-  EXPECT_NE(out.find("offload"), std::string::npos) << out;
+  EXPECT_NE(out.find("spill"), std::string::npos) << out;
+}
+
+// A device pool of 1024 tokens (1 MiB of f32 KV) under a host tier: 4096 filler tokens evict
+// the 512-token prompt, which then comes back from the host tier.
+TEST(BenchServeOffload, TheEvictedPromptComesBackFromTheHostTier) {
+  ensure_demo_model();
+  ServerProcess server({"serve", "--model", kDemoDir, "--port", "0", "--api-key", kKey, "--device",
+                        "cpu", "--kv-cache-mb", "1", "--page-size", "16", "--host-cache-gb", "0.01",
+                        "--max-model-len", "1024"},
+                       "e2e_bench_serve_offload.log");
+  const std::string port =
+      server.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(60));
+  ASSERT_FALSE(port.empty()) << server.log();
+  ASSERT_TRUE(wait_ready(std::stoi(port), kKey, std::chrono::seconds(120))) << server.log();
+  const auto [status, out] = run_command(
+      std::string(SYV_BIN) + " bench serve --url http://127.0.0.1:" + port + " --api-key " + kKey +
+      " --scenario offload --resend-len 512 --filler-tokens 4096 --concurrency 4 " +
+      "--output-len 4");
+  ASSERT_EQ(status, 0) << out;
+  const std::vector<json> lines = json_lines(out);
+  ASSERT_EQ(lines.size(), 1u) << out;
+  const json& j = lines[0];
+  EXPECT_EQ(j["scenario"], "offload");
+  EXPECT_EQ(j["filler_tokens"], 4096);
+  EXPECT_EQ(j["filler"]["completed"], 8) << j;
+  EXPECT_EQ(j["after_eviction"]["completed"], 1) << j;
+  EXPECT_GT(j["cached_tokens"].get<int64_t>(), 0) << j;
+  EXPECT_GT(j["host_tier_hit_tokens"].get<double>(), 0) << j;
+  EXPECT_GE(j["serve_ratio"].get<double>(), 0.0) << j;
 }
 
 // This server leaves /health public: verify's auth check on it fails, the rest pass.

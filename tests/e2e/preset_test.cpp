@@ -1,25 +1,27 @@
 // `--preset` (src/cli/preset.h): each preset resolves to the flags docs/configuration.md
 // documents (syv inspect --preset --json on the demo model: dense, no MTP head, so interactive
-// speculates with ngram), a flag given on the command line wins over the preset's (syv serve:
-// the start-up line and the engine's own log), and an unknown preset is refused naming the
-// choices.
+// speculates with ngram; on a hybrid folder with an MTP head it speculates with mtp), a flag given
+// on the command line wins over the preset's (syv serve: the start-up line and the engine's own
+// log), and an unknown preset is refused naming the choices.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "e2e/cli_run.h"
 #include "e2e/serve_process.h"
+#include "unit/mtp_fixture.h"
 
 namespace syv::testing {
 namespace {
 
 using Flags = std::map<std::string, std::string>;
 
-Flags inspect_preset(const std::string& name) {
-  const auto [status, out] = run_command(std::string(SYV_BIN) + " inspect --json --model " +
-                                         kDemoDir + " --preset " + name);
+Flags inspect_preset(const std::string& name, const std::string& model = kDemoDir) {
+  const auto [status, out] =
+      run_command(std::string(SYV_BIN) + " inspect --json --model " + model + " --preset " + name);
   EXPECT_EQ(status, 0) << out;
   const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << out;
@@ -48,6 +50,20 @@ TEST(Preset, EachResolvesToItsDocumentedFlags) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("16384 batch tokens"), std::string::npos) << out;
+}
+
+// A hybrid folder with an MTP head (config.json and the mtp.* tensors) drafts with it; one whose
+// config.json claims a head its tensors lack falls back to ngram.
+TEST(Preset, InteractiveUsesTheMtpHeadWhenTheFolderHasOne) {
+  const std::string with_head = make_mtp_fixture("q35_r1_lllf", 5);
+  EXPECT_EQ(inspect_preset("interactive", with_head), (Flags{{"--max-num-seqs", "16"},
+                                                             {"--max-graph-batch", "16"},
+                                                             {"--speculative-method", "mtp"},
+                                                             {"--num-speculative-tokens", "2"}}));
+  const std::string config_only = make_mtp_fixture("q35_r1_lllf", 5, /*with_tensors=*/false);
+  EXPECT_EQ(inspect_preset("interactive", config_only)["--speculative-method"], "ngram");
+  std::filesystem::remove_all(with_head);
+  std::filesystem::remove_all(config_only);
 }
 
 TEST(Preset, UnknownIsRefusedNamingTheChoices) {

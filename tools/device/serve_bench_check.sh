@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# On the GPU machine, after tools/device/build_gpu.sh: `syv bench serve` through `syv serve` on a
+# random-weight folder of the dense Qwen3-8B shape (issue 18's target: burst of 128 requests x
+# 512 prompt tokens, 128 out, 64 offered, ignore_eos), with the default flags and with each
+# preset, then c1, resend and offload (1M filler tokens) with the defaults, then `syv verify
+# --model` on the same folder.
+#   tools/device/serve_bench_check.sh [build carry dir, default build/gpu-carry] [out dir]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build/gpu-carry}/bin
+OUT=${2:-/tmp/serve-bench}
+mkdir -p "$OUT"
+DIR=/tmp/qwen3-8b-random
+PORT=18433
+KEY=serve-bench-check-key
+[[ -f $DIR/config.json ]] || timeout 300 $B/syv demo-model --config tools/bench/configs/qwen3-8b \
+  --tokenizer third_party/qwen3-tokenizer --out $DIR 2>&1 | tail -1
+cat $DIR/*.safetensors >/dev/null  # into the page cache
+for preset in default throughput interactive long; do
+  extra=()
+  [[ $preset != default ]] && extra=(--preset $preset)
+  $B/syv serve --model $DIR --device cuda --port $PORT --api-key $KEY "${extra[@]}" \
+    >"$OUT/serve-$preset.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 1200); do
+    curl -sf -H "Authorization: Bearer $KEY" localhost:$PORT/health >/dev/null 2>&1 && break
+    kill -0 $PID 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "== $preset"
+  grep -E "preset|memory plan|max context|graphs:" "$OUT/serve-$preset.log" | head -6
+  scenarios=(--scenario burst)
+  [[ $preset == default ]] && scenarios+=(--scenario c1 --scenario resend --scenario offload)
+  timeout 240 $B/syv bench serve --url http://127.0.0.1:$PORT --api-key $KEY "${scenarios[@]}" \
+    --num-requests 128 --concurrency 64 --input-len 512 --output-len 128 --resend-len 8192 \
+    --filler-tokens 1048576 --seed 1 2>/dev/null | tee "$OUT/bench-$preset.txt" | grep -v '^{'
+  grep '^{' "$OUT/bench-$preset.txt" >"$OUT/bench-$preset.jsonl"
+  kill $PID
+  wait $PID
+done
+timeout 300 $B/syv verify --model $DIR --device cuda 2>&1 | tee "$OUT/verify.txt" |
+  grep -E "^(FAIL|[0-9]+ passed)"
