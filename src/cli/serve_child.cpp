@@ -8,13 +8,29 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 
 #include "server/auth.h"
 
 namespace syv::cli {
+
+namespace {
+
+// The URL of syv serve's "listening on http://127.0.0.1:PORT" line in `log`, or "" before it.
+// (Parsed by hand: GCC 12's std::regex trips -Wmaybe-uninitialized in the sanitized build.)
+std::string listening_url(const std::string& log) {
+  static const std::string kPrefix = "listening on http://127.0.0.1:";
+  const size_t at = log.find(kPrefix);
+  if (at == std::string::npos) return "";
+  size_t end = at + kPrefix.size();
+  while (end < log.size() && log[end] >= '0' && log[end] <= '9') ++end;
+  if (end == at + kPrefix.size()) return "";
+  return log.substr(at + std::string("listening on ").size(),
+                    end - at - std::string("listening on ").size());
+}
+
+}  // namespace
 
 ServeChild::~ServeChild() {
   if (pid_ > 0 && running()) stop(std::chrono::seconds(10));
@@ -74,16 +90,14 @@ Status ServeChild::start(const std::string& model_dir, const std::vector<std::st
     _exit(127);
   }
   close(log_fd);
-  const std::regex listening(R"(listening on (http://127\.0\.0\.1:\d+))");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(log_path_);
     std::stringstream ss;
     ss << in.rdbuf();
     const std::string text = ss.str();
-    std::smatch m;
-    if (std::regex_search(text, m, listening)) {
-      url_ = m[1].str();
+    if (std::string url = listening_url(text); !url.empty()) {
+      url_ = url;
       return Status::Ok();
     }
     if (!running())
