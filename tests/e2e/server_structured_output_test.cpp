@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "e2e/http_test_util.h"
@@ -251,6 +252,38 @@ TEST_F(StructuredE2E, RefusalsNameTheField) {
     EXPECT_EQ(e["param"], c.param) << res->body;
     EXPECT_EQ(e["code"], c.code) << res->body;
   }
+}
+
+// `syv bench grammar`: the per-token mask cost for a schema and a document; a document the
+// grammar refuses is an error naming the token.
+TEST(BenchGrammarCli, MeasuresAndRefuses) {
+  const std::string dir = std::string(SYV_BINARY_DIR) + "/bench-grammar";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/schema.json") << kSchemaText;
+  std::ofstream(dir + "/doc.json")
+      << R"({"zeta": "z", "count": 3, "kind": "eel", "alpha": [true], "note": null})";
+  std::ofstream(dir + "/bad.json") << R"({"zeta": 1})";
+  auto run = [&](const std::string& doc) {
+    const std::string cmd = std::string(SYV_BIN) + " bench grammar --tokenizer " + kTokenizerDir +
+                            " --schema " + dir + "/schema.json --document " + dir + "/" + doc +
+                            " --repeat 1 --json 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (p != nullptr && fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+    const int status = p != nullptr ? pclose(p) : -1;
+    return std::make_pair(status, out);
+  };
+  const auto [ok_status, ok_out] = run("doc.json");
+  ASSERT_EQ(ok_status, 0) << ok_out;
+  const json j = json::parse(ok_out);
+  EXPECT_GT(j["tokens"].get<int>(), 10);
+  EXPECT_GT(j["cold_us_per_token"].get<double>(), 0);
+  EXPECT_GT(j["warm_us_per_token"].get<double>(), 0);
+  EXPECT_EQ(j["vocab"], 151669);
+  const auto [bad_status, bad_out] = run("bad.json");
+  EXPECT_NE(bad_status, 0);
+  EXPECT_NE(bad_out.find("the grammar refuses token"), std::string::npos) << bad_out;
 }
 
 }  // namespace
