@@ -636,8 +636,8 @@ void EngineCore::sample_sequence(size_t i, size_t row, const float* host_rows, i
     const bool stops =
         std::find(group.stop_ids.begin(), group.stop_ids.end(), token) != group.stop_ids.end();
     if (stream.matcher && !stops) {
-      SYV_CHECK(stream.matcher->accept_token(token))
-          << "sampled token " << token << " is outside the grammar's mask";
+      const bool accepted = stream.matcher->accept_token(token);
+      SYV_CHECK(accepted) << "sampled token " << token << " is outside the grammar's mask";
     }
     if (j == s.num_drafts || stops || token != seq.drafts[static_cast<size_t>(j)]) break;
   }

@@ -240,8 +240,13 @@ class Parser {
       out.push_back(b_.ref(star));
     } else if (max > min) {
       int32_t prev = -1;  // opt_k ::= x opt_{k-1} |   (opt_1 ::= x |)
+      const auto chain = static_cast<int32_t>(b_.chains.size());
+      b_.chains.push_back({x, {}});
       for (int32_t k = 1; k <= max - min; ++k) {
         const int32_t opt = b_.generated(base, at);
+        b_.rules[static_cast<size_t>(opt)].chain = chain;
+        b_.rules[static_cast<size_t>(opt)].chain_k = k;
+        b_.chains.back().rules.push_back(opt);
         if (prev < 0) {
           b_.add_alt(opt, {x});
         } else {

@@ -184,16 +184,41 @@ Result<std::shared_ptr<const Grammar>> Grammar::Builder::finish(std::string_view
   g->source_ = std::string(source);
   g->elements_.reserve(num_elements);
   g->rule_alts_.push_back(0);
-  for (const Rule& r : rules) {
+  g->rule_chain_.assign(rules.size(), -1);
+  g->rule_chain_k_.assign(rules.size(), 0);
+  for (size_t ri = 0; ri < rules.size(); ++ri) {
+    const Rule& r = rules[ri];
     g->rule_names_.push_back(r.name);
     for (const Alt& alt : r.alts) {
       g->alt_starts_.push_back(static_cast<int32_t>(g->elements_.size()));
       g->elements_.insert(g->elements_.end(), alt.begin(), alt.end());
       g->elements_.push_back(Element{ElemKind::kEnd, 0});
+      g->pos_rule_.resize(g->elements_.size(), static_cast<int32_t>(ri));
     }
     g->rule_alts_.push_back(static_cast<int32_t>(g->alt_starts_.size()));
   }
+  // Chains whose x matches at least one byte per copy (see clamp_position).
+  for (const Chain& c : chains) {
+    if (c.x.kind == ElemKind::kRule && nullable[static_cast<size_t>(c.x.arg)]) continue;
+    const auto id = static_cast<int32_t>(g->chains_.size());
+    for (int32_t rule : c.rules) {
+      g->rule_chain_[static_cast<size_t>(rule)] = id;
+      g->rule_chain_k_[static_cast<size_t>(rule)] = rules[static_cast<size_t>(rule)].chain_k;
+    }
+    g->chains_.push_back(c.rules);
+  }
   return std::shared_ptr<const Grammar>(std::move(g));
+}
+
+int32_t Grammar::clamp_position(int32_t pos, int32_t limit) const {
+  const int32_t rule = pos_rule_[static_cast<size_t>(pos)];
+  const int32_t chain = rule_chain_[static_cast<size_t>(rule)];
+  if (chain < 0 || limit < 2 || rule_chain_k_[static_cast<size_t>(rule)] <= limit) return pos;
+  const int32_t target = chains_[static_cast<size_t>(chain)][static_cast<size_t>(limit) - 1];
+  const auto first_alt = [&](int32_t r) {
+    return alt_starts_[static_cast<size_t>(rule_alts_[static_cast<size_t>(r)])];
+  };
+  return first_alt(target) + (pos - first_alt(rule));
 }
 
 std::string gbnf_escape(std::string_view bytes) {

@@ -70,6 +70,14 @@ class Grammar {
   // The GBNF text it was parsed from.
   const std::string& source() const { return source_; }
 
+  // Bounded repetitions: x{m,n}'s optional copies are rules O_1..O_{n-m} (O_k ::= x O_{k-1} |).
+  // When x cannot match the empty string, a stack inside O_k with k > limit behaves like one
+  // inside O_limit for any input of fewer than `limit` bytes; this maps such a position to the
+  // same place in O_limit (token masks share one cache entry for them: token_masks.h). Other
+  // positions are returned unchanged.
+  int32_t clamp_position(int32_t pos, int32_t limit) const;
+  bool has_bounded_repetitions() const { return !chains_.empty(); }
+
   // Building blocks, for the parser (gbnf_parser.cpp) only.
   struct Builder;
 
@@ -82,6 +90,10 @@ class Grammar {
   std::vector<int32_t> alt_starts_;  // element position of each alternative's first element
   int32_t root_ = 0;
   std::string source_;
+  std::vector<int32_t> pos_rule_;             // [elements] the rule each position belongs to
+  std::vector<int32_t> rule_chain_;           // [rules] chain id, or -1
+  std::vector<int32_t> rule_chain_k_;         // [rules] k of O_k
+  std::vector<std::vector<int32_t>> chains_;  // chain id -> O_1, O_2, ...
 };
 
 // GBNF string-literal escaping of `bytes` (quotes not included): printable ASCII as is, `"` and

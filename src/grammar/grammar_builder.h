@@ -25,7 +25,15 @@ struct Grammar::Builder {
     bool defined = false;
     size_t used_at = 0;     // source offset of the first reference (for "undefined" errors)
     size_t defined_at = 0;  // source offset of the definition (or of the item that generated it)
+    int32_t chain = -1;     // the bounded repetition it is the k-th optional copy of, or -1
+    int32_t chain_k = 0;
   };
+  // x{m,n}'s optional part: rules[k - 1] = O_k, with O_1 ::= x |, O_k ::= x O_{k-1} |.
+  struct Chain {
+    Element x;
+    std::vector<int32_t> rules;
+  };
+  std::vector<Chain> chains;
   std::vector<Rule> rules;
   std::unordered_map<std::string, int32_t> by_name;
   std::vector<ByteSet> sets;

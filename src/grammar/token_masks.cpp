@@ -14,11 +14,32 @@ void GrammarSession::trim() {
   const size_t mask_bytes = masks_.size() * static_cast<size_t>(mask_words()) * sizeof(uint64_t);
   if (automaton_.memory_bytes() + mask_bytes <= max_bytes_) return;
   masks_.clear();
+  canonical_.clear();
   automaton_.reset();
 }
 
-const std::vector<uint64_t>& GrammarSession::mask(ConfigId c) {
-  SYV_CHECK(c >= 0) << "mask of a dead configuration";
+ConfigId GrammarSession::canonical(ConfigId c) {
+  if (!automaton_.grammar().has_bounded_repetitions()) return c;
+  auto it = canonical_.find(c);
+  if (it != canonical_.end()) return it->second;
+  Stacks s = automaton_.export_stacks(c);
+  bool changed = false;
+  const int32_t limit = trie_->max_depth() + 1;
+  for (auto& stack : s.stacks) {
+    for (int32_t& pos : stack) {
+      const int32_t clamped = automaton_.grammar().clamp_position(pos, limit);
+      changed = changed || clamped != pos;
+      pos = clamped;
+    }
+  }
+  const ConfigId out = changed ? automaton_.import_stacks(s) : c;
+  canonical_.emplace(c, out);
+  return out;
+}
+
+const std::vector<uint64_t>& GrammarSession::mask(ConfigId config) {
+  SYV_CHECK(config >= 0) << "mask of a dead configuration";
+  const ConfigId c = canonical(config);
   auto it = masks_.find(c);
   if (it != masks_.end()) return it->second;
   ++masks_computed_;
@@ -48,7 +69,9 @@ const std::vector<uint64_t>& GrammarSession::mask(ConfigId c) {
       ++i;
     }
   }
-  return masks_.emplace(c, std::move(bits)).first->second;
+  auto& slot = masks_.emplace(c, std::move(bits)).first->second;
+  if (config != c) masks_.emplace(config, slot);  // a copy: the next lookup skips canonical()
+  return masks_.find(config)->second;
 }
 
 }  // namespace syv::grammar

@@ -7,6 +7,10 @@
 // schema, another request with the same grammar) costs a lookup. Stop tokens are not part of a
 // mask: the caller allows them where Automaton::accepting() says the sentence may end.
 //
+// Bounded repetitions far from their bound share masks: a configuration is first canonicalized
+// (Grammar::clamp_position with the longest token + 1: `char{0,400}` with 300 left behaves like
+// any other count above that for every token), and masks are cached by the canonical form.
+//
 // Memory is bounded: past `max_bytes` (automaton + cached masks) everything is forgotten and the
 // automaton's generation moves on (Matcher re-imports its stacks). Not thread-safe: one owner
 // thread (the engine's).
@@ -43,8 +47,11 @@ class GrammarSession {
   std::shared_ptr<const TokenTrie> trie_;
   Automaton automaton_;
   size_t max_bytes_;
+  ConfigId canonical(ConfigId c);
+
   std::unordered_map<ConfigId, std::vector<uint64_t>> masks_;
-  std::vector<ConfigId> walk_;  // configuration at each trie depth
+  std::unordered_map<ConfigId, ConfigId> canonical_;  // configuration -> its canonical form
+  std::vector<ConfigId> walk_;                        // configuration at each trie depth
   size_t masks_computed_ = 0;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tokenizer/utf8.h"
+
 namespace syv::grammar {
 namespace {
 
@@ -87,51 +89,16 @@ std::vector<ByteRangeSeq> utf8_sequences(const std::vector<CodepointRange>& rang
 
 std::string utf8_encode(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  utf8::append(s, static_cast<char32_t>(cp));
   return s;
 }
 
 bool utf8_decode(const std::string& s, size_t& pos, uint32_t& cp) {
   if (pos >= s.size()) return false;
-  const auto byte = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
-  const uint8_t b0 = byte(pos);
-  int n = 0;
-  uint32_t min = 0;
-  if (b0 < 0x80) {
-    cp = b0;
-    ++pos;
-    return true;
-  } else if ((b0 & 0xE0) == 0xC0) {
-    n = 2, cp = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    n = 3, cp = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    n = 4, cp = b0 & 0x07, min = 0x10000;
-  } else {
-    return false;
-  }
-  if (pos + static_cast<size_t>(n) > s.size()) return false;
-  for (int i = 1; i < n; ++i) {
-    const uint8_t b = byte(pos + static_cast<size_t>(i));
-    if ((b & 0xC0) != 0x80) return false;
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (cp < min || cp > kMaxCodepoint || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-  pos += static_cast<size_t>(n);
+  const utf8::Decoded d = utf8::decode(s, pos);
+  if (d.cp == utf8::kInvalid) return false;
+  cp = static_cast<uint32_t>(d.cp);
+  pos += d.length;
   return true;
 }
 

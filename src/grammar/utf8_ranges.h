@@ -26,11 +26,11 @@ std::vector<CodepointRange> normalize_ranges(std::vector<CodepointRange> ranges,
 // The sequences of `ranges` (normalized: sorted, disjoint, no surrogates), in order.
 std::vector<ByteRangeSeq> utf8_sequences(const std::vector<CodepointRange>& ranges);
 
-// UTF-8 encoding of `cp` (<= kMaxCodepoint, not a surrogate).
+// UTF-8 encoding of `cp` (<= kMaxCodepoint, not a surrogate); tokenizer/utf8.h's.
 std::string utf8_encode(uint32_t cp);
 
 // Decodes one code point from `s` at `pos` (advanced past it). False on invalid UTF-8 (overlong
-// forms, surrogates, truncation, values past U+10FFFF).
+// forms, surrogates, truncation, values past U+10FFFF), as tokenizer/utf8.h judges it.
 bool utf8_decode(const std::string& s, size_t& pos, uint32_t& cp);
 
 }  // namespace syv::grammar

@@ -630,25 +630,56 @@ ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& 
   Fields f(body);
   SYV_API_RETURN_IF(f.boolean("add_generation_prompt", req.add_generation_prompt));
   req.tool_choice = req.tools.is_null() ? json("none") : json("auto");
+  bool parallel = true;  // parallel_tool_calls false: a forced tool call is one call
+  SYV_API_RETURN_IF(f.boolean("parallel_tool_calls", parallel));
   if (const json* tc = f.get("tool_choice"); tc != nullptr) {
+    std::string forced;  // "required", or the named function
     if (tc->is_string()) {
       const std::string s = tc->get<std::string>();
-      if (s == "required") {
-        return ApiError::unsupported("tool_choice",
-                                     "tool_choice: \"required\" is not supported yet (constrained "
-                                     "tool calls are not built); use \"auto\" or \"none\"");
-      }
-      if (s != "auto" && s != "none") {
-        return f.expected("tool_choice", "\"auto\" or \"none\"", *tc);
+      if (s != "auto" && s != "none" && s != "required") {
+        return f.expected("tool_choice", "\"auto\", \"none\", \"required\" or a function", *tc);
       }
       req.tool_choice = s;
+      if (s == "required") forced = s;
     } else if (tc->is_object()) {
-      return ApiError::unsupported("tool_choice",
-                                   "tool_choice: naming a function is not supported yet "
-                                   "(constrained tool calls are not built); use \"auto\" or "
-                                   "\"none\"");
+      const json* fn = tc->contains("function") ? &(*tc)["function"] : nullptr;
+      if ((*tc).value("type", json()) != "function" || fn == nullptr || !fn->is_object() ||
+          !fn->contains("name") || !(*fn)["name"].is_string() ||
+          (*fn)["name"].get_ref<const std::string&>().empty()) {
+        return ApiError::bad_param("tool_choice.function.name",
+                                   "tool_choice.function.name: expected {\"type\": \"function\", "
+                                   "\"function\": {\"name\": ...}}, found " +
+                                       describe_json(*tc));
+      }
+      forced = (*fn)["name"].get<std::string>();
+      req.tool_choice = *tc;
     } else {
-      return f.expected("tool_choice", "\"auto\" or \"none\"", *tc);
+      return f.expected("tool_choice", "\"auto\", \"none\", \"required\" or a function", *tc);
+    }
+    if (!forced.empty()) {
+      if (req.tools.is_null()) {
+        return ApiError::bad_param("tool_choice",
+                                   "tool_choice: forcing a tool call needs tools, found none");
+      }
+      if (req.sampling.grammar != nullptr) {
+        return ApiError::bad_param("tool_choice",
+                                   "tool_choice: cannot force a tool call together "
+                                   "with " +
+                                       req.sampling.grammar_field);
+      }
+      if (req.sampling.ignore_eos || req.sampling.min_tokens > 0) {
+        return ApiError::unsupported(
+            req.sampling.ignore_eos ? "ignore_eos" : "min_tokens",
+            std::string(req.sampling.ignore_eos ? "ignore_eos" : "min_tokens") +
+                ": cannot be combined with a forced tool call (the grammar decides where the "
+                "output ends)");
+      }
+      StructuredOutput calls;
+      SYV_API_RETURN_IF(tool_call_grammar(req.tools, ordered, forced == "required" ? "" : forced,
+                                          !parallel, calls));
+      req.sampling.grammar = std::move(calls.grammar);
+      req.sampling.grammar_field = "tool_choice";
+      req.sampling.grammar_text = std::move(calls.gbnf);
     }
   }
   if (req.tool_choice == "none") req.tools = nullptr;

@@ -68,9 +68,9 @@ struct CommonRequest {
 };
 
 struct ChatRequest : CommonRequest {
-  nlohmann::json messages;              // validated array; content parts joined into strings
-  nlohmann::json tools;                 // array, or null when absent / tool_choice is "none"
-  nlohmann::json tool_choice;           // "auto", "none" or null
+  nlohmann::json messages;     // validated array; content parts joined into strings
+  nlohmann::json tools;        // array, or null when absent / tool_choice is "none"
+  nlohmann::json tool_choice;  // "auto", "none", "required", {"type": "function", ...} or null
   nlohmann::json chat_template_kwargs;  // object, or null
   bool add_generation_prompt = true;
   bool parse_tool_calls = false;  // tools given and tool_choice != "none"

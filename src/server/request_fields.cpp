@@ -39,6 +39,7 @@ constexpr std::array kFields = {
     RequestField{"top_logprobs", S, N, kAny, ""},
     RequestField{"tools", S, N, kAny, ""},
     RequestField{"tool_choice", S, N, kAny, ""},
+    RequestField{"parallel_tool_calls", S, N, kAny, ""},
     RequestField{"response_format", S, S, kAny, ""},
     RequestField{"modalities", S, N, kAny, ""},
     RequestField{"reasoning_effort", S, N, kAny, ""},
@@ -53,7 +54,6 @@ constexpr std::array kFields = {
     RequestField{"service_tier", I, N, JsonKind::kString, ""},
     RequestField{"prompt_cache_key", I, N, JsonKind::kString, ""},
     RequestField{"prediction", I, N, JsonKind::kObject, ""},
-    RequestField{"parallel_tool_calls", I, N, JsonKind::kBoolean, ""},
     RequestField{"verbosity", I, N, JsonKind::kString, ""},
     // OpenAI fields refused.
     RequestField{"audio", R, N, kAny, "audio output is not supported; syv generates text"},

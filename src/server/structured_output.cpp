@@ -233,12 +233,84 @@ std::optional<ApiError> structured_outputs(const json& v, const ordered_json* or
 
 }  // namespace
 
+std::optional<ApiError> tool_call_grammar(const json& tools, const ordered_json* ordered,
+                                          const std::string& name, bool single,
+                                          StructuredOutput& out) {
+  out = StructuredOutput{};
+  const ordered_json* ordered_tools = nullptr;
+  if (ordered != nullptr && ordered->is_object()) {
+    auto it = ordered->find("tools");
+    if (it != ordered->end() && it->is_array() && it->size() == tools.size()) ordered_tools = &*it;
+  }
+  // One JSON Schema for the call object: anyOf over the tools' {name, arguments}, their $defs
+  // hoisted to the top (a tool's "#/$defs/x" then still resolves).
+  ordered_json alternatives = ordered_json::array();
+  ordered_json defs = ordered_json::object();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& fn = tools[i]["function"];
+    const std::string fn_name = fn["name"].get<std::string>();
+    if (!name.empty() && fn_name != name) continue;
+    const std::string param = "tools[" + std::to_string(i) + "].function.parameters";
+    ordered_json params = ordered_json::object();
+    if (fn.contains("parameters") && !fn["parameters"].is_null()) {
+      params = ordered_tools != nullptr ? (*ordered_tools)[i]["function"]["parameters"]
+                                        : ordered_json::parse(fn["parameters"].dump());
+    }
+    for (const char* key : {"$defs", "definitions"}) {
+      auto d = params.find(key);
+      if (d == params.end()) continue;
+      if (!d->is_object()) return bad(param + "." + key, "expected an object");
+      for (const auto& [k, v] : d->items()) {
+        if (defs.contains(k) && defs[k] != v) {
+          return ApiError::unsupported(
+              param, param + ": $defs entry \"" + k +
+                         "\" differs from another tool's of the same name (constrained tool calls "
+                         "put every tool's $defs together)");
+        }
+        defs[k] = v;
+      }
+      params.erase(key);
+    }
+    ordered_json call = {{"type", "object"},
+                         {"properties", {{"name", {{"const", fn_name}}}, {"arguments", params}}},
+                         {"required", {"name", "arguments"}},
+                         {"additionalProperties", false}};
+    alternatives.push_back(std::move(call));
+  }
+  if (alternatives.empty()) {
+    return bad("tool_choice.function.name", "no tool in tools is named \"" + name + "\"");
+  }
+  ordered_json schema = {{"anyOf", alternatives}};
+  if (!defs.empty()) {
+    schema["$defs"] = defs;
+    schema["definitions"] = defs;  // "#/definitions/x" resolves too
+  }
+  Result<std::string> text = grammar::json_schema_to_gbnf(schema);
+  if (!text.ok()) {
+    return ApiError::unsupported("tools", "tools: " + text.message() +
+                                              " (constrained tool calls need every tool's "
+                                              "parameters in syv's JSON Schema subset)");
+  }
+  std::string gbnf = *text;
+  gbnf.replace(0, std::string("root ::= ").size(), "call-json ::= ");
+  gbnf = std::string(name.empty() && !single ? "root ::= call (\"\\n\" call)*\n"
+                                              : "root ::= call\n") +
+         "call ::= \"<tool_call>\\n\" call-json \"\\n</tool_call>\"\n" + gbnf;
+  Result<std::shared_ptr<const grammar::Grammar>> g = compile_cached(gbnf);
+  if (!g.ok()) return bad("tools", g.message());
+  out.field = "tool_choice";
+  out.gbnf = std::move(gbnf);
+  out.grammar = *g;
+  return std::nullopt;
+}
+
 bool has_structured_output_field(const json& body) {
   for (const char* f : kFields) {
     auto it = body.find(f);
     if (it != body.end() && !it->is_null()) return true;
   }
-  return false;
+  auto tc = body.find("tool_choice");  // a forced tool call is constrained too
+  return tc != body.end() && (tc->is_object() || *tc == "required");
 }
 
 std::optional<ApiError> parse_structured_output(const json& body, const ordered_json* ordered,

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "e2e/http_test_util.h"
@@ -227,6 +228,61 @@ TEST_F(StructuredE2E, RegexChoiceAndGrammar) {
   }
 }
 
+// tool_choice "required" (with parallel_tool_calls false: one call) and a named function: the
+// answer is tool calls whose arguments follow the tool's parameters, finish_reason "tool_calls".
+TEST_F(StructuredE2E, ForcedToolCalls) {
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["c", "f"]}},
+      "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+      "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 100},
+                     "b": {"type": "integer", "minimum": 0, "maximum": 100}},
+      "required": ["a", "b"]}}},
+    {"type": "function", "function": {"name": "noop"}}])");
+  auto check_call = [](const json& call) -> std::string {
+    const std::string name = call["function"]["name"];
+    const json args = json::parse(call["function"]["arguments"].get<std::string>());
+    if (name == "get_weather") {
+      EXPECT_TRUE(args["city"].is_string());
+      EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f");
+      EXPECT_EQ(args.size(), 2u);
+    } else if (name == "add") {
+      for (const char* k : {"a", "b"}) {
+        EXPECT_TRUE(args[k].is_number_integer()) << args;
+        EXPECT_GE(args.value(k, -1), 0);
+        EXPECT_LE(args.value(k, 101), 100);
+      }
+    } else {
+      EXPECT_EQ(name, "noop");
+      EXPECT_EQ(args, json::object());
+    }
+    return name;
+  };
+  for (const json& choice : {json("required"), json::parse(R"({"type": "function",
+                                                            "function": {"name": "add"}})")}) {
+    for (int seed : {1, 2, 3}) {
+      json body = chat("What is the weather in Paris, and 2 + 3?", seed == 1 ? 0.0 : 1.0, seed);
+      body["tools"] = tools;
+      body["tool_choice"] = choice;
+      body["parallel_tool_calls"] = false;
+      body["max_tokens"] = 300;
+      auto res = post("/v1/chat/completions", body.dump());
+      ASSERT_TRUE(res);
+      ASSERT_EQ(res->status, 200) << res->body;
+      const json c = json::parse(res->body)["choices"][0];
+      SCOPED_TRACE(res->body);
+      EXPECT_EQ(c["finish_reason"], "tool_calls");
+      ASSERT_TRUE(c["message"]["tool_calls"].is_array());
+      ASSERT_EQ(c["message"]["tool_calls"].size(), 1u);
+      const std::string name = check_call(c["message"]["tool_calls"][0]);
+      if (choice.is_object()) {
+        EXPECT_EQ(name, "add");
+      }
+    }
+  }
+}
+
 TEST_F(StructuredE2E, RefusalsNameTheField) {
   struct Case {
     std::string extra, param, code;
@@ -251,6 +307,38 @@ TEST_F(StructuredE2E, RefusalsNameTheField) {
     EXPECT_EQ(e["param"], c.param) << res->body;
     EXPECT_EQ(e["code"], c.code) << res->body;
   }
+}
+
+// `syv bench grammar`: the per-token mask cost for a schema and a document; a document the
+// grammar refuses is an error naming the token.
+TEST(BenchGrammarCli, MeasuresAndRefuses) {
+  const std::string dir = std::string(SYV_BINARY_DIR) + "/bench-grammar";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/schema.json") << kSchemaText;
+  std::ofstream(dir + "/doc.json")
+      << R"({"zeta": "z", "count": 3, "kind": "eel", "alpha": [true], "note": null})";
+  std::ofstream(dir + "/bad.json") << R"({"zeta": 1})";
+  auto run = [&](const std::string& doc) {
+    const std::string cmd = std::string(SYV_BIN) + " bench grammar --tokenizer " + kTokenizerDir +
+                            " --schema " + dir + "/schema.json --document " + dir + "/" + doc +
+                            " --repeat 1 --json 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (p != nullptr && fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+    const int status = p != nullptr ? pclose(p) : -1;
+    return std::make_pair(status, out);
+  };
+  const auto [ok_status, ok_out] = run("doc.json");
+  ASSERT_EQ(ok_status, 0) << ok_out;
+  const json j = json::parse(ok_out);
+  EXPECT_GT(j["tokens"].get<int>(), 10);
+  EXPECT_GT(j["cold_us_per_token"].get<double>(), 0);
+  EXPECT_GT(j["warm_us_per_token"].get<double>(), 0);
+  EXPECT_EQ(j["vocab"], 151669);
+  const auto [bad_status, bad_out] = run("bad.json");
+  EXPECT_NE(bad_status, 0);
+  EXPECT_NE(bad_out.find("the grammar refuses token"), std::string::npos) << bad_out;
 }
 
 }  // namespace

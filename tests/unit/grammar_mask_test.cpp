@@ -87,14 +87,18 @@ TEST(TokenMask, Qwen3VocabularyMatchesBruteForce) {
     "type": "object",
     "properties": {"name": {"type": "string", "maxLength": 20},
                    "tags": {"type": "array", "items": {"enum": ["x", "y z"]}},
-                   "n": {"type": "integer", "minimum": -5, "maximum": 300}},
-    "required": ["name", "tags", "n"], "additionalProperties": false})"));
+                   "n": {"type": "integer", "minimum": -5, "maximum": 300},
+                   "text": {"type": "string", "maxLength": 300}},
+    "required": ["name", "tags", "n", "text"], "additionalProperties": false})"));
   ASSERT_TRUE(gbnf.ok()) << gbnf.message();
   auto g = Grammar::parse(gbnf.value());
   ASSERT_TRUE(g.ok()) << g.message();
   Matcher m(std::make_shared<GrammarSession>(*g, trie));
   Automaton brute(*g);  // steps each token's bytes on its own, no trie
-  const std::string doc = R"({"name": "Zoë \"q\"", "tags": ["y z", "x"], "n": 42})";
+  // "text" runs far from its bound (300): those positions share masks through the clamped
+  // repetition (Grammar::clamp_position), which this checks against the brute force too.
+  const std::string doc = R"({"name": "Zoë \"q\"", "tags": ["y z", "x"], "n": 42, "text": ")" +
+                          std::string(150, 'x') + R"( and then some words, ok?"})";
   const std::vector<int32_t> tokens = (*tok)->encode(doc, false);
   std::string so_far;
   int points = 0;
@@ -116,6 +120,34 @@ TEST(TokenMask, Qwen3VocabularyMatchesBruteForce) {
   }
   EXPECT_TRUE(m.can_end());
   EXPECT_GT(points, 10);
+}
+
+TEST(TokenMask, BoundedRepetitionsFarFromTheirBoundShareMasks) {
+  // Tokens of at most 4 bytes: a{0,40} with more than 5 copies left behaves like a{0,5}.
+  auto trie = std::make_shared<const TokenTrie>(
+      std::vector<std::string>{"a", "aa", "aaaa", "b", "ab", "aab", "ba"});
+  auto g = Grammar::parse(R"(root ::= "a"{0,40} "b")");
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(g.value()->has_bounded_repetitions());
+  auto s = std::make_shared<GrammarSession>(g.value(), trie);
+  Matcher m(s);
+  Automaton brute(g.value());
+  std::string so_far;
+  for (int step = 0; step < 30; ++step) {
+    ConfigId c = brute.initial();
+    for (char b : so_far) c = brute.step(c, static_cast<uint8_t>(b));
+    std::set<int32_t> expected;
+    for (int32_t id = 0; id < trie->vocab_size(); ++id)
+      if (fits(brute, c, trie->bytes(id))) expected.insert(id);
+    ASSERT_EQ(ids(m.allowed_tokens()), expected) << so_far.size() << " a's";
+    const int32_t t = so_far.size() + 4 <= 40 ? 2 : 0;  // "aaaa" while it fits, then "a"
+    ASSERT_TRUE(m.accept_token(t));
+    so_far += trie->bytes(t);
+    if (so_far.size() == 40) break;
+  }
+  EXPECT_EQ(so_far.size(), 40u);
+  EXPECT_EQ(ids(m.allowed_tokens()), (std::set<int32_t>{3}));  // only "b" now
+  EXPECT_LT(s->masks_computed(), 8u);  // far from the bound, one mask served them all
 }
 
 TEST(TokenMask, ResetSessionGivesTheSameMasks) {

@@ -56,7 +56,8 @@ std::vector<FieldCase> all_cases() {
       {"logprobs", S, S, true, 2},
       {"top_logprobs", S, N, 2, nullptr, {{"logprobs", true}}},
       {"tools", S, N, kTools, nullptr},
-      {"tool_choice", S, N, "none", nullptr, {{"tools", kTools}}},
+      {"tool_choice", S, N, "required", nullptr, {{"tools", kTools}}},
+      {"parallel_tool_calls", S, N, false, nullptr, {{"tools", kTools}, {"tool_choice", "required"}}},
       {"response_format",
        S,
        S,
@@ -80,7 +81,7 @@ std::vector<FieldCase> all_cases() {
       {"service_tier", I, N, "auto", nullptr},
       {"prompt_cache_key", I, N, "k", nullptr},
       {"prediction", I, N, {{"type", "content"}, {"content", "x"}}, nullptr},
-      {"parallel_tool_calls", I, N, false, nullptr},
+
       {"verbosity", I, N, "low", nullptr},
       {"audio", R, N, {{"voice", "alloy"}, {"format", "wav"}}, nullptr},
       {"web_search_options", R, N, json::object(), nullptr},
