@@ -160,7 +160,9 @@ inline void expect_verify_equals_plain(Model& model, const EngineOptions& base,
         drafted += spec.stats.drafts_at[i];
         kept += spec.stats.accepted_at[i];
         EXPECT_LE(spec.stats.accepted_at[i], spec.stats.drafts_at[i]);
-        if (i >= static_cast<size_t>(k)) EXPECT_EQ(spec.stats.drafts_at[i], 0u);
+        if (i >= static_cast<size_t>(k)) {
+          EXPECT_EQ(spec.stats.drafts_at[i], 0u);
+        }
       }
       for (size_t n = 0; n < spec.stats.tokens_per_verify.size(); ++n) {
         verifies += spec.stats.tokens_per_verify[n];
@@ -169,8 +171,12 @@ inline void expect_verify_equals_plain(Model& model, const EngineOptions& base,
       EXPECT_EQ(drafted, spec.stats.draft_tokens);
       EXPECT_EQ(kept, spec.stats.accepted_tokens);
       EXPECT_EQ(produced, kept + verifies);
-      if (mode == Drafts::kWrong) EXPECT_EQ(spec.stats.tokens_per_verify[1], verifies);
-      if (mode == Drafts::kRight) EXPECT_EQ(spec.stats.accepted_at[0], spec.stats.drafts_at[0]);
+      if (mode == Drafts::kWrong) {
+        EXPECT_EQ(spec.stats.tokens_per_verify[1], verifies);
+      }
+      if (mode == Drafts::kRight) {
+        EXPECT_EQ(spec.stats.accepted_at[0], spec.stats.drafts_at[0]);
+      }
     }
   }
 }
