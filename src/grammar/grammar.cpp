@@ -24,6 +24,29 @@ std::string grammar_position(std::string_view source, size_t offset) {
 
 namespace {
 
+// Rules that can match some finite text (a fixpoint: an alternative of byte sets and productive
+// rules makes its rule productive).
+std::vector<bool> productive_rules(const Grammar::Builder& b) {
+  std::vector<bool> productive(b.rules.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < b.rules.size(); ++r) {
+      if (productive[r]) continue;
+      for (const auto& alt : b.rules[r].alts) {
+        const bool ok = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
+          return e.kind != ElemKind::kRule || productive[static_cast<size_t>(e.arg)];
+        });
+        if (ok) {
+          productive[r] = true;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  return productive;
+}
+
 // Rules that can match the empty string (a fixpoint over the alternatives).
 std::vector<bool> nullable_rules(const Grammar::Builder& b) {
   std::vector<bool> nullable(b.rules.size(), false);
@@ -167,6 +190,11 @@ Result<std::shared_ptr<const Grammar>> Grammar::Builder::finish(std::string_view
   if (root == by_name.end()) {
     return Status::Error("grammar: no rule named \"" + std::string(root_name) +
                          "\" (the start rule)");
+  }
+  if (!productive_rules(*this)[static_cast<size_t>(root->second)]) {
+    return Status::Error("grammar: rule \"" + std::string(root_name) +
+                         "\" matches no finite text (each of its alternatives needs a rule that "
+                         "never ends, like x ::= \"a\" x)");
   }
   const std::vector<bool> nullable = nullable_rules(*this);
   int32_t first = -1;
