@@ -24,49 +24,39 @@ std::string grammar_position(std::string_view source, size_t offset) {
 
 namespace {
 
-// Rules that can match some finite text (a fixpoint: an alternative of byte sets and productive
-// rules makes its rule productive).
-std::vector<bool> productive_rules(const Grammar::Builder& b) {
-  std::vector<bool> productive(b.rules.size(), false);
+// The rules with an alternative whose every element passes `ok(element, found)`, where `found`
+// holds the rules found so far (a fixpoint over the alternatives).
+template <typename Ok>
+std::vector<bool> rules_with_alternative(const Grammar::Builder& b, Ok ok) {
+  std::vector<bool> found(b.rules.size(), false);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t r = 0; r < b.rules.size(); ++r) {
-      if (productive[r]) continue;
+      if (found[r]) continue;
       for (const auto& alt : b.rules[r].alts) {
-        const bool ok = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
-          return e.kind != ElemKind::kRule || productive[static_cast<size_t>(e.arg)];
-        });
-        if (ok) {
-          productive[r] = true;
+        if (std::all_of(alt.begin(), alt.end(), [&](const Element& e) { return ok(e, found); })) {
+          found[r] = true;
           changed = true;
           break;
         }
       }
     }
   }
-  return productive;
+  return found;
 }
 
-// Rules that can match the empty string (a fixpoint over the alternatives).
+// Rules that can match some finite text: an alternative of byte sets and such rules.
+std::vector<bool> productive_rules(const Grammar::Builder& b) {
+  return rules_with_alternative(b, [](const Element& e, const std::vector<bool>& found) {
+    return e.kind != ElemKind::kRule || found[static_cast<size_t>(e.arg)];
+  });
+}
+
+// Rules that can match the empty string: an alternative of such rules only.
 std::vector<bool> nullable_rules(const Grammar::Builder& b) {
-  std::vector<bool> nullable(b.rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < b.rules.size(); ++r) {
-      if (nullable[r]) continue;
-      for (const auto& alt : b.rules[r].alts) {
-        const bool empty = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
-          return e.kind == ElemKind::kRule && nullable[static_cast<size_t>(e.arg)];
-        });
-        if (empty) {
-          nullable[r] = true;
-          changed = true;
-          break;
-        }
-      }
-    }
-  }
-  return nullable;
+  return rules_with_alternative(b, [](const Element& e, const std::vector<bool>& found) {
+    return e.kind == ElemKind::kRule && found[static_cast<size_t>(e.arg)];
+  });
 }
 
 struct Edge {
