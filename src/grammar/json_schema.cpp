@@ -542,7 +542,11 @@ class Converter {
     std::vector<std::string> alts;
     const std::string slo = std::to_string(lo), shi = std::to_string(hi);
     for (size_t d = slo.size(); d <= shi.size(); ++d) {
-      const std::string a = d == slo.size() ? slo : "1" + std::string(d - 1, '0');
+      std::string a = slo;
+      if (d > slo.size()) {  // 10...0 (not "1" + zeros: GCC 12's -Wrestrict false positive)
+        a.assign(d, '0');
+        a[0] = '1';
+      }
       const std::string b = d == shi.size() ? shi : std::string(d, '9');
       if (a.size() == b.size() && a > b) continue;
       same_length_range(a, b, "", alts);
