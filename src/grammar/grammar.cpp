@@ -24,26 +24,39 @@ std::string grammar_position(std::string_view source, size_t offset) {
 
 namespace {
 
-// Rules that can match the empty string (a fixpoint over the alternatives).
-std::vector<bool> nullable_rules(const Grammar::Builder& b) {
-  std::vector<bool> nullable(b.rules.size(), false);
+// The rules with an alternative whose every element passes `ok(element, found)`, where `found`
+// holds the rules found so far (a fixpoint over the alternatives).
+template <typename Ok>
+std::vector<bool> rules_with_alternative(const Grammar::Builder& b, Ok ok) {
+  std::vector<bool> found(b.rules.size(), false);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t r = 0; r < b.rules.size(); ++r) {
-      if (nullable[r]) continue;
+      if (found[r]) continue;
       for (const auto& alt : b.rules[r].alts) {
-        const bool empty = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
-          return e.kind == ElemKind::kRule && nullable[static_cast<size_t>(e.arg)];
-        });
-        if (empty) {
-          nullable[r] = true;
+        if (std::all_of(alt.begin(), alt.end(), [&](const Element& e) { return ok(e, found); })) {
+          found[r] = true;
           changed = true;
           break;
         }
       }
     }
   }
-  return nullable;
+  return found;
+}
+
+// Rules that can match some finite text: an alternative of byte sets and such rules.
+std::vector<bool> productive_rules(const Grammar::Builder& b) {
+  return rules_with_alternative(b, [](const Element& e, const std::vector<bool>& found) {
+    return e.kind != ElemKind::kRule || found[static_cast<size_t>(e.arg)];
+  });
+}
+
+// Rules that can match the empty string: an alternative of such rules only.
+std::vector<bool> nullable_rules(const Grammar::Builder& b) {
+  return rules_with_alternative(b, [](const Element& e, const std::vector<bool>& found) {
+    return e.kind == ElemKind::kRule && found[static_cast<size_t>(e.arg)];
+  });
 }
 
 struct Edge {
@@ -167,6 +180,11 @@ Result<std::shared_ptr<const Grammar>> Grammar::Builder::finish(std::string_view
   if (root == by_name.end()) {
     return Status::Error("grammar: no rule named \"" + std::string(root_name) +
                          "\" (the start rule)");
+  }
+  if (!productive_rules(*this)[static_cast<size_t>(root->second)]) {
+    return Status::Error("grammar: rule \"" + std::string(root_name) +
+                         "\" matches no finite text (each of its alternatives needs a rule that "
+                         "never ends, like x ::= \"a\" x)");
   }
   const std::vector<bool> nullable = nullable_rules(*this);
   int32_t first = -1;

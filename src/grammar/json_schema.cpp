@@ -522,36 +522,32 @@ class Converter {
     if (!lo && !hi) return use("integer");
     use("space");
     if (lo && hi && *hi < *lo) return error(path, "the integer bounds leave no value");
-    return rule(hint, "(" + int_range(lo, hi) + ") space");
+    // An open side reaches 16 digits, as the integer rule does.
+    constexpr int64_t kWidest = 9999999999999999;
+    return rule(hint, "(" + int_range(lo.value_or(-kWidest), hi.value_or(kWidest)) + ") space");
   }
 
-  // Decimal integers in [lo, hi] (either side may be open), without leading zeros.
-  std::string int_range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  // Decimal integers in [lo, hi] (lo <= hi, both within 16 digits), without leading zeros.
+  static std::string int_range(int64_t lo, int64_t hi) {
     std::vector<std::string> alts;
-    // Negative part: -x for x in [max(1, -hi), -lo].
-    if (!lo || *lo < 0) {
-      const int64_t nlo = hi && *hi < 0 ? -*hi : 1;
-      const std::optional<int64_t> nhi = lo ? std::optional<int64_t>(-*lo) : std::nullopt;
-      alts.push_back("\"-\" (" + nat_range(nlo, nhi) + ")");
-    }
-    if (!hi || *hi >= 0) {
-      alts.push_back(nat_range(lo && *lo > 0 ? *lo : 0, hi));
-    }
+    if (lo < 0) alts.push_back("\"-\" (" + nat_range(hi < 0 ? -hi : 1, -lo) + ")");  // -x
+    if (hi >= 0) alts.push_back(nat_range(lo > 0 ? lo : 0, hi));
     std::string out;
     for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
     return out;
   }
 
-  // Natural numbers in [lo, hi] (hi open when unset), lo >= 0.
-  static std::string nat_range(int64_t lo, std::optional<int64_t> hi) {
+  // Natural numbers in [lo, hi], 0 <= lo <= hi.
+  static std::string nat_range(int64_t lo, int64_t hi) {
     std::vector<std::string> alts;
-    const std::string slo = std::to_string(lo);
-    const size_t max_digits = hi ? std::to_string(*hi).size() : 16;  // as the integer rule
-    for (size_t d = slo.size(); d <= std::max(max_digits, slo.size()); ++d) {
-      const std::string a = d == slo.size() ? slo : "1" + std::string(d - 1, '0');
-      std::string b = std::string(d, '9');
-      if (hi && std::to_string(*hi).size() == d) b = std::to_string(*hi);
-      if (hi && std::to_string(*hi).size() < d) break;
+    const std::string slo = std::to_string(lo), shi = std::to_string(hi);
+    for (size_t d = slo.size(); d <= shi.size(); ++d) {
+      std::string a = slo;
+      if (d > slo.size()) {  // 10...0 (not "1" + zeros: GCC 12's -Wrestrict false positive)
+        a.assign(d, '0');
+        a[0] = '1';
+      }
+      const std::string b = d == shi.size() ? shi : std::string(d, '9');
       if (a.size() == b.size() && a > b) continue;
       same_length_range(a, b, "", alts);
     }

@@ -47,9 +47,21 @@ std::string class_text(const Ranges& ranges) {
   std::string out = "[";
   for (CodepointRange r : ranges) {
     out += class_char(r.lo);
-    if (r.hi != r.lo) out += "-" + class_char(r.hi);
+    if (r.hi != r.lo) {
+      out += '-';
+      out += class_char(r.hi);
+    }
   }
   return out + "]";
+}
+
+// A GBNF string literal of `bytes` (appended piecewise: `"\"" + s + ...` trips GCC 12's -O3
+// -Wrestrict false positive).
+std::string quoted(const std::string& bytes) {
+  std::string out = "\"";
+  out += gbnf_escape(bytes);
+  out += '"';
+  return out;
 }
 
 // The JSON-string escape of a character that cannot appear raw in a JSON string.
@@ -105,7 +117,7 @@ std::string set_expr(const Ranges& ranges, bool json) {
   if (!raw.empty()) out = class_text(raw);
   for (const std::string& e : escaped) {
     if (!out.empty()) out += " | ";
-    out += "\"" + gbnf_escape(e) + "\"";
+    out += quoted(e);
   }
   return "(" + out + ")";
 }
@@ -142,9 +154,13 @@ class RegexParser {
     if (alts.size() == 1) {
       out = alts[0];
     } else {
-      out = "(";
-      for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
-      out += ")";
+      std::string joined(1, '(');
+      for (size_t i = 0; i < alts.size(); ++i) {
+        if (i > 0) joined += " | ";
+        joined += alts[i];
+      }
+      joined += ')';
+      out = std::move(joined);
     }
     return Status::Ok();
   }
@@ -194,8 +210,11 @@ class RegexParser {
           return error(at, "repetition count above " + std::to_string(kMaxRepetition));
         }
         if (n >= 0 && n < m) return error(at, "repetition {" + body + "}: maximum below minimum");
-        q = "{" + std::to_string(m) + (comma == std::string::npos ? "" : ",") +
-            (comma != std::string::npos && n >= 0 ? std::to_string(n) : "") + "}";
+        q = '{';
+        q += std::to_string(m);
+        if (comma != std::string::npos) q += ',';
+        if (comma != std::string::npos && n >= 0) q += std::to_string(n);
+        q += '}';
         pos_ = close + 1;
       } else {
         return Status::Ok();
@@ -256,7 +275,7 @@ class RegexParser {
   std::string literal(uint32_t cp) const {
     const std::string text =
         json_ && (cp < 0x20 || cp == '"' || cp == '\\') ? json_escape_of(cp) : utf8_encode(cp);
-    return "\"" + gbnf_escape(text) + "\"";
+    return quoted(text);
   }
 
   // One character or escape; a class escape (\d ...) adds its ranges.

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "core/log.h"
+#include "engine/grammar_sessions.h"
 #include "grammar/choice.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
@@ -184,6 +185,54 @@ TEST(EngineGrammar, DraftsRespectTheMask) {
       }
     }
   }
+}
+
+// The engine's sessions: one per grammar object (so requests sharing a compiled grammar share its
+// masks), the least recently used dropped past the bound; fill_allowed adds the stop ids only
+// where the grammar may end, and alone when the grammar allows nothing.
+TEST(EngineGrammar, SessionsAndAllowedTokens) {
+  GrammarSessions sessions(tokenizer(), /*max_sessions=*/2);
+  auto a = compile(grammar::choice_gbnf({"yes", "no"}));
+  auto b = compile(grammar::choice_gbnf({"x"}));
+  auto c = compile(grammar::choice_gbnf({"y"}));
+  const auto sa = sessions.session(a);
+  EXPECT_EQ(sessions.session(a), sa);
+  EXPECT_GT(sessions.trie_seconds(), 0.0);
+  sessions.session(b);
+  sessions.session(c);  // drops a's session (the matchers holding it keep it alive)
+  EXPECT_NE(sessions.session(a), sa);
+
+  const int32_t vocab = static_cast<int32_t>(model().config().vocab_size);
+  const int32_t eos = *tokenizer().eos_token_id();
+  const std::vector<int32_t> stops = {eos};
+  auto bit = [](const std::vector<uint64_t>& w, int32_t t) {
+    return ((w[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1u) != 0;
+  };
+  grammar::Matcher m(sessions.session(b));
+  std::vector<uint64_t> allowed;
+  fill_allowed(m, stops, vocab, allowed);
+  ASSERT_EQ(allowed.size(), static_cast<size_t>((vocab + 63) / 64));
+  const int32_t x = tokenizer().encode("x", false).at(0);
+  EXPECT_TRUE(bit(allowed, x));
+  EXPECT_FALSE(bit(allowed, eos));  // "" is not a sentence of root ::= "x"
+  for (int32_t t = tokenizer().vocab_size(); t < vocab; ++t) EXPECT_FALSE(bit(allowed, t));
+  ASSERT_TRUE(m.accept_token(x));
+  fill_allowed(m, stops, vocab, allowed);
+  EXPECT_TRUE(bit(allowed, eos));
+  EXPECT_FALSE(bit(allowed, x));
+  size_t on = 0;
+  for (uint64_t w : allowed) on += static_cast<size_t>(__builtin_popcountll(w));
+  EXPECT_EQ(on, 1u);  // finished: only the stop token
+
+  // A vocabulary that cannot continue the sentence ("y" has no token): nothing fits, so only
+  // the stop ids are allowed and the sample stops.
+  auto small = std::make_shared<const grammar::TokenTrie>(std::vector<std::string>{"x", "z", ""});
+  grammar::Matcher stuck(std::make_shared<grammar::GrammarSession>(
+      compile(std::string(R"(root ::= "x" "y")")), small));
+  ASSERT_TRUE(stuck.accept_token(0));
+  fill_allowed(stuck, {2}, 3, allowed);
+  ASSERT_EQ(allowed.size(), 1u);
+  EXPECT_EQ(allowed[0], uint64_t{1} << 2);
 }
 
 TEST(EngineGrammar, RefusedCombinations) {

@@ -112,6 +112,9 @@ TEST(Grammar, Errors) {
   EXPECT_ERROR_HAS(Grammar::parse("root ::= \"a\" )"), "line 1, column 14: expected the end");
   EXPECT_ERROR_HAS(Grammar::parse("root = \"a\""), "expected \"::=\"");
   EXPECT_ERROR_HAS(Grammar::parse("root ::= <[1234]>"), "token references");
+  EXPECT_ERROR_HAS(Grammar::parse("root ::= loop\nloop ::= loop"),
+                   "rule \"root\" matches no finite text");
+  EXPECT_ERROR_HAS(Grammar::parse("root ::= \"a\" root"), "matches no finite text");
   EXPECT_ERROR_HAS(Grammar::parse("root ::= \"\xff\""), "invalid UTF-8");
   EXPECT_ERROR_HAS(Grammar::parse("root ::= (((((((((((((((((((((((((((((((((((((((((((((((("
                                   "((((((((((((((((((((((((((((((((((((((((((((((((((((((((("

@@ -162,5 +162,40 @@ await check("an out-of-range parameter raises BadRequestError naming it", async 
   );
 });
 
+await check("response_format json_schema: the demo model's noise comes back as a conforming object", async () => {
+  for (const seed of [1, 2]) {
+    const r = await client.chat.completions.create({
+      model,
+      messages: [{ role: "user", content: "A pet as JSON" }],
+      max_tokens: 300,
+      temperature: 1,
+      seed,
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "pet",
+          strict: true,
+          schema: {
+            type: "object",
+            properties: {
+              name: { type: "string", maxLength: 10 },
+              legs: { type: "integer", minimum: 0, maximum: 8 },
+              kind: { enum: ["cat", "dog"] },
+            },
+            required: ["name", "legs", "kind"],
+            additionalProperties: false,
+          },
+        },
+      },
+    });
+    assert.equal(r.choices[0].finish_reason, "stop");
+    const pet = JSON.parse(r.choices[0].message.content);
+    assert.deepEqual(Object.keys(pet), ["name", "legs", "kind"]);
+    assert.equal(typeof pet.name, "string");
+    assert.ok(Number.isInteger(pet.legs) && pet.legs >= 0 && pet.legs <= 8, String(pet.legs));
+    assert.ok(pet.kind === "cat" || pet.kind === "dog", pet.kind);
+  }
+});
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);
