@@ -100,7 +100,7 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   ASSERT_EQ(s8, 0) << offloaded;
   EXPECT_NE(offloaded.find("host tier: 873 pages (13968 tokens"), std::string::npos) << offloaded;
   EXPECT_NE(offloaded.find("--host-cache-gb 10.7 MB"), std::string::npos) << offloaded;
-  const std::vector<json> d = lines(offloaded);
+  const std::vector<json> d = json_lines(offloaded);
   ASSERT_EQ(d.size(), 16u) << offloaded;
   for (size_t i = 0; i < d.size(); ++i) {
     if (d[i].contains("samples")) {

@@ -62,7 +62,7 @@ TEST_P(EngineMtpGpu, GreedyAndSeededEqualPlainDecoding) {
         const char* what;
         EngineOptions o;
       };
-      const Scenario scenarios[] = {
+      Scenario scenarios[] = {
           {"batched", hybrid_options(128, 4096, 0, 8, k)},
           {"chunked prefill", hybrid_options(128, 24, 7, 8, k)},
           {"prefix hits", hybrid_options(128, 4096, 0, 2, k)},
