@@ -174,11 +174,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                          std::to_string(options.max_graph_batch));
   }
   if (graph_mode != GraphMode::kOff && !model.supports_graphs()) {
-    SYV_LOG(INFO) << "graphs: off ("
-                  << (spec.has_recurrent_state()
-                          ? std::string("hybrid models run every step eagerly")
-                          : "backend " + model.backend().name() + " has no CUDA graphs")
-                  << ")";
+    SYV_LOG(INFO) << "graphs: off (backend " << model.backend().name() << " has no CUDA graphs)";
     graph_mode = GraphMode::kOff;
   }
   if (graph_mode != GraphMode::kOff && options.speculative_method == "mtp") {
