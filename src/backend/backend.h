@@ -121,9 +121,28 @@ struct BatchMeta {
   Tensor token_seq;             // i32 [T]: sequence index of each token
   Tensor logit_rows;            // i32 [R]
   Tensor state_slots;           // i32 [S] (hybrids)
+  // i32 [S + 1 + 2N]: Batch::state_save_starts, _after, _dests back to back (StateSaves reads
+  // them); numel 0 when the batch saves nothing.
+  Tensor state_saves;
+  int32_t num_state_saves = 0;  // N
   int32_t page_size = 0;
   int32_t max_seq_len = 0;      // max new tokens of one sequence in this batch
   int32_t max_context_len = 0;  // max context_lens
+};
+
+// meta.state_saves unpacked: pointers into that tensor's memory (host or device, as the backend's
+// meta), count 0 when the batch saves nothing. Save i of sequence s (begin(s) <= i < end(s)) writes
+// the state after after[i] new tokens into checkpoint dests[i].
+struct StateSaves {
+  int32_t count = 0;
+  const int32_t* starts = nullptr;  // [S + 1]
+  const int32_t* after = nullptr;   // [N]
+  const int32_t* dests = nullptr;   // [N]
+  int32_t begin(int64_t s) const { return count > 0 ? starts[s] : 0; }
+  int32_t end(int64_t s) const { return count > 0 ? starts[s + 1] : 0; }
+  // CHECKs (on meta.host, the host batch) that every dest is a checkpoint of `save_to` (dim 0) and
+  // that save_to is given when there are saves.
+  static StateSaves of(const BatchMeta& meta, const Tensor& save_to);
 };
 
 // One logits row's sampling parameters for Backend::sample() (the engine's SamplingParams,
@@ -304,8 +323,11 @@ class Backend {
   // Depthwise causal conv1d over each sequence's new tokens, then SiLU (no bias).
   // x [T, C]; weight [C, K]; conv_state f32 [num_slots, K - 1, C]: the K - 1 inputs preceding the
   // new tokens, oldest first (updated to the last K - 1 inputs). out [T, C] (may not alias x).
+  // State saves (meta.state_saves, Batch::state_save_*): save_to f32 [num_checkpoints, K - 1, C]
+  // receives, for each save, the window as it stands after its `after` new tokens; save_to may be
+  // empty when the batch saves nothing.
   virtual void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
-                                  const BatchMeta& meta, Tensor& out);
+                                  Tensor& save_to, const BatchMeta& meta, Tensor& out);
 
   // The gated delta rule, token by token per sequence (fp32 state):
   //   q, k, v = split(qkv[t]) as [Hk*dk | Hk*dk | Hv*dv]; q, k L2-normalised per head
@@ -315,10 +337,12 @@ class Backend {
   // qkv [T, 2*Hk*dk + Hv*dv] (the conv output); ba f32 [T, 2*Hv] (models keep the gate inputs in
   // f32: the decay compounds over every later token); a_log, dt_bias [Hv];
   // state [num_slots, Hv, dk, dv] (f32, or a dtype supports_state_dtype() accepts; accumulation is
-  // f32 either way, the state rounded when written back); out [T, Hv*dv].
+  // f32 either way, the state rounded when written back); out [T, Hv*dv]. State saves: save_to
+  // [num_checkpoints, Hv, dk, dv] (state's dtype) receives, for each save of meta.state_saves, the
+  // state after its `after` new tokens (empty when the batch saves nothing).
   virtual void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
                                 const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
-                                const BatchMeta& meta, Tensor& out);
+                                Tensor& save_to, const BatchMeta& meta, Tensor& out);
 
   // The GDN output norm: out = x * rsqrt(mean(x^2) + eps) * w * silu(z), over groups of
   // D = w.numel() (plain weight, NOT 1 + w). x, z, out [N, D] (any leading shape with numel % D ==

@@ -28,6 +28,15 @@ struct Batch {
   // graph's bucket filler): its tokens go through the layers, its recurrent state is neither read
   // nor written, and its outputs mean nothing.
   std::vector<int32_t> state_slots;
+  // In-pass state saves (hybrid models): the recurrent state of every linear-attention layer
+  // (conv window and delta-rule state) as it stands after the first `state_save_after[i]` new
+  // tokens of its sequence is also written to checkpoint `state_save_dests[i]` (an index into the
+  // store's checkpoints), so a prefill leaves checkpoints inside its chunk without stopping there.
+  // CSR per sequence: saves of sequence s are [state_save_starts[s], state_save_starts[s + 1]),
+  // their `after` ascending in [1, seq_len(s)]. All three empty when the batch saves nothing.
+  std::vector<int32_t> state_save_starts;  // [num_seqs + 1] or empty
+  std::vector<int32_t> state_save_after;   // [num_saves]
+  std::vector<int32_t> state_save_dests;   // [num_saves]
 
   // Outputs ----------------------------------------------------------------------------------
   // Rows of token_ids whose logits are wanted (e.g. the last token of each sequence), ascending.
@@ -38,6 +47,7 @@ struct Batch {
     return static_cast<int32_t>(seq_starts.empty() ? 0 : seq_starts.size() - 1);
   }
   int32_t seq_len(int32_t s) const { return seq_starts[s + 1] - seq_starts[s]; }
+  int32_t num_state_saves() const { return static_cast<int32_t>(state_save_after.size()); }
 };
 
 }  // namespace syv

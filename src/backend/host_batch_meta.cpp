@@ -2,9 +2,48 @@
 
 #include <algorithm>
 
+#include "backend/backend.h"
 #include "core/check.h"
 
 namespace syv {
+
+namespace {
+
+void pack_state_saves(const Batch& batch, std::vector<int32_t>& out) {
+  out.clear();
+  const int32_t n = batch.num_state_saves();
+  SYV_CHECK_EQ(batch.state_save_dests.size(), batch.state_save_after.size())
+      << "state_save_dests vs state_save_after";
+  if (n == 0) {
+    SYV_CHECK(batch.state_save_starts.empty() || batch.state_save_starts.back() == 0)
+        << "state_save_starts without saves";
+    return;
+  }
+  const int32_t S = batch.num_seqs();
+  SYV_CHECK_EQ(static_cast<int32_t>(batch.state_save_starts.size()), S + 1) << "state_save_starts";
+  SYV_CHECK(batch.state_save_starts.front() == 0 && batch.state_save_starts.back() == n)
+      << "state_save_starts must run from 0 to " << n;
+  SYV_CHECK_EQ(static_cast<int32_t>(batch.state_slots.size()), S) << "state saves need state_slots";
+  for (int32_t s = 0; s < S; ++s) {
+    int32_t prev = 0;
+    for (int32_t i = batch.state_save_starts[s]; i < batch.state_save_starts[s + 1]; ++i) {
+      const int32_t after = batch.state_save_after[static_cast<size_t>(i)];
+      SYV_CHECK(after > prev && after <= batch.seq_len(s))
+          << "sequence " << s << ": state save after " << after << " of " << batch.seq_len(s)
+          << " new tokens (ascending, from 1)";
+      SYV_CHECK(batch.state_slots[static_cast<size_t>(s)] >= 0)
+          << "sequence " << s << ": a state save on a padding sequence";
+      SYV_CHECK(batch.state_save_dests[static_cast<size_t>(i)] >= 0) << "state save dest";
+      prev = after;
+    }
+  }
+  out.reserve(static_cast<size_t>(S + 1 + 2 * n));
+  out.insert(out.end(), batch.state_save_starts.begin(), batch.state_save_starts.end());
+  out.insert(out.end(), batch.state_save_after.begin(), batch.state_save_after.end());
+  out.insert(out.end(), batch.state_save_dests.begin(), batch.state_save_dests.end());
+}
+
+}  // namespace
 
 HostBatchMeta build_host_batch_meta(const Batch& batch, int32_t page_size) {
   SYV_CHECK(page_size > 0) << "page_size " << page_size;
@@ -34,6 +73,7 @@ HostBatchMeta build_host_batch_meta(const Batch& batch, int32_t page_size) {
   meta.state_slots = batch.state_slots;
   if (meta.state_slots.empty()) meta.state_slots.assign(num_seqs, -1);
   SYV_CHECK_EQ(static_cast<int32_t>(meta.state_slots.size()), num_seqs) << "state_slots";
+  pack_state_saves(batch, meta.state_saves);
 
   for (int32_t s = 0; s < num_seqs; ++s) {
     const int32_t begin = batch.seq_starts[s];
@@ -77,6 +117,24 @@ HostBatchMeta build_host_batch_meta(const Batch& batch, int32_t page_size) {
     SYV_CHECK(r == 0 || batch.logit_rows[r] > batch.logit_rows[r - 1]) << "logit_rows ascending";
   }
   return meta;
+}
+
+StateSaves StateSaves::of(const BatchMeta& meta, const Tensor& save_to) {
+  StateSaves v;
+  v.count = meta.num_state_saves;
+  if (v.count == 0) return v;
+  SYV_CHECK(meta.host != nullptr) << "state saves need the host batch";
+  const int64_t S = meta.seq_starts.numel() - 1;
+  SYV_CHECK_EQ(meta.state_saves.numel(), S + 1 + 2 * int64_t{v.count}) << "meta.state_saves";
+  SYV_CHECK(!save_to.empty()) << "the batch saves state but the op was given no checkpoints";
+  for (int32_t d : meta.host->state_save_dests) {
+    SYV_CHECK(d >= 0 && d < save_to.dim(0))
+        << "state save into checkpoint " << d << " of " << save_to.dim(0);
+  }
+  v.starts = meta.state_saves.as<const int32_t>();
+  v.after = v.starts + S + 1;
+  v.dests = v.after + v.count;
+  return v;
 }
 
 }  // namespace syv

@@ -15,6 +15,8 @@ struct HostBatchMeta {
   std::vector<int32_t> slot_mapping;  // [T]: page_id * page_size + offset of each new token
   std::vector<int32_t> token_seq;     // [T]: sequence index of each token
   std::vector<int32_t> state_slots;   // [S]: -1 when the batch has none
+  // Batch::state_save_* packed: [S + 1 starts | N after | N dests]; empty when N = 0.
+  std::vector<int32_t> state_saves;
   int32_t max_pages_per_seq = 0;
   int32_t max_seq_len = 0;
   int32_t max_context_len = 0;

@@ -13,12 +13,13 @@ namespace {
 
 }  // namespace
 
-void Backend::causal_conv1d_silu(const Tensor&, const Tensor&, Tensor&, const BatchMeta&, Tensor&) {
+void Backend::causal_conv1d_silu(const Tensor&, const Tensor&, Tensor&, Tensor&, const BatchMeta&,
+                                 Tensor&) {
   not_implemented(*this, "causal_conv1d_silu");
 }
 
 void Backend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const GdnShape&, Tensor&, const BatchMeta&, Tensor&) {
+                               const GdnShape&, Tensor&, Tensor&, const BatchMeta&, Tensor&) {
   not_implemented(*this, "gated_delta_rule");
 }
 

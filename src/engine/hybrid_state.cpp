@@ -1,6 +1,7 @@
 #include "engine/hybrid_state.h"
 
 #include <algorithm>
+#include <iterator>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -51,6 +52,8 @@ void HybridState::trim_hit(Sequence* seq, PrefixHit& hit) const {
   for (; keep > 0; --keep) {
     const uint64_t key = hit.keys[static_cast<size_t>(keep - 1)];
     hit.checkpoint = pool_.find(key, keep * page);
+    if (std::find(pending_.begin(), pending_.end(), hit.checkpoint) != pending_.end())
+      hit.checkpoint = -1;  // written by this step's forward, after any load enqueued now
     if (hit.checkpoint < 0 && host_ != nullptr)
       hit.host_checkpoint = host_->find_checkpoint(key, keep * page);
     if (hit.checkpoint >= 0 || hit.host_checkpoint >= 0) break;
@@ -92,30 +95,58 @@ void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
   }
 }
 
+int32_t HybridState::hold(Sequence* seq, int32_t length, uint64_t key) {
+  auto& holds = seq->checkpoints;
+  auto pos = std::lower_bound(holds.begin(), holds.end(), length,
+                              [](const CheckpointHold& h, int32_t l) { return h.length < l; });
+  if (pos != holds.end() && pos->length == length) return -1;  // resumed after preemption
+  bool fresh = false;
+  const int32_t id = pool_.acquire(key, length, &fresh);
+  if (id < 0) {
+    ++counters_.checkpoints_skipped;
+    return -1;
+  }
+  holds.insert(pos, CheckpointHold{length, id});
+  if (!fresh) {
+    ++counters_.checkpoints_shared;
+    return -1;
+  }
+  ++counters_.checkpoints_saved;
+  return id;
+}
+
+void HybridState::plan_saves(Sequence* seq, int32_t begin, int32_t end,
+                             const std::function<uint64_t(int32_t)>& key_of,
+                             std::vector<Save>& saves) {
+  if (end - begin < 2) return;
+  const int32_t prompt = seq->prompt_len();
+  const int32_t interval = geometry_.interval();
+  int32_t at[4] = {geometry_.resend_boundary(prompt), geometry_.extension_boundary(prompt),
+                   seq->shared_boundary, (end - 1) / interval * interval};
+  std::sort(std::begin(at), std::end(at));
+  int32_t last = begin;
+  for (int32_t b : at) {
+    if (b <= last || b >= end) continue;
+    last = b;
+    SYV_CHECK(b % geometry_.page_size() == 0) << "seq " << seq->id() << " boundary " << b;
+    const int32_t id = hold(seq, b, key_of(b));
+    if (id < 0) continue;
+    SYV_CHECK(seq->state_slot >= 0) << "seq " << seq->id() << " has no state slot";
+    saves.push_back({b - begin, id});
+    pending_.push_back(id);
+  }
+}
+
 void HybridState::after_step(Sequence* seq) {
   const int32_t len = seq->num_computed;
   if (!is_boundary(*seq, len)) return;
-  auto& holds = seq->checkpoints;
-  auto pos = std::lower_bound(holds.begin(), holds.end(), len,
-                              [](const CheckpointHold& h, int32_t l) { return h.length < l; });
-  if (pos != holds.end() && pos->length == len) return;  // resumed after preemption: held already
   const size_t pages = static_cast<size_t>(len / geometry_.page_size());
   SYV_CHECK(seq->page_keys.size() >= pages) << "seq " << seq->id() << " at boundary " << len
                                             << " has " << seq->page_keys.size() << " chain keys";
-  bool fresh = false;
-  const int32_t id = pool_.acquire(seq->page_keys[pages - 1], len, &fresh);
-  if (id < 0) {
-    ++counters_.checkpoints_skipped;
-    return;
-  }
-  if (fresh) {
-    SYV_CHECK(seq->state_slot >= 0) << "seq " << seq->id() << " has no state slot";
-    store_.save_checkpoint(seq->state_slot, id);
-    ++counters_.checkpoints_saved;
-  } else {
-    ++counters_.checkpoints_shared;
-  }
-  holds.insert(pos, CheckpointHold{len, id});
+  const int32_t id = hold(seq, len, seq->page_keys[pages - 1]);
+  if (id < 0) return;
+  SYV_CHECK(seq->state_slot >= 0) << "seq " << seq->id() << " has no state slot";
+  store_.save_checkpoint(seq->state_slot, id);
 }
 
 void HybridState::preempt(Sequence* seq) {

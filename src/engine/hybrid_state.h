@@ -7,9 +7,9 @@
 //  * admission needs a free slot; a prefix hit is the longest cached page prefix (at most
 //    length - 1 tokens) that ends on a stored checkpoint; that checkpoint is loaded into the slot
 //    (no hit: the slot is zeroed, CacheStore::reset_slot(); the model never resets a slot itself);
-//  * every chunk ends on a checkpoint boundary when one lies inside it (CheckpointGeometry); after
-//    a step, a sequence whose computed length is a boundary saves (or shares) a checkpoint there
-//    and holds it until it ends;
+//  * boundaries strictly inside a scheduled chunk are saved by the forward pass (plan_saves(),
+//    Batch::state_save_*); after a step, a sequence whose computed length is a boundary saves (or
+//    shares) a checkpoint there; either way it holds the checkpoint until it ends;
 //  * preemption frees the slot but keeps the holds (the recompute resumes from them);
 //  * finish and abort free the slot and release every hold, retained as the policy says;
 //  * verify steps (speculative decoding) feed drafts that may be rejected, and a recurrent state
@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,13 +66,29 @@ class HybridState {
   // empty hit when there is none. When the pages went further, their end becomes the sequence's
   // shared boundary (once): a checkpoint boundary, kept by every policy.
   void trim_hit(Sequence* seq, PrefixHit& hit) const;
-  // Tokens to feed in a chunk starting at seq.num_computed (or `begin`) of at most n tokens: ends
-  // on a checkpoint boundary when one lies inside.
+  // Tokens of a chunk starting at `begin` of at most n tokens that end on a checkpoint boundary
+  // when one lies inside (verify steps stop their drafts there: a state after a draft that may be
+  // rejected cannot be saved).
   int32_t snap_chunk(const Sequence& seq, int32_t begin, int32_t n) const;
   // The sequence is admitted with the (trimmed, acquired) hit, num_computed == hit.length: takes a
   // slot and restores the hit's checkpoint into it (a host one is copied in and unpinned), or
   // zeroes it when there is no hit.
   void admit(Sequence* seq, const PrefixHit& hit);
+  // A chunk feeding tokens [begin, end) of the sequence is scheduled: the checkpoint boundaries
+  // strictly inside it (its prompt's R and E, its shared boundary, the last multiple of the
+  // interval) are saved by the forward pass itself (Batch::state_save_*), so the chunk never stops
+  // on them. For each one without a checkpoint yet, takes a hold on a fresh entry and appends
+  // {after = boundary - begin, entry} to `saves`; an existing one is held again. `key_of(length)`:
+  // the chain key of the sequence's first `length` tokens (length page-aligned, <= end). Entries
+  // taken here are invisible to trim_hit() until end_step(): their content is written by this
+  // step's forward.
+  struct Save {
+    int32_t after = 0, checkpoint = -1;
+  };
+  void plan_saves(Sequence* seq, int32_t begin, int32_t end,
+                  const std::function<uint64_t(int32_t)>& key_of, std::vector<Save>& saves);
+  // After the step's forward (its in-pass saves are written): makes their entries usable.
+  void end_step() { pending_.clear(); }
   // After the step advanced seq->num_computed and registered its full pages: saves a checkpoint if
   // the computed length is a checkpoint boundary.
   void after_step(Sequence* seq);
@@ -91,6 +108,10 @@ class HybridState {
 
  private:
   bool is_boundary(const Sequence& seq, int32_t length) const;
+  // Takes a hold on the checkpoint of seq's first `length` tokens (chain key `key`) unless the
+  // sequence holds it already. Returns the entry to fill now, or -1 (held already, shared, or no
+  // entry to spare).
+  int32_t hold(Sequence* seq, int32_t length, uint64_t key);
 
   CacheStore& store_;  // the engine's; the state slots and checkpoints live there
   CheckpointGeometry geometry_;
@@ -99,6 +120,7 @@ class HybridState {
   bool snapshots_;
   HybridCounters counters_;
   HostTier* host_ = nullptr;
+  std::vector<int32_t> pending_;  // entries this step's forward is writing (plan_saves)
 };
 
 }  // namespace syv

@@ -14,6 +14,9 @@ const Batch& Runner::build(const SchedulerOutput& step, int32_t min_pages_per_se
   b.seq_starts.resize(num_seqs + 1);
   b.context_lens.resize(num_seqs);
   b.state_slots.clear();
+  b.state_save_starts.clear();
+  b.state_save_after.clear();
+  b.state_save_dests.clear();
   b.logit_rows.clear();
   row_owner_.clear();
 
@@ -53,6 +56,17 @@ const Batch& Runner::build(const SchedulerOutput& step, int32_t min_pages_per_se
     }
   }
   b.seq_starts[num_seqs] = row;
+  if (!step.state_saves.empty()) {  // CSR over the batch's sequences
+    b.state_save_starts.assign(num_seqs + 1, 0);
+    for (const SchedulerOutput::StateSave& v : step.state_saves) {
+      SYV_CHECK(v.seq_index >= 0 && static_cast<size_t>(v.seq_index) < num_seqs)
+          << "state save of batch sequence " << v.seq_index;
+      ++b.state_save_starts[static_cast<size_t>(v.seq_index) + 1];
+      b.state_save_after.push_back(v.after);
+      b.state_save_dests.push_back(v.checkpoint);
+    }
+    for (size_t i = 0; i < num_seqs; ++i) b.state_save_starts[i + 1] += b.state_save_starts[i];
+  }
   SYV_CHECK(b.state_slots.empty() || b.state_slots.size() == num_seqs)
       << "some scheduled sequences have a state slot and some do not";
   SYV_CHECK_EQ(row, step.num_tokens) << "scheduled token count";

@@ -22,8 +22,35 @@ void Scheduler::add(Sequence* seq) {
 int32_t Scheduler::chunk_for(const Sequence& seq, int32_t budget) const {
   int32_t n = std::min(seq.num_pending(), budget);
   if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
-  if (hybrid_ != nullptr) n = hybrid_->snap_chunk(seq, seq.num_computed, n);
   return n;
+}
+
+void Scheduler::plan_saves(SchedulerOutput& out) {
+  if (hybrid_ == nullptr) return;
+  const ScheduledSeq& s = out.seqs.back();
+  const int32_t begin = s.seq->num_computed;
+  saves_.clear();
+  hybrid_->plan_saves(
+      s.seq, begin, begin + s.num_pending(),
+      [&](int32_t length) { return prefix_key(*s.seq, length); }, saves_);
+  const int32_t index = static_cast<int32_t>(out.seqs.size()) - 1;
+  for (const HybridState::Save& v : saves_)
+    out.state_saves.push_back({index, v.after, v.checkpoint});
+}
+
+uint64_t Scheduler::prefix_key(const Sequence& seq, int32_t length) const {
+  const int32_t page = page_size();
+  SYV_CHECK(length > 0 && length % page == 0) << "prefix_key of " << length << " tokens";
+  const size_t pages = static_cast<size_t>(length / page);
+  const size_t have = std::min(seq.page_keys.size(), pages);
+  uint64_t key = have == 0 ? PrefixIndex::root_key() : seq.page_keys[have - 1];
+  const int32_t key_tokens = page + cache_.lookahead();
+  for (size_t i = have; i < pages; ++i) {
+    SYV_CHECK_LE(static_cast<int32_t>(i) * page + key_tokens, seq.length())
+        << "seq " << seq.id() << ": key of page " << i << " before its lookahead token";
+    key = PrefixIndex::page_key(key, &seq.tokens[i * static_cast<size_t>(page)], key_tokens);
+  }
+  return key;
 }
 
 bool Scheduler::grow(Sequence* seq, int32_t num_tokens) {
@@ -93,6 +120,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
   out.num_preempted = 0;
   out.prefix_query_tokens = out.prefix_hit_tokens = out.prompt_tokens = 0;
   out.prefix_host_hit_tokens = 0;
+  out.state_saves.clear();
   int32_t budget = config_.max_num_batched_tokens;
 
   // 1. Running sequences, oldest first; preempt the youngest when pages run out. A prefill chunk
@@ -129,6 +157,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
       if (hybrid_ != nullptr) hybrid_->snapshot(*seq);  // a rejected draft rolls back to it
     }
     out.seqs.push_back(scheduled);
+    plan_saves(out);
     out.num_tokens += scheduled.num_new_tokens;
     budget -= scheduled.num_new_tokens;
     ++i;
@@ -147,7 +176,6 @@ void Scheduler::schedule(SchedulerOutput& out) {
     const int32_t after_hit = seq->length() - hit.length;
     int32_t n = std::min(after_hit, budget);
     if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
-    if (hybrid_ != nullptr) n = hybrid_->snap_chunk(*seq, hit.length, n);
     // Host-tier pages of the hit need device pages too (they are copied in below).
     const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
     if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) break;
@@ -173,6 +201,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
     running_.push_back(seq);
     seq->state = SequenceState::kPrefilling;
     out.seqs.push_back({seq, n, seq->num_computed + n == seq->length()});
+    plan_saves(out);
     out.num_tokens += n;
     budget -= n;
   }
@@ -193,6 +222,7 @@ int32_t Scheduler::drafts_for(const Sequence& seq, int32_t n, int32_t room) cons
 
 void Scheduler::commit(const SchedulerOutput& out) {
   const int32_t page = page_size();
+  if (hybrid_ != nullptr) hybrid_->end_step();  // the forward wrote the in-pass saves
   for (const ScheduledSeq& s : out.seqs) {
     Sequence* seq = s.seq;
     SYV_CHECK(s.num_accepted >= 0 && s.num_accepted <= s.num_drafts)

@@ -71,6 +71,12 @@ struct SchedulerOutput {
   int64_t prefix_hit_tokens = 0;
   int64_t prefix_host_hit_tokens = 0;  // of those, served from the host tier (copied back)
   int64_t prompt_tokens = 0;
+  // Hybrid models: checkpoints the forward pass writes itself (HybridState::plan_saves), ascending
+  // by batch index, then by `after` (new tokens of that sequence before the save).
+  struct StateSave {
+    int32_t seq_index = 0, after = 0, checkpoint = -1;
+  };
+  std::vector<StateSave> state_saves;
   bool empty() const { return seqs.empty(); }
 };
 
@@ -117,6 +123,11 @@ class Scheduler {
     return (num_tokens + page_size() - 1) / page_size();
   }
   int32_t chunk_for(const Sequence& seq, int32_t budget) const;
+  // Hybrids: the in-pass checkpoint saves of out.seqs.back()'s chunk, appended to out.state_saves.
+  void plan_saves(SchedulerOutput& out);
+  // Chain key of seq's first `length` tokens (page-aligned): its registered page keys, then the
+  // keys its next pages will get (PrefixCache::insert's, lookahead included).
+  uint64_t prefix_key(const Sequence& seq, int32_t length) const;
   // Drafts to feed after a chunk of n tokens with `room` tokens of budget to spare (0 unless the
   // sequence is decoding and the chunk holds all its pending tokens).
   int32_t drafts_for(const Sequence& seq, int32_t n, int32_t room) const;
@@ -133,6 +144,7 @@ class Scheduler {
   HybridState* hybrid_ = nullptr;
   std::vector<Sequence*> running_;  // admission order (oldest first)
   std::deque<Sequence*> waiting_;   // preempted sequences go to the front
+  std::vector<HybridState::Save> saves_;  // plan_saves() scratch
 };
 
 }  // namespace syv

@@ -127,8 +127,16 @@ CacheStore::StateView CacheStore::state_view(int32_t layer) const {
   const size_t i = static_cast<size_t>(index_[static_cast<size_t>(layer)]);
   const StateLayerShape& s = spec_.state_layers[i];
   const int64_t n = config_.num_state_slots;
-  return {Tensor(slots_[i].conv.data(), DType::F32, {n, s.conv_rows, s.conv_channels}),
-          Tensor(slots_[i].ssm.data(), s.ssm_dtype, {n, s.heads, s.k_dim, s.v_dim})};
+  StateView view{Tensor(slots_[i].conv.data(), DType::F32, {n, s.conv_rows, s.conv_channels}),
+                 Tensor(slots_[i].ssm.data(), s.ssm_dtype, {n, s.heads, s.k_dim, s.v_dim}),
+                 Tensor(), Tensor()};
+  const int64_t c = config_.num_checkpoints;
+  if (c > 0) {
+    view.conv_checkpoints =
+        Tensor(ckpt_[i].conv.data(), DType::F32, {c, s.conv_rows, s.conv_channels});
+    view.ssm_checkpoints = Tensor(ckpt_[i].ssm.data(), s.ssm_dtype, {c, s.heads, s.k_dim, s.v_dim});
+  }
+  return view;
 }
 
 void CacheStore::copy_page(int32_t src, int32_t dst) {

@@ -84,6 +84,9 @@ class CacheStore {
   struct StateView {
     Tensor conv;  // f32 [num_state_slots, conv_rows, conv_channels]
     Tensor ssm;   // ssm_dtype [num_state_slots, heads, k_dim, v_dim] (f32 unless state_dtype)
+    // The layer's checkpoints, the targets of a forward's in-pass state saves
+    // (Batch::state_save_*): [num_checkpoints, ...] of the same shapes; empty when there are none.
+    Tensor conv_checkpoints, ssm_checkpoints;
   };
   KvView kv_view(int32_t layer) const;
   StateView state_view(int32_t layer) const;

@@ -125,8 +125,10 @@ void gdn_block(BlockContext& c, Residual& r, const Tensor& norm_w, const GdnWeig
   b.linear(x, w.z, Tensor(), z);
   b.linear(x, w.ba, Tensor(), ba);
   Tensor conv_state = state.conv, ssm_state = state.ssm;
-  b.causal_conv1d_silu(qkv, w.conv.tensor, conv_state, c.meta, mixed);
-  b.gated_delta_rule(mixed, ba, w.a_log.tensor, w.dt_bias.tensor, g, ssm_state, c.meta, core);
+  Tensor conv_saves = state.conv_checkpoints, ssm_saves = state.ssm_checkpoints;
+  b.causal_conv1d_silu(qkv, w.conv.tensor, conv_state, conv_saves, c.meta, mixed);
+  b.gated_delta_rule(mixed, ba, w.a_log.tensor, w.dt_bias.tensor, g, ssm_state, ssm_saves, c.meta,
+                     core);
   Tensor core_rows = core.reshape({T * Hv, dv});
   Tensor z_rows = z.reshape({T * Hv, dv});
   Tensor normed_rows = normed.reshape({T * Hv, dv});

@@ -17,6 +17,8 @@
 namespace syv {
 namespace {
 
+Tensor no_saves;  // the ops' state-save target when a batch saves nothing
+
 // A batch of sequences with `news[s]` new tokens each, using state slots `slots` (distinct).
 Batch hybrid_batch(const std::vector<int>& news, const std::vector<int32_t>& slots,
                    std::mt19937& rng) {
@@ -29,29 +31,49 @@ Batch hybrid_batch(const std::vector<int>& news, const std::vector<int32_t>& slo
   return b;
 }
 
+// In-pass state saves: saves[s] lists the `after` counts of sequence s; checkpoint i (in order over
+// the batch) receives the i-th save. Returns the number of saves.
+int64_t add_saves(Batch& b, const std::vector<std::vector<int32_t>>& saves) {
+  if (saves.empty()) return 0;
+  b.state_save_starts.assign(1, 0);
+  for (const auto& list : saves) {
+    for (int32_t after : list) {
+      b.state_save_dests.push_back(static_cast<int32_t>(b.state_save_after.size()));
+      b.state_save_after.push_back(after);
+    }
+    b.state_save_starts.push_back(static_cast<int32_t>(b.state_save_after.size()));
+  }
+  return static_cast<int64_t>(b.state_save_after.size());
+}
+
 class CudaHybridOps : public CudaOps {
  protected:
   void check_conv(const std::vector<int>& news, const std::vector<int32_t>& slots, int64_t C,
-                  int64_t K) {
+                  int64_t K, const std::vector<std::vector<int32_t>>& saves = {}) {
     const int64_t T = std::accumulate(news.begin(), news.end(), int64_t{0}), num_slots = 8;
     Batch batch = hybrid_batch(news, slots, rng_);
+    const int64_t N = std::max<int64_t>(add_saves(batch, saves), 1);
     BatchMeta mc = cpu_->prepare_batch(batch, 16);
     BatchMeta mg = gpu_->prepare_batch(batch, 16);
     auto x = make(random_vec(T * C, rng_), {T, C});
     auto w = make(random_vec(C * K, rng_, 0.5f), {C, K});
     auto state = make(random_vec(num_slots * (K - 1) * C, rng_), {num_slots, K - 1, C}, DType::F32);
+    auto ckpt = make(random_vec(N * (K - 1) * C, rng_), {N, K - 1, C}, DType::F32);
     auto out = make_out({T, C});
-    cpu_->causal_conv1d_silu(x.c, w.c, state.c, mc, out.c);
-    gpu_->causal_conv1d_silu(x.g, w.g, state.g, mg, out.g);
+    cpu_->causal_conv1d_silu(x.c, w.c, state.c, ckpt.c, mc, out.c);
+    gpu_->causal_conv1d_silu(x.g, w.g, state.g, ckpt.g, mg, out.g);
     expect_close(out, 1e-2, "conv1d out");
     expect_close(state, 1e-6, "conv1d window");
+    expect_close(ckpt, 1e-6, "conv1d saved windows");
   }
 
   void check_gdn(const std::vector<int>& news, const std::vector<int32_t>& slots, GdnShape g,
-                 DType state_dtype, double out_bound, double state_bound) {
+                 DType state_dtype, double out_bound, double state_bound,
+                 const std::vector<std::vector<int32_t>>& saves = {}) {
     const int64_t T = std::accumulate(news.begin(), news.end(), int64_t{0}), num_slots = 8;
     const int64_t Hv = g.num_v_heads, dk = g.k_head_dim, dv = g.v_head_dim;
     Batch batch = hybrid_batch(news, slots, rng_);
+    const int64_t N = std::max<int64_t>(add_saves(batch, saves), 1);
     BatchMeta mc = cpu_->prepare_batch(batch, 16);
     BatchMeta mg = gpu_->prepare_batch(batch, 16);
     auto qkv = make(random_vec(T * g.conv_dim(), rng_), {T, g.conv_dim()});
@@ -61,11 +83,13 @@ class CudaHybridOps : public CudaOps {
     // States as a checkpoint would hold them (bf16-exact so both dtypes start equal).
     auto state = make(random_vec(num_slots * Hv * dk * dv, rng_, 0.3f), {num_slots, Hv, dk, dv},
                       state_dtype);
+    auto ckpt = make(random_vec(N * Hv * dk * dv, rng_, 0.3f), {N, Hv, dk, dv}, state_dtype);
     auto out = make_out({T, Hv * dv});
-    cpu_->gated_delta_rule(qkv.c, ba.c, a_log.c, dt_bias.c, g, state.c, mc, out.c);
-    gpu_->gated_delta_rule(qkv.g, ba.g, a_log.g, dt_bias.g, g, state.g, mg, out.g);
+    cpu_->gated_delta_rule(qkv.c, ba.c, a_log.c, dt_bias.c, g, state.c, ckpt.c, mc, out.c);
+    gpu_->gated_delta_rule(qkv.g, ba.g, a_log.g, dt_bias.g, g, state.g, ckpt.g, mg, out.g);
     expect_close(out, out_bound, "gdn out");
     expect_close(state, state_bound, "gdn state");
+    expect_close(ckpt, state_bound, "gdn saved states");
   }
 };
 
@@ -105,6 +129,20 @@ TEST_F(CudaHybridOps, GatedDeltaRuleChunkedAndTokenByTokenInOneBatch) {
   // Every sequence token by token (the batch-invariant path) on the same shapes.
   gpu_->set_gdn_chunked_from(0);
   check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
+  gpu_->set_gdn_chunked_from(CudaBackend::kGdnChunkedFrom);
+}
+
+// In-pass state saves (Batch::state_save_*): the windows and states after given token counts,
+// inside 64-token chunks and on their edges, on both GDN kernels and both conv paths.
+TEST_F(CudaHybridOps, StateSavesInsideTheChunks) {
+  check_conv({1, 3, 16}, {5, 0, 7}, 96, 4, {{1}, {1, 2}, {3, 16}});
+  check_conv({70, 2, 130}, {1, 6, 3}, 96, 4, {{1, 2, 3, 64}, {}, {48, 129}});
+  const GdnShape g{16, 32, 128, 128};
+  check_gdn({15, 200, 3}, {5, 0, 7}, g, DType::F32, 1e-2, 1e-4,
+            {{4, 15}, {1, 63, 64, 100, 199, 200}, {2}});
+  check_gdn({130, 1}, {2, 4}, g, DType::BF16, 2e-2, 1e-2, {{16, 80, 128}, {}});
+  gpu_->set_gdn_chunked_from(0);  // the batch-invariant path: token by token
+  check_gdn({15, 200}, {5, 0}, g, DType::F32, 1e-2, 1e-4, {{4, 15}, {63, 64, 100}});
   gpu_->set_gdn_chunked_from(CudaBackend::kGdnChunkedFrom);
 }
 
@@ -182,8 +220,8 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
       std::sort(ms.begin(), ms.end());
       return ms[ms.size() / 2] * 1e3;
     };
-    const double conv_us = us([&] { gpu_->causal_conv1d_silu(x, w, conv, meta, mixed); });
-    auto gdn = [&] { gpu_->gated_delta_rule(mixed, ba, a_log, dt, g, state, meta, out); };
+    const double conv_us = us([&] { gpu_->causal_conv1d_silu(x, w, conv, no_saves, meta, mixed); });
+    auto gdn = [&] { gpu_->gated_delta_rule(mixed, ba, a_log, dt, g, state, no_saves, meta, out); };
     const double gdn_us = us(gdn);
     const double state_bytes = 2.0 * S * Hv * dk * dv * 4;
     std::printf(

@@ -16,6 +16,8 @@
 namespace syv {
 namespace {
 
+Tensor no_saves;  // the ops' state-save target when a batch saves nothing
+
 Tensor view(std::vector<float>& v, std::initializer_list<int64_t> dims) {
   return Tensor(v.data(), DType::F32, dims);
 }
@@ -77,7 +79,7 @@ TEST(HybridOps, Conv1dPrefillEqualsDecodeEqualsDirect) {
   Tensor st = view(state, {2, K - 1, C});
   Meta m({0, int32_t(T)}, {1});
   Tensor xt = view(x, {T, C}), ot = view(out, {T, C});
-  cpu::causal_conv1d_silu(xt, wt, st, m.meta, ot);
+  cpu::causal_conv1d_silu(xt, wt, st, no_saves, m.meta, ot);
   EXPECT_LT(max_rel(out, ref), 1e-6);
   for (int64_t i = 0; i < (K - 1) * C; ++i) EXPECT_EQ(state[i], 0.f) << "slot 0 untouched";
   // Final state = the last K-1 inputs, oldest first.
@@ -88,11 +90,11 @@ TEST(HybridOps, Conv1dPrefillEqualsDecodeEqualsDirect) {
   std::vector<float> step_out(T * C);
   Meta first({0, 5}, {0});
   Tensor x5 = xt.rows(0, 5), o5 = view(step_out, {T, C}).rows(0, 5);
-  cpu::causal_conv1d_silu(x5, wt, st, first.meta, o5);
+  cpu::causal_conv1d_silu(x5, wt, st, no_saves, first.meta, o5);
   for (int64_t t = 5; t < T; ++t) {
     Meta one({0, 1}, {0});
     Tensor xr = xt.rows(t, 1), orow = view(step_out, {T, C}).rows(t, 1);
-    cpu::causal_conv1d_silu(xr, wt, st, one.meta, orow);
+    cpu::causal_conv1d_silu(xr, wt, st, no_saves, one.meta, orow);
   }
   EXPECT_EQ(step_out, out);
   for (int64_t i = 0; i < (K - 1) * C; ++i) EXPECT_EQ(state[i], state[(K - 1) * C + i]);
@@ -109,12 +111,12 @@ TEST(HybridOps, Conv1dPackedSequencesAreIndependent) {
   Tensor xt = view(x, {20, C});
   Meta packed({0, 8, 20}, {1, 0});
   Tensor op = view(o_packed, {20, C});
-  cpu::causal_conv1d_silu(xt, wt, sp, packed.meta, op);
+  cpu::causal_conv1d_silu(xt, wt, sp, no_saves, packed.meta, op);
   Meta a({0, 8}, {1}), b({0, 12}, {0});
   Tensor xa = xt.rows(0, 8), xb = xt.rows(8, 12);
   Tensor oa = view(o_alone, {20, C}).rows(0, 8), ob = view(o_alone, {20, C}).rows(8, 12);
-  cpu::causal_conv1d_silu(xa, wt, sa, a.meta, oa);
-  cpu::causal_conv1d_silu(xb, wt, sa, b.meta, ob);
+  cpu::causal_conv1d_silu(xa, wt, sa, no_saves, a.meta, oa);
+  cpu::causal_conv1d_silu(xb, wt, sa, no_saves, b.meta, ob);
   EXPECT_EQ(o_packed, o_alone);
   EXPECT_EQ(s_packed, s_alone);
 }
@@ -239,7 +241,7 @@ void run_gdn(GdnCase& c, std::vector<float>& state, int64_t num_slots, Meta& m, 
   Tensor al = view(c.a_log, {s.num_v_heads}), dt = view(c.dt_bias, {s.num_v_heads});
   Tensor st = view(state, {num_slots, s.num_v_heads, s.k_head_dim, s.v_head_dim});
   Tensor o = view(out, {c.T, s.value_dim()}).rows(begin, count);
-  cpu::gated_delta_rule(qkv, ba, al, dt, s, st, m.meta, o);
+  cpu::gated_delta_rule(qkv, ba, al, dt, s, st, no_saves, m.meta, o);
 }
 
 class GatedDeltaRule : public ::testing::TestWithParam<std::tuple<int, int, int, int, int>> {};
@@ -309,9 +311,9 @@ TEST(HybridOps, PaddingSequencesTouchNoStateAndZeroTheirRows) {
   Tensor wt = view(w, {C, K}), xt = view(x, {12, C});
   Tensor wp = view(w_padded, {2, K - 1, C}), wa = view(w_alone, {2, K - 1, C});
   Tensor yp = view(y_padded, {12, C}), ya = view(y_alone, {5, C});
-  cpu::causal_conv1d_silu(xt, wt, wp, padded.meta, yp);
+  cpu::causal_conv1d_silu(xt, wt, wp, no_saves, padded.meta, yp);
   Tensor xa = xt.rows(0, 5);
-  cpu::causal_conv1d_silu(xa, wt, wa, a.meta, ya);
+  cpu::causal_conv1d_silu(xa, wt, wa, no_saves, a.meta, ya);
   EXPECT_EQ(w_padded, w_alone);
   EXPECT_TRUE(std::equal(y_alone.begin(), y_alone.end(), y_padded.begin()));
   EXPECT_TRUE(
@@ -319,6 +321,57 @@ TEST(HybridOps, PaddingSequencesTouchNoStateAndZeroTheirRows) {
 }
 
 // ---- norms, gates, MoE --------------------------------------------------------------------------
+
+// In-pass state saves (Batch::state_save_*): checkpoint dests[i] gets exactly the conv window and
+// delta-rule state a run over only the first after[i] tokens leaves in its slot.
+TEST(HybridOps, StateSavesEqualTheStateAfterThatManyTokens) {
+  const int64_t T = 40, K = 4;
+  GdnCase c = make_case(2, 4, 16, 12, T, 99);
+  const auto& g = c.shape;
+  const int64_t C = g.conv_dim(), state_size = g.num_v_heads * g.k_head_dim * g.v_head_dim;
+  std::mt19937 rng(5);
+  auto w = randn(C * K, rng);
+  Tensor wt = view(w, {C, K});
+  Batch host;
+  host.state_save_starts = {0, 3};
+  host.state_save_after = {5, 20, 40};
+  host.state_save_dests = {2, 0, 1};
+  std::vector<int32_t> packed = {0, 3, 5, 20, 40, 2, 0, 1};
+  Meta m({0, int32_t(T)}, {0});
+  m.meta.host = &host;
+  m.meta.state_saves = view(packed, {8});
+  m.meta.num_state_saves = 3;
+  // Whole sequence with the saves.
+  std::vector<float> conv_state((K - 1) * C, 0.f), conv_ckpt(3 * (K - 1) * C, 0.f);
+  std::vector<float> mixed(T * C);
+  Tensor cs = view(conv_state, {1, K - 1, C}), cc = view(conv_ckpt, {3, K - 1, C});
+  Tensor xt = view(c.qkv, {T, C}), mt = view(mixed, {T, C});
+  cpu::causal_conv1d_silu(xt, wt, cs, cc, m.meta, mt);
+  std::vector<float> state(state_size, 0.f), ckpt(3 * state_size, 0.f), out(T * g.value_dim());
+  Tensor st = view(state, {1, g.num_v_heads, g.k_head_dim, g.v_head_dim});
+  Tensor ck = view(ckpt, {3, g.num_v_heads, g.k_head_dim, g.v_head_dim});
+  Tensor ba = view(c.ba, {T, 2 * g.num_v_heads}), al = view(c.a_log, {g.num_v_heads});
+  Tensor dt = view(c.dt_bias, {g.num_v_heads}), ot = view(out, {T, g.value_dim()});
+  cpu::gated_delta_rule(view(mixed, {T, C}), ba, al, dt, g, st, ck, m.meta, ot);
+  for (size_t i = 0; i < 3; ++i) {
+    const int64_t n = host.state_save_after[i], dest = host.state_save_dests[i];
+    Meta part({0, int32_t(n)}, {0});
+    std::vector<float> cs1((K - 1) * C, 0.f), mixed1(n * C);
+    Tensor cs1t = view(cs1, {1, K - 1, C}), mixed1t = view(mixed1, {n, C});
+    cpu::causal_conv1d_silu(xt.rows(0, n), wt, cs1t, no_saves, part.meta, mixed1t);
+    const float* saved_window = conv_ckpt.data() + dest * (K - 1) * C;
+    EXPECT_EQ(cs1, std::vector<float>(saved_window, saved_window + (K - 1) * C))
+        << "window after " << n;
+    std::vector<float> s1(state_size, 0.f), o1(n * g.value_dim());
+    Tensor s1t = view(s1, {1, g.num_v_heads, g.k_head_dim, g.v_head_dim});
+    Tensor o1t = view(o1, {n, g.value_dim()});
+    cpu::gated_delta_rule(mixed1t, ba.rows(0, n), al, dt, g, s1t, no_saves, part.meta, o1t);
+    const float* saved = ckpt.data() + dest * state_size;
+    EXPECT_EQ(s1, std::vector<float>(saved, saved + state_size)) << "state after " << n;
+  }
+  EXPECT_EQ(state, std::vector<float>(ckpt.data() + 1 * state_size, ckpt.data() + 2 * state_size))
+      << "the save after the last token is the slot's final state";
+}
 
 TEST(HybridOps, GatedRmsNormUsesPlainWeightAndSiluGate) {
   std::mt19937 rng(3);

@@ -56,10 +56,10 @@ class CpuBackend final : public Backend {
 
   // Hybrid ops: thin overrides forwarding to cpu_hybrid_ops.h (bodies in cpu_hybrid_ops.cpp).
   void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
-                          const BatchMeta& meta, Tensor& out) override;
+                          Tensor& save_to, const BatchMeta& meta, Tensor& out) override;
   void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
                         const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
-                        const BatchMeta& meta, Tensor& out) override;
+                        Tensor& save_to, const BatchMeta& meta, Tensor& out) override;
   void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                      Tensor& out) override;
   void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) override;

@@ -57,10 +57,14 @@ struct SeqView {
   int32_t num_seqs = 0;
   const int32_t* starts = nullptr;  // [S + 1]
   const int32_t* slots = nullptr;   // [S]
+  StateSaves saves;
 };
 
-SeqView seqs_of(const BatchMeta& meta, int64_t num_tokens, int64_t num_slots) {
+// `save_to`: the op's checkpoint tensor (dim 0 = checkpoints), or empty when nothing is saved.
+SeqView seqs_of(const BatchMeta& meta, int64_t num_tokens, int64_t num_slots,
+                const Tensor& save_to) {
   SeqView v;
+  v.saves = StateSaves::of(meta, save_to);
   SYV_CHECK(meta.seq_starts.ndim == 1 && meta.seq_starts.dim(0) >= 1) << "meta.seq_starts";
   v.num_seqs = static_cast<int32_t>(meta.seq_starts.dim(0) - 1);
   v.starts = meta.seq_starts.as<const int32_t>();
@@ -78,7 +82,7 @@ SeqView seqs_of(const BatchMeta& meta, int64_t num_tokens, int64_t num_slots) {
 
 }  // namespace
 
-void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
+void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state, Tensor& save_to,
                         const BatchMeta& meta, Tensor& out) {
   require_f32(x, "conv1d x");
   require_f32(out, "conv1d out");
@@ -91,7 +95,13 @@ void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_stat
   SYV_CHECK_EQ(conv_state.dim(2), C) << "conv1d state channels";
   SYV_CHECK(out.dim(0) == T && out.dim(1) == C) << "conv1d out shape";
   SYV_CHECK(out.data != x.data) << "conv1d out may not alias x";
-  const SeqView sv = seqs_of(meta, T, conv_state.dim(0));
+  const SeqView sv = seqs_of(meta, T, conv_state.dim(0), save_to);
+  if (sv.saves.count > 0) {
+    require_f32(save_to, "conv1d save_to");
+    SYV_CHECK(save_to.ndim == 3 && save_to.dim(1) == K - 1 && save_to.dim(2) == C)
+        << "conv1d save_to must be [checkpoints, K - 1, C]";
+  }
+  float* saves = sv.saves.count > 0 ? save_to.as<float>() : nullptr;
   const std::vector<float> w = load_range(weight, 0, C * K);
   const float* xp = x.as<const float>();
   float* op = out.as<float>();
@@ -110,12 +120,18 @@ void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_stat
           float* st = state + int64_t{sv.slots[s]} * (K - 1) * C;
           for (int64_t j = 0; j < K - 1; ++j) hist[j] = st[j * C + c];  // oldest first
           const float* wc = w.data() + c * K;
+          int32_t next = sv.saves.begin(s);
           for (int64_t t = sv.starts[s]; t < sv.starts[s + 1]; ++t) {
             hist[K - 1] = xp[t * C + c];
             float acc = 0.f;
             for (int64_t j = 0; j < K; ++j) acc += wc[j] * hist[j];
             op[t * C + c] = silu(acc);
             for (int64_t j = 0; j + 1 < K; ++j) hist[j] = hist[j + 1];
+            if (next < sv.saves.end(s) && sv.saves.after[next] == t + 1 - sv.starts[s]) {
+              float* dst = saves + int64_t{sv.saves.dests[next]} * (K - 1) * C;
+              for (int64_t j = 0; j < K - 1; ++j) dst[j * C + c] = hist[j];
+              ++next;
+            }
           }
           for (int64_t j = 0; j < K - 1; ++j) st[j * C + c] = hist[j];
         }
@@ -124,7 +140,7 @@ void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_stat
 }
 
 void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
-                      const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
+                      const Tensor& dt_bias, const GdnShape& shape, Tensor& state, Tensor& save_to,
                       const BatchMeta& meta, Tensor& out) {
   require_f32(qkv, "gdn qkv");
   require_f32(ba, "gdn ba");
@@ -140,7 +156,14 @@ void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
   SYV_CHECK(state.ndim == 4 && state.dim(1) == Hv && state.dim(2) == dk && state.dim(3) == dv)
       << "gdn state must be [slots, Hv, dk, dv]";
   SYV_CHECK(a_log.numel() == Hv && dt_bias.numel() == Hv) << "gdn A_log / dt_bias size";
-  const SeqView sv = seqs_of(meta, T, state.dim(0));
+  const SeqView sv = seqs_of(meta, T, state.dim(0), save_to);
+  if (sv.saves.count > 0) {
+    require_f32(save_to, "gdn save_to");
+    SYV_CHECK(save_to.ndim == 4 && save_to.dim(1) == Hv && save_to.dim(2) == dk &&
+              save_to.dim(3) == dv)
+        << "gdn save_to must be [checkpoints, Hv, dk, dv]";
+  }
+  float* saves = sv.saves.count > 0 ? save_to.as<float>() : nullptr;
   const std::vector<float> alog = load_range(a_log, 0, Hv);
   const std::vector<float> dtb = load_range(dt_bias, 0, Hv);
   const int64_t ratio = Hv / Hk, width = shape.conv_dim(), key_dim = Hk * dk;
@@ -161,6 +184,7 @@ void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
       }
       float* S = sp + (int64_t{sv.slots[s]} * Hv + h) * dk * dv;  // [dk, dv]
       const float A = std::exp(alog[h]);
+      int32_t next = sv.saves.begin(s);
       for (int64_t t = sv.starts[s]; t < sv.starts[s + 1]; ++t) {
         const float* row = in + t * width;
         const float* qr = row + kh * dk;
@@ -196,6 +220,10 @@ void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
             Sa[b] += k[a] * delta[b];
             o[b] += Sa[b] * q[a];
           }
+        }
+        if (next < sv.saves.end(s) && sv.saves.after[next] == t + 1 - sv.starts[s]) {
+          std::copy_n(S, dk * dv, saves + (int64_t{sv.saves.dests[next]} * Hv + h) * dk * dv);
+          ++next;
         }
       }
     }
@@ -358,14 +386,14 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, cons
 namespace syv {
 
 void CpuBackend::causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
-                                    const BatchMeta& meta, Tensor& out) {
-  cpu::causal_conv1d_silu(x, weight, conv_state, meta, out);
+                                    Tensor& save_to, const BatchMeta& meta, Tensor& out) {
+  cpu::causal_conv1d_silu(x, weight, conv_state, save_to, meta, out);
 }
 
 void CpuBackend::gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
                                   const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
-                                  const BatchMeta& meta, Tensor& out) {
-  cpu::gated_delta_rule(qkv, ba, a_log, dt_bias, shape, state, meta, out);
+                                  Tensor& save_to, const BatchMeta& meta, Tensor& out) {
+  cpu::gated_delta_rule(qkv, ba, a_log, dt_bias, shape, state, save_to, meta, out);
 }
 
 void CpuBackend::gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,

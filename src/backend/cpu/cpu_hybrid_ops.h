@@ -11,12 +11,12 @@ namespace syv::cpu {
 
 // See Backend::causal_conv1d_silu.
 void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
-                        const BatchMeta& meta, Tensor& out);
+                        Tensor& save_to, const BatchMeta& meta, Tensor& out);
 
 // See Backend::gated_delta_rule (recurrent form, one token at a time).
 void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
                       const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
-                      const BatchMeta& meta, Tensor& out);
+                      Tensor& save_to, const BatchMeta& meta, Tensor& out);
 
 // See Backend::gated_rmsnorm.
 void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& out);

@@ -56,6 +56,8 @@ BatchMeta CpuBackend::prepare_batch(const Batch& batch, int32_t page_size) {
   meta.token_seq = i32(host_.token_seq, {T});
   meta.logit_rows = i32(logit_rows_, {static_cast<int64_t>(logit_rows_.size())});
   meta.state_slots = i32(host_.state_slots, {S});
+  meta.state_saves = i32(host_.state_saves, {static_cast<int64_t>(host_.state_saves.size())});
+  meta.num_state_saves = batch.num_state_saves();
   meta.page_size = page_size;
   meta.max_seq_len = host_.max_seq_len;
   meta.max_context_len = host_.max_context_len;

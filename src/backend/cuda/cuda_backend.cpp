@@ -246,6 +246,8 @@ class CudaBackendImpl final : public CudaBackend {
     meta.token_seq = view(6, {T});
     meta.logit_rows = view(7, {R});
     meta.state_slots = view(8, {st.counts[8]});
+    meta.state_saves = view(10, {st.counts[10]});
+    meta.num_state_saves = batch.num_state_saves();
     meta.page_size = page_size;
     meta.max_seq_len = st.max_seq_len;
     meta.max_context_len = st.max_context_len;
@@ -503,7 +505,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& conv_state,
-                          const BatchMeta& meta, Tensor& out) override {
+                          Tensor& save_to, const BatchMeta& meta, Tensor& out) override {
     SYV_CHECK(x.ndim == 2 && out.ndim == 2 && weight.ndim == 2 && conv_state.ndim == 3)
         << "conv1d ranks";
     const int64_t T = x.dim(0), C = x.dim(1), K = weight.dim(1);
@@ -526,12 +528,23 @@ class CudaBackendImpl final : public CudaBackend {
     a.num_seqs = static_cast<int32_t>(meta.seq_starts.numel() - 1);
     a.channels = static_cast<int32_t>(C);
     a.kernel = static_cast<int32_t>(K);
+    const StateSaves saves = StateSaves::of(meta, save_to);
+    if (saves.count > 0) {
+      SYV_CHECK(save_to.dtype == DType::F32 && save_to.ndim == 3 && save_to.dim(1) == K - 1 &&
+                save_to.dim(2) == C)
+          << "conv1d save_to must be f32 [checkpoints, K - 1, C]";
+      a.saves = save_to.as<float>();
+      a.save_starts = saves.starts;
+      a.save_after = saves.after;
+      a.save_dests = saves.dests;
+      a.num_saves = saves.count;
+    }
     cuda::launch_conv1d_silu(a, x.dtype, meta.max_seq_len, stream_);
   }
 
   void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log,
                         const Tensor& dt_bias, const GdnShape& shape, Tensor& state,
-                        const BatchMeta& meta, Tensor& out) override {
+                        Tensor& save_to, const BatchMeta& meta, Tensor& out) override {
     const int64_t Hk = shape.num_k_heads, Hv = shape.num_v_heads;
     SYV_CHECK(Hk > 0 && Hv > 0 && Hv % Hk == 0) << "gdn heads Hk=" << Hk << " Hv=" << Hv;
     const int64_t T = qkv.dim(0);
@@ -560,6 +573,17 @@ class CudaBackendImpl final : public CudaBackend {
     a.hv = static_cast<int32_t>(Hv);
     a.dk = shape.k_head_dim;
     a.dv = shape.v_head_dim;
+    const StateSaves saves = StateSaves::of(meta, save_to);
+    if (saves.count > 0) {
+      SYV_CHECK(save_to.dtype == state.dtype && save_to.ndim == 4 && save_to.dim(1) == Hv &&
+                save_to.dim(2) == shape.k_head_dim && save_to.dim(3) == shape.v_head_dim)
+          << "gdn save_to must be [checkpoints, Hv, dk, dv] of the state's dtype";
+      a.saves = save_to.data;
+      a.save_starts = saves.starts;
+      a.save_after = saves.after;
+      a.save_dests = saves.dests;
+      a.num_saves = saves.count;
+    }
     if (T == 0) return;
     // Long sequences take the chunked kernel, the rest (or all, see set_gdn_chunked_from()) the
     // token-by-token one; each kernel skips the other's sequences.
@@ -751,7 +775,7 @@ class CudaBackendImpl final : public CudaBackend {
           << "replay_graph(" << id << "): the staged batch metadata has part sizes "
           << layout_string(staged_layout_) << ", the graph was captured with "
           << layout_string(g.layout) << " (tokens, positions, seq_starts, context_lens, "
-          << "page_table, slot_mapping, token_seq, logit_rows, state_slots, tiles)";
+          << "page_table, slot_mapping, token_seq, logit_rows, state_slots, tiles, state saves)";
       // The previous launch of this graph has finished reading its staging.
       SYV_CUDA_CHECK(cudaEventSynchronize(g.done));
       std::memcpy(g.host, staging_, staged_bytes_);
@@ -853,10 +877,11 @@ class CudaBackendImpl final : public CudaBackend {
     }
     return true;
   }
-  static constexpr int kMetaParts = 10;
+  static constexpr int kMetaParts = 11;
   // Element count of each metadata part: token_ids, positions, seq_starts, context_lens,
-  // page_table, slot_mapping, token_seq, logit_rows, state_slots, prefill tiles. Two batches with
-  // the same layout stage the same bytes at the same offsets (what a graph replay needs).
+  // page_table, slot_mapping, token_seq, logit_rows, state_slots, prefill tiles, state saves. Two
+  // batches with the same layout stage the same bytes at the same offsets (what a graph replay
+  // needs).
   using MetaLayout = std::array<int64_t, kMetaParts>;
 
   struct Staged {
@@ -941,7 +966,8 @@ class CudaBackendImpl final : public CudaBackend {
                                        h.token_seq.data(),
                                        batch.logit_rows.data(),
                                        h.state_slots.data(),
-                                       tiles_host_.data()};
+                                       tiles_host_.data(),
+                                       h.state_saves.data()};
     st.counts = {T,
                  T,
                  S + 1,
@@ -951,7 +977,8 @@ class CudaBackendImpl final : public CudaBackend {
                  T,
                  R,
                  static_cast<int64_t>(h.state_slots.size()),
-                 static_cast<int64_t>(tiles_host_.size())};
+                 static_cast<int64_t>(tiles_host_.size()),
+                 static_cast<int64_t>(h.state_saves.size())};
     int64_t total = 0;
     for (int i = 0; i < kMetaParts; ++i) {
       st.offsets[static_cast<size_t>(i)] = total;

@@ -53,6 +53,8 @@ __global__ void __launch_bounds__(NW * 32) gdn_recurrent_kernel(GdnArgs a) {
 
   const TX* qkv = static_cast<const TX*>(a.qkv);
   TX* out = static_cast<TX*>(a.out);
+  int next_save = a.num_saves > 0 ? a.save_starts[s] : 0;
+  const int save_end = a.num_saves > 0 ? a.save_starts[s + 1] : 0;
   for (int t = begin; t < end; ++t) {
     const TX* row = qkv + static_cast<int64_t>(t) * width;
     const int i = threadIdx.x;
@@ -100,6 +102,15 @@ __global__ void __launch_bounds__(NW * 32) gdn_recurrent_kernel(GdnArgs a) {
     const float kd = kn * delta;
 #pragma unroll
     for (int r = 0; r < 32; ++r) st[r] = decay * st[r] + k_s[row0 + r] * kd;
+    if (next_save < save_end && a.save_after[next_save] == t + 1 - begin) {
+      TS* dst = static_cast<TS*>(a.saves) +
+                (static_cast<int64_t>(a.save_dests[next_save]) * hv + h) * dk * dv +
+                static_cast<int64_t>(row0) * dv + col;
+#pragma unroll
+      for (int r = 0; r < 32; ++r)
+        if (r < rows) dst[r * dv] = from_f32<TS>(st[r]);
+      ++next_save;
+    }
     __syncthreads();  // the next token overwrites q_s, k_s, norms and part
   }
 

@@ -102,8 +102,12 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
       st[r][e] = d < dk && col < dv ? to_f32(S[static_cast<int64_t>(d) * dv + col]) : 0.f;
     }
 
-  for (int c0 = 0; c0 < len; c0 += kChunk) {
-    const int L = min(kChunk, len - c0);
+  // State saves cut the chunking: chunks restart at each save point, whose state is then written.
+  int next_save = a.num_saves > 0 ? a.save_starts[s] : 0;
+  const int save_end = a.num_saves > 0 ? a.save_starts[s + 1] : 0;
+  int segment_end = next_save < save_end ? a.save_after[next_save] : len;
+  for (int c0 = 0; c0 < len;) {
+    const int L = min(kChunk, segment_end - c0);
 
     // 1. The chunk's inputs: normalised q and k, this block's v columns, β and g; S0 from
     // registers.
@@ -349,6 +353,20 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
       }
     }
     __syncthreads();  // the next chunk overwrites the shared arrays
+    c0 += L;
+    if (c0 == segment_end && next_save < save_end) {
+      TS* dst = static_cast<TS*>(a.saves) +
+                (static_cast<int64_t>(a.save_dests[next_save]) * hv + h) * dk * dv;
+#pragma unroll
+      for (int r = 0; r < 8; ++r)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int d = rg * 8 + r, col = v0 + 2 * cp + e;
+          if (d < dk && col < dv) dst[static_cast<int64_t>(d) * dv + col] = from_f32<TS>(st[r][e]);
+        }
+      ++next_save;
+      segment_end = next_save < save_end ? a.save_after[next_save] : len;
+    }
   }
 
 #pragma unroll

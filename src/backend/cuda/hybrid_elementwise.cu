@@ -87,6 +87,33 @@ __global__ void conv1d_window_kernel(ConvArgs a) {
   for (int j = 0; j < K - 1; ++j) st[int64_t{j} * a.channels] = win[j];
 }
 
+// State saves: one thread per (sequence, channel) writes the window after each of the sequence's
+// saves, the last K - 1 inputs of [old window | first `after` new tokens]. Runs before the window
+// itself is updated.
+template <typename TX>
+__global__ void conv1d_save_kernel(ConvArgs a) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  pdl_wait();
+  pdl_trigger();
+  if (idx >= int64_t{a.num_seqs} * a.channels) return;
+  const int s = static_cast<int>(idx / a.channels), c = static_cast<int>(idx % a.channels);
+  const int slot = a.slots[s], K = a.kernel;
+  if (slot < 0) return;
+  const int first = a.seq_starts[s];
+  const float* st = a.state + static_cast<int64_t>(slot) * (K - 1) * a.channels + c;
+  const TX* x = static_cast<const TX*>(a.x);
+  for (int i = a.save_starts[s]; i < a.save_starts[s + 1]; ++i) {
+    const int n = a.save_after[i];
+    float* dst = a.saves + static_cast<int64_t>(a.save_dests[i]) * (K - 1) * a.channels + c;
+    for (int j = 0; j < K - 1; ++j) {
+      const int m = n + j;  // index into [old window (K - 1) | new tokens]
+      dst[int64_t{j} * a.channels] =
+          m < K - 1 ? st[int64_t{m} * a.channels]
+                    : to_f32(x[(static_cast<int64_t>(first) + m - (K - 1)) * a.channels + c]);
+    }
+  }
+}
+
 // One warp per row of D: out = x * rsqrt(mean(x^2) + eps) * w * silu(z), rounded like the bf16
 // reference (the normalised x and its product with w are rounded to the activation type).
 template <typename TX>
@@ -138,6 +165,10 @@ void launch_conv1d_silu(const ConvArgs& a, DType x_t, int32_t max_seq_len, cudaS
     cuda_fail(__FILE__, __LINE__, "kernel", "conv1d kernel size must be in [2, 8]");
   constexpr int kThreads = 256;
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
+    if (a.num_saves > 0) {  // before any kernel moves the windows
+      launch_k(conv1d_save_kernel<TX>, ceil_div(int64_t{a.num_seqs} * a.channels, kThreads),
+               kThreads, 0, s, a);
+    }
     if (max_seq_len <= kConvSequentialMaxTokens) {
       const int64_t n = int64_t{a.num_seqs} * a.channels;
       launch_k(conv1d_sequential_kernel<TX>, ceil_div(n, kThreads), kThreads, 0, s, a);

@@ -196,6 +196,14 @@ struct GdnArgs {
   const int32_t* slots = nullptr;       // [S]
   int32_t num_seqs = 0, hk = 0, hv = 0, dk = 0, dv = 0;
   int32_t chunked_from = 0;  // sequences of at least this many tokens go to the chunked kernel
+  // In-pass state saves (StateSaves of backend.h): the state after save_after[i] new tokens of
+  // sequence s (save_starts[s] <= i < save_starts[s + 1]) also goes to checkpoint save_dests[i]
+  // of `saves` ([checkpoints, hv, dk, dv], the state's dtype). num_saves 0: none.
+  void* saves = nullptr;
+  const int32_t* save_starts = nullptr;  // [S + 1]
+  const int32_t* save_after = nullptr;   // [N]
+  const int32_t* save_dests = nullptr;   // [N]
+  int32_t num_saves = 0;
 };
 void launch_gdn_recurrent(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
 void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
@@ -217,6 +225,13 @@ struct ConvArgs {
   const int32_t* token_seq = nullptr;   // [T]
   const int32_t* slots = nullptr;       // [S]
   int32_t tokens = 0, num_seqs = 0, channels = 0, kernel = 0;
+  // In-pass state saves, as GdnArgs: the window after save_after[i] new tokens goes to checkpoint
+  // save_dests[i] of `saves` (f32 [checkpoints, K - 1, C]).
+  float* saves = nullptr;
+  const int32_t* save_starts = nullptr;
+  const int32_t* save_after = nullptr;
+  const int32_t* save_dests = nullptr;
+  int32_t num_saves = 0;
 };
 void launch_conv1d_silu(const ConvArgs& a, DType x_t, int32_t max_seq_len, cudaStream_t s);
 
