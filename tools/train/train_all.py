@@ -280,7 +280,7 @@ def main():
                     help="seconds for the whole run; training budgets shrink to fit")
     ap.add_argument("--max-steps", type=int, default=4000)
     ap.add_argument("--vocab", type=int, default=8192)
-    ap.add_argument("--train-bytes", type=int, default=48_000_000)
+    ap.add_argument("--train-bytes", type=int, default=64_000_000)
     ap.add_argument("--tok-bytes", type=int, default=16_000_000)
     ap.add_argument("--heldout-min-bytes", type=int, default=3_000_000)
     ap.add_argument("--heldout-max-bytes", type=int, default=4_000_000)
