@@ -22,7 +22,7 @@ struct MemoryPlanInput {
   size_t other_bytes = 0;            // runtime reservations: CUDA context, cuBLAS workspace...
   int64_t kv_bytes_per_token = 0;    // K and V of every attention layer for one token
   int64_t state_bytes_per_slot = 0;  // hybrids: one sequence's recurrent state (conv + delta rule)
-  int64_t state_slots = 0;           // live slots + checkpoints + verify snapshots
+  int64_t state_slots = 0;           // live slots + checkpoints + verify states
   int32_t page_size = 64;
   int64_t max_position = 0;  // max_position_embeddings (0: unknown)
 };

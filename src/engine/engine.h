@@ -75,8 +75,9 @@ struct EngineOptions {
   int32_t host_num_pages = 0;
   int32_t host_num_checkpoints = 0;
   // Speculative decoding (engine/drafter.h): at most this many drafts per sequence and step, from
-  // the drafter given to EngineCore::set_drafter(); 0 = off. Hybrid models then reserve one state
-  // snapshot per sequence slot (state_bytes_per_seq x max_num_seqs) to roll back rejected drafts.
+  // the drafter given to EngineCore::set_drafter(); 0 = off. Hybrid models then reserve k verify
+  // states per sequence slot (state_bytes_per_seq x k x max_num_seqs): the state after each
+  // position a rejected draft can return to.
   int32_t num_speculative_tokens = 0;
   // Where drafts come from: "ngram" (prompt lookup, engine/ngram_drafter.h, over n-grams of
   // ngram_min..ngram_max tokens), "mtp" (the model's MTP head, engine/mtp_drafter.h: the model

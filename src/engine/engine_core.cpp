@@ -102,7 +102,7 @@ CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o)
 
 int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o) {
   if (!spec.has_recurrent_state()) return 0;
-  return int64_t{o.max_num_seqs} * (o.num_speculative_tokens > 0 ? 2 : 1) +
+  return int64_t{o.max_num_seqs} * (1 + o.num_speculative_tokens) +
          derived_checkpoints(engine_cache_spec(spec, o), o);
 }
 
@@ -196,8 +196,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     if (options.state_dtype != DType::F32) cache.state_dtype = options.state_dtype;
     cache.num_state_slots = options.max_num_seqs;
     cache.num_checkpoints = options.num_checkpoints;
-    // Verify steps: one snapshot per slot after the pool's checkpoints (HybridState::snapshot).
-    if (options.num_speculative_tokens > 0) cache.num_checkpoints += options.max_num_seqs;
+    // Verify steps: k entries per slot after the pool's checkpoints (HybridState's verify saves).
+    cache.num_checkpoints += options.max_num_seqs * options.num_speculative_tokens;
   }
   SYV_ASSIGN_OR_RETURN(std::unique_ptr<CacheStore> store,
                        CacheStore::create(spec, cache, model.backend()));
@@ -218,6 +218,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << ", prefix caching " << (options.enable_prefix_caching ? "on" : "off")
                 << ", max_model_len " << options.max_model_len;
   if (options.num_speculative_tokens > 0) {
+    const int64_t verify_entries =
+        int64_t{options.max_num_seqs} * options.num_speculative_tokens;
     SYV_LOG(INFO) << "engine: speculative decoding: up to " << options.num_speculative_tokens
                   << " drafts per sequence and step from "
                   << (options.speculative_method == "ngram"
@@ -229,10 +231,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                                 " bytes/token; prefix pages keyed with their next token)"
                           : std::string("the drafter set by the caller"))
                   << (spec.has_recurrent_state()
-                          ? ", " + std::to_string(options.max_num_seqs) +
-                                " state snapshots for rejected drafts (" +
-                                std::to_string((spec.state_bytes_per_seq * options.max_num_seqs) >>
-                                               20) +
+                          ? ", " + std::to_string(verify_entries) +
+                                " verify states for rejected drafts (" +
+                                std::to_string((spec.state_bytes_per_seq * verify_entries) >> 20) +
                                 " MiB)"
                           : std::string());
   }
@@ -331,7 +332,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
     SYV_CHECK(policy.ok()) << policy.status().message();  // create() validated it
     hybrid_ = std::make_unique<HybridState>(
         *store_, CheckpointGeometry(options.page_size, options.checkpoint_interval), policy.value(),
-        options.max_num_seqs, options.num_checkpoints, options.num_speculative_tokens > 0);
+        options.max_num_seqs, options.num_checkpoints, options.num_speculative_tokens);
     scheduler_.set_hybrid(hybrid_.get());
     stats_.checkpoint_bytes = store_->spec().state_bytes_per_seq * options.num_checkpoints;
   }

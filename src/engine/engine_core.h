@@ -64,8 +64,8 @@ CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o)
 
 // Recurrent-state slots a hybrid model's engine allocates for `o` (0 for other models): one per
 // running sequence, the checkpoint pool (o.num_checkpoints, or o.checkpoint_cache_bytes worth, at
-// most 8 per sequence, when 0; none without prefix caching) and, with speculation, one verify
-// snapshot per sequence. Memory plans (syv serve) reserve these bytes before sizing the KV pool.
+// most 8 per sequence, when 0; none without prefix caching) and, with speculation, k verify states
+// per sequence (num_speculative_tokens). Memory plans (syv serve) reserve these bytes before sizing the KV pool.
 int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o);
 
 class EngineCore {

@@ -14,12 +14,12 @@
 namespace syv {
 
 HybridState::HybridState(CacheStore& store, CheckpointGeometry geometry, RetentionPolicy policy,
-                         int32_t num_slots, int32_t num_checkpoints, bool snapshots)
+                         int32_t num_slots, int32_t num_checkpoints, int32_t verify_entries)
     : store_(store),
       geometry_(geometry),
       policy_(policy),
       pool_(num_slots, num_checkpoints),
-      snapshots_(snapshots) {}
+      verify_entries_(verify_entries) {}
 
 void HybridState::set_host_tier(HostTier* host) {
   host_ = host;
@@ -29,14 +29,20 @@ void HybridState::set_host_tier(HostTier* host) {
   });
 }
 
-void HybridState::snapshot(const Sequence& seq) {
-  SYV_CHECK(snapshots_ && seq.state_slot >= 0) << "seq " << seq.id() << " slot " << seq.state_slot;
-  store_.save_checkpoint(seq.state_slot, pool_.num_checkpoints() + seq.state_slot);
+void HybridState::plan_verify_saves(const Sequence& seq, int32_t pending, int32_t drafts,
+                                    std::vector<Save>& saves) const {
+  SYV_CHECK(seq.state_slot >= 0 && pending >= 1 && drafts >= 1 && drafts <= verify_entries_)
+      << "seq " << seq.id() << " slot " << seq.state_slot << ": verify of " << pending << " + "
+      << drafts << " tokens with " << verify_entries_ << " entries per slot";
+  const int32_t first = pool_.num_checkpoints() + seq.state_slot * verify_entries_;
+  for (int32_t a = 0; a < drafts; ++a) saves.push_back({pending + a, first + a});
 }
 
-void HybridState::rollback(const Sequence& seq) {
-  SYV_CHECK(snapshots_ && seq.state_slot >= 0) << "seq " << seq.id() << " slot " << seq.state_slot;
-  store_.load_checkpoint(pool_.num_checkpoints() + seq.state_slot, seq.state_slot);
+void HybridState::accept_verified(const Sequence& seq, int32_t accepted) {
+  SYV_CHECK(seq.state_slot >= 0 && accepted >= 0 && accepted < verify_entries_)
+      << "seq " << seq.id() << " slot " << seq.state_slot << ", " << accepted << " accepted";
+  store_.load_checkpoint(pool_.num_checkpoints() + seq.state_slot * verify_entries_ + accepted,
+                         seq.state_slot);
 }
 
 bool HybridState::is_boundary(const Sequence& seq, int32_t length) const {

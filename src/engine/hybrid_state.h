@@ -13,11 +13,12 @@
 //  * preemption frees the slot but keeps the holds (the recompute resumes from them);
 //  * finish and abort free the slot and release every hold, retained as the policy says;
 //  * verify steps (speculative decoding) feed drafts that may be rejected, and a recurrent state
-//    cannot be stepped back: before such a step the slot's state is copied to the slot's
-//    *snapshot* (one spare checkpoint entry per slot, beyond the pool: state_bytes_per_seq x
-//    max_num_seqs of extra memory, reserved only when speculation is on); when a draft is
-//    rejected the snapshot is copied back and the accepted tokens are fed again with the next
-//    step (rollback()), so the state only ever covers accepted tokens.
+//    cannot be stepped back: the verify pass saves the state after each position that could be
+//    the last accepted one (in-pass saves into k *verify entries* per slot, beyond the pool:
+//    state_bytes_per_seq x k x max_num_seqs of extra memory, reserved only when speculation is
+//    on); when a draft is rejected the entry of the last accepted position is copied into the
+//    slot (accept_verified()), so the state covers exactly the accepted tokens and nothing is fed
+//    again.
 //
 // Not thread-safe: owned by the engine thread.
 #pragma once
@@ -46,10 +47,11 @@ struct HybridCounters {
 
 class HybridState {
  public:
-  // `snapshots`: whether the store has a snapshot checkpoint per slot after the pool's
-  // checkpoints (checkpoint id num_checkpoints + slot); needed for verify steps.
+  // `verify_entries`: k, the store's verify entries per slot after the pool's checkpoints
+  // (checkpoint id num_checkpoints + slot * k + j holds the state after j + 1 of a verify chunk's
+  // tokens); 0 without speculation.
   HybridState(CacheStore& store, CheckpointGeometry geometry, RetentionPolicy policy,
-              int32_t num_slots, int32_t num_checkpoints, bool snapshots = false);
+              int32_t num_slots, int32_t num_checkpoints, int32_t verify_entries = 0);
 
   const CheckpointGeometry& geometry() const { return geometry_; }
   const RetentionPolicy& policy() const { return policy_; }
@@ -92,11 +94,14 @@ class HybridState {
   // After the step advanced seq->num_computed and registered its full pages: saves a checkpoint if
   // the computed length is a checkpoint boundary.
   void after_step(Sequence* seq);
-  // Verify steps: copies the running sequence's state to its slot's snapshot (before the step)
-  // and back (after a rejected draft). CHECK-fails unless constructed with snapshots.
-  bool has_snapshots() const { return snapshots_; }
-  void snapshot(const Sequence& seq);
-  void rollback(const Sequence& seq);
+  // Verify steps. plan_verify_saves: a chunk of `pending` tokens then `drafts` (<= k) drafts is
+  // scheduled; appends the saves after pending + a tokens (a = 0 .. drafts - 1 drafts accepted)
+  // into the slot's verify entries. accept_verified: after the step, `accepted` < drafts of them
+  // were kept: the slot gets the state after pending + accepted tokens back.
+  int32_t verify_entries() const { return verify_entries_; }
+  void plan_verify_saves(const Sequence& seq, int32_t pending, int32_t drafts,
+                         std::vector<Save>& saves) const;
+  void accept_verified(const Sequence& seq, int32_t accepted);
   void preempt(Sequence* seq);  // frees the slot, keeps the holds
   void finish(Sequence* seq);   // frees the slot, releases the holds by the retention policy
 
@@ -117,7 +122,7 @@ class HybridState {
   CheckpointGeometry geometry_;
   RetentionPolicy policy_;
   CheckpointPool pool_;
-  bool snapshots_;
+  int32_t verify_entries_;
   HybridCounters counters_;
   HostTier* host_ = nullptr;
   std::vector<int32_t> pending_;  // entries this step's forward is writing (plan_saves)

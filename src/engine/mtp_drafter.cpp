@@ -94,7 +94,7 @@ void MtpDrafter::observe(const SchedulerOutput& step, const Batch& batch,
     const int32_t n = seq.num_computed - c0;  // positions committed this step
     SYV_CHECK(n >= 0 && n <= batch.seq_len(static_cast<int32_t>(i)))
         << "seq " << seq.id() << ": " << n << " committed of " << batch.seq_len(i) << " fed";
-    if (n == 0) continue;  // a hybrid rollback: re-fed next step
+    if (n == 0) continue;  // nothing of it committed (a preempted sequence)
     SYV_CHECK_LT(seq.num_computed, seq.length()) << "seq " << seq.id();
     for (int32_t p = c0; p < c0 + n; ++p) {
       b.token_ids.push_back(seq.tokens[static_cast<size_t>(p) + 1]);

@@ -22,8 +22,9 @@
 // Prefix reuse: the head's K/V at a page's last position depends on the token after the page, so
 // with MTP the prefix cache keys a page on its tokens plus the next one (PrefixCache lookahead
 // 1); a hit then holds valid head K/V for all its positions, and a preempted sequence re-admitted
-// on its own cached pages likewise. Hybrid rollback (a rejected draft): the sequence commits
-// nothing that step, so its next step runs without drafts while it re-feeds.
+// on its own cached pages likewise. A hybrid sequence whose draft was rejected commits its
+// pending token and the accepted drafts like a dense one (the verify pass kept the state after
+// each position: HybridState).
 //
 // Not thread-safe: the engine thread only.
 #pragma once

@@ -154,10 +154,16 @@ void Scheduler::schedule(SchedulerOutput& out) {
     if (drafts > 0 && grow(seq, seq->num_computed + n + drafts)) {
       scheduled.num_new_tokens += drafts;
       scheduled.num_drafts = drafts;
-      if (hybrid_ != nullptr) hybrid_->snapshot(*seq);  // a rejected draft rolls back to it
     }
     out.seqs.push_back(scheduled);
     plan_saves(out);
+    if (hybrid_ != nullptr && scheduled.num_drafts > 0) {  // the states a rejection returns to
+      saves_.clear();
+      hybrid_->plan_verify_saves(*seq, n, scheduled.num_drafts, saves_);
+      const int32_t index = static_cast<int32_t>(out.seqs.size()) - 1;
+      for (const HybridState::Save& v : saves_)
+        out.state_saves.push_back({index, v.after, v.checkpoint});
+    }
     out.num_tokens += scheduled.num_new_tokens;
     budget -= scheduled.num_new_tokens;
     ++i;
@@ -213,7 +219,8 @@ int32_t Scheduler::drafts_for(const Sequence& seq, int32_t n, int32_t room) cons
   int32_t k = std::min(static_cast<int32_t>(seq.drafts.size()), room);
   if (k <= 0) return 0;
   if (hybrid_ != nullptr) {
-    if (!hybrid_->has_snapshots()) return 0;
+    k = std::min(k, hybrid_->verify_entries());
+    if (k <= 0) return 0;
     // A checkpoint boundary inside the drafts would go unsaved: stop the drafts there.
     k = hybrid_->snap_chunk(seq, seq.num_computed, n + k) - n;
   }
@@ -228,11 +235,9 @@ void Scheduler::commit(const SchedulerOutput& out) {
     SYV_CHECK(s.num_accepted >= 0 && s.num_accepted <= s.num_drafts)
         << "seq " << seq->id() << ": " << s.num_accepted << " of " << s.num_drafts
         << " drafts accepted";
-    int32_t advance = s.num_pending() + s.num_accepted;
-    if (hybrid_ != nullptr && s.num_accepted < s.num_drafts) {
-      hybrid_->rollback(*seq);  // the state went past the rejected draft
-      advance = 0;
-    }
+    const int32_t advance = s.num_pending() + s.num_accepted;
+    if (hybrid_ != nullptr && s.num_accepted < s.num_drafts)
+      hybrid_->accept_verified(*seq, s.num_accepted);  // the state went past a rejected draft
     seq->drafts.clear();
     seq->num_computed += advance;
     SYV_CHECK_LE(seq->num_computed, seq->length()) << "seq " << seq->id();

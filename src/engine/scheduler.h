@@ -22,9 +22,8 @@
 // the next checkpoint boundary allow. It then feeds pending + k tokens and wants k + 1 logits rows;
 // the engine records in num_accepted how many drafts it kept, and commit() advances over the
 // pending tokens and the accepted drafts only. Pages mapped beyond what the sequence keeps go back
-// to the pool. On hybrid models the state slot was snapshotted at schedule() (HybridState) and a
-// rejected draft rolls it back: the sequence then advances by nothing and feeds its pending
-// tokens, the accepted drafts and the new token in the next step.
+// to the pool. On hybrid models the verify pass saved the state after each position a rejection can
+// return to (HybridState::plan_verify_saves); a rejected draft loads the right one into the slot.
 //
 // Hybrid models (set_hybrid): admission also needs a free state slot; hits are cut back to the
 // longest prefix ending on a stored checkpoint, which is loaded into the slot; every chunk ends on
