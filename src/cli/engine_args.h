@@ -22,6 +22,9 @@ struct EngineArgs {
   // Host tier in GiB (kv/host_tier.h): < 0 (the default) = a quarter of the free host memory, at
   // most 32 GiB; 0 = off.
   double host_cache_gb = -1;
+  // --draft-model DIR (--speculative-method draft): loaded by the command (load_draft_model) and
+  // set as options.draft_model before the engine starts.
+  std::string draft_model_dir;
   // The options with the flags applied.
   EngineOptions resolved() const {
     EngineOptions o = options;
@@ -36,6 +39,7 @@ struct EngineArgs {
   }
   // --speculative-method mtp: the model must be loaded with its MTP head (ModelArgs::mtp).
   bool wants_mtp() const { return options.speculative_method == "mtp"; }
+  bool wants_draft_model() const { return options.speculative_method == "draft"; }
 };
 
 inline void add_engine_args(CLI::App& app, EngineArgs& args) {
@@ -88,11 +92,17 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   CLI::Option* method =
       app.add_option("--speculative-method", args.options.speculative_method,
                      "Draft tokens to verify in each decode step: ngram (prompt lookup: the tokens "
-                     "that followed the last n-gram's previous occurrence) or mtp (the "
+                     "that followed the last n-gram's previous occurrence), mtp (the "
                      "checkpoint's MTP head, Qwen3.5 / Qwen3-Next with mtp.* tensors: greedy "
-                     "drafts, its K/V in the same pages). Output is unchanged; needs "
-                     "--num-speculative-tokens.")
-          ->check(CLI::IsMember({"ngram", "mtp"}));
+                     "drafts, its K/V in the same pages) or draft (a smaller model sharing the "
+                     "tokenizer, --draft-model: greedy drafts, its own KV pool). Output is "
+                     "unchanged; needs --num-speculative-tokens.")
+          ->check(CLI::IsMember({"ngram", "mtp", "draft"}));
+  app.add_option("--draft-model", args.draft_model_dir,
+                 "draft: the draft model's folder (a dense Qwen3 with the target's vocabulary, "
+                 "e.g. Qwen3-0.6B for Qwen3-8B); it runs on the same device and gets a KV pool of "
+                 "as many pages as the target's.")
+      ->needs(method);
   app.add_option("--num-speculative-tokens", args.options.num_speculative_tokens,
                  "Drafts per sequence and step, 1..16 (with --speculative-method).")
       ->check(CLI::Range(0, kMaxSpeculativeTokens));

@@ -132,7 +132,15 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
   if (requests.empty())
     return fail("--prompts-file: \"" + args.prompts_file + "\" holds no requests");
 
-  Engine engine(*loaded->model, tok, args.engine.resolved());
+  EngineOptions options = args.engine.resolved();
+  std::unique_ptr<Model> draft;
+  if (args.engine.wants_draft_model()) {
+    auto d = load_draft_model(args.engine.draft_model_dir, *loaded->backend);
+    if (!d.ok()) return fail(d.message());
+    draft = std::move(d.value());
+    options.draft_model = draft.get();
+  }
+  Engine engine(*loaded->model, tok, options);
   if (Status s = engine.start(); !s.ok()) return fail(s.message());
   std::vector<Output> outputs(requests.size());
   const auto t0 = std::chrono::steady_clock::now();

@@ -55,6 +55,20 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   return loaded;
 }
 
+Result<std::unique_ptr<Model>> load_draft_model(const std::string& dir, Backend& backend) {
+  if (dir.empty()) {
+    return Status::Error(
+        "--speculative-method draft needs --draft-model DIR (a smaller model sharing the "
+        "target's tokenizer)");
+  }
+  auto model = load_model(dir, backend, LoadOptions{});
+  if (!model.ok()) return model.status().with_context("--draft-model");
+  SYV_LOG(INFO) << "draft model: " << dir << ": " << (*model)->config().model_type << ", "
+                << (*model)->config().num_hidden_layers << " layers, hidden "
+                << (*model)->config().hidden_size;
+  return model;
+}
+
 void apply_batch_invariant(Backend& backend, bool on) {
   backend.set_batch_invariant(on);
   SYV_LOG(INFO)

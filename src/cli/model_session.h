@@ -44,6 +44,10 @@ struct LoadedModel {
 // wrong with it (or name --device).
 Result<LoadedModel> load_cli_model(const ModelArgs& args);
 
+// --speculative-method draft: loads `dir` (the --draft-model folder) on `backend`, the target's.
+// An empty dir is an error naming --draft-model; errors are prefixed with "--draft-model".
+Result<std::unique_ptr<Model>> load_draft_model(const std::string& dir, Backend& backend);
+
 // Backend::set_batch_invariant(on), and the start-up log line that says which mode runs and why.
 void apply_batch_invariant(Backend& backend, bool on);
 // Just config.json (+ generation_config.json), to validate arguments before the (slow) load.

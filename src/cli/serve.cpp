@@ -187,6 +187,9 @@ int wait_for_signal(int timeout_ms = -1) {
 // (backend/memory_plan.h, the plan `syv inspect` and `syv bench` print), as vLLM sizes its pool.
 Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
                                    double utilization) {
+  // A draft model's pool has as many pages as the target's: plan both, return the target's share.
+  const int64_t target_kv = model.cache_spec().kv_bytes_per_token;
+  const int64_t draft_kv = e.draft_model ? e.draft_model->cache_spec().kv_bytes_per_token : 0;
   const ModelConfig& c = model.config();
   MemoryPlanInput in;
   in.total_bytes = gpu.memory_info().total_bytes;
@@ -198,7 +201,7 @@ Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineO
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
       std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens));
   in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
-  in.kv_bytes_per_token = model.cache_spec().kv_bytes_per_token;
+  in.kv_bytes_per_token = target_kv + draft_kv;
   in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;
   in.state_slots = engine_state_slots(model.cache_spec(), e);
   in.page_size = e.page_size;
@@ -207,8 +210,9 @@ Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineO
   SYV_LOG(INFO) << "memory plan: " << plan.summary() << " (device " << in.total_bytes / 1073741824.0
                 << " GiB x " << utilization << "; weights " << in.weight_bytes / 1e9
                 << " GB; activations " << in.activation_peak_bytes / 1e9 << " GB estimated for "
-                << step_tokens << " batch tokens; --kv-cache-mb overrides)";
-  return plan.kv_bytes;
+                << step_tokens << " batch tokens; --kv-cache-mb overrides"
+                << (draft_kv > 0 ? "; the draft model's KV pool included" : "") << ")";
+  return plan.kv_bytes / (target_kv + draft_kv) * target_kv;
 }
 #endif
 
@@ -333,6 +337,12 @@ int run_serve(const ServeOptions& o) {
   const auto t1 = std::chrono::steady_clock::now();
   Result<std::unique_ptr<Model>> model = load_prepared_model(*prepared, **backend, load_options);
   if (!model.ok()) return fail("--model: " + model.message());
+  std::unique_ptr<Model> draft;
+  if (o.engine.wants_draft_model()) {  // before the plan: its weights count as loaded
+    auto d = load_draft_model(o.engine.draft_model_dir, **backend);
+    if (!d.ok()) return fail(d.message());
+    draft = std::move(d.value());
+  }
   const double model_s = since(t1);
   SYV_LOG(INFO) << "model: loaded in " << model_s << " s";
 
@@ -340,6 +350,7 @@ int run_serve(const ServeOptions& o) {
   // --cuda-graphs eager; the engine logs the buckets and the capture time).
   const auto t_engine = std::chrono::steady_clock::now();
   EngineOptions engine_options = o.engine.resolved();
+  engine_options.draft_model = draft.get();
   bool planned = false;
 #if SYV_HAVE_CUDA
   if (!o.kv_cache_mb_given && engine_options.num_pages == 0) {

@@ -45,6 +45,9 @@ class Drafter {
     (void)batch;
     (void)outputs;
   }
+  // The sequence finished or was aborted (called before it is destroyed): a drafter with
+  // per-sequence state of its own releases it. The default does nothing.
+  virtual void forget(const Sequence& seq) { (void)seq; }
 };
 
 }  // namespace syv

@@ -20,7 +20,7 @@ Status Engine::start() {
   if (options_.num_speculative_tokens > 0 && options_.speculative_method.empty()) {
     return Status::Error(
         "engine option num_speculative_tokens: " + std::to_string(options_.num_speculative_tokens) +
-        " drafts need a speculative_method to propose them (ngram or mtp)");
+        " drafts need a speculative_method to propose them (ngram, mtp or draft)");
   }
   SYV_ASSIGN_OR_RETURN(core_, EngineCore::create(model_, tokenizer_, options_));
   options_ = core_->options();

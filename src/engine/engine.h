@@ -82,9 +82,15 @@ struct EngineOptions {
   // Where drafts come from: "ngram" (prompt lookup, engine/ngram_drafter.h, over n-grams of
   // ngram_min..ngram_max tokens), "mtp" (the model's MTP head, engine/mtp_drafter.h: the model
   // must be loaded with LoadOptions::mtp; prefix-cache keys then cover one token past each page)
-  // or "" (none; EngineCore users may set_drafter() their own; the threaded Engine then refuses
-  // num_speculative_tokens > 0).
+  // "draft" (a second, smaller model with the same vocabulary: draft_model, engine/
+  // draft_model_drafter.h) or "" (none; EngineCore users may set_drafter() their own; the threaded
+  // Engine then refuses num_speculative_tokens > 0).
   std::string speculative_method;
+  // speculative_method "draft": the draft model, loaded by the caller on the target's backend and
+  // not bound to any cache (the drafter makes its own KV store of draft_num_pages pages of
+  // page_size tokens; 0 = num_pages). The caller keeps it alive while the engine runs.
+  Model* draft_model = nullptr;
+  int32_t draft_num_pages = 0;
   int32_t ngram_min = 2;
   int32_t ngram_max = 4;
   // CUDA graphs for plain decode steps, one per batch-size bucket (engine/graph_runner.h):

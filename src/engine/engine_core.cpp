@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/device_sampling.h"
+#include "engine/draft_model_drafter.h"
 #include "engine/host_tier_setup.h"
 #include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
@@ -144,11 +145,24 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                          std::to_string(kMaxSpeculativeTokens) + ", found " +
                          std::to_string(options.num_speculative_tokens));
   if (!options.speculative_method.empty() && options.speculative_method != "ngram" &&
-      options.speculative_method != "mtp")
+      options.speculative_method != "mtp" && options.speculative_method != "draft")
     return Status::Error(
-        "engine option speculative_method: expected ngram or mtp (or none), "
+        "engine option speculative_method: expected ngram, mtp or draft (or none), "
         "found \"" +
         options.speculative_method + "\"");
+  if (options.speculative_method == "draft") {
+    if (options.num_speculative_tokens < 1)
+      return Status::Error(
+          "engine option speculative_method draft: num_speculative_tokens must be >= 1");
+    if (options.draft_model == nullptr)
+      return Status::Error("engine option speculative_method draft: no draft_model given");
+    if (&options.draft_model->backend() != &model.backend())
+      return Status::Error("engine option draft_model: the draft must run on the target's backend");
+  }
+  if (options.draft_model != nullptr && options.speculative_method != "draft")
+    return Status::Error("engine option draft_model: given without speculative_method draft");
+  if (options.draft_num_pages < 0)
+    return Status::Error("engine option draft_num_pages: expected >= 0");
   if (options.speculative_method == "mtp") {
     if (options.num_speculative_tokens < 1)
       return Status::Error(
@@ -218,24 +232,23 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << ", prefix caching " << (options.enable_prefix_caching ? "on" : "off")
                 << ", max_model_len " << options.max_model_len;
   if (options.num_speculative_tokens > 0) {
-    const int64_t verify_entries =
-        int64_t{options.max_num_seqs} * options.num_speculative_tokens;
-    SYV_LOG(INFO) << "engine: speculative decoding: up to " << options.num_speculative_tokens
-                  << " drafts per sequence and step from "
-                  << (options.speculative_method == "ngram"
-                          ? "prompt lookup (n-grams of " + std::to_string(options.ngram_min) +
-                                ".." + std::to_string(options.ngram_max) + " tokens)"
-                      : options.speculative_method == "mtp"
-                          ? "the MTP head (greedy; its K/V in every page, " +
-                                std::to_string(spec.kv_layers.back().bytes_per_token()) +
-                                " bytes/token; prefix pages keyed with their next token)"
-                          : std::string("the drafter set by the caller"))
-                  << (spec.has_recurrent_state()
-                          ? ", " + std::to_string(verify_entries) +
-                                " verify states for rejected drafts (" +
-                                std::to_string((spec.state_bytes_per_seq * verify_entries) >> 20) +
-                                " MiB)"
-                          : std::string());
+    const int64_t verify_entries = int64_t{options.max_num_seqs} * options.num_speculative_tokens;
+    SYV_LOG(INFO)
+        << "engine: speculative decoding: up to " << options.num_speculative_tokens
+        << " drafts per sequence and step from "
+        << (options.speculative_method == "ngram"
+                ? "prompt lookup (n-grams of " + std::to_string(options.ngram_min) + ".." +
+                      std::to_string(options.ngram_max) + " tokens)"
+            : options.speculative_method == "mtp"
+                ? "the MTP head (greedy; its K/V in every page, " +
+                      std::to_string(spec.kv_layers.back().bytes_per_token()) +
+                      " bytes/token; prefix pages keyed with their next token)"
+            : options.speculative_method == "draft" ? std::string("a draft model")
+                                                    : std::string("the drafter set by the caller"))
+        << (spec.has_recurrent_state()
+                ? ", " + std::to_string(verify_entries) + " verify states for rejected drafts (" +
+                      std::to_string((spec.state_bytes_per_seq * verify_entries) >> 20) + " MiB)"
+                : std::string());
   }
   SYV_ASSIGN_OR_RETURN(HostTierPlan host_plan,
                        plan_host_tier(options, *store, host_available_memory().bytes));
@@ -271,6 +284,16 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     core->set_drafter(std::make_unique<MtpDrafter>(model, core->cache().pool(), options.page_size,
                                                    options.num_speculative_tokens,
                                                    options.max_model_len));
+  }
+  if (options.speculative_method == "draft") {
+    SYV_ASSIGN_OR_RETURN(
+        std::unique_ptr<DraftModelDrafter> drafter,
+        DraftModelDrafter::create(
+            *options.draft_model, model.config().vocab_size, options.page_size,
+            options.draft_num_pages > 0 ? options.draft_num_pages : options.num_pages,
+            options.num_speculative_tokens, options.max_model_len, options.max_num_batched_tokens));
+    SYV_LOG(INFO) << "engine: speculative decoding from the " << drafter->describe();
+    core->set_drafter(std::move(drafter));
   }
   if (graph_mode != GraphMode::kOff) {
     GraphConfig g;
@@ -442,6 +465,7 @@ void EngineCore::abort_request(uint64_t id) {
   for (auto& seq : group.seqs) {
     if (seq->is_done()) continue;
     scheduler_.abort(seq.get());
+    if (drafter_ != nullptr) drafter_->forget(*seq);
     Event event;
     event.sample_index = seq->sample_index();
     event.finish_reason = "abort";
@@ -712,6 +736,7 @@ bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
 
 void EngineCore::end_sample(RequestGroup& group, Sequence& seq) {
   scheduler_.finish(&seq);
+  if (drafter_ != nullptr) drafter_->forget(seq);
   if (--group.unfinished > 0) return;
   ++stats_.requests_finished;
   groups_.erase(group.id);  // destroys the group and its sequences

@@ -88,6 +88,7 @@ class EngineCore {
   // Speculative decoding: the drafter that proposes up to options().num_speculative_tokens drafts
   // per decoding sequence and step (null: none). Call between steps.
   void set_drafter(std::unique_ptr<Drafter> drafter) { drafter_ = std::move(drafter); }
+  const Drafter* drafter() const { return drafter_.get(); }
 
   bool has_work() const { return scheduler_.has_work(); }
   // Runs one step (no-op when idle).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "engine/greedy_ids.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 
@@ -53,23 +54,6 @@ Tensor MtpDrafter::gather_hidden(const Tensor& src, int32_t rows) {
     b.copy(dst + r.dst * row_bytes, from + r.src * row_bytes, r.count * row_bytes);
   }
   return Tensor(hidden_.data(), src.dtype, {rows, H});
-}
-
-void MtpDrafter::argmax(const Tensor& logits, std::vector<int32_t>& ids) {
-  const int64_t R = logits.dim(0), V = logits.dim(1);
-  ids.assign(static_cast<size_t>(R), 0);
-  if (R == 0) return;
-  Backend& b = model_.backend();
-  if (b.supports_sampling()) {  // only the ids cross to the host
-    b.sample(logits, std::vector<SampleRow>(static_cast<size_t>(R)), {}, ids.data());
-    return;
-  }
-  host_logits_.resize(static_cast<size_t>(R * V));
-  b.download(host_logits_.data(), logits.data, host_logits_.size() * sizeof(float));
-  for (int64_t r = 0; r < R; ++r) {
-    const float* row = host_logits_.data() + r * V;
-    ids[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(row, row + V) - row);
-  }
 }
 
 void MtpDrafter::observe(const SchedulerOutput& step, const Batch& batch,
@@ -125,7 +109,7 @@ void MtpDrafter::observe(const SchedulerOutput& step, const Batch& batch,
   model_.mtp_forward(b, gather_hidden(outputs.token_hidden, row), head);
   head_rows_ += row;
   if (chains_.empty()) return;
-  argmax(head.logits, ids_);
+  greedy_ids(model_.backend(), head.logits, host_logits_, ids_);
   for (Chain& c : chains_) c.drafts.push_back(ids_[static_cast<size_t>(c.row)]);
   extend_chains(head.hidden);
   for (Chain& c : chains_) ready_[c.seq->id()] = Ready{c.seq->length(), std::move(c.drafts)};
@@ -177,7 +161,7 @@ void MtpDrafter::extend_chains(Tensor last_out) {
     model_.mtp_forward(b, gather_hidden(last_out, row), head);
     head_rows_ += row;
     last_out = head.hidden;
-    argmax(head.logits, ids_);
+    greedy_ids(model_.backend(), head.logits, host_logits_, ids_);
     for (Chain& c : chains_) {
       if (static_cast<int32_t>(c.drafts.size()) < c.room)
         c.drafts.push_back(ids_[static_cast<size_t>(c.row)]);

@@ -70,8 +70,6 @@ class MtpDrafter : public Drafter {
   void extend_chains(Tensor last_out);
   // Copies rows runs_ name from `src` [*, H] into hidden_ [rows, H]; returns that view.
   Tensor gather_hidden(const Tensor& src, int32_t rows);
-  // Greedy ids of the head's logits rows (on the device when the backend samples there).
-  void argmax(const Tensor& logits, std::vector<int32_t>& ids);
   void set_page_table(const std::vector<const std::vector<int32_t>*>& pages);
 
   struct Run {

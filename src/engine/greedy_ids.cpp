@@ -1,0 +1,24 @@
+#include "engine/greedy_ids.h"
+
+#include <algorithm>
+
+namespace syv {
+
+void greedy_ids(Backend& backend, const Tensor& logits, std::vector<float>& host_scratch,
+                std::vector<int32_t>& ids) {
+  const int64_t R = logits.dim(0), V = logits.dim(1);
+  ids.assign(static_cast<size_t>(R), 0);
+  if (R == 0) return;
+  if (backend.supports_sampling()) {  // temperature 0 rows: the argmax, lowest id on ties
+    backend.sample(logits, std::vector<SampleRow>(static_cast<size_t>(R)), {}, ids.data());
+    return;
+  }
+  host_scratch.resize(static_cast<size_t>(R * V));
+  backend.download(host_scratch.data(), logits.data, host_scratch.size() * sizeof(float));
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = host_scratch.data() + r * V;
+    ids[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+  }
+}
+
+}  // namespace syv

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# On the GPU machine: MTP speculation on CUDA with the trained tiny-hybrid (models/, docs/models.md).
+# Builds syv and the speculation GPU tests, runs them, then
+#  1. `syv generate --device cuda --one-by-one` over the 20 held-out prompts of
+#     tests/fixtures/tiny/tiny-hybrid/greedy256.json (256 greedy tokens each) without speculation
+#     and with --speculative-method mtp k = 1, 2, 3: steps, tokens per step, tok/s, and whether the
+#     tokens equal transformers' (the fixture) and each other;
+#  2. `syv serve --device cuda` without and with MTP (k = 3), loaded by `syv bench serve --scenario
+#     c1` (one request at a time): the end-to-end figure.
+# Carry .devcarry-deps (tools/device/pack_deps.sh) and third_party/qwen3-tokenizer.
+#   tools/device/mtp_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export SYV_SOURCE_DIR=$PWD
+T="gpu_engine_mtp_gpu_test gpu_engine_verify_gpu_test gpu_engine_graphs_gpu_test gpu_cuda_hybrid_ops_test"
+timeout 240 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T 2>&1 | tail -1
+B=build/gpu-carry/bin
+for t in $T; do
+  echo "$t: $(timeout 90 $B/$t --gtest_filter='-*Timing*' 2>&1 | grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')"
+done
+M=models/tiny-hybrid
+FIX=tests/fixtures/tiny/tiny-hybrid/greedy256.json
+P=/tmp/mtp_prompts.jsonl
+python3 - "$FIX" "$P" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+with open(sys.argv[2], "w") as f:
+    for p, t in zip(d["prompts"], d["tokens"]):
+        f.write(json.dumps({"tokens": p, "max_tokens": len(t), "temperature": 0}) + "\n")
+EOF
+for k in 0 1 2 3; do
+  spec=()
+  [[ $k -gt 0 ]] && spec=(--speculative-method mtp --num-speculative-tokens $k)
+  timeout 120 $B/syv generate --model $M --device cuda --prompts-file $P --one-by-one "${spec[@]}" \
+    >/tmp/mtp_out$k.jsonl 2>/tmp/mtp_err$k.txt
+  echo "k=$k: $(tail -1 /tmp/mtp_err$k.txt)"
+done
+python3 - "$FIX" <<'EOF'
+import json, sys
+fix = json.load(open(sys.argv[1]))["tokens"]
+def load(k):
+    return [json.loads(l) for l in open(f"/tmp/mtp_out{k}.jsonl")]
+base = load(0)
+for k in range(4):
+    rows = load(k)
+    texts_equal = [r["text"] for r in rows] == [r["text"] for r in base]
+    ids = [r.get("token_ids") or r.get("tokens") for r in rows]
+    fixture = sum(a == b for a, b in zip(ids, fix)) if ids[0] is not None else "n/a"
+    print(f"k={k}: text equal to k=0 for all {len(rows)}: {texts_equal}; equal to transformers: {fixture}")
+EOF
+PORT=18433
+KEY=mtp-check-key
+for k in 0 3; do
+  spec=()
+  [[ $k -gt 0 ]] && spec=(--speculative-method mtp --num-speculative-tokens $k)
+  $B/syv serve --model $M --device cuda --port $PORT --api-key $KEY "${spec[@]}" >/tmp/serve$k.log 2>&1 &
+  PID=$!
+  for _ in $(seq 300); do
+    curl -sf -H "Authorization: Bearer $KEY" localhost:$PORT/health >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  echo "serve k=$k:"
+  timeout 120 $B/syv bench serve --url http://127.0.0.1:$PORT --api-key $KEY --scenario c1 \
+    --c1-requests 8 --input-len 256 --output-len 256 --seed 1 2>&1 | tail -6
+  curl -s -H "Authorization: Bearer $KEY" localhost:$PORT/metrics | grep -E "^syv_spec" | head -8
+  kill $PID
+  wait $PID
+done
