@@ -148,6 +148,11 @@ Tensor SingleSequence::forward(const std::vector<int32_t>& tokens, bool all_rows
   return logits;
 }
 
+void SingleSequence::restart() {
+  if (model_->cache_spec().has_recurrent_state()) store_->reset_slot(0);
+  length_ = 0;
+}
+
 std::vector<float> SingleSequence::append(const std::vector<int32_t>& tokens, bool all_rows) {
   Tensor logits = forward(tokens, all_rows);
   std::vector<float> host(static_cast<size_t>(logits.numel()));

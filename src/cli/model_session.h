@@ -1,8 +1,8 @@
-// Shared by the model commands (`syv logits`, `generate`, `bench offline`; `serve` for --device):
-// picking the backend (--device), loading a model from CLI options, parsing --tokens, and running
-// ONE sequence through Model::forward with a private page pool (SingleSequence: `syv logits` and
-// single-prompt `syv generate`, which samples with the engine's Sampler; --prompts-file runs the
-// engine itself).
+// Shared by the model commands (`syv logits`, `generate`, `eval-ppl`, `bench offline`; `serve` for
+// --device): picking the backend (--device), loading a model from CLI options, parsing --tokens,
+// and running ONE sequence through Model::forward with a private page pool (SingleSequence: `syv
+// logits`, `syv eval-ppl` and single-prompt `syv generate`, which samples with the engine's
+// Sampler; --prompts-file runs the engine itself).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -72,6 +72,9 @@ class SingleSequence {
   Tensor forward(const std::vector<int32_t>& tokens, bool all_rows);
   // forward(), downloaded to the host.
   std::vector<float> append(const std::vector<int32_t>& tokens, bool all_rows);
+  // Starts over as an empty sequence (the pages are reused, the recurrent state slot is zeroed);
+  // between forwards only.
+  void restart();
   int64_t length() const { return length_; }
 
  private:

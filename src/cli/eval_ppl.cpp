@@ -1,0 +1,180 @@
+// `syv eval-ppl`: perplexity of a text file under a model, computed by syv itself (any folder
+// `syv serve` loads, quantized ones included), so a quantization or a backend can be scored
+// without Python. Windowing is tools/train/eval.py's window_nll(), exactly:
+//
+//   tokens = tokenizer(file) (no special tokens added), n of them
+//   windows start at 0, C, 2C, ... (while start < n - 1), each holding tokens [start, start + C)
+//   (the last one fewer); each window runs as a fresh sequence, and every token of it but the first
+//   is scored given the tokens before it in that window:
+//   ppl = exp(sum of -log p(token) / number scored)
+//
+// so for the same folder and context it reproduces transformers' figure (tests/e2e/
+// tiny_models_eval_ppl_test.cpp against tests/fixtures/tiny/*/meta.json "sample").
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/command.h"
+#include "cli/model_session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace syv::cli {
+namespace {
+
+constexpr int64_t kDefaultContext = 1024;
+// Logit rows per forward: a window runs in chunks of at most this many floats of logits on the
+// host (64 MiB), so a 152k vocabulary at a long context never needs gigabytes at once.
+constexpr int64_t kMaxLogitFloats = int64_t{16} << 20;
+
+struct Options {
+  ModelArgs model;
+  std::string text_file;
+  int64_t context = 0;  // 0: kDefaultContext, or max_position_embeddings when smaller
+  bool json = false;
+};
+
+// -log softmax(row)[target], in double.
+double neg_log_prob(const float* row, int64_t vocab, int32_t target) {
+  const float mx = *std::max_element(row, row + vocab);
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+  return std::log(sum) + mx - row[target];
+}
+
+struct Score {
+  double nll_sum = 0;
+  int64_t scored = 0;
+  int64_t windows = 0;
+};
+
+// The windows of the header over `ids`, through `seq` (restarted for each).
+Score score_windows(SingleSequence& seq, const std::vector<int32_t>& ids, int64_t context,
+                    int64_t vocab) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t chunk = std::max<int64_t>(1, std::min(context, kMaxLogitFloats / vocab));
+  Score s;
+  for (int64_t start = 0; start < n - 1; start += context) {
+    const int64_t end = std::min(n, start + context);
+    seq.restart();
+    for (int64_t c = start; c < end; c += chunk) {
+      const int64_t c_end = std::min(end, c + chunk);
+      const std::vector<int32_t> part(ids.begin() + c, ids.begin() + c_end);
+      const std::vector<float> logits = seq.append(part, /*all_rows=*/true);
+      // Row r predicts token c + r + 1, scored while it is inside the window.
+      for (int64_t r = 0; c + r + 1 < end; ++r) {
+        s.nll_sum += neg_log_prob(&logits[r * vocab], vocab, ids[c + r + 1]);
+        ++s.scored;
+      }
+    }
+    ++s.windows;
+  }
+  return s;
+}
+
+int run(const Options& o) {
+  const char* hint = "--model takes a Hugging Face model folder (config.json + *.safetensors)";
+  auto config = read_cli_config(o.model);
+  if (!config.ok()) return fail(config.message(), hint);
+  const int64_t max_pos = config->max_position_embeddings;
+  int64_t context = o.context;
+  if (context == 0) context = max_pos > 0 ? std::min(kDefaultContext, max_pos) : kDefaultContext;
+  if (context < 2) return fail("--context: expected >= 2, found " + std::to_string(context));
+  if (max_pos > 0 && context > max_pos) {
+    return fail("--context: " + std::to_string(context) + " exceeds the model's " +
+                "max_position_embeddings " + std::to_string(max_pos));
+  }
+
+  std::ifstream in(o.text_file, std::ios::binary);
+  if (!in) return fail("--text-file \"" + o.text_file + "\": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto tokenizer = Tokenizer::load(o.model.model_dir);
+  if (!tokenizer.ok()) {
+    return fail("eval-ppl needs the model's tokenizer: " + tokenizer.message(),
+                "the folder must hold tokenizer.json (+ tokenizer_config.json)");
+  }
+  const std::vector<int32_t> ids = (*tokenizer)->encode(text.str(), /*add_special_tokens=*/false);
+  if (ids.size() < 2) {
+    return fail("--text-file \"" + o.text_file + "\": encodes to " + std::to_string(ids.size()) +
+                " token(s); at least 2 are needed to score one");
+  }
+  for (int32_t id : ids) {
+    if (id >= config->vocab_size) {
+      return fail("--text-file: token " + std::to_string(id) +
+                  " is outside the model's vocabulary [0, " + std::to_string(config->vocab_size) +
+                  ") (tokenizer and model disagree)");
+    }
+  }
+
+  auto loaded = load_cli_model(o.model);
+  if (!loaded.ok()) return fail(loaded.message(), hint);
+  Model& model = *loaded->model;
+  auto seq = SingleSequence::create(model, context);
+  if (!seq.ok()) return fail(seq.message());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const Score s = score_windows(*seq, ids, context, config->vocab_size);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double ppl = std::exp(s.nll_sum / static_cast<double>(s.scored));
+  const std::string device = model.backend().name();
+  if (o.json) {
+    nlohmann::json j;
+    j["ppl"] = ppl;
+    j["nll_sum"] = s.nll_sum;
+    j["tokens_scored"] = s.scored;
+    j["tokens"] = ids.size();
+    j["windows"] = s.windows;
+    j["context"] = context;
+    j["seconds"] = seconds;
+    j["device"] = device;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf(
+        "perplexity %.4f over %lld scored tokens (%zu tokens, %lld windows of up to %lld); "
+        "%.2f s on %s (%.0f tokens/s)\n",
+        ppl, static_cast<long long>(s.scored), ids.size(), static_cast<long long>(s.windows),
+        static_cast<long long>(context), seconds, device.c_str(),
+        static_cast<double>(ids.size()) / seconds);
+  }
+  return 0;
+}
+
+CommandRegistration reg{
+    "eval-ppl", "Perplexity of a text file under a model, computed by syv", [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      app.footer(
+          "Tokenizes the file with the model's tokenizer (no special tokens added), cuts the ids\n"
+          "into non-overlapping windows of --context tokens (the last one shorter), runs each\n"
+          "window as a fresh sequence and scores every token of it but the first given the ones\n"
+          "before it: ppl = exp(mean of -log p). This is tools/train/eval.py's definition, so\n"
+          "the same folder, file and --context give transformers' figure (docs/models.md).\n"
+          "Quantized folders load as `syv serve` loads them, so the ppl a quantization costs\n"
+          "is the difference from the bf16 folder's.\n"
+          "A longer context scores most tokens with more history: compare figures at one "
+          "context.\n\n"
+          "Examples:\n"
+          "  syv eval-ppl --model models/tiny-dense --text-file "
+          "tests/fixtures/tiny/heldout_sample.txt --context 256\n"
+          "  syv eval-ppl --model DIR-fp8 --text-file F --device cuda --json   "
+          "# {\"ppl\":...,\"tokens_scored\":...,\"seconds\":...}\n");
+      add_model_args(app, o->model);
+      add_device_arg(app, o->model.device);
+      app.add_option("--text-file", o->text_file, "The text to score (its bytes, as UTF-8).")
+          ->required();
+      app.add_option("--context", o->context,
+                     "Tokens per window (default: 1024, or the model's max_position_embeddings "
+                     "when smaller).");
+      app.add_flag("--json", o->json,
+                   "Print one JSON object: ppl, nll_sum, tokens_scored, tokens, windows, "
+                   "context, seconds (the forwards and scoring, not the load), device.");
+      return [o]() -> int { return run(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli
