@@ -346,8 +346,8 @@ class Backend {
   // one branch and no other work: a dense weight (a float KV cache) runs the Tensor op above
   // unchanged; a quantized weight runs the op's sequence of plain ops (fused_ops_default.cpp)
   // with its projection through linear_quantized(), the only quantized hook: the CPU backend
-  // computes it (the reference); a backend without it refuses by name: "backend cuda linear: fp8
-  // block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet" (a CHECK failure). The
+  // computes it (the reference), CUDA too; a backend without it refuses by name: "backend X linear:
+  // fp8 block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet" (a CHECK failure). The
   // MoE experts are refused when quantized (the loader keeps them dense).
   void linear(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) {
     if (w.format == WeightFormat::kDense) {
