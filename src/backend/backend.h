@@ -298,6 +298,11 @@ class Backend {
   // backend's reference). prepare_model() refuses a checkpoint with quantized modules on a
   // backend without it, before anything is loaded.
   virtual bool supports_quantized_weights() const { return false; }
+  // Called by the weight loader for every quantized weight it keeps (at load, before any step):
+  // a backend whose quantized path needs scratch that follows the weight's shape sizes it here,
+  // so the scratch exists when the memory plan is made and never grows during a step (CUDA: the
+  // bf16 buffer its prefill path dequantizes into). The default does nothing.
+  virtual void reserve_quantized_scratch(const Weight& w) { (void)w; }
   // Whether gated_delta_rule() takes a state of dtype `t` (CacheConfig::state_dtype). f32 always.
   virtual bool supports_state_dtype(DType t) const { return t == DType::F32; }
 

@@ -171,7 +171,7 @@ int setup(const Options& o, Setup& s) {
       " (8192^3); %.2f s\n",
       s.copy_gbps, s.gemm_tflops, seconds_since(t0));
   t0 = std::chrono::steady_clock::now();
-  const size_t before = s.gpu->allocated_bytes();
+  const size_t before = s.gpu->allocated_bytes(), scratch_before = s.gpu->peak_scratch_bytes();
   LoadOptions lo;
   lo.random_weights = o.random_weights;
   lo.seed = o.seed;
@@ -179,7 +179,9 @@ int setup(const Options& o, Setup& s) {
   if (!model.ok()) return fail("--config: " + model.message());
   s.model = std::move(*model);
   s.gpu->synchronize();
-  s.weight_bytes = static_cast<int64_t>(s.gpu->allocated_bytes() - before);
+  // (less the scratch the load sized: a quantized model's dequantization buffer)
+  s.weight_bytes = static_cast<int64_t>(s.gpu->allocated_bytes() - before) -
+                   static_cast<int64_t>(s.gpu->peak_scratch_bytes() - scratch_before);
   std::printf("weights: %.2f GB on the device, loaded in %.2f s%s\n", s.weight_bytes / 1e9,
               seconds_since(t0), o.random_weights ? " (random)" : "");
   s.linear_params = linear_params_per_token(s.model->config());

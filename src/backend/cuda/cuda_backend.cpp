@@ -323,6 +323,9 @@ class CudaBackendImpl final : public CudaBackend {
   // shapes the GEMV does not take, and every call in batch-invariant mode) by dequantizing the
   // weight into the bf16 scratch and running linear() on it: cuBLASLt, or the batch-invariant GEMM.
   bool supports_quantized_weights() const override { return true; }
+  // The dequantization scratch is sized at load for the largest quantized weight, so the memory
+  // plan (made after the load) counts it and no step grows it.
+  void reserve_quantized_scratch(const Weight& w) override { ensure_dequant(w.n * w.k * 2); }
 
   void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias,
                         Tensor& out) override {
@@ -1118,8 +1121,9 @@ class CudaBackendImpl final : public CudaBackend {
     scratch_bytes_ += partial_bytes_;
   }
 
-  // The bf16 scratch a quantized weight is dequantized into (linear_quantized()): grown to the
-  // largest weight seen (its n * k * 2 bytes), never during a capture; an outgrown buffer that a
+  // The bf16 scratch a quantized weight is dequantized into (linear_quantized()): n * k * 2 bytes
+  // of the largest weight, sized at load (reserve_quantized_scratch()); grown by a call only for a
+  // weight the loader did not announce (tests), never during a capture; an outgrown buffer that a
   // captured graph may use is kept until the last graph goes (as the attention partials).
   void ensure_dequant(int64_t bytes) {
     if (static_cast<size_t>(bytes) <= dequant_bytes_) return;
