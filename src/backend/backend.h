@@ -422,10 +422,12 @@ class Backend {
   // (refuse_weight("linear", w)); a backend with kernels for a format overrides this.
   virtual void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out);
   // add_rmsnorm_linear's sequence with a quantized w: residual_out = residual + x, normed =
-  // rmsnorm(residual_out), out = linear_quantized(normed, w, bias).
-  void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
-                             float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
-                             const Weight& w, const Tensor& bias, Tensor& out);
+  // rmsnorm(residual_out), out = linear_quantized(normed, w, bias). The default copies residual to
+  // residual_out (when they differ) and runs add_rmsnorm(); CUDA reads one and writes the other in
+  // its norm kernel (no copy).
+  virtual void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                                     float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                                     const Weight& w, const Tensor& bias, Tensor& out);
   // "backend <name> <op>: <w.describe()> are not supported yet" (a CHECK failure).
   [[noreturn]] void refuse_weight(const char* op, const Weight& w) const;
   // "backend <name> <op>: KV cache dtype <dtype> is not supported yet" (a CHECK failure).

@@ -4,8 +4,8 @@
 // K not a multiple of the block or of 16) and int4 groups (with and without zero points, zero 16,
 // act-order g_idx, group sizes the GEMV does not take), at 1, 3, 16 and 300 tokens, with the GEMV
 // path and with everything through the dequantize + dense GEMM path; bf16 and f32 outputs; biases;
-// batch-invariant mode (a row's bits do not depend on the token count); a CUDA graph replays the
-// same bits. Skips cleanly without a CUDA device.
+// the fused norm ops on quantized weights; batch-invariant mode (a row's bits do not depend on the
+// token count); a CUDA graph replays the same bits. Skips cleanly without a CUDA device.
 //
 // Bounds. The GPU computes each output in fp32 from the exact dequantized values (the GEMV folds
 // the scale in per 16 / 32 products, so only the summation order and the scale's rounding
@@ -214,6 +214,50 @@ TEST_F(QuantLinearGpu, Int4ActOrderAndOddGroupsTakeTheDequantizePath) {
   check(random_int4(64, 256, 64, true, true, rng_), false, "int4 g64 act-order");
   check(random_int4(50, 96, 16, true, false, rng_), false, "int4 g16");
   check(random_int4(48, 80, 40, false, false, rng_), false, "int4 K 80 g40");
+}
+
+// The fused ops on quantized weights (their plain sequence around linear_quantized(); CUDA's norm
+// kernel writes residual_out itself): add_rmsnorm_linear (residual in place and into another
+// buffer, with a bias) and add_rmsnorm_linear_silu_mul against the CPU's, at 1 and 300 tokens.
+// Bounds as the dense fused ops' in cuda_ops_test (bf16 residual, normed and outputs).
+TEST_F(QuantLinearGpu, FusedNormOpsOnQuantizedWeightsMatchCpu) {
+  const int64_t H = 256, I = 192, N = 320;
+  const HostQuant gate_up = random_int4(2 * I, H, 64, true, false, rng_);
+  const HostQuant qkv = random_fp8(N, H, 128, 128, rng_);
+  OnBackend gu_c = put(*cpu_, gate_up), gu_g = put(*gpu_, gate_up);
+  OnBackend qkv_c = put(*cpu_, qkv), qkv_g = put(*gpu_, qkv);
+  Pair nw = make(random_vec(static_cast<size_t>(H), rng_), {H});
+  Pair bias = make(random_vec(static_cast<size_t>(N), rng_), {N});
+  for (int64_t T : {1, 300}) {
+    const std::string at = ", T " + std::to_string(T);
+    const std::vector<float> res0 = random_vec(static_cast<size_t>(T * H), rng_);
+    Pair add = make(random_vec(static_cast<size_t>(T * H), rng_, 2.f), {T, H});
+    for (bool in_place : {false, true}) {
+      Pair res = make(res0, {T, H});
+      Pair other = make_out({T, H});
+      Pair& ro = in_place ? res : other;
+      Pair normed = make_out({T, H}), out = make_out({T, N});
+      cpu_->add_rmsnorm_linear(res.c, add.c, nw.c, 1e-6f, NormKind::kPlain, ro.c, normed.c, qkv_c.w,
+                               bias.c, out.c);
+      gpu_->add_rmsnorm_linear(res.g, add.g, nw.g, 1e-6f, NormKind::kPlain, ro.g, normed.g, qkv_g.w,
+                               bias.g, out.g);
+      const std::string what = std::string(in_place ? " (in place)" : "") + at;
+      expect_close(ro, 8e-3, "add_rmsnorm_linear residual" + what);
+      expect_close(normed, 1.2e-2, "add_rmsnorm_linear normed" + what);
+      expect_close(out, 1.2e-2, "add_rmsnorm_linear out" + what);
+    }
+    Pair res = make(res0, {T, H});
+    Pair ro = make_out({T, H}), normed = make_out({T, H});
+    Pair gu = make_out({T, 2 * I}), act = make_out({T, I});
+    cpu_->add_rmsnorm_linear_silu_mul(res.c, add.c, nw.c, 1e-6f, NormKind::kOnePlus, ro.c, normed.c,
+                                      gu_c.w, gu.c, act.c);
+    gpu_->add_rmsnorm_linear_silu_mul(res.g, add.g, nw.g, 1e-6f, NormKind::kOnePlus, ro.g, normed.g,
+                                      gu_g.w, gu.g, act.g);
+    expect_close(ro, 8e-3, "add_rmsnorm_linear_silu_mul residual" + at);
+    expect_close(normed, 1.2e-2, "add_rmsnorm_linear_silu_mul normed" + at);
+    expect_close(gu, 1.2e-2, "add_rmsnorm_linear_silu_mul gate_up" + at);
+    expect_close(act, 1.2e-2, "add_rmsnorm_linear_silu_mul out" + at);
+  }
 }
 
 // With the GEMV off every token count goes through dequantize + dense GEMM.

@@ -323,6 +323,17 @@ class CudaBackendImpl final : public CudaBackend {
   // shapes the GEMV does not take, and every call in batch-invariant mode) by dequantizing the
   // weight into the bf16 scratch and running linear() on it: cuBLASLt, or the batch-invariant GEMM.
   bool supports_quantized_weights() const override { return true; }
+  // The norm kernel reads `residual` and writes `residual_out` (the default sequence copies first),
+  // then the quantized linear: what norm_linear() does for a dense weight beyond the GEMV sizes.
+  void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                             float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                             const Weight& w, const Tensor& bias, Tensor& out) override {
+    check_add_norm(residual, x, norm_w, residual_out, normed);
+    cuda::launch_add_rmsnorm(x.data, x.dtype, residual.data, residual_out.data, residual.dtype,
+                             norm_w.data, norm_w.dtype, eps, kind == NormKind::kOnePlus,
+                             normed.data, normed.dtype, rows_of(x), last_dim(x), stream_);
+    linear_quantized(normed, w, bias, out);
+  }
   // The dequantization scratch is sized at load for the largest quantized weight, so the memory
   // plan (made after the load) counts it and no step grows it.
   void reserve_quantized_scratch(const Weight& w) override { ensure_dequant(w.n * w.k * 2); }
@@ -1051,17 +1062,25 @@ class CudaBackendImpl final : public CudaBackend {
     return true;
   }
 
+  // The shapes add_rmsnorm_linear's prologue needs: residual, residual_out and normed [T, H] like
+  // x, residual_out of residual's dtype, norm_w [H].
+  static void check_add_norm(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                             const Tensor& residual_out, const Tensor& normed) {
+    const int64_t H = last_dim(x), T = rows_of(x);
+    SYV_CHECK(residual.numel() == T * H && residual_out.numel() == T * H && normed.numel() == T * H)
+        << "add_rmsnorm_linear: residual, residual_out and normed must be [T, H] like x";
+    SYV_CHECK(residual.dtype == residual_out.dtype) << "add_rmsnorm_linear: residual dtypes";
+    SYV_CHECK_EQ(norm_w.numel(), H) << "add_rmsnorm_linear: norm weight size";
+  }
+
   // add_rmsnorm_linear (act == nullptr) and add_rmsnorm_linear_silu_mul (lin_out = gate_up):
   // one fused GEMV launch when linear() would take the GEMV path (T <= gemv_max_tokens_), else
   // the norm kernel (residual in, residual_out out: no copy) and linear() [+ silu_mul()].
   void norm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
                    NormKind kind, Tensor& residual_out, Tensor& normed, const Tensor& w,
                    const Tensor& bias, Tensor& lin_out, Tensor* act) {
+    check_add_norm(residual, x, norm_w, residual_out, normed);
     const int64_t H = last_dim(x), T = rows_of(x);
-    SYV_CHECK(residual.numel() == T * H && residual_out.numel() == T * H && normed.numel() == T * H)
-        << "add_rmsnorm_linear: residual, residual_out and normed must be [T, H] like x";
-    SYV_CHECK(residual.dtype == residual_out.dtype) << "add_rmsnorm_linear: residual dtypes";
-    SYV_CHECK_EQ(norm_w.numel(), H) << "add_rmsnorm_linear: norm weight size";
     SYV_CHECK_EQ(last_dim(w), H) << "add_rmsnorm_linear: w [N, H] vs x [T, H]";
     const bool one_plus = kind == NormKind::kOnePlus;
     if (T <= gemv_max_tokens_ && residual_out.data != residual.data &&
