@@ -7,16 +7,20 @@
 //
 // Bounds. Both backends multiply by the same quantized values (the CPU dequantizes to f32 exactly;
 // the GPU's GEMV dequantizes exactly in registers, its prefill path rounds weights to bf16), so
-// what differs is the GPU's bf16 activations: the same situation as the bf16 golden tests against
-// transformers' fp32, whose bounds we take: Qwen3 every logits row within 2e-2 relative L2
-// (tests/gpu/qwen3_golden_test.cpp); the Qwen3.5 hybrid q35_r1_lllf median row <= 1.6e-2 and
-// worst <= 0.1 (1.25 x / 2.5 x what transformers itself lands in bf16 there,
-// tests/gpu/hybrid_golden_gpu_test.cpp). Greedy tokens: the GPU's generated sequence is replayed
-// through both models (teacher forcing). At every generated position the CPU's argmax must be the
-// GPU's token, unless the two are a near-tie on the CPU: the CPU's gap between its top logit and
-// the GPU's token is at most twice that row's largest |gpu - cpu| logit difference (only then can
-// the GPU's rounding flip the choice). The engine outputs of both backends are also compared and
-// their agreement printed.
+// what differs is the GPU's bf16 activations: the situation of the bf16 golden tests against
+// transformers' fp32. Those hold every row to 2e-2 relative L2 (Qwen3, tests/gpu/qwen3_golden_test
+// .cpp; measured worst 0.007-0.011 over a fixture's few dozen rows) and the hybrid q35_r1_lllf to
+// median 1.6e-2 / worst 0.1 (tests/gpu/hybrid_golden_gpu_test.cpp). Here each case has ~600 rows
+// of longer random prompts (up to 99 positions), so the worst row gets 1.5x those bounds (Qwen3
+// 3e-2, hybrid 0.15) and the median must stay at the golden level (Qwen3 1e-2, hybrid 2.4e-2,
+// 1.5x its median bound); a wrong kernel moves every row by O(1).
+// Greedy tokens: the GPU's generated sequence is replayed through both models (teacher forcing,
+// one prefill each). At every generated position the CPU's argmax must be the GPU's token, unless
+// the two are a near-tie on the CPU: the CPU's gap between its top logit and the GPU's token is at
+// most 4x that row's largest |gpu - cpu| logit difference (a flip needs the gap below twice the
+// GPU's error on the step that chose the token, a decode step whose rounding differs from this
+// prefill's by the same order: 2x margin). The engine outputs of both backends are also compared
+// and their agreement printed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -47,7 +51,7 @@ struct Case {
   QuantizeFormat format;
   int32_t group_size;   // awq / gptq
   const char* fixture;  // tests/fixtures/<fixture>, or "" for the random hidden-512 model
-  double median_bound = 2e-2, worst_bound = 2e-2;  // per-row relative L2 of the logits
+  double median_bound = 1e-2, worst_bound = 3e-2;  // per-row relative L2 of the logits
 };
 
 // A random-weight Qwen3 folder of hidden 512 (`syv demo-model --config`).
@@ -200,7 +204,7 @@ TEST_P(EngineQuantizedGpu, LogitsAndGreedyTokensMatchTheCpu) {
       if (best == token) continue;
       const double gap = double(c_row[best]) - c_row[token];
       ++near_ties;
-      EXPECT_LE(gap, 2 * max_diff)
+      EXPECT_LE(gap, 4 * max_diff)
           << c.name << " request " << r << " generated token " << row + 1 - P << ": gpu chose "
           << token << ", cpu " << best << " by " << gap << " (largest logit difference " << max_diff
           << ")";
@@ -225,8 +229,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"fp8_h512", QuantizeFormat::kFp8, 128, ""},
         Case{"gptq_h512", QuantizeFormat::kGptq, 128, ""},
         Case{"awq_h512", QuantizeFormat::kAwq, 64, ""},
-        Case{"fp8_hybrid", QuantizeFormat::kFp8, 128, "hybrid/q35_r1_lllf", 1.6e-2, 0.1},
-        Case{"awq_hybrid", QuantizeFormat::kAwq, 32, "hybrid/q35_r1_lllf", 1.6e-2, 0.1}),
+        Case{"fp8_hybrid", QuantizeFormat::kFp8, 128, "hybrid/q35_r1_lllf", 2.4e-2, 0.15},
+        Case{"awq_hybrid", QuantizeFormat::kAwq, 32, "hybrid/q35_r1_lllf", 2.4e-2, 0.15}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace
