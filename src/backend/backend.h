@@ -317,6 +317,11 @@ class Backend {
   // backend's reference). prepare_model() refuses a checkpoint with quantized modules on a
   // backend without it, before anything is loaded.
   virtual bool supports_quantized_weights() const { return false; }
+  // Called by the weight loader for every quantized weight it keeps (at load, before any step):
+  // a backend whose quantized path needs scratch that follows the weight's shape sizes it here,
+  // so the scratch exists when the memory plan is made and never grows during a step (CUDA: the
+  // bf16 buffer its prefill path dequantizes into). The default does nothing.
+  virtual void reserve_quantized_scratch(const Weight& w) { (void)w; }
   // Whether gated_delta_rule() takes a state of dtype `t` (CacheConfig::state_dtype). f32 always.
   virtual bool supports_state_dtype(DType t) const { return t == DType::F32; }
 
@@ -370,8 +375,8 @@ class Backend {
   // one branch and no other work: a dense weight (a float KV cache) runs the Tensor op above
   // unchanged; a quantized weight runs the op's sequence of plain ops (fused_ops_default.cpp)
   // with its projection through linear_quantized(), the only quantized hook: the CPU backend
-  // computes it (the reference); a backend without it refuses by name: "backend cuda linear: fp8
-  // block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet" (a CHECK failure). The
+  // computes it (the reference), CUDA too; a backend without it refuses by name: "backend X linear:
+  // fp8 block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet" (a CHECK failure). The
   // MoE experts are refused when quantized (the loader keeps them dense).
   void linear(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) {
     if (w.format == WeightFormat::kDense) {
@@ -441,10 +446,12 @@ class Backend {
   // (refuse_weight("linear", w)); a backend with kernels for a format overrides this.
   virtual void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out);
   // add_rmsnorm_linear's sequence with a quantized w: residual_out = residual + x, normed =
-  // rmsnorm(residual_out), out = linear_quantized(normed, w, bias).
-  void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
-                             float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
-                             const Weight& w, const Tensor& bias, Tensor& out);
+  // rmsnorm(residual_out), out = linear_quantized(normed, w, bias). The default copies residual to
+  // residual_out (when they differ) and runs add_rmsnorm(); CUDA reads one and writes the other in
+  // its norm kernel (no copy).
+  virtual void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                                     float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                                     const Weight& w, const Tensor& bias, Tensor& out);
   // "backend <name> <op>: <w.describe()> are not supported yet" (a CHECK failure).
   [[noreturn]] void refuse_weight(const char* op, const Weight& w) const;
   // "backend <name> <op>: KV cache dtype <dtype> is not supported yet" (a CHECK failure).

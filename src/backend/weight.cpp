@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/quant_layout.h"
 #include "core/check.h"
 
 namespace syv {
@@ -35,9 +36,7 @@ std::string Weight::describe() const {
   return s + ")";
 }
 
-namespace {
-
-void check_layout(const Weight& w) {
+void check_quantized_layout(const Weight& w) {
   const int64_t N = w.n, K = w.k;
   SYV_CHECK(w.tensor.ndim == 2 && w.scales.ndim == 2 && w.scales.dtype == DType::F32)
       << "dequantize: " << w.describe() << " needs a 2-D tensor and 2-D f32 scales";
@@ -70,8 +69,6 @@ void check_layout(const Weight& w) {
   }
 }
 
-}  // namespace
-
 void dequantize_rows(const Weight& w, int64_t row0, int64_t rows, float* out) {
   SYV_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.n)
       << "dequantize_rows [" << row0 << ", +" << rows << ") of " << w.n << " rows";
@@ -84,7 +81,7 @@ void dequantize_rows(const Weight& w, int64_t row0, int64_t rows, float* out) {
                    out, static_cast<size_t>(rows * K));
     return;
   }
-  check_layout(w);
+  check_quantized_layout(w);
   const float* scales = w.scales.as<const float>();
   const int64_t S = w.scales.dim(1);
   if (w.format == WeightFormat::kFp8Block) {

@@ -2,10 +2,10 @@
 // bytes meaning. Backend::linear and the other ops that multiply by a weight (the fused
 // projections, the MoE experts) take a Weight and dispatch on `format`: kDense runs the float
 // kernels every backend has; a quantized format goes to the backend's quantized path
-// (Backend::linear_quantized). The CPU backend computes both formats
-// (backend/cpu/cpu_quantized.cpp, the reference); a backend without kernels refuses by name
-// ("backend cuda linear: fp8 block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet"),
-// never computes wrongly.
+// (Backend::linear_quantized). The CPU backend computes both formats (cpu/cpu_quantized.cpp, the
+// reference), CUDA too (cuda/quant_linear.cu, on these layouts as loaded); a backend without
+// kernels refuses by name ("backend X linear: fp8 block-scaled weights (f8e4m3, 128x128 blocks)
+// are not supported yet"), never computes wrongly.
 //
 // The canonical layouts below are what every checkpoint format is converted to at load
 // (model/quant_weights.h: Qwen FP8, AWQ, GPTQ v1/v2, compressed-tensors); kernels consume only

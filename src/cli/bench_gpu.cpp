@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "io/hf_config.h"
+#include "io/quant_config.h"
 #include "model/decoder.h"
 #include "model/model.h"
 #if SYV_HAVE_CUDA
@@ -93,6 +94,10 @@ struct Setup {
   double copy_gbps = 0, gemm_tflops = 0;
   int64_t linear_params = 0;  // parameters every token multiplies (all linear layers + lm_head)
   int64_t weight_bytes = 0;
+  // Bytes of weights a decode step reads (the floor's weight term): 2 x linear_params (bf16), or
+  // for a quantized checkpoint the device bytes of its weights (packed data, scales, zeros) less
+  // an untied embedding table, which a step reads by rows.
+  double step_weight_bytes = 0;
   int64_t kv_per_token = 0;
   int64_t state_per_seq = 0;       // recurrent state bytes of one sequence (hybrids; 0 otherwise)
   DType state_dtype = DType::F32;  // of the delta-rule state (--state-dtype)
@@ -166,7 +171,7 @@ int setup(const Options& o, Setup& s) {
       " (8192^3); %.2f s\n",
       s.copy_gbps, s.gemm_tflops, seconds_since(t0));
   t0 = std::chrono::steady_clock::now();
-  const size_t before = s.gpu->allocated_bytes();
+  const size_t before = s.gpu->allocated_bytes(), scratch_before = s.gpu->peak_scratch_bytes();
   LoadOptions lo;
   lo.random_weights = o.random_weights;
   lo.seed = o.seed;
@@ -174,10 +179,22 @@ int setup(const Options& o, Setup& s) {
   if (!model.ok()) return fail("--config: " + model.message());
   s.model = std::move(*model);
   s.gpu->synchronize();
-  s.weight_bytes = static_cast<int64_t>(s.gpu->allocated_bytes() - before);
+  // (less the scratch the load sized: a quantized model's dequantization buffer)
+  s.weight_bytes = static_cast<int64_t>(s.gpu->allocated_bytes() - before) -
+                   static_cast<int64_t>(s.gpu->peak_scratch_bytes() - scratch_before);
   std::printf("weights: %.2f GB on the device, loaded in %.2f s%s\n", s.weight_bytes / 1e9,
               seconds_since(t0), o.random_weights ? " (random)" : "");
   s.linear_params = linear_params_per_token(s.model->config());
+  s.step_weight_bytes = 2.0 * static_cast<double>(s.linear_params);
+  if (const ModelConfig& mc = s.model->config(); mc.quant.quantized() && !o.random_weights) {
+    const double table =
+        mc.tie_word_embeddings ? 0.0 : 2.0 * double(mc.vocab_size) * double(mc.hidden_size);
+    s.step_weight_bytes = static_cast<double>(s.weight_bytes) - table;
+    std::printf(
+        "decode floor: %.2f GB of weights per step (%s: the device bytes of the weights, "
+        "packed data + scales + zeros, less an untied embedding table)\n",
+        s.step_weight_bytes / 1e9, describe_quant_config(mc.quant).c_str());
+  }
   s.kv_per_token = s.model->cache_spec().kv_bytes_per_token;
   s.state_dtype = o.state_dtype == "bf16" ? DType::BF16 : DType::F32;
   s.state_per_seq = s.model->cache_spec().with_state_dtype(s.state_dtype).state_bytes_per_seq;
@@ -400,7 +417,7 @@ int run_decode(const Options& o) {
           return fail("decode produced token id " + std::to_string(id));
       const double best = std::min(eager.median, graph.median);
       // Weights once, each sequence's K/V, and its recurrent state read and written.
-      const double bytes = 2.0 * static_cast<double>(s.linear_params) +
+      const double bytes = s.step_weight_bytes +
                            double(b) * ctx * static_cast<double>(s.kv_per_token) +
                            2.0 * double(b) * static_cast<double>(s.state_per_seq);
       const double floor_ms = bytes / (s.copy_gbps * 1e9) * 1e3;

@@ -251,6 +251,7 @@ Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>&
   w.scales.data = w.scale_buffer.data();
   if (!w.zeros.empty()) w.zeros.data = w.zero_buffer.data();
   if (!w.g_idx.empty()) w.g_idx.data = w.index_buffer.data();
+  backend_.reserve_quantized_scratch(w);
   for (const WeightSpec& spec : specs) {
     parameters_ += spec.numel();
     ++next_index_;

@@ -14,6 +14,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/host_batch_meta.h"
+#include "backend/quant_layout.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -74,6 +75,8 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaMemsetAsync(counters_, 0, kCounterSlots * sizeof(unsigned), stream_));
     scratch_bytes_ += kCounterSlots * sizeof(unsigned);
     if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
+    if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
+      quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     init_batch_invariant_from_env();
   }
 
@@ -84,6 +87,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (staging_) cudaFreeHost(staging_);
     if (meta_dev_) cudaFree(meta_dev_);
     if (partial_) cudaFree(partial_);
+    if (dequant_) cudaFree(dequant_);
     if (sample_dev_) cudaFree(sample_dev_);
     if (sample_work_) cudaFree(sample_work_);
     if (workspace_) cudaFree(workspace_);
@@ -309,6 +313,62 @@ class CudaBackendImpl final : public CudaBackend {
     if (!done)  // one warp per output, the same order at any T: batch-invariant too
       cuda::launch_linear_generic(x.data, x.dtype, w.data, w.dtype, out.data, out.dtype, T, N, K,
                                   stream_);
+    if (!bias.empty()) {
+      SYV_CHECK_EQ(bias.numel(), N) << "linear: bias size";
+      cuda::launch_bias_add(out.data, out.dtype, bias.data, bias.dtype, T, N, stream_);
+    }
+  }
+
+  // ---- quantized weights (backend/weight.h; docs/cuda-backend.md "Quantized weights") ---------
+  // Every canonical format runs: up to quant_gemv_max_tokens_ tokens through the GEMVs of
+  // quant_linear.cu (packed weights streamed once, dequantized in registers), more tokens (and
+  // shapes the GEMV does not take, and every call in batch-invariant mode) by dequantizing the
+  // weight into the bf16 scratch and running linear() on it: cuBLASLt, or the batch-invariant GEMM.
+  bool supports_quantized_weights() const override { return true; }
+  // The norm kernel reads `residual` and writes `residual_out` (the default sequence copies first),
+  // then the quantized linear: what norm_linear() does for a dense weight beyond the GEMV sizes.
+  void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                             float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
+                             const Weight& w, const Tensor& bias, Tensor& out) override {
+    check_add_norm(residual, x, norm_w, residual_out, normed);
+    cuda::launch_add_rmsnorm(x.data, x.dtype, residual.data, residual_out.data, residual.dtype,
+                             norm_w.data, norm_w.dtype, eps, kind == NormKind::kOnePlus,
+                             normed.data, normed.dtype, rows_of(x), last_dim(x), stream_);
+    linear_quantized(normed, w, bias, out);
+  }
+  // The dequantization scratch is sized at load for the largest quantized weight, so the memory
+  // plan (made after the load) counts it and no step grows it.
+  void reserve_quantized_scratch(const Weight& w) override { ensure_dequant(w.n * w.k * 2); }
+
+  void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias,
+                        Tensor& out) override {
+    check_quantized_layout(w);
+    const int64_t K = w.k, N = w.n, T = rows_of(x);
+    SYV_CHECK(last_dim(x) == K) << "linear: " << w.describe() << " [" << N << ", " << K
+                                << "] vs x [.., " << last_dim(x) << "]";
+    SYV_CHECK_EQ(out.numel(), T * N) << "linear: out must be [T, N]";
+    if (T == 0 || N == 0) return;
+    cuda::QuantWeight q;
+    q.kind = w.format == WeightFormat::kFp8Block ? cuda::QuantKind::kFp8Block
+                                                 : cuda::QuantKind::kInt4Group;
+    q.data = w.tensor.data;
+    q.scales = w.scales.as<float>();
+    q.zeros = w.zeros.empty() ? nullptr : static_cast<const uint8_t*>(w.zeros.data);
+    q.g_idx = w.g_idx.empty() ? nullptr : w.g_idx.as<int32_t>();
+    q.n = N;
+    q.k = K;
+    q.scale_cols = w.scales.dim(1);
+    q.block_n = w.block_n;
+    q.block_k = w.block_k;
+    q.group_size = w.group_size;
+    bool done = false;
+    if (!batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16)
+      done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
+    if (!done) {
+      ensure_dequant(N * K * 2);
+      cuda::launch_quant_dequant(q, dequant_, stream_);
+      linear(x, Tensor(dequant_, DType::BF16, {N, K}), Tensor(), out);
+    }
     if (!bias.empty()) {
       SYV_CHECK_EQ(bias.numel(), N) << "linear: bias size";
       cuda::launch_bias_add(out.data, out.dtype, bias.data, bias.dtype, T, N, stream_);
@@ -811,6 +871,10 @@ class CudaBackendImpl final : public CudaBackend {
   void set_gemv_max_tokens(int tokens) override {
     (batch_invariant_ ? saved_gemv_max_tokens_ : gemv_max_tokens_) = tokens;
   }
+  void set_quant_gemv_max_tokens(int tokens) override {
+    SYV_CHECK(tokens >= 0) << "quant gemv max tokens " << tokens;
+    quant_gemv_max_tokens_ = tokens;
+  }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
@@ -1025,17 +1089,25 @@ class CudaBackendImpl final : public CudaBackend {
     return true;
   }
 
+  // The shapes add_rmsnorm_linear's prologue needs: residual, residual_out and normed [T, H] like
+  // x, residual_out of residual's dtype, norm_w [H].
+  static void check_add_norm(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
+                             const Tensor& residual_out, const Tensor& normed) {
+    const int64_t H = last_dim(x), T = rows_of(x);
+    SYV_CHECK(residual.numel() == T * H && residual_out.numel() == T * H && normed.numel() == T * H)
+        << "add_rmsnorm_linear: residual, residual_out and normed must be [T, H] like x";
+    SYV_CHECK(residual.dtype == residual_out.dtype) << "add_rmsnorm_linear: residual dtypes";
+    SYV_CHECK_EQ(norm_w.numel(), H) << "add_rmsnorm_linear: norm weight size";
+  }
+
   // add_rmsnorm_linear (act == nullptr) and add_rmsnorm_linear_silu_mul (lin_out = gate_up):
   // one fused GEMV launch when linear() would take the GEMV path (T <= gemv_max_tokens_), else
   // the norm kernel (residual in, residual_out out: no copy) and linear() [+ silu_mul()].
   void norm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
                    NormKind kind, Tensor& residual_out, Tensor& normed, const Tensor& w,
                    const Tensor& bias, Tensor& lin_out, Tensor* act) {
+    check_add_norm(residual, x, norm_w, residual_out, normed);
     const int64_t H = last_dim(x), T = rows_of(x);
-    SYV_CHECK(residual.numel() == T * H && residual_out.numel() == T * H && normed.numel() == T * H)
-        << "add_rmsnorm_linear: residual, residual_out and normed must be [T, H] like x";
-    SYV_CHECK(residual.dtype == residual_out.dtype) << "add_rmsnorm_linear: residual dtypes";
-    SYV_CHECK_EQ(norm_w.numel(), H) << "add_rmsnorm_linear: norm weight size";
     SYV_CHECK_EQ(last_dim(w), H) << "add_rmsnorm_linear: w [N, H] vs x [T, H]";
     const bool one_plus = kind == NormKind::kOnePlus;
     if (T <= gemv_max_tokens_ && residual_out.data != residual.data &&
@@ -1095,6 +1167,25 @@ class CudaBackendImpl final : public CudaBackend {
     scratch_bytes_ += partial_bytes_;
   }
 
+  // The bf16 scratch a quantized weight is dequantized into (linear_quantized()): n * k * 2 bytes
+  // of the largest weight, sized at load (reserve_quantized_scratch()); grown by a call only for a
+  // weight the loader did not announce (tests), never during a capture; an outgrown buffer that a
+  // captured graph may use is kept until the last graph goes (as the attention partials).
+  void ensure_dequant(int64_t bytes) {
+    if (static_cast<size_t>(bytes) <= dequant_bytes_) return;
+    SYV_CHECK(!capturing_) << "CUDA graph capture: the dequantization scratch grew during capture";
+    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (dequant_ && live_graphs_ > 0) {
+      retired_partials_.push_back({dequant_, dequant_bytes_});
+    } else if (dequant_) {
+      SYV_CUDA_CHECK(cudaFree(dequant_));
+      scratch_bytes_ -= dequant_bytes_;
+    }
+    dequant_bytes_ = static_cast<size_t>(bytes);
+    SYV_CUDA_CHECK(cudaMalloc(&dequant_, dequant_bytes_));
+    scratch_bytes_ += dequant_bytes_;
+  }
+
   int device_ = 0;
   std::string device_name_;
   int sm_count_ = 0;
@@ -1125,7 +1216,10 @@ class CudaBackendImpl final : public CudaBackend {
   void* partial_ = nullptr;
   unsigned* counters_ = nullptr;  // kCounterSlots, zero between launches (attention_decode.cu)
   size_t partial_bytes_ = 0;
-  void* sample_dev_ = nullptr;  // sample(): rows, penalties, ids
+  void* dequant_ = nullptr;  // ensure_dequant()
+  size_t dequant_bytes_ = 0;
+  int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
+  void* sample_dev_ = nullptr;                       // sample(): rows, penalties, ids
   size_t sample_dev_bytes_ = 0;
   void* sample_work_ = nullptr;  // sample(): penalised logits
   size_t sample_work_bytes_ = 0;
@@ -1135,7 +1229,8 @@ class CudaBackendImpl final : public CudaBackend {
   bool capturing_ = false;
   std::vector<Graph> graphs_;  // by id; destroyed ones keep their slot (exec == nullptr)
   int live_graphs_ = 0;
-  std::vector<std::pair<void*, size_t>> retired_partials_;  // outgrown, graphs still use them
+  // Outgrown scratch (attention partials, the dequantization buffer) that graphs still use.
+  std::vector<std::pair<void*, size_t>> retired_partials_;
   MetaLayout staged_layout_{};  // of the metadata in staging_ (latest stage / prepare)
   size_t staged_bytes_ = 0;
   size_t last_meta_bytes_ = 0;  // of the latest eager prepare_batch() (sizes a graph's staging)

@@ -66,6 +66,12 @@ class CudaBackend : public Backend {
   // (0: always cuBLASLt).
   virtual void set_gemv_variant(int variant) = 0;
   virtual void set_gemv_max_tokens(int tokens) = 0;
+  // Quantized weights (linear_quantized): the largest token count that takes the quantized GEMV
+  // (packed weights streamed once per 4 tokens, dequantized in registers) instead of dequantizing
+  // the weight to bf16 and running the dense GEMM (0: always that). Default kQuantGemvMaxTokens;
+  // SYV_QUANT_GEMV_MAX_TOKENS sets the initial one (A/B timing).
+  virtual void set_quant_gemv_max_tokens(int tokens) = 0;
+  static constexpr int kQuantGemvMaxTokens = 16;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens
   // take the chunked kernel, shorter ones the token-by-token one (0: always token by token).
   // Default kGdnChunkedFrom; batch-invariant mode always runs token by token (bit-identical

@@ -109,6 +109,32 @@ bool launch_gemv_fused(const GemvFused& a, cudaStream_t s);
 void launch_linear_generic(const void* x, DType x_t, const void* w, DType w_t, void* out,
                            DType out_t, int64_t tokens, int64_t n, int64_t k, cudaStream_t s);
 
+// quant_linear.cu --------------------------------------------------------------------------------
+// A quantized weight in backend/weight.h's canonical layout (the CUDA backend keeps it as loaded):
+// kFp8Block: data e4m3 [n, k], scales f32 [ceil(n / block_n), scale_cols = ceil(k / block_k)];
+// kInt4Group: data u4x2 [n, k / 2] (k even, low nibble first), scales f32 [n, scale_cols],
+// zeros u8 [n, scale_cols] or null (z = 8), g_idx i32 [k] or null (group k / group_size).
+enum class QuantKind : uint8_t { kFp8Block, kInt4Group };
+struct QuantWeight {
+  QuantKind kind = QuantKind::kFp8Block;
+  const void* data = nullptr;
+  const float* scales = nullptr;
+  const uint8_t* zeros = nullptr;
+  const int32_t* g_idx = nullptr;
+  int64_t n = 0, k = 0, scale_cols = 0;
+  int32_t block_n = 0, block_k = 0, group_size = 0;
+};
+// Whether launch_quant_gemv() takes `w`: fp8 with k % 16 == 0 and block_k % 16 == 0; int4 with
+// k % 32 == 0, group_size % 32 == 0 and no g_idx; data 16-byte aligned.
+bool quant_gemv_supports(const QuantWeight& w);
+// out[t, :] = x[t, :] · dequant(w)ᵀ for few tokens (chunks of 4; each chunk streams the packed
+// weight once, dequantized in registers, fp32 accumulation). x bf16 [tokens, k], 16-byte aligned;
+// out bf16 or f32 [tokens, n]. Returns false (launching nothing) when the shape is not supported.
+bool launch_quant_gemv(const QuantWeight& w, const void* x, void* out, DType out_t, int64_t tokens,
+                       cudaStream_t s);
+// dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
+void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s);
+
 // attention_decode.cu / attention_prefill.cu
 // -------------------------------------------------------
 struct AttentionArgs {

@@ -1,0 +1,317 @@
+// Quantized linear (Backend::linear_quantized on CUDA): weight-streaming GEMVs that dequantize in
+// registers for few tokens, and a dequantize-to-bf16 kernel that feeds the dense GEMM for more.
+//
+// The weights stay in backend/weight.h's canonical layouts on the device (no repack at load):
+// both are K-contiguous rows, which is the layout a GEMV wants (each lane streams 16-byte vectors
+// along its rows), and the dequantization below is cheap on them:
+//  * kFp8Block: 16 e4m3 values per vector; converted two at a time (cvt.f16x2.e4m3x2 on sm_89+,
+//    the same bits by integer ops on sm_80/86, see fp8x4_to_f32), then to f32. The 16 values of a
+//    vector share one scale when block_k % 16 == 0; the vector's dot product is scaled once.
+//  * kInt4Group: 32 nibbles per vector (8 per 32-bit word, k ascending from the low nibble). Each
+//    nibble becomes the float (q - z) * 16^j exactly with one LOP3 and one FADD ("magic number":
+//    the nibble is OR-ed into the mantissa of 2^23 at bit 4j, j = 0..3, the upper 4 nibbles after
+//    one shift by 16), summed into 4 accumulators by j, which are folded with 16^-j and the
+//    group's scale once per vector. No int->float conversions, no per-element scale multiply. A
+//    vector lies in one group when group_size % 32 == 0.
+// Everything accumulates in fp32. The GEMV takes K % 16 (fp8) / % 32 (int4) == 0, scale tiles /
+// groups aligned to the vectors, and no act-order g_idx; anything else (and every call in
+// batch-invariant mode, and calls with more tokens) dequantizes the whole weight to bf16 and runs
+// the dense linear() on it (the dequantized values rounded to bf16).
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace syv::cuda {
+namespace {
+
+constexpr int kQWarps = 4;      // warps per block
+constexpr int kQRows = 2;       // weight rows per warp
+constexpr int kQUnroll = 4;     // 16-byte weight vectors in flight per row and lane
+constexpr int kQMaxTokens = 4;  // tokens per launch (more go in chunks, each re-reading weights)
+
+struct QGemvParams {
+  QuantWeight w;
+  const bf16* x;  // [NT, k]
+  void* out;      // [NT, n]
+};
+
+// Four e4m3 values (the bytes of `w`, low byte first) as exact floats.
+__device__ __forceinline__ void fp8x4_to_f32(uint32_t w, float* f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const __half2_raw raw =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * h)), __NV_E4M3);
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&raw));
+    f[2 * h] = v.x;
+    f[2 * h + 1] = v.y;
+  }
+#else
+  // e4m3 s.eeee.mmm -> f16 s.0eeee.mmm0000000 is the value / 2^8 (normals and subnormals alike:
+  // both formats put the exponent bias at 2^(bias-1) - 1, 7 vs 15); NaN (0x7f) is not decoded.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t p = __byte_perm(w, 0u, h == 0 ? 0x1404u : 0x3424u);  // b1 << 24 | b0 << 8
+    const uint32_t bits = ((p >> 1) & 0x3f803f80u) | (p & 0x80008000u);
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&bits));
+    f[2 * h] = v.x * 256.f;
+    f[2 * h + 1] = v.y * 256.f;
+  }
+#endif
+}
+
+// (q - z) * 16^j of the 8 nibbles of `w` (k = 0..7 from the low nibble): out[j] for nibble j and
+// out[4 + j] for nibble 4 + j, j = 0..3. c[j] = 2^23 + z * 16^j. Exact.
+__device__ __forceinline__ void int4x8_to_f32(uint32_t w, const float* c, float* out) {
+  const uint32_t hi = w >> 16;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t m = 0xfu << (4 * j);
+    out[j] = __uint_as_float((w & m) | 0x4b000000u) - c[j];
+    out[4 + j] = __uint_as_float((hi & m) | 0x4b000000u) - c[j];
+  }
+}
+
+template <int FMT>
+constexpr int64_t k_per_vector() {
+  return FMT == 0 ? 16 : 32;
+}
+
+// out[t, n] = sum_k x[t, k] * dequant(w)[n, k] for t < NT. Each warp owns kQRows consecutive rows
+// and walks their vectors with its lanes, kQUnroll vectors per row in flight (the next batch is
+// loaded before the current one is used; the first before pdl_wait(): weights never change).
+// FMT 0: fp8 block-scaled, 1: int4 groups.
+template <int NT, typename TO, int FMT>
+__global__ void __launch_bounds__(kQWarps * 32) quant_gemv_kernel(const QGemvParams p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const QuantWeight& w = p.w;
+  const int64_t N = w.n, K = w.k;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kQWarps + warp) * kQRows;
+  if (n0 >= N) return;
+  constexpr int64_t kPerVec = k_per_vector<FMT>();
+  const int64_t kv = K / kPerVec;  // vectors per row
+  const int64_t row_bytes = FMT == 0 ? K : K / 2;
+  int64_t rows[kQRows];
+  const uint4* wr[kQRows];
+#pragma unroll
+  for (int r = 0; r < kQRows; ++r) {
+    rows[r] = min(n0 + r, N - 1);  // clamped: read, never stored
+    wr[r] =
+        reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w.data) + rows[r] * row_bytes);
+  }
+  uint4 wv[kQRows][kQUnroll];
+  auto load = [&](int64_t base) {
+#pragma unroll
+    for (int r = 0; r < kQRows; ++r)
+#pragma unroll
+      for (int u = 0; u < kQUnroll; ++u) {
+        const int64_t i = base + 32 * u;
+        wv[r][u] = i < kv ? __ldcs(wr[r] + i) : make_uint4(0, 0, 0, 0);
+      }
+  };
+  load(lane);
+  pdl_wait();
+  pdl_trigger();
+  float acc[kQRows][NT];
+#pragma unroll
+  for (int r = 0; r < kQRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
+
+  // One vector (index i) of every row: its dot products with the NT token rows, scaled.
+  auto vector_step = [&](const uint4(&cur)[kQRows], int64_t i) {
+    const int64_t k0 = i * kPerVec;
+    if constexpr (FMT == 0) {
+      float dot[kQRows][NT];
+#pragma unroll
+      for (int r = 0; r < kQRows; ++r)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) dot[r][t] = 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // 8 values at a time
+        float xf[NT][8];
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+          unpack8(__ldg(reinterpret_cast<const uint4*>(p.x + t * K + k0 + 8 * h)), xf[t]);
+#pragma unroll
+        for (int r = 0; r < kQRows; ++r) {
+          const uint32_t* words = reinterpret_cast<const uint32_t*>(&cur[r]);
+          float wf[8];
+          fp8x4_to_f32(words[2 * h], wf);
+          fp8x4_to_f32(words[2 * h + 1], wf + 4);
+#pragma unroll
+          for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) dot[r][t] = fmaf(wf[j], xf[t][j], dot[r][t]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kQRows; ++r) {
+        const float s = __ldg(w.scales + (rows[r] / w.block_n) * w.scale_cols + k0 / w.block_k);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[r][t] = fmaf(dot[r][t], s, acc[r][t]);
+      }
+    } else {
+      const int64_t g = k0 / w.group_size;
+      float c[kQRows][4];
+#pragma unroll
+      for (int r = 0; r < kQRows; ++r) {
+        const float z =
+            w.zeros ? static_cast<float>(__ldg(w.zeros + rows[r] * w.scale_cols + g)) : 8.f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) c[r][j] = 8388608.f + z * static_cast<float>(1 << (4 * j));
+      }
+      float cls[kQRows][NT][4];
+#pragma unroll
+      for (int r = 0; r < kQRows; ++r)
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) cls[r][t][j] = 0.f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // 8 values (one word) at a time
+        float xf[NT][8];
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+          unpack8(__ldg(reinterpret_cast<const uint4*>(p.x + t * K + k0 + 8 * q)), xf[t]);
+#pragma unroll
+        for (int r = 0; r < kQRows; ++r) {
+          float wf[8];
+          int4x8_to_f32(reinterpret_cast<const uint32_t*>(&cur[r])[q], c[r], wf);
+#pragma unroll
+          for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              cls[r][t][j] = fmaf(wf[j], xf[t][j], cls[r][t][j]);
+              cls[r][t][j] = fmaf(wf[4 + j], xf[t][4 + j], cls[r][t][j]);
+            }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kQRows; ++r) {
+        const float s = __ldg(w.scales + rows[r] * w.scale_cols + g);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          const float v = cls[r][t][0] + cls[r][t][1] * 0.0625f + cls[r][t][2] * (1.f / 256.f) +
+                          cls[r][t][3] * (1.f / 4096.f);
+          acc[r][t] = fmaf(v, s, acc[r][t]);
+        }
+      }
+    }
+  };
+
+  constexpr int64_t kStep = 32 * kQUnroll;
+  for (int64_t base = lane; base < kv; base += kStep) {
+    uint4 cur[kQUnroll][kQRows];
+#pragma unroll
+    for (int u = 0; u < kQUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < kQRows; ++r) cur[u][r] = wv[r][u];
+    if (base + kStep < kv) load(base + kStep);
+#pragma unroll
+    for (int u = 0; u < kQUnroll; ++u)
+      if (base + 32 * u < kv) vector_step(cur[u], base + 32 * u);
+  }
+  TO* out = static_cast<TO*>(p.out);
+#pragma unroll
+  for (int r = 0; r < kQRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float v = warp_sum(acc[r][t]);
+      if (lane == 0 && n0 + r < N) out[t * N + n0 + r] = from_f32<TO>(v);
+    }
+}
+
+// dense[n, k] = bf16(dequant(w)[n, k]) for every format and shape (g_idx included); one thread
+// per element, grid-stride.
+__global__ void quant_dequant_kernel(const QuantWeight w, bf16* __restrict__ dense) {
+  pdl_wait();  // `dense` (scratch) may still be read by the previous GEMM
+  pdl_trigger();
+  const int64_t N = w.n, K = w.k, total = N * K;
+  const auto* q = static_cast<const uint8_t*>(w.data);
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = e / K, k = e - n * K;
+    float v;
+    if (w.kind == QuantKind::kFp8Block) {
+      float f[4];
+      fp8x4_to_f32(q[e], f);
+      v = f[0] * w.scales[(n / w.block_n) * w.scale_cols + k / w.block_k];
+    } else {
+      const int64_t g = w.g_idx ? w.g_idx[k] : k / w.group_size;
+      const uint8_t byte = q[n * (K / 2) + k / 2];
+      const int32_t u = (k & 1) ? byte >> 4 : byte & 0xf;
+      const int32_t z = w.zeros ? w.zeros[n * w.scale_cols + g] : 8;
+      v = static_cast<float>(u - z) * w.scales[n * w.scale_cols + g];
+    }
+    dense[e] = __float2bfloat16_rn(v);
+  }
+}
+
+template <int NT, typename TO, int FMT>
+void launch_q(const QGemvParams& p, cudaStream_t s) {
+  launch_k(quant_gemv_kernel<NT, TO, FMT>, ceil_div(p.w.n, kQWarps * kQRows), kQWarps * 32, 0, s,
+           p);
+}
+
+template <typename TO, int FMT>
+void launch_q_tokens(QGemvParams p, int64_t tokens, cudaStream_t s) {
+  const int64_t K = p.w.k, N = p.w.n;
+  for (int64_t t0 = 0; t0 < tokens;) {
+    const int64_t nt = std::min<int64_t>(tokens - t0, kQMaxTokens);
+    QGemvParams c = p;
+    c.x = p.x + t0 * K;
+    c.out = static_cast<TO*>(p.out) + t0 * N;
+    switch (nt) {
+      case 4:
+        launch_q<4, TO, FMT>(c, s);
+        break;
+      case 3:
+        launch_q<3, TO, FMT>(c, s);
+        break;
+      case 2:
+        launch_q<2, TO, FMT>(c, s);
+        break;
+      default:
+        launch_q<1, TO, FMT>(c, s);
+        break;
+    }
+    t0 += nt;
+  }
+}
+
+}  // namespace
+
+bool quant_gemv_supports(const QuantWeight& w) {
+  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
+  if (w.kind == QuantKind::kFp8Block) return w.k % 16 == 0 && w.block_k % 16 == 0;
+  return w.g_idx == nullptr && w.k % 32 == 0 && w.group_size > 0 && w.group_size % 32 == 0;
+}
+
+bool launch_quant_gemv(const QuantWeight& w, const void* x, void* out, DType out_t, int64_t tokens,
+                       cudaStream_t s) {
+  if (!quant_gemv_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
+  if (out_t != DType::BF16 && out_t != DType::F32) return false;
+  if (tokens == 0 || w.n == 0) return true;
+  QGemvParams p{w, static_cast<const bf16*>(x), out};
+  const bool fp8 = w.kind == QuantKind::kFp8Block;
+  if (out_t == DType::BF16) {
+    fp8 ? launch_q_tokens<bf16, 0>(p, tokens, s) : launch_q_tokens<bf16, 1>(p, tokens, s);
+  } else {
+    fp8 ? launch_q_tokens<float, 0>(p, tokens, s) : launch_q_tokens<float, 1>(p, tokens, s);
+  }
+  return true;
+}
+
+void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s) {
+  const int64_t total = w.n * w.k;
+  if (total == 0) return;
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, int64_t{1} << 16);
+  launch_k(quant_dequant_kernel, static_cast<unsigned>(blocks), 256, 0, s, w,
+           static_cast<bf16*>(dense));
+}
+
+}  // namespace syv::cuda

@@ -1,0 +1,311 @@
+// Quantized linear on CUDA (quant_linear.cu through CudaBackend::linear_quantized) against the CPU
+// reference (backend/cpu/cpu_quantized.cpp: the weight dequantized to f32, one sgemm) on random
+// weights in backend/weight.h's canonical layouts: fp8 block-scaled (128x128, per-row, per-tensor,
+// K not a multiple of the block or of 16) and int4 groups (with and without zero points, zero 16,
+// act-order g_idx, group sizes the GEMV does not take), at 1, 3, 16 and 300 tokens, with the GEMV
+// path and with everything through the dequantize + dense GEMM path; bf16 and f32 outputs; biases;
+// the fused norm ops on quantized weights; batch-invariant mode (a row's bits do not depend on the
+// token count); a CUDA graph replays the same bits. Skips cleanly without a CUDA device.
+//
+// Bounds. The GPU computes each output in fp32 from the exact dequantized values (the GEMV folds
+// the scale in per 16 / 32 products, so only the summation order and the scale's rounding
+// differ from the reference): f32 outputs of the GEMV agree to 3e-5 relative L2. A bf16 output
+// adds its rounding (2^-9 relative per element: 3e-3 relative L2 covers it with margin). The
+// dequantize path rounds every weight to bf16 first (2^-9 relative each, summed over K with random
+// signs: about 2^-9 relative per output), hence 6e-3 there. Per element, |gpu - cpu| must also be
+// within 2^-7 |cpu| + 2^-6 rms(cpu) (the bf16 output's rounding, and 14 standard deviations of
+// the dequantize path's, whose error has about 2^-9 / sqrt(3) rms(cpu) spread).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda_ops_fixture.h"
+
+namespace syv {
+namespace {
+
+// Host copy of a canonical quantized weight, and views of it on a backend.
+struct HostQuant {
+  WeightFormat format = WeightFormat::kFp8Block;
+  int64_t n = 0, k = 0;
+  int32_t block_n = 0, block_k = 0, group_size = 0;
+  std::vector<uint8_t> data, zeros;
+  std::vector<float> scales;
+  std::vector<int32_t> g_idx;
+  int64_t scale_rows = 0, scale_cols = 0;
+};
+
+struct OnBackend {
+  DeviceBuffer data, scales, zeros, g_idx;
+  Weight w;
+};
+
+OnBackend put(Backend& b, const HostQuant& h) {
+  OnBackend o;
+  auto up = [&](DeviceBuffer& buf, const void* src, size_t bytes) {
+    buf = b.allocate(bytes + 16);
+    b.upload(buf.data(), src, bytes);
+  };
+  up(o.data, h.data.data(), h.data.size());
+  up(o.scales, h.scales.data(), h.scales.size() * 4);
+  Weight& w = o.w;
+  w.format = h.format;
+  w.n = h.n;
+  w.k = h.k;
+  w.block_n = h.block_n;
+  w.block_k = h.block_k;
+  w.group_size = h.group_size;
+  if (h.format == WeightFormat::kFp8Block) {
+    w.tensor = Tensor(o.data.data(), DType::F8E4M3, {h.n, h.k});
+  } else {
+    w.tensor = Tensor(o.data.data(), DType::U4X2, {h.n, h.k / 2});
+  }
+  w.scales = Tensor(o.scales.data(), DType::F32, {h.scale_rows, h.scale_cols});
+  if (!h.zeros.empty()) {
+    up(o.zeros, h.zeros.data(), h.zeros.size());
+    w.zeros = Tensor(o.zeros.data(), DType::U8, {h.n, h.scale_cols});
+  }
+  if (!h.g_idx.empty()) {
+    up(o.g_idx, h.g_idx.data(), h.g_idx.size() * 4);
+    w.g_idx = Tensor(o.g_idx.data(), DType::I32, {h.k});
+  }
+  b.synchronize();
+  return o;
+}
+
+// Random e4m3 bytes (no NaN: 0x7f / 0xff) and positive scales around 1/64.
+HostQuant random_fp8(int64_t n, int64_t k, int32_t bn, int32_t bk, std::mt19937& rng) {
+  HostQuant h;
+  h.format = WeightFormat::kFp8Block;
+  h.n = n;
+  h.k = k;
+  h.block_n = bn;
+  h.block_k = bk;
+  h.scale_rows = (n + bn - 1) / bn;
+  h.scale_cols = (k + bk - 1) / bk;
+  h.data.resize(static_cast<size_t>(n * k));
+  for (auto& b : h.data) {
+    b = static_cast<uint8_t>(rng() & 0xff);
+    if ((b & 0x7f) == 0x7f) b = 0x3f;
+  }
+  std::uniform_real_distribution<float> s(0.5f / 64, 2.f / 64);
+  h.scales.resize(static_cast<size_t>(h.scale_rows * h.scale_cols));
+  for (auto& v : h.scales) v = s(rng);
+  return h;
+}
+
+// Random nibbles; zero points in [0, 16] (or none: z = 8); act-order groups when `act_order`.
+HostQuant random_int4(int64_t n, int64_t k, int32_t gs, bool zeros, bool act_order,
+                      std::mt19937& rng) {
+  HostQuant h;
+  h.format = WeightFormat::kInt4Group;
+  h.n = n;
+  h.k = k;
+  h.group_size = gs;
+  h.scale_rows = n;
+  h.scale_cols = k / gs;
+  h.data.resize(static_cast<size_t>(n * k / 2));
+  for (auto& b : h.data) b = static_cast<uint8_t>(rng() & 0xff);
+  std::uniform_real_distribution<float> s(0.5f / 16, 2.f / 16);
+  h.scales.resize(static_cast<size_t>(n * h.scale_cols));
+  for (auto& v : h.scales) v = s(rng);
+  if (zeros) {
+    h.zeros.resize(static_cast<size_t>(n * h.scale_cols));
+    for (auto& z : h.zeros) z = static_cast<uint8_t>(rng() % 17);
+  }
+  if (act_order) {
+    h.g_idx.resize(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) h.g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / gs);
+    std::shuffle(h.g_idx.begin(), h.g_idx.end(), rng);
+  }
+  return h;
+}
+
+class QuantLinearGpu : public CudaOps {
+ protected:
+  // GPU vs CPU for tokens in {1, 3, 16, 300}, bf16 and f32 outputs, with and without a bias.
+  // `gemv_path`: whether the GEMV takes this weight at <= 16 tokens (the bounds differ).
+  void check(const HostQuant& h, bool gemv_path, const std::string& what) {
+    OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
+    for (int64_t T : {1, 3, 16, 300}) {
+      Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+      Pair bias = make(random_vec(static_cast<size_t>(h.n), rng_), {h.n});
+      for (bool with_bias : {false, true}) {
+        for (DType out_t : {DType::BF16, DType::F32}) {
+          Pair out = make_out({T, h.n}, out_t);
+          const Tensor b_c = with_bias ? bias.c : Tensor(), b_g = with_bias ? bias.g : Tensor();
+          cpu_->linear(x.c, c.w, b_c, out.c);
+          gpu_->linear(x.g, g.w, b_g, out.g);
+          const bool gemv = gemv_path && T <= CudaBackend::kQuantGemvMaxTokens;
+          const double bound = !gemv ? 6e-3 : out_t == DType::F32 ? 3e-5 : 3e-3;
+          const std::string label =
+              what + ", T " + std::to_string(T) + (with_bias ? ", bias" : "") + ", out " +
+              std::string(dtype_name(out_t)) + (gemv ? " (gemv)" : " (dequant)");
+          expect_close(out, bound, label);
+          expect_elementwise(out, label);
+        }
+      }
+    }
+  }
+
+  void expect_elementwise(const Pair& out, const std::string& what) {
+    const std::vector<float> got = down_gpu(out.g), ref = down_cpu(out.c);
+    double ss = 0;
+    for (float v : ref) ss += double(v) * v;
+    const double rms = std::sqrt(ss / std::max<size_t>(ref.size(), 1));
+    int bad = 0;
+    for (size_t i = 0; i < ref.size() && bad < 3; ++i) {
+      const double tol = std::ldexp(std::fabs(ref[i]), -7) + std::ldexp(rms, -6);
+      if (!(std::fabs(double(got[i]) - ref[i]) <= tol)) {
+        ADD_FAILURE() << what << ": element " << i << " gpu " << got[i] << " cpu " << ref[i];
+        ++bad;
+      }
+    }
+  }
+};
+
+TEST_F(QuantLinearGpu, Fp8Block128MatchesCpu) {
+  check(random_fp8(300, 448, 128, 128, rng_), true, "fp8 128x128, K 448");
+  check(random_fp8(257, 1024, 128, 128, rng_), true, "fp8 128x128, N 257");
+}
+
+TEST_F(QuantLinearGpu, Fp8PerRowAndPerTensorScalesMatchCpu) {
+  check(random_fp8(96, 256, 1, 256, rng_), true, "fp8 per-row");
+  check(random_fp8(64, 320, 64, 320, rng_), true, "fp8 per-tensor");
+}
+
+TEST_F(QuantLinearGpu, Fp8OddShapesTakeTheDequantizePath) {
+  check(random_fp8(33, 200, 128, 128, rng_), false, "fp8 K 200 (not a multiple of 16)");
+  check(random_fp8(40, 192, 128, 8, rng_), false, "fp8 8-wide blocks");
+}
+
+// Every e4m3 code (but NaN) decodes to the CPU's value: row n holds code n, x = e_0, scale 1.
+TEST_F(QuantLinearGpu, Fp8DecodesEveryCodeExactly) {
+  HostQuant h = random_fp8(256, 16, 128, 128, rng_);
+  for (int64_t n = 0; n < 256; ++n)
+    for (int64_t k = 0; k < 16; ++k)
+      h.data[static_cast<size_t>(n * 16 + k)] = (n & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(n);
+  for (auto& s : h.scales) s = 1.f;
+  OnBackend g = put(*gpu_, h);
+  std::vector<float> e0(16, 0.f);
+  e0[0] = 1.f;
+  Pair x = make(e0, {1, 16});
+  Pair out = make_out({1, 256}, DType::F32);
+  gpu_->linear(x.g, g.w, Tensor(), out.g);
+  const std::vector<float> got = down_gpu(out.g);
+  for (int n = 0; n < 256; ++n) {
+    const float want = (n & 0x7f) == 0x7f ? 0.f : fp8_e4m3_to_f32(static_cast<uint8_t>(n));
+    EXPECT_EQ(got[static_cast<size_t>(n)], want) << "e4m3 code " << n;
+  }
+}
+
+TEST_F(QuantLinearGpu, Int4GroupsMatchCpu) {
+  check(random_int4(300, 384, 128, true, false, rng_), true, "int4 g128 zeros");
+  check(random_int4(70, 256, 32, false, false, rng_), true, "int4 g32 symmetric");
+  check(random_int4(129, 320, 64, true, false, rng_), true, "int4 g64 zeros");
+  check(random_int4(64, 160, 160, true, false, rng_), true, "int4 one group per row");
+}
+
+TEST_F(QuantLinearGpu, Int4ActOrderAndOddGroupsTakeTheDequantizePath) {
+  check(random_int4(64, 256, 64, true, true, rng_), false, "int4 g64 act-order");
+  check(random_int4(50, 96, 16, true, false, rng_), false, "int4 g16");
+  check(random_int4(48, 80, 40, false, false, rng_), false, "int4 K 80 g40");
+}
+
+// The fused ops on quantized weights (their plain sequence around linear_quantized(); CUDA's norm
+// kernel writes residual_out itself): add_rmsnorm_linear (residual in place and into another
+// buffer, with a bias) and add_rmsnorm_linear_silu_mul against the CPU's, at 1 and 300 tokens.
+// Bounds as the dense fused ops' in cuda_ops_test (bf16 residual, normed and outputs).
+TEST_F(QuantLinearGpu, FusedNormOpsOnQuantizedWeightsMatchCpu) {
+  const int64_t H = 256, I = 192, N = 320;
+  const HostQuant gate_up = random_int4(2 * I, H, 64, true, false, rng_);
+  const HostQuant qkv = random_fp8(N, H, 128, 128, rng_);
+  OnBackend gu_c = put(*cpu_, gate_up), gu_g = put(*gpu_, gate_up);
+  OnBackend qkv_c = put(*cpu_, qkv), qkv_g = put(*gpu_, qkv);
+  Pair nw = make(random_vec(static_cast<size_t>(H), rng_), {H});
+  Pair bias = make(random_vec(static_cast<size_t>(N), rng_), {N});
+  for (int64_t T : {1, 300}) {
+    const std::string at = ", T " + std::to_string(T);
+    const std::vector<float> res0 = random_vec(static_cast<size_t>(T * H), rng_);
+    Pair add = make(random_vec(static_cast<size_t>(T * H), rng_, 2.f), {T, H});
+    for (bool in_place : {false, true}) {
+      Pair res = make(res0, {T, H});
+      Pair other = make_out({T, H});
+      Pair& ro = in_place ? res : other;
+      Pair normed = make_out({T, H}), out = make_out({T, N});
+      cpu_->add_rmsnorm_linear(res.c, add.c, nw.c, 1e-6f, NormKind::kPlain, ro.c, normed.c, qkv_c.w,
+                               bias.c, out.c);
+      gpu_->add_rmsnorm_linear(res.g, add.g, nw.g, 1e-6f, NormKind::kPlain, ro.g, normed.g, qkv_g.w,
+                               bias.g, out.g);
+      const std::string what = std::string(in_place ? " (in place)" : "") + at;
+      expect_close(ro, 8e-3, "add_rmsnorm_linear residual" + what);
+      expect_close(normed, 1.2e-2, "add_rmsnorm_linear normed" + what);
+      expect_close(out, 1.2e-2, "add_rmsnorm_linear out" + what);
+    }
+    Pair res = make(res0, {T, H});
+    Pair ro = make_out({T, H}), normed = make_out({T, H});
+    Pair gu = make_out({T, 2 * I}), act = make_out({T, I});
+    cpu_->add_rmsnorm_linear_silu_mul(res.c, add.c, nw.c, 1e-6f, NormKind::kOnePlus, ro.c, normed.c,
+                                      gu_c.w, gu.c, act.c);
+    gpu_->add_rmsnorm_linear_silu_mul(res.g, add.g, nw.g, 1e-6f, NormKind::kOnePlus, ro.g, normed.g,
+                                      gu_g.w, gu.g, act.g);
+    expect_close(ro, 8e-3, "add_rmsnorm_linear_silu_mul residual" + at);
+    expect_close(normed, 1.2e-2, "add_rmsnorm_linear_silu_mul normed" + at);
+    expect_close(gu, 1.2e-2, "add_rmsnorm_linear_silu_mul gate_up" + at);
+    expect_close(act, 1.2e-2, "add_rmsnorm_linear_silu_mul out" + at);
+  }
+}
+
+// With the GEMV off every token count goes through dequantize + dense GEMM.
+TEST_F(QuantLinearGpu, DequantizePathAtFewTokensMatchesCpu) {
+  gpu_->set_quant_gemv_max_tokens(0);
+  check(random_fp8(128, 256, 128, 128, rng_), false, "fp8, gemv off");
+  check(random_int4(128, 256, 128, true, false, rng_), false, "int4, gemv off");
+}
+
+// Batch-invariant mode: a token's row has the same bits alone and among 300 tokens.
+TEST_F(QuantLinearGpu, BatchInvariantRowsDoNotDependOnTheTokenCount) {
+  gpu_->set_batch_invariant(true);
+  for (const HostQuant& h :
+       {random_fp8(192, 512, 128, 128, rng_), random_int4(192, 512, 128, true, false, rng_)}) {
+    OnBackend g = put(*gpu_, h);
+    const std::vector<float> xs = random_vec(static_cast<size_t>(300 * h.k), rng_);
+    Pair x = make(xs, {300, h.k});
+    Pair x1 = make(std::vector<float>(xs.begin(), xs.begin() + h.k), {1, h.k});
+    Pair all = make_out({300, h.n}), one = make_out({1, h.n});
+    gpu_->linear(x.g, g.w, Tensor(), all.g);
+    gpu_->linear(x1.g, g.w, Tensor(), one.g);
+    const std::vector<float> a = down_gpu(all.g), o = down_gpu(one.g);
+    EXPECT_EQ(std::vector<float>(a.begin(), a.begin() + h.n), o) << weight_format_name(h.format);
+  }
+}
+
+// A captured step (GEMV at 1 token, dequantize + GEMM at 300: int4 [256, 512], then fp8
+// [256, 256] on its output) replays to the same bits.
+TEST_F(QuantLinearGpu, CudaGraphReplaysTheSameBits) {
+  for (int64_t T : {1, 300}) {
+    OnBackend a = put(*gpu_, random_int4(256, 512, 128, true, false, rng_));
+    OnBackend b = put(*gpu_, random_fp8(256, 256, 128, 128, rng_));
+    Pair x = make(random_vec(static_cast<size_t>(T * 512), rng_), {T, 512});
+    Pair mid = make_out({T, 256}), out = make_out({T, 256});
+    auto step = [&] {
+      gpu_->linear(x.g, a.w, Tensor(), mid.g);
+      gpu_->linear(mid.g, b.w, Tensor(), out.g);
+    };
+    step();
+    const std::vector<float> want = down_gpu(out.g);
+    const int id = gpu_->capture_graph(step);
+    poison(mid.g);
+    poison(out.g);
+    gpu_->replay_graph(id);
+    EXPECT_EQ(down_gpu(out.g), want) << "T " << T;
+    gpu_->destroy_graph(id);
+  }
+}
+
+}  // namespace
+}  // namespace syv

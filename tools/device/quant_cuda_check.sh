@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# On the GPU machine: builds syv and the quantized-weight GPU tests and runs them, then benchmarks
+# decode (b = 1 and 16, context 512) and a 2K prefill of the Qwen3-8B shape in bf16 and in
+# `syv quantize`d fp8, awq and gptq copies of the same random weights: tok/s and % of the floor,
+# whose weight term is the packed bytes (data + scales + zeros) for the quantized folders
+# (`syv bench decode` prints the figure it used: "decode floor: X GB of weights per step").
+# Carry .devcarry-deps (tools/device/pack_deps.sh). Phases, each sized for one 10-minute call:
+#   tools/device/quant_cuda_check.sh build      Release build of syv + the tests (build/gpu)
+#   tools/device/quant_cuda_check.sh tests      gpu_quant_linear_gpu_test, the engine-level test,
+#                                               the dense linear tests of gpu_cuda_ops_test
+#   tools/device/quant_cuda_check.sh prep       the 8B bf16 folder (16.4 GB) and its fp8 / awq /
+#                                               gptq copies (`syv quantize`, one core each, at once)
+#   tools/device/quant_cuda_check.sh bench      syv bench decode on the four folders
+#   tools/device/quant_cuda_check.sh crossover  fp8 / awq with the quantized GEMV off (every step
+#                                               dequantizes to bf16 + cuBLASLt), b = 1 and 16
+#   tools/device/quant_cuda_check.sh all        all of them in order (more than 10 minutes)
+# Later phases build first when build/gpu-carry/bin/syv is missing (a fresh machine). WORK
+# (default /tmp/syv-quant) holds the folders (about 37 GB); DEPS (default .devcarry-deps).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+WHAT=${1:-all}
+DEPS=${DEPS:-.devcarry-deps}
+WORK=${WORK:-/tmp/syv-quant}
+CFG=tools/bench/configs/qwen3-8b
+B=build/gpu-carry/bin
+export SYV_SOURCE_DIR=$PWD
+TESTS="gpu_quant_linear_gpu_test gpu_engine_quantized_gpu_test"
+phase() { [[ $WHAT == "$1" || $WHAT == all ]]; }
+
+if phase build || [[ ! -x $B/syv ]]; then
+  t0=$SECONDS
+  timeout 500 tools/device/build_gpu.sh "$DEPS" build/gpu syv $TESTS gpu_cuda_ops_test 2>&1 | tail -2
+  echo "build: $((SECONDS - t0)) s"
+fi
+if phase tests; then
+  timeout 150 $B/gpu_quant_linear_gpu_test 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED) |Failure|error" |
+    head -60
+  timeout 300 $B/gpu_engine_quantized_gpu_test 2>&1 |
+    grep -E "^\[ +(OK|FAILED|PASSED) |Failure|relative L2|error|chose" | head -60
+  # The dense linear paths the quantized prefill path calls into.
+  timeout 120 $B/gpu_cuda_ops_test --gtest_filter='*Linear*:*Gemv*' 2>&1 |
+    grep -E "^\[ +(PASSED|FAILED) |Failure" | head -10
+fi
+if phase prep; then
+  mkdir -p "$WORK"
+  df -h "$WORK" | tail -1
+  if [[ ! -f $WORK/bf16/.done ]]; then
+    t0=$SECONDS
+    rm -rf "$WORK/bf16"
+    $B/syv demo-model --config $CFG --out "$WORK/bf16" 2>&1 | tail -2 &&
+      touch "$WORK/bf16/.done"
+    echo "demo-model: $((SECONDS - t0)) s"
+  fi
+  for f in fp8 awq gptq; do
+    [[ -f $WORK/$f/.done ]] && continue
+    (
+      t0=$SECONDS
+      timeout 500 $B/syv quantize --format $f --in "$WORK/bf16" --out "$WORK/$f" \
+        >"$WORK/quantize_$f.log" 2>&1 && touch "$WORK/$f/.done"
+      echo "quantize $f: $([[ -f $WORK/$f/.done ]] && echo "done" || echo "FAILED"), $((SECONDS - t0)) s"
+      tail -1 "$WORK/quantize_$f.log"
+    ) &
+  done
+  wait
+  du -sh "$WORK"/* 2>/dev/null
+fi
+if phase bench; then
+  for f in bf16 fp8 awq gptq; do
+    [[ -f $WORK/$f/.done ]] || { echo "$f: no folder (run the prep phase)"; continue; }
+    echo "== $f"
+    timeout 140 $B/syv bench decode --config "$WORK/$f" --batch 1,16 --context 512 --steps 30 \
+      --lengths 2048 2>&1 | grep -E "^\| (decode|prefill)|ceilings|weights:|decode floor|rror" |
+      tail -8
+  done
+fi
+if phase crossover; then
+  for f in fp8 awq; do
+    [[ -f $WORK/$f/.done ]] || continue
+    echo "== $f, quantized GEMV off"
+    SYV_QUANT_GEMV_MAX_TOKENS=0 timeout 140 $B/syv bench decode --config "$WORK/$f" --batch 1,16 \
+      --context 512 --steps 20 2>&1 | grep -E "^\| decode|rror" | tail -3
+  done
+fi
