@@ -251,12 +251,10 @@ Result<MtpWeights> load_mtp_weights(WeightLoader& loader, const WeightStore* sto
 
 Status load_dense_mlp(WeightLoader& loader, int64_t H, int64_t I, const std::string& p,
                       MlpWeights* out) {
-  DType gd = DType::BF16, ud = DType::BF16;
-  SYV_ASSIGN_OR_RETURN(std::vector<float> gate,
-                       loader.read_f32({p + "gate_proj.weight", {I, H}}, &gd));
-  SYV_ASSIGN_OR_RETURN(std::vector<float> up, loader.read_f32({p + "up_proj.weight", {I, H}}, &ud));
-  gate.insert(gate.end(), up.begin(), up.end());
-  out->gate_up = loader.upload({2 * I, H}, gd, gate.data());
+  // Straight from the files into the fused [2I, H] weight (no f32 copy on the host: this is most
+  // of a hybrid's bytes, and the f32 round trip loaded a 9B-class folder at 0.8 GB/s).
+  SYV_ASSIGN_OR_RETURN(out->gate_up, loader.load_concat({{p + "gate_proj.weight", {I, H}},
+                                                         {p + "up_proj.weight", {I, H}}}));
   SYV_ASSIGN_OR_RETURN(out->down, loader.load({p + "down_proj.weight", {H, I}}));
   return Status::Ok();
 }
