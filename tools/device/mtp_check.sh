@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# On the GPU machine: MTP speculation on CUDA with the trained tiny-hybrid (models/, docs/models.md).
+# On the GPU machine: MTP speculation on CUDA with the trained tiny-hybrid, and draft-model
+# speculation with tiny-draft on tiny-dense (models/, docs/models.md).
 # Builds syv and the speculation GPU tests, runs them, then
 #  1. `syv generate --device cuda --one-by-one` over the 20 held-out prompts of
 #     tests/fixtures/tiny/tiny-hybrid/greedy256.json (256 greedy tokens each) without speculation
 #     and with --speculative-method mtp k = 1, 2, 3: steps, tokens per step, tok/s, and whether the
 #     tokens equal transformers' (the fixture) and each other;
-#  2. `syv serve --device cuda` without and with MTP (k = 3), loaded by `syv bench serve --scenario
+#  2. the same with tiny-dense alone and with --speculative-method draft --draft-model
+#     models/tiny-draft, k = 3;
+#  3. `syv serve --device cuda` without and with MTP (k = 3), loaded by `syv bench serve --scenario
 #     c1` (one request at a time): the end-to-end figure.
 # Carry .devcarry-deps (tools/device/pack_deps.sh) and third_party/qwen3-tokenizer.
 #   tools/device/mtp_check.sh
@@ -48,6 +51,19 @@ for k in range(4):
     fixture = sum(a == b for a, b in zip(ids, fix)) if ids[0] is not None else "n/a"
     print(f"k={k}: text equal to k=0 for all {len(rows)}: {texts_equal}; equal to transformers: {fixture}")
 EOF
+python3 -c "import json
+for p in json.load(open('tests/fixtures/tiny/tiny-dense/greedy256.json'))['prompts']:
+    print(json.dumps({'tokens': p, 'max_tokens': 256, 'ignore_eos': True}))" > /tmp/dense_prompts.jsonl
+for k in 0 3; do
+  spec=()
+  [[ $k -gt 0 ]] && spec=(--speculative-method draft --draft-model models/tiny-draft --num-speculative-tokens $k)
+  timeout 120 $B/syv generate --model models/tiny-dense --device cuda --prompts-file /tmp/dense_prompts.jsonl \
+    --one-by-one "${spec[@]}" >/tmp/draft_out$k.jsonl 2>/tmp/draft_err$k.txt
+  echo "draft model k=$k: $(tail -1 /tmp/draft_err$k.txt)"
+done
+cmp -s <(python3 -c "import json;[print(json.loads(l)['text']) for l in open('/tmp/draft_out0.jsonl')]") \
+  <(python3 -c "import json;[print(json.loads(l)['text']) for l in open('/tmp/draft_out3.jsonl')]") &&
+  echo "draft model: text equal" || echo "draft model: TEXT DIFFERS"
 PORT=18433
 KEY=mtp-check-key
 for k in 0 3; do
