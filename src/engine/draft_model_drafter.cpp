@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "engine/greedy_ids.h"
+#include "engine/drafter_batch.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 
@@ -83,15 +83,6 @@ bool DraftModelDrafter::grow(SeqState& st, int32_t end) {
   return true;
 }
 
-void DraftModelDrafter::set_page_table(const std::vector<const std::vector<int32_t>*>& pages) {
-  int32_t width = 1;
-  for (const auto* p : pages) width = std::max(width, static_cast<int32_t>(p->size()));
-  batch_.max_pages_per_seq = width;
-  batch_.page_table.assign(pages.size() * static_cast<size_t>(width), -1);
-  for (size_t s = 0; s < pages.size(); ++s)
-    std::copy(pages[s]->begin(), pages[s]->end(), batch_.page_table.begin() + s * width);
-}
-
 void DraftModelDrafter::begin_batch() {
   Batch& b = batch_;
   b.token_ids.clear();
@@ -154,7 +145,7 @@ void DraftModelDrafter::observe(const SchedulerOutput& step, const Batch& batch,
     chains_.push_back(std::move(c));
   }
   if (b.token_ids.empty()) return;
-  set_page_table(pages);
+  set_page_table(batch_, pages);
   Model::Outputs out;
   draft_.forward(b, out);
   draft_rows_ += b.num_tokens();
@@ -180,7 +171,7 @@ void DraftModelDrafter::observe(const SchedulerOutput& step, const Batch& batch,
       pages.push_back(&c.state->pages);
     }
     if (b.token_ids.empty()) break;
-    set_page_table(pages);
+    set_page_table(batch_, pages);
     draft_.forward(b, out);
     draft_rows_ += b.num_tokens();
     greedy_ids(draft_.backend(), out.logits, host_logits_, ids_);

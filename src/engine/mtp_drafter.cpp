@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "engine/greedy_ids.h"
+#include "engine/drafter_batch.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 
@@ -25,15 +25,6 @@ void MtpDrafter::propose(const Sequence& seq, int32_t max_tokens, std::vector<in
   if (it == ready_.end() || it->second.length != seq.length()) return;
   const std::vector<int32_t>& d = it->second.drafts;
   out.insert(out.end(), d.begin(), d.begin() + std::min<int64_t>(max_tokens, d.size()));
-}
-
-void MtpDrafter::set_page_table(const std::vector<const std::vector<int32_t>*>& pages) {
-  int32_t width = 1;
-  for (const auto* p : pages) width = std::max(width, static_cast<int32_t>(p->size()));
-  batch_.max_pages_per_seq = width;
-  batch_.page_table.assign(pages.size() * static_cast<size_t>(width), -1);
-  for (size_t s = 0; s < pages.size(); ++s)
-    std::copy(pages[s]->begin(), pages[s]->end(), batch_.page_table.begin() + s * width);
 }
 
 Tensor MtpDrafter::gather_hidden(const Tensor& src, int32_t rows) {
@@ -104,7 +95,7 @@ void MtpDrafter::observe(const SchedulerOutput& step, const Batch& batch,
   if (row == 0) return;
   SYV_CHECK(!outputs.token_hidden.empty())
       << "mtp drafter: the target returned no per-token hidden states";
-  set_page_table(pages);
+  set_page_table(batch_, pages);
   Model::Outputs head;
   model_.mtp_forward(b, gather_hidden(outputs.token_hidden, row), head);
   head_rows_ += row;
@@ -156,7 +147,7 @@ void MtpDrafter::extend_chains(Tensor last_out) {
       pages.push_back(&c.pages);
     }
     if (row == 0) break;
-    set_page_table(pages);
+    set_page_table(batch_, pages);
     // Copied out of the head's workspace before the next run reuses it.
     model_.mtp_forward(b, gather_hidden(last_out, row), head);
     head_rows_ += row;

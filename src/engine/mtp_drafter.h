@@ -70,7 +70,6 @@ class MtpDrafter : public Drafter {
   void extend_chains(Tensor last_out);
   // Copies rows runs_ name from `src` [*, H] into hidden_ [rows, H]; returns that view.
   Tensor gather_hidden(const Tensor& src, int32_t rows);
-  void set_page_table(const std::vector<const std::vector<int32_t>*>& pages);
 
   struct Run {
     int32_t src = 0, dst = 0, count = 0;  // rows

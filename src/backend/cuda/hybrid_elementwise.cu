@@ -65,7 +65,23 @@ __global__ void conv1d_parallel_kernel(ConvArgs a) {
   static_cast<TX*>(a.out)[idx] = from_f32<TX>(silu(acc));
 }
 
-// The window after the sequence's new tokens: the last K - 1 inputs of [old window | new tokens].
+// Channel c's window after the first n new tokens of a sequence whose first new token is row
+// `first` of x: the last K - 1 inputs of [old window `st` | those n tokens], into `dst` (stride C).
+template <typename TX>
+__device__ void window_after(const ConvArgs& a, const float* st, int first, int n, int c,
+                             float* dst) {
+  const int K = a.kernel;
+  const TX* x = static_cast<const TX*>(a.x);
+  float win[kMaxConvKernel];
+  for (int j = 0; j < K - 1; ++j) {
+    const int m = n + j;  // index into [old window (K - 1) | new tokens]
+    win[j] = m < K - 1 ? st[int64_t{m} * a.channels]
+                       : to_f32(x[(static_cast<int64_t>(first) + m - (K - 1)) * a.channels + c]);
+  }
+  for (int j = 0; j < K - 1; ++j) dst[int64_t{j} * a.channels] = win[j];
+}
+
+// The window after the sequence's new tokens, back into its slot.
 template <typename TX>
 __global__ void conv1d_window_kernel(ConvArgs a) {
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -73,18 +89,11 @@ __global__ void conv1d_window_kernel(ConvArgs a) {
   pdl_trigger();
   if (idx >= int64_t{a.num_seqs} * a.channels) return;
   const int s = static_cast<int>(idx / a.channels), c = static_cast<int>(idx % a.channels);
-  const int slot = a.slots[s], K = a.kernel;
+  const int slot = a.slots[s];
   if (slot < 0) return;
   const int first = a.seq_starts[s], n = a.seq_starts[s + 1] - first;
-  float* st = a.state + static_cast<int64_t>(slot) * (K - 1) * a.channels + c;
-  const TX* x = static_cast<const TX*>(a.x);
-  float win[kMaxConvKernel];
-  for (int j = 0; j < K - 1; ++j) {
-    const int m = n + j;  // index into [old window (K - 1) | new tokens (n)]
-    win[j] = m < K - 1 ? st[int64_t{m} * a.channels]
-                       : to_f32(x[(static_cast<int64_t>(first) + m - (K - 1)) * a.channels + c]);
-  }
-  for (int j = 0; j < K - 1; ++j) st[int64_t{j} * a.channels] = win[j];
+  float* st = a.state + static_cast<int64_t>(slot) * (a.kernel - 1) * a.channels + c;
+  window_after<TX>(a, st, first, n, c, st);  // reads the old window before writing it
 }
 
 // State saves: one thread per (sequence, channel) writes the window after each of the sequence's
@@ -97,21 +106,13 @@ __global__ void conv1d_save_kernel(ConvArgs a) {
   pdl_trigger();
   if (idx >= int64_t{a.num_seqs} * a.channels) return;
   const int s = static_cast<int>(idx / a.channels), c = static_cast<int>(idx % a.channels);
-  const int slot = a.slots[s], K = a.kernel;
+  const int slot = a.slots[s];
   if (slot < 0) return;
-  const int first = a.seq_starts[s];
-  const float* st = a.state + static_cast<int64_t>(slot) * (K - 1) * a.channels + c;
-  const TX* x = static_cast<const TX*>(a.x);
-  for (int i = a.save_starts[s]; i < a.save_starts[s + 1]; ++i) {
-    const int n = a.save_after[i];
-    float* dst = a.saves + static_cast<int64_t>(a.save_dests[i]) * (K - 1) * a.channels + c;
-    for (int j = 0; j < K - 1; ++j) {
-      const int m = n + j;  // index into [old window (K - 1) | new tokens]
-      dst[int64_t{j} * a.channels] =
-          m < K - 1 ? st[int64_t{m} * a.channels]
-                    : to_f32(x[(static_cast<int64_t>(first) + m - (K - 1)) * a.channels + c]);
-    }
-  }
+  const int64_t window = int64_t{a.kernel - 1} * a.channels;
+  const float* st = a.state + slot * window + c;
+  for (int i = a.save_starts[s]; i < a.save_starts[s + 1]; ++i)
+    window_after<TX>(a, st, a.seq_starts[s], a.save_after[i], c,
+                     a.saves + a.save_dests[i] * window + c);
 }
 
 // One warp per row of D: out = x * rsqrt(mean(x^2) + eps) * w * silu(z), rounded like the bf16

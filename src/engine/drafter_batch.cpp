@@ -1,4 +1,4 @@
-#include "engine/greedy_ids.h"
+#include "engine/drafter_batch.h"
 
 #include <algorithm>
 
@@ -19,6 +19,15 @@ void greedy_ids(Backend& backend, const Tensor& logits, std::vector<float>& host
     const float* row = host_scratch.data() + r * V;
     ids[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(row, row + V) - row);
   }
+}
+
+void set_page_table(Batch& b, const std::vector<const std::vector<int32_t>*>& pages) {
+  int32_t width = 1;
+  for (const auto* p : pages) width = std::max(width, static_cast<int32_t>(p->size()));
+  b.max_pages_per_seq = width;
+  b.page_table.assign(pages.size() * static_cast<size_t>(width), -1);
+  for (size_t s = 0; s < pages.size(); ++s)
+    std::copy(pages[s]->begin(), pages[s]->end(), b.page_table.begin() + s * width);
 }
 
 }  // namespace syv

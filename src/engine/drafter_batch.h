@@ -1,0 +1,22 @@
+// What the model-backed drafters (mtp_drafter.h, draft_model_drafter.h) share: the greedy ids of
+// their logits rows and the page table of their own batches.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/batch.h"
+
+namespace syv {
+
+// The argmax of each logits row (lowest id on ties): on the device when the backend samples there
+// (only the ids cross to the host), else on the host. logits f32 [R, V] in `backend` memory; ids
+// gets R entries. host_scratch: reused host buffer.
+void greedy_ids(Backend& backend, const Tensor& logits, std::vector<float>& host_scratch,
+                std::vector<int32_t>& ids);
+
+// b.page_table / max_pages_per_seq from each batch sequence's page list (padded with -1).
+void set_page_table(Batch& b, const std::vector<const std::vector<int32_t>*>& pages);
+
+}  // namespace syv
