@@ -17,7 +17,8 @@ trap 'rm -rf "$STAGE"' EXIT
 packages=(nlohmann-json3-dev libcpp-httplib-dev libcpp-httplib0.11 libpcre2-dev libpcre2-8-0
   libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2 libxxhash-dev
   libxxhash0 libcli11-dev libgtest-dev libgmock-dev libopenblas-dev libopenblas0-pthread
-  libopenblas-pthread-dev libgfortran5 libbrotli1 libbrotli-dev libssl-dev zlib1g-dev)
+  libopenblas-pthread-dev libgfortran5 libbrotli1 libbrotli-dev libssl-dev zlib1g-dev
+  libboost1.74-dev libboost-dev)
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || continue
   dpkg -L "$p" | while read -r f; do
