@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -145,6 +146,9 @@ class ChunkWriter : public StreamSink {
   bool failed_ = false;
   bool done_ = false;
 };
+
+// Requests with at least this many body bytes return their memory to the system when answered.
+constexpr size_t kTrimAfterBodyBytes = size_t{1} << 20;
 
 // Statuses after which the connection is closed: the request's framing is in doubt.
 bool closes_connection(int status) {
@@ -328,6 +332,13 @@ class HttpServer::Session : public std::enable_shared_from_this<HttpServer::Sess
     server_.metrics_.count_response(res_.status);
     server_.log_access(req_, res_.status, start_, tokens);
     req_.is_connection_closed = nullptr;
+    // A large body leaves its parse trees, template values and prompt freed in this thread's
+    // malloc arena, which glibc keeps: give them back to the system now (a 5 MB body of small
+    // objects peaks at ~450 MB while it is served; without this, most of it stayed resident).
+    if (req_.body.size() >= kTrimAfterBodyBytes) {
+      req_.body = std::string();
+      malloc_trim(0);
+    }
     keep_alive = keep_alive && ok;
     asio::post(stream_.get_executor(), [self = shared_from_this(), keep_alive] {
       if (keep_alive) {
