@@ -378,6 +378,7 @@ class HttpServer::Session : public std::enable_shared_from_this<HttpServer::Sess
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return close();
     lingered_ = 0;
+    discard_.resize(16384);
     stream_.expires_after(std::chrono::seconds(2));
     linger_read();
   }
@@ -411,7 +412,7 @@ class HttpServer::Session : public std::enable_shared_from_this<HttpServer::Sess
   int fd_ = -1;
   bool first_ = true;
   Clock::time_point start_ = Clock::now();
-  std::array<char, 16384> discard_{};
+  std::vector<char> discard_;  // allocated when lingering only
   size_t lingered_ = 0;
 };
 
