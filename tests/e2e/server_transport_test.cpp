@@ -327,6 +327,34 @@ TEST_F(ServerHttp, KeepAlivePipeliningAndContinue) {
   EXPECT_EQ(cont.read_until("}", 1, seconds(5)).rfind("HTTP/1.1 200", 0), 0u);
 }
 
+// Back-pressure: a stream whose client stops reading blocks only its own worker, each write for at
+// most the write deadline; then the stream is dropped, its request cancelled, and the worker
+// serves others again. (60 MB of events: more than loopback's socket buffers hold.)
+TEST_F(ServerHttp, StreamToAClientThatStopsReadingIsDropped) {
+  server::HttpOptions http;
+  http.threads = 2;
+  http.write_timeout_s = 1;
+  TestServer s({}, http);
+  // 240 tokens of 256 KiB, one per 20 ms: the buffers fill within a second, while the request
+  // still has seconds to run (a request that already finished has nothing to cancel).
+  s.generator.set_script({std::string(256 << 10, 'a')}, false);
+  s.generator.set_tick(milliseconds(20));
+  json body = kCompletion;
+  body["stream"] = true;
+  body["max_tokens"] = 240;
+  RawConnection stalled(s.transport->port());
+  ASSERT_TRUE(stalled.send_post("/v1/completions", kKey, body.dump()));
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 800 && (s.generator.cancels() < 1 || s.routes.active_requests() > 0); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(s.generator.cancels(), 1);
+  EXPECT_EQ(s.routes.active_requests(), 0);
+  EXPECT_LT(Clock::now() - t0, milliseconds(4500));
+  s.generator.set_script({"ok"}, false);
+  EXPECT_EQ(timed_completion(s.transport->port()).status, 200);
+}
+
 // Requests without a key are answered on the I/O threads: with the only worker held by a stream,
 // they still get their 401 at once, and so do framing errors.
 TEST_F(ServerHttp, RefusalsNeedNoWorker) {
