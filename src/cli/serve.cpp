@@ -522,7 +522,7 @@ CommandRegistration reg{
           ->check(CLI::Range(size_t{1024}, size_t{1} << 32))
           ->capture_default_str();
       app.add_option("--max-header-bytes", o->max_header_bytes,
-                     "Request line + headers larger than this get 431")
+                     "The request line, and the header fields together, larger than this get 431")
           ->check(CLI::Range(size_t{1024}, size_t{1} << 20))
           ->capture_default_str();
       app.add_option("--max-header-count", o->max_header_count,

@@ -161,11 +161,12 @@ ApiResult<std::string> inflate_body(std::string_view encoding_raw, std::string_v
       z.avail_out = sizeof piece;
       rc = inflate(&z, Z_NO_FLUSH);
       offset += avail - z.avail_in;
-      out.append(piece, sizeof piece - z.avail_out);
-      if (out.size() > limit) {
+      const size_t produced = sizeof piece - z.avail_out;
+      if (out.size() + produced > limit) {  // refused before the piece is kept
         too_large = true;
         break;
       }
+      out.append(piece, produced);
       if (rc == Z_STREAM_END) {
         // gzip: another member may follow (gunzip inflates them all).
         if (gzip && offset < data.size()) {
