@@ -78,6 +78,18 @@ struct ServeOptions {
   int max_waiting = 256;
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
+  // The transport's limits (server/http_server.h; docs/server.md "Limits").
+  static inline const server::HttpOptions http_defaults{};
+  size_t max_header_bytes = http_defaults.limits.max_header_bytes;
+  size_t max_header_count = http_defaults.limits.max_header_count;
+  size_t max_uri_bytes = http_defaults.limits.max_uri_bytes;
+  bool accept_compressed = false;
+  int header_timeout_s = http_defaults.header_timeout_s;
+  int keep_alive_timeout_s = http_defaults.keep_alive_timeout_s;
+  int body_timeout_s = http_defaults.body_timeout_s;
+  int write_timeout_s = http_defaults.write_timeout_s;
+  int max_connections = http_defaults.max_connections;
+  std::string log_level = "info";
   double drain_timeout_s = 30.0;
   bool skip_warmup = false;
   bool no_webui = false;  // --no-webui: GET / and /ui/* unrouted
@@ -217,6 +229,10 @@ Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineO
 #endif
 
 int run_serve(const ServeOptions& o) {
+  set_log_level(o.log_level == "debug"   ? LogLevel::DEBUG
+                : o.log_level == "warn"  ? LogLevel::WARN
+                : o.log_level == "error" ? LogLevel::ERROR
+                                         : LogLevel::INFO);
   // Keys: explicit ones, or a generated one printed once.
   server::ApiKeys keys;
   for (const std::string& key : o.api_keys) {
@@ -298,7 +314,16 @@ int run_serve(const ServeOptions& o) {
   http.port = o.port;
   http.threads =
       o.http_threads > 0 ? o.http_threads : std::min(1024, max_num_seqs + o.max_waiting + 16);
-  http.max_body_bytes = o.max_body_bytes;
+  http.limits.max_body_bytes = o.max_body_bytes;
+  http.limits.max_header_bytes = o.max_header_bytes;
+  http.limits.max_header_count = o.max_header_count;
+  http.limits.max_uri_bytes = o.max_uri_bytes;
+  http.limits.accept_compressed = o.accept_compressed;
+  http.header_timeout_s = o.header_timeout_s;
+  http.keep_alive_timeout_s = o.keep_alive_timeout_s;
+  http.body_timeout_s = o.body_timeout_s;
+  http.write_timeout_s = o.write_timeout_s;
+  http.max_connections = o.max_connections;
   Result<server::CorsPolicy> cors = server::CorsPolicy::parse(o.allowed_origins);
   if (!cors.ok()) return fail(cors.message());
   http.cors = std::move(cors.value());
@@ -326,8 +351,14 @@ int run_serve(const ServeOptions& o) {
                 url.c_str());
   }
   std::fflush(stdout);
-  SYV_LOG(INFO) << "http: " << http.threads << " worker threads, body limit " << http.max_body_bytes
-                << " bytes, " << route_options.max_pending
+  const server::HttpOptions& used = server.options();  // after bind(): the connection cap fits
+  SYV_LOG(INFO) << "http: " << used.threads << " worker threads, " << used.max_connections
+                << " connections at most, body limit " << used.limits.max_body_bytes
+                << " bytes (compressed bodies "
+                << (used.limits.accept_compressed ? "inflated within it" : "refused") << "), head "
+                << used.limits.max_header_bytes << " bytes / " << used.limits.max_header_count
+                << " fields in " << used.header_timeout_s << " s, body in " << used.body_timeout_s
+                << " s, " << route_options.max_pending
                 << " requests in flight at most (--max-num-seqs + --max-waiting)";
   SYV_LOG(INFO) << "http: CORS "
                 << (http.cors.enabled() ? "for origins " + o.allowed_origins
@@ -496,7 +527,50 @@ CommandRegistration reg{
                      "HTTP worker threads; each open stream holds one (0 = max-num-seqs + "
                      "max-waiting + 16)")
           ->capture_default_str();
-      app.add_option("--max-body-bytes", o->max_body_bytes, "Larger request bodies get 413")
+      app.add_option("--max-body-bytes", o->max_body_bytes,
+                     "Larger request bodies (declared, chunked or inflated) get 413, refused while "
+                     "they are read")
+          ->check(CLI::Range(size_t{1024}, size_t{1} << 32))
+          ->capture_default_str();
+      app.add_option("--max-header-bytes", o->max_header_bytes,
+                     "The request line, and the header fields together, larger than this get 431")
+          ->check(CLI::Range(size_t{1024}, size_t{1} << 20))
+          ->capture_default_str();
+      app.add_option("--max-header-count", o->max_header_count,
+                     "More request header fields than this get 431")
+          ->check(CLI::Range(size_t{8}, size_t{10000}))
+          ->capture_default_str();
+      app.add_option("--max-uri-bytes", o->max_uri_bytes, "A longer request target gets 414")
+          ->check(CLI::Range(size_t{256}, size_t{1} << 20))
+          ->capture_default_str();
+      app.add_flag("--accept-compressed", o->accept_compressed,
+                   "Accept gzip / deflate request bodies (Content-Encoding), inflated after auth "
+                   "within --max-body-bytes; without it they get 415");
+      app.add_option("--header-timeout", o->header_timeout_s,
+                     "Seconds a new connection has to send its whole request line and headers")
+          ->check(CLI::Range(1, 3600))
+          ->capture_default_str();
+      app.add_option("--keep-alive-timeout", o->keep_alive_timeout_s,
+                     "Seconds an idle keep-alive connection has to send its next request head")
+          ->check(CLI::Range(1, 3600))
+          ->capture_default_str();
+      app.add_option("--body-timeout", o->body_timeout_s,
+                     "Seconds a request has to send its whole body")
+          ->check(CLI::Range(1, 3600))
+          ->capture_default_str();
+      app.add_option("--write-timeout", o->write_timeout_s,
+                     "Seconds each write of a response (each stream event) may wait for the client")
+          ->check(CLI::Range(1, 3600))
+          ->capture_default_str();
+      app.add_option("--max-connections", o->max_connections,
+                     "Open connections at most (more are closed at accept; lowered to fit the "
+                     "open-file limit)")
+          ->check(CLI::Range(16, 1 << 20))
+          ->capture_default_str();
+      app.add_option("--log-level", o->log_level,
+                     "debug, info (one access-log line per request), warn (failed auth, "
+                     "problems) or error")
+          ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
           ->capture_default_str();
       app.add_option("--drain-timeout", o->drain_timeout_s,
                      "Seconds SIGTERM waits for running requests")

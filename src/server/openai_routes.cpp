@@ -7,7 +7,6 @@
 
 #include "server/completion_stream.h"
 #include "server/generator.h"
-#include "server/peer_connection.h"
 #include "server/reasoning_parser.h"
 #include "server/sse.h"
 #include "server/structured_output.h"
@@ -26,7 +25,7 @@ std::string random_id(const char* prefix) {
   return id;
 }
 
-void write_json(httplib::Response& res, const json& body) {
+void write_json(HttpResponse& res, const json& body) {
   res.status = 200;
   res.set_content(dump_json(body), "application/json");
 }
@@ -103,7 +102,7 @@ void record_tokens(const CompletionStream& stream) {
 
 }  // namespace
 
-void write_error(httplib::Response& res, const ApiError& error, int retry_after_seconds) {
+void write_error(HttpResponse& res, const ApiError& error, int retry_after_seconds) {
   res.status = error.status;
   if (error.status == 429 || error.status == 503) {
     res.set_header("Retry-After", std::to_string(retry_after_seconds));
@@ -134,11 +133,11 @@ EngineGauges OpenAiRoutes::engine_gauges() const {
   return EngineGauges::from(generator->stats());
 }
 
-void OpenAiRoutes::health(const httplib::Request&, httplib::Response& res) {
+void OpenAiRoutes::health(const HttpRequest&, HttpResponse& res) {
   write_json(res, {{"status", "ok"}});
 }
 
-void OpenAiRoutes::metrics(const httplib::Request&, httplib::Response& res) {
+void OpenAiRoutes::metrics(const HttpRequest&, HttpResponse& res) {
   res.status = 200;
   res.set_content(metrics_.render(engine_gauges()), "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -151,12 +150,12 @@ json OpenAiRoutes::model_card() const {
           {"max_model_len", model_.generator->max_model_len()}};
 }
 
-void OpenAiRoutes::models(const httplib::Request&, httplib::Response& res) {
+void OpenAiRoutes::models(const HttpRequest&, HttpResponse& res) {
   write_json(res, {{"object", "list"}, {"data", json::array({model_card()})}});
 }
 
-void OpenAiRoutes::model(const httplib::Request& req, httplib::Response& res) {
-  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+void OpenAiRoutes::model(const HttpRequest& req, HttpResponse& res) {
+  const std::string id = req.matches.size() > 1 ? req.matches[1] : "";
   if (id != model_.model_name) {
     ApiError e =
         ApiError::not_found("The model `" + (id.size() <= 80 ? id : id.substr(0, 77) + "...") +
@@ -168,14 +167,14 @@ void OpenAiRoutes::model(const httplib::Request& req, httplib::Response& res) {
   write_json(res, model_card());
 }
 
-void OpenAiRoutes::embeddings(const httplib::Request&, httplib::Response& res) {
+void OpenAiRoutes::embeddings(const HttpRequest&, HttpResponse& res) {
   write_error(res, ApiError{501,
                             "/v1/embeddings is not served: syv serves generation models (use "
                             "/v1/chat/completions or /v1/completions)",
                             "invalid_request_error", "", "unsupported_endpoint"});
 }
 
-void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res) {
+void OpenAiRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
   ApiResult<json> body = parse_json_body(req.body);
   if (!body.ok()) return write_error(res, body.error());
   ApiResult<TokenizeRequest> parsed = parse_tokenize_request(body.value(), options_.limits);
@@ -200,7 +199,7 @@ void OpenAiRoutes::tokenize(const httplib::Request& req, httplib::Response& res)
                    {"tokens", ids}});
 }
 
-void OpenAiRoutes::detokenize(const httplib::Request& req, httplib::Response& res) {
+void OpenAiRoutes::detokenize(const HttpRequest& req, HttpResponse& res) {
   ApiResult<json> body = parse_json_body(req.body);
   if (!body.ok()) return write_error(res, body.error());
   ApiResult<DetokenizeRequest> parsed = parse_detokenize_request(body.value(), options_.limits);
@@ -208,15 +207,15 @@ void OpenAiRoutes::detokenize(const httplib::Request& req, httplib::Response& re
   write_json(res, {{"prompt", model_.tokenizer->decode(parsed->tokens, false)}});
 }
 
-void OpenAiRoutes::chat_completions(const httplib::Request& req, httplib::Response& res) {
+void OpenAiRoutes::chat_completions(const HttpRequest& req, HttpResponse& res) {
   generate(req, res, /*chat=*/true);
 }
 
-void OpenAiRoutes::completions(const httplib::Request& req, httplib::Response& res) {
+void OpenAiRoutes::completions(const HttpRequest& req, HttpResponse& res) {
   generate(req, res, /*chat=*/false);
 }
 
-void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
   const auto arrival = std::chrono::steady_clock::now();
   ApiResult<json> body = parse_json_body(req.body);
   if (!body.ok()) return write_error(res, body.error());
@@ -325,9 +324,8 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
   if (!common.stream) {
     // A client that leaves is noticed between pumps (every 100 ms at most): its request is
     // cancelled, so the engine frees its pages and a drain does not wait for it.
-    const PeerConnection peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     while (stream->pump(std::chrono::milliseconds(100), nullptr)) {
-      if (peer.closed()) {
+      if (req.connection_closed()) {
         stream->cancel();
         record_tokens(*stream);
         res.status = 499;  // nginx's "client closed request", for the access log; never sent
@@ -352,9 +350,9 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
+  res.set_stream(
       "text/event-stream",
-      [state, heartbeat_ms](size_t, httplib::DataSink& sink) {
+      [state, heartbeat_ms](StreamSink& sink) {
         std::string out;
         if (!state->opened) {
           state->opened = true;
@@ -374,7 +372,7 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
         }
         if (!out.empty()) {
           state->last_write = now;
-          if (!sink.write(out.data(), out.size())) {
+          if (!sink.write(out)) {
             state->stream->cancel();
             return false;
           }

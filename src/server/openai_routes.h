@@ -9,13 +9,12 @@
 // server is marked ready.
 #pragma once
 
-#include <httplib.h>
-
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "server/http_message.h"
 #include "server/metrics.h"
 #include "server/openai_schema.h"
 #include "tokenizer/chat_template.h"
@@ -26,8 +25,9 @@ namespace syv::server {
 class Generator;
 
 // Token counts of the generation request being answered on this thread, for the access log
-// (http_server.cpp reads and resets them after each response). httplib runs a request's handler,
-// its stream and its logger on one worker thread. -1 = not a generation request, or not known.
+// (http_server.cpp reads and resets them after each response). The transport runs a request's
+// handler, its stream and its log line on one worker thread. -1 = not a generation request, or not
+// known.
 struct RequestTokens {
   int64_t prompt = -1;
   int64_t completion = -1;
@@ -56,24 +56,24 @@ class OpenAiRoutes {
 
   void set_model(ModelContext model);
 
-  void chat_completions(const httplib::Request& req, httplib::Response& res);
-  void completions(const httplib::Request& req, httplib::Response& res);
-  void tokenize(const httplib::Request& req, httplib::Response& res);
-  void detokenize(const httplib::Request& req, httplib::Response& res);
-  void models(const httplib::Request& req, httplib::Response& res);
+  void chat_completions(const HttpRequest& req, HttpResponse& res);
+  void completions(const HttpRequest& req, HttpResponse& res);
+  void tokenize(const HttpRequest& req, HttpResponse& res);
+  void detokenize(const HttpRequest& req, HttpResponse& res);
+  void models(const HttpRequest& req, HttpResponse& res);
   // GET /v1/models/{id}: the served model's card, or 404 model_not_found naming the id
   // (req.matches[1]).
-  void model(const httplib::Request& req, httplib::Response& res);
-  void embeddings(const httplib::Request& req, httplib::Response& res);
-  void health(const httplib::Request& req, httplib::Response& res);
-  void metrics(const httplib::Request& req, httplib::Response& res);
+  void model(const HttpRequest& req, HttpResponse& res);
+  void embeddings(const HttpRequest& req, HttpResponse& res);
+  void health(const HttpRequest& req, HttpResponse& res);
+  void metrics(const HttpRequest& req, HttpResponse& res);
 
   // Generation requests being answered (streams included).
   int active_requests() const { return active_.load(); }
 
  private:
   struct Admission;
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void generate(const HttpRequest& req, HttpResponse& res, bool chat);
   EngineGauges engine_gauges() const;
   nlohmann::json model_card() const;
 
@@ -86,6 +86,6 @@ class OpenAiRoutes {
 };
 
 // Writes `error` as the response (status, JSON body, Retry-After for 429/503).
-void write_error(httplib::Response& res, const ApiError& error, int retry_after_seconds = 1);
+void write_error(HttpResponse& res, const ApiError& error, int retry_after_seconds = 1);
 
 }  // namespace syv::server

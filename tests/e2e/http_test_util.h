@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -62,6 +64,7 @@ class RawConnection {
   }
   ~RawConnection() { close(); }
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
 
   bool send_post(const std::string& path, const std::string& key, const std::string& body) {
     const std::string req =
@@ -93,6 +96,22 @@ class RawConnection {
   void close() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
+  }
+  // Reads (and drops) until the server closes the connection; true when it did within `timeout`.
+  bool closed_by_server_within(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+          deadline - std::chrono::steady_clock::now());
+      timeval tv{static_cast<time_t>(left.count() / 1000000),
+                 static_cast<suseconds_t>(left.count() % 1000000)};
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0) return true;
+      if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+    }
+    return false;
   }
 
  private:

@@ -43,7 +43,6 @@ struct TestServer {
     }
     http.host = "127.0.0.1";
     http.port = 0;
-    http.threads = 32;
     server::ModelContext ctx;
     ctx.tokenizer = shared->tokenizer.get();
     ctx.chat_template = shared->chat_template.get();

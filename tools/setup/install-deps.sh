@@ -4,7 +4,7 @@
 # (tests/e2e/webui_browser, driven by puppeteer-core).
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config ccache clang libclang-rt-14-dev
-  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libxxhash-dev
+  nlohmann-json3-dev libcpp-httplib-dev libboost-dev zlib1g-dev libpcre2-dev libutf8proc-dev libxxhash-dev
   libopenblas-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nodejs npm curl)
 if [[ "${1:-}" == "--test" ]]; then packages+=(chromium); fi
 missing=()
