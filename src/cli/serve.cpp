@@ -79,6 +79,8 @@ struct ServeOptions {
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
   double drain_timeout_s = 30.0;
+  int64_t responses_store_size = 1024;  // /v1/responses kept for previous_response_id
+  int64_t responses_store_ttl_s = 3600;
   bool skip_warmup = false;
   bool no_webui = false;  // --no-webui: GET / and /ui/* unrouted
 };
@@ -292,6 +294,8 @@ int run_serve(const ServeOptions& o) {
   server::Metrics metrics;
   server::RouteOptions route_options;
   route_options.max_pending = max_num_seqs + o.max_waiting;
+  route_options.responses_store.max_entries = static_cast<size_t>(o.responses_store_size);
+  route_options.responses_store.ttl = std::chrono::seconds(o.responses_store_ttl_s);
   server::OpenAiRoutes routes(metrics, route_options);
   server::HttpOptions http;
   http.host = o.host;
@@ -500,6 +504,15 @@ CommandRegistration reg{
           ->capture_default_str();
       app.add_option("--drain-timeout", o->drain_timeout_s,
                      "Seconds SIGTERM waits for running requests")
+          ->capture_default_str();
+      app.add_option("--responses-store-size", o->responses_store_size,
+                     "/v1/responses kept in memory for previous_response_id (0 = none); the "
+                     "oldest goes first")
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+          ->capture_default_str();
+      app.add_option("--responses-store-ttl", o->responses_store_ttl_s,
+                     "Seconds a stored /v1/responses response stays usable")
+          ->check(CLI::Range(int64_t{1}, int64_t{30} * 24 * 3600))
           ->capture_default_str();
       app.add_flag("--skip-warmup", o->skip_warmup, "Mark ready without a warm-up request");
       app.add_flag("--no-webui", o->no_webui,

@@ -164,7 +164,10 @@ void CompletionStream::handle_event(size_t prompt, Event& event, std::vector<jso
 
   const bool finishing = event.finished();
   if (setup_.chat) {
+    const bool was_reasoning = c.reasoning.in_reasoning();
     ReasoningParser::Delta r = c.reasoning.feed(event.text);
+    // A token of the think block: inside it before or after (so both tags count).
+    if (event.token_id >= 0 && (was_reasoning || c.reasoning.in_reasoning())) ++c.reasoning_tokens;
     if (finishing) {
       ReasoningParser::Delta tail = c.reasoning.finish();
       r.reasoning += tail.reasoning;
@@ -271,6 +274,12 @@ json CompletionStream::usage() const {
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion},
           {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+int64_t CompletionStream::reasoning_tokens() const {
+  int64_t n = 0;
+  for (const Choice& c : choices_) n += c.reasoning_tokens;
+  return n;
 }
 
 std::vector<json> CompletionStream::closing_chunks() {

@@ -63,6 +63,8 @@ class CompletionStream {
   void cancel();  // cancels every engine request that has not finished
   // {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details} so far.
   nlohmann::json usage() const;
+  // Chat: of the completion tokens, those of a <think> block (both tags included).
+  int64_t reasoning_tokens() const;
 
  private:
   struct Choice {
@@ -77,6 +79,7 @@ class CompletionStream {
     nlohmann::json lp_top = nlohmann::json::array();
     std::vector<int> lp_offsets;
     int completion_tokens = 0;
+    int reasoning_tokens = 0;
     std::string finish_reason;
     bool finished = false;
     bool has_token_time = false;

@@ -113,6 +113,10 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
         [r](const auto& q, auto& s) { r->chat_completions(q, s); });
   route("POST", "/v1/completions", Gate::kGeneration,
         [r](const auto& q, auto& s) { r->completions(q, s); });
+  route("POST", "/v1/responses", Gate::kGeneration,
+        [r](const auto& q, auto& s) { r->responses(q, s); });
+  route("GET", "/v1/responses/([^/]+)", Gate::kReady,
+        [r](const auto& q, auto& s) { r->response_by_id(q, s); });
   route("POST", "/tokenize", Gate::kReady, [r](const auto& q, auto& s) { r->tokenize(q, s); });
   route("POST", "/detokenize", Gate::kReady, [r](const auto& q, auto& s) { r->detokenize(q, s); });
   route("GET", "/v1/models", Gate::kReady, [r](const auto& q, auto& s) { r->models(q, s); });

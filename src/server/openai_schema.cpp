@@ -117,11 +117,6 @@ class Fields {
   std::string prefix_;
 };
 
-#define SYV_API_RETURN_IF(expr)                   \
-  do {                                            \
-    if (auto syv_err_ = (expr)) return *syv_err_; \
-  } while (0)
-
 std::optional<ApiError> check_model(const json& body, const SchemaLimits& limits,
                                     std::string& out) {
   Fields f(body);
