@@ -201,7 +201,8 @@ Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineO
   in.activation_peak_bytes = estimate_qwen3_activation_bytes(
       step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
-      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens));
+      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
+          e.max_prompt_logprob_rows);
   in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
   in.kv_bytes_per_token = target_kv + draft_kv;
   in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;

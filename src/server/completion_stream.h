@@ -36,6 +36,13 @@ struct StreamSetup {
   bool parse_tool_calls = false;    // chat: tools were given
   std::vector<std::string> echo;    // completions with echo: the text of each prompt
   std::vector<int> prompt_lengths;  // tokens of each prompt
+  // Prompt logprobs: completions with echo and logprobs put the prompt's tokens first in
+  // `logprobs` (the first with a null logprob, as OpenAI's legacy API does); prompt_logprobs >= 0
+  // (vLLM's field) adds `prompt_logprobs` (completions: per choice; chat: top level). The engine
+  // sends them with the first event of each prompt's sample 0. prompt_ids: the prompts' tokens.
+  bool echo_logprobs = false;
+  int prompt_logprobs = -1;
+  std::vector<std::vector<int32_t>> prompt_ids;
   std::chrono::steady_clock::time_point arrival;
 };
 
@@ -95,11 +102,16 @@ class CompletionStream {
                                   const nlohmann::json& logprobs,
                                   const std::string& finish_reason) const;
   std::string token_text(int32_t id) const;
+  // The prompt's entries of a completion choice's logprobs (echo with logprobs).
+  void echo_logprobs(size_t prompt, nlohmann::json& lp) const;
+  // vLLM's prompt_logprobs of a prompt: [null, {"<id>": {logprob, rank, decoded_token}}, ...].
+  nlohmann::json vllm_prompt_logprobs(size_t prompt) const;
 
   StreamSetup setup_;
   std::vector<std::shared_ptr<RequestHandle>> handles_;
   std::vector<bool> handle_done_;
-  std::vector<int> cached_tokens_;  // per prompt
+  std::vector<int> cached_tokens_;                      // per prompt
+  std::vector<std::vector<PromptLogprob>> prompt_lps_;  // per prompt: positions 1..
   Generator& generator_;
   const Tokenizer& tokenizer_;
   Metrics& metrics_;

@@ -1,5 +1,6 @@
 #include "server/openai_routes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -87,6 +88,7 @@ syv::SamplingParams to_engine_params(const server::SamplingParams& s, int max_to
   p.min_tokens = s.min_tokens;
   p.include_stop_str_in_output = s.include_stop_str_in_output;
   p.grammar = s.grammar;
+  p.prompt_logprobs = s.prompt_logprobs;
   return p;
 }
 
@@ -295,10 +297,17 @@ ApiResult<std::shared_ptr<CompletionStream>> OpenAiRoutes::start(
 
   std::vector<std::shared_ptr<RequestHandle>> handles;
   StreamSetup& setup = job.setup;
+  setup.prompt_logprobs = job.common.sampling.prompt_logprobs;
+  if (setup.echo_logprobs || setup.prompt_logprobs >= 0) setup.prompt_ids = prompts;
   for (size_t i = 0; i < prompts.size(); ++i) {
     Request request;
     request.prompt_ids = prompts[i];
     request.params = to_engine_params(job.common.sampling, max_tokens[i]);
+    // Echo with logprobs scores the prompt with the same number of alternatives.
+    if (setup.echo_logprobs) {
+      request.params.prompt_logprobs =
+          std::max(request.params.prompt_logprobs, job.common.sampling.top_logprobs);
+    }
     for (int32_t id : job.extra_stops) request.params.stop_token_ids.push_back(id);
     setup.prompt_lengths.push_back(static_cast<int>(prompts[i].size()));
     Result<std::shared_ptr<RequestHandle>> handle = model_.generator->submit(std::move(request));
@@ -436,6 +445,7 @@ void OpenAiRoutes::generate(const httplib::Request& req, httplib::Response& res,
       job.prompts.push_back(p.text.has_value() ? tok.encode(*p.text, true) : p.ids);
       if (parsed->echo) job.setup.echo.push_back(p.text.has_value() ? *p.text : tok.decode(p.ids));
     }
+    job.setup.echo_logprobs = parsed->echo && parsed->sampling.logprobs;
     job.chat = false;
     job.common = std::move(parsed.value());
   }

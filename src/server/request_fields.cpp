@@ -71,6 +71,7 @@ constexpr std::array kFields = {
     RequestField{"skip_special_tokens", S, S, kAny, ""},
     RequestField{"chat_template_kwargs", S, N, kAny, ""},
     RequestField{"add_generation_prompt", S, N, kAny, ""},
+    RequestField{"prompt_logprobs", S, S, kAny, ""},
     // Structured outputs (server/structured_output.h): vLLM's and llama.cpp's names.
     RequestField{"guided_json", S, S, kAny, ""},
     RequestField{"guided_regex", S, S, kAny, ""},
@@ -80,7 +81,6 @@ constexpr std::array kFields = {
     RequestField{"grammar", S, S, kAny, ""},
     RequestField{"json_schema", S, S, kAny, ""},
     // vLLM extensions refused.
-    RequestField{"prompt_logprobs", R, R, kAny, "prompt logprobs are not implemented yet"},
     RequestField{"use_beam_search", R, R, kAny, "syv has no beam search"},
 };
 

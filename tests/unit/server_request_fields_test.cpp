@@ -103,6 +103,7 @@ std::vector<FieldCase> all_cases() {
       {"skip_special_tokens", S, S, false, nullptr},
       {"chat_template_kwargs", S, N, {{"enable_thinking", false}}, nullptr},
       {"add_generation_prompt", S, N, false, nullptr},
+      {"prompt_logprobs", S, S, 1, nullptr, json::object(), true, nullptr},
       {"guided_json",
        S,
        S,
@@ -131,7 +132,6 @@ std::vector<FieldCase> all_cases() {
        json::object(),
        true,
        {{"type", "array"}, {"uniqueItems", true}}},
-      {"prompt_logprobs", R, R, 1, nullptr},
       {"use_beam_search", R, R, true, nullptr},
   };
 }
@@ -163,6 +163,7 @@ json sampling_summary(const SamplingParams& s) {
           {"logit_bias", s.logit_bias},
           {"min_tokens", s.min_tokens},
           {"include_stop_str_in_output", s.include_stop_str_in_output},
+          {"prompt_logprobs", s.prompt_logprobs},
           {"grammar", s.grammar ? s.grammar_field + ": " + s.grammar_text : ""}};
 }
 
