@@ -1,5 +1,6 @@
 // SamplingParams::prompt_logprobs on the CPU engine against Hugging Face transformers: the golden
-// Qwen3 fixtures (tests/fixtures/qwen3/*: the prompt and transformers' logits of every position)
+// fixtures (tests/fixtures/qwen3/*, a Qwen3.5 one of tests/fixtures/hybrid/*: the prompt and
+// transformers' logits of every position)
 // give the reference log-softmax, and every way the engine can compute the prompt must report the
 // same logprobs, ranks and alternatives: whole, in chunks, a few rows per step, after a prefix-
 // cache hit on the same prompt (which must not be taken), batched with other requests, preempted,
@@ -22,10 +23,12 @@ struct Reference {
   std::vector<float> logprobs;  // [T, vocab]: log-softmax of transformers' logits
 };
 
+// `name`: "qwen3/<fixture>" (expected.json) or "hybrid/<fixture>" (meta.json); both hold the
+// tokens and vocab_size beside logits.bin [T, vocab].
 Reference read_reference(const std::string& name) {
   Reference r;
-  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/" + name;
-  std::ifstream in(dir + "/expected.json");
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + name;
+  std::ifstream in(dir + (name.rfind("hybrid/", 0) == 0 ? "/meta.json" : "/expected.json"));
   const nlohmann::json j = nlohmann::json::parse(in);
   r.tokens = j["tokens"].get<std::vector<int32_t>>();
   r.vocab = j["vocab_size"].get<int32_t>();
@@ -100,7 +103,7 @@ class PromptLogprobs : public ::testing::TestWithParam<const char*> {};
 TEST_P(PromptLogprobs, EveryScheduleGivesTransformersLogprobs) {
   const std::string name = GetParam();
   const Reference ref = read_reference(name);
-  LoadedModel m = load_cpu_fixture("qwen3/" + name);
+  LoadedModel m = load_cpu_fixture(name);
   ASSERT_NE(m.model, nullptr);
   const int32_t T = static_cast<int32_t>(ref.tokens.size());
 
@@ -157,11 +160,12 @@ TEST_P(PromptLogprobs, EveryScheduleGivesTransformersLogprobs) {
 TEST_P(PromptLogprobs, PreemptedAndSampledTwice) {
   const std::string name = GetParam();
   const Reference ref = read_reference(name);
-  LoadedModel m = load_cpu_fixture("qwen3/" + name);
+  LoadedModel m = load_cpu_fixture(name);
   ASSERT_NE(m.model, nullptr);
-  // A pool of 8 pages of 4 tokens: the scored 40-token prompt and a long decode cannot both fit,
-  // so one is preempted (recomputed) while the prompt is half reported.
-  EngineOptions o = scenario_options(4, 16, 6, 0, true, /*max_seqs=*/2);
+  // Pages of 4 tokens, 6 beyond the scored prompt's: it and a long decode cannot both fit, so one
+  // is preempted (recomputed) while the prompt is half reported.
+  const int32_t T = static_cast<int32_t>(ref.tokens.size());
+  EngineOptions o = scenario_options(4, T / 4 + 6, 6, 0, true, /*max_seqs=*/2);
   o.max_prompt_logprob_rows = 2;
   Request r = scored(ref, 2);
   r.params.n = 2;
@@ -177,8 +181,9 @@ TEST_P(PromptLogprobs, PreemptedAndSampledTwice) {
   EXPECT_GT(stats.preemptions, 0u) << "the scenario no longer preempts";
 }
 
-INSTANTIATE_TEST_SUITE_P(Qwen3Fixtures, PromptLogprobs,
-                         ::testing::Values("tied_gqa2", "untied_gqa4_hd24"));
+INSTANTIATE_TEST_SUITE_P(GoldenFixtures, PromptLogprobs,
+                         ::testing::Values("qwen3/tied_gqa2", "qwen3/untied_gqa4_hd24",
+                                           "hybrid/q35_r1_lllf"));
 
 TEST(PromptLogprobsValidation, Ranges) {
   SamplingParams p;
