@@ -400,11 +400,15 @@ std::optional<ApiError> read_options(const ordered_json& body, ordered_json& cha
         out.logprobs = true;
         continue;
       }
+      // Asked so reasoning can be sent back statelessly: syv's reasoning items carry their text
+      // in `content`, which clients send back and syv reads; there is nothing to encrypt.
+      if ((*v)[i] == "reasoning.encrypted_content") continue;
       const std::string p = indexed("include", i);
       if (!(*v)[i].is_string()) return expected(p, "a string", (*v)[i]);
       return ApiError::unsupported(p, p +
                                           ": syv can include \"message.output_text.logprobs\" "
-                                          "only, found " +
+                                          "(and accepts \"reasoning.encrypted_content\"), "
+                                          "found " +
                                           describe_json(json((*v)[i])));
     }
   }
@@ -416,11 +420,17 @@ std::optional<ApiError> read_options(const ordered_json& body, ordered_json& cha
   if (const ordered_json* v = field(body, "reasoning")) {
     if (!v->is_object()) return expected("reasoning", "an object ({\"effort\"})", *v);
     SYV_API_RETURN_IF(only_keys(*v, "reasoning", {"effort", "summary", "generate_summary"}));
+    // "auto" leaves it to the server whether a summary comes: syv has no summarizer, so its
+    // reasoning items carry the reasoning text and an empty summary. Asking for one is refused.
     for (const char* key : {"summary", "generate_summary"}) {
-      if (field(*v, key) != nullptr) {
+      const ordered_json* summary = field(*v, key);
+      if (summary != nullptr && *summary != "auto") {
         const std::string p = std::string("reasoning.") + key;
-        return ApiError::unsupported(p, p + ": syv returns the model's reasoning text itself "
-                                            "(reasoning items), not a summary of it");
+        return ApiError::unsupported(p, p +
+                                            ": syv returns the model's reasoning text itself "
+                                            "(reasoning items), not a summary of it; send "
+                                            "\"auto\" or leave it out, found " +
+                                            describe_json(json(*summary)));
       }
     }
     if (const ordered_json* effort = field(*v, "effort")) chat["reasoning_effort"] = *effort;

@@ -419,10 +419,10 @@ TEST_F(ServerHttp, ResponsesTextFormatAndFields) {
       {{{"input", "x"}, {"user", 5}}, "user", "invalid_value"},
       {{{"input", "x"}, {"background", true}}, "background", "unsupported_parameter"},
       {{{"input", "x"}, {"truncation", "auto"}}, "truncation", "unsupported_parameter"},
-      {{{"input", "x"}, {"include", {"reasoning.encrypted_content"}}},
+      {{{"input", "x"}, {"include", {"file_search_call.results"}}},
        "include[0]",
        "unsupported_parameter"},
-      {{{"input", "x"}, {"reasoning", {{"summary", "auto"}}}},
+      {{{"input", "x"}, {"reasoning", {{"summary", "detailed"}}}},
        "reasoning.summary",
        "unsupported_parameter"},
       {{{"input", "x"}, {"reasoning", {{"effort", "huge"}}}}, "reasoning.effort", "invalid_value"},
@@ -509,6 +509,8 @@ TEST_F(ServerHttp, ResponsesTextFormatAndFields) {
                 {"background", false},
                 {"parallel_tool_calls", true},
                 {"text", {{"verbosity", "low"}}},
+                {"include", {"reasoning.encrypted_content"}},
+                {"reasoning", {{"effort", "low"}, {"summary", "auto"}}},
                 {"top_p", 0.9},
                 {"seed", 3}});
   ASSERT_EQ(res->status, 200) << res->body;
