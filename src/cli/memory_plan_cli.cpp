@@ -43,7 +43,8 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
       args.max_batch_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
       std::min<int64_t>(args.max_num_seqs * (1 + args.num_speculative_tokens),
-                        args.max_batch_tokens));
+                        args.max_batch_tokens) +
+          engine.max_prompt_logprob_rows);
   in.other_bytes = kRuntimeReserveBytes;
   in.page_size = 64;
   in.max_position = c.max_position_embeddings;

@@ -91,6 +91,8 @@ struct ServeOptions {
   int max_connections = http_defaults.max_connections;
   std::string log_level = "info";
   double drain_timeout_s = 30.0;
+  int64_t responses_store_size = 1024;  // /v1/responses kept for previous_response_id
+  int64_t responses_store_ttl_s = 3600;
   bool skip_warmup = false;
   bool no_webui = false;  // --no-webui: GET / and /ui/* unrouted
 };
@@ -211,7 +213,8 @@ Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineO
   in.activation_peak_bytes = estimate_qwen3_activation_bytes(
       step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
-      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens));
+      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
+          e.max_prompt_logprob_rows);
   in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
   in.kv_bytes_per_token = target_kv + draft_kv;
   in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;
@@ -308,6 +311,8 @@ int run_serve(const ServeOptions& o) {
   server::Metrics metrics;
   server::RouteOptions route_options;
   route_options.max_pending = max_num_seqs + o.max_waiting;
+  route_options.responses_store.max_entries = static_cast<size_t>(o.responses_store_size);
+  route_options.responses_store.ttl = std::chrono::seconds(o.responses_store_ttl_s);
   server::OpenAiRoutes routes(metrics, route_options);
   server::HttpOptions http;
   http.host = o.host;
@@ -574,6 +579,15 @@ CommandRegistration reg{
           ->capture_default_str();
       app.add_option("--drain-timeout", o->drain_timeout_s,
                      "Seconds SIGTERM waits for running requests")
+          ->capture_default_str();
+      app.add_option("--responses-store-size", o->responses_store_size,
+                     "/v1/responses kept in memory for previous_response_id (0 = none); the "
+                     "oldest goes first")
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+          ->capture_default_str();
+      app.add_option("--responses-store-ttl", o->responses_store_ttl_s,
+                     "Seconds a stored /v1/responses response stays usable")
+          ->check(CLI::Range(int64_t{1}, int64_t{30} * 24 * 3600))
           ->capture_default_str();
       app.add_flag("--skip-warmup", o->skip_warmup, "Mark ready without a warm-up request");
       app.add_flag("--no-webui", o->no_webui,

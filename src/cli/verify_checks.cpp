@@ -122,6 +122,8 @@ void Verifier::auth() {
       {"GET", "/v1/models/" + model_, nullptr},
       {"POST", "/v1/chat/completions", chat},
       {"POST", "/v1/completions", completion},
+      {"POST", "/v1/responses", {{"model", model_}, {"input", "hi"}, {"max_output_tokens", 1}}},
+      {"GET", "/v1/responses/resp_0", nullptr},
       {"POST", "/v1/embeddings", {{"model", model_}, {"input", "hi"}}},
       {"POST", "/tokenize", {{"prompt", "hi"}}},
       {"POST", "/detokenize", {{"tokens", {1}}}},
@@ -169,6 +171,20 @@ void Verifier::chat_and_completions() {
        pj["usage"].value("completion_tokens", 0) >= 1;
   check("completions: POST /v1/completions answers text with usage", ok,
         ok ? std::to_string(pj["usage"]["completion_tokens"].get<int>()) + " tokens" : describe(p));
+  // The Responses API, and the response it kept, read back by id.
+  const HttpReply r = client_->post(
+      "/v1/responses",
+      {{"model", model_}, {"input", "Say hello."}, {"max_output_tokens", 8}, {"temperature", 0}});
+  json rj = parse(r.body);
+  ok = r.status == 200 && rj.value("object", "") == "response" && rj["output"].is_array() &&
+       rj["usage"].is_object() && rj["usage"].value("output_tokens", 0) >= 1 &&
+       rj["id"].is_string();
+  if (ok) {
+    const HttpReply back = client_->get("/v1/responses/" + rj["id"].get<std::string>());
+    ok = back.status == 200 && parse(back.body) == rj;
+  }
+  check("responses: POST /v1/responses answers a response object, kept for GET /v1/responses/{id}",
+        ok, ok ? rj["status"].get<std::string>() : describe(r));
 }
 
 void Verifier::streaming() {

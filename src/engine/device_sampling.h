@@ -18,7 +18,7 @@ namespace syv {
 // the host Sampler only.
 inline bool needs_host_sampling(const SamplingParams& p) {
   return p.logprobs || p.top_logprobs > 0 || !p.logit_bias.empty() || p.min_tokens > 0 ||
-         p.grammar != nullptr;
+         p.grammar != nullptr || p.prompt_logprobs >= 0;
 }
 
 // The row for one sequence's next token: its parameters, its penalty entries (appended to

@@ -55,7 +55,11 @@ struct EngineOptions {
   int32_t max_num_seqs = 256;             // running sequences at most (samples count separately)
   int32_t max_num_batched_tokens = 2048;  // token budget of one step (decode + prefill chunks)
   int32_t max_prefill_chunk = 0;          // longest prefill chunk of one sequence; 0 = the budget
-  int32_t max_model_len = 0;              // prompt + max_tokens at most; 0 = the model's maximum
+  // Logits rows one step gives to prompt logprobs (SamplingParams::prompt_logprobs) at most, on
+  // top of the sampling rows; the activation reservation (and a GPU's memory plan) counts them.
+  // A prompt-logprobs prefill is chunked to fit (>= 1).
+  int32_t max_prompt_logprob_rows = 128;
+  int32_t max_model_len = 0;  // prompt + max_tokens at most; 0 = the model's maximum
   bool enable_prefix_caching = true;
   // Hybrid models (recurrent-state layers; docs/hybrid-cache.md). Ignored for other models.
   int32_t checkpoint_interval = 0;             // C, a multiple of page_size; 0 = 4 pages

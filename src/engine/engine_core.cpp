@@ -25,7 +25,8 @@ SampleStream::~SampleStream() = default;
 namespace {
 
 SchedulerConfig scheduler_config(const EngineOptions& o) {
-  return SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, o.max_prefill_chunk};
+  return SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, o.max_prefill_chunk,
+                         o.max_prompt_logprob_rows};
 }
 
 // The earliest occurrence in `text` of a stop string that ends after `min_end` (one ending at or
@@ -140,6 +141,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     return Status::Error("engine option max_num_batched_tokens: expected >= 1");
   if (options.max_prefill_chunk < 0)
     return Status::Error("engine option max_prefill_chunk: expected >= 0");
+  if (options.max_prompt_logprob_rows < 1)
+    return Status::Error("engine option max_prompt_logprob_rows: expected >= 1");
   if (options.num_speculative_tokens < 0 || options.num_speculative_tokens > kMaxSpeculativeTokens)
     return Status::Error("engine option num_speculative_tokens: expected 0.." +
                          std::to_string(kMaxSpeculativeTokens) + ", found " +
@@ -306,9 +309,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     g.max_tokens = std::max(options.max_num_batched_tokens, options.max_graph_batch);
     // A verify step wants 1 + k rows per sequence (eager, but within the same reservation).
     const int64_t rows_per_seq = 1 + options.num_speculative_tokens;
-    g.max_logit_rows = static_cast<int32_t>(std::max<int64_t>(
-        std::min<int64_t>(options.max_num_seqs * rows_per_seq, options.max_num_batched_tokens),
-        options.max_graph_batch));
+    // Prompt-logprob rows come on top (eager steps, same reservation).
+    g.max_logit_rows = static_cast<int32_t>(
+        std::max<int64_t>(
+            std::min<int64_t>(options.max_num_seqs * rows_per_seq, options.max_num_batched_tokens),
+            options.max_graph_batch) +
+        options.max_prompt_logprob_rows);
     const auto t0 = std::chrono::steady_clock::now();
     core->graphs_ = std::make_unique<GraphRunner>(model, g);
     if (graph_mode == GraphMode::kEager) core->graphs_->capture_all();
@@ -374,7 +380,8 @@ Status EngineCore::validate(const Request& request) const {
                            std::to_string(id));
     }
   }
-  const int64_t total = prompt_len + request.params.max_tokens;
+  // max_tokens 0 (prompt logprobs only) still draws the token after the prompt.
+  const int64_t total = prompt_len + std::max(request.params.max_tokens, 1);
   if (total > options_.max_model_len) {
     return Status::Error("request: prompt (" + std::to_string(prompt_len) +
                          " tokens) + max_tokens (" + std::to_string(request.params.max_tokens) +
@@ -588,6 +595,10 @@ void EngineCore::step() {
   result_begin_.assign(step_.seqs.size() + 1, 0);
   for (size_t i = 0, r = 0; i < step_.seqs.size(); ++i) {
     result_begin_[i] = results_.size();
+    if (step_.seqs[i].num_prompt_rows > 0) {  // host rows: such a request never samples on device
+      score_prompt(i, r, host_logits_.data(), vocab);
+      r += static_cast<size_t>(step_.seqs[i].num_prompt_rows);
+    }
     if (!step_.seqs[i].wants_logits) continue;
     sample_sequence(i, r, on_device ? nullptr : host_logits_.data(), vocab, device_ids);
     r += static_cast<size_t>(step_.seqs[i].num_drafts) + 1;
@@ -603,7 +614,7 @@ void EngineCore::step() {
     RequestGroup& group = *seq.group();
     const int32_t length_before = seq.length() - static_cast<int32_t>(end - begin);
     for (size_t t = begin; t < end; ++t) {
-      ++stats_.generated_tokens;
+      if (seq.params().max_tokens > 0) ++stats_.generated_tokens;  // 0: nothing is returned
       // may end the sample and destroy the sequence and its group
       if (emit(group, seq, results_[t], length_before + static_cast<int32_t>(t - begin) + 1)) break;
     }
@@ -624,6 +635,28 @@ void EngineCore::propose_drafts() {
     if (static_cast<int32_t>(seq->drafts.size()) > room) seq->drafts.resize(room);
     for (int32_t id : seq->drafts)
       SYV_CHECK(id >= 0 && id < vocab_size_) << "drafter proposed token " << id;
+  }
+}
+
+void EngineCore::score_prompt(size_t i, size_t row, const float* host_rows, int32_t vocab) {
+  const ScheduledSeq& s = step_.seqs[i];
+  const Sequence& seq = *s.seq;
+  RequestGroup& group = *seq.group();
+  const int32_t k = seq.params().prompt_logprobs;
+  SYV_CHECK_EQ(static_cast<int32_t>(group.prompt_logprobs.size()), s.prompt_rows_from)
+      << "seq " << seq.id() << ": prompt rows out of order";
+  for (int32_t j = 0; j < s.num_prompt_rows; ++j) {
+    const float* logits = host_rows + (row + static_cast<size_t>(j)) * static_cast<size_t>(vocab);
+    // The row at position p is the distribution of the token at p + 1.
+    const int32_t token = seq.tokens[static_cast<size_t>(s.prompt_rows_from + j + 1)];
+    SYV_CHECK(token >= 0 && token < vocab) << "prompt token " << token;
+    const float lse = log_sum_exp(logits, vocab);
+    PromptLogprob entry;
+    entry.token = {token, logits[token] - lse};
+    entry.rank = 1 + static_cast<int32_t>(std::count_if(
+                         logits, logits + vocab, [&](float v) { return v > logits[token]; }));
+    most_likely(logits, vocab, k, lse, score_scratch_, entry.top);
+    group.prompt_logprobs.push_back(std::move(entry));
   }
 }
 
@@ -686,6 +719,19 @@ bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
   event.top_logprobs = sample.top_logprobs;
   event.prompt_tokens = seq.prompt_len();
   event.cached_tokens = group.seqs[0]->cached_tokens;  // the request's prompt (sample 0)
+  if (params.prompt_logprobs >= 0 && seq.sample_index() == 0 && length - seq.prompt_len() == 1) {
+    SYV_CHECK_EQ(static_cast<int32_t>(group.prompt_logprobs.size()), seq.prompt_len() - 1)
+        << "seq " << seq.id() << ": prompt logprobs missing at its first token";
+    event.prompt_logprobs = std::move(group.prompt_logprobs);
+    group.prompt_logprobs.clear();
+  }
+  if (params.max_tokens == 0) {  // the prompt was scored; the token drawn is not returned
+    event.token_id = -1;
+    event.finish_reason = "length";
+    if (group.handle) group.handle->channel().push(std::move(event));
+    end_sample(group, seq);
+    return true;
+  }
 
   // The first min_tokens tokens never end the sample (the sampler masks the stop ids for them).
   const bool may_stop = length - seq.prompt_len() > params.min_tokens;

@@ -56,6 +56,9 @@ struct RequestGroup {
   std::vector<SampleStream> streams;
   std::vector<int32_t> stop_ids;  // stop_token_ids + EOS ids (unless ignore_eos)
   int32_t unfinished = 0;
+  // params.prompt_logprobs: positions 1.. of the prompt scored so far; handed to sample 0's first
+  // event.
+  std::vector<PromptLogprob> prompt_logprobs;
 };
 
 // The cache spec the engine builds for a model declaring `model_spec`: its delta-rule state in
@@ -116,6 +119,9 @@ class EngineCore {
   void propose_drafts();
   // Samples the logits rows of scheduled sequence `i` (rows [row, row + num_drafts]) until a draft
   // is rejected, appending the kept tokens to results_ and to seq.tokens; sets num_accepted.
+  // Prompt logprobs of step_.seqs[i]'s prompt rows (host rows from `row`), appended to its
+  // group's prompt_logprobs.
+  void score_prompt(size_t i, size_t row, const float* host_rows, int32_t vocab);
   void sample_sequence(size_t i, size_t row, const float* host_rows, int32_t vocab,
                        const std::vector<int32_t>& device_ids);
   // Emits one token; `length` is the sequence's length with this token (the stop and length
@@ -150,6 +156,7 @@ class EngineCore {
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<GrammarSessions> grammars_;  // structured outputs; null without a tokenizer
   std::vector<float> host_logits_;
+  std::vector<std::pair<float, int32_t>> score_scratch_;  // score_prompt's top-k candidates
   std::vector<SampleResult> results_;  // tokens kept this step, by scheduled sequence
   std::vector<size_t> result_begin_;   // [step_.seqs.size() + 1] offsets into results_
   std::unordered_map<uint64_t, std::unique_ptr<RequestGroup>> groups_;

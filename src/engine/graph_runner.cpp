@@ -50,7 +50,7 @@ bool is_graph_step(const SchedulerOutput& step, int32_t max_batch) {
   const size_t n = step.seqs.size();
   if (n == 0 || n > static_cast<size_t>(max_batch)) return false;
   for (const ScheduledSeq& s : step.seqs)
-    if (s.num_new_tokens != 1 || !s.wants_logits) return false;
+    if (s.num_new_tokens != 1 || !s.wants_logits || s.num_prompt_rows > 0) return false;
   return true;
 }
 

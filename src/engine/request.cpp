@@ -26,7 +26,9 @@ Status SamplingParams::validate() const {
     return out_of_range("presence_penalty", "[-2, 2]", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
     return out_of_range("frequency_penalty", "[-2, 2]", frequency_penalty);
-  if (max_tokens < 1) return out_of_range("max_tokens", ">= 1", max_tokens);
+  if (prompt_logprobs < -1 || prompt_logprobs > 20)
+    return out_of_range("prompt_logprobs", "-1 (off) or 0..20", prompt_logprobs);
+  if (max_tokens < 0) return out_of_range("max_tokens", ">= 0", max_tokens);
   if (top_logprobs < 0 || top_logprobs > 20)
     return out_of_range("top_logprobs", "0..20", top_logprobs);
   if (n < 1 || n > 64) return out_of_range("n", "1..64", n);

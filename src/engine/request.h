@@ -30,14 +30,23 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // [-2, 2]; logit -= presence if generated at least once
   float frequency_penalty = 0.0f;   // [-2, 2]; logit -= frequency * times generated
   std::optional<uint64_t> seed;     // same seed + same request -> same samples; unset = random
-  int32_t max_tokens = 16;          // generated tokens per sample at most (>= 1)
+  // Generated tokens per sample at most (>= 0; 0: the prompt is computed, and scored with
+  // prompt_logprobs, and the token drawn after it is not returned).
+  int32_t max_tokens = 16;
   std::vector<std::string> stop;  // stop strings; the matched text is not emitted (needs tokenizer)
   std::vector<int32_t> stop_token_ids;  // extra stop tokens (EOS ids are added unless ignore_eos)
   bool ignore_eos = false;              // keep going past EOS (benchmarks)
   bool logprobs = false;                // report the sampled token's logprob
   int32_t top_logprobs = 0;             // and this many most likely alternatives (0..20)
-  int32_t n = 1;                        // independent samples sharing the prompt's KV pages (1..64)
-  bool skip_special_tokens = true;      // detokenizer: leave special tokens out of the text
+  // vLLM's prompt_logprobs: -1 = off; k in 0..20: the logprob of each prompt token after the
+  // first under the distribution the model computes at the position before it (raw logits,
+  // log-softmax, as for logprobs), its rank and the k most likely alternatives; reported once, on
+  // the first event of sample 0 (Event::prompt_logprobs). Exact whatever the prefill chunking:
+  // such a request never takes a prefix-cache hit for the positions it still has to report (the
+  // skipped positions would have no logits).
+  int32_t prompt_logprobs = -1;
+  int32_t n = 1;                    // independent samples sharing the prompt's KV pages (1..64)
+  bool skip_special_tokens = true;  // detokenizer: leave special tokens out of the text
   // (token id, bias in [-100, 100]) added to the raw logits before anything else (OpenAI).
   std::vector<std::pair<int32_t, float>> logit_bias;
   // The first min_tokens generated tokens never end the sample: the stop ids (stop_token_ids +
@@ -71,6 +80,13 @@ struct TokenLogprob {
   float logprob = 0.0f;
 };
 
+// A prompt token's logprob (SamplingParams::prompt_logprobs).
+struct PromptLogprob {
+  TokenLogprob token;             // the prompt token and its logprob
+  int32_t rank = 0;               // 1 + the tokens whose logit is strictly larger
+  std::vector<TokenLogprob> top;  // the prompt_logprobs most likely tokens, best first
+};
+
 // One item on a request's channel. Each sample produces one event per generated token; the last
 // event of a sample carries its finish_reason. An aborted sample gets a final event with
 // token_id == -1 and finish_reason "abort".
@@ -84,6 +100,9 @@ struct Event {
   int32_t prompt_tokens = 0;  // prompt length
   int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (sample 0's first
                               // admission; samples 1..n-1 share sample 0's pages)
+  // params.prompt_logprobs >= 0: on sample 0's first event, one entry per prompt position
+  // 1..prompt_len-1 (position 0 has no logprob); empty on every other event.
+  std::vector<PromptLogprob> prompt_logprobs;
 
   bool finished() const { return !finish_reason.empty(); }
 };

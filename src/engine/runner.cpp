@@ -48,6 +48,16 @@ const Batch& Runner::build(const SchedulerOutput& step, int32_t min_pages_per_se
     std::copy(seq.pages.begin(), seq.pages.end(),
               b.page_table.begin() + static_cast<std::ptrdiff_t>(i * max_pages));
     if (seq.state_slot >= 0) b.state_slots.push_back(seq.state_slot);  // hybrid models
+    if (s.num_prompt_rows > 0) {  // prompt logprobs: rows inside the chunk, before the last
+      SYV_CHECK(s.prompt_rows_from >= begin && s.prompt_rows_from + s.num_prompt_rows <= fed_end &&
+                s.prompt_rows_from + s.num_prompt_rows < seq.prompt_len())
+          << "seq " << seq.id() << ": prompt rows " << s.prompt_rows_from << " + "
+          << s.num_prompt_rows << " outside chunk " << begin << ".." << fed_end;
+      for (int32_t p = s.prompt_rows_from; p < s.prompt_rows_from + s.num_prompt_rows; ++p) {
+        b.logit_rows.push_back(b.seq_starts[i] + p - begin);
+        row_owner_.push_back(static_cast<int32_t>(i));
+      }
+    }
     if (s.wants_logits) {  // the last token's row, and each draft's
       for (int32_t r = row - 1 - s.num_drafts; r < row; ++r) {
         b.logit_rows.push_back(r);

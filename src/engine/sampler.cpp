@@ -101,6 +101,29 @@ void apply_penalties(float* logits, int32_t vocab, const SamplingParams& params,
   }
 }
 
+float log_sum_exp(const float* logits, int32_t vocab) {
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (int32_t v = 0; v < vocab; ++v) max_logit = std::max(max_logit, logits[v]);
+  double sum = 0;
+  for (int32_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(logits[v] - max_logit));
+  return max_logit + static_cast<float>(std::log(sum));
+}
+
+void most_likely(const float* logits, int32_t vocab, int32_t k, float lse,
+                 std::vector<std::pair<float, int32_t>>& scratch, std::vector<TokenLogprob>& out) {
+  k = std::min(k, vocab);
+  if (k <= 0) return;
+  scratch.resize(static_cast<size_t>(vocab));
+  for (int32_t v = 0; v < vocab; ++v) scratch[static_cast<size_t>(v)] = {logits[v], v};
+  std::partial_sort(scratch.begin(), scratch.begin() + k, scratch.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.first > b.first || (a.first == b.first && a.second < b.second);
+                    });
+  for (int32_t i = 0; i < k; ++i)
+    out.push_back(
+        {scratch[static_cast<size_t>(i)].second, scratch[static_cast<size_t>(i)].first - lse});
+}
+
 SampleResult Sampler::sample(const float* logits, int32_t vocab, const SamplingParams& params,
                              SamplerState& state) {
   SYV_CHECK(vocab > 0) << "vocab " << vocab;
@@ -108,22 +131,9 @@ SampleResult Sampler::sample(const float* logits, int32_t vocab, const SamplingP
 
   // Logprobs of the raw distribution.
   if (params.logprobs || params.top_logprobs > 0) {
-    float max_logit = -std::numeric_limits<float>::infinity();
-    for (int32_t v = 0; v < vocab; ++v) max_logit = std::max(max_logit, logits[v]);
-    double sum = 0;
-    for (int32_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(logits[v] - max_logit));
-    const float lse = max_logit + static_cast<float>(std::log(sum));
-    if (params.top_logprobs > 0) {
-      const int32_t k = std::min(params.top_logprobs, vocab);
-      cand_.resize(static_cast<size_t>(vocab));
-      for (int32_t v = 0; v < vocab; ++v) cand_[v] = {logits[v], v};
-      std::partial_sort(cand_.begin(), cand_.begin() + k, cand_.end(),
-                        [](const auto& a, const auto& b) {
-                          return a.first > b.first || (a.first == b.first && a.second < b.second);
-                        });
-      for (int32_t i = 0; i < k; ++i)
-        result.top_logprobs.push_back({cand_[i].second, cand_[i].first - lse});
-    }
+    const float lse = log_sum_exp(logits, vocab);
+    if (params.top_logprobs > 0)
+      most_likely(logits, vocab, params.top_logprobs, lse, cand_, result.top_logprobs);
     // The chosen token's logprob is filled in below, once it is known.
     result.logprob = TokenLogprob{-1, lse};
   }

@@ -60,6 +60,12 @@ struct SampleResult {
   std::vector<TokenLogprob> top_logprobs;  // params.top_logprobs alternatives, best first
 };
 
+// Facts of a raw logits row [vocab] (the log-softmax logprobs report): its log-sum-exp, and the
+// k most likely tokens with their logprobs, best first (lowest id on ties); `scratch` is reused.
+float log_sum_exp(const float* logits, int32_t vocab);
+void most_likely(const float* logits, int32_t vocab, int32_t k, float lse,
+                 std::vector<std::pair<float, int32_t>>& scratch, std::vector<TokenLogprob>& out);
+
 // Adds params.logit_bias to `logits` [vocab], sets state.stop_ids to -inf while the min_tokens
 // mask holds and, when state.constrained, every token outside state.allowed to -inf; ids outside
 // [0, vocab) are skipped.

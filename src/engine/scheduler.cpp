@@ -53,6 +53,26 @@ uint64_t Scheduler::prefix_key(const Sequence& seq, int32_t length) const {
   return key;
 }
 
+int32_t Scheduler::cut_for_prompt_rows(const Sequence& seq, int32_t n, int32_t rows_left) {
+  if (!seq.wants_prompt_logprobs()) return n;
+  // Positions before prompt_logprobs_next - 1 were reported (a recompute after preemption) and
+  // need no row.
+  const int32_t free = std::max(0, seq.prompt_logprobs_next - 1 - seq.num_computed);
+  return std::min(n, free + rows_left);
+}
+
+void Scheduler::take_prompt_rows(ScheduledSeq& s, int32_t& rows_left) {
+  const Sequence& seq = *s.seq;
+  if (!seq.wants_prompt_logprobs()) return;
+  const int32_t from = std::max(seq.num_computed, seq.prompt_logprobs_next - 1);
+  const int32_t to = std::min(seq.num_computed + s.num_pending(), seq.prompt_len() - 1);
+  if (to <= from) return;
+  s.prompt_rows_from = from;
+  s.num_prompt_rows = to - from;
+  rows_left -= s.num_prompt_rows;
+  SYV_CHECK_GE(rows_left, 0) << "seq " << seq.id() << ": prompt rows beyond the step's share";
+}
+
 bool Scheduler::grow(Sequence* seq, int32_t num_tokens) {
   const int32_t need = pages_for(num_tokens) - static_cast<int32_t>(seq->pages.size());
   if (need <= 0) return true;
@@ -96,6 +116,8 @@ bool Scheduler::waits_for_parent(const Sequence& seq) const {
 }
 
 PrefixHit Scheduler::lookup(const Sequence& seq) const {
+  // Positions taken from the cache would have no logits to report.
+  if (seq.wants_prompt_logprobs()) return PrefixHit{};
   // The last token is always fed again: its logits give the next token.
   PrefixHit hit = cache_.match(seq.tokens.data(), seq.length() - 1);
   const Sequence* parent = seq.parent();
@@ -122,6 +144,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
   out.prefix_host_hit_tokens = 0;
   out.state_saves.clear();
   int32_t budget = config_.max_num_batched_tokens;
+  int32_t prompt_rows_left = config_.max_prompt_logprob_rows;
 
   // 1. Running sequences, oldest first; preempt the youngest when pages run out. A prefill chunk
   //    leaves room in the budget for the decode tokens of the sequences after it.
@@ -131,8 +154,9 @@ void Scheduler::schedule(SchedulerOutput& out) {
     Sequence* seq = running_[i];
     const bool decoding = seq->num_pending() == 1;
     if (decoding) --decodes_left;
-    const int32_t n = chunk_for(*seq, decoding ? budget : budget - decodes_left);
-    if (n <= 0) {  // a prefill that must wait for the decodes behind it
+    const int32_t n = cut_for_prompt_rows(
+        *seq, chunk_for(*seq, decoding ? budget : budget - decodes_left), prompt_rows_left);
+    if (n <= 0) {  // a prefill that must wait for the decodes behind it (or for logits rows)
       ++i;
       continue;
     }
@@ -150,6 +174,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
     }
     if (preempted_self) break;
     ScheduledSeq scheduled{seq, n, seq->num_computed + n == seq->length()};
+    take_prompt_rows(scheduled, prompt_rows_left);
     // Drafts take pages only when the pool has them: nothing is preempted for a guess.
     if (drafts > 0 && grow(seq, seq->num_computed + n + drafts)) {
       scheduled.num_new_tokens += drafts;
@@ -182,6 +207,10 @@ void Scheduler::schedule(SchedulerOutput& out) {
     const int32_t after_hit = seq->length() - hit.length;
     int32_t n = std::min(after_hit, budget);
     if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
+    if (seq->wants_prompt_logprobs()) {  // no hit: the chunk starts at its first token
+      n = std::min(n, std::max(0, seq->prompt_logprobs_next - 1) + prompt_rows_left);
+      if (n <= 0) break;
+    }
     // Host-tier pages of the hit need device pages too (they are copied in below).
     const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
     if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) break;
@@ -206,7 +235,9 @@ void Scheduler::schedule(SchedulerOutput& out) {
     waiting_.pop_front();
     running_.push_back(seq);
     seq->state = SequenceState::kPrefilling;
-    out.seqs.push_back({seq, n, seq->num_computed + n == seq->length()});
+    ScheduledSeq scheduled{seq, n, seq->num_computed + n == seq->length()};
+    take_prompt_rows(scheduled, prompt_rows_left);
+    out.seqs.push_back(scheduled);
     plan_saves(out);
     out.num_tokens += n;
     budget -= n;
@@ -239,6 +270,8 @@ void Scheduler::commit(const SchedulerOutput& out) {
     if (hybrid_ != nullptr && s.num_accepted < s.num_drafts)
       hybrid_->accept_verified(*seq, s.num_accepted);  // the state went past a rejected draft
     seq->drafts.clear();
+    if (s.num_prompt_rows > 0)
+      seq->prompt_logprobs_next = s.prompt_rows_from + s.num_prompt_rows + 1;
     seq->num_computed += advance;
     SYV_CHECK_LE(seq->num_computed, seq->length()) << "seq " << seq->id();
     // Pages mapped for drafts that were rejected.

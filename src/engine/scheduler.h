@@ -25,6 +25,12 @@
 // to the pool. On hybrid models the verify pass saved the state after each position a rejection can
 // return to (HybridState::plan_verify_saves); a rejected draft loads the right one into the slot.
 //
+// Prompt logprobs (SamplingParams::prompt_logprobs): while a sequence still has prompt positions
+// to report, lookup() finds no prefix hit for it (skipped positions would have no logits), and its
+// chunks are cut so their prompt rows fit the step's max_prompt_logprob_rows; commit() moves
+// Sequence::prompt_logprobs_next past the rows computed (a preempted sequence recomputes, but
+// reports no position twice).
+//
 // Hybrid models (set_hybrid): admission also needs a free state slot; hits are cut back to the
 // longest prefix ending on a stored checkpoint, which is loaded into the slot; every chunk ends on
 // a checkpoint boundary when one lies inside it; commit() saves checkpoints on boundaries;
@@ -47,6 +53,8 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 2048;
   int32_t max_prefill_chunk = 0;  // 0 = no limit beyond the budget
+  // Logits rows a step gives to prompt logprobs at most (EngineOptions::max_prompt_logprob_rows).
+  int32_t max_prompt_logprob_rows = 128;
 };
 
 struct ScheduledSeq {
@@ -58,6 +66,11 @@ struct ScheduledSeq {
                               // (and after each draft: num_drafts + 1 logits rows)
   int32_t num_drafts = 0;     // > 0 only when wants_logits
   int32_t num_accepted = 0;   // set by the engine before commit(): drafts kept, <= num_drafts
+  // Prompt logprobs (Sequence::wants_prompt_logprobs): logits rows at positions
+  // [prompt_rows_from, + num_prompt_rows) of this chunk, each giving the logprob of the prompt
+  // token after it; they come before the sampling rows.
+  int32_t prompt_rows_from = 0;
+  int32_t num_prompt_rows = 0;
   int32_t num_pending() const { return num_new_tokens - num_drafts; }
 };
 
@@ -127,6 +140,10 @@ class Scheduler {
   // Chain key of seq's first `length` tokens (page-aligned): its registered page keys, then the
   // keys its next pages will get (PrefixCache::insert's, lookahead included).
   uint64_t prefix_key(const Sequence& seq, int32_t length) const;
+  // Prompt logprobs: the chunk of n tokens cut so its prompt rows fit `rows_left`; then the rows
+  // of the chunk recorded in `s` and taken from `rows_left`.
+  static int32_t cut_for_prompt_rows(const Sequence& seq, int32_t n, int32_t rows_left);
+  static void take_prompt_rows(ScheduledSeq& s, int32_t& rows_left);
   // Drafts to feed after a chunk of n tokens with `room` tokens of budget to spare (0 unless the
   // sequence is decoding and the chunk holds all its pending tokens).
   int32_t drafts_for(const Sequence& seq, int32_t n, int32_t room) const;

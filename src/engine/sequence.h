@@ -61,6 +61,15 @@ class Sequence {
   // an extra checkpoint boundary, so the next prompt sharing that prefix hits it.
   int32_t shared_boundary = 0;
 
+  // SamplingParams::prompt_logprobs: the next prompt position whose token's logprob is still to
+  // be computed (prompt_len: all are); kept across preemption.
+  int32_t prompt_logprobs_next = 1;
+  // Sample 0 of a request asking for prompt logprobs, with positions left to report.
+  bool wants_prompt_logprobs() const {
+    return params_->prompt_logprobs >= 0 && sample_index_ == 0 &&
+           prompt_logprobs_next < prompt_len_;
+  }
+
   int32_t prompt_len() const { return prompt_len_; }
   int32_t length() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_generated() const { return length() - prompt_len_; }

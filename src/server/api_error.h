@@ -47,6 +47,13 @@ struct ApiError {
 
 // Serializes compactly; invalid UTF-8 in strings becomes U+FFFD instead of throwing.
 std::string dump_json(const nlohmann::json& j);
+std::string dump_json(const nlohmann::ordered_json& j);
+
+// Returns the error of an std::optional<ApiError> expression, when it holds one.
+#define SYV_API_RETURN_IF(expr)                   \
+  do {                                            \
+    if (auto syv_err_ = (expr)) return *syv_err_; \
+  } while (0)
 
 // Either a value or an ApiError (request validation results).
 template <typename T>

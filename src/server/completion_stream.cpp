@@ -1,5 +1,7 @@
 #include "server/completion_stream.h"
 
+#include <algorithm>
+
 #include "server/generator.h"
 
 namespace syv::server {
@@ -29,6 +31,7 @@ CompletionStream::CompletionStream(StreamSetup setup,
       handles_(std::move(handles)),
       handle_done_(handles_.size(), false),
       cached_tokens_(handles_.size(), 0),
+      prompt_lps_(handles_.size()),
       generator_(generator),
       tokenizer_(tokenizer),
       metrics_(metrics) {
@@ -114,6 +117,7 @@ void CompletionStream::handle_event(size_t prompt, Event& event, std::vector<jso
   Choice& c = choices_[index];
   if (c.finished) return;
   if (event.cached_tokens > cached_tokens_[prompt]) cached_tokens_[prompt] = event.cached_tokens;
+  if (!event.prompt_logprobs.empty()) prompt_lps_[prompt] = std::move(event.prompt_logprobs);
 
   if (event.token_id >= 0) {
     const auto now = std::chrono::steady_clock::now();
@@ -164,7 +168,10 @@ void CompletionStream::handle_event(size_t prompt, Event& event, std::vector<jso
 
   const bool finishing = event.finished();
   if (setup_.chat) {
+    const bool was_reasoning = c.reasoning.in_reasoning();
     ReasoningParser::Delta r = c.reasoning.feed(event.text);
+    // A token of the think block: inside it before or after (so both tags count).
+    if (event.token_id >= 0 && (was_reasoning || c.reasoning.in_reasoning())) ++c.reasoning_tokens;
     if (finishing) {
       ReasoningParser::Delta tail = c.reasoning.finish();
       r.reasoning += tail.reasoning;
@@ -273,6 +280,12 @@ json CompletionStream::usage() const {
           {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
+int64_t CompletionStream::reasoning_tokens() const {
+  int64_t n = 0;
+  for (const Choice& c : choices_) n += c.reasoning_tokens;
+  return n;
+}
+
 std::vector<json> CompletionStream::closing_chunks() {
   std::vector<json> out;
   if (closed_) return out;
@@ -282,6 +295,49 @@ std::vector<json> CompletionStream::closing_chunks() {
     chunk["choices"] = json::array();
     chunk["usage"] = usage();
     out.push_back(chunk);
+  }
+  return out;
+}
+
+void CompletionStream::echo_logprobs(size_t prompt, json& lp) const {
+  const std::vector<int32_t>& ids = setup_.prompt_ids[prompt];
+  const std::vector<PromptLogprob>& scored = prompt_lps_[prompt];
+  const size_t echo_len = setup_.echo[prompt].size();
+  size_t offset = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    const std::string tok = token_text(ids[p]);
+    lp["tokens"].push_back(tok);
+    lp["text_offset"].push_back(std::min(offset, echo_len));
+    offset += tok.size();
+    if (p == 0 || p > scored.size()) {  // the first token has no logprob
+      lp["token_logprobs"].push_back(nullptr);
+      lp["top_logprobs"].push_back(nullptr);
+      continue;
+    }
+    const PromptLogprob& e = scored[p - 1];
+    lp["token_logprobs"].push_back(e.token.logprob);
+    json top = json::object();
+    for (size_t k = 0; k < e.top.size() && static_cast<int>(k) < setup_.top_logprobs; ++k)
+      top[token_text(e.top[k].token_id)] = e.top[k].logprob;
+    lp["top_logprobs"].push_back(top);
+  }
+}
+
+json CompletionStream::vllm_prompt_logprobs(size_t prompt) const {
+  json out = json::array({nullptr});
+  for (const PromptLogprob& e : prompt_lps_[prompt]) {
+    json entry = json::object();
+    entry[std::to_string(e.token.token_id)] = {{"logprob", e.token.logprob},
+                                               {"rank", e.rank},
+                                               {"decoded_token", token_text(e.token.token_id)}};
+    for (size_t k = 0; k < e.top.size() && static_cast<int>(k) < setup_.prompt_logprobs; ++k) {
+      const std::string key = std::to_string(e.top[k].token_id);
+      if (entry.contains(key)) continue;
+      entry[key] = {{"logprob", e.top[k].logprob},
+                    {"rank", static_cast<int>(k) + 1},
+                    {"decoded_token", token_text(e.top[k].token_id)}};
+    }
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -310,21 +366,33 @@ json CompletionStream::response() const {
       const std::string echo =
           setup_.echo.empty() ? "" : setup_.echo[i / static_cast<size_t>(setup_.n)];
       json choice = {{"index", i}, {"text", echo + c.text}, {"finish_reason", c.finish_reason}};
+      const size_t prompt = i / static_cast<size_t>(setup_.n);
       if (setup_.logprobs) {
-        choice["logprobs"] = {{"tokens", c.lp_tokens},
-                              {"token_logprobs", c.lp_values},
-                              {"top_logprobs", c.lp_top},
-                              {"text_offset", c.lp_offsets}};
+        json lp = {{"tokens", json::array()},
+                   {"token_logprobs", json::array()},
+                   {"top_logprobs", json::array()},
+                   {"text_offset", json::array()}};
+        if (setup_.echo_logprobs) echo_logprobs(prompt, lp);
+        for (size_t t = 0; t < c.lp_tokens.size(); ++t) {
+          lp["tokens"].push_back(c.lp_tokens[t]);
+          lp["token_logprobs"].push_back(c.lp_values[t]);
+          lp["top_logprobs"].push_back(c.lp_top[t]);
+          lp["text_offset"].push_back(c.lp_offsets[t]);
+        }
+        choice["logprobs"] = std::move(lp);
       } else {
         choice["logprobs"] = nullptr;
       }
+      if (setup_.prompt_logprobs >= 0) choice["prompt_logprobs"] = vllm_prompt_logprobs(prompt);
       choices.push_back(choice);
     }
   }
-  return {
+  json out = {
       {"id", setup_.id},           {"object", setup_.chat ? "chat.completion" : "text_completion"},
       {"created", setup_.created}, {"model", setup_.model},
       {"choices", choices},        {"usage", usage()}};
+  if (setup_.chat && setup_.prompt_logprobs >= 0) out["prompt_logprobs"] = vllm_prompt_logprobs(0);
+  return out;
 }
 
 }  // namespace syv::server

@@ -36,6 +36,13 @@ struct StreamSetup {
   bool parse_tool_calls = false;    // chat: tools were given
   std::vector<std::string> echo;    // completions with echo: the text of each prompt
   std::vector<int> prompt_lengths;  // tokens of each prompt
+  // Prompt logprobs: completions with echo and logprobs put the prompt's tokens first in
+  // `logprobs` (the first with a null logprob, as OpenAI's legacy API does); prompt_logprobs >= 0
+  // (vLLM's field) adds `prompt_logprobs` (completions: per choice; chat: top level). The engine
+  // sends them with the first event of each prompt's sample 0. prompt_ids: the prompts' tokens.
+  bool echo_logprobs = false;
+  int prompt_logprobs = -1;
+  std::vector<std::vector<int32_t>> prompt_ids;
   std::chrono::steady_clock::time_point arrival;
 };
 
@@ -63,6 +70,8 @@ class CompletionStream {
   void cancel();  // cancels every engine request that has not finished
   // {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details} so far.
   nlohmann::json usage() const;
+  // Chat: of the completion tokens, those of a <think> block (both tags included).
+  int64_t reasoning_tokens() const;
 
  private:
   struct Choice {
@@ -77,6 +86,7 @@ class CompletionStream {
     nlohmann::json lp_top = nlohmann::json::array();
     std::vector<int> lp_offsets;
     int completion_tokens = 0;
+    int reasoning_tokens = 0;
     std::string finish_reason;
     bool finished = false;
     bool has_token_time = false;
@@ -92,11 +102,16 @@ class CompletionStream {
                                   const nlohmann::json& logprobs,
                                   const std::string& finish_reason) const;
   std::string token_text(int32_t id) const;
+  // The prompt's entries of a completion choice's logprobs (echo with logprobs).
+  void echo_logprobs(size_t prompt, nlohmann::json& lp) const;
+  // vLLM's prompt_logprobs of a prompt: [null, {"<id>": {logprob, rank, decoded_token}}, ...].
+  nlohmann::json vllm_prompt_logprobs(size_t prompt) const;
 
   StreamSetup setup_;
   std::vector<std::shared_ptr<RequestHandle>> handles_;
   std::vector<bool> handle_done_;
-  std::vector<int> cached_tokens_;  // per prompt
+  std::vector<int> cached_tokens_;                      // per prompt
+  std::vector<std::vector<PromptLogprob>> prompt_lps_;  // per prompt: positions 1..
   Generator& generator_;
   const Tokenizer& tokenizer_;
   Metrics& metrics_;

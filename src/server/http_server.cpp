@@ -427,6 +427,13 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
         [r](const auto& q, auto& s) { r->chat_completions(q, s); });
   route("POST", "/v1/completions", Gate::kGeneration,
         [r](const auto& q, auto& s) { r->completions(q, s); });
+  route("POST", "/v1/responses", Gate::kGeneration,
+        [r](const auto& q, auto& s) { r->responses(q, s); });
+  // GET /v1/responses/{id}: public when /v1/responses is.
+  route(
+      "GET", "/v1/responses/", Gate::kReady,
+      [r](const auto& q, auto& s) { r->response_by_id(q, s); }, "/v1/responses",
+      /*has_param=*/true);
   route("POST", "/tokenize", Gate::kReady, [r](const auto& q, auto& s) { r->tokenize(q, s); });
   route("POST", "/detokenize", Gate::kReady, [r](const auto& q, auto& s) { r->detokenize(q, s); });
   route("GET", "/v1/models", Gate::kReady, [r](const auto& q, auto& s) { r->models(q, s); });

@@ -1,5 +1,6 @@
 #include "server/openai_routes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -8,6 +9,8 @@
 #include "server/completion_stream.h"
 #include "server/generator.h"
 #include "server/reasoning_parser.h"
+#include "server/responses_request.h"
+#include "server/responses_stream.h"
 #include "server/sse.h"
 #include "server/structured_output.h"
 
@@ -32,7 +35,8 @@ void write_json(HttpResponse& res, const json& body) {
 
 // Checks prompt + max_tokens against the context; fills `max_tokens` when unset.
 std::optional<ApiError> check_length(int prompt_len, std::optional<int> requested,
-                                     int max_model_len, const char* prompt_param, int& max_tokens) {
+                                     int max_model_len, const char* prompt_param,
+                                     const std::string& max_tokens_param, int& max_tokens) {
   if (prompt_len == 0) {
     return ApiError::bad_param(prompt_param,
                                std::string(prompt_param) + ": the prompt is empty (0 tokens)");
@@ -49,10 +53,11 @@ std::optional<ApiError> check_length(int prompt_len, std::optional<int> requeste
   const int64_t total = static_cast<int64_t>(prompt_len) + requested.value_or(0);
   if (requested.has_value() && total > max_model_len) {
     ApiError e = ApiError::bad_param(
-        "max_tokens", "This model's maximum context length is " + std::to_string(max_model_len) +
-                          " tokens, but the prompt is " + std::to_string(prompt_len) +
-                          " tokens and max_tokens asks for " + std::to_string(*requested) +
-                          " more (" + std::to_string(total) + " in total)");
+        max_tokens_param, "This model's maximum context length is " +
+                              std::to_string(max_model_len) + " tokens, but the prompt is " +
+                              std::to_string(prompt_len) + " tokens and " + max_tokens_param +
+                              " asks for " + std::to_string(*requested) + " more (" +
+                              std::to_string(total) + " in total)");
     e.code = "context_length_exceeded";
     return e;
   }
@@ -82,6 +87,7 @@ syv::SamplingParams to_engine_params(const server::SamplingParams& s, int max_to
   p.min_tokens = s.min_tokens;
   p.include_stop_str_in_output = s.include_stop_str_in_output;
   p.grammar = s.grammar;
+  p.prompt_logprobs = s.prompt_logprobs;
   return p;
 }
 
@@ -118,7 +124,10 @@ struct OpenAiRoutes::Admission {
 };
 
 OpenAiRoutes::OpenAiRoutes(Metrics& metrics, RouteOptions options)
-    : metrics_(metrics), options_(std::move(options)), created_(std::time(nullptr)) {}
+    : metrics_(metrics),
+      options_(std::move(options)),
+      created_(std::time(nullptr)),
+      store_(options_.responses_store) {}
 
 void OpenAiRoutes::set_model(ModelContext model) {
   model_ = std::move(model);
@@ -215,6 +224,201 @@ void OpenAiRoutes::completions(const HttpRequest& req, HttpResponse& res) {
   generate(req, res, /*chat=*/false);
 }
 
+// A validated generation request: its prompts and what its answer needs.
+struct OpenAiRoutes::Job {
+  CommonRequest common;
+  StreamSetup setup;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> extra_stops;
+  bool chat = true;
+  // The request fields errors name: the prompt (chat: "messages"; /v1/responses: "input") and
+  // the output length ("max_tokens"; /v1/responses: "max_output_tokens").
+  std::string prompt_param = "messages";
+  std::string max_tokens_param = "max_tokens";
+};
+
+std::optional<ApiError> OpenAiRoutes::chat_job(ChatRequest parsed, Job& job) const {
+  const Tokenizer& tok = *model_.tokenizer;
+  if (model_.chat_template == nullptr) {
+    return ApiError::bad_param(job.prompt_param,
+                               job.prompt_param +
+                                   ": this model has no chat template (tokenizer_config.json); "
+                                   "use /v1/completions");
+  }
+  Result<std::string> text =
+      model_.chat_template->render(parsed.messages, parsed.tools, parsed.add_generation_prompt,
+                                   parsed.chat_template_kwargs, tok.bos_token(), tok.eos_token());
+  if (!text.ok()) return ApiError::bad_param(job.prompt_param, text.message());
+  job.prompts.push_back(tok.encode(*text, /*add_special_tokens=*/false));
+  // A constrained output is the answer itself, even after a template that opened <think>.
+  job.setup.start_in_reasoning =
+      prompt_opens_reasoning(*text) && parsed.sampling.grammar == nullptr;
+  job.setup.parse_tool_calls = parsed.parse_tool_calls;
+  if (!parsed.sampling.ignore_eos) job.extra_stops = model_.chat_stop_token_ids;
+  job.chat = true;
+  job.common = std::move(parsed);
+  return std::nullopt;
+}
+
+ApiResult<std::shared_ptr<CompletionStream>> OpenAiRoutes::start(
+    Job& job, std::chrono::steady_clock::time_point arrival,
+    std::shared_ptr<Admission>& admission) {
+  // Context length.
+  const int max_model_len = model_.generator->max_model_len();
+  const auto& prompts = job.prompts;
+  std::vector<int> max_tokens(prompts.size(), 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string param =
+        job.chat ? job.prompt_param
+                 : (prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt");
+    if (auto err =
+            check_length(static_cast<int>(prompts[i].size()), job.common.sampling.max_tokens,
+                         max_model_len, param.c_str(), job.max_tokens_param, max_tokens[i])) {
+      return *err;
+    }
+    if (job.common.sampling.min_tokens > max_tokens[i]) {
+      return ApiError::bad_param(
+          "min_tokens", "min_tokens: expected at most the " + std::to_string(max_tokens[i]) +
+                            " tokens left in the context after " + param + ", found " +
+                            std::to_string(job.common.sampling.min_tokens));
+    }
+  }
+
+  // Admission: 429 when too many requests are in flight.
+  if (active_.fetch_add(1) >= options_.max_pending) {
+    active_.fetch_sub(1);
+    return ApiError{429,
+                    "too many requests in flight (" + std::to_string(options_.max_pending) +
+                        "); retry after " + std::to_string(options_.retry_after_seconds) + " s",
+                    "rate_limit_error", "", "rate_limit_exceeded"};
+  }
+  admission = std::make_shared<Admission>(active_);
+
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  StreamSetup& setup = job.setup;
+  setup.prompt_logprobs = job.common.sampling.prompt_logprobs;
+  if (setup.echo_logprobs || setup.prompt_logprobs >= 0) setup.prompt_ids = prompts;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request request;
+    request.prompt_ids = prompts[i];
+    request.params = to_engine_params(job.common.sampling, max_tokens[i]);
+    // Echo with logprobs scores the prompt with the same number of alternatives.
+    if (setup.echo_logprobs) {
+      request.params.prompt_logprobs =
+          std::max(request.params.prompt_logprobs, job.common.sampling.top_logprobs);
+    }
+    for (int32_t id : job.extra_stops) request.params.stop_token_ids.push_back(id);
+    setup.prompt_lengths.push_back(static_cast<int>(prompts[i].size()));
+    Result<std::shared_ptr<RequestHandle>> handle = model_.generator->submit(std::move(request));
+    if (!handle.ok()) {
+      for (auto& h : handles) model_.generator->cancel(*h);
+      // 400 for a request the engine refuses, 503 when the engine has stopped (by the code).
+      return ApiError::from_status(handle.status());
+    }
+    handles.push_back(std::move(handle.value()));
+  }
+  for (size_t i = 0; i < prompts.size(); ++i)
+    metrics_.add_prompt_tokens(static_cast<int64_t>(prompts[i].size()));
+
+  setup.chat = job.chat;
+  setup.id = random_id(job.chat ? "chatcmpl-" : "cmpl-");
+  setup.model = model_.model_name;
+  setup.created = std::time(nullptr);
+  setup.n = job.common.sampling.n;
+  setup.logprobs = job.common.sampling.logprobs;
+  setup.top_logprobs = job.common.sampling.top_logprobs;
+  setup.include_usage = job.common.include_usage;
+  setup.arrival = arrival;
+  return std::make_shared<CompletionStream>(std::move(setup), std::move(handles), *model_.generator,
+                                            *model_.tokenizer, metrics_);
+}
+
+// What a generation request sends back: SSE text while streaming, or one JSON body.
+class GenerationAnswer {
+ public:
+  virtual ~GenerationAnswer() = default;
+  virtual std::string opening() = 0;  // streaming: sent before the first pump
+  // Reads what the engine produced (waiting up to `wait`); `sse` (null when not streaming) gets
+  // the events. False once the request has ended.
+  virtual bool pump(std::chrono::milliseconds wait, std::string* sse) = 0;
+  virtual std::string closing() = 0;     // after the last pump, streamed or not: called once
+  virtual std::string body() const = 0;  // not streaming: the response, after closing()
+  virtual void cancel() = 0;
+  virtual bool finished() const = 0;
+  virtual const CompletionStream& completion() const = 0;  // token counts for the access log
+};
+
+namespace {
+
+// /v1/chat/completions and /v1/completions: chunks as "data:" lines, then "data: [DONE]".
+class CompletionAnswer final : public GenerationAnswer {
+ public:
+  explicit CompletionAnswer(std::shared_ptr<CompletionStream> stream)
+      : stream_(std::move(stream)) {}
+  std::string opening() override {
+    std::string out;
+    for (const json& chunk : stream_->opening_chunks()) out += sse_data(chunk);
+    return out;
+  }
+  bool pump(std::chrono::milliseconds wait, std::string* sse) override {
+    if (sse == nullptr) return stream_->pump(wait, nullptr);
+    std::vector<json> chunks;
+    const bool more = stream_->pump(wait, &chunks);
+    for (const json& chunk : chunks) *sse += sse_data(chunk);
+    return more;
+  }
+  std::string closing() override {
+    std::string out;
+    for (const json& chunk : stream_->closing_chunks()) out += sse_data(chunk);
+    return out + std::string(kSseDone);
+  }
+  std::string body() const override { return dump_json(stream_->response()); }
+  void cancel() override { stream_->cancel(); }
+  bool finished() const override { return stream_->finished(); }
+  const CompletionStream& completion() const override { return *stream_; }
+
+ private:
+  std::shared_ptr<CompletionStream> stream_;
+};
+
+// /v1/responses: "event:" + "data:" per event; the response is stored when it ends (store).
+class ResponsesAnswer final : public GenerationAnswer {
+ public:
+  ResponsesAnswer(std::shared_ptr<ResponsesStream> stream, ResponsesStore* store,
+                  nlohmann::ordered_json conversation)
+      : stream_(std::move(stream)), store_(store), conversation_(std::move(conversation)) {}
+  std::string opening() override { return events(stream_->opening_events()); }
+  bool pump(std::chrono::milliseconds wait, std::string* sse) override {
+    std::vector<nlohmann::ordered_json> list;
+    const bool more = stream_->pump(wait, &list);
+    if (sse != nullptr) *sse += events(list);
+    return more;
+  }
+  std::string closing() override {
+    if (store_ != nullptr && stream_->status() != "failed") {
+      conversation_.push_back(stream_->output_message());
+      store_->put(stream_->response(), std::move(conversation_));
+    }
+    return "";
+  }
+  std::string body() const override { return dump_json(stream_->response()); }
+  void cancel() override { stream_->cancel(); }
+  bool finished() const override { return stream_->finished(); }
+  const CompletionStream& completion() const override { return stream_->chat(); }
+
+ private:
+  static std::string events(const std::vector<nlohmann::ordered_json>& list) {
+    std::string out;
+    for (const auto& e : list) out += sse_event(e["type"].get<std::string>(), e);
+    return out;
+  }
+  std::shared_ptr<ResponsesStream> stream_;
+  ResponsesStore* store_;                // null: store false
+  nlohmann::ordered_json conversation_;  // the messages before the output
+};
+
+}  // namespace
+
 void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
   const auto arrival = std::chrono::steady_clock::now();
   ApiResult<json> body = parse_json_body(req.body);
@@ -226,125 +430,107 @@ void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat
   const nlohmann::ordered_json* ordered_body = ordered ? &*ordered : nullptr;
 
   // Validate, then build the prompts.
-  CommonRequest common;
-  StreamSetup setup;
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int32_t> extra_stops;
-  const Tokenizer& tok = *model_.tokenizer;
+  Job job;
   if (chat) {
     ApiResult<ChatRequest> parsed = parse_chat_request(body.value(), options_.limits, ordered_body);
     if (!parsed.ok()) return write_error(res, parsed.error());
-    if (model_.chat_template == nullptr) {
-      return write_error(res, ApiError::bad_param("messages",
-                                                  "messages: this model has no chat template "
-                                                  "(tokenizer_config.json); use /v1/completions"));
-    }
-    Result<std::string> text = model_.chat_template->render(
-        parsed->messages, parsed->tools, parsed->add_generation_prompt,
-        parsed->chat_template_kwargs, tok.bos_token(), tok.eos_token());
-    if (!text.ok()) return write_error(res, ApiError::bad_param("messages", text.message()));
-    prompts.push_back(tok.encode(*text, /*add_special_tokens=*/false));
-    // A constrained output is the answer itself, even after a template that opened <think>.
-    setup.start_in_reasoning = prompt_opens_reasoning(*text) && parsed->sampling.grammar == nullptr;
-    setup.parse_tool_calls = parsed->parse_tool_calls;
-    if (!parsed->sampling.ignore_eos) extra_stops = model_.chat_stop_token_ids;
-    common = std::move(parsed.value());
+    if (auto err = chat_job(std::move(parsed.value()), job)) return write_error(res, *err);
   } else {
     ApiResult<CompletionRequest> parsed =
         parse_completion_request(body.value(), options_.limits, ordered_body);
     if (!parsed.ok()) return write_error(res, parsed.error());
+    const Tokenizer& tok = *model_.tokenizer;
     for (const PromptInput& p : parsed->prompts) {
-      prompts.push_back(p.text.has_value() ? tok.encode(*p.text, true) : p.ids);
-      if (parsed->echo) setup.echo.push_back(p.text.has_value() ? *p.text : tok.decode(p.ids));
+      job.prompts.push_back(p.text.has_value() ? tok.encode(*p.text, true) : p.ids);
+      if (parsed->echo) job.setup.echo.push_back(p.text.has_value() ? *p.text : tok.decode(p.ids));
     }
-    common = std::move(parsed.value());
+    job.setup.echo_logprobs = parsed->echo && parsed->sampling.logprobs;
+    job.chat = false;
+    job.common = std::move(parsed.value());
   }
+  std::shared_ptr<Admission> admission;
+  ApiResult<std::shared_ptr<CompletionStream>> stream = start(job, arrival, admission);
+  if (!stream.ok()) return write_error(res, stream.error(), options_.retry_after_seconds);
+  answer(req, res, std::make_shared<CompletionAnswer>(std::move(stream.value())), job.common.stream,
+         std::move(admission));
+}
 
-  // Context length.
-  const int max_model_len = model_.generator->max_model_len();
-  std::vector<int> max_tokens(prompts.size(), 0);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string param =
-        chat ? "messages" : (prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt");
-    if (auto err = check_length(static_cast<int>(prompts[i].size()), common.sampling.max_tokens,
-                                max_model_len, param.c_str(), max_tokens[i])) {
-      return write_error(res, *err);
-    }
-    if (common.sampling.min_tokens > max_tokens[i]) {
-      return write_error(
-          res,
-          ApiError::bad_param("min_tokens",
-                              "min_tokens: expected at most the " + std::to_string(max_tokens[i]) +
-                                  " tokens left in the context after " + param + ", found " +
-                                  std::to_string(common.sampling.min_tokens)));
-    }
-  }
+void OpenAiRoutes::responses(const HttpRequest& req, HttpResponse& res) {
+  const auto arrival = std::chrono::steady_clock::now();
+  ApiResult<json> body = parse_json_body(req.body);
+  if (!body.ok()) return write_error(res, body.error());
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+  ApiResult<ResponsesRequest> parsed =
+      parse_responses_request(body.value(), ordered, options_.limits,
+                              [this](const std::string& id) { return store_.conversation(id); });
+  if (!parsed.ok()) return write_error(res, parsed.error());
+  ResponsesRequest& r = parsed.value();
+  Job job;
+  job.prompt_param = "input";
+  job.max_tokens_param = "max_output_tokens";
+  const bool stream = r.chat.stream;
+  if (auto err = chat_job(std::move(r.chat), job)) return write_error(res, *err);
+  std::shared_ptr<Admission> admission;
+  ApiResult<std::shared_ptr<CompletionStream>> chat = start(job, arrival, admission);
+  if (!chat.ok()) return write_error(res, chat.error(), options_.retry_after_seconds);
 
-  // Admission: 429 when too many requests are in flight.
-  if (active_.fetch_add(1) >= options_.max_pending) {
-    active_.fetch_sub(1);
-    ApiError e{429,
-               "too many requests in flight (" + std::to_string(options_.max_pending) +
-                   "); retry after " + std::to_string(options_.retry_after_seconds) + " s",
-               "rate_limit_error", "", "rate_limit_exceeded"};
-    return write_error(res, e, options_.retry_after_seconds);
-  }
-  auto admission = std::make_shared<Admission>(active_);
-
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    Request request;
-    request.prompt_ids = prompts[i];
-    request.params = to_engine_params(common.sampling, max_tokens[i]);
-    for (int32_t id : extra_stops) request.params.stop_token_ids.push_back(id);
-    setup.prompt_lengths.push_back(static_cast<int>(prompts[i].size()));
-    Result<std::shared_ptr<RequestHandle>> handle = model_.generator->submit(std::move(request));
-    if (!handle.ok()) {
-      for (auto& h : handles) model_.generator->cancel(*h);
-      // 400 for a request the engine refuses, 503 when the engine has stopped (by the code).
-      return write_error(res, ApiError::from_status(handle.status()), options_.retry_after_seconds);
-    }
-    handles.push_back(std::move(handle.value()));
-  }
-  for (size_t i = 0; i < prompts.size(); ++i)
-    metrics_.add_prompt_tokens(static_cast<int64_t>(prompts[i].size()));
-
-  setup.chat = chat;
-  setup.id = random_id(chat ? "chatcmpl-" : "cmpl-");
+  ResponsesSetup setup;
+  setup.id = random_id("resp_");
   setup.model = model_.model_name;
-  setup.created = std::time(nullptr);
-  setup.n = common.sampling.n;
-  setup.logprobs = common.sampling.logprobs;
-  setup.top_logprobs = common.sampling.top_logprobs;
-  setup.include_usage = common.include_usage;
-  setup.arrival = arrival;
-  auto stream = std::make_shared<CompletionStream>(std::move(setup), std::move(handles),
-                                                   *model_.generator, tok, metrics_);
+  setup.created_at = std::time(nullptr);
+  setup.echo = std::move(r.echo);
+  setup.logprobs = r.logprobs;
+  nlohmann::ordered_json conversation = std::move(r.history);
+  for (auto& m : r.input_messages) conversation.push_back(std::move(m));
+  auto events = std::make_shared<ResponsesStream>(std::move(setup), std::move(chat.value()));
+  answer(req, res,
+         std::make_shared<ResponsesAnswer>(std::move(events), r.store ? &store_ : nullptr,
+                                           std::move(conversation)),
+         stream, std::move(admission));
+}
 
-  if (!common.stream) {
+void OpenAiRoutes::response_by_id(const HttpRequest& req, HttpResponse& res) {
+  const std::string id = req.matches.size() > 1 ? req.matches[1] : "";
+  std::optional<nlohmann::ordered_json> stored = store_.response(id);
+  if (!stored.has_value()) {
+    return write_error(
+        res, ApiError::not_found("no stored response `" + id.substr(0, 80) +
+                                 "` (never stored, stored with store: false, expired, or pushed "
+                                 "out)"));
+  }
+  res.status = 200;
+  res.set_content(dump_json(*stored), "application/json");
+}
+
+void OpenAiRoutes::answer(const HttpRequest& req, HttpResponse& res,
+                          std::shared_ptr<GenerationAnswer> out, bool stream,
+                          std::shared_ptr<Admission> admission) {
+  if (!stream) {
     // A client that leaves is noticed between pumps (every 100 ms at most): its request is
     // cancelled, so the engine frees its pages and a drain does not wait for it.
-    while (stream->pump(std::chrono::milliseconds(100), nullptr)) {
+    while (out->pump(std::chrono::milliseconds(100), nullptr)) {
       if (req.connection_closed()) {
-        stream->cancel();
-        record_tokens(*stream);
+        out->cancel();
+        record_tokens(out->completion());
         res.status = 499;  // nginx's "client closed request", for the access log; never sent
         return;
       }
     }
-    record_tokens(*stream);
-    write_json(res, stream->response());
+    record_tokens(out->completion());
+    out->closing();
+    res.status = 200;
+    res.set_content(out->body(), "application/json");
     return;
   }
 
   struct State {
-    std::shared_ptr<CompletionStream> stream;
+    std::shared_ptr<GenerationAnswer> out;
     std::shared_ptr<Admission> admission;
     bool opened = false;
     std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
   };
   auto state = std::make_shared<State>();
-  state->stream = std::move(stream);
+  state->out = std::move(out);
   state->admission = std::move(admission);
   const int heartbeat_ms = options_.heartbeat_ms;
   res.status = 200;
@@ -356,16 +542,11 @@ void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat
         std::string out;
         if (!state->opened) {
           state->opened = true;
-          for (const json& chunk : state->stream->opening_chunks()) out += sse_data(chunk);
+          out += state->out->opening();
         }
-        std::vector<json> chunks;
-        const bool more = state->stream->pump(std::chrono::milliseconds(50), &chunks);
-        record_tokens(*state->stream);
-        for (const json& chunk : chunks) out += sse_data(chunk);
-        if (!more) {
-          for (const json& chunk : state->stream->closing_chunks()) out += sse_data(chunk);
-          out += kSseDone;
-        }
+        const bool more = state->out->pump(std::chrono::milliseconds(50), &out);
+        record_tokens(state->out->completion());
+        if (!more) out += state->out->closing();
         const auto now = std::chrono::steady_clock::now();
         if (out.empty() && now - state->last_write > std::chrono::milliseconds(heartbeat_ms)) {
           out = ": keep-alive\n\n";  // an SSE comment: lets a vanished client be noticed
@@ -373,7 +554,7 @@ void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat
         if (!out.empty()) {
           state->last_write = now;
           if (!sink.write(out)) {
-            state->stream->cancel();
+            state->out->cancel();
             return false;
           }
         }
@@ -381,8 +562,8 @@ void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat
         return true;
       },
       [state](bool success) {
-        if (!success || !state->stream->finished()) state->stream->cancel();
-        state->stream.reset();
+        if (!success || !state->out->finished()) state->out->cancel();
+        state->out.reset();
         state->admission.reset();
       });
 }

@@ -1,28 +1,37 @@
-// The route handlers: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize,
-// /v1/embeddings (501: generation models only); GET /v1/models, /v1/models/{id}, /health,
-// /metrics. Auth, readiness and body limits are applied before these run
-// (http_server.h); the handlers validate the body (openai_schema.h), tokenize, check the context
-// length, admit the request (429 + Retry-After when max_pending requests are in flight), and answer
-// with one JSON body or an SSE stream (completion_stream.h).
+// The route handlers: POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize,
+// /detokenize, /v1/embeddings (501: generation models only); GET /v1/models, /v1/models/{id},
+// /v1/responses/{id}, /health, /metrics. /v1/responses runs as a chat request
+// (responses_request.h) and answers with the Responses API's objects and events
+// (responses_stream.h); the responses it keeps for previous_response_id live in a ResponsesStore.
+// Auth, readiness and body limits are applied before these run (http_server.h); the handlers
+// validate the body (openai_schema.h), tokenize, check the context length, admit the request (429 +
+// Retry-After when max_pending requests are in flight), and answer with one JSON body or an SSE
+// stream (completion_stream.h).
 //
 // Thread safety: handlers run on many HTTP threads at once; set_model() must happen before the
 // server is marked ready.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "server/http_message.h"
 #include "server/metrics.h"
 #include "server/openai_schema.h"
+#include "server/responses_store.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace syv::server {
 
 class Generator;
+class CompletionStream;
+class GenerationAnswer;  // what a generation request sends back (openai_routes.cpp)
 
 // Token counts of the generation request being answered on this thread, for the access log
 // (http_server.cpp reads and resets them after each response). The transport runs a request's
@@ -48,6 +57,7 @@ struct RouteOptions {
   int retry_after_seconds = 1;  // Retry-After of a 429 (and of a 503 from a stopped engine)
   int heartbeat_ms = 2000;      // SSE comment after this long without output
   SchemaLimits limits;          // served_model_name / vocab_size filled by set_model()
+  ResponsesStoreOptions responses_store;  // /v1/responses kept for previous_response_id
 };
 
 class OpenAiRoutes {
@@ -58,6 +68,9 @@ class OpenAiRoutes {
 
   void chat_completions(const HttpRequest& req, HttpResponse& res);
   void completions(const HttpRequest& req, HttpResponse& res);
+  void responses(const HttpRequest& req, HttpResponse& res);
+  // GET /v1/responses/{id}: a stored response object (req.matches[1]), or 404.
+  void response_by_id(const HttpRequest& req, HttpResponse& res);
   void tokenize(const HttpRequest& req, HttpResponse& res);
   void detokenize(const HttpRequest& req, HttpResponse& res);
   void models(const HttpRequest& req, HttpResponse& res);
@@ -73,7 +86,17 @@ class OpenAiRoutes {
 
  private:
   struct Admission;
+  struct Job;
   void generate(const HttpRequest& req, HttpResponse& res, bool chat);
+  // The chat template and tokenizer applied to a validated chat request.
+  std::optional<ApiError> chat_job(ChatRequest parsed, Job& job) const;
+  // Context length, admission (429), submission: the stream of the running request.
+  ApiResult<std::shared_ptr<CompletionStream>> start(Job& job,
+                                                     std::chrono::steady_clock::time_point arrival,
+                                                     std::shared_ptr<Admission>& admission);
+  // Streams `out` as server-sent events, or waits for its end and writes its body.
+  void answer(const HttpRequest& req, HttpResponse& res, std::shared_ptr<GenerationAnswer> out,
+              bool stream, std::shared_ptr<Admission> admission);
   EngineGauges engine_gauges() const;
   nlohmann::json model_card() const;
 
@@ -83,6 +106,7 @@ class OpenAiRoutes {
   std::atomic<Generator*> gauge_source_{nullptr};  // /metrics reads it while loading too
   int64_t created_ = 0;
   std::atomic<int> active_{0};
+  ResponsesStore store_;
 };
 
 // Writes `error` as the response (status, JSON body, Retry-After for 429/503).

@@ -117,11 +117,6 @@ class Fields {
   std::string prefix_;
 };
 
-#define SYV_API_RETURN_IF(expr)                   \
-  do {                                            \
-    if (auto syv_err_ = (expr)) return *syv_err_; \
-  } while (0)
-
 std::optional<ApiError> check_model(const json& body, const SchemaLimits& limits,
                                     std::string& out) {
   Fields f(body);
@@ -230,7 +225,9 @@ std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limit
   int64_t v = 0;
   SYV_API_RETURN_IF(f.integer("n", v, 1, limits.max_n, present));
   if (present) s.n = static_cast<int>(v);
-  SYV_API_RETURN_IF(f.integer("max_tokens", v, 1, std::numeric_limits<int32_t>::max(), present));
+  // Completions: 0 scores the prompt (echo or prompt_logprobs, checked by its parser).
+  SYV_API_RETURN_IF(
+      f.integer("max_tokens", v, chat ? 1 : 0, std::numeric_limits<int32_t>::max(), present));
   if (present) s.max_tokens = static_cast<int>(v);
   if (chat) {
     SYV_API_RETURN_IF(
@@ -312,6 +309,16 @@ std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limit
       }
       s.stop_token_ids.push_back(static_cast<int32_t>(id.get<double>()));
     }
+  }
+
+  SYV_API_RETURN_IF(f.integer("prompt_logprobs", v, 0, limits.max_top_logprobs, present));
+  if (present) {
+    if (out.stream) {
+      return ApiError::unsupported("prompt_logprobs",
+                                   "prompt_logprobs: returned on non-streaming requests only "
+                                   "(send stream: false)");
+    }
+    s.prompt_logprobs = static_cast<int>(v);
   }
 
   // logprobs: a boolean (+ top_logprobs) for chat, an integer for completions.
@@ -695,6 +702,16 @@ ApiResult<CompletionRequest> parse_completion_request(const json& body, const Sc
   SYV_API_RETURN_IF(parse_common(body, limits, /*chat=*/false, ordered, req));
   Fields f(body);
   SYV_API_RETURN_IF(f.boolean("echo", req.echo));
+  if (req.echo && req.sampling.logprobs && req.stream) {
+    return ApiError::unsupported("logprobs",
+                                 "logprobs: with echo, the prompt's logprobs are returned on "
+                                 "non-streaming requests only (send stream: false)");
+  }
+  if (req.sampling.max_tokens == 0 && !req.echo && req.sampling.prompt_logprobs < 0) {
+    return ApiError::bad_param("max_tokens",
+                               "max_tokens: 0 generates nothing, so it needs echo or "
+                               "prompt_logprobs (the prompt scored); expected >= 1, found 0");
+  }
   const json* prompt = f.get("prompt");
   const std::string what =
       "a string, an array of strings, an array of token ids or an array of token-id arrays";

@@ -34,22 +34,23 @@ struct SchemaLimits {
 };
 
 struct SamplingParams {
-  int n = 1;                                          // samples per prompt
-  std::optional<int> max_tokens;                      // unset: up to the context length
-  float temperature = 1.0f;                           // 0 = greedy
-  float top_p = 1.0f;                                 // (0, 1]
-  int top_k = 0;                                      // 0 or -1 = off
-  float min_p = 0.0f;                                 // [0, 1]
-  float presence_penalty = 0.0f;                      // [-2, 2]
-  float frequency_penalty = 0.0f;                     // [-2, 2]
-  float repetition_penalty = 1.0f;                    // (0, 2]
-  std::optional<uint64_t> seed;                       // per-request RNG seed
-  std::vector<std::string> stop;                      // stop strings, excluded from the output
-  std::vector<int32_t> stop_token_ids;                // extra stop tokens (vLLM extension)
-  bool ignore_eos = false;                            // vLLM extension
-  bool skip_special_tokens = true;                    // detokenization
-  bool logprobs = false;                              // return the sampled token's logprob
-  int top_logprobs = 0;                               // and this many alternatives, [0, 20]
+  int n = 1;                            // samples per prompt
+  std::optional<int> max_tokens;        // unset: up to the context length
+  float temperature = 1.0f;             // 0 = greedy
+  float top_p = 1.0f;                   // (0, 1]
+  int top_k = 0;                        // 0 or -1 = off
+  float min_p = 0.0f;                   // [0, 1]
+  float presence_penalty = 0.0f;        // [-2, 2]
+  float frequency_penalty = 0.0f;       // [-2, 2]
+  float repetition_penalty = 1.0f;      // (0, 2]
+  std::optional<uint64_t> seed;         // per-request RNG seed
+  std::vector<std::string> stop;        // stop strings, excluded from the output
+  std::vector<int32_t> stop_token_ids;  // extra stop tokens (vLLM extension)
+  bool ignore_eos = false;              // vLLM extension
+  bool skip_special_tokens = true;      // detokenization
+  bool logprobs = false;                // return the sampled token's logprob
+  int top_logprobs = 0;                 // and this many alternatives, [0, 20]
+  int prompt_logprobs = -1;  // vLLM: the prompt tokens' logprobs + this many alternatives; -1 off
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100])
   int min_tokens = 0;                                 // vLLM: no stop before this many tokens
   bool include_stop_str_in_output = false;            // vLLM: keep the matched stop string
@@ -84,7 +85,7 @@ struct PromptInput {
 
 struct CompletionRequest : CommonRequest {
   std::vector<PromptInput> prompts;
-  bool echo = false;  // prepend the prompt to the output text
+  bool echo = false;  // prepend the prompt to the output text (with logprobs: and its logprobs)
 };
 
 struct TokenizeRequest {

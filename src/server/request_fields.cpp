@@ -71,6 +71,7 @@ constexpr std::array kFields = {
     RequestField{"skip_special_tokens", S, S, kAny, ""},
     RequestField{"chat_template_kwargs", S, N, kAny, ""},
     RequestField{"add_generation_prompt", S, N, kAny, ""},
+    RequestField{"prompt_logprobs", S, S, kAny, ""},
     // Structured outputs (server/structured_output.h): vLLM's and llama.cpp's names.
     RequestField{"guided_json", S, S, kAny, ""},
     RequestField{"guided_regex", S, S, kAny, ""},
@@ -80,8 +81,50 @@ constexpr std::array kFields = {
     RequestField{"grammar", S, S, kAny, ""},
     RequestField{"json_schema", S, S, kAny, ""},
     // vLLM extensions refused.
-    RequestField{"prompt_logprobs", R, R, kAny, "prompt logprobs are not implemented yet"},
     RequestField{"use_beam_search", R, R, kAny, "syv has no beam search"},
+};
+
+// Keep in step with docs/server.md "Responses fields" (unit_server_request_fields_test checks).
+// The request is mapped onto the chat route (server/responses_request.h).
+constexpr std::array kResponsesFields = {
+    // OpenAI fields syv honours.
+    ResponsesField{"model", S, kAny, ""},
+    ResponsesField{"input", S, kAny, ""},
+    ResponsesField{"instructions", S, kAny, ""},
+    ResponsesField{"max_output_tokens", S, kAny, ""},
+    ResponsesField{"temperature", S, kAny, ""},
+    ResponsesField{"top_p", S, kAny, ""},
+    ResponsesField{"tools", S, kAny, ""},
+    ResponsesField{"tool_choice", S, kAny, ""},
+    ResponsesField{"parallel_tool_calls", S, kAny, ""},
+    ResponsesField{"text", S, kAny, ""},
+    ResponsesField{"reasoning", S, kAny, ""},
+    ResponsesField{"include", S, kAny, ""},
+    ResponsesField{"top_logprobs", S, kAny, ""},
+    ResponsesField{"previous_response_id", S, kAny, ""},
+    ResponsesField{"store", S, kAny, ""},
+    ResponsesField{"metadata", S, kAny, ""},
+    ResponsesField{"stream", S, kAny, ""},
+    ResponsesField{"stream_options", S, kAny, ""},
+    ResponsesField{"truncation", S, kAny, ""},
+    ResponsesField{"background", S, kAny, ""},
+    // OpenAI fields accepted and ignored.
+    ResponsesField{"user", I, JsonKind::kString, ""},
+    ResponsesField{"safety_identifier", I, JsonKind::kString, ""},
+    ResponsesField{"prompt_cache_key", I, JsonKind::kString, ""},
+    ResponsesField{"prompt_cache_retention", I, JsonKind::kString, ""},
+    ResponsesField{"service_tier", I, JsonKind::kString, ""},
+    ResponsesField{"max_tool_calls", I, JsonKind::kInteger, ""},
+    // OpenAI fields refused.
+    ResponsesField{"conversation", R, kAny,
+                   "syv has no Conversations API; chain responses with previous_response_id"},
+    ResponsesField{"prompt", R, kAny, "syv has no stored prompt templates; send input"},
+    // vLLM extensions syv honours (as on the chat route).
+    ResponsesField{"seed", S, kAny, ""},
+    ResponsesField{"top_k", S, kAny, ""},
+    ResponsesField{"min_p", S, kAny, ""},
+    ResponsesField{"repetition_penalty", S, kAny, ""},
+    ResponsesField{"chat_template_kwargs", S, kAny, ""},
 };
 
 const char* kind_name(JsonKind kind) {
@@ -92,6 +135,8 @@ const char* kind_name(JsonKind kind) {
       return "a boolean";
     case JsonKind::kObject:
       return "an object";
+    case JsonKind::kInteger:
+      return "an integer";
     case JsonKind::kAny:
       break;
   }
@@ -106,16 +151,45 @@ bool has_kind(const json& value, JsonKind kind) {
       return value.is_boolean();
     case JsonKind::kObject:
       return value.is_object();
+    case JsonKind::kInteger:
+      return value.is_number_integer() || value.is_number_unsigned();
     case JsonKind::kAny:
       break;
   }
   return true;
 }
 
-const RequestField* find_field(std::string_view name) {
-  for (const RequestField& f : kFields)
-    if (name == f.name) return &f;
-  return nullptr;
+// The use of a field on a route, its type when ignored and the reason when refused.
+struct Policy {
+  FieldUse use = FieldUse::kNone;
+  JsonKind type = JsonKind::kAny;
+  const char* note = "";
+};
+
+Policy policy_of(std::string_view name, GenerationRoute route) {
+  if (route == GenerationRoute::kResponses) {
+    for (const ResponsesField& f : kResponsesFields)
+      if (name == f.name) return {f.use, f.type, f.note};
+    return {};
+  }
+  for (const RequestField& f : kFields) {
+    if (name == f.name) {
+      return {route == GenerationRoute::kChat ? f.chat : f.completions, f.type, f.note};
+    }
+  }
+  return {};
+}
+
+const char* route_path(GenerationRoute route) {
+  switch (route) {
+    case GenerationRoute::kChat:
+      return "/v1/chat/completions";
+    case GenerationRoute::kCompletions:
+      return "/v1/completions";
+    case GenerationRoute::kResponses:
+      break;
+  }
+  return "/v1/responses";
 }
 
 std::string shown(const std::string& name) {
@@ -128,35 +202,40 @@ std::span<const RequestField> request_fields() {
   return kFields;
 }
 
+std::span<const ResponsesField> responses_fields() {
+  return kResponsesFields;
+}
+
 FieldUse field_use(std::string_view name, GenerationRoute route) {
-  const RequestField* f = find_field(name);
-  if (f == nullptr) return FieldUse::kNone;
-  return route == GenerationRoute::kChat ? f->chat : f->completions;
+  return policy_of(name, route).use;
 }
 
 std::optional<ApiError> check_request_fields(const json& body, GenerationRoute route) {
-  const char* path = route == GenerationRoute::kChat ? "/v1/chat/completions" : "/v1/completions";
+  const char* path = route_path(route);
   for (const auto& [name, value] : body.items()) {
     if (value.is_null()) continue;
-    const RequestField* field = find_field(name);
+    const Policy policy = policy_of(name, route);
     const std::string param = shown(name);
-    switch (field_use(name, route)) {
+    switch (policy.use) {
       case FieldUse::kSupported:
         break;
       case FieldUse::kIgnored:
-        if (!has_kind(value, field->type)) {
-          return ApiError::bad_param(param, param + ": expected " + kind_name(field->type) +
+        if (!has_kind(value, policy.type)) {
+          return ApiError::bad_param(param, param + ": expected " + kind_name(policy.type) +
                                                 ", found " + describe_json(value));
         }
         break;
       case FieldUse::kRefused:
-        return ApiError::unsupported(param, param + ": not supported by syv (" + field->note + ")");
+        return ApiError::unsupported(param, param + ": not supported by syv (" + policy.note + ")");
       case FieldUse::kNone:
-        return ApiError{400,
-                        param + ": unknown field for " + path +
-                            " (the fields syv reads, ignores and refuses are listed in "
-                            "docs/server.md, \"Request fields\")",
-                        "invalid_request_error", param, "unknown_parameter"};
+        return ApiError{
+            400,
+            param + ": unknown field for " + path +
+                " (the fields syv reads, ignores and refuses are listed in "
+                "docs/server.md, \"" +
+                (route == GenerationRoute::kResponses ? "Responses fields" : "Request fields") +
+                "\")",
+            "invalid_request_error", param, "unknown_parameter"};
     }
   }
   return std::nullopt;

@@ -1,7 +1,7 @@
 // The request-field policy of the generation routes (docs/server.md "Request fields"): every
-// top-level field of a /v1/chat/completions or /v1/completions body is supported (its parser
-// reads it, and it takes effect), ignored (an OpenAI field known to be harmless: type-checked,
-// no effect), refused (400 `unsupported_parameter` with the reason), or unknown (400
+// top-level field of a /v1/chat/completions, /v1/completions or /v1/responses body is supported
+// (its parser reads it, and it takes effect), ignored (an OpenAI field known to be harmless:
+// type-checked, no effect), refused (400 `unsupported_parameter` with the reason), or unknown (400
 // `unknown_parameter`). A field whose value is null counts as absent, whatever its name.
 //
 // The table is the single source: the schema checks bodies against it, the unit test lists every
@@ -17,7 +17,7 @@
 
 namespace syv::server {
 
-enum class GenerationRoute { kChat, kCompletions };
+enum class GenerationRoute { kChat, kCompletions, kResponses };
 
 enum class FieldUse {
   kNone,       // not a field of this route: refused as unknown
@@ -27,7 +27,7 @@ enum class FieldUse {
 };
 
 // The JSON type an ignored field must have.
-enum class JsonKind { kAny, kString, kBoolean, kObject };
+enum class JsonKind { kAny, kString, kBoolean, kObject, kInteger };
 
 struct RequestField {
   const char* name;
@@ -39,6 +39,16 @@ struct RequestField {
 
 // Every field syv knows, in the order of the docs table.
 std::span<const RequestField> request_fields();
+
+// The fields of POST /v1/responses (its own table: OpenAI's Responses API names its fields
+// differently), in the order of the docs table.
+struct ResponsesField {
+  const char* name;
+  FieldUse use;
+  JsonKind type;     // for kIgnored
+  const char* note;  // for kRefused: why, in the error message
+};
+std::span<const ResponsesField> responses_fields();
 
 // The use of `name` on `route` (kNone when the field is not in the table).
 FieldUse field_use(std::string_view name, GenerationRoute route);

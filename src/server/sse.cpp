@@ -11,6 +11,15 @@ std::string sse_data(const nlohmann::json& payload) {
   return out;
 }
 
+std::string sse_event(const std::string& type, const nlohmann::ordered_json& payload) {
+  std::string out = "event: ";
+  out += type;
+  out += "\ndata: ";
+  out += dump_json(payload);
+  out += "\n\n";
+  return out;
+}
+
 std::vector<std::string> SseReader::feed(std::string_view bytes) {
   buffer_.append(bytes);
   std::vector<std::string> events;

@@ -11,6 +11,8 @@
 namespace syv::server {
 
 std::string sse_data(const nlohmann::json& payload);
+// "event: <type>\ndata: <json>\n\n", as the Responses API streams (no [DONE] after the last).
+std::string sse_event(const std::string& type, const nlohmann::ordered_json& payload);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 class SseReader {

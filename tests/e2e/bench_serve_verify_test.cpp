@@ -154,6 +154,8 @@ TEST_F(BenchServe, VerifyReportsAFailedCheckAndExits1) {
   EXPECT_NE(out.find("FAIL auth: GET /health refuses a missing and a wrong key"), std::string::npos)
       << out;
   EXPECT_NE(out.find("PASS batching"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASS responses: POST /v1/responses"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASS auth: POST /v1/responses refuses"), std::string::npos) << out;
   EXPECT_NE(out.find(" passed, 1 failed\n"), std::string::npos) << out;
 }
 

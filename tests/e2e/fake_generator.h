@@ -1,6 +1,8 @@
 // A scripted Generator for testing the HTTP layer without a model: every request produces, for
 // each sample, one token per tick whose text comes from `script` (cycled), up to max_tokens
-// ("length") or the end of the script when finish_with_stop is set ("stop"). Honors cancel()
+// ("length") or the end of the script when finish_with_stop is set ("stop"). Prompt logprobs
+// (params.prompt_logprobs) come with sample 0's first event: position p gets logprob -p/4 and rank
+// p; max_tokens 0 ends at once ("length", no token). Honors cancel()
 // (each unfinished sample gets an "abort" event), counts cancels, can be paused to hold
 // requests in flight, and can refuse submits as a stopped engine does.
 #pragma once
@@ -120,6 +122,24 @@ class FakeGenerator final : public server::Generator {
             continue;
           }
           const int step = l.steps[s]++;
+          const SamplingParams& params = l.request.params;
+          if (step == 0 && s == 0 && params.prompt_logprobs >= 0) {
+            // Position p: the prompt token, logprob -p/4, rank p, alternatives 1000 + k.
+            for (size_t p = 1; p < l.request.prompt_ids.size(); ++p) {
+              PromptLogprob e;
+              e.token = {l.request.prompt_ids[p], -0.25f * static_cast<float>(p)};
+              e.rank = static_cast<int32_t>(p);
+              for (int k = 0; k < params.prompt_logprobs; ++k)
+                e.top.push_back({1000 + k, -0.5f - static_cast<float>(k)});
+              ev.prompt_logprobs.push_back(std::move(e));
+            }
+          }
+          if (params.max_tokens == 0) {  // the prompt scored, nothing generated
+            ev.finish_reason = "length";
+            l.steps[s] = -1;
+            l.handle->channel().push(std::move(ev));
+            continue;
+          }
           ev.token_id = 1000 + step;  // ordinary text tokens of the Qwen vocabulary
           ev.text = script_.empty() ? "t" + std::to_string(step) + " "
                                     : script_[static_cast<size_t>(step) % script_.size()];

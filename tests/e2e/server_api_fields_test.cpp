@@ -221,5 +221,102 @@ TEST(CorsPolicy, ParsesOriginsAndRefusesOthersByName) {
   for (const auto& [name, value] : h) EXPECT_EQ(value.find('\n'), std::string::npos);
 }
 
+// Prompt logprobs in the shapes clients read (the numbers are the fake generator's; the engine's
+// exactness is unit_engine_prompt_logprobs_test and e2e_server_test's).
+TEST_F(ServerHttp, PromptLogprobsShapes) {
+  TestServer s;
+  const std::vector<int32_t> prompt = shared->tokenizer->encode("The cat sat", false);
+  ASSERT_EQ(prompt.size(), 3u);
+  // lm-eval-harness's loglikelihood request: echo, logprobs, max_tokens 0.
+  auto res =
+      s.post("/v1/completions",
+             {{"prompt", "The cat sat"}, {"echo", true}, {"logprobs", 2}, {"max_tokens", 0}});
+  ASSERT_EQ(res->status, 200) << res->body;
+  json choice = json::parse(res->body)["choices"][0];
+  EXPECT_EQ(choice["text"], "The cat sat");
+  EXPECT_EQ(choice["finish_reason"], "length");
+  const json& lp = choice["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({"The", " cat", " sat"}));
+  EXPECT_EQ(lp["token_logprobs"], json({nullptr, -0.25, -0.5}));
+  EXPECT_EQ(lp["text_offset"], json({0, 3, 7}));
+  ASSERT_EQ(lp["top_logprobs"].size(), 3u);
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 2u);
+  EXPECT_EQ(json::parse(res->body)["usage"]["completion_tokens"], 0);
+  EXPECT_FALSE(choice.contains("prompt_logprobs"));
+  Request got = s.generator.last_request();
+  EXPECT_EQ(got.params.prompt_logprobs, 2);
+  EXPECT_EQ(got.params.max_tokens, 0);
+
+  // Echo with logprobs and generated tokens: the prompt's entries, then the generated ones.
+  res = s.post("/v1/completions",
+               {{"prompt", "The cat sat"}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 2}});
+  choice = json::parse(res->body)["choices"][0];
+  EXPECT_EQ(choice["text"], "The cat satt0 t1 ");
+  EXPECT_EQ(choice["logprobs"]["token_logprobs"], json({nullptr, -0.25, -0.5, -0.5, -0.5}));
+  EXPECT_EQ(choice["logprobs"]["text_offset"], json({0, 3, 7, 11, 14}));
+
+  // vLLM's prompt_logprobs: per choice on completions, top level on chat.
+  res = s.post("/v1/completions",
+               {{"prompt", "The cat sat"}, {"prompt_logprobs", 1}, {"max_tokens", 1}});
+  choice = json::parse(res->body)["choices"][0];
+  ASSERT_EQ(choice["prompt_logprobs"].size(), 3u);
+  EXPECT_TRUE(choice["prompt_logprobs"][0].is_null());
+  const json& second = choice["prompt_logprobs"][1][std::to_string(prompt[1])];
+  EXPECT_EQ(second["logprob"], -0.25);
+  EXPECT_EQ(second["rank"], 1);
+  EXPECT_EQ(second["decoded_token"], " cat");
+  EXPECT_EQ(choice["prompt_logprobs"][1]["1000"]["rank"], 1);
+  EXPECT_EQ(choice["prompt_logprobs"][2].size(), 2u);
+  EXPECT_TRUE(choice["logprobs"].is_null());
+  res = s.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                        {"prompt_logprobs", 0},
+                                        {"max_tokens", 1}});
+  const json chat = json::parse(res->body);
+  const size_t prompt_len = s.generator.last_request().prompt_ids.size();
+  ASSERT_EQ(chat["prompt_logprobs"].size(), prompt_len);
+  EXPECT_EQ(chat["prompt_logprobs"][prompt_len - 1].size(), 1u);
+
+  // Refused: streaming prompt logprobs, max_tokens 0 with nothing to return, 0 on chat.
+  struct Case {
+    std::string path;
+    json body;
+    std::string param, code;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/completions",
+       {{"prompt", "x"}, {"prompt_logprobs", 1}, {"stream", true}},
+       "prompt_logprobs",
+       "unsupported_parameter"},
+      {"/v1/completions",
+       {{"prompt", "x"}, {"echo", true}, {"logprobs", 1}, {"stream", true}},
+       "logprobs",
+       "unsupported_parameter"},
+      {"/v1/completions", {{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens", "invalid_value"},
+      {"/v1/completions",
+       {{"prompt", "x"}, {"prompt_logprobs", 21}},
+       "prompt_logprobs",
+       "invalid_value"},
+      {"/v1/chat/completions",
+       {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+        {"max_tokens", 0},
+        {"prompt_logprobs", 1}},
+       "max_tokens",
+       "invalid_value"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body.dump());
+    res = s.post(c.path, c.body);
+    ASSERT_EQ(res->status, 400) << res->body;
+    EXPECT_EQ(error_of(res)["param"], c.param);
+    EXPECT_EQ(error_of(res)["code"], c.code);
+  }
+  // Echo without logprobs still streams.
+  res = s.post("/v1/completions",
+               {{"prompt", "x"}, {"echo", true}, {"max_tokens", 0}, {"stream", true}});
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_NE(res->body.find("data: [DONE]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace syv::testing

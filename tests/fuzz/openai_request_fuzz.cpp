@@ -1,6 +1,8 @@
-// Fuzzes what a client's bytes reach on /v1/chat/completions, /v1/completions, /tokenize and
-// /detokenize before the engine: the depth pre-pass and JSON parse (parse_json_body), each
-// route's validation (server/openai_schema.h), and for a valid chat request the chat template
+// Fuzzes what a client's bytes reach on /v1/chat/completions, /v1/completions, /v1/responses,
+// /tokenize and /detokenize before the engine: the depth pre-pass and JSON parse
+// (parse_json_body), each route's validation (server/openai_schema.h, server/responses_request.h:
+// the Responses body mapped to a chat request, a previous_response_id resolving to a stored
+// conversation), and for a valid chat or Responses request the chat template
 // (Qwen3's, and Qwen3.5's for odd-sized inputs) rendering its messages, tools and kwargs.
 // Every outcome must be a value: an ApiError that serializes, or a request whose fields lie in
 // their documented ranges; never a crash, a sanitizer report, a hang or an exception.
@@ -9,11 +11,13 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 
 #include "server/openai_schema.h"
+#include "server/responses_request.h"
 #include "tokenizer/chat_template.h"
 
 namespace {
@@ -65,12 +69,32 @@ void check_sampling(const syv::server::CommonRequest& r) {
   if (r.include_usage && !r.stream) __builtin_trap();
 }
 
+void render(const syv::server::ChatRequest& r, bool qwen3_5);
+
 void chat(const json& body, bool qwen3_5) {
-  static const syv::ChatTemplate* qwen3 = load_template("qwen3.jinja");
-  static const syv::ChatTemplate* qwen35 = load_template("qwen3_5.jinja");
   auto parsed = syv::server::parse_chat_request(body, limits());
   if (!parsed.ok()) return check_error(parsed.error());
-  const syv::server::ChatRequest& r = parsed.value();
+  render(parsed.value(), qwen3_5);
+}
+
+void responses(const json& body, bool qwen3_5) {
+  // Any id resolves to a small stored conversation (one that ends in tool calls).
+  const auto lookup = [](const std::string&) -> std::optional<nlohmann::ordered_json> {
+    return nlohmann::ordered_json::parse(
+        R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
+            "tool_calls": [{"id": "call_1", "type": "function",
+                            "function": {"name": "f", "arguments": "{}"}}]}])");
+  };
+  auto parsed =
+      syv::server::parse_responses_request(body, nlohmann::ordered_json(body), limits(), lookup);
+  if (!parsed.ok()) return check_error(parsed.error());
+  if (!parsed.value().echo.is_object()) __builtin_trap();
+  render(parsed.value().chat, qwen3_5);
+}
+
+void render(const syv::server::ChatRequest& r, bool qwen3_5) {
+  static const syv::ChatTemplate* qwen3 = load_template("qwen3.jinja");
+  static const syv::ChatTemplate* qwen35 = load_template("qwen3_5.jinja");
   check_sampling(r);
   if (!r.messages.is_array() || r.messages.empty()) __builtin_trap();
   if (!r.tools.is_null() && !r.tools.is_array()) __builtin_trap();
@@ -120,6 +144,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (!body.value().is_object()) __builtin_trap();
   chat(body.value(), size % 2 == 1);
+  responses(body.value(), size % 2 == 1);
   completion(body.value());
   tokenize_routes(body.value());
   return 0;

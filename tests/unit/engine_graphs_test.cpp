@@ -353,11 +353,13 @@ TEST(EngineGraphs, ReservesTheLargestStepAndFixesTheContext) {
   GraphFakeModel model;
   EngineOptions o = opts("lazy", 16, 100, 48, 0, 32);
   o.max_model_len = 1000;
+  o.max_prompt_logprob_rows = 16;
   auto core = EngineCore::create(model, nullptr, o);
   ASSERT_TRUE(core.ok()) << core.message();
   EXPECT_EQ(model.graphs_.fixed_max_context, 1000);
   ASSERT_EQ(model.reservations.size(), 1u);
-  EXPECT_EQ(model.reservations[0], (std::pair<int64_t, int64_t>(48, 32)));
+  // 32 sampling rows (one per sequence) and 16 prompt-logprob rows.
+  EXPECT_EQ(model.reservations[0], (std::pair<int64_t, int64_t>(48, 48)));
   const GraphRunner* g = core.value()->graphs();
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->config().pages_per_seq, 63);  // ceil(1000 / 16)

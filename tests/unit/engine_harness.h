@@ -23,6 +23,8 @@ struct SampleOutput {
   int32_t cached_tokens = 0;
   int32_t prompt_tokens = 0;
   std::vector<float> logprobs;
+  std::vector<PromptLogprob> prompt_logprobs;  // SamplingParams::prompt_logprobs (sample 0)
+  int events = 0;
 };
 
 struct RequestOutput {
@@ -79,6 +81,11 @@ class Harness {
         if (e.token_id >= 0) s.tokens.push_back(e.token_id);
         s.text += e.text;
         if (e.logprob) s.logprobs.push_back(e.logprob->logprob);
+        ++s.events;
+        if (!e.prompt_logprobs.empty()) {
+          EXPECT_TRUE(s.prompt_logprobs.empty()) << "prompt logprobs sent twice";
+          s.prompt_logprobs = std::move(e.prompt_logprobs);
+        }
         EXPECT_TRUE(s.finish_reason.empty()) << "event after the finishing event";
         s.finish_reason = e.finish_reason;
         s.cached_tokens = e.cached_tokens;

@@ -11,6 +11,7 @@
 
 #include "server/openai_schema.h"
 #include "server/request_fields.h"
+#include "server/responses_request.h"
 
 namespace syv::server {
 namespace {
@@ -57,7 +58,12 @@ std::vector<FieldCase> all_cases() {
       {"top_logprobs", S, N, 2, nullptr, {{"logprobs", true}}},
       {"tools", S, N, kTools, nullptr},
       {"tool_choice", S, N, "required", nullptr, {{"tools", kTools}}},
-      {"parallel_tool_calls", S, N, false, nullptr, {{"tools", kTools}, {"tool_choice", "required"}}},
+      {"parallel_tool_calls",
+       S,
+       N,
+       false,
+       nullptr,
+       {{"tools", kTools}, {"tool_choice", "required"}}},
       {"response_format",
        S,
        S,
@@ -97,6 +103,7 @@ std::vector<FieldCase> all_cases() {
       {"skip_special_tokens", S, S, false, nullptr},
       {"chat_template_kwargs", S, N, {{"enable_thinking", false}}, nullptr},
       {"add_generation_prompt", S, N, false, nullptr},
+      {"prompt_logprobs", S, S, 1, nullptr, json::object(), true, nullptr},
       {"guided_json",
        S,
        S,
@@ -125,7 +132,6 @@ std::vector<FieldCase> all_cases() {
        json::object(),
        true,
        {{"type", "array"}, {"uniqueItems", true}}},
-      {"prompt_logprobs", R, R, 1, nullptr},
       {"use_beam_search", R, R, true, nullptr},
   };
 }
@@ -157,6 +163,7 @@ json sampling_summary(const SamplingParams& s) {
           {"logit_bias", s.logit_bias},
           {"min_tokens", s.min_tokens},
           {"include_stop_str_in_output", s.include_stop_str_in_output},
+          {"prompt_logprobs", s.prompt_logprobs},
           {"grammar", s.grammar ? s.grammar_field + ": " + s.grammar_text : ""}};
 }
 
@@ -345,6 +352,189 @@ TEST(ServerRequestFields, TheDocsTableMatches) {
     EXPECT_EQ(it->second.second, f.completions) << f.name << " (completions column)";
   }
 }
+
+// POST /v1/responses has its own table (request_fields.h, docs/server.md "Responses fields").
+namespace responses {
+
+struct ResponsesCase {
+  std::string name;
+  FieldUse use;
+  json value;
+  json context = json::object();
+  bool changes = true;
+  json refused_value = nullptr;  // supported: a value syv cannot honour (400 naming the field)
+};
+
+const json kRespTools =
+    json::array({{{"type", "function"}, {"name", "f"}, {"parameters", {{"type", "object"}}}}});
+
+std::vector<ResponsesCase> all_cases() {
+  return {
+      {"model", S, "tiny", json::object(), false},
+      {"input", S, "other"},
+      {"instructions", S, "Be brief."},
+      {"max_output_tokens", S, 9},
+      {"temperature", S, 0.5},
+      {"top_p", S, 0.5},
+      {"tools", S, kRespTools},
+      {"tool_choice", S, "required", {{"tools", kRespTools}}},
+      {"parallel_tool_calls", S, false, {{"tools", kRespTools}, {"tool_choice", "required"}}},
+      {"text", S, {{"format", {{"type", "json_object"}}}}},
+      {"reasoning", S, {{"effort", "low"}}},
+      {"include", S, json::array({"message.output_text.logprobs"})},
+      {"top_logprobs", S, 2},
+      {"previous_response_id", S, "resp_x"},
+      {"store", S, false},
+      {"metadata", S, {{"k", "v"}}},
+      {"stream", S, true},
+      {"stream_options", S, {{"include_obfuscation", false}}, {{"stream", true}}, false},
+      {"truncation", S, "disabled", json::object(), false, "auto"},
+      {"background", S, false, json::object(), false, true},
+      {"user", I, "someone"},
+      {"safety_identifier", I, "hash"},
+      {"prompt_cache_key", I, "k"},
+      {"prompt_cache_retention", I, "24h"},
+      {"service_tier", I, "auto"},
+      {"max_tool_calls", I, 3},
+      {"conversation", R, "conv_1"},
+      {"prompt", R, {{"id", "pmpt_1"}}},
+      {"seed", S, 7},
+      {"top_k", S, 5},
+      {"min_p", S, 0.1},
+      {"repetition_penalty", S, 1.2},
+      {"chat_template_kwargs", S, {{"enable_thinking", false}}},
+  };
+}
+
+Parsed parse(const json& body) {
+  const auto lookup = [](const std::string& id) -> std::optional<nlohmann::ordered_json> {
+    if (id != "resp_x") return std::nullopt;
+    return nlohmann::ordered_json::array({{{"role", "user"}, {"content", "before"}}});
+  };
+  Parsed out;
+  auto r = parse_responses_request(body, nlohmann::ordered_json(body), limits(), lookup);
+  out.ok = r.ok();
+  if (!r.ok()) {
+    out.error = r.error();
+    return out;
+  }
+  json echo = json(r->echo);
+  echo.erase("user");  // bookkeeping repeated in the response object, no effect on the output
+  out.summary = {{"chat", summary(r->chat)},
+                 {"echo", echo},
+                 {"store", r->store},
+                 {"logprobs", r->logprobs},
+                 {"input", json(r->input_messages)},
+                 {"history", json(r->history)}};
+  return out;
+}
+
+json base_body(const json& context) {
+  json body = {{"input", "hi"}};
+  for (const auto& [k, v] : context.items()) body[k] = v;
+  return body;
+}
+
+TEST(ServerResponsesFields, TheTableIsExactlyTheFieldsListedHere) {
+  std::map<std::string, FieldUse> table;
+  for (const ResponsesField& f : responses_fields()) {
+    EXPECT_TRUE(table.emplace(f.name, f.use).second) << f.name << " listed twice";
+  }
+  EXPECT_EQ(all_cases().size(), table.size());
+  for (const ResponsesCase& c : all_cases()) {
+    auto it = table.find(c.name);
+    ASSERT_NE(it, table.end()) << c.name << " is missing from responses_fields()";
+    EXPECT_EQ(it->second, c.use) << c.name;
+  }
+}
+
+TEST(ServerResponsesFields, EachFieldIsTreatedAsTheTableSays) {
+  for (const ResponsesCase& c : all_cases()) {
+    SCOPED_TRACE(c.name + " = " + c.value.dump());
+    ASSERT_EQ(field_use(c.name, GenerationRoute::kResponses), c.use);
+    const json base = base_body(c.context);
+    json body = base;
+    body[c.name] = c.value;
+    const Parsed without = parse(base);
+    ASSERT_TRUE(without.ok) << without.error.message;
+    const Parsed with = parse(body);
+    switch (c.use) {
+      case FieldUse::kSupported:
+        ASSERT_TRUE(with.ok) << with.error.message;
+        if (c.changes) {
+          EXPECT_NE(with.summary, without.summary) << "the field was dropped";
+        } else {
+          EXPECT_EQ(with.summary, without.summary);
+        }
+        if (!c.refused_value.is_null()) {
+          body[c.name] = c.refused_value;
+          expect_names(parse(body), c.name, "unsupported_parameter");
+        }
+        break;
+      case FieldUse::kIgnored:
+        ASSERT_TRUE(with.ok) << with.error.message;
+        EXPECT_EQ(with.summary, without.summary) << "an ignored field changed the request";
+        body[c.name] = json::array({1});  // no ignored field is an array
+        expect_names(parse(body), c.name, "invalid_value");
+        break;
+      case FieldUse::kRefused:
+        expect_names(with, c.name, "unsupported_parameter");
+        break;
+      case FieldUse::kNone:
+        FAIL() << "every listed field is known";
+    }
+    body[c.name] = nullptr;
+    if (c.name == "input") {
+      expect_names(parse(body), c.name, "invalid_value");
+    } else {
+      EXPECT_TRUE(parse(body).ok);
+    }
+  }
+  // Unknown fields, and the chat names of mapped fields, are refused by name.
+  for (const char* name : {"some_unknown_field", "messages", "max_tokens", "response_format"}) {
+    json body = base_body(json::object());
+    body[name] = 1;
+    expect_names(parse(body), name, "unknown_parameter");
+  }
+}
+
+// docs/server.md's table between the responses-fields markers says what the code does.
+TEST(ServerResponsesFields, TheDocsTableMatches) {
+  std::ifstream in(std::string(SYV_SOURCE_DIR) + "/docs/server.md");
+  ASSERT_TRUE(in) << "docs/server.md";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const size_t begin = doc.find("<!-- responses-fields:begin");
+  const size_t end = doc.find("<!-- responses-fields:end");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  std::map<std::string, FieldUse> documented;
+  std::istringstream lines(doc.substr(begin, end - begin));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    std::vector<std::string> cells;
+    for (size_t p = 1, q; (q = line.find('|', p)) != std::string::npos; p = q + 1)
+      cells.push_back(line.substr(p, q - p));
+    ASSERT_GE(cells.size(), 2u) << line;
+    const size_t a = cells[0].find('`'), b = cells[0].find('`', a + 1);
+    std::string cell = cells[1];
+    cell.erase(0, cell.find_first_not_of(' '));
+    const FieldUse use = cell.rfind("supported", 0) == 0 ? S
+                         : cell.rfind("ignored", 0) == 0 ? I
+                         : cell.rfind("refused", 0) == 0 ? R
+                                                         : N;
+    documented[cells[0].substr(a + 1, b - a - 1)] = use;
+  }
+  EXPECT_EQ(documented.size(), responses_fields().size());
+  for (const ResponsesField& f : responses_fields()) {
+    auto it = documented.find(f.name);
+    ASSERT_NE(it, documented.end()) << f.name << " is not in docs/server.md";
+    EXPECT_EQ(it->second, f.use) << f.name;
+  }
+}
+
+}  // namespace responses
 
 }  // namespace
 }  // namespace syv::server

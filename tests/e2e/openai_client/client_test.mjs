@@ -197,5 +197,190 @@ await check("response_format json_schema: the demo model's noise comes back as a
   }
 });
 
+// The Responses API (client.responses): the same conversation as on chat gives the same greedy text.
+let responsesText = null;
+await check("responses.create (non-streaming) answers as chat does", async () => {
+  const r = await client.responses.create({
+    model,
+    instructions: "Be brief.",
+    input: "Say hello",
+    max_output_tokens: 8,
+    temperature: 0,
+  });
+  assert.equal(r.object, "response");
+  assert.ok(r.id.startsWith("resp_"), r.id);
+  assert.ok(r.status === "completed" || r.status === "incomplete", r.status);
+  assert.equal(typeof r.output_text, "string");
+  assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0, JSON.stringify(r.usage));
+  assert.equal(typeof r.usage.input_tokens_details.cached_tokens, "number");
+  const chat = await client.chat.completions.create({
+    model,
+    messages: [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Say hello" },
+    ],
+    max_tokens: 8,
+    temperature: 0,
+  });
+  assert.equal(r.usage.input_tokens, chat.usage.prompt_tokens);
+  assert.equal(r.output_text, chat.choices[0].message.content ?? "");
+  responsesText = r.output_text;
+});
+
+await check("responses.create (streaming): the event sequence, the same text", async () => {
+  const stream = await client.responses.create({
+    model,
+    instructions: "Be brief.",
+    input: "Say hello",
+    max_output_tokens: 8,
+    temperature: 0,
+    stream: true,
+  });
+  const types = [];
+  let text = "";
+  let final = null;
+  let seq = 0;
+  for await (const event of stream) {
+    types.push(event.type);
+    assert.equal(event.sequence_number, seq++);
+    if (event.type === "response.output_text.delta") text += event.delta;
+    if (event.type === "response.completed" || event.type === "response.incomplete") final = event.response;
+  }
+  assert.equal(types[0], "response.created");
+  assert.equal(types[1], "response.in_progress");
+  assert.ok(final !== null, types.join(","));
+  assert.equal(types[types.length - 1], `response.${final.status}`);
+  if (responsesText !== null) assert.equal(text, responsesText);
+  assert.ok(final.usage.output_tokens > 0);
+});
+
+const weatherTool = {
+  type: "function",
+  name: "get_weather",
+  description: "Weather of a city",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string", maxLength: 12 } },
+    required: ["city"],
+    additionalProperties: false,
+  },
+};
+
+await check("responses: a forced function call, its output sent back (input items and previous_response_id)", async () => {
+  const first = await client.responses.create({
+    model,
+    input: [{ role: "user", content: [{ type: "input_text", text: "Weather in Paris?" }] }],
+    tools: [weatherTool],
+    tool_choice: { type: "function", name: "get_weather" },
+    max_output_tokens: 200,
+    temperature: 1,
+    seed: 3,
+  });
+  assert.equal(first.status, "completed", JSON.stringify(first));
+  const calls = first.output.filter((item) => item.type === "function_call");
+  assert.equal(calls.length, 1, JSON.stringify(first.output));
+  assert.equal(calls[0].name, "get_weather");
+  assert.ok(calls[0].call_id.startsWith("call_"), calls[0].call_id);
+  const args = JSON.parse(calls[0].arguments);
+  assert.deepEqual(Object.keys(args), ["city"]);
+  assert.equal(typeof args.city, "string");
+  const result = { type: "function_call_output", call_id: calls[0].call_id, output: "sunny, 21 C" };
+  // The whole conversation sent back as items (what stateless clients do) ...
+  const whole = await client.responses.create({
+    model,
+    input: [
+      { role: "user", content: [{ type: "input_text", text: "Weather in Paris?" }] },
+      ...first.output,
+      result,
+    ],
+    tools: [weatherTool],
+    max_output_tokens: 4,
+    temperature: 0,
+    store: false,
+  });
+  assert.ok(whole.status === "completed" || whole.status === "incomplete", whole.status);
+  assert.equal(whole.store, false);
+  // ... and chained by id: the same prompt, so the same greedy answer.
+  const chained = await client.responses.create({
+    model,
+    previous_response_id: first.id,
+    input: [result],
+    tools: [weatherTool],
+    max_output_tokens: 4,
+    temperature: 0,
+  });
+  assert.equal(chained.previous_response_id, first.id);
+  assert.equal(chained.usage.input_tokens, whole.usage.input_tokens);
+  assert.equal(chained.output_text, whole.output_text);
+  const stored = await client.responses.retrieve(chained.id);
+  assert.equal(stored.id, chained.id);
+  await assert.rejects(
+    client.responses.create({ model, previous_response_id: whole.id, input: "again" }),
+    (e) => {
+      assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+      assert.equal(e.param, "previous_response_id");
+      return true;
+    },
+  );
+});
+
+await check("responses: streamed function call events", async () => {
+  const stream = await client.responses.create({
+    model,
+    input: "Weather in Paris?",
+    tools: [weatherTool],
+    tool_choice: "required",
+    parallel_tool_calls: false,
+    max_output_tokens: 200,
+    temperature: 0,
+    stream: true,
+  });
+  let args = "";
+  let done = null;
+  for await (const event of stream) {
+    if (event.type === "response.function_call_arguments.delta") args += event.delta;
+    if (event.type === "response.function_call_arguments.done") done = event.arguments;
+  }
+  assert.equal(done, args);
+  assert.equal(typeof JSON.parse(args).city, "string");
+});
+
+await check("responses: text.format json_schema gives a conforming object", async () => {
+  const r = await client.responses.create({
+    model,
+    input: "A pet as JSON",
+    max_output_tokens: 300,
+    temperature: 1,
+    seed: 5,
+    text: {
+      format: {
+        type: "json_schema",
+        name: "pet",
+        strict: true,
+        schema: {
+          type: "object",
+          properties: { name: { type: "string", maxLength: 10 }, legs: { type: "integer", minimum: 0, maximum: 8 } },
+          required: ["name", "legs"],
+          additionalProperties: false,
+        },
+      },
+    },
+  });
+  assert.equal(r.status, "completed");
+  const pet = JSON.parse(r.output_text);
+  assert.deepEqual(Object.keys(pet), ["name", "legs"]);
+  assert.ok(Number.isInteger(pet.legs) && pet.legs >= 0 && pet.legs <= 8, String(pet.legs));
+});
+
+await check("completions: echo + logprobs + max_tokens 0 scores the prompt", async () => {
+  const r = await client.completions.create({ model, prompt: "The cat sat on the mat", echo: true, logprobs: 1, max_tokens: 0 });
+  const lp = r.choices[0].logprobs;
+  assert.equal(r.choices[0].text, "The cat sat on the mat");
+  assert.equal(lp.token_logprobs[0], null);
+  assert.equal(lp.tokens.join(""), "The cat sat on the mat");
+  assert.ok(lp.token_logprobs.slice(1).every((x) => typeof x === "number" && x <= 0));
+  assert.equal(r.usage.completion_tokens, 0);
+});
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);

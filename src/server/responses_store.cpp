@@ -1,0 +1,60 @@
+#include "server/responses_store.h"
+
+namespace syv::server {
+
+ResponsesStore::ResponsesStore(ResponsesStoreOptions options, Clock clock)
+    : options_(options), clock_(std::move(clock)) {
+  if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
+}
+
+void ResponsesStore::evict_locked(std::chrono::steady_clock::time_point now) {
+  // Entries are in put() order and share one lifetime, so the expired ones are a prefix.
+  while (!order_.empty() &&
+         (now - order_.front().stored >= options_.ttl || order_.size() > options_.max_entries)) {
+    by_id_.erase(order_.front().id);
+    order_.pop_front();
+  }
+}
+
+void ResponsesStore::put(const nlohmann::ordered_json& response,
+                         nlohmann::ordered_json conversation) {
+  if (options_.max_entries == 0) return;
+  const std::string id = response.at("id").get<std::string>();
+  const auto now = clock_();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = by_id_.find(id); it != by_id_.end()) {
+    order_.erase(it->second);
+    by_id_.erase(it);
+  }
+  order_.push_back(Entry{id, response, std::move(conversation), now});
+  by_id_[id] = std::prev(order_.end());
+  evict_locked(now);
+}
+
+const ResponsesStore::Entry* ResponsesStore::find_locked(const std::string& id) {
+  evict_locked(clock_());
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : &*it->second;
+}
+
+std::optional<nlohmann::ordered_json> ResponsesStore::conversation(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry* e = find_locked(id);
+  if (e == nullptr) return std::nullopt;
+  return e->conversation;
+}
+
+std::optional<nlohmann::ordered_json> ResponsesStore::response(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry* e = find_locked(id);
+  if (e == nullptr) return std::nullopt;
+  return e->response;
+}
+
+size_t ResponsesStore::size() {
+  std::lock_guard<std::mutex> lock(mu_);
+  evict_locked(clock_());
+  return order_.size();
+}
+
+}  // namespace syv::server

@@ -1,0 +1,64 @@
+// The responses /v1/responses kept in memory for previous_response_id (and GET
+// /v1/responses/{id}): each entry is the response object and the conversation it ends (chat
+// messages: the history, the request's input, its output; instructions excluded, as OpenAI does
+// not carry them over). Bounded in count (the oldest entry goes first) and in age (an entry older
+// than the expiry is gone, whether or not it was read). Nothing survives a restart.
+//
+// Thread safety: every call takes the store's lock; safe from many HTTP threads at once.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace syv::server {
+
+struct ResponsesStoreOptions {
+  size_t max_entries = 1024;                        // 0: nothing is stored
+  std::chrono::seconds ttl{std::chrono::hours(1)};  // an entry's lifetime from its put()
+};
+
+class ResponsesStore {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+  // `clock` (tests) replaces steady_clock::now.
+  explicit ResponsesStore(ResponsesStoreOptions options = {}, Clock clock = nullptr);
+
+  // Keeps `response` (its "id") and `conversation` (an array of chat messages); replaces an
+  // entry of the same id. Evicts expired entries, then the oldest beyond max_entries.
+  void put(const nlohmann::ordered_json& response, nlohmann::ordered_json conversation);
+
+  // The conversation / response object of `id`, or nullopt when unknown or expired.
+  std::optional<nlohmann::ordered_json> conversation(const std::string& id);
+  std::optional<nlohmann::ordered_json> response(const std::string& id);
+
+  size_t size();
+  const ResponsesStoreOptions& options() const { return options_; }
+
+ private:
+  struct Entry {
+    std::string id;
+    nlohmann::ordered_json response;
+    nlohmann::ordered_json conversation;
+    std::chrono::steady_clock::time_point stored;
+  };
+  using Order = std::list<Entry>;  // oldest first
+
+  void evict_locked(std::chrono::steady_clock::time_point now);
+  const Entry* find_locked(const std::string& id);
+
+  ResponsesStoreOptions options_;
+  Clock clock_;
+  std::mutex mu_;
+  Order order_;
+  std::unordered_map<std::string, Order::iterator> by_id_;
+};
+
+}  // namespace syv::server

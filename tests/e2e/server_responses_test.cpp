@@ -1,0 +1,523 @@
+// POST /v1/responses and GET /v1/responses/{id}, in-process over loopback (test_server.h): the
+// request runs as the equivalent chat request (same prompt tokens, same engine parameters), the
+// response object and the streamed event sequence, function calls and their outputs,
+// previous_response_id with store true / false, text.format reaching the grammar, errors naming
+// the Responses field, auth.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "e2e/http_test_util.h"
+#include "e2e/test_server.h"
+
+namespace syv::testing {
+namespace {
+
+using nlohmann::json;
+
+const json kTools = json::parse(R"([{"type": "function", "name": "get_weather",
+    "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}])");
+const json kChatTools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+    "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}])");
+
+// The script of a reply that reasons, says a word and calls get_weather.
+const std::vector<std::string> kToolScript = {
+    "<thi",
+    "nk>\nLet me",
+    " think.</th",
+    "ink>\n\n",
+    "Sure. <tool_",
+    "call>\n{\"name\": \"get_weather\", ",
+    "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"};
+
+struct SseEvent {
+  std::string name;  // the "event:" line
+  json data;
+};
+
+// Splits a Responses stream into events; every event has an "event:" and a "data:" line.
+std::vector<SseEvent> parse_events(const std::string& body) {
+  std::vector<SseEvent> out;
+  size_t start = 0;
+  while (start < body.size()) {
+    size_t end = body.find("\n\n", start);
+    EXPECT_NE(end, std::string::npos) << "unterminated event at " << start;
+    if (end == std::string::npos) break;
+    const std::string block = body.substr(start, end - start);
+    start = end + 2;
+    if (block[0] == ':') continue;  // keep-alive comment
+    const size_t nl = block.find('\n');
+    EXPECT_EQ(block.rfind("event: ", 0), 0u) << block;
+    EXPECT_EQ(block.compare(nl + 1, 6, "data: "), 0) << block;
+    out.push_back({block.substr(7, nl - 7), json::parse(block.substr(nl + 7))});
+  }
+  return out;
+}
+
+std::vector<int32_t> prompt_of(const Request& r) {
+  return r.prompt_ids;
+}
+
+json error_of(const httplib::Result& res) {
+  EXPECT_TRUE(is_openai_error(res->body)) << res->body;
+  return json::parse(res->body)["error"];
+}
+
+TEST_F(ServerHttp, ResponsesTextNonStreaming) {
+  TestServer s;
+  s.generator.set_script({"Hello", " there", "."}, /*finish_with_stop=*/true);
+  auto res = s.post("/v1/responses", {{"model", "fake"},
+                                      {"instructions", "Be brief."},
+                                      {"input", "Hi"},
+                                      {"max_output_tokens", 20},
+                                      {"temperature", 0.5},
+                                      {"metadata", {{"k", "v"}}}});
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json r = json::parse(res->body);
+  EXPECT_EQ(r["object"], "response");
+  EXPECT_EQ(r["id"].get<std::string>().rfind("resp_", 0), 0u);
+  EXPECT_EQ(r["status"], "completed");
+  EXPECT_TRUE(r["error"].is_null());
+  EXPECT_TRUE(r["incomplete_details"].is_null());
+  EXPECT_EQ(r["model"], "fake");
+  EXPECT_EQ(r["instructions"], "Be brief.");
+  EXPECT_EQ(r["max_output_tokens"], 20);
+  EXPECT_EQ(r["temperature"], 0.5);
+  EXPECT_EQ(r["metadata"], json({{"k", "v"}}));
+  EXPECT_EQ(r["store"], true);
+  EXPECT_EQ(r["text"], json({{"format", {{"type", "text"}}}}));
+  ASSERT_EQ(r["output"].size(), 1u);
+  const json& msg = r["output"][0];
+  EXPECT_EQ(msg["type"], "message");
+  EXPECT_EQ(msg["role"], "assistant");
+  EXPECT_EQ(msg["status"], "completed");
+  EXPECT_EQ(msg["id"].get<std::string>().rfind("msg_", 0), 0u);
+  ASSERT_EQ(msg["content"].size(), 1u);
+  EXPECT_EQ(msg["content"][0]["type"], "output_text");
+  EXPECT_EQ(msg["content"][0]["text"], "Hello there.");
+  EXPECT_EQ(msg["content"][0]["annotations"], json::array());
+  const json& u = r["usage"];
+  EXPECT_EQ(u["output_tokens"], 3);
+  EXPECT_EQ(u["input_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(u["output_tokens_details"]["reasoning_tokens"], 0);
+  EXPECT_EQ(u["total_tokens"], u["input_tokens"].get<int>() + 3);
+
+  // The same prompt and parameters as the chat request it maps onto.
+  const Request got = s.generator.last_request();
+  EXPECT_EQ(got.params.max_tokens, 20);
+  EXPECT_FLOAT_EQ(got.params.temperature, 0.5f);
+  EXPECT_EQ(u["input_tokens"], static_cast<int>(got.prompt_ids.size()));
+  ASSERT_EQ(s.post("/v1/chat/completions", {{"messages",
+                                             {{{"role", "system"}, {"content", "Be brief."}},
+                                              {{"role", "user"}, {"content", "Hi"}}}},
+                                            {"max_tokens", 20}})
+                ->status,
+            200);
+  EXPECT_EQ(prompt_of(s.generator.last_request()), got.prompt_ids);
+
+  // max_output_tokens reached: incomplete.
+  res = s.post("/v1/responses", {{"input", "Hi"}, {"max_output_tokens", 2}});
+  const json cut = json::parse(res->body);
+  EXPECT_EQ(cut["status"], "incomplete");
+  EXPECT_EQ(cut["incomplete_details"], json({{"reason", "max_output_tokens"}}));
+  EXPECT_EQ(cut["output"][0]["status"], "incomplete");
+  EXPECT_EQ(cut["output"][0]["content"][0]["text"], "Hello there");
+}
+
+TEST_F(ServerHttp, ResponsesStreamEventSequence) {
+  TestServer s;
+  s.generator.set_script({"Hello", " there", "."}, /*finish_with_stop=*/true);
+  auto res = s.post("/v1/responses", {{"input", "Hi"}, {"stream", true}});
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_EQ(res->body.find("[DONE]"), std::string::npos);
+  const std::vector<SseEvent> events = parse_events(res->body);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < events.size(); ++i) {
+    names.push_back(events[i].name);
+    EXPECT_EQ(events[i].data["type"], events[i].name);
+    EXPECT_EQ(events[i].data["sequence_number"], static_cast<int>(i));
+  }
+  const std::vector<std::string> expected = {
+      "response.created",           "response.in_progress",
+      "response.output_item.added", "response.content_part.added",
+      "response.output_text.delta", "response.output_text.delta",
+      "response.output_text.delta", "response.output_text.done",
+      "response.content_part.done", "response.output_item.done",
+      "response.completed"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(events[0].data["response"]["status"], "in_progress");
+  EXPECT_EQ(events[0].data["response"]["output"], json::array());
+  EXPECT_TRUE(events[0].data["response"]["usage"].is_null());
+  const std::string item_id = events[2].data["item"]["id"];
+  EXPECT_EQ(events[2].data["output_index"], 0);
+  EXPECT_EQ(events[2].data["item"]["status"], "in_progress");
+  EXPECT_EQ(events[3].data["part"],
+            json({{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}));
+  std::string text;
+  for (size_t i = 4; i < 7; ++i) {
+    EXPECT_EQ(events[i].data["item_id"], item_id);
+    EXPECT_EQ(events[i].data["content_index"], 0);
+    text += events[i].data["delta"].get<std::string>();
+  }
+  EXPECT_EQ(text, "Hello there.");
+  EXPECT_EQ(events[7].data["text"], "Hello there.");
+  EXPECT_EQ(events[8].data["part"]["text"], "Hello there.");
+  EXPECT_EQ(events[9].data["item"]["status"], "completed");
+  const json& done = events[10].data["response"];
+  EXPECT_EQ(done["status"], "completed");
+  EXPECT_EQ(done["output"][0], events[9].data["item"]);
+  EXPECT_EQ(done["usage"]["output_tokens"], 3);
+
+  // The stored object is the one the stream ended with.
+  auto stored = s.get("/v1/responses/" + done["id"].get<std::string>());
+  ASSERT_EQ(stored->status, 200) << stored->body;
+  EXPECT_EQ(json::parse(stored->body), done);
+
+  // Logprobs when asked: on the deltas and the part.
+  res = s.post("/v1/responses", {{"input", "Hi"},
+                                 {"stream", true},
+                                 {"include", {"message.output_text.logprobs"}},
+                                 {"top_logprobs", 2}});
+  int with_logprobs = 0;
+  for (const SseEvent& e : parse_events(res->body)) {
+    if (e.name == "response.output_text.delta") {
+      ASSERT_EQ(e.data["logprobs"].size(), 1u) << e.data;
+      EXPECT_EQ(e.data["logprobs"][0]["logprob"], -0.5);
+      EXPECT_EQ(e.data["logprobs"][0]["top_logprobs"].size(), 2u);
+      ++with_logprobs;
+    }
+    if (e.name == "response.completed") {
+      EXPECT_EQ(e.data["response"]["output"][0]["content"][0]["logprobs"].size(), 3u);
+    }
+  }
+  EXPECT_EQ(with_logprobs, 3);
+}
+
+TEST_F(ServerHttp, ResponsesFunctionCallRoundTrip) {
+  TestServer s;
+  s.generator.set_script(kToolScript, /*finish_with_stop=*/true);
+  json body = {{"input", "Weather in Paris?"}, {"tools", kTools}, {"max_output_tokens", 50}};
+  auto res = s.post("/v1/responses", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json r = json::parse(res->body);
+  EXPECT_EQ(r["tools"], kTools);
+  EXPECT_EQ(r["tool_choice"], "auto");
+  ASSERT_EQ(r["output"].size(), 3u) << r["output"];
+  EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  EXPECT_EQ(r["output"][0]["content"][0],
+            json({{"type", "reasoning_text"}, {"text", "Let me think."}}));
+  EXPECT_EQ(r["output"][1]["content"][0]["text"], "Sure.");
+  const json& call = r["output"][2];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["status"], "completed");
+  EXPECT_EQ(call["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_EQ(call["call_id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(call["id"].get<std::string>().rfind("fc_", 0), 0u);
+  EXPECT_EQ(r["usage"]["output_tokens_details"]["reasoning_tokens"], 3);
+
+  // Streamed: the call as added / arguments delta / done / item done.
+  body["stream"] = true;
+  res = s.post("/v1/responses", body);
+  std::vector<std::string> names;
+  std::string args;
+  for (const SseEvent& e : parse_events(res->body)) {
+    names.push_back(e.name);
+    if (e.name == "response.function_call_arguments.delta")
+      args += e.data["delta"].get<std::string>();
+    if (e.name == "response.function_call_arguments.done") {
+      EXPECT_EQ(e.data["arguments"], args);
+      EXPECT_EQ(e.data["name"], "get_weather");
+    }
+  }
+  EXPECT_EQ(json::parse(args), json({{"city", "Paris"}}));
+  auto count = [&](const std::string& n) { return std::count(names.begin(), names.end(), n); };
+  EXPECT_EQ(count("response.output_item.added"), 3);
+  EXPECT_EQ(count("response.output_item.done"), 3);
+  EXPECT_EQ(count("response.reasoning_text.delta"), 2);  // "Let me", " think."
+  EXPECT_EQ(count("response.reasoning_text.done"), 1);
+  EXPECT_EQ(count("response.output_text.done"), 1);
+  EXPECT_EQ(count("response.function_call_arguments.done"), 1);
+  EXPECT_EQ(names.back(), "response.completed");
+
+  // The result goes back as function_call + function_call_output items: the prompt is the chat
+  // round trip's, token for token.
+  s.generator.set_script({"It is sunny."}, /*finish_with_stop=*/true);
+  json second = {
+      {"input",
+       {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "Weather in Paris?"}}}}},
+        {{"type", "function_call"},
+         {"id", "fc_1"},
+         {"call_id", "call_1"},
+         {"name", "get_weather"},
+         {"arguments", "{\"city\": \"Paris\"}"},
+         {"status", "completed"}},
+        {{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "sunny, 21 C"}}}},
+      {"tools", kTools},
+      {"max_output_tokens", 8}};
+  res = s.post("/v1/responses", second);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["output"][0]["content"][0]["text"], "It is sunny.");
+  const std::vector<int32_t> via_responses = prompt_of(s.generator.last_request());
+  json chat = {
+      {"messages",
+       {{{"role", "user"}, {"content", "Weather in Paris?"}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", "call_1"},
+            {"type", "function"},
+            {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny, 21 C"}}}},
+      {"tools", kChatTools},
+      {"max_tokens", 8}};
+  ASSERT_EQ(s.post("/v1/chat/completions", chat)->status, 200);
+  EXPECT_EQ(prompt_of(s.generator.last_request()), via_responses);
+  const std::string prompt = shared->tokenizer->decode(via_responses, false);
+  EXPECT_NE(prompt.find("<tool_response>\nsunny, 21 C\n</tool_response>"), std::string::npos)
+      << prompt;
+
+  // tool_choice naming the function constrains the output to a call of it.
+  json forced = {{"input", "Weather?"},
+                 {"tools", kTools},
+                 {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}}};
+  ASSERT_EQ(s.post("/v1/responses", forced)->status, 200);
+  EXPECT_EQ(s.generator.last_request().params.grammar != nullptr, true);
+  forced["tool_choice"] = {{"type", "function"}, {"name", "nope"}};
+  res = s.post("/v1/responses", forced);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["param"], "tool_choice.name") << res->body;
+}
+
+TEST_F(ServerHttp, ResponsesPreviousResponseId) {
+  TestServer s;
+  s.generator.set_script({"Paris", "."}, /*finish_with_stop=*/true);
+  auto first = s.post("/v1/responses",
+                      {{"instructions", "Answer in one word."}, {"input", "Capital of France?"}});
+  ASSERT_EQ(first->status, 200) << first->body;
+  const std::string id = json::parse(first->body)["id"];
+  s.generator.set_script({"Berlin", "."}, /*finish_with_stop=*/true);
+  auto second = s.post("/v1/responses", {{"previous_response_id", id},
+                                         {"instructions", "Answer in one word."},
+                                         {"input", "And of Germany?"}});
+  ASSERT_EQ(second->status, 200) << second->body;
+  EXPECT_EQ(json::parse(second->body)["previous_response_id"], id);
+  const std::vector<int32_t> chained = prompt_of(s.generator.last_request());
+  // The same conversation sent whole on the chat route.
+  ASSERT_EQ(
+      s.post("/v1/chat/completions", {{"messages",
+                                       {{{"role", "system"}, {"content", "Answer in one word."}},
+                                        {{"role", "user"}, {"content", "Capital of France?"}},
+                                        {{"role", "assistant"}, {"content", "Paris."}},
+                                        {{"role", "user"}, {"content", "And of Germany?"}}}}})
+          ->status,
+      200);
+  EXPECT_EQ(prompt_of(s.generator.last_request()), chained);
+
+  // A chain of three: the second's id carries the whole conversation.
+  const std::string id2 = json::parse(second->body)["id"];
+  ASSERT_EQ(s.post("/v1/responses", {{"previous_response_id", id2}, {"input", "Italy?"}})->status,
+            200);
+  const std::string third = shared->tokenizer->decode(prompt_of(s.generator.last_request()), false);
+  for (const char* part :
+       {"Capital of France?", "Paris.", "And of Germany?", "Berlin.", "Italy?"}) {
+    EXPECT_NE(third.find(part), std::string::npos) << part << " missing from " << third;
+  }
+  EXPECT_EQ(third.find("Answer in one word."), std::string::npos) << "instructions carried over";
+
+  // store: false keeps nothing.
+  auto unstored = s.post("/v1/responses", {{"input", "Hi"}, {"store", false}});
+  ASSERT_EQ(unstored->status, 200);
+  const std::string unstored_id = json::parse(unstored->body)["id"];
+  EXPECT_EQ(json::parse(unstored->body)["store"], false);
+  EXPECT_EQ(s.get("/v1/responses/" + unstored_id)->status, 404);
+  auto res = s.post("/v1/responses", {{"previous_response_id", unstored_id}, {"input", "Hi"}});
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["param"], "previous_response_id");
+  EXPECT_EQ(error_of(res)["code"], "previous_response_not_found");
+  EXPECT_EQ(s.get("/v1/responses/" + id, "")->status, 401);
+}
+
+TEST_F(ServerHttp, ResponsesStoreBoundAndExpiry) {
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  server::ResponsesStore store({/*max_entries=*/2, std::chrono::seconds(10)}, [&] { return now; });
+  auto put = [&](const std::string& id) {
+    store.put({{"id", id}}, nlohmann::ordered_json::array({{{"role", "user"}, {"content", id}}}));
+  };
+  put("a");
+  put("b");
+  EXPECT_TRUE(store.conversation("a").has_value());
+  put("c");  // over the bound: the oldest goes
+  EXPECT_FALSE(store.conversation("a").has_value());
+  EXPECT_EQ((*store.conversation("b"))[0]["content"], "b");
+  EXPECT_EQ(store.size(), 2u);
+  now += std::chrono::seconds(9);
+  put("d");  // b goes by count
+  EXPECT_TRUE(store.response("c").has_value());
+  now += std::chrono::seconds(1);  // c is 10 s old: expired; d is 1 s old
+  EXPECT_FALSE(store.response("c").has_value());
+  EXPECT_TRUE(store.response("d").has_value());
+  EXPECT_EQ(store.size(), 1u);
+  now += std::chrono::seconds(9);
+  EXPECT_EQ(store.size(), 0u);
+  server::ResponsesStore none({0, std::chrono::seconds(10)}, [&] { return now; });
+  none.put({{"id", "x"}}, nlohmann::ordered_json::array());
+  EXPECT_FALSE(none.response("x").has_value());
+}
+
+TEST_F(ServerHttp, ResponsesTextFormatAndFields) {
+  TestServer s;
+  // text.format json_schema is the chat route's response_format json_schema.
+  json body = {{"input", "A person"},
+               {"text",
+                {{"format",
+                  {{"type", "json_schema"},
+                   {"name", "person"},
+                   {"strict", true},
+                   {"schema",
+                    {{"type", "object"},
+                     {"properties", {{"name", {{"type", "string"}}}}},
+                     {"required", {"name"}}}}}}}}};
+  auto res = s.post("/v1/responses", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["text"]["format"]["name"], "person");
+  const Request with_schema = s.generator.last_request();
+  ASSERT_NE(with_schema.params.grammar, nullptr);
+  json chat = {
+      {"messages", {{{"role", "user"}, {"content", "A person"}}}},
+      {"response_format",
+       {{"type", "json_schema"},
+        {"json_schema",
+         {{"name", "person"}, {"strict", true}, {"schema", body["text"]["format"]["schema"]}}}}}};
+  ASSERT_EQ(s.post("/v1/chat/completions", chat)->status, 200);
+  EXPECT_EQ(s.generator.last_request().params.grammar, with_schema.params.grammar)
+      << "the same schema compiles to the same shared grammar";
+  body["text"]["format"] = {{"type", "json_object"}};
+  ASSERT_EQ(s.post("/v1/responses", body)->status, 200);
+  EXPECT_NE(s.generator.last_request().params.grammar, nullptr);
+
+  struct Case {
+    json body;
+    std::string param, code;
+  };
+  const json schema_bad = {{"type", "integer"}, {"multipleOf", 2}};
+  const std::vector<Case> cases = {
+      {{{"input", "x"}, {"max_output_tokens", 0}}, "max_output_tokens", "invalid_value"},
+      {{{"input", "x"}, {"max_output_tokens", 1000}},
+       "max_output_tokens",
+       "context_length_exceeded"},
+      {{{"input", "x"}, {"temperature", 3}}, "temperature", "invalid_value"},
+      {{{"input", "x"}, {"frobnicate", 1}}, "frobnicate", "unknown_parameter"},
+      {{{"input", "x"}, {"max_tokens", 5}}, "max_tokens", "unknown_parameter"},
+      {{{"input", "x"}, {"conversation", "conv_1"}}, "conversation", "unsupported_parameter"},
+      {{{"input", "x"}, {"user", 5}}, "user", "invalid_value"},
+      {{{"input", "x"}, {"background", true}}, "background", "unsupported_parameter"},
+      {{{"input", "x"}, {"truncation", "auto"}}, "truncation", "unsupported_parameter"},
+      {{{"input", "x"}, {"include", {"file_search_call.results"}}},
+       "include[0]",
+       "unsupported_parameter"},
+      {{{"input", "x"}, {"reasoning", {{"summary", "detailed"}}}},
+       "reasoning.summary",
+       "unsupported_parameter"},
+      {{{"input", "x"}, {"reasoning", {{"effort", "huge"}}}}, "reasoning.effort", "invalid_value"},
+      {{{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}, {"schema", schema_bad}}}}}},
+       "text.format",
+       "unsupported_parameter"},
+      {{{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}}}}}},
+       "text.format.schema",
+       "invalid_value"},
+      {{{"input", "x"}, {"text", {{"format", {{"type", "yaml"}}}}}},
+       "text.format.type",
+       "invalid_value"},
+      {{{"input", "x"}, {"tools", {{{"type", "web_search"}}}}},
+       "tools[0].type",
+       "unsupported_parameter"},
+      {{{"input", "x"}, {"tools", {{{"type", "function"}}}}}, "tools[0].name", "invalid_value"},
+      {{{"input", "x"}, {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", 3}}}}},
+       "tools[0].parameters",
+       "invalid_value"},
+      {{{"input", "x"}, {"tool_choice", "required"}}, "tool_choice", "invalid_value"},
+      {{{"input", "x"}, {"tool_choice", {{"type", "file_search"}}}},
+       "tool_choice.type",
+       "unsupported_parameter"},
+      {{{"input", 5}}, "input", "invalid_value"},
+      {json::object(), "input", "invalid_value"},
+      {{{"input", json::array()}}, "input", "invalid_value"},
+      {{{"input", {{{"role", "robot"}, {"content", "x"}}}}}, "input[0].role", "invalid_value"},
+      {{{"input",
+         {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "x"}}}}}}}},
+       "input[0].content[0].type",
+       "unsupported_parameter"},
+      {{{"input", json::array({"x"})}}, "input[0]", "invalid_value"},
+      {{{"input",
+         {{{"role", "user"}, {"content", "x"}}, {{"type", "item_reference"}, {"id", "msg_1"}}}}},
+       "input[1].type",
+       "unsupported_parameter"},
+      {{{"input", {{{"type", "function_call"}, {"name", "f"}, {"arguments", "{}"}}}}},
+       "input[0].call_id",
+       "invalid_value"},
+      {{{"input", {{{"type", "function_call_output"}, {"call_id", "c"}}}}},
+       "input[0].output",
+       "invalid_value"},
+      {{{"input", "x"}, {"previous_response_id", "resp_nope"}},
+       "previous_response_id",
+       "previous_response_not_found"},
+      {{{"input", "x"}, {"model", "other"}}, "model", "model_not_found"},
+      {{{"input", "x"}, {"stream_options", {{"include_obfuscation", false}}}},
+       "stream_options",
+       "invalid_value"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body.dump());
+    res = s.post("/v1/responses", c.body);
+    ASSERT_TRUE(res);
+    EXPECT_GE(res->status, 400) << res->body;
+    const json e = error_of(res);
+    EXPECT_EQ(e["param"], c.param) << e;
+    EXPECT_EQ(e["code"], c.code) << e;
+    if (c.code != "model_not_found" && c.code != "context_length_exceeded") {
+      EXPECT_EQ(e["message"].get<std::string>().rfind(c.param, 0), 0u) << e;
+    }
+  }
+  // Ignored fields and items echoed back by clients pass.
+  res = s.post("/v1/responses",
+               {{"input",
+                 {{{"type", "message"}, {"role", "developer"}, {"content", "Be nice."}},
+                  {{"type", "reasoning"},
+                   {"id", "rs_1"},
+                   {"summary", json::array()},
+                   {"content", {{{"type", "reasoning_text"}, {"text", "hmm"}}}}},
+                  {{"type", "message"},
+                   {"id", "msg_1"},
+                   {"status", "completed"},
+                   {"role", "assistant"},
+                   {"content",
+                    {{{"type", "output_text"}, {"text", "Hi!"}, {"annotations", json::array()}}}}},
+                  {{"role", "user"}, {"content", "Again"}}}},
+                {"user", "u-1"},
+                {"service_tier", "auto"},
+                {"prompt_cache_key", "k"},
+                {"safety_identifier", "s"},
+                {"max_tool_calls", 3},
+                {"truncation", "disabled"},
+                {"background", false},
+                {"parallel_tool_calls", true},
+                {"text", {{"verbosity", "low"}}},
+                {"include", {"reasoning.encrypted_content"}},
+                {"reasoning", {{"effort", "low"}, {"summary", "auto"}}},
+                {"top_p", 0.9},
+                {"seed", 3}});
+  ASSERT_EQ(res->status, 200) << res->body;
+  // Auth like every route.
+  EXPECT_EQ(s.post("/v1/responses", {{"input", "x"}}, "")->status, 401);
+  EXPECT_EQ(s.post("/v1/responses", {{"input", "x"}}, "sk-wrong")->status, 401);
+}
+
+}  // namespace
+}  // namespace syv::testing
