@@ -70,10 +70,10 @@ TEST(MemoryPlan, EngineStateSlotsFollowTheEngineOptions) {
   EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 128);
   o.num_checkpoints = 10;
   EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 10);
-  o.num_speculative_tokens = 3;  // one verify snapshot per sequence
-  EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 16 + 10);
+  o.num_speculative_tokens = 3;  // k = 3 verify states per sequence
+  EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 3 * 16 + 10);
   o.enable_prefix_caching = false;  // no checkpoints at all
-  EXPECT_EQ(engine_state_slots(hybrid, o), 32);
+  EXPECT_EQ(engine_state_slots(hybrid, o), 16 + 3 * 16);
 
   // bf16 state (--state-dtype bf16): the same checkpoint budget holds about twice the states.
   EngineOptions b;
