@@ -120,13 +120,17 @@ TEST_F(ServerHttp, NonStreamingChatAndCompletion) {
   j = json::parse(res->body);
   ASSERT_EQ(j["choices"].size(), 2u);
   EXPECT_EQ(j["choices"][1]["index"], 1);
-  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(), 3u);
-  EXPECT_EQ(j["choices"][0]["logprobs"]["top_logprobs"][0].size(), 2u);
+  // Echo with logprobs: the 3 prompt tokens (the first without a logprob), then the 3 generated.
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(), 6u);
+  EXPECT_TRUE(j["choices"][0]["logprobs"]["top_logprobs"][0].is_null());
+  EXPECT_EQ(j["choices"][0]["logprobs"]["top_logprobs"][1].size(), 2u);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["top_logprobs"][3].size(), 2u);
   EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
   EXPECT_EQ(j["usage"]["completion_tokens"], 6);
   const Request r = s.generator.last_request();
   EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(r.params.n, 2);
+  EXPECT_EQ(r.params.prompt_logprobs, 2);  // echo + logprobs scores the prompt
   EXPECT_FLOAT_EQ(r.params.temperature, 0.3f);
   EXPECT_FLOAT_EQ(r.params.top_p, 0.8f);
   EXPECT_EQ(r.params.top_k, 5);
