@@ -52,10 +52,9 @@ DraftModelDrafter::DraftModelDrafter(Model& draft, std::unique_ptr<CacheStore> s
 
 std::string DraftModelDrafter::describe() const {
   std::ostringstream s;
-  s << "draft model " << draft_.config().model_type << " (" << draft_.config().num_hidden_layers
-    << " layers, hidden " << draft_.config().hidden_size << "), its own KV pool of "
-    << pool_.num_pages() << " pages of " << page_size_ << " tokens ("
-    << (store_->total_bytes() >> 20) << " MiB)";
+  s << draft_.config().model_type << " (" << draft_.config().num_hidden_layers << " layers, hidden "
+    << draft_.config().hidden_size << "), its own KV pool of " << pool_.num_pages() << " pages of "
+    << page_size_ << " tokens (" << (store_->total_bytes() >> 20) << " MiB)";
   return s.str();
 }
 
@@ -83,22 +82,13 @@ bool DraftModelDrafter::grow(SeqState& st, int32_t end) {
   return true;
 }
 
-void DraftModelDrafter::begin_batch() {
-  Batch& b = batch_;
-  b.token_ids.clear();
-  b.positions.clear();
-  b.seq_starts.assign(1, 0);
-  b.context_lens.clear();
-  b.logit_rows.clear();
-}
-
 void DraftModelDrafter::observe(const SchedulerOutput& step, const Batch& batch,
                                 const Model::Outputs& outputs) {
   (void)batch;
   (void)outputs;
   ready_.clear();
   chains_.clear();
-  begin_batch();
+  clear_batch(batch_);
   Batch& b = batch_;
   std::vector<const std::vector<int32_t>*> pages;
   // 1. Catch-up of every sequence that decodes next: [computed, L), logits at L - 1.
@@ -153,7 +143,7 @@ void DraftModelDrafter::observe(const SchedulerOutput& step, const Batch& batch,
   for (Chain& c : chains_) c.drafts.push_back(ids_[static_cast<size_t>(c.row)]);
   // 2. Chain: draft j at position L - 1 + j gives draft j + 1.
   for (;;) {
-    begin_batch();
+    clear_batch(batch_);
     pages.clear();
     for (Chain& c : chains_) {
       const int32_t have = static_cast<int32_t>(c.drafts.size());

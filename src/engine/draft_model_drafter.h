@@ -80,7 +80,6 @@ class DraftModelDrafter : public Drafter {
   };
   // Pages for positions [0, end): false (and nothing allocated) when the pool is short.
   bool grow(SeqState& st, int32_t end);
-  void begin_batch();
 
   Model& draft_;
   std::unique_ptr<CacheStore> store_;

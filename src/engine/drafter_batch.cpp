@@ -21,6 +21,15 @@ void greedy_ids(Backend& backend, const Tensor& logits, std::vector<float>& host
   }
 }
 
+void clear_batch(Batch& b) {
+  b.token_ids.clear();
+  b.positions.clear();
+  b.seq_starts.assign(1, 0);
+  b.context_lens.clear();
+  b.state_slots.clear();
+  b.logit_rows.clear();
+}
+
 void set_page_table(Batch& b, const std::vector<const std::vector<int32_t>*>& pages) {
   int32_t width = 1;
   for (const auto* p : pages) width = std::max(width, static_cast<int32_t>(p->size()));

@@ -16,6 +16,9 @@ namespace syv {
 void greedy_ids(Backend& backend, const Tensor& logits, std::vector<float>& host_scratch,
                 std::vector<int32_t>& ids);
 
+// Empties b's per-token and per-sequence fields for a new batch (seq_starts = {0}).
+void clear_batch(Batch& b);
+
 // b.page_table / max_pages_per_seq from each batch sequence's page list (padded with -1).
 void set_page_table(Batch& b, const std::vector<const std::vector<int32_t>*>& pages);
 

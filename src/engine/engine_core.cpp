@@ -295,7 +295,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
             *options.draft_model, model.config().vocab_size, options.page_size,
             options.draft_num_pages > 0 ? options.draft_num_pages : options.num_pages,
             options.num_speculative_tokens, options.max_model_len, options.max_num_batched_tokens));
-    SYV_LOG(INFO) << "engine: speculative decoding from the " << drafter->describe();
+    SYV_LOG(INFO) << "engine: draft model: " << drafter->describe();
     core->set_drafter(std::move(drafter));
   }
   if (graph_mode != GraphMode::kOff) {

@@ -53,12 +53,7 @@ void MtpDrafter::observe(const SchedulerOutput& step, const Batch& batch,
   chains_.clear();
   runs_.clear();
   Batch& b = batch_;
-  b.token_ids.clear();
-  b.positions.clear();
-  b.seq_starts.assign(1, 0);
-  b.context_lens.clear();
-  b.state_slots.clear();
-  b.logit_rows.clear();
+  clear_batch(b);
   std::vector<const std::vector<int32_t>*> pages;
   int32_t row = 0;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
@@ -111,11 +106,7 @@ void MtpDrafter::extend_chains(Tensor last_out) {
   Batch& b = batch_;
   for (;;) {
     runs_.clear();
-    b.token_ids.clear();
-    b.positions.clear();
-    b.seq_starts.assign(1, 0);
-    b.context_lens.clear();
-    b.logit_rows.clear();
+    clear_batch(b);
     std::vector<const std::vector<int32_t>*> pages;
     int32_t row = 0;
     for (Chain& c : chains_) {

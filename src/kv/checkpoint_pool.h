@@ -69,8 +69,9 @@ class CheckpointGeometry {
   int32_t extension_boundary(int32_t prompt_len) const;
   bool is_boundary(int32_t length, int32_t prompt_len) const;
   // End of a chunk that feeds tokens [begin, end): R or E when strictly inside, else the last
-  // checkpoint boundary in (begin, end],
-  // or `end` when there is none. Chunks therefore stop on boundaries and leave checkpoints behind.
+  // checkpoint boundary in (begin, end], or `end` when there is none. Verify steps stop their
+  // drafts there (HybridState::snap_chunk); prefill chunks are not cut, their boundaries are saved
+  // by the forward pass (HybridState::plan_saves).
   int32_t snap_chunk_end(int32_t begin, int32_t end, int32_t prompt_len) const;
   // Whether the policy keeps the checkpoint at `length` when its request ends.
   bool keep(const RetentionPolicy& policy, int32_t length, int32_t prompt_len) const;

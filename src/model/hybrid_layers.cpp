@@ -251,8 +251,9 @@ Result<MtpWeights> load_mtp_weights(WeightLoader& loader, const WeightStore* sto
 
 Status load_dense_mlp(WeightLoader& loader, int64_t H, int64_t I, const std::string& p,
                       MlpWeights* out) {
-  // Straight from the files into the fused [2I, H] weight (no f32 copy on the host: this is most
-  // of a hybrid's bytes, and the f32 round trip loaded a 9B-class folder at 0.8 GB/s).
+  // Straight from the files into the fused [2I, H] weight, as Qwen3's (no f32 copy on the host:
+  // this is most of a hybrid's bytes; whether it explains the 0.8 GB/s load of a 9B-class folder
+  // on the H200 is not measured yet).
   SYV_ASSIGN_OR_RETURN(out->gate_up, loader.load_concat({{p + "gate_proj.weight", {I, H}},
                                                          {p + "up_proj.weight", {I, H}}}));
   SYV_ASSIGN_OR_RETURN(out->down, loader.load({p + "down_proj.weight", {H, I}}));
