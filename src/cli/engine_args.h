@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "engine/engine.h"
 
@@ -40,6 +41,12 @@ struct EngineArgs {
   // --speculative-method mtp: the model must be loaded with its MTP head (ModelArgs::mtp).
   bool wants_mtp() const { return options.speculative_method == "mtp"; }
   bool wants_draft_model() const { return options.speculative_method == "draft"; }
+  // --draft-model with another --speculative-method is refused, not ignored ("" when fine).
+  std::string draft_model_error() const {
+    if (draft_model_dir.empty() || wants_draft_model()) return "";
+    return "--draft-model needs --speculative-method draft (found \"" + options.speculative_method +
+           "\")";
+  }
 };
 
 inline void add_engine_args(CLI::App& app, EngineArgs& args) {

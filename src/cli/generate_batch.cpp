@@ -134,6 +134,7 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
 
   EngineOptions options = args.engine.resolved();
   std::unique_ptr<Model> draft;
+  if (std::string e = args.engine.draft_model_error(); !e.empty()) return fail(e);
   if (args.engine.wants_draft_model()) {
     auto d = load_draft_model(args.engine.draft_model_dir, *loaded->backend);
     if (!d.ok()) return fail(d.message());

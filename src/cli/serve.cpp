@@ -374,6 +374,7 @@ int run_serve(const ServeOptions& o) {
   Result<std::unique_ptr<Model>> model = load_prepared_model(*prepared, **backend, load_options);
   if (!model.ok()) return fail("--model: " + model.message());
   std::unique_ptr<Model> draft;
+  if (std::string e = o.engine.draft_model_error(); !e.empty()) return fail(e);
   if (o.engine.wants_draft_model()) {  // before the plan: its weights count as loaded
     auto d = load_draft_model(o.engine.draft_model_dir, **backend);
     if (!d.ok()) return fail(d.message());

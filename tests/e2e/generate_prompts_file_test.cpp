@@ -122,6 +122,13 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   auto [s6, refused_ngram] = run(base + " --ngram-max 3", /*with_stderr=*/true);
   EXPECT_NE(s6, 0);
   EXPECT_NE(refused_ngram.find("--speculative-method"), std::string::npos) << refused_ngram;
+  // A draft model with another method is refused, not loaded and ignored.
+  auto [s10, refused_draft] =
+      run(base + " --speculative-method ngram --num-speculative-tokens 2 --draft-model " + kModel,
+          /*with_stderr=*/true);
+  EXPECT_NE(s10, 0);
+  EXPECT_NE(refused_draft.find("--draft-model needs --speculative-method draft"), std::string::npos)
+      << refused_draft;
   // Engine flags act on --prompts-file runs only: without it they are refused, not ignored.
   auto [s7, refused_single] = run(std::string(SYV_BIN) + " generate --model " + kModel +
                                       " --tokens 1,2 --max-tokens 2 --state-dtype bf16",
