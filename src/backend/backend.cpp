@@ -69,4 +69,14 @@ void Backend::refuse_kv(const char* op, const KvCacheView& cache) const {
   std::abort();
 }
 
+void Backend::kv_write_quantized(const Tensor&, const Tensor&, const KvCacheView& cache,
+                                 const BatchMeta&) {
+  refuse_kv("kv_write", cache);
+}
+
+void Backend::paged_attention_quantized(const Tensor&, const KvCacheView& cache, float,
+                                        const BatchMeta&, Tensor&) {
+  refuse_kv("paged_attention", cache);
+}
+
 }  // namespace syv

@@ -421,22 +421,27 @@ class Backend {
     moe_experts(x, ids, weights, gate_up.tensor, down.tensor, out);
   }
   // The attention ops on a KvCacheView: float KV (f32, f16, bf16; no scales) runs the Tensor ops
-  // above on cache.k / cache.v; any other dtype is refused by name ("backend cpu kv_write: KV
-  // cache dtype f8e4m3 is not supported yet").
+  // above on cache.k / cache.v; a quantized KV dtype (fp8, int4: backend/kv_cache_view.h) runs the
+  // *_quantized hooks below, which a backend overrides for the dtypes it has kernels for (the
+  // defaults refuse by name: "backend cpu kv_write: KV cache dtype f8e4m3 with scales is not
+  // supported yet").
   void kv_write(const Tensor& k, const Tensor& v, const KvCacheView& cache, const BatchMeta& meta) {
-    if (!plain_kv(cache)) refuse_kv("kv_write", cache);
+    if (!plain_kv(cache)) return kv_write_quantized(k, v, cache, meta);
     Tensor kc = cache.k, vc = cache.v;
     kv_write(k, v, kc, vc, meta);
   }
   void paged_attention(const Tensor& q, const KvCacheView& cache, float scale,
                        const BatchMeta& meta, Tensor& out) {
-    if (!plain_kv(cache)) refuse_kv("paged_attention", cache);
+    if (!plain_kv(cache)) return paged_attention_quantized(q, cache, scale, meta, out);
     paged_attention(q, cache.k, cache.v, scale, meta, out);
   }
   void qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
                            NormKind kind, const RopeParams& rope, const BatchMeta& meta, Tensor& q,
                            Tensor& k, Tensor& v, const KvCacheView& cache) {
-    if (!plain_kv(cache)) refuse_kv("qkv_norm_rope_write", cache);
+    if (!plain_kv(cache)) {
+      return qkv_norm_rope_write_quantized(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v,
+                                           cache);
+    }
     Tensor kc = cache.k, vc = cache.v;
     qkv_norm_rope_write(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v, kc, vc);
   }
@@ -452,6 +457,21 @@ class Backend {
   virtual void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
                                      float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
                                      const Weight& w, const Tensor& bias, Tensor& out);
+  // kv_write / paged_attention on a quantized KV cache (cache.dtype F8E4M3 or U4X2 with scales,
+  // layouts in backend/kv_cache_view.h): kv_write quantizes each (token, kv head) row exactly as
+  // backend/kv_quant.h does and writes its scales; paged_attention reads the stored values times
+  // their scales (no dequantized copy of the cache). The defaults refuse (refuse_kv).
+  virtual void kv_write_quantized(const Tensor& k, const Tensor& v, const KvCacheView& cache,
+                                  const BatchMeta& meta);
+  virtual void paged_attention_quantized(const Tensor& q, const KvCacheView& cache, float scale,
+                                         const BatchMeta& meta, Tensor& out);
+  // qkv_norm_rope_write's sequence on a quantized cache. The default splits and norms/ropes as
+  // the float version does (qk_norm_rope on the q, k, v outputs), then kv_write_quantized.
+  virtual void qkv_norm_rope_write_quantized(const Tensor& qkv, const Tensor& q_norm,
+                                             const Tensor& k_norm, float eps, NormKind kind,
+                                             const RopeParams& rope, const BatchMeta& meta,
+                                             Tensor& q, Tensor& k, Tensor& v,
+                                             const KvCacheView& cache);
   // "backend <name> <op>: <w.describe()> are not supported yet" (a CHECK failure).
   [[noreturn]] void refuse_weight(const char* op, const Weight& w) const;
   // "backend <name> <op>: KV cache dtype <dtype> is not supported yet" (a CHECK failure).

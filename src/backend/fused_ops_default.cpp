@@ -5,10 +5,13 @@
 
 namespace syv {
 
-void Backend::qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                  float eps, NormKind kind, const RopeParams& rope,
-                                  const BatchMeta& meta, Tensor& q, Tensor& k, Tensor& v,
-                                  Tensor& k_cache, Tensor& v_cache) {
+namespace {
+
+// qkv [T, (Hq + 2 Hk) * D] -> q, k, v, then qk_norm_rope(q, k): the part of qkv_norm_rope_write
+// before the cache write.
+void split_qkv_norm_rope(Backend& be, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                         float eps, NormKind kind, const RopeParams& rope, const BatchMeta& meta,
+                         Tensor& q, Tensor& k, Tensor& v) {
   const int64_t T = meta.positions.numel();
   const size_t q_row = T ? q.bytes() / static_cast<size_t>(T) : 0;
   const size_t kv_row = T ? k.bytes() / static_cast<size_t>(T) : 0;
@@ -21,12 +24,30 @@ void Backend::qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const
   for (int64_t t = 0; t < T; ++t) {
     const char* row = src + static_cast<size_t>(t) * (q_row + 2 * kv_row);
     const size_t st = static_cast<size_t>(t);
-    copy(static_cast<char*>(q.data) + st * q_row, row, q_row);
-    copy(static_cast<char*>(k.data) + st * kv_row, row + q_row, kv_row);
-    copy(static_cast<char*>(v.data) + st * kv_row, row + q_row + kv_row, kv_row);
+    be.copy(static_cast<char*>(q.data) + st * q_row, row, q_row);
+    be.copy(static_cast<char*>(k.data) + st * kv_row, row + q_row, kv_row);
+    be.copy(static_cast<char*>(v.data) + st * kv_row, row + q_row + kv_row, kv_row);
   }
-  qk_norm_rope(q, k, q_norm, k_norm, eps, kind, rope, meta);
+  be.qk_norm_rope(q, k, q_norm, k_norm, eps, kind, rope, meta);
+}
+
+}  // namespace
+
+void Backend::qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                  float eps, NormKind kind, const RopeParams& rope,
+                                  const BatchMeta& meta, Tensor& q, Tensor& k, Tensor& v,
+                                  Tensor& k_cache, Tensor& v_cache) {
+  split_qkv_norm_rope(*this, qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v);
   kv_write(k, v, k_cache, v_cache, meta);
+}
+
+void Backend::qkv_norm_rope_write_quantized(const Tensor& qkv, const Tensor& q_norm,
+                                            const Tensor& k_norm, float eps, NormKind kind,
+                                            const RopeParams& rope, const BatchMeta& meta,
+                                            Tensor& q, Tensor& k, Tensor& v,
+                                            const KvCacheView& cache) {
+  split_qkv_norm_rope(*this, qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v);
+  kv_write_quantized(k, v, cache, meta);
 }
 
 void Backend::add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
