@@ -209,9 +209,6 @@ class Backend {
   // whose "device" memory is host memory too). Fails with a message naming the size when the
   // memory cannot be had.
   virtual Result<PinnedBuffer> allocate_pinned(size_t bytes);
-  // Whether allocate_pinned() page-locks its memory, which takes seconds per GiB (the engine then
-  // allocates its host tier on a background thread; allocate_pinned() must be callable from one).
-  virtual bool pins_host_memory() const { return false; }
   // Blocks the host until `event` is complete (empty: returns at once).
   virtual void wait_copy(const CopyEvent& event) { (void)event; }
   // Ops enqueued after this call start only once `event` is complete; the host does not wait

@@ -162,8 +162,13 @@ TEST(HostTier, EvictedPrefixServedFromHostEqualsRecompute) {
     const Request b = request(random_tokens(rng, 140), 8);
     const uint64_t cold = h.submit(a);
     h.run();
+    ASSERT_NE(h.core().host_tier(), nullptr) << dir;
+    EXPECT_EQ(h.core().host_tier()->pinned_bytes(), 0) << dir << ": pinned before any eviction";
     h.submit(b);
     h.run();
+    // Pinned lazily: the first piece once evictions reached the tier (kv/host_tier.h "Memory").
+    EXPECT_GT(h.core().host_tier()->pinned_bytes(), 0) << dir;
+    EXPECT_LE(h.core().host_tier()->pinned_bytes(), h.core().host_tier()->total_bytes()) << dir;
     const EngineStats before = h.core().stats();
     EXPECT_GE(before.host_pages_stored, 6u) << dir;
     const uint64_t warm = h.submit(a);

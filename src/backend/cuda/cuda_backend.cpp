@@ -2,11 +2,9 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -195,43 +193,19 @@ class CudaBackendImpl final : public CudaBackend {
   }
   // Page-locked host memory for a host tier: cudaMemcpyAsync from/to it is a true DMA that
   // overlaps with compute (pageable memory would be staged and synchronous).
-  bool pins_host_memory() const override { return true; }  // cudaHostAlloc: thread-safe
-  // Pinned in pieces of kPinPiece bytes: one cudaHostAlloc of tens of GB holds the driver's lock
-  // for many seconds, and every CUDA call another thread makes meanwhile (the engine's first
-  // allocation of a drafter buffer, say) waits behind it (measured: the first MTP step of a
-  // `generate` stalled 13 s behind a 32 GB host tier being pinned). The range is reserved with
-  // mmap and registered piece by piece (cudaHostRegister), so another call waits one piece at most.
   Result<PinnedBuffer> allocate_pinned(size_t bytes) override {
     if (bytes == 0) return PinnedBuffer();
-    constexpr size_t kPinPiece = size_t{256} << 20;
-    // May run on another thread (the engine pins its host tier in the background): this device's
-    // context, and portable so that every context sees the memory as pinned.
+    void* p = nullptr;
+    // This device's context, and portable so that every context sees the memory as pinned.
     SYV_CUDA_CHECK(cudaSetDevice(device_));
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      return Status::Error("CUDA backend: cannot reserve " + std::to_string(bytes >> 20) +
-                           " MiB of host memory (mmap: " + std::strerror(errno) +
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return Status::Error("CUDA backend: cudaHostAlloc of " + std::to_string(bytes >> 20) +
+                           " MiB of pinned host memory failed (" + cudaGetErrorString(err) +
                            "); lower --host-cache-gb");
     }
-    auto release = [bytes](void* q, size_t registered) {
-      for (size_t off = 0; off < registered; off += kPinPiece)
-        cudaHostUnregister(static_cast<char*>(q) + off);
-      munmap(q, bytes);
-    };
-    for (size_t off = 0; off < bytes; off += kPinPiece) {
-      const size_t n = std::min(kPinPiece, bytes - off);
-      const cudaError_t err =
-          cudaHostRegister(static_cast<char*>(p) + off, n, cudaHostRegisterPortable);
-      if (err != cudaSuccess) {
-        cudaGetLastError();
-        release(p, off);
-        return Status::Error("CUDA backend: pinning " + std::to_string(bytes >> 20) +
-                             " MiB of host memory failed at " + std::to_string(off >> 20) +
-                             " MiB (cudaHostRegister: " + cudaGetErrorString(err) +
-                             "); lower --host-cache-gb");
-      }
-    }
-    return PinnedBuffer(p, bytes, [release, bytes](void* q) { release(q, bytes); });
+    return PinnedBuffer(p, bytes, [](void* q) { cudaFreeHost(q); });
   }
   void wait_copy(const CopyEvent& event) override {
     if (!event.empty())
