@@ -5,6 +5,7 @@
 
 #include "server/json_limits.h"
 #include "server/request_fields.h"
+#include "server/responses_items.h"
 
 namespace syv::server {
 
@@ -485,8 +486,8 @@ ApiResult<ResponsesRequest> parse_responses_request(const json& body, const orde
   if (const ordered_json* v = field(ordered, "previous_response_id")) {
     if (!v->is_string()) return expected("previous_response_id", "a string", *v);
     previous = v->get<std::string>();
-    std::optional<ordered_json> history = lookup ? lookup(previous) : std::nullopt;
-    if (!history.has_value()) {
+    std::optional<StoredResponse> stored = lookup ? lookup(previous) : std::nullopt;
+    if (!stored.has_value()) {
       return ApiError{400,
                       "previous_response_id: no stored response `" + previous.substr(0, 80) +
                           "` (never stored, stored with store: false, expired, or pushed out; "
@@ -494,8 +495,11 @@ ApiResult<ResponsesRequest> parse_responses_request(const json& body, const orde
                       "invalid_request_error", "previous_response_id",
                       "previous_response_not_found"};
     }
-    out.history = std::move(*history);
+    out.history = std::move(stored->conversation);
     for (const ordered_json& m : out.history) conv.add(m, "previous_response_id");
+    out.input_items = std::move(stored->input_items);
+    for (const ordered_json& item : stored->response.value("output", ordered_json::array()))
+      out.input_items.push_back(item);
   }
   const size_t first_input = conv.messages.size();
   const ordered_json* input = field(ordered, "input");
@@ -517,6 +521,7 @@ ApiResult<ResponsesRequest> parse_responses_request(const json& body, const orde
   for (size_t i = first_input; i < conv.messages.size(); ++i) {
     out.input_messages.push_back(conv.messages[i]);
   }
+  append_input_items(*input, out.input_items);
   chat["messages"] = conv.messages;
 
   const ErrorNames names(conv.origins);

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "server/openai_schema.h"
+#include "server/responses_store.h"
 
 namespace syv::server {
 
@@ -36,6 +37,9 @@ struct ResponsesRequest {
   nlohmann::ordered_json input_messages = nlohmann::ordered_json::array();
   // The conversation before this request (previous_response_id), as chat messages.
   nlohmann::ordered_json history = nlohmann::ordered_json::array();
+  // The Responses items of the prompt (responses_items.h): the previous response's input items
+  // and output, then this request's input, each with an id.
+  nlohmann::ordered_json input_items = nlohmann::ordered_json::array();
   // The request fields the response object repeats: instructions, max_output_tokens, metadata,
   // parallel_tool_calls, previous_response_id, reasoning, store, temperature, text, tool_choice,
   // tools, top_logprobs, top_p, truncation, user, background.
@@ -44,9 +48,9 @@ struct ResponsesRequest {
   bool logprobs = false;  // include "message.output_text.logprobs" (or top_logprobs > 0)
 };
 
-// The stored conversation of a response id (its messages, instructions excluded), or nullopt
-// when the id is unknown or expired.
-using ConversationLookup = std::function<std::optional<nlohmann::ordered_json>(const std::string&)>;
+// The stored response of an id (its conversation: messages, instructions excluded; its input
+// items), or nullopt when the id is unknown or expired.
+using ConversationLookup = std::function<std::optional<StoredResponse>(const std::string&)>;
 
 // `body` and `ordered` are the same request body (ordered keeps key order, so a JSON Schema's
 // properties keep theirs in the output). `lookup` finds previous_response_id.

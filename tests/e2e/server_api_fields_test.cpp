@@ -146,7 +146,7 @@ TEST_F(ServerHttp, CorsPreflightBeforeAuthAndHeadersOnAnswers) {
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 204) << path;
     EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
-    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Methods"), "GET, POST, OPTIONS");
+    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Methods"), "GET, POST, DELETE, OPTIONS");
     EXPECT_EQ(res->get_header_value("Access-Control-Allow-Headers"),
               "authorization, content-type, x-stainless-os");
     EXPECT_EQ(res->get_header_value("Access-Control-Max-Age"), "600");
