@@ -101,7 +101,7 @@ TEST_F(ServerE2E, OfficialOpenAiNpmClient) {
   const int status = pclose(p);
   std::cout << out;
   EXPECT_EQ(status, 0) << out;
-  EXPECT_NE(out.find("16 passed, 0 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("18 passed, 0 failed"), std::string::npos) << out;
 }
 
 TEST_F(ServerE2E, ConcurrentGreedyEqualsSequential) {
