@@ -458,9 +458,10 @@ void OpenAiRoutes::responses(const HttpRequest& req, HttpResponse& res) {
   ApiResult<json> body = parse_json_body(req.body);
   if (!body.ok()) return write_error(res, body.error());
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
-  ApiResult<ResponsesRequest> parsed =
-      parse_responses_request(body.value(), ordered, options_.limits,
-                              [this](const std::string& id) { return store_.get(id); });
+  ApiResult<ResponsesRequest> parsed = parse_responses_request(
+      body.value(), ordered, options_.limits,
+      [this](const std::string& id) { return store_.get(id); },
+      [this](const std::string& id) { return store_.item(id); });
   if (!parsed.ok()) return write_error(res, parsed.error());
   ResponsesRequest& r = parsed.value();
   Job job;

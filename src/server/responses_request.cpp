@@ -126,11 +126,6 @@ class Conversation {
       }
       return std::nullopt;
     }
-    if (t == "item_reference") {
-      return ApiError::unsupported(p + ".type", p + ".type: items by reference are not supported; "
-                                                    "send the item itself (or chain the "
-                                                    "conversation with previous_response_id)");
-    }
     return ApiError::unsupported(
         p + ".type", p +
                          ".type: syv reads message, function_call, function_call_output and "
@@ -441,9 +436,35 @@ std::optional<ApiError> read_options(const ordered_json& body, ordered_json& cha
 
 }  // namespace
 
+// `input` with every item reference replaced by the kept item it names.
+ApiResult<ordered_json> resolve_references(const ordered_json& input, const ItemLookup& items) {
+  ordered_json out = input;
+  for (size_t i = 0; i < out.size(); ++i) {
+    ordered_json& it = out[i];
+    if (!it.is_object() || it.value("type", ordered_json()) != "item_reference") continue;
+    const std::string p = indexed("input", i);
+    const ordered_json* id = field(it, "id");
+    if (id == nullptr || !id->is_string()) {
+      return expected(p + ".id", "the id of a kept item", id == nullptr ? ordered_json() : *id);
+    }
+    SYV_API_RETURN_IF(only_keys(it, p, {"type", "id"}));
+    std::optional<ordered_json> found = items ? items(id->get<std::string>()) : std::nullopt;
+    if (!found.has_value()) {
+      return ApiError::bad_param(p + ".id", p + ".id: no kept item `" +
+                                                id->get<std::string>().substr(0, 80) +
+                                                "` (items are kept with their response: never "
+                                                "stored, store: false, expired, pushed out or "
+                                                "deleted); send the item itself");
+    }
+    it = std::move(*found);
+  }
+  return out;
+}
+
 ApiResult<ResponsesRequest> parse_responses_request(const json& body, const ordered_json& ordered,
                                                     const SchemaLimits& limits,
-                                                    const ConversationLookup& lookup) {
+                                                    const ConversationLookup& lookup,
+                                                    const ItemLookup& items) {
   SYV_API_RETURN_IF(check_request_fields(body, GenerationRoute::kResponses));
   ResponsesRequest out;
   ordered_json chat = ordered_json::object();
@@ -505,6 +526,13 @@ ApiResult<ResponsesRequest> parse_responses_request(const json& body, const orde
   const ordered_json* input = field(ordered, "input");
   if (input == nullptr) {
     return ApiError::bad_param("input", "input: required (a string or an array of input items)");
+  }
+  ordered_json resolved;
+  if (input->is_array()) {
+    ApiResult<ordered_json> r = resolve_references(*input, items);
+    if (!r.ok()) return r.error();
+    resolved = std::move(r.value());
+    input = &resolved;
   }
   if (input->is_string()) {
     conv.add({{"role", "user"}, {"content", *input}}, "input");

@@ -64,6 +64,24 @@ bool ResponsesStore::erase(const std::string& id) {
   return true;
 }
 
+std::optional<nlohmann::ordered_json> ResponsesStore::item(const std::string& item_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  evict_locked(clock_());
+  const nlohmann::ordered_json none = nlohmann::ordered_json::array();
+  for (auto e = order_.rbegin(); e != order_.rend(); ++e) {
+    const StoredResponse& v = e->value;
+    const auto output = v.response.find("output");
+    for (const nlohmann::ordered_json* list :
+         {output == v.response.end() ? &none : &*output, &v.input_items}) {
+      if (!list->is_array()) continue;
+      for (const nlohmann::ordered_json& it : *list) {
+        if (it.is_object() && it.value("id", "") == item_id) return it;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 size_t ResponsesStore::size() {
   std::lock_guard<std::mutex> lock(mu_);
   evict_locked(clock_());

@@ -51,6 +51,10 @@ class ResponsesStore {
   std::optional<nlohmann::ordered_json> response(const std::string& id);
   // Removes `id`; false when it was unknown or expired.
   bool erase(const std::string& id);
+  // The item of id `item_id` among the kept responses' output and input items (the newest
+  // response first), for input items of type item_reference; nullopt when none has it. Linear in
+  // the items kept.
+  std::optional<nlohmann::ordered_json> item(const std::string& item_id);
 
   size_t size();
   const ResponsesStoreOptions& options() const { return options_; }

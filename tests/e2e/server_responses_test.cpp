@@ -467,8 +467,9 @@ TEST_F(ServerHttp, ResponsesTextFormatAndFields) {
       {{{"input", json::array({"x"})}}, "input[0]", "invalid_value"},
       {{{"input",
          {{{"role", "user"}, {"content", "x"}}, {{"type", "item_reference"}, {"id", "msg_1"}}}}},
-       "input[1].type",
-       "unsupported_parameter"},
+       "input[1].id",
+       "invalid_value"},
+      {{{"input", {{{"type", "item_reference"}}}}}, "input[0].id", "invalid_value"},
       {{{"input", {{{"type", "function_call"}, {"name", "f"}, {"arguments", "{}"}}}}},
        "input[0].call_id",
        "invalid_value"},
@@ -632,6 +633,29 @@ TEST_F(ServerHttp, ResponsesInputItemsDeleteCancel) {
   EXPECT_EQ(page["data"], json::array());
   EXPECT_TRUE(page["first_id"].is_null());
   EXPECT_EQ(page["has_more"], false);
+
+  // Item references (what the AI SDK sends for earlier output while store is on) read as the
+  // kept items themselves: the same prompt as sending them.
+  json by_value = {{"input",
+                    {{{"role", "user"}, {"content", "Again"}},
+                     first["output"][0],
+                     {{"role", "user"}, {"content", "More"}}}}};
+  ASSERT_EQ(s.post("/v1/responses", by_value)->status, 200);
+  const std::vector<int32_t> expected_prompt = prompt_of(s.generator.last_request());
+  json by_reference = by_value;
+  by_reference["input"][1] = {{"type", "item_reference"}, {"id", first["output"][0]["id"]}};
+  res = s.post("/v1/responses", by_reference);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(prompt_of(s.generator.last_request()), expected_prompt);
+  const json referenced = all_pages(s, json::parse(res->body)["id"], "");
+  ASSERT_EQ(referenced.size(), 3u);
+  EXPECT_EQ(referenced[1], first["output"][0]) << "listed as the item itself";
+  by_reference["input"][1]["id"] = "msg_client";  // an input item is kept too
+  EXPECT_EQ(s.post("/v1/responses", by_reference)->status, 200);
+  by_reference["input"][1]["id"] = "msg_nope";
+  res = s.post("/v1/responses", by_reference);
+  ASSERT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["param"], "input[1].id");
 
   // Bad queries name their parameter.
   const std::vector<std::pair<std::string, std::string>> bad = {
