@@ -1,25 +1,13 @@
 // Drives a running syv server with the official `openai` npm package.
 // Env: SYV_URL (http://127.0.0.1:PORT), SYV_KEY (a valid key), SYV_MODEL (served model name).
-// Exits non-zero on the first failed check; prints one line per check.
+// Prints one line per check and exits non-zero when any failed (../client_checks.mjs).
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { check, finish } from "../client_checks.mjs";
 
 const baseURL = `${process.env.SYV_URL}/v1`;
 const model = process.env.SYV_MODEL;
 const client = new OpenAI({ baseURL, apiKey: process.env.SYV_KEY, maxRetries: 0, timeout: 120000 });
-let passed = 0;
-let failed = 0;
-
-async function check(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok - ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`not ok - ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
 
 await check("models.list names the served model", async () => {
   const list = await client.models.list();
@@ -438,5 +426,4 @@ await check("responses: inputItems.list pages a chain; cancel refused; delete", 
   assert.equal((await client.responses.retrieve(second.id)).id, second.id);
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+finish();
