@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <optional>
 #include <unordered_set>
 
 #include "server/random_id.h"
@@ -66,7 +65,8 @@ ApiResult<ordered_json> input_items_page(
     const ordered_json& items, const std::vector<std::pair<std::string, std::string>>& query) {
   int limit = 20;
   bool descending = false;
-  std::optional<std::string> after, before;
+  std::string after, before;  // "" when not given
+  bool has_after = false, has_before = false;
   std::unordered_set<std::string> seen;
   for (const auto& [name, value] : query) {
     const std::string shown = name.substr(0, 64);
@@ -89,8 +89,10 @@ ApiResult<ordered_json> input_items_page(
       descending = value == "desc";
     } else if (name == "after") {
       after = value;
+      has_after = true;
     } else if (name == "before") {
       before = value;
+      has_before = true;
     } else if (name == "include" || name == "include[]") {
       return ApiError::unsupported(shown, shown +
                                               ": syv's input items are text, function calls and "
@@ -116,20 +118,20 @@ ApiResult<ordered_json> input_items_page(
     return it - list.begin();
   };
   std::ptrdiff_t begin = 0, end = static_cast<std::ptrdiff_t>(list.size());
-  if (after.has_value()) {
-    ApiResult<std::ptrdiff_t> p = position("after", *after);
+  if (has_after) {
+    ApiResult<std::ptrdiff_t> p = position("after", after);
     if (!p.ok()) return p.error();
     begin = p.value() + 1;
   }
-  if (before.has_value()) {
-    ApiResult<std::ptrdiff_t> p = position("before", *before);
+  if (has_before) {
+    ApiResult<std::ptrdiff_t> p = position("before", before);
     if (!p.ok()) return p.error();
     end = p.value();
   }
   end = std::max(begin, end);
   const bool more = end - begin > limit;
   // With only `before`, the page is the items closest to it; otherwise it starts at `begin`.
-  if (more && before.has_value() && !after.has_value()) {
+  if (more && has_before && !has_after) {
     begin = end - limit;
   } else if (more) {
     end = begin + limit;
