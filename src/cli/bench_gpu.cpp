@@ -148,6 +148,18 @@ Status rebuild_store(Setup& s, const CacheConfig& cc) {
   s.store.reset();
   SYV_ASSIGN_OR_RETURN(s.store, CacheStore::create(s.model->cache_spec(), cc, *s.gpu));
   s.model->bind_cache(*s.store);
+  // Random bytes are no valid scales (NaN, inf): a quantized pool's scales start at 1, so its
+  // random values read as themselves (random fp8 bytes include NaN codes; timing ignores values).
+  const std::vector<LayerCacheKind>& kinds = s.store->spec().layer_kinds;
+  std::vector<float> ones;
+  for (size_t l = 0; l < kinds.size(); ++l) {
+    if (kinds[l] != LayerCacheKind::kPagedKV) continue;
+    const KvCacheView kv = s.store->kv_view(static_cast<int32_t>(l));
+    if (!kv.scaled()) continue;
+    ones.resize(static_cast<size_t>(kv.k_scales.numel()), 1.0f);
+    s.gpu->upload(kv.k_scales.data, ones.data(), ones.size() * sizeof(float));
+    s.gpu->upload(kv.v_scales.data, ones.data(), ones.size() * sizeof(float));
+  }
   return Status::Ok();
 }
 
