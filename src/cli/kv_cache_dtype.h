@@ -1,6 +1,7 @@
 // --kv-cache-dtype auto|bf16|f32|fp8|int4: the dtype of the paged K/V (CacheConfig::kv_dtype;
 // layouts in backend/kv_cache_view.h), shared by the commands that build a KV cache (serve,
-// generate, bench offline / host-tier, logits, eval-ppl) and by `syv inspect`'s memory plan.
+// generate, bench offline / host-tier / decode / prefill, logits, eval-ppl) and by `syv inspect`'s
+// memory plan.
 //
 //   auto  the backend's activation dtype (bf16 on CUDA, f32 on the CPU): the model's declared cache
 //   bf16, f32  that float dtype (only the backend's own has kernels)
