@@ -321,6 +321,10 @@ class Backend {
   virtual void reserve_quantized_scratch(const Weight& w) { (void)w; }
   // Whether gated_delta_rule() takes a state of dtype `t` (CacheConfig::state_dtype). f32 always.
   virtual bool supports_state_dtype(DType t) const { return t == DType::F32; }
+  // Whether a KV cache of dtype `t` (CacheConfig::kv_dtype) has kernels here: kv_write /
+  // paged_attention / qkv_norm_rope_write on it (float KV: the Tensor ops; fp8 e4m3 and int4 u4x2:
+  // the *_quantized hooks). The default: the activation dtype only.
+  virtual bool supports_kv_dtype(DType t) const { return t == activation_dtype(); }
 
   // Depthwise causal conv1d over each sequence's new tokens, then SiLU (no bias).
   // x [T, C]; weight [C, K]; conv_state f32 [num_slots, K - 1, C]: the K - 1 inputs preceding the

@@ -99,7 +99,8 @@ Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
 }  // namespace
 
 CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o) {
-  return o.state_dtype == DType::F32 ? model_spec : model_spec.with_state_dtype(o.state_dtype);
+  const CacheSpec kv = o.kv_dtype ? model_spec.with_kv_dtype(*o.kv_dtype) : model_spec;
+  return o.state_dtype == DType::F32 ? kv : kv.with_state_dtype(o.state_dtype);
 }
 
 int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o) {
@@ -208,6 +209,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   CacheConfig cache;
   cache.page_size = options.page_size;
   cache.num_pages = options.num_pages;
+  cache.kv_dtype = options.kv_dtype;
   if (graph_mode != GraphMode::kOff) ++cache.num_pages;  // the dummy page of graph padding rows
   if (spec.has_recurrent_state()) {
     if (options.state_dtype != DType::F32) cache.state_dtype = options.state_dtype;

@@ -60,8 +60,8 @@ struct RequestGroup {
   std::vector<PromptLogprob> prompt_logprobs;
 };
 
-// The cache spec the engine builds for a model declaring `model_spec`: its delta-rule state in
-// o.state_dtype.
+// The cache spec the engine builds for a model declaring `model_spec`: its K/V in o.kv_dtype (when
+// set), its delta-rule state in o.state_dtype.
 CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o);
 
 // Recurrent-state slots a hybrid model's engine allocates for `o` (0 for other models): one per
