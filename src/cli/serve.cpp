@@ -78,6 +78,7 @@ struct ServeOptions {
   int max_waiting = 256;
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
+  size_t max_json_values = server::kDefaultMaxJsonValues;
   // The transport's limits (server/http_server.h; docs/server.md "Limits").
   static inline const server::HttpOptions http_defaults{};
   size_t max_header_bytes = http_defaults.limits.max_header_bytes;
@@ -311,6 +312,7 @@ int run_serve(const ServeOptions& o) {
   server::Metrics metrics;
   server::RouteOptions route_options;
   route_options.max_pending = max_num_seqs + o.max_waiting;
+  route_options.limits.max_json_values = o.max_json_values;
   route_options.responses_store.max_entries = static_cast<size_t>(o.responses_store_size);
   route_options.responses_store.ttl = std::chrono::seconds(o.responses_store_ttl_s);
   server::OpenAiRoutes routes(metrics, route_options);
@@ -537,6 +539,11 @@ CommandRegistration reg{
                      "Larger request bodies (declared, chunked or inflated) get 413, refused while "
                      "they are read")
           ->check(CLI::Range(size_t{1024}, size_t{1} << 32))
+          ->capture_default_str();
+      app.add_option("--max-json-values", o->max_json_values,
+                     "A request body with more JSON values (numbers, strings, objects, ...) gets "
+                     "400 before it is parsed; bounds the memory of its parse (~0.5 KB a value)")
+          ->check(CLI::Range(size_t{1024}, size_t{1} << 26))
           ->capture_default_str();
       app.add_option("--max-header-bytes", o->max_header_bytes,
                      "The request line, and the header fields together, larger than this get 431")
