@@ -336,9 +336,10 @@ int run_serve(const ServeOptions& o) {
   http.cors = std::move(cors.value());
   http.webui = !o.no_webui;
   const size_t num_keys = keys.size();
-  std::string masked_keys;  // keys are never printed whole
-  for (const std::string& key : keys.keys()) {
-    masked_keys += (masked_keys.empty() ? "" : ", ") + server::mask_key(key);
+  std::string masked_keys;                           // keys are never printed whole
+  for (size_t i = 0; i < keys.keys().size(); ++i) {  // numbered as the access log names them
+    masked_keys.append(i == 0 ? "#" : ", #").append(std::to_string(i + 1)).append(" ");
+    masked_keys.append(server::mask_key(keys.keys()[i]));
   }
   server::HttpServer server(http, std::move(keys), routes, metrics);
   if (Status st = server.bind(); !st.ok()) return fail(st.message());

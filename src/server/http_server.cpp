@@ -536,11 +536,12 @@ bool HttpServer::apply_cors(const HttpRequest& req, HttpResponse& res) const {
   return preflight && !headers.empty();
 }
 
-bool HttpServer::authorized(const HttpRequest& req, const std::string& auth_path) const {
+bool HttpServer::authorized(HttpRequest& req, const std::string& auth_path) const {
   if (keys_.is_public(auth_path.empty() ? req.path : auth_path)) return true;
   const std::string key =
       extract_api_key(req.get_header_value("Authorization"), req.get_header_value("X-Api-Key"));
-  if (keys_.matches(key)) return true;
+  req.key_index = keys_.find(key);
+  if (req.key_index >= 0) return true;
   // Never the key itself, not even masked: a wrong key may be someone's real one elsewhere.
   SYV_LOG(WARN) << "auth: refused " << printable(req.method, 16) << " " << printable(req.path)
                 << " from " << req.remote_addr << ":" << req.remote_port << " ("
@@ -623,14 +624,16 @@ void HttpServer::log_access(const HttpRequest& req, int status, Clock::time_poin
   char duration[32];
   std::snprintf(duration, sizeof duration, "%.1f ms",
                 std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  std::string token_counts;
+  std::string details;
   if (tokens.prompt >= 0) {
-    token_counts = ", tokens " + std::to_string(tokens.prompt) + " in / " +
-                   std::to_string(tokens.completion) + " out";
+    details = ", tokens " + std::to_string(tokens.prompt) + " in / " +
+              std::to_string(tokens.completion) + " out";
   }
+  // Which key, by its number in the start-up line's list (never the key, not even masked).
+  if (req.key_index >= 0) details.append(", key #").append(std::to_string(req.key_index + 1));
   SYV_LOG(INFO) << "http: " << req.remote_addr << ":" << req.remote_port << " "
                 << printable(req.method, 16) << " " << printable(req.path) << " " << status << " "
-                << duration << token_counts;
+                << duration << details;
 }
 
 Status HttpServer::bind() {

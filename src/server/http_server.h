@@ -115,7 +115,8 @@ class HttpServer {
   // The methods some route serves `path` with, as an Allow header ("GET, HEAD, OPTIONS"), and
   // the first such route (for its auth); "" and null when none does.
   std::string allowed_methods(const std::string& path, const Route** first) const;
-  bool authorized(const HttpRequest& req, const std::string& auth_path) const;
+  // Whether the request may use the route: public, or a valid key (req.key_index set to it).
+  bool authorized(HttpRequest& req, const std::string& auth_path) const;
   // CORS headers for the request's Origin; true when it is an allowed preflight (answered 204).
   bool apply_cors(const HttpRequest& req, HttpResponse& res) const;
   // Fills `res` with the answer from the head alone (steps 1-3 above) and returns true, or returns
