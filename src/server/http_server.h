@@ -22,7 +22,7 @@
 //      is inflated on the worker, within the same limit;
 //   5. the route handler (openai_routes.h) on a worker thread; exceptions become 500.
 // Refusals before the body close the connection after a short lingering read of what the client
-// still sends (so it reads the answer instead of a reset). A worker that answered a body of 1 MiB
+// still sends (so it reads the answer instead of a reset). A worker that answered a body of 64 KiB
 // or more returns freed memory to the system (malloc_trim).
 // The chat page (webui_assets.h: GET / and /ui/*) is public and answers while the model loads.
 // Every response is counted in syv_http_responses_total{code} and logged in one access-log line
