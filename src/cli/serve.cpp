@@ -367,7 +367,8 @@ int run_serve(const ServeOptions& o) {
                 << used.limits.max_header_bytes << " bytes / " << used.limits.max_header_count
                 << " fields in " << used.header_timeout_s << " s, body in " << used.body_timeout_s
                 << " s, " << route_options.max_pending
-                << " requests in flight at most (--max-num-seqs + --max-waiting)";
+                << " requests in flight at most (--max-num-seqs + --max-waiting), "
+                << route_options.limits.max_json_values << " JSON values a body at most";
   SYV_LOG(INFO) << "http: CORS "
                 << (http.cors.enabled() ? "for origins " + o.allowed_origins
                                         : std::string("off (no --allowed-origins)"));
