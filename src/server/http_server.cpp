@@ -522,8 +522,11 @@ std::string HttpServer::allowed_methods(const std::string& path, const Route** f
     get = get || r.method == "GET";
     post = post || r.method == "POST";
   }
-  if (*first == nullptr) return "";
-  return std::string(get ? "GET, HEAD, " : "") + (post ? "POST, " : "") + "OPTIONS";
+  std::string allow;
+  if (*first == nullptr) return allow;
+  if (get) allow.append("GET, HEAD, ");
+  if (post) allow.append("POST, ");
+  return allow.append("OPTIONS");
 }
 
 bool HttpServer::apply_cors(const HttpRequest& req, HttpResponse& res) const {
