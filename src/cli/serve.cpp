@@ -78,6 +78,7 @@ struct ServeOptions {
   int max_waiting = 256;
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
+  size_t max_json_values = server::kDefaultMaxJsonValues;
   // The transport's limits (server/http_server.h; docs/server.md "Limits").
   static inline const server::HttpOptions http_defaults{};
   size_t max_header_bytes = http_defaults.limits.max_header_bytes;
@@ -314,6 +315,7 @@ int run_serve(const ServeOptions& o) {
   server::Metrics metrics;
   server::RouteOptions route_options;
   route_options.max_pending = max_num_seqs + o.max_waiting;
+  route_options.limits.max_json_values = o.max_json_values;
   route_options.responses_store.max_entries = static_cast<size_t>(o.responses_store_size);
   route_options.responses_store.ttl = std::chrono::seconds(o.responses_store_ttl_s);
   server::OpenAiRoutes routes(metrics, route_options);
@@ -337,9 +339,10 @@ int run_serve(const ServeOptions& o) {
   http.cors = std::move(cors.value());
   http.webui = !o.no_webui;
   const size_t num_keys = keys.size();
-  std::string masked_keys;  // keys are never printed whole
-  for (const std::string& key : keys.keys()) {
-    masked_keys += (masked_keys.empty() ? "" : ", ") + server::mask_key(key);
+  std::string masked_keys;                           // keys are never printed whole
+  for (size_t i = 0; i < keys.keys().size(); ++i) {  // numbered as the access log names them
+    masked_keys.append(i == 0 ? "#" : ", #").append(std::to_string(i + 1)).append(" ");
+    masked_keys.append(server::mask_key(keys.keys()[i]));
   }
   server::HttpServer server(http, std::move(keys), routes, metrics);
   if (Status st = server.bind(); !st.ok()) return fail(st.message());
@@ -367,7 +370,8 @@ int run_serve(const ServeOptions& o) {
                 << used.limits.max_header_bytes << " bytes / " << used.limits.max_header_count
                 << " fields in " << used.header_timeout_s << " s, body in " << used.body_timeout_s
                 << " s, " << route_options.max_pending
-                << " requests in flight at most (--max-num-seqs + --max-waiting)";
+                << " requests in flight at most (--max-num-seqs + --max-waiting), "
+                << route_options.limits.max_json_values << " JSON values a body at most";
   SYV_LOG(INFO) << "http: CORS "
                 << (http.cors.enabled() ? "for origins " + o.allowed_origins
                                         : std::string("off (no --allowed-origins)"));
@@ -541,6 +545,11 @@ CommandRegistration reg{
                      "Larger request bodies (declared, chunked or inflated) get 413, refused while "
                      "they are read")
           ->check(CLI::Range(size_t{1024}, size_t{1} << 32))
+          ->capture_default_str();
+      app.add_option("--max-json-values", o->max_json_values,
+                     "A request body with more JSON values (numbers, strings, objects, ...) gets "
+                     "400 before it is parsed; bounds the memory of its parse (~0.5 KB a value)")
+          ->check(CLI::Range(size_t{1024}, size_t{1} << 26))
           ->capture_default_str();
       app.add_option("--max-header-bytes", o->max_header_bytes,
                      "The request line, and the header fields together, larger than this get 431")

@@ -64,14 +64,19 @@ Status ApiKeys::add_file(const std::string& path) {
   return Status::Ok();
 }
 
-bool ApiKeys::matches(std::string_view presented) const {
-  if (presented.empty()) return false;
-  bool found = false;
-  for (const std::string& key : keys_) {
+int ApiKeys::find(std::string_view presented) const {
+  if (presented.empty()) return -1;
+  int found = -1;
+  for (size_t i = 0; i < keys_.size(); ++i) {
     // No early exit: every key is compared.
-    found = constant_time_equal(key, presented) | found;
+    const int mask = -static_cast<int>(constant_time_equal(keys_[i], presented));
+    found = (mask & static_cast<int>(i)) | (~mask & found);
   }
   return found;
+}
+
+bool ApiKeys::matches(std::string_view presented) const {
+  return find(presented) >= 0;
 }
 
 Status ApiKeys::add_public_route(std::string_view route) {

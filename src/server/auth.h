@@ -32,6 +32,9 @@ class ApiKeys {
 
   // True when `presented` equals one of the keys. Every key is compared in full in constant time.
   bool matches(std::string_view presented) const;
+  // The index of the key `presented` equals (in the order added: the order `serve` prints them,
+  // masked, at start-up), or -1. Every key is compared in full in constant time.
+  int find(std::string_view presented) const;
 
   // Marks `route` (an exact path such as "/health") as reachable without a key.
   Status add_public_route(std::string_view route);

@@ -28,6 +28,9 @@ struct HttpRequest {
   std::vector<std::string> matches;
   std::string remote_addr;
   int remote_port = 0;
+  // The API key the request was accepted with, as its index among the configured keys (set by
+  // the transport's auth; -1: none, e.g. a public route). The access log names it "key #<i+1>".
+  int key_index = -1;
   // True once the client has closed or reset the connection (set by the transport; without one,
   // always false). Cheap: one poll() of the socket.
   std::function<bool()> is_connection_closed;

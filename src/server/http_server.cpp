@@ -148,7 +148,9 @@ class ChunkWriter : public StreamSink {
 };
 
 // Requests with at least this many body bytes return their memory to the system when answered.
-constexpr size_t kTrimAfterBodyBytes = size_t{1} << 20;
+// A body's parse costs up to ~160 bytes per body byte (a million `{}` in 3 MB took ~480 MB), so
+// 64 KiB may leave ~10 MB behind; a trim costs well under a generation request's time.
+constexpr size_t kTrimAfterBodyBytes = size_t{64} << 10;
 
 // Statuses after which the connection is closed: the request's framing is in doubt.
 bool closes_connection(int status) {
@@ -214,6 +216,8 @@ class HttpServer::Session : public std::enable_shared_from_this<HttpServer::Sess
 
  private:
   const HttpOptions& options() const { return server_.options_; }
+  // A HEAD request's answer is its head alone.
+  bool head_only() const { return req_.method == "HEAD"; }
 
   void read_head() {
     parser_.emplace();
@@ -307,10 +311,19 @@ class HttpServer::Session : public std::enable_shared_from_this<HttpServer::Sess
     bool ok = false;
     if (res_.status == 499) {
       // The client left (the handler noticed): nothing to write.
-    } else if (!res_.streamed()) {
+    } else if (!res_.streamed() || head_only()) {
+      // HEAD: GET's status and headers (its Content-Length included), without the body; a stream
+      // is not started.
       const std::string out =
-          response_head(res_, static_cast<long long>(res_.body.size()), keep_alive) + res_.body;
+          response_head(res_, res_.streamed() ? -1 : static_cast<long long>(res_.body.size()),
+                        keep_alive) +
+          (head_only() ? std::string() : res_.body);
       ok = send_all(fd, out, Clock::now() + write_timeout);
+      if (res_.streamed()) {
+        if (res_.on_end) res_.on_end(false);
+        res_.provider = nullptr;
+        res_.on_end = nullptr;
+      }
     } else {
       ChunkWriter sink(fd, write_timeout);
       bool finished = false;
@@ -333,8 +346,8 @@ class HttpServer::Session : public std::enable_shared_from_this<HttpServer::Sess
     server_.log_access(req_, res_.status, start_, tokens);
     req_.is_connection_closed = nullptr;
     // A large body leaves its parse trees, template values and prompt freed in this thread's
-    // malloc arena, which glibc keeps: give them back to the system now (a 5 MB body of small
-    // objects peaks at ~450 MB while it is served; without this, most of it stayed resident).
+    // malloc arena, which glibc keeps: give them back to the system now (a 0.8 MB body of 262,000
+    // `{}` peaks at +125 MB while it is served; without this, most of it stayed resident).
     if (req_.body.size() >= kTrimAfterBodyBytes) {
       req_.body = std::string();
       malloc_trim(0);
@@ -360,7 +373,8 @@ class HttpServer::Session : public std::enable_shared_from_this<HttpServer::Sess
     server_.metrics_.count_response(res_.status);
     server_.log_access(req_, res_.status, start_, RequestTokens{});
     auto out = std::make_shared<std::string>(
-        response_head(res_, static_cast<long long>(res_.body.size()), keep_alive) + res_.body);
+        response_head(res_, static_cast<long long>(res_.body.size()), keep_alive) +
+        (head_only() ? std::string() : res_.body));
     stream_.expires_after(std::chrono::seconds(options().write_timeout_s));
     asio::async_write(stream_, asio::buffer(*out),
                       [self = shared_from_this(), out, keep_alive](beast::error_code ec, size_t) {
@@ -487,19 +501,41 @@ void HttpServer::route_webui() {
   }
 }
 
+namespace {
+
+// Whether `route_path` (a prefix when `has_param`) serves `path`.
+bool path_matches(const std::string& route_path, bool has_param, const std::string& path) {
+  if (!has_param) return path == route_path;
+  return path.size() > route_path.size() && path.rfind(route_path, 0) == 0;
+}
+
+}  // namespace
+
 const HttpServer::Route* HttpServer::find_route(HttpRequest& req) const {
+  const std::string method = req.method == "HEAD" ? std::string("GET") : req.method;
   for (const Route& r : routes_table_) {
-    if (r.method != req.method) continue;
-    if (!r.has_param && req.path == r.path) {
-      req.matches = {req.path};
-      return &r;
-    }
-    if (r.has_param && req.path.size() > r.path.size() && req.path.rfind(r.path, 0) == 0) {
-      req.matches = {req.path, req.path.substr(r.path.size())};
-      return &r;
-    }
+    if (r.method != method || !path_matches(r.path, r.has_param, req.path)) continue;
+    req.matches = {req.path};
+    if (r.has_param) req.matches.push_back(req.path.substr(r.path.size()));
+    return &r;
   }
   return nullptr;
+}
+
+std::string HttpServer::allowed_methods(const std::string& path, const Route** first) const {
+  bool get = false, post = false;
+  *first = nullptr;
+  for (const Route& r : routes_table_) {
+    if (!path_matches(r.path, r.has_param, path)) continue;
+    if (*first == nullptr) *first = &r;
+    get = get || r.method == "GET";
+    post = post || r.method == "POST";
+  }
+  std::string allow;
+  if (*first == nullptr) return allow;
+  if (get) allow.append("GET, HEAD, ");
+  if (post) allow.append("POST, ");
+  return allow.append("OPTIONS");
 }
 
 bool HttpServer::apply_cors(const HttpRequest& req, HttpResponse& res) const {
@@ -514,11 +550,12 @@ bool HttpServer::apply_cors(const HttpRequest& req, HttpResponse& res) const {
   return preflight && !headers.empty();
 }
 
-bool HttpServer::authorized(const HttpRequest& req, const std::string& auth_path) const {
+bool HttpServer::authorized(HttpRequest& req, const std::string& auth_path) const {
   if (keys_.is_public(auth_path.empty() ? req.path : auth_path)) return true;
   const std::string key =
       extract_api_key(req.get_header_value("Authorization"), req.get_header_value("X-Api-Key"));
-  if (keys_.matches(key)) return true;
+  req.key_index = keys_.find(key);
+  if (req.key_index >= 0) return true;
   // Never the key itself, not even masked: a wrong key may be someone's real one elsewhere.
   SYV_LOG(WARN) << "auth: refused " << printable(req.method, 16) << " " << printable(req.path)
                 << " from " << req.remote_addr << ":" << req.remote_port << " ("
@@ -540,11 +577,26 @@ bool HttpServer::answer_before_body(HttpRequest& req, HttpResponse& res,
       "missing or invalid API key (Authorization: Bearer <key> or X-Api-Key: <key>)");
   route = find_route(req);
   if (route == nullptr) {
-    // An unknown route without a valid key is a 401, not a 404.
-    write_error(res, authorized(req, "")
-                         ? ApiError::not_found("no route " + printable(req.method, 16) + " " +
-                                               printable(req.path))
-                         : unauthorized);
+    // An unknown route without a valid key is a 401, not a 404 (nor a 405: without a key, which
+    // paths exist is not told).
+    const Route* other = nullptr;
+    const std::string allow = allowed_methods(req.path, &other);
+    if (!(other != nullptr && other->gate == Gate::kPublic) &&
+        !authorized(req, other != nullptr ? other->auth_path : "")) {
+      write_error(res, unauthorized);
+    } else if (allow.empty()) {
+      write_error(res, ApiError::not_found("no route " + printable(req.method, 16) + " " +
+                                           printable(req.path)));
+    } else if (req.method == "OPTIONS") {
+      res.status = 204;
+      res.set_header("Allow", allow);
+    } else {
+      write_error(res, ApiError{405,
+                                printable(req.path) + " does not take " +
+                                    printable(req.method, 16) + " (it takes " + allow + ")",
+                                "invalid_request_error", "", "method_not_allowed"});
+      res.set_header("Allow", allow);
+    }
     return true;
   }
   if (route->gate == Gate::kPublic) return false;
@@ -586,14 +638,16 @@ void HttpServer::log_access(const HttpRequest& req, int status, Clock::time_poin
   char duration[32];
   std::snprintf(duration, sizeof duration, "%.1f ms",
                 std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  std::string token_counts;
+  std::string details;
   if (tokens.prompt >= 0) {
-    token_counts = ", tokens " + std::to_string(tokens.prompt) + " in / " +
-                   std::to_string(tokens.completion) + " out";
+    details = ", tokens " + std::to_string(tokens.prompt) + " in / " +
+              std::to_string(tokens.completion) + " out";
   }
+  // Which key, by its number in the start-up line's list (never the key, not even masked).
+  if (req.key_index >= 0) details.append(", key #").append(std::to_string(req.key_index + 1));
   SYV_LOG(INFO) << "http: " << req.remote_addr << ":" << req.remote_port << " "
                 << printable(req.method, 16) << " " << printable(req.path) << " " << status << " "
-                << duration << token_counts;
+                << duration << details;
 }
 
 Status HttpServer::bind() {

@@ -11,8 +11,10 @@
 //      (cors.h); check_request_head (http_framing.h): 414, 431 for more than --max-header-count
 //      fields, 400 duplicate Content-Length or a Transfer-Encoding other than chunked, 411 a POST
 //      without a length, 415 a Content-Encoding not accepted;
-//   2. the route (unknown: 401 without a key, 404 with one) and auth: a valid API key
-//      (Authorization: Bearer / X-Api-Key) unless the route is public, else 401;
+//   2. the route and auth: a valid API key (Authorization: Bearer / X-Api-Key) unless the route is
+//      public, else 401. HEAD runs a path's GET route and answers its status and headers without
+//      the body. A path no route serves: 401 without a key, 404 with one; a path served for other
+//      methods only: 401 without a key, with one 405 + Allow (OPTIONS: 204 + Allow);
 //   3. readiness: 503 + Retry-After until the model is loaded and warm, and for new generation
 //      requests once a drain has begun (SIGTERM);
 //   4. the body, read within --body-timeout and --max-body-bytes (413 as soon as it passes);
@@ -20,7 +22,7 @@
 //      is inflated on the worker, within the same limit;
 //   5. the route handler (openai_routes.h) on a worker thread; exceptions become 500.
 // Refusals before the body close the connection after a short lingering read of what the client
-// still sends (so it reads the answer instead of a reset). A worker that answered a body of 1 MiB
+// still sends (so it reads the answer instead of a reset). A worker that answered a body of 64 KiB
 // or more returns freed memory to the system (malloc_trim).
 // The chat page (webui_assets.h: GET / and /ui/*) is public and answers while the model loads.
 // Every response is counted in syv_http_responses_total{code} and logged in one access-log line
@@ -108,9 +110,13 @@ class HttpServer {
   void route(std::string method, std::string path, Gate gate, Handler handler,
              std::string auth_path = "", bool has_param = false);
   void route_webui();
-  // The route for a request, its captures filled; null when none matches.
+  // The route for a request (HEAD: the path's GET route), its captures filled; null when none.
   const Route* find_route(HttpRequest& req) const;
-  bool authorized(const HttpRequest& req, const std::string& auth_path) const;
+  // The methods some route serves `path` with, as an Allow header ("GET, HEAD, OPTIONS"), and
+  // the first such route (for its auth); "" and null when none does.
+  std::string allowed_methods(const std::string& path, const Route** first) const;
+  // Whether the request may use the route: public, or a valid key (req.key_index set to it).
+  bool authorized(HttpRequest& req, const std::string& auth_path) const;
   // CORS headers for the request's Origin; true when it is an allowed preflight (answered 204).
   bool apply_cors(const HttpRequest& req, HttpResponse& res) const;
   // Fills `res` with the answer from the head alone (steps 1-3 above) and returns true, or returns

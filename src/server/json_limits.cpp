@@ -1,6 +1,7 @@
 #include "server/json_limits.h"
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -11,10 +12,11 @@ namespace {
 constexpr size_t kFieldComponents = 4;  // "tools" "[0]" "function" "parameters"
 constexpr size_t kPathComponents = 12;
 
-// A SAX consumer that only tracks the path of open containers; returning false stops the parser.
-class DepthSax : public nlohmann::json_sax<nlohmann::json> {
+// A SAX consumer that only tracks the path of open containers and counts values; returning false
+// stops the parser.
+class LimitSax : public nlohmann::json_sax<nlohmann::json> {
  public:
-  explicit DepthSax(int max_depth) : max_depth_(max_depth) {}
+  explicit LimitSax(const JsonLimits& limits) : limits_(limits) {}
 
   bool null() override { return value(); }
   bool boolean(bool) override { return value(); }
@@ -35,7 +37,8 @@ class DepthSax : public nlohmann::json_sax<nlohmann::json> {
     return false;
   }
 
-  const std::optional<JsonDepthExcess>& excess() const { return excess_; }
+  const std::optional<JsonExcess>& excess() const { return excess_; }
+  size_t values() const { return values_; }
 
  private:
   struct Frame {
@@ -48,15 +51,23 @@ class DepthSax : public nlohmann::json_sax<nlohmann::json> {
   void advance_parent() {
     if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
   }
+  // Counts one value; false (and the excess recorded) past the limit.
+  bool count() {
+    if (++values_ <= limits_.max_values) return true;
+    excess_ = JsonExcess{true, render(kFieldComponents, true), render(kPathComponents, false)};
+    return false;
+  }
   bool value() {
+    if (!count()) return false;
     advance_parent();
     return true;
   }
   bool open(bool array) {
-    if (static_cast<int>(frames_.size()) >= max_depth_) {
-      excess_ = JsonDepthExcess{render(kFieldComponents, true), render(kPathComponents, false)};
+    if (static_cast<int>(frames_.size()) >= limits_.max_depth) {
+      excess_ = JsonExcess{false, render(kFieldComponents, true), render(kPathComponents, false)};
       return false;
     }
+    if (!count()) return false;
     frames_.push_back(Frame{array, 0, {}});
     return true;
   }
@@ -87,18 +98,25 @@ class DepthSax : public nlohmann::json_sax<nlohmann::json> {
     return out;
   }
 
-  int max_depth_;
+  JsonLimits limits_;
+  size_t values_ = 0;
   std::vector<Frame> frames_;
-  std::optional<JsonDepthExcess> excess_;
+  std::optional<JsonExcess> excess_;
 };
 
 }  // namespace
 
-std::optional<JsonDepthExcess> find_json_depth_excess(std::string_view text, int max_depth) {
-  DepthSax sax(max_depth);
+std::optional<JsonExcess> find_json_excess(std::string_view text, const JsonLimits& limits,
+                                           size_t* values) {
+  LimitSax sax(limits);
   nlohmann::json::sax_parse(text.begin(), text.end(), &sax, nlohmann::json::input_format_t::json,
                             /*strict=*/true);
+  if (values != nullptr) *values = sax.values();
   return sax.excess();
+}
+
+std::optional<JsonExcess> find_json_depth_excess(std::string_view text, int max_depth) {
+  return find_json_excess(text, JsonLimits{max_depth, std::numeric_limits<size_t>::max()});
 }
 
 }  // namespace syv::server

@@ -178,7 +178,7 @@ void OpenAiRoutes::embeddings(const HttpRequest&, HttpResponse& res) {
 }
 
 void OpenAiRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
-  ApiResult<json> body = parse_json_body(req.body);
+  ApiResult<json> body = parse_json_body(req.body, options_.limits.max_json_values);
   if (!body.ok()) return write_error(res, body.error());
   ApiResult<TokenizeRequest> parsed = parse_tokenize_request(body.value(), options_.limits);
   if (!parsed.ok()) return write_error(res, parsed.error());
@@ -203,7 +203,7 @@ void OpenAiRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
 }
 
 void OpenAiRoutes::detokenize(const HttpRequest& req, HttpResponse& res) {
-  ApiResult<json> body = parse_json_body(req.body);
+  ApiResult<json> body = parse_json_body(req.body, options_.limits.max_json_values);
   if (!body.ok()) return write_error(res, body.error());
   ApiResult<DetokenizeRequest> parsed = parse_detokenize_request(body.value(), options_.limits);
   if (!parsed.ok()) return write_error(res, parsed.error());
@@ -419,7 +419,7 @@ class ResponsesAnswer final : public GenerationAnswer {
 
 void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
   const auto arrival = std::chrono::steady_clock::now();
-  ApiResult<json> body = parse_json_body(req.body);
+  ApiResult<json> body = parse_json_body(req.body, options_.limits.max_json_values);
   if (!body.ok()) return write_error(res, body.error());
   // A JSON Schema's properties keep their order in the output: read it from the raw body (already
   // checked for depth and syntax by parse_json_body).
@@ -455,7 +455,7 @@ void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat
 
 void OpenAiRoutes::responses(const HttpRequest& req, HttpResponse& res) {
   const auto arrival = std::chrono::steady_clock::now();
-  ApiResult<json> body = parse_json_body(req.body);
+  ApiResult<json> body = parse_json_body(req.body, options_.limits.max_json_values);
   if (!body.ok()) return write_error(res, body.error());
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
   ApiResult<ResponsesRequest> parsed = parse_responses_request(

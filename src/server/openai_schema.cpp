@@ -17,19 +17,22 @@ std::string truncate_for_message(const std::string& s) {
   return s.size() <= 40 ? s : s.substr(0, 37) + "...";
 }
 
-// 400 for JSON nested deeper than kMaxJsonDepth; `field` names the request field it came from
-// ("" = the body), `excess` where inside it the limit was passed.
-ApiError too_deep(const std::string& field, const JsonDepthExcess& excess) {
+// 400 for JSON past a limit of json_limits.h; `field` names the request field it came from
+// ("" = the body), `excess` where inside it the limit was passed, `max_values` the value limit.
+ApiError json_limit_error(const std::string& field, const JsonExcess& excess, size_t max_values) {
   std::string param = field;
   if (!excess.field.empty()) param += (param.empty() ? "" : ".") + excess.field;
   std::string where = field;
   if (!excess.path.empty()) {
     where += (where.empty() || excess.path[0] == '[' ? "" : ".") + excess.path;
   }
+  const std::string what =
+      excess.values ? "more than " + std::to_string(max_values) +
+                          " JSON values in the request (--max-json-values)"
+                    : "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep";
   return ApiError{400,
-                  (param.empty() ? std::string("request body") : param) +
-                      ": JSON nested more than " + std::to_string(kMaxJsonDepth) +
-                      " levels deep (at " + (where.empty() ? "the top level" : where) + ")",
+                  (param.empty() ? std::string("request body") : param) + ": " + what + " (at " +
+                      (where.empty() ? "the top level" : where) + ")",
                   "invalid_request_error", param, "invalid_value"};
 }
 
@@ -377,7 +380,9 @@ std::optional<ApiError> normalize_content(json& message, const std::string& wher
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_messages(const json& body, json& out) {
+// `max_values`: the JSON values the tool-call `arguments` strings of all messages may hold
+// together (each is parsed into an object for the template).
+std::optional<ApiError> parse_messages(const json& body, size_t max_values, json& out) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) {
     return ApiError::bad_param("messages", "messages: required (a non-empty array of messages)");
@@ -387,6 +392,7 @@ std::optional<ApiError> parse_messages(const json& body, json& out) {
                                "messages: expected a non-empty array, found " + describe_json(*it));
   }
   out = json::array();
+  size_t argument_values = 0;
   for (size_t i = 0; i < it->size(); ++i) {
     json m = (*it)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
@@ -442,9 +448,12 @@ std::optional<ApiError> parse_messages(const json& body, json& out) {
         // object so the prompt matches what the model was trained on.
         if (fn.contains("arguments") && fn["arguments"].is_string()) {
           const std::string& text = fn["arguments"].get_ref<const std::string&>();
-          if (auto excess = find_json_depth_excess(text)) {
-            return too_deep(p + ".function.arguments", *excess);
+          size_t values = 0;
+          if (auto excess = find_json_excess(
+                  text, JsonLimits{kMaxJsonDepth, max_values - argument_values}, &values)) {
+            return json_limit_error(p + ".function.arguments", *excess, max_values);
           }
+          argument_values += values;
           json parsed = json::parse(text, nullptr, false);
           if (!parsed.is_discarded()) fn["arguments"] = parsed;
         }
@@ -600,13 +609,15 @@ std::string describe_json(const json& value) {
   }
 }
 
-ApiResult<json> parse_json_body(std::string_view body) {
+ApiResult<json> parse_json_body(std::string_view body, size_t max_values) {
   if (body.empty()) {
     return ApiError{400, "request body: expected a JSON object, found an empty body",
                     "invalid_request_error", "", "invalid_json"};
   }
   // Measured before the real parse: a deeply nested body must never reach recursive code.
-  if (auto excess = find_json_depth_excess(body)) return too_deep("", *excess);
+  if (auto excess = find_json_excess(body, JsonLimits{kMaxJsonDepth, max_values})) {
+    return json_limit_error("", *excess, max_values);
+  }
   try {
     json j = json::parse(body.begin(), body.end());
     if (!j.is_object()) {
@@ -624,7 +635,7 @@ ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& 
                                           const nlohmann::ordered_json* ordered) {
   ChatRequest req;
   SYV_API_RETURN_IF(parse_common(body, limits, /*chat=*/true, ordered, req));
-  SYV_API_RETURN_IF(parse_messages(body, req.messages));
+  SYV_API_RETURN_IF(parse_messages(body, limits.max_json_values, req.messages));
   SYV_API_RETURN_IF(parse_tools(body, req.tools));
   SYV_API_RETURN_IF(parse_template_kwargs(body, req.chat_template_kwargs));
   Fields f(body);
@@ -762,7 +773,7 @@ ApiResult<TokenizeRequest> parse_tokenize_request(const json& body, const Schema
   if (!has_messages) {
     return ApiError::bad_param("prompt", "prompt: required (a string), or messages (an array)");
   }
-  SYV_API_RETURN_IF(parse_messages(body, req.messages));
+  SYV_API_RETURN_IF(parse_messages(body, limits.max_json_values, req.messages));
   SYV_API_RETURN_IF(parse_tools(body, req.tools));
   SYV_API_RETURN_IF(parse_template_kwargs(body, req.chat_template_kwargs));
   return req;

@@ -19,6 +19,7 @@
 
 #include "grammar/grammar.h"
 #include "server/api_error.h"
+#include "server/json_limits.h"
 
 namespace syv::server {
 
@@ -31,6 +32,9 @@ struct SchemaLimits {
   int max_stop = 16;              // most stop strings
   int max_top_logprobs = 20;
   int max_logit_bias = 1024;  // most logit_bias entries
+  // JSON values in a body, and in its messages' tool-call `arguments` strings together
+  // (--max-json-values; json_limits.h).
+  size_t max_json_values = kDefaultMaxJsonValues;
 };
 
 struct SamplingParams {
@@ -102,7 +106,10 @@ struct DetokenizeRequest {
 };
 
 // Parses the raw body as a JSON object (400 "invalid JSON" with the parser's position otherwise).
-ApiResult<nlohmann::json> parse_json_body(std::string_view body);
+// First, without building anything, a body nested deeper than kMaxJsonDepth or holding more than
+// `max_values` JSON values is refused (400 naming the field where it passed the limit).
+ApiResult<nlohmann::json> parse_json_body(std::string_view body,
+                                          size_t max_values = kDefaultMaxJsonValues);
 
 // `ordered` (may be null): the same body parsed with its key order kept, so a JSON Schema's
 // properties keep their order in the output (alphabetical without it).

@@ -7,9 +7,11 @@
 #include <httplib.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -95,6 +97,19 @@ class ServerProcess {
     return -1;
   }
   void signal(int sig) { kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
+  // The process's threads (tids, ascending: the order they were created in, barring wrap-around).
+  std::vector<pid_t> threads() const {
+    std::vector<pid_t> tids;
+    for (const auto& e :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/task")) {
+      tids.push_back(static_cast<pid_t>(std::stol(e.path().filename().string())));
+    }
+    std::sort(tids.begin(), tids.end());
+    return tids;
+  }
+  // Sends `sig` to one thread of the process, which then runs (or blocks) it itself.
+  void signal_thread(pid_t tid, int sig) { syscall(SYS_tgkill, pid_, tid, sig); }
   std::string log() const {
     std::ifstream in(log_path_);
     std::stringstream ss;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "e2e/http_test_util.h"
 #include "e2e/test_server.h"
@@ -390,6 +391,75 @@ TEST_F(ServerHttp, DeeplyNestedJsonGets400NamingTheField) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(s.generator.submitted(), 0);
+}
+
+// Issue 23.2: a body's size does not bound its parse (a 3 MB body of a million `{}` took ~480 MB).
+// More JSON values than --max-json-values, at any position a client controls, are a 400 naming
+// the field and the flag before anything is built, and the server keeps answering.
+TEST_F(ServerHttp, TooManyJsonValuesGet400NamingTheLimit) {
+  TestServer s;
+  const size_t n = server::kDefaultMaxJsonValues + 1;  // one array more than the default allows
+  std::string wide = "[0";
+  for (size_t i = 1; i < n; ++i) wide += ",0";
+  wide += "]";
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi", "x": )" + wide + "}]}", "messages[0].x"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": )" + wide + "}]}",
+       "messages[0].content"},
+      {"/v1/chat/completions",
+       R"({"messages": [)" + user +
+           R"(], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"p": )" +
+           wide + "}}}]}",
+       "tools[0].function.parameters"},
+      {"/v1/chat/completions",
+       R"({"messages": [)" + user + R"(], "chat_template_kwargs": {"k": )" + wide + "}}",
+       "chat_template_kwargs.k"},
+      {"/v1/chat/completions",
+       R"({"messages": [)" + user +
+           R"(, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": )"
+           R"("function", "function": {"name": "f", "arguments": ")" +
+           wide + R"("}}]}]})",
+       "messages[1].tool_calls[0].function.arguments"},
+      {"/tokenize", R"({"messages": [{"role": "user", "content": "hi", "x": )" + wide + "}]}",
+       "messages[0].x"},
+      {"/v1/completions", R"({"prompt": )" + wide + "}", "prompt"},
+      {"/detokenize", R"({"tokens": )" + wide + "}", "tokens"},
+      {"/v1/responses", R"({"input": )" + wide + "}", "input"},
+  };
+  for (const auto& [path, body, param] : cases) {
+    SCOPED_TRACE(path + " " + param);
+    auto res = s.post_raw(path, body);
+    ASSERT_TRUE(res) << "no answer";
+    EXPECT_EQ(res->status, 400) << res->body.substr(0, 300);
+    ASSERT_TRUE(is_openai_error(res->body)) << res->body.substr(0, 300);
+    const json err = json::parse(res->body)["error"];
+    EXPECT_EQ(err["param"], param) << err.dump();
+    EXPECT_EQ(err["code"], "invalid_value");
+    EXPECT_NE(err["message"].get<std::string>().find(
+                  "more than 262144 JSON values in the request (--max-json-values)"),
+              std::string::npos)
+        << err.dump();
+    ASSERT_EQ(s.get("/health")->status, 200);
+  }
+  EXPECT_EQ(s.generator.submitted(), 0);
+
+  // A lower limit: at it a request is served, one value past it refused.
+  server::RouteOptions options;
+  options.limits.max_json_values = 2048;
+  TestServer low(options);
+  auto with_x = [](size_t values) {  // 6 values around x
+    std::string x = "[0";
+    for (size_t i = 1; i < values - 6; ++i) x += ",0";
+    return R"({"messages": [{"role": "user", "content": "hi", "x": )" + x + "]}]}";
+  };
+  EXPECT_EQ(low.post_raw("/tokenize", with_x(2048))->status, 200);
+  auto res = low.post_raw("/tokenize", with_x(2049));
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("more than 2048 JSON values"), std::string::npos) << res->body;
+  EXPECT_EQ(low.post("/v1/completions", kCompletion)->status, 200);
 }
 
 // Issue 22.1: the second turn of every agent loop sends the assistant's tool call back with

@@ -381,5 +381,110 @@ TEST_F(ServerHttp, RefusalsNeedNoWorker) {
   EXPECT_NE(stream.read_until("[DONE]", 1).find("data: [DONE]"), std::string::npos);
 }
 
+// HEAD and OPTIONS, as a client expects them: HEAD of a GET route is GET's status and headers
+// (Content-Length included) without the body, auth and readiness as for GET; a path served for
+// other methods only is 405 with Allow (OPTIONS: 204 with Allow), after auth; an unknown path 404
+// (401 without a key, as for every method). No CORS header without --allowed-origins.
+TEST_F(ServerHttp, HeadAndOptionsAnswerLikeTheirGetRoute) {
+  TestServer s;
+  const std::string key_header = "X-Api-Key: " + std::string(kKey) + "\r\n";
+  // The head of an answer, and what follows it on the connection within `wait`.
+  struct Answer {
+    std::string head, rest;
+  };
+  auto ask = [&](RawConnection& conn, const std::string& method, const std::string& path,
+                 const std::string& headers) {
+    EXPECT_TRUE(
+        conn.send_raw(method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n"));
+    std::string got = conn.read_until("\r\n\r\n", 1, seconds(5));
+    const size_t end = got.find("\r\n\r\n");
+    EXPECT_NE(end, std::string::npos) << got;
+    return Answer{got.substr(0, end + 4), got.substr(std::min(got.size(), end + 4))};
+  };
+  auto header = [](const std::string& head, const std::string& name) {
+    const size_t at = head.find("\r\n" + name + ": ");
+    if (at == std::string::npos) return std::string("(none)");
+    const size_t start = at + name.size() + 4;
+    return head.substr(start, head.find("\r\n", start) - start);
+  };
+
+  for (const char* path : {"/health", "/v1/models", "/v1/models/fake", "/metrics"}) {
+    SCOPED_TRACE(path);
+    auto get = s.get(path);
+    ASSERT_TRUE(get);
+    ASSERT_EQ(get->status, 200);
+    // HEAD then GET on one keep-alive connection: the HEAD answer carries no body (the GET's
+    // status line comes next), and the lengths agree.
+    RawConnection conn(s.transport->port());
+    Answer head = ask(conn, "HEAD", path, key_header);
+    EXPECT_EQ(head.head.rfind("HTTP/1.1 200 ", 0), 0u) << head.head;
+    EXPECT_EQ(head.rest, "");
+    EXPECT_EQ(header(head.head, "Content-Type"), get->get_header_value("Content-Type"));
+    if (std::string(path) != "/metrics") {  // the metrics text changes between two requests
+      EXPECT_EQ(header(head.head, "Content-Length"), std::to_string(get->body.size()));
+    }
+    Answer next = ask(conn, "GET", path, key_header);
+    EXPECT_EQ(next.head.rfind("HTTP/1.1 200 ", 0), 0u) << next.head;
+    EXPECT_EQ(next.rest, get->body.substr(0, next.rest.size()));
+    // Without a key: 401, without its body either (the next answer follows at once).
+    RawConnection anon(s.transport->port());
+    Answer refused = ask(anon, "HEAD", path, "");
+    EXPECT_EQ(refused.head.rfind("HTTP/1.1 401 ", 0), 0u) << refused.head;
+    EXPECT_EQ(refused.rest, "");
+    EXPECT_EQ(ask(anon, "HEAD", path, key_header).head.rfind("HTTP/1.1 200 ", 0), 0u);
+  }
+  // Unknown paths: 404 with a key, 401 without, for HEAD and OPTIONS alike.
+  for (const char* method : {"HEAD", "OPTIONS", "DELETE"}) {
+    SCOPED_TRACE(method);
+    RawConnection conn(s.transport->port());
+    EXPECT_EQ(ask(conn, method, "/no/such/route", key_header).head.rfind("HTTP/1.1 404 ", 0), 0u);
+    RawConnection anon(s.transport->port());
+    EXPECT_EQ(ask(anon, method, "/no/such/route", "").head.rfind("HTTP/1.1 401 ", 0), 0u);
+  }
+  // A POST route asked with GET or HEAD: 405 naming the methods; without a key still 401.
+  auto wrong = s.get("/v1/chat/completions");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST, OPTIONS");
+  ASSERT_TRUE(is_openai_error(wrong->body)) << wrong->body;
+  EXPECT_EQ(json::parse(wrong->body)["error"]["code"], "method_not_allowed");
+  EXPECT_EQ(s.get("/v1/chat/completions", "")->status, 401);
+  {
+    RawConnection conn(s.transport->port());
+    Answer head = ask(conn, "HEAD", "/v1/completions", key_header);
+    EXPECT_EQ(head.head.rfind("HTTP/1.1 405 ", 0), 0u) << head.head;
+    EXPECT_EQ(header(head.head, "Allow"), "POST, OPTIONS");
+    EXPECT_EQ(head.rest, "");
+  }
+  auto del = s.client->Delete("/v1/models", {{"X-Api-Key", kKey}});
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 405);
+  EXPECT_EQ(del->get_header_value("Allow"), "GET, HEAD, OPTIONS");
+  // OPTIONS: 204 with Allow after auth, and never a CORS header (CORS is off).
+  for (const auto& [path, allow] :
+       {std::pair<std::string, std::string>{"/v1/models", "GET, HEAD, OPTIONS"},
+        {"/v1/chat/completions", "POST, OPTIONS"},
+        {"/v1/responses/resp_x", "GET, HEAD, OPTIONS"}}) {
+    SCOPED_TRACE(path);
+    auto res = s.client->Options(path.c_str(), {{"X-Api-Key", kKey},
+                                                {"Origin", "https://evil.example"},
+                                                {"Access-Control-Request-Method", "POST"}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 204);
+    EXPECT_EQ(res->get_header_value("Allow"), allow);
+    EXPECT_FALSE(res->has_header("Access-Control-Allow-Origin"));
+    EXPECT_TRUE(res->body.empty());
+    auto anon = s.client->Options(path.c_str(), {{"Origin", "https://evil.example"},
+                                                 {"Access-Control-Request-Method", "POST"}});
+    ASSERT_TRUE(anon);
+    EXPECT_EQ(anon->status, 401);
+    EXPECT_FALSE(anon->has_header("Access-Control-Allow-Origin"));
+  }
+  // HEAD waits for readiness like GET.
+  TestServer loading({}, {}, "", /*ready=*/false);
+  RawConnection conn(loading.transport->port());
+  EXPECT_EQ(ask(conn, "HEAD", "/v1/models", key_header).head.rfind("HTTP/1.1 503 ", 0), 0u);
+}
+
 }  // namespace
 }  // namespace syv::testing

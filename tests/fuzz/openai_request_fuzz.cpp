@@ -1,6 +1,7 @@
 // Fuzzes what a client's bytes reach on /v1/chat/completions, /v1/completions, /v1/responses,
-// /tokenize and /detokenize before the engine: the depth pre-pass and JSON parse
-// (parse_json_body), each route's validation (server/openai_schema.h, server/responses_request.h:
+// /tokenize and /detokenize before the engine: the depth and value-count pre-pass and JSON parse
+// (parse_json_body; the pre-pass's count checked against the parsed tree, and the limit one value
+// below it refusing the body), each route's validation (server/openai_schema.h, server/responses_request.h:
 // the Responses body mapped to a chat request, a previous_response_id resolving to a stored
 // conversation), and for a valid chat or Responses request the chat template
 // (Qwen3's, and Qwen3.5's for odd-sized inputs) rendering its messages, tools and kwargs.
@@ -16,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include "server/openai_schema.h"
 #include "server/responses_items.h"
@@ -41,6 +43,8 @@ const syv::server::SchemaLimits& limits() {
     syv::server::SchemaLimits x;
     x.served_model_name = "qwen3";
     x.vocab_size = 151936;
+    // Low enough that fuzzed bodies and their tool-call arguments strings reach it.
+    x.max_json_values = 1024;
     return x;
   }();
   return l;
@@ -148,17 +152,46 @@ void tokenize_routes(const json& body) {
   }
 }
 
+// The values of a parsed document, counted without recursion.
+size_t count_values(const json& j) {
+  size_t n = 0;
+  std::vector<const json*> stack{&j};
+  while (!stack.empty()) {
+    const json* v = stack.back();
+    stack.pop_back();
+    ++n;
+    if (v->is_structured()) {
+      for (const json& child : *v) stack.push_back(&child);
+    }
+  }
+  return n;
+}
+
+// The pre-pass counted every value of the parsed body (more when an object repeats a key: the
+// tree keeps one), and a limit one below its count refuses the body, naming the flag.
+void check_value_count(std::string_view text, const json& body) {
+  size_t counted = 0;
+  const syv::server::JsonLimits within{syv::server::kMaxJsonDepth, limits().max_json_values};
+  if (syv::server::find_json_excess(text, within, &counted)) __builtin_trap();
+  if (counted < count_values(body) || counted > limits().max_json_values) __builtin_trap();
+  auto tight = syv::server::parse_json_body(text, counted - 1);
+  if (tight.ok()) __builtin_trap();
+  check_error(tight.error());
+  if (tight.error().message.find("--max-json-values") == std::string::npos) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 256 * 1024) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto body = syv::server::parse_json_body(text);
+  auto body = syv::server::parse_json_body(text, limits().max_json_values);
   if (!body.ok()) {
     check_error(body.error());
     return 0;
   }
   if (!body.value().is_object()) __builtin_trap();
+  check_value_count(text, body.value());
   chat(body.value(), size % 2 == 1);
   responses(body.value(), size % 2 == 1);
   completion(body.value());

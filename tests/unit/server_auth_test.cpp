@@ -25,6 +25,13 @@ TEST(ServerAuth, SeveralKeysMatchExactly) {
   EXPECT_FALSE(keys.matches("sk-first-key-1234"));
   EXPECT_FALSE(keys.matches("SK-FIRST-KEY-123"));
   EXPECT_FALSE(keys.matches(""));
+  // find(): which key (the access log's "key #<index + 1>"), or -1.
+  ASSERT_TRUE(keys.add("sk-third-key-789").ok());
+  EXPECT_EQ(keys.find("sk-first-key-123"), 0);
+  EXPECT_EQ(keys.find("sk-second-key-456"), 1);
+  EXPECT_EQ(keys.find("sk-third-key-789"), 2);
+  EXPECT_EQ(keys.find("sk-third-key-78"), -1);
+  EXPECT_EQ(keys.find(""), -1);
 }
 
 TEST(ServerAuth, RefusesBadKeys) {

@@ -1,5 +1,5 @@
-// The JSON nesting limit (server/json_limits.h) and the depth checks behind it: the SAX measure,
-// parse_json_body, tool-call arguments, the tool-call parser on model output, and
+// The JSON nesting and value-count limits (server/json_limits.h) and the checks behind them: the
+// SAX measure, parse_json_body, tool-call arguments, the tool-call parser on model output, and
 // jinja::Value::from_json, each at the limit, one past it, and far past it (10^6 levels).
 #include <gtest/gtest.h>
 
@@ -166,6 +166,85 @@ TEST(JsonLimits, ToolCallArgumentsStringIsMeasured) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->messages[1]["tool_calls"][0]["function"]["arguments"],
             nlohmann::json::parse(R"({"a": [1]})"));
+}
+
+// n copies of `item` in an array under messages[0].x.
+std::string wide_body(size_t n, const std::string& item) {
+  std::string body = R"({"messages": [{"role": "user", "content": "hi", "x": [)";
+  for (size_t i = 0; i < n; ++i) body += (i ? "," : "") + item;
+  return body + "]}]}";
+}
+
+TEST(JsonLimits, ValuesCountScalarsAndContainersNotKeys) {
+  size_t values = 0;
+  EXPECT_FALSE(find_json_excess(R"({"a": 1, "b": [true, null, "s", {}], "c": {"d": 2.5}})",
+                                JsonLimits{}, &values));
+  EXPECT_EQ(values, 9u);  // {} 1 [] true null "s" {} {} 2.5
+  EXPECT_FALSE(find_json_excess("7", JsonLimits{}, &values));
+  EXPECT_EQ(values, 1u);
+  // Exactly at the limit passes; one more is refused, naming the field and the element.
+  const std::string body = wide_body(100, "{\"a\": 1}");  // 6 values around x, 200 in it
+  EXPECT_FALSE(find_json_excess(body, JsonLimits{kMaxJsonDepth, 206}, &values));
+  EXPECT_EQ(values, 206u);
+  auto e = find_json_excess(body, JsonLimits{kMaxJsonDepth, 205});
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->values);
+  EXPECT_EQ(e->field, "messages[0].x");
+  EXPECT_EQ(e->path, "messages[0].x[99].a");
+  e = find_json_excess(body, JsonLimits{kMaxJsonDepth, 100});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->field, "messages[0].x");
+  EXPECT_EQ(e->path, "messages[0].x[47]");
+  // Depth is still its own limit.
+  e = find_json_excess(nested(100), JsonLimits{});
+  ASSERT_TRUE(e);
+  EXPECT_FALSE(e->values);
+}
+
+TEST(JsonLimits, ParseJsonBodyRefusesTooManyValues) {
+  // The default: 2^18 values; the body below holds 6 + n.
+  const size_t n = kDefaultMaxJsonValues - 6;
+  EXPECT_TRUE(parse_json_body(wide_body(n, "0")).ok());
+  auto r = parse_json_body(wide_body(n + 1, "0"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 400);
+  EXPECT_EQ(r.error().code, "invalid_value");
+  EXPECT_EQ(r.error().param, "messages[0].x");
+  EXPECT_EQ(r.error().message,
+            "messages[0].x: more than 262144 JSON values in the request (--max-json-values) (at "
+            "messages[0].x[" +
+                std::to_string(n) + "])");
+  // A smaller limit, and far past it (a million empty objects).
+  EXPECT_TRUE(parse_json_body(wide_body(1018, "[]"), 1024).ok());
+  EXPECT_FALSE(parse_json_body(wide_body(1019, "[]"), 1024).ok());
+  r = parse_json_body(wide_body(1000000, "{}"), 1024);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("more than 1024 JSON values"), std::string::npos);
+}
+
+// The tool-call arguments strings of a request are parsed into objects for the template: their
+// values count together against the same limit.
+TEST(JsonLimits, ToolCallArgumentsCountTogether) {
+  auto call = [](const std::string& args) {
+    return nlohmann::json{
+        {"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", args}}}};
+  };
+  std::string args = "[";
+  for (int i = 0; i < 600; ++i) args += std::string(i ? "," : "") + "1";
+  args += "]";  // 601 values
+  nlohmann::json body = {{"messages",
+                          {{{"role", "user"}, {"content", "hi"}},
+                           {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call(args)}}},
+                           {{"role", "tool"}, {"content", "r"}}}}};
+  SchemaLimits limits;
+  limits.max_json_values = 1024;
+  EXPECT_TRUE(parse_chat_request(body, limits).ok());
+  body["messages"][1]["tool_calls"].push_back(call(args));  // 1202 together
+  auto r = parse_chat_request(body, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().param, "messages[1].tool_calls[1].function.arguments");
+  EXPECT_NE(r.error().message.find("more than 1024 JSON values"), std::string::npos)
+      << r.error().message;
 }
 
 TEST(JsonLimits, ModelOutputTooDeepStaysText) {

@@ -8,7 +8,8 @@ resident memory (VmRSS) after each phase, so the memory a hostile suite leaves b
 Start the server with --host-cache-gb 0 (the host tier's pages are resident memory by design) and
 --accept-compressed (so the gzip bomb is inflated, up to the body limit, with a key).
 
-Phases: deep JSON (10^5 levels at 8 positions), wide JSON (6 MB of small objects), malformed
+Phases: deep JSON (10^5 levels at 8 positions), wide JSON (5 MB of 420,000 small objects: past
+--max-json-values, and 262,000 `{}`: just under its default), malformed
 bodies and framing (200), a header flood, a 1 GiB gzip bomb, 300 slow connections held while
 authenticated requests are timed, then a plain request."""
 import argparse
@@ -18,10 +19,10 @@ import socket
 import time
 
 
-def rss_mb(pid):
+def rss_mb(pid, field="VmRSS"):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     return -1.0
 
@@ -89,9 +90,11 @@ def main():
         print(f"round {r}: deep JSON {dict(statuses)}: {rss_mb(pid):.0f} MB")
         statuses.clear()
         wide = json.dumps({"messages": [{"role": "user", "content": "x", "x": [{"a": i} for i in range(420000)]}], "max_tokens": 2})
+        at_limit = json.dumps({"messages": [{"role": "user", "content": "x", "x": [{}] * 262000}], "max_tokens": 2})
         for _ in range(3):
             count(request(port, "POST", "/v1/chat/completions", key, wide.encode())[0])
-        print(f"round {r}: wide JSON ({len(wide) >> 20} MB) {dict(statuses)}: {rss_mb(pid):.0f} MB")
+            count(request(port, "POST", "/v1/chat/completions", key, at_limit.encode())[0])
+        print(f"round {r}: wide JSON ({len(wide) >> 20} MB, {len(at_limit) >> 10} KB) {dict(statuses)}: {rss_mb(pid):.0f} MB")
         statuses.clear()
         bad = [b"{", b"[1,2]", b"", b'{"messages": 5}', b'{"prompt": "x", "max_tokens": 2147483647}',
                b'{"prompt": "x", "temperature": "hot"}', b"\xff\xfe", b'{"prompt": [1, 99999999]}']
@@ -129,7 +132,7 @@ def main():
         print(f"round {r}: 300 slow connections, slowest authenticated answer {worst * 1000:.0f} ms: {rss_mb(pid):.0f} MB")
     time.sleep(2)
     st, _ = request(port, "POST", "/v1/chat/completions", key, json.dumps(chat).encode())
-    print(f"end (a plain request: {st}): {rss_mb(pid):.0f} MB")
+    print(f"end (a plain request: {st}): {rss_mb(pid):.0f} MB; peak (VmHWM) {rss_mb(pid, 'VmHWM'):.0f} MB")
 
 
 if __name__ == "__main__":
