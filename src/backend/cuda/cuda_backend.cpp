@@ -481,6 +481,7 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t T = meta.positions.numel();
     if (T == 0) return;
     const int64_t D = cache.head_dim(), hk = cache.num_kv_heads(), hq = q.numel() / (T * D);
+    check_qkv_shapes(qkv, q, k, v, T, hq, hk, D);
     const bool same_t = qkv.dtype == q.dtype && qkv.dtype == k.dtype && qkv.dtype == v.dtype;
     if (!same_t || (!q_norm.empty() && !k_norm.empty() && q_norm.dtype != k_norm.dtype)) {
       Backend::qkv_norm_rope_write_quantized(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v,
@@ -553,6 +554,7 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t T = meta.positions.numel();
     if (T == 0) return;
     const int64_t D = last_dim(k_cache), hk = dim_from_end(k_cache, 2), hq = q.numel() / (T * D);
+    check_qkv_shapes(qkv, q, k, v, T, hq, hk, D);
     SYV_CHECK(k_cache.dtype == v_cache.dtype) << "qkv_norm_rope_write: cache dtypes";
     const bool same_t = qkv.dtype == q.dtype && qkv.dtype == k.dtype && qkv.dtype == v.dtype;
     if (!same_t || (!q_norm.empty() && !k_norm.empty() && q_norm.dtype != k_norm.dtype)) {
@@ -566,15 +568,19 @@ class CudaBackendImpl final : public CudaBackend {
     dev.dtype = k_cache.dtype;
     fused_qkv_norm_rope_write(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v, hq, hk, D, dev);
   }
-  // The one-launch qkv_norm_rope_write (float or quantized cache `dev`; dtypes checked).
+  static void check_qkv_shapes(const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v,
+                               int64_t T, int64_t hq, int64_t hk, int64_t D) {
+    SYV_CHECK(q.numel() == T * hq * D && k.numel() == T * hk * D && v.numel() == T * hk * D)
+        << "qkv_norm_rope_write: q [T, Hq, D], k and v [T, Hk, D] with Hk, D of the cache";
+    SYV_CHECK_EQ(qkv.numel(), T * (hq + 2 * hk) * D) << "qkv_norm_rope_write: qkv vs q, k, v";
+  }
+  // The one-launch qkv_norm_rope_write (float or quantized cache `dev`; shapes and dtypes
+  // checked by the caller).
   void fused_qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                                  float eps, NormKind kind, const RopeParams& rope,
                                  const BatchMeta& meta, Tensor& q, Tensor& k, Tensor& v, int64_t hq,
                                  int64_t hk, int64_t D, const cuda::KvCacheDev& dev) {
     const int64_t T = meta.positions.numel();
-    SYV_CHECK(q.numel() == T * hq * D && k.numel() == T * hk * D && v.numel() == T * hk * D)
-        << "qkv_norm_rope_write: q [T, Hq, D], k and v [T, Hk, D] with Hk, D of the cache";
-    SYV_CHECK_EQ(qkv.numel(), T * (hq + 2 * hk) * D) << "qkv_norm_rope_write: qkv vs q, k, v";
     cuda::launch_qkv_norm_rope_write(
         qkv.data, qkv.dtype, T, hq, hk, D, q_norm.empty() ? nullptr : q_norm.data,
         k_norm.empty() ? nullptr : k_norm.data, q_norm.empty() ? k_norm.dtype : q_norm.dtype, eps,

@@ -181,6 +181,8 @@ struct AttentionArgs {
 // for a one-token batch, kDecodeSplitAlign otherwise, or what set_attention_split_align() fixed);
 // splits past the context do nothing and the merge skips them. So one launch shape (a CUDA graph)
 // serves every context.
+// The cache may be bf16 (any head_dim up to 256) or fp8 / int4 with scales (head_dim 64, 128,
+// 256; the same kernel, which decodes in registers and applies the scales per key or group).
 // `partial` holds tokens * hq * splits * (head_dim + 2) floats, whatever the context.
 // counters: when not null (and splits <= kMaxMergedSplits), tokens * (hq / G) zeroed u32 slots:
 // the last used split block of each (token, head group) to finish merges the splits itself (no
