@@ -9,7 +9,7 @@
 //    within bf16 tolerance: head_dim 64 / 128 / 256, GQA groups 1 / 4 / 8, pages of 16 and 64,
 //    contexts crossing pages and splits;
 //  * CUDA graphs: a captured kv_write + decode attention replays the eager bits.
-// Skips cleanly without a CUDA device.
+// The device tests skip cleanly without a CUDA device.
 //
 // Bounds: the decode kernel computes in fp32 from the exact stored values and scales, so only the
 // bf16 output rounding (2^-9 relative) and the summation order differ from the reference; the
@@ -242,7 +242,8 @@ class KvQuantGpu : public CudaOps {
 
 constexpr DType kDtypes[] = {DType::F8E4M3, DType::U4X2};
 
-TEST_F(KvQuantGpu, QuantizedKvKernelsCoverFp8AndInt4) {
+// A static capability: answered without a device.
+TEST(KvQuantKernels, CoverFp8AndInt4) {
   EXPECT_TRUE(CudaBackend::quantized_kv_kernels(DType::F8E4M3));
   EXPECT_TRUE(CudaBackend::quantized_kv_kernels(DType::U4X2));
   EXPECT_FALSE(CudaBackend::quantized_kv_kernels(DType::BF16));
