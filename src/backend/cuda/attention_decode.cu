@@ -13,8 +13,8 @@
 // them in registers (quant_convert.cuh) and applies the scale to its partial dot product before
 // the lanes' sum (one scale per key for fp8, per 32-element group for int4: a lane's 8 elements
 // lie in one group), and to the value's probability weight (p * scale, per lane's group for
-// int4); the softmax normaliser sums the unscaled p. Twice the keys per step are in flight
-// (the loads are half or a quarter as wide).
+// int4); the softmax normaliser sums the unscaled p. At G = 1, 2 twice the keys per step are in
+// flight (the loads are half or a quarter as wide).
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
@@ -116,7 +116,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   // Each lane group takes U keys per step (U K/V loads in flight before any use); one softmax
   // rescale per step. Keys of one step: kb + u * KPW + sub.
-  constexpr int U = (G >= 8 ? 2 : 4) * (kQuant ? 2 : 1);
+  // Quantized caches take twice the keys per step at G = 1, 2 (their loads are half or a quarter
+  // as wide, and the registers allow it: at most 128, four blocks per SM as bf16); at G = 4, 8 the
+  // doubled step took 168 / 255 registers (3 / 2 blocks per SM on sm_90a, ptxas -v), which at
+  // batch 64 (one split of 512 blocks on 132 SMs) would leave a second, mostly empty wave.
+  constexpr int U = (G >= 8 ? 2 : 4) * (kQuant && G <= 2 ? 2 : 1);
   for (int kb = k_begin + warp * KPW * U; kb < k_end; kb += SUBS * U) {
     Raw kr[U], vr[U];
     float ksc[U], vsc[U];  // quantized caches: this lane's K / V scales
