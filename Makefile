@@ -45,6 +45,8 @@ build-test: deps tokenizer
 	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(TEST_OPT_FLAGS)" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$(TEST_OPT_FLAGS)"
 	cmake --build $(TEST_DIR) -j $(JOBS)
 	cd tests/e2e/openai_client && npm ci --silent --no-audit --no-fund
+	cd tests/e2e/langchain_client && npm ci --silent --no-audit --no-fund
+	cd tests/e2e/ai_sdk_client && npm ci --silent --no-audit --no-fund
 	cd tests/e2e/webui_browser && npm ci --silent --no-audit --no-fund
 
 fuzz: deps

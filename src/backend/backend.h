@@ -209,9 +209,6 @@ class Backend {
   // whose "device" memory is host memory too). Fails with a message naming the size when the
   // memory cannot be had.
   virtual Result<PinnedBuffer> allocate_pinned(size_t bytes);
-  // Whether allocate_pinned() page-locks its memory, which takes seconds per GiB (the engine then
-  // allocates its host tier on a background thread; allocate_pinned() must be callable from one).
-  virtual bool pins_host_memory() const { return false; }
   // Blocks the host until `event` is complete (empty: returns at once).
   virtual void wait_copy(const CopyEvent& event) { (void)event; }
   // Ops enqueued after this call start only once `event` is complete; the host does not wait
@@ -324,6 +321,10 @@ class Backend {
   virtual void reserve_quantized_scratch(const Weight& w) { (void)w; }
   // Whether gated_delta_rule() takes a state of dtype `t` (CacheConfig::state_dtype). f32 always.
   virtual bool supports_state_dtype(DType t) const { return t == DType::F32; }
+  // Whether a KV cache of dtype `t` (CacheConfig::kv_dtype) has kernels here: kv_write /
+  // paged_attention / qkv_norm_rope_write on it (float KV: the Tensor ops; fp8 e4m3 and int4 u4x2:
+  // the *_quantized hooks). The default: the activation dtype only.
+  virtual bool supports_kv_dtype(DType t) const { return t == activation_dtype(); }
 
   // Depthwise causal conv1d over each sequence's new tokens, then SiLU (no bias).
   // x [T, C]; weight [C, K]; conv_state f32 [num_slots, K - 1, C]: the K - 1 inputs preceding the

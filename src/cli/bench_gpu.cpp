@@ -14,10 +14,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/bench.h"
+#include "cli/kv_cache_dtype.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "io/hf_config.h"
@@ -47,6 +49,7 @@ struct Options {
   // Backend::set_batch_invariant for every timed step.
   bool batch_invariant = false;
   std::string state_dtype = "fp32";             // hybrids: CacheConfig::state_dtype
+  std::string kv_cache_dtype = "auto";          // CacheConfig::kv_dtype (cli/kv_cache_dtype.h)
   bool attention_only = false;                  // prefill: time the attention op alone
   std::vector<std::string> attention_variants;  // prefill kernels to time (empty: the current one)
 };
@@ -67,6 +70,7 @@ void add_common(CLI::App& app, Options& o) {
                  "Hybrid models: dtype of the delta-rule state, fp32 (default) or bf16 (as `syv "
                  "serve --state-dtype`; the decode floor counts its bytes)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_kv_cache_dtype_arg(app, o.kv_cache_dtype);
 }
 
 #if SYV_HAVE_CUDA
@@ -101,6 +105,7 @@ struct Setup {
   int64_t kv_per_token = 0;
   int64_t state_per_seq = 0;       // recurrent state bytes of one sequence (hybrids; 0 otherwise)
   DType state_dtype = DType::F32;  // of the delta-rule state (--state-dtype)
+  std::optional<DType> kv_dtype;   // of the paged K/V (--kv-cache-dtype; unset: bf16)
   int32_t state_slots = 0;         // slots the store holds (the largest batch)
   std::string name;
 };
@@ -143,6 +148,18 @@ Status rebuild_store(Setup& s, const CacheConfig& cc) {
   s.store.reset();
   SYV_ASSIGN_OR_RETURN(s.store, CacheStore::create(s.model->cache_spec(), cc, *s.gpu));
   s.model->bind_cache(*s.store);
+  // Random bytes are no valid scales (NaN, inf): a quantized pool's scales start at 1, so its
+  // random values read as themselves (random fp8 bytes include NaN codes; timing ignores values).
+  const std::vector<LayerCacheKind>& kinds = s.store->spec().layer_kinds;
+  std::vector<float> ones;
+  for (size_t l = 0; l < kinds.size(); ++l) {
+    if (kinds[l] != LayerCacheKind::kPagedKV) continue;
+    const KvCacheView kv = s.store->kv_view(static_cast<int32_t>(l));
+    if (!kv.scaled()) continue;
+    ones.resize(static_cast<size_t>(kv.k_scales.numel()), 1.0f);
+    s.gpu->upload(kv.k_scales.data, ones.data(), ones.size() * sizeof(float));
+    s.gpu->upload(kv.v_scales.data, ones.data(), ones.size() * sizeof(float));
+  }
   return Status::Ok();
 }
 
@@ -195,7 +212,11 @@ int setup(const Options& o, Setup& s) {
         "packed data + scales + zeros, less an untied embedding table)\n",
         s.step_weight_bytes / 1e9, describe_quant_config(mc.quant).c_str());
   }
-  s.kv_per_token = s.model->cache_spec().kv_bytes_per_token;
+  auto kv_dtype = resolve_kv_cache_dtype(o.kv_cache_dtype, *s.gpu, s.model->config());
+  if (!kv_dtype.ok()) return fail(kv_dtype.message());
+  s.kv_dtype = *kv_dtype;
+  const CacheSpec declared = s.model->cache_spec();
+  s.kv_per_token = (s.kv_dtype ? declared.with_kv_dtype(*s.kv_dtype) : declared).kv_bytes_per_token;
   s.state_dtype = o.state_dtype == "bf16" ? DType::BF16 : DType::F32;
   s.state_per_seq = s.model->cache_spec().with_state_dtype(s.state_dtype).state_bytes_per_seq;
   if (s.state_per_seq > 0)
@@ -210,6 +231,7 @@ CacheConfig cache_config(const Setup& s, int64_t pages) {
   cc.page_size = 64;
   cc.num_pages = static_cast<int32_t>(pages);
   cc.num_state_slots = s.state_per_seq > 0 ? s.state_slots : 0;
+  cc.kv_dtype = s.kv_dtype;
   if (s.state_per_seq > 0 && s.state_dtype != DType::F32) cc.state_dtype = s.state_dtype;
   return cc;
 }

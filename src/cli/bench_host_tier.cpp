@@ -79,13 +79,16 @@ int run(const Options& o) {
   if (o.prefix_len < 2)
     return fail("--prefix-len: expected >= 2, found " + std::to_string(o.prefix_len));
   if (o.copy_mb < 1) return fail("--copy-mb: expected >= 1, found " + std::to_string(o.copy_mb));
-  const EngineOptions options = o.engine.resolved();
+  EngineOptions options = o.engine.resolved();
   if (options.host_cache_bytes == 0)
     return fail("--host-cache-gb 0: this benchmark measures the host tier; give it some memory");
   auto loaded = load_cli_model(o.model);
   if (!loaded.ok()) return fail(loaded.message(), "--model takes a Hugging Face model folder");
   Model& model = *loaded->model;
   Backend& backend = model.backend();
+  auto kv_dtype = resolve_kv_cache_dtype(o.engine.kv_cache_dtype, backend, model.config());
+  if (!kv_dtype.ok()) return fail(kv_dtype.message());
+  options.kv_dtype = *kv_dtype;
 
   // 1. Pinned-copy bandwidth of this machine.
   const size_t bytes = static_cast<size_t>(o.copy_mb) << 20;

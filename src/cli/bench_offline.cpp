@@ -47,7 +47,11 @@ int run(const Options& o) {
     r.params.ignore_eos = true;
   }
 
-  Engine engine(model, nullptr, o.engine.resolved());
+  EngineOptions options = o.engine.resolved();
+  auto kv_dtype = resolve_kv_cache_dtype(o.engine.kv_cache_dtype, model.backend(), model.config());
+  if (!kv_dtype.ok()) return fail(kv_dtype.message());
+  options.kv_dtype = *kv_dtype;
+  Engine engine(model, nullptr, options);
   if (Status s = engine.start(); !s.ok()) return fail(s.message());
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<RequestHandle>> handles;

@@ -45,10 +45,12 @@ struct Options {
   int64_t seed = -1;  // < 0: from the clock, so a second run does not hit the first's cache
   std::string plot;
   int timeout_s = 600;
+  int max_token_id = 30000;  // random prompt ids in [1000, max_token_id)
 };
 
-// Token ids drawn from a range every Qwen vocabulary holds as ordinary tokens.
-constexpr int kTokenLo = 1000, kTokenHi = 30000;
+// Token ids drawn from [kTokenLo, Options::max_token_id): by default a range every Qwen vocabulary
+// holds as ordinary tokens; --max-token-id lowers the end for smaller vocabularies.
+constexpr int kTokenLo = 1000;
 constexpr const char* kVerifySteps = "syv_spec_verify_steps_by_tokens_total";
 
 class Bench {
@@ -99,7 +101,7 @@ class Bench {
     return d(rng_);
   }
   json random_ids(int n) {
-    std::uniform_int_distribution<int> d(kTokenLo, kTokenHi - 1);
+    std::uniform_int_distribution<int> d(kTokenLo, o_.max_token_id - 1);
     json ids = json::array();
     for (int i = 0; i < n; ++i) ids.push_back(d(rng_));
     return ids;
@@ -396,6 +398,10 @@ BenchRegistration reg{
       app.add_option("--turns", o->turns, "multiturn: user turns")
           ->check(CLI::Range(1, 1000))
           ->capture_default_str();
+      app.add_option("--max-token-id", o->max_token_id,
+                     "Random prompts' token ids are drawn from [1000, N): lower it below the "
+                     "vocabulary size of a small model (the trained tiny models have 8192)")
+          ->check(CLI::Range(1001, 1 << 30));
       app.add_option("--seed", o->seed, "Random prompts' seed (default: from the clock)");
       app.add_option("--plot", o->plot,
                      "Write an SVG: the sweep's throughput vs inter-token latency, and the latency "

@@ -1,10 +1,11 @@
 // Engine flags shared by commands that run the engine (serve, generate --prompts-file, bench
-// offline): page size, pool size, batch limits, prefix caching, checkpoints, CUDA graphs.
+// offline): page size, pool size, KV dtype, batch limits, prefix caching, checkpoints, CUDA graphs.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/kv_cache_dtype.h"
 #include "engine/engine.h"
 
 namespace syv::cli {
@@ -20,6 +21,9 @@ struct EngineArgs {
   // qwen3-0.6b, at contexts 33..96 and 2049..2112 with batches of 1 to 64.
   std::string cuda_graphs = "eager";
   std::string state_dtype = "fp32";
+  // --kv-cache-dtype (cli/kv_cache_dtype.h): resolved against the backend and the model by the
+  // command (resolve_kv_cache_dtype) into options.kv_dtype, once both are known.
+  std::string kv_cache_dtype = "auto";
   // Host tier in GiB (kv/host_tier.h): < 0 (the default) = a quarter of the free host memory, at
   // most 32 GiB; 0 = off.
   double host_cache_gb = -1;
@@ -76,6 +80,7 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   app.add_option("--num-checkpoints", args.options.num_checkpoints,
                  "Hybrid models: checkpoint pool size (default: --checkpoint-cache-mb worth, at "
                  "most 8 per --max-num-seqs).");
+  add_kv_cache_dtype_arg(app, args.kv_cache_dtype);
   app.add_option("--state-dtype", args.state_dtype,
                  "Hybrid models: dtype of the delta-rule state, fp32 (default) or bf16 (CUDA only: "
                  "half the state's memory and per-step traffic, rounded once per step).")

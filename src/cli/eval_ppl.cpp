@@ -10,6 +10,11 @@
 //
 // so for the same folder and context it reproduces transformers' figure (tests/e2e/
 // tiny_models_eval_ppl_test.cpp against tests/fixtures/tiny/*/meta.json "sample").
+//
+// --kl-reference KV_DTYPE runs every window a second time, side by side, with the KV cache in
+// KV_DTYPE (the reference, e.g. auto = the float cache) and adds the mean over scored positions of
+// KL(reference || this run) of the full next-token distributions, and the reference's ppl: what a
+// quantized KV cache (--kv-cache-dtype fp8 / int4) costs, beyond the ppl.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,9 +22,11 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/kv_cache_dtype.h"
 #include "cli/model_session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,38 +43,66 @@ struct Options {
   std::string text_file;
   int64_t context = 0;  // 0: kDefaultContext, or max_position_embeddings when smaller
   bool json = false;
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (cli/kv_cache_dtype.h)
+  std::string kl_reference;             // --kl-reference KV_DTYPE ("": none)
 };
 
-// -log softmax(row)[target], in double.
-double neg_log_prob(const float* row, int64_t vocab, int32_t target) {
+// log sum exp(row), in double.
+double log_sum_exp(const float* row, int64_t vocab) {
   const float mx = *std::max_element(row, row + vocab);
   double sum = 0;
   for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
-  return std::log(sum) + mx - row[target];
+  return std::log(sum) + mx;
+}
+
+// -log softmax(row)[target], in double.
+double neg_log_prob(const float* row, int64_t vocab, int32_t target) {
+  return log_sum_exp(row, vocab) - row[target];
+}
+
+// KL(softmax(ref) || softmax(run)) = sum_v p_ref(v) (log p_ref(v) - log p_run(v)), in double.
+double kl_divergence(const float* ref, const float* run, int64_t vocab) {
+  const double lse_ref = log_sum_exp(ref, vocab), lse_run = log_sum_exp(run, vocab);
+  double kl = 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double log_p = ref[v] - lse_ref;
+    kl += std::exp(log_p) * (log_p - (run[v] - lse_run));
+  }
+  return std::max(kl, 0.0);  // >= 0 up to rounding
 }
 
 struct Score {
   double nll_sum = 0;
   int64_t scored = 0;
   int64_t windows = 0;
+  double ref_nll_sum = 0;  // --kl-reference: the reference run's nll, and the KL summed
+  double kl_sum = 0;
 };
 
-// The windows of the header over `ids`, through `seq` (restarted for each).
-Score score_windows(SingleSequence& seq, const std::vector<int32_t>& ids, int64_t context,
-                    int64_t vocab) {
+// The windows of the header over `ids`, through `seq` (restarted for each), and through `ref`
+// alongside when given (--kl-reference).
+Score score_windows(SingleSequence& seq, SingleSequence* ref, const std::vector<int32_t>& ids,
+                    int64_t context, int64_t vocab) {
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t chunk = std::max<int64_t>(1, std::min(context, kMaxLogitFloats / vocab));
   Score s;
   for (int64_t start = 0; start < n - 1; start += context) {
     const int64_t end = std::min(n, start + context);
     seq.restart();
+    if (ref) ref->restart();
     for (int64_t c = start; c < end; c += chunk) {
       const int64_t c_end = std::min(end, c + chunk);
       const std::vector<int32_t> part(ids.begin() + c, ids.begin() + c_end);
       const std::vector<float> logits = seq.append(part, /*all_rows=*/true);
+      const std::vector<float> ref_logits =
+          ref ? ref->append(part, /*all_rows=*/true) : std::vector<float>();
       // Row r predicts token c + r + 1, scored while it is inside the window.
-      for (int64_t r = 0; c + r + 1 < end; ++r) {
+      for (int64_t r = 0; c + r < c_end && c + r + 1 < end; ++r) {
         s.nll_sum += neg_log_prob(&logits[r * vocab], vocab, ids[c + r + 1]);
+        if (ref) {
+          s.ref_nll_sum += neg_log_prob(&ref_logits[r * vocab], vocab, ids[c + r + 1]);
+          s.kl_sum += kl_divergence(&ref_logits[r * vocab], &logits[r * vocab], vocab);
+        }
         ++s.scored;
       }
     }
@@ -114,14 +149,27 @@ int run(const Options& o) {
   auto loaded = load_cli_model(o.model);
   if (!loaded.ok()) return fail(loaded.message(), hint);
   Model& model = *loaded->model;
-  auto seq = SingleSequence::create(model, context);
+  auto kv_dtype = resolve_kv_cache_dtype(o.kv_cache_dtype, model.backend(), *config);
+  if (!kv_dtype.ok()) return fail(kv_dtype.message());
+  auto seq = SingleSequence::create(model, context, *kv_dtype);
   if (!seq.ok()) return fail(seq.message());
+  std::optional<SingleSequence> ref;
+  if (!o.kl_reference.empty()) {
+    auto ref_dtype = resolve_kv_cache_dtype(o.kl_reference, model.backend(), *config);
+    if (!ref_dtype.ok()) return fail("--kl-reference: " + ref_dtype.message());
+    auto r = SingleSequence::create(model, context, *ref_dtype);
+    if (!r.ok()) return fail("--kl-reference: " + r.message());
+    ref.emplace(std::move(r.value()));
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
-  const Score s = score_windows(*seq, ids, context, config->vocab_size);
+  const Score s = score_windows(*seq, ref ? &*ref : nullptr, ids, context, config->vocab_size);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double ppl = std::exp(s.nll_sum / static_cast<double>(s.scored));
+  const double ref_ppl = std::exp(s.ref_nll_sum / static_cast<double>(s.scored));
+  const double delta_percent = 100.0 * (ppl / ref_ppl - 1.0);
+  const double mean_kl = s.kl_sum / static_cast<double>(s.scored);
   const std::string device = model.backend().name();
   if (o.json) {
     nlohmann::json j;
@@ -133,6 +181,13 @@ int run(const Options& o) {
     j["context"] = context;
     j["seconds"] = seconds;
     j["device"] = device;
+    j["kv_cache_dtype"] = o.kv_cache_dtype;
+    if (ref) {
+      j["kl_reference"] = o.kl_reference;
+      j["reference_ppl"] = ref_ppl;
+      j["delta_ppl_percent"] = delta_percent;
+      j["mean_kl"] = mean_kl;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf(
@@ -141,6 +196,12 @@ int run(const Options& o) {
         ppl, static_cast<long long>(s.scored), ids.size(), static_cast<long long>(s.windows),
         static_cast<long long>(context), seconds, device.c_str(),
         static_cast<double>(ids.size()) / seconds);
+    if (ref) {
+      std::printf(
+          "against --kl-reference %s (KV cache %s here): reference perplexity %.4f, delta "
+          "%+.3f%%, mean KL(reference || this) %.6g nats per scored token\n",
+          o.kl_reference.c_str(), o.kv_cache_dtype.c_str(), ref_ppl, delta_percent, mean_kl);
+    }
   }
   return 0;
 }
@@ -161,10 +222,13 @@ CommandRegistration reg{
           "Examples:\n"
           "  syv eval-ppl --model models/tiny-dense --text-file "
           "tests/fixtures/tiny/heldout_sample.txt --context 256\n"
+          "  syv eval-ppl --model models/tiny-dense --text-file F --context 256 "
+          "--kv-cache-dtype fp8 --kl-reference auto\n"
           "  syv eval-ppl --model DIR-fp8 --text-file F --device cuda --json   "
           "# {\"ppl\":...,\"tokens_scored\":...,\"seconds\":...}\n");
       add_model_args(app, o->model);
       add_device_arg(app, o->model.device);
+      add_kv_cache_dtype_arg(app, o->kv_cache_dtype);
       app.add_option("--text-file", o->text_file, "The text to score (its bytes, as UTF-8).")
           ->required();
       app.add_option("--context", o->context,
@@ -172,7 +236,15 @@ CommandRegistration reg{
                      "when smaller).");
       app.add_flag("--json", o->json,
                    "Print one JSON object: ppl, nll_sum, tokens_scored, tokens, windows, "
-                   "context, seconds (the forwards and scoring, not the load), device.");
+                   "context, seconds (the forwards and scoring, not the load), device, "
+                   "kv_cache_dtype (and with --kl-reference: kl_reference, reference_ppl, "
+                   "delta_ppl_percent, mean_kl).");
+      app.add_option("--kl-reference", o->kl_reference,
+                     "Also run the text with the KV cache in this dtype (auto, bf16, f32, fp8, "
+                     "int4; e.g. auto = the float cache) and print its ppl, this run's ppl "
+                     "change against it, and the mean KL(reference || this run) of the full "
+                     "next-token distributions over the scored positions (twice the time).")
+          ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8", "int4"}));
       return [o]() -> int { return run(*o); };
     }};
 

@@ -99,7 +99,9 @@ int run(const Options& o) {
   std::vector<int32_t> eos = config.eos_token_ids;
   if (tokenizer.ok() && (*tokenizer)->eos_token_id()) eos.push_back(*(*tokenizer)->eos_token_id());
 
-  auto seq = SingleSequence::create(model, total);
+  auto kv_dtype = resolve_kv_cache_dtype(o.batch.engine.kv_cache_dtype, model.backend(), config);
+  if (!kv_dtype.ok()) return fail(kv_dtype.message());
+  auto seq = SingleSequence::create(model, total, *kv_dtype);
   if (!seq.ok()) return fail(seq.message());
   // The request the server would build for {"temperature": T, "seed": S}: the engine seeds sample
   // 0 of a request with sample_seed(S, 0) (EngineCore::add_request).

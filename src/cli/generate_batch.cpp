@@ -104,7 +104,10 @@ void add_batch_args(CLI::App& app, BatchArgs& args) {
   const size_t before = app.get_options().size();
   add_engine_args(app, args.engine);
   std::vector<CLI::Option*> options = app.get_options();
-  for (size_t i = before; i < options.size(); ++i) options[i]->needs(prompts);
+  // --kv-cache-dtype also sets the single-prompt run's cache (generate.cpp).
+  for (size_t i = before; i < options.size(); ++i) {
+    if (options[i]->get_name() != "--kv-cache-dtype") options[i]->needs(prompts);
+  }
 }
 
 int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t max_tokens,
@@ -133,6 +136,10 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
     return fail("--prompts-file: \"" + args.prompts_file + "\" holds no requests");
 
   EngineOptions options = args.engine.resolved();
+  auto kv_dtype =
+      resolve_kv_cache_dtype(args.engine.kv_cache_dtype, *loaded->backend, loaded->model->config());
+  if (!kv_dtype.ok()) return fail(kv_dtype.message());
+  options.kv_dtype = *kv_dtype;
   std::unique_ptr<Model> draft;
   if (std::string e = args.engine.draft_model_error(); !e.empty()) return fail(e);
   if (args.engine.wants_draft_model()) {

@@ -10,6 +10,7 @@
 
 #include "backend/available_memory.h"
 #include "cli/command.h"
+#include "cli/kv_cache_dtype.h"
 #include "cli/memory_plan_cli.h"
 #include "cli/preset.h"
 #include "engine/host_tier_setup.h"
@@ -29,6 +30,7 @@ struct Options {
   double host_cache_gb = -1;  // < 0: what serve would take here (engine/host_tier_setup.h)
   std::string preset_name;    // --preset: the flags `syv serve --preset` would set, and their plan
   Preset preset;              // resolved (cli/preset.h)
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: the plan's and a KV line's dtype
 };
 
 // --preset: the plan of the preset's flags as `syv serve` would run them (its defaults where the
@@ -182,7 +184,8 @@ int run(const Options& o) {
   // cache in bf16 (CUDA) and f32 (the CPU backend).
   const ModelArch* arch = find_model_arch(c.model_type);
   std::string status = "servable";
-  int64_t kv_bf16 = 0, kv_f32 = 0;
+  int64_t kv_bf16 = 0, kv_f32 = 0, kv_chosen = 0;  // kv_chosen: --kv-cache-dtype's (not auto)
+  if (Status head = check_kv_head_dim(o.plan.kv_dtype, c); !head.ok()) return fail(head.message());
   // What the weights take on a CUDA device (bf16; quantized modules in their packed layouts):
   // the memory plan's figure. Without a valid architecture: every parameter in bf16.
   int64_t device_bytes = 2 * parameters;
@@ -193,6 +196,7 @@ int run(const Options& o) {
   } else {
     kv_bf16 = arch->cache_spec(c, DType::BF16).kv_bytes_per_token;
     kv_f32 = arch->cache_spec(c, DType::F32).kv_bytes_per_token;
+    if (o.plan.kv_dtype) kv_chosen = arch->cache_spec(c, *o.plan.kv_dtype).kv_bytes_per_token;
     if (std::optional<int64_t> b =
             weight_backend_bytes(*arch, c, &*store, [](DType) { return DType::BF16; })) {
       device_bytes = *b;
@@ -234,6 +238,10 @@ int run(const Options& o) {
     j["quantization"] = q;
     j["kv_bytes_per_token_bf16"] = kv_bf16;
     j["kv_bytes_per_token_f32"] = kv_f32;
+    if (o.plan.kv_dtype) {
+      j["kv_cache_dtype"] = o.kv_cache_dtype;
+      j["kv_bytes_per_token"] = kv_chosen;
+    }
     const HostTierCapacity host = host_tier_capacity(o.host_cache_gb, kv_bf16, kv_f32);
     j["host_tier"] = {
         {"bytes", host.bytes}, {"tokens_bf16", host.tokens_bf16}, {"tokens_f32", host.tokens_f32}};
@@ -291,8 +299,14 @@ int run(const Options& o) {
               !c.quant.quantized() ? "bf16"
               : table              ? "quantized modules packed, the rest bf16"
                                    : "at most: quantized modules counted dequantized to bf16");
-  std::printf("KV per token     %lld bytes bf16 (CUDA), %lld bytes f32 (CPU backend)\n",
+  std::printf("KV per token     %lld bytes bf16 (CUDA), %lld bytes f32 (CPU backend)",
               static_cast<long long>(kv_bf16), static_cast<long long>(kv_f32));
+  if (o.plan.kv_dtype) {
+    std::printf(", %lld bytes %s (--kv-cache-dtype %s, scales included)",
+                static_cast<long long>(kv_chosen),
+                std::string(dtype_name(*o.plan.kv_dtype)).c_str(), o.kv_cache_dtype.c_str());
+  }
+  std::printf("\n");
   const HostTierCapacity host = host_tier_capacity(o.host_cache_gb, kv_bf16, kv_f32);
   std::printf("host tier        %s: %lld tokens bf16 (CUDA), %lld tokens f32 (CPU backend)%s\n",
               host.what.c_str(), static_cast<long long>(host.tokens_bf16),
@@ -347,17 +361,23 @@ CommandRegistration reg{
           app.add_option("--max-batch-tokens", o->plan.max_batch_tokens,
                          "Tokens of the largest step, for the activation estimate (default 8192; "
                          "with --preset, the step budget `syv serve` would use)");
+      CLI::Option* kv_flag = add_kv_cache_dtype_arg(app, o->kv_cache_dtype);
       app.add_option("--preset", o->preset_name,
                      std::string("Print the flags `syv serve --preset NAME` sets (") +
                          kPresetNames +
                          ") and the memory plan they give (a GPU or --gpu-memory-gib)");
-      return [o, utilization, tokens]() -> int {
+      return [o, utilization, tokens, kv_flag]() -> int {
         if (!o->preset_name.empty()) {
           Result<Preset> preset = resolve_preset(o->preset_name, o->model_dir);
           if (!preset.ok()) return fail(preset.message());
           o->preset = *preset;
           plan_for_preset(o->preset, utilization->count() > 0, tokens->count() > 0, o->plan);
+          const std::string kv = preset_value(o->preset, "--kv-cache-dtype");
+          if (kv_flag->count() == 0 && !kv.empty()) o->kv_cache_dtype = kv;
         }
+        auto kv = parse_kv_cache_dtype(o->kv_cache_dtype);
+        if (!kv.ok()) return fail(kv.message());
+        o->plan.kv_dtype = *kv;
         return run(*o);
       };
     }};

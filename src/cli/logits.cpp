@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/kv_cache_dtype.h"
 #include "cli/model_session.h"
 
 namespace syv::cli {
@@ -15,6 +16,7 @@ struct Options {
   ModelArgs model;
   std::string tokens;
   std::string out;
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (cli/kv_cache_dtype.h)
 };
 
 int run(const Options& o) {
@@ -27,7 +29,9 @@ int run(const Options& o) {
   auto loaded = load_cli_model(o.model);
   if (!loaded.ok()) return fail(loaded.message(), hint);
   Model& model = *loaded->model;
-  auto seq = SingleSequence::create(model, static_cast<int64_t>(ids->size()));
+  auto kv_dtype = resolve_kv_cache_dtype(o.kv_cache_dtype, model.backend(), *config);
+  if (!kv_dtype.ok()) return fail(kv_dtype.message());
+  auto seq = SingleSequence::create(model, static_cast<int64_t>(ids->size()), *kv_dtype);
   if (!seq.ok()) return fail(seq.message());
 
   const auto start = std::chrono::steady_clock::now();
@@ -65,6 +69,7 @@ CommandRegistration reg{
           "(ids[None]).logits[0].\n");
       add_model_args(app, o->model);
       add_device_arg(app, o->model.device);
+      add_kv_cache_dtype_arg(app, o->kv_cache_dtype);
       app.add_option("--tokens", o->tokens,
                      "Comma-separated token ids, e.g. 1,2,3 (each in [0, vocab)).")
           ->required();

@@ -32,7 +32,8 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
     return Status::Error("memory plan: model_type \"" + c.model_type +
                          "\" is not served by this build");
   SYV_RETURN_IF_ERROR(arch->validate(c));
-  const CacheSpec spec = arch->cache_spec(c, DType::BF16);  // bf16 K/V on CUDA
+  // K/V in bf16 (CUDA's activation dtype) unless --kv-cache-dtype says otherwise.
+  const CacheSpec spec = arch->cache_spec(c, args.kv_dtype.value_or(DType::BF16));
   in.kv_bytes_per_token = spec.kv_bytes_per_token;
   in.state_bytes_per_slot = spec.state_bytes_per_seq;
   EngineOptions engine;  // serve's defaults, with the sequences and drafts of the arguments
@@ -51,11 +52,14 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   auto plan = plan_memory(in);
   if (!plan.ok()) return plan.status();
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                " (device %.1f GiB x %.2f; weights %.2f GB; activations %.2f GB estimated for "
-                "%lld batch tokens)",
-                in.total_bytes / 1073741824.0, in.utilization, in.weight_bytes / 1e9,
-                in.activation_peak_bytes / 1e9, static_cast<long long>(args.max_batch_tokens));
+  std::snprintf(
+      buf, sizeof buf,
+      " (KV %s; device %.1f GiB x %.2f; weights %.2f GB; activations %.2f GB "
+      "estimated for %lld batch tokens)",
+      std::string(dtype_name(spec.kv_layers.empty() ? DType::BF16 : spec.kv_layers.front().dtype))
+          .c_str(),
+      in.total_bytes / 1073741824.0, in.utilization, in.weight_bytes / 1e9,
+      in.activation_peak_bytes / 1e9, static_cast<long long>(args.max_batch_tokens));
   return plan->summary() + buf;
 }
 

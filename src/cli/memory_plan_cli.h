@@ -3,7 +3,10 @@
 // peak estimated (they measure it) and the device's total memory read from the GPU (or given).
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "core/dtype.h"
 
 #include "core/status.h"
 #include "io/model_config.h"
@@ -16,6 +19,9 @@ struct PlanArgs {
   int64_t max_batch_tokens = 8192;
   int64_t max_num_seqs = 256;      // serve's --max-num-seqs: decode rows, hybrid state slots
   int num_speculative_tokens = 0;  // serve's --num-speculative-tokens: verify rows per sequence
+  // serve's --kv-cache-dtype: the K/V dtype the pool is counted in (bf16, CUDA's, when unset);
+  // quantized KV counts its real bytes, scales included (kv/cache_spec.h).
+  std::optional<DType> kv_dtype;
 };
 
 // "KV pool: N tokens (P pages of 64), B bytes/token, max context M" plus the inputs, or an error

@@ -112,13 +112,15 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text, int64_t v
   return ids;
 }
 
-Result<SingleSequence> SingleSequence::create(Model& model, int64_t max_tokens) {
+Result<SingleSequence> SingleSequence::create(Model& model, int64_t max_tokens,
+                                              std::optional<DType> kv_dtype) {
   SingleSequence seq(model);
   const int64_t num_pages = std::max<int64_t>(1, (max_tokens + kPageSize - 1) / kPageSize);
   CacheConfig cache;
   cache.page_size = kPageSize;
   cache.num_pages = static_cast<int32_t>(num_pages);
   cache.num_state_slots = 1;
+  cache.kv_dtype = kv_dtype;
   SYV_ASSIGN_OR_RETURN(seq.store_, CacheStore::create(model.cache_spec(), cache, model.backend()));
   model.bind_cache(*seq.store_);
   for (int32_t p = 0; p < num_pages; ++p) seq.pages_.push_back(p);
@@ -143,6 +145,7 @@ Tensor SingleSequence::forward(const std::vector<int32_t>& tokens, bool all_rows
   } else {
     batch.logit_rows = {static_cast<int32_t>(tokens.size()) - 1};
   }
+  model_->bind_cache(*store_);  // another SingleSequence of the model may have bound its own
   Tensor logits = model_->forward(batch);
   length_ += static_cast<int64_t>(tokens.size());
   return logits;

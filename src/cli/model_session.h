@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,12 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& text, int64_t v
 class SingleSequence {
  public:
   static constexpr int32_t kPageSize = 64;
-  // Builds a cache store with pages for up to max_tokens positions (and one state slot) and binds
-  // the model to it; the model must not run another sequence while this one is used.
-  static Result<SingleSequence> create(Model& model, int64_t max_tokens);
+  // Builds a cache store with pages for up to max_tokens positions (and one state slot), K/V in
+  // kv_dtype (nullopt: the model's declared cache; see resolve_kv_cache_dtype), and binds the model
+  // to it. Each forward() binds it again, so two sequences of one model may take turns (eval-ppl's
+  // --kl-reference); nothing else may run the model in between.
+  static Result<SingleSequence> create(Model& model, int64_t max_tokens,
+                                       std::optional<DType> kv_dtype = std::nullopt);
 
   // Runs `tokens` as the next positions. Returns logits [tokens.size(), vocab] when all_rows, else
   // [1, vocab] for the last token, in the backend's memory (valid until the next forward). Tokens

@@ -5,8 +5,7 @@
 //   interactive  low latency: few sequences, speculation (mtp when the folder has an MTP head,
 //                else ngram prompt lookup)
 //   long         the longest context memory allows: few sequences, so the pool goes to one
-//                context, and a larger share of GPU memory; the KV cache stays in the backend's
-//                dtype (no quantized KV yet)
+//                context, a larger share of GPU memory, and fp8 KV (~2x bf16's tokens)
 //   throughput   the largest batch: many sequences, a large step budget, graphs up to that batch
 //
 // docs/configuration.md "Presets" has the table; tests/e2e/preset_test.cpp checks it.

@@ -202,7 +202,7 @@ int wait_for_signal(int timeout_ms = -1) {
 Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
                                    double utilization) {
   // A draft model's pool has as many pages as the target's: plan both, return the target's share.
-  const int64_t target_kv = model.cache_spec().kv_bytes_per_token;
+  const int64_t target_kv = engine_cache_spec(model.cache_spec(), e).kv_bytes_per_token;
   const int64_t draft_kv = e.draft_model ? e.draft_model->cache_spec().kv_bytes_per_token : 0;
   const ModelConfig& c = model.config();
   MemoryPlanInput in;
@@ -303,6 +303,9 @@ int run_serve(const ServeOptions& o) {
   load_options.mtp = o.engine.wants_mtp();  // --speculative-method mtp: the checkpoint's MTP head
   Result<PreparedModel> prepared = prepare_model(o.model_dir, **backend, load_options);
   if (!prepared.ok()) return fail("--model: " + prepared.message());
+  Result<std::optional<DType>> kv_dtype =
+      resolve_kv_cache_dtype(o.engine.kv_cache_dtype, **backend, prepared->config);
+  if (!kv_dtype.ok()) return fail(kv_dtype.message());
 
   // Signals: SIGTERM/SIGINT go through a pipe to the wait below; a dead client never kills us.
   if (Status st = install_stop_signals(); !st.ok()) return fail(st.message());
@@ -387,6 +390,7 @@ int run_serve(const ServeOptions& o) {
   // --cuda-graphs eager; the engine logs the buckets and the capture time).
   const auto t_engine = std::chrono::steady_clock::now();
   EngineOptions engine_options = o.engine.resolved();
+  engine_options.kv_dtype = *kv_dtype;
   engine_options.draft_model = draft.get();
   bool planned = false;
 #if SYV_HAVE_CUDA

@@ -68,6 +68,12 @@ struct EngineOptions {
   // Hybrids: the dtype of the delta-rule state (f32, or bf16 where the backend supports it: half
   // the state's bytes and traffic); CacheConfig::state_dtype.
   DType state_dtype = DType::F32;
+  // The dtype of the paged K/V (CacheConfig::kv_dtype). Unset: the model's declared cache (the
+  // backend's activation dtype). F8E4M3 (fp8, one scale per token and kv head) or U4X2 (int4, one
+  // scale per 32 elements) where the backend has kernels (Backend::supports_kv_dtype); the pool
+  // holds correspondingly more pages for the same kv_cache_bytes. A --draft-model's own pool
+  // stays in the activation dtype.
+  std::optional<DType> kv_dtype;
   std::string prefix_retention = "dense";  // "dense" | "boundaries" | N (tokens)
   // Host tier under the device cache (kv/host_tier.h; docs/hybrid-cache.md "Host tier"): host
   // memory (pinned on CUDA) that evicted prefix pages and checkpoints are written back to and

@@ -99,7 +99,8 @@ Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
 }  // namespace
 
 CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o) {
-  return o.state_dtype == DType::F32 ? model_spec : model_spec.with_state_dtype(o.state_dtype);
+  const CacheSpec kv = o.kv_dtype ? model_spec.with_kv_dtype(*o.kv_dtype) : model_spec;
+  return o.state_dtype == DType::F32 ? kv : kv.with_state_dtype(o.state_dtype);
 }
 
 int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o) {
@@ -208,6 +209,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   CacheConfig cache;
   cache.page_size = options.page_size;
   cache.num_pages = options.num_pages;
+  cache.kv_dtype = options.kv_dtype;
   if (graph_mode != GraphMode::kOff) ++cache.num_pages;  // the dummy page of graph padding rows
   if (spec.has_recurrent_state()) {
     if (options.state_dtype != DType::F32) cache.state_dtype = options.state_dtype;
@@ -260,21 +262,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   auto core = std::make_unique<EngineCore>(model, tokenizer, options, std::move(store));
   if (!host_plan.enabled()) {
     SYV_LOG(INFO) << "engine: host tier " << host_plan.reason;
-  } else if (model.backend().pins_host_memory()) {
-    // Pinning takes seconds per GiB (CUDA): a thread does it while the server starts and serves;
-    // until the tier joins (step()), evicted pages are dropped as without it.
-    CacheStore* store = core->store_.get();
-    const int32_t key_tokens = core->cache_.index().key_tokens();
-    core->host_pending_ = std::async(std::launch::async, [store, key_tokens, host_plan] {
-      return HostTier::create(*store, key_tokens, host_plan.num_pages, host_plan.num_checkpoints);
-    });
-    SYV_LOG(INFO) << "engine: host tier: " << host_plan.num_pages << " pages + "
-                  << host_plan.num_checkpoints
-                  << " checkpoints being pinned in the background (it joins the prefix cache "
-                     "when ready); "
-                  << host_plan.reason;
   } else {
-    // Host pages carry the device index's keys, over as many tokens (lookahead included).
+    // Host pages carry the device index's keys, over as many tokens (lookahead included). Its
+    // memory is pinned piece by piece as evictions fill it (kv/host_tier.h "Memory").
     SYV_ASSIGN_OR_RETURN(auto tier,
                          HostTier::create(*core->store_, core->cache_.index().key_tokens(),
                                           host_plan.num_pages, host_plan.num_checkpoints));
@@ -498,21 +488,7 @@ void EngineCore::attach_host_tier(std::unique_ptr<HostTier> tier) {
   update_gauges();
 }
 
-void EngineCore::poll_host_tier() {
-  if (!host_pending_.valid() ||
-      host_pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-    return;
-  Result<std::unique_ptr<HostTier>> tier = host_pending_.get();
-  if (!tier.ok()) {
-    SYV_LOG(WARN) << "engine: host tier off: " << tier.message();
-    return;
-  }
-  SYV_LOG(INFO) << "engine: host tier ready: " << (*tier)->describe();
-  attach_host_tier(std::move(tier.value()));
-}
-
 void EngineCore::step() {
-  poll_host_tier();
   if (drafter_ != nullptr && options_.num_speculative_tokens > 0) propose_drafts();
   scheduler_.schedule(step_);
   stats_.preemptions += static_cast<uint64_t>(step_.num_preempted);

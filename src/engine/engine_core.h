@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,14 +60,15 @@ struct RequestGroup {
   std::vector<PromptLogprob> prompt_logprobs;
 };
 
-// The cache spec the engine builds for a model declaring `model_spec`: its delta-rule state in
-// o.state_dtype.
+// The cache spec the engine builds for a model declaring `model_spec`: its K/V in o.kv_dtype (when
+// set), its delta-rule state in o.state_dtype.
 CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o);
 
 // Recurrent-state slots a hybrid model's engine allocates for `o` (0 for other models): one per
 // running sequence, the checkpoint pool (o.num_checkpoints, or o.checkpoint_cache_bytes worth, at
 // most 8 per sequence, when 0; none without prefix caching) and, with speculation, k verify states
-// per sequence (num_speculative_tokens). Memory plans (syv serve) reserve these bytes before sizing the KV pool.
+// per sequence (num_speculative_tokens). Memory plans (syv serve) reserve these bytes before sizing
+// the KV pool.
 int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o);
 
 class EngineCore {
@@ -133,17 +133,12 @@ class EngineCore {
   // The host tier joins the prefix cache (and the hybrid state): evictions go to it from now on.
   void attach_host_tier(std::unique_ptr<HostTier> tier);
   // Attaches the background-pinned host tier when its thread has finished (step()).
-  void poll_host_tier();
 
   Model& model_;
   const Tokenizer* tokenizer_;
   EngineOptions options_;
   std::unique_ptr<CacheStore> store_;  // bound to model_; declared before everything that uses it
-  std::unique_ptr<HostTier> host_;     // under store_ (null when off or still being pinned)
-  // The host tier while a background thread pins its memory (backends whose pinning is slow:
-  // Backend::pins_host_memory()); step() attaches it once ready. Destroyed before store_ (the
-  // thread reads it): the future's destructor waits for the thread.
-  std::future<Result<std::unique_ptr<HostTier>>> host_pending_;
+  std::unique_ptr<HostTier> host_;     // under store_ (null when off)
   int64_t vocab_size_;
   std::vector<int32_t> eos_ids_;
   PrefixCache cache_;

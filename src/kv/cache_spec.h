@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "backend/kv_cache_view.h"
 #include "core/dtype.h"
 
 namespace syv {
@@ -18,24 +19,35 @@ enum class LayerCacheKind : uint8_t {
 };
 
 // Whether KV of this dtype carries scales (backend/kv_cache_view.h): fp8 does, one f32 per
-// (token, kv head) for K and for V; float KV (f32, f16, bf16) does not.
+// (token, kv head) for K and for V; int4 (u4x2) does, one f32 per group of 32 elements of a
+// (token, kv head) row; float KV (f32, f16, bf16) does not.
 constexpr bool kv_dtype_scaled(DType t) {
-  return t == DType::F8E4M3 || t == DType::F8E5M2;
+  return t == DType::F8E4M3 || t == DType::F8E5M2 || t == DType::U4X2;
 }
 
-// One full-attention layer's cache: K and V, each [page_size, num_kv_heads, head_dim] per page
-// (plus, for a scaled dtype, f32 scales [page_size, num_kv_heads] each).
+// One full-attention layer's cache: K and V, each [page_size, num_kv_heads, row_elems()] per page
+// in `dtype` (plus, for a scaled dtype, f32 scales [page_size, num_kv_heads, scale_groups()] each).
 struct KvLayerShape {
   int64_t num_kv_heads = 0;  // Hk
   int64_t head_dim = 0;      // D
-  DType dtype = DType::F32;  // the KV dtype: the backend's activation dtype (the only one with
-                             // kernels; CacheStore::create refuses others)
+  DType dtype = DType::F32;  // the KV dtype: float (f32 on the CPU, bf16 on CUDA), fp8 e4m3 or
+                             // int4 u4x2 where the backend has kernels (Backend::supports_kv_dtype;
+                             // CacheStore::create refuses others)
+  // Stored elements of one (token, kv head) row: D, or D / 2 bytes of two nibbles for u4x2.
+  int64_t row_elems() const { return dtype == DType::U4X2 ? head_dim / 2 : head_dim; }
+  // Scales of one (token, kv head) row: 0 (float KV), 1 (fp8), D / kKvInt4Group (int4).
+  int64_t scale_groups() const {
+    if (!kv_dtype_scaled(dtype)) return 0;
+    return dtype == DType::U4X2 ? head_dim / kKvInt4Group : 1;
+  }
+  int64_t value_bytes_per_token() const {  // K and V values, without scales
+    return 2 * num_kv_heads * row_elems() * static_cast<int64_t>(dtype_size(dtype));
+  }
   int64_t scale_bytes_per_token() const {  // K and V scales (0 for float KV)
-    return kv_dtype_scaled(dtype) ? 2 * num_kv_heads * 4 : 0;
+    return 2 * num_kv_heads * scale_groups() * 4;
   }
   int64_t bytes_per_token() const {  // K and V, with their scales
-    return 2 * num_kv_heads * head_dim * static_cast<int64_t>(dtype_size(dtype)) +
-           scale_bytes_per_token();
+    return value_bytes_per_token() + scale_bytes_per_token();
   }
 };
 
@@ -111,9 +123,9 @@ struct CacheConfig {
   int32_t num_state_slots = 0;  // live recurrent states (one per running sequence)
   int32_t num_checkpoints = 0;  // stored recurrent-state snapshots for prefix reuse
   // The dtype K and V are stored in. Unset: the model's CacheSpec as declared (the backend's
-  // activation dtype: bf16 on CUDA, f32 on the CPU), as before this field existed. Set: must be
-  // that same dtype today; CacheStore::create refuses any other ("KV cache dtype f8e4m3 is not
-  // supported yet") until a backend has kernels for it.
+  // activation dtype: bf16 on CUDA, f32 on the CPU), as before this field existed. Set: the
+  // activation dtype, or a quantized KV dtype (F8E4M3, U4X2 with head_dim % 32 == 0) the backend
+  // has kernels for (Backend::supports_kv_dtype); CacheStore::create refuses any other by name.
   std::optional<DType> kv_dtype;
   // The dtype of the delta-rule state (hybrids). Unset: the model's CacheSpec (f32). bf16 halves
   // the state's bytes and traffic; CacheStore::create refuses it on a backend whose hybrid ops

@@ -17,6 +17,31 @@ char* at(const DeviceBuffer& buf, int64_t index, int64_t bytes) {
   return static_cast<char*>(buf.data()) + index * bytes;
 }
 
+// The KV dtype of one layer against what the backend has kernels for (`requested`: named by
+// CacheConfig::kv_dtype rather than declared by the model).
+Status check_kv_dtype(const KvLayerShape& s, const Backend& backend, bool requested) {
+  const std::string name(dtype_name(s.dtype));
+  const bool quantized = s.dtype == DType::F8E4M3 || s.dtype == DType::U4X2;
+  const bool is_float = s.dtype == DType::F32 || s.dtype == DType::BF16 || s.dtype == DType::F16;
+  if (!quantized && !is_float) {
+    return Status::Error("cache spec: KV cache dtype " + name +
+                         " is not supported (float KV, fp8 e4m3 or int4 u4x2)");
+  }
+  if (s.dtype == DType::U4X2 && s.head_dim % kKvInt4Group != 0) {
+    return Status::Error("cache config: KV cache dtype int4 needs head_dim % " +
+                         std::to_string(kKvInt4Group) + " == 0 (one scale per group of " +
+                         std::to_string(kKvInt4Group) + "), found head_dim " +
+                         std::to_string(s.head_dim));
+  }
+  if ((requested || quantized) && !backend.supports_kv_dtype(s.dtype)) {
+    return Status::Error("cache config: KV cache dtype " + name + " is not supported on backend " +
+                         backend.name() + " (it stores KV in " +
+                         std::string(dtype_name(backend.activation_dtype())) +
+                         (quantized ? "; its quantized-KV kernels are not there yet)" : ")"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CacheStore>> CacheStore::create(const CacheSpec& spec,
@@ -40,21 +65,12 @@ Result<std::unique_ptr<CacheStore>> CacheStore::create(const CacheSpec& spec,
         std::to_string(config.num_pages) + ", " + std::to_string(config.num_state_slots) + " and " +
         std::to_string(config.num_checkpoints));
   }
-  for (const KvLayerShape& s : spec.kv_layers) {  // only float KV has kernels (and a layout here)
-    if (s.dtype != DType::F32 && s.dtype != DType::BF16 && s.dtype != DType::F16) {
-      return Status::Error("cache spec: KV cache dtype " + std::string(dtype_name(s.dtype)) +
-                           " is not supported yet");
-    }
-  }
+  // A float KV dtype the model declares has a layout on every backend (the model picks its
+  // backend's); a requested one (config.kv_dtype) and any quantized one need the backend's kernels.
   CacheSpec effective = spec;
-  if (config.kv_dtype) {
-    const DType kv = *config.kv_dtype;
-    if (kv != backend.activation_dtype()) {
-      return Status::Error("cache config: KV cache dtype " + std::string(dtype_name(kv)) +
-                           " is not supported yet (backend " + backend.name() + " stores KV in " +
-                           std::string(dtype_name(backend.activation_dtype())) + ")");
-    }
-    effective = effective.with_kv_dtype(kv);
+  if (config.kv_dtype) effective = effective.with_kv_dtype(*config.kv_dtype);
+  for (const KvLayerShape& s : effective.kv_layers) {
+    SYV_RETURN_IF_ERROR(check_kv_dtype(s, backend, config.kv_dtype.has_value()));
   }
   if (config.state_dtype && !spec.state_layers.empty()) {
     const DType st = *config.state_dtype;
@@ -81,10 +97,17 @@ CacheStore::CacheStore(const CacheSpec& spec, const CacheConfig& config, Backend
       << spec_.state_layers.size() << " (build specs with add_kv_layer / add_state_layer)";
   const int64_t tokens = static_cast<int64_t>(config_.num_pages) * config_.page_size;
   for (const KvLayerShape& s : spec_.kv_layers) {
-    const size_t bytes = static_cast<size_t>(tokens * s.bytes_per_token() / 2);
-    k_.push_back(backend_.allocate(bytes));
-    v_.push_back(backend_.allocate(bytes));
-    total_bytes_ += 2 * static_cast<int64_t>(bytes);
+    const size_t bytes = static_cast<size_t>(tokens * s.value_bytes_per_token() / 2);
+    const size_t scale_bytes = static_cast<size_t>(tokens * s.scale_bytes_per_token() / 2);
+    KvBuffers b;
+    b.k = backend_.allocate(bytes);
+    b.v = backend_.allocate(bytes);
+    if (scale_bytes > 0) {
+      b.k_scales = backend_.allocate(scale_bytes);
+      b.v_scales = backend_.allocate(scale_bytes);
+    }
+    kv_.push_back(std::move(b));
+    total_bytes_ += 2 * static_cast<int64_t>(bytes + scale_bytes);
   }
   auto state_buffers = [&](const StateLayerShape& s, int32_t n) {
     StateBuffers b;
@@ -111,12 +134,17 @@ CacheStore::KvView CacheStore::kv_view(int32_t layer) const {
       << "layer " << layer << " has recurrent state, not KV pages";
   const size_t i = static_cast<size_t>(index_[static_cast<size_t>(layer)]);
   const KvLayerShape& s = spec_.kv_layers[i];
-  const auto dims = {static_cast<int64_t>(config_.num_pages),
-                     static_cast<int64_t>(config_.page_size), s.num_kv_heads, s.head_dim};
+  const int64_t pages = config_.num_pages, page_size = config_.page_size;
+  const auto dims = {pages, page_size, s.num_kv_heads, s.row_elems()};
   KvView view;
-  view.k = Tensor(k_[i].data(), s.dtype, dims);
-  view.v = Tensor(v_[i].data(), s.dtype, dims);
-  view.dtype = s.dtype;  // float KV only (create()), so no scales
+  view.k = Tensor(kv_[i].k.data(), s.dtype, dims);
+  view.v = Tensor(kv_[i].v.data(), s.dtype, dims);
+  view.dtype = s.dtype;
+  if (s.scale_groups() > 0) {
+    const auto scale_dims = {pages, page_size, s.num_kv_heads, s.scale_groups()};
+    view.k_scales = Tensor(kv_[i].k_scales.data(), DType::F32, scale_dims);
+    view.v_scales = Tensor(kv_[i].v_scales.data(), DType::F32, scale_dims);
+  }
   return view;
 }
 
@@ -139,15 +167,30 @@ CacheStore::StateView CacheStore::state_view(int32_t layer) const {
   return view;
 }
 
+template <typename Fn>
+void CacheStore::for_each_page_part(int32_t page_a, int32_t page_b, const Fn& fn) const {
+  for (size_t i = 0; i < kv_.size(); ++i) {
+    const KvLayerShape& s = spec_.kv_layers[i];
+    const int64_t values = s.value_bytes_per_token() / 2 * config_.page_size;
+    const int64_t scales = s.scale_bytes_per_token() / 2 * config_.page_size;
+    const KvBuffers& b = kv_[i];
+    fn(at(b.k, page_a, values), at(b.k, page_b, values), static_cast<size_t>(values));
+    fn(at(b.v, page_a, values), at(b.v, page_b, values), static_cast<size_t>(values));
+    if (scales > 0) {
+      fn(at(b.k_scales, page_a, scales), at(b.k_scales, page_b, scales),
+         static_cast<size_t>(scales));
+      fn(at(b.v_scales, page_a, scales), at(b.v_scales, page_b, scales),
+         static_cast<size_t>(scales));
+    }
+  }
+}
+
 void CacheStore::copy_page(int32_t src, int32_t dst) {
   check_index(src, config_.num_pages, "page");
   check_index(dst, config_.num_pages, "page");
   if (src == dst) return;
-  for (size_t i = 0; i < k_.size(); ++i) {
-    const int64_t half = spec_.kv_layers[i].bytes_per_token() / 2 * config_.page_size;
-    backend_.copy(at(k_[i], dst, half), at(k_[i], src, half), static_cast<size_t>(half));
-    backend_.copy(at(v_[i], dst, half), at(v_[i], src, half), static_cast<size_t>(half));
-  }
+  for_each_page_part(
+      dst, src, [&](void* to, const void* from, size_t bytes) { backend_.copy(to, from, bytes); });
 }
 
 void CacheStore::reset_slot(int32_t slot) {
@@ -193,13 +236,10 @@ CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
   check_index(page, config_.num_pages, "page");
   char* out = static_cast<char*>(external);
   copy_ops_.clear();
-  for (size_t i = 0; i < k_.size(); ++i) {
-    const int64_t half = spec_.kv_layers[i].bytes_per_token() / 2 * config_.page_size;
-    const size_t h = static_cast<size_t>(half);
-    copy_ops_.push_back({out, at(k_[i], page, half), h});
-    copy_ops_.push_back({out + half, at(v_[i], page, half), h});
-    out += 2 * half;
-  }
+  for_each_page_part(page, page, [&](void*, const void* from, size_t bytes) {
+    copy_ops_.push_back({out, from, bytes});
+    out += bytes;
+  });
   return backend_.copy_batch_async(copy_ops_);
 }
 
@@ -207,13 +247,10 @@ CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
   check_index(page, config_.num_pages, "page");
   const char* in = static_cast<const char*>(external);
   copy_ops_.clear();
-  for (size_t i = 0; i < k_.size(); ++i) {
-    const int64_t half = spec_.kv_layers[i].bytes_per_token() / 2 * config_.page_size;
-    const size_t h = static_cast<size_t>(half);
-    copy_ops_.push_back({at(k_[i], page, half), in, h});
-    copy_ops_.push_back({at(v_[i], page, half), in + half, h});
-    in += 2 * half;
-  }
+  for_each_page_part(page, page, [&](void* to, const void*, size_t bytes) {
+    copy_ops_.push_back({to, in, bytes});
+    in += bytes;
+  });
   return backend_.copy_batch_async(copy_ops_);
 }
 
@@ -258,7 +295,14 @@ CopyEvent CacheStore::copy_checkpoint_in(const void* external, int32_t checkpoin
 std::string CacheStore::describe() const {
   std::ostringstream line;
   line << "cache store: " << config_.num_pages << " pages x " << config_.page_size << " tokens for "
-       << spec_.kv_layers.size() << " attention layers (" << page_bytes() << " bytes/page)";
+       << spec_.kv_layers.size() << " attention layers (";
+  if (!spec_.kv_layers.empty()) {
+    const KvLayerShape& k = spec_.kv_layers.front();
+    line << "KV " << dtype_name(k.dtype);
+    if (k.scale_groups() > 0) line << " + " << k.scale_groups() << " f32 scale(s) per row";
+    line << ", ";
+  }
+  line << page_bytes() << " bytes/page)";
   if (!spec_.state_layers.empty()) {
     line << ", " << config_.num_state_slots << " state slots + " << config_.num_checkpoints
          << " checkpoints for " << spec_.state_layers.size() << " recurrent layers ("

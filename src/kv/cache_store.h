@@ -12,12 +12,16 @@
 // module owns the tensors; the graph only reads views).
 //
 // Layouts (page p, slot s, checkpoint c; "K" is the layer's KvLayerShape, "S" its StateLayerShape):
-//   kv_view(l).k, .v    [num_pages, page_size, K.num_kv_heads, K.head_dim] in K.dtype
+//   kv_view(l).k, .v    [num_pages, page_size, K.num_kv_heads, K.row_elems()] in K.dtype
+//   kv_view(l).k_scales, .v_scales  f32 [num_pages, page_size, K.num_kv_heads, K.scale_groups()]
+//                       (quantized KV only: backend/kv_cache_view.h)
 //   state_view(l).conv  f32 [num_state_slots, S.conv_rows, S.conv_channels]
 //   state_view(l).ssm   S.ssm_dtype [num_state_slots, S.heads, S.k_dim, S.v_dim]
 //   checkpoints         the same per-layer shapes, [num_checkpoints, ...]
 // An external page buffer (copy_page_out/in) holds page_bytes(): for each attention layer in
-// order, the page's K rows then its V rows. An external slot or checkpoint buffer holds
+// order, the page's K rows then its V rows, then (quantized KV) its K scales then its V scales, so
+// a page copied out and back in (host tier) or copied within the pool (copy_page) keeps the scales
+// it was written with. An external slot or checkpoint buffer holds
 // slot_bytes(): for each recurrent layer in order, its conv state then its delta-rule state. The
 // same layout on every backend of the same activation dtype, so a page copied out of one store
 // can be copied into another store of the same spec (another rank, a later process).
@@ -58,10 +62,11 @@ namespace syv {
 class CacheStore {
  public:
   // Validates `config` against `spec` (positive page size and pages when there is an attention
-  // layer, state slots when there is a recurrent layer, checkpoints >= 0; config.kv_dtype, when
-  // set, must be the backend's activation dtype: any other is refused by name, "not supported
-  // yet") and allocates every buffer on `backend`, which must outlive the store. With kv_dtype
-  // set, spec() is spec.with_kv_dtype(kv_dtype).
+  // layer, state slots when there is a recurrent layer, checkpoints >= 0; every KV layer's dtype,
+  // config.kv_dtype when set, must be one the backend has kernels for (Backend::supports_kv_dtype;
+  // int4 also needs head_dim % 32 == 0): any other is refused by name) and allocates every buffer
+  // on `backend`, which must outlive the store. With kv_dtype set, spec() is
+  // spec.with_kv_dtype(kv_dtype).
   static Result<std::unique_ptr<CacheStore>> create(const CacheSpec& spec,
                                                     const CacheConfig& config, Backend& backend);
   ~CacheStore();
@@ -80,7 +85,7 @@ class CacheStore {
   int64_t total_bytes() const { return total_bytes_; }
 
   // Views of model layer `layer` (an index into spec().layer_kinds; CHECKs its kind).
-  using KvView = KvCacheView;  // k, v [num_pages, page_size, Hk, D]; no scales (float KV)
+  using KvView = KvCacheView;  // layouts in backend/kv_cache_view.h (scales for quantized KV)
   struct StateView {
     Tensor conv;  // f32 [num_state_slots, conv_rows, conv_channels]
     Tensor ssm;   // ssm_dtype [num_state_slots, heads, k_dim, v_dim] (f32 unless state_dtype)
@@ -92,7 +97,7 @@ class CacheStore {
   StateView state_view(int32_t layer) const;
 
   // ---- on the compute stream, in order with forward() ------------------------------------------
-  void copy_page(int32_t src, int32_t dst);  // every attention layer's K and V
+  void copy_page(int32_t src, int32_t dst);  // every attention layer's K and V (and scales)
   void reset_slot(int32_t slot);             // zeroes the slot's state in every layer
   void copy_slot(int32_t src, int32_t dst);  // state slot -> state slot
   void save_checkpoint(int32_t slot, int32_t checkpoint);
@@ -126,8 +131,17 @@ class CacheStore {
   CacheSpec spec_;
   CacheConfig config_;
   Backend& backend_;
-  std::vector<int32_t> index_;              // per model layer: index among its kind's layers
-  std::vector<DeviceBuffer> k_, v_;         // per attention layer
+  std::vector<int32_t> index_;  // per model layer: index among its kind's layers
+  // Per attention layer: the K and V values, and their scales (quantized KV; else empty).
+  struct KvBuffers {
+    DeviceBuffer k, v, k_scales, v_scales;
+  };
+  // fn(part of page_a, the same part of page_b, bytes) for every part of a page, in the order of
+  // an external page buffer (the layout above).
+  template <typename Fn>
+  void for_each_page_part(int32_t page_a, int32_t page_b, const Fn& fn) const;
+
+  std::vector<KvBuffers> kv_;               // per attention layer
   std::vector<StateBuffers> slots_, ckpt_;  // per recurrent layer
   int64_t total_bytes_ = 0;
   std::vector<CopyOp> copy_ops_;  // the batch each copy_*_out / copy_*_in builds, reused

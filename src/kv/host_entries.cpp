@@ -72,6 +72,23 @@ void HostEntries::unpin(int32_t id) {
   --pins_[static_cast<size_t>(id)];
 }
 
+void HostEntries::shrink(int32_t n) {
+  SYV_CHECK(n >= 0 && n <= size()) << "host entries: shrink to " << n << " of " << size();
+  for (int32_t id = n; id < size(); ++id) {
+    const size_t i = static_cast<size_t>(id);
+    SYV_CHECK_EQ(pins_[i], 0) << "host entries: shrink drops pinned entry " << id;
+    if (!used_[i]) continue;
+    by_key_.erase(key_[i]);
+    lru_.erase(pos_[i]);
+  }
+  std::erase_if(free_, [n](int32_t id) { return id >= n; });
+  const size_t m = static_cast<size_t>(n);
+  key_.resize(m);
+  pins_.resize(m);
+  pos_.resize(m);
+  used_.resize(m);
+}
+
 int32_t HostEntries::num_pinned() const {
   int32_t n = 0;
   for (int32_t p : pins_) n += p > 0;

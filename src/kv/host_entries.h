@@ -40,6 +40,9 @@ class HostEntries {
   uint64_t key(int32_t id) const { return key_[static_cast<size_t>(id)]; }
   bool used(int32_t id) const { return used_[static_cast<size_t>(id)]; }
   int32_t num_pinned() const;
+  // Drops the entries [n, size()) (0 <= n <= size(); none of them pinned): used ones are
+  // forgotten, and size() becomes n. For a tier that cannot get the memory of those entries.
+  void shrink(int32_t n);
 
   // Free list, LRU and key map agree; each used entry is mapped by its key. "" when sound.
   std::string check_integrity() const;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "kv/cache_store.h"
 #include "kv/prefix_index.h"
 
@@ -29,13 +30,7 @@ Result<std::unique_ptr<HostTier>> HostTier::create(CacheStore& store, int32_t ke
   if (num_checkpoints > 0 && store.slot_bytes() <= 0) {
     return Status::Error("host tier: checkpoints asked for a model without recurrent state");
   }
-  std::unique_ptr<HostTier> tier(new HostTier(store, key_tokens, num_pages, num_checkpoints));
-  SYV_ASSIGN_OR_RETURN(tier->page_bytes_, store.backend().allocate_pinned(
-                                              static_cast<size_t>(store.page_bytes() * num_pages)));
-  SYV_ASSIGN_OR_RETURN(
-      tier->checkpoint_bytes_,
-      store.backend().allocate_pinned(static_cast<size_t>(store.slot_bytes() * num_checkpoints)));
-  return tier;
+  return std::unique_ptr<HostTier>(new HostTier(store, key_tokens, num_pages, num_checkpoints));
 }
 
 HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
@@ -46,7 +41,16 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
       checkpoints_(num_checkpoints),
       page_parent_(static_cast<size_t>(num_pages), 0),
       page_tokens_(static_cast<size_t>(num_pages) * static_cast<size_t>(key_tokens), 0),
-      ckpt_length_(static_cast<size_t>(num_checkpoints), 0) {}
+      ckpt_length_(static_cast<size_t>(num_checkpoints), 0) {
+  auto shape = [](Pieces& p, int64_t entry_bytes) {
+    p.entry_bytes = entry_bytes;
+    p.per_piece = static_cast<int32_t>(
+        std::clamp<int64_t>(entry_bytes > 0 ? kHostPieceBytes / entry_bytes : 1, 1, 1 << 20));
+  };
+  shape(page_pieces_, store.page_bytes());
+  shape(checkpoint_pieces_, store.slot_bytes());
+  capacity_bytes_ = store.page_bytes() * num_pages + store.slot_bytes() * num_checkpoints;
+}
 
 HostTier::~HostTier() {
   // Every copy was ordered before a later compute op (finish_copy), so the compute stream being
@@ -55,15 +59,43 @@ HostTier::~HostTier() {
 }
 
 int64_t HostTier::total_bytes() const {
-  return static_cast<int64_t>(page_bytes_.bytes() + checkpoint_bytes_.bytes());
+  return capacity_bytes_;
 }
 
-char* HostTier::page_data(int32_t entry) const {
-  return static_cast<char*>(page_bytes_.data()) + entry * store_.page_bytes();
+int64_t HostTier::pinned_bytes() const {
+  return page_pieces_.bytes() + checkpoint_pieces_.bytes();
 }
 
-char* HostTier::checkpoint_data(int32_t entry) const {
-  return static_cast<char*>(checkpoint_bytes_.data()) + entry * store_.slot_bytes();
+char* HostTier::Pieces::at(int32_t entry) const {
+  const size_t piece = static_cast<size_t>(entry / per_piece);
+  SYV_CHECK_LT(piece, buffers.size()) << "host entry " << entry << " in an unallocated piece";
+  return static_cast<char*>(buffers[piece].data()) + (entry % per_piece) * entry_bytes;
+}
+
+int64_t HostTier::Pieces::bytes() const {
+  int64_t n = 0;
+  for (const PinnedBuffer& b : buffers) n += static_cast<int64_t>(b.bytes());
+  return n;
+}
+
+bool HostTier::ensure(Pieces& pieces, HostEntries& entries, int32_t entry, const char* what) {
+  while (static_cast<int64_t>(pieces.buffers.size()) * pieces.per_piece <= entry) {
+    const int64_t first = static_cast<int64_t>(pieces.buffers.size()) * pieces.per_piece;
+    const int64_t count = std::min<int64_t>(pieces.per_piece, entries.size() - first);
+    Result<PinnedBuffer> buffer =
+        store_.backend().allocate_pinned(static_cast<size_t>(count * pieces.entry_bytes));
+    if (!buffer.ok()) {
+      if (!warned_) {
+        SYV_LOG(WARN) << "host tier: keeps " << first << " " << what << " of " << entries.size()
+                      << ": " << buffer.message();
+        warned_ = true;
+      }
+      entries.shrink(static_cast<int32_t>(first));
+      return false;
+    }
+    pieces.buffers.push_back(std::move(*buffer));
+  }
+  return true;
 }
 
 void HostTier::finish_copy(const CopyEvent& event, int64_t start_ns) {
@@ -95,12 +127,16 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
     ++counters_.stores_dropped;
     return;
   }
+  if (!ensure(page_pieces_, pages_, entry, "pages")) {
+    ++counters_.stores_dropped;
+    return;
+  }
   counters_.pages_evicted += evicted;
   const size_t i = static_cast<size_t>(entry);
   page_parent_[i] = parent;
   std::copy(tokens, tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
   const int64_t start = now_ns();
-  finish_copy(store_.copy_page_out(device_page, page_data(entry)), start);
+  finish_copy(store_.copy_page_out(device_page, page_pieces_.at(entry)), start);
   ++counters_.pages_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.page_bytes());
 }
@@ -108,7 +144,7 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
 void HostTier::load_page(int32_t entry, int32_t device_page) {
   SYV_CHECK(pages_.used(entry)) << "load of empty host page " << entry;
   const int64_t start = now_ns();
-  finish_copy(store_.copy_page_in(page_data(entry), device_page), start);
+  finish_copy(store_.copy_page_in(page_pieces_.at(entry), device_page), start);
   pages_.touch(entry);
   ++counters_.page_hits;
   counters_.bytes_from_host += static_cast<uint64_t>(store_.page_bytes());
@@ -135,10 +171,14 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
     ++counters_.stores_dropped;
     return;
   }
+  if (!ensure(checkpoint_pieces_, checkpoints_, entry, "checkpoints")) {
+    ++counters_.stores_dropped;
+    return;
+  }
   counters_.checkpoints_evicted += evicted;
   ckpt_length_[static_cast<size_t>(entry)] = length;
   const int64_t start = now_ns();
-  finish_copy(store_.copy_checkpoint_out(device_checkpoint, checkpoint_data(entry)), start);
+  finish_copy(store_.copy_checkpoint_out(device_checkpoint, checkpoint_pieces_.at(entry)), start);
   ++counters_.checkpoints_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.slot_bytes());
 }
@@ -146,7 +186,7 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
 void HostTier::load_checkpoint(int32_t entry, int32_t state_slot) {
   SYV_CHECK(checkpoints_.used(entry)) << "load of empty host checkpoint " << entry;
   const int64_t start = now_ns();
-  finish_copy(store_.copy_slot_in(checkpoint_data(entry), state_slot), start);
+  finish_copy(store_.copy_slot_in(checkpoint_pieces_.at(entry), state_slot), start);
   checkpoints_.touch(entry);
   ++counters_.checkpoint_hits;
   counters_.bytes_from_host += static_cast<uint64_t>(store_.slot_bytes());
@@ -181,7 +221,8 @@ std::string HostTier::describe() const {
   if (num_checkpoints() > 0)
     line << " + " << num_checkpoints() << " checkpoints (" << store_.slot_bytes() << " bytes each)";
   line << ", " << (total_bytes() >> 20) << " MiB of host memory from " << store_.backend().name()
-       << " (pinned where the backend pins), write-back at device eviction";
+       << " (pinned where the backend pins, in pieces of " << (kHostPieceBytes >> 20)
+       << " MiB as evictions fill it), write-back at device eviction";
   return line.str();
 }
 

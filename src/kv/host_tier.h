@@ -25,6 +25,13 @@
 // outlives an admission, which check_integrity() asserts. On the CPU backend the copies are
 // synchronous and the tier is a second budget of plain host memory.
 //
+// Memory: pinned lazily, in pieces of about kHostPieceBytes holding whole entries, the first time
+// a store needs an entry of a piece (entries are taken in ascending order until the tier is full).
+// Pinning tens of GB up front, even on a background thread, stalled every eager step of the first
+// ~15 s ~10x on an H200 (2026-12-01: 20 MTP generate requests took 11.8 s instead of 0.95 s with
+// the tier off); a piece costs one allocate_pinned() of a few ms, at an eviction. When a piece
+// cannot be had, the tier keeps the pieces it has (HostEntries::shrink) and says so once.
+//
 // LRU: pages and checkpoints each have an LRU (kv/host_entries.h): a stored entry is the most
 // recently used, a hit refreshes it, and storing a key the tier already holds (an entry loaded
 // back and evicted again) copies nothing.
@@ -45,6 +52,9 @@ namespace syv {
 
 class CacheStore;
 
+// Host tier memory is pinned in pieces of about this many bytes (whole entries; at least one).
+inline constexpr int64_t kHostPieceBytes = int64_t{256} << 20;
+
 struct HostTierCounters {
   uint64_t page_hits = 0;           // host pages loaded back into the device pool
   uint64_t checkpoint_hits = 0;     // host checkpoints loaded into a state slot
@@ -64,7 +74,8 @@ struct HostTierCounters {
 class HostTier {
  public:
   // num_pages host pages of store.page_bytes() and num_checkpoints host checkpoints of
-  // store.slot_bytes() (both >= 0), allocated with store.backend().allocate_pinned(). key_tokens:
+  // store.slot_bytes() (both >= 0), allocated with store.backend().allocate_pinned() piece by
+  // piece as stores need them (see "Memory" above). key_tokens:
   // the tokens a page key covers (PrefixIndex::key_tokens()). `store` must outlive the tier.
   static Result<std::unique_ptr<HostTier>> create(CacheStore& store, int32_t key_tokens,
                                                   int32_t num_pages, int32_t num_checkpoints);
@@ -76,7 +87,8 @@ class HostTier {
   int32_t num_pages_used() const { return pages_.num_used(); }
   int32_t num_checkpoints() const { return checkpoints_.size(); }
   int32_t num_checkpoints_used() const { return checkpoints_.num_used(); }
-  int64_t total_bytes() const;
+  int64_t total_bytes() const;   // the capacity's bytes (pages and checkpoints)
+  int64_t pinned_bytes() const;  // of which allocated so far
   const HostTierCounters& counters() const { return counters_; }
 
   // ---- pages --------------------------------------------------------------------------------
@@ -109,16 +121,27 @@ class HostTier {
   std::string describe() const;
 
  private:
+  // Entries of `entry_bytes` in pieces of `per_piece` entries, allocated on first use.
+  struct Pieces {
+    int64_t entry_bytes = 0;
+    int32_t per_piece = 1;
+    std::vector<PinnedBuffer> buffers;
+    char* at(int32_t entry) const;  // the entry's piece must be allocated
+    int64_t bytes() const;
+  };
   HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages, int32_t num_checkpoints);
-  char* page_data(int32_t entry) const;
-  char* checkpoint_data(int32_t entry) const;
+  // Allocates the pieces up to `entry`'s. False when the memory cannot be had: `entries` then
+  // shrinks to the allocated pieces (forgetting `entry`) and a warning is logged once.
+  bool ensure(Pieces& pieces, HostEntries& entries, int32_t entry, const char* what);
   // Orders the compute stream after `event` and adds the issue time since `start_ns`.
   void finish_copy(const CopyEvent& event, int64_t start_ns);
 
   CacheStore& store_;
   int32_t key_tokens_;
   HostEntries pages_, checkpoints_;
-  PinnedBuffer page_bytes_, checkpoint_bytes_;
+  Pieces page_pieces_, checkpoint_pieces_;
+  int64_t capacity_bytes_ = 0;
+  bool warned_ = false;
   std::vector<uint64_t> page_parent_;  // [num_pages]
   std::vector<int32_t> page_tokens_;   // [num_pages * key_tokens]
   std::vector<int32_t> ckpt_length_;   // [num_checkpoints]

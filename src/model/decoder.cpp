@@ -75,10 +75,14 @@ class DecoderModel final : public Model {
 
   void bind_cache(CacheStore& store) override {
     const CacheSpec& s = store.spec();
-    // The store may keep the delta-rule state in another dtype (CacheConfig::state_dtype).
+    // The store may keep K/V and the delta-rule state in other dtypes (CacheConfig::kv_dtype,
+    // state_dtype): compare the shapes in the declared ones.
+    const DType kv_declared =
+        o_.cache.kv_layers.empty() ? DType::F32 : o_.cache.kv_layers.front().dtype;
+    const CacheSpec declared = s.with_kv_dtype(kv_declared).with_state_dtype(DType::F32);
     SYV_CHECK(s.layer_kinds == o_.cache.layer_kinds &&
-              s.kv_bytes_per_token == o_.cache.kv_bytes_per_token &&
-              s.with_state_dtype(DType::F32).state_bytes_per_seq == o_.cache.state_bytes_per_seq)
+              declared.kv_bytes_per_token == o_.cache.kv_bytes_per_token &&
+              declared.state_bytes_per_seq == o_.cache.state_bytes_per_seq)
         << o_.name << ": bind_cache() with a store built from another model's cache spec";
     SYV_CHECK(&store.backend() == &backend_)
         << o_.name << ": bind_cache() with a store on another backend";

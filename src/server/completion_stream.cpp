@@ -32,6 +32,7 @@ CompletionStream::CompletionStream(StreamSetup setup,
       handle_done_(handles_.size(), false),
       cached_tokens_(handles_.size(), 0),
       prompt_lps_(handles_.size()),
+      prompt_scored_(handles_.size(), false),
       generator_(generator),
       tokenizer_(tokenizer),
       metrics_(metrics) {
@@ -39,6 +40,9 @@ CompletionStream::CompletionStream(StreamSetup setup,
   for (size_t i = 0; i < handles_.size() * static_cast<size_t>(setup_.n); ++i) {
     Choice c;
     c.reasoning = ReasoningParser(setup_.start_in_reasoning);
+    // Completions: every choice repeats its prompt's logprobs; chat: choice 0 carries them.
+    c.opened = setup_.chat ? !(i == 0 && setup_.prompt_logprobs >= 0)
+                           : !(setup_.echo_logprobs || setup_.prompt_logprobs >= 0);
     choices_.push_back(std::move(c));
   }
 }
@@ -102,7 +106,7 @@ std::vector<json> CompletionStream::opening_chunks() {
     const int index = static_cast<int>(i);
     if (setup_.chat) {
       out.push_back(chat_delta_chunk(index, {{"role", "assistant"}, {"content", ""}}, nullptr, ""));
-    } else if (!setup_.echo.empty()) {
+    } else if (!setup_.echo.empty() && !setup_.echo_logprobs) {  // else with its logprobs
       out.push_back(
           completion_chunk(index, setup_.echo[i / static_cast<size_t>(setup_.n)], nullptr, ""));
     }
@@ -118,6 +122,8 @@ void CompletionStream::handle_event(size_t prompt, Event& event, std::vector<jso
   if (c.finished) return;
   if (event.cached_tokens > cached_tokens_[prompt]) cached_tokens_[prompt] = event.cached_tokens;
   if (!event.prompt_logprobs.empty()) prompt_lps_[prompt] = std::move(event.prompt_logprobs);
+  if (event.sample_index == 0) prompt_scored_[prompt] = true;
+  std::vector<json> out;  // this event's chunks (streaming)
 
   if (event.token_id >= 0) {
     const auto now = std::chrono::steady_clock::now();
@@ -206,12 +212,12 @@ void CompletionStream::handle_event(size_t prompt, Event& event, std::vector<jso
     c.reasoning_text += r.reasoning;
     c.text += content;
     if (chunks != nullptr && (!delta.empty() || !lp_chunk.is_null())) {
-      chunks->push_back(chat_delta_chunk(static_cast<int>(index), delta, lp_chunk, ""));
+      out.push_back(chat_delta_chunk(static_cast<int>(index), delta, lp_chunk, ""));
     }
   } else {
     c.text += event.text;
     if (chunks != nullptr && (!event.text.empty() || !lp_chunk.is_null())) {
-      chunks->push_back(completion_chunk(static_cast<int>(index), event.text, lp_chunk, ""));
+      out.push_back(completion_chunk(static_cast<int>(index), event.text, lp_chunk, ""));
     }
   }
 
@@ -221,7 +227,7 @@ void CompletionStream::handle_event(size_t prompt, Event& event, std::vector<jso
     if (c.finish_reason == "stop" && !c.calls.empty()) c.finish_reason = "tool_calls";
     metrics_.count_finish(c.finish_reason);
     if (chunks != nullptr) {
-      chunks->push_back(
+      out.push_back(
           setup_.chat
               ? chat_delta_chunk(static_cast<int>(index), json::object(), nullptr, c.finish_reason)
               : completion_chunk(static_cast<int>(index), "", nullptr, c.finish_reason));
@@ -230,6 +236,54 @@ void CompletionStream::handle_event(size_t prompt, Event& event, std::vector<jso
       metrics_.observe_e2e(seconds_between(setup_.arrival, std::chrono::steady_clock::now()));
     }
   }
+  deliver(prompt, index, std::move(out), chunks);
+  // Sample 0's first event scores the prompt: the other samples' held chunks may go now.
+  if (chunks != nullptr && event.sample_index == 0) {
+    for (size_t s = 1; s < static_cast<size_t>(setup_.n); ++s) {
+      const size_t other = prompt * static_cast<size_t>(setup_.n) + s;
+      if (!choices_[other].opened && !choices_[other].held.empty()) open(prompt, other, chunks);
+    }
+  }
+}
+
+void CompletionStream::deliver(size_t prompt, size_t index, std::vector<json> out,
+                               std::vector<json>* chunks) {
+  if (chunks == nullptr) return;
+  Choice& c = choices_[index];
+  if (c.opened) {
+    for (json& chunk : out) chunks->push_back(std::move(chunk));
+    return;
+  }
+  for (json& chunk : out) c.held.push_back(std::move(chunk));
+  if (prompt_scored_[prompt] && !c.held.empty()) open(prompt, index, chunks);
+}
+
+void CompletionStream::open(size_t prompt, size_t index, std::vector<json>* chunks) {
+  Choice& c = choices_[index];
+  c.opened = true;
+  json& first = c.held.front();
+  if (setup_.chat) {
+    first["prompt_logprobs"] = vllm_prompt_logprobs(prompt);
+  } else {
+    json& choice = first["choices"][0];
+    if (setup_.echo_logprobs) {
+      choice["text"] = setup_.echo[prompt] + choice["text"].get<std::string>();
+      json lp = {{"tokens", json::array()},
+                 {"token_logprobs", json::array()},
+                 {"top_logprobs", json::array()},
+                 {"text_offset", json::array()}};
+      echo_logprobs(prompt, lp);
+      if (!choice["logprobs"].is_null()) {
+        for (auto& [key, values] : lp.items()) {
+          for (json& v : choice["logprobs"][key]) values.push_back(std::move(v));
+        }
+      }
+      choice["logprobs"] = std::move(lp);
+    }
+    if (setup_.prompt_logprobs >= 0) choice["prompt_logprobs"] = vllm_prompt_logprobs(prompt);
+  }
+  for (json& chunk : c.held) chunks->push_back(std::move(chunk));
+  c.held.clear();
 }
 
 bool CompletionStream::pump(std::chrono::milliseconds wait, std::vector<json>* chunks) {

@@ -40,6 +40,9 @@ struct StreamSetup {
   // `logprobs` (the first with a null logprob, as OpenAI's legacy API does); prompt_logprobs >= 0
   // (vLLM's field) adds `prompt_logprobs` (completions: per choice; chat: top level). The engine
   // sends them with the first event of each prompt's sample 0. prompt_ids: the prompts' tokens.
+  // Streaming, they ride on the first chunk of each choice after its prompt was scored (with echo
+  // and logprobs, that chunk also carries the echoed text, as vLLM streams it); a choice's chunks
+  // wait until then.
   bool echo_logprobs = false;
   int prompt_logprobs = -1;
   std::vector<std::vector<int32_t>> prompt_ids;
@@ -91,9 +94,18 @@ class CompletionStream {
     bool finished = false;
     bool has_token_time = false;
     std::chrono::steady_clock::time_point last_token;
+    // Streaming: false while the choice's first chunk still owes its prompt's logprobs (and, with
+    // echo and logprobs, the echoed text); its chunks wait in `held` until the prompt is scored.
+    bool opened = true;
+    std::vector<nlohmann::json> held;
   };
 
   void handle_event(size_t prompt, Event& event, std::vector<nlohmann::json>* chunks);
+  // Streaming: passes `out` (the chunks of one event of choice `index`) on, or holds them until
+  // the prompt is scored; then the choice's first chunk gets the prompt's part (open()).
+  void deliver(size_t prompt, size_t index, std::vector<nlohmann::json> out,
+               std::vector<nlohmann::json>* chunks);
+  void open(size_t prompt, size_t index, std::vector<nlohmann::json>* chunks);
   nlohmann::json chunk_base() const;
   nlohmann::json chat_delta_chunk(int index, const nlohmann::json& delta,
                                   const nlohmann::json& logprobs,
@@ -112,6 +124,7 @@ class CompletionStream {
   std::vector<bool> handle_done_;
   std::vector<int> cached_tokens_;                      // per prompt
   std::vector<std::vector<PromptLogprob>> prompt_lps_;  // per prompt: positions 1..
+  std::vector<bool> prompt_scored_;  // per prompt: sample 0 had its first event (lps known)
   Generator& generator_;
   const Tokenizer& tokenizer_;
   Metrics& metrics_;

@@ -84,7 +84,7 @@ HeaderList CorsPolicy::preflight_headers(std::string_view origin,
   HeaderList h = response_headers(origin);
   if (h.empty()) return h;
   const std::string_view asked = trim(requested_headers);
-  h.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  h.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
   h.emplace_back("Access-Control-Allow-Headers",
                  is_header_list(asked) ? std::string(asked)
                                        : std::string("Authorization, Content-Type, X-Api-Key"));

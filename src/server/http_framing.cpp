@@ -208,6 +208,27 @@ std::string percent_decode_path(std::string_view path) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> query_params(std::string_view target) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return out;
+  std::string query(target.substr(q + 1));
+  for (char& c : query) {
+    if (c == '+') c = ' ';
+  }
+  std::string_view rest = query;
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    const std::string_view piece = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (piece.empty()) continue;
+    const size_t eq = piece.find('=');
+    out.emplace_back(percent_decode_path(piece.substr(0, eq)),
+                     eq == std::string_view::npos ? "" : percent_decode_path(piece.substr(eq + 1)));
+  }
+  return out;
+}
+
 std::string response_head(const HttpResponse& res, long long body_length, bool keep_alive) {
   std::string out =
       "HTTP/1.1 " + std::to_string(res.status) + " " + reason_phrase(res.status) + "\r\n";

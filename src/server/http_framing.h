@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "server/api_error.h"
 #include "server/http_message.h"
@@ -40,6 +42,12 @@ ApiResult<std::string> inflate_body(std::string_view encoding, std::string_view 
 
 // Percent-decodes a path (%2F -> '/'); a malformed escape stays as it is.
 std::string percent_decode_path(std::string_view path);
+
+// The query of a request target ("/p?a=1&b=x%20y" -> {a: "1", b: "x y"}), in order: each
+// "name=value" (or bare "name", value "") split on '&', '+' read as a space, then
+// percent-decoded as paths are. Empty pieces ("a=1&&b") are skipped. A name given twice is
+// returned twice (the caller decides).
+std::vector<std::pair<std::string, std::string>> query_params(std::string_view target);
 
 // "HTTP/1.1 <status> <reason>" + headers + Content-Type + (Content-Length: n | Transfer-Encoding:
 // chunked when body_length < 0) + Connection + the blank line.

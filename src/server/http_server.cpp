@@ -429,10 +429,19 @@ HttpServer::HttpServer(HttpOptions options, ApiKeys keys, OpenAiRoutes& routes, 
         [r](const auto& q, auto& s) { r->completions(q, s); });
   route("POST", "/v1/responses", Gate::kGeneration,
         [r](const auto& q, auto& s) { r->responses(q, s); });
-  // GET /v1/responses/{id}: public when /v1/responses is.
+  // GET /v1/responses/{id}[/input_items], DELETE /v1/responses/{id}, POST
+  // /v1/responses/{id}/cancel: public when /v1/responses is.
   route(
-      "GET", "/v1/responses/", Gate::kReady,
-      [r](const auto& q, auto& s) { r->response_by_id(q, s); }, "/v1/responses",
+      "GET", "/v1/responses/", Gate::kReady, [r](const auto& q, auto& s) { r->response_get(q, s); },
+      "/v1/responses",
+      /*has_param=*/true);
+  route(
+      "DELETE", "/v1/responses/", Gate::kReady,
+      [r](const auto& q, auto& s) { r->response_delete(q, s); }, "/v1/responses",
+      /*has_param=*/true);
+  route(
+      "POST", "/v1/responses/", Gate::kReady,
+      [r](const auto& q, auto& s) { r->response_cancel(q, s); }, "/v1/responses",
       /*has_param=*/true);
   route("POST", "/tokenize", Gate::kReady, [r](const auto& q, auto& s) { r->tokenize(q, s); });
   route("POST", "/detokenize", Gate::kReady, [r](const auto& q, auto& s) { r->detokenize(q, s); });

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <ctime>
 #include <optional>
-#include <random>
 
 #include "server/completion_stream.h"
 #include "server/generator.h"
+#include "server/http_framing.h"
+#include "server/random_id.h"
 #include "server/reasoning_parser.h"
+#include "server/responses_items.h"
 #include "server/responses_request.h"
 #include "server/responses_stream.h"
 #include "server/sse.h"
@@ -19,14 +21,6 @@ namespace syv::server {
 using nlohmann::json;
 
 namespace {
-
-std::string random_id(const char* prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char* hex = "0123456789abcdef";
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id.push_back(hex[rng() & 15]);
-  return id;
-}
 
 void write_json(HttpResponse& res, const json& body) {
   res.status = 200;
@@ -385,8 +379,11 @@ class CompletionAnswer final : public GenerationAnswer {
 class ResponsesAnswer final : public GenerationAnswer {
  public:
   ResponsesAnswer(std::shared_ptr<ResponsesStream> stream, ResponsesStore* store,
-                  nlohmann::ordered_json conversation)
-      : stream_(std::move(stream)), store_(store), conversation_(std::move(conversation)) {}
+                  nlohmann::ordered_json conversation, nlohmann::ordered_json input_items)
+      : stream_(std::move(stream)),
+        store_(store),
+        conversation_(std::move(conversation)),
+        input_items_(std::move(input_items)) {}
   std::string opening() override { return events(stream_->opening_events()); }
   bool pump(std::chrono::milliseconds wait, std::string* sse) override {
     std::vector<nlohmann::ordered_json> list;
@@ -397,7 +394,7 @@ class ResponsesAnswer final : public GenerationAnswer {
   std::string closing() override {
     if (store_ != nullptr && stream_->status() != "failed") {
       conversation_.push_back(stream_->output_message());
-      store_->put(stream_->response(), std::move(conversation_));
+      store_->put({stream_->response(), std::move(conversation_), std::move(input_items_)});
     }
     return "";
   }
@@ -415,6 +412,7 @@ class ResponsesAnswer final : public GenerationAnswer {
   std::shared_ptr<ResponsesStream> stream_;
   ResponsesStore* store_;                // null: store false
   nlohmann::ordered_json conversation_;  // the messages before the output
+  nlohmann::ordered_json input_items_;   // the items of the prompt (responses_items.h)
 };
 
 }  // namespace
@@ -460,9 +458,10 @@ void OpenAiRoutes::responses(const HttpRequest& req, HttpResponse& res) {
   ApiResult<json> body = parse_json_body(req.body);
   if (!body.ok()) return write_error(res, body.error());
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
-  ApiResult<ResponsesRequest> parsed =
-      parse_responses_request(body.value(), ordered, options_.limits,
-                              [this](const std::string& id) { return store_.conversation(id); });
+  ApiResult<ResponsesRequest> parsed = parse_responses_request(
+      body.value(), ordered, options_.limits,
+      [this](const std::string& id) { return store_.get(id); },
+      [this](const std::string& id) { return store_.item(id); });
   if (!parsed.ok()) return write_error(res, parsed.error());
   ResponsesRequest& r = parsed.value();
   Job job;
@@ -485,21 +484,78 @@ void OpenAiRoutes::responses(const HttpRequest& req, HttpResponse& res) {
   auto events = std::make_shared<ResponsesStream>(std::move(setup), std::move(chat.value()));
   answer(req, res,
          std::make_shared<ResponsesAnswer>(std::move(events), r.store ? &store_ : nullptr,
-                                           std::move(conversation)),
+                                           std::move(conversation), std::move(r.input_items)),
          stream, std::move(admission));
 }
 
-void OpenAiRoutes::response_by_id(const HttpRequest& req, HttpResponse& res) {
-  const std::string id = req.matches.size() > 1 ? req.matches[1] : "";
-  std::optional<nlohmann::ordered_json> stored = store_.response(id);
-  if (!stored.has_value()) {
-    return write_error(
-        res, ApiError::not_found("no stored response `" + id.substr(0, 80) +
-                                 "` (never stored, stored with store: false, expired, or pushed "
-                                 "out)"));
+namespace {
+
+// What follows "/v1/responses/" in a sub-route's path: the id, and "" or the name after it.
+std::pair<std::string, std::string> response_subpath(const HttpRequest& req) {
+  const std::string rest = req.matches.size() > 1 ? req.matches[1] : "";
+  const size_t slash = rest.find('/');
+  if (slash == std::string::npos) return {rest, ""};
+  return {rest.substr(0, slash), rest.substr(slash + 1)};
+}
+
+ApiError no_route(const HttpRequest& req) {
+  return ApiError::not_found("no route " + printable(req.method, 16) + " " + printable(req.path));
+}
+
+ApiError response_not_found(const std::string& id) {
+  return ApiError::not_found("no stored response `" + id.substr(0, 80) +
+                             "` (never stored, stored with store: false, expired, pushed out, "
+                             "or deleted)");
+}
+
+}  // namespace
+
+void OpenAiRoutes::response_get(const HttpRequest& req, HttpResponse& res) {
+  const auto [id, sub] = response_subpath(req);
+  if (!sub.empty() && sub != "input_items") return write_error(res, no_route(req));
+  std::optional<StoredResponse> stored = store_.get(id);
+  if (!stored.has_value()) return write_error(res, response_not_found(id));
+  if (sub.empty()) {
+    // OpenAI's retrieve can replay a response as events (stream, starting_after) or add to it
+    // (include): syv answers the stored object only, so any query is refused by name.
+    const auto query = query_params(req.target);
+    if (!query.empty()) {
+      const std::string name = query.front().first.substr(0, 64);
+      return write_error(
+          res, ApiError::unsupported(name, name + ": GET /v1/responses/{id} returns the stored "
+                                                  "response object as it is and takes no query "
+                                                  "parameters"));
+    }
+    res.status = 200;
+    res.set_content(dump_json(stored->response), "application/json");
+    return;
   }
+  ApiResult<nlohmann::ordered_json> page =
+      input_items_page(stored->input_items, query_params(req.target));
+  if (!page.ok()) return write_error(res, page.error());
   res.status = 200;
-  res.set_content(dump_json(*stored), "application/json");
+  res.set_content(dump_json(page.value()), "application/json");
+}
+
+void OpenAiRoutes::response_delete(const HttpRequest& req, HttpResponse& res) {
+  const auto [id, sub] = response_subpath(req);
+  if (!sub.empty()) return write_error(res, no_route(req));
+  if (!store_.erase(id)) return write_error(res, response_not_found(id));
+  write_json(res, {{"id", id}, {"object", "response"}, {"deleted", true}});
+}
+
+void OpenAiRoutes::response_cancel(const HttpRequest& req, HttpResponse& res) {
+  const auto [id, sub] = response_subpath(req);
+  if (sub != "cancel") return write_error(res, no_route(req));
+  if (!store_.get(id).has_value()) return write_error(res, response_not_found(id));
+  // Only background responses can be cancelled (OpenAI); syv refuses background: true, so every
+  // stored response ran in its request and is over.
+  write_error(res, ApiError{400,
+                            "Cannot cancel a synchronous response: only responses created with "
+                            "background: true can be cancelled, and syv runs none (background: "
+                            "true is refused). To stop a response while it runs, close its "
+                            "connection.",
+                            "invalid_request_error", "", ""});
 }
 
 void OpenAiRoutes::answer(const HttpRequest& req, HttpResponse& res,

@@ -1,6 +1,7 @@
 // The route handlers: POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize,
-// /detokenize, /v1/embeddings (501: generation models only); GET /v1/models, /v1/models/{id},
-// /v1/responses/{id}, /health, /metrics. /v1/responses runs as a chat request
+// /detokenize, /v1/embeddings (501: generation models only), /v1/responses/{id}/cancel; GET
+// /v1/models, /v1/models/{id}, /v1/responses/{id}, /v1/responses/{id}/input_items, /health,
+// /metrics; DELETE /v1/responses/{id}. /v1/responses runs as a chat request
 // (responses_request.h) and answers with the Responses API's objects and events
 // (responses_stream.h); the responses it keeps for previous_response_id live in a ResponsesStore.
 // Auth, readiness and body limits are applied before these run (http_server.h); the handlers
@@ -69,8 +70,16 @@ class OpenAiRoutes {
   void chat_completions(const HttpRequest& req, HttpResponse& res);
   void completions(const HttpRequest& req, HttpResponse& res);
   void responses(const HttpRequest& req, HttpResponse& res);
-  // GET /v1/responses/{id}: a stored response object (req.matches[1]), or 404.
-  void response_by_id(const HttpRequest& req, HttpResponse& res);
+  // The stored responses, by id (req.matches[1]: "{id}" or "{id}/<name>"); an id that is not
+  // stored is a 404, another sub-route a 404 naming the route.
+  // GET /v1/responses/{id}: the response object; GET /v1/responses/{id}/input_items: a page of
+  // its input items (responses_items.h).
+  void response_get(const HttpRequest& req, HttpResponse& res);
+  // DELETE /v1/responses/{id}: {"id", "object": "response", "deleted": true}; the id is gone.
+  void response_delete(const HttpRequest& req, HttpResponse& res);
+  // POST /v1/responses/{id}/cancel: 400, as OpenAI answers for a response that did not run in the
+  // background (syv runs none).
+  void response_cancel(const HttpRequest& req, HttpResponse& res);
   void tokenize(const HttpRequest& req, HttpResponse& res);
   void detokenize(const HttpRequest& req, HttpResponse& res);
   void models(const HttpRequest& req, HttpResponse& res);

@@ -312,14 +312,7 @@ std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limit
   }
 
   SYV_API_RETURN_IF(f.integer("prompt_logprobs", v, 0, limits.max_top_logprobs, present));
-  if (present) {
-    if (out.stream) {
-      return ApiError::unsupported("prompt_logprobs",
-                                   "prompt_logprobs: returned on non-streaming requests only "
-                                   "(send stream: false)");
-    }
-    s.prompt_logprobs = static_cast<int>(v);
-  }
+  if (present) s.prompt_logprobs = static_cast<int>(v);
 
   // logprobs: a boolean (+ top_logprobs) for chat, an integer for completions.
   if (chat) {
@@ -702,11 +695,6 @@ ApiResult<CompletionRequest> parse_completion_request(const json& body, const Sc
   SYV_API_RETURN_IF(parse_common(body, limits, /*chat=*/false, ordered, req));
   Fields f(body);
   SYV_API_RETURN_IF(f.boolean("echo", req.echo));
-  if (req.echo && req.sampling.logprobs && req.stream) {
-    return ApiError::unsupported("logprobs",
-                                 "logprobs: with echo, the prompt's logprobs are returned on "
-                                 "non-streaming requests only (send stream: false)");
-  }
   if (req.sampling.max_tokens == 0 && !req.echo && req.sampling.prompt_logprobs < 0) {
     return ApiError::bad_param("max_tokens",
                                "max_tokens: 0 generates nothing, so it needs echo or "

@@ -5,6 +5,7 @@
 
 #include "server/json_limits.h"
 #include "server/request_fields.h"
+#include "server/responses_items.h"
 
 namespace syv::server {
 
@@ -124,11 +125,6 @@ class Conversation {
         reasoning_ += text;
       }
       return std::nullopt;
-    }
-    if (t == "item_reference") {
-      return ApiError::unsupported(p + ".type", p + ".type: items by reference are not supported; "
-                                                    "send the item itself (or chain the "
-                                                    "conversation with previous_response_id)");
     }
     return ApiError::unsupported(
         p + ".type", p +
@@ -440,9 +436,35 @@ std::optional<ApiError> read_options(const ordered_json& body, ordered_json& cha
 
 }  // namespace
 
+// `input` with every item reference replaced by the kept item it names.
+ApiResult<ordered_json> resolve_references(const ordered_json& input, const ItemLookup& items) {
+  ordered_json out = input;
+  for (size_t i = 0; i < out.size(); ++i) {
+    ordered_json& it = out[i];
+    if (!it.is_object() || it.value("type", ordered_json()) != "item_reference") continue;
+    const std::string p = indexed("input", i);
+    const ordered_json* id = field(it, "id");
+    if (id == nullptr || !id->is_string()) {
+      return expected(p + ".id", "the id of a kept item", id == nullptr ? ordered_json() : *id);
+    }
+    SYV_API_RETURN_IF(only_keys(it, p, {"type", "id"}));
+    std::optional<ordered_json> found = items ? items(id->get<std::string>()) : std::nullopt;
+    if (!found.has_value()) {
+      return ApiError::bad_param(p + ".id", p + ".id: no kept item `" +
+                                                id->get<std::string>().substr(0, 80) +
+                                                "` (items are kept with their response: never "
+                                                "stored, store: false, expired, pushed out or "
+                                                "deleted); send the item itself");
+    }
+    it = std::move(*found);
+  }
+  return out;
+}
+
 ApiResult<ResponsesRequest> parse_responses_request(const json& body, const ordered_json& ordered,
                                                     const SchemaLimits& limits,
-                                                    const ConversationLookup& lookup) {
+                                                    const ConversationLookup& lookup,
+                                                    const ItemLookup& items) {
   SYV_API_RETURN_IF(check_request_fields(body, GenerationRoute::kResponses));
   ResponsesRequest out;
   ordered_json chat = ordered_json::object();
@@ -485,8 +507,8 @@ ApiResult<ResponsesRequest> parse_responses_request(const json& body, const orde
   if (const ordered_json* v = field(ordered, "previous_response_id")) {
     if (!v->is_string()) return expected("previous_response_id", "a string", *v);
     previous = v->get<std::string>();
-    std::optional<ordered_json> history = lookup ? lookup(previous) : std::nullopt;
-    if (!history.has_value()) {
+    std::optional<StoredResponse> stored = lookup ? lookup(previous) : std::nullopt;
+    if (!stored.has_value()) {
       return ApiError{400,
                       "previous_response_id: no stored response `" + previous.substr(0, 80) +
                           "` (never stored, stored with store: false, expired, or pushed out; "
@@ -494,13 +516,23 @@ ApiResult<ResponsesRequest> parse_responses_request(const json& body, const orde
                       "invalid_request_error", "previous_response_id",
                       "previous_response_not_found"};
     }
-    out.history = std::move(*history);
+    out.history = std::move(stored->conversation);
     for (const ordered_json& m : out.history) conv.add(m, "previous_response_id");
+    out.input_items = std::move(stored->input_items);
+    for (const ordered_json& item : stored->response.value("output", ordered_json::array()))
+      out.input_items.push_back(item);
   }
   const size_t first_input = conv.messages.size();
   const ordered_json* input = field(ordered, "input");
   if (input == nullptr) {
     return ApiError::bad_param("input", "input: required (a string or an array of input items)");
+  }
+  ordered_json resolved;
+  if (input->is_array()) {
+    ApiResult<ordered_json> r = resolve_references(*input, items);
+    if (!r.ok()) return r.error();
+    resolved = std::move(r.value());
+    input = &resolved;
   }
   if (input->is_string()) {
     conv.add({{"role", "user"}, {"content", *input}}, "input");
@@ -517,6 +549,7 @@ ApiResult<ResponsesRequest> parse_responses_request(const json& body, const orde
   for (size_t i = first_input; i < conv.messages.size(); ++i) {
     out.input_messages.push_back(conv.messages[i]);
   }
+  append_input_items(*input, out.input_items);
   chat["messages"] = conv.messages;
 
   const ErrorNames names(conv.origins);

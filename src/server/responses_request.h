@@ -15,9 +15,12 @@
 //   {"type": "function_call_output"}   {"role": "tool", "tool_call_id": call_id, "content": output}
 //   {"type": "reasoning", content}     reasoning_content of the next assistant message
 //
+//   {"type": "item_reference", "id"}   the kept item of that id (an earlier response's output or
+//                                      input item), read as if it had been sent
+//
 // Keys inside items other than those read (id, status, annotations, ...) are what clients echo of
 // earlier output and are not checked; item types and content part types syv cannot read (images,
-// files, item references, built-in tool calls) are 400s naming them.
+// files, built-in tool calls) and references to no kept item are 400s naming them.
 #pragma once
 
 #include <functional>
@@ -26,6 +29,7 @@
 #include <string>
 
 #include "server/openai_schema.h"
+#include "server/responses_store.h"
 
 namespace syv::server {
 
@@ -36,6 +40,9 @@ struct ResponsesRequest {
   nlohmann::ordered_json input_messages = nlohmann::ordered_json::array();
   // The conversation before this request (previous_response_id), as chat messages.
   nlohmann::ordered_json history = nlohmann::ordered_json::array();
+  // The Responses items of the prompt (responses_items.h): the previous response's input items
+  // and output, then this request's input, each with an id.
+  nlohmann::ordered_json input_items = nlohmann::ordered_json::array();
   // The request fields the response object repeats: instructions, max_output_tokens, metadata,
   // parallel_tool_calls, previous_response_id, reasoning, store, temperature, text, tool_choice,
   // tools, top_logprobs, top_p, truncation, user, background.
@@ -44,15 +51,19 @@ struct ResponsesRequest {
   bool logprobs = false;  // include "message.output_text.logprobs" (or top_logprobs > 0)
 };
 
-// The stored conversation of a response id (its messages, instructions excluded), or nullopt
-// when the id is unknown or expired.
-using ConversationLookup = std::function<std::optional<nlohmann::ordered_json>(const std::string&)>;
+// The stored response of an id (its conversation: messages, instructions excluded; its input
+// items), or nullopt when the id is unknown or expired.
+using ConversationLookup = std::function<std::optional<StoredResponse>(const std::string&)>;
+// A kept item by its id (ResponsesStore::item), for input items {"type": "item_reference", "id"}.
+using ItemLookup = std::function<std::optional<nlohmann::ordered_json>(const std::string&)>;
 
 // `body` and `ordered` are the same request body (ordered keeps key order, so a JSON Schema's
-// properties keep theirs in the output). `lookup` finds previous_response_id.
+// properties keep theirs in the output). `lookup` finds previous_response_id; `items` resolves
+// item references (null: they are refused).
 ApiResult<ResponsesRequest> parse_responses_request(const nlohmann::json& body,
                                                     const nlohmann::ordered_json& ordered,
                                                     const SchemaLimits& limits,
-                                                    const ConversationLookup& lookup);
+                                                    const ConversationLookup& lookup,
+                                                    const ItemLookup& items = nullptr);
 
 }  // namespace syv::server

@@ -1,23 +1,11 @@
 #include "server/responses_stream.h"
 
-#include <random>
+#include "server/random_id.h"
 
 namespace syv::server {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
-
-namespace {
-
-std::string item_id(const char* prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char* hex = "0123456789abcdef";
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id.push_back(hex[rng() & 15]);
-  return id;
-}
-
-}  // namespace
 
 ResponsesStream::ResponsesStream(ResponsesSetup setup, std::shared_ptr<CompletionStream> chat)
     : setup_(std::move(setup)), chat_(std::move(chat)) {}
@@ -54,13 +42,13 @@ void ResponsesStream::open_text_item(const std::string& kind, Events events) {
   Item item;
   item.kind = kind;
   if (kind == "message") {
-    item.json = {{"id", item_id("msg_")},
+    item.json = {{"id", random_id("msg_")},
                  {"type", "message"},
                  {"status", "in_progress"},
                  {"role", "assistant"},
                  {"content", ordered_json::array()}};
   } else {
-    item.json = {{"id", item_id("rs_")},
+    item.json = {{"id", random_id("rs_")},
                  {"type", "reasoning"},
                  {"summary", ordered_json::array()},
                  {"content", ordered_json::array()}};
@@ -129,8 +117,8 @@ void ResponsesStream::function_call(const json& call, Events events) {
   const json& fn = call["function"];
   Item item;
   item.kind = "function_call";
-  item.json = {{"id", item_id("fc_")}, {"type", "function_call"}, {"status", "in_progress"},
-               {"arguments", ""},      {"call_id", call["id"]},   {"name", fn["name"]}};
+  item.json = {{"id", random_id("fc_")}, {"type", "function_call"}, {"status", "in_progress"},
+               {"arguments", ""},        {"call_id", call["id"]},   {"name", fn["name"]}};
   items_.push_back(item);
   const int index = static_cast<int>(items_.size()) - 1;
   ordered_json added = event("response.output_item.added");

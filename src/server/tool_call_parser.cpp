@@ -1,9 +1,9 @@
 #include "server/tool_call_parser.h"
 
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "server/json_limits.h"
+#include "server/random_id.h"
 #include "server/reasoning_parser.h"
 
 namespace syv::server {
@@ -12,14 +12,6 @@ namespace {
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
-
-std::string new_call_id() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char* hex = "0123456789abcdef";
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id.push_back(hex[rng() & 15]);
-  return id;
-}
 
 bool is_blank(std::string_view s) {
   return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
@@ -48,7 +40,7 @@ bool parse_tool_call_body(std::string_view body, ToolCall& out) {
       return false;
     }
   }
-  out.id = new_call_id();
+  out.id = random_id("call_");
   out.name = name->get<std::string>();
   out.arguments = std::move(arguments);
   return true;

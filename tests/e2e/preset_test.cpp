@@ -36,8 +36,9 @@ TEST(Preset, EachResolvesToItsDocumentedFlags) {
                                                   {"--max-graph-batch", "16"},
                                                   {"--speculative-method", "ngram"},
                                                   {"--num-speculative-tokens", "4"}}));
-  EXPECT_EQ(inspect_preset("long"),
-            (Flags{{"--max-num-seqs", "4"}, {"--gpu-memory-utilization", "0.95"}}));
+  EXPECT_EQ(inspect_preset("long"), (Flags{{"--max-num-seqs", "4"},
+                                           {"--gpu-memory-utilization", "0.95"},
+                                           {"--kv-cache-dtype", "fp8"}}));
   EXPECT_EQ(inspect_preset("throughput"), (Flags{{"--max-num-seqs", "512"},
                                                  {"--max-batched-tokens", "16384"},
                                                  {"--max-graph-batch", "512"},

@@ -2,7 +2,7 @@
 // the 501 of /v1/embeddings, the request-field policy through the live routes (refused and
 // unknown fields named; logit_bias, min_tokens, include_stop_str_in_output reaching the engine's
 // request), and CORS (--allowed-origins): preflights before auth, headers on answers, nothing for
-// other origins or when off.
+// other origins or when off; prompt logprobs in their shapes, streamed and whole.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -146,7 +146,7 @@ TEST_F(ServerHttp, CorsPreflightBeforeAuthAndHeadersOnAnswers) {
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 204) << path;
     EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
-    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Methods"), "GET, POST, OPTIONS");
+    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Methods"), "GET, POST, DELETE, OPTIONS");
     EXPECT_EQ(res->get_header_value("Access-Control-Allow-Headers"),
               "authorization, content-type, x-stainless-os");
     EXPECT_EQ(res->get_header_value("Access-Control-Max-Age"), "600");
@@ -277,21 +277,13 @@ TEST_F(ServerHttp, PromptLogprobsShapes) {
   ASSERT_EQ(chat["prompt_logprobs"].size(), prompt_len);
   EXPECT_EQ(chat["prompt_logprobs"][prompt_len - 1].size(), 1u);
 
-  // Refused: streaming prompt logprobs, max_tokens 0 with nothing to return, 0 on chat.
+  // Refused: max_tokens 0 with nothing to return, 0 on chat, too many alternatives.
   struct Case {
     std::string path;
     json body;
     std::string param, code;
   };
   const std::vector<Case> cases = {
-      {"/v1/completions",
-       {{"prompt", "x"}, {"prompt_logprobs", 1}, {"stream", true}},
-       "prompt_logprobs",
-       "unsupported_parameter"},
-      {"/v1/completions",
-       {{"prompt", "x"}, {"echo", true}, {"logprobs", 1}, {"stream", true}},
-       "logprobs",
-       "unsupported_parameter"},
       {"/v1/completions", {{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens", "invalid_value"},
       {"/v1/completions",
        {{"prompt", "x"}, {"prompt_logprobs", 21}},
@@ -311,11 +303,112 @@ TEST_F(ServerHttp, PromptLogprobsShapes) {
     EXPECT_EQ(error_of(res)["param"], c.param);
     EXPECT_EQ(error_of(res)["code"], c.code);
   }
-  // Echo without logprobs still streams.
+  // Echo without logprobs streams the prompt first.
   res = s.post("/v1/completions",
                {{"prompt", "x"}, {"echo", true}, {"max_tokens", 0}, {"stream", true}});
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_NE(res->body.find("data: [DONE]"), std::string::npos);
+}
+
+// The chunks of a stream (not [DONE]) as JSON.
+std::vector<json> stream_chunks(const httplib::Result& res) {
+  std::vector<json> out;
+  EXPECT_EQ(res->status, 200) << res->body;
+  const SseBody sse = parse_sse(res->body);
+  EXPECT_TRUE(sse.ok) << res->body;
+  for (const std::string& e : sse.events) {
+    if (e != "[DONE]") out.push_back(json::parse(e));
+  }
+  return out;
+}
+
+// A completions stream put back together per choice, as a client does: text concatenated,
+// logprobs arrays appended, prompt_logprobs taken from the chunk that has them (counted).
+json join_completion_stream(const std::vector<json>& chunks, int n) {
+  json choices = json::array();
+  for (int i = 0; i < n; ++i) {
+    choices.push_back({{"text", ""}, {"finish_reason", nullptr}, {"prompt_logprobs_chunks", 0}});
+  }
+  for (const json& chunk : chunks) {
+    for (const json& c : chunk["choices"]) {
+      json& out = choices[c["index"].get<size_t>()];
+      out["text"] = out["text"].get<std::string>() + c["text"].get<std::string>();
+      if (!c["finish_reason"].is_null()) out["finish_reason"] = c["finish_reason"];
+      if (!c["logprobs"].is_null()) {
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+          for (const json& v : c["logprobs"][key]) out["logprobs"][key].push_back(v);
+        }
+      }
+      if (c.contains("prompt_logprobs")) {
+        out["prompt_logprobs"] = c["prompt_logprobs"];
+        out["prompt_logprobs_chunks"] = out["prompt_logprobs_chunks"].get<int>() + 1;
+      }
+    }
+  }
+  return choices;
+}
+
+// Streaming prompt logprobs (vLLM's wire format for echo: the prompt's text and logprobs lead
+// the first chunk of each choice) give what the non-streaming request gives.
+TEST_F(ServerHttp, PromptLogprobsStreamedEqualWhole) {
+  TestServer s;
+  const std::vector<json> bodies = {
+      {{"prompt", "The cat sat"}, {"echo", true}, {"logprobs", 2}, {"max_tokens", 0}},
+      {{"prompt", "The cat sat"}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 2}, {"n", 2}},
+      {{"prompt", "The cat sat"}, {"prompt_logprobs", 1}, {"max_tokens", 2}, {"n", 2}},
+      {{"prompt", {"The cat sat", "A dog"}},
+       {"prompt_logprobs", 0},
+       {"echo", true},
+       {"logprobs", 0},
+       {"max_tokens", 0}},
+  };
+  for (const json& body : bodies) {
+    SCOPED_TRACE(body.dump());
+    auto whole = s.post("/v1/completions", body);
+    ASSERT_EQ(whole->status, 200) << whole->body;
+    const json expected = json::parse(whole->body)["choices"];
+    json streamed_body = body;
+    streamed_body["stream"] = true;
+    const std::vector<json> chunks = stream_chunks(s.post("/v1/completions", streamed_body));
+    const json got = join_completion_stream(chunks, static_cast<int>(expected.size()));
+    for (size_t i = 0; i < expected.size(); ++i) {
+      SCOPED_TRACE("choice " + std::to_string(i));
+      EXPECT_EQ(got[i]["text"], expected[i]["text"]);
+      EXPECT_EQ(got[i]["finish_reason"], expected[i]["finish_reason"]);
+      if (expected[i]["logprobs"].is_null()) {
+        EXPECT_FALSE(got[i].contains("logprobs"));
+      } else {
+        EXPECT_EQ(got[i]["logprobs"], expected[i]["logprobs"]);
+      }
+      EXPECT_EQ(got[i].value("prompt_logprobs", json()),
+                expected[i].value("prompt_logprobs", json()));
+      EXPECT_EQ(got[i]["prompt_logprobs_chunks"], expected[i].contains("prompt_logprobs") ? 1 : 0);
+    }
+    // With echo and logprobs, no chunk before the one carrying the prompt (vLLM's order).
+    if (body.contains("echo")) {
+      ASSERT_FALSE(chunks.empty());
+      const json& first = chunks[0]["choices"][0];
+      EXPECT_FALSE(first["logprobs"].is_null()) << chunks[0].dump();
+      EXPECT_EQ(first["logprobs"]["token_logprobs"][0], nullptr);
+    }
+  }
+
+  // Chat: the top-level prompt_logprobs ride on one chunk, equal to the whole answer's.
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                     {"prompt_logprobs", 1},
+                     {"max_tokens", 2},
+                     {"n", 2}};
+  auto whole = s.post("/v1/chat/completions", chat);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  json streamed_chat = chat;
+  streamed_chat["stream"] = true;
+  int carrying = 0;
+  for (const json& chunk : stream_chunks(s.post("/v1/chat/completions", streamed_chat))) {
+    if (!chunk.contains("prompt_logprobs")) continue;
+    ++carrying;
+    EXPECT_EQ(chunk["prompt_logprobs"], json::parse(whole->body)["prompt_logprobs"]);
+  }
+  EXPECT_EQ(carrying, 1);
 }
 
 }  // namespace

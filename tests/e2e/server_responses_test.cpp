@@ -1,8 +1,9 @@
-// POST /v1/responses and GET /v1/responses/{id}, in-process over loopback (test_server.h): the
+// POST /v1/responses, GET / DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items and
+// POST /v1/responses/{id}/cancel, in-process over loopback (test_server.h): the
 // request runs as the equivalent chat request (same prompt tokens, same engine parameters), the
 // response object and the streamed event sequence, function calls and their outputs,
 // previous_response_id with store true / false, text.format reaching the grammar, errors naming
-// the Responses field, auth.
+// the Responses field, auth; the input items of a chain, paged; delete; cancel refused.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -348,7 +349,9 @@ TEST_F(ServerHttp, ResponsesStoreBoundAndExpiry) {
   auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
   server::ResponsesStore store({/*max_entries=*/2, std::chrono::seconds(10)}, [&] { return now; });
   auto put = [&](const std::string& id) {
-    store.put({{"id", id}}, nlohmann::ordered_json::array({{{"role", "user"}, {"content", id}}}));
+    store.put({{{"id", id}},
+               nlohmann::ordered_json::array({{{"role", "user"}, {"content", id}}}),
+               nlohmann::ordered_json::array({{{"id", "msg_" + id}}})});
   };
   put("a");
   put("b");
@@ -364,10 +367,17 @@ TEST_F(ServerHttp, ResponsesStoreBoundAndExpiry) {
   EXPECT_FALSE(store.response("c").has_value());
   EXPECT_TRUE(store.response("d").has_value());
   EXPECT_EQ(store.size(), 1u);
-  now += std::chrono::seconds(9);
+  EXPECT_EQ(store.get("d")->input_items[0]["id"], "msg_d");
+  put("e");
+  EXPECT_TRUE(store.erase("d"));  // erase: gone at once, the others stay
+  EXPECT_FALSE(store.get("d").has_value());
+  EXPECT_FALSE(store.erase("d"));
+  EXPECT_EQ(store.size(), 1u);
+  now += std::chrono::seconds(10);
+  EXPECT_FALSE(store.erase("e")) << "expired";
   EXPECT_EQ(store.size(), 0u);
   server::ResponsesStore none({0, std::chrono::seconds(10)}, [&] { return now; });
-  none.put({{"id", "x"}}, nlohmann::ordered_json::array());
+  none.put({{{"id", "x"}}, nlohmann::ordered_json::array(), nlohmann::ordered_json::array()});
   EXPECT_FALSE(none.response("x").has_value());
 }
 
@@ -457,8 +467,9 @@ TEST_F(ServerHttp, ResponsesTextFormatAndFields) {
       {{{"input", json::array({"x"})}}, "input[0]", "invalid_value"},
       {{{"input",
          {{{"role", "user"}, {"content", "x"}}, {{"type", "item_reference"}, {"id", "msg_1"}}}}},
-       "input[1].type",
-       "unsupported_parameter"},
+       "input[1].id",
+       "invalid_value"},
+      {{{"input", {{{"type", "item_reference"}}}}}, "input[0].id", "invalid_value"},
       {{{"input", {{{"type", "function_call"}, {"name", "f"}, {"arguments", "{}"}}}}},
        "input[0].call_id",
        "invalid_value"},
@@ -517,6 +528,193 @@ TEST_F(ServerHttp, ResponsesTextFormatAndFields) {
   // Auth like every route.
   EXPECT_EQ(s.post("/v1/responses", {{"input", "x"}}, "")->status, 401);
   EXPECT_EQ(s.post("/v1/responses", {{"input", "x"}}, "sk-wrong")->status, 401);
+}
+
+// Pages of /v1/responses/{id}/input_items with `query`, concatenated by following `after`.
+json all_pages(TestServer& s, const std::string& id, const std::string& query) {
+  json items = json::array();
+  std::string after;
+  for (int page = 0; page < 20; ++page) {
+    auto res = s.get("/v1/responses/" + id + "/input_items?" + query + after);
+    EXPECT_EQ(res->status, 200) << res->body;
+    const json p = json::parse(res->body);
+    EXPECT_EQ(p["object"], "list");
+    for (const json& item : p["data"]) items.push_back(item);
+    if (!p["has_more"].get<bool>()) break;
+    after = "&after=" + p["last_id"].get<std::string>();
+  }
+  return items;
+}
+
+TEST_F(ServerHttp, ResponsesInputItemsDeleteCancel) {
+  TestServer s;
+  s.generator.set_script({"Hello", "."}, /*finish_with_stop=*/true);
+  auto res =
+      s.post("/v1/responses", {{"instructions", "Not an item."},
+                               {"input",
+                                {{{"role", "user"}, {"content", "Hi"}},
+                                 {{"type", "message"},
+                                  {"id", "msg_client"},
+                                  {"role", "developer"},
+                                  {"content", {{{"type", "input_text"}, {"text", "Be kind"}}}}}}}});
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json first = json::parse(res->body);
+  const std::string id = first["id"];
+
+  // The input as items: ids (the client's kept), text parts, status; instructions are no item.
+  res = s.get("/v1/responses/" + id + "/input_items");
+  ASSERT_EQ(res->status, 200) << res->body;
+  json page = json::parse(res->body);
+  EXPECT_EQ(page["object"], "list");
+  EXPECT_EQ(page["has_more"], false);
+  ASSERT_EQ(page["data"].size(), 2u) << page.dump();
+  const json& user = page["data"][0];
+  EXPECT_EQ(user["type"], "message");
+  EXPECT_EQ(user["role"], "user");
+  EXPECT_EQ(user["status"], "completed");
+  EXPECT_EQ(user["content"], json::parse(R"([{"type": "input_text", "text": "Hi"}])"));
+  EXPECT_EQ(user["id"].get<std::string>().rfind("msg_", 0), 0u);
+  EXPECT_EQ(page["data"][1]["id"], "msg_client");
+  EXPECT_EQ(page["data"][1]["role"], "developer");
+  EXPECT_EQ(page["first_id"], user["id"]);
+  EXPECT_EQ(page["last_id"], "msg_client");
+
+  // A chain: the earlier input, its output, then the new input (a function call and its output).
+  res = s.post("/v1/responses",
+               {{"previous_response_id", id},
+                {"input",
+                 {{{"type", "function_call"},
+                   {"call_id", "call_1"},
+                   {"name", "get_weather"},
+                   {"arguments", "{}"}},
+                  {{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "sunny"}},
+                  {{"role", "user"}, {"content", "And?"}}}}});
+  ASSERT_EQ(res->status, 200) << res->body;
+  const std::string second = json::parse(res->body)["id"];
+  const json items = all_pages(s, second, "limit=100");
+  ASSERT_EQ(items.size(), 6u) << items.dump();
+  EXPECT_EQ(items[0], user);
+  EXPECT_EQ(items[1]["id"], "msg_client");
+  EXPECT_EQ(items[2], first["output"][0]);
+  EXPECT_EQ(items[3]["type"], "function_call");
+  EXPECT_EQ(items[3]["id"].get<std::string>().rfind("fc_", 0), 0u);
+  EXPECT_EQ(items[3]["status"], "completed");
+  EXPECT_EQ(items[4]["type"], "function_call_output");
+  EXPECT_EQ(items[4]["output"], "sunny");
+  EXPECT_EQ(items[5]["content"][0]["text"], "And?");
+
+  // Paging: any limit, either order, gives the same items; before pages back from an item.
+  for (const std::string limit : {"1", "2", "4", "6"}) {
+    SCOPED_TRACE("limit " + limit);
+    EXPECT_EQ(all_pages(s, second, "limit=" + limit), items);
+    json reversed = all_pages(s, second, "order=desc&limit=" + limit);
+    std::reverse(reversed.begin(), reversed.end());
+    EXPECT_EQ(reversed, items);
+  }
+  page = json::parse(s.get("/v1/responses/" + second + "/input_items?limit=2")->body);
+  EXPECT_EQ(page["has_more"], true);
+  EXPECT_EQ(page["last_id"], "msg_client");
+  const std::string fourth = items[4]["id"];
+  page =
+      json::parse(s.get("/v1/responses/" + second + "/input_items?limit=2&before=" + fourth)->body);
+  EXPECT_EQ(page["data"], json({items[2], items[3]}));
+  EXPECT_EQ(page["has_more"], true);
+  page = json::parse(s.get("/v1/responses/" + second + "/input_items?after=" +
+                           items[0]["id"].get<std::string>() + "&before=" + fourth)
+                         ->body);
+  EXPECT_EQ(page["data"], json({items[1], items[2], items[3]}));
+  EXPECT_EQ(page["has_more"], false);
+  page = json::parse(
+      s.get("/v1/responses/" + second + "/input_items?order=desc&limit=1&after=" + fourth)->body);
+  EXPECT_EQ(page["data"], json({items[3]}));
+  page = json::parse(
+      s.get("/v1/responses/" + second + "/input_items?after=" + items[5]["id"].get<std::string>())
+          ->body);
+  EXPECT_EQ(page["data"], json::array());
+  EXPECT_TRUE(page["first_id"].is_null());
+  EXPECT_EQ(page["has_more"], false);
+
+  // Item references (what the AI SDK sends for earlier output while store is on) read as the
+  // kept items themselves: the same prompt as sending them.
+  json by_value = {{"input",
+                    {{{"role", "user"}, {"content", "Again"}},
+                     first["output"][0],
+                     {{"role", "user"}, {"content", "More"}}}}};
+  ASSERT_EQ(s.post("/v1/responses", by_value)->status, 200);
+  const std::vector<int32_t> expected_prompt = prompt_of(s.generator.last_request());
+  json by_reference = by_value;
+  by_reference["input"][1] = {{"type", "item_reference"}, {"id", first["output"][0]["id"]}};
+  res = s.post("/v1/responses", by_reference);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(prompt_of(s.generator.last_request()), expected_prompt);
+  const json referenced = all_pages(s, json::parse(res->body)["id"], "");
+  ASSERT_EQ(referenced.size(), 3u);
+  EXPECT_EQ(referenced[1], first["output"][0]) << "listed as the item itself";
+  by_reference["input"][1]["id"] = "msg_client";  // an input item is kept too
+  EXPECT_EQ(s.post("/v1/responses", by_reference)->status, 200);
+  by_reference["input"][1]["id"] = "msg_nope";
+  res = s.post("/v1/responses", by_reference);
+  ASSERT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["param"], "input[1].id");
+
+  // Bad queries name their parameter.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"limit=0", "limit"},
+      {"limit=101", "limit"},
+      {"limit=2x", "limit"},
+      {"order=up", "order"},
+      {"after=msg_nope", "after"},
+      {"before=msg_nope", "before"},
+      {"limit=1&limit=2", "limit"},
+      {"include=x", "include"},
+      {"starting_after=x", "starting_after"}};
+  for (const auto& [query, param] : bad) {
+    SCOPED_TRACE(query);
+    res = s.get("/v1/responses/" + second + "/input_items?" + query);
+    ASSERT_EQ(res->status, 400) << res->body;
+    EXPECT_EQ(error_of(res)["param"], param);
+  }
+
+  // Cancel: only background responses can be, and syv runs none; unknown ids are 404s.
+  res = s.post("/v1/responses/" + id + "/cancel", json::object());
+  ASSERT_EQ(res->status, 400) << res->body;
+  EXPECT_NE(error_of(res)["message"].get<std::string>().find("Cannot cancel a synchronous"),
+            std::string::npos);
+  EXPECT_EQ(s.post("/v1/responses/resp_nope/cancel", json::object())->status, 404);
+
+  // Other sub-routes are no routes.
+  EXPECT_EQ(s.get("/v1/responses/" + id + "/other")->status, 404);
+  EXPECT_EQ(s.post("/v1/responses/" + id + "/other", json::object())->status, 404);
+  EXPECT_EQ(s.post("/v1/responses/" + id, json::object())->status, 404);
+  EXPECT_EQ(s.del("/v1/responses/" + id + "/input_items")->status, 404);
+  EXPECT_EQ(s.get("/v1/responses/" + id)->status, 200);
+  res = s.get("/v1/responses/" + id + "?stream=true");
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["param"], "stream");
+
+  // Every sub-route needs the key.
+  EXPECT_EQ(s.get("/v1/responses/" + id + "/input_items", "")->status, 401);
+  EXPECT_EQ(s.del("/v1/responses/" + id, "")->status, 401);
+  EXPECT_EQ(s.post("/v1/responses/" + id + "/cancel", json::object(), "")->status, 401);
+  EXPECT_EQ(s.del("/v1/responses/" + id, "sk-wrong")->status, 401);
+
+  // Delete: the deleted object, then the id is gone everywhere.
+  res = s.del("/v1/responses/" + id);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body), json({{"id", id}, {"object", "response"}, {"deleted", true}}));
+  EXPECT_EQ(s.get("/v1/responses/" + id)->status, 404);
+  EXPECT_EQ(s.get("/v1/responses/" + id + "/input_items")->status, 404);
+  EXPECT_EQ(s.del("/v1/responses/" + id)->status, 404);
+  EXPECT_EQ(s.post("/v1/responses/" + id + "/cancel", json::object())->status, 404);
+  res = s.post("/v1/responses", {{"previous_response_id", id}, {"input", "Hi"}});
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["code"], "previous_response_not_found");
+  EXPECT_EQ(s.get("/v1/responses/" + second)->status, 200) << "the chain's later response stays";
+
+  // store: false keeps no input items either.
+  res = s.post("/v1/responses", {{"input", "Hi"}, {"store", false}});
+  const std::string unstored = json::parse(res->body)["id"];
+  EXPECT_EQ(s.get("/v1/responses/" + unstored + "/input_items")->status, 404);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // `syv serve` as a subprocess on a loopback ephemeral port with the tiny demo model (random
-// weights, real Qwen3 tokenizer): the official openai npm client, batching exactness (8 concurrent
-// greedy requests == sequential ones), prefix-cache reporting, disconnect freeing every page,
-// the generated key, the loopback rule and the SIGTERM drain.
+// weights, real Qwen3 tokenizer): the npm clients (tests/e2e/*_client/: the official openai
+// package, LangChain, the AI SDK), batching exactness (8 concurrent greedy requests ==
+// sequential ones), prefix-cache reporting, disconnect freeing every page, the generated key, the
+// loopback rule and the SIGTERM drain.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -87,11 +88,13 @@ class ServerE2E : public ::testing::Test {
 ServerProcess* ServerE2E::server_ = nullptr;
 int ServerE2E::port_ = 0;
 
-TEST_F(ServerE2E, OfficialOpenAiNpmClient) {
-  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/e2e/openai_client";
-  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/openai"))
-      << "run `cd tests/e2e/openai_client && npm ci` (make build-test does)";
-  const std::string cmd = "cd " + dir + " && SYV_URL=http://127.0.0.1:" + std::to_string(port_) +
+// Runs tests/e2e/<client>/client_test.mjs against the server (its npm packages installed by `make
+// build-test`, `package` one of them) and expects `checks` passed checks, none failed.
+void run_npm_client(const std::string& client, const std::string& package, int checks, int port) {
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/e2e/" + client;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/" + package))
+      << "run `cd tests/e2e/" << client << " && npm ci` (make build-test does)";
+  const std::string cmd = "cd " + dir + " && SYV_URL=http://127.0.0.1:" + std::to_string(port) +
                           " SYV_KEY=" + kKey + " SYV_MODEL=tiny node client_test.mjs 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -101,7 +104,22 @@ TEST_F(ServerE2E, OfficialOpenAiNpmClient) {
   const int status = pclose(p);
   std::cout << out;
   EXPECT_EQ(status, 0) << out;
-  EXPECT_NE(out.find("16 passed, 0 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(checks) + " passed, 0 failed"), std::string::npos) << out;
+}
+
+TEST_F(ServerE2E, OfficialOpenAiNpmClient) {
+  run_npm_client("openai_client", "openai", 18, port_);
+}
+
+// LangChain's ChatOpenAI, on chat completions and the Responses API.
+TEST_F(ServerE2E, LangChainClient) {
+  run_npm_client("langchain_client", "@langchain/openai", 10, port_);
+}
+
+// The Vercel AI SDK through @ai-sdk/openai (Responses API and chat) and
+// @ai-sdk/openai-compatible.
+TEST_F(ServerE2E, AiSdkClient) {
+  run_npm_client("ai_sdk_client", "@ai-sdk/openai-compatible", 12, port_);
 }
 
 TEST_F(ServerE2E, ConcurrentGreedyEqualsSequential) {

@@ -72,6 +72,11 @@ struct TestServer {
     if (!key.empty()) h.emplace("X-Api-Key", key);
     return client->Get(path.c_str(), h);
   }
+  httplib::Result del(const std::string& path, const std::string& key = kKey) {
+    httplib::Headers h;
+    if (!key.empty()) h.emplace("X-Api-Key", key);
+    return client->Delete(path.c_str(), h);
+  }
 
   FakeGenerator generator;
   server::Metrics metrics;

@@ -15,8 +15,10 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "server/openai_schema.h"
+#include "server/responses_items.h"
 #include "server/responses_request.h"
 #include "tokenizer/chat_template.h"
 
@@ -79,16 +81,30 @@ void chat(const json& body, bool qwen3_5) {
 
 void responses(const json& body, bool qwen3_5) {
   // Any id resolves to a small stored conversation (one that ends in tool calls).
-  const auto lookup = [](const std::string&) -> std::optional<nlohmann::ordered_json> {
-    return nlohmann::ordered_json::parse(
-        R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
+  const auto lookup = [](const std::string&) -> std::optional<syv::server::StoredResponse> {
+    return syv::server::StoredResponse{
+        nlohmann::ordered_json::parse(R"({"id": "resp_1", "output": [{"id": "fc_1",
+            "type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}]})"),
+        nlohmann::ordered_json::parse(
+            R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
             "tool_calls": [{"id": "call_1", "type": "function",
-                            "function": {"name": "f", "arguments": "{}"}}]}])");
+                            "function": {"name": "f", "arguments": "{}"}}]}])"),
+        nlohmann::ordered_json::parse(R"([{"id": "msg_1", "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "hi"}], "status": "completed"}])")};
   };
   auto parsed =
       syv::server::parse_responses_request(body, nlohmann::ordered_json(body), limits(), lookup);
   if (!parsed.ok()) return check_error(parsed.error());
   if (!parsed.value().echo.is_object()) __builtin_trap();
+  // Every input item has a unique id; the page of any query is a list object or a 400.
+  std::unordered_set<std::string> ids;
+  for (const auto& item : parsed.value().input_items) {
+    if (!item["id"].is_string() || !ids.insert(item["id"].get<std::string>()).second)
+      __builtin_trap();
+  }
+  auto page = syv::server::input_items_page(parsed.value().input_items,
+                                            {{"limit", "2"}, {"order", "desc"}});
+  if (!page.ok() || page.value()["data"].size() > 2) __builtin_trap();
   render(parsed.value().chat, qwen3_5);
 }
 

@@ -13,7 +13,11 @@
 // median 1.6e-2 / worst 0.1 (tests/gpu/hybrid_golden_gpu_test.cpp). Here each case has ~600 rows
 // of longer random prompts (up to 99 positions), so the worst row gets 1.5x those bounds (Qwen3
 // 3e-2, hybrid 0.15) and the median must stay at the golden level (Qwen3 1e-2, hybrid 2.4e-2,
-// 1.5x its median bound); a wrong kernel moves every row by O(1).
+// 1.5x its median bound); a wrong kernel moves every row by O(1). A row may exceed the worst
+// bound only as far as bf16 alone takes it: up to twice the same row's error of the float folder
+// of the dequantized weights (write_dequantized_folder) on CUDA against the CPU. Measured on the
+// H200 (2026-12-01): fp8 of the hybrid q35_r1_lllf had one row at 0.282 with median 0.0144; the
+// hybrid's recurrent state carries bf16 rounding from row to row, so its tail is longer.
 // Greedy tokens: the GPU's generated sequence is replayed through both models (teacher forcing,
 // one prefill each). At every generated position the CPU's argmax must be the GPU's token, unless
 // the two are a near-tie on the CPU: the CPU's gap between its top logit and the GPU's token is at
@@ -142,8 +146,13 @@ TEST_P(EngineQuantizedGpu, LogitsAndGreedyTokensMatchTheCpu) {
   } else {
     ASSERT_TRUE(quantize_fixture(fixture, c.format, c.group_size, base_ / "q"));
   }
+  const fs::path source =
+      fixture.empty() ? base_ / "float" : fs::path(SYV_SOURCE_DIR) / "tests/fixtures" / fixture;
+  ASSERT_TRUE(write_dequantized_folder(source, base_ / "q", base_ / "dq"));
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+  auto dm = load_model((base_ / "dq").string(), *gpu);  // bf16 alone: the tail's yardstick
+  ASSERT_TRUE(dm.ok()) << dm.message();
   auto cm = load_model((base_ / "q").string(), *cpu);
   ASSERT_TRUE(cm.ok()) << cm.message();
   auto gm = load_model((base_ / "q").string(), *gpu);
@@ -166,9 +175,11 @@ TEST_P(EngineQuantizedGpu, LogitsAndGreedyTokensMatchTheCpu) {
   const int32_t slots = static_cast<int32_t>(requests.size());
   const std::unique_ptr<CacheStore> cpu_store = bind_store(cpu_model, kPages, slots);
   const std::unique_ptr<CacheStore> gpu_store = bind_store(gpu_model, kPages, slots);
-  ASSERT_TRUE(cpu_store && gpu_store);
+  const std::unique_ptr<CacheStore> float_store = bind_store(**dm, kPages, slots);
+  ASSERT_TRUE(cpu_store && gpu_store && float_store);
   int agree = 0, total = 0, near_ties = 0;
   std::vector<double> errors;  // per logits row
+  double worst_float = 0;      // the dequantized float folder's worst row
   for (size_t r = 0; r < requests.size(); ++r) {
     const std::vector<int32_t>& gen = on_gpu[r].samples.at(0).tokens;
     const std::vector<int32_t>& cpu_gen = on_cpu[r].samples.at(0).tokens;
@@ -182,22 +193,31 @@ TEST_P(EngineQuantizedGpu, LogitsAndGreedyTokensMatchTheCpu) {
     const int32_t slot = static_cast<int32_t>(r);
     const std::vector<float> lc = all_logits(cpu_model, seq, kPages, slot);
     const std::vector<float> lg = all_logits(gpu_model, seq, kPages, slot);
+    const std::vector<float> lf = all_logits(**dm, seq, kPages, slot);
     ASSERT_EQ(lc.size(), seq.size() * static_cast<size_t>(vocab));
     ASSERT_EQ(lg.size(), lc.size());
+    ASSERT_EQ(lf.size(), lc.size());
     const size_t P = requests[r].prompt_ids.size();
     for (size_t row = 0; row + 1 < seq.size(); ++row) {
       const float* c_row = lc.data() + row * static_cast<size_t>(vocab);
       const float* g_row = lg.data() + row * static_cast<size_t>(vocab);
-      double num = 0, den = 0, max_diff = 0;
+      const float* f_row = lf.data() + row * static_cast<size_t>(vocab);
+      double num = 0, den = 0, max_diff = 0, float_num = 0;
       for (int32_t v = 0; v < vocab; ++v) {
         const double d = double(g_row[v]) - c_row[v];
+        const double fd = double(f_row[v]) - c_row[v];
         num += d * d;
+        float_num += fd * fd;
         den += double(c_row[v]) * c_row[v];
         max_diff = std::max(max_diff, std::fabs(d));
       }
       const double e = std::sqrt(num / std::max(den, 1e-30));
+      const double float_e = std::sqrt(float_num / std::max(den, 1e-30));
       errors.push_back(e);
-      EXPECT_LE(e, c.worst_bound) << c.name << " request " << r << " position " << row;
+      worst_float = std::max(worst_float, float_e);
+      EXPECT_LE(e, std::max(c.worst_bound, 2 * float_e))
+          << c.name << " request " << r << " position " << row << " (the dequantized float "
+          << "folder's error on this row: " << float_e << ")";
       if (row + 1 < P) continue;  // prompt positions: logits only
       const int32_t token = seq[row + 1];
       const int32_t best = static_cast<int32_t>(std::max_element(c_row, c_row + vocab) - c_row);
@@ -215,9 +235,11 @@ TEST_P(EngineQuantizedGpu, LogitsAndGreedyTokensMatchTheCpu) {
   const double median = errors[errors.size() / 2];
   EXPECT_LE(median, c.median_bound) << c.name << ": median per-row relative L2";
   std::printf(
-      "%s: per-row relative L2 median %.3g (bound %.2g), worst %.3g (bound %.2g); engine "
-      "greedy tokens agree %d / %d; %d near-tie(s) under teacher forcing\n",
-      c.name, median, c.median_bound, errors.back(), c.worst_bound, agree, total, near_ties);
+      "%s: per-row relative L2 median %.3g (bound %.2g), worst %.3g (bound %.2g, or twice the "
+      "row's float error; float folder's worst row %.3g); engine greedy tokens agree %d / %d; %d "
+      "near-tie(s) under teacher forcing\n",
+      c.name, median, c.median_bound, errors.back(), c.worst_bound, worst_float, agree, total,
+      near_ties);
 }
 
 INSTANTIATE_TEST_SUITE_P(

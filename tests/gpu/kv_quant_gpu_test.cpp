@@ -250,6 +250,15 @@ TEST(KvQuantKernels, CoverFp8AndInt4) {
   EXPECT_FALSE(CudaBackend::quantized_kv_kernels(DType::F8E5M2));
 }
 
+// The capability query the start-up check asks (Backend::supports_kv_dtype): bf16, fp8, int4.
+TEST_F(KvQuantGpu, SupportsKvDtypes) {
+  EXPECT_TRUE(gpu_->supports_kv_dtype(DType::BF16));
+  EXPECT_TRUE(gpu_->supports_kv_dtype(DType::F8E4M3));
+  EXPECT_TRUE(gpu_->supports_kv_dtype(DType::U4X2));
+  EXPECT_FALSE(gpu_->supports_kv_dtype(DType::F8E5M2));
+  EXPECT_FALSE(gpu_->supports_kv_dtype(DType::F32));
+}
+
 // kv_write: the bytes and scales of kv_quant.h, bit for bit, at the batch's slots only.
 TEST_F(KvQuantGpu, KvWriteMatchesReference) {
   for (DType t : kDtypes) {

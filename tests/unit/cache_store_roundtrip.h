@@ -1,15 +1,17 @@
 // The CacheStore contract (kv/cache_store.h) as a differential test, shared by the CPU test
-// (unit/cache_store_test.cpp) and the CUDA one (gpu/cache_store_gpu_test.cpp): a sequence is
-// prefilled, its pages / state slot / checkpoint go out to another buffer (host memory, or this
-// backend's memory), the store's copies are overwritten with garbage, the bytes come back in, and
-// the next decode step's logits must be bit-identical to a run that never left the store. A run
-// that skips the copy back must differ (the garbage reaches the logits, so the test can fail).
+// (unit/cache_store_test.cpp, for every KV dtype) and the CUDA one (gpu/cache_store_gpu_test.cpp):
+// a sequence is prefilled, its pages / state slot / checkpoint go out to another buffer (host
+// memory, or this backend's memory), the store's copies are overwritten with garbage, the bytes
+// come back in, and the next decode step's logits must be bit-identical to a run that never left
+// the store. A run that skips the copy back must differ (the garbage reaches the logits, so the
+// test can fail).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +25,10 @@ constexpr int32_t kRtPage = 16;
 constexpr int32_t kRtPrefill = 40;  // 3 pages: two full, one partial
 constexpr int32_t kRtPagesPerSeq = 4;
 
-inline CacheConfig roundtrip_cache_config() {
+// kv_dtype: CacheConfig::kv_dtype (nullopt: the model's declared KV).
+inline CacheConfig roundtrip_cache_config(std::optional<DType> kv_dtype = std::nullopt) {
   CacheConfig c;
+  c.kv_dtype = kv_dtype;
   c.page_size = kRtPage;
   c.num_pages = 8;
   c.num_state_slots = 2;
@@ -72,10 +76,11 @@ enum class Detour {
 };
 
 // Runs prefill -> detour -> one decode token on a fresh store; returns the decode's logits.
-inline std::vector<float> run_with_detour(Model& model, Detour detour) {
+inline std::vector<float> run_with_detour(Model& model, Detour detour,
+                                          std::optional<DType> kv_dtype = std::nullopt) {
   Backend& backend = model.backend();
   const bool recurrent = model.cache_spec().has_recurrent_state();
-  auto made = make_cache_store(model, roundtrip_cache_config());
+  auto made = make_cache_store(model, roundtrip_cache_config(kv_dtype));
   EXPECT_TRUE(made.ok()) << made.message();
   std::unique_ptr<CacheStore> store = std::move(made.value());
   const std::vector<int32_t> pages = {0, 1, 2}, moved = {5, 6, 7};
@@ -156,23 +161,24 @@ inline bool bit_identical(const std::vector<float>& a, const std::vector<float>&
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Every page detour of the contract; with recurrent state, the slot and checkpoint ones too.
-inline void expect_round_trips_exact(Model& model) {
-  const std::vector<float> ref = run_with_detour(model, Detour::kNone);
+// Every page detour of the contract; with recurrent state, the slot and checkpoint ones too. With
+// a quantized kv_dtype the pages carry their scales (kv/cache_store.h's page layout).
+inline void expect_round_trips_exact(Model& model, std::optional<DType> kv_dtype = std::nullopt) {
+  auto run = [&](Detour d) { return run_with_detour(model, d, kv_dtype); };
+  const std::vector<float> ref = run(Detour::kNone);
   ASSERT_FALSE(ref.empty());
-  EXPECT_TRUE(bit_identical(ref, run_with_detour(model, Detour::kNone))) << "not deterministic";
-  EXPECT_TRUE(bit_identical(ref, run_with_detour(model, Detour::kPagesViaHost))) << "via host";
-  EXPECT_TRUE(bit_identical(ref, run_with_detour(model, Detour::kPagesViaDevice))) << "via device";
-  EXPECT_TRUE(bit_identical(ref, run_with_detour(model, Detour::kPagesMoved))) << "copy_page";
-  EXPECT_FALSE(bit_identical(ref, run_with_detour(model, Detour::kPagesLost)))
+  EXPECT_TRUE(bit_identical(ref, run(Detour::kNone))) << "not deterministic";
+  EXPECT_TRUE(bit_identical(ref, run(Detour::kPagesViaHost))) << "via host";
+  EXPECT_TRUE(bit_identical(ref, run(Detour::kPagesViaDevice))) << "via device";
+  EXPECT_TRUE(bit_identical(ref, run(Detour::kPagesMoved))) << "copy_page";
+  EXPECT_FALSE(bit_identical(ref, run(Detour::kPagesLost)))
       << "garbage pages did not change the logits: the test cannot see a failed copy";
   if (!model.cache_spec().has_recurrent_state()) return;
-  EXPECT_TRUE(bit_identical(ref, run_with_detour(model, Detour::kSlotViaHost))) << "slot";
-  EXPECT_FALSE(bit_identical(ref, run_with_detour(model, Detour::kSlotLost)))
+  EXPECT_TRUE(bit_identical(ref, run(Detour::kSlotViaHost))) << "slot";
+  EXPECT_FALSE(bit_identical(ref, run(Detour::kSlotLost)))
       << "a zeroed state slot did not change the logits: the test cannot see a failed copy";
-  EXPECT_TRUE(bit_identical(ref, run_with_detour(model, Detour::kSlotMoved))) << "copy_slot";
-  EXPECT_TRUE(bit_identical(ref, run_with_detour(model, Detour::kCheckpointViaHost)))
-      << "checkpoint";
+  EXPECT_TRUE(bit_identical(ref, run(Detour::kSlotMoved))) << "copy_slot";
+  EXPECT_TRUE(bit_identical(ref, run(Detour::kCheckpointViaHost))) << "checkpoint";
 }
 
 }  // namespace syv::testing

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <tuple>
 
 #include "core/log.h"
 #include "model/model.h"
@@ -16,25 +18,40 @@
 namespace syv::testing {
 namespace {
 
-class CacheStoreRoundTrip : public ::testing::TestWithParam<std::string> {};
+// (fixture, KV dtype): the store's copies carry a quantized page's scales with its values.
+class CacheStoreRoundTrip
+    : public ::testing::TestWithParam<std::tuple<std::string, std::optional<DType>>> {};
 
 TEST_P(CacheStoreRoundTrip, CopiesOutAndBackAreBitExact) {
   set_log_level(LogLevel::WARN);
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  auto model = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + GetParam(), *cpu);
+  const auto& [fixture, kv_dtype] = GetParam();
+  auto model = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture, *cpu);
   ASSERT_TRUE(model.ok()) << model.message();
-  expect_round_trips_exact(**model);
+  if (kv_dtype == DType::U4X2 && (*model)->config().head_dim % kKvInt4Group != 0) {
+    auto refused = make_cache_store(**model, roundtrip_cache_config(kv_dtype));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.message().find("int4 needs head_dim % 32 == 0"), std::string::npos)
+        << refused.message();
+    return;
+  }
+  expect_round_trips_exact(**model, kv_dtype);
 }
 
-// Dense models (pages only) and hybrids with both attention pages and recurrent state.
-INSTANTIATE_TEST_SUITE_P(Models, CacheStoreRoundTrip,
-                         ::testing::Values("qwen3/tied_gqa2", "qwen3/untied_mha_hd32",
-                                           "hybrid/q35_r2_flfl_tied", "hybrid/qnext_top1_r2"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) ch = ch == '/' ? '_' : ch;
-                           return n;
-                         });
+// Dense models (pages only) and hybrids with both attention pages and recurrent state; float, fp8
+// and int4 KV.
+INSTANTIATE_TEST_SUITE_P(
+    Models, CacheStoreRoundTrip,
+    ::testing::Combine(::testing::Values("qwen3/tied_gqa2", "qwen3/untied_mha_hd32",
+                                         "hybrid/q35_r2_flfl_tied", "hybrid/qnext_top1_r2"),
+                       ::testing::Values(std::optional<DType>(), std::optional(DType::F8E4M3),
+                                         std::optional(DType::U4X2))),
+    [](const auto& info) {
+      std::string n = std::get<0>(info.param);
+      for (char& ch : n) ch = ch == '/' ? '_' : ch;
+      const std::optional<DType> kv = std::get<1>(info.param);
+      return n + "_" + (kv ? std::string(dtype_name(*kv)) : std::string("declared"));
+    });
 
 CacheSpec two_kinds() {
   CacheSpec spec;

@@ -120,13 +120,17 @@ struct LoadedModel {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
 };
-inline LoadedModel load_cpu_fixture(const std::string& dir) {
+// load_cpu_model: any folder, relative to the repository (e.g. "models/tiny-dense").
+inline LoadedModel load_cpu_model(const std::string& repo_dir) {
   LoadedModel l;
   l.backend = make_cpu_backend();
-  auto model = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + dir, *l.backend);
+  auto model = load_model(std::string(SYV_SOURCE_DIR) + "/" + repo_dir, *l.backend);
   EXPECT_TRUE(model.ok()) << model.message();
   if (model.ok()) l.model = std::move(model.value());
   return l;
+}
+inline LoadedModel load_cpu_fixture(const std::string& dir) {
+  return load_cpu_model("tests/fixtures/" + dir);
 }
 
 // The Qwen3 golden fixtures (tests/fixtures/qwen3/<name>) the engine exactness tests run on.

@@ -180,6 +180,28 @@ TEST(EngineMtp, GreedyEqualsPlainDecodingAndDraftsDoNotDependOnTheSchedule) {
   }
 }
 
+// fp8 / int4 KV: the head's K/V lives in the same quantized pages; speculation (batched, with
+// prefix hits) still gives plain decoding's tokens in the same KV dtype.
+TEST(EngineMtp, QuantizedKvKeepsPlainDecodingsTokens) {
+  Loaded l = load_mtp("q35_r1_lllf");
+  ASSERT_TRUE(l.model);
+  Model& m = *l.model;
+  const int32_t vocab = std::min<int32_t>(300, static_cast<int32_t>(m.config().vocab_size));
+  std::vector<Request> requests = make_requests(vocab, 5, 6, 0.0f);
+  requests.push_back(requests[0]);  // a resend: a prefix hit once the first one finished
+  for (DType kv : {DType::F8E4M3, DType::U4X2}) {
+    SCOPED_TRACE(std::string(dtype_name(kv)));
+    EngineOptions o = hybrid_options(128, 4096, 0, 2);
+    o.kv_dtype = kv;
+    const MtpRun plain = run_mtp(m, o, 0, requests, false);
+    const MtpRun spec = run_mtp(m, o, 2, requests, true);
+    ASSERT_EQ(plain.tokens.size(), requests.size());
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_GT(spec.stats.draft_tokens, 0u);
+    EXPECT_GT(spec.stats.prefix_hit_tokens, 0u);
+  }
+}
+
 TEST(EngineMtp, RefusesWhatCannotDraft) {
   set_log_level(LogLevel::WARN);
   auto backend = make_cpu_backend();

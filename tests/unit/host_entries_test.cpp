@@ -41,5 +41,28 @@ TEST(HostEntries, EvictsLeastRecentlyUsedUnpinned) {
   EXPECT_EQ(none.check_integrity(), "");
 }
 
+// shrink(n) (a tier that cannot get the memory of entries >= n) forgets them, used or free, and
+// the entries below keep their keys, LRU order and free list.
+TEST(HostEntries, ShrinkDropsTheEntriesAboveAndKeepsTheRest) {
+  HostEntries e(5);
+  bool evicted = false;
+  EXPECT_EQ(e.take(10, &evicted), 0);
+  EXPECT_EQ(e.take(11, &evicted), 1);
+  EXPECT_EQ(e.take(12, &evicted), 2);
+  e.shrink(2);  // entry 2 (used) and 3, 4 (free) go
+  EXPECT_EQ(e.size(), 2);
+  EXPECT_EQ(e.num_used(), 2);
+  EXPECT_EQ(e.find(12), -1);
+  EXPECT_EQ(e.find(11), 1);
+  EXPECT_EQ(e.check_integrity(), "");
+  EXPECT_EQ(e.take(13, &evicted), 0);  // full: the least recently used, 0, is reused
+  EXPECT_TRUE(evicted);
+  EXPECT_EQ(e.check_integrity(), "");
+  e.shrink(0);
+  EXPECT_EQ(e.size(), 0);
+  EXPECT_EQ(e.take(14, &evicted), -1);
+  EXPECT_EQ(e.check_integrity(), "");
+}
+
 }  // namespace
 }  // namespace syv

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -92,14 +93,18 @@ void expect_no_leaks(Harness& h) {
   }
 }
 
-// Greedy tokens of one request alone: roomy pool, no prefix cache, no host tier (memoised).
-std::vector<int32_t> run_alone(const std::string& dir, const Request& r) {
-  static std::map<std::tuple<std::string, std::vector<int32_t>, int32_t>, std::vector<int32_t>>
+// Greedy tokens of one request alone: roomy pool, no prefix cache, no host tier, K/V in kv_dtype
+// (memoised).
+std::vector<int32_t> run_alone(const std::string& dir, const Request& r,
+                               std::optional<DType> kv_dtype = std::nullopt) {
+  static std::map<std::tuple<std::string, std::vector<int32_t>, int32_t, std::optional<DType>>,
+                  std::vector<int32_t>>
       memo;
-  auto key = std::make_tuple(dir, r.prompt_ids, r.params.max_tokens);
+  auto key = std::make_tuple(dir, r.prompt_ids, r.params.max_tokens, kv_dtype);
   if (auto it = memo.find(key); it != memo.end()) return it->second;
   EngineOptions o = opts(dir, 64, 0, 0, 0, 1 << 16);
   o.enable_prefix_caching = false;
+  o.kv_dtype = kv_dtype;
   Harness h(make_core(model(dir, 1), o));
   Request solo = r;
   solo.params.n = 1;
@@ -152,43 +157,61 @@ TEST(HostTier, PlanIsValidatedAndSplitLikeTheDevice) {
 // A prompt whose pages (and checkpoints) a second prompt pushed out of a tiny device pool comes
 // back from the host tier on resend: the resend boundary is reused (96 of 100 tokens), the tokens
 // and the logprobs equal the cold run's bit for bit, and the counters say it came from the host.
+void evicted_prefix_served_from_host(const std::string& dir, std::optional<DType> kv) {
+  std::mt19937 rng(7);
+  // 10 pages = 160 tokens; A (100 + 8) leaves 6 full pages, B (140 + 8) needs all 10. Hybrids:
+  // one device checkpoint: A leaves one at its resend boundary 96, B's at 128 pushes it out.
+  EngineOptions o = opts(dir, 10, 1, 64, 16);
+  o.kv_dtype = kv;
+  Harness h(make_core(model(dir), o));
+  const Request a = request(random_tokens(rng, 100), 8, /*logprobs=*/true);
+  const Request b = request(random_tokens(rng, 140), 8);
+  const uint64_t cold = h.submit(a);
+  h.run();
+  ASSERT_NE(h.core().host_tier(), nullptr) << dir;
+  EXPECT_EQ(h.core().host_tier()->pinned_bytes(), 0) << dir << ": pinned before any eviction";
+  h.submit(b);
+  h.run();
+  // Pinned lazily: the first piece once evictions reached the tier (kv/host_tier.h "Memory").
+  EXPECT_GT(h.core().host_tier()->pinned_bytes(), 0) << dir;
+  EXPECT_LE(h.core().host_tier()->pinned_bytes(), h.core().host_tier()->total_bytes()) << dir;
+  const EngineStats before = h.core().stats();
+  EXPECT_GE(before.host_pages_stored, 6u) << dir;
+  const uint64_t warm = h.submit(a);
+  h.run();
+  const SampleOutput& c = h.output(cold).samples.at(0);
+  const SampleOutput& w = h.output(warm).samples.at(0);
+  EXPECT_EQ(c.cached_tokens, 0) << dir;
+  EXPECT_EQ(w.cached_tokens, 96) << dir;
+  EXPECT_EQ(w.tokens, c.tokens) << dir;
+  EXPECT_EQ(w.tokens, run_alone(dir, a, kv)) << dir;
+  ASSERT_EQ(w.logprobs.size(), c.logprobs.size()) << dir;
+  for (size_t i = 0; i < c.logprobs.size(); ++i)
+    EXPECT_EQ(w.logprobs[i], c.logprobs[i]) << dir << " token " << i;  // bit for bit
+  const EngineStats& s = h.core().stats();
+  EXPECT_EQ(s.prefix_host_hit_tokens - before.prefix_host_hit_tokens, 96u) << dir;
+  EXPECT_EQ(s.host_page_hits - before.host_page_hits, 6u) << dir;
+  EXPECT_EQ(s.host_bytes_from_host - before.host_bytes_from_host,
+            6u * static_cast<uint64_t>(h.core().store().page_bytes()) +
+                (is_hybrid(dir) ? static_cast<uint64_t>(h.core().store().slot_bytes()) : 0u))
+      << dir;
+  if (is_hybrid(dir)) {
+    EXPECT_GE(before.host_checkpoints_stored, 1u) << dir;
+    EXPECT_EQ(s.host_checkpoint_hits - before.host_checkpoint_hits, 1u) << dir;
+  }
+  expect_no_leaks(h);
+}
+
+// Float KV, and fp8 / int4 KV (the host copies carry each page's scales; int4 where head_dim is
+// a multiple of 32).
 TEST(HostTier, EvictedPrefixServedFromHostEqualsRecompute) {
   for (const char* dir : kDirs) {
-    std::mt19937 rng(7);
-    // 10 pages = 160 tokens; A (100 + 8) leaves 6 full pages, B (140 + 8) needs all 10. Hybrids:
-    // one device checkpoint: A leaves one at its resend boundary 96, B's at 128 pushes it out.
-    Harness h(make_core(model(dir), opts(dir, 10, 1, 64, 16)));
-    const Request a = request(random_tokens(rng, 100), 8, /*logprobs=*/true);
-    const Request b = request(random_tokens(rng, 140), 8);
-    const uint64_t cold = h.submit(a);
-    h.run();
-    h.submit(b);
-    h.run();
-    const EngineStats before = h.core().stats();
-    EXPECT_GE(before.host_pages_stored, 6u) << dir;
-    const uint64_t warm = h.submit(a);
-    h.run();
-    const SampleOutput& c = h.output(cold).samples.at(0);
-    const SampleOutput& w = h.output(warm).samples.at(0);
-    EXPECT_EQ(c.cached_tokens, 0) << dir;
-    EXPECT_EQ(w.cached_tokens, 96) << dir;
-    EXPECT_EQ(w.tokens, c.tokens) << dir;
-    EXPECT_EQ(w.tokens, run_alone(dir, a)) << dir;
-    ASSERT_EQ(w.logprobs.size(), c.logprobs.size()) << dir;
-    for (size_t i = 0; i < c.logprobs.size(); ++i)
-      EXPECT_EQ(w.logprobs[i], c.logprobs[i]) << dir << " token " << i;  // bit for bit
-    const EngineStats& s = h.core().stats();
-    EXPECT_EQ(s.prefix_host_hit_tokens - before.prefix_host_hit_tokens, 96u) << dir;
-    EXPECT_EQ(s.host_page_hits - before.host_page_hits, 6u) << dir;
-    EXPECT_EQ(s.host_bytes_from_host - before.host_bytes_from_host,
-              6u * static_cast<uint64_t>(h.core().store().page_bytes()) +
-                  (is_hybrid(dir) ? static_cast<uint64_t>(h.core().store().slot_bytes()) : 0u))
-        << dir;
-    if (is_hybrid(dir)) {
-      EXPECT_GE(before.host_checkpoints_stored, 1u) << dir;
-      EXPECT_EQ(s.host_checkpoint_hits - before.host_checkpoint_hits, 1u) << dir;
+    for (std::optional<DType> kv :
+         {std::optional<DType>(), std::optional(DType::F8E4M3), std::optional(DType::U4X2)}) {
+      if (kv == DType::U4X2 && model(dir).config().head_dim % 32 != 0) continue;
+      SCOPED_TRACE(kv ? std::string(dtype_name(*kv)) : std::string("float KV"));
+      evicted_prefix_served_from_host(dir, kv);
     }
-    expect_no_leaks(h);
   }
 }
 

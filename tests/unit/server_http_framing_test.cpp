@@ -152,5 +152,16 @@ TEST(HttpFraming, ResponseHeads) {
   EXPECT_EQ(printable(std::string("a\nb\x01", 4), 10), "a?b?");
 }
 
+TEST(HttpFraming, QueryParams) {
+  using Params = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(query_params("/v1/x"), Params{});
+  EXPECT_EQ(query_params("/v1/x?"), Params{});
+  EXPECT_EQ(query_params("/v1/x?limit=2&order=desc&after=msg_1"),
+            (Params{{"limit", "2"}, {"order", "desc"}, {"after", "msg_1"}}));
+  EXPECT_EQ(query_params("/p?a=x+y%2By&&flag&a=%zz&c=%3D="),
+            (Params{{"a", "x y+y"}, {"flag", ""}, {"a", "%zz"}, {"c", "=="}}));
+  EXPECT_EQ(query_params("/p?include%5B%5D=x"), (Params{{"include[]", "x"}}));
+}
+
 }  // namespace
 }  // namespace syv::server

@@ -407,9 +407,12 @@ std::vector<ResponsesCase> all_cases() {
 }
 
 Parsed parse(const json& body) {
-  const auto lookup = [](const std::string& id) -> std::optional<nlohmann::ordered_json> {
+  const auto lookup = [](const std::string& id) -> std::optional<StoredResponse> {
     if (id != "resp_x") return std::nullopt;
-    return nlohmann::ordered_json::array({{{"role", "user"}, {"content", "before"}}});
+    return StoredResponse{
+        {{"id", "resp_x"}, {"output", nlohmann::ordered_json::array()}},
+        nlohmann::ordered_json::array({{{"role", "user"}, {"content", "before"}}}),
+        nlohmann::ordered_json::array()};
   };
   Parsed out;
   auto r = parse_responses_request(body, nlohmann::ordered_json(body), limits(), lookup);

@@ -1,7 +1,8 @@
 // Typed weights and KV (backend/weight.h, backend/kv_cache_view.h, CacheConfig::kv_dtype): dense
 // weights and float KV run exactly the ops they ran before (bit-identical to the Tensor
-// overloads); every other format and KV dtype is refused by name where it would be used, and
-// unknown quant_methods and fp8 tensors without a quantization_config are refused at load.
+// overloads); every other format and KV dtype without kernels is refused by name where it would be
+// used (the CPU's fp8 / int4 KV kernels: kv_quantized_test.cpp), and unknown quant_methods and fp8
+// tensors without a quantization_config are refused at load.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "io/safetensors.h"
 #include "kv/cache_store.h"
 #include "model/model.h"
+#include "unit/keep_dtype_backend.h"
 
 namespace syv {
 namespace {
@@ -215,32 +217,58 @@ TEST(TypedKv, StoreViewsAreKvCacheViews) {
   EXPECT_TRUE(kv.k_scales.empty() && kv.v_scales.empty());
 }
 
-TEST(TypedKv, KvDtypeOtherThanTheBackendsIsRefusedAtCreation) {
+TEST(TypedKv, KvDtypesWithoutKernelsAreRefusedAtCreation) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   CacheConfig c = small_config();
   // Unset: the spec as declared (as before the field existed).
   EXPECT_TRUE(CacheStore::create(one_kv_layer(DType::F32), c, *cpu).ok());
-  // The backend's own dtype: accepted, and the spec is stored in it.
-  c.kv_dtype = DType::F32;
-  auto same = CacheStore::create(one_kv_layer(DType::F32), c, *cpu);
-  ASSERT_TRUE(same.ok()) << same.message();
-  EXPECT_EQ((*same)->spec().kv_layers[0].dtype, DType::F32);
-  for (DType d : {DType::F8E4M3, DType::F8E5M2, DType::BF16, DType::F16}) {
+  // The backend's own dtype and the quantized ones it has kernels for (Backend::supports_kv_dtype;
+  // one_kv_layer's head_dim 8 is too small for int4, kv_quantized_test covers it).
+  for (DType d : {DType::F32, DType::F8E4M3}) {
+    c.kv_dtype = d;
+    auto same = CacheStore::create(one_kv_layer(DType::F32), c, *cpu);
+    ASSERT_TRUE(same.ok()) << same.message();
+    EXPECT_EQ((*same)->spec().kv_layers[0].dtype, d);
+    EXPECT_EQ((*same)->kv_view(0).scaled(), d == DType::F8E4M3);
+  }
+  for (DType d : {DType::BF16, DType::F16}) {
     c.kv_dtype = d;
     auto r = CacheStore::create(one_kv_layer(DType::F32), c, *cpu);
     ASSERT_FALSE(r.ok()) << dtype_name(d);
     EXPECT_NE(r.message().find("KV cache dtype " + std::string(dtype_name(d)) +
-                               " is not supported yet (backend cpu stores KV in f32)"),
+                               " is not supported on backend cpu (it stores KV in f32)"),
               std::string::npos)
         << r.message();
   }
+  c.kv_dtype = DType::F8E5M2;
+  auto r = CacheStore::create(one_kv_layer(DType::F32), c, *cpu);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("KV cache dtype f8e5m2 is not supported (float KV, fp8 e4m3 or int4"),
+            std::string::npos)
+      << r.message();
+  c.kv_dtype = DType::U4X2;
+  r = CacheStore::create(one_kv_layer(DType::F32), c, *cpu);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("int4 needs head_dim % 32 == 0 (one scale per group of 32), found "
+                             "head_dim 8"),
+            std::string::npos)
+      << r.message();
+  // A backend without quantized-KV kernels (CUDA until they land) refuses fp8 by name.
+  KeepDtypeBackend plain(DType::F32);
+  c.kv_dtype = DType::F8E4M3;
+  r = CacheStore::create(one_kv_layer(DType::F32), c, plain);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("KV cache dtype f8e4m3 is not supported on backend keep-f32 (it "
+                             "stores KV in f32; its quantized-KV kernels are not there yet)"),
+            std::string::npos)
+      << r.message();
 }
 
-TEST(TypedKv, ASpecDeclaringFp8KvIsRefusedAtCreation) {
+TEST(TypedKv, ASpecDeclaringFp8E5m2KvIsRefusedAtCreation) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   auto r = CacheStore::create(one_kv_layer(DType::F8E5M2), small_config(), *cpu);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("KV cache dtype f8e5m2 is not supported yet"), std::string::npos)
+  EXPECT_NE(r.message().find("KV cache dtype f8e5m2 is not supported"), std::string::npos)
       << r.message();
 }
 
@@ -259,9 +287,22 @@ TEST(TypedKv, ByteFormulasFollowTheKvDtype) {
   const CacheSpec bf16 = mixed.with_kv_dtype(DType::BF16);
   EXPECT_EQ(bf16.kv_bytes_per_token, 2 * 2 * 8 * 2 + 2 * 1 * 4 * 2);
   EXPECT_EQ(bf16.kv_layers[1].dtype, DType::BF16);
+  // int4: D / 2 bytes a row plus an f32 scale per 32 elements, for K and for V.
+  CacheSpec wide;
+  wide.add_kv_layer({2, 128, DType::F32});
+  const CacheSpec int4 = wide.with_kv_dtype(DType::U4X2);
+  EXPECT_EQ(int4.kv_bytes_per_token, 2 * 2 * (128 / 2 + 4 * 128 / 32));
+  EXPECT_EQ(int4.kv_layers[0].row_elems(), 64);
+  EXPECT_EQ(int4.kv_layers[0].scale_groups(), 4);
+  // The pool grows: bf16 -> fp8 about 2x (1.94x at head_dim 128), -> int4 3.2x at any head_dim
+  // (D / 2 bytes + D / 32 f32 scales against 2 D).
+  const int64_t b16 = wide.with_kv_dtype(DType::BF16).kv_bytes_per_token;
+  EXPECT_NEAR(static_cast<double>(b16) / wide.with_kv_dtype(DType::F8E4M3).kv_bytes_per_token, 1.94,
+              0.01);
+  EXPECT_NEAR(static_cast<double>(b16) / int4.kv_bytes_per_token, 3.2, 1e-9);
 }
 
-TEST(TypedKv, KvWriteThroughTheViewIsTheTensorOpAndOtherDtypesAreRefused) {
+TEST(TypedKv, KvWriteThroughTheViewIsTheTensorOpAndQuantizedKvNeedsKernels) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   std::unique_ptr<Backend> b = make_cpu_backend();
   const int64_t Hk = 2, D = 8, P = 4, pages = 3;
@@ -295,27 +336,25 @@ TEST(TypedKv, KvWriteThroughTheViewIsTheTensorOpAndOtherDtypesAreRefused) {
   b->paged_attention(t(q, {T, 2 * Hk, D}), view, 0.25f, meta, tob);
   EXPECT_TRUE(same_bits(out_a, out_b));
 
+  // fp8 pages on a backend without quantized-KV kernels: the default hooks refuse by name (the
+  // CPU backend's own fp8 / int4 kernels are kv_quantized_test's).
   std::vector<uint8_t> k8(kc_a.size()), v8(kc_a.size());
   std::vector<float> ks(static_cast<size_t>(pages * P * Hk)), vs(ks.size());
   KvCacheView fp8;
   fp8.k = Tensor(k8.data(), DType::F8E4M3, {pages, P, Hk, D});
   fp8.v = Tensor(v8.data(), DType::F8E4M3, {pages, P, Hk, D});
   fp8.dtype = DType::F8E4M3;
-  fp8.k_scales = Tensor(ks.data(), DType::F32, {pages, P, Hk});
-  fp8.v_scales = Tensor(vs.data(), DType::F32, {pages, P, Hk});
+  fp8.k_scales = Tensor(ks.data(), DType::F32, {pages, P, Hk, 1});
+  fp8.v_scales = Tensor(vs.data(), DType::F32, {pages, P, Hk, 1});
   EXPECT_TRUE(fp8.scaled());
-  EXPECT_DEATH(b->kv_write(t(k, {T, Hk, D}), t(v, {T, Hk, D}), fp8, meta),
-               "backend cpu kv_write: KV cache dtype f8e4m3 with scales is not supported yet");
-  EXPECT_DEATH(b->paged_attention(t(q, {T, 2 * Hk, D}), fp8, 0.25f, meta, tob),
-               "backend cpu paged_attention: KV cache dtype f8e4m3");
-  std::vector<float> qkv(T * 4 * Hk * D), qq(T * 2 * Hk * D), kk(T * Hk * D), vv(T * Hk * D),
-      qn(D, 1.0f), kn(D, 1.0f);
-  Tensor tq = t(qq, {T, 2 * Hk, D}), tk = t(kk, {T, Hk, D}), tv = t(vv, {T, Hk, D});
-  RopeParams rope;
-  rope.rotary_dim = static_cast<int32_t>(D);
-  EXPECT_DEATH(b->qkv_norm_rope_write(t(qkv, {T, 4 * Hk * D}), t(qn, {D}), t(kn, {D}), 1e-6f,
-                                      NormKind::kPlain, rope, meta, tq, tk, tv, fp8),
-               "backend cpu qkv_norm_rope_write: KV cache dtype f8e4m3");
+  KeepDtypeBackend keep(DType::F32);
+  Backend& plain = keep;  // the KvCacheView overloads (KeepDtypeBackend's own hide them)
+  EXPECT_FALSE(plain.supports_kv_dtype(DType::F8E4M3));
+  EXPECT_TRUE(b->supports_kv_dtype(DType::F8E4M3) && b->supports_kv_dtype(DType::U4X2));
+  EXPECT_DEATH(plain.kv_write(t(k, {T, Hk, D}), t(v, {T, Hk, D}), fp8, meta),
+               "backend keep-f32 kv_write: KV cache dtype f8e4m3 with scales is not supported yet");
+  EXPECT_DEATH(plain.paged_attention(t(q, {T, 2 * Hk, D}), fp8, 0.25f, meta, tob),
+               "backend keep-f32 paged_attention: KV cache dtype f8e4m3");
 }
 
 // ---- the loader -------------------------------------------------------------------------------

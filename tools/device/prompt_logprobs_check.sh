@@ -5,7 +5,10 @@
 # graph tests (their reservation now counts the prompt rows) and /v1/responses once. Carry
 # .devcarry-deps (tools/device/pack_deps.sh) and third_party/qwen3-tokenizer.
 #   tools/device/prompt_logprobs_check.sh
-# Prints "max |difference| N" (expected < 1e-2: bf16 weights, different step shapes) and PASS/FAIL.
+# The model is the trained tiny-dense (models/): a random-weight model's logits reach +-200, where
+# bf16's rounding alone moves a logprob by ~1 between step shapes. Prints "max |difference| N"
+# (expected < 0.1: bf16 activations, different step shapes; a misplaced row is off by several
+# nats) and PASS/FAIL.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export SYV_SOURCE_DIR=$PWD
@@ -16,9 +19,8 @@ for t in $T; do
   r=$(timeout 120 $B/$t --gtest_filter='-*Timing*' 2>&1 | grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')
   echo "$t: $r"
 done
-D=/tmp/qwen3-0.6b-random
-timeout 60 $B/syv demo-model --config tools/bench/configs/qwen3-0.6b --tokenizer third_party/qwen3-tokenizer --out $D >/dev/null 2>&1
-IDS=$(python3 -c "print(','.join(str(100 + (i * 7919) % 20000) for i in range(300)))")
+D=models/tiny-dense
+IDS=$(python3 -c "print(','.join(str(100 + (i * 7919) % 8000) for i in range(300)))")
 timeout 120 $B/syv logits --model $D --device cuda --tokens "$IDS" --out /tmp/pl_logits.bin 2>&1 | tail -1
 KEY=sk-prompt-logprobs-check-0123456789
 $B/syv serve --model $D --device cuda --port 18093 --api-key $KEY --max-model-len 4096 >/tmp/pl_serve.out 2>/tmp/pl_serve.err &
@@ -55,6 +57,6 @@ for p in range(1, len(ids)):
     worst = max(worst, abs(got[p] - (row[ids[p]] - lse)))
 print(f"max |difference| {worst:.3g} over {len(ids) - 1} positions; cached_tokens "
       f"{answer['usage']['prompt_tokens_details']['cached_tokens']}")
-print("PASS" if worst < 1e-2 and got[0] is None and answer['usage']['completion_tokens'] == 0 else "FAIL")
+print("PASS" if worst < 0.1 and got[0] is None and answer['usage']['completion_tokens'] == 0 else "FAIL")
 EOF
 grep -E "error|CHECK" /tmp/pl_serve.err | head -5

@@ -1,11 +1,12 @@
 // The CPU backend: the plain fp32 reference every other backend is tested against.
 //
-//  * Activations and the KV cache are f32. Weights are widened to f32 at load (weight_dtype()), so
-//    linear() is one OpenBLAS sgemm; f16/bf16 weights still work (converted per call, slower).
+//  * Activations are f32; the KV cache is f32, fp8 or int4 (--kv-cache-dtype). Weights are
+//    widened to f32 at load (weight_dtype()), so linear() is one OpenBLAS sgemm; f16/bf16
+//    weights still work (converted per call, slower).
 //  * Row-wise ops (norms, RoPE, attention) split rows over ThreadPool::global().
 //  * "Device" memory is host memory (64-byte aligned); upload/download are memcpy.
 // The op bodies live in files named for their concern: cpu_memory.cpp, cpu_elementwise.cpp,
-// cpu_norm.cpp, cpu_linear.cpp, cpu_attention.cpp.
+// cpu_norm.cpp, cpu_linear.cpp, cpu_attention.cpp, cpu_kv_quantized.cpp.
 #pragma once
 
 #include <string>
@@ -23,6 +24,10 @@ class CpuBackend final : public Backend {
   bool supports_quantized_weights() const override { return true; }  // cpu_quantized.cpp
   DType activation_dtype() const override { return DType::F32; }
   DType weight_dtype(DType) const override { return DType::F32; }
+  // f32 KV, and the quantized KV dtypes (fp8 e4m3, int4 u4x2) of cpu_kv_quantized.cpp.
+  bool supports_kv_dtype(DType t) const override {
+    return t == DType::F32 || t == DType::F8E4M3 || t == DType::U4X2;
+  }
 
   DeviceBuffer allocate(size_t bytes) override;
   void release(void* data) override;
@@ -72,6 +77,12 @@ class CpuBackend final : public Backend {
   // fp8 block-scaled and int4 group-quantized weights (backend/weight.h): the reference.
   // Dequantizes the weight into f32 row blocks and runs linear() on each (cpu_quantized.cpp).
   void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) override;
+  // fp8 and int4 KV (backend/kv_cache_view.h): kv_quant.h's quantizers, and attention dequantizing
+  // one key/value row at a time (cpu_kv_quantized.cpp).
+  void kv_write_quantized(const Tensor& k, const Tensor& v, const KvCacheView& cache,
+                          const BatchMeta& meta) override;
+  void paged_attention_quantized(const Tensor& q, const KvCacheView& cache, float scale,
+                                 const BatchMeta& meta, Tensor& out) override;
 
  private:
   Batch batch_copy_;    // the batch of the last prepare_batch() (BatchMeta::host points here)

@@ -193,12 +193,10 @@ class CudaBackendImpl final : public CudaBackend {
   }
   // Page-locked host memory for a host tier: cudaMemcpyAsync from/to it is a true DMA that
   // overlaps with compute (pageable memory would be staged and synchronous).
-  bool pins_host_memory() const override { return true; }  // cudaHostAlloc: thread-safe
   Result<PinnedBuffer> allocate_pinned(size_t bytes) override {
     if (bytes == 0) return PinnedBuffer();
     void* p = nullptr;
-    // May run on another thread (the engine pins its host tier in the background): this device's
-    // context, and portable so that every context sees the memory as pinned.
+    // This device's context, and portable so that every context sees the memory as pinned.
     SYV_CUDA_CHECK(cudaSetDevice(device_));
     const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (err != cudaSuccess) {
@@ -452,6 +450,9 @@ class CudaBackendImpl final : public CudaBackend {
   // ---- quantized KV caches (backend/kv_cache_view.h; docs/cuda-backend.md "Quantized KV cache")
   // fp8 and int4: the writes quantize in the kernel (rope_kv.cu), attention reads the bytes and
   // applies the scales in registers (attention_decode.cu, attention_prefill_mma.cu).
+  bool supports_kv_dtype(DType t) const override {
+    return t == activation_dtype() || quantized_kv_kernels(t);
+  }
   void kv_write_quantized(const Tensor& k, const Tensor& v, const KvCacheView& cache,
                           const BatchMeta& meta) override {
     check_quantized_kv("kv_write", cache);

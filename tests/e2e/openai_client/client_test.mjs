@@ -1,25 +1,13 @@
 // Drives a running syv server with the official `openai` npm package.
 // Env: SYV_URL (http://127.0.0.1:PORT), SYV_KEY (a valid key), SYV_MODEL (served model name).
-// Exits non-zero on the first failed check; prints one line per check.
+// Prints one line per check and exits non-zero when any failed (../client_checks.mjs).
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { check, finish } from "../client_checks.mjs";
 
 const baseURL = `${process.env.SYV_URL}/v1`;
 const model = process.env.SYV_MODEL;
 const client = new OpenAI({ baseURL, apiKey: process.env.SYV_KEY, maxRetries: 0, timeout: 120000 });
-let passed = 0;
-let failed = 0;
-
-async function check(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok - ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`not ok - ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
 
 await check("models.list names the served model", async () => {
   const list = await client.models.list();
@@ -382,5 +370,60 @@ await check("completions: echo + logprobs + max_tokens 0 scores the prompt", asy
   assert.equal(r.usage.completion_tokens, 0);
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+await check("completions: streamed echo + logprobs and prompt_logprobs equal the whole answer", async () => {
+  const body = { model, prompt: "The cat sat on the mat", echo: true, logprobs: 2, max_tokens: 4, temperature: 0 };
+  // prompt_logprobs is vLLM's field: the client passes unknown fields through.
+  const whole = await client.completions.create({ ...body, prompt_logprobs: 1 });
+  const stream = await client.completions.create({ ...body, prompt_logprobs: 1, stream: true });
+  let text = "";
+  const lp = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  let promptLogprobs = null;
+  let carrying = 0;
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      text += c.text;
+      if (c.logprobs) for (const key of Object.keys(lp)) lp[key].push(...c.logprobs[key]);
+      if (c.prompt_logprobs) {
+        promptLogprobs = c.prompt_logprobs;
+        carrying++;
+      }
+    }
+  }
+  assert.equal(text, whole.choices[0].text);
+  assert.deepEqual(lp, whole.choices[0].logprobs);
+  assert.equal(carrying, 1);
+  assert.deepEqual(promptLogprobs, whole.choices[0].prompt_logprobs);
+  assert.equal(lp.token_logprobs[0], null);
+});
+
+await check("responses: inputItems.list pages a chain; cancel refused; delete", async () => {
+  const first = await client.responses.create({ model, input: "Say hi", max_output_tokens: 4, temperature: 0 });
+  const second = await client.responses.create({
+    model,
+    previous_response_id: first.id,
+    input: [{ role: "user", content: "Again" }],
+    max_output_tokens: 4,
+    temperature: 0,
+  });
+  const items = [];
+  for await (const item of client.responses.inputItems.list(second.id, { limit: 1 })) items.push(item);
+  assert.equal(items.length, 1 + first.output.length + 1, JSON.stringify(items));
+  assert.deepEqual(items[0].content, [{ type: "input_text", text: "Say hi" }]);
+  assert.deepEqual(items.slice(1, 1 + first.output.length), first.output);
+  assert.equal(items[items.length - 1].content[0].text, "Again");
+  assert.equal(new Set(items.map((i) => i.id)).size, items.length);
+  const desc = [];
+  for await (const item of client.responses.inputItems.list(second.id, { order: "desc", limit: 2 })) desc.push(item);
+  assert.deepEqual(desc.reverse(), items);
+  await assert.rejects(client.responses.cancel(first.id), (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    assert.match(e.message, /Cannot cancel a synchronous response/);
+    return true;
+  });
+  await client.responses.delete(first.id);
+  await assert.rejects(client.responses.retrieve(first.id), (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(client.responses.delete(first.id), (e) => e instanceof OpenAI.NotFoundError);
+  assert.equal((await client.responses.retrieve(second.id)).id, second.id);
+});
+
+finish();
