@@ -7,13 +7,23 @@
 // derives its key range on the device from its own token's context (split_keys()), so one launch
 // shape (one CUDA graph) serves every context at full parallelism. Blocks whose range starts past
 // the context do nothing; the merge, which derives the same ranges, reads only the used splits.
+//
+// Quantized caches (fp8 / int4, backend/kv_cache_view.h) take the same kernel with the same lane
+// layout: each lane loads its 8 elements' bytes (8 for fp8, 4 for int4) and their scale, decodes
+// them in registers (quant_convert.cuh) and applies the scale to its partial dot product before
+// the lanes' sum (one scale per key for fp8, per 32-element group for int4: a lane's 8 elements
+// lie in one group), and to the value's probability weight (p * scale, per lane's group for
+// int4); the softmax normaliser sums the unscaled p. At G = 1, 2 twice the keys per step are in
+// flight (the loads are half or a quarter as wide).
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
 #include <cstdlib>
+#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_convert.cuh"
 
 namespace syv::cuda {
 namespace {
@@ -55,8 +65,9 @@ __host__ __device__ __forceinline__ int used_splits(int n_keys, int splits, int 
   return n < splits ? n : splits;
 }
 
-// Lanes per key: D / 8 (8 bf16 = 16 bytes per lane); keys per warp step: 32 / lanes-per-key.
-template <int D, int G>
+// Lanes per key: D / 8 (8 elements per lane: 16 bytes of bf16, 8 of fp8, 4 of int4); keys per
+// warp step: 32 / lanes-per-key. KT: the cache dtype (BF16, F8E4M3 or U4X2).
+template <int D, int G, DType KT>
 __global__ void __launch_bounds__(kWarps * 32)
     decode_kernel(AttentionArgs a, int32_t splits, int32_t fixed_keys_per_split, int32_t align,
                   float* partial, unsigned* counters) {
@@ -85,6 +96,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const bf16* vc = static_cast<const bf16*>(a.v_cache);
   const int32_t* pt = a.page_table + static_cast<int64_t>(seq) * a.max_pages_per_seq;
   const float qscale = a.scale * kLog2e;
+  constexpr bool kQuant = kIsQuantKv<KT>;
+  using Raw = std::conditional_t<kQuant, uint2, uint4>;  // one lane's 8 elements of a K/V row
 
   float qf[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
@@ -103,34 +116,53 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   // Each lane group takes U keys per step (U K/V loads in flight before any use); one softmax
   // rescale per step. Keys of one step: kb + u * KPW + sub.
-  constexpr int U = G >= 8 ? 2 : 4;
+  // Quantized caches take twice the keys per step at G = 1, 2 (their loads are half or a quarter
+  // as wide, and the registers allow it: at most 128, four blocks per SM as bf16); at G = 4, 8 the
+  // doubled step took 168 / 255 registers (3 / 2 blocks per SM on sm_90a, ptxas -v), which at
+  // batch 64 (one split of 512 blocks on 132 SMs) would leave a second, mostly empty wave.
+  constexpr int U = (G >= 8 ? 2 : 4) * (kQuant && G <= 2 ? 2 : 1);
   for (int kb = k_begin + warp * KPW * U; kb < k_end; kb += SUBS * U) {
-    uint4 kr[U], vr[U];
+    Raw kr[U], vr[U];
+    float ksc[U], vsc[U];  // quantized caches: this lane's K / V scales
     bool valid[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int key = kb + u * KPW + sub;
       valid[u] = key < k_end;
-      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      kr[u] = vr[u] = Raw{};
+      ksc[u] = vsc[u] = 0.f;
       if (valid[u]) {
         const int page = pt[key / a.page_size];
-        const int64_t base =
-            ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D +
-            li * 8;
-        kr[u] = *reinterpret_cast<const uint4*>(kc + base);
-        vr[u] = *reinterpret_cast<const uint4*>(vc + base);
+        const int64_t row =
+            (static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh;
+        if constexpr (kQuant) {
+          const uint8_t* kq = static_cast<const uint8_t*>(a.k_cache);
+          const uint8_t* vq = static_cast<const uint8_t*>(a.v_cache);
+          kr[u] = kv_load8<KT>(kq, row, D, li * 8);
+          vr[u] = kv_load8<KT>(vq, row, D, li * 8);
+          ksc[u] = kv_scale<KT>(a.k_scales, row, D, li * 8);
+          vsc[u] = kv_scale<KT>(a.v_scales, row, D, li * 8);
+        } else {
+          kr[u] = *reinterpret_cast<const uint4*>(kc + row * D + li * 8);
+          vr[u] = *reinterpret_cast<const uint4*>(vc + row * D + li * 8);
+        }
       }
     }
     float s[U][G];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float kf[8];
-      unpack8(kr[u], kf);
+      if constexpr (kQuant) {
+        kv_unpack8<KT>(kr[u], kf);
+      } else {
+        unpack8(kr[u], kf);
+      }
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float d = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) d = fmaf(qf[g][j], kf[j], d);
+        if constexpr (kQuant) d *= ksc[u];
 #pragma unroll
         for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
         s[u][g] = valid[u] ? d : -INFINITY;
@@ -151,10 +183,16 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int u = 0; u < U; ++u) {
         const float p = exp2f(s[u][g] - m_new);  // 0 when invalid
         float vf[8];
-        unpack8(vr[u], vf);
+        float pv = p;  // the weight of this value row: p, times its scale when quantized
+        if constexpr (kQuant) {
+          kv_unpack8<KT>(vr[u], vf);
+          pv *= vsc[u];
+        } else {
+          unpack8(vr[u], vf);
+        }
         l[g] += p;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(p, vf[j], acc[g][j]);
+        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(pv, vf[j], acc[g][j]);
       }
       m[g] = m_new;
     }
@@ -404,32 +442,32 @@ __global__ void __launch_bounds__(128) generic_kernel(AttentionArgs a) {
   }
 }
 
-template <int D, int G>
+template <int D, int G, DType KT>
 void launch_dg(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
                unsigned* counters, cudaStream_t s) {
   dim3 grid(a.tokens, a.hq / G, splits);
   if (splits > kMaxMergedSplits) counters = nullptr;
   const int32_t align = decode_split_align(a.tokens);
-  launch_k(decode_kernel<D, G>, grid, kWarps * 32, 0, s, a, splits, keys_per_split, align, partial,
-           counters);
+  launch_k(decode_kernel<D, G, KT>, grid, kWarps * 32, 0, s, a, splits, keys_per_split, align,
+           partial, counters);
   if (splits > 1 && counters == nullptr) {
     launch_k(combine_kernel<D>, a.tokens * a.hq, D, 0, s, partial, splits, keys_per_split, align,
              a.positions, a.hq, static_cast<bf16*>(a.out));
   }
 }
 
-template <int D>
+template <int D, DType KT>
 void launch_d(const AttentionArgs& a, int32_t splits, int32_t keys_per_split, float* partial,
               unsigned* counters, cudaStream_t s) {
   switch (a.hq / a.hk) {
     case 8:
-      return launch_dg<D, 8>(a, splits, keys_per_split, partial, counters, s);
+      return launch_dg<D, 8, KT>(a, splits, keys_per_split, partial, counters, s);
     case 4:
-      return launch_dg<D, 4>(a, splits, keys_per_split, partial, counters, s);
+      return launch_dg<D, 4, KT>(a, splits, keys_per_split, partial, counters, s);
     case 2:
-      return launch_dg<D, 2>(a, splits, keys_per_split, partial, counters, s);
+      return launch_dg<D, 2, KT>(a, splits, keys_per_split, partial, counters, s);
     default:  // any group size
-      return launch_dg<D, 1>(a, splits, keys_per_split, partial, counters, s);
+      return launch_dg<D, 1, KT>(a, splits, keys_per_split, partial, counters, s);
   }
 }
 
@@ -501,16 +539,34 @@ void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t key
                              float* partial, unsigned* counters, cudaStream_t s) {
   if (!attention_merged_combine()) counters = nullptr;
   if (a.tokens == 0) return;
-  if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16)
+  if (a.q_t != DType::BF16 || a.out_t != DType::BF16 ||
+      (a.cache_t != DType::BF16 && a.cache_t != DType::F8E4M3 && a.cache_t != DType::U4X2))
     cuda_fail(__FILE__, __LINE__, "attention dtypes",
-              "CUDA paged attention needs bf16 q/cache/out");
+              "CUDA paged attention needs bf16 q/out and a bf16, fp8 or int4 cache");
+  const bool quant = a.cache_t != DType::BF16;
+  if (quant && ((a.k_scales == nullptr || a.v_scales == nullptr) ||
+                (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)))
+    cuda_fail(__FILE__, __LINE__, "quantized KV attention",
+              "CUDA paged attention on an fp8 / int4 cache needs its scales and head_dim 64, 128 "
+              "or 256");
+  auto by_dtype = [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    switch (a.cache_t) {
+      case DType::F8E4M3:
+        return launch_d<D, DType::F8E4M3>(a, splits, keys_per_split, partial, counters, s);
+      case DType::U4X2:
+        return launch_d<D, DType::U4X2>(a, splits, keys_per_split, partial, counters, s);
+      default:
+        return launch_d<D, DType::BF16>(a, splits, keys_per_split, partial, counters, s);
+    }
+  };
   switch (a.head_dim) {
     case 64:
-      return launch_d<64>(a, splits, keys_per_split, partial, counters, s);
+      return by_dtype(std::integral_constant<int, 64>{});
     case 128:
-      return launch_d<128>(a, splits, keys_per_split, partial, counters, s);
+      return by_dtype(std::integral_constant<int, 128>{});
     case 256:
-      return launch_d<256>(a, splits, keys_per_split, partial, counters, s);
+      return by_dtype(std::integral_constant<int, 256>{});
     default:
       if (a.head_dim > 32 * kGenericMaxPerLane)
         cuda_fail(__FILE__, __LINE__, "head_dim", "CUDA paged attention supports head_dim <= 256");

@@ -3,7 +3,8 @@
 // attention_prefill_mma.cu (mma.sync, the fallback off compute capability 9.0), both on
 // 128-row query tiles. Varlen everywhere: the tile list says which sequence and first token each
 // block works on (kPrefillTileRows-row tiles, longest first); causality comes from the tokens'
-// positions, so chunked prefill and mixed decode + prefill batches are exact.
+// positions, so chunked prefill and mixed decode + prefill batches are exact. Quantized (fp8 /
+// int4) caches always take the mma.sync kernel.
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -69,11 +70,16 @@ int prefill_attention_variant() {
 
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s) {
-  if (a.q_t != DType::BF16 || a.cache_t != DType::BF16 || a.out_t != DType::BF16) return false;
+  const bool quant = a.cache_t == DType::F8E4M3 || a.cache_t == DType::U4X2;
+  if (a.q_t != DType::BF16 || a.out_t != DType::BF16 || (a.cache_t != DType::BF16 && !quant))
+    return false;
+  if (quant && (a.k_scales == nullptr || a.v_scales == nullptr)) return false;
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
   if (num_tiles == 0) return true;
-  // wgmma128 falls back to mma8w off compute capability 9.0 and at head_dim 256.
-  if (current_variant() == kWgmma128 && prefill::launch_wgmma(a, tiles, num_tiles, s)) return true;
+  // wgmma128 falls back to mma8w off compute capability 9.0, at head_dim 256 and for quantized
+  // caches (the mma8w kernel dequantizes their K/V tiles into shared memory).
+  if (current_variant() == kWgmma128 && !quant && prefill::launch_wgmma(a, tiles, num_tiles, s))
+    return true;
   return prefill::launch_mma128(a, tiles, num_tiles, s);
 }
 

@@ -6,9 +6,16 @@
 // warps skip tiles none of their rows can see. The fallback off compute capability 9.0 (the
 // default kernel is attention_prefill_wgmma.cu's), and the kernel of head_dim 256 (Qwen3.5's
 // gated attention), which the wgmma kernel does not take.
+//
+// Quantized caches (fp8 / int4; the wgmma kernel does not take them) fill the same bf16 K/V tiles
+// through registers instead of cp.async: each thread loads its chunks' bytes and scales, decodes
+// them and stores q * scale rounded to bf16 (the cache itself is never dequantized in global
+// memory). Up to head_dim 128 the next tile's loads are issued before this tile's matrix work and
+// stored after it; at 256 (where registers are short) they are loaded and stored before it.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/attention_prefill.cuh"
+#include "backend/cuda/quant_convert.cuh"
 
 namespace syv::cuda::prefill {
 namespace {
@@ -20,7 +27,8 @@ constexpr int mma_smem_bytes() {
   return (kBM + 4 * kBN) * (D + 8) * 2;  // Q, 2 stages of K + V; rows padded by 16 bytes
 }
 
-template <int D>
+// KT: the cache dtype (BF16, F8E4M3 or U4X2).
+template <int D, DType KT>
 __global__ void __launch_bounds__(kThreads, 1)
     mma128_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
   constexpr int LD = D + 8, CH = D / 8;
@@ -73,7 +81,56 @@ __global__ void __launch_bounds__(kThreads, 1)
       cp_async16(vs + r * LD + c * 8, vc + off, valid);
     }
   };
-  load_kv(0, 0);
+  // Quantized caches: this thread's chunks of a K/V tile in registers (bytes and scales), then
+  // decoded into the tile's bf16 rows; keys past the context are stored as zeros.
+  constexpr bool kQuant = kIsQuantKv<KT>;
+  constexpr int NCH = kBN * CH / kThreads;
+  constexpr bool kPrefetch = D <= 128;
+  struct Staged {
+    uint2 k[NCH], v[NCH];
+    float ks[NCH], vs[NCH];
+  };
+  auto fetch = [&](int j, Staged& st) {
+#pragma unroll
+    for (int i = 0; i < NCH; ++i) {
+      const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH, key = j * kBN + r;
+      st.k[i] = st.v[i] = make_uint2(0u, 0u);
+      st.ks[i] = st.vs[i] = 0.f;
+      if (key < n_keys) {
+        const int page = pt[key / a.page_size];
+        const int64_t row =
+            (static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh;
+        st.k[i] = kv_load8<KT>(static_cast<const uint8_t*>(a.k_cache), row, D, c * 8);
+        st.v[i] = kv_load8<KT>(static_cast<const uint8_t*>(a.v_cache), row, D, c * 8);
+        st.ks[i] = kv_scale<KT>(a.k_scales, row, D, c * 8);
+        st.vs[i] = kv_scale<KT>(a.v_scales, row, D, c * 8);
+      }
+    }
+  };
+  auto store = [&](const Staged& st, int buf) {
+    bf16* ks = Ks + buf * kBN * LD;
+    bf16* vs = Vs + buf * kBN * LD;
+#pragma unroll
+    for (int i = 0; i < NCH; ++i) {
+      const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
+      float f[8];
+      kv_unpack8<KT>(st.k[i], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] *= st.ks[i];
+      *reinterpret_cast<uint4*>(ks + r * LD + c * 8) = pack8(f);
+      kv_unpack8<KT>(st.v[i], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] *= st.vs[i];
+      *reinterpret_cast<uint4*>(vs + r * LD + c * 8) = pack8(f);
+    }
+  };
+  [[maybe_unused]] Staged staged;
+  if constexpr (kQuant) {
+    fetch(0, staged);
+    store(staged, 0);
+  } else {
+    load_kv(0, 0);
+  }
   cp_commit();
 
   const float sl2 = a.scale * kLog2e;
@@ -87,7 +144,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int it = 0; it < n_tiles; ++it) {
-    if (it + 1 < n_tiles) load_kv(it + 1, (it + 1) & 1);
+    // Buffer (it + 1) & 1 was last read in iteration it - 1 (before its closing barrier).
+    if constexpr (kQuant) {
+      if (it + 1 < n_tiles) {
+        fetch(it + 1, staged);
+        if constexpr (!kPrefetch) store(staged, (it + 1) & 1);
+      }
+    } else {
+      if (it + 1 < n_tiles) load_kv(it + 1, (it + 1) & 1);
+    }
     cp_commit();   // possibly empty: keeps the group count uniform
     cp_wait<1>();  // everything but the newest group: Q and tile `it` have landed
     __syncthreads();
@@ -180,6 +245,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+    if constexpr (kQuant && kPrefetch) {
+      if (it + 1 < n_tiles) store(staged, (it + 1) & 1);
+    }
     __syncthreads();  // this buffer is refilled by the load issued in the next iteration
   }
 
@@ -198,17 +266,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <int D>
+template <int D, DType KT>
 void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   constexpr int smem = mma_smem_bytes<D>();
   static bool configured = false;  // per template instance; set once per process
   if (!configured) {
-    SYV_CUDA_CHECK(
-        cudaFuncSetAttribute(mma128_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(mma128_kernel<D, KT>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
-  launch_k(mma128_kernel<D>, dim3(static_cast<unsigned>(num_tiles) * a.hq), kThreads, smem, s, a,
-           tiles);
+  launch_k(mma128_kernel<D, KT>, dim3(static_cast<unsigned>(num_tiles) * a.hq), kThreads, smem, s,
+           a, tiles);
+}
+
+template <int D>
+void launch_kt(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
+  switch (a.cache_t) {
+    case DType::F8E4M3:
+      return launch_t<D, DType::F8E4M3>(a, tiles, num_tiles, s);
+    case DType::U4X2:
+      return launch_t<D, DType::U4X2>(a, tiles, num_tiles, s);
+    default:
+      return launch_t<D, DType::BF16>(a, tiles, num_tiles, s);
+  }
 }
 
 }  // namespace
@@ -217,13 +297,13 @@ bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_til
                    cudaStream_t s) {
   switch (a.head_dim) {
     case 64:
-      launch_t<64>(a, tiles, num_tiles, s);
+      launch_kt<64>(a, tiles, num_tiles, s);
       return true;
     case 128:
-      launch_t<128>(a, tiles, num_tiles, s);
+      launch_kt<128>(a, tiles, num_tiles, s);
       return true;
     case 256:
-      launch_t<256>(a, tiles, num_tiles, s);
+      launch_kt<256>(a, tiles, num_tiles, s);
       return true;
     default:
       return false;

@@ -440,18 +440,76 @@ class CudaBackendImpl final : public CudaBackend {
 
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, float scale,
                        const BatchMeta& meta, Tensor& out) override {
-    if (batch_invariant_ && invariant_attention_in_chunks(q, k_cache, v_cache, scale, meta, out))
+    KvCacheView cache;
+    cache.k = k_cache;
+    cache.v = v_cache;
+    cache.dtype = k_cache.dtype;
+    attend(q, cache, scale, meta, out);
+  }
+
+  // ---- quantized KV caches (backend/kv_cache_view.h; docs/cuda-backend.md "Quantized KV cache")
+  // fp8 and int4: the writes quantize in the kernel (rope_kv.cu), attention reads the bytes and
+  // applies the scales in registers (attention_decode.cu, attention_prefill_mma.cu).
+  bool supports_kv_dtype(DType t) const override {
+    return t == activation_dtype() || quantized_kv_kernels(t);
+  }
+  void kv_write_quantized(const Tensor& k, const Tensor& v, const KvCacheView& cache,
+                          const BatchMeta& meta) override {
+    check_quantized_kv("kv_write", cache);
+    const int64_t T = meta.slot_mapping.numel();
+    SYV_CHECK_EQ(k.numel(), v.numel()) << "kv_write: k vs v";
+    SYV_CHECK(k.dtype == v.dtype) << "kv_write: k vs v dtype";
+    if (T == 0) return;
+    const int64_t hk = cache.num_kv_heads(), D = cache.head_dim();
+    SYV_CHECK_EQ(k.numel(), T * hk * D) << "kv_write: k [T, Hk, D] with Hk, D of the cache";
+    cuda::launch_kv_write_quantized(k.data, v.data, k.dtype, kv_dev(cache),
+                                    meta.slot_mapping.as<int32_t>(), T, hk, D, stream_);
+  }
+  void paged_attention_quantized(const Tensor& q, const KvCacheView& cache, float scale,
+                                 const BatchMeta& meta, Tensor& out) override {
+    check_quantized_kv("paged_attention", cache);
+    const int64_t D = cache.head_dim();
+    SYV_CHECK(D == 64 || D == 128 || D == 256)
+        << "backend cuda paged_attention: a " << dtype_name(cache.dtype)
+        << " KV cache needs head_dim 64, 128 or 256, not " << D;
+    attend(q, cache, scale, meta, out);
+  }
+  void qkv_norm_rope_write_quantized(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                     float eps, NormKind kind, const RopeParams& rope,
+                                     const BatchMeta& meta, Tensor& q, Tensor& k, Tensor& v,
+                                     const KvCacheView& cache) override {
+    check_quantized_kv("qkv_norm_rope_write", cache);
+    const int64_t T = meta.positions.numel();
+    if (T == 0) return;
+    const int64_t D = cache.head_dim(), hk = cache.num_kv_heads(), hq = q.numel() / (T * D);
+    check_qkv_shapes(qkv, q, k, v, T, hq, hk, D);
+    const bool same_t = qkv.dtype == q.dtype && qkv.dtype == k.dtype && qkv.dtype == v.dtype;
+    if (!same_t || (!q_norm.empty() && !k_norm.empty() && q_norm.dtype != k_norm.dtype)) {
+      Backend::qkv_norm_rope_write_quantized(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v,
+                                             cache);
       return;
+    }
+    fused_qkv_norm_rope_write(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v, hq, hk, D,
+                              kv_dev(cache));
+  }
+
+  // The attention of paged_attention() on a float or quantized cache.
+  void attend(const Tensor& q, const KvCacheView& cache, float scale, const BatchMeta& meta,
+              Tensor& out) {
+    if (batch_invariant_ && invariant_attention_in_chunks(q, cache, scale, meta, out)) return;
+    const Tensor& k_cache = cache.k;
     cuda::AttentionArgs a{};
     a.q = q.data;
     a.k_cache = k_cache.data;
-    a.v_cache = v_cache.data;
+    a.v_cache = cache.v.data;
     a.out = out.data;
     a.q_t = q.dtype;
     a.cache_t = k_cache.dtype;
     a.out_t = out.dtype;
+    a.k_scales = cache.k_scales.empty() ? nullptr : cache.k_scales.as<float>();
+    a.v_scales = cache.v_scales.empty() ? nullptr : cache.v_scales.as<float>();
     a.tokens = static_cast<int32_t>(meta.positions.numel());
-    a.head_dim = static_cast<int32_t>(last_dim(k_cache));
+    a.head_dim = static_cast<int32_t>(cache_head_dim(cache));
     a.hk = static_cast<int32_t>(dim_from_end(k_cache, 2));
     a.hq = a.tokens ? static_cast<int32_t>(q.numel() / (int64_t{a.tokens} * a.head_dim)) : 0;
     a.page_size = meta.page_size;
@@ -497,9 +555,7 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t T = meta.positions.numel();
     if (T == 0) return;
     const int64_t D = last_dim(k_cache), hk = dim_from_end(k_cache, 2), hq = q.numel() / (T * D);
-    SYV_CHECK(q.numel() == T * hq * D && k.numel() == T * hk * D && v.numel() == T * hk * D)
-        << "qkv_norm_rope_write: q [T, Hq, D], k and v [T, Hk, D] with Hk, D of the cache";
-    SYV_CHECK_EQ(qkv.numel(), T * (hq + 2 * hk) * D) << "qkv_norm_rope_write: qkv vs q, k, v";
+    check_qkv_shapes(qkv, q, k, v, T, hq, hk, D);
     SYV_CHECK(k_cache.dtype == v_cache.dtype) << "qkv_norm_rope_write: cache dtypes";
     const bool same_t = qkv.dtype == q.dtype && qkv.dtype == k.dtype && qkv.dtype == v.dtype;
     if (!same_t || (!q_norm.empty() && !k_norm.empty() && q_norm.dtype != k_norm.dtype)) {
@@ -507,12 +563,30 @@ class CudaBackendImpl final : public CudaBackend {
                                    v_cache);
       return;
     }
+    cuda::KvCacheDev dev;
+    dev.k = k_cache.data;
+    dev.v = v_cache.data;
+    dev.dtype = k_cache.dtype;
+    fused_qkv_norm_rope_write(qkv, q_norm, k_norm, eps, kind, rope, meta, q, k, v, hq, hk, D, dev);
+  }
+  static void check_qkv_shapes(const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v,
+                               int64_t T, int64_t hq, int64_t hk, int64_t D) {
+    SYV_CHECK(q.numel() == T * hq * D && k.numel() == T * hk * D && v.numel() == T * hk * D)
+        << "qkv_norm_rope_write: q [T, Hq, D], k and v [T, Hk, D] with Hk, D of the cache";
+    SYV_CHECK_EQ(qkv.numel(), T * (hq + 2 * hk) * D) << "qkv_norm_rope_write: qkv vs q, k, v";
+  }
+  // The one-launch qkv_norm_rope_write (float or quantized cache `dev`; shapes and dtypes
+  // checked by the caller).
+  void fused_qkv_norm_rope_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                 float eps, NormKind kind, const RopeParams& rope,
+                                 const BatchMeta& meta, Tensor& q, Tensor& k, Tensor& v, int64_t hq,
+                                 int64_t hk, int64_t D, const cuda::KvCacheDev& dev) {
+    const int64_t T = meta.positions.numel();
     cuda::launch_qkv_norm_rope_write(
         qkv.data, qkv.dtype, T, hq, hk, D, q_norm.empty() ? nullptr : q_norm.data,
         k_norm.empty() ? nullptr : k_norm.data, q_norm.empty() ? k_norm.dtype : q_norm.dtype, eps,
         kind == NormKind::kOnePlus, meta.positions.as<int32_t>(), rope.theta, rope.rotary_dim,
-        q.data, k.data, v.data, k_cache.data, v_cache.data, k_cache.dtype,
-        meta.slot_mapping.as<int32_t>(), stream_);
+        q.data, k.data, v.data, dev, meta.slot_mapping.as<int32_t>(), stream_);
   }
 
   void add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
@@ -913,9 +987,9 @@ class CudaBackendImpl final : public CudaBackend {
   // beyond kInvariantScratchBytes (or the scratch already there) the tokens go in chunks, each
   // through paged_attention() on a view of the batch (a token's result does not depend on its
   // chunk). Returns false when one launch will do.
-  bool invariant_attention_in_chunks(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                     float scale, const BatchMeta& meta, Tensor& out) {
-    const int64_t T = meta.positions.numel(), D = last_dim(k_cache);
+  bool invariant_attention_in_chunks(const Tensor& q, const KvCacheView& cache, float scale,
+                                     const BatchMeta& meta, Tensor& out) {
+    const int64_t T = meta.positions.numel(), D = cache_head_dim(cache);
     if (T == 0 || (D != 64 && D != 128 && D != 256)) return false;  // generic kernel: no partials
     int64_t keys = std::max<int64_t>(meta.max_context_len, 1);
     if (fixed_max_context_ > 0) keys = fixed_max_context_;
@@ -935,9 +1009,40 @@ class CudaBackendImpl final : public CudaBackend {
       BatchMeta m = meta;
       m.positions = Tensor(meta.positions.as<int32_t>() + t0, DType::I32, {n});
       m.token_seq = Tensor(meta.token_seq.as<int32_t>() + t0, DType::I32, {n});
-      paged_attention(qc, k_cache, v_cache, scale, m, oc);
+      attend(qc, cache, scale, m, oc);
     }
     return true;
+  }
+  // Elements per (token, kv head) row of a float or quantized cache (the tensors may be of any
+  // rank >= 2 for a float cache, [pages, page_size, Hk, D or D / 2] for a quantized one).
+  static int64_t cache_head_dim(const KvCacheView& c) {
+    return c.dtype == DType::U4X2 ? 2 * last_dim(c.k) : last_dim(c.k);
+  }
+  // A quantized cache this backend has kernels for: fp8 or int4 pages with f32 scales of
+  // backend/kv_cache_view.h's shapes; anything else is refused by name (refuse_kv).
+  void check_quantized_kv(const char* op, const KvCacheView& c) const {
+    if (!quantized_kv_kernels(c.dtype) || !c.scaled() || c.v_scales.empty()) refuse_kv(op, c);
+    SYV_CHECK(c.k.ndim == 4 && c.v.dtype == c.dtype && c.v.numel() == c.k.numel())
+        << "backend cuda " << op << ": " << dtype_name(c.dtype) << " K/V pages must be "
+        << "[pages, page_size, Hk, D" << (c.dtype == DType::U4X2 ? " / 2" : "") << "]";
+    const int64_t D = c.head_dim();
+    const int64_t groups = c.dtype == DType::U4X2 ? D / kKvInt4Group : 1;
+    SYV_CHECK(c.dtype != DType::U4X2 || D % kKvInt4Group == 0)
+        << "backend cuda " << op << ": int4 KV needs head_dim % " << kKvInt4Group << " == 0";
+    const int64_t rows = c.num_pages() * c.page_size() * c.num_kv_heads();
+    SYV_CHECK(c.k_scales.dtype == DType::F32 && c.v_scales.dtype == DType::F32 &&
+              c.k_scales.numel() == rows * groups && c.v_scales.numel() == rows * groups)
+        << "backend cuda " << op << ": " << dtype_name(c.dtype)
+        << " KV scales must be f32 [pages, page_size, Hk, " << groups << "]";
+  }
+  static cuda::KvCacheDev kv_dev(const KvCacheView& c) {
+    cuda::KvCacheDev d;
+    d.k = c.k.data;
+    d.v = c.v.data;
+    d.k_scales = static_cast<float*>(c.k_scales.data);
+    d.v_scales = static_cast<float*>(c.v_scales.data);
+    d.dtype = c.dtype;
+    return d;
   }
   static constexpr int kMetaParts = 11;
   // Element count of each metadata part: token_ids, positions, seq_starts, context_lens,

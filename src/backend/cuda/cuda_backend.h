@@ -86,6 +86,11 @@ class CudaBackend : public Backend {
   virtual void fill_random(void* data, DType dtype, int64_t n, uint64_t seed, float scale) = 0;
   virtual void reserve_attention_scratch(int64_t tokens, int64_t q_heads, int64_t head_dim,
                                          int64_t max_context) = 0;
+
+  // Whether this backend has kernels for a quantized KV cache of dtype `t` (backend/
+  // kv_cache_view.h): F8E4M3 and U4X2, written by kv_write / qkv_norm_rope_write and read by
+  // paged_attention (head_dim 64, 128 or 256; int4 needs head_dim % 32 == 0).
+  static bool quantized_kv_kernels(DType t) { return t == DType::F8E4M3 || t == DType::U4X2; }
 };
 
 // Number of CUDA devices (0 when there is no driver or no device; never aborts).

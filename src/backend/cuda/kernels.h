@@ -46,20 +46,36 @@ void launch_head_norm_rope(void* x0, int64_t heads0, const void* norm0, void* x1
                            const void* norm1, DType x_t, int64_t tokens, int64_t head_dim,
                            DType norm_t, float eps, bool one_plus, const int32_t* positions,
                            double theta, int32_t rotary_dim, cudaStream_t s);
+// A layer's paged KV cache on the device (backend/kv_cache_view.h): float (f32, bf16, f16; no
+// scales) or quantized (F8E4M3 / U4X2 bytes with f32 scales per row, or per 32-element group).
+struct KvCacheDev {
+  void* k = nullptr;
+  void* v = nullptr;
+  float* k_scales = nullptr;
+  float* v_scales = nullptr;
+  DType dtype = DType::BF16;
+};
 // Copies k, v [T, Hk, D] into caches [pages, page_size, Hk, D] at slots[t] (skipped when < 0).
 void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, void* v_cache,
                      DType cache_t, const int32_t* slots, int64_t tokens, int64_t row_elems,
                      cudaStream_t s);
+// The same into a quantized cache (dtype F8E4M3 or U4X2; D % 32 == 0 for U4X2, D <= 512): one warp
+// per (token, kv head) row of k or v quantizes it as backend/kv_quant.h does (the same bytes and
+// scales from the same f32 inputs) and writes its bytes and scales at slots[t].
+void launch_kv_write_quantized(const void* k, const void* v, DType in_t, const KvCacheDev& cache,
+                               const int32_t* slots, int64_t tokens, int64_t hk, int64_t head_dim,
+                               cudaStream_t s);
 // The fused attention prologue (Backend::qkv_norm_rope_write): qkv [T, hq + 2 hk, D] (dtype x_t)
 // is split into q [T, hq, D] and k [T, hk, D] (per-head rmsnorm with q_norm / k_norm when not null,
 // then RoPE as launch_head_norm_rope) and v [T, hk, D] (copied); k and v also go into the caches
 // [pages, page_size, hk, D] at slots[t] (skipped when < 0). One warp per (token, head), one launch.
+// A quantized cache (F8E4M3 / U4X2) gets each k and v row quantized in the same warp, from the
+// values written to k and v (as launch_kv_write_quantized would from them).
 void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int64_t hq, int64_t hk,
                                 int64_t head_dim, const void* q_norm, const void* k_norm,
                                 DType norm_t, float eps, bool one_plus, const int32_t* positions,
                                 double theta, int32_t rotary_dim, void* q, void* k, void* v,
-                                void* k_cache, void* v_cache, DType cache_t, const int32_t* slots,
-                                cudaStream_t s);
+                                const KvCacheDev& cache, const int32_t* slots, cudaStream_t s);
 
 // gemv.cu ----------------------------------------------------------------------------------------
 // Bandwidth-bound out[t, n] = sum_k x[t, k] * w[n, k] for few tokens. x, w bf16; out bf16 or f32.
@@ -137,12 +153,18 @@ void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s);
 
 // attention_decode.cu / attention_prefill.cu
 // -------------------------------------------------------
+// A quantized cache (cache_t F8E4M3 or U4X2, backend/kv_cache_view.h) also passes its scales;
+// the kernels read its bytes and apply the scales in registers (decode: to each key's dot product
+// or 32-element partial sum, and folded into each value's probability weight; prefill: K/V tiles
+// dequantized to bf16 on their way into shared memory).
 struct AttentionArgs {
   const void* q;        // [T, Hq, D]
-  const void* k_cache;  // [pages, page_size, Hk, D]
+  const void* k_cache;  // [pages, page_size, Hk, D] (int4: [.., D / 2] bytes)
   const void* v_cache;
   void* out;  // [T, Hq, D]
   DType q_t, cache_t, out_t;
+  const float* k_scales;  // quantized caches: [pages, page_size, Hk, 1 or D / 32]; else null
+  const float* v_scales;
   int32_t tokens, hq, hk, head_dim, page_size, max_pages_per_seq;
   float scale;
   const int32_t* positions;   // [T]
@@ -159,6 +181,8 @@ struct AttentionArgs {
 // for a one-token batch, kDecodeSplitAlign otherwise, or what set_attention_split_align() fixed);
 // splits past the context do nothing and the merge skips them. So one launch shape (a CUDA graph)
 // serves every context.
+// The cache may be bf16 (any head_dim up to 256) or fp8 / int4 with scales (head_dim 64, 128,
+// 256; the same kernel, which decodes in registers and applies the scales per key or group).
 // `partial` holds tokens * hq * splits * (head_dim + 2) floats, whatever the context.
 // counters: when not null (and splits <= kMaxMergedSplits), tokens * (hq / G) zeroed u32 slots:
 // the last used split block of each (token, head group) to finish merges the splits itself (no
@@ -196,8 +220,8 @@ void set_attention_merged_combine(bool on);
 bool attention_merged_combine();
 // Tensor-core tiled prefill: tiles[i] = {seq, first token} of kPrefillTileRows-row query tiles
 // (prefill_attention.h; the last tile of a sequence may be shorter), longest first. Returns false
-// when the shape is not supported (head_dim not 64/128/256, or dtypes not bf16; 256 runs on the
-// mma.sync kernel whatever the variant).
+// when the shape is not supported (head_dim not 64/128/256, or q/out not bf16, or the cache not
+// bf16, fp8 or int4; 256 and the quantized caches run on the mma.sync kernel whatever the variant).
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s);
 

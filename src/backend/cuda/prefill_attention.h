@@ -6,7 +6,8 @@
 //             128-key K/V tiles, S / softmax / P V in turn, 2 K/V stages
 //   mma8w     mma.sync, 128-row tiles, 8 warps x 16 rows, 64-key tiles
 //
-// wgmma128 needs compute capability 9.0 (sm_90a code); elsewhere it falls back to mma8w.
+// wgmma128 needs compute capability 9.0 (sm_90a code); elsewhere it falls back to mma8w, and so
+// do head_dim 256 and the quantized (fp8 / int4) KV caches, whatever the variant.
 // The variants measured slower were removed from the code: three warp-specialised forms
 // (wgmma-ws / wgmma-ws-free / wgmma-ws-ovl, 15-19% slower than wgmma128 at 2K-32K tokens on an
 // H200; cuda-backend-notes.md run 11), and wgmma-pipe, wgmma64, mma4w, fa2 and wmma (2026-12-01;

@@ -5,8 +5,8 @@
 // both are K-contiguous rows, which is the layout a GEMV wants (each lane streams 16-byte vectors
 // along its rows), and the dequantization below is cheap on them:
 //  * kFp8Block: 16 e4m3 values per vector; converted two at a time (cvt.f16x2.e4m3x2 on sm_89+,
-//    the same bits by integer ops on sm_80/86, see fp8x4_to_f32), then to f32. The 16 values of a
-//    vector share one scale when block_k % 16 == 0; the vector's dot product is scaled once.
+//    the same bits by integer ops on sm_80/86, see quant_convert.cuh), then to f32. The 16 values
+//    of a vector share one scale when block_k % 16 == 0; the vector's dot product is scaled once.
 //  * kInt4Group: 32 nibbles per vector (8 per 32-bit word, k ascending from the low nibble). Each
 //    nibble becomes the float (q - z) * 16^j exactly with one LOP3 and one FADD ("magic number":
 //    the nibble is OR-ed into the mantissa of 2^23 at bit 4j, j = 0..3, the upper 4 nibbles after
@@ -17,12 +17,11 @@
 // groups aligned to the vectors, and no act-order g_idx; anything else (and every call in
 // batch-invariant mode, and calls with more tokens) dequantizes the whole weight to bf16 and runs
 // the dense linear() on it (the dequantized values rounded to bf16).
-#include <cuda_fp8.h>
-
 #include <algorithm>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_convert.cuh"
 
 namespace syv::cuda {
 namespace {
@@ -37,31 +36,6 @@ struct QGemvParams {
   const bf16* x;  // [NT, k]
   void* out;      // [NT, n]
 };
-
-// Four e4m3 values (the bytes of `w`, low byte first) as exact floats.
-__device__ __forceinline__ void fp8x4_to_f32(uint32_t w, float* f) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const __half2_raw raw =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * h)), __NV_E4M3);
-    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&raw));
-    f[2 * h] = v.x;
-    f[2 * h + 1] = v.y;
-  }
-#else
-  // e4m3 s.eeee.mmm -> f16 s.0eeee.mmm0000000 is the value / 2^8 (normals and subnormals alike:
-  // both formats put the exponent bias at 2^(bias-1) - 1, 7 vs 15); NaN (0x7f) is not decoded.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const uint32_t p = __byte_perm(w, 0u, h == 0 ? 0x1404u : 0x3424u);  // b1 << 24 | b0 << 8
-    const uint32_t bits = ((p >> 1) & 0x3f803f80u) | (p & 0x80008000u);
-    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&bits));
-    f[2 * h] = v.x * 256.f;
-    f[2 * h + 1] = v.y * 256.f;
-  }
-#endif
-}
 
 // (q - z) * 16^j of the 8 nibbles of `w` (k = 0..7 from the low nibble): out[j] for nibble j and
 // out[4 + j] for nibble 4 + j, j = 0..3. c[j] = 2^23 + z * 16^j. Exact.

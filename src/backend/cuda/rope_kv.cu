@@ -1,6 +1,10 @@
-// Per-head q/k RMSNorm + rotate-half RoPE (in place), and the paged K/V write.
+// Per-head q/k RMSNorm + rotate-half RoPE (in place), and the paged K/V write (float caches, and
+// the quantized fp8 / int4 caches: one warp per row quantizes it, quant_convert.cuh).
+#include <type_traits>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_convert.cuh"
 
 namespace syv::cuda {
 namespace {
@@ -72,15 +76,19 @@ __global__ void head_norm_rope_kernel(TX* x0, int64_t heads0, const void* norm0,
 // The fused attention prologue: one warp per (token, head) of qkv [T, hq + 2 hk, D]. Query and key
 // heads get the same arithmetic as head_norm_rope_kernel (so the results are bit-identical to
 // linear -> qk_norm_rope -> kv_write); value heads are copied. Keys and values also go to the
-// caches at slots[t].
-template <typename TX, typename TC>
+// caches at slots[t]: converted per element to TC for a float cache (KT unused), or, for a
+// quantized cache (TC uint8_t, KT F8E4M3 or U4X2), the row as written to ko / vo (rounded to TX)
+// quantized by the same warp (warp_quantize_kv_row; bytes and scales as kv_write's).
+template <typename TX, typename TC, DType KT>
 __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t tokens, int64_t hq,
                                            int64_t hk, int64_t head_dim, const void* q_norm,
                                            const void* k_norm, DType norm_t, float eps,
                                            bool one_plus, const int32_t* __restrict__ positions,
                                            float theta, int32_t rotary_dim, TX* qo, TX* ko, TX* vo,
-                                           TC* kc, TC* vc, const int32_t* __restrict__ slots) {
+                                           TC* kc, TC* vc, float* ks, float* vs,
+                                           const int32_t* __restrict__ slots) {
   constexpr int kPerLane = kMaxHeadDim / 32;
+  constexpr bool kQuant = kIsQuantKv<KT>;
   __shared__ float buf[kHeadsPerBlock][kMaxHeadDim];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t heads = hq + 2 * hk;
@@ -105,14 +113,37 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
   if (!valid) return;
   const TX* src = qkv + row * head_dim;
   const int32_t slot = slots[t];
+  // Quantized caches: row (slot, kv head) of the bytes and scales (warp-uniform). Generic, so
+  // that only the quantized instances compile its body.
+  auto quantize = [&](const auto& x, int64_t kv_head, TC* cache, float* scales) {
+    const int64_t r = static_cast<int64_t>(slot) * hk + kv_head;
+    warp_quantize_kv_row<KT>(x, static_cast<int>(head_dim),
+                             reinterpret_cast<uint8_t*>(cache) + r * kv_row_bytes<KT>(head_dim),
+                             scales + r * kv_row_scales<KT>(head_dim));
+  };
   if (is_v) {  // value head: copy
     const int64_t hv = h - hq - hk;
     TX* vd = vo + (t * hk + hv) * head_dim;
-    TC* vcd = slot >= 0 ? vc + (static_cast<int64_t>(slot) * hk + hv) * head_dim : nullptr;
-    for (int64_t i = lane; i < head_dim; i += 32) {
-      const TX val = src[i];
-      vd[i] = val;
-      if (vcd) vcd[i] = from_f32<TC>(to_f32(val));
+    if constexpr (kQuant) {
+      float x[kPerLane];
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int64_t i = lane + 32 * j;
+        x[j] = 0.f;
+        if (i < head_dim) {
+          const TX val = src[i];
+          vd[i] = val;
+          x[j] = to_f32(val);
+        }
+      }
+      if (slot >= 0) quantize(x, hv, vc, vs);
+    } else {
+      TC* vcd = slot >= 0 ? vc + (static_cast<int64_t>(slot) * hk + hv) * head_dim : nullptr;
+      for (int64_t i = lane; i < head_dim; i += 32) {
+        const TX val = src[i];
+        vd[i] = val;
+        if (vcd) vcd[i] = from_f32<TC>(to_f32(val));
+      }
     }
     return;
   }
@@ -134,13 +165,58 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
   }
   __syncwarp();
   TX* dst = is_q ? qo + (t * hq + h) * head_dim : ko + (t * hk + (h - hq)) * head_dim;
-  TC* cd =
-      (!is_q && slot >= 0) ? kc + (static_cast<int64_t>(slot) * hk + (h - hq)) * head_dim : nullptr;
-  for (int64_t i = lane; i < head_dim; i += 32) {
-    const TX r = from_f32<TX>(rope_lane(b, i, pos, theta, rotary_dim));
-    dst[i] = r;
-    if (cd) cd[i] = from_f32<TC>(to_f32(r));
+  if constexpr (kQuant) {
+    float x[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int64_t i = lane + 32 * j;
+      x[j] = 0.f;
+      if (i < head_dim) {
+        const TX r = from_f32<TX>(rope_lane(b, i, pos, theta, rotary_dim));
+        dst[i] = r;
+        x[j] = to_f32(r);
+      }
+    }
+    if (!is_q && slot >= 0) quantize(x, h - hq, kc, ks);
+  } else {
+    TC* cd = (!is_q && slot >= 0) ? kc + (static_cast<int64_t>(slot) * hk + (h - hq)) * head_dim
+                                  : nullptr;
+    for (int64_t i = lane; i < head_dim; i += 32) {
+      const TX r = from_f32<TX>(rope_lane(b, i, pos, theta, rotary_dim));
+      dst[i] = r;
+      if (cd) cd[i] = from_f32<TC>(to_f32(r));
+    }
   }
+}
+
+// Quantized kv_write: one warp per row of k or v (rows [0, tokens * hk) of k, then those of v),
+// quantized into its cache row at slots[t] (warp_quantize_kv_row).
+template <typename TI, DType KT>
+__global__ void kv_write_quantized_kernel(const TI* __restrict__ k, const TI* __restrict__ v,
+                                          uint8_t* kc, uint8_t* vc, float* ks, float* vs,
+                                          const int32_t* __restrict__ slots, int64_t tokens,
+                                          int64_t hk, int64_t head_dim) {
+  constexpr int kPerLane = kMaxHeadDim / 32;
+  pdl_wait();
+  pdl_trigger();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock + warp;  // t * hk + h
+  if (row >= 2 * tokens * hk) return;
+  const bool is_v = row >= tokens * hk;
+  if (is_v) row -= tokens * hk;
+  const int32_t slot = slots[row / hk];
+  if (slot < 0) return;
+  const TI* src = (is_v ? v : k) + row * head_dim;
+  float x[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int64_t i = lane + 32 * j;
+    x[j] = i < head_dim ? to_f32(src[i]) : 0.f;
+  }
+  const int64_t r = static_cast<int64_t>(slot) * hk + row % hk;
+  warp_quantize_kv_row<KT>(x, static_cast<int>(head_dim),
+                           (is_v ? vc : kc) + r * kv_row_bytes<KT>(head_dim),
+                           (is_v ? vs : ks) + r * kv_row_scales<KT>(head_dim));
 }
 
 // One 16-byte (or 4-byte) chunk per thread: row_elems elements per token (Hk * D).
@@ -221,24 +297,76 @@ void launch_kv_write(const void* k, const void* v, DType in_t, void* k_cache, vo
   });
 }
 
+namespace {
+
+// The head_dim checks of the quantized writes.
+void check_quantized_kv(DType t, int64_t head_dim) {
+  if (t != DType::F8E4M3 && t != DType::U4X2)
+    cuda_fail(__FILE__, __LINE__, "KV cache dtype", "quantized KV caches are F8E4M3 or U4X2");
+  if (head_dim > kMaxHeadDim || (t == DType::U4X2 && head_dim % kKvInt4Group != 0) ||
+      (t == DType::F8E4M3 && head_dim % 8 != 0))
+    cuda_fail(__FILE__, __LINE__, "head_dim",
+              "quantized KV needs head_dim <= 512, a multiple of 32 (int4) or of 8 (fp8)");
+}
+
+// Calls BODY with `constexpr DType KT` bound to a quantized KV dtype (F8E4M3, U4X2).
+template <typename F>
+void dispatch_quantized_kv(DType t, F&& body) {
+  if (t == DType::F8E4M3) {
+    body(std::integral_constant<DType, DType::F8E4M3>{});
+  } else {
+    body(std::integral_constant<DType, DType::U4X2>{});
+  }
+}
+
+}  // namespace
+
+void launch_kv_write_quantized(const void* k, const void* v, DType in_t, const KvCacheDev& cache,
+                               const int32_t* slots, int64_t tokens, int64_t hk, int64_t head_dim,
+                               cudaStream_t s) {
+  if (tokens == 0) return;
+  check_quantized_kv(cache.dtype, head_dim);
+  const int64_t rows = 2 * tokens * hk;
+  SYV_DISPATCH_FLOAT(in_t, TI, [&] {
+    dispatch_quantized_kv(cache.dtype, [&](auto kt) {
+      launch_k(kv_write_quantized_kernel<TI, decltype(kt)::value>, ceil_div(rows, kHeadsPerBlock),
+               32 * kHeadsPerBlock, 0, s, static_cast<const TI*>(k), static_cast<const TI*>(v),
+               static_cast<uint8_t*>(cache.k), static_cast<uint8_t*>(cache.v), cache.k_scales,
+               cache.v_scales, slots, tokens, hk, head_dim);
+    });
+  });
+}
+
 void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int64_t hq, int64_t hk,
                                 int64_t head_dim, const void* q_norm, const void* k_norm,
                                 DType norm_t, float eps, bool one_plus, const int32_t* positions,
                                 double theta, int32_t rotary_dim, void* q, void* k, void* v,
-                                void* k_cache, void* v_cache, DType cache_t, const int32_t* slots,
-                                cudaStream_t s) {
+                                const KvCacheDev& cache, const int32_t* slots, cudaStream_t s) {
   const int64_t rows = tokens * (hq + 2 * hk);
   if (rows == 0) return;
   if (head_dim > kMaxHeadDim || rotary_dim > head_dim || rotary_dim % 2 != 0)
     cuda_fail(__FILE__, __LINE__, "head_dim/rotary_dim", "head_dim > 512 or bad rotary_dim");
+  const bool quant = cache.dtype == DType::F8E4M3 || cache.dtype == DType::U4X2;
+  if (quant) check_quantized_kv(cache.dtype, head_dim);
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
-    SYV_DISPATCH_FLOAT(cache_t, TC, [&] {
-      launch_k(qkv_norm_rope_write_kernel<TX, TC>, ceil_div(rows, kHeadsPerBlock),
-               32 * kHeadsPerBlock, 0, s, static_cast<const TX*>(qkv), tokens, hq, hk, head_dim,
-               q_norm, k_norm, norm_t, eps, one_plus, positions, static_cast<float>(theta),
-               rotary_dim, static_cast<TX*>(q), static_cast<TX*>(k), static_cast<TX*>(v),
-               static_cast<TC*>(k_cache), static_cast<TC*>(v_cache), slots);
-    });
+    auto go = [&](auto kernel, auto* kc, auto* vc) {
+      launch_k(kernel, ceil_div(rows, kHeadsPerBlock), 32 * kHeadsPerBlock, 0, s,
+               static_cast<const TX*>(qkv), tokens, hq, hk, head_dim, q_norm, k_norm, norm_t, eps,
+               one_plus, positions, static_cast<float>(theta), rotary_dim, static_cast<TX*>(q),
+               static_cast<TX*>(k), static_cast<TX*>(v), kc, vc, cache.k_scales, cache.v_scales,
+               slots);
+    };
+    if (quant) {
+      dispatch_quantized_kv(cache.dtype, [&](auto kt) {
+        go(qkv_norm_rope_write_kernel<TX, uint8_t, decltype(kt)::value>,
+           static_cast<uint8_t*>(cache.k), static_cast<uint8_t*>(cache.v));
+      });
+    } else {
+      SYV_DISPATCH_FLOAT(cache.dtype, TC, [&] {
+        go(qkv_norm_rope_write_kernel<TX, TC, DType::F32>, static_cast<TC*>(cache.k),
+           static_cast<TC*>(cache.v));
+      });
+    }
   });
 }
 
