@@ -523,18 +523,20 @@ const HttpServer::Route* HttpServer::find_route(HttpRequest& req) const {
 }
 
 std::string HttpServer::allowed_methods(const std::string& path, const Route** first) const {
-  bool get = false, post = false;
+  bool get = false, post = false, del = false;
   *first = nullptr;
   for (const Route& r : routes_table_) {
     if (!path_matches(r.path, r.has_param, path)) continue;
     if (*first == nullptr) *first = &r;
     get = get || r.method == "GET";
     post = post || r.method == "POST";
+    del = del || r.method == "DELETE";
   }
   std::string allow;
   if (*first == nullptr) return allow;
   if (get) allow.append("GET, HEAD, ");
   if (post) allow.append("POST, ");
+  if (del) allow.append("DELETE, ");
   return allow.append("OPTIONS");
 }
 

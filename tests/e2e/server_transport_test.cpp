@@ -464,7 +464,8 @@ TEST_F(ServerHttp, HeadAndOptionsAnswerLikeTheirGetRoute) {
   for (const auto& [path, allow] :
        {std::pair<std::string, std::string>{"/v1/models", "GET, HEAD, OPTIONS"},
         {"/v1/chat/completions", "POST, OPTIONS"},
-        {"/v1/responses/resp_x", "GET, HEAD, OPTIONS"}}) {
+        // The sub-route prefix serves GET (retrieve, input_items), POST (cancel) and DELETE.
+        {"/v1/responses/resp_x", "GET, HEAD, POST, DELETE, OPTIONS"}}) {
     SCOPED_TRACE(path);
     auto res = s.client->Options(path.c_str(), {{"X-Api-Key", kKey},
                                                 {"Origin", "https://evil.example"},
