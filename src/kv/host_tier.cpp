@@ -49,7 +49,6 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
   };
   shape(page_pieces_, store.page_bytes());
   shape(checkpoint_pieces_, store.slot_bytes());
-  capacity_bytes_ = store.page_bytes() * num_pages + store.slot_bytes() * num_checkpoints;
 }
 
 HostTier::~HostTier() {
@@ -59,7 +58,7 @@ HostTier::~HostTier() {
 }
 
 int64_t HostTier::total_bytes() const {
-  return capacity_bytes_;
+  return store_.page_bytes() * pages_.size() + store_.slot_bytes() * checkpoints_.size();
 }
 
 int64_t HostTier::pinned_bytes() const {

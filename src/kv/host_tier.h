@@ -29,7 +29,8 @@
 // a store needs an entry of a piece (entries are taken in ascending order until the tier is full).
 // Pinning tens of GB up front, even on a background thread, stalled every eager step of the first
 // ~15 s ~10x on an H200 (2026-12-01: 20 MTP generate requests took 11.8 s instead of 0.95 s with
-// the tier off); a piece costs one allocate_pinned() of a few ms, at an eviction. When a piece
+// the tier off); a piece costs one allocate_pinned() at an eviction, which stalls that step
+// (not measured per piece; at the 32 GiB in 21 s measured up front, ~0.17 s). When a piece
 // cannot be had, the tier keeps the pieces it has (HostEntries::shrink) and says so once.
 //
 // LRU: pages and checkpoints each have an LRU (kv/host_entries.h): a stored entry is the most
@@ -87,7 +88,7 @@ class HostTier {
   int32_t num_pages_used() const { return pages_.num_used(); }
   int32_t num_checkpoints() const { return checkpoints_.size(); }
   int32_t num_checkpoints_used() const { return checkpoints_.num_used(); }
-  int64_t total_bytes() const;   // the capacity's bytes (pages and checkpoints)
+  int64_t total_bytes() const;   // the capacity's bytes (pages and checkpoints; shrinks with it)
   int64_t pinned_bytes() const;  // of which allocated so far
   const HostTierCounters& counters() const { return counters_; }
 
@@ -140,7 +141,6 @@ class HostTier {
   int32_t key_tokens_;
   HostEntries pages_, checkpoints_;
   Pieces page_pieces_, checkpoint_pieces_;
-  int64_t capacity_bytes_ = 0;
   bool warned_ = false;
   std::vector<uint64_t> page_parent_;  // [num_pages]
   std::vector<int32_t> page_tokens_;   // [num_pages * key_tokens]
