@@ -316,8 +316,10 @@ TEST_F(CudaOps, FusedNormLinearSilu) {
 }
 
 // Decode attention merges its splits in the decode kernel (arrival counters) or in a second
-// kernel: the same output bit for bit, and the counters are ready for the next launch.
+// kernel: the same output bit for bit, and the counters are ready for the next launch. (The
+// CUDA-core kernel's feature: the tensor-core one always takes the combine kernel.)
 TEST_F(CudaOps, AttentionMergedCombineEqualsSeparate) {
+  cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kCudaCores);
   struct C {
     std::vector<int> ctx;
     int64_t hq, hk, d;
@@ -351,6 +353,7 @@ TEST_F(CudaOps, AttentionMergedCombineEqualsSeparate) {
     }
   }
   cuda::set_attention_merged_combine(initial);
+  cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
 }
 
 // A decode batch of one token per sequence at context ctx[s], page-table width `width`: every
@@ -388,8 +391,11 @@ TEST_F(CudaOps, DecodeAttentionSplitsFollowEachTokensContext) {
   const bool initial_merged = cuda::attention_merged_combine();
   struct Shape {
     int64_t hq, hk, d;
+    bool cuda_cores = false;  // the CUDA-core decode kernel (else tensor cores where it applies)
   };
-  for (const Shape& sh : {Shape{32, 8, 128}, Shape{16, 2, 64}}) {
+  for (const Shape& sh : {Shape{32, 8, 128}, Shape{16, 2, 64}, Shape{32, 8, 128, true}}) {
+    cuda::set_attention_decode_kernel(sh.cuda_cores ? cuda::AttentionDecodeKernel::kCudaCores
+                                                    : cuda::AttentionDecodeKernel::kAuto);
     auto kc =
         make(random_vec(int64_t{pool} * page * sh.hk * sh.d, rng_, 2.f), {pool, page, sh.hk, sh.d});
     auto vc =
@@ -413,7 +419,8 @@ TEST_F(CudaOps, DecodeAttentionSplitsFollowEachTokensContext) {
       for (int splits : {0, 1, 3, 7, 64, -16, -32, -128}) {  // -n: auto splits, n-key alignment
         cuda::set_attention_split_align(splits < 0 ? -splits : 0);
         cuda::set_attention_decode_splits(std::max(splits, 0));
-        const std::string what = "hq " + std::to_string(sh.hq) + " d " + std::to_string(sh.d) +
+        const std::string what = std::string(sh.cuda_cores ? "CUDA cores" : "auto kernel") +
+                                 ", hq " + std::to_string(sh.hq) + " d " + std::to_string(sh.d) +
                                  ", " + std::to_string(T) + " tokens from context " +
                                  std::to_string(ctx[0]) + ", splits " +
                                  (splits ? std::to_string(splits) : std::string("auto"));
@@ -437,6 +444,7 @@ TEST_F(CudaOps, DecodeAttentionSplitsFollowEachTokensContext) {
   cuda::set_attention_decode_splits(0);
   cuda::set_attention_split_align(0);
   cuda::set_attention_merged_combine(initial_merged);
+  cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
 }
 
 // One captured decode attention (a CUDA graph of prepare_batch + paged_attention, as the engine's
@@ -703,14 +711,21 @@ TEST_P(CudaAttention, MatchesCpu) {
   cpu_->paged_attention(q.c, kc.c, vc.c, scale, mc, out.c);
   // Batches with a run of more than 16 new tokens take the prefill kernels: check every variant
   // (prefill_attention.h); the others take the decode kernel whatever the variant.
+  // Decode batches: the tensor-core kernel (variant 0, where the shape allows) and the CUDA-core
+  // one (variant 1).
   const bool prefill = *std::max_element(c.news.begin(), c.news.end()) > 16;
   const int initial = cuda::prefill_attention_variant();
-  const int variants = prefill ? cuda::prefill_attention_variant_count() : 1;
+  const int variants = prefill ? cuda::prefill_attention_variant_count() : 2;
   for (int v = 0; v < variants; ++v) {
     if (prefill) cuda::set_prefill_attention_variant(v);
+    if (!prefill)
+      cuda::set_attention_decode_kernel(v == 0 ? cuda::AttentionDecodeKernel::kAuto
+                                               : cuda::AttentionDecodeKernel::kCudaCores);
     const std::string what =
         prefill ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
-                : std::string("decode kernel");
+        : cuda::decode_mma_heads_per_block(c.hq, c.hk, c.d) > 0
+            ? std::string("decode kernel, tensor cores")
+            : std::string("decode kernel, CUDA cores");
     poison(out.g);
     gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
     expect_close(out, 1.2e-2, "paged_attention, " + what);
@@ -721,6 +736,7 @@ TEST_P(CudaAttention, MatchesCpu) {
     EXPECT_EQ(down_gpu(out.g), first) << what;
   }
   cuda::set_prefill_attention_variant(initial);
+  cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -353,37 +353,43 @@ TEST_F(KvQuantGpu, FusedQkvNormRopeWriteMatchesReference) {
 // contexts crossing pages and splits, split policies, merged combine, batch-invariant mode.
 TEST_F(KvQuantGpu, DecodeAttentionMatchesDequantizedReference) {
   const bool initial_merged = cuda::attention_merged_combine();
-  for (DType t : kDtypes) {
-    for (int64_t D : {64, 128, 256}) {
-      for (int64_t group : {1, 4, 8}) {
-        for (int64_t page : {16, 64}) {
-          const int64_t hk = 2, hq = hk * group;
-          const std::vector<int> ctx = {1, 17, 64, 65, 300, 1500};
-          const int pool = pool_for(ctx, page);
-          QCache c = make_cache(t, pool, page, hk, D);
-          Batch b = make_batch({1, 1, 1, 1, 1, 1}, ctx, static_cast<int>(page), pool, rng_);
-          const std::string what = std::string("decode ") + kv_name(t) + " D " + std::to_string(D) +
-                                   " group " + std::to_string(group) + " page " +
-                                   std::to_string(page);
-          check_attention(b, c, hq, what,
-                          {[] { cuda::set_attention_decode_splits(1); },
-                           [] { cuda::set_attention_decode_splits(7); },
-                           [] { cuda::set_attention_decode_splits(64); },
-                           [] {
-                             cuda::set_attention_decode_splits(0);
-                             cuda::set_attention_merged_combine(true);
-                           },
-                           [&] {
-                             cuda::set_attention_merged_combine(initial_merged);
-                             gpu_->set_batch_invariant(true);
-                           }});
-          gpu_->set_batch_invariant(false);
+  // Both decode kernels: tensor cores (the default for groups >= 2) and CUDA cores.
+  for (auto kernel : {cuda::AttentionDecodeKernel::kAuto, cuda::AttentionDecodeKernel::kCudaCores})
+    for (DType t : kDtypes) {
+      for (int64_t D : {64, 128, 256}) {
+        for (int64_t group : {1, 4, 8}) {
+          for (int64_t page : {16, 64}) {
+            cuda::set_attention_decode_kernel(kernel);
+            const int64_t hk = 2, hq = hk * group;
+            const std::vector<int> ctx = {1, 17, 64, 65, 300, 1500};
+            const int pool = pool_for(ctx, page);
+            QCache c = make_cache(t, pool, page, hk, D);
+            Batch b = make_batch({1, 1, 1, 1, 1, 1}, ctx, static_cast<int>(page), pool, rng_);
+            const std::string what =
+                std::string("decode ") + kv_name(t) + " D " + std::to_string(D) + " group " +
+                std::to_string(group) + " page " + std::to_string(page) +
+                (cuda::decode_mma_heads_per_block(hq, hk, D) > 0 ? " (tensor cores)"
+                                                                 : " (CUDA cores)");
+            check_attention(b, c, hq, what,
+                            {[] { cuda::set_attention_decode_splits(1); },
+                             [] { cuda::set_attention_decode_splits(7); },
+                             [] { cuda::set_attention_decode_splits(64); },
+                             [] {
+                               cuda::set_attention_decode_splits(0);
+                               cuda::set_attention_merged_combine(true);
+                             },
+                             [&] {
+                               cuda::set_attention_merged_combine(initial_merged);
+                               gpu_->set_batch_invariant(true);
+                             }});
+            gpu_->set_batch_invariant(false);
+          }
         }
       }
     }
-  }
   cuda::set_attention_decode_splits(0);
   cuda::set_attention_merged_combine(initial_merged);
+  cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
 }
 
 // Prefill chunks after a prefix (the tensor-core path: more than 16 tokens in a sequence), mixed

@@ -19,8 +19,10 @@
 #include <atomic>
 #include <cfloat>
 #include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
+#include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_convert.cuh"
@@ -28,8 +30,11 @@
 namespace syv::cuda {
 namespace {
 
+using decode::kLog2e;
+using decode::split_keys;
+using decode::used_splits;
+
 constexpr int kWarps = 4;
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kCombineBatch = 16;  // splits whose partials the combine kernel loads at once
 
 std::atomic<int> g_split_align{-1};  // -1: not read from SYV_ATTN_SPLIT_ALIGN yet; 0: default
@@ -49,20 +54,6 @@ int32_t decode_split_align(int32_t tokens) {
   }
   if (v > 0) return v;
   return tokens == 1 ? kDecodeSplitAlignOneToken : kDecodeSplitAlign;
-}
-
-// Keys per split for a token with n_keys keys: `fixed` when > 0 (batch-invariant mode: boundaries
-// at multiples of a fixed count from key 0), else ceil(n_keys / splits) rounded up to a multiple
-// of `align` (decode_split_align()). The same on the host and the device.
-__host__ __device__ __forceinline__ int split_keys(int n_keys, int splits, int fixed, int align) {
-  if (fixed > 0) return fixed;
-  const int per = (n_keys + splits - 1) / splits;
-  return (per + align - 1) / align * align;
-}
-// Splits that hold at least one key (1..splits): splits past them are never written nor read.
-__host__ __device__ __forceinline__ int used_splits(int n_keys, int splits, int kps) {
-  const int n = (n_keys + kps - 1) / kps;
-  return n < splits ? n : splits;
 }
 
 // Lanes per key: D / 8 (8 elements per lane: 16 bytes of bf16, 8 of fp8, 4 of int4); keys per
@@ -475,6 +466,8 @@ std::atomic<int> g_merged_combine{-1};  // -1: not read from the environment yet
 std::atomic<int> g_split_waves{-1};     // -1: not read from SYV_ATTN_SPLIT_WAVES yet
 std::atomic<int> g_large_waves{-1};     // -1: not read from SYV_ATTN_SPLIT_WAVES_LARGE yet
 std::atomic<int> g_forced_splits{-1};   // -1: not read from SYV_ATTN_SPLITS yet
+std::atomic<int> g_decode_kernel{-1};   // -1: not read from SYV_ATTN_DECODE yet
+std::atomic<int> g_mma_blocks{-1};      // -1: not read from SYV_ATTN_MMA_BLOCKS_PER_SM yet
 
 int env_int(const char* name, int fallback) {
   const char* e = std::getenv(name);
@@ -483,13 +476,44 @@ int env_int(const char* name, int fallback) {
 
 }  // namespace
 
-int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int sms) {
+AttentionDecodeKernel attention_decode_kernel() {
+  int v = g_decode_kernel.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_ATTN_DECODE");
+    v = (e && std::string_view(e) == "cores") ? static_cast<int>(AttentionDecodeKernel::kCudaCores)
+                                              : static_cast<int>(AttentionDecodeKernel::kAuto);
+    g_decode_kernel.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<AttentionDecodeKernel>(v);
+}
+void set_attention_decode_kernel(AttentionDecodeKernel k) {
+  g_decode_kernel.store(static_cast<int>(k), std::memory_order_relaxed);
+}
+
+int decode_mma_heads_per_block(int64_t hq, int64_t hk, int64_t head_dim) {
+  if (attention_decode_kernel() == AttentionDecodeKernel::kCudaCores) return 0;
+  return decode::mma_heads_per_block(hq, hk, head_dim);
+}
+
+int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int64_t head_dim, int sms) {
   int forced = g_forced_splits.load(std::memory_order_relaxed);
   if (forced < 0) {
     forced = std::max(0, env_int("SYV_ATTN_SPLITS", 0));
     g_forced_splits.store(forced, std::memory_order_relaxed);
   }
   if (forced > 0) return std::min(forced, kMaxDecodeSplits);
+  if (const int rows = decode_mma_heads_per_block(hq, hk, head_dim); rows > 0) {
+    int per_sm = g_mma_blocks.load(std::memory_order_relaxed);
+    if (per_sm < 0) {
+      per_sm = env_int("SYV_ATTN_MMA_BLOCKS_PER_SM", kDecodeMmaBlocksPerSm);
+      if (per_sm < 1) per_sm = kDecodeMmaBlocksPerSm;
+      g_mma_blocks.store(per_sm, std::memory_order_relaxed);
+    }
+    const int64_t blocks = std::max<int64_t>(1, tokens * (hq / rows));  // per split
+    const int64_t target = int64_t{per_sm} * sms;
+    return static_cast<int32_t>(
+        std::clamp<int64_t>((target + blocks - 1) / blocks, 1, kMaxDecodeSplits));
+  }
   int waves = g_split_waves.load(std::memory_order_relaxed);
   if (waves < 0) {
     waves = env_int("SYV_ATTN_SPLIT_WAVES", kDecodeSplitWaves);
@@ -549,6 +573,21 @@ void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t key
     cuda_fail(__FILE__, __LINE__, "quantized KV attention",
               "CUDA paged attention on an fp8 / int4 cache needs its scales and head_dim 64, 128 "
               "or 256");
+  if (const int rows = decode_mma_heads_per_block(a.hq, a.hk, a.head_dim); rows > 0) {
+    const int32_t align = decode_split_align(a.tokens);
+    decode::launch_decode_mma(a, rows, splits, keys_per_split, align, partial, s);
+    if (splits > 1) {
+      auto combine = [&](auto d) {
+        constexpr int D = decltype(d)::value;
+        launch_k(combine_kernel<D>, a.tokens * a.hq, D, 0, s, partial, splits, keys_per_split,
+                 align, a.positions, a.hq, static_cast<bf16*>(a.out));
+      };
+      if (a.head_dim == 64) combine(std::integral_constant<int, 64>{});
+      if (a.head_dim == 128) combine(std::integral_constant<int, 128>{});
+      if (a.head_dim == 256) combine(std::integral_constant<int, 256>{});
+    }
+    return;
+  }
   auto by_dtype = [&](auto d) {
     constexpr int D = decltype(d)::value;
     switch (a.cache_t) {

@@ -172,7 +172,11 @@ struct AttentionArgs {
   const int32_t* seq_starts;  // [S + 1]
   const int32_t* page_table;  // [S, max_pages_per_seq]
 };
-// Split-KV flash decoding, one block per (token, group of query heads sharing a kv head, split);
+// Split-KV flash decoding, one block per (token, group of query heads sharing a kv head, split),
+// on one of two kernels: by default tensor cores (attention_decode_mma.cu: the group's query heads
+// are the rows of a 16-row MMA tile) where decode_mma_heads_per_block() says the shape allows,
+// else CUDA-core lanes (attention_decode.cu: group 1, head_dim other than 64 / 128 / 256, or
+// AttentionDecodeKernel::kCudaCores);
 // every token attends to positions [0, positions[t]]. `splits` is the grid's split count (for the
 // default policy decode_attention_splits(), which depends on the batch shape only). Each block
 // takes its key range from its own token's context on the device: keys_per_split when > 0
@@ -186,7 +190,8 @@ struct AttentionArgs {
 // `partial` holds tokens * hq * splits * (head_dim + 2) floats, whatever the context.
 // counters: when not null (and splits <= kMaxMergedSplits), tokens * (hq / G) zeroed u32 slots:
 // the last used split block of each (token, head group) to finish merges the splits itself (no
-// second launch) and sets its slot back to zero. Otherwise a second kernel merges them.
+// second launch) and sets its slot back to zero. Otherwise (and always on the tensor-core
+// kernel) a second kernel merges them.
 constexpr int32_t kMaxMergedSplits = 64;
 constexpr int32_t kMaxDecodeSplits = 64;
 constexpr int32_t kDecodeSplitAlign = 64;  // keys per split: a multiple of this (batches of >= 2)
@@ -209,7 +214,20 @@ void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t key
 // kDecodeSplitWavesLarge, or SYV_ATTN_SPLIT_WAVES / SYV_ATTN_SPLIT_WAVES_LARGE /
 // set_attention_split_waves() (A/B timing; < 1 = the default). SYV_ATTN_SPLITS /
 // set_attention_decode_splits(n > 0) force n splits (tests); 0 returns to the policy.
-int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int sms);
+// On the tensor-core kernel the target is kDecodeMmaBlocksPerSm x `sms` blocks (~5 waves of 3
+// resident blocks: the tail wave of a batch that fills 1.3 waves cost a third) whatever the batch,
+// or SYV_ATTN_MMA_BLOCKS_PER_SM (A/B timing).
+int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int64_t head_dim, int sms);
+constexpr int32_t kDecodeMmaBlocksPerSm = 16;
+// Which decode kernel paged attention takes: kAuto (tensor cores where the shape allows) or
+// kCudaCores (always the CUDA-core kernel; SYV_ATTN_DECODE=cores starts with it: A/B timing,
+// tests of both kernels). Read at launch: a captured graph keeps its kernel.
+enum class AttentionDecodeKernel { kAuto = 0, kCudaCores = 1 };
+void set_attention_decode_kernel(AttentionDecodeKernel k);
+AttentionDecodeKernel attention_decode_kernel();
+// Query heads per tensor-core decode block for this shape under the current choice; 0: the
+// CUDA-core kernel runs it.
+int decode_mma_heads_per_block(int64_t hq, int64_t hk, int64_t head_dim);
 void set_attention_decode_splits(int splits);
 void set_attention_split_waves(int waves, int waves_large = -1);
 // Whether paged attention merges its splits in the decode kernel instead of a second kernel. Off
