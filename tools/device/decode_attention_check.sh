@@ -33,7 +33,15 @@ for kv in bf16 fp8; do
   bench "$kv KV, CUDA cores" SYV_ATTN_DECODE=cores $B/syv bench decode --config $CFG \
     --random-weights --batch 1,64 --context 8192 --steps 30 --kv-cache-dtype $kv
 done
-for n in 4 8 32; do
-  bench "bf16 KV, $n blocks per SM" SYV_ATTN_MMA_BLOCKS_PER_SM=$n $B/syv bench decode --config $CFG \
-    --random-weights --batch 64 --context 8192 --steps 30
+for n in 4 16; do
+  for kv in bf16 fp8; do
+    bench "$kv KV, $n blocks per SM" SYV_ATTN_MMA_BLOCKS_PER_SM=$n $B/syv bench decode \
+      --config $CFG --random-weights --batch 64 --context 8192 --steps 30 --kv-cache-dtype $kv
+  done
+done
+# Qwen3.5 (head_dim 256 gated attention in 8 of 32 layers): default kernel vs CUDA cores.
+for k in default cores; do
+  bench "qwen3.5-9b-class, $k" SYV_ATTN_DECODE=$k $B/syv bench decode \
+    --config tools/bench/configs/qwen3.5-9b-class --random-weights --batch 1,64 --context 4096 \
+    --steps 30
 done

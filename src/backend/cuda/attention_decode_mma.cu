@@ -34,20 +34,38 @@ constexpr int kRows = 16, kBN = 64, kWarps = 4, kThreads = kWarps * 32;
 constexpr int kWarpKeys = kBN / kWarps;  // keys of a tile one warp takes
 static_assert(kWarpKeys == 16, "one k16 step of P V per warp and tile");
 
+// Shared memory: Q ([kRows][D + 8] bf16), then for bf16 caches 2 stages of K + V tiles
+// ([kBN][D + 8] bf16 each, rows padded by 16 bytes for ldmatrix), for quantized ones kQuantStages
+// stages of the tiles' stored bytes and scales (cp.async) and one bf16 K + V tile they are decoded
+// into.
 template <int D>
-constexpr int smem_bytes() {
-  return (kRows + 4 * kBN) * (D + 8) * 2;  // Q, 2 stages of K + V; rows padded by 16 bytes
+constexpr int kQuantStages = D <= 128 ? 3 : 2;
+template <int D>
+constexpr int tile_bytes() {
+  return kBN * (D + 8) * 2;
 }
-// The merge area (kWarps x kRows x D floats) reuses the K/V stages.
-static_assert(kWarps * kRows * 64 * 4 <= 4 * kBN * (64 + 8) * 2);
-static_assert(kWarps * kRows * 256 * 4 <= 4 * kBN * (256 + 8) * 2);
+template <int D, DType KT>
+constexpr int raw_bytes() {  // one stage: K and V bytes, then K and V scales
+  return 2 * kBN * static_cast<int>(kv_row_bytes<KT>(D)) +
+         2 * kBN * static_cast<int>(kv_row_scales<KT>(D)) * 4;
+}
+template <int D, DType KT>
+constexpr int smem_bytes() {
+  if constexpr (kIsQuantKv<KT>) {
+    return kRows * (D + 8) * 2 + 2 * tile_bytes<D>() + kQuantStages<D> * raw_bytes<D, KT>();
+  } else {
+    return kRows * (D + 8) * 2 + 4 * tile_bytes<D>();
+  }
+}
+// The merge area (kWarps x kRows x D floats) reuses the K/V tiles.
+static_assert(kWarps * kRows * 64 * 4 <= 2 * kBN * (64 + 8) * 2);
+static_assert(kWarps * kRows * 256 * 4 <= 2 * kBN * (256 + 8) * 2);
 
 // KT: the cache dtype (BF16, F8E4M3 or U4X2). G (rows_per_block) <= 16 query heads of KV head
 // (blockIdx.y * G) / group.
 template <int D, DType KT>
-// Blocks per SM: 3 for bf16 up to head_dim 128 (168 registers, 74 KB of shared memory); the
-// quantized forms keep the next tile's bytes in registers (245 at 128: a cap for 3 blocks spilled).
-__global__ void __launch_bounds__(kThreads, D <= 128 && !kIsQuantKv<KT> ? 3 : 1)
+// Blocks per SM: 3 up to head_dim 128 (bf16: 168 registers, 74 KB of shared memory).
+__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
     decode_mma_kernel(AttentionArgs a, int32_t rows_per_block, int32_t splits,
                       int32_t fixed_keys_per_split, int32_t align, float* partial) {
   // Batch metadata is uploaded before a forward's first kernel and never written by one, so it
@@ -59,11 +77,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && !kIsQuantKv<KT> ? 3 : 1)
   if (split >= used) return;
   pdl_wait();
   pdl_trigger();
+  constexpr bool kQuant = kIsQuantKv<KT>;
   constexpr int LD = D + 8, CH = D / 8;
+  constexpr int S = kQuant ? kQuantStages<D> : 2;  // pipeline stages
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Qs = reinterpret_cast<bf16*>(smem);  // [kRows][LD]
-  bf16* Ks = Qs + kRows * LD;                // [2][kBN][LD]
-  bf16* Vs = Ks + 2 * kBN * LD;              // [2][kBN][LD]
+  bf16* Ks = Qs + kRows * LD;                // bf16: [2][kBN][LD]; quantized: [kBN][LD]
+  bf16* Vs = Ks + (kQuant ? 1 : 2) * kBN * LD;
+  unsigned char* raw = reinterpret_cast<unsigned char*>(Vs + (kQuant ? 1 : 2) * kBN * LD);
   __shared__ float sm_m[kWarps][kRows], sm_l[kWarps][kRows];
   const int G = rows_per_block;
   const int hq0 = blockIdx.y * G, kh = hq0 / (a.hq / a.hk);
@@ -73,8 +94,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && !kIsQuantKv<KT> ? 3 : 1)
   const int k_begin = split * kps, k_end = min(n_keys, k_begin + kps);
   const int n_tiles = (k_end - k_begin + kBN - 1) / kBN;
   const bf16* q = static_cast<const bf16*>(a.q);
-  const bf16* kc = static_cast<const bf16*>(a.k_cache);
-  const bf16* vc = static_cast<const bf16*>(a.v_cache);
   const int32_t* pt = a.page_table + static_cast<int64_t>(seq) * a.max_pages_per_seq;
 
   for (int idx = tid; idx < kRows * CH; idx += kThreads) {
@@ -83,69 +102,97 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && !kIsQuantKv<KT> ? 3 : 1)
     const bf16* src = valid ? q + (static_cast<int64_t>(t) * a.hq + hq0 + r) * D + c * 8 : q;
     cp_async16(Qs + r * LD + c * 8, src, valid);
   }
+  // The cache row of key `key` (page table lookup), or -1 past the split.
+  auto cache_row = [&](int key) -> int64_t {
+    if (key >= k_end) return -1;
+    const int page = pt[key / a.page_size];
+    return (static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh;
+  };
+  // bf16: tile j's K and V rows straight into tile buffer `buf`.
   auto load_kv = [&](int j, int buf) {
     bf16* ks = Ks + buf * kBN * LD;
     bf16* vs = Vs + buf * kBN * LD;
+    const bf16* kc = static_cast<const bf16*>(a.k_cache);
+    const bf16* vc = static_cast<const bf16*>(a.v_cache);
 #pragma unroll
     for (int i = 0; i < kBN * CH / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH, key = k_begin + j * kBN + r;
-      const bool valid = key < k_end;
-      const int64_t off = valid ? prefill::kv_row(pt, key, a.page_size, a.hk, kh, D) + c * 8 : 0;
-      cp_async16(ks + r * LD + c * 8, kc + off, valid);
-      cp_async16(vs + r * LD + c * 8, vc + off, valid);
+      const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
+      const int64_t row = cache_row(k_begin + j * kBN + r);
+      const int64_t off = row >= 0 ? row * D + c * 8 : 0;
+      cp_async16(ks + r * LD + c * 8, kc + off, row >= 0);
+      cp_async16(vs + r * LD + c * 8, vc + off, row >= 0);
     }
   };
-  // Quantized caches: this thread's chunks of a K/V tile in registers (bytes and scales), then
-  // decoded into the tile's bf16 rows; keys past the split are stored as zeros.
-  constexpr bool kQuant = kIsQuantKv<KT>;
-  constexpr int NCH = kBN * CH / kThreads;
-  constexpr bool kPrefetch = D <= 128;
-  struct Staged {
-    uint2 k[NCH], v[NCH];
-    float ks[NCH], vs[NCH];
+  // Quantized: tile j's stored bytes and scales into raw stage `st` (rows past the split zeroed).
+  constexpr int RB = static_cast<int>(kv_row_bytes<KT>(D));   // bytes of a row
+  constexpr int RS = static_cast<int>(kv_row_scales<KT>(D));  // scales of a row
+  constexpr int kRawBytes = 2 * kBN * RB + 2 * kBN * RS * 4;  // one stage
+  auto raw_k = [&](int st) { return raw + st * kRawBytes; };
+  auto raw_v = [&](int st) { return raw + st * kRawBytes + kBN * RB; };
+  auto raw_ks = [&](int st) {
+    return reinterpret_cast<float*>(raw + st * kRawBytes + 2 * kBN * RB);
   };
-  auto fetch = [&](int j, Staged& st) {
-#pragma unroll
-    for (int i = 0; i < NCH; ++i) {
-      const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH, key = k_begin + j * kBN + r;
-      st.k[i] = st.v[i] = make_uint2(0u, 0u);
-      st.ks[i] = st.vs[i] = 0.f;
-      if (key < k_end) {
-        const int page = pt[key / a.page_size];
-        const int64_t row =
-            (static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh;
-        st.k[i] = kv_load8<KT>(static_cast<const uint8_t*>(a.k_cache), row, D, c * 8);
-        st.v[i] = kv_load8<KT>(static_cast<const uint8_t*>(a.v_cache), row, D, c * 8);
-        st.ks[i] = kv_scale<KT>(a.k_scales, row, D, c * 8);
-        st.vs[i] = kv_scale<KT>(a.v_scales, row, D, c * 8);
-      }
+  auto raw_vs = [&](int st) { return raw_ks(st) + kBN * RS; };
+  auto load_raw = [&](int j, int st) {
+    const uint8_t* kq = static_cast<const uint8_t*>(a.k_cache);
+    const uint8_t* vq = static_cast<const uint8_t*>(a.v_cache);
+    constexpr int RC = RB / 16;  // 16-byte chunks of a row
+    for (int idx = tid; idx < kBN * RC; idx += kThreads) {
+      const int r = idx / RC, c = idx % RC;
+      const int64_t row = cache_row(k_begin + j * kBN + r);
+      const int64_t off = row >= 0 ? row * RB + c * 16 : 0;
+      cp_async16(raw_k(st) + r * RB + c * 16, kq + off, row >= 0);
+      cp_async16(raw_v(st) + r * RB + c * 16, vq + off, row >= 0);
+    }
+    for (int idx = tid; idx < kBN * RS; idx += kThreads) {
+      const int r = idx / RS, c = idx % RS;
+      const int64_t row = cache_row(k_begin + j * kBN + r);
+      const int64_t off = row >= 0 ? row * RS + c : 0;
+      cp_async4(raw_ks(st) + idx, a.k_scales + off, row >= 0);
+      cp_async4(raw_vs(st) + idx, a.v_scales + off, row >= 0);
     }
   };
-  auto store = [&](const Staged& st, int buf) {
-    bf16* ks = Ks + buf * kBN * LD;
-    bf16* vs = Vs + buf * kBN * LD;
+  // Quantized: raw stage `st` decoded and scaled into the bf16 K and V tiles.
+  auto decode_raw = [&](int st) {
 #pragma unroll
-    for (int i = 0; i < NCH; ++i) {
+    for (int i = 0; i < kBN * CH / kThreads; ++i) {
       const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
       float f[8];
-      kv_unpack8<KT>(st.k[i], f);
+      uint2 w;
+      if constexpr (KT == DType::F8E4M3) {
+        w = *reinterpret_cast<const uint2*>(raw_k(st) + r * RB + c * 8);
+      } else {
+        w = make_uint2(*reinterpret_cast<const uint32_t*>(raw_k(st) + r * RB + c * 4), 0u);
+      }
+      const int sc = r * RS + c * 8 / (D / RS);  // this chunk's scale (per row, or per group)
+      kv_unpack8<KT>(w, f);
+      const float ksc = raw_ks(st)[sc];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] *= st.ks[i];
-      *reinterpret_cast<uint4*>(ks + r * LD + c * 8) = pack8(f);
-      kv_unpack8<KT>(st.v[i], f);
+      for (int e = 0; e < 8; ++e) f[e] *= ksc;
+      *reinterpret_cast<uint4*>(Ks + r * LD + c * 8) = pack8(f);
+      if constexpr (KT == DType::F8E4M3) {
+        w = *reinterpret_cast<const uint2*>(raw_v(st) + r * RB + c * 8);
+      } else {
+        w = make_uint2(*reinterpret_cast<const uint32_t*>(raw_v(st) + r * RB + c * 4), 0u);
+      }
+      kv_unpack8<KT>(w, f);
+      const float vsc = raw_vs(st)[sc];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] *= st.vs[i];
-      *reinterpret_cast<uint4*>(vs + r * LD + c * 8) = pack8(f);
+      for (int e = 0; e < 8; ++e) f[e] *= vsc;
+      *reinterpret_cast<uint4*>(Vs + r * LD + c * 8) = pack8(f);
     }
   };
-  [[maybe_unused]] Staged staged;
+
   if constexpr (kQuant) {
-    fetch(0, staged);
-    store(staged, 0);
+#pragma unroll
+    for (int j = 0; j < S - 1; ++j) {
+      if (j < n_tiles) load_raw(j, j);
+      cp_commit();  // the first group also holds Q
+    }
   } else {
     load_kv(0, 0);
+    cp_commit();
   }
-  cp_commit();
 
   const float sl2 = a.scale * kLog2e;
   // The Q fragments stay in registers up to head_dim 128; at 256 (O alone takes 128 registers)
@@ -159,18 +206,25 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && !kIsQuantKv<KT> ? 3 : 1)
   const int wk = warp * kWarpKeys;  // this warp's first key within a tile
 
   for (int it = 0; it < n_tiles; ++it) {
-    // Buffer (it + 1) & 1 was last read in iteration it - 1 (before its closing barrier).
+    const bf16* ks = Ks;
+    const bf16* vs = Vs;
     if constexpr (kQuant) {
-      if (it + 1 < n_tiles) {
-        fetch(it + 1, staged);
-        if constexpr (!kPrefetch) store(staged, (it + 1) & 1);
-      }
+      // Stage (it + S - 1) % S was last read by the decode of tile it - 1 (before its barrier).
+      if (it + S - 1 < n_tiles) load_raw(it + S - 1, (it + S - 1) % S);
+      cp_commit();       // possibly empty: keeps the group count uniform
+      cp_wait<S - 1>();  // Q and tile `it`'s bytes have landed
+      __syncthreads();   // ... for every thread; every warp is done with tile it - 1
+      decode_raw(it % S);
+      __syncthreads();
     } else {
+      // Buffer (it + 1) & 1 was last read in iteration it - 1 (before its closing barrier).
       if (it + 1 < n_tiles) load_kv(it + 1, (it + 1) & 1);
+      cp_commit();   // possibly empty: keeps the group count uniform
+      cp_wait<1>();  // everything but the newest group: Q and tile `it` have landed
+      __syncthreads();
+      ks += (it & 1) * kBN * LD;
+      vs += (it & 1) * kBN * LD;
     }
-    cp_commit();   // possibly empty: keeps the group count uniform
-    cp_wait<1>();  // everything but the newest group: Q and tile `it` have landed
-    __syncthreads();
     if (kQInRegisters && it == 0) {
 #pragma unroll
       for (int kk = 0; kk < (kQInRegisters ? D / 16 : 0); ++kk)
@@ -178,8 +232,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && !kIsQuantKv<KT> ? 3 : 1)
     }
     const int kb = k_begin + it * kBN + wk;  // this warp's first key
     if (kb < k_end) {                        // warp-uniform
-      const bf16* ks = Ks + (it & 1) * kBN * LD;
-      const bf16* vs = Vs + (it & 1) * kBN * LD;
       float sc[2][4] = {};
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -248,13 +300,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && !kIsQuantKv<KT> ? 3 : 1)
         mma(o[2 * dp + 1], pa, b[2], b[3]);
       }
     }
-    if constexpr (kQuant && kPrefetch) {
-      if (it + 1 < n_tiles) store(staged, (it + 1) & 1);
-    }
-    __syncthreads();  // this buffer is refilled by the load issued in the next iteration
+    if constexpr (!kQuant) __syncthreads();  // this buffer is refilled in the next iteration
   }
+  __syncthreads();  // every warp is done with the tiles: the merge area reuses them
 
-  // Merge the 4 warps' states (rows < G) through shared memory; the K/V stages are free now.
+  // Merge the 4 warps' states (rows < G) through shared memory.
   float* sm_o = reinterpret_cast<float*>(Ks);  // [kWarps][kRows][D]
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -303,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 && !kIsQuantKv<KT> ? 3 : 1)
 template <int D, DType KT>
 void launch_t(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
               float* partial, cudaStream_t s) {
-  constexpr int smem = smem_bytes<D>();
+  constexpr int smem = smem_bytes<D, KT>();
   static bool configured = false;  // per template instance; set once per process
   if (!configured) {
     SYV_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<D, KT>,

@@ -79,11 +79,11 @@ constexpr bool kIsQuantKv = KT == DType::F8E4M3 || KT == DType::U4X2;
 
 // Bytes and scales of one row.
 template <DType KT>
-__host__ __device__ __forceinline__ int64_t kv_row_bytes(int64_t D) {
+__host__ __device__ constexpr int64_t kv_row_bytes(int64_t D) {
   return KT == DType::U4X2 ? D / 2 : D;
 }
 template <DType KT>
-__host__ __device__ __forceinline__ int64_t kv_row_scales(int64_t D) {
+__host__ __device__ constexpr int64_t kv_row_scales(int64_t D) {
   return KT == DType::U4X2 ? D / kKvInt4Group : 1;
 }
 
