@@ -34,7 +34,7 @@ for kv in bf16 fp8; do
     --random-weights --batch 1,64 --context 8192 --steps 30 --kv-cache-dtype $kv
 done
 for n in 4 16; do
-  for kv in bf16 fp8; do
+  for kv in fp8; do
     bench "$kv KV, $n blocks per SM" SYV_ATTN_MMA_BLOCKS_PER_SM=$n $B/syv bench decode \
       --config $CFG --random-weights --batch 64 --context 8192 --steps 30 --kv-cache-dtype $kv
   done

@@ -32,6 +32,37 @@ using prefill::quad_sum;
 
 constexpr int kRows = 16, kBN = 64, kWarps = 4, kThreads = kWarps * 32;
 constexpr int kWarpKeys = kBN / kWarps;  // keys of a tile one warp takes
+// fp8 caches: P times the key's V scale times this (a power of two: exact, undone at the merge)
+// goes into the f16 P V product, so the products of probabilities and scales (amax / 448) stay
+// in f16's normal range; a V row's amax would have to pass 1.1e5 to overflow it.
+constexpr float kFoldV = 256.f;
+
+__device__ __forceinline__ uint32_t pack_f16_sat(float lo, float hi) {
+  const __half2 h =
+      __floats2half2_rn(fminf(fmaxf(lo, -65504.f), 65504.f), fminf(fmaxf(hi, -65504.f), 65504.f));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+// 8 e4m3 bytes as 8 exact f16 (cvt.rn.f16x2.e4m3x2 on sm_89+; elsewhere through f32).
+__device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 w) {
+  uint4 r;
+  uint32_t* h = reinterpret_cast<uint32_t*>(&r);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const uint32_t word = e < 2 ? w.x : w.y;
+    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>(word >> (16 * (e & 1))), __NV_E4M3);
+    h[e] = static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
+  }
+#else
+  float f[8];
+  fp8x4_to_f32(w.x, f);
+  fp8x4_to_f32(w.y, f + 4);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) h[e] = pack_f16_sat(f[2 * e], f[2 * e + 1]);
+#endif
+  return r;
+}
 static_assert(kWarpKeys == 16, "one k16 step of P V per warp and tile");
 
 // Shared memory: Q ([kRows][D + 8] bf16), then for bf16 caches 2 stages of K + V tiles
@@ -78,6 +109,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   pdl_wait();
   pdl_trigger();
   constexpr bool kQuant = kIsQuantKv<KT>;
+  // fp8: f16 tiles and MMAs, the per-key scales applied to S (K) and folded into P (V).
+  constexpr bool kFold = KT == DType::F8E4M3;
   constexpr int LD = D + 8, CH = D / 8;
   constexpr int S = kQuant ? kQuantStages<D> : 2;  // pipeline stages
   extern __shared__ __align__(128) unsigned char smem[];
@@ -86,6 +119,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   bf16* Vs = Ks + (kQuant ? 1 : 2) * kBN * LD;
   unsigned char* raw = reinterpret_cast<unsigned char*>(Vs + (kQuant ? 1 : 2) * kBN * LD);
   __shared__ float sm_m[kWarps][kRows], sm_l[kWarps][kRows];
+  __shared__ float sk[kFold ? kBN : 1], sv[kFold ? kBN : 1];  // fp8: this tile's K / V scales
   const int G = rows_per_block;
   const int hq0 = blockIdx.y * G, kh = hq0 / (a.hq / a.hk);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -100,7 +134,19 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
     const int r = idx / CH, c = idx % CH;
     const bool valid = r < G;
     const bf16* src = valid ? q + (static_cast<int64_t>(t) * a.hq + hq0 + r) * D + c * 8 : q;
-    cp_async16(Qs + r * LD + c * 8, src, valid);
+    if constexpr (kFold) {  // f16 (saturated: the fp8 tiles' MMAs are f16), stored synchronously
+      uint4 w = make_uint4(0u, 0u, 0u, 0u);
+      if (valid) {
+        float f[8];
+        unpack8(*reinterpret_cast<const uint4*>(src), f);
+        uint32_t* h = reinterpret_cast<uint32_t*>(&w);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) h[e] = pack_f16_sat(f[2 * e], f[2 * e + 1]);
+      }
+      *reinterpret_cast<uint4*>(Qs + r * LD + c * 8) = w;
+    } else {
+      cp_async16(Qs + r * LD + c * 8, src, valid);
+    }
   }
   // The cache row of key `key` (page table lookup), or -1 past the split.
   auto cache_row = [&](int key) -> int64_t {
@@ -152,34 +198,41 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       cp_async4(raw_vs(st) + idx, a.v_scales + off, row >= 0);
     }
   };
-  // Quantized: raw stage `st` decoded and scaled into the bf16 K and V tiles.
+  // Quantized: raw stage `st` decoded into the K and V tiles.
   auto decode_raw = [&](int st) {
+    if constexpr (kFold) {
+      // fp8: the bytes as exact f16 (one cvt per pair); the scales to sk / sv for the MMAs.
 #pragma unroll
-    for (int i = 0; i < kBN * CH / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
-      float f[8];
-      uint2 w;
-      if constexpr (KT == DType::F8E4M3) {
-        w = *reinterpret_cast<const uint2*>(raw_k(st) + r * RB + c * 8);
-      } else {
-        w = make_uint2(*reinterpret_cast<const uint32_t*>(raw_k(st) + r * RB + c * 4), 0u);
+      for (int i = 0; i < kBN * CH / kThreads; ++i) {
+        const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
+        *reinterpret_cast<uint4*>(Ks + r * LD + c * 8) =
+            fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(raw_k(st) + r * RB + c * 8));
+        *reinterpret_cast<uint4*>(Vs + r * LD + c * 8) =
+            fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(raw_v(st) + r * RB + c * 8));
       }
-      const int sc = r * RS + c * 8 / (D / RS);  // this chunk's scale (per row, or per group)
-      kv_unpack8<KT>(w, f);
-      const float ksc = raw_ks(st)[sc];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] *= ksc;
-      *reinterpret_cast<uint4*>(Ks + r * LD + c * 8) = pack8(f);
-      if constexpr (KT == DType::F8E4M3) {
-        w = *reinterpret_cast<const uint2*>(raw_v(st) + r * RB + c * 8);
-      } else {
-        w = make_uint2(*reinterpret_cast<const uint32_t*>(raw_v(st) + r * RB + c * 4), 0u);
+      if (tid < kBN) {
+        sk[tid] = raw_ks(st)[tid];
+        sv[tid] = raw_vs(st)[tid] * kFoldV;
       }
-      kv_unpack8<KT>(w, f);
-      const float vsc = raw_vs(st)[sc];
+    } else {  // int4: decoded and scaled per 32-element group into bf16
 #pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] *= vsc;
-      *reinterpret_cast<uint4*>(Vs + r * LD + c * 8) = pack8(f);
+      for (int i = 0; i < kBN * CH / kThreads; ++i) {
+        const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
+        float f[8];
+        const int sc = r * RS + c * 8 / kKvInt4Group;  // this chunk's group scale
+        kv_unpack8<KT>(
+            make_uint2(*reinterpret_cast<const uint32_t*>(raw_k(st) + r * RB + c * 4), 0u), f);
+        const float ksc = raw_ks(st)[sc];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) f[e] *= ksc;
+        *reinterpret_cast<uint4*>(Ks + r * LD + c * 8) = pack8(f);
+        kv_unpack8<KT>(
+            make_uint2(*reinterpret_cast<const uint32_t*>(raw_v(st) + r * RB + c * 4), 0u), f);
+        const float vsc = raw_vs(st)[sc];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) f[e] *= vsc;
+        *reinterpret_cast<uint4*>(Vs + r * LD + c * 8) = pack8(f);
+      }
     }
   };
 
@@ -242,8 +295,29 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         uint32_t b[4];
         ldsm_x4(b,
                 ks + (wk + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma(sc[0], qf, b[0], b[1]);
-        mma(sc[1], qf, b[2], b[3]);
+        if constexpr (kFold) {
+          mma_f16(sc[0], qf, b[0], b[1]);
+          mma_f16(sc[1], qf, b[2], b[3]);
+        } else {
+          mma(sc[0], qf, b[0], b[1]);
+          mma(sc[1], qf, b[2], b[3]);
+        }
+      }
+      // fp8: this lane's 4 keys (columns 2 tq, 2 tq + 1 of each 8-key half): S times the key's
+      // scale; their V scales (times kFoldV) go into P.
+      [[maybe_unused]] float vsc[2][2];
+      if constexpr (kFold) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = wk + j * 8 + tq * 2 + e;
+            const float ksc = sk[key];
+            sc[j][e] *= ksc;
+            sc[j][2 + e] *= ksc;
+            vsc[j][e] = sv[key];
+          }
+        }
       }
       if (kb + kWarpKeys > k_end) {  // the split ends inside this warp's keys
 #pragma unroll
@@ -276,8 +350,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         const float p2 = ex2(fmaf(sc[j][2], sl2, -s1)), p3 = ex2(fmaf(sc[j][3], sl2, -s1));
         sum0 += p0 + p1;
         sum1 += p2 + p3;
-        pa[j * 2] = pack_bf16(p0, p1);
-        pa[j * 2 + 1] = pack_bf16(p2, p3);
+        if constexpr (kFold) {
+          pa[j * 2] = pack_f16_sat(p0 * vsc[j][0], p1 * vsc[j][1]);
+          pa[j * 2 + 1] = pack_f16_sat(p2 * vsc[j][0], p3 * vsc[j][1]);
+        } else {
+          pa[j * 2] = pack_bf16(p0, p1);
+          pa[j * 2 + 1] = pack_bf16(p2, p3);
+        }
       }
       l[0] = l[0] * al0 + sum0;
       l[1] = l[1] * al1 + sum1;
@@ -296,8 +375,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         uint32_t b[4];
         ldsm_x4_t(b,
                   vs + (wk + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
-        mma(o[2 * dp], pa, b[0], b[1]);
-        mma(o[2 * dp + 1], pa, b[2], b[3]);
+        if constexpr (kFold) {
+          mma_f16(o[2 * dp], pa, b[0], b[1]);
+          mma_f16(o[2 * dp + 1], pa, b[2], b[3]);
+        } else {
+          mma(o[2 * dp], pa, b[0], b[1]);
+          mma(o[2 * dp + 1], pa, b[2], b[3]);
+        }
       }
     }
     if constexpr (!kQuant) __syncthreads();  // this buffer is refilled in the next iteration
@@ -316,10 +400,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       sm_l[warp][r] = lsum;
     }
     float* orow = sm_o + (warp * kRows + r) * D + tq * 2;
+    constexpr float unfold = kFold ? 1.f / kFoldV : 1.f;
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) {
-      orow[i * 8] = o[i][2 * h];
-      orow[i * 8 + 1] = o[i][2 * h + 1];
+      orow[i * 8] = o[i][2 * h] * unfold;
+      orow[i * 8 + 1] = o[i][2 * h + 1] * unfold;
     }
   }
   __syncthreads();
