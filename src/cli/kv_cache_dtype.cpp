@@ -17,8 +17,8 @@ CLI::Option* add_kv_cache_dtype_arg(CLI::App& app, std::string& value) {
                   "Dtype of the paged KV cache: auto (the backend's activation dtype: bf16 on "
                   "CUDA, f32 on the CPU), bf16, f32, fp8 (e4m3 with one scale per token and kv "
                   "head: ~2x bf16's tokens) or int4 (one scale per 32 elements: 3.2x; head_dim "
-                  "a multiple of 32). Quantized KV runs where the backend has kernels (the CPU "
-                  "today); docs/configuration.md.")
+                  "a multiple of 32). Quantized KV runs on the CPU and on CUDA (head_dim 64, 128 "
+                  "or 256 there); docs/configuration.md.")
       ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8", "int4"}))
       ->capture_default_str();
 }
