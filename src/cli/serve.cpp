@@ -82,6 +82,7 @@ struct ServeOptions {
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
   size_t max_json_values = server::kDefaultMaxJsonValues;
+  size_t max_parse_memory_mb = server::kDefaultMaxParseMemoryMb;
   // The transport's limits (server/http_server.h; docs/server.md "Limits").
   static inline const server::HttpOptions http_defaults{};
   size_t max_header_bytes = http_defaults.limits.max_header_bytes;
@@ -319,6 +320,7 @@ int run_serve(const ServeOptions& o) {
   server::RouteOptions route_options;
   route_options.max_pending = max_num_seqs + o.max_waiting;
   route_options.limits.max_json_values = o.max_json_values;
+  route_options.max_parse_bytes = o.max_parse_memory_mb << 20;
   route_options.responses_store.max_entries = static_cast<size_t>(o.responses_store_size);
   route_options.responses_store.ttl = std::chrono::seconds(o.responses_store_ttl_s);
   server::OpenAiRoutes routes(metrics, route_options);
@@ -363,7 +365,8 @@ int run_serve(const ServeOptions& o) {
                 << " fields in " << used.header_timeout_s << " s, body in " << used.body_timeout_s
                 << " s, " << route_options.max_pending
                 << " requests in flight at most (--max-num-seqs + --max-waiting), "
-                << route_options.limits.max_json_values << " JSON values a body at most";
+                << route_options.limits.max_json_values << " JSON values a body at most, "
+                << o.max_parse_memory_mb << " MiB of request parses at once";
   SYV_LOG(INFO) << "http: CORS "
                 << (http.cors.enabled() ? "for origins " + o.allowed_origins
                                         : std::string("off (no --allowed-origins)"));
@@ -557,6 +560,12 @@ CommandRegistration reg{
                      "A request body with more JSON values (numbers, strings, objects, ...) gets "
                      "400 before it is parsed; bounds the memory of its parse (~0.5 KB a value)")
           ->check(CLI::Range(size_t{1024}, size_t{1} << 26))
+          ->capture_default_str();
+      app.add_option("--max-parse-memory-mb", o->max_parse_memory_mb,
+                     "Estimated memory of the request bodies parsed at once, server-wide (body "
+                     "bytes + 512 bytes a JSON value): a body that does not fit next to the others "
+                     "gets 503 server_busy + Retry-After, one larger than all of it 413")
+          ->check(CLI::Range(size_t{1}, size_t{1} << 20))
           ->capture_default_str();
       app.add_option("--max-header-bytes", o->max_header_bytes,
                      "The request line, and the header fields together, larger than this get 431")

@@ -134,7 +134,8 @@ TEST(ServeStartupOrder, ADraftModelThatDoesNotLoadExitsBeforeListening) {
 }
 
 TEST(ServeStartupOrder, ListeningComesAfterTheLoadAndTheServerAnswersAtOnce) {
-  Serve serve({"--kv-cache-mb", "16", "--max-model-len", "256"}, "good");
+  Serve serve({"--kv-cache-mb", "16", "--max-model-len", "256", "--max-parse-memory-mb", "1"},
+              "good");
   const int port = serve.wait_listening(std::chrono::seconds(120));
   ASSERT_GT(port, 0) << serve.log();
   // Ready when the line is there: no 503 while loading, no wait.
@@ -143,6 +144,18 @@ TEST(ServeStartupOrder, ListeningComesAfterTheLoadAndTheServerAnswersAtOnce) {
   cli.set_read_timeout(5);
   auto res = cli.Get("/health", {{"Authorization", std::string("Bearer ") + kKey}});
   ASSERT_TRUE(res) << serve.log();
+  EXPECT_EQ(res->status, 200) << res->body;
+  // --max-parse-memory-mb reaches the routes: a body estimated past 1 MiB is refused, and the
+  // server answers the next one.
+  const httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kKey}};
+  std::string x = "[0";
+  for (int i = 1; i < 3000; ++i) x += ",0";
+  res = cli.Post("/tokenize", auth, R"({"prompt": "hi", "x": )" + x + "]}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413) << res->body;
+  EXPECT_NE(res->body.find("parse_budget_exceeded"), std::string::npos) << res->body;
+  res = cli.Post("/tokenize", auth, R"({"prompt": "hi"})", "application/json");
+  ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   serve.terminate();
   EXPECT_EQ(serve.wait_exit(std::chrono::seconds(60)), 0) << serve.log();
@@ -154,6 +167,7 @@ TEST(ServeStartupOrder, ListeningComesAfterTheLoadAndTheServerAnswersAtOnce) {
     EXPECT_NE(at, std::string::npos) << log << "\n   lacks: " << before;
     EXPECT_LT(at, listening) << "\"" << before << "\" after `listening on`:\n" << log;
   }
+  EXPECT_NE(log.find("1 MiB of request parses at once"), std::string::npos) << log;
   // The ready line follows it.
   EXPECT_GT(log.find("syv: ready: model"), listening) << log;
 }
