@@ -23,8 +23,8 @@ namespace syv::server {
 // 262,100 `{}` through the chat route was +125 MB, 477 bytes a value (docs/server.md "Limits").
 constexpr size_t kParseBytesPerValue = 512;
 
-// The default of --max-parse-memory-mb: 8 parses at the default --max-json-values (each ~130 MB)
-// at once, or thousands of ordinary requests (a few KB each).
+// The default of --max-parse-memory-mb: 7 parses at the default limits at once (each at most an
+// 8 MiB body + 2^18 values x 512 bytes = 136 MiB), or thousands of ordinary requests (a few KB).
 constexpr size_t kDefaultMaxParseMemoryMb = 1024;
 
 class ParseBudget {
