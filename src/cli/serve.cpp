@@ -3,9 +3,12 @@
 // Start-up order: check the flags (keys, address) -> the backend (--device, as `syv logits` /
 // `generate` pick it: cli/model_session.h) -> the start-up checks: the folder, config.json, the
 // weight headers and whether the weights fit in the backend's free memory (model/prepare_model.h),
-// tokenizer and chat template -> bind and listen (every route answers 503 until ready; a failed
-// check never prints `listening on`) -> load the weights -> start the engine (memory plan, KV
-// pool, CUDA graph capture) -> one warm-up request -> ready. Each phase logs its time.
+// tokenizer and chat template -> bind and listen (the port is ours from here: a second server
+// fails before a long load; connections wait in the kernel's backlog, unanswered) -> load the
+// weights -> start the engine (memory plan, KV pool, CUDA graph capture) -> one warm-up request
+// -> accept connections, print `listening on`, ready. So every start-up failure (a check, the
+// load, the plan, the engine, the warm-up) exits 1 without ever printing `listening on`, and a
+// script that waits for that line finds a server that answers. Each phase logs its time.
 // SIGTERM/SIGINT: new generation requests get 503, running ones finish (up to --drain-timeout;
 // what is left then is aborted), then the engine and the listener stop and the process exits 0.
 // A second SIGTERM/SIGINT during the drain aborts what is left at once (streams still end with
@@ -79,6 +82,7 @@ struct ServeOptions {
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
   size_t max_json_values = server::kDefaultMaxJsonValues;
+  size_t max_parse_memory_mb = server::kDefaultMaxParseMemoryMb;
   // The transport's limits (server/http_server.h; docs/server.md "Limits").
   static inline const server::HttpOptions http_defaults{};
   size_t max_header_bytes = http_defaults.limits.max_header_bytes;
@@ -282,8 +286,8 @@ int run_serve(const ServeOptions& o) {
   if (Status st = check_model_folder(o.model_dir); !st.ok())
     return fail("--model: " + st.message());
 
-  // Start-up checks, before the port is bound and `listening on` printed (so a bad folder, flag
-  // or model that cannot fit never looks like a server): the backend, the folder, config.json,
+  // Start-up checks, before the port is bound (so a bad folder, flag or model that cannot fit
+  // exits at once, never holding the port): the backend, the folder, config.json,
   // the weight headers and the memory they need (model/prepare_model.h), the tokenizer and the
   // chat template.
   const auto t0 = std::chrono::steady_clock::now();
@@ -316,6 +320,7 @@ int run_serve(const ServeOptions& o) {
   server::RouteOptions route_options;
   route_options.max_pending = max_num_seqs + o.max_waiting;
   route_options.limits.max_json_values = o.max_json_values;
+  route_options.max_parse_bytes = o.max_parse_memory_mb << 20;
   route_options.responses_store.max_entries = static_cast<size_t>(o.responses_store_size);
   route_options.responses_store.ttl = std::chrono::seconds(o.responses_store_ttl_s);
   server::OpenAiRoutes routes(metrics, route_options);
@@ -344,24 +349,13 @@ int run_serve(const ServeOptions& o) {
     masked_keys.append(i == 0 ? "#" : ", #").append(std::to_string(i + 1)).append(" ");
     masked_keys.append(server::mask_key(keys.keys()[i]));
   }
+  // Bound (and listening, so the port is exclusively ours and a port in use fails now, before a
+  // long load) but not accepting: a client that connects while the model loads waits in the
+  // backlog and is answered once the server starts below.
   server::HttpServer server(http, std::move(keys), routes, metrics);
   if (Status st = server.bind(); !st.ok()) return fail(st.message());
-  server.start();
-  const std::string url = "http://" +
-                          (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) +
-                          ":" + std::to_string(server.port());
-  std::printf("syv: listening on %s (answers 503 until the model is ready)\n", url.c_str());
-  if (!generated_key.empty()) {
-    std::printf("syv: API key (generated for this run; pass --api-key to choose one): %s\n",
-                generated_key.c_str());
-  } else {
-    std::printf("syv: %zu API key(s) configured: %s\n", num_keys, masked_keys.c_str());
-  }
-  if (http.webui) {
-    std::printf("syv: chat page: %s/ (paste the API key into it; --no-webui turns it off)\n",
-                url.c_str());
-  }
-  std::fflush(stdout);
+  SYV_LOG(INFO) << "http: bound port " << server.port()
+                << "; connections are accepted once the model is ready";
   const server::HttpOptions& used = server.options();  // after bind(): the connection cap fits
   SYV_LOG(INFO) << "http: " << used.threads << " worker threads, " << used.max_connections
                 << " connections at most, body limit " << used.limits.max_body_bytes
@@ -371,7 +365,8 @@ int run_serve(const ServeOptions& o) {
                 << " fields in " << used.header_timeout_s << " s, body in " << used.body_timeout_s
                 << " s, " << route_options.max_pending
                 << " requests in flight at most (--max-num-seqs + --max-waiting), "
-                << route_options.limits.max_json_values << " JSON values a body at most";
+                << route_options.limits.max_json_values << " JSON values a body at most, "
+                << o.max_parse_memory_mb << " MiB of request parses at once";
   SYV_LOG(INFO) << "http: CORS "
                 << (http.cors.enabled() ? "for origins " + o.allowed_origins
                                         : std::string("off (no --allowed-origins)"));
@@ -454,6 +449,21 @@ int run_serve(const ServeOptions& o) {
   }
   routes.set_model(context);
   server.set_ready(true);
+  server.start();
+  const std::string url = "http://" +
+                          (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) +
+                          ":" + std::to_string(server.port());
+  std::printf("syv: listening on %s\n", url.c_str());
+  if (!generated_key.empty()) {
+    std::printf("syv: API key (generated for this run; pass --api-key to choose one): %s\n",
+                generated_key.c_str());
+  } else {
+    std::printf("syv: %zu API key(s) configured: %s\n", num_keys, masked_keys.c_str());
+  }
+  if (http.webui) {
+    std::printf("syv: chat page: %s/ (paste the API key into it; --no-webui turns it off)\n",
+                url.c_str());
+  }
   char phases[200];
   std::snprintf(phases, sizeof phases,
                 "start-up: backend %.2f s, tokenizer %.2f s, model %.2f s, engine %.2f s, "
@@ -550,6 +560,12 @@ CommandRegistration reg{
                      "A request body with more JSON values (numbers, strings, objects, ...) gets "
                      "400 before it is parsed; bounds the memory of its parse (~0.5 KB a value)")
           ->check(CLI::Range(size_t{1024}, size_t{1} << 26))
+          ->capture_default_str();
+      app.add_option("--max-parse-memory-mb", o->max_parse_memory_mb,
+                     "Estimated memory of the request bodies parsed at once, server-wide (body "
+                     "bytes + 512 bytes a JSON value): a body that does not fit next to the others "
+                     "gets 503 server_busy + Retry-After, one larger than all of it 413")
+          ->check(CLI::Range(size_t{1}, size_t{1} << 20))
           ->capture_default_str();
       app.add_option("--max-header-bytes", o->max_header_bytes,
                      "The request line, and the header fields together, larger than this get 431")

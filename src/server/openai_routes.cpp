@@ -121,7 +121,49 @@ OpenAiRoutes::OpenAiRoutes(Metrics& metrics, RouteOptions options)
     : metrics_(metrics),
       options_(std::move(options)),
       created_(std::time(nullptr)),
-      store_(options_.responses_store) {}
+      store_(options_.responses_store),
+      parse_budget_(options_.max_parse_bytes) {}
+
+std::optional<ApiError> OpenAiRoutes::hold_parse_bytes(ParseBudget::Hold& hold,
+                                                       size_t bytes) const {
+  const auto mb = [](size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MB"; };
+  switch (hold.grow(bytes)) {
+    case ParseBudget::Hold::Grow::kOk:
+      return std::nullopt;
+    case ParseBudget::Hold::Grow::kBusy:
+      return ApiError{503,
+                      "the server is parsing other request bodies: this one's parse (~" +
+                          mb(hold.bytes() + bytes) + ") does not fit next to theirs in " +
+                          "--max-parse-memory-mb (" + mb(parse_budget_.capacity()) +
+                          "); retry after " + std::to_string(options_.retry_after_seconds) + " s",
+                      "server_error", "", "server_busy"};
+    case ParseBudget::Hold::Grow::kTooLarge:
+      break;
+  }
+  return ApiError{413,
+                  "request body: its parse would take ~" + mb(hold.bytes() + bytes) +
+                      " (the body's bytes + " + std::to_string(kParseBytesPerValue) +
+                      " bytes a JSON value), more than the server's whole parse budget, "
+                      "--max-parse-memory-mb (" +
+                      mb(parse_budget_.capacity()) + "); send a smaller request",
+                  "invalid_request_error", "", "parse_budget_exceeded"};
+}
+
+ApiResult<OpenAiRoutes::ParsedBody> OpenAiRoutes::parse_body(const HttpRequest& req) {
+  ParseBudget::Hold hold = parse_budget_.hold();
+  ApiResult<json> body =
+      parse_json_body(req.body, options_.limits.max_json_values, [&](size_t values) {
+        return hold_parse_bytes(hold, req.body.size() + values * kParseBytesPerValue);
+      });
+  if (!body.ok()) return body.error();
+  // Tool-call arguments strings become parse trees for the chat template too.
+  const size_t argument_values =
+      count_argument_values(body.value(), options_.limits.max_json_values);
+  if (argument_values > 0) {
+    SYV_API_RETURN_IF(hold_parse_bytes(hold, argument_values * kParseBytesPerValue));
+  }
+  return ParsedBody{std::move(body.value()), std::move(hold)};
+}
 
 void OpenAiRoutes::set_model(ModelContext model) {
   model_ = std::move(model);
@@ -178,9 +220,9 @@ void OpenAiRoutes::embeddings(const HttpRequest&, HttpResponse& res) {
 }
 
 void OpenAiRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
-  ApiResult<json> body = parse_json_body(req.body, options_.limits.max_json_values);
-  if (!body.ok()) return write_error(res, body.error());
-  ApiResult<TokenizeRequest> parsed = parse_tokenize_request(body.value(), options_.limits);
+  ApiResult<ParsedBody> body = parse_body(req);
+  if (!body.ok()) return write_error(res, body.error(), options_.retry_after_seconds);
+  ApiResult<TokenizeRequest> parsed = parse_tokenize_request(body->value, options_.limits);
   if (!parsed.ok()) return write_error(res, parsed.error());
   std::vector<int32_t> ids;
   if (parsed->prompt.has_value()) {
@@ -203,9 +245,9 @@ void OpenAiRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
 }
 
 void OpenAiRoutes::detokenize(const HttpRequest& req, HttpResponse& res) {
-  ApiResult<json> body = parse_json_body(req.body, options_.limits.max_json_values);
-  if (!body.ok()) return write_error(res, body.error());
-  ApiResult<DetokenizeRequest> parsed = parse_detokenize_request(body.value(), options_.limits);
+  ApiResult<ParsedBody> body = parse_body(req);
+  if (!body.ok()) return write_error(res, body.error(), options_.retry_after_seconds);
+  ApiResult<DetokenizeRequest> parsed = parse_detokenize_request(body->value, options_.limits);
   if (!parsed.ok()) return write_error(res, parsed.error());
   write_json(res, {{"prompt", model_.tokenizer->decode(parsed->tokens, false)}});
 }
@@ -419,73 +461,82 @@ class ResponsesAnswer final : public GenerationAnswer {
 
 void OpenAiRoutes::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
   const auto arrival = std::chrono::steady_clock::now();
-  ApiResult<json> body = parse_json_body(req.body, options_.limits.max_json_values);
-  if (!body.ok()) return write_error(res, body.error());
-  // A JSON Schema's properties keep their order in the output: read it from the raw body (already
-  // checked for depth and syntax by parse_json_body).
-  std::optional<nlohmann::ordered_json> ordered;
-  if (has_structured_output_field(body.value())) ordered = nlohmann::ordered_json::parse(req.body);
-  const nlohmann::ordered_json* ordered_body = ordered ? &*ordered : nullptr;
-
-  // Validate, then build the prompts.
   Job job;
-  if (chat) {
-    ApiResult<ChatRequest> parsed = parse_chat_request(body.value(), options_.limits, ordered_body);
-    if (!parsed.ok()) return write_error(res, parsed.error());
-    if (auto err = chat_job(std::move(parsed.value()), job)) return write_error(res, *err);
-  } else {
-    ApiResult<CompletionRequest> parsed =
-        parse_completion_request(body.value(), options_.limits, ordered_body);
-    if (!parsed.ok()) return write_error(res, parsed.error());
-    const Tokenizer& tok = *model_.tokenizer;
-    for (const PromptInput& p : parsed->prompts) {
-      job.prompts.push_back(p.text.has_value() ? tok.encode(*p.text, true) : p.ids);
-      if (parsed->echo) job.setup.echo.push_back(p.text.has_value() ? *p.text : tok.decode(p.ids));
-    }
-    job.setup.echo_logprobs = parsed->echo && parsed->sampling.logprobs;
-    job.chat = false;
-    job.common = std::move(parsed.value());
-  }
   std::shared_ptr<Admission> admission;
-  ApiResult<std::shared_ptr<CompletionStream>> stream = start(job, arrival, admission);
-  if (!stream.ok()) return write_error(res, stream.error(), options_.retry_after_seconds);
-  answer(req, res, std::make_shared<CompletionAnswer>(std::move(stream.value())), job.common.stream,
+  std::shared_ptr<CompletionStream> stream;
+  {  // The parse trees, and their hold on the parse budget, end with this block: before generation.
+    ApiResult<ParsedBody> body = parse_body(req);
+    if (!body.ok()) return write_error(res, body.error(), options_.retry_after_seconds);
+    // A JSON Schema's properties keep their order in the output: read it from the raw body
+    // (already checked for depth, size and syntax by parse_body).
+    std::optional<nlohmann::ordered_json> ordered;
+    if (has_structured_output_field(body->value)) ordered = nlohmann::ordered_json::parse(req.body);
+    const nlohmann::ordered_json* ordered_body = ordered ? &*ordered : nullptr;
+
+    // Validate, then build the prompts.
+    if (chat) {
+      ApiResult<ChatRequest> parsed =
+          parse_chat_request(body->value, options_.limits, ordered_body);
+      if (!parsed.ok()) return write_error(res, parsed.error());
+      if (auto err = chat_job(std::move(parsed.value()), job)) return write_error(res, *err);
+    } else {
+      ApiResult<CompletionRequest> parsed =
+          parse_completion_request(body->value, options_.limits, ordered_body);
+      if (!parsed.ok()) return write_error(res, parsed.error());
+      const Tokenizer& tok = *model_.tokenizer;
+      for (const PromptInput& p : parsed->prompts) {
+        job.prompts.push_back(p.text.has_value() ? tok.encode(*p.text, true) : p.ids);
+        if (parsed->echo)
+          job.setup.echo.push_back(p.text.has_value() ? *p.text : tok.decode(p.ids));
+      }
+      job.setup.echo_logprobs = parsed->echo && parsed->sampling.logprobs;
+      job.chat = false;
+      job.common = std::move(parsed.value());
+    }
+    ApiResult<std::shared_ptr<CompletionStream>> started = start(job, arrival, admission);
+    if (!started.ok()) return write_error(res, started.error(), options_.retry_after_seconds);
+    stream = std::move(started.value());
+  }
+  answer(req, res, std::make_shared<CompletionAnswer>(std::move(stream)), job.common.stream,
          std::move(admission));
 }
 
 void OpenAiRoutes::responses(const HttpRequest& req, HttpResponse& res) {
   const auto arrival = std::chrono::steady_clock::now();
-  ApiResult<json> body = parse_json_body(req.body, options_.limits.max_json_values);
-  if (!body.ok()) return write_error(res, body.error());
-  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
-  ApiResult<ResponsesRequest> parsed = parse_responses_request(
-      body.value(), ordered, options_.limits,
-      [this](const std::string& id) { return store_.get(id); },
-      [this](const std::string& id) { return store_.item(id); });
-  if (!parsed.ok()) return write_error(res, parsed.error());
-  ResponsesRequest& r = parsed.value();
-  Job job;
-  job.prompt_param = "input";
-  job.max_tokens_param = "max_output_tokens";
-  const bool stream = r.chat.stream;
-  if (auto err = chat_job(std::move(r.chat), job)) return write_error(res, *err);
   std::shared_ptr<Admission> admission;
-  ApiResult<std::shared_ptr<CompletionStream>> chat = start(job, arrival, admission);
-  if (!chat.ok()) return write_error(res, chat.error(), options_.retry_after_seconds);
+  std::shared_ptr<GenerationAnswer> out;
+  bool stream = false;
+  {  // The parse trees, and their hold on the parse budget, end with this block: before generation.
+    ApiResult<ParsedBody> body = parse_body(req);
+    if (!body.ok()) return write_error(res, body.error(), options_.retry_after_seconds);
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+    ApiResult<ResponsesRequest> parsed = parse_responses_request(
+        body->value, ordered, options_.limits,
+        [this](const std::string& id) { return store_.get(id); },
+        [this](const std::string& id) { return store_.item(id); });
+    if (!parsed.ok()) return write_error(res, parsed.error());
+    ResponsesRequest& r = parsed.value();
+    Job job;
+    job.prompt_param = "input";
+    job.max_tokens_param = "max_output_tokens";
+    stream = r.chat.stream;
+    if (auto err = chat_job(std::move(r.chat), job)) return write_error(res, *err);
+    ApiResult<std::shared_ptr<CompletionStream>> chat = start(job, arrival, admission);
+    if (!chat.ok()) return write_error(res, chat.error(), options_.retry_after_seconds);
 
-  ResponsesSetup setup;
-  setup.id = random_id("resp_");
-  setup.model = model_.model_name;
-  setup.created_at = std::time(nullptr);
-  setup.echo = std::move(r.echo);
-  setup.logprobs = r.logprobs;
-  nlohmann::ordered_json conversation = std::move(r.history);
-  for (auto& m : r.input_messages) conversation.push_back(std::move(m));
-  auto events = std::make_shared<ResponsesStream>(std::move(setup), std::move(chat.value()));
-  answer(req, res,
-         std::make_shared<ResponsesAnswer>(std::move(events), r.store ? &store_ : nullptr,
-                                           std::move(conversation), std::move(r.input_items)),
-         stream, std::move(admission));
+    ResponsesSetup setup;
+    setup.id = random_id("resp_");
+    setup.model = model_.model_name;
+    setup.created_at = std::time(nullptr);
+    setup.echo = std::move(r.echo);
+    setup.logprobs = r.logprobs;
+    nlohmann::ordered_json conversation = std::move(r.history);
+    for (auto& m : r.input_messages) conversation.push_back(std::move(m));
+    auto events = std::make_shared<ResponsesStream>(std::move(setup), std::move(chat.value()));
+    out = std::make_shared<ResponsesAnswer>(std::move(events), r.store ? &store_ : nullptr,
+                                            std::move(conversation), std::move(r.input_items));
+  }
+  answer(req, res, std::move(out), stream, std::move(admission));
 }
 
 namespace {

@@ -24,6 +24,7 @@
 #include "server/http_message.h"
 #include "server/metrics.h"
 #include "server/openai_schema.h"
+#include "server/parse_budget.h"
 #include "server/responses_store.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -59,6 +60,9 @@ struct RouteOptions {
   int heartbeat_ms = 2000;      // SSE comment after this long without output
   SchemaLimits limits;          // served_model_name / vocab_size filled by set_model()
   ResponsesStoreOptions responses_store;  // /v1/responses kept for previous_response_id
+  // Estimated memory of the request bodies being parsed at once (--max-parse-memory-mb;
+  // parse_budget.h): a body that does not fit next to the others gets 503 server_busy.
+  size_t max_parse_bytes = kDefaultMaxParseMemoryMb << 20;
 };
 
 class OpenAiRoutes {
@@ -92,10 +96,24 @@ class OpenAiRoutes {
 
   // Generation requests being answered (streams included).
   int active_requests() const { return active_.load(); }
+  // The budget request bodies' parses hold (tests fill it to see a request refused).
+  ParseBudget& parse_budget() { return parse_budget_; }
 
  private:
   struct Admission;
   struct Job;
+  // A request body parsed, and the bytes of the parse budget its parse is estimated to take
+  // (released when this goes: before generation, or with the error that ends the request).
+  struct ParsedBody {
+    nlohmann::json value;
+    ParseBudget::Hold hold;
+  };
+  // parse_json_body with the estimate held: body bytes + kParseBytesPerValue x its JSON values
+  // (before the parse), then x the values of its tool-call arguments strings (before the
+  // template parses them). 503 server_busy when the budget has no room now, 413
+  // parse_budget_exceeded when the estimate alone is larger than the budget.
+  ApiResult<ParsedBody> parse_body(const HttpRequest& req);
+  std::optional<ApiError> hold_parse_bytes(ParseBudget::Hold& hold, size_t bytes) const;
   void generate(const HttpRequest& req, HttpResponse& res, bool chat);
   // The chat template and tokenizer applied to a validated chat request.
   std::optional<ApiError> chat_job(ChatRequest parsed, Job& job) const;
@@ -116,6 +134,7 @@ class OpenAiRoutes {
   int64_t created_ = 0;
   std::atomic<int> active_{0};
   ResponsesStore store_;
+  ParseBudget parse_budget_;
 };
 
 // Writes `error` as the response (status, JSON body, Retry-After for 429/503).

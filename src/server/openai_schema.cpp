@@ -1,5 +1,6 @@
 #include "server/openai_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -609,15 +610,19 @@ std::string describe_json(const json& value) {
   }
 }
 
-ApiResult<json> parse_json_body(std::string_view body, size_t max_values) {
+ApiResult<json> parse_json_body(
+    std::string_view body, size_t max_values,
+    const std::function<std::optional<ApiError>(size_t values)>& before_parse) {
   if (body.empty()) {
     return ApiError{400, "request body: expected a JSON object, found an empty body",
                     "invalid_request_error", "", "invalid_json"};
   }
   // Measured before the real parse: a deeply nested body must never reach recursive code.
-  if (auto excess = find_json_excess(body, JsonLimits{kMaxJsonDepth, max_values})) {
+  size_t values = 0;
+  if (auto excess = find_json_excess(body, JsonLimits{kMaxJsonDepth, max_values}, &values)) {
     return json_limit_error("", *excess, max_values);
   }
+  if (before_parse) SYV_API_RETURN_IF(before_parse(values));
   try {
     json j = json::parse(body.begin(), body.end());
     if (!j.is_object()) {
@@ -629,6 +634,30 @@ ApiResult<json> parse_json_body(std::string_view body, size_t max_values) {
     return ApiError{400, std::string("request body: invalid JSON: ") + e.what(),
                     "invalid_request_error", "", "invalid_json"};
   }
+}
+
+size_t count_argument_values(const json& body, size_t cap) {
+  size_t total = 0;
+  std::vector<const json*> todo = {&body};  // iterative: no recursion on client input
+  while (!todo.empty() && total < cap) {
+    const json* j = todo.back();
+    todo.pop_back();
+    if (j->is_array()) {
+      for (const json& e : *j) todo.push_back(&e);
+    } else if (j->is_object()) {
+      for (auto it = j->begin(); it != j->end(); ++it) {
+        if (it.key() == "arguments" && it->is_string()) {
+          size_t values = 0;
+          (void)find_json_excess(it->get_ref<const std::string&>(),
+                                 JsonLimits{kMaxJsonDepth, cap - total}, &values);
+          total += std::min(values, cap - total);
+        } else if (it->is_structured()) {
+          todo.push_back(&*it);
+        }
+      }
+    }
+  }
+  return total;
 }
 
 ApiResult<ChatRequest> parse_chat_request(const json& body, const SchemaLimits& limits,

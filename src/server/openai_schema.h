@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -107,9 +108,18 @@ struct DetokenizeRequest {
 
 // Parses the raw body as a JSON object (400 "invalid JSON" with the parser's position otherwise).
 // First, without building anything, a body nested deeper than kMaxJsonDepth or holding more than
-// `max_values` JSON values is refused (400 naming the field where it passed the limit).
-ApiResult<nlohmann::json> parse_json_body(std::string_view body,
-                                          size_t max_values = kDefaultMaxJsonValues);
+// `max_values` JSON values is refused (400 naming the field where it passed the limit). Then
+// `before_parse` (when set) gets the number of values counted, still before anything is built;
+// an error it returns is the answer (the server's parse budget: parse_budget.h).
+ApiResult<nlohmann::json> parse_json_body(
+    std::string_view body, size_t max_values = kDefaultMaxJsonValues,
+    const std::function<std::optional<ApiError>(size_t values)>& before_parse = {});
+
+// The JSON values inside every string under an "arguments" key of `body` (tool calls: a chat
+// message's tool_calls[].function.arguments, a Responses function_call item's arguments), which
+// the routes parse for the chat template; counted without parsing, up to `cap` in all. `body`
+// must have passed parse_json_body (its nesting is bounded).
+size_t count_argument_values(const nlohmann::json& body, size_t cap);
 
 // `ordered` (may be null): the same body parsed with its key order kept, so a JSON Schema's
 // properties keep their order in the output (alphabetical without it).

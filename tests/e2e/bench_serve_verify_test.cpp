@@ -29,7 +29,7 @@ class BenchServe : public ::testing::Test {
          "2048", "--public-routes", "/health"},
         "e2e_bench_serve.log");
     const std::string port = server_->wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))",
-                                                    std::chrono::seconds(60));
+                                                    std::chrono::seconds(300));
     ASSERT_FALSE(port.empty()) << server_->log();
     url_ = "http://127.0.0.1:" + port;
     ASSERT_TRUE(wait_ready(std::stoi(port), kKey, std::chrono::seconds(120))) << server_->log();
@@ -126,7 +126,7 @@ TEST(BenchServeOffload, TheEvictedPromptComesBackFromTheHostTier) {
                         "--max-model-len", "1024"},
                        "e2e_bench_serve_offload.log");
   const std::string port =
-      server.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(60));
+      server.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(300));
   ASSERT_FALSE(port.empty()) << server.log();
   ASSERT_TRUE(wait_ready(std::stoi(port), kKey, std::chrono::seconds(120))) << server.log();
   const auto [status, out] = run_command(

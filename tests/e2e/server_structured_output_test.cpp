@@ -38,7 +38,7 @@ class StructuredE2E : public ::testing::Test {
                            "16", "--kv-cache-mb", "64", "--max-num-seqs", "16", "--device", "cpu"},
                           "e2e_structured.log");
     const std::string port = server_->wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))",
-                                                    std::chrono::seconds(60));
+                                                    std::chrono::seconds(300));
     ASSERT_FALSE(port.empty()) << server_->log();
     port_ = std::stoi(port);
     ASSERT_TRUE(wait_ready(port_, kKey, std::chrono::seconds(300))) << server_->log();

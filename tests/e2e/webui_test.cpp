@@ -119,7 +119,7 @@ std::vector<std::string> serve_args(bool webui) {
 
 int start(ServerProcess& server) {
   const std::string port =
-      server.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(60));
+      server.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(300));
   return port.empty() ? 0 : std::stoi(port);
 }
 

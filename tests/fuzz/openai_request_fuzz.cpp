@@ -1,12 +1,13 @@
 // Fuzzes what a client's bytes reach on /v1/chat/completions, /v1/completions, /v1/responses,
 // /tokenize and /detokenize before the engine: the depth and value-count pre-pass and JSON parse
-// (parse_json_body; the pre-pass's count checked against the parsed tree, and the limit one value
-// below it refusing the body), each route's validation (server/openai_schema.h, server/responses_request.h:
-// the Responses body mapped to a chat request, a previous_response_id resolving to a stored
-// conversation), and for a valid chat or Responses request the chat template
-// (Qwen3's, and Qwen3.5's for odd-sized inputs) rendering its messages, tools and kwargs.
-// Every outcome must be a value: an ApiError that serializes, or a request whose fields lie in
-// their documented ranges; never a crash, a sanitizer report, a hang or an exception.
+// (parse_json_body; the pre-pass's count checked against the parsed tree and against what it
+// hands the parse budget, the limit one value below it refusing the body; count_argument_values),
+// each route's validation (server/openai_schema.h, server/responses_request.h: the Responses body
+// mapped to a chat request, a previous_response_id resolving to a stored conversation), and for a
+// valid chat or Responses request the chat template (Qwen3's, and Qwen3.5's for odd-sized inputs)
+// rendering its messages, tools and kwargs. Every outcome must be a value: an ApiError that
+// serializes, or a request whose fields lie in their documented ranges; never a crash, a sanitizer
+// report, a hang or an exception.
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -168,8 +169,9 @@ size_t count_values(const json& j) {
 }
 
 // The pre-pass counted every value of the parsed body (more when an object repeats a key: the
-// tree keeps one), and a limit one below its count refuses the body, naming the flag.
-void check_value_count(std::string_view text, const json& body) {
+// tree keeps one), and a limit one below its count refuses the body, naming the flag. Returns the
+// count.
+size_t check_value_count(std::string_view text, const json& body) {
   size_t counted = 0;
   const syv::server::JsonLimits within{syv::server::kMaxJsonDepth, limits().max_json_values};
   if (syv::server::find_json_excess(text, within, &counted)) __builtin_trap();
@@ -178,6 +180,7 @@ void check_value_count(std::string_view text, const json& body) {
   if (tight.ok()) __builtin_trap();
   check_error(tight.error());
   if (tight.error().message.find("--max-json-values") == std::string::npos) __builtin_trap();
+  return counted;
 }
 
 }  // namespace
@@ -185,13 +188,21 @@ void check_value_count(std::string_view text, const json& body) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 256 * 1024) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto body = syv::server::parse_json_body(text, limits().max_json_values);
+  // The count the parse budget's estimate is made of (openai_routes.cpp parse_body).
+  size_t before_parse = SIZE_MAX;
+  auto body = syv::server::parse_json_body(text, limits().max_json_values, [&](size_t values) {
+    before_parse = values;
+    return std::optional<ApiError>();
+  });
   if (!body.ok()) {
     check_error(body.error());
     return 0;
   }
   if (!body.value().is_object()) __builtin_trap();
-  check_value_count(text, body.value());
+  if (check_value_count(text, body.value()) != before_parse) __builtin_trap();
+  // The arguments strings' part of the estimate: counted without parsing, within its cap.
+  const size_t cap = limits().max_json_values;
+  if (syv::server::count_argument_values(body.value(), cap) > cap) __builtin_trap();
   chat(body.value(), size % 2 == 1);
   responses(body.value(), size % 2 == 1);
   completion(body.value());
