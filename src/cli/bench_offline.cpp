@@ -93,7 +93,10 @@ int run(const Options& o) {
       {"first_token_s", first_token_s},
       {"steps", s.steps},
       {"preemptions", s.preemptions},
-      {"pages_total", s.pages_total}};
+      {"pages_total", s.pages_total},
+      {"draft_tokens", s.draft_tokens},
+      {"accepted_tokens", s.accepted_tokens},
+      {"draft_skipped", s.draft_skipped}};
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -104,6 +107,11 @@ int run(const Options& o) {
         o.num_prompts / seconds, static_cast<double>(generated) / seconds,
         (prompt_tokens + static_cast<double>(generated)) / seconds,
         static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(s.preemptions));
+    if (options.num_speculative_tokens > 0)
+      std::printf("speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped\n",
+                  static_cast<unsigned long long>(s.draft_tokens),
+                  static_cast<unsigned long long>(s.accepted_tokens),
+                  static_cast<unsigned long long>(s.draft_skipped));
   }
   return 0;
 }
