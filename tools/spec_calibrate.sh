@@ -8,8 +8,11 @@
 #
 # Each figure is the fastest of $REPEATS runs (default 3).
 #
-#   tools/spec_calibrate.sh SYV MODEL_DIR METHOD K "BATCHES" [extra bench flags...]
+#   [SPEC_ARGS="flags for the speculative runs only"] \
+#   tools/spec_calibrate.sh SYV MODEL_DIR METHOD K "BATCHES" [extra bench flags for every run...]
 #   e.g. tools/spec_calibrate.sh build/dev/syv models/tiny-dense ngram 4 "1 4 16 64"
+#        SPEC_ARGS="--draft-model models/tiny-draft" \
+#          tools/spec_calibrate.sh build/dev/syv models/tiny-dense draft 4 "1 16"
 set -euo pipefail
 syv=$1 model=$2 method=$3 k=$4 batches=$5
 shift 5
@@ -27,9 +30,9 @@ printf "%5s %10s %10s %10s %8s %8s %8s %8s %10s\n" B plain_t/s spec_t/s ratio dr
 for b in $batches; do
   plain=$(bench --num-prompts "$b" "$@")
   spec=$(bench --num-prompts "$b" --speculative-method "$method" --num-speculative-tokens "$k" \
-    --speculative-adaptive off "$@")
+    --speculative-adaptive off ${SPEC_ARGS:-} "$@")
   adapt=$(bench --num-prompts "$b" --speculative-method "$method" --num-speculative-tokens "$k" \
-    --speculative-adaptive on "$@")
+    --speculative-adaptive on ${SPEC_ARGS:-} "$@")
   python3 - "$b" "$plain" "$spec" "$adapt" <<'PY'
 import json, sys
 b = int(sys.argv[1]); p, s, a = (json.loads(x) for x in sys.argv[2:5])

@@ -51,6 +51,14 @@ int run(const Options& o) {
   auto kv_dtype = resolve_kv_cache_dtype(o.engine.kv_cache_dtype, model.backend(), model.config());
   if (!kv_dtype.ok()) return fail(kv_dtype.message());
   options.kv_dtype = *kv_dtype;
+  std::unique_ptr<Model> draft;  // --speculative-method draft
+  if (std::string e = o.engine.draft_model_error(); !e.empty()) return fail(e);
+  if (o.engine.wants_draft_model()) {
+    auto d = load_draft_model(o.engine.draft_model_dir, model.backend());
+    if (!d.ok()) return fail(d.message());
+    draft = std::move(d.value());
+    options.draft_model = draft.get();
+  }
   Engine engine(model, nullptr, options);
   if (Status s = engine.start(); !s.ok()) return fail(s.message());
   const auto t0 = std::chrono::steady_clock::now();

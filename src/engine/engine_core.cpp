@@ -97,25 +97,25 @@ Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
   return Status::Ok();
 }
 
-// Measured on the CPU backend (docs/performance.md "Adaptive speculation").
-constexpr double kCpuCostKnee = 0.0;
-constexpr double kCudaCostKnee = 32.0;  // estimate: pending a GPU run (tools/device/)
-constexpr double kMtpDraftCost = 0.1;
-constexpr double kDraftModelDraftCost = 0.2;
-
-// Adaptive speculation's cost model defaults (engine/spec_policy.h), measured: docs/performance.md
-// "Adaptive speculation". knee: the decode batch where per-token work equals the step's fixed
-// cost. On the CPU backend a step is compute bound from one sequence on (a verify step of 1 + k
-// positions costs nearly 1 + k decode steps); the CUDA figure is an estimate pending a GPU run.
+// Adaptive speculation's cost model defaults (engine/spec_policy.h; measured with
+// tools/spec_calibrate.sh: docs/performance.md "Adaptive speculation"). knee: the decode batch
+// where per-token work equals the step's fixed cost. The CPU backend is compute bound from one
+// sequence on (a draft row cost 1.2-1.3 decode rows at batch 1, 0.5-0.6 at 16-64, noisily): knee
+// 0 makes a draft cost a full decode row, so drafting never pays there by default. The CUDA
+// figures are estimates pending a GPU run (tools/device/spec_calibrate_gpu.sh).
 double default_cost_knee(const std::string& backend) {
-  return backend == "cpu" ? kCpuCostKnee : kCudaCostKnee;
+  return backend == "cpu" ? 0.0 : 32.0;
 }
 
-// The drafter's own cost per draft, in target decode steps.
-double default_draft_cost(const std::string& method) {
-  if (method == "mtp") return kMtpDraftCost;
-  if (method == "draft") return kDraftModelDraftCost;
-  return 0.0;  // ngram (a lookup) and drafters set by the caller
+// The drafter's own cost per draft, in target decode steps: n-gram lookup is free; the MTP head
+// (a layer and the lm_head per draft, run k times in a chain) measured 1.4-1.6 on the CPU on
+// models/tiny-hybrid (4 layers); the draft model models/tiny-draft (2 layers, 0.28x the
+// parameters) on models/tiny-dense 0.2-0.25 (docs/performance.md).
+double default_draft_cost(const std::string& method, const std::string& backend) {
+  const bool cpu = backend == "cpu";
+  if (method == "mtp") return cpu ? 1.5 : 0.1;
+  if (method == "draft") return cpu ? 0.3 : 0.2;
+  return 0.0;  // ngram and drafters set by the caller
 }
 
 SpecPolicyOptions spec_policy_options(const EngineOptions& o) {
@@ -227,7 +227,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   if (options.speculative_cost_knee < 0)
     options.speculative_cost_knee = default_cost_knee(model.backend().name());
   if (options.speculative_draft_cost < 0)
-    options.speculative_draft_cost = default_draft_cost(options.speculative_method);
+    options.speculative_draft_cost =
+        default_draft_cost(options.speculative_method, model.backend().name());
   SYV_ASSIGN_OR_RETURN(GraphMode graph_mode, parse_graph_mode(options.cuda_graphs));
   if (options.max_graph_batch < 0) {
     return Status::Error("engine option max_graph_batch: expected >= 0, found " +

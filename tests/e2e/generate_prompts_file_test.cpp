@@ -72,11 +72,12 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   EXPECT_GT(cached, 0) << "the shared 80-token prefix should hit the prefix cache";
 
   // n-gram speculation (verify steps) leaves every line's tokens unchanged, batched and chunked.
-  auto [s4, speculated] = run(base +
-                                  " --speculative-method ngram --num-speculative-tokens 3 "
-                                  "--ngram-min 1 --max-num-seqs 6 --max-batched-tokens 48 "
-                                  "--max-prefill-chunk 20 --page-size 16 --num-pages 40",
-                              /*with_stderr=*/true);
+  auto [s4, speculated] =
+      run(base +
+              " --speculative-method ngram --num-speculative-tokens 3 "
+              "--speculative-adaptive off --ngram-min 1 --max-num-seqs 6 --max-batched-tokens 48 "
+              "--max-prefill-chunk 20 --page-size 16 --num-pages 40",
+          /*with_stderr=*/true);
   ASSERT_EQ(s4, 0) << speculated;
   EXPECT_NE(speculated.find("speculative decoding: up to 3 drafts"), std::string::npos)
       << speculated;
