@@ -302,7 +302,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                           ? SpecPolicy(spec_policy_options(options)).describe()
                           : std::string("adaptivity off: every decoding sequence asks for k "
                                         "drafts"))
-                  << (options.speculative_disable_by_batch_size > 0
+                  << (!options.speculative_adaptive && options.speculative_disable_by_batch_size > 0
                           ? "; no drafts at " +
                                 std::to_string(options.speculative_disable_by_batch_size) +
                                 "+ decoding sequences"

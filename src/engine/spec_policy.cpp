@@ -68,7 +68,11 @@ std::string SpecPolicy::describe() const {
   // Where drafting stops paying even when every draft is kept.
   int32_t limit = 0;
   for (int32_t b = 1; b <= 4096 && best_drafts(1.0, o_.k, b) > 0; ++b) limit = b;
-  s << "; drafts pay up to " << limit << (limit == 4096 ? "+" : "") << " sequences)";
+  if (limit == 0) {
+    s << "; drafts never pay by this model, even all accepted)";
+  } else {
+    s << "; drafts pay up to " << limit << (limit == 4096 ? "+" : "") << " sequences)";
+  }
   return s.str();
 }
 
