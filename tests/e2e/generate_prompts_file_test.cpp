@@ -71,25 +71,34 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   }
   EXPECT_GT(cached, 0) << "the shared 80-token prefix should hit the prefix cache";
 
-  // n-gram speculation (verify steps) leaves every line's tokens unchanged, batched and chunked.
-  auto [s4, speculated] =
-      run(base +
-              " --speculative-method ngram --num-speculative-tokens 3 "
-              "--speculative-adaptive off --ngram-min 1 --max-num-seqs 6 --max-batched-tokens 48 "
-              "--max-prefill-chunk 20 --page-size 16 --num-pages 40",
-          /*with_stderr=*/true);
-  ASSERT_EQ(s4, 0) << speculated;
-  EXPECT_NE(speculated.find("speculative decoding: up to 3 drafts"), std::string::npos)
-      << speculated;
-  const std::vector<json> c = json_lines(speculated);
-  ASSERT_EQ(c.size(), 16u) << speculated;
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (c[i].contains("samples")) {
-      for (size_t k = 0; k < c[i]["samples"].size(); ++k)
-        EXPECT_EQ(c[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
-            << "speculative, line " << i << " sample " << k;
-    } else {
-      EXPECT_EQ(c[i]["tokens"], b[i]["tokens"]) << "speculative, line " << i;
+  // n-gram speculation (verify steps) leaves every line's tokens unchanged, batched and chunked:
+  // every sequence drafting every step, and adaptive (the CLI default) with a cost model under
+  // which drafting pays (the CPU default switches it off).
+  for (const char* adaptive : {"--speculative-adaptive off", "--speculative-cost-knee 8"}) {
+    SCOPED_TRACE(adaptive);
+    auto [s4, speculated] =
+        run(base + " --speculative-method ngram --num-speculative-tokens 3 " + adaptive +
+                " --ngram-min 1 --max-num-seqs 6 --max-batched-tokens 48 "
+                "--max-prefill-chunk 20 --page-size 16 --num-pages 40",
+            /*with_stderr=*/true);
+    ASSERT_EQ(s4, 0) << speculated;
+    EXPECT_NE(speculated.find("speculative decoding: up to 3 drafts"), std::string::npos)
+        << speculated;
+    EXPECT_NE(speculated.find(std::string(adaptive).find("off") != std::string::npos
+                                  ? "adaptivity off"
+                                  : "speculative decoding: adaptive (cost of k drafts"),
+              std::string::npos)
+        << speculated;
+    const std::vector<json> c = json_lines(speculated);
+    ASSERT_EQ(c.size(), 16u) << speculated;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (c[i].contains("samples")) {
+        for (size_t k = 0; k < c[i]["samples"].size(); ++k)
+          EXPECT_EQ(c[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
+              << "speculative, line " << i << " sample " << k;
+      } else {
+        EXPECT_EQ(c[i]["tokens"], b[i]["tokens"]) << "speculative, line " << i;
+      }
     }
   }
   // A device pool too small to keep the shared prefix for long and a host tier under it
