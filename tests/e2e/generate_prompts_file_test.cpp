@@ -55,6 +55,19 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   const auto a = json_lines(batched), b = json_lines(alone);
   ASSERT_EQ(a.size(), 16u);
   ASSERT_EQ(b.size(), 16u);
+  // Every line of `got` has the one-by-one run's tokens, sample by sample.
+  const auto expect_same_tokens = [&b](const std::vector<json>& got, const std::string& what) {
+    ASSERT_EQ(got.size(), 16u) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i].contains("samples")) {
+        for (size_t k = 0; k < got[i]["samples"].size(); ++k)
+          EXPECT_EQ(got[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
+              << what << ", line " << i << " sample " << k;
+      } else {
+        EXPECT_EQ(got[i]["tokens"], b[i]["tokens"]) << what << ", line " << i;
+      }
+    }
+  };
   int64_t cached = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i]["index"], i);
@@ -89,17 +102,7 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
                                   : "speculative decoding: adaptive (cost of k drafts"),
               std::string::npos)
         << speculated;
-    const std::vector<json> c = json_lines(speculated);
-    ASSERT_EQ(c.size(), 16u) << speculated;
-    for (size_t i = 0; i < c.size(); ++i) {
-      if (c[i].contains("samples")) {
-        for (size_t k = 0; k < c[i]["samples"].size(); ++k)
-          EXPECT_EQ(c[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
-              << "speculative, line " << i << " sample " << k;
-      } else {
-        EXPECT_EQ(c[i]["tokens"], b[i]["tokens"]) << "speculative, line " << i;
-      }
-    }
+    expect_same_tokens(json_lines(speculated), "speculative");
   }
   // A device pool too small to keep the shared prefix for long and a host tier under it
   // (--host-cache-gb): the same tokens, the tier's size logged; --host-cache-gb 0 turns it off.
@@ -110,17 +113,7 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   ASSERT_EQ(s8, 0) << offloaded;
   EXPECT_NE(offloaded.find("host tier: 873 pages (13968 tokens"), std::string::npos) << offloaded;
   EXPECT_NE(offloaded.find("--host-cache-gb 10.7 MB"), std::string::npos) << offloaded;
-  const std::vector<json> d = json_lines(offloaded);
-  ASSERT_EQ(d.size(), 16u) << offloaded;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (d[i].contains("samples")) {
-      for (size_t k = 0; k < d[i]["samples"].size(); ++k)
-        EXPECT_EQ(d[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
-            << "host tier, line " << i << " sample " << k;
-    } else {
-      EXPECT_EQ(d[i]["tokens"], b[i]["tokens"]) << "host tier, line " << i;
-    }
-  }
+  expect_same_tokens(json_lines(offloaded), "host tier");
   auto [s9, no_host] = run(base + " --page-size 16 --num-pages 40 --host-cache-gb 0",
                            /*with_stderr=*/true);
   ASSERT_EQ(s9, 0) << no_host;
