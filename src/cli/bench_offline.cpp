@@ -51,6 +51,14 @@ int run(const Options& o) {
   auto kv_dtype = resolve_kv_cache_dtype(o.engine.kv_cache_dtype, model.backend(), model.config());
   if (!kv_dtype.ok()) return fail(kv_dtype.message());
   options.kv_dtype = *kv_dtype;
+  std::unique_ptr<Model> draft;  // --speculative-method draft
+  if (std::string e = o.engine.draft_model_error(); !e.empty()) return fail(e);
+  if (o.engine.wants_draft_model()) {
+    auto d = load_draft_model(o.engine.draft_model_dir, model.backend());
+    if (!d.ok()) return fail(d.message());
+    draft = std::move(d.value());
+    options.draft_model = draft.get();
+  }
   Engine engine(model, nullptr, options);
   if (Status s = engine.start(); !s.ok()) return fail(s.message());
   const auto t0 = std::chrono::steady_clock::now();
@@ -93,7 +101,10 @@ int run(const Options& o) {
       {"first_token_s", first_token_s},
       {"steps", s.steps},
       {"preemptions", s.preemptions},
-      {"pages_total", s.pages_total}};
+      {"pages_total", s.pages_total},
+      {"draft_tokens", s.draft_tokens},
+      {"accepted_tokens", s.accepted_tokens},
+      {"draft_skipped", s.draft_skipped}};
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -104,6 +115,11 @@ int run(const Options& o) {
         o.num_prompts / seconds, static_cast<double>(generated) / seconds,
         (prompt_tokens + static_cast<double>(generated)) / seconds,
         static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(s.preemptions));
+    if (options.num_speculative_tokens > 0)
+      std::printf("speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped\n",
+                  static_cast<unsigned long long>(s.draft_tokens),
+                  static_cast<unsigned long long>(s.accepted_tokens),
+                  static_cast<unsigned long long>(s.draft_skipped));
   }
   return 0;
 }

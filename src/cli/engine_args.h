@@ -30,6 +30,8 @@ struct EngineArgs {
   // --draft-model DIR (--speculative-method draft): loaded by the command (load_draft_model) and
   // set as options.draft_model before the engine starts.
   std::string draft_model_dir;
+  // --speculative-adaptive on|off (docs/engine.md "Adaptive speculation"): on by default here.
+  std::string speculative_adaptive = "on";
   // The options with the flags applied.
   EngineOptions resolved() const {
     EngineOptions o = options;
@@ -37,6 +39,7 @@ struct EngineArgs {
     o.checkpoint_cache_bytes = checkpoint_cache_mb << 20;
     o.enable_prefix_caching = !no_prefix_caching;
     o.cuda_graphs = cuda_graphs;
+    o.speculative_adaptive = speculative_adaptive == "on";
     o.state_dtype = state_dtype == "bf16" ? DType::BF16 : DType::F32;
     o.host_cache_bytes =
         host_cache_gb < 0 ? -1 : static_cast<int64_t>(host_cache_gb * static_cast<double>(1 << 30));
@@ -118,6 +121,29 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   app.add_option("--num-speculative-tokens", args.options.num_speculative_tokens,
                  "Drafts per sequence and step, 1..16 (with --speculative-method).")
       ->check(CLI::Range(0, kMaxSpeculativeTokens));
+  app.add_option("--speculative-adaptive", args.speculative_adaptive,
+                 "on (the default): each sequence asks for the drafts that pay at this step, "
+                 "from its recent acceptance and the batch size (a cost model, docs/engine.md "
+                 "\"Adaptive speculation\"), none when they would not; off: always "
+                 "--num-speculative-tokens.")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->needs(method);
+  app.add_option("--speculative-disable-by-batch-size",
+                 args.options.speculative_disable_by_batch_size,
+                 "No drafts at all in a step with this many decoding sequences or more, adaptive "
+                 "or not (default 0 = never: the cost model decides).")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(method);
+  app.add_option("--speculative-cost-knee", args.options.speculative_cost_knee,
+                 "Cost model: the decode batch at which a step's per-token work equals its fixed "
+                 "cost (default: measured per backend, docs/performance.md).")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(method);
+  app.add_option("--speculative-draft-cost", args.options.speculative_draft_cost,
+                 "Cost model: the drafter's cost per draft, in decode steps (default: measured "
+                 "per method; ngram 0).")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(method);
   app.add_option("--ngram-min", args.options.ngram_min,
                  "ngram: shortest n-gram looked up (default 2).")
       ->needs(method);

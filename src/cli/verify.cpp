@@ -43,12 +43,11 @@ std::vector<std::string> without_speculation(const std::vector<std::string>& arg
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    const bool spec = a == "--speculative-method" || a == "--num-speculative-tokens" ||
-                      a == "--ngram-min" || a == "--ngram-max";
-    if (spec) {
+    const bool spec = a.rfind("--speculative-", 0) == 0 || a.rfind("--num-speculative-", 0) == 0 ||
+                      a.rfind("--ngram-", 0) == 0;
+    if (spec && a.find('=') == std::string::npos) {
       ++i;  // its value
-    } else if (a.rfind("--speculative-method=", 0) != 0 &&
-               a.rfind("--num-speculative-tokens=", 0) != 0 && a.rfind("--ngram-", 0) != 0) {
+    } else if (!spec) {
       out.push_back(a);
     }
   }

@@ -96,8 +96,7 @@ void DraftModelDrafter::observe(const SchedulerOutput& step, const Batch& batch,
     const Sequence& seq = *s.seq;
     if (!s.wants_logits || seq.state != SequenceState::kDecoding) continue;
     const int32_t L = seq.length();
-    const int32_t room =
-        std::min({k_, seq.params().max_tokens - seq.num_generated() - 1, max_model_len_ - L - 1});
+    const int32_t room = draft_room(seq, k_, max_model_len_);  // the adaptive policy's budget too
     if (room <= 0) continue;
     SeqState& st = seqs_[seq.id()];
     // The last chain's positions whose drafted token the sequence kept are still valid.

@@ -2,7 +2,15 @@
 
 #include <algorithm>
 
+#include "engine/sequence.h"
+
 namespace syv {
+
+int32_t draft_room(const Sequence& seq, int32_t k, int32_t max_model_len, bool with_budget) {
+  const int32_t room = std::min(
+      {k, seq.params().max_tokens - seq.num_generated() - 1, max_model_len - seq.length() - 1});
+  return with_budget ? std::min(room, seq.draft_budget) : room;
+}
 
 void greedy_ids(Backend& backend, const Tensor& logits, std::vector<float>& host_scratch,
                 std::vector<int32_t>& ids) {

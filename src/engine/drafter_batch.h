@@ -10,6 +10,13 @@
 
 namespace syv {
 
+class Sequence;
+
+// The drafts a decoding sequence may take next step: at most k, none past its max_tokens (every
+// draft kept is a generated token, and one more is sampled after them) or max_model_len, and
+// (with_budget) at most what the adaptive policy allowed it (Sequence::draft_budget). <= 0: none.
+int32_t draft_room(const Sequence& seq, int32_t k, int32_t max_model_len, bool with_budget = true);
+
 // The argmax of each logits row (lowest id on ties): on the device when the backend samples there
 // (only the ids cross to the host), else on the host. logits f32 [R, V] in `backend` memory; ids
 // gets R entries. host_scratch: reused host buffer.

@@ -103,6 +103,18 @@ struct EngineOptions {
   int32_t draft_num_pages = 0;
   int32_t ngram_min = 2;
   int32_t ngram_max = 4;
+  // Adaptive speculation (engine/spec_policy.h, docs/engine.md "Adaptive speculation"): per
+  // sequence and step, ask for the drafts that pay by the cost model and the sequence's recent
+  // acceptance (0..k). Off here (every decoding sequence asks for k; tests that count drafts rely
+  // on it); the CLI's --speculative-adaptive defaults to on. speculative_cost_knee: the decode
+  // batch where per-token work equals the step's fixed cost (< 0: the backend's default,
+  // docs/performance.md); speculative_draft_cost: the drafter's cost per draft in decode steps
+  // (< 0: the method's default). speculative_disable_by_batch_size: no drafts at all in a step
+  // with this many decoding sequences or more, adaptive or not (vLLM's knob; 0 = never).
+  bool speculative_adaptive = false;
+  double speculative_cost_knee = -1;
+  double speculative_draft_cost = -1;
+  int32_t speculative_disable_by_batch_size = 0;
   // CUDA graphs for plain decode steps, one per batch-size bucket (engine/graph_runner.h):
   // "eager" captures every bucket at start-up, "lazy" each on first use, "off" none. Ignored
   // (off, with a log line) when the model or backend cannot run graphs (CPU backend, hybrid

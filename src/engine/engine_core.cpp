@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "engine/device_sampling.h"
 #include "engine/draft_model_drafter.h"
+#include "engine/drafter_batch.h"
 #include "engine/host_tier_setup.h"
 #include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
@@ -94,6 +95,36 @@ Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
                          std::to_string(o.num_checkpoints));
   o.num_checkpoints = derived_checkpoints(spec, o);
   return Status::Ok();
+}
+
+// Adaptive speculation's cost model defaults (engine/spec_policy.h; measured with
+// tools/spec_calibrate.sh: docs/performance.md "Adaptive speculation"). knee: the decode batch
+// where per-token work equals the step's fixed cost. The CPU backend is compute bound from one
+// sequence on (a draft row cost 1.2-1.3 decode rows at batch 1, 0.5-0.6 at 16-64, noisily): knee
+// 0 makes a draft cost a full decode row, so drafting never pays there by default. The CUDA
+// figures are estimates pending a GPU run (tools/device/spec_calibrate_gpu.sh).
+double default_cost_knee(const std::string& backend) {
+  return backend == "cpu" ? 0.0 : 32.0;
+}
+
+// The drafter's own cost per draft, in target decode steps: n-gram lookup is free; the MTP head
+// (a layer and the lm_head per draft, run k times in a chain) measured 1.4-1.6 on the CPU on
+// models/tiny-hybrid (4 layers); the draft model models/tiny-draft (2 layers, 0.28x the
+// parameters) on models/tiny-dense 0.2-0.25 (docs/performance.md).
+double default_draft_cost(const std::string& method, const std::string& backend) {
+  const bool cpu = backend == "cpu";
+  if (method == "mtp") return cpu ? 1.5 : 0.1;
+  if (method == "draft") return cpu ? 0.3 : 0.2;
+  return 0.0;  // ngram and drafters set by the caller
+}
+
+SpecPolicyOptions spec_policy_options(const EngineOptions& o) {
+  SpecPolicyOptions p;
+  p.k = o.num_speculative_tokens;
+  p.knee = o.speculative_cost_knee;
+  p.draft_cost = o.speculative_draft_cost;
+  p.disable_batch_size = o.speculative_disable_by_batch_size;
+  return p;
 }
 
 }  // namespace
@@ -186,6 +217,18 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
           "engine options ngram_min / ngram_max: expected 1 <= min <= max, found " +
           std::to_string(options.ngram_min) + " / " + std::to_string(options.ngram_max));
   }
+  if (!(options.speculative_cost_knee < 1e9) || !(options.speculative_draft_cost < 1e9))
+    return Status::Error(
+        "engine options speculative_cost_knee / speculative_draft_cost: expected "
+        "finite numbers (< 0: the defaults)");
+  if (options.speculative_disable_by_batch_size < 0)
+    return Status::Error("engine option speculative_disable_by_batch_size: expected >= 0, found " +
+                         std::to_string(options.speculative_disable_by_batch_size));
+  if (options.speculative_cost_knee < 0)
+    options.speculative_cost_knee = default_cost_knee(model.backend().name());
+  if (options.speculative_draft_cost < 0)
+    options.speculative_draft_cost =
+        default_draft_cost(options.speculative_method, model.backend().name());
   SYV_ASSIGN_OR_RETURN(GraphMode graph_mode, parse_graph_mode(options.cuda_graphs));
   if (options.max_graph_batch < 0) {
     return Status::Error("engine option max_graph_batch: expected >= 0, found " +
@@ -254,6 +297,16 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 ? ", " + std::to_string(verify_entries) + " verify states for rejected drafts (" +
                       std::to_string((spec.state_bytes_per_seq * verify_entries) >> 20) + " MiB)"
                 : std::string());
+    SYV_LOG(INFO) << "engine: speculative decoding: "
+                  << (options.speculative_adaptive
+                          ? SpecPolicy(spec_policy_options(options)).describe()
+                          : std::string("adaptivity off: every decoding sequence asks for k "
+                                        "drafts"))
+                  << (!options.speculative_adaptive && options.speculative_disable_by_batch_size > 0
+                          ? "; no drafts at " +
+                                std::to_string(options.speculative_disable_by_batch_size) +
+                                "+ decoding sequences"
+                          : std::string());
   }
   SYV_ASSIGN_OR_RETURN(HostTierPlan host_plan,
                        plan_host_tier(options, *store, host_available_memory().bytes));
@@ -338,6 +391,8 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
       cache_(options.num_pages, options.page_size, options.enable_prefix_caching,
              options.speculative_method == "mtp" ? 1 : 0),
       scheduler_(cache_, scheduler_config(options)) {
+  if (options.speculative_adaptive && options.num_speculative_tokens > 0)
+    spec_policy_ = std::make_unique<SpecPolicy>(spec_policy_options(options));
   eos_ids_ = model.config().eos_token_ids;
   if (tokenizer_ != nullptr) {
     if (auto eos = tokenizer_->eos_token_id()) eos_ids_.push_back(*eos);
@@ -581,8 +636,10 @@ void EngineCore::step() {
   }
   result_begin_[step_.seqs.size()] = results_.size();
   scheduler_.commit(step_);
-  if (drafter_ != nullptr && options_.num_speculative_tokens > 0)
+  if (drafter_ != nullptr && options_.num_speculative_tokens > 0) {
+    plan_drafts();
     drafter_->observe(step_, batch, outputs);
+  }
   for (size_t i = 0; i < step_.seqs.size(); ++i) {
     const size_t begin = result_begin_[i], end = result_begin_[i + 1];
     if (begin == end) continue;
@@ -598,15 +655,38 @@ void EngineCore::step() {
   update_gauges();
 }
 
+void EngineCore::plan_drafts() {
+  const int32_t disable_at = options_.speculative_disable_by_batch_size;
+  if (spec_policy_ == nullptr && disable_at == 0) return;  // every sequence may take k
+  const int32_t k = options_.num_speculative_tokens;
+  int32_t batch = 0;
+  for (const Sequence* seq : scheduler_.running())
+    batch += seq->state == SequenceState::kDecoding ? 1 : 0;
+  for (Sequence* seq : scheduler_.running()) {
+    if (seq->state != SequenceState::kDecoding) continue;
+    const int32_t room = draft_room(*seq, k, options_.max_model_len, /*with_budget=*/false);
+    if (room <= 0) {
+      seq->draft_budget = 0;
+    } else if (spec_policy_ != nullptr) {  // honours disable_at too
+      seq->draft_budget = spec_policy_->decide(seq->spec, room, batch).drafts;
+    } else {
+      seq->draft_budget = batch >= disable_at ? 0 : k;
+    }
+  }
+}
+
 void EngineCore::propose_drafts() {
   const int32_t k = options_.num_speculative_tokens;
   for (Sequence* seq : scheduler_.running()) {
     seq->drafts.clear();
     if (seq->state != SequenceState::kDecoding) continue;
-    // Every draft kept is a generated token, and one more is sampled after them.
-    const int32_t room = std::min({k, seq->params().max_tokens - seq->num_generated() - 1,
-                                   options_.max_model_len - seq->length() - 1});
-    if (room <= 0) continue;
+    const int32_t room = draft_room(*seq, k, options_.max_model_len);
+    if (room <= 0) {
+      // Room the policy (or the batch-size cutoff) left unused.
+      if (draft_room(*seq, k, options_.max_model_len, /*with_budget=*/false) > 0)
+        ++stats_.draft_skipped;
+      continue;
+    }
     drafter_->propose(*seq, room, seq->drafts);
     if (static_cast<int32_t>(seq->drafts.size()) > room) seq->drafts.resize(room);
     for (int32_t id : seq->drafts)
@@ -672,6 +752,7 @@ void EngineCore::sample_sequence(size_t i, size_t row, const float* host_rows, i
     if (j == s.num_drafts || stops || token != seq.drafts[static_cast<size_t>(j)]) break;
   }
   s.num_accepted = j;
+  if (spec_policy_ != nullptr && s.num_drafts > 0) spec_policy_->observe(seq.spec, s.num_drafts, j);
   stats_.draft_tokens += static_cast<uint64_t>(s.num_drafts);
   stats_.accepted_tokens += static_cast<uint64_t>(j);
   static_assert(kMaxSpeculativeTokens == kSpecPositions);

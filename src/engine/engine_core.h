@@ -26,6 +26,7 @@
 #include "engine/runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/spec_policy.h"
 #include "engine/stats.h"
 #include "kv/cache_store.h"
 #include "kv/host_tier.h"
@@ -117,6 +118,9 @@ class EngineCore {
 
  private:
   void propose_drafts();
+  // Adaptive speculation: after a step's commit, each running decoding sequence's draft budget
+  // for the next step (Sequence::draft_budget), before the drafter prepares that many.
+  void plan_drafts();
   // Samples the logits rows of scheduled sequence `i` (rows [row, row + num_drafts]) until a draft
   // is rejected, appending the kept tokens to results_ and to seq.tokens; sets num_accepted.
   // Prompt logprobs of step_.seqs[i]'s prompt rows (host rows from `row`), appended to its
@@ -149,6 +153,7 @@ class EngineCore {
   Sampler sampler_;
   SchedulerOutput step_;
   std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<SpecPolicy> spec_policy_;    // null unless options_.speculative_adaptive
   std::unique_ptr<GrammarSessions> grammars_;  // structured outputs; null without a tokenizer
   std::vector<float> host_logits_;
   std::vector<std::pair<float, int32_t>> score_scratch_;  // score_prompt's top-k candidates

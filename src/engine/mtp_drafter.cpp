@@ -76,8 +76,7 @@ void MtpDrafter::observe(const SchedulerOutput& step, const Batch& batch,
     b.context_lens.push_back(c0 + n);
     pages.push_back(&seq.pages);
     if (!s.wants_logits || seq.state != SequenceState::kDecoding) continue;
-    const int32_t room = std::min(
-        {k_, seq.params().max_tokens - seq.num_generated() - 1, max_model_len_ - seq.length() - 1});
+    const int32_t room = draft_room(seq, k_, max_model_len_);  // the adaptive policy's budget too
     if (room <= 0) continue;
     b.logit_rows.push_back(row - 1);
     Chain c;

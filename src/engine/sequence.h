@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/spec_policy.h"
 #include "kv/checkpoint_pool.h"
 
 namespace syv {
@@ -48,6 +49,12 @@ class Sequence {
   // step; the scheduler feeds as many as fit after the pending tokens (ScheduledSeq::num_drafts)
   // and commit() clears them. Never part of `tokens` until accepted.
   std::vector<int32_t> drafts;
+  // Adaptive speculation (engine/spec_policy.h): the acceptance estimate, and the most drafts the
+  // next step may ask for, decided after each step it took part in (drafters with model state,
+  // MTP and draft models, prepare that many). Without adaptivity it stays at the maximum.
+  SpecState spec;
+  int32_t draft_budget = kMaxDraftBudget;
+  static constexpr int32_t kMaxDraftBudget = 1 << 30;
   // Pages holding positions [0, pages.size() * page_size); page_keys[i] is the prefix-chain key of
   // pages[i] for the full pages registered (or matched) so far (page_keys.size() <= pages.size()).
   std::vector<int32_t> pages;

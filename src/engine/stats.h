@@ -25,6 +25,9 @@ struct EngineStats {
   // Speculative decoding (engine/drafter.h; 0 without a drafter)
   uint64_t draft_tokens = 0;     // drafts fed to the model in verify steps
   uint64_t accepted_tokens = 0;  // of those, drafts kept (each one a generated token)
+  // Sequence-steps where a decoding sequence with room for drafts asked for none: the adaptive
+  // policy (engine/spec_policy.h) found they would not pay, or the batch-size cutoff.
+  uint64_t draft_skipped = 0;
   // By draft position i (0 = the first draft after the sequence's last token): drafts fed there,
   // and of those, kept. accepted_at[i] / drafts_at[i] is the acceptance rate at depth i + 1.
   std::array<uint64_t, kSpecPositions> drafts_at{}, accepted_at{};

@@ -123,6 +123,10 @@ const EngineSample kEngineSamples[] = {
     {"syv_spec_accepted_tokens_total", "counter",
      "Speculative decoding: draft tokens kept (each one a generated token).",
      &EngineGauges::accepted_tokens},
+    {"syv_spec_skipped_total", "counter",
+     "Speculative decoding: decoding sequence-steps with room for drafts that asked for none "
+     "(the adaptive policy or --speculative-disable-by-batch-size).",
+     &EngineGauges::draft_skipped},
     {"syv_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
      &EngineGauges::prefix_cache_hit_tokens},
     {"syv_host_tier_pages_capacity", "gauge", "Host tier size in KV pages (0: no host tier).",
@@ -181,6 +185,7 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.graph_padding_rows = static_cast<int64_t>(s.graph_padding_rows);
   g.draft_tokens = static_cast<int64_t>(s.draft_tokens);
   g.accepted_tokens = static_cast<int64_t>(s.accepted_tokens);
+  g.draft_skipped = static_cast<int64_t>(s.draft_skipped);
   g.drafts_at = s.drafts_at;
   g.accepted_at = s.accepted_at;
   g.tokens_per_verify = s.tokens_per_verify;

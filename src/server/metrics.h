@@ -76,6 +76,7 @@ struct EngineGauges {
   int64_t graph_padding_rows = 0;  // cumulative: dummy rows those steps carried
   int64_t draft_tokens = 0;        // cumulative: speculative drafts fed to verify steps
   int64_t accepted_tokens = 0;     // cumulative: of those, drafts kept
+  int64_t draft_skipped = 0;       // cumulative: sequence-steps the adaptive policy left undrafted
   // Cumulative, by draft position and by tokens a verify step produced (EngineStats).
   std::array<uint64_t, kSpecPositions> drafts_at{}, accepted_at{};
   std::array<uint64_t, kSpecPositions + 2> tokens_per_verify{};

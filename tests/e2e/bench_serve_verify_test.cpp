@@ -164,7 +164,7 @@ TEST(Verify, PassesOnTheDemoModelWithAndWithoutSpeculation) {
   const auto [status, out] = run_command(
       std::string(SYV_BIN) + " verify --model " + kDemoDir +
       " --device cpu --serve-args '--kv-cache-mb 64 --max-num-seqs 16 --speculative-method "
-      "ngram --num-speculative-tokens 3'");
+      "ngram --num-speculative-tokens 3 --speculative-adaptive off'");
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)

@@ -55,6 +55,19 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   const auto a = json_lines(batched), b = json_lines(alone);
   ASSERT_EQ(a.size(), 16u);
   ASSERT_EQ(b.size(), 16u);
+  // Every line of `got` has the one-by-one run's tokens, sample by sample.
+  const auto expect_same_tokens = [&b](const std::vector<json>& got, const std::string& what) {
+    ASSERT_EQ(got.size(), 16u) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i].contains("samples")) {
+        for (size_t k = 0; k < got[i]["samples"].size(); ++k)
+          EXPECT_EQ(got[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
+              << what << ", line " << i << " sample " << k;
+      } else {
+        EXPECT_EQ(got[i]["tokens"], b[i]["tokens"]) << what << ", line " << i;
+      }
+    }
+  };
   int64_t cached = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i]["index"], i);
@@ -71,25 +84,25 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   }
   EXPECT_GT(cached, 0) << "the shared 80-token prefix should hit the prefix cache";
 
-  // n-gram speculation (verify steps) leaves every line's tokens unchanged, batched and chunked.
-  auto [s4, speculated] = run(base +
-                                  " --speculative-method ngram --num-speculative-tokens 3 "
-                                  "--ngram-min 1 --max-num-seqs 6 --max-batched-tokens 48 "
-                                  "--max-prefill-chunk 20 --page-size 16 --num-pages 40",
-                              /*with_stderr=*/true);
-  ASSERT_EQ(s4, 0) << speculated;
-  EXPECT_NE(speculated.find("speculative decoding: up to 3 drafts"), std::string::npos)
-      << speculated;
-  const std::vector<json> c = json_lines(speculated);
-  ASSERT_EQ(c.size(), 16u) << speculated;
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (c[i].contains("samples")) {
-      for (size_t k = 0; k < c[i]["samples"].size(); ++k)
-        EXPECT_EQ(c[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
-            << "speculative, line " << i << " sample " << k;
-    } else {
-      EXPECT_EQ(c[i]["tokens"], b[i]["tokens"]) << "speculative, line " << i;
-    }
+  // n-gram speculation (verify steps) leaves every line's tokens unchanged, batched and chunked:
+  // every sequence drafting every step, and adaptive (the CLI default) with a cost model under
+  // which drafting pays (the CPU default switches it off).
+  for (const char* adaptive : {"--speculative-adaptive off", "--speculative-cost-knee 8"}) {
+    SCOPED_TRACE(adaptive);
+    auto [s4, speculated] =
+        run(base + " --speculative-method ngram --num-speculative-tokens 3 " + adaptive +
+                " --ngram-min 1 --max-num-seqs 6 --max-batched-tokens 48 "
+                "--max-prefill-chunk 20 --page-size 16 --num-pages 40",
+            /*with_stderr=*/true);
+    ASSERT_EQ(s4, 0) << speculated;
+    EXPECT_NE(speculated.find("speculative decoding: up to 3 drafts"), std::string::npos)
+        << speculated;
+    EXPECT_NE(speculated.find(std::string(adaptive).find("off") != std::string::npos
+                                  ? "adaptivity off"
+                                  : "speculative decoding: adaptive (cost of k drafts"),
+              std::string::npos)
+        << speculated;
+    expect_same_tokens(json_lines(speculated), "speculative");
   }
   // A device pool too small to keep the shared prefix for long and a host tier under it
   // (--host-cache-gb): the same tokens, the tier's size logged; --host-cache-gb 0 turns it off.
@@ -100,17 +113,7 @@ TEST(GeneratePromptsFile, BatchedEqualsOneByOne) {
   ASSERT_EQ(s8, 0) << offloaded;
   EXPECT_NE(offloaded.find("host tier: 873 pages (13968 tokens"), std::string::npos) << offloaded;
   EXPECT_NE(offloaded.find("--host-cache-gb 10.7 MB"), std::string::npos) << offloaded;
-  const std::vector<json> d = json_lines(offloaded);
-  ASSERT_EQ(d.size(), 16u) << offloaded;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (d[i].contains("samples")) {
-      for (size_t k = 0; k < d[i]["samples"].size(); ++k)
-        EXPECT_EQ(d[i]["samples"][k]["tokens"], b[i]["samples"][k]["tokens"])
-            << "host tier, line " << i << " sample " << k;
-    } else {
-      EXPECT_EQ(d[i]["tokens"], b[i]["tokens"]) << "host tier, line " << i;
-    }
-  }
+  expect_same_tokens(json_lines(offloaded), "host tier");
   auto [s9, no_host] = run(base + " --page-size 16 --num-pages 40 --host-cache-gb 0",
                            /*with_stderr=*/true);
   ASSERT_EQ(s9, 0) << no_host;

@@ -155,6 +155,7 @@ TEST(ServerMetrics, ExportsGraphCounters) {
   s.graph_padding_rows = 56;
   s.draft_tokens = 300;
   s.accepted_tokens = 120;
+  s.draft_skipped = 7;
   const std::string text = Metrics().render(EngineGauges::from(s));
   expect_valid_exposition(text);
   for (const char* line : {
@@ -163,6 +164,7 @@ TEST(ServerMetrics, ExportsGraphCounters) {
            "# TYPE syv_graph_padding_rows_total counter\nsyv_graph_padding_rows_total 56\n",
            "# TYPE syv_spec_draft_tokens_total counter\nsyv_spec_draft_tokens_total 300\n",
            "# TYPE syv_spec_accepted_tokens_total counter\nsyv_spec_accepted_tokens_total 120\n",
+           "# TYPE syv_spec_skipped_total counter\nsyv_spec_skipped_total 7\n",
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }

@@ -1,0 +1,79 @@
+#include "engine/spec_policy.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace syv {
+
+double SpecPolicy::expected_tokens(double a, int32_t k) {
+  double sum = 0, term = 1;
+  for (int32_t i = 0; i <= k; ++i, term *= a) sum += term;
+  return sum;
+}
+
+double SpecPolicy::cost(int32_t k, int32_t batch) const {
+  const double b = std::max(1, batch);
+  return 1.0 + k * (b / (b + o_.knee) + o_.draft_cost);
+}
+
+int32_t SpecPolicy::best_drafts(double a, int32_t room, int32_t batch) const {
+  if (o_.disable_batch_size > 0 && batch >= o_.disable_batch_size) return 0;
+  int32_t best = 0;
+  double best_ratio = 1.0 + o_.margin;  // plain decoding, plus the margin drafts must beat
+  for (int32_t k = 1; k <= std::min(room, o_.k); ++k) {
+    const double ratio = expected_tokens(a, k) / cost(k, batch);
+    if (ratio > best_ratio) {
+      best_ratio = ratio;
+      best = k;
+    }
+  }
+  return best;
+}
+
+SpecDecision SpecPolicy::decide(SpecState& state, int32_t room, int32_t batch) const {
+  SpecDecision d;
+  d.drafts = best_drafts(acceptance(state), room, batch);
+  if (d.drafts > 0) {
+    state.idle_steps = 0;
+    return d;
+  }
+  d.skipped = true;
+  ++state.idle_steps;
+  // Probe only where better acceptance could turn drafting back on at this batch.
+  if (o_.probe_interval > 0 && state.idle_steps >= o_.probe_interval &&
+      best_drafts(1.0, room, batch) > 0) {
+    state.idle_steps = 0;
+    d.drafts = 1;
+    d.probe = true;
+    d.skipped = false;
+  }
+  return d;
+}
+
+void SpecPolicy::observe(SpecState& state, int32_t drafted, int32_t accepted) const {
+  if (drafted <= 0) return;
+  double a = acceptance(state);
+  // Positions 0..accepted-1 were kept; position `accepted` (when it was a draft) was rejected.
+  for (int32_t i = 0; i < accepted; ++i) a += o_.decay * (1.0 - a);
+  if (accepted < drafted) a -= o_.decay * a;
+  state.acceptance = a;
+}
+
+std::string SpecPolicy::describe() const {
+  std::ostringstream s;
+  s << "adaptive (cost of k drafts at B sequences = 1 + k * (B / (B + " << o_.knee << ") + "
+    << o_.draft_cost << "), acceptance prior " << o_.prior << " decay " << o_.decay << ", margin "
+    << o_.margin << ", probe every " << o_.probe_interval << " steps";
+  if (o_.disable_batch_size > 0) s << ", off at " << o_.disable_batch_size << "+ sequences";
+  // Where drafting stops paying even when every draft is kept.
+  int32_t limit = 0;
+  for (int32_t b = 1; b <= 4096 && best_drafts(1.0, o_.k, b) > 0; ++b) limit = b;
+  if (limit == 0) {
+    s << "; drafts never pay by this model, even all accepted)";
+  } else {
+    s << "; drafts pay up to " << limit << (limit == 4096 ? "+" : "") << " sequences)";
+  }
+  return s.str();
+}
+
+}  // namespace syv
