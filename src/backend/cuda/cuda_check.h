@@ -1,8 +1,8 @@
-// Every CUDA runtime call, cuBLAS(Lt) call and kernel launch in the CUDA backend is checked here;
-// a failure aborts with the file, the line, the call's text and the library's error string.
+// Every CUDA runtime call and kernel launch in the CUDA backend is checked here (cuBLASLt calls by
+// SYV_CUBLAS_CHECK, backend/cuda/cublaslt_api.h); a failure aborts with the file, the line, the
+// call's text and the library's error string.
 #pragma once
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 namespace syv::cuda {
@@ -20,10 +20,3 @@ namespace syv::cuda {
 
 // After every <<<...>>> launch: catches bad launch configurations at the launch site.
 #define SYV_CUDA_LAUNCH_CHECK() SYV_CUDA_CHECK(cudaPeekAtLastError())
-
-#define SYV_CUBLAS_CHECK(expr)                                                             \
-  do {                                                                                     \
-    cublasStatus_t syv_st_ = (expr);                                                       \
-    if (syv_st_ != CUBLAS_STATUS_SUCCESS)                                                  \
-      ::syv::cuda::cuda_fail(__FILE__, __LINE__, #expr, cublasLtGetStatusString(syv_st_)); \
-  } while (0)

@@ -1,22 +1,26 @@
 #include "backend/cuda/gemm.h"
 
+#include "backend/cuda/cublaslt_api.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/log.h"
 
 namespace syv::cuda {
 
 LtGemm::~LtGemm() {
+  if (!handle_) return;  // never initialised: no plan exists, and cuBLASLt need not be opened
+  const CublasLt& lt = cublaslt();
   for (auto& [key, p] : plans_) {
-    if (p.desc) cublasLtMatmulDescDestroy(p.desc);
-    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
-    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
-    if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+    if (p.desc) lt.cublasLtMatmulDescDestroy(p.desc);
+    if (p.a) lt.cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) lt.cublasLtMatrixLayoutDestroy(p.b);
+    if (p.c) lt.cublasLtMatrixLayoutDestroy(p.c);
   }
-  if (handle_) cublasLtDestroy(handle_);
+  lt.cublasLtDestroy(handle_);
 }
 
 void LtGemm::init(void* workspace, size_t workspace_bytes) {
-  SYV_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  const CublasLt& lt = cublaslt();
+  SYV_CUBLAS_CHECK(lt.cublasLtCreate(&handle_));
   workspace_ = workspace;
   workspace_bytes_ = workspace_bytes;
 }
@@ -24,32 +28,33 @@ void LtGemm::init(void* workspace, size_t workspace_bytes) {
 // Column-major view of the row-major product: C (N x T, ld N) = op(A) · B with A = w stored as
 // K x N (ld K), transposed, and B = x stored as K x T (ld K).
 LtGemm::Plan& LtGemm::plan(int64_t tokens, int64_t n, int64_t k, DType out_t) {
+  const CublasLt& lt = cublaslt();
   auto key = std::make_tuple(tokens, n, k, static_cast<int>(out_t));
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   Plan& p = plans_[key];
   const cudaDataType_t ct = out_t == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
-  SYV_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   SYV_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+      lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   SYV_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  SYV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, static_cast<uint64_t>(k),
-                                              static_cast<uint64_t>(n), k));
-  SYV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, static_cast<uint64_t>(k),
-                                              static_cast<uint64_t>(tokens), k));
-  SYV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, ct, static_cast<uint64_t>(n),
-                                              static_cast<uint64_t>(tokens), n));
+      lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, static_cast<uint64_t>(k),
+                                                 static_cast<uint64_t>(n), k));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, static_cast<uint64_t>(k),
+                                                 static_cast<uint64_t>(tokens), k));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.c, ct, static_cast<uint64_t>(n),
+                                                 static_cast<uint64_t>(tokens), n));
   cublasLtMatmulPreference_t pref;
-  SYV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  SYV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  SYV_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1,
-                                                  &result, &found));
-  cublasLtMatmulPreferenceDestroy(pref);
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1,
+                                                     &result, &found));
+  lt.cublasLtMatmulPreferenceDestroy(pref);
   if (found > 0) {
     p.algo = result.algo;
     p.ok = true;
@@ -60,33 +65,34 @@ LtGemm::Plan& LtGemm::plan(int64_t tokens, int64_t n, int64_t k, DType out_t) {
 // The heuristic's first algorithm at kFixedAlgoTokens tokens that neither splits K nor reduces
 // partial results: each output element is then summed by one block in the kernel's own order.
 LtGemm::Fixed& LtGemm::fixed(int64_t n, int64_t k, DType out_t) {
+  const CublasLt& lt = cublaslt();
   auto key = std::make_tuple(n, k, static_cast<int>(out_t));
   auto it = fixed_.find(key);
   if (it != fixed_.end()) return it->second;
   Fixed& f = fixed_[key];
   Plan& p = plan(kFixedAlgoTokens, n, k, out_t);  // its descriptor and layouts
   cublasLtMatmulPreference_t pref;
-  SYV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  SYV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
   const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-  SYV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction, sizeof(no_reduction)));
   constexpr int kCandidates = 16;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  SYV_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref,
-                                                  kCandidates, results, &found));
-  cublasLtMatmulPreferenceDestroy(pref);
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                     kCandidates, results, &found));
+  lt.cublasLtMatmulPreferenceDestroy(pref);
   for (int i = 0; i < found && !f.ok; ++i) {
     int32_t splits = 1;
     uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
     size_t written = 0;
-    SYV_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(
+    SYV_CUBLAS_CHECK(lt.cublasLtMatmulAlgoConfigGetAttribute(
         &results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written));
-    SYV_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo,
-                                                          CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                                          &scheme, sizeof(scheme), &written));
+    SYV_CUBLAS_CHECK(lt.cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo,
+                                                             CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                             &scheme, sizeof(scheme), &written));
     if (splits <= 1 && scheme == CUBLASLT_REDUCTION_SCHEME_NONE) {
       f.algo = results[i].algo;
       f.ok = true;
@@ -100,13 +106,14 @@ LtGemm::Fixed& LtGemm::fixed(int64_t n, int64_t k, DType out_t) {
 }
 
 bool LtGemm::algo_runs(Fixed& f, int64_t tokens, int64_t n, int64_t k, DType out_t, bool warn) {
+  const CublasLt& lt = cublaslt();
   auto key = std::make_tuple(tokens, n, k, static_cast<int>(out_t));
   auto it = fixed_ok_.find(key);
   if (it == fixed_ok_.end()) {
     Plan& p = plan(tokens, n, k, out_t);
     cublasLtMatmulHeuristicResult_t check{};
-    const bool ok = cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &f.algo, &check) ==
-                        CUBLAS_STATUS_SUCCESS &&
+    const bool ok = lt.cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &f.algo,
+                                               &check) == CUBLAS_STATUS_SUCCESS &&
                     check.workspaceSize <= workspace_bytes_;
     if (!ok && warn) {
       SYV_LOG(WARN) << "batch-invariant GEMM: the fixed cuBLASLt algorithm for [" << n << ", " << k
@@ -120,24 +127,26 @@ bool LtGemm::algo_runs(Fixed& f, int64_t tokens, int64_t n, int64_t k, DType out
 
 bool LtGemm::run_fixed(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
                        int64_t n, int64_t k, cudaStream_t stream) {
+  const CublasLt& lt = cublaslt();
   if (out_t != DType::F32 && out_t != DType::BF16) return false;
   Fixed& f = fixed(n, k, out_t);
   if (!f.ok || !algo_runs(f, tokens, n, k, out_t, /*warn=*/true)) return false;
   Plan& p = plan(tokens, n, k, out_t);
   const float alpha = 1.f, beta = 0.f;
-  SYV_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out,
-                                  p.c, &f.algo, workspace_, workspace_bytes_, stream));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out,
+                                     p.c, &f.algo, workspace_, workspace_bytes_, stream));
   return true;
 }
 
 bool LtGemm::run(const void* x, const void* w, void* out, DType out_t, int64_t tokens, int64_t n,
                  int64_t k, cudaStream_t stream) {
+  const CublasLt& lt = cublaslt();
   if (out_t != DType::F32 && out_t != DType::BF16) return false;
   Plan& p = plan(tokens, n, k, out_t);
   if (!p.ok) return false;
   const float alpha = 1.f, beta = 0.f;
-  SYV_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out,
-                                  p.c, &p.algo, workspace_, workspace_bytes_, stream));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out,
+                                     p.c, &p.algo, workspace_, workspace_bytes_, stream));
   return true;
 }
 
