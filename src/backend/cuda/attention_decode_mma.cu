@@ -41,43 +41,10 @@ constexpr int kWarpKeys = kBN / kWarps;  // keys of a tile one warp takes
 // in f16's normal range; a V row's amax would have to pass 1.1e5 to overflow it.
 constexpr float kFoldV = 256.f;
 
-// fp8 caches: the S product reads its K fragments straight from the stored bytes in shared memory
-// (no f16 K tile). Lane (g, tq) of a k16 step loads one 32-bit word, bytes 4 tq .. 4 tq + 3 of the
-// step's 16-byte chunk of one key row: the fragment's k indices 2 tq, 2 tq + 1, 2 tq + 8, 2 tq + 9
-// are those dimensions, so Q's fragments are loaded with the same permutation (the dot product
-// does not change). Column c of S's 8-key tile j is key kfold_key(j, c) of the warp's 16 (lane g
-// loads key kfold_key(j, g)), which makes the 4 keys a lane holds, 4 tq .. 4 tq + 3, adjacent;
-// the f16 V tile stores key p at row kfold_row(p), the position P's k index gives it.
-__host__ __device__ constexpr int kfold_key(int j, int c) {
-  return 4 * (c >> 1) + 2 * j + (c & 1);
-}
-__host__ __device__ constexpr int kfold_row(int p) {  // inverse: kfold_key(j, c) -> 8 j + c
-  return 8 * ((p >> 1) & 1) + 2 * (p >> 2) + (p & 1);
-}
-static_assert(kfold_row(kfold_key(1, 5)) == 13 && kfold_row(kfold_key(0, 6)) == 6);
-// The 16-byte chunk of key row r (within a tile) that holds its chunk c is c ^ kfold_swizzle(r):
-// the 8 rows a K load touches (kfold_key(j, 0..7)) land in 8 different bank groups.
-template <int D>
-__host__ __device__ constexpr int kfold_swizzle(int r) {
-  return D == 64 ? (r >> 2) & 3 : ((r >> 1) & 6) | (r & 1);
-}
-
 __device__ __forceinline__ uint32_t pack_f16_sat(float lo, float hi) {
   const __half2 h =
       __floats2half2_rn(fminf(fmaxf(lo, -65504.f), 65504.f), fminf(fmaxf(hi, -65504.f), 65504.f));
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-// 2 e4m3 bytes (the low 16 bits of w, low byte first) as an exact f16 pair.
-__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t w) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  const __half2_raw raw =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w), __NV_E4M3);
-  return static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
-#else
-  float f[4];
-  fp8x4_to_f32(w & 0xffffu, f);
-  return pack_f16_sat(f[0], f[1]);
-#endif
 }
 // 8 e4m3 bytes as 8 exact f16 (cvt.rn.f16x2.e4m3x2 on sm_89+; elsewhere through f32).
 __device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 w) {
@@ -224,8 +191,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       const int r = idx / RC, c = idx % RC;
       const int64_t row = cache_row(k_begin + j * kBN + r);
       const int64_t off = row >= 0 ? row * RB + c * 16 : 0;
-      const int kc = kFold ? c ^ kfold_swizzle<D>(r) : c;  // fp8: swizzled K chunks
-      cp_async16(raw_k(st) + r * RB + kc * 16, kq + off, row >= 0);
+      cp_async16(raw_k(st) + r * RB + c * 16, kq + off, row >= 0);
       cp_async16(raw_v(st) + r * RB + c * 16, vq + off, row >= 0);
     }
     for (int idx = tid; idx < kBN * RS; idx += kThreads) {
@@ -239,13 +205,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   // Quantized: raw stage `st` decoded into the K and V tiles.
   auto decode_raw = [&](int st) {
     if constexpr (kFold) {
-      // fp8: V's bytes as exact f16 (one cvt per pair; the MMA loop reads K's bytes); the
-      // scales to sk / sv for the MMAs.
+      // fp8: the bytes as exact f16 (one cvt per pair); the scales to sk / sv for the MMAs.
 #pragma unroll
       for (int i = 0; i < kBN * CH / kThreads; ++i) {
         const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
-        const int vr = (r & ~15) | kfold_row(r & 15);  // the row P's k index reads it from
-        *reinterpret_cast<uint4*>(Vs + vr * LD + c * 8) =
+        *reinterpret_cast<uint4*>(Ks + r * LD + c * 8) =
+            fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(raw_k(st) + r * RB + c * 8));
+        *reinterpret_cast<uint4*>(Vs + r * LD + c * 8) =
             fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(raw_v(st) + r * RB + c * 8));
       }
       if (tid < kBN) {
@@ -295,31 +261,16 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int wk = warp * kWarpKeys;  // this warp's first key within a tile
-  // Q's A fragment of k16 step kk: rows g, g + 8; fp8 with kfold's dimension order (each half of
-  // a lane's 8 bytes per row is one register: dims 4 tq .. 4 tq + 3).
-  auto load_q = [&](uint32_t(&f)[4], int kk) {
-    if constexpr (kFold) {
-      const uint2 lo = *reinterpret_cast<const uint2*>(Qs + g * LD + kk * 16 + 4 * tq);
-      const uint2 hi = *reinterpret_cast<const uint2*>(Qs + (g + 8) * LD + kk * 16 + 4 * tq);
-      f[0] = lo.x;
-      f[1] = hi.x;
-      f[2] = lo.y;
-      f[3] = hi.y;
-    } else {
-      ldsm_x4(f, Qs + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
-    }
-  };
 
   for (int it = 0; it < n_tiles; ++it) {
     const bf16* ks = Ks;
     const bf16* vs = Vs;
     if constexpr (kQuant) {
-      cp_wait<S - 2>();  // Q and tile `it`'s bytes have landed
-      __syncthreads();   // ... for every thread; every warp is done with tile it - 1
-      // Stage (it + S - 1) % S held tile it - 1, which no warp reads any more (fp8: the MMAs
-      // read K from the stage).
+      // Stage (it + S - 1) % S was last read by the decode of tile it - 1 (before its barrier).
       if (it + S - 1 < n_tiles) load_raw(it + S - 1, (it + S - 1) % S);
-      cp_commit();  // possibly empty: keeps the group count uniform
+      cp_commit();       // possibly empty: keeps the group count uniform
+      cp_wait<S - 1>();  // Q and tile `it`'s bytes have landed
+      __syncthreads();   // ... for every thread; every warp is done with tile it - 1
       decode_raw(it % S);
       __syncthreads();
     } else {
@@ -333,7 +284,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
     }
     if (kQInRegisters && it == 0) {
 #pragma unroll
-      for (int kk = 0; kk < (kQInRegisters ? D / 16 : 0); ++kk) load_q(qa[kk], kk);
+      for (int kk = 0; kk < (kQInRegisters ? D / 16 : 0); ++kk)
+        ldsm_x4(qa[kk], Qs + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
     }
     const int kb = k_begin + it * kBN + wk;  // this warp's first key
     if (kb < k_end) {                        // warp-uniform
@@ -341,20 +293,16 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t qs[4];
-        if constexpr (!kQInRegisters) load_q(qs, kk);
+        if constexpr (!kQInRegisters)
+          ldsm_x4(qs, Qs + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
         const uint32_t(&qf)[4] = kQInRegisters ? qa[kQInRegisters ? kk : 0] : qs;
+        uint32_t b[4];
+        ldsm_x4(b,
+                ks + (wk + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
         if constexpr (kFold) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int r = wk + kfold_key(j, g);
-            const uint32_t w = *reinterpret_cast<const uint32_t*>(
-                raw_k(it % S) + r * RB + ((kk ^ kfold_swizzle<D>(r)) << 4) + 4 * tq);
-            mma_f16(sc[j], qf, fp8x2_to_f16x2(w & 0xffffu), fp8x2_to_f16x2(w >> 16));
-          }
+          mma_f16(sc[0], qf, b[0], b[1]);
+          mma_f16(sc[1], qf, b[2], b[3]);
         } else {
-          uint32_t b[4];
-          ldsm_x4(b, ks + (wk + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
-                         ((lane >> 3) & 1) * 8);
           mma(sc[0], qf, b[0], b[1]);
           mma(sc[1], qf, b[2], b[3]);
         }
@@ -367,7 +315,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         for (int j = 0; j < 2; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int key = wk + kfold_key(j, tq * 2 + e);
+            const int key = wk + j * 8 + tq * 2 + e;
             const float ksc = sk[key];
             sc[j][e] *= ksc;
             sc[j][2 + e] *= ksc;
@@ -380,8 +328,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         for (int j = 0; j < 2; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int key = kFold ? kfold_key(j, tq * 2 + e) : j * 8 + tq * 2 + e;
-            if (kb + key >= k_end) sc[j][e] = sc[j][2 + e] = -INFINITY;
+            if (kb + j * 8 + tq * 2 + e >= k_end) sc[j][e] = sc[j][2 + e] = -INFINITY;
           }
         }
       }
