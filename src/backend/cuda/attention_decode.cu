@@ -2,9 +2,10 @@
 // the tensor-core kernel (attention_decode_mma.cu, the default where decode_mma_heads_per_block()
 // takes the shape: GQA groups >= 2 at head_dim 64 / 128 / 256; both share attention_decode.cuh's
 // split and partial layouts and this file's combine kernel). Here: one block per (token, group of
-// G query heads sharing one KV head, split of the context). Each K/V row is read once per block and used for all
-// G heads. A second kernel merges the splits, or (attention_merged_combine(), off by default) the
-// last split block of each (token, group) to finish, found with a per-group arrival counter.
+// G query heads sharing one KV head, split of the context). Each K/V row is read once per block
+// and used for all G heads. A second kernel merges the splits, or (attention_merged_combine(), off
+// by default) the last split block of each (token, group) to finish, found with a per-group
+// arrival counter.
 //
 // The grid's split count depends only on the batch shape (decode_attention_splits()); each block
 // derives its key range on the device from its own token's context (split_keys()), so one launch
