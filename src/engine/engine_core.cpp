@@ -100,7 +100,7 @@ Status resolve_hybrid_options(const CacheSpec& spec, EngineOptions& o) {
 // Adaptive speculation's cost model defaults (engine/spec_policy.h; measured with
 // tools/spec_calibrate.sh: docs/performance.md "Adaptive speculation"). knee: the decode batch
 // where per-token work equals the step's fixed cost. The CPU backend is compute bound from one
-// sequence on (a draft row cost 1.2-1.3 decode rows at batch 1, 0.5-0.6 at 16-64, noisily): knee
+// sequence on (a draft row cost 1.0-1.2 decode rows at batch 1, 0.5-0.6 at 16-64, noisily): knee
 // 0 makes a draft cost a full decode row, so drafting never pays there by default. The CUDA
 // figures are estimates pending a GPU run (tools/device/spec_calibrate_gpu.sh).
 double default_cost_knee(const std::string& backend) {

@@ -80,12 +80,7 @@ TEST(EngineVerify, NgramSpeculationEqualsPlainDecoding) {
   const int32_t vocab = static_cast<int32_t>(l.model->config().vocab_size);
   for (float temperature : {0.0f, 0.8f}) {
     std::vector<Request> requests = make_requests(vocab, 9, 6, temperature);
-    for (Request& r : requests) {  // a repeated phrase, so the lookup finds earlier n-grams
-      const std::vector<int32_t> phrase(
-          r.prompt_ids.begin(), r.prompt_ids.begin() + std::min<size_t>(6, r.prompt_ids.size()));
-      for (int rep = 0; rep < 3; ++rep)
-        r.prompt_ids.insert(r.prompt_ids.end(), phrase.begin(), phrase.end());
-    }
+    repeat_prompt_phrase(requests, 6, 3);  // so the lookup finds earlier n-grams
     EngineOptions o = scenario_options(16, 64, 4096, 0, true);
     const RunResult plain = run(*l.model, o, requests);
     o.num_speculative_tokens = 4;

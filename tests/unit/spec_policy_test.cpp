@@ -168,12 +168,7 @@ TEST(EngineSpecAdaptive, NgramOnQwen3EqualsPlainDecoding) {
   ASSERT_TRUE(l.model);
   const int32_t vocab = static_cast<int32_t>(l.model->config().vocab_size);
   std::vector<Request> requests = make_requests(vocab, 11, 6, 0.0f);
-  for (Request& r : requests) {  // a repeated phrase, so the lookup finds earlier n-grams
-    const std::vector<int32_t> phrase(
-        r.prompt_ids.begin(), r.prompt_ids.begin() + std::min<size_t>(5, r.prompt_ids.size()));
-    for (int rep = 0; rep < 3; ++rep)
-      r.prompt_ids.insert(r.prompt_ids.end(), phrase.begin(), phrase.end());
-  }
+  repeat_prompt_phrase(requests, 5, 3);  // so the lookup finds earlier n-grams
   EngineOptions o = scenario_options(16, 64, 4096, 0, true);
   const RunResult plain = run(*l.model, o, requests);
   o.num_speculative_tokens = 4;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <random>
@@ -95,6 +96,18 @@ inline RunResult run(Model& model, EngineOptions o, const std::vector<Request>& 
   if (!core.ok()) return {};
   if (drafter) core.value()->set_drafter(std::move(drafter));
   return run_core(std::move(core).value(), requests);
+}
+
+// Appends each prompt's first `phrase_len` tokens to it `times` times, so prompt lookup (n-gram
+// drafting) finds earlier n-grams.
+inline void repeat_prompt_phrase(std::vector<Request>& requests, size_t phrase_len, int times) {
+  for (Request& r : requests) {
+    const std::vector<int32_t> phrase(r.prompt_ids.begin(),
+                                      r.prompt_ids.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                 phrase_len, r.prompt_ids.size())));
+    for (int rep = 0; rep < times; ++rep)
+      r.prompt_ids.insert(r.prompt_ids.end(), phrase.begin(), phrase.end());
+  }
 }
 
 inline std::vector<Request> make_requests(int32_t vocab, uint32_t seed, int count,

@@ -1,10 +1,11 @@
 // Decode attention on tensor cores (mma.sync m16n8k16, fp32 accumulation) for grouped query
 // heads: the G query heads that share one KV head are the rows of a 16-row MMA tile, so one read
 // of a key serves all of them. The CUDA-core kernel (attention_decode.cu) spends ~20 instructions
-// per key and head on the dot product's lane shuffles and the softmax; at batch 64 and context
-// 8192 it reached 55% of the bandwidth floor (H200, 8B, bf16 KV) and an fp8 cache, half the
-// bytes, ran no faster: it was bound by instructions, not bytes. Here a 64-key tile costs each
-// warp 16 MMAs (8 for S = Q K^T, 8 for O += P V) whatever G is: 88% of the floor on that shape.
+// per key and head (counted in its inner loop, not profiled) on the dot product's lane shuffles
+// and the softmax; at batch 64 and context 8192 it reached 55% of the bandwidth floor (H200, 8B,
+// bf16 KV) and an fp8 cache, half the bytes, ran no faster: it was bound by instructions, not
+// bytes. Here each warp's 16 keys of a 64-key tile cost D / 4 MMAs (D / 8 for S = Q K^T, D / 8
+// for O += P V: 32 at head_dim 128) whatever G is: 88% of the floor on that shape.
 //
 // One block of 4 warps per (token, G heads, split of the context). Each warp takes 16 keys of
 // every 64-key tile with its own running maximum, sum and output (FlashAttention-2's register
