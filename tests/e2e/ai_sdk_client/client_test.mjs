@@ -87,7 +87,10 @@ for (const [label, model] of models) {
   });
 
   await check(`${label}: generateObject conforms to its zod schema`, async () => {
-    for (const seed of [1, 2]) {
+    // The Responses API has no seed (the provider drops it), so a sampled object there would
+    // change from run to run and the check with it: that provider decodes greedily, once.
+    const seeds = label.includes("Responses") ? [null] : [1, 2];
+    for (const seed of seeds) {
       const r = await generateObject({
         model,
         schema: z.object({ name: z.string().max(10), legs: z.number().int().min(0).max(8), kind: z.enum(["cat", "dog"]) }),
@@ -95,8 +98,8 @@ for (const [label, model] of models) {
         prompt: "A pet as JSON",
         // The grammar bounds the object (whitespace runs of at most 21 bytes) well below 600 tokens.
         maxOutputTokens: 600,
-        temperature: 1,
-        seed,  // dropped by the Responses provider (the Responses API has none)
+        temperature: seed === null ? 0 : 1,
+        ...(seed === null ? {} : { seed }),
         maxRetries: 0,
       });
       assert.deepEqual(Object.keys(r.object), ["name", "legs", "kind"]);
