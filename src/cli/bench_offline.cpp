@@ -128,6 +128,7 @@ BenchRegistration reg{
     "offline", "Engine throughput on N random prompts submitted at once", [](CLI::App& app) {
       auto o = std::make_shared<Options>();
       add_model_args(app, o->model);
+      add_device_arg(app, o->model.device);
       add_engine_args(app, o->engine);
       app.add_option("--num-prompts", o->num_prompts, "Prompts (default 64).");
       app.add_option("--input-len", o->input_len, "Prompt tokens each (default 128).");

@@ -25,6 +25,11 @@ SampleStream::~SampleStream() = default;
 
 namespace {
 
+// Tokens per sequence of a graph step at most: CUDA's decode attention takes chunks up to this
+// long (kDecodeMaxSeqLen in cuda_backend.cpp); longer ones take the prefill kernel, whose tile
+// list follows the contexts.
+constexpr int32_t kMaxGraphQuery = 16;
+
 SchedulerConfig scheduler_config(const EngineOptions& o) {
   return SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, o.max_prefill_chunk,
                          o.max_prompt_logprob_rows};
@@ -238,11 +243,6 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     SYV_LOG(INFO) << "graphs: off (backend " << model.backend().name() << " has no CUDA graphs)";
     graph_mode = GraphMode::kOff;
   }
-  if (graph_mode != GraphMode::kOff && options.speculative_method == "mtp") {
-    // The MTP drafter reads every step's per-token hidden states; a graph replay returns logits.
-    SYV_LOG(INFO) << "graphs: off (MTP speculation reads each step's hidden states)";
-    graph_mode = GraphMode::kOff;
-  }
   options.cuda_graphs = to_string(graph_mode);
   if (graph_mode != GraphMode::kOff) {
     options.max_graph_batch = std::min({options.max_graph_batch > 0 ? options.max_graph_batch : 256,
@@ -349,14 +349,19 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     g.pages_per_seq = (options.max_model_len + options.page_size - 1) / options.page_size;
     g.dummy_page = options.num_pages;  // the store has one page beyond the pool
     g.max_context = options.max_model_len;
-    g.max_tokens = std::max(options.max_num_batched_tokens, options.max_graph_batch);
-    // A verify step wants 1 + k rows per sequence (eager, but within the same reservation).
-    const int64_t rows_per_seq = 1 + options.num_speculative_tokens;
-    // Prompt-logprob rows come on top (eager steps, same reservation).
+    // Verify steps with the same draft count everywhere run as graphs too, up to
+    // kMaxGraphQuery tokens per sequence (longer chunks take CUDA's prefill attention, whose tile
+    // list follows the contexts) and a page (a dummy sequence's positions fit the dummy page).
+    const int32_t rows_per_seq = 1 + options.num_speculative_tokens;
+    g.max_query = std::min({rows_per_seq, kMaxGraphQuery, options.page_size});
+    const int64_t largest_graph = int64_t{options.max_graph_batch} * g.max_query;
+    g.max_tokens = std::max<int64_t>(options.max_num_batched_tokens, largest_graph);
+    // A verify step wants 1 + k rows per sequence; prompt-logprob rows come on top (eager steps,
+    // same reservation).
     g.max_logit_rows = static_cast<int32_t>(
         std::max<int64_t>(
             std::min<int64_t>(options.max_num_seqs * rows_per_seq, options.max_num_batched_tokens),
-            options.max_graph_batch) +
+            largest_graph) +
         options.max_prompt_logprob_rows);
     const auto t0 = std::chrono::steady_clock::now();
     core->graphs_ = std::make_unique<GraphRunner>(model, g);
@@ -366,6 +371,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     const std::vector<int32_t>& b = core->graphs_->buckets();
     std::ostringstream line;
     line << "graphs: " << b.size() << " buckets (" << b.front() << ".." << b.back() << ") ";
+    if (g.max_query > 1)
+      line << "for decode and for verify steps of up to " << g.max_query - 1
+           << " drafts per sequence (those captured on first use), ";
     if (graph_mode == GraphMode::kEager)
       line << "captured in " << seconds << " s";
     else
@@ -563,13 +571,14 @@ void EngineCore::step() {
   const Batch& batch = runner_.build(step_, as_graph ? graphs_->config().pages_per_seq : 0);
   Model::Outputs outputs;
   if (as_graph) {
-    outputs.logits = graphs_->run(batch);
+    outputs = graphs_->run(batch);
   } else {
     model_.forward(batch, outputs);
   }
   const Tensor logits = outputs.logits;
   if (as_graph) {
     ++stats_.graph_steps;
+    if (batch.num_tokens() > batch.num_seqs()) ++stats_.graph_verify_steps;
     stats_.graph_padding_rows +=
         static_cast<uint64_t>(graphs_->bucket_for(batch.num_seqs()) - batch.num_seqs());
   }

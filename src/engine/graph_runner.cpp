@@ -46,67 +46,121 @@ int32_t bucket_index(const std::vector<int32_t>& buckets, int32_t n) {
   return it == buckets.end() ? -1 : static_cast<int32_t>(it - buckets.begin());
 }
 
-bool is_graph_step(const SchedulerOutput& step, int32_t max_batch) {
+int32_t graph_step_query(const SchedulerOutput& step, int32_t max_batch, int32_t max_query,
+                         int32_t saves_per_draft) {
   const size_t n = step.seqs.size();
-  if (n == 0 || n > static_cast<size_t>(max_batch)) return false;
-  for (const ScheduledSeq& s : step.seqs)
-    if (s.num_new_tokens != 1 || !s.wants_logits || s.num_prompt_rows > 0) return false;
-  return true;
+  if (n == 0 || n > static_cast<size_t>(max_batch)) return 0;
+  const int32_t q = step.seqs.front().num_new_tokens;
+  if (q < 1 || q > max_query) return 0;
+  for (const ScheduledSeq& s : step.seqs) {
+    if (s.num_new_tokens != q || s.num_drafts != q - 1 || !s.wants_logits || s.num_prompt_rows > 0)
+      return 0;
+  }
+  // In-pass state saves: exactly saves_per_draft * (q - 1) for every sequence.
+  const int32_t per_seq = saves_per_draft * (q - 1);
+  if (step.state_saves.size() != n * static_cast<size_t>(per_seq)) return 0;
+  if (per_seq > 0) {
+    std::vector<int32_t> count(n, 0);
+    for (const SchedulerOutput::StateSave& v : step.state_saves) {
+      if (v.seq_index < 0 || static_cast<size_t>(v.seq_index) >= n) return 0;
+      ++count[static_cast<size_t>(v.seq_index)];
+    }
+    for (int32_t c : count)
+      if (c != per_seq) return 0;
+  }
+  return q;
+}
+
+bool is_graph_step(const SchedulerOutput& step, int32_t max_batch) {
+  return graph_step_query(step, max_batch, 1, 0) > 0;
 }
 
 void pad_decode_batch(const Batch& real, int32_t bucket, int32_t dummy_page, Batch& out) {
   const int32_t S = real.num_seqs();
   const int32_t W = real.max_pages_per_seq;
   SYV_CHECK(S >= 1 && S <= bucket) << "pad_decode_batch: " << S << " sequences into " << bucket;
-  SYV_CHECK(real.num_tokens() == S && static_cast<int32_t>(real.logit_rows.size()) == S)
-      << "pad_decode_batch: not a decode batch (" << real.num_tokens() << " tokens, "
+  const int32_t T = real.num_tokens();
+  const int32_t q = T / S;
+  SYV_CHECK(q >= 1 && T == S * q && static_cast<int32_t>(real.logit_rows.size()) == T)
+      << "pad_decode_batch: not a decode or verify batch (" << T << " tokens, "
       << real.logit_rows.size() << " logits rows, " << S << " sequences)";
   SYV_CHECK(real.state_slots.empty() || real.state_slots.size() == static_cast<size_t>(S))
       << "pad_decode_batch: " << real.state_slots.size() << " state slots for " << S
       << " sequences";
   SYV_CHECK(W >= 1 && real.page_table.size() == static_cast<size_t>(S) * W)
       << "pad_decode_batch: page table of " << real.page_table.size() << " for " << S << " x " << W;
-  const size_t B = static_cast<size_t>(bucket);
-  out.token_ids.assign(real.token_ids.begin(), real.token_ids.end());
-  out.token_ids.resize(B, 0);
-  out.positions.assign(real.positions.begin(), real.positions.end());
-  out.positions.resize(B, 0);
-  out.context_lens.assign(real.context_lens.begin(), real.context_lens.end());
-  out.context_lens.resize(B, 1);
-  out.seq_starts.resize(B + 1);
-  out.logit_rows.resize(B);
-  for (int32_t s = 0; s < bucket; ++s) {
-    out.seq_starts[static_cast<size_t>(s)] = s;
-    out.logit_rows[static_cast<size_t>(s)] = s;
-  }
-  out.seq_starts[B] = bucket;
+  const int32_t saves = real.num_state_saves();
+  SYV_CHECK(saves == 0 || saves == S * (q - 1))
+      << "pad_decode_batch: " << saves << " state saves for " << S << " sequences of " << q
+      << " tokens";
   for (int32_t s = 0; s < S; ++s) {
-    SYV_CHECK(real.seq_starts[static_cast<size_t>(s)] == s &&
-              real.logit_rows[static_cast<size_t>(s)] == s)
-        << "pad_decode_batch: row " << s << " is not sequence " << s << "'s one token";
+    SYV_CHECK(real.seq_starts[static_cast<size_t>(s)] == s * q)
+        << "pad_decode_batch: sequence " << s << " does not start at row " << s * q;
   }
+  for (int32_t r = 0; r < T; ++r) {
+    SYV_CHECK(real.logit_rows[static_cast<size_t>(r)] == r)
+        << "pad_decode_batch: logits row " << r << " is row " << real.logit_rows[r];
+  }
+  const size_t B = static_cast<size_t>(bucket);
+  const size_t BT = B * static_cast<size_t>(q);
+  out.token_ids.assign(real.token_ids.begin(), real.token_ids.end());
+  out.token_ids.resize(BT, 0);
+  out.positions.assign(real.positions.begin(), real.positions.end());
+  out.positions.resize(BT);
+  out.context_lens.assign(real.context_lens.begin(), real.context_lens.end());
+  out.context_lens.resize(B, q);
+  out.seq_starts.resize(B + 1);
+  out.logit_rows.resize(BT);
+  for (size_t s = 0; s <= B; ++s) out.seq_starts[s] = static_cast<int32_t>(s) * q;
+  for (size_t r = 0; r < BT; ++r) out.logit_rows[r] = static_cast<int32_t>(r);
+  for (size_t r = static_cast<size_t>(T); r < BT; ++r)
+    out.positions[r] = static_cast<int32_t>(r % static_cast<size_t>(q));
   out.max_pages_per_seq = W;
   out.page_table.assign(real.page_table.begin(), real.page_table.end());
   out.page_table.resize(B * static_cast<size_t>(W), -1);
   for (size_t s = static_cast<size_t>(S); s < B; ++s)
     out.page_table[s * static_cast<size_t>(W)] = dummy_page;
-  // Hybrids: the padding sequences have no state slot (-1: the recurrent ops skip them).
+  // Hybrids: the padding sequences have no state slot (-1: the recurrent ops skip them, and
+  // their saves), but as many saves as a real sequence, so the metadata keeps the captured shape.
   out.state_slots.assign(real.state_slots.begin(), real.state_slots.end());
   if (!real.state_slots.empty()) out.state_slots.resize(B, -1);
+  out.state_save_starts.clear();
+  out.state_save_after.clear();
+  out.state_save_dests.clear();
+  if (saves > 0) {
+    out.state_save_starts.assign(real.state_save_starts.begin(), real.state_save_starts.end());
+    out.state_save_after.assign(real.state_save_after.begin(), real.state_save_after.end());
+    out.state_save_dests.assign(real.state_save_dests.begin(), real.state_save_dests.end());
+    for (size_t s = static_cast<size_t>(S); s < B; ++s) {
+      for (int32_t j = 0; j < q - 1; ++j) {
+        out.state_save_after.push_back(j + 1);
+        out.state_save_dests.push_back(real.state_save_dests[static_cast<size_t>(j)]);
+      }
+      out.state_save_starts.push_back(static_cast<int32_t>(out.state_save_after.size()));
+    }
+  }
 }
 
 GraphRunner::GraphRunner(Model& model, const GraphConfig& config)
-    : model_(model), config_(config), buckets_(graph_buckets(config.max_batch)) {
+    : model_(model),
+      config_(config),
+      saves_per_draft_(model.cache_spec().has_recurrent_state() ? 1 : 0),
+      buckets_(graph_buckets(config.max_batch)) {
   SYV_CHECK(config_.mode != GraphMode::kOff && model_.supports_graphs())
       << "GraphRunner: graphs " << to_string(config_.mode) << ", model supports them "
       << model_.supports_graphs();
   SYV_CHECK(config_.page_size > 0 && config_.pages_per_seq > 0 && config_.dummy_page >= 0)
       << "GraphRunner: page size " << config_.page_size << ", width " << config_.pages_per_seq
       << ", dummy page " << config_.dummy_page;
-  SYV_CHECK(config_.max_tokens >= config_.max_batch && config_.max_logit_rows >= config_.max_batch)
-      << "GraphRunner: reservation below the largest bucket " << config_.max_batch;
-  ids_.assign(buckets_.size(), -1);
-  logits_.resize(buckets_.size());
+  SYV_CHECK(config_.max_query >= 1 && config_.max_query <= config_.page_size)
+      << "GraphRunner: " << config_.max_query << " tokens per sequence, page size "
+      << config_.page_size;
+  const int64_t largest = int64_t{config_.max_batch} * config_.max_query;
+  SYV_CHECK(config_.max_tokens >= largest && config_.max_logit_rows >= largest)
+      << "GraphRunner: reservation (" << config_.max_tokens << " tokens, " << config_.max_logit_rows
+      << " rows) below the largest graph step, " << config_.max_batch << " x " << config_.max_query;
+  ids_.assign(buckets_.size() * static_cast<size_t>(config_.max_query), -1);
+  outputs_.resize(ids_.size());
   model_.reserve(config_.max_tokens, config_.max_logit_rows);
   model_.backend().set_fixed_max_context(config_.max_context);
 }
@@ -123,49 +177,85 @@ int32_t GraphRunner::num_captured() const {
       std::count_if(ids_.begin(), ids_.end(), [](int id) { return id >= 0; }));
 }
 
-void GraphRunner::capture_all() {
-  for (size_t i = buckets_.size(); i-- > 0;)
-    if (ids_[i] < 0) capture(i);
+int32_t GraphRunner::num_verify_captured() const {
+  int32_t n = 0;
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    for (int32_t q = 2; q <= config_.max_query; ++q) n += ids_[graph_index(i, q)] >= 0;
+  return n;
 }
 
-void GraphRunner::capture(size_t i) {
-  // Every row a dummy: the warm-up run inside capture_graph() writes only the dummy page.
+void GraphRunner::capture_all() {
+  for (size_t i = buckets_.size(); i-- > 0;)
+    if (ids_[graph_index(i, 1)] < 0) capture(i, 1);
+}
+
+void GraphRunner::capture(size_t i, int32_t q) {
+  // Every sequence a dummy: the warm-up run inside capture_graph() writes only the dummy page.
   Batch& b = padded_;
   const int32_t B = buckets_[i];
+  const size_t BT = static_cast<size_t>(B) * static_cast<size_t>(q);
   const int32_t W = config_.pages_per_seq;
-  b.token_ids.assign(static_cast<size_t>(B), 0);
-  b.positions.assign(static_cast<size_t>(B), 0);
-  b.context_lens.assign(static_cast<size_t>(B), 1);
+  b.token_ids.assign(BT, 0);
+  b.positions.resize(BT);
+  for (size_t r = 0; r < BT; ++r) b.positions[r] = static_cast<int32_t>(r % static_cast<size_t>(q));
+  b.context_lens.assign(static_cast<size_t>(B), q);
   b.seq_starts.resize(static_cast<size_t>(B) + 1);
-  b.logit_rows.resize(static_cast<size_t>(B));
-  for (int32_t s = 0; s <= B; ++s) b.seq_starts[static_cast<size_t>(s)] = s;
-  for (int32_t s = 0; s < B; ++s) b.logit_rows[static_cast<size_t>(s)] = s;
+  b.logit_rows.resize(BT);
+  for (int32_t s = 0; s <= B; ++s) b.seq_starts[static_cast<size_t>(s)] = s * q;
+  for (size_t r = 0; r < BT; ++r) b.logit_rows[r] = static_cast<int32_t>(r);
   b.max_pages_per_seq = W;
   b.page_table.assign(static_cast<size_t>(B) * W, -1);
   for (int32_t s = 0; s < B; ++s) b.page_table[static_cast<size_t>(s) * W] = config_.dummy_page;
   b.state_slots.clear();
-  if (model_.cache_spec().has_recurrent_state()) b.state_slots.assign(static_cast<size_t>(B), -1);
-  // The lambda stores where the forward put its logits: during the capture on CUDA (replays write
-  // the same buffer), or at each replay on a backend that re-runs the step.
-  ids_[i] = model_.backend().capture_graph([this, i] { logits_[i] = model_.forward(padded_); });
-  SYV_CHECK(logits_[i].ndim == 2 && logits_[i].dim(0) == B)
-      << "GraphRunner: captured forward returned " << logits_[i].dim(0) << " logits rows for " << B;
+  b.state_save_starts.clear();
+  b.state_save_after.clear();
+  b.state_save_dests.clear();
+  if (model_.cache_spec().has_recurrent_state()) {
+    b.state_slots.assign(static_cast<size_t>(B), -1);
+    if (saves_per_draft_ > 0 && q > 1) {  // the verify saves' shape (slot -1: never written)
+      b.state_save_starts.push_back(0);
+      for (int32_t s = 0; s < B; ++s) {
+        for (int32_t j = 1; j < q; ++j) {
+          b.state_save_after.push_back(j);
+          b.state_save_dests.push_back(0);
+        }
+        b.state_save_starts.push_back(static_cast<int32_t>(b.state_save_after.size()));
+      }
+    }
+  }
+  // The lambda stores what the forward returned: during the capture on CUDA (replays write the
+  // same buffers), or at each replay on a backend that re-runs the step.
+  const size_t g = graph_index(i, q);
+  ids_[g] = model_.backend().capture_graph([this, g] { model_.forward(padded_, outputs_[g]); });
+  SYV_CHECK(outputs_[g].logits.ndim == 2 && outputs_[g].logits.dim(0) == static_cast<int64_t>(BT))
+      << "GraphRunner: captured forward returned " << outputs_[g].logits.dim(0)
+      << " logits rows for " << B << " x " << q;
 }
 
-Tensor GraphRunner::run(const Batch& batch) {
+Model::Outputs GraphRunner::run(const Batch& batch) {
   const int32_t S = batch.num_seqs();
   const int32_t i = bucket_index(buckets_, S);
   SYV_CHECK(i >= 0) << "GraphRunner::run: " << S << " sequences > largest bucket "
                     << buckets_.back();
   SYV_CHECK_EQ(batch.max_pages_per_seq, config_.pages_per_seq) << "GraphRunner::run: page table";
+  const int32_t q = batch.num_tokens() / S;
+  SYV_CHECK(q >= 1 && q <= config_.max_query)
+      << "GraphRunner::run: " << q << " tokens per sequence, at most " << config_.max_query;
   const size_t bi = static_cast<size_t>(i);
-  if (ids_[bi] < 0) capture(bi);
+  const size_t g = graph_index(bi, q);
+  if (ids_[g] < 0) capture(bi, q);
   pad_decode_batch(batch, buckets_[bi], config_.dummy_page, padded_);
   Backend& backend = model_.backend();
   backend.stage_batch(padded_, config_.page_size);
-  backend.replay_graph(ids_[bi]);
-  const Tensor& all = logits_[bi];
-  return Tensor(all.data, all.dtype, {S, all.dim(1)});
+  backend.replay_graph(ids_[g]);
+  const Model::Outputs& all = outputs_[g];
+  const int64_t rows = batch.num_tokens();
+  auto head = [rows](const Tensor& t) { return t.empty() ? Tensor() : t.rows(0, rows); };
+  Model::Outputs out;
+  out.logits = head(all.logits);
+  out.hidden = head(all.hidden);
+  out.token_hidden = head(all.token_hidden);
+  return out;
 }
 
 }  // namespace syv

@@ -1,15 +1,21 @@
-// Decode steps as CUDA graphs, one graph per batch-size bucket (as vLLM does).
+// Decode and verify steps as CUDA graphs, one graph per (batch-size bucket, tokens per sequence)
+// (vLLM buckets decode batches the same way).
 //
-// A step whose scheduled sequences all feed exactly one token and want its logits (a plain decode
-// step), S of them with S <= the largest bucket, runs as the graph of the smallest bucket B >= S:
-// the batch is padded to B sequences with dummy ones (token 0 at position 0, context 1) whose K/V
-// land in the *dummy page*, a page the model's cache has beyond the scheduler's pool (so padding
-// rows read and write valid memory that no sequence maps, and the pool's accounting and
-// check_integrity() never see it). Only the first S logits rows are sampled. Every other step
-// (prefill chunks, mixed prefill + decode, S > the largest bucket) runs eagerly.
+// A step whose S scheduled sequences each feed exactly q tokens, their pending token then q - 1
+// drafts (q = 1: a plain decode step; q > 1: a speculative verify step with the same draft count
+// everywhere), all wanting logits, with S <= the largest bucket and q <= max_query, runs as the
+// graph of (the smallest bucket B >= S, q): the batch is padded to B sequences with dummy ones (q
+// tokens 0 at positions 0..q-1, context q) whose K/V land in the *dummy page*, a page the model's
+// cache has beyond the scheduler's pool (so padding rows read and write valid memory that no
+// sequence maps, and the pool's accounting and check_integrity() never see it). Only the first
+// S * q logits rows are sampled. Every other step (prefill chunks, mixed prefill + decode, drafts
+// of different counts, S > the largest bucket) runs eagerly.
 //
 // What a capture bakes in, and how each is held fixed for the replays:
-//  * token / sequence / logit-row counts: the bucket B;
+//  * token / sequence / logit-row counts: B * q, B, B * q;
+//  * hybrids' in-pass state saves of a verify step (HybridState::plan_verify_saves): q - 1 per
+//    sequence, the dummy sequences' included (they have no state slot, so the recurrent kernels
+//    skip them and their saves);
 //  * page-table width: pages_per_seq = ceil(max_model_len / page_size) for every graph batch;
 //  * activation buffers: Model::reserve() at full size before the first capture;
 //  * decode attention's split count: on CUDA it follows the batch shape only (each block finds
@@ -17,6 +23,8 @@
 //    Backend::set_fixed_max_context(max_model_len) fixes it where it would follow the context
 //    (batch-invariant mode), for eager steps too, so a step gives the same bits either way;
 //  * batch metadata: re-read from each graph's own staging (Backend::stage_batch()).
+// A replay returns the forward's Outputs (logits, and the per-token final hidden states an MTP
+// drafter reads), views of the captured buffers, valid until the next forward or replay.
 // With padding, real rows share the batch with dummy ones: their bits equal an eager step of the
 // same S only where the kernels are batch-invariant (Backend::set_batch_invariant()).
 //
@@ -31,10 +39,9 @@
 #include "backend/tensor.h"
 #include "core/status.h"
 #include "engine/scheduler.h"
+#include "model/model.h"
 
 namespace syv {
-
-class Model;
 
 enum class GraphMode : uint8_t {
   kOff,    // every step eager
@@ -53,24 +60,33 @@ std::vector<int32_t> graph_buckets(int32_t max_batch);
 // Index of the smallest bucket >= n in ascending `buckets`, or -1 when n > buckets.back().
 int32_t bucket_index(const std::vector<int32_t>& buckets, int32_t n);
 
-// Whether `step` is a plain decode step of 1..max_batch sequences: each feeds exactly one token
-// and wants its logits.
+// Tokens per sequence q when `step` can run as a graph, else 0: 1..max_batch sequences, each
+// feeding its one pending token then the same number q - 1 <= max_query - 1 of drafts, wanting
+// their logits and no prompt-logprob rows, and with `saves_per_draft` * (q - 1) in-pass state
+// saves each (hybrids: 1, the verify saves; dense models: 0).
+int32_t graph_step_query(const SchedulerOutput& step, int32_t max_batch, int32_t max_query,
+                         int32_t saves_per_draft);
+// graph_step_query(step, max_batch, 1, 0) > 0: a plain decode step.
 bool is_graph_step(const SchedulerOutput& step, int32_t max_batch);
 
-// `out` = `real` (a decode batch: S sequences of one token each, every row a logits row, no state
-// slots) followed by bucket - S dummy sequences: token 0 at position 0, context 1, page table row
-// [dummy_page, -1, ...]. The page-table width stays real.max_pages_per_seq. Reuses out's vectors.
+// `out` = `real` (S sequences of q tokens each, every row a logits row in order, state saves
+// q - 1 per sequence or none) followed by bucket - S dummy sequences: tokens 0 at positions
+// 0..q-1, context q, page table row [dummy_page, -1, ...], state slot -1 (hybrids), and as many
+// state saves as a real sequence (after 1..q-1, into the real batch's first destinations, or 0:
+// never written, the slot being -1). The page-table width stays real.max_pages_per_seq. Reuses
+// out's vectors. q <= the page size (the dummy sequence's positions fit the dummy page).
 void pad_decode_batch(const Batch& real, int32_t bucket, int32_t dummy_page, Batch& out);
 
 struct GraphConfig {
   GraphMode mode = GraphMode::kOff;
   int32_t max_batch = 0;       // largest bucket
+  int32_t max_query = 1;       // tokens per sequence at most: 1 + the verify steps' drafts
   int32_t page_size = 0;       // of the KV pages
   int32_t pages_per_seq = 0;   // page-table width of every graph batch
   int32_t dummy_page = -1;     // page id the padding rows write (outside the scheduler's pool)
   int64_t max_context = 0;     // Backend::set_fixed_max_context()
   int64_t max_tokens = 0;      // Model::reserve(): the largest forward() of any step
-  int64_t max_logit_rows = 0;  //   and its most logits rows
+  int64_t max_logit_rows = 0;  //   and its most logits rows (both >= max_batch * max_query)
 };
 
 class GraphRunner {
@@ -86,30 +102,43 @@ class GraphRunner {
   const GraphConfig& config() const { return config_; }
   const std::vector<int32_t>& buckets() const { return buckets_; }
   int32_t num_captured() const;
+  // Of those, graphs of verify steps (q > 1).
+  int32_t num_verify_captured() const;
   // The bucket a step of `num_seqs` sequences runs as (-1: more than the largest bucket).
   int32_t bucket_for(int32_t num_seqs) const {
     const int32_t i = bucket_index(buckets_, num_seqs);
     return i < 0 ? -1 : buckets_[static_cast<size_t>(i)];
   }
 
-  // Captures every bucket not captured yet, largest first.
+  // Captures every plain decode bucket (q = 1) not captured yet, largest first. Verify graphs
+  // (q > 1) are captured on first use.
   void capture_all();
   // Whether run() can take this step.
-  bool accepts(const SchedulerOutput& step) const { return is_graph_step(step, config_.max_batch); }
+  bool accepts(const SchedulerOutput& step) const { return query_of(step) > 0; }
   // Runs `batch` (Runner::build() of an accepted step, page-table width pages_per_seq) padded to
-  // its bucket, capturing the bucket first when needed; returns its logits rows: f32 [S, V] in
-  // backend memory, valid until the next forward or replay.
-  Tensor run(const Batch& batch);
+  // its bucket, capturing its graph first when needed. Returns the forward's outputs for the real
+  // rows: logits f32 [S * q, V], hidden and token_hidden [S * q, H] (empty where the model has
+  // none), in backend memory, valid until the next forward or replay.
+  Model::Outputs run(const Batch& batch);
 
  private:
-  void capture(size_t bucket);
+  int32_t query_of(const SchedulerOutput& step) const {
+    return graph_step_query(step, config_.max_batch, config_.max_query, saves_per_draft_);
+  }
+  size_t graph_index(size_t bucket, int32_t q) const {
+    return bucket * static_cast<size_t>(config_.max_query) + static_cast<size_t>(q - 1);
+  }
+  void capture(size_t bucket, int32_t q);
 
   Model& model_;
   GraphConfig config_;
+  int32_t saves_per_draft_;  // 1 for a model with recurrent state (its verify saves), else 0
   std::vector<int32_t> buckets_;
-  std::vector<int> ids_;        // graph id per bucket; -1 until captured
-  std::vector<Tensor> logits_;  // per bucket: logits [B, V] as the captured forward returned them
-  Batch padded_;                // the batch every captured forward reads, refilled each step
+  // Per (bucket, q), at graph_index(): graph id (-1 until captured) and the outputs the captured
+  // forward returned (logits [B * q, V], hidden states [B * q, H]).
+  std::vector<int> ids_;
+  std::vector<Model::Outputs> outputs_;
+  Batch padded_;  // the batch every captured forward reads, refilled each step
 };
 
 }  // namespace syv

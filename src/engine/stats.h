@@ -69,8 +69,9 @@ struct EngineStats {
 
   // CUDA graphs of the decode buckets (engine/graph_runner.h; 0 when off) ------------------------
   uint64_t graph_steps = 0;         // counter: steps replayed as their bucket's graph
-  uint64_t graph_padding_rows = 0;  // counter: dummy rows those steps carried (bucket - sequences)
-  int32_t graphs_captured = 0;      // gauge: buckets captured so far
+  uint64_t graph_verify_steps = 0;  // counter: of those, speculative verify steps (q > 1 tokens)
+  uint64_t graph_padding_rows = 0;  // counter: dummy sequences those steps carried (bucket - S)
+  int32_t graphs_captured = 0;      // gauge: graphs captured so far (decode and verify)
 };
 
 }  // namespace syv

@@ -111,12 +111,16 @@ const EngineSample kEngineSamples[] = {
      &EngineGauges::checkpoints_skipped},
     {"syv_checkpoints_loaded_total", "counter",
      "Prefix-cache hits restored from a state checkpoint.", &EngineGauges::checkpoints_loaded},
-    {"syv_graphs_captured", "gauge", "Decode batch-size buckets captured as CUDA graphs.",
+    {"syv_graphs_captured", "gauge",
+     "CUDA graphs captured: decode batch-size buckets, and verify steps per draft count.",
      &EngineGauges::graphs_captured},
     {"syv_graph_steps_total", "counter", "Engine steps replayed as a CUDA graph.",
      &EngineGauges::graph_steps},
+    {"syv_graph_verify_steps_total", "counter",
+     "Speculative verify steps replayed as a CUDA graph (of syv_graph_steps_total).",
+     &EngineGauges::graph_verify_steps},
     {"syv_graph_padding_rows_total", "counter",
-     "Dummy rows that graph steps carried to fill their bucket.",
+     "Dummy sequences that graph steps carried to fill their bucket.",
      &EngineGauges::graph_padding_rows},
     {"syv_spec_draft_tokens_total", "counter",
      "Speculative decoding: draft tokens fed to verify steps.", &EngineGauges::draft_tokens},
@@ -182,6 +186,7 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.checkpoints_skipped = static_cast<int64_t>(s.checkpoints_skipped);
   g.checkpoints_loaded = static_cast<int64_t>(s.checkpoints_loaded);
   g.graph_steps = static_cast<int64_t>(s.graph_steps);
+  g.graph_verify_steps = static_cast<int64_t>(s.graph_verify_steps);
   g.graph_padding_rows = static_cast<int64_t>(s.graph_padding_rows);
   g.draft_tokens = static_cast<int64_t>(s.draft_tokens);
   g.accepted_tokens = static_cast<int64_t>(s.accepted_tokens);

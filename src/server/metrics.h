@@ -73,7 +73,8 @@ struct EngineGauges {
   int64_t checkpoints_loaded = 0;     // cumulative: prefix hits restored from a checkpoint
   // CUDA graphs of the decode buckets (0 when graphs are off).
   int64_t graph_steps = 0;         // cumulative: steps replayed as their bucket's graph
-  int64_t graph_padding_rows = 0;  // cumulative: dummy rows those steps carried
+  int64_t graph_verify_steps = 0;  // cumulative: of those, speculative verify steps
+  int64_t graph_padding_rows = 0;  // cumulative: dummy sequences those steps carried
   int64_t draft_tokens = 0;        // cumulative: speculative drafts fed to verify steps
   int64_t accepted_tokens = 0;     // cumulative: of those, drafts kept
   int64_t draft_skipped = 0;       // cumulative: sequence-steps the adaptive policy left undrafted

@@ -67,14 +67,20 @@ TEST_P(EngineMtpGpu, GreedyAndSeededEqualPlainDecoding) {
           {"chunked prefill", hybrid_options(128, 24, 7, 8, k)},
           {"prefix hits", hybrid_options(128, 4096, 0, 2, k)},
           {"preemption", hybrid_options(9, 64, 0, 8, k)},
-          {"graphs asked for (MTP turns them off)", hybrid_options(128, 4096, 0, 8, k)},
+          {"graphs (decode and verify steps replayed, the head eager)",
+           hybrid_options(128, 4096, 0, 8, k)},
+          {"lazy graphs, batch of 2", hybrid_options(128, 4096, 0, 2, k)},
       };
       scenarios[4].o.cuda_graphs = "eager";
+      scenarios[5].o.cuda_graphs = "lazy";
       for (const Scenario& s : scenarios) {
         SCOPED_TRACE(s.what);
         const RunResult spec = run(m, s.o, requests);
         EXPECT_EQ(spec.tokens, plain.tokens);
         EXPECT_GT(spec.stats.draft_tokens, 0u);
+        if (s.o.cuda_graphs != "off") {
+          EXPECT_GT(spec.stats.graph_verify_steps, 0u);
+        }
       }
     }
   }

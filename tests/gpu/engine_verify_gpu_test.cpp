@@ -8,6 +8,8 @@
 // when no CUDA device is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
@@ -63,6 +65,59 @@ TEST_P(EngineVerifyHybridGpu, BatchInvariantEqualsPlainDecoding) {
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineVerifyHybridGpu,
                          ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied"), fixture_name);
+
+// Verify steps as CUDA graphs (engine/graph_runner.h): every request drafted by the oracle (so
+// steps have one draft count), batch-invariant mode (padding rows cannot change a real row), graphs
+// lazy vs off: the same tokens as plain decoding, and verify steps were replayed. The hybrid
+// fixtures carry the verify state saves through the graph, dummy sequences included.
+void run_verify_graphs(const std::string& fixture) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const char* root = std::getenv("SYV_SOURCE_DIR");
+  std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+  gpu->set_batch_invariant(true);
+  auto loaded =
+      load_model(std::string(root ? root : SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture, *gpu);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  std::unique_ptr<Model> model = std::move(loaded.value());
+  const int32_t vocab = static_cast<int32_t>(model->config().vocab_size);
+  const std::vector<Request> requests = make_requests(vocab, 4, 5, 0.0f);
+  EngineOptions base = scenario_options(16, 64, 4096, 0, true, 8);
+  const RunResult plain = run(*model, base, requests);
+  for (int32_t k : {1, 3}) {
+    for (Drafts mode : {Drafts::kRight, Drafts::kPartial}) {
+      SCOPED_TRACE(fixture + " k " + std::to_string(k) + " drafts " + name_of(mode));
+      for (const char* graphs : {"off", "lazy"}) {
+        auto drafter = std::make_unique<OracleDrafter>(mode, vocab);
+        for (size_t i = 0; i < requests.size(); ++i)
+          drafter->expect(requests[i].prompt_ids, plain.tokens[i]);
+        EngineOptions o = base;
+        o.num_speculative_tokens = k;
+        o.cuda_graphs = graphs;
+        const RunResult spec = run(*model, o, requests, std::move(drafter));
+        if (::testing::Test::HasFatalFailure()) return;
+        EXPECT_EQ(spec.tokens, plain.tokens) << "graphs " << graphs;
+        if (std::string(graphs) == "lazy") {
+          EXPECT_GT(spec.stats.graph_verify_steps, 0u);
+        } else {
+          EXPECT_EQ(spec.stats.graph_steps, 0u);
+        }
+      }
+    }
+  }
+}
+
+class EngineVerifyGraphsGpu : public ::testing::TestWithParam<const char*> {};
+TEST_P(EngineVerifyGraphsGpu, VerifyGraphsEqualPlainDecoding) {
+  run_verify_graphs(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineVerifyGraphsGpu,
+                         ::testing::Values("qwen3/tied_gqa2", "hybrid/q35_r1_lllf",
+                                           "hybrid/q35_r2_flfl_tied"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '/', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace syv::testing

@@ -16,6 +16,7 @@
 #include "engine/graph_runner.h"
 #include "unit/engine_harness.h"
 #include "unit/fake_model.h"
+#include "unit/verify_harness.h"
 
 namespace syv::testing {
 namespace {
@@ -237,6 +238,60 @@ TEST(GraphBuckets, PaddedBatchAppendsDummySequencesOnTheDummyPage) {
   (void)build_host_batch_meta(padded, 16);
 }
 
+TEST(GraphBuckets, VerifyStepsWithOneDraftCountQualify) {
+  std::vector<int32_t> prompt = {1, 2, 3};
+  SamplingParams params;
+  Sequence a(1, prompt, &params, 0, nullptr, nullptr), b(2, prompt, &params, 0, nullptr, nullptr);
+  SchedulerOutput step;
+  step.seqs = {{&a, 3, true}, {&b, 3, true}};
+  step.seqs[0].num_drafts = step.seqs[1].num_drafts = 2;
+  EXPECT_EQ(graph_step_query(step, 8, 3, 0), 3);
+  EXPECT_EQ(graph_step_query(step, 8, 2, 0), 0) << "more tokens per sequence than max_query";
+  EXPECT_FALSE(is_graph_step(step, 8)) << "not a plain decode step";
+  // Hybrids: two verify saves per sequence (after 1 and 2 tokens), or no graph.
+  EXPECT_EQ(graph_step_query(step, 8, 3, 1), 0) << "the saves are missing";
+  step.state_saves = {{0, 1, 40}, {0, 2, 41}, {1, 1, 42}, {1, 2, 43}};
+  EXPECT_EQ(graph_step_query(step, 8, 3, 1), 3);
+  step.state_saves.pop_back();
+  EXPECT_EQ(graph_step_query(step, 8, 3, 1), 0) << "one sequence short of a save";
+  step.state_saves.clear();
+  step.seqs[1].num_drafts = 1;
+  step.seqs[1].num_new_tokens = 2;
+  EXPECT_EQ(graph_step_query(step, 8, 4, 0), 0) << "different draft counts";
+  step.seqs[1] = {&b, 3, true};  // three prompt tokens, no drafts: a prefill chunk
+  EXPECT_EQ(graph_step_query(step, 8, 4, 0), 0);
+}
+
+TEST(GraphBuckets, PaddedVerifyBatchRepeatsTheShapeForTheDummySequences) {
+  // Two hybrid sequences of q = 3 tokens (pending + 2 drafts), page size 16, width 2.
+  Batch real;
+  real.token_ids = {11, 12, 13, 21, 22, 23};
+  real.positions = {20, 21, 22, 3, 4, 5};
+  real.seq_starts = {0, 3, 6};
+  real.context_lens = {23, 6};
+  real.max_pages_per_seq = 2;
+  real.page_table = {7, 2, 5, -1};
+  real.logit_rows = {0, 1, 2, 3, 4, 5};
+  real.state_slots = {3, 0};
+  real.state_save_starts = {0, 2, 4};
+  real.state_save_after = {1, 2, 1, 2};
+  real.state_save_dests = {30, 31, 36, 37};
+  Batch padded;
+  pad_decode_batch(real, 4, /*dummy_page=*/40, padded);
+  EXPECT_EQ(padded.num_seqs(), 4);
+  EXPECT_EQ(padded.token_ids, (std::vector<int32_t>{11, 12, 13, 21, 22, 23, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(padded.positions, (std::vector<int32_t>{20, 21, 22, 3, 4, 5, 0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(padded.seq_starts, (std::vector<int32_t>{0, 3, 6, 9, 12}));
+  EXPECT_EQ(padded.context_lens, (std::vector<int32_t>{23, 6, 3, 3}));
+  EXPECT_EQ(padded.logit_rows.size(), 12u);
+  EXPECT_EQ(padded.state_slots, (std::vector<int32_t>{3, 0, -1, -1}));
+  EXPECT_EQ(padded.state_save_starts, (std::vector<int32_t>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(padded.state_save_after, (std::vector<int32_t>{1, 2, 1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(padded.state_save_dests.size(), 8u);
+  const HostBatchMeta meta = build_host_batch_meta(padded, 16);
+  for (size_t t = 6; t < 12; ++t) EXPECT_EQ(meta.slot_mapping[t], 40 * 16 + (t - 6) % 3);
+}
+
 TEST(GraphBuckets, PaddedHybridBatchGivesTheDummySequencesNoStateSlot) {
   Batch real;
   real.token_ids = {11, 12};
@@ -256,7 +311,7 @@ TEST(GraphBuckets, PaddedHybridBatchGivesTheDummySequencesNoStateSlot) {
   EXPECT_TRUE(padded.state_slots.empty());
 }
 
-struct RunResult {
+struct GraphRunResult {
   std::vector<std::vector<int32_t>> tokens;
   EngineStats stats;
   std::vector<FakeGraphBackend::Shape> staged;
@@ -267,10 +322,10 @@ struct RunResult {
 
 // Requests arrive over the first steps (so decode batches of every size occur), with random
 // prompt and output lengths; every step's integrity is checked by the harness.
-RunResult run_engine(const EngineOptions& o, uint32_t seed, int32_t num_requests) {
+GraphRunResult run_engine(const EngineOptions& o, uint32_t seed, int32_t num_requests) {
   set_log_level(LogLevel::WARN);
   GraphFakeModel model;
-  RunResult out;
+  GraphRunResult out;
   {
     auto core = EngineCore::create(model, nullptr, o);
     EXPECT_TRUE(core.ok()) << core.message();
@@ -314,10 +369,12 @@ TEST(EngineGraphs, GraphsOnLazyAndOffGiveTheSameTokens) {
                              " budget " + std::to_string(budget) + " chunk " +
                              std::to_string(chunk) + " seqs " + std::to_string(seqs);
     SCOPED_TRACE(name);
-    const RunResult off = run_engine(opts("off", page, pages, budget, chunk, seqs, gmax), 7, 24);
-    const RunResult eager =
+    const GraphRunResult off =
+        run_engine(opts("off", page, pages, budget, chunk, seqs, gmax), 7, 24);
+    const GraphRunResult eager =
         run_engine(opts("eager", page, pages, budget, chunk, seqs, gmax), 7, 24);
-    const RunResult lazy = run_engine(opts("lazy", page, pages, budget, chunk, seqs, gmax), 7, 24);
+    const GraphRunResult lazy =
+        run_engine(opts("lazy", page, pages, budget, chunk, seqs, gmax), 7, 24);
     if (HasFatalFailure()) return;
     EXPECT_EQ(eager.tokens, off.tokens);
     EXPECT_EQ(lazy.tokens, off.tokens);
@@ -344,6 +401,54 @@ TEST(EngineGraphs, GraphsOnLazyAndOffGiveTheSameTokens) {
       EXPECT_EQ(s.rows, s.seqs);
       EXPECT_EQ(s.width, width);
       EXPECT_TRUE(std::find(buckets.begin(), buckets.end(), s.seqs) != buckets.end()) << s.seqs;
+    }
+  }
+}
+
+// Verify steps (every running sequence drafted by an oracle, right, wrong or partly right) replay
+// the graph of (bucket, 1 + drafts): the same tokens as graphs off, and verify replays happen.
+TEST(EngineGraphs, VerifyStepsRunAsGraphsAndGiveTheSameTokens) {
+  set_log_level(LogLevel::WARN);
+  std::vector<Request> requests = make_requests(97, 5, 9, 0.0f);
+  auto run_with = [&](const std::string& graphs, int32_t k, Drafts mode,
+                      const std::vector<std::vector<int32_t>>* plain) {
+    GraphFakeModel model;
+    EngineOptions o = opts(graphs, 16, 256, 2048, 0, 256, 16);
+    o.num_speculative_tokens = k;
+    auto core = EngineCore::create(model, nullptr, o);
+    EXPECT_TRUE(core.ok()) << core.message();
+    if (plain != nullptr) {
+      auto drafter = std::make_unique<OracleDrafter>(mode, 97);
+      for (size_t i = 0; i < requests.size(); ++i)
+        drafter->expect(requests[i].prompt_ids, (*plain)[i]);
+      core.value()->set_drafter(std::move(drafter));
+    }
+    syv::testing::RunResult r = run_core(std::move(core).value(), requests);
+    return std::make_pair(r, model.graphs_.staged_shapes);
+  };
+  const auto [plain, plain_shapes] = run_with("off", 0, Drafts::kRight, nullptr);
+  for (int32_t k : {1, 3}) {
+    for (Drafts mode : {Drafts::kRight, Drafts::kWrong, Drafts::kPartial}) {
+      SCOPED_TRACE(std::string("k ") + std::to_string(k) + " drafts " + name_of(mode));
+      const auto [off, off_shapes] = run_with("off", k, mode, &plain.tokens);
+      const auto [lazy, shapes] = run_with("lazy", k, mode, &plain.tokens);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(off.tokens, plain.tokens);
+      EXPECT_EQ(lazy.tokens, plain.tokens);
+      EXPECT_EQ(lazy.stats.steps, off.stats.steps) << "graphs change no scheduling decision";
+      EXPECT_EQ(lazy.stats.draft_tokens, off.stats.draft_tokens);
+      EXPECT_EQ(lazy.stats.accepted_tokens, off.stats.accepted_tokens);
+      EXPECT_GT(lazy.stats.graph_verify_steps, 0u);
+      EXPECT_LE(lazy.stats.graph_verify_steps, lazy.stats.graph_steps);
+      // Every replay is a full bucket of S sequences x q tokens, q <= 1 + k.
+      size_t verify_shapes = 0;
+      for (const FakeGraphBackend::Shape& s : shapes) {
+        EXPECT_EQ(s.tokens % s.seqs, 0);
+        EXPECT_EQ(s.rows, s.tokens);
+        EXPECT_LE(s.tokens / s.seqs, 1 + k);
+        verify_shapes += s.tokens > s.seqs;
+      }
+      EXPECT_EQ(verify_shapes, lazy.stats.graph_verify_steps);
     }
   }
 }

@@ -152,6 +152,7 @@ TEST(ServerMetrics, ExportsGraphCounters) {
   EngineStats s;
   s.graphs_captured = 9;
   s.graph_steps = 1234;
+  s.graph_verify_steps = 78;
   s.graph_padding_rows = 56;
   s.draft_tokens = 300;
   s.accepted_tokens = 120;
@@ -161,6 +162,7 @@ TEST(ServerMetrics, ExportsGraphCounters) {
   for (const char* line : {
            "# TYPE syv_graphs_captured gauge\nsyv_graphs_captured 9\n",
            "# TYPE syv_graph_steps_total counter\nsyv_graph_steps_total 1234\n",
+           "# TYPE syv_graph_verify_steps_total counter\nsyv_graph_verify_steps_total 78\n",
            "# TYPE syv_graph_padding_rows_total counter\nsyv_graph_padding_rows_total 56\n",
            "# TYPE syv_spec_draft_tokens_total counter\nsyv_spec_draft_tokens_total 300\n",
            "# TYPE syv_spec_accepted_tokens_total counter\nsyv_spec_accepted_tokens_total 120\n",
