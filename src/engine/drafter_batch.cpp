@@ -38,8 +38,9 @@ void clear_batch(Batch& b) {
   b.logit_rows.clear();
 }
 
-void set_page_table(Batch& b, const std::vector<const std::vector<int32_t>*>& pages) {
-  int32_t width = 1;
+void set_page_table(Batch& b, const std::vector<const std::vector<int32_t>*>& pages,
+                    int32_t min_width) {
+  int32_t width = std::max(1, min_width);
   for (const auto* p : pages) width = std::max(width, static_cast<int32_t>(p->size()));
   b.max_pages_per_seq = width;
   b.page_table.assign(pages.size() * static_cast<size_t>(width), -1);

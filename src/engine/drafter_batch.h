@@ -26,7 +26,9 @@ void greedy_ids(Backend& backend, const Tensor& logits, std::vector<float>& host
 // Empties b's per-token and per-sequence fields for a new batch (seq_starts = {0}).
 void clear_batch(Batch& b);
 
-// b.page_table / max_pages_per_seq from each batch sequence's page list (padded with -1).
-void set_page_table(Batch& b, const std::vector<const std::vector<int32_t>*>& pages);
+// b.page_table / max_pages_per_seq from each batch sequence's page list (padded with -1), at
+// least `min_width` pages wide.
+void set_page_table(Batch& b, const std::vector<const std::vector<int32_t>*>& pages,
+                    int32_t min_width = 1);
 
 }  // namespace syv

@@ -326,10 +326,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   }
   if (options.speculative_method == "ngram")
     core->set_drafter(std::make_unique<NgramDrafter>(options.ngram_min, options.ngram_max));
+  MtpDrafter* mtp = nullptr;
   if (options.speculative_method == "mtp") {
-    core->set_drafter(std::make_unique<MtpDrafter>(model, core->cache().pool(), options.page_size,
-                                                   options.num_speculative_tokens,
-                                                   options.max_model_len));
+    auto drafter =
+        std::make_unique<MtpDrafter>(model, core->cache().pool(), options.page_size,
+                                     options.num_speculative_tokens, options.max_model_len);
+    mtp = drafter.get();
+    core->set_drafter(std::move(drafter));
   }
   if (options.speculative_method == "draft") {
     SYV_ASSIGN_OR_RETURN(
@@ -366,6 +369,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     const auto t0 = std::chrono::steady_clock::now();
     core->graphs_ = std::make_unique<GraphRunner>(model, g);
     if (graph_mode == GraphMode::kEager) core->graphs_->capture_all();
+    // The MTP head's forwards too (captured on first use): its eager forwards take at most a
+    // step's tokens, and a logits row per sequence.
+    if (mtp != nullptr)
+      mtp->enable_graphs(g, std::max(options.max_num_batched_tokens, options.max_num_seqs),
+                         options.max_num_seqs);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::vector<int32_t>& b = core->graphs_->buckets();
@@ -374,6 +382,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     if (g.max_query > 1)
       line << "for decode and for verify steps of up to " << g.max_query - 1
            << " drafts per sequence (those captured on first use), ";
+    if (mtp != nullptr)
+      line << "the MTP head's forwards of up to " << g.max_batch * g.max_query
+           << " rows (captured on first use), ";
     if (graph_mode == GraphMode::kEager)
       line << "captured in " << seconds << " s";
     else

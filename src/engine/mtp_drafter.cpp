@@ -20,6 +20,88 @@ MtpDrafter::MtpDrafter(Model& model, PagePool& pool, int32_t page_size,
   SYV_CHECK(k_ >= 1 && page_size_ >= 1) << "MtpDrafter: k " << k_ << ", page size " << page_size_;
 }
 
+MtpDrafter::~MtpDrafter() {
+  if (graphs_ == nullptr) return;
+  for (int id : graphs_->ids)
+    if (id >= 0) model_.backend().destroy_graph(id);
+  model_.reserve_mtp(0, 0);
+}
+
+void MtpDrafter::enable_graphs(const GraphConfig& config, int64_t max_tokens, int64_t max_rows) {
+  SYV_CHECK(graphs_ == nullptr) << "MtpDrafter::enable_graphs twice";
+  SYV_CHECK(config.page_size == page_size_ && config.pages_per_seq > 0 && config.dummy_page >= 0)
+      << "MtpDrafter::enable_graphs: page size " << config.page_size << ", width "
+      << config.pages_per_seq << ", dummy page " << config.dummy_page;
+  auto g = std::make_unique<HeadGraphs>();
+  g->config = config;
+  g->buckets = graph_buckets(config.max_batch * config.max_query);
+  g->ids.assign(g->buckets.size(), -1);
+  g->outputs.resize(g->buckets.size());
+  const int64_t largest = g->buckets.back();
+  model_.reserve_mtp(std::max(max_tokens, largest), std::max(max_rows, largest));
+  // The hidden input buffer at its final size (a captured graph reads it), zeroed so the
+  // captures' dummy rows compute on numbers.
+  Backend& b = model_.backend();
+  const size_t bytes = static_cast<size_t>(std::max(max_tokens, largest)) *
+                       static_cast<size_t>(model_.config().hidden_size) *
+                       dtype_size(b.activation_dtype());
+  if (hidden_.bytes() < bytes) hidden_ = b.allocate(bytes);
+  b.fill_zero(hidden_.data(), hidden_.bytes());
+  graphs_ = std::move(g);
+}
+
+int32_t MtpDrafter::head_graphs_captured() const {
+  if (graphs_ == nullptr) return 0;
+  return static_cast<int32_t>(
+      std::count_if(graphs_->ids.begin(), graphs_->ids.end(), [](int id) { return id >= 0; }));
+}
+
+void MtpDrafter::run_head(const Tensor& src, int32_t rows, Model::Outputs& head) {
+  Tensor hidden = gather_hidden(src, rows);
+  const Batch& real = batch_;
+  const int32_t bi = graphs_ ? bucket_index(graphs_->buckets, rows) : -1;
+  const bool decode_shaped = real.num_seqs() == rows &&
+                             static_cast<int32_t>(real.logit_rows.size()) == rows &&
+                             real.max_pages_per_seq == table_width();
+  if (bi < 0 || !decode_shaped) {
+    model_.mtp_forward(real, hidden, head);
+    return;
+  }
+  HeadGraphs& g = *graphs_;
+  const size_t i = static_cast<size_t>(bi);
+  const int32_t B = g.buckets[i];
+  const int64_t H = model_.config().hidden_size;
+  Backend& backend = model_.backend();
+  const DType act = backend.activation_dtype();
+  Batch& pad = g.padded;
+  if (g.ids[i] < 0) {  // every row a dummy: the warm-up writes only the dummy page
+    const int32_t W = g.config.pages_per_seq;
+    clear_batch(pad);
+    for (int32_t r = 0; r < B; ++r) {
+      pad.token_ids.push_back(0);
+      pad.positions.push_back(0);
+      pad.seq_starts.push_back(r + 1);
+      pad.context_lens.push_back(1);
+      pad.logit_rows.push_back(r);
+    }
+    pad.max_pages_per_seq = W;
+    pad.page_table.assign(static_cast<size_t>(B) * W, -1);
+    for (int32_t r = 0; r < B; ++r)
+      pad.page_table[static_cast<size_t>(r) * W] = g.config.dummy_page;
+    const Tensor input(hidden_.data(), act, {B, H});
+    g.ids[i] = backend.capture_graph(
+        [this, i, input] { model_.mtp_forward(graphs_->padded, input, graphs_->outputs[i]); });
+  }
+  pad_decode_batch(real, B, g.config.dummy_page, pad);
+  backend.stage_batch(pad, page_size_);
+  backend.replay_graph(g.ids[i]);
+  ++head_graph_runs_;
+  const Model::Outputs& all = g.outputs[i];
+  head.logits = all.logits.rows(0, rows);
+  head.hidden = all.hidden.rows(0, rows);
+  head.token_hidden = Tensor();
+}
+
 void MtpDrafter::propose(const Sequence& seq, int32_t max_tokens, std::vector<int32_t>& out) {
   auto it = ready_.find(seq.id());
   if (it == ready_.end() || it->second.length != seq.length()) return;
@@ -33,7 +115,11 @@ Tensor MtpDrafter::gather_hidden(const Tensor& src, int32_t rows) {
   const size_t row_bytes = static_cast<size_t>(H) * dtype_size(src.dtype);
   SYV_CHECK(src.ndim == 2 && src.dim(1) == H) << "mtp drafter: hidden rows of width " << src.dim(1);
   const size_t need = std::max<size_t>(1, static_cast<size_t>(rows)) * row_bytes;
-  if (hidden_.bytes() < need) hidden_ = b.allocate(std::max(need, 2 * hidden_.bytes()));
+  if (hidden_.bytes() < need) {
+    SYV_CHECK(graphs_ == nullptr) << "mtp drafter: " << rows
+                                  << " hidden rows outgrow the buffer its graphs read";
+    hidden_ = b.allocate(std::max(need, 2 * hidden_.bytes()));
+  }
   auto* dst = static_cast<uint8_t*>(hidden_.data());
   const auto* from = static_cast<const uint8_t*>(src.data);
   for (size_t i = 0; i < runs_.size();) {  // adjacent runs in one copy
@@ -55,43 +141,66 @@ void MtpDrafter::observe(const SchedulerOutput& step, const Batch& batch,
   Batch& b = batch_;
   clear_batch(b);
   std::vector<const std::vector<int32_t>*> pages;
+  // Positions committed this step, per scheduled sequence.
+  auto committed = [&](size_t i) {
+    const Sequence& seq = *step.seqs[i].seq;
+    const int32_t c0 = batch.positions[static_cast<size_t>(batch.seq_starts[i])];
+    const int32_t n = seq.num_computed - c0;
+    SYV_CHECK(n >= 0 && n <= batch.seq_len(static_cast<int32_t>(i)))
+        << "seq " << seq.id() << ": " << n << " committed of " << batch.seq_len(i) << " fed";
+    return n;
+  };
+  // With graphs, a catch-up a bucket holds is built decode-shaped (enable_graphs()).
+  bool per_row = decode_shaped_;
+  if (graphs_ != nullptr) {
+    int32_t total = 0;
+    for (size_t i = 0; i < step.seqs.size(); ++i) total += committed(i);
+    per_row = total <= graphs_->buckets.back();
+  }
   int32_t row = 0;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     const ScheduledSeq& s = step.seqs[i];
     Sequence& seq = *s.seq;
     const int32_t first_row = batch.seq_starts[i];
     const int32_t c0 = batch.positions[static_cast<size_t>(first_row)];
-    const int32_t n = seq.num_computed - c0;  // positions committed this step
-    SYV_CHECK(n >= 0 && n <= batch.seq_len(static_cast<int32_t>(i)))
-        << "seq " << seq.id() << ": " << n << " committed of " << batch.seq_len(i) << " fed";
+    const int32_t n = committed(i);
     if (n == 0) continue;  // nothing of it committed (a preempted sequence)
     SYV_CHECK_LT(seq.num_computed, seq.length()) << "seq " << seq.id();
     for (int32_t p = c0; p < c0 + n; ++p) {
       b.token_ids.push_back(seq.tokens[static_cast<size_t>(p) + 1]);
       b.positions.push_back(p);
+      if (per_row) {  // its own one-token sequence, and a logits row
+        b.seq_starts.push_back(static_cast<int32_t>(b.token_ids.size()));
+        b.context_lens.push_back(p + 1);
+        b.logit_rows.push_back(static_cast<int32_t>(b.token_ids.size()) - 1);
+        pages.push_back(&seq.pages);
+      }
     }
     runs_.push_back({first_row, row, n});
     row += n;
-    b.seq_starts.push_back(row);
-    b.context_lens.push_back(c0 + n);
-    pages.push_back(&seq.pages);
+    if (!per_row) {
+      b.seq_starts.push_back(row);
+      b.context_lens.push_back(c0 + n);
+      pages.push_back(&seq.pages);
+    }
     if (!s.wants_logits || seq.state != SequenceState::kDecoding) continue;
     const int32_t room = draft_room(seq, k_, max_model_len_);  // the adaptive policy's budget too
     if (room <= 0) continue;
-    b.logit_rows.push_back(row - 1);
+    if (!per_row) b.logit_rows.push_back(row - 1);
     Chain c;
     c.seq = &seq;
     c.room = room;
-    c.row = static_cast<int32_t>(b.logit_rows.size()) - 1;
+    // Its row among the head's logits rows: the last committed position's.
+    c.row = per_row ? row - 1 : static_cast<int32_t>(b.logit_rows.size()) - 1;
     c.pages = seq.pages;
     chains_.push_back(std::move(c));
   }
   if (row == 0) return;
   SYV_CHECK(!outputs.token_hidden.empty())
       << "mtp drafter: the target returned no per-token hidden states";
-  set_page_table(batch_, pages);
+  set_page_table(batch_, pages, per_row ? table_width() : 1);
   Model::Outputs head;
-  model_.mtp_forward(b, gather_hidden(outputs.token_hidden, row), head);
+  run_head(outputs.token_hidden, row, head);
   head_rows_ += row;
   if (chains_.empty()) return;
   greedy_ids(model_.backend(), head.logits, host_logits_, ids_);
@@ -137,9 +246,9 @@ void MtpDrafter::extend_chains(Tensor last_out) {
       pages.push_back(&c.pages);
     }
     if (row == 0) break;
-    set_page_table(batch_, pages);
+    set_page_table(batch_, pages, table_width());
     // Copied out of the head's workspace before the next run reuses it.
-    model_.mtp_forward(b, gather_hidden(last_out, row), head);
+    run_head(last_out, row, head);
     head_rows_ += row;
     last_out = head.hidden;
     greedy_ids(model_.backend(), head.logits, host_logits_, ids_);

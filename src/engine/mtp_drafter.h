@@ -30,11 +30,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/batch.h"
 #include "engine/drafter.h"
+#include "engine/graph_runner.h"
 #include "kv/page_pool.h"
 #include "model/model.h"
 
@@ -48,6 +50,21 @@ class MtpDrafter : public Drafter {
   // max_model_len or a request's max_tokens.
   MtpDrafter(Model& model, PagePool& pool, int32_t page_size, int32_t num_speculative_tokens,
              int32_t max_model_len);
+  // Destroys the head's graphs and ends its workspace reservation.
+  ~MtpDrafter() override;
+
+  // CUDA graphs for the head's forwards (the engine's GraphRunner is on, with `config`). The
+  // head's batches are then built decode-shaped: every row its own one-token sequence (a
+  // catch-up row at position p attends over [0, p], its own chunk's keys written by the same
+  // forward first, as before) and every row a logits row, so a forward of R rows replays the
+  // graph of the smallest bucket of rows >= R (graph_buckets(max_batch * max_query)), padded
+  // with dummy rows on config.dummy_page; more rows run eagerly. `max_tokens` / `max_rows`: the
+  // largest eager head forward (the step's token budget; one logits row per sequence), reserved
+  // with the graphs' so no buffer moves.
+  void enable_graphs(const GraphConfig& config, int64_t max_tokens, int64_t max_rows);
+  // Builds the head's batches decode-shaped without graphs too (tests: the CPU backend has none,
+  // and the drafts must not change).
+  void set_decode_shaped(bool on) { decode_shaped_ = on; }
 
   void observe(const SchedulerOutput& step, const Batch& batch,
                const Model::Outputs& outputs) override;
@@ -56,6 +73,9 @@ class MtpDrafter : public Drafter {
 
   // Head rows run so far (catch-up and chain), for tests and logs.
   int64_t head_rows() const { return head_rows_; }
+  // Head forwards replayed as graphs, and head graphs captured.
+  int64_t head_graph_runs() const { return head_graph_runs_; }
+  int32_t head_graphs_captured() const;
 
  private:
   struct Chain {
@@ -70,6 +90,19 @@ class MtpDrafter : public Drafter {
   void extend_chains(Tensor last_out);
   // Copies rows runs_ name from `src` [*, H] into hidden_ [rows, H]; returns that view.
   Tensor gather_hidden(const Tensor& src, int32_t rows);
+  // Runs the head on batch_, its hidden input the rows runs_ name in `src`: as a graph when
+  // graphs are on, the batch is decode-shaped and a bucket holds it; else eagerly.
+  void run_head(const Tensor& src, int32_t rows, Model::Outputs& head);
+  // The page-table width of the head's batches (graphs: the graphs' fixed width).
+  int32_t table_width() const { return graphs_ ? graphs_->config.pages_per_seq : 1; }
+
+  struct HeadGraphs {
+    GraphConfig config;
+    std::vector<int32_t> buckets;         // rows
+    std::vector<int> ids;                 // graph id per bucket, -1 until captured
+    std::vector<Model::Outputs> outputs;  // per bucket, as the captured forward returned them
+    Batch padded;                         // the batch the captured forwards read
+  };
 
   struct Run {
     int32_t src = 0, dst = 0, count = 0;  // rows
@@ -93,6 +126,9 @@ class MtpDrafter : public Drafter {
   std::vector<int32_t> ids_;
   std::unordered_map<uint64_t, Ready> ready_;  // by Sequence::id(), for the next step only
   int64_t head_rows_ = 0;
+  std::unique_ptr<HeadGraphs> graphs_;  // null: every head forward eager
+  bool decode_shaped_ = false;          // set_decode_shaped()
+  int64_t head_graph_runs_ = 0;
 };
 
 }  // namespace syv

@@ -104,6 +104,9 @@ class DecoderModel final : public Model {
   }
 
   bool has_mtp() const override { return mtp_ != nullptr; }
+  void reserve_mtp(int64_t max_tokens, int64_t max_logit_rows) override {
+    if (mtp_ != nullptr) mtp_->reserve(max_tokens, max_logit_rows);
+  }
   void mtp_forward(const Batch& batch, const Tensor& hidden, Outputs& out) override {
     SYV_CHECK(mtp_ != nullptr) << o_.name << ": mtp_forward() without an MTP head";
     SYV_CHECK(store_ != nullptr) << o_.name << ": bind_cache() must be called before mtp_forward()";

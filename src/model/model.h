@@ -91,6 +91,12 @@ class Model {
     (void)max_tokens;
     (void)max_logit_rows;
   }
+  // The same for mtp_forward()'s own workspace (the MTP drafter captures head forwards as
+  // graphs); reserve_mtp(0, 0) ends it. The default does nothing.
+  virtual void reserve_mtp(int64_t max_tokens, int64_t max_logit_rows) {
+    (void)max_tokens;
+    (void)max_logit_rows;
+  }
 };
 
 // Builds a CacheStore of `config` for the model's cache_spec() on its backend and binds the model

@@ -65,6 +65,9 @@ class MtpHead {
   // untouched). hidden: [T, H], activation dtype, backend memory.
   void forward(const Batch& batch, int32_t page_size, const Tensor& hidden, const KvCacheView& kv,
                Tensor& logits, Tensor& out);
+  // Fixes the workspace at forwards of up to T tokens and R logits rows (Model::reserve_mtp);
+  // (0, 0) ends the reservation.
+  void reserve(int64_t T, int64_t R) { ws_.reserve(T == 0 && R == 0 ? 0 : workspace_bytes(T, R)); }
 
  private:
   int64_t workspace_bytes(int64_t T, int64_t R) const;

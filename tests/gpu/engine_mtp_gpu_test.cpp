@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "engine/mtp_drafter.h"
 #include "unit/engine_harness.h"
 #include "unit/mtp_fixture.h"
 #include "unit/verify_harness.h"
@@ -29,11 +30,16 @@ EngineOptions hybrid_options(int32_t pages, int32_t budget, int32_t chunk, int32
   return o;
 }
 
-RunResult run(Model& model, const EngineOptions& o, const std::vector<Request>& requests) {
+// head_graph_runs: the MTP head's forwards replayed as graphs (MtpDrafter::head_graph_runs).
+RunResult run(Model& model, const EngineOptions& o, const std::vector<Request>& requests,
+              int64_t* head_graph_runs = nullptr) {
   auto core = EngineCore::create(model, nullptr, o);
   EXPECT_TRUE(core.ok()) << core.message();
   if (!core.ok()) return {};
-  return run_core(std::move(core).value(), requests);
+  return run_core(std::move(core).value(), requests, [&](const EngineCore& c) {
+    const auto* mtp = dynamic_cast<const MtpDrafter*>(c.drafter());
+    if (head_graph_runs != nullptr && mtp != nullptr) *head_graph_runs = mtp->head_graph_runs();
+  });
 }
 
 class EngineMtpGpu : public ::testing::TestWithParam<const char*> {};
@@ -75,11 +81,15 @@ TEST_P(EngineMtpGpu, GreedyAndSeededEqualPlainDecoding) {
       scenarios[5].o.cuda_graphs = "lazy";
       for (const Scenario& s : scenarios) {
         SCOPED_TRACE(s.what);
-        const RunResult spec = run(m, s.o, requests);
+        int64_t head_graph_runs = -1;
+        const RunResult spec = run(m, s.o, requests, &head_graph_runs);
         EXPECT_EQ(spec.tokens, plain.tokens);
         EXPECT_GT(spec.stats.draft_tokens, 0u);
         if (s.o.cuda_graphs != "off") {
           EXPECT_GT(spec.stats.graph_verify_steps, 0u);
+          EXPECT_GT(head_graph_runs, 0);
+        } else {
+          EXPECT_EQ(head_graph_runs, 0);
         }
       }
     }

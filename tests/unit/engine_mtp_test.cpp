@@ -54,8 +54,10 @@ struct MtpRun {
 };
 
 // k = 0: plain decoding. Requests i with i % 3 == 2 do not speculate when `mixed`.
+// decode_shaped: the head's batches in the layout its CUDA graphs replay (MtpDrafter::
+// set_decode_shaped): every row its own one-token sequence and a logits row.
 MtpRun run_mtp(Model& model, EngineOptions o, int32_t k, const std::vector<Request>& requests,
-               bool mixed) {
+               bool mixed, bool decode_shaped = false) {
   set_log_level(LogLevel::WARN);
   o.num_speculative_tokens = k;
   o.speculative_method = k > 0 ? "mtp" : "";
@@ -68,10 +70,10 @@ MtpRun run_mtp(Model& model, EngineOptions o, int32_t k, const std::vector<Reque
     for (size_t i = 0; mixed && i < requests.size(); ++i)
       if (i % 3 == 2) silent.insert(requests[i].prompt_ids);
     EngineCore& c = *core.value();
-    c.set_drafter(std::make_unique<RecordingDrafter>(
-        std::make_unique<MtpDrafter>(model, c.cache().pool(), o.page_size, k,
-                                     c.options().max_model_len),
-        silent, &out.drafts));
+    auto mtp = std::make_unique<MtpDrafter>(model, c.cache().pool(), o.page_size, k,
+                                            c.options().max_model_len);
+    mtp->set_decode_shaped(decode_shaped);
+    c.set_drafter(std::make_unique<RecordingDrafter>(std::move(mtp), silent, &out.drafts));
   }
   const RunResult r = run_core(std::move(core).value(), requests);
   out.tokens = r.tokens;
@@ -155,16 +157,19 @@ TEST(EngineMtp, GreedyEqualsPlainDecodingAndDraftsDoNotDependOnTheSchedule) {
         const char* what;
         EngineOptions o;
         bool mixed;
+        bool decode_shaped = false;
       };
       const Scenario scenarios[] = {
           {"batched, some not speculating", hybrid_options(128, 4096, 0, 8), true},
           {"chunked prefill", hybrid_options(128, 24, 7, 8), true},
           {"prefix hits", hybrid_options(128, 4096, 0, 2), false},
           {"preemption", hybrid_options(9, 64, 0, 8), true},
+          {"decode-shaped head batches (its graphs' layout)", hybrid_options(128, 24, 7, 8), true,
+           true},
       };
       for (const Scenario& s : scenarios) {
         SCOPED_TRACE(s.what);
-        const MtpRun spec = run_mtp(m, s.o, k, requests, s.mixed);
+        const MtpRun spec = run_mtp(m, s.o, k, requests, s.mixed, s.decode_shaped);
         if (::testing::Test::HasFatalFailure()) return;
         EXPECT_EQ(spec.tokens, plain.tokens);
         EXPECT_GT(spec.stats.draft_tokens, 0u);

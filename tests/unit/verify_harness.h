@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -70,8 +71,9 @@ struct RunResult {
 };
 
 // Runs `requests` together on `core` to completion (integrity checked every step); no page, state
-// slot or checkpoint hold may leak.
-inline RunResult run_core(std::unique_ptr<EngineCore> core, const std::vector<Request>& requests) {
+// slot or checkpoint hold may leak. `inspect` sees the engine at the end, before it is destroyed.
+inline RunResult run_core(std::unique_ptr<EngineCore> core, const std::vector<Request>& requests,
+                          const std::function<void(const EngineCore&)>& inspect = {}) {
   Harness h(std::move(core));
   std::vector<uint64_t> ids;
   for (const Request& r : requests) ids.push_back(h.submit(r));
@@ -84,6 +86,7 @@ inline RunResult run_core(std::unique_ptr<EngineCore> core, const std::vector<Re
   RunResult out;
   out.stats = h.core().stats();
   for (uint64_t id : ids) out.tokens.push_back(h.output(id).samples.at(0).tokens);
+  if (inspect) inspect(h.core());
   return out;
 }
 

@@ -4,7 +4,10 @@
 # 512 prompt tokens, 128 out, 64 offered, ignore_eos), with the default flags and with each
 # preset, then c1, resend and offload (1M filler tokens) with the defaults, then `syv verify
 # --model` on the same folder.
+#   [PRESETS="default throughput"] [QUICK=1] \
 #   tools/device/serve_bench_check.sh [build carry dir, default build/gpu-carry] [out dir]
+# PRESETS: the launch profiles to run (default: default throughput interactive long); QUICK=1:
+# the burst only (no c1 / resend / offload, no `syv verify`), for a short device call.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/gpu-carry}/bin
@@ -16,7 +19,7 @@ KEY=serve-bench-check-key
 [[ -f $DIR/config.json ]] || timeout 300 $B/syv demo-model --config tools/bench/configs/qwen3-8b \
   --tokenizer third_party/qwen3-tokenizer --out $DIR 2>&1 | tail -1
 cat $DIR/*.safetensors >/dev/null  # into the page cache
-for preset in default throughput interactive long; do
+for preset in ${PRESETS:-default throughput interactive long}; do
   extra=()
   [[ $preset != default ]] && extra=(--preset $preset)
   $B/syv serve --model $DIR --device cuda --port $PORT --api-key $KEY "${extra[@]}" \
@@ -30,7 +33,8 @@ for preset in default throughput interactive long; do
   echo "== $preset"
   grep -E "preset|memory plan|max context|graphs:" "$OUT/serve-$preset.log" | head -6
   scenarios=(--scenario burst)
-  [[ $preset == default ]] && scenarios+=(--scenario c1 --scenario resend --scenario offload)
+  [[ $preset == default && -z ${QUICK:-} ]] &&
+    scenarios+=(--scenario c1 --scenario resend --scenario offload)
   timeout 240 $B/syv bench serve --url http://127.0.0.1:$PORT --api-key $KEY "${scenarios[@]}" \
     --num-requests 128 --concurrency 64 --input-len 512 --output-len 128 --resend-len 8192 \
     --filler-tokens 1048576 --seed 1 2>/dev/null | tee "$OUT/bench-$preset.txt" | grep -v '^{'
@@ -38,5 +42,6 @@ for preset in default throughput interactive long; do
   kill $PID
   wait $PID
 done
+[[ -n ${QUICK:-} ]] && exit 0
 timeout 300 $B/syv verify --model $DIR --device cuda 2>&1 | tee "$OUT/verify.txt" |
   grep -E "^(FAIL|[0-9]+ passed)"
