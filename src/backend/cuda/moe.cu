@@ -34,7 +34,7 @@ namespace {
 constexpr int kTopkWarps = 4;                        // tokens per router block
 constexpr int kRouteThreads = 1024;                  // the one block of moe_route_kernel
 constexpr int kMinTileRows = 16;                     // the smallest BM (sizes the tile list)
-constexpr int64_t kPassBudget = int64_t{256} << 20;  // act + y bytes of one pass
+constexpr int64_t kPassBudget = int64_t{1} << 30;  // act + y bytes of one pass
 
 // ---- router -------------------------------------------------------------------------------------
 
