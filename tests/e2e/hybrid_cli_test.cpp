@@ -49,6 +49,28 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HybridCli,
                          ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied", "q35_nested_r2",
                                            "qnext_top1_r2", "qnext_top2_r1", "q35moe_top2_r2"));
 
+// --random-weights on a MoE config: the stacked experts are drawn by the backend (load_concat, no
+// host copy) and the model runs, the same tokens for the same seed.
+TEST(HybridCli, MixtureOfExpertsRunsOnRandomWeights) {
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/qnext_top2_r1";
+  auto tokens = [&](int seed) {
+    int status = -1;
+    const std::string out =
+        run(std::string(SYV_BIN) + " generate --model " + dir + " --random-weights --weight-seed " +
+                std::to_string(seed) + " --tokens 1,2,3,4,5 --max-tokens 6 --json",
+            &status);
+    EXPECT_EQ(status, 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("tokens")) << out;
+    return j.is_object() && j.contains("tokens") ? j["tokens"].get<std::vector<int>>()
+                                                 : std::vector<int>{};
+  };
+  const std::vector<int> a = tokens(3);
+  ASSERT_EQ(a.size(), 6u);
+  for (int t : a) EXPECT_TRUE(t >= 0 && t < 400) << t;
+  EXPECT_EQ(tokens(3), a);
+}
+
 // qnext_top2_r1: 5 layers, layer 2 dense (mlp_only_layers), 8 experts of hidden 64 and moe
 // intermediate 24, 2 per token, untied embeddings (vocab 400).
 TEST(HybridCli, InspectGivesActiveParametersOfAMixtureOfExperts) {
