@@ -1384,11 +1384,11 @@ class CudaBackendImpl final : public CudaBackend {
   void* partial_ = nullptr;
   unsigned* counters_ = nullptr;  // kCounterSlots, zero between launches (attention_decode.cu)
   size_t partial_bytes_ = 0;
-  void* dequant_ = nullptr;      // ensure_dequant()
+  void* dequant_ = nullptr;  // ensure_dequant()
+  size_t dequant_bytes_ = 0;
   void* moe_scratch_ = nullptr;  // moe_experts(): routing lists, activations (moe.cuh)
   size_t moe_scratch_bytes_ = 0;
-  unsigned long long* moe_routed_ = nullptr;  // moe_experts_routed()
-  size_t dequant_bytes_ = 0;
+  unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
   void* sample_dev_ = nullptr;                       // sample(): rows, penalties, ids
   size_t sample_dev_bytes_ = 0;
