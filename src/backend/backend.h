@@ -298,7 +298,7 @@ class Backend {
   // ---- hybrid ops (Qwen3.5 / Qwen3-Next: Gated DeltaNet, gated attention, MoE) ---------------
   // Not pure: the defaults (backend/hybrid_ops_default.cpp) abort with "op <name> is not
   // implemented on backend <name()>". The CPU backend implements all of them
-  // (backend/cpu/cpu_hybrid_ops.h); CUDA implements all but the MoE pair.
+  // (backend/cpu/cpu_hybrid_ops.h), and so does CUDA (backend/cuda/gated_delta.cu, moe.cu, ...).
   //
   // Recurrent state lives in per-layer buffers indexed by slot: sequence s of the batch uses slot
   // meta.state_slots[s], whose content corresponds to exactly positions [0, first new position)
@@ -310,6 +310,13 @@ class Backend {
   // them, so an unsupported combination is a clear error at load, never an abort mid-request.
   virtual bool supports_hybrid_ops() const { return false; }
   virtual bool supports_moe_ops() const { return false; }
+  // Empty when moe_topk / moe_experts run a model of these shapes (E experts, top_k per token,
+  // hidden size H, expert intermediate size I), else why not (load_model() refuses with it).
+  virtual std::string moe_shape_unsupported(int64_t experts, int64_t top_k, int64_t hidden,
+                                            int64_t inter) const {
+    (void)experts, (void)top_k, (void)hidden, (void)inter;
+    return {};
+  }
   // True when linear_quantized() computes every quantized format of backend/weight.h (the CPU
   // backend's reference). prepare_model() refuses a checkpoint with quantized modules on a
   // backend without it, before anything is loaded.

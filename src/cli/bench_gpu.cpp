@@ -101,7 +101,10 @@ struct Setup {
   // Bytes of weights a decode step reads (the floor's weight term): 2 x linear_params (bf16), or
   // for a quantized checkpoint the device bytes of its weights (packed data, scales, zeros) less
   // an untied embedding table, which a step reads by rows.
+  // (less every routed expert of a mixture of experts: a step reads the experts its tokens route
+  // to, counted per step by CudaBackend::moe_experts_routed(), expert_bytes each)
   double step_weight_bytes = 0;
+  double expert_bytes = 0;  // one routed expert's gate, up and down in bf16
   int64_t kv_per_token = 0;
   int64_t state_per_seq = 0;       // recurrent state bytes of one sequence (hybrids; 0 otherwise)
   DType state_dtype = DType::F32;  // of the delta-rule state (--state-dtype)
@@ -110,9 +113,20 @@ struct Setup {
   std::string name;
 };
 
+// One routed expert's parameters (gate, up, down), and the MoE layers' count.
+int64_t expert_params(const ModelConfig& c) {
+  return 3 * c.hidden_size * c.moe_intermediate_size;
+}
+int64_t moe_layers(const ModelConfig& c) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) n += c.layer_is_moe(l) ? 1 : 0;
+  return n;
+}
+
 // Parameters every token multiplies: each layer's linears (and conv taps) plus the lm_head. For the
 // hybrid families: a gated attention layer's q_proj is twice as tall (query and gate), a Gated
-// DeltaNet layer has in_proj_qkv, in_proj_z, in_proj_b/a, out_proj and the conv1d taps.
+// DeltaNet layer has in_proj_qkv, in_proj_z, in_proj_b/a, out_proj and the conv1d taps; a MoE
+// layer's MLP is its router, shared expert (and its gate) and the top_k experts the token uses.
 int64_t linear_params_per_token(const ModelConfig& c) {
   const int64_t H = c.hidden_size, q = c.num_attention_heads * c.head_dim,
                 kv = c.num_key_value_heads * c.head_dim, I = c.intermediate_size;
@@ -128,7 +142,12 @@ int64_t linear_params_per_token(const ModelConfig& c) {
       n += H * (g.conv_dim() + g.value_dim() + 2 * g.num_v_heads) + g.value_dim() * H +
            g.conv_dim() * c.linear_conv_kernel_dim;
     }
-    n += 3 * H * I;
+    if (c.layer_is_moe(l)) {
+      n += c.num_experts * H + H + 3 * H * c.shared_expert_intermediate_size +
+           c.num_experts_per_tok * expert_params(c);
+    } else {
+      n += 3 * H * I;
+    }
   }
   return n;
 }
@@ -201,12 +220,21 @@ int setup(const Options& o, Setup& s) {
                    static_cast<int64_t>(s.gpu->peak_scratch_bytes() - scratch_before);
   std::printf("weights: %.2f GB on the device, loaded in %.2f s%s\n", s.weight_bytes / 1e9,
               seconds_since(t0), o.random_weights ? " (random)" : "");
-  s.linear_params = linear_params_per_token(s.model->config());
-  s.step_weight_bytes = 2.0 * static_cast<double>(s.linear_params);
-  if (const ModelConfig& mc = s.model->config(); mc.quant.quantized() && !o.random_weights) {
+  const ModelConfig& mc = s.model->config();
+  s.linear_params = linear_params_per_token(mc);
+  s.expert_bytes = 2.0 * double(expert_params(mc));
+  s.step_weight_bytes =
+      2.0 * double(s.linear_params - moe_layers(mc) * mc.num_experts_per_tok * expert_params(mc));
+  if (mc.is_moe())
+    std::printf(
+        "decode floor: %.2f GB of weights per step besides the routed experts, plus %.1f MB per "
+        "expert a step routes to (counted on the device, summed over its %lld MoE layers)\n",
+        s.step_weight_bytes / 1e9, s.expert_bytes / 1e6, static_cast<long long>(moe_layers(mc)));
+  if (mc.quant.quantized() && !o.random_weights) {
     const double table =
         mc.tie_word_embeddings ? 0.0 : 2.0 * double(mc.vocab_size) * double(mc.hidden_size);
-    s.step_weight_bytes = static_cast<double>(s.weight_bytes) - table;
+    s.step_weight_bytes = static_cast<double>(s.weight_bytes) - table -
+                          s.expert_bytes * double(moe_layers(mc) * mc.num_experts);
     std::printf(
         "decode floor: %.2f GB of weights per step (%s: the device bytes of the weights, "
         "packed data + scales + zeros, less an untied embedding table)\n",
@@ -420,6 +448,10 @@ int run_decode(const Options& o) {
         s.gpu->argmax(logits, ids);
       };
       const bool pdl = s.gpu->pdl();
+      // The experts one step reads (the same every step: the batch does not change).
+      const uint64_t routed_before = s.gpu->moe_experts_routed();
+      step();
+      const double experts_read = double(s.gpu->moe_experts_routed() - routed_before);
       Stats eager = stats_of(s.gpu->time_ms(step, o.warmup, o.steps));
       Stats graph = eager, graph_nopdl = eager;
       if (!o.no_graphs) {
@@ -438,8 +470,9 @@ int run_decode(const Options& o) {
         if (id < 0 || id >= c.vocab_size)
           return fail("decode produced token id " + std::to_string(id));
       const double best = std::min(eager.median, graph.median);
-      // Weights once, each sequence's K/V, and its recurrent state read and written.
-      const double bytes = s.step_weight_bytes +
+      // Weights once (the routed experts: those the step reads), each sequence's K/V, and its
+      // recurrent state read and written.
+      const double bytes = s.step_weight_bytes + experts_read * s.expert_bytes +
                            double(b) * ctx * static_cast<double>(s.kv_per_token) +
                            2.0 * double(b) * static_cast<double>(s.state_per_seq);
       const double floor_ms = bytes / (s.copy_gbps * 1e9) * 1e3;
@@ -452,7 +485,13 @@ int run_decode(const Options& o) {
                     s.name.c_str(), b, ctx, b / best * 1e3, eager.median, eager.p10, eager.p90,
                     graph.median, graph.p10, graph.p90, graph_nopdl.median, floor_ms, bytes / 1e9,
                     100.0 * floor_ms / best, flops / (best * 1e-3) / 1e12);
-      emit(rows, line);
+      std::string row = line;
+      if (c.is_moe()) {
+        std::snprintf(line, sizeof line, " %.0f experts read (%.1f per MoE layer) |", experts_read,
+                      experts_read / double(std::max<int64_t>(moe_layers(c), 1)));
+        row += line;
+      }
+      emit(rows, row.c_str());
     }
   }
   if (max_len > 0) prefill_points(o, s, rows, {cuda::prefill_attention_variant()});

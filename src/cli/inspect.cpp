@@ -93,7 +93,27 @@ struct Holdings {
   int64_t float_bytes = 0;
   std::vector<std::string> quantized_kinds, kept_kinds;  // "q_proj"; "embed_tokens", "norms"
   std::set<std::string> kept_dtypes;
+  int64_t routed_expert_parameters = 0;  // "*.mlp.experts.*" outside the MTP head
 };
+
+// A mixture-of-experts model's per-token figures: the parameters a token runs through (every
+// parameter but the routed experts it is not sent to: top_k of num_experts in each MoE layer; the
+// MTP head left out), and the weight bytes a batch-1 decode step reads for it on CUDA (the device
+// bytes less the unused experts' bf16 bytes and, with untied embeddings, all but one row of
+// embed_tokens).
+struct ActivePerToken {
+  int64_t parameters = 0, bytes = 0;
+};
+ActivePerToken active_per_token(const ModelConfig& c, const Holdings& h, int64_t device_bytes) {
+  const int64_t unused = h.routed_expert_parameters - h.routed_expert_parameters *
+                                                          c.num_experts_per_tok /
+                                                          std::max<int64_t>(c.num_experts, 1);
+  ActivePerToken a;
+  a.parameters = h.parameters - unused;
+  a.bytes = device_bytes - 2 * unused;
+  if (!c.tie_word_embeddings) a.bytes -= 2 * (c.vocab_size - 1) * c.hidden_size;
+  return a;
+}
 
 // "q_proj" of "model.layers.3.self_attn.q_proj.qweight", "norms" of any "*norm*.weight",
 // "A_log" of "model.layers.0.linear_attn.A_log": the module's last name, without the tensor's
@@ -126,6 +146,8 @@ Holdings count_holdings(const WeightStore& store, const QuantConfig& quant) {
     const TensorInfo* t = store.find(name);
     const StoredTensorRole role = stored_tensor_role(name, *t, store, quant);
     h.parameters += role.parameters;
+    if (name.find(".mlp.experts.") != std::string::npos && name.rfind("mtp.", 0) != 0)
+      h.routed_expert_parameters += role.parameters;
     switch (role.role) {
       case StoredRole::kQuantizedData:
         ++h.quantized_tensors;
@@ -210,6 +232,7 @@ int run(const Options& o) {
     }
   }
 
+  const ActivePerToken active = active_per_token(c, held, device_bytes);
   if (o.json) {
     nlohmann::json j;
     j["model_type"] = c.model_type;
@@ -225,6 +248,13 @@ int run(const Options& o) {
     j["parameters_by_dtype"] = held.params_by_dtype;
     j["weight_bytes"] = store->total_bytes();
     j["weight_bytes_device"] = device_bytes;
+    if (c.is_moe()) {
+      j["experts"] = {{"num_experts", c.num_experts},
+                      {"experts_per_token", c.num_experts_per_tok},
+                      {"routed_expert_parameters", held.routed_expert_parameters},
+                      {"active_parameters", active.parameters},
+                      {"active_bytes_per_token", active.bytes}};
+    }
     nlohmann::json q = {{"method", describe_quant_config(c.quant)}};
     if (c.quant.quantized()) {
       q["quantized_tensors"] = held.quantized_tensors;
@@ -299,6 +329,18 @@ int run(const Options& o) {
               !c.quant.quantized() ? "bf16"
               : table              ? "quantized modules packed, the rest bf16"
                                    : "at most: quantized modules counted dequantized to bf16");
+  if (c.is_moe()) {
+    std::printf("experts          %lld routed, %lld per token; %lld routed-expert parameters\n",
+                static_cast<long long>(c.num_experts),
+                static_cast<long long>(c.num_experts_per_tok),
+                static_cast<long long>(held.routed_expert_parameters));
+    std::printf(
+        "active/token     %lld parameters (%.3f B) of %lld; %lld weight bytes (%.2f GB) read "
+        "per token by a batch-1 decode step on CUDA\n",
+        static_cast<long long>(active.parameters), active.parameters / 1e9,
+        static_cast<long long>(parameters), static_cast<long long>(active.bytes),
+        active.bytes / 1e9);
+  }
   std::printf("KV per token     %lld bytes bf16 (CUDA), %lld bytes f32 (CPU backend)",
               static_cast<long long>(kv_bf16), static_cast<long long>(kv_f32));
   if (o.plan.kv_dtype) {
@@ -340,6 +382,10 @@ CommandRegistration reg{
           "zero points none), names the format and the tensors kept in float, and gives the\n"
           "bytes as stored (packed weights + scales) and as the device keeps them, which is what\n"
           "the memory plan uses.\n\n"
+          "A mixture-of-experts model (Qwen3-Next, Qwen3.5-MoE) also gets its active figures: the\n"
+          "parameters a token runs through (all but the routed experts it is not sent to; the MTP\n"
+          "head left out) and the weight bytes a batch-1 decode step reads for it on CUDA (the\n"
+          "device bytes less the unused experts and, untied, all but one embedding row).\n\n"
           "Example:\n"
           "  syv inspect --model ~/models/Qwen3-0.6B\n");
       app.add_option("--model", o->model_dir,

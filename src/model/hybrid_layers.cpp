@@ -161,6 +161,21 @@ Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfi
         load_reshaped(loader, {p + "experts.gate_up_proj", {E, 2 * I, H}}, {E, 2 * I, H}));
     SYV_ASSIGN_OR_RETURN(out->experts_down,
                          load_reshaped(loader, {p + "experts.down_proj", {E, H, I}}, {E, H, I}));
+  } else if (store == nullptr) {
+    // Random weights (`syv bench --random-weights`): drawn on the device, each expert's gate and
+    // up rows then the next expert's, as the files' path below stacks them (no host copy: a real
+    // shape's experts are tens of GB).
+    std::vector<WeightSpec> gate_up, down;
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string q = p + "experts." + std::to_string(e) + ".";
+      gate_up.push_back({q + "gate_proj.weight", {I, H}});
+      gate_up.push_back({q + "up_proj.weight", {I, H}});
+      down.push_back({q + "down_proj.weight", {H, I}});
+    }
+    SYV_ASSIGN_OR_RETURN(out->experts_gate_up, loader.load_concat(gate_up));
+    out->experts_gate_up.set_dense(out->experts_gate_up.tensor.reshape({E, 2 * I, H}));
+    SYV_ASSIGN_OR_RETURN(out->experts_down, loader.load_concat(down));
+    out->experts_down.set_dense(out->experts_down.tensor.reshape({E, H, I}));
   } else {
     std::vector<float> gate_up, down;
     gate_up.reserve(static_cast<size_t>(E * 2 * I * H));

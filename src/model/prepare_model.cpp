@@ -111,6 +111,13 @@ Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
                          " experts is a mixture-of-experts model, which the " + backend.name() +
                          " backend cannot run yet; use the CPU backend (--device cpu)");
   }
+  if (p.config.num_experts > 0) {
+    const std::string why =
+        backend.moe_shape_unsupported(p.config.num_experts, p.config.num_experts_per_tok,
+                                      p.config.hidden_size, p.config.moe_intermediate_size);
+    if (!why.empty())
+      return Status::Error(dir + "/config.json: " + why + "; use the CPU backend (--device cpu)");
+  }
   if (p.arch->validate != nullptr) {
     Status valid = p.arch->validate(p.config);
     if (!valid.ok()) return valid.with_context(dir + "/config.json");

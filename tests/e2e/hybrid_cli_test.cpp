@@ -1,7 +1,9 @@
 // `syv generate` on the hybrid fixtures (tests/fixtures/hybrid/*): the CLI path (load_model ->
-// one state slot -> prefill + token-by-token decode) must reproduce transformers' 12 greedy tokens.
+// one state slot -> prefill + token-by-token decode) must reproduce transformers' 12 greedy tokens;
+// `syv inspect` gives a mixture-of-experts fixture's active parameters and bytes per token.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -45,6 +47,62 @@ TEST_P(HybridCli, GenerateReproducesGreedyTokens) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridCli,
                          ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied", "q35_nested_r2",
-                                           "qnext_top1_r2", "qnext_top2_r1"));
+                                           "qnext_top1_r2", "qnext_top2_r1", "q35moe_top2_r2"));
+
+// --random-weights on a MoE config: the stacked experts are drawn by the backend (load_concat, no
+// host copy) and the model runs, the same tokens for the same seed.
+TEST(HybridCli, MixtureOfExpertsRunsOnRandomWeights) {
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/qnext_top2_r1";
+  auto tokens = [&](int seed) {
+    int status = -1;
+    const std::string out =
+        run(std::string(SYV_BIN) + " generate --model " + dir + " --random-weights --weight-seed " +
+                std::to_string(seed) + " --tokens 1,2,3,4,5 --max-tokens 6 --json",
+            &status);
+    EXPECT_EQ(status, 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("tokens")) << out;
+    return j.is_object() && j.contains("tokens") ? j["tokens"].get<std::vector<int>>()
+                                                 : std::vector<int>{};
+  };
+  const std::vector<int> a = tokens(3);
+  ASSERT_EQ(a.size(), 6u);
+  for (int t : a) EXPECT_TRUE(t >= 0 && t < 400) << t;
+  EXPECT_EQ(tokens(3), a);
+}
+
+// qnext_top2_r1: 5 layers, layer 2 dense (mlp_only_layers), 8 experts of hidden 64 and moe
+// intermediate 24, 2 per token, untied embeddings (vocab 400).
+TEST(HybridCli, InspectGivesActiveParametersOfAMixtureOfExperts) {
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/qnext_top2_r1";
+  int status = -1;
+  const std::string out = run(std::string(SYV_BIN) + " inspect --json --model " + dir, &status);
+  ASSERT_EQ(status, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j.contains("experts")) << out;
+  const nlohmann::json& e = j["experts"];
+  const int64_t routed = 4 * 8 * 3 * 64 * 24, unused = routed - routed * 2 / 8;
+  EXPECT_EQ(e["num_experts"], 8);
+  EXPECT_EQ(e["experts_per_token"], 2);
+  EXPECT_EQ(e["routed_expert_parameters"], routed);
+  EXPECT_EQ(e["active_parameters"], j["parameters"].get<int64_t>() - unused);
+  EXPECT_EQ(e["active_bytes_per_token"],
+            j["weight_bytes_device"].get<int64_t>() - 2 * unused - 2 * 399 * 64);
+
+  const std::string text = run(std::string(SYV_BIN) + " inspect --model " + dir, &status);
+  ASSERT_EQ(status, 0) << text;
+  EXPECT_NE(text.find("8 routed, 2 per token"), std::string::npos) << text;
+  EXPECT_NE(text.find("active/token     " + std::to_string(e["active_parameters"].get<int64_t>()) +
+                      " parameters"),
+            std::string::npos)
+      << text;
+
+  // A dense hybrid has no expert figures.
+  const std::string dense = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/q35_r1_lllf";
+  const nlohmann::json d = nlohmann::json::parse(
+      run(std::string(SYV_BIN) + " inspect --json --model " + dense, &status), nullptr, false);
+  ASSERT_EQ(status, 0);
+  EXPECT_FALSE(d.contains("experts"));
+}
 
 }  // namespace

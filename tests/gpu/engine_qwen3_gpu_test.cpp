@@ -93,6 +93,11 @@ TEST_P(EngineHybridGpu, DefaultModeGreedyOutputIsTheSameAloneBatchedChunkedCache
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineHybridGpu,
                          ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied", "q35_nested_r2"));
+// The mixture-of-experts fixtures: the router, top-k and experts (backend/cuda/moe.cu) give each
+// token the same bits whatever else is in the batch (one fp32 accumulator per output element over
+// K in a fixed order, whichever tile shape or expert group the token lands in).
+INSTANTIATE_TEST_SUITE_P(MixtureOfExperts, EngineHybridGpu,
+                         ::testing::Values("qnext_top1_r2", "qnext_top2_r1", "q35moe_top2_r2"));
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineQwen3Gpu,
                          ::testing::Values("tied_gqa2", "tied_gqa4_kv1_hd64", "untied_gqa4_hd24"));

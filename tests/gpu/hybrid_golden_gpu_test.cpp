@@ -1,7 +1,8 @@
 // Qwen3.5 on the CUDA backend vs Hugging Face transformers (tests/fixtures/hybrid/q35_*), for a
 // whole prefill, token-by-token decode, two sequences packed with a chunked prefill, and a state
-// checkpoint restored into another slot; the 12 greedy tokens equal. The Qwen3-Next fixtures
-// (mixture of experts) are refused on CUDA with a clear error. Skipped without a CUDA device.
+// checkpoint restored into another slot; the 12 greedy tokens equal. The same for the mixture-of-
+// experts fixtures (Qwen3-Next qnext_*, Qwen3.5-MoE q35moe_*: router, top-k and routed experts on
+// the device, backend/cuda/moe.cu). Skipped without a CUDA device.
 //
 // Tolerance: the fixtures' reference is transformers in fp32, and these tiny models with every
 // parameter moved off its init amplify rounding: transformers itself computing in bf16 lands a
@@ -10,6 +11,12 @@
 // tools/fixtures/hybrid_bf16_floor.py). syv's bf16 activations (fp32 state, f32 gate inputs) are
 // held to that floor: median <= 1.25 x transformers-bf16's median, worst <= 2.5 x its worst (a
 // single chaotic row; a wrong kernel moves every row).
+//
+// The MoE fixtures have no measured transformers-bf16 floor yet (tools/fixtures/
+// hybrid_bf16_floor.py prints it; tools/device/moe_check.sh runs it): they are held to the bound
+// of issue 14, a median row relative L2 <= 2e-2, and a worst row <= 1e-1 (2.5 x the Qwen3.5
+// fixtures' worst floors' order, 4e-2: a bf16 near-tie in the router may send one row to another
+// expert, which moves that row, not every row).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,6 +42,8 @@ Floor bf16_floor(const std::string& fixture) {
   if (fixture == "q35_r1_lllf") return {1.254e-2, 4.007e-2};
   if (fixture == "q35_r2_flfl_tied") return {2.537e-2, 7.899e-2};
   if (fixture == "q35_nested_r2") return {1.350e-2, 4.315e-2};
+  if (fixture.rfind("qnext_", 0) == 0 || fixture.rfind("q35moe_", 0) == 0)
+    return {2e-2 / 1.25, 1e-1 / 2.5};  // issue 14's bound, see above (not a measured floor)
   ADD_FAILURE() << "no bf16 floor measured for " << fixture;
   return {0, 0};
 }
@@ -161,16 +170,8 @@ TEST_P(HybridGpuGolden, Bf16StateDecodeStaysNearTheFloor) {
 
 INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGpuGolden,
                          ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied", "q35_nested_r2"));
-
-TEST(HybridGpuRefusals, MixtureOfExpertsIsRefusedAtLoad) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  auto gpu = make_cuda_backend(0);
-  const Fixture f = read_fixture("qnext_top1_r2");
-  auto loaded = load_model(f.dir, *gpu);
-  ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.message().find("mixture-of-experts"), std::string::npos) << loaded.message();
-  EXPECT_NE(loaded.message().find("--device cpu"), std::string::npos) << loaded.message();
-}
+INSTANTIATE_TEST_SUITE_P(MixtureOfExperts, HybridGpuGolden,
+                         ::testing::Values("qnext_top1_r2", "qnext_top2_r1", "q35moe_top2_r2"));
 
 }  // namespace
 }  // namespace syv

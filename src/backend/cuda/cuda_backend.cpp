@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/moe.cuh"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/host_batch_meta.h"
 #include "backend/quant_layout.h"
@@ -74,6 +75,9 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaMalloc(&counters_, kCounterSlots * sizeof(unsigned)));
     SYV_CUDA_CHECK(cudaMemsetAsync(counters_, 0, kCounterSlots * sizeof(unsigned), stream_));
     scratch_bytes_ += kCounterSlots * sizeof(unsigned);
+    SYV_CUDA_CHECK(cudaMalloc(&moe_routed_, sizeof(unsigned long long)));
+    SYV_CUDA_CHECK(cudaMemsetAsync(moe_routed_, 0, sizeof(unsigned long long), stream_));
+    scratch_bytes_ += sizeof(unsigned long long);
     if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
@@ -88,6 +92,8 @@ class CudaBackendImpl final : public CudaBackend {
     if (meta_dev_) cudaFree(meta_dev_);
     if (partial_) cudaFree(partial_);
     if (dequant_) cudaFree(dequant_);
+    if (moe_scratch_) cudaFree(moe_scratch_);
+    if (moe_routed_) cudaFree(moe_routed_);
     if (sample_dev_) cudaFree(sample_dev_);
     if (sample_work_) cudaFree(sample_work_);
     if (workspace_) cudaFree(workspace_);
@@ -629,9 +635,9 @@ class CudaBackendImpl final : public CudaBackend {
                              stream_);
   }
 
-  // ---- hybrid ops (gated_delta.cu, hybrid_elementwise.cu); MoE is not on CUDA yet -------------
+  // ---- hybrid ops (gated_delta.cu, hybrid_elementwise.cu, moe.cu) -----------------------------
   bool supports_hybrid_ops() const override { return true; }
-  bool supports_moe_ops() const override { return false; }
+  bool supports_moe_ops() const override { return true; }
   bool supports_state_dtype(DType t) const override {
     return t == DType::F32 || t == DType::BF16;  // gated_delta.cu reads and writes either
   }
@@ -748,7 +754,71 @@ class CudaBackendImpl final : public CudaBackend {
                              broadcast, stream_);
   }
 
+  std::string moe_shape_unsupported(int64_t experts, int64_t top_k, int64_t hidden,
+                                    int64_t inter) const override {
+    if (experts > cuda::kMoeMaxExperts || top_k > 32)
+      return "the CUDA MoE kernels take at most " + std::to_string(cuda::kMoeMaxExperts) +
+             " experts and 32 per token (this model: " + std::to_string(experts) + " and " +
+             std::to_string(top_k) + ")";
+    if (hidden % 8 != 0 || inter % 8 != 0)
+      return "the CUDA MoE kernels need hidden_size and moe_intermediate_size multiples of 8 (this "
+             "model: " +
+             std::to_string(hidden) + " and " + std::to_string(inter) + ")";
+    return {};
+  }
+
+  void moe_topk(const Tensor& logits, int32_t top_k, bool renormalize, Tensor& ids,
+                Tensor& weights) override {
+    SYV_CHECK(logits.ndim == 2 && logits.dtype == DType::F32)
+        << "moe_topk logits must be f32 [T, E]";
+    const int64_t T = logits.dim(0), E = logits.dim(1);
+    SYV_CHECK(top_k >= 1 && top_k <= E && top_k <= 32 && E <= cuda::kMoeMaxExperts)
+        << "moe top_k " << top_k << " of " << E
+        << " experts (CUDA: top_k <= 32, E <= " << cuda::kMoeMaxExperts << ")";
+    SYV_CHECK(ids.dtype == DType::I32 && weights.dtype == DType::F32)
+        << "moe_topk ids must be i32, weights f32";
+    SYV_CHECK(ids.numel() == T * top_k && weights.numel() == T * top_k) << "moe_topk outputs";
+    cuda::launch_moe_topk(logits.as<float>(), T, E, top_k, renormalize, ids.as<int32_t>(),
+                          weights.as<float>(), stream_);
+  }
+
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& down, Tensor& out) override {
+    SYV_CHECK(gate_up.ndim == 3 && down.ndim == 3)
+        << "moe weights must be [E, 2I, H] and [E, H, I]";
+    cuda::MoeShape s;
+    s.tokens = x.dim(0);
+    s.hidden = last_dim(x);
+    s.experts = gate_up.dim(0);
+    s.inter = gate_up.dim(1) / 2;
+    s.top_k = ids.numel() / std::max<int64_t>(s.tokens, 1);
+    SYV_CHECK(gate_up.dim(1) == 2 * s.inter && gate_up.dim(2) == s.hidden &&
+              down.dim(0) == s.experts && down.dim(1) == s.hidden && down.dim(2) == s.inter)
+        << "moe weight shapes";
+    SYV_CHECK(out.numel() == s.tokens * s.hidden && weights.numel() == s.tokens * s.top_k)
+        << "moe out [T, H] / weights [T, k]";
+    SYV_CHECK(s.top_k >= 1 && s.top_k <= 32) << "moe top_k " << s.top_k << " (CUDA: <= 32)";
+    SYV_CHECK(ids.dtype == DType::I32 && weights.dtype == DType::F32)
+        << "moe ids must be i32, weights f32";
+    SYV_CHECK(all_bf16({&x, &gate_up, &down, &out}))
+        << "CUDA moe_experts takes bf16 activations and bf16 expert weights";
+    SYV_CHECK(s.hidden % 8 == 0 && s.inter % 8 == 0)
+        << "CUDA moe_experts needs hidden_size and moe_intermediate_size multiples of 8 (got "
+        << s.hidden << ", " << s.inter << ")";
+    if (s.tokens == 0) return;
+    grow_scratch(moe_scratch_, moe_scratch_bytes_, static_cast<int64_t>(cuda::moe_scratch_bytes(s)),
+                 "MoE scratch");
+    cuda::launch_moe_experts(x.data, ids.as<int32_t>(), weights.as<float>(), gate_up.data,
+                             down.data, out.data, s, moe_scratch_, moe_routed_, stream_);
+  }
+
   // ---- CudaBackend extras ---------------------------------------------------------------------
+  uint64_t moe_experts_routed() override {
+    unsigned long long n = 0;
+    SYV_CUDA_CHECK(cudaMemcpyAsync(&n, moe_routed_, sizeof n, cudaMemcpyDeviceToHost, stream_));
+    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return n;
+  }
   int device() const override { return device_; }
   std::string device_name() const override { return device_name_; }
   int sm_count() const override { return sm_count_; }
@@ -1256,18 +1326,24 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   void ensure_partial(int64_t bytes) {
-    if (static_cast<size_t>(bytes) <= partial_bytes_) return;
-    SYV_CHECK(!capturing_) << "CUDA graph capture: attention scratch grew during capture";
+    grow_scratch(partial_, partial_bytes_, bytes, "attention scratch");
+  }
+
+  // Grows a scratch buffer to `bytes` (never during a capture); an outgrown buffer that a captured
+  // graph may use is kept until the last graph goes.
+  void grow_scratch(void*& buf, size_t& have, int64_t bytes, const char* what) {
+    if (static_cast<size_t>(bytes) <= have) return;
+    SYV_CHECK(!capturing_) << "CUDA graph capture: the " << what << " grew during capture";
     SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (partial_ && live_graphs_ > 0) {
-      retired_partials_.push_back({partial_, partial_bytes_});  // captured graphs use it
-    } else if (partial_) {
-      SYV_CUDA_CHECK(cudaFree(partial_));
-      scratch_bytes_ -= partial_bytes_;
+    if (buf && live_graphs_ > 0) {
+      retired_partials_.push_back({buf, have});  // captured graphs use it
+    } else if (buf) {
+      SYV_CUDA_CHECK(cudaFree(buf));
+      scratch_bytes_ -= have;
     }
-    partial_bytes_ = static_cast<size_t>(bytes);
-    SYV_CUDA_CHECK(cudaMalloc(&partial_, partial_bytes_));
-    scratch_bytes_ += partial_bytes_;
+    have = static_cast<size_t>(bytes);
+    SYV_CUDA_CHECK(cudaMalloc(&buf, have));
+    scratch_bytes_ += have;
   }
 
   // The bf16 scratch a quantized weight is dequantized into (linear_quantized()): n * k * 2 bytes
@@ -1275,18 +1351,7 @@ class CudaBackendImpl final : public CudaBackend {
   // weight the loader did not announce (tests), never during a capture; an outgrown buffer that a
   // captured graph may use is kept until the last graph goes (as the attention partials).
   void ensure_dequant(int64_t bytes) {
-    if (static_cast<size_t>(bytes) <= dequant_bytes_) return;
-    SYV_CHECK(!capturing_) << "CUDA graph capture: the dequantization scratch grew during capture";
-    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (dequant_ && live_graphs_ > 0) {
-      retired_partials_.push_back({dequant_, dequant_bytes_});
-    } else if (dequant_) {
-      SYV_CUDA_CHECK(cudaFree(dequant_));
-      scratch_bytes_ -= dequant_bytes_;
-    }
-    dequant_bytes_ = static_cast<size_t>(bytes);
-    SYV_CUDA_CHECK(cudaMalloc(&dequant_, dequant_bytes_));
-    scratch_bytes_ += dequant_bytes_;
+    grow_scratch(dequant_, dequant_bytes_, bytes, "dequantization scratch");
   }
 
   int device_ = 0;
@@ -1321,6 +1386,9 @@ class CudaBackendImpl final : public CudaBackend {
   size_t partial_bytes_ = 0;
   void* dequant_ = nullptr;  // ensure_dequant()
   size_t dequant_bytes_ = 0;
+  void* moe_scratch_ = nullptr;  // moe_experts(): routing lists, activations (moe.cuh)
+  size_t moe_scratch_bytes_ = 0;
+  unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
   void* sample_dev_ = nullptr;                       // sample(): rows, penalties, ids
   size_t sample_dev_bytes_ = 0;
@@ -1332,7 +1400,8 @@ class CudaBackendImpl final : public CudaBackend {
   bool capturing_ = false;
   std::vector<Graph> graphs_;  // by id; destroyed ones keep their slot (exec == nullptr)
   int live_graphs_ = 0;
-  // Outgrown scratch (attention partials, the dequantization buffer) that graphs still use.
+  // Outgrown scratch (attention partials, the dequantization buffer, the MoE scratch) that graphs
+  // still use.
   std::vector<std::pair<void*, size_t>> retired_partials_;
   MetaLayout staged_layout_{};  // of the metadata in staging_ (latest stage / prepare)
   size_t staged_bytes_ = 0;

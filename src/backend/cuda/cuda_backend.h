@@ -51,6 +51,11 @@ class CudaBackend : public Backend {
   virtual double measure_copy_gbps(size_t bytes, int iters) = 0;
   virtual double measure_gemm_tflops(int64_t m, int64_t n, int64_t k, int iters) = 0;
 
+  // Experts the MoE layers have read since the backend started: each moe_experts() call (each
+  // pass of it) adds the number of distinct experts its tokens route to. Synchronizes. `syv bench`
+  // takes the difference over one step for the floor that counts only the experts routed to.
+  virtual uint64_t moe_experts_routed() = 0;
+
   // CUDA graphs: supports_graphs(), capture_graph(), stage_batch(), replay_graph(),
   // destroy_graph() and set_fixed_max_context() are Backend's (backend.h). Each graph owns the
   // pinned staging + device copy of its step's batch metadata, so eager steps may grow theirs

@@ -1,0 +1,488 @@
+// Mixture-of-experts kernels (moe.cuh). Per pass of at most moe_pass_tokens() tokens:
+//   1. moe_route_kernel (one block): a counting sort of the T*k (token, slot) pairs by expert
+//      (histogram, prefix sum, scatter) into `sorted` (pair ids, grouped by expert), and a list of
+//      row tiles: (expert, first sorted row, rows) with at most BM rows each. It also adds the
+//      number of experts the pass routes to to a running device counter (the benchmark's floor).
+//   2. moe_gemm_kernel<gate_up>: for each tile and block of weight rows, the tile's token rows of
+//      x times the expert's gate/up rows (interleaved, so a thread holds a gate column and its up
+//      column), SiLU(gate) * up written to `act` (bf16, sorted order).
+//   3. moe_gemm_kernel<down>: the tile's rows of act times the expert's down rows, written in f32
+//      to y[pair] (pair = t * k + slot).
+//   4. moe_combine_kernel: out[t] = sum over the token's slots, in ascending expert id (the order
+//      of the CPU reference), of weight * y[pair].
+// Only the experts some token routes to are read, each once per weight tile: at decode that is
+// the weight-streaming GEMV of the routed experts (the union of the batch's experts), at prefill a
+// grouped tensor-core GEMM (mma.sync m16n8k16, bf16 in, fp32 accumulation).
+//
+// Launch shapes depend on T alone: the tile grid is sized for the worst case,
+// ceil(T*k / BM) + min(E, T*k) tiles, and blocks past the pass's tile count exit at once. The
+// position of a pair within its expert's rows depends on atomics, but no value does: each output
+// element of the GEMMs is one fp32 accumulator over K in a fixed order whatever row or tile it
+// lands in, y is indexed by pair, and the combine sums in a fixed order, so results are run-to-run
+// identical.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/moe.cuh"
+
+namespace syv::cuda {
+namespace {
+
+constexpr int kTopkWarps = 4;                        // tokens per router block
+constexpr int kRouteThreads = 1024;                  // the one block of moe_route_kernel
+constexpr int kMinTileRows = 16;                     // the smallest BM (sizes the tile list)
+constexpr int64_t kPassBudget = int64_t{1} << 30;  // act + y bytes of one pass
+
+// ---- router -------------------------------------------------------------------------------------
+
+// One warp per token: p = softmax(logits) in shared memory, then top_k rounds of a warp argmax
+// (larger p first, lower index on ties), each taking the winner out.
+__global__ void moe_topk_kernel(const float* __restrict__ logits, int64_t T, int E, int top_k,
+                                bool renormalize, int32_t* __restrict__ ids,
+                                float* __restrict__ weights) {
+  extern __shared__ float topk_smem[];
+  pdl_wait();
+  pdl_trigger();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kTopkWarps + warp;
+  if (t >= T) return;
+  float* p = topk_smem + warp * E;
+  const float* l = logits + t * E;
+  float mx = -INFINITY;
+  for (int e = lane; e < E; e += 32) {
+    p[e] = l[e];
+    mx = fmaxf(mx, p[e]);
+  }
+  mx = warp_max(mx);
+  float sum = 0.f;
+  for (int e = lane; e < E; e += 32) {
+    p[e] = expf(p[e] - mx);
+    sum += p[e];
+  }
+  sum = warp_sum(sum);
+  for (int e = lane; e < E; e += 32) p[e] /= sum;
+  __syncwarp();
+  int32_t my_id = 0;
+  float my_p = 0.f, top_sum = 0.f;
+  for (int j = 0; j < top_k; ++j) {
+    float bv = -1.f;
+    int bi = INT_MAX;
+    for (int e = lane; e < E; e += 32)
+      if (p[e] > bv) bv = p[e], bi = e;  // ascending e: the lowest index among equals
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+    }
+    if (lane == j) my_id = bi, my_p = bv;
+    top_sum += bv;  // in selection order, as the CPU reference sums
+    __syncwarp();
+    if (bi < E && (bi & 31) == lane) p[bi] = -INFINITY;
+    __syncwarp();
+  }
+  if (lane < top_k) {
+    ids[t * top_k + lane] = my_id;
+    weights[t * top_k + lane] = renormalize ? my_p / top_sum : my_p;
+  }
+}
+
+// ---- grouping -----------------------------------------------------------------------------------
+
+// Exclusive prefix sum over the block of (a, b) pairs; `total` receives the sums.
+__device__ int2 block_exclusive_scan2(int2 v, int2* total) {
+  __shared__ int2 warp_sums[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  int2 inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int a = __shfl_up_sync(0xffffffffu, inc.x, o);
+    const int b = __shfl_up_sync(0xffffffffu, inc.y, o);
+    if (lane >= o) inc.x += a, inc.y += b;
+  }
+  if (lane == 31) warp_sums[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    int2 w = lane < warps ? warp_sums[lane] : make_int2(0, 0);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int a = __shfl_up_sync(0xffffffffu, w.x, o);
+      const int b = __shfl_up_sync(0xffffffffu, w.y, o);
+      if (lane >= o) w.x += a, w.y += b;
+    }
+    if (lane < warps) warp_sums[lane] = w;  // inclusive over warps
+  }
+  __syncthreads();
+  const int2 before = warp > 0 ? warp_sums[warp - 1] : make_int2(0, 0);
+  *total = warp_sums[warps - 1];
+  return make_int2(before.x + inc.x - v.x, before.y + inc.y - v.y);
+}
+
+// The counting sort and tile list of one pass (see the top of the file). Shared memory: 2 E ints.
+__global__ void __launch_bounds__(kRouteThreads)
+    moe_route_kernel(const int32_t* __restrict__ ids, int P, int E, int bm,
+                     int32_t* __restrict__ sorted, int4* __restrict__ tiles,
+                     int32_t* __restrict__ num_tiles, unsigned long long* __restrict__ routed) {
+  extern __shared__ int route_smem[];
+  __shared__ int active;
+  int* counts = route_smem;
+  int* cursor = route_smem + E;
+  if (threadIdx.x == 0) active = 0;
+  pdl_wait();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    const int e = ids[p];
+    if (e >= 0 && e < E) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  // Thread i owns experts [i * per, (i + 1) * per).
+  const int per = (E + blockDim.x - 1) / blockDim.x;
+  const int e0 = min(E, static_cast<int>(threadIdx.x) * per), e1 = min(E, e0 + per);
+  int2 mine = make_int2(0, 0);
+  int used = 0;
+  for (int e = e0; e < e1; ++e) {
+    mine.x += counts[e], mine.y += (counts[e] + bm - 1) / bm;
+    used += counts[e] > 0;
+  }
+  if (used > 0) atomicAdd(&active, used);
+  int2 total;
+  int2 off = block_exclusive_scan2(mine, &total);
+  for (int e = e0; e < e1; ++e) {
+    const int n = counts[e];
+    cursor[e] = off.x;
+    for (int r = 0; r < n; r += bm) tiles[off.y++] = make_int4(e, off.x + r, min(bm, n - r), 0);
+    off.x += n;
+  }
+  __syncthreads();  // `active` complete
+  if (threadIdx.x == 0) {
+    *num_tiles = total.y;
+    atomicAdd(routed, static_cast<unsigned long long>(active));
+  }
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    const int e = ids[p];
+    if (e >= 0 && e < E) sorted[atomicAdd(&cursor[e], 1)] = p;
+  }
+  pdl_trigger();
+}
+
+// ---- grouped GEMM -------------------------------------------------------------------------------
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+struct Tile {
+  static constexpr int kWarpsN = BN / WN;
+  static constexpr int kThreads = (BM / WM) * kWarpsN * 32;
+  static constexpr int LD = BK + 8;  // +16 bytes per row keeps ldmatrix conflict-free
+  static constexpr int kStage = (BM + BN) * LD;
+  static constexpr size_t kSmem = static_cast<size_t>(STAGES) * kStage * 2;
+  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "mma tile shape");
+};
+
+struct GemmArgs {
+  const bf16* a;      // gate_up: x [T, H]; down: act [P, I] (sorted rows)
+  const bf16* w;      // [E, N, K]
+  const int4* tiles;  // (expert, first sorted row, rows)
+  const int32_t* num_tiles;
+  const int32_t* sorted;  // pair ids grouped by expert
+  int top_k;
+  int64_t N, K, inter;  // N = 2I (gate_up) or H (down); K = H or I
+  bf16* act;            // gate_up's output [P, I]
+  float* y;             // down's output [T * k, H], by pair
+};
+
+// One block: tile blockIdx.x of the list (BM rows of one expert) x weight rows
+// [blockIdx.y * BN, +BN). gate_up: column c of the block's N range is gate row c / 2 for even c
+// and up row c / 2 for odd c (of 2I interleaved columns).
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool kGateUp>
+__global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
+    moe_gemm_kernel(GemmArgs g) {
+  using L = Tile<BM, BN, BK, WM, WN, STAGES>;
+  constexpr int LD = L::LD, CPR = BK / 8, MI = WM / 16, NI = WN / 8;
+  extern __shared__ __align__(128) unsigned char moe_smem_raw[];
+  __shared__ const bf16* a_rows[BM];
+  bf16* smem = reinterpret_cast<bf16*>(moe_smem_raw);
+  pdl_wait();
+  pdl_trigger();
+  if (static_cast<int>(blockIdx.x) >= *g.num_tiles) return;
+  const int4 tile = g.tiles[blockIdx.x];
+  const int expert = tile.x, r0 = tile.y, rows = tile.z;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wm = warp / L::kWarpsN, wn = warp % L::kWarpsN;
+  const int64_t N = g.N, K = g.K;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * BN;
+  const bf16* w = g.w + static_cast<int64_t>(expert) * N * K;
+  for (int r = tid; r < BM; r += L::kThreads) {
+    const bf16* row = nullptr;
+    if (r < rows)
+      row = kGateUp ? g.a + static_cast<int64_t>(g.sorted[r0 + r] / g.top_k) * K
+                    : g.a + static_cast<int64_t>(r0 + r) * K;
+    a_rows[r] = row;
+  }
+  __syncthreads();
+  const int k_tiles = static_cast<int>((K + BK - 1) / BK);
+
+  auto load_a = [&](int kt, bf16* dst) {
+    const int64_t kb = static_cast<int64_t>(kt) * BK;
+    for (int idx = tid; idx < BM * CPR; idx += L::kThreads) {
+      const int r = idx / CPR, c = idx % CPR;
+      const int64_t k = kb + c * 8;
+      const bool valid = r < rows && k < K;
+      cp_async16(dst + r * LD + c * 8, valid ? a_rows[r] + k : g.a, valid);
+    }
+  };
+  auto load_w = [&](int kt, bf16* dst) {
+    const int64_t kb = static_cast<int64_t>(kt) * BK;
+    for (int idx = tid; idx < BN * CPR; idx += L::kThreads) {
+      const int r = idx / CPR, c = idx % CPR;
+      const int64_t n = n0 + r, k = kb + c * 8;
+      const int64_t wrow = kGateUp ? (n & 1) * g.inter + (n >> 1) : n;
+      const bool valid = n < N && k < K;
+      cp_async16(dst + r * LD + c * 8, valid ? w + wrow * K + k : w, valid);
+    }
+  };
+  auto a_stage = [&](int s) { return smem + s * L::kStage; };
+  auto w_stage = [&](int s) { return smem + s * L::kStage + BM * LD; };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < k_tiles) {
+      load_w(s, w_stage(s));
+      load_a(s, a_stage(s));
+    }
+    cp_commit();
+  }
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = kt + STAGES - 1;
+    if (next < k_tiles) {
+      load_w(next, w_stage(next % STAGES));
+      load_a(next, a_stage(next % STAGES));
+    }
+    cp_commit();
+    const bf16* as = a_stage(kt % STAGES);
+    const bf16* ws = w_stage(kt % STAGES);
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      if (static_cast<int64_t>(kt) * BK + kk * 16 >= K) break;
+      uint32_t a[MI][4], b[NI / 2][4];
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+        ldsm_x4(a[i], as + (wm * WM + i * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int p = 0; p < NI / 2; ++p)
+        ldsm_x4(b[p], ws + (wn * WN + p * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
+                          ((lane >> 3) & 1) * 8);
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int p = 0; p < NI / 2; ++p) {
+          mma(acc[i][2 * p], a[i], b[p][0], b[p][1]);
+          mma(acc[i][2 * p + 1], a[i], b[p][2], b[p][3]);
+        }
+    }
+  }
+  cp_wait<0>();
+
+  // acc[i][j]: rows g and g + 8 of the i-th 16-row block, columns 2 tq and 2 tq + 1 of the j-th
+  // 8-column block (gate_up: a gate column and its up column).
+  const int gr = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j) {
+      const int64_t n = n0 + wn * WN + j * 8 + tq * 2;
+      if (n >= N) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * WM + i * 16 + gr + h * 8;
+        if (r >= rows) continue;
+        const float c0 = acc[i][j][2 * h], c1 = acc[i][j][2 * h + 1];
+        if constexpr (kGateUp) {
+          const float silu = c0 / (1.f + expf(-c0));
+          g.act[static_cast<int64_t>(r0 + r) * g.inter + (n >> 1)] = __float2bfloat16_rn(silu * c1);
+        } else {
+          float* y = g.y + static_cast<int64_t>(g.sorted[r0 + r]) * N + n;
+          y[0] = c0;
+          if (n + 1 < N) y[1] = c1;
+        }
+      }
+    }
+}
+
+// out[t, h] = sum of weights[t, j] * y[t * k + j, h] over j in ascending expert id.
+__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
+                                   const float* __restrict__ weights, int k, int E, int64_t H,
+                                   bf16* __restrict__ out) {
+  __shared__ int order[32];
+  pdl_wait();
+  pdl_trigger();
+  const int64_t t = blockIdx.x;
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int j = 0; j < k; ++j) {
+      const int e = ids[t * k + j];
+      if (e < 0 || e >= E) continue;
+      int at = n++;
+      while (at > 0 && ids[t * k + order[at - 1]] > e) {
+        order[at] = order[at - 1];
+        --at;
+      }
+      order[at] = j;
+    }
+    for (int j = n; j < k; ++j) order[j] = -1;
+  }
+  __syncthreads();
+  const int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (h >= H) return;
+  float acc = 0.f;
+  for (int r = 0; r < k; ++r) {
+    const int j = order[r];
+    if (j < 0) break;
+    acc += y[(t * k + j) * H + h] * weights[t * k + j];
+  }
+  out[t * H + h] = __float2bfloat16_rn(acc);
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+struct Layout {
+  size_t num_tiles, tiles, sorted, act, y, total;
+};
+
+int64_t max_tiles(int64_t pairs, int64_t experts, int bm) {
+  return (pairs + bm - 1) / bm + std::min(experts, pairs);
+}
+
+size_t align256(size_t n) {
+  return (n + 255) / 256 * 256;
+}
+
+Layout layout(const MoeShape& s, int64_t tokens) {
+  const int64_t P = tokens * s.top_k;
+  Layout l{};
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t here = at;
+    at += align256(bytes);
+    return here;
+  };
+  l.num_tiles = take(sizeof(int32_t));
+  l.tiles = take(sizeof(int4) * static_cast<size_t>(max_tiles(P, s.experts, kMinTileRows)));
+  l.sorted = take(sizeof(int32_t) * static_cast<size_t>(P));
+  l.act = take(2 * static_cast<size_t>(P * s.inter));
+  l.y = take(4 * static_cast<size_t>(P * s.hidden));
+  l.total = at;
+  return l;
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool kGateUp>
+void launch_gemm(const GemmArgs& a, int64_t tiles, cudaStream_t s) {
+  using L = Tile<BM, BN, BK, WM, WN, STAGES>;
+  auto kernel = moe_gemm_kernel<BM, BN, BK, WM, WN, STAGES, kGateUp>;
+  static bool configured = false;  // per template instance
+  if (!configured) {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(L::kSmem)));
+    configured = true;
+  }
+  const dim3 grid(static_cast<unsigned>(tiles), ceil_div(a.N, BN));
+  launch_k(kernel, grid, L::kThreads, L::kSmem, s, a);
+}
+
+// The two tile shapes: 16 rows x 32 weight rows (2 warps) when the experts get few rows each
+// (decode: weight-bandwidth-bound, many blocks), 64 x 64 (4 warps) otherwise (prefill).
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, const float* weights,
+              const bf16* gate_up, const bf16* down, bf16* out, char* scratch,
+              unsigned long long* routed, cudaStream_t st) {
+  const Layout l = layout(s, T);
+  const int64_t P = T * s.top_k, E = s.experts;
+  const int64_t tiles = max_tiles(P, E, BM);
+  int32_t* num_tiles = reinterpret_cast<int32_t*>(scratch + l.num_tiles);
+  GemmArgs a;
+  a.tiles = reinterpret_cast<const int4*>(scratch + l.tiles);
+  a.num_tiles = num_tiles;
+  a.sorted = reinterpret_cast<const int32_t*>(scratch + l.sorted);
+  a.top_k = static_cast<int>(s.top_k);
+  a.inter = s.inter;
+  a.act = reinterpret_cast<bf16*>(scratch + l.act);
+  a.y = reinterpret_cast<float*>(scratch + l.y);
+  launch_k(moe_route_kernel, dim3(1), dim3(kRouteThreads), 2 * E * sizeof(int), st, ids,
+           static_cast<int>(P), static_cast<int>(E), BM,
+           reinterpret_cast<int32_t*>(scratch + l.sorted),
+           reinterpret_cast<int4*>(scratch + l.tiles), num_tiles, routed);
+  a.a = x;
+  a.w = gate_up;
+  a.N = 2 * s.inter;
+  a.K = s.hidden;
+  launch_gemm<BM, BN, BK, WM, WN, STAGES, true>(a, tiles, st);
+  a.a = a.act;
+  a.w = down;
+  a.N = s.hidden;
+  a.K = s.inter;
+  launch_gemm<BM, BN, BK, WM, WN, STAGES, false>(a, tiles, st);
+  constexpr int kCombineThreads = 256;
+  launch_k(moe_combine_kernel, dim3(static_cast<unsigned>(T), ceil_div(s.hidden, kCombineThreads)),
+           dim3(kCombineThreads), 0, st, a.y, ids, weights, static_cast<int>(s.top_k),
+           static_cast<int>(E), s.hidden, out);
+}
+
+}  // namespace
+
+void launch_moe_topk(const float* logits, int64_t tokens, int64_t experts, int top_k,
+                     bool renormalize, int32_t* ids, float* weights, cudaStream_t s) {
+  if (tokens == 0) return;
+  const size_t smem = kTopkWarps * static_cast<size_t>(experts) * sizeof(float);
+  static bool configured = false;
+  if (!configured) {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(moe_topk_kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kTopkWarps * kMoeMaxExperts * 4)));
+    configured = true;
+  }
+  launch_k(moe_topk_kernel, dim3(ceil_div(tokens, kTopkWarps)), dim3(kTopkWarps * 32), smem, s,
+           logits, tokens, static_cast<int>(experts), top_k, renormalize, ids, weights);
+}
+
+int64_t moe_pass_tokens(const MoeShape& s) {
+  const int64_t per_token = s.top_k * (2 * s.inter + 4 * s.hidden);
+  return std::max<int64_t>(1, std::min(s.tokens, kPassBudget / std::max<int64_t>(per_token, 1)));
+}
+
+size_t moe_scratch_bytes(const MoeShape& s) {
+  return layout(s, moe_pass_tokens(s)).total;
+}
+
+void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
+                        const void* gate_up, const void* down, void* out, const MoeShape& s,
+                        void* scratch, unsigned long long* routed, cudaStream_t stream) {
+  const int64_t pass = moe_pass_tokens(s), k = s.top_k, H = s.hidden;
+  for (int64_t t0 = 0; t0 < s.tokens; t0 += pass) {
+    const int64_t T = std::min(pass, s.tokens - t0);
+    const bf16* xp = static_cast<const bf16*>(x) + t0 * H;
+    bf16* op = static_cast<bf16*>(out) + t0 * H;
+    const bf16* gu = static_cast<const bf16*>(gate_up);
+    const bf16* dn = static_cast<const bf16*>(down);
+    char* sc = static_cast<char*>(scratch);
+    // Rows per routed expert at most T*k / min(E, T*k): few -> the decode tile.
+    const int64_t P = T * k, rows_per_expert = P / std::min(s.experts, P);
+    if (rows_per_expert <= 16)
+      run_pass<16, 32, 128, 16, 16, 6>(s, T, xp, ids + t0 * k, weights + t0 * k, gu, dn, op, sc,
+                                       routed, stream);
+    else
+      run_pass<64, 64, 64, 32, 32, 4>(s, T, xp, ids + t0 * k, weights + t0 * k, gu, dn, op, sc,
+                                      routed, stream);
+  }
+}
+
+}  // namespace syv::cuda
