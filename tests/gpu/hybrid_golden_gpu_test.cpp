@@ -12,11 +12,10 @@
 // held to that floor: median <= 1.25 x transformers-bf16's median, worst <= 2.5 x its worst (a
 // single chaotic row; a wrong kernel moves every row).
 //
-// The MoE fixtures have no measured transformers-bf16 floor yet (tools/fixtures/
-// hybrid_bf16_floor.py prints it; tools/device/moe_check.sh runs it): they are held to the bound
-// of issue 14, a median row relative L2 <= 2e-2, and a worst row <= 1e-1 (2.5 x the Qwen3.5
-// fixtures' worst floors' order, 4e-2: a bf16 near-tie in the router may send one row to another
-// expert, which moves that row, not every row).
+// The MoE fixtures' floors (tools/device/moe_check.sh, H200, 2026-12-02 07:20 UTC) have worst rows
+// of 0.16-0.93: in bf16 a near-tie in the router sends a token to another expert, which moves
+// that row (and, through the state and the cache, later ones), not every row. Their greedy tokens
+// may part from transformers' fp32 at such a near-tie (GreedyTokensMatchTransformers).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,8 +41,9 @@ Floor bf16_floor(const std::string& fixture) {
   if (fixture == "q35_r1_lllf") return {1.254e-2, 4.007e-2};
   if (fixture == "q35_r2_flfl_tied") return {2.537e-2, 7.899e-2};
   if (fixture == "q35_nested_r2") return {1.350e-2, 4.315e-2};
-  if (fixture.rfind("qnext_", 0) == 0 || fixture.rfind("q35moe_", 0) == 0)
-    return {2e-2 / 1.25, 1e-1 / 2.5};  // issue 14's bound, see above (not a measured floor)
+  if (fixture == "qnext_top1_r2") return {1.502e-2, 5.219e-1};
+  if (fixture == "qnext_top2_r1") return {2.543e-2, 9.259e-1};
+  if (fixture == "q35moe_top2_r2") return {1.733e-2, 1.606e-1};
   ADD_FAILURE() << "no bf16 floor measured for " << fixture;
   return {0, 0};
 }
@@ -124,17 +124,47 @@ TEST_P(HybridGpuGolden, CheckpointRestoresStateInAnotherSlot) {
   expect_rows(f_, from_checkpoint(*model_, *store_, f_));
 }
 
+bool is_moe(const std::string& fixture) {
+  return fixture.rfind("qnext_", 0) == 0 || fixture.rfind("q35moe_", 0) == 0;
+}
+
+// Greedy decoding may part from transformers' only where the two leading reference logits are
+// closer than an error of `worst` (row relative L2) allows: |ours - ref| <= worst ||ref|| per
+// logit, so a flip needs a gap <= 2 worst ||ref||; after one the continuations differ, so the
+// comparison stops there. Returns how many leading tokens agree.
+size_t expect_greedy_within(const Fixture& f, const std::vector<int32_t>& got, double worst,
+                            const char* what) {
+  size_t same = 0;
+  while (same < got.size() && got[same] == f.greedy[same]) ++same;
+  std::printf("  %s greedy: %zu of %zu tokens as transformers\n", what, same, got.size());
+  if (same < got.size()) {
+    const float* ref = f.greedy_logits.data() + same * static_cast<size_t>(f.vocab);
+    double norm = 0;
+    for (int64_t v = 0; v < f.vocab; ++v) norm += double{ref[v]} * ref[v];
+    const double gap = double{ref[f.greedy[same]]} - ref[got[same]];
+    EXPECT_LE(gap, 2.0 * worst * std::sqrt(norm))
+        << what << ": greedy step " << same << " chose " << got[same] << " over transformers' "
+        << f.greedy[same] << " with a reference gap larger than the measured error allows";
+  }
+  return same;
+}
+
+// Exact for the dense-MLP fixtures; the MoE ones may part at a router near-tie (see the top).
 TEST_P(HybridGpuGolden, GreedyTokensMatchTransformers) {
-  EXPECT_EQ(greedy_tokens(*model_, f_), f_.greedy);
+  const std::vector<int32_t> got = greedy_tokens(*model_, f_);
+  if (!is_moe(f_.name)) {
+    EXPECT_EQ(got, f_.greedy);
+    return;
+  }
+  const double worst = row_errors(f_, token_by_token(*model_, f_)).second;
+  expect_greedy_within(f_, got, worst, "bf16 activations");
 }
 
 // --state-dtype bf16: the delta-rule state rounded to bf16 after every step (here every token of
 // the token-by-token decode, the worst case). Reported next to fp32 and held to the floor's bounds
 // with room for the extra rounding: median <= 2 x transformers-bf16's median, worst <= 2.5 x its
-// worst. Greedy decoding may part from transformers' only where the two leading reference logits
-// are closer than that worst error allows (|ours - ref| <= worst ||ref|| per logit, so a flip needs
-// a gap <= 2 worst ||ref||): a random model's flat rows have such near-ties, and after one the
-// continuations differ, so the comparison stops there.
+// worst. Greedy decoding may part from transformers' at a near-tie that error allows
+// (expect_greedy_within): a random model's flat rows have such near-ties.
 TEST_P(HybridGpuGolden, Bf16StateDecodeStaysNearTheFloor) {
   CacheConfig cache = store_->config();
   cache.state_dtype = DType::BF16;
@@ -153,19 +183,7 @@ TEST_P(HybridGpuGolden, Bf16StateDecodeStaysNearTheFloor) {
   EXPECT_LE(median, 2.0 * floor.median);
   EXPECT_LE(worst, 2.5 * floor.worst);
 
-  const std::vector<int32_t> got = greedy_tokens(*model_, f_);
-  size_t same = 0;
-  while (same < got.size() && got[same] == f_.greedy[same]) ++same;
-  std::printf("  bf16 state greedy: %zu of %zu tokens as transformers\n", same, got.size());
-  if (same < got.size()) {
-    const float* ref = f_.greedy_logits.data() + same * static_cast<size_t>(f_.vocab);
-    double norm = 0;
-    for (int64_t v = 0; v < f_.vocab; ++v) norm += double{ref[v]} * ref[v];
-    const double gap = double{ref[f_.greedy[same]]} - ref[got[same]];
-    EXPECT_LE(gap, 2.0 * worst * std::sqrt(norm))
-        << "greedy step " << same << " chose " << got[same] << " over transformers' "
-        << f_.greedy[same] << " with a reference gap larger than the measured error allows";
-  }
+  expect_greedy_within(f_, greedy_tokens(*model_, f_), worst, "bf16 state");
 }
 
 INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGpuGolden,
