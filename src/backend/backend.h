@@ -18,6 +18,7 @@
 
 #include "backend/available_memory.h"
 #include "backend/batch.h"
+#include "backend/host_pages.h"
 #include "backend/kv_cache_view.h"
 #include "backend/tensor.h"
 #include "backend/weight.h"
@@ -209,6 +210,13 @@ class Backend {
   // whose "device" memory is host memory too). Fails with a message naming the size when the
   // memory cannot be had.
   virtual Result<PinnedBuffer> allocate_pinned(size_t bytes);
+  // Page-locks host memory already faulted in (backend/host_pages.h, e.g. on a background thread)
+  // and takes it over: the buffer unpins and frees it when it goes. Call it from the thread that
+  // runs ops, between steps (a host tier's pieces; kv/host_tier.h "Memory"). CUDA:
+  // cudaHostRegister (portable and mapped, so a kernel can read it too). The default only takes
+  // the memory over (right for the CPU backend, where nothing needs pinning). Fails with a message
+  // naming the size when the memory cannot be pinned (the pages are then freed).
+  virtual Result<PinnedBuffer> pin_host_pages(HostPages pages);
   // Blocks the host until `event` is complete (empty: returns at once).
   virtual void wait_copy(const CopyEvent& event) { (void)event; }
   // Ops enqueued after this call start only once `event` is complete; the host does not wait
