@@ -54,12 +54,14 @@ class Harness {
   }
   void cancel(uint64_t id) { core_->abort_request(id); }
 
-  // One step + integrity check + drain of every channel.
+  // One step + integrity check + drain of every channel, then the gap between steps (the host
+  // tier's pinning; Engine's loop does the same).
   void step() {
     core_->step();
     const std::string err = core_->check_integrity();
     ASSERT_EQ(err, "") << "after step " << core_->stats().steps;
     drain();
+    core_->between_steps(/*idle=*/!core_->has_work());
   }
   void run() {
     int guard = 0;
