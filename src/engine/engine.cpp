@@ -76,7 +76,8 @@ EngineStats Engine::stats() const {
 
 void Engine::loop() {
   std::deque<Command> commands;
-  bool pin_more = false;  // the host tier's pinned reserve is short: pin while idle
+  // The host tier's pinned reserve is short: pin while idle instead of sleeping (from start-up).
+  bool pin_more = core_->host_tier() != nullptr;
   for (;;) {
     bool stop = false, drain = true;
     {

@@ -322,10 +322,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     if (options.host_pin_reserve_bytes >= 0) pin.reserve_bytes = options.host_pin_reserve_bytes;
     if (options.host_pin_piece_bytes != 0) pin.piece_bytes = options.host_pin_piece_bytes;
     pin.fault_in_background = options.host_fault_in_background;
-    SYV_ASSIGN_OR_RETURN(auto tier, HostTier::create(*core->store_,
-                                                     core->cache_.index().key_tokens(),
-                                                     host_plan.num_pages,
-                                                     host_plan.num_checkpoints, pin));
+    SYV_ASSIGN_OR_RETURN(auto tier,
+                         HostTier::create(*core->store_, core->cache_.index().key_tokens(),
+                                          host_plan.num_pages, host_plan.num_checkpoints, pin));
     SYV_LOG(INFO) << "engine: " << tier->describe() << "; " << host_plan.reason;
     core->attach_host_tier(std::move(tier));
   }
@@ -883,6 +882,7 @@ void EngineCore::update_gauges() {
     stats_.host_pieces_pinned = c.pieces_pinned;
     stats_.host_pin_seconds = c.pin_seconds;
     stats_.host_stores_short = c.stores_short;
+    stats_.host_reserve_short = host_->reserve_short();
   }
   if (hybrid_ != nullptr) {
     const CheckpointPool& ck = hybrid_->pool();

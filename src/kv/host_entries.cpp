@@ -19,8 +19,8 @@ HostEntries::HostEntries(int32_t size, int32_t open)
 }
 
 void HostEntries::open(int32_t n) {
-  SYV_CHECK(n >= open_ && n <= size()) << "host entries: open " << n << " of " << size()
-                                       << " with " << open_ << " open";
+  SYV_CHECK(n >= open_ && n <= size())
+      << "host entries: open " << n << " of " << size() << " with " << open_ << " open";
   // Lowest id on top: the new entries go under the free ones (all lower).
   free_.insert(free_.begin(), static_cast<size_t>(n - open_), 0);
   for (int32_t id = n - 1, at = 0; id >= open_; --id) free_[static_cast<size_t>(at++)] = id;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "backend/available_memory.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "kv/cache_store.h"
@@ -57,9 +58,10 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
     p.per_piece = static_cast<int32_t>(
         std::clamp<int64_t>(entry_bytes > 0 ? pin.piece_bytes / entry_bytes : 1, 1, 1 << 20));
     const double share = static_cast<double>(entry_bytes) * size / total;
-    const int64_t want = entry_bytes > 0 ? static_cast<int64_t>(static_cast<double>(
-                                               pin.reserve_bytes) * share) / entry_bytes
-                                         : 0;
+    const int64_t want =
+        entry_bytes > 0
+            ? static_cast<int64_t>(static_cast<double>(pin.reserve_bytes) * share) / entry_bytes
+            : 0;
     p.reserve = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(want, p.per_piece), size));
   };
   shape(page_pieces_, store.page_bytes(), num_pages);
@@ -117,13 +119,13 @@ void HostTier::pin_piece(int kind, Result<HostPages> pages) {
   HostEntries& e = entries(kind);
   Pieces& p = pieces(kind);
   const int64_t start = now_ns();
-  Result<PinnedBuffer> buffer =
-      pages.ok() ? store_.backend().pin_host_pages(std::move(*pages)) : Result<PinnedBuffer>(
-                                                                            pages.status());
+  Result<PinnedBuffer> buffer = pages.ok() ? store_.backend().pin_host_pages(std::move(*pages))
+                                           : Result<PinnedBuffer>(pages.status());
   if (!buffer.ok()) {
     if (!warned_) {
-      SYV_LOG(WARN) << "host tier: keeps " << e.num_open() << " " << (kind == 0 ? "pages" : "checkpoints")
-                    << " of " << e.size() << ": " << buffer.message();
+      SYV_LOG(WARN) << "host tier: keeps " << e.num_open() << " "
+                    << (kind == 0 ? "pages" : "checkpoints") << " of " << e.size() << ": "
+                    << buffer.message();
       warned_ = true;
     }
     e.shrink(e.num_open());
@@ -139,13 +141,22 @@ void HostTier::pin_piece(int kind, Result<HostPages> pages) {
 bool HostTier::between_steps(bool idle) {
   const int kind = short_kind();
   if (kind < 0) return false;
+  // Before the device pools first evict, the reserve is pinned only while idle: a busy server
+  // whose device pools still have room pays no pin between its steps.
+  const HostTierCounters& c = counters_;
+  const bool evicted =
+      c.pages_stored + c.checkpoints_stored + c.stores_present + c.stores_short + c.stores_dropped >
+      0;
+  const bool pin_now = idle || evicted;
   if (!faulter_.has(kind)) {
     if (faulter_.busy()) {  // the other kind's piece, faulted ahead
       if (!idle) return true;
       faulter_.wait_idle();
     }
-    faulter_.start(kind, next_piece_bytes(kind));
+    // (Faulting in on the background thread costs the steps nothing, so it starts anyway.)
+    if (pin_now || faulter_.background()) faulter_.start(kind, next_piece_bytes(kind));
   }
+  if (!pin_now) return true;
   std::optional<Result<HostPages>> piece = faulter_.take(kind, idle);
   if (!piece.has_value()) return true;  // still being faulted in: a later gap pins it
   pin_piece(kind, std::move(*piece));
@@ -281,9 +292,9 @@ std::string HostTier::describe() const {
   if (num_checkpoints() > 0)
     line << " + " << num_checkpoints() << " checkpoints (" << store_.slot_bytes() << " bytes each)";
   line << ", " << (total_bytes() >> 20) << " MiB of host memory from " << store_.backend().name()
-       << " (pinned where the backend pins, between steps, in pieces of "
-       << (page_pieces_.per_piece * store_.page_bytes() >> 20) << " MiB, keeping "
-       << page_pieces_.reserve << " pages";
+       << " (pinned where the backend pins, between steps, in pieces of up to "
+       << format_bytes(std::min(page_pieces_.per_piece, num_pages()) * store_.page_bytes())
+       << ", keeping " << page_pieces_.reserve << " pages";
   if (num_checkpoints() > 0) line << " and " << checkpoint_pieces_.reserve << " checkpoints";
   line << " free ahead of evictions), write-back at device eviction";
   return line.str();

@@ -84,8 +84,8 @@ struct HostTierCounters {
   uint64_t checkpoints_stored = 0;  // device checkpoints copied to the host at eviction
   uint64_t stores_present = 0;      // evictions the host already held (nothing copied)
   uint64_t stores_dropped = 0;      // evictions not stored (every entry pinned, or a colliding key)
-  uint64_t stores_short = 0;  // evictions not stored: no free pinned entry while the tier grew
-  uint64_t pages_evicted = 0;       // host pages dropped for newer ones
+  uint64_t stores_short = 0;   // evictions not stored: no free pinned entry while the tier grew
+  uint64_t pages_evicted = 0;  // host pages dropped for newer ones
   uint64_t checkpoints_evicted = 0;  // host checkpoints dropped for newer ones
   uint64_t bytes_to_host = 0;
   uint64_t bytes_from_host = 0;
@@ -120,9 +120,12 @@ class HostTier {
   // Between steps (never inside one): pins at most one piece when a kind's free pinned entries
   // are below its reserve and the kind is still growing, then starts faulting in the next piece.
   // idle: nothing else to do, so it may wait for the piece being faulted in; otherwise a piece
-  // not faulted in yet is left to a later gap. Returns whether the reserve is still short (the
-  // engine loop then calls again instead of sleeping when idle).
+  // not faulted in yet is left to a later gap, and until the device pools first evict into the
+  // tier nothing is pinned between busy steps (only while idle). Returns whether the reserve is
+  // still short (the engine loop then calls again instead of sleeping when idle).
   bool between_steps(bool idle);
+  // Whether a kind still growing has fewer free pinned entries than its reserve.
+  bool reserve_short() const { return short_kind() >= 0; }
 
   // ---- pages --------------------------------------------------------------------------------
   // The entry holding the page keyed `key` after `parent` with these key_tokens tokens, or -1.

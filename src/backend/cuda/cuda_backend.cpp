@@ -213,8 +213,8 @@ class CudaBackendImpl final : public CudaBackend {
     segments_.clear();
     for (const CopyOp& op : ops) {
       const cuda::CopySegment seg{op.dst, op.src, op.bytes};
-      const bool h2d = host_ranges_.contains(op.src, op.bytes) &&
-                       device_ranges_.contains(op.dst, op.bytes);
+      const bool h2d =
+          host_ranges_.contains(op.src, op.bytes) && device_ranges_.contains(op.dst, op.bytes);
       const bool d2h = !h2d && device_ranges_.contains(op.src, op.bytes) &&
                        host_ranges_.contains(op.dst, op.bytes);
       if (!(h2d || d2h) || !cuda::gather_copy_fits(seg)) return false;
@@ -1392,8 +1392,8 @@ class CudaBackendImpl final : public CudaBackend {
   // kGatherMaxMeanBytes go as one kernel (a host tier page: 2 x layers copies of ~128 KiB).
   static constexpr size_t kGatherMinOps = 4;
   static constexpr size_t kGatherMaxMeanBytes = size_t{4} << 20;
-  AddressRanges device_ranges_;  // allocate()d memory
-  AddressRanges host_ranges_;    // pinned host memory the device addresses at its host pointer
+  AddressRanges device_ranges_;   // allocate()d memory
+  AddressRanges host_ranges_;     // pinned host memory the device addresses at its host pointer
   int host_pointer_mapped_ = -1;  // cudaDevAttrCanUseHostPointerForRegisteredMem; -1: not asked
   std::vector<cuda::CopySegment> segments_;
 
