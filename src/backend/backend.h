@@ -74,9 +74,9 @@ class CopyEvent {
   std::shared_ptr<void> handle_;
 };
 
-// Host memory from Backend::allocate_pinned() (a host tier's pages and checkpoints): page-locked
-// where the backend can pin (CUDA: cudaHostAlloc), so copy_async() to and from it overlaps with
-// compute; plain host memory otherwise. Freed by the backend that allocated it when the buffer
+// Host memory from Backend::allocate_pinned() or pin_host_pages() (a host tier's pages and
+// checkpoints): page-locked where the backend can pin (CUDA: cudaHostAlloc / cudaHostRegister),
+// so copy_async() to and from it overlaps with compute; plain host memory otherwise. Freed by the backend that allocated it when the buffer
 // goes; that backend must outlive it. Move-only.
 class PinnedBuffer {
  public:
@@ -202,8 +202,8 @@ class Backend {
   // synchronize(), right for backends whose memory is host memory) and returns an empty event.
   virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes);
   // copy_async() of every op (non-overlapping) as one batch: one ordering after the compute
-  // stream, one event for all (a page of a 36-layer model is 72 copies). The default runs
-  // copy_async() per op.
+  // stream, one event for all (a page of a 36-layer model is 72 copies; CUDA moves many small
+  // ones as one gather kernel, backend/cuda/host_copy.h). The default runs copy_async() per op.
   virtual CopyEvent copy_batch_async(const std::vector<CopyOp>& ops);
   // `bytes` of host memory for copy_async() (a host tier): pinned where the backend can, see
   // PinnedBuffer. The default is plain 64-byte-aligned host memory (right for the CPU backend,
