@@ -76,8 +76,8 @@ class CopyEvent {
 
 // Host memory from Backend::allocate_pinned() or pin_host_pages() (a host tier's pages and
 // checkpoints): page-locked where the backend can pin (CUDA: cudaHostAlloc / cudaHostRegister),
-// so copy_async() to and from it overlaps with compute; plain host memory otherwise. Freed by the backend that allocated it when the buffer
-// goes; that backend must outlive it. Move-only.
+// so copy_async() to and from it overlaps with compute; plain host memory otherwise. Freed by the
+// backend that allocated it when the buffer goes; that backend must outlive it. Move-only.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;

@@ -7,8 +7,9 @@
 // Before 2, the engine idles until the host tier's pinned reserve is pinned (as a server does after
 // start-up; kv/host_tier.h "Memory"), and the time that took is printed with the tier's pinning
 // counters at the end. The serve ratio is (4, from host) / (2, cold); the target on an
-// H200 is <= 0.10 at 32K tokens. Also prints the tokens that came from the host and bytes copied back per second of the
-// warm TTFT (a lower bound on the load throughput: the TTFT includes the tail's prefill).
+// H200 is <= 0.10 at 32K tokens. Also prints the tokens that came from the host and bytes copied
+// back per second of the warm TTFT (a lower bound on the load throughput: the TTFT includes the
+// tail's prefill).
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
