@@ -217,6 +217,8 @@ class Backend {
   // the memory over (right for the CPU backend, where nothing needs pinning). Fails with a message
   // naming the size when the memory cannot be pinned (the pages are then freed).
   virtual Result<PinnedBuffer> pin_host_pages(HostPages pages);
+  // Whether pin_host_pages() page-locks (so memory for it is worth faulting in beforehand).
+  virtual bool pins_host_memory() const { return false; }
   // Blocks the host until `event` is complete (empty: returns at once).
   virtual void wait_copy(const CopyEvent& event) { (void)event; }
   // Ops enqueued after this call start only once `event` is complete; the host does not wait

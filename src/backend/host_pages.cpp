@@ -29,7 +29,7 @@ void* HostPages::release() {
   return std::exchange(data_, nullptr);
 }
 
-Result<HostPages> fault_in_host_pages(size_t bytes) {
+Result<HostPages> fault_in_host_pages(size_t bytes, bool touch) {
   if (bytes == 0) return Status::Error("host pages: asked for 0 bytes");
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -42,7 +42,7 @@ Result<HostPages> fault_in_host_pages(size_t bytes) {
   const long page = sysconf(_SC_PAGESIZE);
   const size_t step = page > 0 ? static_cast<size_t>(page) : size_t{4096};
   volatile char* c = static_cast<volatile char*>(p);
-  for (size_t i = 0; i < bytes; i += step) c[i] = 0;
+  for (size_t i = 0; touch && i < bytes; i += step) c[i] = 0;
   HostPages pages;
   pages.data_ = p;
   pages.bytes_ = bytes;

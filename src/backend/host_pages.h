@@ -27,14 +27,15 @@ class HostPages {
   void* release();
 
  private:
-  friend Result<HostPages> fault_in_host_pages(size_t bytes);
+  friend Result<HostPages> fault_in_host_pages(size_t bytes, bool touch);
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
 
-// `bytes` (> 0) of anonymous host memory, every page touched. Thread-safe. Fails with a message
-// naming the size when the memory cannot be mapped.
-Result<HostPages> fault_in_host_pages(size_t bytes);
+// `bytes` (> 0) of anonymous host memory, every page touched (touch = false: only mapped, for a
+// backend that does not pin; the kernel then backs pages on first write, as with malloc).
+// Thread-safe. Fails with a message naming the size when the memory cannot be mapped.
+Result<HostPages> fault_in_host_pages(size_t bytes, bool touch = true);
 // Frees memory released from a HostPages of `bytes` bytes.
 void free_host_pages(void* data, size_t bytes);
 

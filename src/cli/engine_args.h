@@ -27,7 +27,8 @@ struct EngineArgs {
   // Host tier in GiB (kv/host_tier.h): < 0 (the default) = a quarter of the free host memory, at
   // most 32 GiB; 0 = off.
   double host_cache_gb = -1;
-  // Pinned reserve of the host tier in GiB (kv/host_tier.h "Memory"): < 0 (the default) = 4 GiB.
+  // Pinned reserve of the host tier in GiB (kv/host_tier.h "Memory"): < 0 (the default) = 4 GiB
+  // or, when larger, the KV pages of one max_model_len sequence.
   double host_pin_reserve_gb = -1;
   // --draft-model DIR (--speculative-method draft): loaded by the command (load_draft_model) and
   // set as options.draft_model before the engine starts.
@@ -104,9 +105,10 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
                  "0 = off; default: a quarter of the free host memory, at most 32 GiB (logged).")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--host-pin-reserve-gb", args.host_pin_reserve_gb,
-                 "Host tier memory kept pinned ahead of evictions (GiB, default 4; at least one "
-                 "128 MiB piece). Pinning happens only between steps, one piece per gap and while "
-                 "idle; an eviction that finds the reserve empty is not written back.")
+                 "Host tier memory kept pinned ahead of evictions (GiB; default 4, or one "
+                 "--max-model-len sequence's KV pages when larger; at least one 128 MiB piece). "
+                 "Pinning happens only between steps, one piece per gap and while idle; an "
+                 "eviction that finds the reserve empty is not written back.")
       ->check(CLI::NonNegativeNumber);
   // CUDA graphs for decode steps, one per batch-size bucket (docs/engine.md "CUDA graphs").
   app.add_option("--cuda-graphs", args.cuda_graphs,

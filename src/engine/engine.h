@@ -85,7 +85,8 @@ struct EngineOptions {
   int32_t host_num_pages = 0;
   int32_t host_num_checkpoints = 0;
   // The host tier's pinning (kv/host_tier.h "Memory"): pinned free space kept ahead of evictions
-  // (< 0: kHostPinReserveBytes; at least one piece), the pieces it is pinned in (0:
+  // (< 0: kHostPinReserveBytes or, when larger, the KV pages of one max_model_len sequence; at
+  // least one piece), the pieces it is pinned in (0:
   // kHostPieceBytes), and whether pieces are faulted in on a background thread (false: on the
   // engine thread between steps, deterministic for tests). Pins happen only between steps.
   int64_t host_pin_reserve_bytes = -1;

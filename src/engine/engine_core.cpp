@@ -318,8 +318,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   } else {
     // Host pages carry the device index's keys, over as many tokens (lookahead included). Its
     // memory is pinned piece by piece between steps (kv/host_tier.h "Memory").
+    // The default reserve also covers one longest sequence's pages: a host hit of that length
+    // evicts as many device pages to the tier in its admission step.
     HostPinOptions pin;
-    if (options.host_pin_reserve_bytes >= 0) pin.reserve_bytes = options.host_pin_reserve_bytes;
+    const int64_t longest =
+        core->store_->page_bytes() *
+        ((int64_t{options.max_model_len} + options.page_size - 1) / options.page_size);
+    pin.reserve_bytes = options.host_pin_reserve_bytes >= 0
+                            ? options.host_pin_reserve_bytes
+                            : std::max(kHostPinReserveBytes, longest);
     if (options.host_pin_piece_bytes != 0) pin.piece_bytes = options.host_pin_piece_bytes;
     pin.fault_in_background = options.host_fault_in_background;
     SYV_ASSIGN_OR_RETURN(auto tier,

@@ -34,7 +34,7 @@ void HostPieceFaulter::start(int kind, size_t bytes) {
   SYV_CHECK(kind == 0 || kind == 1) << "host piece kind " << kind;
   if (!background_) {
     SYV_CHECK(!done_[kind].has_value()) << "host piece of kind " << kind << " not taken";
-    done_[kind] = fault_in_host_pages(bytes);
+    done_[kind] = fault_in_host_pages(bytes, touch_);
     return;
   }
   {
@@ -63,7 +63,7 @@ void HostPieceFaulter::run() {
     if (stop_) return;
     const size_t bytes = job_bytes_;
     lock.unlock();
-    Result<HostPages> pages = fault_in_host_pages(bytes);  // the slow part, unlocked
+    Result<HostPages> pages = fault_in_host_pages(bytes, touch_);  // the slow part, unlocked
     lock.lock();
     done_[job_kind_] = std::move(pages);
     job_kind_ = -1;

@@ -20,7 +20,8 @@ namespace syv {
 class HostPieceFaulter {
  public:
   // background = false: start() faults the piece on the calling thread (deterministic tests).
-  explicit HostPieceFaulter(bool background) : background_(background) {}
+  // touch = false: pieces are only mapped, not faulted in (a backend that does not pin).
+  HostPieceFaulter(bool background, bool touch) : background_(background), touch_(touch) {}
   ~HostPieceFaulter();  // waits for the piece in progress
   HostPieceFaulter(const HostPieceFaulter&) = delete;
   HostPieceFaulter& operator=(const HostPieceFaulter&) = delete;
@@ -43,6 +44,7 @@ class HostPieceFaulter {
   void run();
 
   const bool background_;
+  const bool touch_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::thread thread_;

@@ -47,7 +47,7 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
       key_tokens_(key_tokens),
       pages_(num_pages, 0),
       checkpoints_(num_checkpoints, 0),
-      faulter_(pin.fault_in_background),
+      faulter_(pin.fault_in_background, store.backend().pins_host_memory()),
       page_parent_(static_cast<size_t>(num_pages), 0),
       page_tokens_(static_cast<size_t>(num_pages) * static_cast<size_t>(key_tokens), 0),
       ckpt_length_(static_cast<size_t>(num_checkpoints), 0) {

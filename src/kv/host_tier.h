@@ -31,7 +31,9 @@
 // at most one piece when its free pinned entries of a kind fall below the reserve
 // (HostPinOptions::reserve_bytes, split between the kinds like the tier). The piece's memory was
 // faulted in beforehand by a background thread that makes no CUDA call (HostPieceFaulter,
-// backend/host_pages.h), so the engine thread only page-locks it (Backend::pin_host_pages). A
+// backend/host_pages.h), so the engine thread only page-locks it (Backend::pin_host_pages). On
+// a backend that does not pin (CPU) the pieces are only mapped, so the same bookkeeping runs
+// (and is what the CPU tests check) without committing the reserve's memory early. A
 // store that finds no free pinned entry while the tier is still growing (the reserve ran dry) is
 // skipped and counted (HostTierCounters::stores_short): the page is forgotten, as without a tier,
 // rather than the step waiting for a pin; once every piece is pinned, stores evict the host LRU
@@ -66,7 +68,8 @@ class CacheStore;
 // Host tier memory is pinned in pieces of about this many bytes (whole entries; at least one),
 // one per gap between steps.
 inline constexpr int64_t kHostPieceBytes = int64_t{128} << 20;
-// The pinned reserve kept ahead of use by default (at most the tier).
+// The pinned reserve kept ahead of use by default (at most the tier; the engine raises it to one
+// max_model_len sequence's pages when that is larger).
 inline constexpr int64_t kHostPinReserveBytes = int64_t{4} << 30;
 
 struct HostPinOptions {

@@ -85,7 +85,9 @@ void expect_same(const std::vector<unsigned char>& got, const std::vector<unsign
 
 // Scattered segments host -> device and device -> host through copy_batch_async, with `host`
 // being pinned memory of the backend; ordering against the compute stream checked on the way.
-void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed) {
+// gather: whether both batches must go as the gather kernel (else as cudaMemcpyAsync calls).
+void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed, bool gather) {
+  const uint64_t gathered = gpu.gather_batches();
   DeviceBuffer dev = gpu.allocate(kRegion), dev2 = gpu.allocate(kRegion);
   char* d = static_cast<char*>(dev.data());
   std::vector<unsigned char> host_bytes(kRegion), dev_bytes(kRegion), got(kRegion);
@@ -110,6 +112,7 @@ void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed) {
   std::memcpy(got.data(), host, kRegion);
   expect_same(got, expected(out, host, static_cast<char*>(dev2.data()), want_dev, host_bytes),
               "device -> host");
+  EXPECT_EQ(gpu.gather_batches() - gathered, gather ? 2u : 0u);
 }
 
 TEST(HostCopyGpu, ScatteredSegmentsBothWaysAreExact) {
@@ -123,14 +126,20 @@ TEST(HostCopyGpu, ScatteredSegmentsBothWaysAreExact) {
   ASSERT_TRUE(registered.ok()) << registered.message();
   for (uint32_t seed : {1u, 2u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    round_trip(*gpu, static_cast<char*>(alloc->data()), 16, seed);
-    round_trip(*gpu, static_cast<char*>(registered->data()), 16, seed + 10);
+    round_trip(*gpu, static_cast<char*>(alloc->data()), 16, seed, true);
+    // Registered memory goes through the kernel where the device addresses it at its host
+    // pointer (cudaDevAttrCanUseHostPointerForRegisteredMem; H100 / H200 on x86 do).
+    int mapped = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&mapped, cudaDevAttrCanUseHostPointerForRegisteredMem,
+                                     gpu->device()),
+              cudaSuccess);
+    round_trip(*gpu, static_cast<char*>(registered->data()), 16, seed + 10, mapped == 1);
     // Segments the kernel does not take (8-byte sizes and places): cudaMemcpyAsync, as exact.
-    round_trip(*gpu, static_cast<char*>(registered->data()), 8, seed + 20);
+    round_trip(*gpu, static_cast<char*>(registered->data()), 8, seed + 20, false);
   }
   // Pageable host memory: cudaMemcpyAsync (the kernel cannot address it).
   std::vector<char> pageable(kRegion);
-  round_trip(*gpu, pageable.data(), 16, 30);
+  round_trip(*gpu, pageable.data(), 16, 30, false);
 }
 
 // The kernel itself, on a stream of the test's own, between two device buffers.
@@ -175,6 +184,7 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
   ASSERT_TRUE(pages.ok()) << pages.message();
   const auto p0 = std::chrono::steady_clock::now();
   auto host = gpu->pin_host_pages(std::move(*pages));
+  const uint64_t gathered = gpu->gather_batches();
   const double pin_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   ASSERT_TRUE(host.ok()) << host.message();
   DeviceBuffer dev = gpu->allocate(kBytes);
@@ -223,6 +233,13 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
   }
   std::printf("pinning %zu MiB already faulted in (cudaHostRegister): %.3f s\n", kBytes >> 20,
               pin_s);
+  int mapped = 0;
+  ASSERT_EQ(
+      cudaDeviceGetAttribute(&mapped, cudaDevAttrCanUseHostPointerForRegisteredMem, gpu->device()),
+      cudaSuccess);
+  if (mapped == 1) {
+    EXPECT_EQ(gpu->gather_batches() - gathered, 4 * kPages) << "the page batches took the kernel";
+  }
 }
 
 }  // namespace

@@ -196,6 +196,7 @@ class CudaBackendImpl final : public CudaBackend {
     order_copies_after_compute();
     if (gather_fits(ops)) {
       cuda::launch_gather_copy(segments_.data(), segments_.size(), copy_stream_);
+      ++gather_batches_;
     } else {
       for (const CopyOp& op : ops)
         if (op.bytes > 0)
@@ -204,6 +205,7 @@ class CudaBackendImpl final : public CudaBackend {
     }
     return record_copy_event();
   }
+  uint64_t gather_batches() const override { return gather_batches_; }
   // Whether `ops` go as one gather kernel (their segments then in segments_): at least
   // kGatherMinOps copies, on average at most kGatherMaxMeanBytes, each 16-byte aligned and between
   // this device's memory and host memory the kernel can address (pinned by this backend).
@@ -262,6 +264,7 @@ class CudaBackendImpl final : public CudaBackend {
   // Registers pages already faulted in: portable (every context sees it pinned) and mapped. The
   // gather copy uses it when the device can address it at its host pointer (H100/H200 on x86
   // can; cudaDevAttrCanUseHostPointerForRegisteredMem), else cudaMemcpyAsync does.
+  bool pins_host_memory() const override { return true; }
   Result<PinnedBuffer> pin_host_pages(HostPages pages) override {
     const size_t bytes = pages.bytes();
     if (bytes == 0) return PinnedBuffer();
@@ -1396,6 +1399,7 @@ class CudaBackendImpl final : public CudaBackend {
   AddressRanges host_ranges_;     // pinned host memory the device addresses at its host pointer
   int host_pointer_mapped_ = -1;  // cudaDevAttrCanUseHostPointerForRegisteredMem; -1: not asked
   std::vector<cuda::CopySegment> segments_;
+  uint64_t gather_batches_ = 0;
 
   Batch batch_copy_;
   std::vector<int32_t> tiles_host_;
