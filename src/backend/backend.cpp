@@ -48,6 +48,11 @@ Result<PinnedBuffer> Backend::allocate_pinned(size_t bytes) {
   return PinnedBuffer(data, bytes, [](void* p) { std::free(p); });
 }
 
+Result<PinnedBuffer> Backend::pin_host_pages(HostPages pages) {
+  const size_t bytes = pages.bytes();
+  return PinnedBuffer(pages.release(), bytes, [bytes](void* p) { free_host_pages(p, bytes); });
+}
+
 }  // namespace syv
 
 namespace syv {

@@ -18,6 +18,7 @@
 
 #include "backend/available_memory.h"
 #include "backend/batch.h"
+#include "backend/host_pages.h"
 #include "backend/kv_cache_view.h"
 #include "backend/tensor.h"
 #include "backend/weight.h"
@@ -73,10 +74,10 @@ class CopyEvent {
   std::shared_ptr<void> handle_;
 };
 
-// Host memory from Backend::allocate_pinned() (a host tier's pages and checkpoints): page-locked
-// where the backend can pin (CUDA: cudaHostAlloc), so copy_async() to and from it overlaps with
-// compute; plain host memory otherwise. Freed by the backend that allocated it when the buffer
-// goes; that backend must outlive it. Move-only.
+// Host memory from Backend::allocate_pinned() or pin_host_pages() (a host tier's pages and
+// checkpoints): page-locked where the backend can pin (CUDA: cudaHostAlloc / cudaHostRegister),
+// so copy_async() to and from it overlaps with compute; plain host memory otherwise. Freed by the
+// backend that allocated it when the buffer goes; that backend must outlive it. Move-only.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
@@ -201,14 +202,23 @@ class Backend {
   // synchronize(), right for backends whose memory is host memory) and returns an empty event.
   virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes);
   // copy_async() of every op (non-overlapping) as one batch: one ordering after the compute
-  // stream, one event for all (a page of a 36-layer model is 72 copies). The default runs
-  // copy_async() per op.
+  // stream, one event for all (a page of a 36-layer model is 72 copies; CUDA moves many small
+  // ones as one gather kernel, backend/cuda/host_copy.h). The default runs copy_async() per op.
   virtual CopyEvent copy_batch_async(const std::vector<CopyOp>& ops);
   // `bytes` of host memory for copy_async() (a host tier): pinned where the backend can, see
   // PinnedBuffer. The default is plain 64-byte-aligned host memory (right for the CPU backend,
   // whose "device" memory is host memory too). Fails with a message naming the size when the
   // memory cannot be had.
   virtual Result<PinnedBuffer> allocate_pinned(size_t bytes);
+  // Page-locks host memory already faulted in (backend/host_pages.h, e.g. on a background thread)
+  // and takes it over: the buffer unpins and frees it when it goes. Call it from the thread that
+  // runs ops, between steps (a host tier's pieces; kv/host_tier.h "Memory"). CUDA:
+  // cudaHostRegister (portable and mapped, so a kernel can read it too). The default only takes
+  // the memory over (right for the CPU backend, where nothing needs pinning). Fails with a message
+  // naming the size when the memory cannot be pinned (the pages are then freed).
+  virtual Result<PinnedBuffer> pin_host_pages(HostPages pages);
+  // Whether pin_host_pages() page-locks (so memory for it is worth faulting in beforehand).
+  virtual bool pins_host_memory() const { return false; }
   // Blocks the host until `event` is complete (empty: returns at once).
   virtual void wait_copy(const CopyEvent& event) { (void)event; }
   // Ops enqueued after this call start only once `event` is complete; the host does not wait

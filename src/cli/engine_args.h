@@ -27,6 +27,9 @@ struct EngineArgs {
   // Host tier in GiB (kv/host_tier.h): < 0 (the default) = a quarter of the free host memory, at
   // most 32 GiB; 0 = off.
   double host_cache_gb = -1;
+  // Pinned reserve of the host tier in GiB (kv/host_tier.h "Memory"): < 0 (the default) = 4 GiB
+  // or, when larger, the KV pages of one max_model_len sequence.
+  double host_pin_reserve_gb = -1;
   // --draft-model DIR (--speculative-method draft): loaded by the command (load_draft_model) and
   // set as options.draft_model before the engine starts.
   std::string draft_model_dir;
@@ -43,6 +46,10 @@ struct EngineArgs {
     o.state_dtype = state_dtype == "bf16" ? DType::BF16 : DType::F32;
     o.host_cache_bytes =
         host_cache_gb < 0 ? -1 : static_cast<int64_t>(host_cache_gb * static_cast<double>(1 << 30));
+    o.host_pin_reserve_bytes =
+        host_pin_reserve_gb < 0
+            ? -1
+            : static_cast<int64_t>(host_pin_reserve_gb * static_cast<double>(1 << 30));
     return o;
   }
   // --speculative-method mtp: the model must be loaded with its MTP head (ModelArgs::mtp).
@@ -96,6 +103,12 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
                  "Host memory (GiB; pinned on CUDA) that prefix pages and hybrid checkpoints "
                  "evicted from the device pools are written back to and served from on a hit. "
                  "0 = off; default: a quarter of the free host memory, at most 32 GiB (logged).")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--host-pin-reserve-gb", args.host_pin_reserve_gb,
+                 "Host tier memory kept pinned ahead of evictions (GiB; default 4, or one "
+                 "--max-model-len sequence's KV pages when larger; at least one 128 MiB piece). "
+                 "Pinning happens only between steps, one piece per gap and while idle; an "
+                 "eviction that finds the reserve empty is not written back.")
       ->check(CLI::NonNegativeNumber);
   // CUDA graphs for decode steps, one per batch-size bucket (docs/engine.md "CUDA graphs").
   app.add_option("--cuda-graphs", args.cuda_graphs,

@@ -76,11 +76,14 @@ EngineStats Engine::stats() const {
 
 void Engine::loop() {
   std::deque<Command> commands;
+  // The host tier's pinned reserve is short: pin while idle instead of sleeping (from start-up).
+  bool pin_more = core_->host_tier() != nullptr;
   for (;;) {
     bool stop = false, drain = true;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (!core_->has_work()) wake_.wait(lock, [&] { return !inbox_.empty() || stop_requested_; });
+      if (!core_->has_work() && !pin_more)
+        wake_.wait(lock, [&] { return !inbox_.empty() || stop_requested_; });
       commands.swap(inbox_);
       stop = stop_requested_;
       drain = drain_;
@@ -96,6 +99,9 @@ void Engine::loop() {
     commands.clear();
     if (stop && !drain) core_->abort_all();
     if (core_->has_work()) core_->step();
+    // Between steps (and while idle): the host tier pins at most one piece ahead of evictions,
+    // so that no step waits for a pin (kv/host_tier.h "Memory").
+    pin_more = core_->between_steps(/*idle=*/!core_->has_work());
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_ = core_->stats();

@@ -84,6 +84,14 @@ struct EngineOptions {
   int64_t host_cache_bytes = 0;
   int32_t host_num_pages = 0;
   int32_t host_num_checkpoints = 0;
+  // The host tier's pinning (kv/host_tier.h "Memory"): pinned free space kept ahead of evictions
+  // (< 0: kHostPinReserveBytes or, when larger, the KV pages of one max_model_len sequence; at
+  // least one piece), the pieces it is pinned in (0:
+  // kHostPieceBytes), and whether pieces are faulted in on a background thread (false: on the
+  // engine thread between steps, deterministic for tests). Pins happen only between steps.
+  int64_t host_pin_reserve_bytes = -1;
+  int64_t host_pin_piece_bytes = 0;
+  bool host_fault_in_background = true;
   // Speculative decoding (engine/drafter.h): at most this many drafts per sequence and step, from
   // the drafter given to EngineCore::set_drafter(); 0 = off. Hybrid models then reserve k verify
   // states per sequence slot (state_bytes_per_seq x k x max_num_seqs): the state after each

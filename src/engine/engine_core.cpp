@@ -317,10 +317,21 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     SYV_LOG(INFO) << "engine: host tier " << host_plan.reason;
   } else {
     // Host pages carry the device index's keys, over as many tokens (lookahead included). Its
-    // memory is pinned piece by piece as evictions fill it (kv/host_tier.h "Memory").
+    // memory is pinned piece by piece between steps (kv/host_tier.h "Memory").
+    // The default reserve also covers one longest sequence's pages: a host hit of that length
+    // evicts as many device pages to the tier in its admission step.
+    HostPinOptions pin;
+    const int64_t longest =
+        core->store_->page_bytes() *
+        ((int64_t{options.max_model_len} + options.page_size - 1) / options.page_size);
+    pin.reserve_bytes = options.host_pin_reserve_bytes >= 0
+                            ? options.host_pin_reserve_bytes
+                            : std::max(kHostPinReserveBytes, longest);
+    if (options.host_pin_piece_bytes != 0) pin.piece_bytes = options.host_pin_piece_bytes;
+    pin.fault_in_background = options.host_fault_in_background;
     SYV_ASSIGN_OR_RETURN(auto tier,
                          HostTier::create(*core->store_, core->cache_.index().key_tokens(),
-                                          host_plan.num_pages, host_plan.num_checkpoints));
+                                          host_plan.num_pages, host_plan.num_checkpoints, pin));
     SYV_LOG(INFO) << "engine: " << tier->describe() << "; " << host_plan.reason;
     core->attach_host_tier(std::move(tier));
   }
@@ -560,6 +571,14 @@ void EngineCore::attach_host_tier(std::unique_ptr<HostTier> tier) {
   cache_.set_host_tier(host_.get());
   if (hybrid_ != nullptr) hybrid_->set_host_tier(host_.get());
   update_gauges();
+}
+
+bool EngineCore::between_steps(bool idle) {
+  if (host_ == nullptr) return false;
+  const uint64_t pinned = host_->counters().pieces_pinned;
+  const bool more = host_->between_steps(idle);
+  if (host_->counters().pieces_pinned != pinned) update_gauges();
+  return more;
 }
 
 void EngineCore::step() {
@@ -886,6 +905,11 @@ void EngineCore::update_gauges() {
     stats_.host_bytes_to_host = c.bytes_to_host;
     stats_.host_bytes_from_host = c.bytes_from_host;
     stats_.host_copy_seconds = c.copy_seconds;
+    stats_.host_pinned_bytes = host_->pinned_bytes();
+    stats_.host_pieces_pinned = c.pieces_pinned;
+    stats_.host_pin_seconds = c.pin_seconds;
+    stats_.host_stores_short = c.stores_short;
+    stats_.host_reserve_short = host_->reserve_short();
   }
   if (hybrid_ != nullptr) {
     const CheckpointPool& ck = hybrid_->pool();

@@ -97,6 +97,10 @@ class EngineCore {
   bool has_work() const { return scheduler_.has_work(); }
   // Runs one step (no-op when idle).
   void step();
+  // Between steps and while idle (Engine's loop; never inside step()): the host tier pins at most
+  // one piece of its reserve (kv/host_tier.h "Memory"; idle: it may wait for the piece's faulting
+  // in). Returns whether its reserve is still short (no tier: false).
+  bool between_steps(bool idle);
 
   const EngineOptions& options() const { return options_; }
   const EngineStats& stats() const { return stats_; }
@@ -136,7 +140,6 @@ class EngineCore {
   void update_gauges();
   // The host tier joins the prefix cache (and the hybrid state): evictions go to it from now on.
   void attach_host_tier(std::unique_ptr<HostTier> tier);
-  // Attaches the background-pinned host tier when its thread has finished (step()).
 
   Model& model_;
   const Tokenizer* tokenizer_;

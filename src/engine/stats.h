@@ -65,7 +65,12 @@ struct EngineStats {
   uint64_t host_checkpoints_stored = 0;  // counter: evicted checkpoints written to the host
   uint64_t host_bytes_to_host = 0;       // counter: bytes copied device -> host
   uint64_t host_bytes_from_host = 0;     // counter: bytes copied host -> device
-  double host_copy_seconds = 0;  // counter: host time issuing those copies (CPU: the copies)
+  double host_copy_seconds = 0;     // counter: host time issuing those copies (CPU: the copies)
+  int64_t host_pinned_bytes = 0;    // gauge: host tier memory pinned so far
+  uint64_t host_pieces_pinned = 0;  // counter: pieces pinned (between steps)
+  double host_pin_seconds = 0;      // counter: engine-thread time pinning them
+  uint64_t host_stores_short = 0;   // counter: evictions not written back: reserve ran dry
+  bool host_reserve_short = false;  // gauge: the pinned reserve is being pinned (between steps)
 
   // CUDA graphs of the decode buckets (engine/graph_runner.h; 0 when off) ------------------------
   uint64_t graph_steps = 0;         // counter: steps replayed as their bucket's graph

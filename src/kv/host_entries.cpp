@@ -1,19 +1,30 @@
 #include "kv/host_entries.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/check.h"
 
 namespace syv {
 
-HostEntries::HostEntries(int32_t size)
+HostEntries::HostEntries(int32_t size, int32_t open)
     : key_(static_cast<size_t>(size), 0),
       pins_(static_cast<size_t>(size), 0),
       pos_(static_cast<size_t>(size)),
       used_(static_cast<size_t>(size), false) {
-  SYV_CHECK_GE(size, 0) << "host entries";
-  for (int32_t id = size - 1; id >= 0; --id) free_.push_back(id);
+  SYV_CHECK(size >= 0 && open >= 0 && open <= size)
+      << "host entries: " << open << " open of " << size;
+  this->open(open);
   by_key_.reserve(static_cast<size_t>(size));
+}
+
+void HostEntries::open(int32_t n) {
+  SYV_CHECK(n >= open_ && n <= size())
+      << "host entries: open " << n << " of " << size() << " with " << open_ << " open";
+  // Lowest id on top: the new entries go under the free ones (all lower).
+  free_.insert(free_.begin(), static_cast<size_t>(n - open_), 0);
+  for (int32_t id = n - 1, at = 0; id >= open_; --id) free_[static_cast<size_t>(at++)] = id;
+  open_ = n;
 }
 
 void HostEntries::check_used(int32_t id) const {
@@ -82,6 +93,7 @@ void HostEntries::shrink(int32_t n) {
     lru_.erase(pos_[i]);
   }
   std::erase_if(free_, [n](int32_t id) { return id >= n; });
+  open_ = std::min(open_, n);
   const size_t m = static_cast<size_t>(n);
   key_.resize(m);
   pins_.resize(m);
@@ -99,7 +111,7 @@ std::string HostEntries::check_integrity() const {
   std::ostringstream err;
   std::vector<int32_t> seen(key_.size(), 0);
   for (int32_t id : free_) {
-    if (id < 0 || id >= size() || used_[static_cast<size_t>(id)]) {
+    if (id < 0 || id >= open_ || used_[static_cast<size_t>(id)]) {
       err << "free list holds bad or used entry " << id << "; ";
       return err.str();
     }
@@ -111,12 +123,14 @@ std::string HostEntries::check_integrity() const {
       return err.str();
     }
     ++seen[static_cast<size_t>(id)];
+    if (id >= open_) err << "closed entry " << id << " in use; ";
     auto it = by_key_.find(key_[static_cast<size_t>(id)]);
     if (it == by_key_.end() || it->second != id)
       err << "entry " << id << " not mapped by its key; ";
   }
   for (size_t i = 0; i < seen.size(); ++i) {
-    if (seen[i] != 1) err << "entry " << i << " listed " << seen[i] << " times; ";
+    const int32_t want = static_cast<int32_t>(i) < open_ ? 1 : 0;  // closed: on no list
+    if (seen[i] != want) err << "entry " << i << " listed " << seen[i] << " times; ";
     if (pins_[i] < 0 || (pins_[i] > 0 && !used_[i]))
       err << "entry " << i << " has " << pins_[i] << " pins, used " << used_[i] << "; ";
   }

@@ -1,9 +1,11 @@
 // The bookkeeping of one kind of host-tier entry (pages or checkpoints, kv/host_tier.h): ids
 // [0, size()), each either free or holding one 64-bit key, an LRU over the used ones, and pins.
 //
-// Every entry is in exactly one of two states:
-//   free   on the free list, holds nothing
-//   used   registered under its key and on the LRU (head = least recently used)
+// Every entry is in exactly one of three states:
+//   closed not open yet: [num_open(), size()); its memory is not pinned yet (kv/host_tier.h
+//          "Memory"), open() opens it
+//   free   open, on the free list, holds nothing
+//   used   open, registered under its key and on the LRU (head = least recently used)
 // A used entry may also be pinned (pins > 0): take() never evicts it. Pins only protect an entry
 // while an admission is between its lookup and its copy back (kv/host_tier.h says why that is all
 // they need to cover).
@@ -21,16 +23,22 @@ namespace syv {
 
 class HostEntries {
  public:
-  explicit HostEntries(int32_t size);
+  // `size` entries, the first `open` of them open (0 <= open <= size).
+  HostEntries(int32_t size, int32_t open);
+  explicit HostEntries(int32_t size) : HostEntries(size, size) {}
 
   int32_t size() const { return static_cast<int32_t>(key_.size()); }
+  int32_t num_open() const { return open_; }
   int32_t num_used() const { return static_cast<int32_t>(by_key_.size()); }
+  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  // Opens the entries [num_open(), n) (num_open() <= n <= size()): they become free.
+  void open(int32_t n);
 
   // The used entry registered under `key`, or -1.
   int32_t find(uint64_t key) const;
   // Registers `key` (not registered yet) in a free entry, or else in the least recently used
   // unpinned one, whose key is forgotten (*evicted = true). The entry becomes the most recently
-  // used. Returns -1 (and registers nothing) when every entry is pinned or size() is 0.
+  // used. Returns -1 (and registers nothing) when every open entry is pinned or none is open.
   int32_t take(uint64_t key, bool* evicted);
   // A hit used entry `id`: it becomes the most recently used.
   void touch(int32_t id);
@@ -41,15 +49,18 @@ class HostEntries {
   bool used(int32_t id) const { return used_[static_cast<size_t>(id)]; }
   int32_t num_pinned() const;
   // Drops the entries [n, size()) (0 <= n <= size(); none of them pinned): used ones are
-  // forgotten, and size() becomes n. For a tier that cannot get the memory of those entries.
+  // forgotten, and size() becomes n (num_open() at most n). For a tier that cannot get the memory
+  // of those entries.
   void shrink(int32_t n);
 
-  // Free list, LRU and key map agree; each used entry is mapped by its key. "" when sound.
+  // Free list, LRU and key map agree; each open entry is free or used, each used entry is mapped by
+  // its key, no closed one is either. "" when sound.
   std::string check_integrity() const;
 
  private:
   void check_used(int32_t id) const;
 
+  int32_t open_ = 0;
   std::vector<uint64_t> key_;
   std::vector<int32_t> pins_;
   std::vector<int32_t> free_;  // stack; lowest id on top

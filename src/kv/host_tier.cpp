@@ -4,6 +4,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "backend/available_memory.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "kv/cache_store.h"
@@ -22,33 +23,49 @@ int64_t now_ns() {
 }  // namespace
 
 Result<std::unique_ptr<HostTier>> HostTier::create(CacheStore& store, int32_t key_tokens,
-                                                   int32_t num_pages, int32_t num_checkpoints) {
+                                                   int32_t num_pages, int32_t num_checkpoints,
+                                                   const HostPinOptions& pin) {
   if (num_pages < 0 || num_checkpoints < 0 || key_tokens <= 0) {
     return Status::Error("host tier: expected >= 0 pages and checkpoints, found " +
                          std::to_string(num_pages) + " and " + std::to_string(num_checkpoints));
   }
+  if (pin.reserve_bytes < 0 || pin.piece_bytes <= 0) {
+    return Status::Error("host tier: expected a pinned reserve >= 0 and pieces > 0 bytes, found " +
+                         std::to_string(pin.reserve_bytes) + " and " +
+                         std::to_string(pin.piece_bytes));
+  }
   if (num_checkpoints > 0 && store.slot_bytes() <= 0) {
     return Status::Error("host tier: checkpoints asked for a model without recurrent state");
   }
-  return std::unique_ptr<HostTier>(new HostTier(store, key_tokens, num_pages, num_checkpoints));
+  return std::unique_ptr<HostTier>(
+      new HostTier(store, key_tokens, num_pages, num_checkpoints, pin));
 }
 
 HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
-                   int32_t num_checkpoints)
+                   int32_t num_checkpoints, const HostPinOptions& pin)
     : store_(store),
       key_tokens_(key_tokens),
-      pages_(num_pages),
-      checkpoints_(num_checkpoints),
+      pages_(num_pages, 0),
+      checkpoints_(num_checkpoints, 0),
+      faulter_(pin.fault_in_background, store.backend().pins_host_memory()),
       page_parent_(static_cast<size_t>(num_pages), 0),
       page_tokens_(static_cast<size_t>(num_pages) * static_cast<size_t>(key_tokens), 0),
       ckpt_length_(static_cast<size_t>(num_checkpoints), 0) {
-  auto shape = [](Pieces& p, int64_t entry_bytes) {
+  // The reserve is split between the kinds like the tier; each keeps at least one piece.
+  const double total = static_cast<double>(std::max<int64_t>(total_bytes(), 1));
+  auto shape = [&](Pieces& p, int64_t entry_bytes, int32_t size) {
     p.entry_bytes = entry_bytes;
     p.per_piece = static_cast<int32_t>(
-        std::clamp<int64_t>(entry_bytes > 0 ? kHostPieceBytes / entry_bytes : 1, 1, 1 << 20));
+        std::clamp<int64_t>(entry_bytes > 0 ? pin.piece_bytes / entry_bytes : 1, 1, 1 << 20));
+    const double share = static_cast<double>(entry_bytes) * size / total;
+    const int64_t want =
+        entry_bytes > 0
+            ? static_cast<int64_t>(static_cast<double>(pin.reserve_bytes) * share) / entry_bytes
+            : 0;
+    p.reserve = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(want, p.per_piece), size));
   };
-  shape(page_pieces_, store.page_bytes());
-  shape(checkpoint_pieces_, store.slot_bytes());
+  shape(page_pieces_, store.page_bytes(), num_pages);
+  shape(checkpoint_pieces_, store.slot_bytes(), num_checkpoints);
 }
 
 HostTier::~HostTier() {
@@ -77,24 +94,85 @@ int64_t HostTier::Pieces::bytes() const {
   return n;
 }
 
-bool HostTier::ensure(Pieces& pieces, HostEntries& entries, int32_t entry, const char* what) {
-  while (static_cast<int64_t>(pieces.buffers.size()) * pieces.per_piece <= entry) {
-    const int64_t first = static_cast<int64_t>(pieces.buffers.size()) * pieces.per_piece;
-    const int64_t count = std::min<int64_t>(pieces.per_piece, entries.size() - first);
-    Result<PinnedBuffer> buffer =
-        store_.backend().allocate_pinned(static_cast<size_t>(count * pieces.entry_bytes));
-    if (!buffer.ok()) {
-      if (!warned_) {
-        SYV_LOG(WARN) << "host tier: keeps " << first << " " << what << " of " << entries.size()
-                      << ": " << buffer.message();
-        warned_ = true;
-      }
-      entries.shrink(static_cast<int32_t>(first));
-      return false;
-    }
-    pieces.buffers.push_back(std::move(*buffer));
+bool HostTier::growing(int kind) const {
+  const HostEntries& e = kind == 0 ? pages_ : checkpoints_;
+  return e.num_open() < e.size();
+}
+
+int HostTier::short_kind() const {
+  for (int kind = 0; kind < 2; ++kind) {
+    const HostEntries& e = kind == 0 ? pages_ : checkpoints_;
+    const Pieces& p = kind == 0 ? page_pieces_ : checkpoint_pieces_;
+    if (growing(kind) && e.num_free() < p.reserve) return kind;
   }
-  return true;
+  return -1;
+}
+
+size_t HostTier::next_piece_bytes(int kind) {
+  const HostEntries& e = entries(kind);
+  const Pieces& p = pieces(kind);
+  const int64_t count = std::min<int64_t>(p.per_piece, e.size() - e.num_open());
+  return static_cast<size_t>(count * p.entry_bytes);
+}
+
+void HostTier::pin_piece(int kind, Result<HostPages> pages) {
+  HostEntries& e = entries(kind);
+  Pieces& p = pieces(kind);
+  const int64_t start = now_ns();
+  Result<PinnedBuffer> buffer = pages.ok() ? store_.backend().pin_host_pages(std::move(*pages))
+                                           : Result<PinnedBuffer>(pages.status());
+  if (!buffer.ok()) {
+    if (!warned_) {
+      SYV_LOG(WARN) << "host tier: keeps " << e.num_open() << " "
+                    << (kind == 0 ? "pages" : "checkpoints") << " of " << e.size() << ": "
+                    << buffer.message();
+      warned_ = true;
+    }
+    e.shrink(e.num_open());
+    return;
+  }
+  const int32_t count = static_cast<int32_t>(static_cast<int64_t>(buffer->bytes()) / p.entry_bytes);
+  p.buffers.push_back(std::move(*buffer));
+  e.open(e.num_open() + count);
+  ++counters_.pieces_pinned;
+  counters_.pin_seconds += static_cast<double>(now_ns() - start) * 1e-9;
+}
+
+bool HostTier::between_steps(bool idle) {
+  const int kind = short_kind();
+  if (kind < 0) return false;
+  // Before the device pools first evict, the reserve is pinned only while idle: a busy server
+  // whose device pools still have room pays no pin between its steps.
+  const HostTierCounters& c = counters_;
+  const bool evicted =
+      c.pages_stored + c.checkpoints_stored + c.stores_present + c.stores_short + c.stores_dropped >
+      0;
+  const bool pin_now = idle || evicted;
+  if (!faulter_.has(kind)) {
+    if (faulter_.busy()) {  // the other kind's piece, faulted ahead
+      if (!idle) return true;
+      faulter_.wait_idle();
+    }
+    // (Faulting in on the background thread costs the steps nothing, so it starts anyway.)
+    if (pin_now || faulter_.background()) faulter_.start(kind, next_piece_bytes(kind));
+  }
+  if (!pin_now) return true;
+  std::optional<Result<HostPages>> piece = faulter_.take(kind, idle);
+  if (!piece.has_value()) return true;  // still being faulted in: a later gap pins it
+  pin_piece(kind, std::move(*piece));
+  // Fault the next piece in ahead (the kind short now, else one still growing), so that the next
+  // gap that needs it only pins.
+  int next = short_kind();
+  if (next < 0) next = growing(0) ? 0 : growing(1) ? 1 : -1;
+  if (next >= 0 && faulter_.background() && !faulter_.busy() && !faulter_.has(next))
+    faulter_.start(next, next_piece_bytes(next));
+  return short_kind() >= 0;
+}
+
+bool HostTier::has_room(int kind) {
+  if (!growing(kind) || entries(kind).num_free() > 0) return true;
+  ++counters_.stores_short;
+  return false;
 }
 
 void HostTier::finish_copy(const CopyEvent& event, int64_t start_ns) {
@@ -120,13 +198,10 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
     }
     return;
   }
+  if (!has_room(0)) return;
   bool evicted = false;
   const int32_t entry = pages_.take(key, &evicted);
   if (entry < 0) {
-    ++counters_.stores_dropped;
-    return;
-  }
-  if (!ensure(page_pieces_, pages_, entry, "pages")) {
     ++counters_.stores_dropped;
     return;
   }
@@ -164,13 +239,10 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
     }
     return;
   }
+  if (!has_room(1)) return;
   bool evicted = false;
   const int32_t entry = checkpoints_.take(key, &evicted);
   if (entry < 0) {
-    ++counters_.stores_dropped;
-    return;
-  }
-  if (!ensure(checkpoint_pieces_, checkpoints_, entry, "checkpoints")) {
     ++counters_.stores_dropped;
     return;
   }
@@ -220,8 +292,11 @@ std::string HostTier::describe() const {
   if (num_checkpoints() > 0)
     line << " + " << num_checkpoints() << " checkpoints (" << store_.slot_bytes() << " bytes each)";
   line << ", " << (total_bytes() >> 20) << " MiB of host memory from " << store_.backend().name()
-       << " (pinned where the backend pins, in pieces of " << (kHostPieceBytes >> 20)
-       << " MiB as evictions fill it), write-back at device eviction";
+       << " (pinned where the backend pins, between steps, in pieces of up to "
+       << format_bytes(std::min(page_pieces_.per_piece, num_pages()) * store_.page_bytes())
+       << ", keeping " << page_pieces_.reserve << " pages";
+  if (num_checkpoints() > 0) line << " and " << checkpoint_pieces_.reserve << " checkpoints";
+  line << " free ahead of evictions), write-back at device eviction";
   return line.str();
 }
 

@@ -25,13 +25,24 @@
 // outlives an admission, which check_integrity() asserts. On the CPU backend the copies are
 // synchronous and the tier is a second budget of plain host memory.
 //
-// Memory: pinned lazily, in pieces of about kHostPieceBytes holding whole entries, the first time
-// a store needs an entry of a piece (entries are taken in ascending order until the tier is full).
-// Pinning tens of GB up front, even on a background thread, stalled every eager step of the first
-// ~15 s ~10x on an H200 (2026-12-01: 20 MTP generate requests took 11.8 s instead of 0.95 s with
-// the tier off); a piece costs one allocate_pinned() at an eviction, which stalls that step
-// (not measured per piece; at the 32 GiB in 21 s measured up front, ~0.17 s). When a piece
-// cannot be had, the tier keeps the pieces it has (HostEntries::shrink) and says so once.
+// Memory: pinned in pieces of whole entries (HostPinOptions::piece_bytes, kHostPieceBytes by
+// default), never inside a step. A pinned reserve stays ahead of use: between steps
+// (between_steps(), called by the engine loop after each step and while it is idle) the tier pins
+// at most one piece when its free pinned entries of a kind fall below the reserve
+// (HostPinOptions::reserve_bytes, split between the kinds like the tier). The piece's memory was
+// faulted in beforehand by a background thread that makes no CUDA call (HostPieceFaulter,
+// backend/host_pages.h), so the engine thread only page-locks it (Backend::pin_host_pages). On
+// a backend that does not pin (CPU) the pieces are only mapped, so the same bookkeeping runs
+// (and is what the CPU tests check) without committing the reserve's memory early. A
+// store that finds no free pinned entry while the tier is still growing (the reserve ran dry) is
+// skipped and counted (HostTierCounters::stores_short): the page is forgotten, as without a tier,
+// rather than the step waiting for a pin; once every piece is pinned, stores evict the host LRU
+// as before. Why: pinning tens of GB up front took 21-23 s at start-up; on a background thread,
+// cudaHostAlloc stalled every eager step of the first ~15 s ~10x on an H200 (2026-12-01: 20 MTP
+// generate requests took 11.8 s instead of 0.95 s with the tier off); pinning a piece when a
+// store first needed it put ~15 pins of ~0.17 s inside the prefill step that brought a 32K prefix
+// back (serve ratio 5.35 instead of 0.648; docs/hybrid-cache.md). When a piece cannot be had, the
+// tier keeps the pieces it has (HostEntries::shrink), stops growing and says so once.
 //
 // LRU: pages and checkpoints each have an LRU (kv/host_entries.h): a stored entry is the most
 // recently used, a hit refreshes it, and storing a key the tier already holds (an entry loaded
@@ -48,13 +59,26 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "kv/host_entries.h"
+#include "kv/host_piece_faulter.h"
 
 namespace syv {
 
 class CacheStore;
 
-// Host tier memory is pinned in pieces of about this many bytes (whole entries; at least one).
-inline constexpr int64_t kHostPieceBytes = int64_t{256} << 20;
+// Host tier memory is pinned in pieces of about this many bytes (whole entries; at least one),
+// one per gap between steps.
+inline constexpr int64_t kHostPieceBytes = int64_t{128} << 20;
+// The pinned reserve kept ahead of use by default (at most the tier; the engine raises it to one
+// max_model_len sequence's pages when that is larger).
+inline constexpr int64_t kHostPinReserveBytes = int64_t{4} << 30;
+
+struct HostPinOptions {
+  int64_t reserve_bytes = kHostPinReserveBytes;  // >= 0; at least one piece of each kind is kept
+  int64_t piece_bytes = kHostPieceBytes;         // > 0
+  // Fault pieces in on a background thread (false: on the engine thread, between steps, which
+  // makes the tests deterministic).
+  bool fault_in_background = true;
+};
 
 struct HostTierCounters {
   uint64_t page_hits = 0;           // host pages loaded back into the device pool
@@ -63,23 +87,27 @@ struct HostTierCounters {
   uint64_t checkpoints_stored = 0;  // device checkpoints copied to the host at eviction
   uint64_t stores_present = 0;      // evictions the host already held (nothing copied)
   uint64_t stores_dropped = 0;      // evictions not stored (every entry pinned, or a colliding key)
-  uint64_t pages_evicted = 0;       // host pages dropped for newer ones
+  uint64_t stores_short = 0;   // evictions not stored: no free pinned entry while the tier grew
+  uint64_t pages_evicted = 0;  // host pages dropped for newer ones
   uint64_t checkpoints_evicted = 0;  // host checkpoints dropped for newer ones
   uint64_t bytes_to_host = 0;
   uint64_t bytes_from_host = 0;
   // Host time spent issuing copies (wall clock). On the CPU backend the copies run there, so this
   // is the copy time; on CUDA it is only the enqueue time (the copies run on the copy stream).
   double copy_seconds = 0;
+  uint64_t pieces_pinned = 0;  // pieces of memory pinned (all between steps)
+  double pin_seconds = 0;      // engine-thread time pinning them (faulting in is not counted)
 };
 
 class HostTier {
  public:
   // num_pages host pages of store.page_bytes() and num_checkpoints host checkpoints of
-  // store.slot_bytes() (both >= 0), allocated with store.backend().allocate_pinned() piece by
-  // piece as stores need them (see "Memory" above). key_tokens:
-  // the tokens a page key covers (PrefixIndex::key_tokens()). `store` must outlive the tier.
+  // store.slot_bytes() (both >= 0), pinned piece by piece between steps (see "Memory" above;
+  // nothing is pinned yet). key_tokens: the tokens a page key covers (PrefixIndex::key_tokens()).
+  // `store` must outlive the tier.
   static Result<std::unique_ptr<HostTier>> create(CacheStore& store, int32_t key_tokens,
-                                                  int32_t num_pages, int32_t num_checkpoints);
+                                                  int32_t num_pages, int32_t num_checkpoints,
+                                                  const HostPinOptions& pin = {});
   ~HostTier();  // waits for the copies that use its memory (Backend::synchronize)
   HostTier(const HostTier&) = delete;
   HostTier& operator=(const HostTier&) = delete;
@@ -89,8 +117,18 @@ class HostTier {
   int32_t num_checkpoints() const { return checkpoints_.size(); }
   int32_t num_checkpoints_used() const { return checkpoints_.num_used(); }
   int64_t total_bytes() const;   // the capacity's bytes (pages and checkpoints; shrinks with it)
-  int64_t pinned_bytes() const;  // of which allocated so far
+  int64_t pinned_bytes() const;  // of which pinned so far
   const HostTierCounters& counters() const { return counters_; }
+
+  // Between steps (never inside one): pins at most one piece when a kind's free pinned entries
+  // are below its reserve and the kind is still growing, then starts faulting in the next piece.
+  // idle: nothing else to do, so it may wait for the piece being faulted in; otherwise a piece
+  // not faulted in yet is left to a later gap, and until the device pools first evict into the
+  // tier nothing is pinned between busy steps (only while idle). Returns whether the reserve is
+  // still short (the engine loop then calls again instead of sleeping when idle).
+  bool between_steps(bool idle);
+  // Whether a kind still growing has fewer free pinned entries than its reserve.
+  bool reserve_short() const { return short_kind() >= 0; }
 
   // ---- pages --------------------------------------------------------------------------------
   // The entry holding the page keyed `key` after `parent` with these key_tokens tokens, or -1.
@@ -122,18 +160,32 @@ class HostTier {
   std::string describe() const;
 
  private:
-  // Entries of `entry_bytes` in pieces of `per_piece` entries, allocated on first use.
+  // Entries of `entry_bytes` in pieces of `per_piece` entries, pinned between steps; the pinned
+  // pieces' entries are the open ones of the kind's HostEntries.
   struct Pieces {
     int64_t entry_bytes = 0;
     int32_t per_piece = 1;
+    int32_t reserve = 0;  // free pinned entries wanted ahead of use
     std::vector<PinnedBuffer> buffers;
-    char* at(int32_t entry) const;  // the entry's piece must be allocated
+    char* at(int32_t entry) const;  // the entry's piece must be pinned
     int64_t bytes() const;
   };
-  HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages, int32_t num_checkpoints);
-  // Allocates the pieces up to `entry`'s. False when the memory cannot be had: `entries` then
-  // shrinks to the allocated pieces (forgetting `entry`) and a warning is logged once.
-  bool ensure(Pieces& pieces, HostEntries& entries, int32_t entry, const char* what);
+  HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages, int32_t num_checkpoints,
+           const HostPinOptions& pin);
+  // Kind 0 (pages) or 1 (checkpoints).
+  Pieces& pieces(int kind) { return kind == 0 ? page_pieces_ : checkpoint_pieces_; }
+  HostEntries& entries(int kind) { return kind == 0 ? pages_ : checkpoints_; }
+  bool growing(int kind) const;  // some of its entries not pinned yet
+  // The kind whose free pinned entries are below its reserve (pages first), or -1.
+  int short_kind() const;
+  // Bytes of the next piece of `kind` (growing).
+  size_t next_piece_bytes(int kind);
+  // Pins `pages` as the next piece of `kind`; on failure the kind stops growing (shrinks to its
+  // pinned entries) and a warning is logged once.
+  void pin_piece(int kind, Result<HostPages> pages);
+  // False (and a short store counted) when a store of `kind` would need a pin: the kind is still
+  // growing and has no free pinned entry.
+  bool has_room(int kind);
   // Orders the compute stream after `event` and adds the issue time since `start_ns`.
   void finish_copy(const CopyEvent& event, int64_t start_ns);
 
@@ -141,6 +193,7 @@ class HostTier {
   int32_t key_tokens_;
   HostEntries pages_, checkpoints_;
   Pieces page_pieces_, checkpoint_pieces_;
+  HostPieceFaulter faulter_;
   bool warned_ = false;
   std::vector<uint64_t> page_parent_;  // [num_pages]
   std::vector<int32_t> page_tokens_;   // [num_pages * key_tokens]

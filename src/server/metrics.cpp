@@ -161,6 +161,17 @@ const EngineSample kEngineSamples[] = {
      "Bytes copied from the device to the host tier.", &EngineGauges::host_bytes_to_host},
     {"syv_host_tier_bytes_from_host_total", "counter",
      "Bytes copied from the host tier back to the device.", &EngineGauges::host_bytes_from_host},
+    {"syv_host_tier_pinned_bytes", "gauge",
+     "Host tier memory pinned so far (pinned between steps, a reserve ahead of evictions).",
+     &EngineGauges::host_pinned_bytes},
+    {"syv_host_tier_pieces_pinned_total", "counter",
+     "Pieces of host tier memory pinned (always between steps).",
+     &EngineGauges::host_pieces_pinned},
+    {"syv_host_tier_stores_short_total", "counter",
+     "Evicted pages and checkpoints not written to the host tier because its pinned reserve ran "
+     "dry while it was still growing (forgotten, as without a tier, instead of pinning in the "
+     "step).",
+     &EngineGauges::host_stores_short},
     {"syv_prefix_cache_query_tokens_total", "counter",
      "Prompt tokens looked up in the prefix cache.", &EngineGauges::prefix_cache_query_tokens},
 };
@@ -207,6 +218,10 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.host_bytes_to_host = static_cast<int64_t>(s.host_bytes_to_host);
   g.host_bytes_from_host = static_cast<int64_t>(s.host_bytes_from_host);
   g.host_copy_seconds = s.host_copy_seconds;
+  g.host_pinned_bytes = s.host_pinned_bytes;
+  g.host_pieces_pinned = static_cast<int64_t>(s.host_pieces_pinned);
+  g.host_pin_seconds = s.host_pin_seconds;
+  g.host_stores_short = static_cast<int64_t>(s.host_stores_short);
   return g;
 }
 
@@ -260,6 +275,10 @@ std::string Metrics::render(const EngineGauges& engine) const {
         "Host time spent issuing host-tier copies (the copies themselves on the CPU backend; on "
         "CUDA they run on the copy stream).",
         engine.host_copy_seconds);
+  gauge(out, "syv_host_tier_pin_seconds_total", "counter",
+        "Engine-thread time spent pinning host tier memory between steps (its faulting in runs "
+        "on a background thread and is not counted).",
+        engine.host_pin_seconds);
   render_speculation(out, engine);
   gauge(out, "syv_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
         static_cast<double>(prompt_tokens_.load()));

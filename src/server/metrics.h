@@ -13,7 +13,10 @@
 //   syv_host_tier_hit_tokens_total, syv_host_tier_page_hits_total,
 //   syv_host_tier_checkpoint_hits_total, syv_host_tier_pages_stored_total,
 //   syv_host_tier_checkpoints_stored_total, syv_host_tier_bytes_to_host_total,
-//   syv_host_tier_bytes_from_host_total, syv_host_tier_copy_seconds_total   counters (host tier)
+//   syv_host_tier_bytes_from_host_total, syv_host_tier_copy_seconds_total,
+//   syv_host_tier_pieces_pinned_total, syv_host_tier_pin_seconds_total,
+//   syv_host_tier_stores_short_total                   counters (host tier)
+//   syv_host_tier_pinned_bytes                         gauge (host tier)
 //   syv_prompt_tokens_total, syv_generation_tokens_total             counters
 //   syv_request_success_total{finish_reason}                         counter
 //   syv_http_responses_total{code}                                   counter
@@ -95,6 +98,10 @@ struct EngineGauges {
   int64_t host_bytes_to_host = 0;       // cumulative
   int64_t host_bytes_from_host = 0;     // cumulative
   double host_copy_seconds = 0;         // cumulative: host time issuing the copies
+  int64_t host_pinned_bytes = 0;        // host tier memory pinned so far
+  int64_t host_pieces_pinned = 0;       // cumulative: pieces pinned (between steps)
+  double host_pin_seconds = 0;          // cumulative: engine-thread time pinning them
+  int64_t host_stores_short = 0;        // cumulative: evictions not written back (reserve dry)
 
   // The engine's snapshot as exported (kv_pages_free counts reusable cached-prefix pages).
   static EngineGauges from(const EngineStats& stats);

@@ -54,12 +54,20 @@ class Harness {
   }
   void cancel(uint64_t id) { core_->abort_request(id); }
 
-  // One step + integrity check + drain of every channel.
+  // One step + integrity check + drain of every channel, then the gap between steps as Engine's
+  // loop has it (the host tier's pinning: one piece in a busy gap, until its reserve is full when
+  // idle).
   void step() {
     core_->step();
     const std::string err = core_->check_integrity();
     ASSERT_EQ(err, "") << "after step " << core_->stats().steps;
     drain();
+    if (core_->has_work()) {
+      core_->between_steps(/*idle=*/false);
+    } else {
+      while (core_->between_steps(/*idle=*/true)) {
+      }
+    }
   }
   void run() {
     int guard = 0;

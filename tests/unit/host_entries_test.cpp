@@ -1,5 +1,6 @@
 // The host tier's entry bookkeeping (kv/host_entries.h): free entries first, then the least
-// recently used unpinned one; hits refresh; pinned entries are never evicted.
+// recently used unpinned one; hits refresh; pinned entries are never evicted; closed entries
+// (memory not pinned yet) are never taken.
 #include "kv/host_entries.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +63,36 @@ TEST(HostEntries, ShrinkDropsTheEntriesAboveAndKeepsTheRest) {
   EXPECT_EQ(e.size(), 0);
   EXPECT_EQ(e.take(14, &evicted), -1);
   EXPECT_EQ(e.check_integrity(), "");
+}
+
+// Closed entries (memory not pinned yet) are never handed out; open(n) makes them free, lowest
+// first; shrink to the open count ends the growth.
+TEST(HostEntries, OnlyOpenEntriesAreTaken) {
+  HostEntries e(5, 1);
+  EXPECT_EQ(e.num_open(), 1);
+  EXPECT_EQ(e.num_free(), 1);
+  EXPECT_EQ(e.check_integrity(), "");
+  bool evicted = true;
+  EXPECT_EQ(e.take(10, &evicted), 0);
+  EXPECT_FALSE(evicted);
+  EXPECT_EQ(e.num_free(), 0);
+  EXPECT_EQ(e.take(11, &evicted), 0);  // no free open entry: the open one is evicted
+  EXPECT_TRUE(evicted);
+  e.open(3);
+  EXPECT_EQ(e.num_free(), 2);
+  EXPECT_EQ(e.check_integrity(), "");
+  EXPECT_EQ(e.take(12, &evicted), 1);
+  EXPECT_FALSE(evicted);
+  EXPECT_EQ(e.take(13, &evicted), 2);
+  EXPECT_EQ(e.take(14, &evicted), 0);  // full again: the least recently used, 0
+  EXPECT_TRUE(evicted);
+  e.shrink(e.num_open());
+  EXPECT_EQ(e.size(), 3);
+  EXPECT_EQ(e.num_used(), 3);
+  EXPECT_EQ(e.check_integrity(), "");
+  HostEntries closed(2, 0);
+  EXPECT_EQ(closed.take(1, &evicted), -1);
+  EXPECT_EQ(closed.check_integrity(), "");
 }
 
 }  // namespace

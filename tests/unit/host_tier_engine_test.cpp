@@ -59,6 +59,7 @@ EngineOptions opts(const std::string& dir, int32_t pages, int32_t checkpoints, i
   o.num_checkpoints = checkpoints;
   o.host_num_pages = host_pages;
   o.host_num_checkpoints = is_hybrid(dir) ? host_checkpoints : 0;
+  o.host_fault_in_background = false;  // pieces faulted in between steps: deterministic
   return o;
 }
 
@@ -169,12 +170,13 @@ void evicted_prefix_served_from_host(const std::string& dir, std::optional<DType
   const uint64_t cold = h.submit(a);
   h.run();
   ASSERT_NE(h.core().host_tier(), nullptr) << dir;
-  EXPECT_EQ(h.core().host_tier()->pinned_bytes(), 0) << dir << ": pinned before any eviction";
+  // Pinned between steps, ahead of any eviction (kv/host_tier.h "Memory"): the tier is smaller
+  // than one piece of each kind, so it is all pinned.
+  EXPECT_EQ(h.core().host_tier()->pinned_bytes(), h.core().host_tier()->total_bytes()) << dir;
+  EXPECT_EQ(h.core().stats().host_pages_stored, 0u) << dir;
   h.submit(b);
   h.run();
-  // Pinned lazily: the first piece once evictions reached the tier (kv/host_tier.h "Memory").
-  EXPECT_GT(h.core().host_tier()->pinned_bytes(), 0) << dir;
-  EXPECT_LE(h.core().host_tier()->pinned_bytes(), h.core().host_tier()->total_bytes()) << dir;
+  EXPECT_EQ(h.core().stats().host_stores_short, 0u) << dir;
   const EngineStats before = h.core().stats();
   EXPECT_GE(before.host_pages_stored, 6u) << dir;
   const uint64_t warm = h.submit(a);
@@ -211,6 +213,90 @@ TEST(HostTier, EvictedPrefixServedFromHostEqualsRecompute) {
       if (kv == DType::U4X2 && model(dir).config().head_dim % 32 != 0) continue;
       SCOPED_TRACE(kv ? std::string(dtype_name(*kv)) : std::string("float KV"));
       evicted_prefix_served_from_host(dir, kv);
+    }
+  }
+}
+
+// Steps until idle the way Engine's loop does, checking that no step pins host memory (pins happen
+// only between steps: kv/host_tier.h "Memory"); returns the pieces pinned between steps.
+uint64_t run_checking_pins(Harness& h) {
+  const HostTier& tier = *h.core().host_tier();
+  uint64_t between = 0;
+  while (h.core().has_work()) {
+    const int64_t pinned = tier.pinned_bytes();
+    const uint64_t pieces = tier.counters().pieces_pinned;
+    h.core().step();
+    EXPECT_EQ(tier.pinned_bytes(), pinned) << "a step pinned host memory";
+    EXPECT_EQ(tier.counters().pieces_pinned, pieces) << "a step pinned host memory";
+    EXPECT_EQ(h.core().check_integrity(), "");
+    h.drain();
+    h.core().between_steps(/*idle=*/!h.core().has_work());
+    between += tier.counters().pieces_pinned - pieces;
+  }
+  // Idle: the loop keeps pinning, a piece per call, until the reserve is full.
+  for (bool more = true; more;) {
+    const uint64_t pieces = tier.counters().pieces_pinned;
+    more = h.core().between_steps(/*idle=*/true);
+    if (more) {
+      EXPECT_EQ(tier.counters().pieces_pinned, pieces + 1);
+    }
+    between += tier.counters().pieces_pinned - pieces;
+  }
+  return between;
+}
+
+// Pieces of one host page each: with a reserve of 8 pages, pinned between steps, the 6 pages
+// that B evicts from A are all written back without a step pinning anything, and A comes back
+// from the host; with the smallest reserve (one piece), the evictions beyond the free pinned page
+// are not written back (counted as short), no step waits for a pin, and the resend is still exact
+// (recomputing what the host tier lacks).
+TEST(HostTier, PinsOnlyBetweenStepsAheadOfEvictions) {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    for (bool reserve_suffices : {true, false}) {
+      SCOPED_TRACE(std::string(dir) + (reserve_suffices ? ", reserve of 8 pages" : ", 1 page"));
+      std::mt19937 rng(7);
+      EngineOptions o = opts(dir, 10, 1, 64, 16);
+      o.host_pin_piece_bytes = 1;  // one entry per piece
+      o.host_pin_reserve_bytes = 0;
+      if (reserve_suffices) {
+        const int64_t page_bytes = make_core(model(dir), o)->store().page_bytes();
+        const int64_t slot_bytes = make_core(model(dir), o)->store().slot_bytes();
+        // Split like the tier: 8 pages' and (hybrids) 2 checkpoints' worth.
+        o.host_pin_reserve_bytes = 8 * page_bytes + (is_hybrid(dir) ? 2 * slot_bytes : 0);
+      }
+      Harness h(make_core(model(dir), o));
+      const HostTier& tier = *h.core().host_tier();
+      EXPECT_EQ(tier.pinned_bytes(), 0);  // nothing pinned at creation
+      const Request a = request(random_tokens(rng, 100), 8);
+      const Request b = request(random_tokens(rng, 140), 8);
+      const uint64_t cold = h.submit(a);
+      EXPECT_GT(run_checking_pins(h), 0u);
+      EXPECT_EQ(tier.num_pages_used(), 0);  // nothing evicted yet, the reserve pinned ahead
+      EXPECT_GE(tier.pinned_bytes(), (reserve_suffices ? 8 : 1) * h.core().store().page_bytes());
+      h.submit(b);
+      run_checking_pins(h);
+      const EngineStats mid = h.core().stats();
+      EXPECT_GE(mid.host_pages_stored, reserve_suffices ? 6u : 1u);
+      if (reserve_suffices) {
+        EXPECT_EQ(mid.host_stores_short, 0u);
+      } else {
+        EXPECT_GT(mid.host_stores_short, 0u);
+      }
+      EXPECT_EQ(mid.host_pieces_pinned, tier.counters().pieces_pinned);
+      EXPECT_EQ(mid.host_pinned_bytes, tier.pinned_bytes());
+      const uint64_t warm = h.submit(a);
+      run_checking_pins(h);
+      const SampleOutput& w = h.output(warm).samples.at(0);
+      EXPECT_EQ(w.tokens, h.output(cold).samples.at(0).tokens);
+      EXPECT_EQ(w.tokens, run_alone(dir, a));
+      const uint64_t from_host = h.core().stats().prefix_host_hit_tokens;
+      if (reserve_suffices) {
+        EXPECT_EQ(w.cached_tokens, 96);
+        EXPECT_EQ(from_host, 96u);
+      } else {
+        EXPECT_LT(from_host, 96u);
+      }
+      expect_no_leaks(h);
     }
   }
 }
@@ -262,10 +348,15 @@ TEST(HostTier, EvictionStormWithCancelsKeepsInvariants) {
       std::mt19937 rng(500 + seed);
       const int32_t max_total = 80;
       const int32_t pages = (max_total + kPage - 1) / kPage + 1 + static_cast<int32_t>(rng() % 6);
-      const EngineOptions o = opts(
+      EngineOptions o = opts(
           dir, pages, 1 + static_cast<int32_t>(rng() % 6), 2 + static_cast<int32_t>(rng() % 12),
           1 + static_cast<int32_t>(rng() % 6), 8 + static_cast<int32_t>(rng() % 80),
           static_cast<int32_t>(rng() % 20), 1 + static_cast<int32_t>(rng() % 4));
+      if (seed % 2 == 1) {  // one entry per piece, the smallest reserve: the tier grows slowly
+        o.host_pin_piece_bytes = 1;
+        o.host_pin_reserve_bytes = 0;
+        o.host_fault_in_background = seed == 3;  // and the faulting thread (timing-dependent)
+      }
       Harness h(make_core(model(dir), o));
       std::vector<std::pair<uint64_t, Request>> submitted;
       std::vector<bool> cancelled;
@@ -320,12 +411,14 @@ TEST(HostTier, EvictionStormWithCancelsKeepsInvariants) {
       EXPECT_GT(s.host_pages_stored, 0u) << dir << " seed " << seed;
       std::printf(
           "  %s seed %u: %d compared, %llu preemptions, %llu hit tokens (%llu from host), "
-          "%llu pages / %llu checkpoints stored, %llu / %llu loaded\n",
+          "%llu pages / %llu checkpoints stored (%llu short of pinned entries), %llu / %llu "
+          "loaded\n",
           dir.c_str(), seed, compared, static_cast<unsigned long long>(s.preemptions),
           static_cast<unsigned long long>(s.prefix_hit_tokens),
           static_cast<unsigned long long>(s.prefix_host_hit_tokens),
           static_cast<unsigned long long>(s.host_pages_stored),
           static_cast<unsigned long long>(s.host_checkpoints_stored),
+          static_cast<unsigned long long>(s.host_stores_short),
           static_cast<unsigned long long>(s.host_page_hits),
           static_cast<unsigned long long>(s.host_checkpoint_hits));
     }

@@ -110,7 +110,8 @@ TEST(ServerMetrics, ExportsEngineStatsWithTheCheckpointPool) {
   EXPECT_NE(dense.find("syv_checkpoint_pool_bytes 0\n"), std::string::npos);
 }
 
-// The host tier: capacity and residents of both kinds, hits, stores, bytes each way, copy time.
+// The host tier: capacity and residents of both kinds, hits, stores, bytes each way, copy time,
+// and its pinning (pinned bytes, pieces, time, stores short of the reserve).
 TEST(ServerMetrics, ExportsTheHostTier) {
   EngineStats s;
   s.host_pages_total = 4096;
@@ -125,23 +126,32 @@ TEST(ServerMetrics, ExportsTheHostTier) {
   s.host_bytes_to_host = 123456789;
   s.host_bytes_from_host = 4567;
   s.host_copy_seconds = 0.25;
+  s.host_pinned_bytes = 268435456;
+  s.host_pieces_pinned = 2;
+  s.host_pin_seconds = 0.125;
+  s.host_stores_short = 7;
   const std::string text = Metrics().render(EngineGauges::from(s));
   expect_valid_exposition(text);
-  for (const char* line : {
-           "# TYPE syv_host_tier_pages_capacity gauge\nsyv_host_tier_pages_capacity 4096\n",
-           "# TYPE syv_host_tier_pages_resident gauge\nsyv_host_tier_pages_resident 300\n",
-           "syv_host_tier_checkpoints_capacity 64\n",
-           "syv_host_tier_checkpoints_resident 9\n",
-           "# TYPE syv_host_tier_hit_tokens_total counter\nsyv_host_tier_hit_tokens_total 1024\n",
-           "syv_host_tier_page_hits_total 16\n",
-           "syv_host_tier_checkpoint_hits_total 2\n",
-           "syv_host_tier_pages_stored_total 310\n",
-           "syv_host_tier_checkpoints_stored_total 11\n",
-           "syv_host_tier_bytes_to_host_total 123456789\n",
-           "syv_host_tier_bytes_from_host_total 4567\n",
-           "# TYPE syv_host_tier_copy_seconds_total counter\nsyv_host_tier_copy_seconds_total "
-           "0.25\n",
-       }) {
+  for (
+      const char* line : {
+          "# TYPE syv_host_tier_pages_capacity gauge\nsyv_host_tier_pages_capacity 4096\n",
+          "# TYPE syv_host_tier_pages_resident gauge\nsyv_host_tier_pages_resident 300\n",
+          "syv_host_tier_checkpoints_capacity 64\n",
+          "syv_host_tier_checkpoints_resident 9\n",
+          "# TYPE syv_host_tier_hit_tokens_total counter\nsyv_host_tier_hit_tokens_total 1024\n",
+          "syv_host_tier_page_hits_total 16\n",
+          "syv_host_tier_checkpoint_hits_total 2\n",
+          "syv_host_tier_pages_stored_total 310\n",
+          "syv_host_tier_checkpoints_stored_total 11\n",
+          "syv_host_tier_bytes_to_host_total 123456789\n",
+          "syv_host_tier_bytes_from_host_total 4567\n",
+          "# TYPE syv_host_tier_copy_seconds_total counter\nsyv_host_tier_copy_seconds_total "
+          "0.25\n",
+          "# TYPE syv_host_tier_pinned_bytes gauge\nsyv_host_tier_pinned_bytes 268435456\n",
+          "# TYPE syv_host_tier_pieces_pinned_total counter\nsyv_host_tier_pieces_pinned_total 2\n",
+          "# TYPE syv_host_tier_pin_seconds_total counter\nsyv_host_tier_pin_seconds_total 0.125\n",
+          "# TYPE syv_host_tier_stores_short_total counter\nsyv_host_tier_stores_short_total 7\n",
+      }) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
 }

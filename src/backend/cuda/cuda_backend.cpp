@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/host_copy.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/moe.cuh"
 #include "backend/cuda/prefill_attention.h"
@@ -50,6 +52,25 @@ int64_t rows_of(const Tensor& t) {
   const int64_t d = last_dim(t);
   return d == 0 ? 0 : t.numel() / d;
 }
+
+// Address ranges [base, base + bytes) that do not overlap: contains() finds the one holding a
+// span. For the gather copy (copy_batch_async): which pointers are this device's memory and which
+// are host memory mapped into its address space.
+class AddressRanges {
+ public:
+  void add(const void* base, size_t bytes) { ranges_[address(base)] = bytes; }
+  void remove(const void* base) { ranges_.erase(address(base)); }
+  bool contains(const void* p, size_t bytes) const {
+    auto it = ranges_.upper_bound(address(p));
+    if (it == ranges_.begin()) return false;
+    --it;
+    return address(p) + bytes <= it->first + it->second;
+  }
+
+ private:
+  static uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+  std::map<uintptr_t, size_t> ranges_;
+};
 
 // The batch's state slots (one per sequence) for the hybrid ops.
 const int32_t* hybrid_slots(const BatchMeta& meta) {
@@ -130,6 +151,7 @@ class CudaBackendImpl final : public CudaBackend {
     }
     allocated_ += bytes;
     sizes_.push_back({p, bytes});
+    device_ranges_.add(p, bytes);
     if (fill_seed_ != 0)
       cuda::launch_fill_random(p, DType::BF16, static_cast<int64_t>(bytes / 2), fill_seed_++, 1.f,
                                stream_);
@@ -144,6 +166,7 @@ class CudaBackendImpl final : public CudaBackend {
         break;
       }
     }
+    device_ranges_.remove(data);
     SYV_CUDA_CHECK(cudaFree(data));
   }
   void upload(void* dst, const void* host_src, size_t bytes) override {
@@ -172,14 +195,41 @@ class CudaBackendImpl final : public CudaBackend {
       SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_));
     return record_copy_event();
   }
-  // The batch's copies back to back on the copy stream after one ordering, with one event. (One
-  // cudaMemcpyBatchAsync would also save the per-copy call; not used until measured on a GPU.)
+  // The batch on the copy stream after one ordering, with one event: as one gather kernel
+  // (host_copy.h) when it has many small copies between this device and mapped pinned host
+  // memory, else as cudaMemcpyAsync calls back to back.
   CopyEvent copy_batch_async(const std::vector<CopyOp>& ops) override {
     order_copies_after_compute();
-    for (const CopyOp& op : ops)
-      if (op.bytes > 0)
-        SYV_CUDA_CHECK(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, copy_stream_));
+    if (gather_fits(ops)) {
+      cuda::launch_gather_copy(segments_.data(), segments_.size(), copy_stream_);
+      ++gather_batches_;
+    } else {
+      for (const CopyOp& op : ops)
+        if (op.bytes > 0)
+          SYV_CUDA_CHECK(
+              cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, copy_stream_));
+    }
     return record_copy_event();
+  }
+  uint64_t gather_batches() const override { return gather_batches_; }
+  // Whether `ops` go as one gather kernel (their segments then in segments_): at least
+  // kGatherMinOps copies, on average at most kGatherMaxMeanBytes, each 16-byte aligned and between
+  // this device's memory and host memory the kernel can address (pinned by this backend).
+  bool gather_fits(const std::vector<CopyOp>& ops) {
+    if (ops.size() < kGatherMinOps) return false;
+    size_t total = 0;
+    segments_.clear();
+    for (const CopyOp& op : ops) {
+      const cuda::CopySegment seg{op.dst, op.src, op.bytes};
+      const bool h2d =
+          host_ranges_.contains(op.src, op.bytes) && device_ranges_.contains(op.dst, op.bytes);
+      const bool d2h = !h2d && device_ranges_.contains(op.src, op.bytes) &&
+                       host_ranges_.contains(op.dst, op.bytes);
+      if (!(h2d || d2h) || !cuda::gather_copy_fits(seg)) return false;
+      total += op.bytes;
+      segments_.push_back(seg);
+    }
+    return total <= kGatherMaxMeanBytes * ops.size();
   }
   // The copy stream waits for everything enqueued on the compute stream so far.
   void order_copies_after_compute() {
@@ -211,7 +261,41 @@ class CudaBackendImpl final : public CudaBackend {
                            " MiB of pinned host memory failed (" + cudaGetErrorString(err) +
                            "); lower --host-cache-gb");
     }
-    return PinnedBuffer(p, bytes, [](void* q) { cudaFreeHost(q); });
+    host_ranges_.add(p, bytes);  // cudaHostAlloc memory is mapped at its host address (UVA)
+    return PinnedBuffer(p, bytes, [this](void* q) {
+      host_ranges_.remove(q);
+      cudaFreeHost(q);
+    });
+  }
+  // Registers pages already faulted in: portable (every context sees it pinned) and mapped. The
+  // gather copy uses it when the device can address it at its host pointer (H100/H200 on x86
+  // can; cudaDevAttrCanUseHostPointerForRegisteredMem), else cudaMemcpyAsync does.
+  bool pins_host_memory() const override { return true; }
+  Result<PinnedBuffer> pin_host_pages(HostPages pages) override {
+    const size_t bytes = pages.bytes();
+    if (bytes == 0) return PinnedBuffer();
+    SYV_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaError_t err =
+        cudaHostRegister(pages.data(), bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return Status::Error("CUDA backend: cudaHostRegister of " + std::to_string(bytes >> 20) +
+                           " MiB of host memory failed (" + cudaGetErrorString(err) +
+                           "); lower --host-cache-gb");
+    }
+    if (host_pointer_mapped_ < 0) {
+      int v = 0;
+      SYV_CUDA_CHECK(
+          cudaDeviceGetAttribute(&v, cudaDevAttrCanUseHostPointerForRegisteredMem, device_));
+      host_pointer_mapped_ = v;
+    }
+    void* p = pages.release();
+    if (host_pointer_mapped_ == 1) host_ranges_.add(p, bytes);
+    return PinnedBuffer(p, bytes, [this, bytes](void* q) {
+      host_ranges_.remove(q);
+      cudaHostUnregister(q);
+      free_host_pages(q, bytes);
+    });
   }
   void wait_copy(const CopyEvent& event) override {
     if (!event.empty())
@@ -1372,6 +1456,15 @@ class CudaBackendImpl final : public CudaBackend {
 
   size_t allocated_ = 0, scratch_bytes_ = 0;
   std::vector<std::pair<void*, size_t>> sizes_;
+  // The gather copy (copy_batch_async): batches of at least kGatherMinOps copies averaging at most
+  // kGatherMaxMeanBytes go as one kernel (a host tier page: 2 x layers copies of ~128 KiB).
+  static constexpr size_t kGatherMinOps = 4;
+  static constexpr size_t kGatherMaxMeanBytes = size_t{4} << 20;
+  AddressRanges device_ranges_;   // allocate()d memory
+  AddressRanges host_ranges_;     // pinned host memory the device addresses at its host pointer
+  int host_pointer_mapped_ = -1;  // cudaDevAttrCanUseHostPointerForRegisteredMem; -1: not asked
+  std::vector<cuda::CopySegment> segments_;
+  uint64_t gather_batches_ = 0;
 
   Batch batch_copy_;
   std::vector<int32_t> tiles_host_;

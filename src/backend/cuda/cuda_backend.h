@@ -83,6 +83,9 @@ class CudaBackend : public Backend {
   // however a prompt is split into steps).
   virtual void set_gdn_chunked_from(int tokens) = 0;
   static constexpr int kGdnChunkedFrom = 16;
+  // copy_batch_async() batches that went as one gather kernel (backend/cuda/host_copy.h) so far
+  // (tests: which path a batch took).
+  virtual uint64_t gather_batches() const = 0;
 
   // Benchmarks only: from now on every allocate() is filled with uniform random bf16 values in
   // [-1, 1] (so a KV pool never holds zeros or NaN garbage); seed 0 turns it off.

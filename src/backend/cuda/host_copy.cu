@@ -1,0 +1,70 @@
+// The host tier's gather copy (host_copy.h): one launch per up to kMaxSegments segments, grid
+// (chunks, segments): block (x, s) copies every gridDim.x-th run of kThreads x 16 bytes of segment
+// s, kUnroll loads in flight per thread before their stores, so enough reads are outstanding to
+// cover the PCIe round trip when one side is pinned host memory. SGLang's HiCache transfer
+// kernels work the same way (warps copying items of a page through mapped host memory); this one
+// takes arbitrary segments, which is what the cache store's per-layer page parts are.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/host_copy.h"
+
+namespace syv::cuda {
+
+namespace {
+
+constexpr int kMaxSegments = 128;  // kernel parameters: 128 x 20 bytes + 4 < 4 KiB
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;
+// Blocks per launch, at most: two per SM of an H200, so the copy stream leaves SMs to the compute
+// stream's kernels (decode of other sequences runs beside the copies).
+constexpr int kMaxBlocks = 264;
+
+struct GatherArgs {
+  const void* src[kMaxSegments];
+  void* dst[kMaxSegments];
+  uint32_t vectors[kMaxSegments];  // 16-byte vectors per segment
+  int count;
+};
+
+__global__ void __launch_bounds__(kThreads) gather_copy_kernel(const GatherArgs args) {
+  const int s = static_cast<int>(blockIdx.y);
+  const uint4* __restrict__ src = static_cast<const uint4*>(args.src[s]);
+  uint4* __restrict__ dst = static_cast<uint4*>(args.dst[s]);
+  const uint32_t n = args.vectors[s];
+  const uint32_t stride = gridDim.x * kThreads;
+  uint32_t i = blockIdx.x * kThreads + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = src[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) dst[i + u * stride] = v[u];
+  }
+  for (; i < n; i += stride) dst[i] = src[i];
+}
+
+}  // namespace
+
+void launch_gather_copy(const CopySegment* segments, size_t count, cudaStream_t stream) {
+  for (size_t first = 0; first < count; first += kMaxSegments) {
+    GatherArgs args;
+    args.count = static_cast<int>(count - first < kMaxSegments ? count - first : kMaxSegments);
+    uint32_t most = 0;
+    for (int s = 0; s < args.count; ++s) {
+      const CopySegment& seg = segments[first + static_cast<size_t>(s)];
+      args.src[s] = seg.src;
+      args.dst[s] = seg.dst;
+      args.vectors[s] = static_cast<uint32_t>(seg.bytes / 16);
+      most = args.vectors[s] > most ? args.vectors[s] : most;
+    }
+    if (most == 0) continue;
+    const uint32_t per_block = kThreads * kUnroll;  // vectors one block moves per iteration
+    uint32_t chunks = (most + per_block - 1) / per_block;
+    const uint32_t cap = kMaxBlocks / args.count > 0 ? kMaxBlocks / args.count : 1;
+    chunks = chunks < cap ? chunks : cap;
+    const dim3 grid(chunks, static_cast<unsigned>(args.count));
+    gather_copy_kernel<<<grid, kThreads, 0, stream>>>(args);
+    SYV_CUDA_LAUNCH_CHECK();
+  }
+}
+
+}  // namespace syv::cuda

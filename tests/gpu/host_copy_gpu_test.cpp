@@ -1,0 +1,246 @@
+// The host tier's copies on CUDA (backend/cuda/host_copy.h): copy_batch_async of many scattered
+// segments between device memory and pinned host memory (from allocate_pinned() and from
+// pin_host_pages()) goes as one gather kernel on the copy stream; every byte lands both ways, the
+// bytes around the segments stay untouched, the kernel is ordered after the compute stream's
+// earlier work and before work after order_after_copy(), and batches the kernel does not take
+// (misaligned, or to pageable memory) fall back to cudaMemcpyAsync exactly. The *Timing test
+// prints the copy rates (gather kernel, one cudaMemcpyAsync per segment, one large copy); the
+// regression run excludes it. Skipped cleanly when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/host_copy.h"
+#include "backend/host_pages.h"
+
+namespace syv::testing {
+namespace {
+
+constexpr size_t kRegion = size_t{8} << 20;  // bytes of each side's region
+
+// Non-overlapping segments of `region` bytes on each side, sizes multiples of `align` (16: what
+// the kernel takes) from 16 B to 256 KiB, in shuffled order at shuffled places.
+std::vector<CopyOp> scattered(char* dst, char* src, size_t align, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::pair<size_t, size_t>> slots;  // (offset, bytes) carved from the region
+  for (size_t at = align; at < kRegion;) {
+    size_t bytes = (size_t{1} << (4 + rng() % 15)) + align * (rng() % 3);
+    bytes = bytes / align * align;
+    if (at + bytes + 64 > kRegion) break;
+    slots.push_back({at, bytes});
+    at += bytes + 16 * (1 + rng() % 4);  // a gap left untouched
+  }
+  // Segment i reads slot i on the source side and writes a slot of the same size, shuffled among
+  // those (a permutation: no two segments write the same bytes).
+  std::map<size_t, std::vector<size_t>> by_size;
+  for (size_t i = 0; i < slots.size(); ++i) by_size[slots[i].second].push_back(i);
+  std::vector<size_t> to(slots.size());
+  for (auto& [bytes, ids] : by_size) {
+    std::vector<size_t> dest = ids;
+    std::shuffle(dest.begin(), dest.end(), rng);
+    for (size_t k = 0; k < ids.size(); ++k) to[ids[k]] = dest[k];
+  }
+  std::vector<CopyOp> ops;
+  for (size_t i = 0; i < slots.size(); ++i)
+    ops.push_back({dst + slots[to[i]].first, src + slots[i].first, slots[i].second});
+  std::shuffle(ops.begin(), ops.end(), rng);
+  return ops;
+}
+
+void fill(std::vector<unsigned char>& v, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (unsigned char& c : v) c = static_cast<unsigned char>(rng());
+}
+
+// What `ops` (from base `src_base` to `dst_base`) leave in a destination that held `before`.
+std::vector<unsigned char> expected(const std::vector<CopyOp>& ops, const char* dst_base,
+                                    const char* src_base, const std::vector<unsigned char>& src,
+                                    std::vector<unsigned char> before) {
+  for (const CopyOp& op : ops) {
+    const size_t d = static_cast<size_t>(static_cast<const char*>(op.dst) - dst_base);
+    const size_t s = static_cast<size_t>(static_cast<const char*>(op.src) - src_base);
+    std::memcpy(before.data() + d, src.data() + s, op.bytes);
+  }
+  return before;
+}
+
+void expect_same(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want,
+                 const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i] && bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": first differing byte " << first;
+}
+
+// Scattered segments host -> device and device -> host through copy_batch_async, with `host`
+// being pinned memory of the backend; ordering against the compute stream checked on the way.
+// gather: whether both batches must go as the gather kernel (else as cudaMemcpyAsync calls).
+void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed, bool gather) {
+  const uint64_t gathered = gpu.gather_batches();
+  DeviceBuffer dev = gpu.allocate(kRegion), dev2 = gpu.allocate(kRegion);
+  char* d = static_cast<char*>(dev.data());
+  std::vector<unsigned char> host_bytes(kRegion), dev_bytes(kRegion), got(kRegion);
+  fill(host_bytes, seed);
+  fill(dev_bytes, seed + 1);
+  std::memcpy(host, host_bytes.data(), kRegion);
+  // Host -> device: the upload is on the compute stream; the batch must start after it.
+  gpu.upload(d, dev_bytes.data(), kRegion);
+  const std::vector<CopyOp> in = scattered(d, host, align, seed + 2);
+  ASSERT_GT(in.size(), 20u);
+  CopyEvent landed = gpu.copy_batch_async(in);
+  gpu.order_after_copy(landed);
+  gpu.copy(dev2.data(), d, kRegion);  // compute stream, after the batch landed
+  gpu.download(got.data(), dev2.data(), kRegion);
+  const std::vector<unsigned char> want_dev = expected(in, d, host, host_bytes, dev_bytes);
+  expect_same(got, want_dev, "host -> device");
+  // Device -> host: the device now holds want_dev; the host keeps host_bytes around the segments.
+  gpu.fill_zero(dev2.data(), kRegion);  // compute stream work the batch must follow
+  gpu.copy(dev2.data(), d, kRegion);
+  const std::vector<CopyOp> out = scattered(host, static_cast<char*>(dev2.data()), align, seed + 3);
+  gpu.wait_copy(gpu.copy_batch_async(out));
+  std::memcpy(got.data(), host, kRegion);
+  expect_same(got, expected(out, host, static_cast<char*>(dev2.data()), want_dev, host_bytes),
+              "device -> host");
+  EXPECT_EQ(gpu.gather_batches() - gathered, gather ? 2u : 0u);
+}
+
+TEST(HostCopyGpu, ScatteredSegmentsBothWaysAreExact) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+  auto alloc = gpu->allocate_pinned(kRegion);  // cudaHostAlloc
+  ASSERT_TRUE(alloc.ok()) << alloc.message();
+  auto pages = fault_in_host_pages(kRegion);
+  ASSERT_TRUE(pages.ok()) << pages.message();
+  auto registered = gpu->pin_host_pages(std::move(*pages));  // cudaHostRegister
+  ASSERT_TRUE(registered.ok()) << registered.message();
+  for (uint32_t seed : {1u, 2u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    round_trip(*gpu, static_cast<char*>(alloc->data()), 16, seed, true);
+    // Registered memory goes through the kernel where the device addresses it at its host
+    // pointer (cudaDevAttrCanUseHostPointerForRegisteredMem; H100 / H200 on x86 do).
+    int mapped = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&mapped, cudaDevAttrCanUseHostPointerForRegisteredMem,
+                                     gpu->device()),
+              cudaSuccess);
+    round_trip(*gpu, static_cast<char*>(registered->data()), 16, seed + 10, mapped == 1);
+    // Segments the kernel does not take (8-byte sizes and places): cudaMemcpyAsync, as exact.
+    round_trip(*gpu, static_cast<char*>(registered->data()), 8, seed + 20, false);
+  }
+  // Pageable host memory: cudaMemcpyAsync (the kernel cannot address it).
+  std::vector<char> pageable(kRegion);
+  round_trip(*gpu, pageable.data(), 16, 30, false);
+}
+
+// The kernel itself, on a stream of the test's own, between two device buffers.
+TEST(HostCopyGpu, GatherKernelCopiesEverySegment) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+  DeviceBuffer a = gpu->allocate(kRegion), b = gpu->allocate(kRegion);
+  std::vector<unsigned char> src(kRegion), dst(kRegion), got(kRegion);
+  fill(src, 5);
+  fill(dst, 6);
+  gpu->upload(a.data(), src.data(), kRegion);
+  gpu->upload(b.data(), dst.data(), kRegion);
+  gpu->synchronize();
+  const std::vector<CopyOp> ops =
+      scattered(static_cast<char*>(b.data()), static_cast<char*>(a.data()), 16, 7);
+  std::vector<cuda::CopySegment> segs;
+  for (const CopyOp& op : ops) {
+    segs.push_back({op.dst, op.src, op.bytes});
+    ASSERT_TRUE(cuda::gather_copy_fits(segs.back()));
+  }
+  ASSERT_GT(segs.size(), 128u);  // more than one launch
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cuda::launch_gather_copy(segs.data(), segs.size(), s);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaStreamDestroy(s);
+  gpu->download(got.data(), b.data(), kRegion);
+  expect_same(got,
+              expected(ops, static_cast<char*>(b.data()), static_cast<char*>(a.data()), src, dst),
+              "device -> device");
+}
+
+// A 32K-token prefix of the Qwen3-0.6B shape, roughly: pages of 56 segments of 128 KiB (K and V
+// of 28 layers), one copy_batch_async per page as the host tier issues them, against one
+// cudaMemcpyAsync per segment (copy_async) and one large copy of the same bytes.
+TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+  constexpr size_t kSeg = size_t{128} << 10, kPerPage = 56, kPages = 128;
+  constexpr size_t kBytes = kSeg * kPerPage * kPages;  // 896 MiB
+  auto pages = fault_in_host_pages(kBytes);
+  ASSERT_TRUE(pages.ok()) << pages.message();
+  const auto p0 = std::chrono::steady_clock::now();
+  auto host = gpu->pin_host_pages(std::move(*pages));
+  const uint64_t gathered = gpu->gather_batches();
+  const double pin_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+  ASSERT_TRUE(host.ok()) << host.message();
+  DeviceBuffer dev = gpu->allocate(kBytes);
+  char* h = static_cast<char*>(host->data());
+  char* d = static_cast<char*>(dev.data());
+  // The device side is strided like the cache store's per-layer buffers: segment (page p, part
+  // k) at k * kPages * kSeg + p * kSeg; the host side holds each page's parts back to back.
+  auto page_ops = [&](size_t p, bool to_device) {
+    std::vector<CopyOp> ops;
+    for (size_t k = 0; k < kPerPage; ++k) {
+      char* hp = h + (p * kPerPage + k) * kSeg;
+      char* dp = d + (k * kPages + p) * kSeg;
+      ops.push_back(to_device ? CopyOp{dp, hp, kSeg} : CopyOp{hp, dp, kSeg});
+    }
+    return ops;
+  };
+  auto rate = [&](auto issue) {
+    issue();  // warm-up
+    gpu->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    CopyEvent last = issue();
+    gpu->wait_copy(last);
+    return static_cast<double>(kBytes) / 1e9 /
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (bool to_device : {true, false}) {
+    const double gather = rate([&] {
+      CopyEvent e;
+      for (size_t p = 0; p < kPages; ++p) e = gpu->copy_batch_async(page_ops(p, to_device));
+      return e;
+    });
+    const double memcpy_each = rate([&] {
+      CopyEvent e;
+      for (size_t p = 0; p < kPages; ++p)
+        for (const CopyOp& op : page_ops(p, to_device))
+          e = gpu->copy_async(op.dst, op.src, op.bytes);
+      return e;
+    });
+    const double one = rate(
+        [&] { return to_device ? gpu->copy_async(d, h, kBytes) : gpu->copy_async(h, d, kBytes); });
+    std::printf(
+        "%s, %zu MiB in pages of %zu x %zu KiB: gather kernel %.1f GB/s, cudaMemcpyAsync per "
+        "segment %.1f GB/s, one copy %.1f GB/s (gather = %.0f%% of one copy)\n",
+        to_device ? "host -> device" : "device -> host", kBytes >> 20, kPerPage, kSeg >> 10, gather,
+        memcpy_each, one, 100.0 * gather / one);
+  }
+  std::printf("pinning %zu MiB already faulted in (cudaHostRegister): %.3f s\n", kBytes >> 20,
+              pin_s);
+  int mapped = 0;
+  ASSERT_EQ(
+      cudaDeviceGetAttribute(&mapped, cudaDevAttrCanUseHostPointerForRegisteredMem, gpu->device()),
+      cudaSuccess);
+  if (mapped == 1) {
+    EXPECT_EQ(gpu->gather_batches() - gathered, 4 * kPages) << "the page batches took the kernel";
+  }
+}
+
+}  // namespace
+}  // namespace syv::testing
