@@ -23,6 +23,9 @@
 // 3 stages (2 blocks per SM by shared memory) and 23.7 ms with 2 stages (3 blocks per SM).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/quant_convert.cuh"
@@ -479,6 +482,18 @@ void launch_kt(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fix
 int mma_heads_per_block(int64_t hq, int64_t hk, int64_t head_dim) {
   if (hk <= 0 || hq % hk != 0) return 0;
   if (head_dim != 64 && head_dim != 128 && head_dim != 256) return 0;
+  // The largest of the head_dim's instances (bf16, fp8, int4 caches) must fit the device's shared
+  // memory: head_dim 256 takes 140 KiB, beyond the 99 KiB of sm_86 / 89 / 120 (the CUDA-core kernel
+  // runs there instead).
+  auto largest = [](auto d) {
+    constexpr int D = decltype(d)::value;
+    return std::max({smem_bytes<D, DType::BF16>(), smem_bytes<D, DType::F8E4M3>(),
+                     smem_bytes<D, DType::U4X2>()});
+  };
+  const int smem = head_dim == 64    ? largest(std::integral_constant<int, 64>{})
+                   : head_dim == 128 ? largest(std::integral_constant<int, 128>{})
+                                     : largest(std::integral_constant<int, 256>{});
+  if (static_cast<size_t>(smem) > device_smem_optin()) return 0;
   const int64_t group = hq / hk;
   if (group < 2) return 0;
   if (group <= kRows) return static_cast<int>(group);
