@@ -171,13 +171,22 @@ Status rebuild_store(Setup& s, const CacheConfig& cc) {
   // random values read as themselves (random fp8 bytes include NaN codes; timing ignores values).
   const std::vector<LayerCacheKind>& kinds = s.store->spec().layer_kinds;
   std::vector<float> ones;
+  std::vector<uint16_t> ones_f16;
   for (size_t l = 0; l < kinds.size(); ++l) {
     if (kinds[l] != LayerCacheKind::kPagedKV) continue;
     const KvCacheView kv = s.store->kv_view(static_cast<int32_t>(l));
     if (!kv.scaled()) continue;
-    ones.resize(static_cast<size_t>(kv.k_scales.numel()), 1.0f);
-    s.gpu->upload(kv.k_scales.data, ones.data(), ones.size() * sizeof(float));
-    s.gpu->upload(kv.v_scales.data, ones.data(), ones.size() * sizeof(float));
+    const size_t n = static_cast<size_t>(kv.k_scales.numel());
+    const void* one = nullptr;
+    if (kv.k_scales.dtype == DType::F16) {  // int4 (kv_scale_dtype)
+      ones_f16.assign(n, f32_to_f16(1.0f));
+      one = ones_f16.data();
+    } else {
+      ones.assign(n, 1.0f);
+      one = ones.data();
+    }
+    s.gpu->upload(kv.k_scales.data, one, kv.k_scales.bytes());
+    s.gpu->upload(kv.v_scales.data, one, kv.v_scales.bytes());
   }
   return Status::Ok();
 }

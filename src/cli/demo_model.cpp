@@ -23,6 +23,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/hybrid_layers.h"
+#include "model/prepare_model.h"
 #include "model/qwen3.h"
 #include "model/qwen3_5.h"
 
@@ -281,8 +282,9 @@ int run(const Options& o) {
       return fail("--out: " + s.message());
   }
 
-  const std::vector<WeightSpec> specs =
-      c.model_type == "qwen3" ? qwen3_weight_specs(c) : qwen3_5_weight_specs(c);
+  Result<std::vector<WeightSpec>> listed = config_weight_specs(c);
+  if (!listed.ok()) return fail("--config: " + listed.message());
+  const std::vector<WeightSpec>& specs = *listed;
   const auto tw = std::chrono::steady_clock::now();
   const auto max_shard = static_cast<uint64_t>(o.max_shard_gb * 1e9);
   if (Status s = write_random_weights(out, specs, o.seed, max_shard); !s.ok())

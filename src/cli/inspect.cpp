@@ -1,6 +1,7 @@
 // `syv inspect`: what a model folder holds and what it will cost to serve, without loading it.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "io/safetensors.h"
 #include "model/prepare_model.h"
 #include "model/quant_weights.h"
+#include "model/quantize_folder.h"
 #include "model/registry.h"
 
 namespace syv::cli {
@@ -25,6 +27,11 @@ namespace {
 
 struct Options {
   std::string model_dir;
+  // --config: a config.json (or its folder) without weights: its shapes' parameters, device bytes
+  // and memory plan, the weights counted as --weights-format would store them.
+  std::string config_path;
+  std::string weights_format = "bf16";  // bf16, or a `syv quantize --format` (fp8, awq, gptq)
+  int32_t group_size = 128;             // awq / gptq: --group-size, as `syv quantize`'s
   bool json = false;
   PlanArgs plan;              // --gpu-memory-utilization (memory_plan_cli.h)
   double host_cache_gb = -1;  // < 0: what serve would take here (engine/host_tier_setup.h)
@@ -189,6 +196,96 @@ std::string describe_holdings(const Holdings& h, const QuantConfig& quant) {
             join(h.kept_kinds);
   }
   return line;
+}
+
+// --config: no safetensors. The architecture's tensor list (model/prepare_model.h:
+// config_weight_specs) gives the parameters; the device bytes are the list in bf16, or as
+// `syv quantize --format F` would write and load_model would hold it (quantized_device_bytes).
+int run_config_only(const Options& o) {
+  namespace fs = std::filesystem;
+  std::string dir = o.config_path;
+  if (fs::is_regular_file(dir)) dir = fs::path(dir).parent_path().string();
+  if (!fs::is_directory(dir)) {
+    return fail("--config: \"" + o.config_path + "\" is neither a folder nor a file");
+  }
+  auto config = load_model_config(dir);
+  if (!config.ok()) return fail("--config: " + config.message());
+  const ModelConfig& c = *config;
+  const ModelArch* arch = find_model_arch(c.model_type);
+  if (arch == nullptr) {
+    return fail("--config: model_type \"" + c.model_type + "\" is not served by this build");
+  }
+  if (Status valid = arch->validate(c); !valid.ok()) return fail("--config: " + valid.message());
+  if (Status head = check_kv_head_dim(o.plan.kv_dtype, c); !head.ok()) return fail(head.message());
+  Result<std::vector<WeightSpec>> specs = config_weight_specs(c);
+  if (!specs.ok()) return fail("--config: " + specs.message());
+  int64_t parameters = 0;
+  for (const WeightSpec& w : *specs) parameters += w.numel();
+  int64_t device_bytes = 2 * parameters;  // bf16
+  if (o.weights_format != "bf16") {
+    QuantizeOptions q;
+    q.format = o.weights_format == "fp8"   ? QuantizeFormat::kFp8
+               : o.weights_format == "awq" ? QuantizeFormat::kAwq
+                                           : QuantizeFormat::kGptq;
+    q.group_size = o.group_size;
+    Result<int64_t> b = quantized_device_bytes(*specs, q);
+    if (!b.ok()) return fail("--weights-format " + o.weights_format + ": " + b.message());
+    device_bytes = *b;
+  }
+  const CacheSpec bf16 = arch->cache_spec(c, DType::BF16);
+  const DType kv = o.plan.kv_dtype.value_or(DType::BF16);
+  const int64_t kv_bytes = arch->cache_spec(c, kv).kv_bytes_per_token;
+  const std::string weights =
+      o.weights_format == "bf16" ? std::string("bf16")
+      : o.weights_format == "fp8"
+          ? std::string("fp8 as `syv quantize --format fp8` writes it (128x128 blocks)")
+          : o.weights_format + " int4 as `syv quantize --format " + o.weights_format +
+                " --group-size " + std::to_string(o.group_size) + "` writes it";
+  std::string plan_line;
+  if (o.plan.utilization > 0) {
+    auto plan = describe_memory_plan(o.plan, c, device_bytes);
+    if (!plan.ok()) return fail(plan.message());
+    plan_line = *plan;
+  }
+  if (o.json) {
+    nlohmann::json j;
+    j["config"] = o.config_path;
+    j["model_type"] = c.model_type;
+    j["layers"] = c.num_hidden_layers;
+    j["parameters"] = parameters;
+    j["weights_format"] = o.weights_format;
+    j["weight_bytes_device"] = device_bytes;
+    j["kv_cache_dtype"] = o.kv_cache_dtype;
+    j["kv_bytes_per_token"] = kv_bytes;
+    j["kv_bytes_per_token_bf16"] = bf16.kv_bytes_per_token;
+    j["state_bytes_per_seq"] = bf16.state_bytes_per_seq;
+    if (!plan_line.empty()) j["memory_plan"] = plan_line;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  const int64_t attn_layers =
+      c.layer_types.empty() ? c.num_hidden_layers : c.num_full_attention_layers();
+  std::printf("config           %s (no weights: shapes only)\n", o.config_path.c_str());
+  std::printf("architecture     %s, model_type \"%s\"\n", arch->description.c_str(),
+              c.model_type.c_str());
+  std::printf("layers           %lld (%lld full attention)\n",
+              static_cast<long long>(c.num_hidden_layers), static_cast<long long>(attn_layers));
+  std::printf("parameters       %lld (%.3f B), the checkpoint's tensors without an MTP head\n",
+              static_cast<long long>(parameters), parameters / 1e9);
+  std::printf("on the device    %lld bytes (%.2f GB): weights %s\n",
+              static_cast<long long>(device_bytes), device_bytes / 1e9, weights.c_str());
+  std::printf("KV per token     %lld bytes bf16", static_cast<long long>(bf16.kv_bytes_per_token));
+  if (o.plan.kv_dtype) {
+    std::printf(", %lld bytes %s (--kv-cache-dtype %s, scales included)",
+                static_cast<long long>(kv_bytes), std::string(dtype_name(kv)).c_str(),
+                o.kv_cache_dtype.c_str());
+  }
+  std::printf("\n");
+  if (bf16.state_bytes_per_seq > 0) {
+    std::printf("recurrent state  %.1f MB per sequence (f32)\n", bf16.state_bytes_per_seq / 1e6);
+  }
+  if (!plan_line.empty()) std::printf("%s\n", plan_line.c_str());
+  return 0;
 }
 
 int run(const Options& o) {
@@ -386,11 +483,37 @@ CommandRegistration reg{
           "parameters a token runs through (all but the routed experts it is not sent to; the MTP\n"
           "head left out) and the weight bytes a batch-1 decode step reads for it on CUDA (the\n"
           "device bytes less the unused experts and, untied, all but one embedding row).\n\n"
+          "--config reads a config.json alone (no weights): the parameters of its tensor list,\n"
+          "their device bytes as bf16 or as `syv quantize` would write them (--weights-format),\n"
+          "and the memory plan, e.g. the Qwen3.5-27B shape in int4 on a 24 GiB card:\n"
+          "  syv inspect --config tools/bench/configs/qwen3.5-27b --weights-format gptq \\\n"
+          "    --gpu-memory-gib 24 --gpu-memory-utilization 0.90 --kv-cache-dtype int4\n\n"
           "Example:\n"
           "  syv inspect --model ~/models/Qwen3-0.6B\n");
-      app.add_option("--model", o->model_dir,
-                     "A Hugging Face model folder (config.json + *.safetensors).")
-          ->required();
+      CLI::Option* model = app.add_option(
+          "--model", o->model_dir, "A Hugging Face model folder (config.json + *.safetensors).");
+      CLI::Option* config =
+          app.add_option("--config", o->config_path,
+                         "Instead of --model: a config.json (or its folder) without weights, e.g. "
+                         "tools/bench/configs/qwen3.5-27b: its parameters, device bytes and "
+                         "memory plan (dense qwen3 and qwen3_5_text)")
+              ->excludes(model);
+      CLI::Option* weights_format =
+          app.add_option("--weights-format", o->weights_format,
+                         "With --config: count the weights as bf16 (default) or as `syv quantize "
+                         "--format fp8|awq|gptq` would write them (the modules it quantizes "
+                         "packed with their scales and zero points, the rest bf16)")
+              ->check(CLI::IsMember({"bf16", "fp8", "awq", "gptq"}))
+              ->needs(config);
+      CLI::Option* group_size =
+          app.add_option("--group-size", o->group_size,
+                         "With --weights-format awq|gptq: input columns per scale (default 128)")
+              ->needs(weights_format);
+      CLI::Option* seqs = app.add_option("--max-num-seqs", o->plan.max_num_seqs,
+                                         "Sequences the plan reserves for (serve's "
+                                         "--max-num-seqs, default 256; hybrids hold a recurrent "
+                                         "state per sequence)")
+                              ->check(CLI::PositiveNumber);
       app.add_flag("--json", o->json, "Print the figures as JSON.");
       CLI::Option* utilization =
           app.add_option("--gpu-memory-utilization", o->plan.utilization,
@@ -412,19 +535,28 @@ CommandRegistration reg{
                      std::string("Print the flags `syv serve --preset NAME` sets (") +
                          kPresetNames +
                          ") and the memory plan they give (a GPU or --gpu-memory-gib)");
-      return [o, utilization, tokens, kv_flag]() -> int {
+      return [o, utilization, tokens, kv_flag, model, config, group_size, seqs]() -> int {
+        if (model->count() == 0 && config->count() == 0) return fail("--model or --config needed");
+        if (group_size->count() > 0 && o->weights_format != "awq" && o->weights_format != "gptq") {
+          return fail("--group-size applies to --weights-format awq and gptq");
+        }
+        if (config->count() > 0 && !o->preset_name.empty()) {
+          return fail("--preset reads the model folder: use it with --model");
+        }
         if (!o->preset_name.empty()) {
           Result<Preset> preset = resolve_preset(o->preset_name, o->model_dir);
           if (!preset.ok()) return fail(preset.message());
           o->preset = *preset;
+          const int64_t seqs_given = o->plan.max_num_seqs;
           plan_for_preset(o->preset, utilization->count() > 0, tokens->count() > 0, o->plan);
+          if (seqs->count() > 0) o->plan.max_num_seqs = seqs_given;
           const std::string kv = preset_value(o->preset, "--kv-cache-dtype");
           if (kv_flag->count() == 0 && !kv.empty()) o->kv_cache_dtype = kv;
         }
         auto kv = parse_kv_cache_dtype(o->kv_cache_dtype);
         if (!kv.ok()) return fail(kv.message());
         o->plan.kv_dtype = *kv;
-        return run(*o);
+        return config->count() > 0 ? run_config_only(*o) : run(*o);
       };
     }};
 

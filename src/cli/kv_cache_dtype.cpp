@@ -13,12 +13,13 @@ constexpr const char* kChoices = "auto, bf16, f32, fp8 or int4";
 
 CLI::Option* add_kv_cache_dtype_arg(CLI::App& app, std::string& value) {
   return app
-      .add_option("--kv-cache-dtype", value,
-                  "Dtype of the paged KV cache: auto (the backend's activation dtype: bf16 on "
-                  "CUDA, f32 on the CPU), bf16, f32, fp8 (e4m3 with one scale per token and kv "
-                  "head: ~2x bf16's tokens) or int4 (one scale per 32 elements: 3.2x; head_dim "
-                  "a multiple of 32). Quantized KV runs on the CPU and on CUDA (head_dim 64, 128 "
-                  "or 256 there); docs/configuration.md.")
+      .add_option(
+          "--kv-cache-dtype", value,
+          "Dtype of the paged KV cache: auto (the backend's activation dtype: bf16 on "
+          "CUDA, f32 on the CPU), bf16, f32, fp8 (e4m3 with one scale per token and kv "
+          "head: ~2x bf16's tokens) or int4 (one f16 scale per 32 elements: 3.56x; head_dim "
+          "a multiple of 32). Quantized KV runs on the CPU and on CUDA (head_dim 64, 128 "
+          "or 256 there); docs/configuration.md.")
       ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8", "int4"}))
       ->capture_default_str();
 }
@@ -61,7 +62,7 @@ Result<std::optional<DType>> resolve_kv_cache_dtype(const std::string& value,
                          (act == "f32" ? "f32" : "bf16") + ")");
   }
   const char* why = *kv == DType::F8E4M3 ? ": e4m3 with one f32 scale per (token, kv head)"
-                    : *kv == DType::U4X2 ? ": 4-bit with one f32 scale per 32 elements"
+                    : *kv == DType::U4X2 ? ": 4-bit with one f16 scale per 32 elements"
                                          : "";
   SYV_LOG(INFO) << "KV cache: " << dtype_name(*kv) << " (--kv-cache-dtype " << value << why << ")";
   return kv;

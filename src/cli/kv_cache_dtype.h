@@ -6,8 +6,8 @@
 //   auto  the backend's activation dtype (bf16 on CUDA, f32 on the CPU): the model's declared cache
 //   bf16, f32  that float dtype (only the backend's own has kernels)
 //   fp8   e4m3 values, one f32 scale per (token, kv head) for K and for V (~2x bf16's tokens)
-//   int4  4-bit values, one f32 scale per 32 elements of a (token, kv head) row (3.2x bf16's
-//         tokens: D / 2 bytes + D / 8 bytes of f32 scales per row); head_dim a multiple of 32
+//   int4  4-bit values, one f16 scale per 32 elements of a (token, kv head) row (3.56x bf16's
+//         tokens: D / 2 bytes + D / 16 bytes of f16 scales per row); head_dim a multiple of 32
 #pragma once
 
 #include <CLI/CLI.hpp>

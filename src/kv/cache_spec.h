@@ -19,14 +19,15 @@ enum class LayerCacheKind : uint8_t {
 };
 
 // Whether KV of this dtype carries scales (backend/kv_cache_view.h): fp8 does, one f32 per
-// (token, kv head) for K and for V; int4 (u4x2) does, one f32 per group of 32 elements of a
+// (token, kv head) for K and for V; int4 (u4x2) does, one f16 per group of 32 elements of a
 // (token, kv head) row; float KV (f32, f16, bf16) does not.
 constexpr bool kv_dtype_scaled(DType t) {
   return t == DType::F8E4M3 || t == DType::F8E5M2 || t == DType::U4X2;
 }
 
 // One full-attention layer's cache: K and V, each [page_size, num_kv_heads, row_elems()] per page
-// in `dtype` (plus, for a scaled dtype, f32 scales [page_size, num_kv_heads, scale_groups()] each).
+// in `dtype` (plus, for a scaled dtype, scales [page_size, num_kv_heads, scale_groups()] each, in
+// kv_scale_dtype(dtype): f32 for fp8, f16 for int4).
 struct KvLayerShape {
   int64_t num_kv_heads = 0;  // Hk
   int64_t head_dim = 0;      // D
@@ -44,7 +45,8 @@ struct KvLayerShape {
     return 2 * num_kv_heads * row_elems() * static_cast<int64_t>(dtype_size(dtype));
   }
   int64_t scale_bytes_per_token() const {  // K and V scales (0 for float KV)
-    return 2 * num_kv_heads * scale_groups() * 4;
+    return 2 * num_kv_heads * scale_groups() *
+           static_cast<int64_t>(dtype_size(kv_scale_dtype(dtype)));
   }
   int64_t bytes_per_token() const {  // K and V, with their scales
     return value_bytes_per_token() + scale_bytes_per_token();

@@ -142,8 +142,8 @@ CacheStore::KvView CacheStore::kv_view(int32_t layer) const {
   view.dtype = s.dtype;
   if (s.scale_groups() > 0) {
     const auto scale_dims = {pages, page_size, s.num_kv_heads, s.scale_groups()};
-    view.k_scales = Tensor(kv_[i].k_scales.data(), DType::F32, scale_dims);
-    view.v_scales = Tensor(kv_[i].v_scales.data(), DType::F32, scale_dims);
+    view.k_scales = Tensor(kv_[i].k_scales.data(), kv_scale_dtype(s.dtype), scale_dims);
+    view.v_scales = Tensor(kv_[i].v_scales.data(), kv_scale_dtype(s.dtype), scale_dims);
   }
   return view;
 }
@@ -299,7 +299,10 @@ std::string CacheStore::describe() const {
   if (!spec_.kv_layers.empty()) {
     const KvLayerShape& k = spec_.kv_layers.front();
     line << "KV " << dtype_name(k.dtype);
-    if (k.scale_groups() > 0) line << " + " << k.scale_groups() << " f32 scale(s) per row";
+    if (k.scale_groups() > 0) {
+      line << " + " << k.scale_groups() << " " << dtype_name(kv_scale_dtype(k.dtype))
+           << " scale(s) per row";
+    }
     line << ", ";
   }
   line << page_bytes() << " bytes/page)";

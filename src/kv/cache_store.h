@@ -13,8 +13,8 @@
 //
 // Layouts (page p, slot s, checkpoint c; "K" is the layer's KvLayerShape, "S" its StateLayerShape):
 //   kv_view(l).k, .v    [num_pages, page_size, K.num_kv_heads, K.row_elems()] in K.dtype
-//   kv_view(l).k_scales, .v_scales  f32 [num_pages, page_size, K.num_kv_heads, K.scale_groups()]
-//                       (quantized KV only: backend/kv_cache_view.h)
+//   kv_view(l).k_scales, .v_scales  [num_pages, page_size, K.num_kv_heads, K.scale_groups()] in
+//                       kv_scale_dtype(K.dtype) (quantized KV only: backend/kv_cache_view.h)
 //   state_view(l).conv  f32 [num_state_slots, S.conv_rows, S.conv_channels]
 //   state_view(l).ssm   S.ssm_dtype [num_state_slots, S.heads, S.k_dim, S.v_dim]
 //   checkpoints         the same per-layer shapes, [num_checkpoints, ...]

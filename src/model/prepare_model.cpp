@@ -11,6 +11,8 @@
 #include "io/hf_config.h"
 #include "io/model_folder.h"
 #include "model/quant_weights.h"
+#include "model/qwen3.h"
+#include "model/qwen3_5.h"
 #include "model/weight_spec.h"
 
 namespace syv {
@@ -81,6 +83,19 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
     bytes = add_product(bytes, {role.parameters}, dtype_size(kept(file)));
   }
   return bytes;
+}
+
+Result<std::vector<WeightSpec>> config_weight_specs(const ModelConfig& config) {
+  if (config.model_type != "qwen3" && config.model_type != "qwen3_5_text") {
+    return Status::Error("model_type \"" + config.model_type +
+                         "\": the tensor list without a checkpoint is known for dense qwen3 and "
+                         "qwen3_5_text only");
+  }
+  if (config.num_experts > 0) {
+    return Status::Error("num_experts = " + std::to_string(config.num_experts) +
+                         ": the tensor list without a checkpoint is known for dense MLPs only");
+  }
+  return config.model_type == "qwen3" ? qwen3_weight_specs(config) : qwen3_5_weight_specs(config);
 }
 
 Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,

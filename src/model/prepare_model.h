@@ -56,4 +56,10 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
                                             const WeightStore* store,
                                             const std::function<DType(DType)>& kept);
 
+// The tensors of a dense qwen3 or qwen3_5_text checkpoint of `config` (no mtp.* head, no vision
+// tower), for what writes or counts a model without its files (`syv demo-model`, `syv inspect
+// --config`). `config` must have passed its architecture's checks; other model types and MoE
+// configs are refused by name.
+Result<std::vector<WeightSpec>> config_weight_specs(const ModelConfig& config);
+
 }  // namespace syv

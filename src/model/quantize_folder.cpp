@@ -8,8 +8,10 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "io/quant_config.h"
 #include "io/safetensors.h"
 #include "model/quant_pack.h"
+#include "model/quant_weights.h"
 #include "model/weight_spec.h"
 
 namespace syv {
@@ -83,6 +85,31 @@ bool quantize_tensor_name(const std::string& name) {
   const std::string module = stem.substr(stem.rfind('.') + 1);
   if (module == "in_proj_a" || module == "in_proj_b" || module == "in_proj_ba") return false;
   return ends_with(module, "_proj") || module.rfind("in_proj_", 0) == 0;
+}
+
+Result<int64_t> quantized_device_bytes(const std::vector<WeightSpec>& specs,
+                                       const QuantizeOptions& o) {
+  if (o.group_size <= 0 || o.block <= 0) {
+    return Status::Error("--group-size must be positive, found " + std::to_string(o.group_size));
+  }
+  // The quantization_config quantize_folder writes, as load_model parses it.
+  SYV_ASSIGN_OR_RETURN(QuantConfig quant,
+                       parse_quant_config(quantization_config(o, {}), "syv quantize"));
+  int64_t bytes = 0;
+  for (const WeightSpec& spec : specs) {
+    if (spec.shape.size() == 2 && spec.init != WeightInit::kEmbedding &&
+        quantize_tensor_name(spec.name)) {
+      TensorInfo t;
+      t.name = spec.name;
+      t.shape = spec.shape;
+      t.file = "config.json";
+      SYV_RETURN_IF_ERROR(check_packable(o, t));
+      bytes += quantized_weight_bytes(spec.shape, quant, /*has_g_idx=*/false);
+    } else {
+      bytes += 2 * spec.numel();
+    }
+  }
+  return bytes;
 }
 
 Status quantize_folder(const QuantizeOptions& o) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/weight_spec.h"
 
 namespace syv {
 
@@ -25,6 +26,15 @@ struct QuantizeOptions {
 // norms, conv1d, the MoE router (mlp.gate) and shared_expert_gate stay as they are (as in Qwen's
 // own FP8 checkpoints, WAVE2-SPECS C.1).
 bool quantize_tensor_name(const std::string& name);
+
+// What a model of these tensors holds on a CUDA device once quantize_folder wrote it in
+// options.format (group_size / block) and load_model read it back: the modules
+// quantize_tensor_name picks (2-D, not an embedding table) in the format's canonical layout
+// (quantized_weight_bytes: packed data, f32 scales, u8 zero points for awq), every other tensor
+// in bf16. Refuses a module the format cannot pack, naming it, as quantize_folder does. For plans
+// without a checkpoint (`syv inspect --config --weights-format`).
+Result<int64_t> quantized_device_bytes(const std::vector<WeightSpec>& specs,
+                                       const QuantizeOptions& options);
 
 // Writes out_dir (created; its *.safetensors, index and config.json replaced): every input
 // safetensors file again under its own name, quantized modules in the format's tensors, the

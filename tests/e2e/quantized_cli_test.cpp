@@ -1,6 +1,7 @@
 // Quantized folders through the CLI: `syv quantize` writes them; `syv inspect` counts their
 // logical parameters (no false mismatch from scales / zeros), names the format and what stays in
-// float, reports the packed bytes as stored, and plans memory with the bytes the device keeps;
+// float, reports the packed bytes as stored, and plans memory with the bytes the device keeps
+// (also from a config.json alone, `--config --weights-format`, as the written folder would);
 // `syv generate --prompts-file` on them gives batched = one by one = the float folder of the
 // dequantized weights.
 #include <gtest/gtest.h>
@@ -135,6 +136,43 @@ TEST_F(QuantizedCli, InspectCountsLogicalParametersAndTheBytesAsStored) {
     EXPECT_GE(grown, saved / 256 - 64) << "saved " << saved << " bytes";
     EXPECT_LE(grown, saved / 256 + 64) << "saved " << saved << " bytes";
   }
+}
+
+// `syv inspect --config` (a config.json alone) counts what `syv quantize` would write: the same
+// parameters, device bytes and memory plan as `syv inspect --model` on the folder it writes, for
+// bf16 (the fixture itself) and each format; what it cannot count is refused by name.
+TEST_F(QuantizedCli, InspectConfigOnlyPlansWhatSyvQuantizeWrites) {
+  const std::string plan_args =
+      "--gpu-memory-utilization 0.9 --gpu-memory-gib 2 --kv-cache-dtype fp8 --max-num-seqs 8";
+  const std::vector<std::pair<std::string, std::string>> formats = {
+      {"bf16", ""}, {"fp8", ""}, {"awq", "--group-size 32"}, {"gptq", "--group-size 32"}};
+  for (const auto& [format, extra] : formats) {
+    SCOPED_TRACE(format);
+    const fs::path dir = format == "bf16" ? kFixture : quantize(format, extra);
+    const json real = inspect_json(dir, plan_args);
+    auto [status, text] = run_command(std::string(SYV_BIN) + " inspect --json --config " +
+                                      (kFixture / "config.json").string() + " --weights-format " +
+                                      format + " " + extra + " " + plan_args);
+    ASSERT_EQ(status, 0) << text;
+    const json j = json::parse(text);
+    ASSERT_TRUE(j.contains("memory_plan") && j.contains("kv_bytes_per_token")) << text;
+    EXPECT_EQ(j["parameters"], real["parameters"]);
+    EXPECT_EQ(j["weight_bytes_device"], real["weight_bytes_device"]);
+    EXPECT_EQ(j["kv_bytes_per_token"], real["kv_bytes_per_token"]);
+    EXPECT_EQ(j["memory_plan"], real["memory_plan"]);
+  }
+  const std::string config = " inspect --config " + kFixture.string();
+  auto refused = [](const std::string& args, const std::string& why) {
+    auto [status, text] = run_command(std::string(SYV_BIN) + args, /*with_stderr=*/true);
+    EXPECT_NE(status, 0) << args;
+    EXPECT_NE(text.find(why), std::string::npos) << args << "\n" << text;
+  };
+  // K = 64 is no multiple of 48: the first quantized module is named.
+  refused(config + " --weights-format gptq --group-size 48",
+          "--weights-format gptq: config.json: tensor \"model.layers.0.self_attn.q_proj.weight\"");
+  refused(config + " --group-size 32", "--group-size");
+  refused(" inspect --model " + kFixture.string() + " --weights-format awq", "--weights-format");
+  refused(" inspect", "--model or --config needed");
 }
 
 TEST_F(QuantizedCli, GeneratePromptsFileBatchedEqualsOneByOneAndTheDequantizedModel) {

@@ -2,7 +2,8 @@
 // backend/kv_quant.h, on the host:
 //  * writes: kv_write and the fused qkv_norm_rope_write quantize each (token, kv head) row into
 //    exactly the bytes and scales kv_quant.h produces from the same bf16 values (converted to f32),
-//    rows outside the batch's slots untouched; zero rows and rows with one large element included;
+//    rows outside the batch's slots untouched; zero rows, rows with one large element and rows at
+//    the int4 f16 scale's clamps included;
 //  * attention: decode (T = 1 per sequence; split counts default and forced, the merged combine,
 //    batch-invariant mode) and prefill (multi-token chunks after a prefix, the tensor-core path)
 //    on a quantized cache equal a float attention over kv_quant.h's dequantization of that cache
@@ -50,19 +51,31 @@ int64_t row_bytes(DType t, int64_t D) {
 int64_t row_groups(DType t, int64_t D) {
   return t == DType::U4X2 ? D / kKvInt4Group : 1;
 }
+// Bytes of a row's scales (f32 for fp8, f16 for int4: kv_scale_dtype).
+int64_t row_scale_bytes(DType t, int64_t D) {
+  return row_groups(t, D) * static_cast<int64_t>(dtype_size(kv_scale_dtype(t)));
+}
 
-void quantize_row(DType t, const float* x, int64_t D, uint8_t* q, float* s) {
+// s: the row's scales as bytes (kv_scale_dtype(t)).
+void quantize_row(DType t, const float* x, int64_t D, uint8_t* q, uint8_t* s) {
   if (t == DType::F8E4M3) {
-    s[0] = kv_quant::quantize_fp8_row(x, D, q);
+    const float scale = kv_quant::quantize_fp8_row(x, D, q);
+    std::memcpy(s, &scale, sizeof(scale));
   } else {
-    kv_quant::quantize_int4_row(x, D, q, s);
+    std::vector<uint16_t> scales(static_cast<size_t>(row_groups(t, D)));
+    kv_quant::quantize_int4_row(x, D, q, scales.data());
+    std::memcpy(s, scales.data(), scales.size() * sizeof(uint16_t));
   }
 }
-void dequantize_row(DType t, const uint8_t* q, const float* s, int64_t D, float* out) {
+void dequantize_row(DType t, const uint8_t* q, const uint8_t* s, int64_t D, float* out) {
   if (t == DType::F8E4M3) {
-    kv_quant::dequantize_fp8_row(q, s[0], D, out);
+    float scale = 0.f;
+    std::memcpy(&scale, s, sizeof(scale));
+    kv_quant::dequantize_fp8_row(q, scale, D, out);
   } else {
-    kv_quant::dequantize_int4_row(q, s, D, out);
+    std::vector<uint16_t> scales(static_cast<size_t>(row_groups(t, D)));
+    std::memcpy(scales.data(), s, scales.size() * sizeof(uint16_t));
+    kv_quant::dequantize_int4_row(q, scales.data(), D, out);
   }
 }
 
@@ -71,32 +84,36 @@ struct QCache {
   DType dtype = DType::F8E4M3;
   int64_t pages = 0, page = 0, hk = 0, D = 0;
   std::vector<uint8_t> k, v;
-  std::vector<float> ks, vs;
+  std::vector<uint8_t> ks, vs;  // scales as bytes (kv_scale_dtype(dtype))
   DeviceBuffer kb, vb, ksb, vsb;
   KvCacheView view;
   int64_t rows() const { return pages * page * hk; }
   int64_t bytes() const { return row_bytes(dtype, D); }
   int64_t groups() const { return row_groups(dtype, D); }
+  int64_t scale_bytes() const { return row_scale_bytes(dtype, D); }
   // Every row dequantized: [pages, page, hk, D].
   std::vector<float> dequantized(bool values) const {
     std::vector<float> out(static_cast<size_t>(rows() * D));
     const std::vector<uint8_t>& q = values ? v : k;
-    const std::vector<float>& s = values ? vs : ks;
-    for (int64_t r = 0; r < rows(); ++r)
-      dequantize_row(dtype, q.data() + r * bytes(), s.data() + r * groups(), D, out.data() + r * D);
+    const std::vector<uint8_t>& s = values ? vs : ks;
+    for (int64_t r = 0; r < rows(); ++r) {
+      dequantize_row(dtype, q.data() + r * bytes(), s.data() + r * scale_bytes(), D,
+                     out.data() + r * D);
+    }
     return out;
   }
 };
 
 // Random rows of varied magnitude (bf16-exact values), quantized by kv_quant.h.
 void fill_rows(DType t, int64_t rows, int64_t D, std::mt19937& rng, std::vector<uint8_t>& q,
-               std::vector<float>& s) {
+               std::vector<uint8_t>& s) {
   q.assign(static_cast<size_t>(rows * row_bytes(t, D)), 0);
-  s.assign(static_cast<size_t>(rows * row_groups(t, D)), 0.f);
+  s.assign(static_cast<size_t>(rows * row_scale_bytes(t, D)), 0);
   std::uniform_real_distribution<float> mag(0.05f, 8.f);
   for (int64_t r = 0; r < rows; ++r) {
     const std::vector<float> x = random_vec(static_cast<size_t>(D), rng, mag(rng));
-    quantize_row(t, x.data(), D, q.data() + r * row_bytes(t, D), s.data() + r * row_groups(t, D));
+    quantize_row(t, x.data(), D, q.data() + r * row_bytes(t, D),
+                 s.data() + r * row_scale_bytes(t, D));
   }
 }
 
@@ -117,19 +134,19 @@ class KvQuantGpu : public CudaOps {
     };
     up(c.kb, c.k.data(), c.k.size());
     up(c.vb, c.v.data(), c.v.size());
-    up(c.ksb, c.ks.data(), c.ks.size() * 4);
-    up(c.vsb, c.vs.data(), c.vs.size() * 4);
+    up(c.ksb, c.ks.data(), c.ks.size());
+    up(c.vsb, c.vs.data(), c.vs.size());
     c.view.dtype = t;
     c.view.k = Tensor(c.kb.data(), t, {pages, page, hk, c.bytes()});
     c.view.v = Tensor(c.vb.data(), t, {pages, page, hk, c.bytes()});
-    c.view.k_scales = Tensor(c.ksb.data(), DType::F32, {pages, page, hk, c.groups()});
-    c.view.v_scales = Tensor(c.vsb.data(), DType::F32, {pages, page, hk, c.groups()});
+    c.view.k_scales = Tensor(c.ksb.data(), kv_scale_dtype(t), {pages, page, hk, c.groups()});
+    c.view.v_scales = Tensor(c.vsb.data(), kv_scale_dtype(t), {pages, page, hk, c.groups()});
     gpu_->synchronize();
     return c;
   }
   // The device's bytes and scales.
   void download(const QCache& c, std::vector<uint8_t>& k, std::vector<uint8_t>& v,
-                std::vector<float>& ks, std::vector<float>& vs) {
+                std::vector<uint8_t>& ks, std::vector<uint8_t>& vs) {
     gpu_->synchronize();
     k.resize(c.k.size());
     v.resize(c.v.size());
@@ -137,8 +154,8 @@ class KvQuantGpu : public CudaOps {
     vs.resize(c.vs.size());
     gpu_->download(k.data(), c.kb.data(), k.size());
     gpu_->download(v.data(), c.vb.data(), v.size());
-    gpu_->download(ks.data(), c.ksb.data(), ks.size() * 4);
-    gpu_->download(vs.data(), c.vsb.data(), vs.size() * 4);
+    gpu_->download(ks.data(), c.ksb.data(), ks.size());
+    gpu_->download(vs.data(), c.vsb.data(), vs.size());
   }
 
   // Expects the device cache to hold `c`'s host rows, except the rows of slots[t] (kv head h),
@@ -146,21 +163,19 @@ class KvQuantGpu : public CudaOps {
   void expect_written(const QCache& c, const std::vector<int32_t>& slots,
                       const std::vector<float>& xk, const std::vector<float>& xv,
                       const std::string& what) {
-    std::vector<uint8_t> k = c.k, v = c.v;
-    std::vector<float> ks = c.ks, vs = c.vs;
+    std::vector<uint8_t> k = c.k, v = c.v, ks = c.ks, vs = c.vs;
     for (size_t t = 0; t < slots.size(); ++t) {
       if (slots[t] < 0) continue;
       for (int64_t h = 0; h < c.hk; ++h) {
         const int64_t r = int64_t{slots[t]} * c.hk + h;
         const size_t x = (t * static_cast<size_t>(c.hk) + static_cast<size_t>(h)) * c.D;
         quantize_row(c.dtype, xk.data() + x, c.D, k.data() + r * c.bytes(),
-                     ks.data() + r * c.groups());
+                     ks.data() + r * c.scale_bytes());
         quantize_row(c.dtype, xv.data() + x, c.D, v.data() + r * c.bytes(),
-                     vs.data() + r * c.groups());
+                     vs.data() + r * c.scale_bytes());
       }
     }
-    std::vector<uint8_t> gk, gv;
-    std::vector<float> gks, gvs;
+    std::vector<uint8_t> gk, gv, gks, gvs;
     download(c, gk, gv, gks, gvs);
     auto first_diff = [](const auto& a, const auto& b) {
       for (size_t i = 0; i < a.size(); ++i)
@@ -169,8 +184,8 @@ class KvQuantGpu : public CudaOps {
     };
     EXPECT_EQ(first_diff(gk, k), -1) << what << ": first differing K byte";
     EXPECT_EQ(first_diff(gv, v), -1) << what << ": first differing V byte";
-    EXPECT_EQ(first_diff(gks, ks), -1) << what << ": first differing K scale";
-    EXPECT_EQ(first_diff(gvs, vs), -1) << what << ": first differing V scale";
+    EXPECT_EQ(first_diff(gks, ks), -1) << what << ": first differing byte of the K scales";
+    EXPECT_EQ(first_diff(gvs, vs), -1) << what << ": first differing byte of the V scales";
   }
 
   // Float attention over the dequantized cache (double accumulation): out [T, hq, D].
@@ -278,6 +293,12 @@ TEST_F(KvQuantGpu, KvWriteMatchesReference) {
         if (T * hk > 2) {
           xk[static_cast<size_t>(2 * D)] = 3000.f;
           xv[static_cast<size_t>(2 * D + 5)] = -1e-3f;
+        }
+        // The int4 f16 scale's clamps (kv_quant.h): a row of amax < 7 * 2^-14 (scale held at
+        // 2^-14) and one element past 7 * 65504 (scale held at 65504, the element saturates).
+        if (T * hk > 4) {
+          for (int64_t i = 3 * D; i < 4 * D; ++i) xk[static_cast<size_t>(i)] *= 1e-5f;
+          xv[static_cast<size_t>(4 * D + 1)] = 1e6f;
         }
         for (auto* x : {&xk, &xv})
           for (float& f : *x) f = bf16_to_f32(f32_to_bf16(f));

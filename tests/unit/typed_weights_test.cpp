@@ -287,19 +287,19 @@ TEST(TypedKv, ByteFormulasFollowTheKvDtype) {
   const CacheSpec bf16 = mixed.with_kv_dtype(DType::BF16);
   EXPECT_EQ(bf16.kv_bytes_per_token, 2 * 2 * 8 * 2 + 2 * 1 * 4 * 2);
   EXPECT_EQ(bf16.kv_layers[1].dtype, DType::BF16);
-  // int4: D / 2 bytes a row plus an f32 scale per 32 elements, for K and for V.
+  // int4: D / 2 bytes a row plus an f16 scale per 32 elements, for K and for V.
   CacheSpec wide;
   wide.add_kv_layer({2, 128, DType::F32});
   const CacheSpec int4 = wide.with_kv_dtype(DType::U4X2);
-  EXPECT_EQ(int4.kv_bytes_per_token, 2 * 2 * (128 / 2 + 4 * 128 / 32));
+  EXPECT_EQ(int4.kv_bytes_per_token, 2 * 2 * (128 / 2 + 2 * 128 / 32));
   EXPECT_EQ(int4.kv_layers[0].row_elems(), 64);
   EXPECT_EQ(int4.kv_layers[0].scale_groups(), 4);
-  // The pool grows: bf16 -> fp8 about 2x (1.94x at head_dim 128), -> int4 3.2x at any head_dim
-  // (D / 2 bytes + D / 32 f32 scales against 2 D).
+  // The pool grows: bf16 -> fp8 about 2x (1.94x at head_dim 128), -> int4 32 / 9 = 3.56x at any
+  // head_dim (D / 2 bytes + D / 32 f16 scales against 2 D).
   const int64_t b16 = wide.with_kv_dtype(DType::BF16).kv_bytes_per_token;
   EXPECT_NEAR(static_cast<double>(b16) / wide.with_kv_dtype(DType::F8E4M3).kv_bytes_per_token, 1.94,
               0.01);
-  EXPECT_NEAR(static_cast<double>(b16) / int4.kv_bytes_per_token, 3.2, 1e-9);
+  EXPECT_NEAR(static_cast<double>(b16) / int4.kv_bytes_per_token, 32.0 / 9.0, 1e-9);
 }
 
 TEST(TypedKv, KvWriteThroughTheViewIsTheTensorOpAndQuantizedKvNeedsKernels) {

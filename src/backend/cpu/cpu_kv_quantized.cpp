@@ -16,11 +16,13 @@ namespace syv {
 namespace {
 
 // The view's shapes, checked: k, v [pages, page_size, Hk, D or D / 2] of cache.dtype and
-// k_scales, v_scales f32 [pages, page_size, Hk, groups] (1 for fp8, D / kKvInt4Group for int4).
+// k_scales, v_scales [pages, page_size, Hk, groups] of kv_scale_dtype(cache.dtype): f32 and 1 group
+// for fp8, f16 and D / kKvInt4Group groups for int4.
 struct QuantKvShape {
   int64_t slots = 0, Hk = 0, D = 0;
-  int64_t row_bytes = 0;  // stored bytes of one (token, kv head) row
-  int64_t groups = 0;     // scales of one row
+  int64_t row_bytes = 0;        // stored bytes of one (token, kv head) row
+  int64_t groups = 0;           // scales of one row
+  int64_t scale_row_bytes = 0;  // their bytes
 };
 
 QuantKvShape check_quantized_view(const KvCacheView& c, const char* op) {
@@ -44,22 +46,25 @@ QuantKvShape check_quantized_view(const KvCacheView& c, const char* op) {
       << "backend cpu " << op << ": int4 KV needs head_dim % " << kKvInt4Group
       << " == 0, found head_dim " << s.D;
   s.groups = int4 ? s.D / kKvInt4Group : 1;
+  s.scale_row_bytes = s.groups * static_cast<int64_t>(dtype_size(kv_scale_dtype(c.dtype)));
+  const DType scale_t = kv_scale_dtype(c.dtype);
   for (const Tensor* t : {&c.k_scales, &c.v_scales}) {
-    SYV_CHECK(t->dtype == DType::F32 && t->ndim == 4 && t->dim(0) == c.k.dim(0) &&
+    SYV_CHECK(t->dtype == scale_t && t->ndim == 4 && t->dim(0) == c.k.dim(0) &&
               t->dim(1) == c.k.dim(1) && t->dim(2) == s.Hk && t->dim(3) == s.groups)
-        << "backend cpu " << op << ": KV scales must be f32 [" << c.k.dim(0) << ", " << c.k.dim(1)
-        << ", " << s.Hk << ", " << s.groups << "], found " << dtype_name(t->dtype) << " of rank "
-        << t->ndim;
+        << "backend cpu " << op << ": KV scales must be " << dtype_name(scale_t) << " ["
+        << c.k.dim(0) << ", " << c.k.dim(1) << ", " << s.Hk << ", " << s.groups << "], found "
+        << dtype_name(t->dtype) << " of rank " << t->ndim;
   }
   return s;
 }
 
-// One (token, kv head) row of D floats -> its stored bytes and scales (backend/kv_quant.h).
-void quantize_row(DType dtype, const float* x, int64_t D, uint8_t* q, float* scales) {
+// One (token, kv head) row of D floats -> its stored bytes and scales (backend/kv_quant.h);
+// `scales` points at the row's first scale (f32 for fp8, f16 bits for int4).
+void quantize_row(DType dtype, const float* x, int64_t D, uint8_t* q, void* scales) {
   if (dtype == DType::F8E4M3) {
-    scales[0] = kv_quant::quantize_fp8_row(x, D, q);
+    *static_cast<float*>(scales) = kv_quant::quantize_fp8_row(x, D, q);
   } else {
-    kv_quant::quantize_int4_row(x, D, q, scales);
+    kv_quant::quantize_int4_row(x, D, q, static_cast<uint16_t*>(scales));
   }
 }
 
@@ -75,13 +80,13 @@ const std::array<float, 256>& fp8_e4m3_table() {
 }
 
 // kv_quant.h's dequantizers, value for value (fp8 through the table of the same conversion).
-void dequantize_row(DType dtype, const uint8_t* q, const float* scales, int64_t D, float* out) {
+void dequantize_row(DType dtype, const uint8_t* q, const void* scales, int64_t D, float* out) {
   if (dtype == DType::F8E4M3) {
     const std::array<float, 256>& table = fp8_e4m3_table();
-    const float scale = scales[0];
+    const float scale = *static_cast<const float*>(scales);
     for (int64_t i = 0; i < D; ++i) out[i] = table[q[i]] * scale;
   } else {
-    kv_quant::dequantize_int4_row(q, scales, D, out);
+    kv_quant::dequantize_int4_row(q, static_cast<const uint16_t*>(scales), D, out);
   }
 }
 
@@ -104,10 +109,10 @@ void CpuBackend::kv_write_quantized(const Tensor& k, const Tensor& v, const KvCa
       const int64_t src = (t * s.Hk + h) * s.D;
       quantize_row(cache.dtype, k.as<const float>() + src, s.D,
                    cache.k.as<uint8_t>() + row * s.row_bytes,
-                   cache.k_scales.as<float>() + row * s.groups);
+                   cache.k_scales.as<uint8_t>() + row * s.scale_row_bytes);
       quantize_row(cache.dtype, v.as<const float>() + src, s.D,
                    cache.v.as<uint8_t>() + row * s.row_bytes,
-                   cache.v_scales.as<float>() + row * s.groups);
+                   cache.v_scales.as<uint8_t>() + row * s.scale_row_bytes);
     }
   }
 }
@@ -118,13 +123,14 @@ void CpuBackend::paged_attention_quantized(const Tensor& q, const KvCacheView& c
   cpu::check_f32(out, "paged_attention", "out");
   const QuantKvShape s = check_quantized_view(cache, "paged_attention");
   const uint8_t* kv[2] = {cache.k.as<const uint8_t>(), cache.v.as<const uint8_t>()};
-  const float* scales[2] = {cache.k_scales.as<const float>(), cache.v_scales.as<const float>()};
+  const uint8_t* scales[2] = {cache.k_scales.as<const uint8_t>(),
+                              cache.v_scales.as<const uint8_t>()};
   const DType dtype = cache.dtype;
   cpu::paged_attention_rows(q, cache.page_size(), s.Hk, s.D, scale, meta, out,
                             [&](int which, int64_t slot, int64_t kv_head, float* buf) {
                               const int64_t row = slot * s.Hk + kv_head;
                               dequantize_row(dtype, kv[which] + row * s.row_bytes,
-                                             scales[which] + row * s.groups, s.D, buf);
+                                             scales[which] + row * s.scale_row_bytes, s.D, buf);
                               return static_cast<const float*>(buf);
                             });
 }

@@ -23,6 +23,9 @@
 // 3 stages (2 blocks per SM by shared memory) and 23.7 ms with 2 stages (3 blocks per SM).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/quant_convert.cuh"
@@ -83,7 +86,7 @@ constexpr int tile_bytes() {
 template <int D, DType KT>
 constexpr int raw_bytes() {  // one stage: K and V bytes, then K and V scales
   return 2 * kBN * static_cast<int>(kv_row_bytes<KT>(D)) +
-         2 * kBN * static_cast<int>(kv_row_scales<KT>(D)) * 4;
+         2 * kBN * static_cast<int>(kv_row_scales<KT>(D) * sizeof(KvScale<KT>));
 }
 template <int D, DType KT>
 constexpr int smem_bytes() {
@@ -175,13 +178,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
     }
   };
   // Quantized: tile j's stored bytes and scales into raw stage `st` (rows past the split zeroed).
-  constexpr int RB = static_cast<int>(kv_row_bytes<KT>(D));   // bytes of a row
-  constexpr int RS = static_cast<int>(kv_row_scales<KT>(D));  // scales of a row
-  constexpr int kRawBytes = 2 * kBN * RB + 2 * kBN * RS * 4;  // one stage
+  constexpr int RB = static_cast<int>(kv_row_bytes<KT>(D));       // bytes of a row
+  constexpr int RS = static_cast<int>(kv_row_scales<KT>(D));      // scales of a row
+  constexpr int SB = RS * static_cast<int>(sizeof(KvScale<KT>));  // their bytes (f32 / f16)
+  static_assert(!kQuant || SB % 4 == 0, "a row's scales are copied 4 bytes at a time");
+  constexpr int kRawBytes = 2 * kBN * RB + 2 * kBN * SB;  // one stage
   auto raw_k = [&](int st) { return raw + st * kRawBytes; };
   auto raw_v = [&](int st) { return raw + st * kRawBytes + kBN * RB; };
   auto raw_ks = [&](int st) {
-    return reinterpret_cast<float*>(raw + st * kRawBytes + 2 * kBN * RB);
+    return reinterpret_cast<KvScale<KT>*>(raw + st * kRawBytes + 2 * kBN * RB);
   };
   auto raw_vs = [&](int st) { return raw_ks(st) + kBN * RS; };
   auto load_raw = [&](int j, int st) {
@@ -195,12 +200,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       cp_async16(raw_k(st) + r * RB + c * 16, kq + off, row >= 0);
       cp_async16(raw_v(st) + r * RB + c * 16, vq + off, row >= 0);
     }
-    for (int idx = tid; idx < kBN * RS; idx += kThreads) {
-      const int r = idx / RS, c = idx % RS;
+    constexpr int SC = SB / 4;  // 4-byte chunks of a row's scales
+    const unsigned char* ksq = static_cast<const unsigned char*>(a.k_scales);
+    const unsigned char* vsq = static_cast<const unsigned char*>(a.v_scales);
+    for (int idx = tid; idx < kBN * SC; idx += kThreads) {
+      const int r = idx / SC, c = idx % SC;
       const int64_t row = cache_row(k_begin + j * kBN + r);
-      const int64_t off = row >= 0 ? row * RS + c : 0;
-      cp_async4(raw_ks(st) + idx, a.k_scales + off, row >= 0);
-      cp_async4(raw_vs(st) + idx, a.v_scales + off, row >= 0);
+      const int64_t off = row >= 0 ? row * SB + c * 4 : 0;
+      cp_async4(reinterpret_cast<unsigned char*>(raw_ks(st)) + idx * 4, ksq + off, row >= 0);
+      cp_async4(reinterpret_cast<unsigned char*>(raw_vs(st)) + idx * 4, vsq + off, row >= 0);
     }
   };
   // Quantized: raw stage `st` decoded into the K and V tiles.
@@ -227,13 +235,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         const int sc = r * RS + c * 8 / kKvInt4Group;  // this chunk's group scale
         kv_unpack8<KT>(
             make_uint2(*reinterpret_cast<const uint32_t*>(raw_k(st) + r * RB + c * 4), 0u), f);
-        const float ksc = raw_ks(st)[sc];
+        const float ksc = kv_scale_f32(raw_ks(st)[sc]);
 #pragma unroll
         for (int e = 0; e < 8; ++e) f[e] *= ksc;
         *reinterpret_cast<uint4*>(Ks + r * LD + c * 8) = pack8(f);
         kv_unpack8<KT>(
             make_uint2(*reinterpret_cast<const uint32_t*>(raw_v(st) + r * RB + c * 4), 0u), f);
-        const float vsc = raw_vs(st)[sc];
+        const float vsc = kv_scale_f32(raw_vs(st)[sc]);
 #pragma unroll
         for (int e = 0; e < 8; ++e) f[e] *= vsc;
         *reinterpret_cast<uint4*>(Vs + r * LD + c * 8) = pack8(f);
@@ -474,6 +482,18 @@ void launch_kt(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fix
 int mma_heads_per_block(int64_t hq, int64_t hk, int64_t head_dim) {
   if (hk <= 0 || hq % hk != 0) return 0;
   if (head_dim != 64 && head_dim != 128 && head_dim != 256) return 0;
+  // The largest of the head_dim's instances (bf16, fp8, int4 caches) must fit the device's shared
+  // memory: head_dim 256 takes 140 KiB, beyond the 99 KiB of sm_86 / 89 / 120 (the CUDA-core kernel
+  // runs there instead).
+  auto largest = [](auto d) {
+    constexpr int D = decltype(d)::value;
+    return std::max({smem_bytes<D, DType::BF16>(), smem_bytes<D, DType::F8E4M3>(),
+                     smem_bytes<D, DType::U4X2>()});
+  };
+  const int smem = head_dim == 64    ? largest(std::integral_constant<int, 64>{})
+                   : head_dim == 128 ? largest(std::integral_constant<int, 128>{})
+                                     : largest(std::integral_constant<int, 256>{});
+  if (static_cast<size_t>(smem) > device_smem_optin()) return 0;
   const int64_t group = hq / hk;
   if (group < 2) return 0;
   if (group <= kRows) return static_cast<int>(group);

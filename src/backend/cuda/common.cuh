@@ -119,9 +119,19 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// Whether launches carry the PDL attribute: SYV_PDL=0 in the environment starts with it off;
-// CudaBackend::set_pdl() switches it at run time (A/B timing). Defined in elementwise.cu.
+// Whether launches carry the PDL attribute: on by default on compute capability 9.x (Hopper, where
+// it was built and measured), off elsewhere; SYV_PDL=0 / SYV_PDL=1 in the environment start with
+// it off / on; CudaBackend::set_pdl() switches it at run time (A/B timing). Defined in
+// elementwise.cu.
 bool pdl_enabled();
+
+// Dynamic shared memory one block may opt into on the current device
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin, read once per device): 227 KiB on sm_90, 163 KiB on
+// sm_80, 99 KiB on sm_86 / 89 / 120. A kernel needing more is not launched there: its dispatcher
+// takes a fallback (docs/cuda-backend.md "Architectures"). SYV_SMEM_LIMIT_KIB=N in the
+// environment caps it at N KiB (a larger GPU then runs a smaller one's fallbacks: tests). Defined
+// in elementwise.cu.
+size_t device_smem_optin();
 
 // Launches `kernel` on `stream` (with the PDL attribute when enabled) and checks the launch.
 template <typename... KArgs, typename... Args>

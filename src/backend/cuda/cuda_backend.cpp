@@ -596,8 +596,8 @@ class CudaBackendImpl final : public CudaBackend {
     a.q_t = q.dtype;
     a.cache_t = k_cache.dtype;
     a.out_t = out.dtype;
-    a.k_scales = cache.k_scales.empty() ? nullptr : cache.k_scales.as<float>();
-    a.v_scales = cache.v_scales.empty() ? nullptr : cache.v_scales.as<float>();
+    a.k_scales = cache.k_scales.empty() ? nullptr : cache.k_scales.data;
+    a.v_scales = cache.v_scales.empty() ? nullptr : cache.v_scales.data;
     a.tokens = static_cast<int32_t>(meta.positions.numel());
     a.head_dim = static_cast<int32_t>(cache_head_dim(cache));
     a.hk = static_cast<int32_t>(dim_from_end(k_cache, 2));
@@ -1172,7 +1172,7 @@ class CudaBackendImpl final : public CudaBackend {
   static int64_t cache_head_dim(const KvCacheView& c) {
     return c.dtype == DType::U4X2 ? 2 * last_dim(c.k) : last_dim(c.k);
   }
-  // A quantized cache this backend has kernels for: fp8 or int4 pages with f32 scales of
+  // A quantized cache this backend has kernels for: fp8 or int4 pages with the scales of
   // backend/kv_cache_view.h's shapes; anything else is refused by name (refuse_kv).
   void check_quantized_kv(const char* op, const KvCacheView& c) const {
     if (!quantized_kv_kernels(c.dtype) || !c.scaled() || c.v_scales.empty()) refuse_kv(op, c);
@@ -1184,17 +1184,18 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CHECK(c.dtype != DType::U4X2 || D % kKvInt4Group == 0)
         << "backend cuda " << op << ": int4 KV needs head_dim % " << kKvInt4Group << " == 0";
     const int64_t rows = c.num_pages() * c.page_size() * c.num_kv_heads();
-    SYV_CHECK(c.k_scales.dtype == DType::F32 && c.v_scales.dtype == DType::F32 &&
+    const DType scale_t = kv_scale_dtype(c.dtype);
+    SYV_CHECK(c.k_scales.dtype == scale_t && c.v_scales.dtype == scale_t &&
               c.k_scales.numel() == rows * groups && c.v_scales.numel() == rows * groups)
-        << "backend cuda " << op << ": " << dtype_name(c.dtype)
-        << " KV scales must be f32 [pages, page_size, Hk, " << groups << "]";
+        << "backend cuda " << op << ": " << dtype_name(c.dtype) << " KV scales must be "
+        << dtype_name(scale_t) << " [pages, page_size, Hk, " << groups << "]";
   }
   static cuda::KvCacheDev kv_dev(const KvCacheView& c) {
     cuda::KvCacheDev d;
     d.k = c.k.data;
     d.v = c.v.data;
-    d.k_scales = static_cast<float*>(c.k_scales.data);
-    d.v_scales = static_cast<float*>(c.v_scales.data);
+    d.k_scales = c.k_scales.data;
+    d.v_scales = c.v_scales.data;
     d.dtype = c.dtype;
     return d;
   }

@@ -1,4 +1,5 @@
 // SiLU·mul, add, bias add.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
@@ -149,10 +150,35 @@ bool pdl_enabled() {
   int v = g_pdl.load(std::memory_order_relaxed);
   if (v < 0) {
     const char* e = std::getenv("SYV_PDL");
-    v = (e && e[0] == '0') ? 0 : 1;
+    if (e != nullptr && *e != '\0') {
+      v = e[0] == '0' ? 0 : 1;
+    } else {
+      int dev = 0, major = 0;
+      SYV_CUDA_CHECK(cudaGetDevice(&dev));
+      SYV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+      v = major == 9 ? 1 : 0;
+    }
     g_pdl.store(v, std::memory_order_relaxed);
   }
   return v != 0;
+}
+
+size_t device_smem_optin() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cached[kDevices];  // 0: not read yet (value-initialised)
+  int dev = 0;
+  SYV_CUDA_CHECK(cudaGetDevice(&dev));
+  std::atomic<int>* slot = dev >= 0 && dev < kDevices ? &cached[dev] : nullptr;
+  int v = slot != nullptr ? slot->load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
+    SYV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    // SYV_SMEM_LIMIT_KIB: a lower limit, so that a large GPU runs the fallbacks of a smaller one
+    // (99: sm_86 / 89 / 120, 163: sm_80).
+    const char* e = std::getenv("SYV_SMEM_LIMIT_KIB");
+    if (e != nullptr && std::atoi(e) > 0) v = std::min(v, std::atoi(e) * 1024);
+    if (slot != nullptr) slot->store(v, std::memory_order_relaxed);
+  }
+  return static_cast<size_t>(v);
 }
 void set_pdl_enabled(bool on) {
   g_pdl.store(on ? 1 : 0, std::memory_order_relaxed);

@@ -393,7 +393,9 @@ void launch_typed(const GdnArgs& a, cudaStream_t s) {
 }  // namespace
 
 bool gdn_chunked_supports(int32_t dk) {
-  return dk <= kDK;
+  // 146.5 KiB of shared memory: sm_80 and sm_90 (not the 99 KiB of sm_86 / 89 / 120, which run the
+  // recurrent kernel of gated_delta.cu).
+  return dk <= kDK && kSmemBytes <= device_smem_optin();
 }
 
 void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s) {

@@ -47,12 +47,13 @@ void launch_head_norm_rope(void* x0, int64_t heads0, const void* norm0, void* x1
                            DType norm_t, float eps, bool one_plus, const int32_t* positions,
                            double theta, int32_t rotary_dim, cudaStream_t s);
 // A layer's paged KV cache on the device (backend/kv_cache_view.h): float (f32, bf16, f16; no
-// scales) or quantized (F8E4M3 / U4X2 bytes with f32 scales per row, or per 32-element group).
+// scales) or quantized (F8E4M3 bytes with an f32 scale per row, U4X2 bytes with an f16 scale per
+// 32-element group: kv_scale_dtype).
 struct KvCacheDev {
   void* k = nullptr;
   void* v = nullptr;
-  float* k_scales = nullptr;
-  float* v_scales = nullptr;
+  void* k_scales = nullptr;
+  void* v_scales = nullptr;
   DType dtype = DType::BF16;
 };
 // Copies k, v [T, Hk, D] into caches [pages, page_size, Hk, D] at slots[t] (skipped when < 0).
@@ -163,8 +164,8 @@ struct AttentionArgs {
   const void* v_cache;
   void* out;  // [T, Hq, D]
   DType q_t, cache_t, out_t;
-  const float* k_scales;  // quantized caches: [pages, page_size, Hk, 1 or D / 32]; else null
-  const float* v_scales;
+  const void* k_scales;  // quantized caches: f32 [pages, page_size, Hk, 1] (fp8) or
+  const void* v_scales;  // f16 [.., D / 32] (int4); else null
   int32_t tokens, hq, hk, head_dim, page_size, max_pages_per_seq;
   float scale;
   const int32_t* positions;   // [T]

@@ -9,7 +9,10 @@
 //    backend/kv_quant.h's reference quantizers produce, bit for bit.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
+
+#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/kv_cache_view.h"
@@ -77,6 +80,16 @@ __device__ __forceinline__ void int4x8_kv_to_f32(uint32_t w, float* f) {
 template <DType KT>
 constexpr bool kIsQuantKv = KT == DType::F8E4M3 || KT == DType::U4X2;
 
+// The scale type of KT (kv_scale_dtype): f32 for fp8, IEEE half for int4.
+template <DType KT>
+using KvScale = std::conditional_t<KT == DType::U4X2, __half, float>;
+__device__ __forceinline__ float kv_scale_f32(float s) {
+  return s;
+}
+__device__ __forceinline__ float kv_scale_f32(__half s) {
+  return __half2float(s);
+}
+
 // Bytes and scales of one row.
 template <DType KT>
 __host__ __device__ constexpr int64_t kv_row_bytes(int64_t D) {
@@ -97,13 +110,14 @@ __device__ __forceinline__ uint2 kv_load8(const uint8_t* cache, int64_t row, int
     return make_uint2(*reinterpret_cast<const uint32_t*>(cache + row * (D / 2) + d0 / 2), 0u);
   }
 }
-// The scale of elements [d0, d0 + 8) of row `row`.
+// The scale of elements [d0, d0 + 8) of row `row`, as f32 (`scales`: KvScale<KT>[rows, groups]).
 template <DType KT>
-__device__ __forceinline__ float kv_scale(const float* scales, int64_t row, int D, int d0) {
+__device__ __forceinline__ float kv_scale(const void* scales, int64_t row, int D, int d0) {
+  const KvScale<KT>* s = static_cast<const KvScale<KT>*>(scales);
   if constexpr (KT == DType::F8E4M3) {
-    return scales[row];
+    return s[row];
   } else {
-    return scales[row * (D / kKvInt4Group) + d0 / kKvInt4Group];
+    return kv_scale_f32(s[row * (D / kKvInt4Group) + d0 / kKvInt4Group]);
   }
 }
 // kv_load8's bytes as the 8 stored values q (without the scale).
@@ -122,13 +136,14 @@ __device__ __forceinline__ void kv_unpack8(uint2 raw, float* f) {
 // the scales to s [kv_row_scales]. Every lane of the warp must call it (shuffles).
 //   fp8:  amax over the row; scale amax / 448; bytes e4m3(x * (448 / amax)) (amax 0: scale 1,
 //         bytes 0; an infinite amax: scale 1, bytes e4m3(x)).
-//   int4: per 32-element group (group j is x[j] across the warp): scale amax / 7; nibbles
-//         clamp(rint(x * (7 / amax)), -8, 7) + 8 (amax 0 or infinite: scale 1, nibbles 8).
+//   int4: per 32-element group (group j is x[j] across the warp): the f16 scale
+//         f16_rn(clamp(amax / 7, 2^-14, 65504)); nibbles clamp(rint(x * (1 / scale)), -8, 7) + 8
+//         with the rounded scale (amax 0 or not finite: scale 1, nibbles 8).
 // Division and multiply are the IEEE-rounded ones whatever the compiler flags (__fdiv_rn,
 // __fmul_rn), as on the host.
 template <DType KT, int J>
 __device__ __forceinline__ void warp_quantize_kv_row(const float (&x)[J], int D, uint8_t* q,
-                                                     float* s) {
+                                                     KvScale<KT>* s) {
   const int lane = threadIdx.x & 31;
   if constexpr (KT == DType::F8E4M3) {
     float amax = 0.f;
@@ -150,12 +165,16 @@ __device__ __forceinline__ void warp_quantize_kv_row(const float (&x)[J], int D,
       if (32 * j >= D) break;  // uniform over the warp
       const float amax = warp_max(fabsf(x[j]));
       const bool usable = amax > 0.f && isfinite(amax);
-      const float inv = usable ? __fdiv_rn(7.f, amax) : 0.f;
+      constexpr float kMinScale = 6.103515625e-05f;  // 2^-14, kv_quant.h's clamp
+      const __half scale =
+          usable ? __float2half_rn(fminf(fmaxf(__fdiv_rn(amax, 7.f), kMinScale), 65504.f))
+                 : __float2half_rn(1.f);
+      const float inv = __fdiv_rn(1.f, __half2float(scale));
       const float r = fminf(fmaxf(rintf(__fmul_rn(x[j], inv)), -8.f), 7.f);
-      const uint32_t nib = static_cast<uint32_t>(static_cast<int>(r) + 8);
+      const uint32_t nib = usable ? static_cast<uint32_t>(static_cast<int>(r) + 8) : 8u;
       const uint32_t odd = __shfl_down_sync(0xffffffffu, nib, 1);
       if ((lane & 1) == 0) q[(32 * j + lane) / 2] = static_cast<uint8_t>(nib | (odd << 4));
-      if (lane == 0) s[j] = usable ? __fdiv_rn(amax, 7.f) : 1.f;
+      if (lane == 0) s[j] = scale;
     }
   }
 }

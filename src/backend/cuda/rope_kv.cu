@@ -85,7 +85,7 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
                                            const void* k_norm, DType norm_t, float eps,
                                            bool one_plus, const int32_t* __restrict__ positions,
                                            float theta, int32_t rotary_dim, TX* qo, TX* ko, TX* vo,
-                                           TC* kc, TC* vc, float* ks, float* vs,
+                                           TC* kc, TC* vc, void* ks, void* vs,
                                            const int32_t* __restrict__ slots) {
   constexpr int kPerLane = kMaxHeadDim / 32;
   constexpr bool kQuant = kIsQuantKv<KT>;
@@ -115,11 +115,11 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
   const int32_t slot = slots[t];
   // Quantized caches: row (slot, kv head) of the bytes and scales (warp-uniform). Generic, so
   // that only the quantized instances compile its body.
-  auto quantize = [&](const auto& x, int64_t kv_head, TC* cache, float* scales) {
+  auto quantize = [&](const auto& x, int64_t kv_head, TC* cache, void* scales) {
     const int64_t r = static_cast<int64_t>(slot) * hk + kv_head;
     warp_quantize_kv_row<KT>(x, static_cast<int>(head_dim),
                              reinterpret_cast<uint8_t*>(cache) + r * kv_row_bytes<KT>(head_dim),
-                             scales + r * kv_row_scales<KT>(head_dim));
+                             static_cast<KvScale<KT>*>(scales) + r * kv_row_scales<KT>(head_dim));
   };
   if (is_v) {  // value head: copy
     const int64_t hv = h - hq - hk;
@@ -193,7 +193,7 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
 // quantized into its cache row at slots[t] (warp_quantize_kv_row).
 template <typename TI, DType KT>
 __global__ void kv_write_quantized_kernel(const TI* __restrict__ k, const TI* __restrict__ v,
-                                          uint8_t* kc, uint8_t* vc, float* ks, float* vs,
+                                          uint8_t* kc, uint8_t* vc, void* ks, void* vs,
                                           const int32_t* __restrict__ slots, int64_t tokens,
                                           int64_t hk, int64_t head_dim) {
   constexpr int kPerLane = kMaxHeadDim / 32;
@@ -214,9 +214,9 @@ __global__ void kv_write_quantized_kernel(const TI* __restrict__ k, const TI* __
     x[j] = i < head_dim ? to_f32(src[i]) : 0.f;
   }
   const int64_t r = static_cast<int64_t>(slot) * hk + row % hk;
-  warp_quantize_kv_row<KT>(x, static_cast<int>(head_dim),
-                           (is_v ? vc : kc) + r * kv_row_bytes<KT>(head_dim),
-                           (is_v ? vs : ks) + r * kv_row_scales<KT>(head_dim));
+  warp_quantize_kv_row<KT>(
+      x, static_cast<int>(head_dim), (is_v ? vc : kc) + r * kv_row_bytes<KT>(head_dim),
+      static_cast<KvScale<KT>*>(is_v ? vs : ks) + r * kv_row_scales<KT>(head_dim));
 }
 
 // One 16-byte (or 4-byte) chunk per thread: row_elems elements per token (Hk * D).
