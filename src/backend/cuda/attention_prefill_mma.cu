@@ -296,8 +296,8 @@ void launch_kt(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, 
 bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                    cudaStream_t s) {
   // (128 + 4 x 64) rows of head_dim + 8 bf16: 102 KiB at head_dim 128, 198 KiB at 256. Beyond the
-  // device's shared memory (99 KiB on sm_86 / 89 / 120, 163 KiB on sm_80) the caller runs the decode
-  // kernels over the prefill tokens instead.
+  // device's shared memory (99 KiB on sm_86 / 89 / 120, 163 KiB on sm_80) the caller runs the
+  // decode kernels over the prefill tokens instead.
   const int smem = a.head_dim == 64    ? mma_smem_bytes<64>()
                    : a.head_dim == 128 ? mma_smem_bytes<128>()
                                        : mma_smem_bytes<256>();

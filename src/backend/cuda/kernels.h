@@ -228,7 +228,8 @@ enum class AttentionDecodeKernel { kAuto = 0, kCudaCores = 1 };
 void set_attention_decode_kernel(AttentionDecodeKernel k);
 AttentionDecodeKernel attention_decode_kernel();
 // Query heads per tensor-core decode block for this shape under the current choice; 0: the
-// CUDA-core kernel runs it.
+// CUDA-core kernel runs it (also where the kernel needs more shared memory than the device has:
+// head_dim 256 on sm_86 / 89 / 120).
 int decode_mma_heads_per_block(int64_t hq, int64_t hk, int64_t head_dim);
 void set_attention_decode_splits(int splits);
 void set_attention_split_waves(int waves, int waves_large = -1);
@@ -241,7 +242,9 @@ bool attention_merged_combine();
 // Tensor-core tiled prefill: tiles[i] = {seq, first token} of kPrefillTileRows-row query tiles
 // (prefill_attention.h; the last tile of a sequence may be shorter), longest first. Returns false
 // when the shape is not supported (head_dim not 64/128/256, or q/out not bf16, or the cache not
-// bf16, fp8 or int4; 256 and the quantized caches run on the mma.sync kernel whatever the variant).
+// bf16, fp8 or int4; 256 and the quantized caches run on the mma.sync kernel whatever the variant)
+// or its kernel needs more shared memory than the device has (device_smem_optin(): head_dim 256
+// off sm_90, 128 on sm_86 / 89 / 120); the caller then runs the decode kernels.
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s);
 
@@ -277,6 +280,8 @@ struct GdnArgs {
 };
 void launch_gdn_recurrent(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
 void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
+// Whether the chunked kernel runs this dk here (dk <= 128, and its 146.5 KiB of shared memory fit
+// the device: not on sm_86 / 89 / 120).
 bool gdn_chunked_supports(int32_t dk);
 
 // Causal depthwise conv1d + SiLU over each sequence's new tokens (Backend::causal_conv1d_silu):
