@@ -365,9 +365,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     g.max_context = options.max_model_len;
     // Verify steps with the same draft count everywhere run as graphs too, up to
     // kMaxGraphQuery tokens per sequence (longer chunks take CUDA's prefill attention, whose tile
-    // list follows the contexts) and a page (a dummy sequence's positions fit the dummy page).
+    // list follows the contexts), a page (a dummy sequence's positions fit the dummy page), and
+    // the token budget over the largest bucket (so the graphs' reservation stays within the
+    // activations the memory plan counts for a step of the budget).
     const int32_t rows_per_seq = 1 + options.num_speculative_tokens;
-    g.max_query = std::min({rows_per_seq, kMaxGraphQuery, options.page_size});
+    g.max_query = std::max(1, std::min({rows_per_seq, kMaxGraphQuery, options.page_size,
+                                        options.max_num_batched_tokens / options.max_graph_batch}));
     const int64_t largest_graph = int64_t{options.max_graph_batch} * g.max_query;
     g.max_tokens = std::max<int64_t>(options.max_num_batched_tokens, largest_graph);
     // A verify step wants 1 + k rows per sequence; prompt-logprob rows come on top (eager steps,
@@ -394,7 +397,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
       line << "for decode and for verify steps of up to " << g.max_query - 1
            << " drafts per sequence (those captured on first use), ";
     if (mtp != nullptr)
-      line << "the MTP head's forwards of up to " << g.max_batch * g.max_query
+      line << "the MTP head's forwards of up to " << g.max_batch
            << " rows (captured on first use), ";
     if (graph_mode == GraphMode::kEager)
       line << "captured in " << seconds << " s";

@@ -34,7 +34,10 @@ void MtpDrafter::enable_graphs(const GraphConfig& config, int64_t max_tokens, in
       << config.pages_per_seq << ", dummy page " << config.dummy_page;
   auto g = std::make_unique<HeadGraphs>();
   g->config = config;
-  g->buckets = graph_buckets(config.max_batch * config.max_query);
+  // Rows up to the largest decode bucket: every chain forward fits (a row per sequence), and the
+  // head's logits reservation stays what its eager forwards took (a row per sequence); a larger
+  // catch-up runs eagerly.
+  g->buckets = graph_buckets(config.max_batch);
   g->ids.assign(g->buckets.size(), -1);
   g->outputs.resize(g->buckets.size());
   const int64_t largest = g->buckets.back();

@@ -57,7 +57,7 @@ class MtpDrafter : public Drafter {
   // head's batches are then built decode-shaped: every row its own one-token sequence (a
   // catch-up row at position p attends over [0, p], its own chunk's keys written by the same
   // forward first, as before) and every row a logits row, so a forward of R rows replays the
-  // graph of the smallest bucket of rows >= R (graph_buckets(max_batch * max_query)), padded
+  // graph of the smallest bucket of rows >= R (graph_buckets(max_batch)), padded
   // with dummy rows on config.dummy_page; more rows run eagerly. `max_tokens` / `max_rows`: the
   // largest eager head forward (the step's token budget; one logits row per sequence), reserved
   // with the graphs' so no buffer moves.
