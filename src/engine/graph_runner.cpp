@@ -46,6 +46,38 @@ int32_t bucket_index(const std::vector<int32_t>& buckets, int32_t n) {
   return it == buckets.end() ? -1 : static_cast<int32_t>(it - buckets.begin());
 }
 
+namespace {
+
+// Appends `count` dummy sequences to `b` (pad_decode_batch()): q tokens 0 at positions 0..q-1,
+// context q, page table row [dummy_page, -1, ...] of b's width, every row a logits row; with
+// `state_slots` slot -1, with `saves` q - 1 verify saves (after 1..q-1 tokens, into checkpoint 0:
+// never written, the slot being -1).
+void append_dummy_sequences(int32_t count, int32_t q, int32_t dummy_page, bool state_slots,
+                            bool saves, Batch& b) {
+  const int32_t W = b.max_pages_per_seq;
+  for (int32_t s = 0; s < count; ++s) {
+    for (int32_t p = 0; p < q; ++p) {
+      b.logit_rows.push_back(static_cast<int32_t>(b.token_ids.size()));
+      b.token_ids.push_back(0);
+      b.positions.push_back(p);
+    }
+    b.seq_starts.push_back(static_cast<int32_t>(b.token_ids.size()));
+    b.context_lens.push_back(q);
+    b.page_table.push_back(dummy_page);
+    b.page_table.insert(b.page_table.end(), static_cast<size_t>(W - 1), -1);
+    if (state_slots) b.state_slots.push_back(-1);
+    if (saves) {
+      for (int32_t j = 1; j < q; ++j) {
+        b.state_save_after.push_back(j);
+        b.state_save_dests.push_back(0);
+      }
+      b.state_save_starts.push_back(static_cast<int32_t>(b.state_save_after.size()));
+    }
+  }
+}
+
+}  // namespace
+
 int32_t graph_step_query(const SchedulerOutput& step, int32_t max_batch, int32_t max_query,
                          int32_t saves_per_draft) {
   const size_t n = step.seqs.size();
@@ -56,18 +88,12 @@ int32_t graph_step_query(const SchedulerOutput& step, int32_t max_batch, int32_t
     if (s.num_new_tokens != q || s.num_drafts != q - 1 || !s.wants_logits || s.num_prompt_rows > 0)
       return 0;
   }
-  // In-pass state saves: exactly saves_per_draft * (q - 1) for every sequence.
-  const int32_t per_seq = saves_per_draft * (q - 1);
-  if (step.state_saves.size() != n * static_cast<size_t>(per_seq)) return 0;
-  if (per_seq > 0) {
-    std::vector<int32_t> count(n, 0);
-    for (const SchedulerOutput::StateSave& v : step.state_saves) {
-      if (v.seq_index < 0 || static_cast<size_t>(v.seq_index) >= n) return 0;
-      ++count[static_cast<size_t>(v.seq_index)];
-    }
-    for (int32_t c : count)
-      if (c != per_seq) return 0;
-  }
+  // In-pass state saves: exactly saves_per_draft * (q - 1) for every sequence, grouped by
+  // sequence in batch order (as Runner::build() lays them out).
+  const size_t per_seq = static_cast<size_t>(saves_per_draft) * static_cast<size_t>(q - 1);
+  if (step.state_saves.size() != n * per_seq) return 0;
+  for (size_t i = 0; i < step.state_saves.size(); ++i)
+    if (static_cast<size_t>(step.state_saves[i].seq_index) != i / per_seq) return 0;
   return q;
 }
 
@@ -101,44 +127,35 @@ void pad_decode_batch(const Batch& real, int32_t bucket, int32_t dummy_page, Bat
     SYV_CHECK(real.logit_rows[static_cast<size_t>(r)] == r)
         << "pad_decode_batch: logits row " << r << " is row " << real.logit_rows[r];
   }
-  const size_t B = static_cast<size_t>(bucket);
-  const size_t BT = B * static_cast<size_t>(q);
   out.token_ids.assign(real.token_ids.begin(), real.token_ids.end());
-  out.token_ids.resize(BT, 0);
   out.positions.assign(real.positions.begin(), real.positions.end());
-  out.positions.resize(BT);
   out.context_lens.assign(real.context_lens.begin(), real.context_lens.end());
-  out.context_lens.resize(B, q);
-  out.seq_starts.resize(B + 1);
-  out.logit_rows.resize(BT);
-  for (size_t s = 0; s <= B; ++s) out.seq_starts[s] = static_cast<int32_t>(s) * q;
-  for (size_t r = 0; r < BT; ++r) out.logit_rows[r] = static_cast<int32_t>(r);
-  for (size_t r = static_cast<size_t>(T); r < BT; ++r)
-    out.positions[r] = static_cast<int32_t>(r % static_cast<size_t>(q));
+  out.seq_starts.assign(real.seq_starts.begin(), real.seq_starts.end());
+  out.logit_rows.assign(real.logit_rows.begin(), real.logit_rows.end());
   out.max_pages_per_seq = W;
   out.page_table.assign(real.page_table.begin(), real.page_table.end());
-  out.page_table.resize(B * static_cast<size_t>(W), -1);
-  for (size_t s = static_cast<size_t>(S); s < B; ++s)
-    out.page_table[s * static_cast<size_t>(W)] = dummy_page;
-  // Hybrids: the padding sequences have no state slot (-1: the recurrent ops skip them, and
-  // their saves), but as many saves as a real sequence, so the metadata keeps the captured shape.
   out.state_slots.assign(real.state_slots.begin(), real.state_slots.end());
-  if (!real.state_slots.empty()) out.state_slots.resize(B, -1);
+  out.state_save_starts.assign(real.state_save_starts.begin(), real.state_save_starts.end());
+  out.state_save_after.assign(real.state_save_after.begin(), real.state_save_after.end());
+  out.state_save_dests.assign(real.state_save_dests.begin(), real.state_save_dests.end());
+  append_dummy_sequences(bucket - S, q, dummy_page, !real.state_slots.empty(), saves > 0, out);
+}
+
+void dummy_decode_batch(int32_t bucket, int32_t q, int32_t width, int32_t dummy_page,
+                        bool state_slots, bool saves, Batch& out) {
+  out.token_ids.clear();
+  out.positions.clear();
+  out.context_lens.clear();
+  out.seq_starts.assign(1, 0);
+  out.logit_rows.clear();
+  out.max_pages_per_seq = width;
+  out.page_table.clear();
+  out.state_slots.clear();
   out.state_save_starts.clear();
+  if (saves) out.state_save_starts.push_back(0);
   out.state_save_after.clear();
   out.state_save_dests.clear();
-  if (saves > 0) {
-    out.state_save_starts.assign(real.state_save_starts.begin(), real.state_save_starts.end());
-    out.state_save_after.assign(real.state_save_after.begin(), real.state_save_after.end());
-    out.state_save_dests.assign(real.state_save_dests.begin(), real.state_save_dests.end());
-    for (size_t s = static_cast<size_t>(S); s < B; ++s) {
-      for (int32_t j = 0; j < q - 1; ++j) {
-        out.state_save_after.push_back(j + 1);
-        out.state_save_dests.push_back(real.state_save_dests[static_cast<size_t>(j)]);
-      }
-      out.state_save_starts.push_back(static_cast<int32_t>(out.state_save_after.size()));
-    }
-  }
+  append_dummy_sequences(bucket, q, dummy_page, state_slots, saves, out);
 }
 
 GraphRunner::GraphRunner(Model& model, const GraphConfig& config)
@@ -177,13 +194,6 @@ int32_t GraphRunner::num_captured() const {
       std::count_if(ids_.begin(), ids_.end(), [](int id) { return id >= 0; }));
 }
 
-int32_t GraphRunner::num_verify_captured() const {
-  int32_t n = 0;
-  for (size_t i = 0; i < buckets_.size(); ++i)
-    for (int32_t q = 2; q <= config_.max_query; ++q) n += ids_[graph_index(i, q)] >= 0;
-  return n;
-}
-
 void GraphRunner::capture_all() {
   for (size_t i = buckets_.size(); i-- > 0;)
     if (ids_[graph_index(i, 1)] < 0) capture(i, 1);
@@ -191,38 +201,11 @@ void GraphRunner::capture_all() {
 
 void GraphRunner::capture(size_t i, int32_t q) {
   // Every sequence a dummy: the warm-up run inside capture_graph() writes only the dummy page.
-  Batch& b = padded_;
   const int32_t B = buckets_[i];
+  const bool recurrent = model_.cache_spec().has_recurrent_state();
+  dummy_decode_batch(B, q, config_.pages_per_seq, config_.dummy_page, recurrent,
+                     recurrent && saves_per_draft_ > 0 && q > 1, padded_);
   const size_t BT = static_cast<size_t>(B) * static_cast<size_t>(q);
-  const int32_t W = config_.pages_per_seq;
-  b.token_ids.assign(BT, 0);
-  b.positions.resize(BT);
-  for (size_t r = 0; r < BT; ++r) b.positions[r] = static_cast<int32_t>(r % static_cast<size_t>(q));
-  b.context_lens.assign(static_cast<size_t>(B), q);
-  b.seq_starts.resize(static_cast<size_t>(B) + 1);
-  b.logit_rows.resize(BT);
-  for (int32_t s = 0; s <= B; ++s) b.seq_starts[static_cast<size_t>(s)] = s * q;
-  for (size_t r = 0; r < BT; ++r) b.logit_rows[r] = static_cast<int32_t>(r);
-  b.max_pages_per_seq = W;
-  b.page_table.assign(static_cast<size_t>(B) * W, -1);
-  for (int32_t s = 0; s < B; ++s) b.page_table[static_cast<size_t>(s) * W] = config_.dummy_page;
-  b.state_slots.clear();
-  b.state_save_starts.clear();
-  b.state_save_after.clear();
-  b.state_save_dests.clear();
-  if (model_.cache_spec().has_recurrent_state()) {
-    b.state_slots.assign(static_cast<size_t>(B), -1);
-    if (saves_per_draft_ > 0 && q > 1) {  // the verify saves' shape (slot -1: never written)
-      b.state_save_starts.push_back(0);
-      for (int32_t s = 0; s < B; ++s) {
-        for (int32_t j = 1; j < q; ++j) {
-          b.state_save_after.push_back(j);
-          b.state_save_dests.push_back(0);
-        }
-        b.state_save_starts.push_back(static_cast<int32_t>(b.state_save_after.size()));
-      }
-    }
-  }
   // The lambda stores what the forward returned: during the capture on CUDA (replays write the
   // same buffers), or at each replay on a backend that re-runs the step.
   const size_t g = graph_index(i, q);

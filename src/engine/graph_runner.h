@@ -72,10 +72,15 @@ bool is_graph_step(const SchedulerOutput& step, int32_t max_batch);
 // `out` = `real` (S sequences of q tokens each, every row a logits row in order, state saves
 // q - 1 per sequence or none) followed by bucket - S dummy sequences: tokens 0 at positions
 // 0..q-1, context q, page table row [dummy_page, -1, ...], state slot -1 (hybrids), and as many
-// state saves as a real sequence (after 1..q-1, into the real batch's first destinations, or 0:
-// never written, the slot being -1). The page-table width stays real.max_pages_per_seq. Reuses
+// state saves as a real sequence (after 1..q-1, into checkpoint 0: never written, the slot being
+// -1). The page-table width stays real.max_pages_per_seq. Reuses
 // out's vectors. q <= the page size (the dummy sequence's positions fit the dummy page).
 void pad_decode_batch(const Batch& real, int32_t bucket, int32_t dummy_page, Batch& out);
+// `out` = `bucket` dummy sequences of q tokens (as pad_decode_batch() appends them), page-table
+// width `width`; `state_slots`: each with slot -1; `saves`: each with q - 1 verify saves. The batch
+// a graph is captured on (GraphRunner, the MTP head's graphs).
+void dummy_decode_batch(int32_t bucket, int32_t q, int32_t width, int32_t dummy_page,
+                        bool state_slots, bool saves, Batch& out);
 
 struct GraphConfig {
   GraphMode mode = GraphMode::kOff;
@@ -102,8 +107,6 @@ class GraphRunner {
   const GraphConfig& config() const { return config_; }
   const std::vector<int32_t>& buckets() const { return buckets_; }
   int32_t num_captured() const;
-  // Of those, graphs of verify steps (q > 1).
-  int32_t num_verify_captured() const;
   // The bucket a step of `num_seqs` sequences runs as (-1: more than the largest bucket).
   int32_t bucket_for(int32_t num_seqs) const {
     const int32_t i = bucket_index(buckets_, num_seqs);

@@ -53,12 +53,6 @@ void MtpDrafter::enable_graphs(const GraphConfig& config, int64_t max_tokens, in
   graphs_ = std::move(g);
 }
 
-int32_t MtpDrafter::head_graphs_captured() const {
-  if (graphs_ == nullptr) return 0;
-  return static_cast<int32_t>(
-      std::count_if(graphs_->ids.begin(), graphs_->ids.end(), [](int id) { return id >= 0; }));
-}
-
 void MtpDrafter::run_head(const Tensor& src, int32_t rows, Model::Outputs& head) {
   Tensor hidden = gather_hidden(src, rows);
   const Batch& real = batch_;
@@ -78,19 +72,7 @@ void MtpDrafter::run_head(const Tensor& src, int32_t rows, Model::Outputs& head)
   const DType act = backend.activation_dtype();
   Batch& pad = g.padded;
   if (g.ids[i] < 0) {  // every row a dummy: the warm-up writes only the dummy page
-    const int32_t W = g.config.pages_per_seq;
-    clear_batch(pad);
-    for (int32_t r = 0; r < B; ++r) {
-      pad.token_ids.push_back(0);
-      pad.positions.push_back(0);
-      pad.seq_starts.push_back(r + 1);
-      pad.context_lens.push_back(1);
-      pad.logit_rows.push_back(r);
-    }
-    pad.max_pages_per_seq = W;
-    pad.page_table.assign(static_cast<size_t>(B) * W, -1);
-    for (int32_t r = 0; r < B; ++r)
-      pad.page_table[static_cast<size_t>(r) * W] = g.config.dummy_page;
+    dummy_decode_batch(B, 1, g.config.pages_per_seq, g.config.dummy_page, false, false, pad);
     const Tensor input(hidden_.data(), act, {B, H});
     g.ids[i] = backend.capture_graph(
         [this, i, input] { model_.mtp_forward(graphs_->padded, input, graphs_->outputs[i]); });

@@ -73,9 +73,8 @@ class MtpDrafter : public Drafter {
 
   // Head rows run so far (catch-up and chain), for tests and logs.
   int64_t head_rows() const { return head_rows_; }
-  // Head forwards replayed as graphs, and head graphs captured.
+  // Head forwards replayed as graphs.
   int64_t head_graph_runs() const { return head_graph_runs_; }
-  int32_t head_graphs_captured() const;
 
  private:
   struct Chain {

@@ -95,16 +95,13 @@ int64_t HostTier::Pieces::bytes() const {
 }
 
 bool HostTier::growing(int kind) const {
-  const HostEntries& e = kind == 0 ? pages_ : checkpoints_;
+  const HostEntries& e = entries(kind);
   return e.num_open() < e.size();
 }
 
 int HostTier::short_kind() const {
-  for (int kind = 0; kind < 2; ++kind) {
-    const HostEntries& e = kind == 0 ? pages_ : checkpoints_;
-    const Pieces& p = kind == 0 ? page_pieces_ : checkpoint_pieces_;
-    if (growing(kind) && e.num_free() < p.reserve) return kind;
-  }
+  for (int kind = 0; kind < 2; ++kind)
+    if (growing(kind) && entries(kind).num_free() < pieces(kind).reserve) return kind;
   return -1;
 }
 

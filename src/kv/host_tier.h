@@ -174,7 +174,9 @@ class HostTier {
            const HostPinOptions& pin);
   // Kind 0 (pages) or 1 (checkpoints).
   Pieces& pieces(int kind) { return kind == 0 ? page_pieces_ : checkpoint_pieces_; }
+  const Pieces& pieces(int kind) const { return kind == 0 ? page_pieces_ : checkpoint_pieces_; }
   HostEntries& entries(int kind) { return kind == 0 ? pages_ : checkpoints_; }
+  const HostEntries& entries(int kind) const { return kind == 0 ? pages_ : checkpoints_; }
   bool growing(int kind) const;  // some of its entries not pinned yet
   // The kind whose free pinned entries are below its reserve (pages first), or -1.
   int short_kind() const;

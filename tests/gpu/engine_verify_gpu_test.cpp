@@ -18,16 +18,33 @@
 namespace syv::testing {
 namespace {
 
-// fixture: a folder under tests/fixtures ("qwen3/tied_gqa2", "hybrid/q35_r1_lllf").
+struct GpuModel {
+  std::unique_ptr<CudaBackend> gpu;
+  std::unique_ptr<Model> model;  // null when the load failed (reported as a test failure)
+};
+
+// fixture: a folder under tests/fixtures ("qwen3/tied_gqa2", "hybrid/q35_r1_lllf"), loaded on
+// CUDA device 0.
+GpuModel load_on_gpu(const std::string& fixture, bool batch_invariant) {
+  const char* root = std::getenv("SYV_SOURCE_DIR");
+  GpuModel m;
+  m.gpu = make_cuda_backend(0);
+  m.gpu->set_batch_invariant(batch_invariant);
+  auto loaded =
+      load_model(std::string(root ? root : SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture, *m.gpu);
+  if (loaded.ok()) {
+    m.model = std::move(loaded.value());
+  } else {
+    ADD_FAILURE() << fixture << ": " << loaded.message();
+  }
+  return m;
+}
+
 void run_verify(const std::string& fixture, bool batch_invariant) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const char* root = std::getenv("SYV_SOURCE_DIR");
-  std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
-  gpu->set_batch_invariant(batch_invariant);
-  auto loaded =
-      load_model(std::string(root ? root : SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture, *gpu);
-  ASSERT_TRUE(loaded.ok()) << loaded.message();
-  std::unique_ptr<Model> model = std::move(loaded.value());
+  const GpuModel m = load_on_gpu(fixture, batch_invariant);
+  if (!m.model) return;
+  Model* model = m.model.get();
   const int32_t vocab = static_cast<int32_t>(model->config().vocab_size);
   const std::string what = fixture + (batch_invariant ? " invariant" : " default");
   expect_verify_equals_plain(*model, scenario_options(16, 64, 4096, 0, true),

@@ -12,6 +12,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_tile.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace syv::cuda {
@@ -43,25 +44,12 @@ __device__ __forceinline__ void store_pair<float>(float* out, int64_t i, float a
   }
 }
 
-// Block tile BM tokens x BN weight rows, K in steps of BK through a STAGES-deep cp.async ring in
-// shared memory; warps tile the block as (BM / WM) x (BN / WN), each owning WM x WN outputs.
-// Needs K % 8 == 0 and 16-byte aligned x and w (rows then start on 16-byte boundaries).
-template <int BM, int BN, int BK, int WM, int WN, int STAGES>
-struct Tile {
-  static constexpr int kWarpsN = BN / WN;
-  static constexpr int kThreads = (BM / WM) * kWarpsN * 32;
-  static constexpr int LD = BK + 8;  // row stride in bf16: +16 bytes keeps ldmatrix conflict-free
-  static constexpr int kStage = (BM + BN) * LD;
-  static constexpr size_t kSmem = static_cast<size_t>(STAGES) * kStage * 2;
-  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "mma tile shape");
-};
-
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, typename TO>
 __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
     gemm_invariant_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                           TO* __restrict__ out, int64_t T, int64_t N, int64_t K, bool pairs) {
   using L = Tile<BM, BN, BK, WM, WN, STAGES>;
-  constexpr int LD = L::LD, CPR = BK / 8, MI = WM / 16, NI = WN / 8;
+  constexpr int LD = L::LD, CPR = BK / 8, MI = L::MI, NI = L::NI;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* smem = reinterpret_cast<bf16*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -80,8 +68,8 @@ __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
       cp_async16(dst + r * LD + c * 8, valid ? src + row * K + k : src, valid);
     }
   };
-  auto x_stage = [&](int s) { return smem + s * L::kStage; };
-  auto w_stage = [&](int s) { return smem + s * L::kStage + BM * LD; };
+  auto x_stage = [&](int s) { return L::a_stage(smem, s); };
+  auto w_stage = [&](int s) { return L::w_stage(smem, s); };
 
   // Weights never change during a forward: the first stages' weight tiles are requested before
   // the dependency wait (programmatic dependent launch), the activations after it.
@@ -97,43 +85,10 @@ __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
   }
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
-
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_wait<STAGES - 2>();  // tile kt has landed (this thread's part)
-    __syncthreads();        // everyone's part; and stage (kt - 1) % STAGES is no longer read
-    const int next = kt + STAGES - 1;
-    if (next < k_tiles) {
-      load_rows(w, n0, N, BN, next, w_stage(next % STAGES));
-      load_rows(x, t0, T, BM, next, x_stage(next % STAGES));
-    }
-    cp_commit();  // possibly empty: keeps the group count uniform
-    const bf16* xs = x_stage(kt % STAGES);
-    const bf16* ws = w_stage(kt % STAGES);
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      // Exactly ceil(K / 16) chunks per element, whatever BK is (the same in every tile).
-      if (static_cast<int64_t>(kt) * BK + kk * 16 >= K) break;
-      uint32_t a[MI][4], b[NI / 2][4];
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-        ldsm_x4(a[i], xs + (wm * WM + i * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-      for (int p = 0; p < NI / 2; ++p)
-        ldsm_x4(b[p], ws + (wn * WN + p * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
-                          ((lane >> 3) & 1) * 8);
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int p = 0; p < NI / 2; ++p) {
-          mma(acc[i][2 * p], a[i], b[p][0], b[p][1]);
-          mma(acc[i][2 * p + 1], a[i], b[p][2], b[p][3]);
-        }
-    }
-  }
+  tile_mainloop<L>(acc, smem, k_tiles, K, wm, wn, lane, [&](int kt, int stage) {
+    load_rows(w, n0, N, BN, kt, w_stage(stage));
+    load_rows(x, t0, T, BM, kt, x_stage(stage));
+  });
 
   // acc[i][j]: rows (tokens) g and g + 8 of the i-th 16-row block, columns (weight rows) 2 tq and
   // 2 tq + 1 of the j-th 8-column block.

@@ -25,15 +25,16 @@
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/gemm_tile.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/moe.cuh"
 
 namespace syv::cuda {
 namespace {
 
-constexpr int kTopkWarps = 4;                        // tokens per router block
-constexpr int kRouteThreads = 1024;                  // the one block of moe_route_kernel
-constexpr int kMinTileRows = 16;                     // the smallest BM (sizes the tile list)
+constexpr int kTopkWarps = 4;                      // tokens per router block
+constexpr int kRouteThreads = 1024;                // the one block of moe_route_kernel
+constexpr int kMinTileRows = 16;                   // the smallest BM (sizes the tile list)
 constexpr int64_t kPassBudget = int64_t{1} << 30;  // act + y bytes of one pass
 
 // ---- router -------------------------------------------------------------------------------------
@@ -171,16 +172,6 @@ __global__ void __launch_bounds__(kRouteThreads)
 
 // ---- grouped GEMM -------------------------------------------------------------------------------
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES>
-struct Tile {
-  static constexpr int kWarpsN = BN / WN;
-  static constexpr int kThreads = (BM / WM) * kWarpsN * 32;
-  static constexpr int LD = BK + 8;  // +16 bytes per row keeps ldmatrix conflict-free
-  static constexpr int kStage = (BM + BN) * LD;
-  static constexpr size_t kSmem = static_cast<size_t>(STAGES) * kStage * 2;
-  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "mma tile shape");
-};
-
 struct GemmArgs {
   const bf16* a;      // gate_up: x [T, H]; down: act [P, I] (sorted rows)
   const bf16* w;      // [E, N, K]
@@ -200,7 +191,7 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool kGateUp>
 __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
     moe_gemm_kernel(GemmArgs g) {
   using L = Tile<BM, BN, BK, WM, WN, STAGES>;
-  constexpr int LD = L::LD, CPR = BK / 8, MI = WM / 16, NI = WN / 8;
+  constexpr int LD = L::LD, CPR = BK / 8, MI = L::MI, NI = L::NI;
   extern __shared__ __align__(128) unsigned char moe_smem_raw[];
   __shared__ const bf16* a_rows[BM];
   bf16* smem = reinterpret_cast<bf16*>(moe_smem_raw);
@@ -243,8 +234,8 @@ __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
       cp_async16(dst + r * LD + c * 8, valid ? w + wrow * K + k : w, valid);
     }
   };
-  auto a_stage = [&](int s) { return smem + s * L::kStage; };
-  auto w_stage = [&](int s) { return smem + s * L::kStage + BM * LD; };
+  auto a_stage = [&](int s) { return L::a_stage(smem, s); };
+  auto w_stage = [&](int s) { return L::w_stage(smem, s); };
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -255,42 +246,10 @@ __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
     cp_commit();
   }
   float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
-
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_wait<STAGES - 2>();
-    __syncthreads();
-    const int next = kt + STAGES - 1;
-    if (next < k_tiles) {
-      load_w(next, w_stage(next % STAGES));
-      load_a(next, a_stage(next % STAGES));
-    }
-    cp_commit();
-    const bf16* as = a_stage(kt % STAGES);
-    const bf16* ws = w_stage(kt % STAGES);
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      if (static_cast<int64_t>(kt) * BK + kk * 16 >= K) break;
-      uint32_t a[MI][4], b[NI / 2][4];
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-        ldsm_x4(a[i], as + (wm * WM + i * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-      for (int p = 0; p < NI / 2; ++p)
-        ldsm_x4(b[p], ws + (wn * WN + p * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
-                          ((lane >> 3) & 1) * 8);
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int p = 0; p < NI / 2; ++p) {
-          mma(acc[i][2 * p], a[i], b[p][0], b[p][1]);
-          mma(acc[i][2 * p + 1], a[i], b[p][2], b[p][3]);
-        }
-    }
-  }
+  tile_mainloop<L>(acc, smem, k_tiles, K, wm, wn, lane, [&](int kt, int stage) {
+    load_w(kt, w_stage(stage));
+    load_a(kt, a_stage(stage));
+  });
   cp_wait<0>();
 
   // acc[i][j]: rows g and g + 8 of the i-th 16-row block, columns 2 tq and 2 tq + 1 of the j-th
