@@ -9,7 +9,8 @@
 // counters at the end. The serve ratio is (4, from host) / (2, cold); the target on an
 // H200 is <= 0.10 at 32K tokens. Also prints the tokens that came from the host and bytes copied
 // back per second of the warm TTFT (a lower bound on the load throughput: the TTFT includes the
-// tail's prefill).
+// tail's prefill), and the pages the resend's own evictions wrote back to the host (copies that
+// share the copy stream with its loads and go first).
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -138,6 +139,9 @@ int run(const Options& o) {
   const uint64_t host_tokens = after.prefix_host_hit_tokens - before.prefix_host_hit_tokens;
   const uint64_t hit_tokens = after.prefix_hit_tokens - before.prefix_hit_tokens;
   const uint64_t loaded_bytes = after.host_bytes_from_host - before.host_bytes_from_host;
+  // Write-backs of the pages the resend evicted: on the one copy stream they go before its loads.
+  const uint64_t stored_bytes = after.host_bytes_to_host - before.host_bytes_to_host;
+  const uint64_t stored_pages = after.host_pages_stored - before.host_pages_stored;
   nlohmann::json j = {{"backend", backend.name()},
                       {"prefix_len", o.prefix_len},
                       {"pinned_h2d_gb_per_s", h2d},
@@ -149,6 +153,8 @@ int run(const Options& o) {
                       {"hit_tokens", hit_tokens},
                       {"host_hit_tokens", host_tokens},
                       {"host_bytes_loaded", loaded_bytes},
+                      {"resend_pages_written_back", stored_pages},
+                      {"resend_bytes_written_back", stored_bytes},
                       {"fillers", fillers},
                       {"reserve_pinned_idle_s", reserve_s},
                       {"reserve_pinned_bytes", idle.host_pinned_bytes},
@@ -164,11 +170,14 @@ int run(const Options& o) {
       "pinned copies on %s: %.2f GB/s host->device, %.2f GB/s device->host (%lld MiB)\n"
       "%d-token prompt: cold TTFT %.4f s; after %lld fillers evicted it: %.4f s with %llu of "
       "%llu hit tokens from the host tier (%.1f MB copied back, >= %.2f GB/s over the TTFT); "
-      "serve ratio %.3f; from the device pool: %.4f s\n",
+      "serve ratio %.3f; from the device pool: %.4f s\n"
+      "the resend's evictions wrote %llu pages (%.1f MB) back to the host tier, on the copy stream "
+      "before its loads\n",
       backend.name().c_str(), h2d, d2h, static_cast<long long>(o.copy_mb), o.prefix_len, cold,
       static_cast<long long>(fillers), from_host, static_cast<unsigned long long>(host_tokens),
       static_cast<unsigned long long>(hit_tokens), static_cast<double>(loaded_bytes) / 1e6,
-      static_cast<double>(loaded_bytes) / from_host / 1e9, from_host / cold, from_device);
+      static_cast<double>(loaded_bytes) / from_host / 1e9, from_host / cold, from_device,
+      static_cast<unsigned long long>(stored_pages), static_cast<double>(stored_bytes) / 1e6);
   std::printf(
       "host tier pinning: %.1f MiB pinned while idle at start-up in %.3f s; by the resend %.1f "
       "MiB in %llu pieces, %.3f s of pinning between steps; %llu evictions not written back "

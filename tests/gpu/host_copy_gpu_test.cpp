@@ -202,8 +202,8 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
     return ops;
   };
   auto rate = [&](auto issue) {
-    issue();  // warm-up
-    gpu->synchronize();
+    gpu->wait_copy(issue());  // warm-up, landed before the clock starts (synchronize() would
+                              // wait for the compute stream only, not the copy stream)
     const auto t0 = std::chrono::steady_clock::now();
     CopyEvent last = issue();
     gpu->wait_copy(last);
