@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export SYV_SOURCE_DIR=$PWD
-T="gpu_batch_invariance_test gpu_cache_store_gpu_test gpu_host_copy_gpu_test gpu_cuda_hybrid_ops_test gpu_cuda_moe_ops_test gpu_cuda_ops_test gpu_engine_graphs_gpu_test gpu_engine_mtp_gpu_test gpu_engine_qwen3_gpu_test gpu_engine_verify_gpu_test gpu_hybrid_golden_gpu_test gpu_qwen3_golden_test gpu_sampling_gpu_test gpu_weight_load_gpu_test gpu_quant_linear_gpu_test gpu_engine_quantized_gpu_test gpu_kv_quant_gpu_test"
+T="gpu_batch_invariance_test gpu_cache_store_gpu_test gpu_host_copy_gpu_test gpu_cuda_hybrid_ops_test gpu_cuda_moe_ops_test gpu_cuda_ops_test gpu_engine_graphs_gpu_test gpu_engine_mtp_gpu_test gpu_engine_qwen3_gpu_test gpu_engine_verify_gpu_test gpu_hybrid_golden_gpu_test gpu_qwen3_golden_test gpu_sampling_gpu_test gpu_weight_load_gpu_test gpu_quant_linear_gpu_test gpu_engine_quantized_gpu_test gpu_kv_quant_gpu_test gpu_host_tier_engine_gpu_test"
 timeout 200 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T 2>&1 | tail -2
 B=build/gpu-carry/bin
 for t in $T; do

@@ -1,0 +1,53 @@
+// The host tier's engine scenarios (tests/unit/host_tier_scenarios.h) on CUDA: pieces pinned
+// between steps with cudaHostRegister, write-backs and loads on the copy stream (the gather
+// kernel), the compute stream ordered after them by events. Every resend served from the host
+// equals a recompute (logprobs bit for bit, batch-invariant kernels), eviction storms with cancels
+// keep both tiers' invariants and leak nothing. Skipped cleanly when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "backend/cuda/cuda_backend.h"
+#include "unit/host_tier_scenarios.h"
+
+namespace syv::testing {
+namespace {
+
+LoadedModel load_cuda_fixture(const std::string& dir) {
+  const char* root = std::getenv("SYV_SOURCE_DIR");
+  LoadedModel l;
+  l.backend = make_cuda_backend(0);
+  auto loaded =
+      load_model(std::string(root ? root : SYV_SOURCE_DIR) + "/tests/fixtures/" + dir, *l.backend);
+  EXPECT_TRUE(loaded.ok()) << dir << ": " << loaded.message();
+  if (loaded.ok()) l.model = std::move(loaded.value());
+  return l;
+}
+
+class HostTierGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    fixture_loader() = &load_cuda_fixture;
+  }
+  void TearDown() override { release_models(); }
+};
+
+TEST_F(HostTierGpu, EvictedPrefixServedFromHostEqualsRecompute) {
+  evicted_prefixes_served_from_host();
+}
+
+TEST_F(HostTierGpu, PinsOnlyBetweenStepsAheadOfEvictions) {
+  pins_only_between_steps_ahead_of_evictions();
+}
+
+TEST_F(HostTierGpu, HybridMultiTurnResumesFromHostCheckpoints) {
+  hybrid_multi_turn_resumes_from_host_checkpoints();
+}
+
+TEST_F(HostTierGpu, EvictionStormWithCancelsKeepsInvariants) {
+  eviction_storm_with_cancels_keeps_invariants();
+}
+
+}  // namespace
+}  // namespace syv::testing

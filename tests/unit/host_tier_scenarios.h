@@ -1,0 +1,414 @@
+// The host tier's engine scenarios (kv/host_tier.h), shared by the CPU test
+// (tests/unit/host_tier_engine_test.cpp, where the tier is a second budget of host memory and
+// copies are synchronous) and the CUDA one (tests/gpu/host_tier_engine_gpu_test.cpp: pinned
+// pieces, copies on the copy stream, events ordering the compute stream): prefixes whose pages and
+// checkpoints the device pools evicted are served back from the host tier, giving exactly the
+// tokens (and, in batch-invariant mode, the logprobs bit for bit) of a recompute; eviction storms
+// with random cancels keep every invariant of both tiers and leak nothing.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "backend/backend.h"
+#include "core/log.h"
+#include "engine/engine_core.h"
+#include "engine/host_tier_setup.h"
+#include "model/model.h"
+#include "unit/engine_harness.h"
+
+namespace syv::testing {
+
+inline constexpr int32_t kPage = 16;
+
+// Loads tests/fixtures/<dir> on the backend the scenarios run on: the CPU here
+// (load_cpu_fixture), CUDA in tests/gpu/host_tier_engine_gpu_test.cpp.
+using FixtureLoader = LoadedModel (*)(const std::string& dir);
+inline FixtureLoader& fixture_loader() {
+  static FixtureLoader loader = &load_cpu_fixture;
+  return loader;
+}
+
+inline std::map<std::pair<std::string, int>, LoadedModel>& loaded_models() {
+  static std::map<std::pair<std::string, int>, LoadedModel> models;
+  return models;
+}
+// Frees every loaded model (a GPU test calls it before the CUDA runtime goes at exit).
+inline void release_models() {
+  loaded_models().clear();
+}
+
+// One model per fixture folder and instance (two live engines need two instances: solo runs use
+// instance 1). Batch-invariant kernels, so a hit and a recompute can be compared bit for bit.
+inline Model& model(const std::string& dir, int instance = 0) {
+  auto& models = loaded_models();
+  auto it = models.find({dir, instance});
+  if (it == models.end()) {
+    set_log_level(LogLevel::WARN);
+    LoadedModel l = fixture_loader()(dir);
+    SYV_CHECK(l.model != nullptr) << dir;
+    l.backend->set_batch_invariant(true);
+    it = models.emplace(std::make_pair(dir, instance), std::move(l)).first;
+  }
+  return *it->second.model;
+}
+
+inline bool is_hybrid(const std::string& dir) {
+  return dir.rfind("hybrid/", 0) == 0;
+}
+
+// Device pool of `pages` pages (page 16) and `checkpoints` checkpoints (interval 32), host tier of
+// `host_pages` pages and `host_checkpoints` checkpoints (hybrids only).
+inline EngineOptions opts(const std::string& dir, int32_t pages, int32_t checkpoints,
+                          int32_t host_pages, int32_t host_checkpoints, int32_t budget = 2048,
+                          int32_t chunk = 0, int32_t max_seqs = 4) {
+  EngineOptions o;
+  o.page_size = kPage;
+  o.num_pages = pages;
+  o.max_num_batched_tokens = budget;
+  o.max_prefill_chunk = chunk;
+  o.max_num_seqs = max_seqs;
+  o.checkpoint_interval = 2 * kPage;
+  o.num_checkpoints = checkpoints;
+  o.host_num_pages = host_pages;
+  o.host_num_checkpoints = is_hybrid(dir) ? host_checkpoints : 0;
+  o.host_fault_in_background = false;  // pieces faulted in between steps: deterministic
+  return o;
+}
+
+inline std::unique_ptr<EngineCore> make_core(Model& m, const EngineOptions& o) {
+  auto core = EngineCore::create(m, nullptr, o);
+  EXPECT_TRUE(core.ok()) << core.message();
+  return std::move(core).value();
+}
+
+inline std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng() % 300u);
+  return t;
+}
+
+inline Request request(std::vector<int32_t> prompt, int32_t max_tokens, bool logprobs = false) {
+  Request r = greedy_request(std::move(prompt), max_tokens);
+  r.params.ignore_eos = true;
+  r.params.logprobs = logprobs;
+  return r;
+}
+
+// Every page free or cached, no slot or checkpoint hold left, no host entry pinned.
+inline void expect_no_leaks(Harness& h) {
+  h.expect_no_leaks();
+  if (const HybridState* hy = h.core().hybrid()) {
+    EXPECT_EQ(hy->pool().num_free_slots(), hy->pool().num_slots()) << "state slots leaked";
+    EXPECT_EQ(hy->pool().num_held(), 0) << "checkpoint holds leaked";
+  }
+  if (const HostTier* host = h.core().host_tier()) {
+    EXPECT_EQ(host->check_integrity(), "");
+  }
+}
+
+// Greedy tokens of one request alone: roomy pool, no prefix cache, no host tier, K/V in kv_dtype
+// (memoised).
+inline std::vector<int32_t> run_alone(const std::string& dir, const Request& r,
+                                      std::optional<DType> kv_dtype = std::nullopt) {
+  static std::map<std::tuple<std::string, std::vector<int32_t>, int32_t, std::optional<DType>>,
+                  std::vector<int32_t>>
+      memo;
+  auto key = std::make_tuple(dir, r.prompt_ids, r.params.max_tokens, kv_dtype);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  EngineOptions o = opts(dir, 64, 0, 0, 0, 1 << 16);
+  o.enable_prefix_caching = false;
+  o.kv_dtype = kv_dtype;
+  Harness h(make_core(model(dir, 1), o));
+  Request solo = r;
+  solo.params.n = 1;
+  const uint64_t id = h.submit(solo);
+  h.run();
+  expect_no_leaks(h);
+  return memo[key] = h.output(id).samples.at(0).tokens;
+}
+
+inline const char* const kDirs[] = {"qwen3/tied_gqa2", "qwen3/untied_gqa4_hd24",
+                                    "hybrid/q35_r1_lllf", "hybrid/qnext_top1_r2"};
+
+// A prompt whose pages (and checkpoints) a second prompt pushed out of a tiny device pool comes
+// back from the host tier on resend: the resend boundary is reused (96 of 100 tokens), the tokens
+// and the logprobs equal the cold run's bit for bit, and the counters say it came from the host.
+inline void evicted_prefix_served_from_host(const std::string& dir, std::optional<DType> kv) {
+  std::mt19937 rng(7);
+  // 10 pages = 160 tokens; A (100 + 8) leaves 6 full pages, B (140 + 8) needs all 10. Hybrids:
+  // one device checkpoint: A leaves one at its resend boundary 96, B's at 128 pushes it out.
+  EngineOptions o = opts(dir, 10, 1, 64, 16);
+  o.kv_dtype = kv;
+  Harness h(make_core(model(dir), o));
+  const Request a = request(random_tokens(rng, 100), 8, /*logprobs=*/true);
+  const Request b = request(random_tokens(rng, 140), 8);
+  const uint64_t cold = h.submit(a);
+  h.run();
+  ASSERT_NE(h.core().host_tier(), nullptr) << dir;
+  // Pinned between steps, ahead of any eviction (kv/host_tier.h "Memory"): the tier is smaller
+  // than one piece of each kind, so it is all pinned.
+  EXPECT_EQ(h.core().host_tier()->pinned_bytes(), h.core().host_tier()->total_bytes()) << dir;
+  EXPECT_EQ(h.core().stats().host_pages_stored, 0u) << dir;
+  h.submit(b);
+  h.run();
+  EXPECT_EQ(h.core().stats().host_stores_short, 0u) << dir;
+  const EngineStats before = h.core().stats();
+  EXPECT_GE(before.host_pages_stored, 6u) << dir;
+  const uint64_t warm = h.submit(a);
+  h.run();
+  const SampleOutput& c = h.output(cold).samples.at(0);
+  const SampleOutput& w = h.output(warm).samples.at(0);
+  EXPECT_EQ(c.cached_tokens, 0) << dir;
+  EXPECT_EQ(w.cached_tokens, 96) << dir;
+  EXPECT_EQ(w.tokens, c.tokens) << dir;
+  EXPECT_EQ(w.tokens, run_alone(dir, a, kv)) << dir;
+  ASSERT_EQ(w.logprobs.size(), c.logprobs.size()) << dir;
+  for (size_t i = 0; i < c.logprobs.size(); ++i)
+    EXPECT_EQ(w.logprobs[i], c.logprobs[i]) << dir << " token " << i;  // bit for bit
+  const EngineStats& s = h.core().stats();
+  EXPECT_EQ(s.prefix_host_hit_tokens - before.prefix_host_hit_tokens, 96u) << dir;
+  EXPECT_EQ(s.host_page_hits - before.host_page_hits, 6u) << dir;
+  EXPECT_EQ(s.host_bytes_from_host - before.host_bytes_from_host,
+            6u * static_cast<uint64_t>(h.core().store().page_bytes()) +
+                (is_hybrid(dir) ? static_cast<uint64_t>(h.core().store().slot_bytes()) : 0u))
+      << dir;
+  if (is_hybrid(dir)) {
+    EXPECT_GE(before.host_checkpoints_stored, 1u) << dir;
+    EXPECT_EQ(s.host_checkpoint_hits - before.host_checkpoint_hits, 1u) << dir;
+  }
+  expect_no_leaks(h);
+}
+
+// Float KV, and fp8 / int4 KV (the host copies carry each page's scales; int4 where head_dim is
+// a multiple of 32).
+inline void evicted_prefixes_served_from_host() {
+  for (const char* dir : kDirs) {
+    for (std::optional<DType> kv :
+         {std::optional<DType>(), std::optional(DType::F8E4M3), std::optional(DType::U4X2)}) {
+      if (kv == DType::U4X2 && model(dir).config().head_dim % 32 != 0) continue;
+      SCOPED_TRACE(kv ? std::string(dtype_name(*kv)) : std::string("float KV"));
+      evicted_prefix_served_from_host(dir, kv);
+    }
+  }
+}
+
+// Steps until idle the way Engine's loop does, checking that no step pins host memory (pins happen
+// only between steps: kv/host_tier.h "Memory"); returns the pieces pinned between steps.
+inline uint64_t run_checking_pins(Harness& h) {
+  const HostTier& tier = *h.core().host_tier();
+  uint64_t between = 0;
+  while (h.core().has_work()) {
+    const int64_t pinned = tier.pinned_bytes();
+    const uint64_t pieces = tier.counters().pieces_pinned;
+    h.core().step();
+    EXPECT_EQ(tier.pinned_bytes(), pinned) << "a step pinned host memory";
+    EXPECT_EQ(tier.counters().pieces_pinned, pieces) << "a step pinned host memory";
+    EXPECT_EQ(h.core().check_integrity(), "");
+    h.drain();
+    h.core().between_steps(/*idle=*/!h.core().has_work());
+    between += tier.counters().pieces_pinned - pieces;
+  }
+  // Idle: the loop keeps pinning, a piece per call, until the reserve is full.
+  for (bool more = true; more;) {
+    const uint64_t pieces = tier.counters().pieces_pinned;
+    more = h.core().between_steps(/*idle=*/true);
+    if (more) {
+      EXPECT_EQ(tier.counters().pieces_pinned, pieces + 1);
+    }
+    between += tier.counters().pieces_pinned - pieces;
+  }
+  return between;
+}
+
+// Pieces of one host page each: with a reserve of 8 pages, pinned between steps, the 6 pages
+// that B evicts from A are all written back without a step pinning anything, and A comes back
+// from the host; with the smallest reserve (one piece), the evictions beyond the free pinned page
+// are not written back (counted as short), no step waits for a pin, and the resend is still exact
+// (recomputing what the host tier lacks).
+inline void pins_only_between_steps_ahead_of_evictions() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    for (bool reserve_suffices : {true, false}) {
+      SCOPED_TRACE(std::string(dir) + (reserve_suffices ? ", reserve of 8 pages" : ", 1 page"));
+      std::mt19937 rng(7);
+      EngineOptions o = opts(dir, 10, 1, 64, 16);
+      o.host_pin_piece_bytes = 1;  // one entry per piece
+      o.host_pin_reserve_bytes = 0;
+      if (reserve_suffices) {
+        const int64_t page_bytes = make_core(model(dir), o)->store().page_bytes();
+        const int64_t slot_bytes = make_core(model(dir), o)->store().slot_bytes();
+        // Split like the tier: 8 pages' and (hybrids) 2 checkpoints' worth.
+        o.host_pin_reserve_bytes = 8 * page_bytes + (is_hybrid(dir) ? 2 * slot_bytes : 0);
+      }
+      Harness h(make_core(model(dir), o));
+      const HostTier& tier = *h.core().host_tier();
+      EXPECT_EQ(tier.pinned_bytes(), 0);  // nothing pinned at creation
+      const Request a = request(random_tokens(rng, 100), 8);
+      const Request b = request(random_tokens(rng, 140), 8);
+      const uint64_t cold = h.submit(a);
+      EXPECT_GT(run_checking_pins(h), 0u);
+      EXPECT_EQ(tier.num_pages_used(), 0);  // nothing evicted yet, the reserve pinned ahead
+      EXPECT_GE(tier.pinned_bytes(), (reserve_suffices ? 8 : 1) * h.core().store().page_bytes());
+      h.submit(b);
+      run_checking_pins(h);
+      const EngineStats mid = h.core().stats();
+      EXPECT_GE(mid.host_pages_stored, reserve_suffices ? 6u : 1u);
+      if (reserve_suffices) {
+        EXPECT_EQ(mid.host_stores_short, 0u);
+      } else {
+        EXPECT_GT(mid.host_stores_short, 0u);
+      }
+      EXPECT_EQ(mid.host_pieces_pinned, tier.counters().pieces_pinned);
+      EXPECT_EQ(mid.host_pinned_bytes, tier.pinned_bytes());
+      const uint64_t warm = h.submit(a);
+      run_checking_pins(h);
+      const SampleOutput& w = h.output(warm).samples.at(0);
+      EXPECT_EQ(w.tokens, h.output(cold).samples.at(0).tokens);
+      EXPECT_EQ(w.tokens, run_alone(dir, a));
+      const uint64_t from_host = h.core().stats().prefix_host_hit_tokens;
+      if (reserve_suffices) {
+        EXPECT_EQ(w.cached_tokens, 96);
+        EXPECT_EQ(from_host, 96u);
+      } else {
+        EXPECT_LT(from_host, 96u);
+      }
+      expect_no_leaks(h);
+    }
+  }
+}
+
+// A hybrid chat whose every turn is followed by a long unrelated request (which pushes the turn's
+// pages and checkpoints out of the device pools) resumes each turn exactly where it would have
+// with a roomy device pool (docs/hybrid-cache.md: dense retention reuses 0, 96, 128 tokens);
+// without the host tier the same run reuses less.
+inline void hybrid_multi_turn_resumes_from_host_checkpoints() {
+  for (const char* dir : {"hybrid/q35_r1_lllf", "hybrid/qnext_top1_r2"}) {
+    std::map<bool, std::vector<int32_t>> reuse;
+    for (bool host : {true, false}) {
+      std::mt19937 rng(3);
+      // 13 pages (208 tokens) fit a turn (at most 190) or the filler (188); chunks of 32 tokens
+      // leave a checkpoint at every multiple of 32, so the filler wants 6 against the device's 4
+      // (a turn holds at most 3) and pushes every cached one out.
+      Harness h(make_core(model(dir), opts(dir, 13, 4, host ? 64 : 0, host ? 32 : 0, 2048, 32)));
+      std::vector<int32_t> prompt = random_tokens(rng, 70);
+      for (int turn = 0; turn < 3; ++turn) {
+        const Request r = request(prompt, 30);
+        const uint64_t id = h.submit(r);
+        h.run();
+        const SampleOutput& out = h.output(id).samples.at(0);
+        reuse[host].push_back(out.cached_tokens);
+        EXPECT_EQ(out.tokens, run_alone(dir, r)) << dir << " turn " << turn;
+        h.submit(request(random_tokens(rng, 180), 8));  // the filler
+        h.run();
+        prompt.insert(prompt.end(), out.tokens.begin(), out.tokens.end());
+        auto user = random_tokens(rng, 15);
+        prompt.insert(prompt.end(), user.begin(), user.end());
+      }
+      if (host) {
+        EXPECT_GT(h.core().stats().host_checkpoint_hits, 0u) << dir;
+        EXPECT_GT(h.core().stats().prefix_host_hit_tokens, 0u) << dir;
+      }
+      expect_no_leaks(h);
+    }
+    EXPECT_EQ(reuse[true], (std::vector<int32_t>{0, 96, 128})) << dir;
+    EXPECT_LT(reuse[false][1] + reuse[false][2], 96 + 128) << dir;
+  }
+}
+
+// Arrivals, identical resends, cancellations, n = 2, a device pool small enough to preempt and
+// evict, a tiny host tier that evicts too; check_integrity() (both tiers, no pin left) after every
+// step and cancel; every completed sample equals its solo run; nothing leaks.
+inline void eviction_storm_with_cancels_keeps_invariants() {
+  for (const std::string dir : {"qwen3/tied_gqa2", "hybrid/q35_r2_flfl_tied"}) {
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      std::mt19937 rng(500 + seed);
+      const int32_t max_total = 80;
+      const int32_t pages = (max_total + kPage - 1) / kPage + 1 + static_cast<int32_t>(rng() % 6);
+      EngineOptions o = opts(
+          dir, pages, 1 + static_cast<int32_t>(rng() % 6), 2 + static_cast<int32_t>(rng() % 12),
+          1 + static_cast<int32_t>(rng() % 6), 8 + static_cast<int32_t>(rng() % 80),
+          static_cast<int32_t>(rng() % 20), 1 + static_cast<int32_t>(rng() % 4));
+      if (seed % 2 == 1) {  // one entry per piece, the smallest reserve: the tier grows slowly
+        o.host_pin_piece_bytes = 1;
+        o.host_pin_reserve_bytes = 0;
+        o.host_fault_in_background = seed == 3;  // and the faulting thread (timing-dependent)
+      }
+      Harness h(make_core(model(dir), o));
+      std::vector<std::pair<uint64_t, Request>> submitted;
+      std::vector<bool> cancelled;
+      std::vector<std::vector<int32_t>> prefixes = {random_tokens(rng, 48)};
+      int steps = 0;
+      while (steps < 400 && (submitted.size() < 28 || h.core().has_work())) {
+        if (submitted.size() < 28 && rng() % 3 == 0) {
+          std::vector<int32_t> prompt;
+          if (!submitted.empty() && rng() % 3 == 0) {  // an identical resend
+            prompt = submitted[rng() % submitted.size()].second.prompt_ids;
+          } else {
+            if (rng() % 2) prompt = prefixes[rng() % prefixes.size()];
+            if (prompt.size() > 56) prompt.resize(rng() % 56);
+            auto tail = random_tokens(rng, 1 + static_cast<int32_t>(rng() % 20));
+            prompt.insert(prompt.end(), tail.begin(), tail.end());
+            prefixes.push_back(prompt);
+          }
+          Request r = request(
+              prompt,
+              1 + static_cast<int32_t>(rng() % static_cast<uint32_t>(max_total - prompt.size())));
+          if (rng() % 5 == 0) r.params.n = 2;
+          submitted.push_back({h.submit(r), r});
+          cancelled.push_back(false);
+        }
+        if (!submitted.empty() && rng() % 10 == 0) {
+          const size_t victim = rng() % submitted.size();
+          h.cancel(submitted[victim].first);
+          cancelled[victim] = true;
+          ASSERT_EQ(h.core().check_integrity(), "");
+        }
+        if (h.core().has_work()) h.step();
+        if (::testing::Test::HasFatalFailure()) return;
+        ++steps;
+      }
+      h.run();
+      int compared = 0;
+      for (size_t i = 0; i < submitted.size(); ++i) {
+        EXPECT_TRUE(h.ended(submitted[i].first));
+        for (const auto& s : h.output(submitted[i].first).samples) {
+          if (s.finish_reason == "abort") {
+            EXPECT_TRUE(cancelled[i]);
+            continue;
+          }
+          EXPECT_EQ(s.tokens, run_alone(dir, submitted[i].second))
+              << dir << " seed " << seed << " request " << i;
+          ++compared;
+        }
+      }
+      EXPECT_GT(compared, 8);
+      expect_no_leaks(h);
+      const EngineStats& s = h.core().stats();
+      // Seed 3's pieces arrive from the faulting thread whenever it gets there: whether any
+      // eviction finds one pinned depends on thread timing, so only the others must store.
+      if (seed != 3) EXPECT_GT(s.host_pages_stored, 0u) << dir << " seed " << seed;
+      std::printf(
+          "  %s seed %u: %d compared, %llu preemptions, %llu hit tokens (%llu from host), "
+          "%llu pages / %llu checkpoints stored (%llu short of pinned entries), %llu / %llu "
+          "loaded\n",
+          dir.c_str(), seed, compared, static_cast<unsigned long long>(s.preemptions),
+          static_cast<unsigned long long>(s.prefix_hit_tokens),
+          static_cast<unsigned long long>(s.prefix_host_hit_tokens),
+          static_cast<unsigned long long>(s.host_pages_stored),
+          static_cast<unsigned long long>(s.host_checkpoints_stored),
+          static_cast<unsigned long long>(s.host_stores_short),
+          static_cast<unsigned long long>(s.host_page_hits),
+          static_cast<unsigned long long>(s.host_checkpoint_hits));
+    }
+  }
+}
+
+}  // namespace syv::testing
