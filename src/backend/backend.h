@@ -342,6 +342,13 @@ class Backend {
   // paged_attention / qkv_norm_rope_write on it (float KV: the Tensor ops; fp8 e4m3 and int4 u4x2:
   // the *_quantized hooks). The default: the activation dtype only.
   virtual bool supports_kv_dtype(DType t) const { return t == activation_dtype(); }
+  // Whether those kernels take a head_dim of `head_dim` for a KV cache of dtype `t` (given
+  // supports_kv_dtype(t)). The default: any.
+  virtual bool supports_kv_head_dim(DType t, int64_t head_dim) const {
+    (void)t;
+    (void)head_dim;
+    return true;
+  }
 
   // Depthwise causal conv1d over each sequence's new tokens, then SiLU (no bias).
   // x [T, C]; weight [C, K]; conv_state f32 [num_slots, K - 1, C]: the K - 1 inputs preceding the

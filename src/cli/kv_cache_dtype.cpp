@@ -61,6 +61,12 @@ Result<std::optional<DType>> resolve_kv_cache_dtype(const std::string& value,
                          " (it stores KV in " + act + "; use auto or " +
                          (act == "f32" ? "f32" : "bf16") + ")");
   }
+  if (!backend.supports_kv_head_dim(*kv, config.head_dim)) {
+    return Status::Error("--kv-cache-dtype " + value + ": backend " + backend.name() +
+                         " has no kernels for KV in " + std::string(dtype_name(*kv)) +
+                         " at the model's head_dim " + std::to_string(config.head_dim) +
+                         " (use auto)");
+  }
   const char* why = *kv == DType::F8E4M3 ? ": e4m3 with one f32 scale per (token, kv head)"
                     : *kv == DType::U4X2 ? ": 4-bit with one f16 scale per 32 elements"
                                          : "";

@@ -39,6 +39,11 @@ Status check_kv_dtype(const KvLayerShape& s, const Backend& backend, bool reques
                          std::string(dtype_name(backend.activation_dtype())) +
                          (quantized ? "; its quantized-KV kernels are not there yet)" : ")"));
   }
+  if (!backend.supports_kv_head_dim(s.dtype, s.head_dim)) {
+    return Status::Error("cache config: KV cache dtype " + name + " on backend " + backend.name() +
+                         " has no kernels for head_dim " + std::to_string(s.head_dim) +
+                         " (use the activation dtype's KV cache)");
+  }
   return Status::Ok();
 }
 

@@ -272,6 +272,12 @@ TEST_F(KvQuantGpu, SupportsKvDtypes) {
   EXPECT_TRUE(gpu_->supports_kv_dtype(DType::U4X2));
   EXPECT_FALSE(gpu_->supports_kv_dtype(DType::F8E5M2));
   EXPECT_FALSE(gpu_->supports_kv_dtype(DType::F32));
+  // The quantized attention kernels' head dims (a cache store of another is refused at creation).
+  for (DType t : {DType::F8E4M3, DType::U4X2}) {
+    for (int64_t d : {64, 128, 256}) EXPECT_TRUE(gpu_->supports_kv_head_dim(t, d)) << d;
+    for (int64_t d : {16, 32, 96}) EXPECT_FALSE(gpu_->supports_kv_head_dim(t, d)) << d;
+  }
+  EXPECT_TRUE(gpu_->supports_kv_head_dim(DType::BF16, 16));
 }
 
 // kv_write: the bytes and scales of kv_quant.h, bit for bit, at the batch's slots only.

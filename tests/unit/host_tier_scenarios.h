@@ -195,6 +195,8 @@ inline void evicted_prefixes_served_from_host() {
     for (std::optional<DType> kv :
          {std::optional<DType>(), std::optional(DType::F8E4M3), std::optional(DType::U4X2)}) {
       if (kv == DType::U4X2 && model(dir).config().head_dim % 32 != 0) continue;
+      if (kv && !model(dir).backend().supports_kv_head_dim(*kv, model(dir).config().head_dim))
+        continue;  // CUDA's quantized-KV kernels: head_dim 64, 128, 256
       SCOPED_TRACE(kv ? std::string(dtype_name(*kv)) : std::string("float KV"));
       evicted_prefix_served_from_host(dir, kv);
     }

@@ -543,6 +543,10 @@ class CudaBackendImpl final : public CudaBackend {
   bool supports_kv_dtype(DType t) const override {
     return t == activation_dtype() || quantized_kv_kernels(t);
   }
+  // The quantized-KV attention kernels are instantiated for head_dim 64, 128 and 256.
+  bool supports_kv_head_dim(DType t, int64_t head_dim) const override {
+    return !quantized_kv_kernels(t) || head_dim == 64 || head_dim == 128 || head_dim == 256;
+  }
   void kv_write_quantized(const Tensor& k, const Tensor& v, const KvCacheView& cache,
                           const BatchMeta& meta) override {
     check_quantized_kv("kv_write", cache);
