@@ -6,8 +6,8 @@
 
 namespace syv {
 
-std::optional<int64_t> parse_meminfo_available(std::string_view meminfo) {
-  const std::string_view key = "MemAvailable:";
+std::optional<int64_t> parse_meminfo_field(std::string_view meminfo, std::string_view field) {
+  const std::string key = std::string(field) + ":";
   size_t at = 0;
   while ((at = meminfo.find(key, at)) != std::string_view::npos) {
     if (at == 0 || meminfo[at - 1] == '\n') break;

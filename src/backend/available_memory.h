@@ -21,9 +21,13 @@ struct AvailableMemory {
                        // "CUDA device 0 (NVIDIA H200), free"
 };
 
-// The MemAvailable line of /proc/meminfo's text ("MemAvailable:   12345 kB"), in bytes; nullopt
-// when there is none (kernels before 3.14) or it does not parse.
-std::optional<int64_t> parse_meminfo_available(std::string_view meminfo);
+// The line `key` of /proc/meminfo's text ("MemAvailable:   12345 kB" for key "MemAvailable"), in
+// bytes; nullopt when there is none or it does not parse.
+std::optional<int64_t> parse_meminfo_field(std::string_view meminfo, std::string_view key);
+// Its MemAvailable line (nullopt on kernels before 3.14, which have none).
+inline std::optional<int64_t> parse_meminfo_available(std::string_view meminfo) {
+  return parse_meminfo_field(meminfo, "MemAvailable");
+}
 
 // MemAvailable of this machine (bytes = -1 when /proc/meminfo cannot be read).
 AvailableMemory host_available_memory();

@@ -26,6 +26,12 @@ AvailableMemory Backend::available_memory() {
   return host_available_memory();
 }
 
+DeviceFacts Backend::device_facts() {
+  DeviceFacts facts = host_device_facts();
+  facts.backend = name();
+  return facts;
+}
+
 CopyEvent Backend::copy_async(void* dst, const void* src, size_t bytes) {
   synchronize();
   if (bytes > 0) std::memcpy(dst, src, bytes);

@@ -18,6 +18,7 @@
 
 #include "backend/available_memory.h"
 #include "backend/batch.h"
+#include "backend/device_facts.h"
 #include "backend/host_pages.h"
 #include "backend/kv_cache_view.h"
 #include "backend/tensor.h"
@@ -183,6 +184,9 @@ class Backend {
   // machine's MemAvailable by default (right for backends that allocate host memory); CUDA: the
   // device's free bytes.
   virtual AvailableMemory available_memory();
+  // The device's kind, name and total memory (backend/device_facts.h): this machine, under
+  // name(), by default (right for backends that compute on the host); CUDA: its GPU.
+  virtual DeviceFacts device_facts();
   virtual DeviceBuffer allocate(size_t bytes) = 0;
   virtual void release(void* data) = 0;  // called by ~DeviceBuffer
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;

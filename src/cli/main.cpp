@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 
+#include "cli/build_info.h"
 #include "cli/command.h"
 
 namespace syv::cli {
@@ -27,7 +28,10 @@ int main(int argc, char** argv) {
       "Start with `syv serve --model DIR` (a Hugging Face model folder), or `syv <command> "
       "--help`."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "syv 0.1.0");
+  const BuildInfo& build = build_info();
+  app.set_version_flag("--version", "syv " + build.version + " (commit " + build.git_commit + ", " +
+                                        build.build_type + ", " + build.compiler + ", CUDA " +
+                                        build.cuda + ")");
 
   auto& registry = command_registry();
   std::sort(registry.begin(), registry.end(),

@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -38,6 +39,7 @@
 #include "cli/engine_args.h"
 #include "cli/model_session.h"
 #include "cli/preset.h"
+#include "cli/serve_facts.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/engine_core.h"
@@ -204,8 +206,14 @@ int wait_for_signal(int timeout_ms = -1) {
 // The KV pool's bytes on a GPU: device total x utilization - weights (what the backend holds after
 // loading) - one step's activations (estimated for the step budget) - the runtime reserve
 // (backend/memory_plan.h, the plan `syv inspect` and `syv bench` print), as vLLM sizes its pool.
-Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
-                                   double utilization) {
+// The pool's bytes, and the plan's figures for /metrics (server/deployment_facts.h).
+struct PlannedPool {
+  int64_t kv_bytes = 0;
+  server::MemoryPlanFacts facts;
+};
+
+Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
+                                       double utilization) {
   // A draft model's pool has as many pages as the target's: plan both, return the target's share.
   const int64_t target_kv = engine_cache_spec(model.cache_spec(), e).kv_bytes_per_token;
   const int64_t draft_kv = e.draft_model ? e.draft_model->cache_spec().kv_bytes_per_token : 0;
@@ -232,7 +240,15 @@ Result<int64_t> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineO
                 << " GB; activations " << in.activation_peak_bytes / 1e9 << " GB estimated for "
                 << step_tokens << " batch tokens; --kv-cache-mb overrides"
                 << (draft_kv > 0 ? "; the draft model's KV pool included" : "") << ")";
-  return plan.kv_bytes / (target_kv + draft_kv) * target_kv;
+  PlannedPool out;
+  out.kv_bytes = plan.kv_bytes / (target_kv + draft_kv) * target_kv;
+  out.facts = {utilization,
+               static_cast<int64_t>(plan.budget_bytes),
+               static_cast<int64_t>(in.weight_bytes),
+               static_cast<int64_t>(in.activation_peak_bytes),
+               static_cast<int64_t>(in.other_bytes),
+               plan.state_bytes};
+  return out;
 }
 #endif
 
@@ -392,17 +408,22 @@ int run_serve(const ServeOptions& o) {
   engine_options.kv_dtype = *kv_dtype;
   engine_options.draft_model = draft.get();
   bool planned = false;
+  std::optional<server::MemoryPlanFacts> plan_facts;  // when the plan sized the pool
 #if SYV_HAVE_CUDA
   if (!o.kv_cache_mb_given && engine_options.num_pages == 0) {
     if (auto* gpu = dynamic_cast<CudaBackend*>(backend->get())) {
-      Result<int64_t> kv_bytes =
+      Result<PlannedPool> pool =
           plan_kv_pool_bytes(*gpu, **model, engine_options, o.gpu_memory_utilization);
-      if (!kv_bytes.ok()) return fail("--gpu-memory-utilization: " + kv_bytes.message());
-      engine_options.kv_cache_bytes = *kv_bytes;
+      if (!pool.ok()) return fail("--gpu-memory-utilization: " + pool.message());
+      engine_options.kv_cache_bytes = pool->kv_bytes;
+      plan_facts = pool->facts;
       planned = true;
     }
   }
 #endif
+  const std::string kv_sized_by = planned                        ? "gpu-memory-utilization"
+                                  : engine_options.num_pages > 0 ? "num-pages"
+                                                                 : "kv-cache-mb";
   if (o.gpu_memory_utilization_given && !planned) {
     SYV_LOG(WARN) << "--gpu-memory-utilization: not used ("
                   << (o.kv_cache_mb_given || engine_options.num_pages > 0
@@ -415,6 +436,8 @@ int run_serve(const ServeOptions& o) {
   const double engine_s = since(t_engine);
   SYV_LOG(INFO) << "engine: plan + KV pool + CUDA graphs (" << engine.options().cuda_graphs
                 << ") in " << since(t_engine) << " s";
+  metrics.set_deployment(
+      serve_deployment_facts(**backend, engine, kv_sized_by, std::move(plan_facts)));
   server::EngineGenerator generator(engine);
 
   // Warm-up: one short greedy request through the whole path.

@@ -58,7 +58,11 @@ const std::vector<std::string> kSpecPrompts = {"def quicksort(arr):", "1, 2, 3, 
                                                "The quick brown fox"};
 
 int summary(const Verifier& v) {
-  std::printf("%d passed, %d failed\n", v.passed(), v.failed());
+  if (v.skipped() > 0) {
+    std::printf("%d passed, %d failed, %d skipped\n", v.passed(), v.failed(), v.skipped());
+  } else {
+    std::printf("%d passed, %d failed\n", v.passed(), v.failed());
+  }
   std::fflush(stdout);
   return v.failed() == 0 ? 0 : 1;
 }
@@ -146,8 +150,10 @@ CommandRegistration reg{
     [](CLI::App& app) {
       auto o = std::make_shared<Options>();
       app.footer(
-          "Checks: /health and /v1/models, 401 on every route without and with a wrong key,\n"
-          "chat and completions, the SSE format, stop strings, cached tokens on a resend,\n"
+          "Checks: /health and /v1/models, the build, device, KV pool and memory plan in\n"
+          "/metrics, 401 on every route without and with a wrong key, chat and completions,\n"
+          "a forced tool call and its round trip, the <think> split into reasoning_content\n"
+          "with the model's template, the SSE format, stop strings, cached tokens on a resend,\n"
           "/metrics names, batched = sequential greedy output, an OpenAI-shaped 400 naming the\n"
           "field, a disconnected stream leaving the server serving with its pages freed. With\n"
           "--model also the start, the SIGTERM exit and, when --serve-args turns speculative\n"

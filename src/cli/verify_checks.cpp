@@ -6,22 +6,12 @@
 #include <thread>
 
 #include "cli/prometheus_text.h"
+#include "cli/verify_reply.h"
 
 namespace syv::cli {
 namespace {
 
 using nlohmann::json;
-
-std::string describe(const HttpReply& r) {
-  if (r.status == 0) return "no answer (" + r.error + ")";
-  return "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 200);
-}
-
-// The body as a JSON object ({} when it is not one), so that checks can index it freely.
-json parse(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  return j.is_object() ? j : json::object();
-}
 
 // {"error": {"message": string, "type": string, "param", "code"}}, OpenAI's error shape.
 bool openai_error(const json& j) {
@@ -58,13 +48,22 @@ void Verifier::check(const std::string& name, bool ok, const std::string& detail
   std::fflush(stdout);
 }
 
+void Verifier::skip(const std::string& name, const std::string& reason) {
+  ++skipped_;
+  std::printf("SKIP %s: %s\n", name.c_str(), reason.c_str());
+  std::fflush(stdout);
+}
+
 void Verifier::run_all() {
   // An answer of an unexpected shape (a string where an object was due) fails its group of
   // checks instead of ending the run.
   const std::pair<const char*, void (Verifier::*)()> groups[] = {
       {"facts", &Verifier::facts},
+      {"deployment", &Verifier::deployment},
       {"auth", &Verifier::auth},
       {"chat and completions", &Verifier::chat_and_completions},
+      {"tool calls", &Verifier::tool_calls},
+      {"reasoning", &Verifier::reasoning},
       {"streaming", &Verifier::streaming},
       {"stop strings", &Verifier::stop_strings},
       {"prefix cache", &Verifier::resend},
@@ -91,19 +90,21 @@ void Verifier::facts() {
   reachable_ = h.status != 0;
   check("health: GET /health answers 200", h.status == 200, describe(h));
   const HttpReply m = client_->get("/v1/models");
-  json j = parse(m.body);
+  json j = parse_object(m.body);
   const bool ok = m.status == 200 && j.is_object() && j.value("object", "") == "list" &&
                   j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
                   j["data"][0].contains("id") && j["data"][0]["id"].is_string();
   if (ok) model_ = j["data"][0]["id"].get<std::string>();
   std::string facts = ok ? "model \"" + model_ + "\"" : describe(m);
-  if (ok && j["data"][0].contains("max_model_len"))
-    facts += ", max_model_len " + j["data"][0]["max_model_len"].dump();
+  if (ok && j["data"][0].contains("max_model_len") && j["data"][0]["max_model_len"].is_number()) {
+    max_model_len_ = j["data"][0]["max_model_len"].get<int64_t>();
+    facts += ", max_model_len " + std::to_string(max_model_len_);
+  }
   check("models: GET /v1/models lists the served model", ok, facts);
   if (!ok) return;
   const HttpReply card = client_->get("/v1/models/" + model_);
   check("models: GET /v1/models/{id} answers its card",
-        card.status == 200 && parse(card.body).value("id", "") == model_, describe(card));
+        card.status == 200 && parse_object(card.body).value("id", "") == model_, describe(card));
 }
 
 void Verifier::auth() {
@@ -135,7 +136,7 @@ void Verifier::auth() {
     for (const std::string& key : {std::string(), wrong}) {
       const HttpReply reply =
           r.body.is_null() ? client_->get(r.path, key) : client_->post(r.path, r.body, key);
-      if (reply.status != 401 || !openai_error(parse(reply.body))) {
+      if (reply.status != 401 || !openai_error(parse_object(reply.body))) {
         ok = false;
         detail += std::string(key.empty() ? "without a key: " : "with a wrong key: ") +
                   describe(reply) + "; ";
@@ -152,7 +153,7 @@ void Verifier::chat_and_completions() {
                                      {"messages", {{{"role", "user"}, {"content", "Say hello."}}}},
                                      {"max_tokens", 8},
                                      {"temperature", 0}});
-  json cj = parse(c.body);
+  json cj = parse_object(c.body);
   bool ok =
       c.status == 200 && cj.value("object", "") == "chat.completion" && cj["choices"].is_array() &&
       !cj["choices"].empty() && cj["choices"][0]["message"].value("role", "") == "assistant" &&
@@ -165,7 +166,7 @@ void Verifier::chat_and_completions() {
   const HttpReply p = client_->post(
       "/v1/completions",
       {{"model", model_}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}});
-  json pj = parse(p.body);
+  json pj = parse_object(p.body);
   ok = p.status == 200 && pj.value("object", "") == "text_completion" && pj["choices"].is_array() &&
        !pj["choices"].empty() && pj["choices"][0]["text"].is_string() &&
        pj["usage"].value("completion_tokens", 0) >= 1;
@@ -175,13 +176,13 @@ void Verifier::chat_and_completions() {
   const HttpReply r = client_->post(
       "/v1/responses",
       {{"model", model_}, {"input", "Say hello."}, {"max_output_tokens", 8}, {"temperature", 0}});
-  json rj = parse(r.body);
+  json rj = parse_object(r.body);
   ok = r.status == 200 && rj.value("object", "") == "response" && rj["output"].is_array() &&
        rj["usage"].is_object() && rj["usage"].value("output_tokens", 0) >= 1 &&
        rj["id"].is_string();
   if (ok) {
     const HttpReply back = client_->get("/v1/responses/" + rj["id"].get<std::string>());
-    ok = back.status == 200 && parse(back.body) == rj;
+    ok = back.status == 200 && parse_object(back.body) == rj;
   }
   check("responses: POST /v1/responses answers a response object, kept for GET /v1/responses/{id}",
         ok, ok ? rj["status"].get<std::string>() : describe(r));
@@ -229,7 +230,7 @@ std::vector<std::string> Verifier::greedy_texts(const std::vector<std::string>& 
                                                           {"max_tokens", max_tokens},
                                                           {"temperature", 0},
                                                           {"ignore_eos", true}});
-    json j = parse(r.body);
+    json j = parse_object(r.body);
     out.push_back(r.status == 200 && j.contains("choices") ? j["choices"][0].value("text", "")
                                                            : "");
   }
@@ -257,7 +258,7 @@ void Verifier::stop_strings() {
             {"max_tokens", 24}, {"temperature", a.temperature},
             {"seed", 1234},     {"ignore_eos", true}};
     const HttpReply r = client_->post("/v1/completions", body);
-    json j = parse(r.body);
+    json j = parse_object(r.body);
     if (r.status != 200) return check(name, false, describe(r));
     full = j["choices"][0].value("text", "");
     // At least 3 bytes of whole characters from the first third on, whose first occurrence is
@@ -282,7 +283,7 @@ void Verifier::stop_strings() {
                  "no text with a usable stop string (3 bytes or more, not at the start): " + tried);
   body["stop"] = {stop};
   const HttpReply r = client_->post("/v1/completions", body);
-  json j = parse(r.body);
+  json j = parse_object(r.body);
   const bool ok = r.status == 200 && j["choices"][0].value("text", "") == full.substr(0, at) &&
                   j["choices"][0].value("finish_reason", "") == "stop";
   check(name, ok,
@@ -296,7 +297,7 @@ void Verifier::resend() {
       {"model", model_}, {"prompt", long_text(400)}, {"max_tokens", 1}, {"temperature", 0}};
   const HttpReply first = client_->post("/v1/completions", body);
   const HttpReply second = client_->post("/v1/completions", body);
-  json j = parse(second.body);
+  json j = parse_object(second.body);
   int64_t cached = -1;
   if (second.status == 200 && j.contains("usage") && j["usage"].contains("prompt_tokens_details") &&
       j["usage"]["prompt_tokens_details"].is_object())
@@ -359,7 +360,7 @@ void Verifier::bad_request() {
       client_->post("/v1/chat/completions", {{"model", model_},
                                              {"messages", {{{"role", "user"}, {"content", "x"}}}},
                                              {"temperature", 5}});
-  json j = parse(r.body);
+  json j = parse_object(r.body);
   const bool ok = r.status == 400 && openai_error(j) && j["error"]["param"] == "temperature";
   check("errors: temperature 5 gets an OpenAI-shaped 400 naming the field", ok,
         ok ? "param \"temperature\": " + j["error"].value("message", "") : describe(r));

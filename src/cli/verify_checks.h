@@ -17,10 +17,12 @@ class Verifier {
   // The model id is read by run_all() (GET /v1/models) and kept.
   void set_client(const OpenAiClient& client) { client_ = &client; }
 
-  // Every check, in order: server facts (/health, /v1/models), auth on every route, chat and
-  // completions, the streaming format, stop strings, cached tokens on resend, /metrics names,
-  // batched = sequential greedy, an OpenAI-shaped 400 naming the field, a disconnected stream
-  // leaving the server serving with its pages freed.
+  // Every check, in order: server facts (/health, /v1/models), the deployment's facts in
+  // /metrics (build, device, KV pool and memory plan), auth on every route, chat and completions,
+  // a forced tool call and its round trip, the reasoning split with the model's template, the
+  // streaming format, stop strings, cached tokens on resend, /metrics names, batched =
+  // sequential greedy, an OpenAI-shaped 400 naming the field, a disconnected stream leaving the
+  // server serving with its pages freed.
   void run_all();
   // Greedy texts of `prompts` (completions, `max_tokens` each, ignore_eos), one request at a
   // time; "" for a failed request.
@@ -30,13 +32,20 @@ class Verifier {
 
   // Records one result and prints its line.
   void check(const std::string& name, bool ok, const std::string& detail);
+  // A check that cannot apply to this model (its tokenizer or template lacks what it tests):
+  // prints `SKIP name: reason`, counted apart from passes and failures.
+  void skip(const std::string& name, const std::string& reason);
   int passed() const { return passed_; }
   int failed() const { return failed_; }
+  int skipped() const { return skipped_; }
 
  private:
   void facts();
+  void deployment();  // verify_deployment.cpp
   void auth();
   void chat_and_completions();
+  void tool_calls();  // verify_chat_template.cpp
+  void reasoning();   // verify_chat_template.cpp
   void streaming();
   void stop_strings();
   void resend();
@@ -46,9 +55,10 @@ class Verifier {
   void cancel();
 
   const OpenAiClient* client_ = nullptr;
-  std::string model_;      // from /v1/models ("" if that failed)
-  bool reachable_ = true;  // false when GET /health got no answer at all
-  int passed_ = 0, failed_ = 0;
+  std::string model_;           // from /v1/models ("" if that failed)
+  int64_t max_model_len_ = -1;  // from /v1/models (-1 if it had none)
+  bool reachable_ = true;       // false when GET /health got no answer at all
+  int passed_ = 0, failed_ = 0, skipped_ = 0;
 };
 
 }  // namespace syv::cli

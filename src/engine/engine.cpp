@@ -24,6 +24,7 @@ Status Engine::start() {
   }
   SYV_ASSIGN_OR_RETURN(core_, EngineCore::create(model_, tokenizer_, options_));
   options_ = core_->options();
+  cache_spec_ = core_->store().spec();
   stats_ = core_->stats();
   accepting_ = true;
   thread_ = std::thread([this] { loop(); });

@@ -37,6 +37,7 @@
 #include "engine/channel.h"
 #include "engine/request.h"
 #include "engine/stats.h"
+#include "kv/cache_spec.h"
 
 namespace syv {
 
@@ -191,6 +192,9 @@ class Engine {
 
   // The options after start() filled in the derived values (num_pages, max_model_len...).
   const EngineOptions& options() const { return options_; }
+  // The cache as start() built it (the store's spec: the KV dtype and bytes per token the pool
+  // holds, after options().kv_dtype); empty before start().
+  const CacheSpec& cache_spec() const { return cache_spec_; }
 
  private:
   struct Command {
@@ -204,6 +208,7 @@ class Engine {
   Model& model_;
   const Tokenizer* tokenizer_;
   EngineOptions options_;
+  CacheSpec cache_spec_;  // set by start(), then read-only
   std::unique_ptr<EngineCore> core_;
 
   mutable std::mutex mutex_;  // guards inbox_, stats_, accepting_, stop flags

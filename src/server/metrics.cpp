@@ -18,6 +18,30 @@ std::string prometheus_number(double value) {
   return buf;
 }
 
+std::string prometheus_label_value(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void append_metric(std::string& out, const std::string& name, const std::string& type,
+                   const std::string& help, double value) {
+  out += "# HELP " + name + " " + help + "\n";
+  out += "# TYPE " + name + " " + type + "\n";
+  out += name + " " + prometheus_number(value) + "\n";
+}
+
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {
   for (size_t i = 1; i < bounds_.size(); ++i) {
@@ -62,13 +86,6 @@ const std::vector<double> kItlBounds = {0.001, 0.0025, 0.005, 0.01,  0.015, 0.02
                                         0.3,   0.4,    0.5,   0.75,  1.0,   2.5};
 const std::vector<double> kE2eBounds = {0.1,  0.25, 0.5,  1.0,   2.5,   5.0,  10.0,
                                         20.0, 40.0, 60.0, 120.0, 300.0, 600.0};
-
-void gauge(std::string& out, const std::string& name, const std::string& type,
-           const std::string& help, double value) {
-  out += "# HELP " + name + " " + help + "\n";
-  out += "# TYPE " + name + " " + type + "\n";
-  out += name + " " + prometheus_number(value) + "\n";
-}
 
 // The engine's samples, in exposition order.
 struct EngineSample {
@@ -237,6 +254,11 @@ void Metrics::count_response(int http_status) {
   ++responses_[http_status];
 }
 
+void Metrics::set_deployment(DeploymentFacts facts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  deployment_ = std::move(facts);
+}
+
 namespace {
 
 // Speculative decoding by draft position and tokens per verify step: labelled series up to the
@@ -269,23 +291,26 @@ void render_speculation(std::string& out, const EngineGauges& e) {
 std::string Metrics::render(const EngineGauges& engine) const {
   std::string out;
   for (const EngineSample& e : kEngineSamples) {
-    gauge(out, e.name, e.type, e.help, static_cast<double>(engine.*e.field));
+    append_metric(out, e.name, e.type, e.help, static_cast<double>(engine.*e.field));
   }
-  gauge(out, "syv_host_tier_copy_seconds_total", "counter",
-        "Host time spent issuing host-tier copies (the copies themselves on the CPU backend; on "
-        "CUDA they run on the copy stream).",
-        engine.host_copy_seconds);
-  gauge(out, "syv_host_tier_pin_seconds_total", "counter",
-        "Engine-thread time spent pinning host tier memory between steps (its faulting in runs "
-        "on a background thread and is not counted).",
-        engine.host_pin_seconds);
+  append_metric(
+      out, "syv_host_tier_copy_seconds_total", "counter",
+      "Host time spent issuing host-tier copies (the copies themselves on the CPU backend; on "
+      "CUDA they run on the copy stream).",
+      engine.host_copy_seconds);
+  append_metric(
+      out, "syv_host_tier_pin_seconds_total", "counter",
+      "Engine-thread time spent pinning host tier memory between steps (its faulting in runs "
+      "on a background thread and is not counted).",
+      engine.host_pin_seconds);
   render_speculation(out, engine);
-  gauge(out, "syv_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
-        static_cast<double>(prompt_tokens_.load()));
-  gauge(out, "syv_generation_tokens_total", "counter", "Tokens generated.",
-        static_cast<double>(generation_tokens_.load()));
+  append_metric(out, "syv_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+                static_cast<double>(prompt_tokens_.load()));
+  append_metric(out, "syv_generation_tokens_total", "counter", "Tokens generated.",
+                static_cast<double>(generation_tokens_.load()));
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (deployment_) render_deployment_facts(*deployment_, out);
     out += "# HELP syv_request_success_total Finished samples by finish reason.\n";
     out += "# TYPE syv_request_success_total counter\n";
     for (const char* reason : {"stop", "length", "tool_calls", "abort"}) {

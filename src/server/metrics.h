@@ -22,6 +22,8 @@
 //   syv_http_responses_total{code}                                   counter
 //   syv_time_to_first_token_seconds, syv_inter_token_latency_seconds,
 //   syv_e2e_request_latency_seconds                                  histograms
+//   the deployment's facts: build, device, KV pool and memory plan (deployment_facts.h), once
+//   set_deployment() has been called
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -31,10 +33,12 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/stats.h"
+#include "server/deployment_facts.h"
 
 namespace syv::server {
 
@@ -118,6 +122,9 @@ class Metrics {
   void observe_e2e(double seconds) { e2e_.observe(seconds); }
   void count_finish(const std::string& reason);
   void count_response(int http_status);
+  // The facts of the deployment, exported from now on (before: their series are absent, never
+  // guessed). Called once start-up knows them (the engine started).
+  void set_deployment(DeploymentFacts facts);
 
   int64_t prompt_tokens() const { return prompt_tokens_; }
   int64_t generation_tokens() const { return generation_tokens_; }
@@ -133,9 +140,18 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::string, int64_t> finish_reasons_;
   std::map<int, int64_t> responses_;
+  std::optional<DeploymentFacts> deployment_;  // guarded by mu_
 };
 
 // Formats a sample value the way Prometheus expects (integers without a fraction, +Inf).
 std::string prometheus_number(double value);
+
+// A label value escaped for the Prometheus text format: backslash, double quote and line feed
+// as \\, \" and \n.
+std::string prometheus_label_value(const std::string& value);
+
+// Appends one metric without labels: its HELP and TYPE lines and its sample.
+void append_metric(std::string& out, const std::string& name, const std::string& type,
+                   const std::string& help, double value);
 
 }  // namespace syv::server

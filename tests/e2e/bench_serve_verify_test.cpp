@@ -1,12 +1,14 @@
 // `syv bench serve` and `syv verify` against `syv serve` on the demo model (CPU): the scenarios'
 // JSON lines (counts, times that are non-negative, cached tokens on a resend, a prompt evicted
-// to the host tier and served from it; no timing values asserted), the SVG plot, and verify: every
-// check passing with --model (and speculation equal to none through a second launch), a failing
-// check turning into FAIL and exit code 1 with --url.
+// to the host tier and served from it; no timing values asserted), the SVG plot, the deployment's
+// facts in /metrics equal to the start-up log's, and verify: every check passing with --model
+// (the deployment facts, tool calls and the reasoning split included, and speculation equal to
+// none through a second launch), a failing check turning into FAIL and exit code 1 with --url.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "e2e/cli_run.h"
@@ -146,6 +148,48 @@ TEST(BenchServeOffload, TheEvictedPromptComesBackFromTheHostTier) {
   EXPECT_GE(j["serve_ratio"].get<double>(), 0.0) << j;
 }
 
+// The deployment's facts in /metrics are the ones the start-up log states: the engine's pool line
+// (pages, page size, tokens, max_num_seqs, token budget, max_model_len), the cache store's KV
+// dtype and bytes per page, and what the flags asked for.
+TEST_F(BenchServe, MetricsStateWhatTheStartUpLogStates) {
+  const std::string log = server_->log();
+  std::smatch pool, store;
+  const std::regex pool_line(
+      R"(engine: (\d+) KV pages of (\d+) tokens \((\d+) tokens, \d+ MiB\), max_num_seqs (\d+), )"
+      R"(token budget (\d+), prefix caching \w+, max_model_len (\d+))");
+  ASSERT_TRUE(std::regex_search(log, pool, pool_line)) << log;
+  const std::regex store_line(R"(cache store: \d+ pages x \d+ tokens for \d+ attention layers )"
+                              R"(\(KV (\w+), (\d+) bytes/page\))");
+  ASSERT_TRUE(std::regex_search(log, store, store_line)) << log;
+  httplib::Client cli(url_);
+  auto res = cli.Get("/metrics", {{"Authorization", std::string("Bearer ") + kKey}});
+  ASSERT_TRUE(res && res->status == 200);
+  const std::string& text = res->body;
+  EXPECT_EQ(metric(text, "syv_kv_pool_pages"), std::stoll(pool[1])) << text;
+  EXPECT_EQ(metric(text, "syv_kv_page_size_tokens"), std::stoll(pool[2]));
+  EXPECT_EQ(metric(text, "syv_kv_page_size_tokens"), 16);  // --page-size
+  EXPECT_EQ(metric(text, "syv_kv_pool_tokens"), std::stoll(pool[3]));
+  EXPECT_EQ(metric(text, "syv_max_num_seqs"), std::stoll(pool[4]));
+  EXPECT_EQ(metric(text, "syv_max_num_seqs"), 8);  // --max-num-seqs
+  EXPECT_EQ(metric(text, "syv_max_num_batched_tokens"), std::stoll(pool[5]));
+  EXPECT_EQ(metric(text, "syv_max_model_len"), std::stoll(pool[6]));
+  EXPECT_EQ(metric(text, "syv_max_model_len"), 2048);  // --max-model-len
+  EXPECT_EQ(metric(text, "syv_kv_bytes_per_token") * 16, std::stoll(store[2]));
+  // --kv-cache-mb 64: the pool is the whole pages that fit in 64 MiB.
+  EXPECT_EQ(metric(text, "syv_kv_pool_pages"),
+            (int64_t{64} << 20) / (metric(text, "syv_kv_bytes_per_token") * 16));
+  EXPECT_NE(
+      text.find("syv_kv_cache_info{dtype=\"" + store[1].str() + "\",sized_by=\"kv-cache-mb\"} 1\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("syv_device_info{backend=\"cpu\",name=\""), std::string::npos) << text;
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex(R"(syv_build_info\{version="0\.1\.0",git_commit="[^"]+",build_type=")"
+                       R"([^"]+",compiler="[^"]+",cuda="none"\} 1\n)")))
+      << text;
+  EXPECT_EQ(text.find("syv_memory_plan_"), std::string::npos) << "no GPU plan on the CPU";
+}
+
 // This server leaves /health public: verify's auth check on it fails, the rest pass.
 TEST_F(BenchServe, VerifyReportsAFailedCheckAndExits1) {
   const auto [status, out] =
@@ -170,6 +214,23 @@ TEST(Verify, PassesOnTheDemoModelWithAndWithoutSpeculation) {
   EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)
       << out;
   EXPECT_NE(out.find("PASS shutdown: SIGTERM drains and exits 0"), std::string::npos) << out;
+  // The checks of issue 18's list that read /metrics' deployment facts and use the template.
+  for (const char* line : {"PASS deployment: /metrics states the build (syv_build_info) (syv 0.1.0",
+                           "PASS deployment: /metrics names the device (syv_device_info) (cpu",
+                           "PASS deployment: /metrics states the KV pool and memory plan, "
+                           "consistent (KV pool ",
+                           "PASS tool calls: tool_choice naming a function gives one call of it",
+                           "PASS tool calls: the call and its result sent back are rendered and "
+                           "answered",
+                           "PASS reasoning: the model's <think> token opens reasoning_content "
+                           "(<think> (id 151667) written first",
+                           "PASS reasoning: <think>reason</think>answer gives reasoning_content "
+                           "and content",
+                           "PASS reasoning: enable_thinking false keeps the output in content "
+                           "(the template closes the block"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  }
+  EXPECT_EQ(out.find("SKIP"), std::string::npos) << out;
   EXPECT_NE(out.find(" passed, 0 failed\n"), std::string::npos) << out;
 }
 

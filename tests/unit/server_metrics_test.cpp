@@ -210,6 +210,78 @@ TEST(ServerMetrics, ExportsSpeculationByPositionAndTokensPerStep) {
   }
 }
 
+// The deployment's facts: absent until set (never guessed), then info series whose label values
+// are escaped (a quote, a backslash, a line feed), the KV pool's gauges, and the memory plan's
+// only when it sized the pool.
+TEST(ServerMetrics, ExportsTheDeploymentFacts) {
+  Metrics m;
+  EXPECT_EQ(m.render(EngineGauges{}).find("syv_build_info"), std::string::npos);
+  DeploymentFacts f;
+  f.version = "0.1.0";
+  f.git_commit = "0123456789ab-dirty";
+  f.build_type = "Release";
+  f.compiler = "GNU 12.2.0";
+  f.cuda = "none";
+  f.backend = "cpu";
+  f.device_name = "Fake \"Quoted\" CPU \\ v2\nline two";
+  f.device_memory_bytes = int64_t{1} << 30;
+  f.kv_pool_pages = 4096;
+  f.kv_page_size = 16;
+  f.kv_bytes_per_token = 1024;
+  f.kv_dtype = "f32";
+  f.kv_sized_by = "kv-cache-mb";
+  f.max_model_len = 2048;
+  f.max_num_seqs = 8;
+  f.max_num_batched_tokens = 512;
+  m.set_deployment(f);
+  std::string text = m.render(EngineGauges{});
+  expect_valid_exposition(text);
+  for (const char* line : {
+           "syv_build_info{version=\"0.1.0\",git_commit=\"0123456789ab-dirty\",build_type="
+           "\"Release\",compiler=\"GNU 12.2.0\",cuda=\"none\"} 1\n",
+           "syv_device_info{backend=\"cpu\",name=\"Fake \\\"Quoted\\\" CPU \\\\ v2\\nline "
+           "two\"} 1\n",
+           "syv_device_memory_bytes 1073741824\n",
+           "syv_kv_cache_info{dtype=\"f32\",sized_by=\"kv-cache-mb\"} 1\n",
+           "syv_kv_pool_pages 4096\n",
+           "syv_kv_page_size_tokens 16\n",
+           "syv_kv_pool_tokens 65536\n",
+           "syv_kv_bytes_per_token 1024\n",
+           "syv_max_model_len 2048\n",
+           "syv_max_num_seqs 8\n",
+           "syv_max_num_batched_tokens 512\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("syv_memory_plan_"), std::string::npos) << text;
+
+  f.backend = "cuda";
+  f.device_index = 1;
+  f.device_name = "NVIDIA H200";
+  f.kv_sized_by = "gpu-memory-utilization";
+  f.memory_plan = MemoryPlanFacts{0.9, 900, 300, 100, 50, 25};
+  m.set_deployment(f);
+  text = m.render(EngineGauges{});
+  expect_valid_exposition(text);
+  for (const char* line : {
+           "syv_device_info{backend=\"cuda\",index=\"1\",name=\"NVIDIA H200\"} 1\n",
+           "syv_kv_cache_info{dtype=\"f32\",sized_by=\"gpu-memory-utilization\"} 1\n",
+           "syv_memory_plan_utilization 0.9\n",
+           "syv_memory_plan_budget_bytes 900\n",
+           "syv_memory_plan_weight_bytes 300\n",
+           "syv_memory_plan_activation_bytes 100\n",
+           "syv_memory_plan_runtime_reserve_bytes 50\n",
+           "syv_memory_plan_state_bytes 25\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+}
+
+TEST(ServerMetrics, LabelValuesAreEscaped) {
+  EXPECT_EQ(prometheus_label_value("plain"), "plain");
+  EXPECT_EQ(prometheus_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
 TEST(ServerMetrics, NumberFormat) {
   EXPECT_EQ(prometheus_number(3), "3");
   EXPECT_EQ(prometheus_number(0.25), "0.25");

@@ -33,6 +33,10 @@ class CudaBackend : public Backend {
     return {static_cast<int64_t>(memory_info().free_bytes),
             "free memory on CUDA device " + std::to_string(device()) + " (" + device_name() + ")"};
   }
+  // Its GPU: "cuda", the ordinal, the device's name and cudaMemGetInfo's total bytes.
+  DeviceFacts device_facts() override {
+    return {"cuda", device(), device_name(), static_cast<int64_t>(memory_info().total_bytes)};
+  }
   // Bytes of device memory allocated through allocate() and not yet released (weights, KV,
   // activations) plus the backend's own scratch (GEMM workspace, metadata, attention partials).
   virtual size_t allocated_bytes() const = 0;
