@@ -52,6 +52,7 @@ build-test: deps tokenizer
 	cd tests/e2e/openai_client && npm ci --silent --no-audit --no-fund
 	cd tests/e2e/langchain_client && npm ci --silent --no-audit --no-fund
 	cd tests/e2e/ai_sdk_client && npm ci --silent --no-audit --no-fund
+	cd tests/e2e/qwen_code_client && npm ci --silent --no-audit --no-fund
 	cd tests/e2e/webui_browser && npm ci --silent --no-audit --no-fund
 
 fuzz: deps

@@ -21,6 +21,7 @@
 
 #include "e2e/cli_run.h"
 #include "e2e/http_test_util.h"
+#include "e2e/npm_client.h"
 #include "e2e/serve_process.h"
 
 namespace syv::testing {
@@ -88,38 +89,19 @@ class ServerE2E : public ::testing::Test {
 ServerProcess* ServerE2E::server_ = nullptr;
 int ServerE2E::port_ = 0;
 
-// Runs tests/e2e/<client>/client_test.mjs against the server (its npm packages installed by `make
-// build-test`, `package` one of them) and expects `checks` passed checks, none failed.
-void run_npm_client(const std::string& client, const std::string& package, int checks, int port) {
-  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/e2e/" + client;
-  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/" + package))
-      << "run `cd tests/e2e/" << client << " && npm ci` (make build-test does)";
-  const std::string cmd = "cd " + dir + " && SYV_URL=http://127.0.0.1:" + std::to_string(port) +
-                          " SYV_KEY=" + kKey + " SYV_MODEL=tiny node client_test.mjs 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  const int status = pclose(p);
-  std::cout << out;
-  EXPECT_EQ(status, 0) << out;
-  EXPECT_NE(out.find(std::to_string(checks) + " passed, 0 failed"), std::string::npos) << out;
-}
-
 TEST_F(ServerE2E, OfficialOpenAiNpmClient) {
-  run_npm_client("openai_client", "openai", 18, port_);
+  run_npm_client("openai_client", "openai", 18, {port_, kKey, "tiny", {}});
 }
 
 // LangChain's ChatOpenAI, on chat completions and the Responses API.
 TEST_F(ServerE2E, LangChainClient) {
-  run_npm_client("langchain_client", "@langchain/openai", 10, port_);
+  run_npm_client("langchain_client", "@langchain/openai", 10, {port_, kKey, "tiny", {}});
 }
 
 // The Vercel AI SDK through @ai-sdk/openai (Responses API and chat) and
 // @ai-sdk/openai-compatible.
 TEST_F(ServerE2E, AiSdkClient) {
-  run_npm_client("ai_sdk_client", "@ai-sdk/openai-compatible", 12, port_);
+  run_npm_client("ai_sdk_client", "@ai-sdk/openai-compatible", 12, {port_, kKey, "tiny", {}});
 }
 
 TEST_F(ServerE2E, ConcurrentGreedyEqualsSequential) {

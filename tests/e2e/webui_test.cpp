@@ -5,7 +5,6 @@
 // skipped only when chromium is not installed.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "e2e/npm_client.h"
 #include "e2e/serve_process.h"
 #include "e2e/test_server.h"
 #include "server/webui_assets.h"
@@ -178,18 +178,15 @@ TEST(WebUiBrowser, ChatStopReloadAndMarkupInHeadlessChromium) {
   ASSERT_TRUE(wait_ready(port, kServeKey, std::chrono::seconds(300))) << server.log();
   // Screenshots are test artifacts in the build folder.
   const std::string shots = std::string(SYV_BINARY_DIR) + "/webui-screenshots";
-  const std::string cmd = "cd " + dir + " && SYV_URL=http://127.0.0.1:" + std::to_string(port) +
-                          " SYV_KEY=" + kServeKey + " SYV_MODEL=tiny CHROMIUM=" + chromium +
-                          " SYV_SHOTS=" + shots + " node browser_test.mjs 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  const int status = pclose(p);
-  std::cout << out;
-  EXPECT_EQ(status, 0) << out << server.log();
-  EXPECT_NE(out.find("11 passed, 0 failed"), std::string::npos) << out;
+  const NodeRun run = run_node("webui_browser", "browser_test.mjs",
+                               {{"SYV_URL", "http://127.0.0.1:" + std::to_string(port)},
+                                {"SYV_KEY", kServeKey},
+                                {"SYV_MODEL", "tiny"},
+                                {"CHROMIUM", chromium},
+                                {"SYV_SHOTS", shots}});
+  std::cout << run.output;
+  EXPECT_EQ(run.status, 0) << run.output << server.log();
+  EXPECT_NE(run.output.find("11 passed, 0 failed"), std::string::npos) << run.output;
   EXPECT_TRUE(std::filesystem::exists(shots + "/webui.png"));
 }
 
