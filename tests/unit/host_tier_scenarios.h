@@ -396,7 +396,9 @@ inline void eviction_storm_with_cancels_keeps_invariants() {
       const EngineStats& s = h.core().stats();
       // Seed 3's pieces arrive from the faulting thread whenever it gets there: whether any
       // eviction finds one pinned depends on thread timing, so only the others must store.
-      if (seed != 3) EXPECT_GT(s.host_pages_stored, 0u) << dir << " seed " << seed;
+      if (seed != 3) {
+        EXPECT_GT(s.host_pages_stored, 0u) << dir << " seed " << seed;
+      }
       std::printf(
           "  %s seed %u: %d compared, %llu preemptions, %llu hit tokens (%llu from host), "
           "%llu pages / %llu checkpoints stored (%llu short of pinned entries), %llu / %llu "
