@@ -18,6 +18,10 @@ size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
 }
 
 bool prompt_opens_reasoning(std::string_view prompt) {
+  // Only the last turn's text counts (ChatML: from its <|im_start|>): a <think> that a user wrote
+  // in an earlier message opens nothing.
+  if (const size_t turn = prompt.rfind("<|im_start|>"); turn != std::string_view::npos)
+    prompt.remove_prefix(turn);
   const size_t open = prompt.rfind(kOpen);
   if (open == std::string_view::npos) return false;
   const size_t close = prompt.rfind(kClose);

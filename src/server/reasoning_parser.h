@@ -39,8 +39,10 @@ class ReasoningParser {
   std::string pending_;  // a suffix that may be the start of a tag
 };
 
-// Whether a rendered prompt leaves a <think> block open (the last "<think>" is after the last
-// "</think>"): the output then starts inside the reasoning.
+// Whether a rendered prompt leaves a <think> block open in its last turn (from its last ChatML
+// "<|im_start|>", or the whole prompt without one: the last "<think>" there is after the last
+// "</think>"): the output then starts inside the reasoning. Text of earlier turns (a user who
+// wrote "<think>") does not count.
 bool prompt_opens_reasoning(std::string_view prompt);
 
 // Length of the longest suffix of `text` that is a proper prefix of `tag` (0 if none).

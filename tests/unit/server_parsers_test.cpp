@@ -57,6 +57,12 @@ TEST(ReasoningParser, StartsInsideWhenPromptOpenedThink) {
   EXPECT_TRUE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
   EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
   EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n"));
+  // A user's literal "<think>" in an earlier turn opens nothing; the last turn decides.
+  EXPECT_FALSE(prompt_opens_reasoning(
+      "<|im_start|>user\nWhat does <think> mean?<|im_end|>\n<|im_start|>assistant\n"));
+  EXPECT_TRUE(prompt_opens_reasoning(
+      "<|im_start|>user\nWhat does </think> mean?<|im_end|>\n<|im_start|>assistant\n<think>\n"));
+  EXPECT_TRUE(prompt_opens_reasoning("no turns <think> here"));  // no ChatML: the whole text
   const std::string text = "reason\n</think>\n\nanswer";
   for (size_t i = 0; i <= text.size(); ++i) {
     const Split s = run_reasoning(text, {i}, true);
