@@ -98,14 +98,20 @@ class ServerProcess {
   }
   void signal(int sig) { kill(pid_, sig); }
   pid_t pid() const { return pid_; }
-  // The process's threads (tids, ascending: the order they were created in, barring wrap-around).
+  // The process's threads (tids) in the order they were created, the main thread first.
   std::vector<pid_t> threads() const {
     std::vector<pid_t> tids;
     for (const auto& e :
          std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/task")) {
       tids.push_back(static_cast<pid_t>(std::stol(e.path().filename().string())));
     }
-    std::sort(tids.begin(), tids.end());
+    // Creation order: the kernel hands out ids in increasing order and wraps at pid_max, so a
+    // thread made after the wrap has a smaller id than the process; count each id's distance
+    // from the process's own (the main thread's) modulo pid_max.
+    int64_t pid_max = 4194304;
+    std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+    auto order = [&](pid_t tid) { return ((int64_t{tid} - pid_) % pid_max + pid_max) % pid_max; };
+    std::sort(tids.begin(), tids.end(), [&](pid_t a, pid_t b) { return order(a) < order(b); });
     return tids;
   }
   // Sends `sig` to one thread of the process, which then runs (or blocks) it itself.
