@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -175,6 +177,53 @@ TEST_F(CudaMoeOps, TopkThenExpertsOnDevice) {
   }
   EXPECT_EQ(down_raw<int32_t>(ids.g, *gpu_), down_raw<int32_t>(ids.c, *cpu_));
   expect_close(out, 1e-2, "router + experts out");
+}
+
+// Not a check: prints moe_topk and moe_experts times at Qwen3-Next's shape (512 experts, top 10,
+// H 2048, I 512) for 1, 8 and 64 tokens with random distinct experts per token, and the routed
+// experts' weight bytes per microsecond against the device copy rate (the decode floor's part
+// for the experts; benchmark: tools/device/moe_check.sh bench).
+TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
+  const MoeDims d{512, 2048, 512};
+  const int32_t k = 10;
+  const double copy_gbps = gpu_->measure_copy_gbps(size_t{1} << 30, 10);
+  std::printf("device copy %.0f GB/s\n", copy_gbps);
+  auto dev = [&](int64_t n, DType t) {
+    DeviceBuffer b = gpu_->allocate(static_cast<size_t>(n) * dtype_size(t));
+    gpu_->fill_random(b.data(), t, n, rng_(), 0.2f);
+    return b;
+  };
+  DeviceBuffer gub = dev(d.E * 2 * d.I * d.H, DType::BF16), dnb = dev(d.E * d.H * d.I, DType::BF16);
+  Tensor gate_up(gub.data(), DType::BF16, {d.E, 2 * d.I, d.H});
+  Tensor down(dnb.data(), DType::BF16, {d.E, d.H, d.I});
+  for (int64_t T : {1, 8, 64}) {
+    const std::vector<int32_t> routing = random_routing(T, k, d.E);
+    std::vector<int32_t> distinct = routing;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    DeviceBuffer xb = dev(T * d.H, DType::BF16), lb = dev(T * d.E, DType::F32),
+                 wb = dev(T * k, DType::F32), ob = dev(T * d.H, DType::BF16),
+                 ib = gpu_->allocate(static_cast<size_t>(T * k) * 4);
+    gpu_->upload(ib.data(), routing.data(), routing.size() * 4);
+    Tensor x(xb.data(), DType::BF16, {T, d.H}), logits(lb.data(), DType::F32, {T, d.E});
+    Tensor w(wb.data(), DType::F32, {T, k}), out(ob.data(), DType::BF16, {T, d.H});
+    Tensor ids(ib.data(), DType::I32, {T, k});
+    DeviceBuffer scratch_ids = gpu_->allocate(static_cast<size_t>(T * k) * 4);
+    Tensor topk_ids(scratch_ids.data(), DType::I32, {T, k});
+    auto us = [&](const std::function<void()>& op) {
+      std::vector<float> ms = gpu_->time_ms(op, 3, 50);
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2] * 1e3;
+    };
+    const double topk_us = us([&] { gpu_->moe_topk(logits, k, true, topk_ids, w); });
+    const double experts_us = us([&] { gpu_->moe_experts(x, ids, w, gate_up, down, out); });
+    const double bytes = static_cast<double>(distinct.size()) * 3 * d.I * d.H * 2;
+    std::printf(
+        "moe, %3lld tokens: topk %6.1f us | experts %7.1f us for %3zu experts (%.1f MB: %.0f GB/s "
+        "= %.0f%% of copy)\n",
+        static_cast<long long>(T), topk_us, experts_us, distinct.size(), bytes / 1e6,
+        bytes / (experts_us * 1e3), 100.0 * bytes / (experts_us * 1e3) / copy_gbps);
+  }
 }
 
 }  // namespace

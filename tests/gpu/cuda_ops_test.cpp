@@ -781,20 +781,28 @@ INSTANTIATE_TEST_SUITE_P(PrefillHeadDim256, CudaAttention,
                                            AttnCase{{65, 20}, {65, 20}, 8, 8, 256, 16}));
 
 TEST_F(CudaOps, Argmax) {
-  const int64_t R = 5, V = 151936;
-  std::vector<float> logits = random_vec(R * V, rng_, 5.f);
-  logits[3 * V + 777] = 9.f;  // tie: the lower index wins
-  logits[3 * V + 1777] = 9.f;
-  auto lg = gpu_->allocate(R * V * 4);
-  gpu_->upload(lg.data(), logits.data(), logits.size() * 4);
-  auto ids = gpu_->allocate(R * 4);
-  Tensor idt = ids.view(DType::I32, {R});
-  gpu_->argmax(lg.view(DType::F32, {R, V}), idt);
-  std::vector<int32_t> got(R);
-  gpu_->download(got.data(), ids.data(), R * 4);
-  for (int64_t r = 0; r < R; ++r) {
-    auto row = logits.begin() + r * V;
-    EXPECT_EQ(got[r], std::max_element(row, row + V) - row) << "row " << r;
+  // 151936: the vectorized path (16-byte rows); 1001 and a row start off 16 bytes: the scalar one.
+  for (const int64_t V : {int64_t{151936}, int64_t{1001}}) {
+    for (const DType dtype : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE("V=" + std::to_string(V) + " " + std::string(dtype_name(dtype)));
+      const int64_t R = 5;
+      std::vector<float> logits = random_vec(R * V, rng_, 5.f);
+      logits[3 * V + 77] = 9.f;  // ties: the lower index wins (also within one 16-byte vector)
+      logits[3 * V + 78] = 9.f;
+      logits[3 * V + 777] = 9.f;
+      logits[4 * V + V - 1] = 9.f;  // the last element
+      Pair lg = make(logits, {R, V}, dtype);
+      const std::vector<float> rounded = down_gpu(lg.g);
+      auto ids = gpu_->allocate(R * 4);
+      Tensor idt = ids.view(DType::I32, {R});
+      gpu_->argmax(lg.g, idt);
+      std::vector<int32_t> got(R);
+      gpu_->download(got.data(), ids.data(), R * 4);
+      for (int64_t r = 0; r < R; ++r) {
+        auto row = rounded.begin() + r * V;
+        EXPECT_EQ(got[r], std::max_element(row, row + V) - row) << "row " << r;
+      }
+    }
   }
 }
 

@@ -11,7 +11,20 @@
 namespace syv::cuda {
 namespace {
 
-template <typename T>
+// Folds element i's value v into a thread's running (best, best_i): a larger value wins; the
+// caller visits its elements in ascending index, so the first maximum a thread sees is its lowest.
+__device__ __forceinline__ void argmax_fold(float v, int64_t i, float& best, int32_t& best_i) {
+  if (v > best) {
+    best = v;
+    best_i = static_cast<int32_t>(i);
+  }
+}
+
+// One block per row. kVec: the row is read in 16-byte vectors (the row start 16-byte aligned and
+// vocab a multiple of the vector), kUnroll vectors in flight per thread before they are folded in
+// index order: one multiprocessor reads a 152K-token f32 row in ~8 us instead of ~60 us with one
+// 4-byte load in flight per thread (ncu, H200, 2026-12-02). Ties go to the lowest index.
+template <typename T, bool kVec>
 __global__ void argmax_kernel(const T* __restrict__ logits, int64_t vocab, int32_t* ids) {
   pdl_wait();
   pdl_trigger();
@@ -21,12 +34,29 @@ __global__ void argmax_kernel(const T* __restrict__ logits, int64_t vocab, int32
   const T* x = logits + row * vocab;
   float best = -INFINITY;
   int32_t best_i = 0x7fffffff;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-    const float v = to_f32(x[i]);
-    if (v > best) {  // strided ascending: the first max seen by this thread has the lowest index
-      best = v;
-      best_i = static_cast<int32_t>(i);
+  if constexpr (kVec) {
+    constexpr int kPer = 16 / sizeof(T), kUnroll = 4;
+    const int64_t vectors = vocab / kPer, step = static_cast<int64_t>(blockDim.x) * kUnroll;
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    for (int64_t base = threadIdx.x; base < vectors; base += step) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t at = base + static_cast<int64_t>(u) * blockDim.x;
+        v[u] = at < vectors ? __ldg(xv + at) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t at = base + static_cast<int64_t>(u) * blockDim.x;
+        if (at >= vectors) break;
+        const T* e = reinterpret_cast<const T*>(&v[u]);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) argmax_fold(to_f32(e[j]), at * kPer + j, best, best_i);
+      }
     }
+  } else {
+    for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
+      argmax_fold(to_f32(x[i]), i, best, best_i);  // strided ascending
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -60,15 +90,24 @@ __global__ void argmax_kernel(const T* __restrict__ logits, int64_t vocab, int32
   }
 }
 
+// argmax_kernel over `rows` rows, vectorized where the rows allow it.
+template <typename T>
+void argmax_rows(const T* logits, int64_t rows, int64_t vocab, int32_t* ids, cudaStream_t s) {
+  const bool vec = reinterpret_cast<uintptr_t>(logits) % 16 == 0 &&
+                   (vocab * static_cast<int64_t>(sizeof(T))) % 16 == 0;
+  if (vec)
+    launch_k(argmax_kernel<T, true>, static_cast<unsigned>(rows), 1024, 0, s, logits, vocab, ids);
+  else
+    launch_k(argmax_kernel<T, false>, static_cast<unsigned>(rows), 1024, 0, s, logits, vocab, ids);
+}
+
 }  // namespace
 
 void launch_argmax(const void* logits, DType t, int64_t rows, int64_t vocab, int32_t* ids,
                    cudaStream_t s) {
   if (rows == 0) return;
-  SYV_DISPATCH_FLOAT(t, T, [&] {
-    launch_k(argmax_kernel<T>, static_cast<unsigned>(rows), 1024, 0, s,
-             static_cast<const T*>(logits), vocab, ids);
-  });
+  SYV_DISPATCH_FLOAT(t, T,
+                     [&] { argmax_rows(static_cast<const T*>(logits), rows, vocab, ids, s); });
 }
 
 // ---- Backend::sample() ------------------------------------------------------------------------
@@ -405,7 +444,7 @@ void launch_sample(const float* logits, int64_t rows, int64_t vocab, const Sampl
              dev_penalties, work);
     x = work;
   }
-  launch_k(argmax_kernel<float>, static_cast<unsigned>(rows), 1024, 0, s, x, vocab, ids);
+  argmax_rows(x, rows, vocab, ids, s);
   if (any_random)
     launch_k(sample_kernel, static_cast<unsigned>(rows), kSampleThreads, 0, s, x, vocab, dev_rows,
              ids);
