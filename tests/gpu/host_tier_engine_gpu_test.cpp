@@ -49,5 +49,14 @@ TEST_F(HostTierGpu, EvictionStormWithCancelsKeepsInvariants) {
   eviction_storm_with_cancels_keeps_invariants();
 }
 
+// Loading: the copy stream's own timing (the step counts are the CPU test's).
+TEST_F(HostTierGpu, OtherSequencesStepWhileHostHitLoads) {
+  other_sequences_step_while_host_hit_loads();
+}
+
+TEST_F(HostTierGpu, HitOnPagesInFlightWaitsAndCancelsKeepInvariants) {
+  hit_on_pages_in_flight_waits_and_cancels_keep_invariants();
+}
+
 }  // namespace
 }  // namespace syv::testing
