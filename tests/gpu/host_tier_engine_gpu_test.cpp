@@ -1,8 +1,10 @@
 // The host tier's engine scenarios (tests/unit/host_tier_scenarios.h) on CUDA: pieces pinned
 // between steps with cudaHostRegister, write-backs and loads on the copy stream (the gather
-// kernel), the compute stream ordered after them by events. Every resend served from the host
-// equals a recompute (logprobs bit for bit, batch-invariant kernels), eviction storms with cancels
-// keep both tiers' invariants and leak nothing. Skipped cleanly when no CUDA device is present.
+// kernel), the compute stream ordered after the write-backs by events, loads polled with
+// cudaEventQuery while their sequence is loading (kv/inflight_loads.h). Every resend served from
+// the host equals a recompute (logprobs bit for bit, batch-invariant kernels), eviction storms with
+// cancels keep both tiers' invariants and leak nothing. Skipped cleanly when no CUDA device is
+// present.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,7 +1,8 @@
 // The host tier's engine scenarios (kv/host_tier.h), shared by the CPU test
 // (tests/unit/host_tier_engine_test.cpp, where the tier is a second budget of host memory and
 // copies are synchronous) and the CUDA one (tests/gpu/host_tier_engine_gpu_test.cpp: pinned
-// pieces, copies on the copy stream, events ordering the compute stream): prefixes whose pages and
+// pieces, copies on the copy stream, events ordering the compute stream after write-backs and
+// polled for loads): prefixes whose pages and
 // checkpoints the device pools evicted are served back from the host tier, giving exactly the
 // tokens (and, in batch-invariant mode, the logprobs bit for bit) of a recompute; eviction storms
 // with random cancels keep every invariant of both tiers and leak nothing. Loads are not waited
@@ -11,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -352,6 +354,10 @@ inline void hybrid_multi_turn_resumes_from_host_checkpoints() {
   }
 }
 
+inline bool is_loading(const Sequence* seq) {
+  return seq != nullptr && seq->state == SequenceState::kLoading;
+}
+
 // Arrivals, identical resends, cancellations, n = 2, a device pool small enough to preempt and
 // evict, a tiny host tier that evicts too; check_integrity() (both tiers, no pin left, loads in
 // flight held by loading sequences) after every step and cancel; every completed sample equals its
@@ -377,7 +383,7 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false) {
       std::vector<std::pair<uint64_t, Request>> submitted;
       std::vector<bool> cancelled;
       std::vector<std::vector<int32_t>> prefixes = {random_tokens(rng, 48)};
-      int steps = 0;
+      int steps = 0, loading_steps = 0;
       while (steps < 400 && (submitted.size() < 28 || h.core().has_work())) {
         if (submitted.size() < 28 && rng() % 3 == 0) {
           std::vector<int32_t> prompt;
@@ -406,6 +412,8 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false) {
         if (h.core().has_work()) h.step();
         if (::testing::Test::HasFatalFailure()) return;
         ++steps;
+        const auto& running = h.core().scheduler().running();
+        loading_steps += std::any_of(running.begin(), running.end(), is_loading);
       }
       h.run();
       int compared = 0;
@@ -429,11 +437,16 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false) {
       if (seed != 3) {
         EXPECT_GT(s.host_pages_stored, 0u) << dir << " seed " << seed;
       }
+      if (loading && deferred_copies(m) != nullptr) {
+        EXPECT_GT(loading_steps, 0) << dir << " seed " << seed;
+      }
       std::printf(
-          "  %s seed %u: %d compared, %llu preemptions, %llu hit tokens (%llu from host), "
+          "  %s seed %u: %d compared, %d steps with a loading sequence, %llu preemptions, %llu hit "
+          "tokens (%llu from host), "
           "%llu pages / %llu checkpoints stored (%llu short of pinned entries), %llu / %llu "
           "loaded\n",
-          dir.c_str(), seed, compared, static_cast<unsigned long long>(s.preemptions),
+          dir.c_str(), seed, compared, loading_steps,
+          static_cast<unsigned long long>(s.preemptions),
           static_cast<unsigned long long>(s.prefix_hit_tokens),
           static_cast<unsigned long long>(s.prefix_host_hit_tokens),
           static_cast<unsigned long long>(s.host_pages_stored),
@@ -454,9 +467,6 @@ inline const Sequence* running_with(Harness& h, const std::vector<int32_t>& prom
         seq->prompt_len() == static_cast<int32_t>(prompt.size()))
       return seq;
   return nullptr;
-}
-inline bool is_loading(const Sequence* seq) {
-  return seq != nullptr && seq->state == SequenceState::kLoading;
 }
 
 // A: 100 tokens (+8) whose pages and checkpoint the 140-token B pushed out of a 10-page device
