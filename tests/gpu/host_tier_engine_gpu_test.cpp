@@ -60,5 +60,9 @@ TEST_F(HostTierGpu, HitOnPagesInFlightWaitsAndCancelsKeepInvariants) {
   hit_on_pages_in_flight_waits_and_cancels_keep_invariants();
 }
 
+TEST_F(HostTierGpu, PreemptingALoadingSequenceKeepsInvariants) {
+  preempting_a_loading_sequence_keeps_invariants();
+}
+
 }  // namespace
 }  // namespace syv::testing

@@ -70,6 +70,10 @@ TEST(HostTierLoading, HitOnPagesInFlightWaitsAndCancelsKeepInvariants) {
   hit_on_pages_in_flight_waits_and_cancels_keep_invariants();
 }
 
+TEST(HostTierLoading, PreemptingALoadingSequenceKeepsInvariants) {
+  preempting_a_loading_sequence_keeps_invariants();
+}
+
 TEST(HostTierLoading, EvictionStormWithCancelsKeepsInvariants) {
   eviction_storm_with_cancels_keeps_invariants(/*loading=*/true);
 }

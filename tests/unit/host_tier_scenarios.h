@@ -589,4 +589,47 @@ inline void hit_on_pages_in_flight_waits_and_cancels_keep_invariants() {
   }
 }
 
+// A running sequence C needs a page while A's resend is loading and the 10-page pool is full: A,
+// the youngest, is preempted in the loading state (on the CPU certainly: its load lands at the
+// third poll, C asks at the second). Its pages go back only after the compute stream is ordered
+// after its load; it comes back once C finished (its pages still cached) and both give the
+// recompute's tokens; every invariant holds after every step; nothing leaks.
+inline void preempting_a_loading_sequence_keeps_invariants() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    SCOPED_TRACE(dir);
+    Model& m = loading_model(dir, 3);
+    std::mt19937 rng(7);
+    Harness h(make_core(m, opts(dir, 10, 1, 64, 16)));
+    const EvictedPrefix e = evict_a_prefix(h, rng);
+    // C: 40 tokens (3 pages) + 24; it needs its 4th page at 48 computed tokens.
+    const Request c = request(random_tokens(rng, 40), 24);
+    const uint64_t c_id = h.submit(c);
+    while (running_with(h, c.prompt_ids) == nullptr ||
+           running_with(h, c.prompt_ids)->num_computed != 46) {
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    const uint64_t a_id = h.submit(e.a);  // admitted as C reaches 47: 7 pages, the pool is full
+    const uint64_t preempted_before = h.core().stats().preemptions;
+    bool preempted_loading = false;
+    while (h.core().has_work()) {
+      const bool was_loading = is_loading(running_with(h, e.a.prompt_ids));
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      if (h.core().stats().preemptions > preempted_before && !preempted_loading) {
+        preempted_loading = was_loading;
+        EXPECT_EQ(running_with(h, e.a.prompt_ids), nullptr) << "A was not the one preempted";
+        EXPECT_EQ(h.core().host_tier()->loads().num_unsettled(), 0);
+      }
+    }
+    EXPECT_GT(h.core().stats().preemptions, preempted_before);
+    if (deferred_copies(m) != nullptr) {
+      EXPECT_TRUE(preempted_loading);
+    }
+    EXPECT_EQ(h.output(a_id).samples.at(0).tokens, e.cold_tokens);
+    EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
+    expect_no_leaks(h);
+  }
+}
+
 }  // namespace syv::testing
