@@ -225,6 +225,13 @@ class Backend {
   virtual bool pins_host_memory() const { return false; }
   // Blocks the host until `event` is complete (empty: returns at once).
   virtual void wait_copy(const CopyEvent& event) { (void)event; }
+  // Whether `event` is complete, without waiting (empty: true). A host-tier load is polled with it
+  // once per step while its sequence waits (kv/inflight_loads.h). The default answers true
+  // (copies are synchronous there).
+  virtual bool copy_done(const CopyEvent& event) {
+    (void)event;
+    return true;
+  }
   // Ops enqueued after this call start only once `event` is complete; the host does not wait
   // (a copy into a page the next forward() reads). The default does nothing (copies are
   // synchronous there).

@@ -78,7 +78,7 @@ int32_t HybridState::snap_chunk(const Sequence& seq, int32_t begin, int32_t n) c
   return (shared > begin && shared < end ? shared : end) - begin;
 }
 
-void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
+LoadTicket HybridState::admit(Sequence* seq, const PrefixHit& hit) {
   SYV_CHECK_EQ(seq->state_slot, -1) << "seq " << seq->id() << " admitted while holding a slot";
   const int32_t slot = pool_.allocate_slot();
   SYV_CHECK(slot >= 0) << "admission without a free state slot";
@@ -86,11 +86,13 @@ void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
   if (hit.length > 0 && hit.checkpoint < 0) {
     SYV_CHECK(host_ != nullptr && hit.host_checkpoint >= 0)
         << "seq " << seq->id() << " hit of " << hit.length << " tokens without its checkpoint";
-    host_->load_checkpoint(hit.host_checkpoint, slot);
+    CopyEvent event = host_->load_checkpoint(hit.host_checkpoint, slot);
     host_->unpin_checkpoint(hit.host_checkpoint);
     ++counters_.checkpoints_loaded;
     ++counters_.checkpoints_from_host;
-  } else if (hit.length > 0) {
+    return host_->loads().add(std::move(event), {}, slot);
+  }
+  if (hit.length > 0) {
     SYV_CHECK(pool_.length_of(hit.checkpoint) == hit.length)
         << "seq " << seq->id() << " hit of " << hit.length << " tokens without its checkpoint";
     store_.load_checkpoint(hit.checkpoint, slot);
@@ -99,6 +101,7 @@ void HybridState::admit(Sequence* seq, const PrefixHit& hit) {
   } else {
     store_.reset_slot(slot);
   }
+  return LoadTicket{};
 }
 
 int32_t HybridState::hold(Sequence* seq, int32_t length, uint64_t key) {

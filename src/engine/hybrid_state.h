@@ -73,9 +73,11 @@ class HybridState {
   // rejected cannot be saved).
   int32_t snap_chunk(const Sequence& seq, int32_t begin, int32_t n) const;
   // The sequence is admitted with the (trimmed, acquired) hit, num_computed == hit.length: takes a
-  // slot and restores the hit's checkpoint into it (a host one is copied in and unpinned), or
-  // zeroes it when there is no hit.
-  void admit(Sequence* seq, const PrefixHit& hit);
+  // slot and restores the hit's checkpoint into it, or zeroes it when there is no hit. A host
+  // checkpoint is unpinned and its copy enqueued, not waited for: returns that load (recorded in
+  // the host tier's loads(); the empty ticket otherwise), which the slot must not be read or
+  // written before it settles.
+  LoadTicket admit(Sequence* seq, const PrefixHit& hit);
   // A chunk feeding tokens [begin, end) of the sequence is scheduled: the checkpoint boundaries
   // strictly inside it (its prompt's R and E, its shared boundary, the last multiple of the
   // interval) are saved by the forward pass itself (Batch::state_save_*), so the chunk never stops

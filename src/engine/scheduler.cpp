@@ -85,6 +85,31 @@ bool Scheduler::grow(Sequence* seq, int32_t num_tokens) {
   return true;
 }
 
+InflightLoads* Scheduler::loads() const {
+  HostTier* host = cache_.host_tier();
+  return host != nullptr ? &host->loads() : nullptr;
+}
+
+void Scheduler::settle_loads() {
+  InflightLoads* in_flight = loads();
+  if (in_flight == nullptr) return;
+  in_flight->poll();
+  for (Sequence* seq : running_) {
+    if (seq->state != SequenceState::kLoading || !in_flight->settled(seq->load)) continue;
+    in_flight->order_after(seq->load);  // complete already: free, and the contract stays explicit
+    seq->load = LoadTicket{};
+    seq->state = SequenceState::kPrefilling;
+  }
+}
+
+void Scheduler::stop_loading(Sequence* seq) {
+  if (seq->state != SequenceState::kLoading) return;
+  // The copy may still write its pages and slot: every op enqueued from now on (whoever's, once
+  // they are reused) runs after it.
+  loads()->order_after(seq->load);
+  seq->load = LoadTicket{};
+}
+
 void Scheduler::release_pages(Sequence* seq) {
   // Tail first: the LRU then evicts a prefix's tail before its head.
   for (auto it = seq->pages.rbegin(); it != seq->pages.rend(); ++it) cache_.pool().release(*it);
@@ -101,6 +126,7 @@ void Scheduler::remove_running(Sequence* seq) {
 
 void Scheduler::preempt(Sequence* seq) {
   remove_running(seq);
+  stop_loading(seq);
   seq->drafts.clear();
   release_pages(seq);
   if (hybrid_ != nullptr) hybrid_->preempt(seq);
@@ -145,13 +171,20 @@ void Scheduler::schedule(SchedulerOutput& out) {
   out.state_saves.clear();
   int32_t budget = config_.max_num_batched_tokens;
   int32_t prompt_rows_left = config_.max_prompt_logprob_rows;
+  settle_loads();  // loading sequences whose load landed are scheduled from this step on
 
-  // 1. Running sequences, oldest first; preempt the youngest when pages run out. A prefill chunk
-  //    leaves room in the budget for the decode tokens of the sequences after it.
+  // 1. Running sequences, oldest first, but those still loading; preempt the youngest when pages
+  //    run out. A prefill chunk leaves room in the budget for the decode tokens of the sequences
+  //    after it.
+  auto loading = [](const Sequence* seq) { return seq->state == SequenceState::kLoading; };
   int32_t decodes_left = 0;
-  for (const Sequence* seq : running_) decodes_left += seq->num_pending() == 1;
+  for (const Sequence* seq : running_) decodes_left += !loading(seq) && seq->num_pending() == 1;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
+    if (loading(seq)) {  // holds its pages and slot, takes no budget
+      ++i;
+      continue;
+    }
     const bool decoding = seq->num_pending() == 1;
     if (decoding) --decodes_left;
     const int32_t n = cut_for_prompt_rows(
@@ -164,7 +197,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
     bool preempted_self = false;
     while (!grow(seq, seq->num_computed + n)) {
       Sequence* victim = running_.back();
-      if (victim != seq && victim->num_pending() == 1) --decodes_left;
+      if (victim != seq && !loading(victim) && victim->num_pending() == 1) --decodes_left;
       preempt(victim);
       ++out.num_preempted;
       if (victim == seq) {
@@ -219,8 +252,12 @@ void Scheduler::schedule(SchedulerOutput& out) {
     seq->page_keys = hit.keys;
     seq->num_computed = hit.length;
     SYV_CHECK(grow(seq, seq->num_computed + n)) << "admission check passed but pages ran out";
-    if (!hit.host_pages.empty()) cache_.load_host_pages(hit, seq->pages, seq->tokens.data());
-    if (hybrid_ != nullptr) hybrid_->admit(seq, hit);
+    // The newest load still writing what the sequence reads: device pages it matched (another
+    // sequence's load, registered before it lands), then its own host pages and checkpoint.
+    const InflightLoads* in_flight = loads();
+    LoadTicket load = in_flight != nullptr ? in_flight->newest_into(hit.pages) : LoadTicket{};
+    load = InflightLoads::newer(load, cache_.load_host_pages(hit, seq->pages, seq->tokens.data()));
+    if (hybrid_ != nullptr) load = InflightLoads::newer(load, hybrid_->admit(seq, hit));
     if (!seq->admitted_once) {
       seq->admitted_once = true;
       seq->cached_tokens = hit.length;
@@ -234,6 +271,11 @@ void Scheduler::schedule(SchedulerOutput& out) {
     }
     waiting_.pop_front();
     running_.push_back(seq);
+    if (load.pending()) {  // not scheduled (nor counted in the budget) until the load settles
+      seq->state = SequenceState::kLoading;
+      seq->load = std::move(load);
+      continue;
+    }
     seq->state = SequenceState::kPrefilling;
     ScheduledSeq scheduled{seq, n, seq->num_computed + n == seq->length()};
     take_prompt_rows(scheduled, prompt_rows_left);
@@ -301,6 +343,7 @@ void Scheduler::finish(Sequence* seq) {
     if (it != waiting_.end()) waiting_.erase(it);
   } else {
     remove_running(seq);
+    stop_loading(seq);
   }
   release_pages(seq);
   if (hybrid_ != nullptr) hybrid_->finish(seq);
@@ -326,8 +369,12 @@ std::string Scheduler::check_integrity() const {
   if (static_cast<int32_t>(running_.size()) > config_.max_num_seqs)
     out << running_.size() << " running > max_num_seqs " << config_.max_num_seqs << "; ";
   for (const Sequence* seq : running_) {
-    if (seq->state != SequenceState::kPrefilling && seq->state != SequenceState::kDecoding)
+    if (seq->state != SequenceState::kLoading && seq->state != SequenceState::kPrefilling &&
+        seq->state != SequenceState::kDecoding)
       out << "running seq " << seq->id() << " in state " << to_string(seq->state) << "; ";
+    if ((seq->state == SequenceState::kLoading) != seq->load.pending())
+      out << "seq " << seq->id() << " " << to_string(seq->state) << " with load " << seq->load.id
+          << "; ";
     const int32_t pages = static_cast<int32_t>(seq->pages.size());
     if (pages < pages_for(seq->num_computed) || pages > pages_for(seq->length()))
       out << "seq " << seq->id() << " holds " << pages << " pages for " << seq->num_computed
@@ -343,8 +390,10 @@ std::string Scheduler::check_integrity() const {
         ++refs[static_cast<size_t>(p)];
     }
   }
+  out << check_loads();
   for (const Sequence* seq : waiting_) {
-    if (seq->state != SequenceState::kWaiting || !seq->pages.empty() || seq->num_computed != 0)
+    if (seq->state != SequenceState::kWaiting || !seq->pages.empty() || seq->num_computed != 0 ||
+        seq->load.pending())
       out << "waiting seq " << seq->id() << " state " << to_string(seq->state) << " holds "
           << seq->pages.size() << " pages, " << seq->num_computed << " computed; ";
   }
@@ -355,6 +404,30 @@ std::string Scheduler::check_integrity() const {
       break;
     }
   }
+  return out.str();
+}
+
+std::string Scheduler::check_loads() const {
+  const InflightLoads* in_flight = loads();
+  if (in_flight == nullptr) return "";
+  // Every page and slot a load may still write is held by a loading sequence that waits for it.
+  std::ostringstream out;
+  auto waited_for = [&](int32_t page, int32_t slot, uint64_t id) {
+    for (const Sequence* seq : running_) {
+      if (seq->state != SequenceState::kLoading || seq->load.id < id) continue;
+      if (slot >= 0 ? seq->state_slot == slot
+                    : std::find(seq->pages.begin(), seq->pages.end(), page) != seq->pages.end())
+        return true;
+    }
+    return false;
+  };
+  for (const auto& [page, id] : in_flight->page_loads())
+    if (!waited_for(page, -1, id))
+      out << "page " << page << " in flight (load " << id << ") held by no sequence loading it; ";
+  for (const auto& [slot, id] : in_flight->slot_loads())
+    if (!waited_for(-1, slot, id))
+      out << "state slot " << slot << " in flight (load " << id
+          << ") held by no sequence loading it; ";
   return out.str();
 }
 

@@ -9,9 +9,13 @@
 //     was preempted this step: look up the longest cached prefix (at most length - 1 tokens: the
 //     last token is always fed to get its logits; device pages, then host-tier pages), admit only
 //     if the pool can supply the pages of the first chunk and of the hit's host part after
-//     retaining the hit. The host part is copied into its new device pages at admission (async;
-//     the next forward is ordered after the copies, kv/host_tier.h). A sample of an n > 1 request
-//     waits until sample 0 has computed the prompt's full pages and then shares them.
+//     retaining the hit. The host part (and a hybrid's host checkpoint) is copied into its new
+//     device pages (slot) at admission, asynchronously: the sequence is then *loading* and gets
+//     no tokens (and takes no budget) until the load settled, while the others keep stepping; so
+//     does a sequence whose device hit includes pages another sequence's load is still writing
+//     (kv/inflight_loads.h). Before 1, schedule() polls the loads once (non-blocking); loading
+//     sequences whose load settled become prefilling and are scheduled as usual. A sample of an n >
+//     1 request waits until sample 0 has computed the prompt's full pages and then shares them.
 // After the model ran and the engine sampled, commit() advances every scheduled sequence over the
 // tokens it keeps, registers its newly full pages in the prefix cache, and finish()/abort() return
 // every page.
@@ -35,6 +39,10 @@
 // longest prefix ending on a stored checkpoint, which is loaded into the slot; every chunk ends on
 // a checkpoint boundary when one lies inside it; commit() saves checkpoints on boundaries;
 // preempt/finish/abort free the slot (finish/abort also apply the retention policy).
+//
+// A loading sequence holds its pages and slot and counts against max_num_seqs. Preempting or
+// aborting it orders the compute stream after its load before its pages and slot go back to their
+// pools (the copy may still write them).
 // Not thread-safe: owned by the engine thread.
 #pragma once
 
@@ -127,7 +135,9 @@ class Scheduler {
 
   // Cache integrity plus: each page's refcount equals the number of live sequences mapping it;
   // waiting sequences hold no pages; running ones hold exactly the pages their K/V needs; chain
-  // keys only cover full computed pages. "" when sound.
+  // keys only cover full computed pages; exactly the loading sequences carry a load, and every
+  // page and slot in flight is held by a loading sequence waiting for that load or a later one.
+  // "" when sound.
   std::string check_integrity() const;
 
  private:
@@ -148,6 +158,14 @@ class Scheduler {
   // sequence is decoding and the chunk holds all its pending tokens).
   int32_t drafts_for(const Sequence& seq, int32_t n, int32_t room) const;
   bool grow(Sequence* seq, int32_t num_tokens);  // pages for num_tokens; false if the pool is short
+  // The host tier's loads in flight (null without a host tier).
+  InflightLoads* loads() const;
+  // Polls the loads in flight once; loading sequences whose load settled become prefilling.
+  void settle_loads();
+  // A loading sequence about to give its pages and slot back: orders the compute stream after its
+  // load (no-op for other states).
+  void stop_loading(Sequence* seq);
+  std::string check_loads() const;
   void release_pages(Sequence* seq);
   void preempt(Sequence* seq);
   // For an n > 1 sample: true while it should wait for sample 0's prompt pages.
@@ -158,8 +176,8 @@ class Scheduler {
   PrefixCache& cache_;
   SchedulerConfig config_;
   HybridState* hybrid_ = nullptr;
-  std::vector<Sequence*> running_;  // admission order (oldest first)
-  std::deque<Sequence*> waiting_;   // preempted sequences go to the front
+  std::vector<Sequence*> running_;        // admission order (oldest first)
+  std::deque<Sequence*> waiting_;         // preempted sequences go to the front
   std::vector<HybridState::Save> saves_;  // plan_saves() scratch
 };
 

@@ -6,6 +6,8 @@ const char* to_string(SequenceState state) {
   switch (state) {
     case SequenceState::kWaiting:
       return "waiting";
+    case SequenceState::kLoading:
+      return "loading";
     case SequenceState::kPrefilling:
       return "prefilling";
     case SequenceState::kDecoding:

@@ -2,9 +2,11 @@
 // cache, and the pages holding them.
 //
 //   waiting --admit--> prefilling --last prompt chunk--> decoding --stop/length--> finished
-//      ^                  |                                 |
-//      +----preempt-------+---------------------------------+        (any state) --cancel-->
-//      aborted
+//      |  ^                  ^  |                                 |
+//      |  +----preempt-------|--+---------------------------------+   (any state) --cancel-->
+//      |  |                  |                                         aborted
+//      +--+--> loading ------+  (its hit's host-tier load, or a load into pages it matched, is
+//                                still in flight: not scheduled until it settled)
 //
 // Preemption is by recompute: the sequence drops its pages (full ones stay in the prefix cache)
 // and goes back to the front of the waiting queue with its generated tokens; on re-admission it
@@ -17,10 +19,18 @@
 #include "engine/request.h"
 #include "engine/spec_policy.h"
 #include "kv/checkpoint_pool.h"
+#include "kv/inflight_loads.h"
 
 namespace syv {
 
-enum class SequenceState : uint8_t { kWaiting, kPrefilling, kDecoding, kFinished, kAborted };
+enum class SequenceState : uint8_t {
+  kWaiting,
+  kLoading,  // admitted (pages and slot held), waiting for `load` to settle; not scheduled
+  kPrefilling,
+  kDecoding,
+  kFinished,
+  kAborted
+};
 const char* to_string(SequenceState state);
 
 struct RequestGroup;  // engine_core.h: the request a sequence belongs to
@@ -64,6 +74,9 @@ class Sequence {
   // across preemption, released by the retention policy when the sequence ends).
   int32_t state_slot = -1;
   std::vector<CheckpointHold> checkpoints;
+  // Loading (kv/inflight_loads.h): the newest host-tier load this sequence's cached prefix waits
+  // for (its own, or the one writing pages it matched); pending only while loading.
+  LoadTicket load;
   // Hybrid models: where cached pages ended when admission found no checkpoint that far (0: none);
   // an extra checkpoint boundary, so the next prompt sharing that prefix hits it.
   int32_t shared_boundary = 0;

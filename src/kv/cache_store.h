@@ -43,7 +43,8 @@
 //        backend().wait_copy(event)), and the page/slot/checkpoint may not be written (no forward
 //        that writes it, no reset/load into it);
 //      - in: the page/slot/checkpoint may not be read or written by anything else; call
-//        backend().order_after_copy(event) before the forward() that reads it (or wait_copy);
+//        backend().order_after_copy(event) before the forward() that reads it (or wait_copy; the
+//        host tier polls backend().copy_done(event) first, kv/inflight_loads.h);
 //      - both: the external buffer must stay alive and unchanged.
 //    On the CPU backend the copies are synchronous and the event is empty (already complete).
 //  * Not thread-safe: owned and called by the engine thread.

@@ -50,7 +50,8 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
       faulter_(pin.fault_in_background, store.backend().pins_host_memory()),
       page_parent_(static_cast<size_t>(num_pages), 0),
       page_tokens_(static_cast<size_t>(num_pages) * static_cast<size_t>(key_tokens), 0),
-      ckpt_length_(static_cast<size_t>(num_checkpoints), 0) {
+      ckpt_length_(static_cast<size_t>(num_checkpoints), 0),
+      loads_(store.backend()) {
   // The reserve is split between the kinds like the tier; each keeps at least one piece.
   const double total = static_cast<double>(std::max<int64_t>(total_bytes(), 1));
   auto shape = [&](Pieces& p, int64_t entry_bytes, int32_t size) {
@@ -69,8 +70,10 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
 }
 
 HostTier::~HostTier() {
-  // Every copy was ordered before a later compute op (finish_copy), so the compute stream being
-  // idle means no copy still reads or writes this memory.
+  // Every store was ordered before a later compute op (finish_store) and the loads still in flight
+  // are waited for, so the compute stream being idle means no copy still reads or writes this
+  // memory.
+  loads_.wait_all();
   store_.backend().synchronize();
 }
 
@@ -172,8 +175,12 @@ bool HostTier::has_room(int kind) {
   return false;
 }
 
-void HostTier::finish_copy(const CopyEvent& event, int64_t start_ns) {
+void HostTier::finish_store(const CopyEvent& event, int64_t start_ns) {
   store_.backend().order_after_copy(event);
+  count_copy_time(start_ns);
+}
+
+void HostTier::count_copy_time(int64_t start_ns) {
   counters_.copy_seconds += static_cast<double>(now_ns() - start_ns) * 1e-9;
 }
 
@@ -207,18 +214,20 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   page_parent_[i] = parent;
   std::copy(tokens, tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
   const int64_t start = now_ns();
-  finish_copy(store_.copy_page_out(device_page, page_pieces_.at(entry)), start);
+  finish_store(store_.copy_page_out(device_page, page_pieces_.at(entry)), start);
   ++counters_.pages_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.page_bytes());
 }
 
-void HostTier::load_page(int32_t entry, int32_t device_page) {
+CopyEvent HostTier::load_page(int32_t entry, int32_t device_page) {
   SYV_CHECK(pages_.used(entry)) << "load of empty host page " << entry;
   const int64_t start = now_ns();
-  finish_copy(store_.copy_page_in(page_pieces_.at(entry), device_page), start);
+  CopyEvent event = store_.copy_page_in(page_pieces_.at(entry), device_page);
+  count_copy_time(start);
   pages_.touch(entry);
   ++counters_.page_hits;
   counters_.bytes_from_host += static_cast<uint64_t>(store_.page_bytes());
+  return event;
 }
 
 int32_t HostTier::find_checkpoint(uint64_t key, int32_t length) const {
@@ -246,18 +255,20 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
   counters_.checkpoints_evicted += evicted;
   ckpt_length_[static_cast<size_t>(entry)] = length;
   const int64_t start = now_ns();
-  finish_copy(store_.copy_checkpoint_out(device_checkpoint, checkpoint_pieces_.at(entry)), start);
+  finish_store(store_.copy_checkpoint_out(device_checkpoint, checkpoint_pieces_.at(entry)), start);
   ++counters_.checkpoints_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.slot_bytes());
 }
 
-void HostTier::load_checkpoint(int32_t entry, int32_t state_slot) {
+CopyEvent HostTier::load_checkpoint(int32_t entry, int32_t state_slot) {
   SYV_CHECK(checkpoints_.used(entry)) << "load of empty host checkpoint " << entry;
   const int64_t start = now_ns();
-  finish_copy(store_.copy_slot_in(checkpoint_pieces_.at(entry), state_slot), start);
+  CopyEvent event = store_.copy_slot_in(checkpoint_pieces_.at(entry), state_slot);
+  count_copy_time(start);
   checkpoints_.touch(entry);
   ++counters_.checkpoint_hits;
   counters_.bytes_from_host += static_cast<uint64_t>(store_.slot_bytes());
+  return event;
 }
 
 std::string HostTier::check_integrity() const {
@@ -278,6 +289,8 @@ std::string HostTier::check_integrity() const {
   if (pages_.num_pinned() + checkpoints_.num_pinned() > 0)
     out << pages_.num_pinned() << " host pages and " << checkpoints_.num_pinned()
         << " host checkpoints pinned between steps; ";
+  err = loads_.check_integrity();
+  if (!err.empty()) out << "host loads in flight: " << err;
   return out.str();
 }
 

@@ -16,14 +16,18 @@
 //  * store_*: the device page / checkpoint is copied out, then the compute stream is ordered
 //    after the copy (Backend::order_after_copy), so whatever the next op writes into the device
 //    entry cannot overtake the copy that reads it;
-//  * load_*: the host entry is copied into a device page / state slot, then the compute stream is
-//    ordered after the copy, so the forward that reads it starts only once it landed.
+//  * load_*: the host entry is copied into a device page / state slot and the event is returned,
+//    nothing ordered: the caller records the load in loads() (kv/inflight_loads.h), and its
+//    sequence is not scheduled (nor is any other sequence that matched those pages) until the load
+//    settled, so the sequences already running keep stepping while it runs.
 // Every copy runs on one in-order copy stream, so a host entry overwritten by a later store (an
 // eviction inside this tier) is overwritten only after every earlier load from it has finished.
 // Pins therefore only protect an entry between the lookup that found it and the load that copies
 // it back (an allocation in between may evict into this tier and would otherwise take it); no pin
-// outlives an admission, which check_integrity() asserts. On the CPU backend the copies are
-// synchronous and the tier is a second budget of plain host memory.
+// outlives an admission, which check_integrity() asserts. A store that evicts while a load is in
+// flight makes the compute stream wait for that load as well (the stream is in order). On the CPU
+// backend the copies are synchronous (empty events: nothing is ever in flight) and the tier is a
+// second budget of plain host memory.
 //
 // Memory: pinned in pieces of whole entries (HostPinOptions::piece_bytes, kHostPieceBytes by
 // default), never inside a step. A pinned reserve stays ahead of use: between steps
@@ -60,6 +64,7 @@
 #include "core/status.h"
 #include "kv/host_entries.h"
 #include "kv/host_piece_faulter.h"
+#include "kv/inflight_loads.h"
 
 namespace syv {
 
@@ -108,7 +113,8 @@ class HostTier {
   static Result<std::unique_ptr<HostTier>> create(CacheStore& store, int32_t key_tokens,
                                                   int32_t num_pages, int32_t num_checkpoints,
                                                   const HostPinOptions& pin = {});
-  ~HostTier();  // waits for the copies that use its memory (Backend::synchronize)
+  ~HostTier();  // waits for the copies that use its memory (the loads in flight, then
+                // Backend::synchronize)
   HostTier(const HostTier&) = delete;
   HostTier& operator=(const HostTier&) = delete;
 
@@ -136,9 +142,9 @@ class HostTier {
   // Device page `device_page` (a registered, fully written page being evicted) holds `tokens`
   // after `parent` under `key`: copies it into a host entry (or refreshes the one holding it).
   void store_page(int32_t device_page, uint64_t parent, uint64_t key, const int32_t* tokens);
-  // Copies entry `entry` into device page `device_page` (allocated, not read until the next
-  // forward) and refreshes the entry.
-  void load_page(int32_t entry, int32_t device_page);
+  // Enqueues the copy of entry `entry` into device page `device_page` (allocated; not read or
+  // written by anything until the returned event settles, see loads()) and refreshes the entry.
+  CopyEvent load_page(int32_t entry, int32_t device_page);
   void pin_page(int32_t entry) { pages_.pin(entry); }
   void unpin_page(int32_t entry) { pages_.unpin(entry); }
 
@@ -148,13 +154,19 @@ class HostTier {
   // Device checkpoint `device_checkpoint` (being evicted) holds the state after `length` tokens
   // of the prefix keyed `key`: copies it into a host entry (or refreshes the one holding it).
   void store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t length);
-  // Copies entry `entry` into live state slot `state_slot` and refreshes the entry.
-  void load_checkpoint(int32_t entry, int32_t state_slot);
+  // Enqueues the copy of entry `entry` into live state slot `state_slot` (not read or written
+  // until the returned event settles) and refreshes the entry.
+  CopyEvent load_checkpoint(int32_t entry, int32_t state_slot);
   void pin_checkpoint(int32_t entry) { checkpoints_.pin(entry); }
   void unpin_checkpoint(int32_t entry) { checkpoints_.unpin(entry); }
 
-  // Both entry pools sound, every page entry's key equals the hash of its parent and tokens, and
-  // nothing pinned (call between steps). "" when sound.
+  // The loads enqueued by load_page() / load_checkpoint() that have not settled yet, recorded by
+  // their callers (PrefixCache, HybridState), polled and settled by the Scheduler.
+  InflightLoads& loads() { return loads_; }
+  const InflightLoads& loads() const { return loads_; }
+
+  // Both entry pools sound, every page entry's key equals the hash of its parent and tokens,
+  // nothing pinned (call between steps) and the loads in flight sound. "" when sound.
   std::string check_integrity() const;
   // One start-up line: capacity in pages (tokens) and checkpoints, bytes, pinned or not.
   std::string describe() const;
@@ -188,8 +200,9 @@ class HostTier {
   // False (and a short store counted) when a store of `kind` would need a pin: the kind is still
   // growing and has no free pinned entry.
   bool has_room(int kind);
-  // Orders the compute stream after `event` and adds the issue time since `start_ns`.
-  void finish_copy(const CopyEvent& event, int64_t start_ns);
+  // A store: orders the compute stream after `event` and adds the issue time since `start_ns`.
+  void finish_store(const CopyEvent& event, int64_t start_ns);
+  void count_copy_time(int64_t start_ns);
 
   CacheStore& store_;
   int32_t key_tokens_;
@@ -201,6 +214,7 @@ class HostTier {
   std::vector<int32_t> page_tokens_;   // [num_pages * key_tokens]
   std::vector<int32_t> ckpt_length_;   // [num_checkpoints]
   HostTierCounters counters_;
+  InflightLoads loads_;
 };
 
 }  // namespace syv

@@ -49,18 +49,20 @@ void PrefixCache::acquire(const PrefixHit& hit) {
   if (hit.host_checkpoint >= 0) host_->pin_checkpoint(hit.host_checkpoint);
 }
 
-void PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<int32_t>& pages,
-                                  const int32_t* tokens) {
+LoadTicket PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<int32_t>& pages,
+                                        const int32_t* tokens) {
+  if (hit.host_pages.empty()) return LoadTicket{};
   const size_t first = hit.pages.size();
   SYV_CHECK(pages.size() >= first + hit.host_pages.size() &&
             hit.keys.size() == static_cast<size_t>(hit.num_pages()))
       << "host pages loaded into " << pages.size() << " pages for a hit of " << hit.num_pages()
       << " pages with " << hit.keys.size() << " keys";
   const int32_t n = index_.key_tokens();
+  CopyEvent last;  // the copy stream is in order: the last copy's event covers them all
   for (size_t i = 0; i < hit.host_pages.size(); ++i) {
     const size_t idx = first + i;
     const int32_t page = pages[idx];
-    host_->load_page(hit.host_pages[i], page);
+    last = host_->load_page(hit.host_pages[i], page);
     const uint64_t parent = idx == 0 ? PrefixIndex::root_key() : hit.keys[idx - 1];
     const int32_t* page_tokens = tokens + idx * static_cast<size_t>(page_size_);
     SYV_CHECK_EQ(PrefixIndex::page_key(parent, page_tokens, n), hit.keys[idx])
@@ -68,6 +70,10 @@ void PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<int32_
     insert(parent, page_tokens, page);
     host_->unpin_page(hit.host_pages[i]);
   }
+  const std::vector<int32_t> loaded(
+      pages.begin() + static_cast<std::ptrdiff_t>(first),
+      pages.begin() + static_cast<std::ptrdiff_t>(first + hit.host_pages.size()));
+  return host_->loads().add(std::move(last), loaded, -1);
 }
 
 int32_t PrefixCache::num_evictable(const PrefixHit& hit) const {

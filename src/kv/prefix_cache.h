@@ -7,7 +7,9 @@
 //
 // Host tier (kv/host_tier.h, set_host_tier): a page the pool evicts is first written back to the
 // host tier, and match() continues past the last device page into the host tier; acquire() pins
-// the hit's host entries and load_host_pages() copies them into the sequence's new device pages.
+// the hit's host entries and load_host_pages() enqueues their copies into the sequence's new
+// device pages and registers those pages at once: until the load settles (kv/inflight_loads.h)
+// they are in flight, and a hit on them must wait for it (the Scheduler does).
 //
 // Hybrid models: a hit also needs a recurrent-state checkpoint at the hit boundary. match() knows
 // nothing of checkpoints; the engine's HybridState (engine/hybrid_state.h) shortens the hit to the
@@ -68,11 +70,13 @@ class PrefixCache {
   // Retains every device page of the hit (cached pages leave the LRU) and pins its host pages and
   // host checkpoint, so allocations cannot evict them before they are loaded.
   void acquire(const PrefixHit& hit);
-  // After acquire() and the allocation of the sequence's pages: copies each host page of the hit
-  // into pages[hit.pages.size() + i], registers it under its key (`tokens`: the sequence's) and
-  // unpins it. The host checkpoint stays pinned (HybridState::admit loads and unpins it).
-  void load_host_pages(const PrefixHit& hit, const std::vector<int32_t>& pages,
-                       const int32_t* tokens);
+  // After acquire() and the allocation of the sequence's pages: enqueues the copy of each host
+  // page of the hit into pages[hit.pages.size() + i], registers it under its key (`tokens`: the
+  // sequence's) and unpins it. Returns the load, recorded in the host tier's loads() (the empty
+  // ticket when the hit has no host page or the copies were synchronous). The host checkpoint
+  // stays pinned (HybridState::admit loads and unpins it).
+  LoadTicket load_host_pages(const PrefixHit& hit, const std::vector<int32_t>& pages,
+                             const int32_t* tokens);
   // How many of the hit's pages sit in the LRU (they stop being available once acquired).
   int32_t num_evictable(const PrefixHit& hit) const;
 

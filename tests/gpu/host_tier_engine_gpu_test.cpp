@@ -1,8 +1,10 @@
 // The host tier's engine scenarios (tests/unit/host_tier_scenarios.h) on CUDA: pieces pinned
 // between steps with cudaHostRegister, write-backs and loads on the copy stream (the gather
-// kernel), the compute stream ordered after them by events. Every resend served from the host
-// equals a recompute (logprobs bit for bit, batch-invariant kernels), eviction storms with cancels
-// keep both tiers' invariants and leak nothing. Skipped cleanly when no CUDA device is present.
+// kernel), the compute stream ordered after the write-backs by events, loads polled with
+// cudaEventQuery while their sequence is loading (kv/inflight_loads.h). Every resend served from
+// the host equals a recompute (logprobs bit for bit, batch-invariant kernels), eviction storms with
+// cancels keep both tiers' invariants and leak nothing. Skipped cleanly when no CUDA device is
+// present.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -47,6 +49,19 @@ TEST_F(HostTierGpu, HybridMultiTurnResumesFromHostCheckpoints) {
 
 TEST_F(HostTierGpu, EvictionStormWithCancelsKeepsInvariants) {
   eviction_storm_with_cancels_keeps_invariants();
+}
+
+// Loading: the copy stream's own timing (the step counts are the CPU test's).
+TEST_F(HostTierGpu, OtherSequencesStepWhileHostHitLoads) {
+  other_sequences_step_while_host_hit_loads();
+}
+
+TEST_F(HostTierGpu, HitOnPagesInFlightWaitsAndCancelsKeepInvariants) {
+  hit_on_pages_in_flight_waits_and_cancels_keep_invariants();
+}
+
+TEST_F(HostTierGpu, PreemptingALoadingSequenceKeepsInvariants) {
+  preempting_a_loading_sequence_keeps_invariants();
 }
 
 }  // namespace

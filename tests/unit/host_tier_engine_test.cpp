@@ -61,5 +61,22 @@ TEST(HostTier, EvictionStormWithCancelsKeepsInvariants) {
   eviction_storm_with_cancels_keeps_invariants();
 }
 
+// Loading (kv/inflight_loads.h), on a CPU backend whose copies land late (deferred_copy_backend.h).
+TEST(HostTierLoading, OtherSequencesStepWhileHostHitLoads) {
+  other_sequences_step_while_host_hit_loads();
+}
+
+TEST(HostTierLoading, HitOnPagesInFlightWaitsAndCancelsKeepInvariants) {
+  hit_on_pages_in_flight_waits_and_cancels_keep_invariants();
+}
+
+TEST(HostTierLoading, PreemptingALoadingSequenceKeepsInvariants) {
+  preempting_a_loading_sequence_keeps_invariants();
+}
+
+TEST(HostTierLoading, EvictionStormWithCancelsKeepsInvariants) {
+  eviction_storm_with_cancels_keeps_invariants(/*loading=*/true);
+}
+
 }  // namespace
 }  // namespace syv::testing

@@ -1,14 +1,18 @@
 // The host tier's engine scenarios (kv/host_tier.h), shared by the CPU test
 // (tests/unit/host_tier_engine_test.cpp, where the tier is a second budget of host memory and
 // copies are synchronous) and the CUDA one (tests/gpu/host_tier_engine_gpu_test.cpp: pinned
-// pieces, copies on the copy stream, events ordering the compute stream): prefixes whose pages and
+// pieces, copies on the copy stream, events ordering the compute stream after write-backs and
+// polled for loads): prefixes whose pages and
 // checkpoints the device pools evicted are served back from the host tier, giving exactly the
 // tokens (and, in batch-invariant mode, the logprobs bit for bit) of a recompute; eviction storms
-// with random cancels keep every invariant of both tiers and leak nothing.
+// with random cancels keep every invariant of both tiers and leak nothing. Loads are not waited
+// for (kv/inflight_loads.h): the sequence they serve is loading while the others keep stepping; on
+// the CPU those scenarios run on a DeferredCopyBackend, whose copies land late.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -23,6 +27,7 @@
 #include "engine/engine_core.h"
 #include "engine/host_tier_setup.h"
 #include "model/model.h"
+#include "unit/deferred_copy_backend.h"
 #include "unit/engine_harness.h"
 
 namespace syv::testing {
@@ -47,18 +52,42 @@ inline void release_models() {
 }
 
 // One model per fixture folder and instance (two live engines need two instances: solo runs use
-// instance 1). Batch-invariant kernels, so a hit and a recompute can be compared bit for bit.
-inline Model& model(const std::string& dir, int instance = 0) {
+// instance 1), loaded by `loader` (null: fixture_loader()). Batch-invariant kernels, so a hit and a
+// recompute can be compared bit for bit.
+inline Model& model(const std::string& dir, int instance = 0, FixtureLoader loader = nullptr) {
   auto& models = loaded_models();
   auto it = models.find({dir, instance});
   if (it == models.end()) {
     set_log_level(LogLevel::WARN);
-    LoadedModel l = fixture_loader()(dir);
+    LoadedModel l = (loader != nullptr ? loader : fixture_loader())(dir);
     SYV_CHECK(l.model != nullptr) << dir;
     l.backend->set_batch_invariant(true);
     it = models.emplace(std::make_pair(dir, instance), std::move(l)).first;
   }
   return *it->second.model;
+}
+
+inline LoadedModel load_deferred_cpu_fixture(const std::string& dir) {
+  LoadedModel l;
+  l.backend = std::make_unique<DeferredCopyBackend>();
+  auto loaded = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + dir, *l.backend);
+  EXPECT_TRUE(loaded.ok()) << dir << ": " << loaded.message();
+  if (loaded.ok()) l.model = std::move(loaded.value());
+  return l;
+}
+
+// The model of the loading scenarios: on the CPU one on a DeferredCopyBackend (instance 2), whose
+// loads land `polls_to_land` polls late; elsewhere the fixture loader's, whose copies are
+// asynchronous already.
+inline Model& loading_model(const std::string& dir, int32_t polls_to_land = 3) {
+  if (fixture_loader() != &load_cpu_fixture) return model(dir);
+  Model& m = model(dir, 2, &load_deferred_cpu_fixture);
+  static_cast<DeferredCopyBackend&>(m.backend()).set_polls_to_land(polls_to_land);
+  return m;
+}
+// The deferred copy stream under `m` (null: a real one, whose timing the scenario cannot set).
+inline DeferredCopyBackend* deferred_copies(Model& m) {
+  return dynamic_cast<DeferredCopyBackend*>(&m.backend());
 }
 
 inline bool is_hybrid(const std::string& dir) {
@@ -325,11 +354,18 @@ inline void hybrid_multi_turn_resumes_from_host_checkpoints() {
   }
 }
 
+inline bool is_loading(const Sequence* seq) {
+  return seq != nullptr && seq->state == SequenceState::kLoading;
+}
+
 // Arrivals, identical resends, cancellations, n = 2, a device pool small enough to preempt and
-// evict, a tiny host tier that evicts too; check_integrity() (both tiers, no pin left) after every
-// step and cancel; every completed sample equals its solo run; nothing leaks.
-inline void eviction_storm_with_cancels_keeps_invariants() {
+// evict, a tiny host tier that evicts too; check_integrity() (both tiers, no pin left, loads in
+// flight held by loading sequences) after every step and cancel; every completed sample equals its
+// solo run; nothing leaks. `loading`: on loading_model() (the CPU's loads land two polls late, so
+// cancels and preemptions meet loading sequences).
+inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false) {
   for (const std::string dir : {"qwen3/tied_gqa2", "hybrid/q35_r2_flfl_tied"}) {
+    Model& m = loading ? loading_model(dir, 2) : model(dir);
     for (uint32_t seed = 0; seed < 4; ++seed) {
       std::mt19937 rng(500 + seed);
       const int32_t max_total = 80;
@@ -343,11 +379,11 @@ inline void eviction_storm_with_cancels_keeps_invariants() {
         o.host_pin_reserve_bytes = 0;
         o.host_fault_in_background = seed == 3;  // and the faulting thread (timing-dependent)
       }
-      Harness h(make_core(model(dir), o));
+      Harness h(make_core(m, o));
       std::vector<std::pair<uint64_t, Request>> submitted;
       std::vector<bool> cancelled;
       std::vector<std::vector<int32_t>> prefixes = {random_tokens(rng, 48)};
-      int steps = 0;
+      int steps = 0, loading_steps = 0;
       while (steps < 400 && (submitted.size() < 28 || h.core().has_work())) {
         if (submitted.size() < 28 && rng() % 3 == 0) {
           std::vector<int32_t> prompt;
@@ -376,6 +412,8 @@ inline void eviction_storm_with_cancels_keeps_invariants() {
         if (h.core().has_work()) h.step();
         if (::testing::Test::HasFatalFailure()) return;
         ++steps;
+        const auto& running = h.core().scheduler().running();
+        loading_steps += std::any_of(running.begin(), running.end(), is_loading);
       }
       h.run();
       int compared = 0;
@@ -399,11 +437,16 @@ inline void eviction_storm_with_cancels_keeps_invariants() {
       if (seed != 3) {
         EXPECT_GT(s.host_pages_stored, 0u) << dir << " seed " << seed;
       }
+      if (loading && deferred_copies(m) != nullptr) {
+        EXPECT_GT(loading_steps, 0) << dir << " seed " << seed;
+      }
       std::printf(
-          "  %s seed %u: %d compared, %llu preemptions, %llu hit tokens (%llu from host), "
+          "  %s seed %u: %d compared, %d steps with a loading sequence, %llu preemptions, %llu hit "
+          "tokens (%llu from host), "
           "%llu pages / %llu checkpoints stored (%llu short of pinned entries), %llu / %llu "
           "loaded\n",
-          dir.c_str(), seed, compared, static_cast<unsigned long long>(s.preemptions),
+          dir.c_str(), seed, compared, loading_steps,
+          static_cast<unsigned long long>(s.preemptions),
           static_cast<unsigned long long>(s.prefix_hit_tokens),
           static_cast<unsigned long long>(s.prefix_host_hit_tokens),
           static_cast<unsigned long long>(s.host_pages_stored),
@@ -412,6 +455,180 @@ inline void eviction_storm_with_cancels_keeps_invariants() {
           static_cast<unsigned long long>(s.host_page_hits),
           static_cast<unsigned long long>(s.host_checkpoint_hits));
     }
+  }
+}
+
+// ---- loading: host-tier loads are not waited for (kv/inflight_loads.h) -----------------------
+
+// The sequence of `h`'s running ones whose prompt is `prompt` (null: none).
+inline const Sequence* running_with(Harness& h, const std::vector<int32_t>& prompt) {
+  for (const Sequence* seq : h.core().scheduler().running())
+    if (seq->num_computed > 0 && std::equal(prompt.begin(), prompt.end(), seq->tokens.begin()) &&
+        seq->prompt_len() == static_cast<int32_t>(prompt.size()))
+      return seq;
+  return nullptr;
+}
+
+// A: 100 tokens (+8) whose pages and checkpoint the 140-token B pushed out of a 10-page device
+// pool into the host tier (as in evicted_prefix_served_from_host). Then B2 (140 tokens) pushes B
+// out too and B comes back: the device pool holds B's pages, each of which the host tier holds
+// already, so allocations while A loads evict without a write-back (one would order the compute
+// stream after A's load, on the CPU's deferred stream too).
+struct EvictedPrefix {
+  Request a;
+  std::vector<int32_t> cold_tokens;
+  std::vector<float> cold_logprobs;
+};
+inline EvictedPrefix evict_a_prefix(Harness& h, std::mt19937& rng) {
+  EvictedPrefix e{request(random_tokens(rng, 100), 8, /*logprobs=*/true), {}, {}};
+  const Request b = request(random_tokens(rng, 140), 8);
+  const uint64_t cold = h.submit(e.a);
+  h.run();
+  for (const Request& r : {b, request(random_tokens(rng, 140), 8), b}) {
+    h.submit(r);
+    h.run();
+  }
+  EXPECT_GE(h.core().stats().host_pages_stored, 6u + 9u + 9u);
+  e.cold_tokens = h.output(cold).samples.at(0).tokens;
+  e.cold_logprobs = h.output(cold).samples.at(0).logprobs;
+  return e;
+}
+
+// While A's resend loads its 96-token prefix from the host tier, C (already decoding) gets a token
+// every step; A is not scheduled until its load landed, then gives the cold run's tokens and
+// logprobs bit for bit (dense: pages; hybrids: pages and the checkpoint in its slot). On the CPU
+// the load lands at the third poll: A is loading for exactly 3 steps (admission, 2 polls), and a
+// step that read A's pages or slot before would read NaN.
+inline void other_sequences_step_while_host_hit_loads() {
+  for (const char* dir : kDirs) {
+    SCOPED_TRACE(dir);
+    Model& m = loading_model(dir, 3);
+    DeferredCopyBackend* deferred = deferred_copies(m);
+    std::mt19937 rng(7);
+    Harness h(make_core(m, opts(dir, 10, 1, 64, 16)));
+    const EvictedPrefix e = evict_a_prefix(h, rng);
+    const uint64_t hits_before = h.core().stats().host_page_hits;
+    const Request c = request(random_tokens(rng, 10), 40);
+    const uint64_t c_id = h.submit(c);
+    // C decodes until its next page is 15 steps away (no allocation, so no eviction whose
+    // write-back would order the compute stream after A's load, while A loads).
+    while (running_with(h, c.prompt_ids) == nullptr ||
+           running_with(h, c.prompt_ids)->num_computed % kPage != 1) {
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    const uint64_t a_id = h.submit(e.a);
+    int loading_steps = 0;
+    for (;;) {
+      const size_t c_before =
+          h.output(c_id).samples.empty() ? 0 : h.output(c_id).samples[0].tokens.size();
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      if (!is_loading(running_with(h, e.a.prompt_ids))) break;
+      ++loading_steps;
+      EXPECT_EQ(h.output(c_id).samples.at(0).tokens.size(), c_before + 1)
+          << "C got no token in loading step " << loading_steps;
+      EXPECT_TRUE(h.output(a_id).samples.empty()) << "A produced a token while loading";
+      if (deferred != nullptr) {
+        EXPECT_GT(deferred->num_pending(), 0);
+      }
+    }
+    if (deferred != nullptr) {
+      EXPECT_EQ(loading_steps, 3);
+    }
+    h.run();
+    const SampleOutput& w = h.output(a_id).samples.at(0);
+    EXPECT_EQ(w.cached_tokens, 96);
+    EXPECT_EQ(w.tokens, e.cold_tokens);
+    EXPECT_EQ(w.tokens, run_alone(dir, e.a));
+    EXPECT_EQ(w.logprobs, e.cold_logprobs);  // bit for bit
+    EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
+    EXPECT_EQ(h.core().stats().host_page_hits - hits_before, 6u);
+    expect_no_leaks(h);
+  }
+}
+
+// A's resend and an identical second resend A2 are admitted in one step: A loads the prefix from
+// the host tier, A2's device hit is A's pages, registered but still in flight, so A2 is loading
+// too (hybrids: it also loads the host checkpoint into its own slot). Cancelling either, both or
+// neither while they load keeps every invariant; whoever is left gives the recompute's tokens;
+// nothing leaks.
+inline void hit_on_pages_in_flight_waits_and_cancels_keep_invariants() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    for (int cancel = 0; cancel < 4; ++cancel) {  // bit 0: cancel A, bit 1: cancel A2
+      SCOPED_TRACE(std::string(dir) + " cancel " + std::to_string(cancel));
+      Model& m = loading_model(dir, 3);
+      std::mt19937 rng(7);
+      Harness h(make_core(m, opts(dir, 10, 1, 64, 16)));
+      const EvictedPrefix e = evict_a_prefix(h, rng);
+      const uint64_t a = h.submit(e.a);
+      const uint64_t a2 = h.submit(e.a);
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      int loading = 0;
+      for (const Sequence* seq : h.core().scheduler().running()) loading += is_loading(seq);
+      EXPECT_EQ(loading, 2) << "both resends wait for the load";
+      EXPECT_GT(h.core().host_tier()->loads().num_unsettled(), 0);
+      if (cancel & 1) h.cancel(a);
+      ASSERT_EQ(h.core().check_integrity(), "");
+      if (cancel & 2) h.cancel(a2);
+      ASSERT_EQ(h.core().check_integrity(), "");
+      h.run();
+      for (uint64_t id : {a, a2}) {
+        const SampleOutput& out = h.output(id).samples.at(0);
+        if ((id == a && (cancel & 1)) || (id == a2 && (cancel & 2))) {
+          EXPECT_EQ(out.finish_reason, "abort");
+        } else {
+          EXPECT_EQ(out.tokens, e.cold_tokens) << "request " << id;
+          EXPECT_EQ(out.cached_tokens, 96);
+        }
+      }
+      EXPECT_EQ(h.core().host_tier()->loads().num_unsettled(), 0);
+      expect_no_leaks(h);
+    }
+  }
+}
+
+// A running sequence C needs a page while A's resend is loading and the 10-page pool is full: A,
+// the youngest, is preempted in the loading state (on the CPU certainly: its load lands at the
+// third poll, C asks at the second). Its pages go back only after the compute stream is ordered
+// after its load; it comes back once C finished (its pages still cached) and both give the
+// recompute's tokens; every invariant holds after every step; nothing leaks.
+inline void preempting_a_loading_sequence_keeps_invariants() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    SCOPED_TRACE(dir);
+    Model& m = loading_model(dir, 3);
+    std::mt19937 rng(7);
+    Harness h(make_core(m, opts(dir, 10, 1, 64, 16)));
+    const EvictedPrefix e = evict_a_prefix(h, rng);
+    // C: 40 tokens (3 pages) + 24; it needs its 4th page at 48 computed tokens.
+    const Request c = request(random_tokens(rng, 40), 24);
+    const uint64_t c_id = h.submit(c);
+    while (running_with(h, c.prompt_ids) == nullptr ||
+           running_with(h, c.prompt_ids)->num_computed != 46) {
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    const uint64_t a_id = h.submit(e.a);  // admitted as C reaches 47: 7 pages, the pool is full
+    const uint64_t preempted_before = h.core().stats().preemptions;
+    bool preempted_loading = false;
+    while (h.core().has_work()) {
+      const bool was_loading = is_loading(running_with(h, e.a.prompt_ids));
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      if (h.core().stats().preemptions > preempted_before && !preempted_loading) {
+        preempted_loading = was_loading;
+        EXPECT_EQ(running_with(h, e.a.prompt_ids), nullptr) << "A was not the one preempted";
+        EXPECT_EQ(h.core().host_tier()->loads().num_unsettled(), 0);
+      }
+    }
+    EXPECT_GT(h.core().stats().preemptions, preempted_before);
+    if (deferred_copies(m) != nullptr) {
+      EXPECT_TRUE(preempted_loading);
+    }
+    EXPECT_EQ(h.output(a_id).samples.at(0).tokens, e.cold_tokens);
+    EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
+    expect_no_leaks(h);
   }
 }
 

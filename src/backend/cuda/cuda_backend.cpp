@@ -301,6 +301,16 @@ class CudaBackendImpl final : public CudaBackend {
     if (!event.empty())
       SYV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event.handle())));
   }
+  bool copy_done(const CopyEvent& event) override {
+    if (event.empty()) return true;
+    const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event.handle()));
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();  // not an error: clear it, as allocate_pinned() does after a failure
+      return false;
+    }
+    SYV_CUDA_CHECK(err);
+    return true;
+  }
   void order_after_copy(const CopyEvent& event) override {
     if (!event.empty())
       SYV_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event.handle()), 0));

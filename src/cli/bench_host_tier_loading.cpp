@@ -1,0 +1,145 @@
+#include "cli/bench_host_tier_loading.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "engine/engine_core.h"
+
+namespace syv::cli {
+namespace {
+
+constexpr int32_t kDecoderPromptLen = 16;
+constexpr int32_t kWarmupSteps = 8;
+constexpr int32_t kBeforeSteps = 32;
+constexpr int32_t kMaxWaitSteps = 10000;
+
+using Clock = std::chrono::steady_clock;
+
+// Drives one EngineCore the way Engine's loop does, keeping each request's handle drained.
+class Driver {
+ public:
+  explicit Driver(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
+  EngineCore& core() { return *core_; }
+
+  uint64_t submit(std::vector<int32_t> prompt, int32_t max_tokens) {
+    Request r;
+    r.prompt_ids = std::move(prompt);
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    const uint64_t id = next_id_++;
+    auto handle = std::make_shared<RequestHandle>(id, 1);
+    handles_.push_back(handle);
+    core_->add_request(id, std::move(r), handle);
+    return id;
+  }
+  // One step and the gap after it; returns the step's wall time in seconds.
+  double step() {
+    const auto t0 = Clock::now();
+    core_->step();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    Event e;
+    for (auto& h : handles_)
+      while (h->try_next(e) == NextStatus::kEvent) {
+      }
+    core_->between_steps(/*idle=*/!core_->has_work());
+    return s;
+  }
+  void run() {
+    while (core_->has_work()) step();
+  }
+  bool waiting(uint64_t id) const {
+    for (const Sequence* seq : core_->scheduler().waiting())
+      if (seq->group()->id == id) return true;
+    return false;
+  }
+  // The running sequence of request `id` (null: none running).
+  const Sequence* running(uint64_t id) const {
+    for (const Sequence* seq : core_->scheduler().running())
+      if (seq->group()->id == id) return seq;
+    return nullptr;
+  }
+
+ private:
+  std::unique_ptr<EngineCore> core_;
+  std::vector<std::shared_ptr<RequestHandle>> handles_;
+  uint64_t next_id_ = 1;
+};
+
+uint64_t stores(const EngineStats& s) {
+  return s.host_pages_stored + s.host_checkpoints_stored;
+}
+
+}  // namespace
+
+Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& options,
+                                             int32_t prefix_len, int32_t decoders, uint64_t seed) {
+  SYV_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core,
+                       EngineCore::create(model, nullptr, options));
+  Driver d(std::move(core));
+  if (d.core().host_tier() == nullptr) return Status::Error("the engine has no host tier");
+  while (d.core().between_steps(/*idle=*/true)) {
+  }
+  std::mt19937_64 rng(seed + 1);
+  const uint64_t vocab = static_cast<uint64_t>(model.config().vocab_size);
+  auto random_prompt = [&](int32_t n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int32_t& t : p) t = static_cast<int32_t>(rng() % vocab);
+    return p;
+  };
+  // The prompt, then fillers until the device pool evicted it to the host tier.
+  const std::vector<int32_t> prompt = random_prompt(prefix_len);
+  d.submit(prompt, 1);
+  d.run();
+  const EngineOptions& o = d.core().options();
+  const int64_t pool_tokens = int64_t{o.num_pages} * o.page_size;
+  for (int64_t i = 0; i <= pool_tokens / prefix_len; ++i) {
+    d.submit(random_prompt(prefix_len), 1);
+    d.run();
+  }
+  // The decoders: enough tokens to outlast the warm-up, the timed steps and the load.
+  const int32_t max_tokens = std::max(1, o.max_model_len - kDecoderPromptLen - 1);
+  for (int32_t i = 0; i < decoders; ++i) d.submit(random_prompt(kDecoderPromptLen), max_tokens);
+  LoadingDecode r;
+  r.decoders = decoders;
+  for (int32_t i = 0; i < kWarmupSteps; ++i) d.step();
+  if (d.core().scheduler().num_running() != decoders)
+    return Status::Error("the decoders did not all start (raise --num-pages or --max-num-seqs)");
+  double before = 0;
+  for (; r.before_steps < kBeforeSteps; ++r.before_steps) before += d.step();
+  r.before_step_s = before / r.before_steps;
+  // The resend: every step after which it is still loading.
+  const uint64_t host_tokens = d.core().stats().prefix_host_hit_tokens;
+  const uint64_t resend = d.submit(prompt, 1);
+  double loading = 0, loading_no_stores = 0;
+  for (int32_t waited = 0;; ++waited) {
+    const uint64_t stored = stores(d.core().stats());
+    const double s = d.step();
+    const Sequence* seq = d.running(resend);
+    if (seq == nullptr && d.waiting(resend)) {  // not admitted yet: no step of its load
+      if (waited > kMaxWaitSteps)
+        return Status::Error("the resend was not admitted in " + std::to_string(kMaxWaitSteps) +
+                             " steps (raise --num-pages or lower --decoders)");
+      continue;
+    }
+    if (seq == nullptr || seq->state != SequenceState::kLoading) break;
+    ++r.loading_steps;
+    loading += s;
+    if (stores(d.core().stats()) != stored) {
+      ++r.loading_steps_with_stores;
+    } else {
+      loading_no_stores += s;
+    }
+  }
+  const int32_t no_stores = r.loading_steps - r.loading_steps_with_stores;
+  r.loading_step_s = r.loading_steps > 0 ? loading / r.loading_steps : 0;
+  r.loading_step_s_no_stores = no_stores > 0 ? loading_no_stores / no_stores : 0;
+  r.host_hit_tokens = d.core().stats().prefix_host_hit_tokens - host_tokens;
+  d.core().abort_all();
+  return r;
+}
+
+}  // namespace syv::cli

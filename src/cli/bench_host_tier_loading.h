@@ -1,0 +1,41 @@
+// `syv bench host-tier`'s figure for the loading state (kv/inflight_loads.h): how fast other
+// sequences decode while a host hit's copies run.
+//
+// On its own EngineCore (stepped here, one step at a time, so each step can be timed and the
+// resend's state read between steps): a `prefix_len`-token prompt runs cold, fillers push it out of
+// the device pool into the host tier, `decoders` short requests start decoding; after a warm-up,
+// `kBeforeSteps` decode steps are timed, then the prompt is sent again and every step after which
+// its sequence is still loading (admitted, its copies in flight, not scheduled) is timed too. The
+// ratio is the mean step time before over the mean while loading (decode speed while loading
+// relative to before; the target is >= 0.95). Steps that wrote back an eviction are counted
+// apart: such a store makes the compute stream wait for the load (docs/hybrid-cache.md "Not done").
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace syv::cli {
+
+struct LoadingDecode {
+  int32_t decoders = 0;
+  int32_t before_steps = 0;
+  double before_step_s = 0;               // mean wall time of a decode step of the decoders alone
+  int32_t loading_steps = 0;              // steps after which the resend was still loading
+  int32_t loading_steps_with_stores = 0;  // of those, steps that wrote an eviction back
+  double loading_step_s = 0;  // mean wall time of the loading steps (admission step included)
+  double loading_step_s_no_stores = 0;  // of the loading steps that wrote nothing back (0: none)
+  uint64_t host_hit_tokens = 0;         // the resend's tokens that came from the host tier
+  double ratio() const { return loading_step_s > 0 ? before_step_s / loading_step_s : 0; }
+  double ratio_no_stores() const {
+    return loading_step_s_no_stores > 0 ? before_step_s / loading_step_s_no_stores : 0;
+  }
+};
+
+// `options` as resolved for the engine (a host tier, num_pages); `decoders` >= 1.
+Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& options,
+                                             int32_t prefix_len, int32_t decoders, uint64_t seed);
+
+}  // namespace syv::cli
