@@ -94,8 +94,6 @@ class CudaBackend : public Backend {
   // Benchmarks only: from now on every allocate() is filled with uniform random bf16 values in
   // [-1, 1] (so a KV pool never holds zeros or NaN garbage); seed 0 turns it off.
   virtual void fill_random_on_allocate(uint64_t seed) = 0;
-  // Fills n elements of a float buffer with uniform random values in [-scale, scale].
-  virtual void fill_random(void* data, DType dtype, int64_t n, uint64_t seed, float scale) = 0;
   virtual void reserve_attention_scratch(int64_t tokens, int64_t q_heads, int64_t head_dim,
                                          int64_t max_context) = 0;
 
