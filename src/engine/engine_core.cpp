@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -598,6 +599,11 @@ void EngineCore::step() {
         << "scheduler stalled: " << scheduler_.num_waiting() << " waiting, nothing admissible, "
         << cache_.pool().num_available() << " pages available";
     update_gauges();
+    // Only loading sequences run (kv/inflight_loads.h): let their copies land for a moment
+    // rather than spin the engine thread on the poll; a request that arrives meanwhile waits at
+    // most this long to be admitted.
+    if (host_ != nullptr && host_->loads().num_unsettled() > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     return;
   }
   // Plain decode steps replay their bucket's CUDA graph (padded); everything else runs eagerly.
