@@ -14,9 +14,14 @@ namespace {
 constexpr int kMaxSegments = 128;  // kernel parameters: 128 x 20 bytes + 4 < 4 KiB
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
-// Blocks per launch, at most: two per SM of an H200, so the copy stream leaves SMs to the compute
-// stream's kernels (decode of other sequences runs beside the copies).
-constexpr int kMaxBlocks = 264;
+// Blocks per launch, at most. 8 blocks keep 128 KiB of 16-byte loads in flight, which already
+// moves 49.4 GB/s host -> device and 51.1 device -> host on an H200 (as 264 did), while the SMs
+// they sit on are few: a block waiting on PCIe reads starves the compute stream's kernels on its SM
+// of memory requests. With 264 blocks (two per SM) the decode steps of 8 other sequences of a
+// 0.6B-shape model ran at 0.2 of their speed while a 32K host hit loaded; with 32 blocks at 0.85,
+// with 8 at 0.93 (syv bench host-tier, steps that wrote no eviction back; 2026-12-02,
+// docs/performance.md).
+constexpr int kMaxBlocks = 8;
 
 struct GatherArgs {
   const void* src[kMaxSegments];
@@ -26,20 +31,21 @@ struct GatherArgs {
 };
 
 __global__ void __launch_bounds__(kThreads) gather_copy_kernel(const GatherArgs args) {
-  const int s = static_cast<int>(blockIdx.y);
-  const uint4* __restrict__ src = static_cast<const uint4*>(args.src[s]);
-  uint4* __restrict__ dst = static_cast<uint4*>(args.dst[s]);
-  const uint32_t n = args.vectors[s];
-  const uint32_t stride = gridDim.x * kThreads;
-  uint32_t i = blockIdx.x * kThreads + threadIdx.x;
-  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
-    uint4 v[kUnroll];
+  for (int s = static_cast<int>(blockIdx.y); s < args.count; s += static_cast<int>(gridDim.y)) {
+    const uint4* __restrict__ src = static_cast<const uint4*>(args.src[s]);
+    uint4* __restrict__ dst = static_cast<uint4*>(args.dst[s]);
+    const uint32_t n = args.vectors[s];
+    const uint32_t stride = gridDim.x * kThreads;
+    uint32_t i = blockIdx.x * kThreads + threadIdx.x;
+    for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+      uint4 v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = src[i + u * stride];
+      for (int u = 0; u < kUnroll; ++u) v[u] = src[i + u * stride];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) dst[i + u * stride] = v[u];
+      for (int u = 0; u < kUnroll; ++u) dst[i + u * stride] = v[u];
+    }
+    for (; i < n; i += stride) dst[i] = src[i];
   }
-  for (; i < n; i += stride) dst[i] = src[i];
 }
 
 }  // namespace
@@ -59,9 +65,12 @@ void launch_gather_copy(const CopySegment* segments, size_t count, cudaStream_t 
     if (most == 0) continue;
     const uint32_t per_block = kThreads * kUnroll;  // vectors one block moves per iteration
     uint32_t chunks = (most + per_block - 1) / per_block;
-    const uint32_t cap = kMaxBlocks / args.count > 0 ? kMaxBlocks / args.count : 1;
+    // Blocks walk the segments of their grid row (several each when there are more than
+    // kMaxBlocks) and split each segment's vectors across the row.
+    const uint32_t rows = static_cast<uint32_t>(args.count < kMaxBlocks ? args.count : kMaxBlocks);
+    const uint32_t cap = kMaxBlocks / rows > 0 ? kMaxBlocks / rows : 1;
     chunks = chunks < cap ? chunks : cap;
-    const dim3 grid(chunks, static_cast<unsigned>(args.count));
+    const dim3 grid(chunks, rows);
     gather_copy_kernel<<<grid, kThreads, 0, stream>>>(args);
     SYV_CUDA_LAUNCH_CHECK();
   }
