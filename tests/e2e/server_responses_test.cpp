@@ -626,7 +626,7 @@ TEST_F(ServerHttp, ResponsesInputItemsDeleteCancel) {
   EXPECT_EQ(page["has_more"], false);
   page = json::parse(
       s.get("/v1/responses/" + second + "/input_items?order=desc&limit=1&after=" + fourth)->body);
-  EXPECT_EQ(page["data"], json({items[3]}));
+  EXPECT_EQ(page["data"], json::array({items[3]}));  // json({x}) copies x under clang
   page = json::parse(
       s.get("/v1/responses/" + second + "/input_items?after=" + items[5]["id"].get<std::string>())
           ->body);

@@ -463,8 +463,9 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false) {
 // The sequence of `h`'s running ones whose prompt is `prompt` (null: none).
 inline const Sequence* running_with(Harness& h, const std::vector<int32_t>& prompt) {
   for (const Sequence* seq : h.core().scheduler().running())
-    if (seq->num_computed > 0 && std::equal(prompt.begin(), prompt.end(), seq->tokens.begin()) &&
-        seq->prompt_len() == static_cast<int32_t>(prompt.size()))
+    if (seq->num_computed > 0 && seq->prompt_len() == static_cast<int32_t>(prompt.size()) &&
+        seq->tokens.size() >= prompt.size() &&
+        std::equal(prompt.begin(), prompt.end(), seq->tokens.begin()))
       return seq;
   return nullptr;
 }
