@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 20
 TEST_OPT_FLAGS ?= -O1 -g1 -DNDEBUG
 TEST_KERNEL_FLAGS ?= -O2
 # The sanitized test build compiles with clang (as the fuzz build does): with ASan + UBSan at -O1 a
-# TU takes about a third less CPU than with GCC 12 and the tests run 3x faster (docs/testing.md).
+# TU takes about a third less CPU than with GCC 12 (docs/testing.md).
 # `make build` / `make serve` keep the system's c++ (GCC, without -Werror), which every development
 # and GPU-machine build also uses.
 TEST_CC ?= clang
@@ -50,6 +50,11 @@ serve: build tokenizer demo
 # The tests also need chromium (the chat page's browser test) and the npm packages of the e2e tests.
 build-test: deps tokenizer
 	@tools/setup/install-deps.sh --test
+	@# A build folder configured with another compiler: CMake would re-run with the new compiler but
+	@# drop every other -D below (no sanitizers, no -Werror), so start it afresh.
+	@if [ -f $(TEST_DIR)/CMakeCache.txt ] && ! sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' $(TEST_DIR)/CMakeCache.txt | \
+	    grep -Fqx -e '$(TEST_CXX)' -e "$$(command -v $(TEST_CXX))"; then \
+	  echo "$(TEST_DIR) was configured with another compiler: removing it"; rm -rf $(TEST_DIR); fi
 	cmake -S . -B $(TEST_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSYV_CUDA=$(CUDA) \
 	  -DCMAKE_C_COMPILER=$(TEST_CC) -DCMAKE_CXX_COMPILER=$(TEST_CXX) \
 	  "-DSYV_CUDA_ARCHS=$(TEST_CUDA_ARCHS)" -DSYV_WERROR=ON -DSYV_SANITIZE=ON \
