@@ -1,6 +1,7 @@
 // `syv bench offline`: throughput of the engine on N random prompts submitted at once
 // (input-len prompt tokens, output-len generated tokens each, EOS ignored), like vLLM's
 // benchmark_throughput. Prints one summary line, or JSON with --json.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 
 #include "cli/bench.h"
 #include "cli/engine_args.h"
+#include "cli/kv_pool_plan.h"
 #include "cli/model_session.h"
 
 namespace syv::cli {
@@ -21,6 +23,11 @@ struct Options {
   int32_t output_len = 128;
   uint64_t seed = 0;
   bool json = false;
+  // On a GPU the pool is sized like `syv serve`'s (cli/kv_pool_plan.h) unless --kv-cache-mb or
+  // --num-pages is given: the CPU default of 1 GiB would hold a few thousand tokens of an 8B
+  // model and turn a throughput run into a preemption storm.
+  double gpu_memory_utilization = 0.90;
+  bool pool_flag_given = false;
 };
 
 int run(const Options& o) {
@@ -59,8 +66,12 @@ int run(const Options& o) {
     draft = std::move(d.value());
     options.draft_model = draft.get();
   }
+  auto planned =
+      size_kv_pool(model.backend(), model, &options, o.pool_flag_given, o.gpu_memory_utilization);
+  if (!planned.ok()) return fail(planned.message());
   Engine engine(model, nullptr, options);
   if (Status s = engine.start(); !s.ok()) return fail(s.message());
+  const int64_t kv_per_token = engine.cache_spec().kv_bytes_per_token;  // as the pool holds it
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -104,7 +115,18 @@ int run(const Options& o) {
       {"pages_total", s.pages_total},
       {"draft_tokens", s.draft_tokens},
       {"accepted_tokens", s.accepted_tokens},
-      {"draft_skipped", s.draft_skipped}};
+      {"draft_skipped", s.draft_skipped},
+      {"schedule_seconds", s.schedule_seconds},
+      {"forward_seconds", s.forward_seconds},
+      {"output_seconds", s.output_seconds},
+      {"decode_steps", s.decode_steps},
+      {"decode_rows", s.decode_rows},
+      {"decode_context_tokens", s.decode_context_tokens},
+      {"decode_forward_seconds", s.decode_forward_seconds},
+      {"other_steps", s.other_steps},
+      {"other_tokens", s.other_tokens},
+      {"other_forward_seconds", s.other_forward_seconds},
+      {"kv_bytes_per_token", kv_per_token}};
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -115,6 +137,37 @@ int run(const Options& o) {
         o.num_prompts / seconds, static_cast<double>(generated) / seconds,
         (prompt_tokens + static_cast<double>(generated)) / seconds,
         static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(s.preemptions));
+    // The engine thread's time in its steps: only the forward share keeps the GPU busy (steps
+    // are not overlapped), so schedule + output is the GPU's idle gap between steps.
+    const double in_steps = s.schedule_seconds + s.forward_seconds + s.output_seconds;
+    if (s.steps > 0 && in_steps > 0)
+      std::printf(
+          "engine thread, per step: %.3f ms schedule + build, %.3f ms forward + sampling, %.3f ms "
+          "output (GPU idle between steps: %.1f%% of the steps' time)\n",
+          1e3 * s.schedule_seconds / static_cast<double>(s.steps),
+          1e3 * s.forward_seconds / static_cast<double>(s.steps),
+          1e3 * s.output_seconds / static_cast<double>(s.steps),
+          100.0 * (s.schedule_seconds + s.output_seconds) / in_steps);
+    // Plain decode steps apart from the rest: their mean batch and context say what a decode
+    // step reads (the weights once, plus kv_bytes_per_token per context position and row).
+    if (s.decode_steps > 0) {
+      const double n = static_cast<double>(s.decode_steps);
+      const double rows = static_cast<double>(s.decode_rows) / n;
+      const double ctx = static_cast<double>(s.decode_context_tokens) /
+                         static_cast<double>(std::max<uint64_t>(s.decode_rows, 1));
+      const double kv_gb = static_cast<double>(s.decode_context_tokens) / n *
+                           static_cast<double>(kv_per_token) / 1e9;
+      std::printf(
+          "decode steps: %llu, %.1f sequences at a mean context of %.0f, %.3f ms each (%.2f GB "
+          "of K/V read per step besides the weights)\n",
+          static_cast<unsigned long long>(s.decode_steps), rows, ctx,
+          1e3 * s.decode_forward_seconds / n, kv_gb);
+    }
+    if (s.other_steps > 0)
+      std::printf("other steps (prefill chunks, mixed, verify): %llu, %.0f tokens, %.3f ms each\n",
+                  static_cast<unsigned long long>(s.other_steps),
+                  static_cast<double>(s.other_tokens) / static_cast<double>(s.other_steps),
+                  1e3 * s.other_forward_seconds / static_cast<double>(s.other_steps));
     if (options.num_speculative_tokens > 0)
       std::printf("speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped\n",
                   static_cast<unsigned long long>(s.draft_tokens),
@@ -135,7 +188,16 @@ BenchRegistration reg{
       app.add_option("--output-len", o->output_len, "Generated tokens each (default 128).");
       app.add_option("--seed", o->seed, "Seed of the random prompts (default 0).");
       app.add_flag("--json", o->json, "Print the summary as one JSON object.");
-      return [o]() -> int { return run(*o); };
+      app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
+                     "On a GPU, the share of device memory for weights, activations and the KV "
+                     "pool, as `syv serve` (default 0.90; --kv-cache-mb or --num-pages override "
+                     "it)")
+          ->check(CLI::Range(0.05, 1.0));
+      CLI::Option* kv_cache_mb = app.get_option("--kv-cache-mb");
+      return [o, kv_cache_mb]() -> int {
+        o->pool_flag_given = kv_cache_mb->count() > 0;
+        return run(*o);
+      };
     }};
 
 }  // namespace

@@ -140,10 +140,49 @@ class Bench {
     std::vector<json> bodies;
     for (int i = 0; i < o_.num_requests; ++i)
       bodies.push_back(completion(random_ids(length(o_.input_len)), length(o_.output_len)));
-    return finish("burst", run_requests("burst", bodies, o_.concurrency),
-                  {{"input_len", o_.input_len},
-                   {"output_len", o_.output_len},
-                   {"range_ratio", o_.range_ratio}});
+    const StepPhases before = step_phases();
+    RunStats stats = run_requests("burst", bodies, o_.concurrency);
+    json extra = {{"input_len", o_.input_len},
+                  {"output_len", o_.output_len},
+                  {"range_ratio", o_.range_ratio}};
+    // The server's engine steps over the run (syv only; exact when it is otherwise idle): the
+    // share of their time the GPU waited for host work between steps.
+    const StepPhases after = step_phases();
+    const double steps = after.steps - before.steps;
+    const double schedule = after.schedule - before.schedule,
+                 forward = after.forward - before.forward, output = after.output - before.output;
+    if (before.steps >= 0 && steps > 0 && schedule + forward + output > 0) {
+      const double idle = (schedule + output) / (schedule + forward + output);
+      extra["engine_steps"] = steps;
+      extra["engine_idle_share"] = idle;
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "burst: the server ran %.0f engine steps, %.2f ms forward each; the GPU "
+                    "waited %.1f%% of the steps' time for host work between them (schedule %.3f "
+                    "ms + output %.3f ms a step)",
+                    steps, 1e3 * forward / steps, 100.0 * idle, 1e3 * schedule / steps,
+                    1e3 * output / steps);
+      notes_.push_back(line);
+    }
+    return finish("burst", stats, extra);
+  }
+
+  // syv's engine step counters (syv_engine_steps_total, syv_engine_step_seconds_total{phase});
+  // steps = -1 when the server has none.
+  struct StepPhases {
+    double steps = -1, schedule = 0, forward = 0, output = 0;
+  };
+  StepPhases step_phases() const {
+    StepPhases p;
+    const HttpReply r = client_.get("/metrics");
+    if (r.status != 200 || r.body.find("syv_engine_steps_total") == std::string::npos) return p;
+    p.steps = prometheus_sum(r.body, "syv_engine_steps_total");
+    const auto phases = prometheus_by_label(r.body, "syv_engine_step_seconds_total", "phase");
+    auto at = [&](const char* k) { return phases.count(k) ? phases.at(k) : 0.0; };
+    p.schedule = at("schedule");
+    p.forward = at("forward");
+    p.output = at("output");
+    return p;
   }
 
   // syv's verify steps by the tokens they produced (syv_spec_verify_steps_by_tokens_total

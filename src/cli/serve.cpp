@@ -34,9 +34,9 @@
 #include <thread>
 
 #include "backend/backend.h"
-#include "backend/memory_plan.h"
 #include "cli/command.h"
 #include "cli/engine_args.h"
+#include "cli/kv_pool_plan.h"
 #include "cli/model_session.h"
 #include "cli/preset.h"
 #include "cli/serve_facts.h"
@@ -53,10 +53,6 @@
 #include "server/openai_routes.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-
-#if SYV_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace syv::cli {
 namespace {
@@ -201,56 +197,6 @@ int wait_for_signal(int timeout_ms = -1) {
     if (r < 0 && errno != EINTR) return 0;
   }
 }
-
-#if SYV_HAVE_CUDA
-// The KV pool's bytes on a GPU: device total x utilization - weights (what the backend holds after
-// loading) - one step's activations (estimated for the step budget) - the runtime reserve
-// (backend/memory_plan.h, the plan `syv inspect` and `syv bench` print), as vLLM sizes its pool.
-// The pool's bytes, and the plan's figures for /metrics (server/deployment_facts.h).
-struct PlannedPool {
-  int64_t kv_bytes = 0;
-  server::MemoryPlanFacts facts;
-};
-
-Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
-                                       double utilization) {
-  // A draft model's pool has as many pages as the target's: plan both, return the target's share.
-  const int64_t target_kv = engine_cache_spec(model.cache_spec(), e).kv_bytes_per_token;
-  const int64_t draft_kv = e.draft_model ? e.draft_model->cache_spec().kv_bytes_per_token : 0;
-  const ModelConfig& c = model.config();
-  MemoryPlanInput in;
-  in.total_bytes = gpu.memory_info().total_bytes;
-  in.utilization = utilization;
-  in.weight_bytes = gpu.allocated_bytes();
-  const int64_t step_tokens = std::max(e.max_num_batched_tokens, e.max_num_seqs);
-  in.activation_peak_bytes = estimate_qwen3_activation_bytes(
-      step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
-      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
-      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
-          e.max_prompt_logprob_rows);
-  in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
-  in.kv_bytes_per_token = target_kv + draft_kv;
-  in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;
-  in.state_slots = engine_state_slots(model.cache_spec(), e);
-  in.page_size = e.page_size;
-  in.max_position = c.max_position_embeddings;
-  SYV_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(in));
-  SYV_LOG(INFO) << "memory plan: " << plan.summary() << " (device " << in.total_bytes / 1073741824.0
-                << " GiB x " << utilization << "; weights " << in.weight_bytes / 1e9
-                << " GB; activations " << in.activation_peak_bytes / 1e9 << " GB estimated for "
-                << step_tokens << " batch tokens; --kv-cache-mb overrides"
-                << (draft_kv > 0 ? "; the draft model's KV pool included" : "") << ")";
-  PlannedPool out;
-  out.kv_bytes = plan.kv_bytes / (target_kv + draft_kv) * target_kv;
-  out.facts = {utilization,
-               static_cast<int64_t>(plan.budget_bytes),
-               static_cast<int64_t>(in.weight_bytes),
-               static_cast<int64_t>(in.activation_peak_bytes),
-               static_cast<int64_t>(in.other_bytes),
-               plan.state_bytes};
-  return out;
-}
-#endif
 
 int run_serve(const ServeOptions& o) {
   set_log_level(o.log_level == "debug"   ? LogLevel::DEBUG
@@ -407,20 +353,12 @@ int run_serve(const ServeOptions& o) {
   EngineOptions engine_options = o.engine.resolved();
   engine_options.kv_dtype = *kv_dtype;
   engine_options.draft_model = draft.get();
-  bool planned = false;
-  std::optional<server::MemoryPlanFacts> plan_facts;  // when the plan sized the pool
-#if SYV_HAVE_CUDA
-  if (!o.kv_cache_mb_given && engine_options.num_pages == 0) {
-    if (auto* gpu = dynamic_cast<CudaBackend*>(backend->get())) {
-      Result<PlannedPool> pool =
-          plan_kv_pool_bytes(*gpu, **model, engine_options, o.gpu_memory_utilization);
-      if (!pool.ok()) return fail("--gpu-memory-utilization: " + pool.message());
-      engine_options.kv_cache_bytes = pool->kv_bytes;
-      plan_facts = pool->facts;
-      planned = true;
-    }
-  }
-#endif
+  Result<std::optional<server::MemoryPlanFacts>> planned_pool =
+      size_kv_pool(**backend, **model, &engine_options,
+                   o.kv_cache_mb_given || engine_options.num_pages > 0, o.gpu_memory_utilization);
+  if (!planned_pool.ok()) return fail(planned_pool.message());
+  std::optional<server::MemoryPlanFacts> plan_facts = *planned_pool;  // when the plan sized it
+  const bool planned = plan_facts.has_value();
   const std::string kv_sized_by = planned                        ? "gpu-memory-utilization"
                                   : engine_options.num_pages > 0 ? "num-pages"
                                                                  : "kv-cache-mb";

@@ -587,6 +587,8 @@ bool EngineCore::between_steps(bool idle) {
 }
 
 void EngineCore::step() {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t_begin = Clock::now();
   if (drafter_ != nullptr && options_.num_speculative_tokens > 0) propose_drafts();
   scheduler_.schedule(step_);
   stats_.preemptions += static_cast<uint64_t>(step_.num_preempted);
@@ -609,6 +611,14 @@ void EngineCore::step() {
   // Plain decode steps replay their bucket's CUDA graph (padded); everything else runs eagerly.
   const bool as_graph = graphs_ != nullptr && graphs_->accepts(step_);
   const Batch& batch = runner_.build(step_, as_graph ? graphs_->config().pages_per_seq : 0);
+  const bool plain_decode = step_.num_tokens == static_cast<int32_t>(step_.seqs.size());
+  const uint64_t step_rows = step_.seqs.size();
+  const uint64_t step_tokens = static_cast<uint64_t>(step_.num_tokens);
+  uint64_t context_tokens = 0;
+  if (plain_decode)
+    for (const ScheduledSeq& s : step_.seqs)
+      context_tokens += static_cast<uint64_t>(s.seq->num_computed) + 1;
+  const Clock::time_point t_forward = Clock::now();
   Model::Outputs outputs;
   if (as_graph) {
     outputs = graphs_->run(batch);
@@ -668,6 +678,7 @@ void EngineCore::step() {
   }
   ++stats_.steps;
   stats_.computed_tokens += static_cast<uint64_t>(step_.num_tokens);
+  const Clock::time_point t_output = Clock::now();
 
   // Sample (keeping drafts up to the first rejection), then commit what each sequence keeps, then
   // emit: the scheduler registers pages over tokens that are already in seq.tokens.
@@ -702,6 +713,21 @@ void EngineCore::step() {
     }
   }
   update_gauges();
+  const Clock::time_point t_end = Clock::now();
+  stats_.schedule_seconds += std::chrono::duration<double>(t_forward - t_begin).count();
+  stats_.forward_seconds += std::chrono::duration<double>(t_output - t_forward).count();
+  stats_.output_seconds += std::chrono::duration<double>(t_end - t_output).count();
+  const double forward_s = std::chrono::duration<double>(t_output - t_forward).count();
+  if (plain_decode) {
+    ++stats_.decode_steps;
+    stats_.decode_rows += step_rows;
+    stats_.decode_context_tokens += context_tokens;
+    stats_.decode_forward_seconds += forward_s;
+  } else {
+    ++stats_.other_steps;
+    stats_.other_tokens += step_tokens;
+    stats_.other_forward_seconds += forward_s;
+  }
 }
 
 void EngineCore::plan_drafts() {

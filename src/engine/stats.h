@@ -34,6 +34,23 @@ struct EngineStats {
   // tokens_per_verify[n]: times a sequence's verify step (one with drafts) produced n tokens (its
   // kept drafts + the target's own next token; 1..k + 1). The mean is the tokens per step.
   std::array<uint64_t, kSpecPositions + 2> tokens_per_verify{};
+  // Where the engine thread's time goes in the steps that ran a forward (wall seconds; issue 19's
+  // "GPU idle between steps"): the three add up to the steps' time. The GPU runs only inside
+  // forward_seconds (launch, the forward, sampling, until the sampled ids or logits are on the
+  // host); schedule and output are host work the GPU waits for, as steps are not overlapped.
+  double schedule_seconds = 0;  // drafts proposed, scheduler, batch built
+  double forward_seconds = 0;   // forward (graph or eager) + sampling, ids/logits downloaded
+  double output_seconds = 0;    // sampled tokens checked, committed, emitted (detokenized)
+  // Of those steps, the plain decode steps (one token per sequence, no drafts) and the others
+  // (prefill chunks, verify steps, mixed): their forward time, apart, so a benchmark can set the
+  // decode steps against their bandwidth floor (weights + the K/V of decode_context_tokens).
+  uint64_t decode_steps = 0;
+  uint64_t decode_rows = 0;            // sequences in them (sum over the steps)
+  uint64_t decode_context_tokens = 0;  // K/V positions they attend over (sum over the rows)
+  double decode_forward_seconds = 0;
+  uint64_t other_steps = 0;
+  uint64_t other_tokens = 0;  // tokens fed in them (prefill chunks, decode rows, drafts)
+  double other_forward_seconds = 0;
   // Gauges (after the last step) -----------------------------------------------------------------
   int32_t pages_total = 0;
   int32_t pages_used = 0;    // referenced by a live sequence

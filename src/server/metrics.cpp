@@ -239,6 +239,10 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.host_pieces_pinned = static_cast<int64_t>(s.host_pieces_pinned);
   g.host_pin_seconds = s.host_pin_seconds;
   g.host_stores_short = static_cast<int64_t>(s.host_stores_short);
+  g.engine_steps = static_cast<int64_t>(s.steps);
+  g.step_schedule_seconds = s.schedule_seconds;
+  g.step_forward_seconds = s.forward_seconds;
+  g.step_output_seconds = s.output_seconds;
   return g;
 }
 
@@ -304,6 +308,19 @@ std::string Metrics::render(const EngineGauges& engine) const {
       "on a background thread and is not counted).",
       engine.host_pin_seconds);
   render_speculation(out, engine);
+  append_metric(out, "syv_engine_steps_total", "counter", "Engine steps that ran a forward pass.",
+                static_cast<double>(engine.engine_steps));
+  out +=
+      "# HELP syv_engine_step_seconds_total Engine-thread time in those steps by phase: "
+      "schedule (drafts, scheduler, batch build), forward (forward pass and sampling until "
+      "the ids are on the host), output (commit, emit, detokenize). The GPU idles during "
+      "schedule and output.\n# TYPE syv_engine_step_seconds_total counter\n";
+  for (const auto& [phase, seconds] :
+       {std::pair<const char*, double>{"schedule", engine.step_schedule_seconds},
+        {"forward", engine.step_forward_seconds},
+        {"output", engine.step_output_seconds}})
+    out += std::string("syv_engine_step_seconds_total{phase=\"") + phase + "\"} " +
+           prometheus_number(seconds) + "\n";
   append_metric(out, "syv_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
                 static_cast<double>(prompt_tokens_.load()));
   append_metric(out, "syv_generation_tokens_total", "counter", "Tokens generated.",

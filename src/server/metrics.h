@@ -106,6 +106,12 @@ struct EngineGauges {
   int64_t host_pieces_pinned = 0;       // cumulative: pieces pinned (between steps)
   double host_pin_seconds = 0;          // cumulative: engine-thread time pinning them
   int64_t host_stores_short = 0;        // cumulative: evictions not written back (reserve dry)
+  // The engine thread's time in steps that ran a forward (EngineStats): the GPU idles during
+  // schedule and output, as steps are not overlapped.
+  int64_t engine_steps = 0;          // cumulative: forward passes
+  double step_schedule_seconds = 0;  // cumulative: drafts, scheduler, batch build
+  double step_forward_seconds = 0;   // cumulative: forward + sampling until ids are on the host
+  double step_output_seconds = 0;    // cumulative: commit, emit, detokenize
 
   // The engine's snapshot as exported (kv_pages_free counts reusable cached-prefix pages).
   static EngineGauges from(const EngineStats& stats);

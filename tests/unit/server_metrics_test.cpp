@@ -112,6 +112,22 @@ TEST(ServerMetrics, ExportsEngineStatsWithTheCheckpointPool) {
 
 // The host tier: capacity and residents of both kinds, hits, stores, bytes each way, copy time,
 // and its pinning (pinned bytes, pieces, time, stores short of the reserve).
+TEST(ServerMetrics, ExportsTheEngineStepPhases) {
+  EngineStats s;
+  s.steps = 40;
+  s.schedule_seconds = 0.5;
+  s.forward_seconds = 2.25;
+  s.output_seconds = 0.125;
+  const std::string text = Metrics().render(EngineGauges::from(s));
+  expect_valid_exposition(text);
+  for (const char* line : {"# TYPE syv_engine_steps_total counter\nsyv_engine_steps_total 40\n",
+                           "# TYPE syv_engine_step_seconds_total counter\n",
+                           "syv_engine_step_seconds_total{phase=\"schedule\"} 0.5\n",
+                           "syv_engine_step_seconds_total{phase=\"forward\"} 2.25\n",
+                           "syv_engine_step_seconds_total{phase=\"output\"} 0.125\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\nin:\n" << text;
+}
+
 TEST(ServerMetrics, ExportsTheHostTier) {
   EngineStats s;
   s.host_pages_total = 4096;

@@ -1,0 +1,76 @@
+#include "cli/kv_pool_plan.h"
+
+#include <algorithm>
+
+#include "backend/memory_plan.h"
+#include "core/log.h"
+#include "engine/engine_core.h"
+
+#if SYV_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace syv::cli {
+
+#if SYV_HAVE_CUDA
+Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
+                                       double utilization) {
+  // A draft model's pool has as many pages as the target's: plan both, return the target's share.
+  const int64_t target_kv = engine_cache_spec(model.cache_spec(), e).kv_bytes_per_token;
+  const int64_t draft_kv = e.draft_model ? e.draft_model->cache_spec().kv_bytes_per_token : 0;
+  const ModelConfig& c = model.config();
+  MemoryPlanInput in;
+  in.total_bytes = gpu.memory_info().total_bytes;
+  in.utilization = utilization;
+  in.weight_bytes = gpu.allocated_bytes();
+  const int64_t step_tokens = std::max(e.max_num_batched_tokens, e.max_num_seqs);
+  in.activation_peak_bytes = estimate_qwen3_activation_bytes(
+      step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
+      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
+      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
+          e.max_prompt_logprob_rows);
+  in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
+  in.kv_bytes_per_token = target_kv + draft_kv;
+  in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;
+  in.state_slots = engine_state_slots(model.cache_spec(), e);
+  in.page_size = e.page_size;
+  in.max_position = c.max_position_embeddings;
+  SYV_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(in));
+  SYV_LOG(INFO) << "memory plan: " << plan.summary() << " (device " << in.total_bytes / 1073741824.0
+                << " GiB x " << utilization << "; weights " << in.weight_bytes / 1e9
+                << " GB; activations " << in.activation_peak_bytes / 1e9 << " GB estimated for "
+                << step_tokens << " batch tokens; --kv-cache-mb overrides"
+                << (draft_kv > 0 ? "; the draft model's KV pool included" : "") << ")";
+  PlannedPool out;
+  out.kv_bytes = plan.kv_bytes / (target_kv + draft_kv) * target_kv;
+  out.facts = {utilization,
+               static_cast<int64_t>(plan.budget_bytes),
+               static_cast<int64_t>(in.weight_bytes),
+               static_cast<int64_t>(in.activation_peak_bytes),
+               static_cast<int64_t>(in.other_bytes),
+               plan.state_bytes};
+  return out;
+}
+#endif
+
+Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Model& model,
+                                                            EngineOptions* options,
+                                                            bool pool_flag_given,
+                                                            double utilization) {
+  std::optional<server::MemoryPlanFacts> facts;
+#if SYV_HAVE_CUDA
+  if (!pool_flag_given && options->num_pages == 0) {
+    if (auto* gpu = dynamic_cast<CudaBackend*>(&backend)) {
+      Result<PlannedPool> pool = plan_kv_pool_bytes(*gpu, model, *options, utilization);
+      if (!pool.ok()) return Status::Error("--gpu-memory-utilization: " + pool.message());
+      options->kv_cache_bytes = pool->kv_bytes;
+      facts = pool->facts;
+    }
+  }
+#else
+  (void)backend, (void)model, (void)options, (void)pool_flag_given, (void)utilization;
+#endif
+  return facts;
+}
+
+}  // namespace syv::cli
