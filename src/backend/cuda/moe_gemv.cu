@@ -41,9 +41,11 @@ constexpr int kMaxTopK = 32;     // moe_experts' bound (CudaBackend checks it)
 // ---- gate/up ------------------------------------------------------------------------------------
 
 // x [T, H], ids [P = T * k], gate_up [E, 2I, H] (gate rows, then up rows, per expert), act [P, I].
-// G: pairs per group (accumulators per row). H % 8 == 0, 16-byte aligned rows.
+// G: pairs per group (accumulators per row). H % 8 == 0, 16-byte aligned rows. Up to 2 pairs a
+// group, 3 blocks per multiprocessor (<= 80 registers, no spills with nvcc 13 for sm_90a): at
+// decode the grid is P * I / 8 blocks (640 at Qwen3-Next's shape: 1.6 waves of 132 x 3, 2.4 at 2).
 template <int G>
-__global__ void __launch_bounds__(kGateUpWarps * 32)
+__global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ ids, int P,
                             int k, int E, const bf16* __restrict__ gate_up, int64_t H, int64_t I,
                             bf16* __restrict__ act, unsigned long long* __restrict__ routed) {
@@ -92,10 +94,8 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
   for (int r = 0; r < 2; ++r)
 #pragma unroll
     for (int j = 0; j < G; ++j) acc[r][j] = 0.f;
-  auto fma_step = [&](const uint4(&wcur)[2], int64_t at) {
-    float wf[2][8];
-    unpack8(wcur[0], wf[0]);
-    unpack8(wcur[1], wf[1]);
+  // The unpacked weights times the group's x vectors at `at`.
+  auto fma_step = [&](const float(&wf)[2][8], int64_t at) {
 #pragma unroll
     for (int j = 0; j < G; ++j) {
       if (j >= n) break;  // warp-uniform
@@ -107,8 +107,9 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
         for (int c = 0; c < 8; ++c) acc[r][j] = fmaf(wf[r][c], xf[c], acc[r][j]);
     }
   };
-  // gemv_bf16_kernel's pipeline: the next kUnroll vectors of both rows in flight while the current
-  // ones are used; a plain tail for kv not a multiple of 32 * kUnroll.
+  // gemv_bf16_kernel's pipeline depth (kUnroll vectors of both rows in flight) as a ring: each
+  // vector's registers are refilled with the one kUnroll * 32 further on as soon as they are
+  // unpacked; a plain tail for kv not a multiple of 32 * kUnroll.
   constexpr int64_t kStep = 32 * kUnroll;
   uint4 wv[2][kUnroll];
   int64_t at = lane;
@@ -119,21 +120,24 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
       for (int u = 0; u < kUnroll; ++u) wv[r][u] = __ldcs(wr[r] + at + 32 * u);  // read once
   }
   for (; at + kStep - 32 < kv; at += kStep) {
-    uint4 cur[kUnroll][2];
+    const bool more = at + kStep + kStep - 32 < kv;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) cur[u][0] = wv[0][u], cur[u][1] = wv[1][u];
-    if (at + kStep + kStep - 32 < kv) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) wv[r][u] = __ldcs(wr[r] + at + kStep + 32 * u);
+    for (int u = 0; u < kUnroll; ++u) {
+      float wf[2][8];
+      unpack8(wv[0][u], wf[0]);
+      unpack8(wv[1][u], wf[1]);
+      if (more) {
+        wv[0][u] = __ldcs(wr[0] + at + kStep + 32 * u);
+        wv[1][u] = __ldcs(wr[1] + at + kStep + 32 * u);
+      }
+      fma_step(wf, at + 32 * u);
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) fma_step(cur[u], at + 32 * u);
   }
   for (; at < kv; at += 32) {
-    const uint4 one[2] = {__ldcs(wr[0] + at), __ldcs(wr[1] + at)};
-    fma_step(one, at);
+    float wf[2][8];
+    unpack8(__ldcs(wr[0] + at), wf[0]);
+    unpack8(__ldcs(wr[1] + at), wf[1]);
+    fma_step(wf, at);
   }
 #pragma unroll
   for (int j = 0; j < G; ++j) {
@@ -217,8 +221,8 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     if (++c == chunks) c = 0, s += kDownWarps;
   };
 
-  // gemv_bf16_kernel's pipeline over the stream: the next kUnroll chunks in flight while the
-  // current ones are used.
+  // A ring of kUnroll chunks in flight (gemv_bf16_kernel's depth): each chunk's registers are
+  // refilled with the chunk kUnroll further on as soon as they are unpacked.
   uint4 wv[kUnroll][kDownRows], av[kUnroll];
   int ls = warp, lc = 0;  // the loader's next chunk
 #pragma unroll
@@ -232,31 +236,21 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   for (int r = 0; r < kDownRows; ++r) acc[r] = 0.f;
   int cs = warp, cc = 0;  // the chunk being used
   for (int s0 = 0; s0 < steps; s0 += kUnroll) {
-    uint4 cw[kUnroll][kDownRows], ca[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      ca[u] = av[u];
+      if (s0 + u >= steps) break;  // warp-uniform
+      float af[8], wf[kDownRows][8];
+      unpack8(av[u], af);
 #pragma unroll
-      for (int r = 0; r < kDownRows; ++r) cw[u][r] = wv[u][r];
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
+      for (int r = 0; r < kDownRows; ++r) unpack8(wv[u][r], wf[r]);
       if (ls < n) {
         load(ls, lc, wv[u], av[u]);
         advance(ls, lc);
       }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (s0 + u >= steps) break;  // warp-uniform
-      float af[8];
-      unpack8(ca[u], af);
+      for (int r = 0; r < kDownRows; ++r)
 #pragma unroll
-      for (int r = 0; r < kDownRows; ++r) {
-        float wf[8];
-        unpack8(cw[u][r], wf);
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[r] = fmaf(wf[c], af[c], acc[r]);
-      }
+        for (int c = 0; c < 8; ++c) acc[r] = fmaf(wf[r][c], af[c], acc[r]);
       if (cc == chunks - 1) {  // place cs's dot products are complete
 #pragma unroll
         for (int r = 0; r < kDownRows; ++r) {
