@@ -9,7 +9,7 @@
 //      exit at once. act[q, i] = bf16(SiLU(gate) * up) per pair q, rounded where the tiled path
 //      rounds (gate and up in fp32, the product to bf16). The group's leader of output block 0
 //      adds 1 to the routed-experts counter: the number of distinct experts, as moe_route_kernel.
-//   2. moe_down_gemv_kernel: block (hidden rows [blockIdx.x * kDownRows, +kDownRows), token t):
+//   2. moe_down_gemv_kernel: block (token t, hidden rows [blockIdx.y * kDownRows, +kDownRows)):
 //      the token's valid slots in ascending expert id (ties in slot order: moe_combine_kernel's
 //      and the CPU reference's order), split over the block's warps; per slot the fp32 dot product
 //      of act[pair] with the expert's down row (a row walked in 32-lane chunks, the last one
@@ -153,10 +153,12 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
 // ---- down + combine -----------------------------------------------------------------------------
 
 // act [P, I] (pair order), ids / weights [T, k], down [E, H, I], out [T, H]. I % 8 == 0.
-// Block (hidden rows [blockIdx.x * kDownRows, +kDownRows), token t). The token's valid slots in
-// ascending expert id are split over the warps (warp w takes places w, w + kDownWarps, ...: the
-// slot dimension is the K of the combine, so all of a token's expert rows are in flight at once);
-// each warp's per-slot dot products meet in shared memory and one warp sums them in place order.
+// Block (token t = blockIdx.x, hidden rows [blockIdx.y * kDownRows, +kDownRows)): the tokens of
+// one row block run side by side, so the rows of an expert two tokens share are read twice close
+// together (the second read may hit L2). The token's valid slots in ascending expert id are split
+// over the warps (warp w takes places w, w + kDownWarps, ...: the slot dimension is the K of the
+// combine, split so that kDownWarps of a token's expert rows stream at once); the per-slot dot
+// products meet in shared memory and one thread per row sums them in place order.
 __global__ void __launch_bounds__(kDownWarps * 32)
     moe_down_gemv_kernel(const bf16* __restrict__ act, const int32_t* __restrict__ ids,
                          const float* __restrict__ weights, int k, int E,
@@ -167,7 +169,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   __shared__ float s_dot[kMaxTopK][kDownRows];  // [place][row]: the slot's fp32 dot products
   __shared__ int s_slots;                       // valid slots
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t t = blockIdx.y;
+  const int64_t t = blockIdx.x;
   pdl_wait();
   pdl_trigger();
   if (warp == 0) {
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     if (lane == 0) s_slots = __popc(ballot);
   }
   __syncthreads();
-  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kDownRows;
   const int n = s_slots;
   const int64_t kv = I / 8;                             // 16-byte vectors per row
   const int chunks = static_cast<int>((kv + 31) / 32);  // 32-lane chunks per row
@@ -285,9 +287,11 @@ void launch_gate_up(const bf16* x, const int32_t* ids, const MoeShape& s, const 
 void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, const void* gate_up,
                      const void* down, void* out, const MoeShape& s, void* act,
                      unsigned long long* routed, cudaStream_t stream) {
-  if (s.tokens < 1 || s.tokens > kMoeGemvMaxTokens || s.top_k < 1 || s.top_k > kMaxTopK)
+  if (s.tokens < 1 || s.tokens > kMoeGemvMaxTokens || s.top_k < 1 || s.top_k > kMaxTopK ||
+      s.hidden > 65535 * kDownRows || s.inter > 65535 * kGateUpWarps)
     cuda_fail(__FILE__, __LINE__, "launch_moe_gemv",
-              "needs 1..kMoeGemvMaxTokens tokens and top_k 1..32");
+              "needs 1..kMoeGemvMaxTokens tokens, top_k 1..32, and hidden and inter sizes within "
+              "the grid's y dimension");
   const bf16* xb = static_cast<const bf16*>(x);
   const bf16* gu = static_cast<const bf16*>(gate_up);
   bf16* ab = static_cast<bf16*>(act);
@@ -302,7 +306,7 @@ void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, co
   else
     launch_gate_up<8>(xb, ids, s, gu, ab, routed, stream);
   launch_k(moe_down_gemv_kernel,
-           dim3(ceil_div(s.hidden, kDownRows), static_cast<unsigned>(s.tokens)),
+           dim3(static_cast<unsigned>(s.tokens), ceil_div(s.hidden, kDownRows)),
            dim3(kDownWarps * 32), 0, stream, static_cast<const bf16*>(act), ids, weights,
            static_cast<int>(s.top_k), static_cast<int>(s.experts), static_cast<const bf16*>(down),
            s.hidden, s.inter, static_cast<bf16*>(out));
