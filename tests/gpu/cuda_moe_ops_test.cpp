@@ -1,7 +1,12 @@
-// The CUDA MoE ops (moe_topk, moe_experts; backend/cuda/moe.cu) against the CPU reference ops on
-// random inputs: T = 1, 7, 64, 300 tokens (the decode and the prefill tile shapes), top-1 / top-2 /
-// top-8, renormalisation on and off, several tokens of a batch routed to one expert, experts that
-// get no token, and run-to-run identical results. Skipped cleanly without a CUDA device.
+// The CUDA MoE ops (moe_topk, moe_experts; backend/cuda/moe.cu, moe_gemv.cu) against the CPU
+// reference ops on random inputs: T = 1, 2, kMoeGemvMaxTokens (the small-batch GEMVs outside
+// batch-invariant mode), kMoeGemvMaxTokens + 1, 7, 64, 300 tokens (the decode and the prefill tile
+// shapes), each in both modes (batch-invariant mode takes the tiled path at every T); top-1 /
+// top-2 / top-8, renormalisation on and off, several tokens of a batch routed to one expert, one
+// token routed to an expert in several slots, out-of-range ids, experts that get no token, the
+// routed-experts counter, run-to-run identical results, and rows bit-identical to the token alone
+// (batch-invariant mode at every T; the GEMVs up to kMoeGemvMaxTokens). Skipped cleanly without a
+// CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/moe.cuh"
 #include "gpu/cuda_ops_fixture.h"
 
 namespace syv {
@@ -23,6 +29,10 @@ namespace {
 struct MoeDims {
   int64_t E, H, I;
 };
+
+constexpr int64_t kGemvMax = cuda::kMoeGemvMaxTokens;
+// Token counts on both sides of the small-batch path's limit, and the tiled path's shapes.
+const std::vector<int64_t> kTokenCounts = {1, 2, kGemvMax, kGemvMax + 1, 7, 64, 300};
 
 class CudaMoeOps : public CudaOps {
  protected:
@@ -66,9 +76,12 @@ class CudaMoeOps : public CudaOps {
             make(random_vec(d.E * d.H * d.I, rng_, 0.2f), {d.E, d.H, d.I})};
   }
 
-  // moe_experts with the given routing (ids [T, k]) and random routing weights: the GPU (bf16
-  // activations, fp32 accumulation) within 1e-2 relative L2 of the CPU's f32, and bit-identical
-  // over two runs.
+  // moe_experts with the given routing (ids [T, k]) and random routing weights, on the GPU in
+  // both modes (the default: the small-batch GEMVs up to kGemvMax tokens, the tiled path above;
+  // batch-invariant: the tiled path at every T): within 1e-2 relative L2 of the CPU's f32 (bf16
+  // activations, fp32 accumulation), bit-identical over two runs, and the routed-experts counter
+  // grown by the number of distinct valid experts. Out-of-range ids contribute nothing on the GPU;
+  // the CPU reference refuses them, so it gets expert 0 with routing weight 0 in their place.
   void check_experts(const MoeDims& d, const Experts& ex, int64_t T, int32_t k,
                      const std::vector<int32_t>& routing) {
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k) + " E=" +
@@ -76,17 +89,71 @@ class CudaMoeOps : public CudaOps {
     ASSERT_EQ(routing.size(), static_cast<size_t>(T * k));
     auto x = make(random_vec(T * d.H, rng_), {T, d.H});
     auto ids = make_i32(routing, {T, k});
-    auto w = make(random_vec(T * k, rng_), {T, k}, DType::F32);
+    std::vector<float> wv = random_vec(T * k, rng_);
+    std::vector<int32_t> cpu_routing = routing, distinct;
+    for (size_t i = 0; i < routing.size(); ++i) {
+      if (routing[i] < 0 || routing[i] >= d.E) {
+        cpu_routing[i] = 0;
+        wv[i] = 0.f;
+      } else {
+        distinct.push_back(routing[i]);
+      }
+    }
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    auto w = make(wv, {T, k}, DType::F32);
+    cpu_->upload(ids.c.data, cpu_routing.data(), cpu_routing.size() * 4);
     auto out = make_out({T, d.H});
     cpu_->moe_experts(x.c, ids.c, w.c, ex.gate_up.c, ex.down.c, out.c);
+    for (bool invariant : {false, true}) {
+      SCOPED_TRACE(invariant ? "batch-invariant mode (tiled)"
+                             : (T <= kGemvMax ? "default mode (GEMV)" : "default mode (tiled)"));
+      gpu_->set_batch_invariant(invariant);
+      poison(out.g);
+      const uint64_t routed_before = gpu_->moe_experts_routed();
+      gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
+      EXPECT_EQ(gpu_->moe_experts_routed() - routed_before, distinct.size())
+          << "routed-experts counter";
+      expect_close(out, 1e-2, "moe_experts out");
+      const std::vector<float> first = down_gpu(out.g);
+      poison(out.g);
+      gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
+      const std::vector<float> second = down_gpu(out.g);
+      EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * 4))
+          << "moe_experts differs between two runs";
+    }
+    gpu_->set_batch_invariant(false);
+  }
+
+  // Each row of moe_experts over T tokens is bit-identical to that token's row alone: in
+  // batch-invariant mode at every T, in the default mode for T <= kGemvMax (the GEMVs sum each
+  // output in one warp in a fixed order, whatever the other tokens).
+  void check_rows_as_alone(const MoeDims& d, const Experts& ex, int64_t T, int32_t k,
+                           const std::vector<int32_t>& routing, bool invariant) {
+    SCOPED_TRACE("T=" + std::to_string(T) + (invariant ? " batch-invariant" : " default mode"));
+    gpu_->set_batch_invariant(invariant);
+    auto x = make(random_vec(T * d.H, rng_), {T, d.H});
+    auto ids = make_i32(routing, {T, k});
+    auto w = make(random_vec(T * k, rng_), {T, k}, DType::F32);
+    auto out = make_out({T, d.H});
     gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
-    expect_close(out, 1e-2, "moe_experts out");
-    const std::vector<float> first = down_gpu(out.g);
-    poison(out.g);
-    gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
-    const std::vector<float> second = down_gpu(out.g);
-    EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * 4))
-        << "moe_experts differs between two runs";
+    const std::vector<float> all = down_gpu(out.g);
+    auto one = make_out({1, d.H});
+    // Every row up to 9 tokens, then the first, a middle and the last.
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < T; ++r)
+      if (T <= 9 || r == 0 || r == T / 2 || r == T - 1) rows.push_back(r);
+    for (int64_t r : rows) {
+      const Tensor xr(static_cast<char*>(x.g.data) + r * d.H * 2, DType::BF16, {1, d.H});
+      const Tensor ir(static_cast<char*>(ids.g.data) + r * k * 4, DType::I32, {1, k});
+      const Tensor wr(static_cast<char*>(w.g.data) + r * k * 4, DType::F32, {1, k});
+      poison(one.g);
+      gpu_->moe_experts(xr, ir, wr, ex.gate_up.g, ex.down.g, one.g);
+      const std::vector<float> alone = down_gpu(one.g);
+      EXPECT_EQ(0, std::memcmp(alone.data(), all.data() + r * d.H, alone.size() * 4))
+          << "row " << r << " of " << T << " differs from the token alone";
+    }
+    gpu_->set_batch_invariant(false);
   }
 
   // k distinct experts per token drawn from [0, limit).
@@ -128,15 +195,24 @@ TEST_F(CudaMoeOps, TopkBreaksTiesByLowerIndex) {
 TEST_F(CudaMoeOps, ExpertsMatchCpuAtEveryTokenCount) {
   const MoeDims d{8, 64, 24};  // the fixtures' shapes: I = 24 leaves a partial weight tile
   const Experts ex = make_experts(d);
-  for (int64_t T : {1, 7, 64, 300}) {
+  for (int64_t T : kTokenCounts) {
     for (int32_t k : {1, 2}) check_experts(d, ex, T, k, random_routing(T, k, d.E));
   }
+}
+
+// Rows longer than one 32-lane chunk of the GEMVs, with a partial last chunk (I = 264: 33 vectors)
+// and H not a multiple of their 128-vector pipeline step (H = 1096: 137 vectors).
+TEST_F(CudaMoeOps, ExpertsMatchCpuWithPartialChunks) {
+  const MoeDims d{12, 1096, 264};
+  const Experts ex = make_experts(d);
+  for (int64_t T : {int64_t{1}, int64_t{3}, kGemvMax, kGemvMax + 1})
+    check_experts(d, ex, T, 4, random_routing(T, 4, d.E));
 }
 
 TEST_F(CudaMoeOps, ManyTokensOnOneExpertAndIdleExperts) {
   const MoeDims d{16, 128, 64};
   const Experts ex = make_experts(d);
-  for (int64_t T : {7, 64, 300}) {
+  for (int64_t T : kTokenCounts) {
     // Every token's first choice is expert 5; second choices among experts 0..3 only: experts
     // 4 and 6..15 get no token, expert 5 gets T rows (several tiles at T = 300).
     std::vector<int32_t> routing;
@@ -152,10 +228,40 @@ TEST_F(CudaMoeOps, ManyTokensOnOneExpertAndIdleExperts) {
   check_experts(d, ex, 1, 2, {15, 0});
 }
 
+// One token routed to the same expert in several slots (more pairs on one expert than the GEMV
+// groups hold: 2 tokens x 4 slots on expert 5 in groups of 2), and ids out of range (-1, E, a
+// large negative): they contribute nothing and are not counted as routed.
+TEST_F(CudaMoeOps, RepeatedAndOutOfRangeIds) {
+  const MoeDims d{16, 128, 64};
+  const Experts ex = make_experts(d);
+  check_experts(d, ex, 2, 4, {5, 5, 5, 5, 5, 5, 5, 5});
+  check_experts(d, ex, 1, 4, {3, 3, 9, 3});
+  for (int64_t T : {int64_t{1}, int64_t{2}, kGemvMax, kGemvMax + 1, int64_t{64}}) {
+    std::vector<int32_t> routing = random_routing(T, 3, d.E);
+    for (int64_t t = 0; t < T; ++t)
+      routing[t * 3 + t % 3] = t % 3 == 0 ? -1 : (t % 3 == 1 ? static_cast<int32_t>(d.E) : -77777);
+    check_experts(d, ex, T, 3, routing);
+  }
+  check_experts(d, ex, 1, 2, {-1, static_cast<int32_t>(d.E)});  // nothing routed: zeros
+}
+
+// Batch-invariant mode keeps the tiled path at every T: each row bit-identical to the token alone;
+// the default mode's GEMVs give the same guarantee up to kGemvMax tokens (several tokens share
+// experts here).
+TEST_F(CudaMoeOps, RowsAreTheTokenAloneBatchInvariantAndSmallBatch) {
+  const MoeDims d{16, 128, 64};
+  const Experts ex = make_experts(d);
+  for (int64_t T : {int64_t{1}, int64_t{2}, int64_t{3}, kGemvMax, kGemvMax + 1, int64_t{17},
+                    int64_t{64}, int64_t{300}})
+    check_rows_as_alone(d, ex, T, 4, random_routing(T, 4, 6), /*invariant=*/true);
+  for (int64_t T = 2; T <= kGemvMax; ++T)
+    check_rows_as_alone(d, ex, T, 4, random_routing(T, 4, 6), /*invariant=*/false);
+}
+
 TEST_F(CudaMoeOps, ManyExpertsLargeTopK) {
   const MoeDims d{128, 128, 64};
   const Experts ex = make_experts(d);
-  for (int64_t T : {1, 64, 300}) check_experts(d, ex, T, 8, random_routing(T, 8, d.E));
+  for (int64_t T : kTokenCounts) check_experts(d, ex, T, 8, random_routing(T, 8, d.E));
 }
 
 // The router's output feeds the experts on the device (as in a model's MoE block).
@@ -180,9 +286,10 @@ TEST_F(CudaMoeOps, TopkThenExpertsOnDevice) {
 }
 
 // Not a check: prints moe_topk and moe_experts times at Qwen3-Next's shape (512 experts, top 10,
-// H 2048, I 512) for 1, 8 and 64 tokens with random distinct experts per token, and the routed
-// experts' weight bytes per microsecond against the device copy rate (the decode floor's part
-// for the experts; benchmark: tools/device/moe_check.sh bench).
+// H 2048, I 512) for 1, 2, 4, 8 and 64 tokens with random distinct experts per token, and the
+// routed experts' weight bytes per microsecond against the device copy rate (the decode floor's
+// part for the experts; benchmark: tools/device/moe_check.sh bench). Up to kGemvMax tokens both
+// paths: the small-batch GEMVs (the default mode) and the tiled path (batch-invariant mode).
 TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
   const MoeDims d{512, 2048, 512};
   const int32_t k = 10;
@@ -196,7 +303,7 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
   DeviceBuffer gub = dev(d.E * 2 * d.I * d.H, DType::BF16), dnb = dev(d.E * d.H * d.I, DType::BF16);
   Tensor gate_up(gub.data(), DType::BF16, {d.E, 2 * d.I, d.H});
   Tensor down(dnb.data(), DType::BF16, {d.E, d.H, d.I});
-  for (int64_t T : {1, 8, 64}) {
+  for (int64_t T : {1, 2, 4, 8, 64}) {
     const std::vector<int32_t> routing = random_routing(T, k, d.E);
     std::vector<int32_t> distinct = routing;
     std::sort(distinct.begin(), distinct.end());
@@ -216,13 +323,19 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
       return ms[ms.size() / 2] * 1e3;
     };
     const double topk_us = us([&] { gpu_->moe_topk(logits, k, true, topk_ids, w); });
-    const double experts_us = us([&] { gpu_->moe_experts(x, ids, w, gate_up, down, out); });
     const double bytes = static_cast<double>(distinct.size()) * 3 * d.I * d.H * 2;
-    std::printf(
-        "moe, %3lld tokens: topk %6.1f us | experts %7.1f us for %3zu experts (%.1f MB: %.0f GB/s "
-        "= %.0f%% of copy)\n",
-        static_cast<long long>(T), topk_us, experts_us, distinct.size(), bytes / 1e6,
-        bytes / (experts_us * 1e3), 100.0 * bytes / (experts_us * 1e3) / copy_gbps);
+    for (bool invariant : {false, true}) {
+      if (invariant && T > kGemvMax) break;  // both modes take the tiled path
+      gpu_->set_batch_invariant(invariant);
+      const double experts_us = us([&] { gpu_->moe_experts(x, ids, w, gate_up, down, out); });
+      std::printf(
+          "moe, %3lld tokens: topk %6.1f us | experts (%s) %7.1f us for %3zu experts (%.1f MB: "
+          "%.0f GB/s = %.0f%% of copy)\n",
+          static_cast<long long>(T), topk_us, T <= kGemvMax && !invariant ? "gemv " : "tiled",
+          experts_us, distinct.size(), bytes / 1e6, bytes / (experts_us * 1e3),
+          100.0 * bytes / (experts_us * 1e3) / copy_gbps);
+    }
+    gpu_->set_batch_invariant(false);
   }
 }
 

@@ -93,10 +93,12 @@ TEST_P(EngineHybridGpu, DefaultModeGreedyOutputIsTheSameAloneBatchedChunkedCache
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineHybridGpu,
                          ::testing::Values("q35_r1_lllf", "q35_r2_flfl_tied", "q35_nested_r2"));
-// The mixture-of-experts fixtures: the router, top-k and experts (backend/cuda/moe.cu) give each
-// token the same bits whatever else is in the batch (one fp32 accumulator per output element over
-// K in a fixed order, whichever tile shape or expert group the token lands in), so batch-invariant
-// mode is exact on all three.
+// The mixture-of-experts fixtures: in batch-invariant mode the router, top-k and experts
+// (backend/cuda/moe.cu's tiled path at every T) give each token the same bits whatever else is in
+// the batch (one fp32 accumulator per output element over K in a fixed order, whichever tile shape
+// or expert group the token lands in), so that mode is exact on all three. The default mode takes
+// moe_gemv.cu's GEMVs up to kMoeGemvMaxTokens tokens and the tiled path above: a token's expert
+// output then differs in rounding between a small and a large batch, as the dense GEMV's does.
 class EngineMoeGpu : public ::testing::TestWithParam<const char*> {};
 TEST_P(EngineMoeGpu, BatchInvariantGreedyOutputIsTheSameAloneBatchedChunkedCachedAndPreempted) {
   run_scenarios(std::string("hybrid/") + GetParam(), /*batch_invariant=*/true);

@@ -906,8 +906,10 @@ class CudaBackendImpl final : public CudaBackend {
     if (s.tokens == 0) return;
     grow_scratch(moe_scratch_, moe_scratch_bytes_, static_cast<int64_t>(cuda::moe_scratch_bytes(s)),
                  "MoE scratch");
+    // Batch-invariant mode keeps the tiled path at every T (as linear() keeps the GEMV off).
     cuda::launch_moe_experts(x.data, ids.as<int32_t>(), weights.as<float>(), gate_up.data,
-                             down.data, out.data, s, moe_scratch_, moe_routed_, stream_);
+                             down.data, out.data, s, batch_invariant_, moe_scratch_, moe_routed_,
+                             stream_);
   }
 
   // ---- CudaBackend extras ---------------------------------------------------------------------

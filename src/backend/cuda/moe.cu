@@ -12,7 +12,9 @@
 //      of the CPU reference), of weight * y[pair].
 // Only the experts some token routes to are read, each once per weight tile: at decode that is
 // the weight-streaming GEMV of the routed experts (the union of the batch's experts), at prefill a
-// grouped tensor-core GEMM (mma.sync m16n8k16, bf16 in, fp32 accumulation).
+// grouped tensor-core GEMM (mma.sync m16n8k16, bf16 in, fp32 accumulation). This path is the only
+// one in batch-invariant mode; otherwise up to kMoeGemvMaxTokens tokens take moe_gemv.cu's GEMVs
+// (no grouping, no y, no combine launch) and the tiled path starts above that.
 //
 // Launch shapes depend on T alone: the tile grid is sized for the worst case,
 // ceil(T*k / BM) + min(E, T*k) tiles, and blocks past the pass's tile count exit at once. The
@@ -434,8 +436,15 @@ size_t moe_scratch_bytes(const MoeShape& s) {
 
 void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
                         const void* gate_up, const void* down, void* out, const MoeShape& s,
-                        void* scratch, unsigned long long* routed, cudaStream_t stream) {
+                        bool batch_invariant, void* scratch, unsigned long long* routed,
+                        cudaStream_t stream) {
   const int64_t pass = moe_pass_tokens(s), k = s.top_k, H = s.hidden;
+  if (!batch_invariant && s.tokens <= kMoeGemvMaxTokens && s.tokens <= pass) {
+    // One pass's scratch holds its act rows (bf16 [T * k, I]), where the tiled path keeps them.
+    launch_moe_gemv(x, ids, weights, gate_up, down, out, s,
+                    static_cast<char*>(scratch) + layout(s, s.tokens).act, routed, stream);
+    return;
+  }
   for (int64_t t0 = 0; t0 < s.tokens; t0 += pass) {
     const int64_t T = std::min(pass, s.tokens - t0);
     const bf16* xp = static_cast<const bf16*>(x) + t0 * H;

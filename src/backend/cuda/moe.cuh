@@ -1,8 +1,10 @@
 // Mixture-of-experts kernels (moe.cu): the router's softmax + top-k, and the routed SwiGLU experts
-// as a grouped GEMM over the tokens each expert received. Everything stays on the device: the
-// token-to-expert grouping is a counting sort in one kernel, the launch shapes depend only on the
-// token count (so a decode step is captured in a CUDA graph as is), and the results are run-to-run
-// identical (no floating-point atomics; docs/hybrid-models.md "On CUDA").
+// as a grouped GEMM over the tokens each expert received, or for a few tokens outside
+// batch-invariant mode as two weight-streaming GEMVs (moe_gemv.cu). Everything stays on the device:
+// the token-to-expert grouping is a counting sort in one kernel (the GEMVs need none), the launch
+// shapes depend only on the token count (so a decode step is captured in a CUDA graph as is), and
+// the results are run-to-run identical (no floating-point atomics; docs/hybrid-models.md "On
+// CUDA").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -28,12 +30,30 @@ int64_t moe_pass_tokens(const MoeShape& s);
 // Scratch bytes launch_moe_experts() needs for `s` (one pass of moe_pass_tokens(s) tokens).
 size_t moe_scratch_bytes(const MoeShape& s);
 
+// The small-batch path: outside batch-invariant mode, launch_moe_experts() runs up to this many
+// tokens through launch_moe_gemv() (weight-streaming GEMVs, 2 launches) instead of the routing
+// sort + tiled tensor-core GEMMs + combine (4 launches, 16-row tiles of which a decode token fills
+// one row). 8: the GEMV reads a batch's shared experts once per token group, and beyond 8 tokens
+// the tiled path's tiles start to fill (64 tokens: 84% of the copy rate). The crossover is to be
+// measured (gpu_cuda_moe_ops_test QwenNextExpertsTiming prints both paths at 1, 2, 4, 8 tokens).
+inline constexpr int64_t kMoeGemvMaxTokens = 8;
+
 // Backend::moe_experts with bf16 x, out, gate_up [E, 2I, H] and down [E, H, I]; ids i32 and weights
 // f32 [T, top_k] as moe_topk() writes them (an out-of-range id contributes nothing). Needs H and I
 // multiples of 8, 16-byte aligned x and weights, and `scratch` of moe_scratch_bytes(s). Adds the
 // number of distinct experts each pass routes to to *routed (device memory).
+// batch_invariant: every T takes the tiled path, whose rows are bit-identical at every T; otherwise
+// T <= kMoeGemvMaxTokens takes launch_moe_gemv() (run-to-run identical, not the tiled path's bits).
 void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
                         const void* gate_up, const void* down, void* out, const MoeShape& s,
-                        void* scratch, unsigned long long* routed, cudaStream_t stream);
+                        bool batch_invariant, void* scratch, unsigned long long* routed,
+                        cudaStream_t stream);
+
+// The small-batch path of launch_moe_experts() (moe_gemv.cu): 1 <= s.tokens <= kMoeGemvMaxTokens,
+// top_k <= 32, the same operands; act: bf16 [T * top_k, I] scratch (16-byte aligned). Adds the
+// number of distinct valid experts routed to to *routed, as one pass of the tiled path does.
+void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, const void* gate_up,
+                     const void* down, void* out, const MoeShape& s, void* act,
+                     unsigned long long* routed, cudaStream_t stream);
 
 }  // namespace syv::cuda
