@@ -9,8 +9,9 @@
 // counters at the end. The serve ratio is (4, from host) / (2, cold); the target on an
 // H200 is <= 0.10 at 32K tokens. Also prints the tokens that came from the host and bytes copied
 // back per second of the warm TTFT (a lower bound on the load throughput: the TTFT includes the
-// tail's prefill), and the pages the resend's own evictions wrote back to the host (copies that
-// share the copy stream with its loads and go first).
+// tail's prefill), and the pages the resend's own evictions wrote back to the host (on the
+// write-back stream; its loads into the pages they free start after them: kv/host_tier.h
+// "Copies").
 //  5. --decoders N (default 8; 0 skips it): decode of N other sequences while a host hit loads
 //     (bench_host_tier_loading.h), on a fresh engine: the mean step time while the resend is
 //     loading against just before, as a ratio (the target >= 0.95), with how many steps
@@ -45,12 +46,13 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// GB/s of `reps` copies of `bytes` from src to dst on the copy stream.
-double copy_rate(Backend& backend, void* dst, const void* src, size_t bytes, int reps) {
-  backend.wait_copy(backend.copy_async(dst, src, bytes));  // warm-up
+// GB/s of `reps` copies of `bytes` from src to dst on the copy stream of `dir`.
+double copy_rate(Backend& backend, void* dst, const void* src, size_t bytes, CopyDir dir,
+                 int reps) {
+  backend.wait_copy(backend.copy_async(dst, src, bytes, dir));  // warm-up
   const auto t0 = Clock::now();
   CopyEvent last;
-  for (int i = 0; i < reps; ++i) last = backend.copy_async(dst, src, bytes);
+  for (int i = 0; i < reps; ++i) last = backend.copy_async(dst, src, bytes, dir);
   backend.wait_copy(last);
   return static_cast<double>(bytes) * reps / seconds_since(t0) / 1e9;
 }
@@ -107,8 +109,8 @@ int run(const Options& o) {
   auto pinned = backend.allocate_pinned(bytes);
   if (!pinned.ok()) return fail(pinned.message());
   DeviceBuffer device = backend.allocate(bytes);
-  const double h2d = copy_rate(backend, device.data(), pinned->data(), bytes, 5);
-  const double d2h = copy_rate(backend, pinned->data(), device.data(), bytes, 5);
+  const double h2d = copy_rate(backend, device.data(), pinned->data(), bytes, CopyDir::kIn, 5);
+  const double d2h = copy_rate(backend, pinned->data(), device.data(), bytes, CopyDir::kOut, 5);
   device = DeviceBuffer();
   *pinned = PinnedBuffer();
 
@@ -157,7 +159,8 @@ int run(const Options& o) {
   const uint64_t host_tokens = after.prefix_host_hit_tokens - before.prefix_host_hit_tokens;
   const uint64_t hit_tokens = after.prefix_hit_tokens - before.prefix_hit_tokens;
   const uint64_t loaded_bytes = after.host_bytes_from_host - before.host_bytes_from_host;
-  // Write-backs of the pages the resend evicted: on the one copy stream they go before its loads.
+  // Write-backs of the pages the resend evicted: its loads into the pages they free start after
+  // them (through the compute stream's wait; kv/host_tier.h "Copies").
   const uint64_t stored_bytes = after.host_bytes_to_host - before.host_bytes_to_host;
   const uint64_t stored_pages = after.host_pages_stored - before.host_pages_stored;
   nlohmann::json j = {{"backend", backend.name()},
@@ -200,8 +203,8 @@ int run(const Options& o) {
       "%d-token prompt: cold TTFT %.4f s; after %lld fillers evicted it: %.4f s with %llu of "
       "%llu hit tokens from the host tier (%.1f MB copied back, >= %.2f GB/s over the TTFT); "
       "serve ratio %.3f; from the device pool: %.4f s\n"
-      "the resend's evictions wrote %llu pages (%.1f MB) back to the host tier, on the copy stream "
-      "before its loads\n",
+      "the resend's evictions wrote %llu pages (%.1f MB) back to the host tier, before its loads "
+      "into those pages\n",
       backend.name().c_str(), h2d, d2h, static_cast<long long>(o.copy_mb), o.prefix_len, cold,
       static_cast<long long>(fillers), from_host, static_cast<unsigned long long>(host_tokens),
       static_cast<unsigned long long>(hit_tokens), static_cast<double>(loaded_bytes) / 1e6,

@@ -8,7 +8,8 @@
 // its sequence is still loading (admitted, its copies in flight, not scheduled) is timed too. The
 // ratio is the mean step time before over the mean while loading (decode speed while loading
 // relative to before; the target is >= 0.95). Steps that wrote back an eviction are counted
-// apart: such a store makes the compute stream wait for the load (docs/hybrid-cache.md "Not done").
+// apart: the step waits for its write-back (on the write-back stream, no longer behind the load in
+// flight: kv/host_tier.h "Copies"; before, such a step waited for the whole load).
 #pragma once
 
 #include <cstdint>
