@@ -71,8 +71,8 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
 
 HostTier::~HostTier() {
   // Every store was ordered before a later compute op (finish_store) and the loads still in flight
-  // are waited for, so the compute stream being idle means no copy still reads or writes this
-  // memory.
+  // are waited for, so the compute stream being idle means no copy of either stream still reads
+  // or writes this memory.
   loads_.wait_all();
   store_.backend().synchronize();
 }
@@ -204,7 +204,9 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   }
   if (!has_room(0)) return;
   bool evicted = false;
-  const int32_t entry = pages_.take(key, &evicted);
+  // Not an entry a load in flight reads: this write-back runs on the other stream ("Copies" 4).
+  const int32_t entry =
+      pages_.take(key, &evicted, [this](int32_t e) { return loads_.reads_host_page(e); });
   if (entry < 0) {
     ++counters_.stores_dropped;
     return;
@@ -247,7 +249,8 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
   }
   if (!has_room(1)) return;
   bool evicted = false;
-  const int32_t entry = checkpoints_.take(key, &evicted);
+  const int32_t entry = checkpoints_.take(
+      key, &evicted, [this](int32_t e) { return loads_.reads_host_checkpoint(e); });
   if (entry < 0) {
     ++counters_.stores_dropped;
     return;
@@ -291,6 +294,12 @@ std::string HostTier::check_integrity() const {
         << " host checkpoints pinned between steps; ";
   err = loads_.check_integrity();
   if (!err.empty()) out << "host loads in flight: " << err;
+  for (const auto& [entry, load] : loads_.host_page_reads())
+    if (entry < 0 || entry >= pages_.size() || !pages_.used(entry))
+      out << "host page " << entry << " read by load " << load << " is not in use; ";
+  for (const auto& [entry, load] : loads_.host_checkpoint_reads())
+    if (entry < 0 || entry >= checkpoints_.size() || !checkpoints_.used(entry))
+      out << "host checkpoint " << entry << " read by load " << load << " is not in use; ";
   return out.str();
 }
 

@@ -1,6 +1,6 @@
 // kv/inflight_loads.h on a copy stream that lands late (deferred_copy_backend.h): tickets in
-// stream order, the pages and slots in flight, polling, ordering, and what lands when; and the
-// deferred backend's two streams themselves.
+// stream order, the pages, slots and host entries in flight, polling, ordering, and what lands
+// when; and the deferred backend's two streams themselves.
 #include "kv/inflight_loads.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +78,32 @@ TEST(InflightLoads, PollSettlesInStreamOrderAndOrderingSettlesEarlierLoads) {
   EXPECT_TRUE(loads.settled(e));
   EXPECT_EQ(device[1], 1.0f);
   EXPECT_EQ(backend.num_pending(), 0);
+}
+
+// The host entries a load reads are tracked until it settles (the host tier keeps them from
+// write-backs meanwhile), by landing or by ordering, a newer load's reads outliving an older one's.
+TEST(InflightLoads, HostEntriesAreReadUntilTheirLoadSettles) {
+  DeferredCopyBackend backend;
+  backend.set_polls_to_land(1);
+  InflightLoads loads(backend);
+  std::vector<float> host = {1, 2}, device = {0, 0};
+  const LoadTicket a = loads.add(
+      backend.copy_async(&device[0], &host[0], sizeof(float), CopyDir::kIn), {4}, -1, {10, 11}, -1);
+  const LoadTicket b = loads.add(
+      backend.copy_async(&device[1], &host[1], sizeof(float), CopyDir::kIn), {}, 2, {11}, 3);
+  EXPECT_TRUE(loads.reads_host_page(10) && loads.reads_host_page(11));
+  EXPECT_TRUE(loads.reads_host_checkpoint(3));
+  EXPECT_FALSE(loads.reads_host_page(3) || loads.reads_host_checkpoint(10));
+  EXPECT_EQ(loads.host_page_reads().at(11), b.id);
+  EXPECT_EQ(loads.check_integrity(), "");
+  loads.order_after(a);  // 11 is still read by b
+  EXPECT_FALSE(loads.reads_host_page(10));
+  EXPECT_TRUE(loads.reads_host_page(11) && loads.reads_host_checkpoint(3));
+  EXPECT_EQ(loads.check_integrity(), "");
+  loads.poll();  // b lands at its first poll
+  EXPECT_TRUE(loads.settled(b));
+  EXPECT_TRUE(loads.host_page_reads().empty() && loads.host_checkpoint_reads().empty());
+  EXPECT_EQ(device[1], 2.0f);
 }
 
 // The deferred backend's two streams (backend.h CopyDir) are independent: a write-back enqueued
