@@ -15,7 +15,8 @@
 //  5. --decoders N (default 8; 0 skips it): decode of N other sequences while a host hit loads
 //     (bench_host_tier_loading.h), on a fresh engine: the mean step time while the resend is
 //     loading against just before, as a ratio (the target >= 0.95), with how many steps
-//     it loaded and how many of them wrote an eviction back.
+//     it loaded and how many of them wrote an eviction back, and the admission step's own time
+//     and write-backs.
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -192,6 +193,8 @@ int run(const Options& o) {
     j["loading_step_s_no_stores"] = ld->loading_step_s_no_stores;
     j["loading_decode_ratio"] = ld->ratio();
     j["loading_decode_ratio_no_stores"] = ld->ratio_no_stores();
+    j["loading_admission_step_s"] = ld->admission_step_s;
+    j["loading_admission_stores"] = ld->admission_stores;
     j["loading_host_hit_tokens"] = ld->host_hit_tokens;
   }
   if (o.json) {
@@ -223,10 +226,11 @@ int run(const Options& o) {
         "decode of %d other sequences while the host hit loads: %d steps loading (%d of them "
         "wrote evictions back), mean step %.4f s against %.4f s over the %d steps before: ratio "
         "%.3f (target >= 0.95); without the steps that wrote back: %.3f; %llu tokens from the "
-        "host tier\n",
+        "host tier; the admission step took %.4f s and wrote %llu pages / checkpoints back\n",
         ld->decoders, ld->loading_steps, ld->loading_steps_with_stores, ld->loading_step_s,
         ld->before_step_s, ld->before_steps, ld->ratio(), ld->ratio_no_stores(),
-        static_cast<unsigned long long>(ld->host_hit_tokens));
+        static_cast<unsigned long long>(ld->host_hit_tokens), ld->admission_step_s,
+        static_cast<unsigned long long>(ld->admission_stores));
     if (ld->loading_steps == 0 || ld->host_hit_tokens == 0)
       std::printf("note: the resend %s; no figure for the loading state\n",
                   ld->host_hit_tokens == 0 ? "took nothing from the host tier"
