@@ -70,7 +70,8 @@ struct CopyOp {
 // different streams is the compute stream: each copy starts after everything enqueued on the
 // compute stream before it, including the compute stream's waits on earlier copies
 // (order_after_copy), so a copy enqueued after order_after_copy(e) starts after e's copy landed,
-// whatever stream each is on (kv/host_tier.h "Copies" relies on that).
+// whatever stream each is on (kv/host_tier.h "Copies" relies on that); and
+// order_copies_after_copy(e, dir) orders one stream after a copy of the other directly.
 enum class CopyDir : uint8_t { kIn, kOut };
 
 // A point on one of a backend's copy streams (Backend::copy_async()): complete once every copy
@@ -255,6 +256,14 @@ class Backend {
   // (a copy into a page the next forward() reads). The default does nothing (copies are
   // synchronous there).
   virtual void order_after_copy(const CopyEvent& event) { (void)event; }
+  // Copies of stream `dir` enqueued after this call start only once `event` (a copy of the other
+  // stream) is complete; neither the host nor the compute stream waits (a load into device pages
+  // that write-backs in flight still read: kv/host_tier.h "Copies"). The default does nothing
+  // (copies are synchronous there).
+  virtual void order_copies_after_copy(const CopyEvent& event, CopyDir dir) {
+    (void)event;
+    (void)dir;
+  }
   // Fills n elements of a float buffer (F32, BF16, F16) with the uniform values of
   // backend/random_fill.h: element i = random_uniform(seed, i, scale) rounded to dtype, in
   // [-scale, scale). The same values on every backend, machine and thread count (random weights,

@@ -44,7 +44,18 @@
 //     settles when it landed or when the compute stream was ordered after it (a cancel, an abort,
 //     a preemption: kv/inflight_loads.h), after which every write-back starts after it (2);
 //  5. loads among themselves stay in order on their stream (one load settling settles every
-//     earlier one); write-backs among themselves too.
+//     earlier one); write-backs among themselves too;
+//  6. except while a sequence is admitted (begin_admission() .. end_admission()): the pages its
+//     own allocation evicts go to it alone, and when it loads (its own load pending) nothing
+//     writes them before its load settles; so instead of the compute stream, its loads wait for
+//     those page write-backs (order_loads_after_admission(): the load stream waits for their
+//     events, Backend::order_copies_after_copy), and everything after its load waits for them
+//     through it (the tail pages it prefills later too: its sequence leaves the loading state,
+//     or is cancelled or preempted, only after the compute stream was ordered after its load).
+//     The step that admits a host hit thus does not wait for its own write-backs (a 32K-token
+//     resend evicting ~100 64-token pages of a 0.6B model: ~14 ms on an H200). When the
+//     sequence loads nothing, the compute stream waits for them at end_admission(), as for any
+//     other store. Checkpoint write-backs are never deferred.
 // No pin outlives an admission, which check_integrity() asserts, with every busy entry in use. On
 // the CPU backend the copies are synchronous (empty events: nothing is ever in flight or busy)
 // and the tier is a second budget of plain host memory.
@@ -182,14 +193,27 @@ class HostTier {
   void pin_checkpoint(int32_t entry) { checkpoints_.pin(entry); }
   void unpin_checkpoint(int32_t entry) { checkpoints_.unpin(entry); }
 
+  // ---- one admission (Scheduler; "Copies" 6) ------------------------------------------------
+  // Before the admitted sequence's pages are allocated: page write-backs from now on do not
+  // order the compute stream (they are kept for the two calls below).
+  void begin_admission();
+  // After the allocation, before the sequence's loads: the load stream waits for those
+  // write-backs.
+  void order_loads_after_admission();
+  // After the loads: `own_load_pending` (the sequence's own load, enqueued after
+  // order_loads_after_admission(), is pending and the sequence waits for it): nothing more;
+  // otherwise the compute stream waits for the write-backs. Stores order the compute stream
+  // again from now on.
+  void end_admission(bool own_load_pending);
+
   // The loads enqueued by load_page() / load_checkpoint() that have not settled yet, recorded by
   // their callers (PrefixCache, HybridState), polled and settled by the Scheduler.
   InflightLoads& loads() { return loads_; }
   const InflightLoads& loads() const { return loads_; }
 
   // Both entry pools sound, every page entry's key equals the hash of its parent and tokens,
-  // nothing pinned (call between steps), the loads in flight sound and every entry they read in
-  // use. "" when sound.
+  // nothing pinned and no admission open (call between steps), the loads in flight sound and
+  // every entry they read in use. "" when sound.
   std::string check_integrity() const;
   // One start-up line: capacity in pages (tokens) and checkpoints, bytes, pinned or not.
   std::string describe() const;
@@ -223,8 +247,9 @@ class HostTier {
   // False (and a short store counted) when a store of `kind` would need a pin: the kind is still
   // growing and has no free pinned entry.
   bool has_room(int kind);
-  // A store: orders the compute stream after `event` and adds the issue time since `start_ns`.
-  void finish_store(const CopyEvent& event, int64_t start_ns);
+  // A store: orders the compute stream after `event` (or keeps it for the admission open, `page`
+  // stores only) and adds the issue time since `start_ns`.
+  void finish_store(const CopyEvent& event, int64_t start_ns, bool page);
   void count_copy_time(int64_t start_ns);
 
   CacheStore& store_;
@@ -238,6 +263,8 @@ class HostTier {
   std::vector<int32_t> ckpt_length_;   // [num_checkpoints]
   HostTierCounters counters_;
   InflightLoads loads_;
+  bool admitting_ = false;                // between begin_admission() and end_admission()
+  std::vector<CopyEvent> admission_wbs_;  // the admission's page write-backs, not ordered yet
 };
 
 }  // namespace syv

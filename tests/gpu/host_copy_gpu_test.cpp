@@ -147,7 +147,8 @@ TEST(HostCopyGpu, ScatteredSegmentsBothWaysAreExact) {
 // (kIn) in flight lands while the load is still running (on one in-order stream it waited for the
 // load); a load of host bytes that a write-back in flight writes, enqueued after
 // order_after_copy(write-back), reads what the write-back wrote (ordered through the compute
-// stream, without the host waiting).
+// stream, without the host waiting), and so does one enqueued after
+// order_copies_after_copy(write-back, kIn) (the load stream waiting for it directly).
 TEST(HostCopyGpu, WriteBacksDoNotQueueBehindLoadsAndOrderThroughTheComputeStream) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
@@ -186,6 +187,17 @@ TEST(HostCopyGpu, WriteBacksDoNotQueueBehindLoadsAndOrderThroughTheComputeStream
   std::vector<unsigned char> got(kRegion);
   gpu->download(got.data(), small.data(), kRegion);
   expect_same(got, bytes, "host bytes loaded after the write-back that wrote them");
+  // Ordered stream to stream (order_copies_after_copy), the compute stream not waiting for the
+  // write-back: device `dev` -> host h, then the load stream waits for it, host h -> device
+  // small; the compute stream waits for the load only.
+  fill(bytes, 43);
+  gpu->upload(dev.data(), bytes.data(), kRegion);
+  std::memset(h, 0, kRegion);
+  const CopyEvent wb2 = gpu->copy_async(h, dev.data(), kRegion, CopyDir::kOut);
+  gpu->order_copies_after_copy(wb2, CopyDir::kIn);
+  gpu->order_after_copy(gpu->copy_async(small.data(), h, kRegion, CopyDir::kIn));
+  gpu->download(got.data(), small.data(), kRegion);
+  expect_same(got, bytes, "host bytes loaded after the write-back, ordered stream to stream");
 }
 
 // The kernel itself, on a stream of the test's own, between two device buffers.

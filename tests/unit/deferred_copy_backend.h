@@ -12,7 +12,9 @@
 // The two streams are independent: landing one lands nothing of the other, so a write-back
 // (kOut) ordered after at once lands before a load (kIn) enqueued earlier, as on CUDA. The compute
 // stream is the host here and order_after_copy lands at once, so a copy enqueued afterwards, on
-// either stream, is after it, as backend.h promises.
+// either stream, is after it, as backend.h promises. After order_copies_after_copy(e, dir), the
+// next copy enqueued on `dir` lands e's stream through e first (a schedule a device may take:
+// the ordered-before copies finish before it starts).
 // The 0xFF fill is skipped where an earlier pending copy of the same stream still reads the
 // destination (an in-order stream would not overwrite it before then). A pending copy of the
 // other stream gets no such grace: nothing orders the two streams but the compute stream, so a
@@ -54,12 +56,15 @@ class DeferredCopyBackend : public CpuBackend {
   // Write-back batches (kOut) enqueued while a load (kIn) was pending: those that one in-order
   // stream would have queued behind a load.
   uint64_t num_out_during_in() const { return out_during_in_; }
+  // order_after_copy() calls with an event of stream `dir` (the compute stream waiting for it).
+  uint64_t num_compute_waits(CopyDir dir) const { return stream(dir).compute_waits; }
 
   CopyEvent copy_async(void* dst, const void* src, size_t bytes, CopyDir dir) override {
     return copy_batch_async({CopyOp{dst, src, bytes}}, dir);
   }
   CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
-    const Stream& other = stream(dir == CopyDir::kIn ? CopyDir::kOut : CopyDir::kIn);
+    Stream& other = stream(dir == CopyDir::kIn ? CopyDir::kOut : CopyDir::kIn);
+    land_through(other, stream(dir).after_other);
     for (const CopyOp& op : ops) {
       if (touches(other, op.dst, op.bytes, /*reads=*/true, /*writes=*/true) ||
           touches(other, op.src, op.bytes, /*reads=*/false, /*writes=*/true))
@@ -82,7 +87,16 @@ class DeferredCopyBackend : public CpuBackend {
     return p.id <= s.landed;
   }
   void wait_copy(const CopyEvent& event) override { land(event); }
-  void order_after_copy(const CopyEvent& event) override { land(event); }
+  void order_after_copy(const CopyEvent& event) override {
+    if (!event.empty()) ++stream(point_of(event).dir).compute_waits;
+    land(event);
+  }
+  void order_copies_after_copy(const CopyEvent& event, CopyDir dir) override {
+    if (event.empty()) return;
+    const Point p = point_of(event);
+    SYV_CHECK(p.dir != dir) << "order_copies_after_copy within one stream";
+    stream(dir).after_other = std::max(stream(dir).after_other, p.id);
+  }
 
  private:
   struct Point {  // a CopyEvent's handle: a batch of one stream
@@ -97,6 +111,8 @@ class DeferredCopyBackend : public CpuBackend {
   struct Stream {
     std::deque<Batch> pending;  // enqueued, not landed, oldest first
     uint64_t landed = 0;        // every batch of this stream with id <= this has landed
+    uint64_t after_other = 0;   // its next copies start after the other's batches up to this
+    uint64_t compute_waits = 0;
   };
   static Point point_of(const CopyEvent& event) {
     return *static_cast<const Point*>(event.handle());

@@ -577,7 +577,8 @@ inline void other_sequences_step_while_host_hit_loads() {
 // into new pages while A loads (20 polls on the CPU). The write-backs go on their own stream: C
 // still gets a token in every loading step, A loads for exactly its 20 polls (a write-back
 // waiting for A's load, as on one in-order stream, would land it early on the CPU's deferred
-// streams), and A and C then give the cold / solo tokens, A's logprobs bit for bit.
+// streams), the admission step does not order the compute stream after A's own write-backs (A's
+// loads wait for them), and A and C then give the cold / solo tokens, A's logprobs bit for bit.
 inline void write_backs_during_a_load_do_not_wait_for_it() {
   for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
     SCOPED_TRACE(dir);
@@ -603,9 +604,17 @@ inline void write_backs_during_a_load_do_not_wait_for_it() {
       const size_t c_before = h.output(c_id).samples.at(0).tokens.size();
       const uint64_t stored =
           h.core().stats().host_pages_stored + h.core().stats().host_checkpoints_stored;
+      const uint64_t waits = deferred != nullptr ? deferred->num_compute_waits(CopyDir::kOut) : 0;
       h.step();
       if (::testing::Test::HasFatalFailure()) return;
       if (!is_loading(running_with(h, e.a.prompt_ids))) break;
+      if (loading_steps == 0 && deferred != nullptr) {
+        // A's admission wrote D's pages back; its loads wait for them, the step does not
+        // (kv/host_tier.h "Copies" 6).
+        EXPECT_GT(h.core().stats().host_pages_stored, before.host_pages_stored);
+        EXPECT_EQ(deferred->num_compute_waits(CopyDir::kOut), waits)
+            << "the admission step waited for its own write-backs";
+      }
       ++loading_steps;
       loading_steps_storing +=
           h.core().stats().host_pages_stored + h.core().stats().host_checkpoints_stored > stored;

@@ -240,16 +240,21 @@ class CudaBackendImpl final : public CudaBackend {
   // compute stream so far: its ops, and its waits on earlier copies of either stream
   // (order_after_copy), which is what orders a copy after one of the other stream.
   cudaStream_t copy_stream_after_compute(CopyDir dir) {
+    cudaStream_t copies = copy_stream(dir);
+    // One mark event serves both streams: cudaStreamWaitEvent waits for the record made last
+    // before it, and each call records afresh.
+    SYV_CUDA_CHECK(cudaEventRecord(compute_mark_, stream_));
+    SYV_CUDA_CHECK(cudaStreamWaitEvent(copies, compute_mark_, 0));
+    return copies;
+  }
+  // The copy stream of `dir`, created on first use (with the compute mark).
+  cudaStream_t copy_stream(CopyDir dir) {
     cudaStream_t& copies = copy_streams_[dir == CopyDir::kIn ? 0 : 1];
     if (copies == nullptr) {
       SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
       if (compute_mark_ == nullptr)
         SYV_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
     }
-    // One mark event serves both streams: cudaStreamWaitEvent waits for the record made last
-    // before it, and each call records afresh.
-    SYV_CUDA_CHECK(cudaEventRecord(compute_mark_, stream_));
-    SYV_CUDA_CHECK(cudaStreamWaitEvent(copies, compute_mark_, 0));
     return copies;
   }
   CopyEvent record_copy_event(cudaStream_t copies) {
@@ -326,6 +331,11 @@ class CudaBackendImpl final : public CudaBackend {
   void order_after_copy(const CopyEvent& event) override {
     if (!event.empty())
       SYV_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event.handle()), 0));
+  }
+  void order_copies_after_copy(const CopyEvent& event, CopyDir dir) override {
+    if (!event.empty())
+      SYV_CUDA_CHECK(
+          cudaStreamWaitEvent(copy_stream(dir), static_cast<cudaEvent_t>(event.handle()), 0));
   }
 
   // ---- batch metadata -------------------------------------------------------------------------
