@@ -32,15 +32,16 @@ DeviceFacts Backend::device_facts() {
   return facts;
 }
 
-CopyEvent Backend::copy_async(void* dst, const void* src, size_t bytes) {
+CopyEvent Backend::copy_async(void* dst, const void* src, size_t bytes, CopyDir dir) {
+  (void)dir;  // synchronous: both directions are the same "stream"
   synchronize();
   if (bytes > 0) std::memcpy(dst, src, bytes);
   return CopyEvent();
 }
 
-CopyEvent Backend::copy_batch_async(const std::vector<CopyOp>& ops) {
+CopyEvent Backend::copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) {
   CopyEvent last;
-  for (const CopyOp& op : ops) last = copy_async(op.dst, op.src, op.bytes);
+  for (const CopyOp& op : ops) last = copy_async(op.dst, op.src, op.bytes, dir);
   return last;
 }
 

@@ -61,9 +61,23 @@ struct CopyOp {
   size_t bytes = 0;
 };
 
-// A point on a backend's copy stream (Backend::copy_async()): complete once every copy enqueued
-// up to it has landed. Copyable (copies name the same point); an empty event is already
-// complete. Backends keep their own handle behind it (a cudaEvent_t on CUDA).
+// Which of a backend's two copy streams a copy_async() runs on, named by its direction:
+//   kIn   copies into this backend's memory (a host-tier load: host -> device);
+//   kOut  copies out of it (a host-tier write-back at eviction: device -> host).
+// Each direction is its own in-order stream, and the two run independently of each other: a
+// write-back never queues behind a load in flight (a 32K-token load is ~75 ms on an H200, and the
+// step after a write-back waits for it), nor a load behind a write-back. What orders copies of
+// different streams is the compute stream: each copy starts after everything enqueued on the
+// compute stream before it, including the compute stream's waits on earlier copies
+// (order_after_copy), so a copy enqueued after order_after_copy(e) starts after e's copy landed,
+// whatever stream each is on (kv/host_tier.h "Copies" relies on that); and
+// order_copies_after_copy(e, dir) orders one stream after a copy of the other directly.
+enum class CopyDir : uint8_t { kIn, kOut };
+
+// A point on one of a backend's copy streams (Backend::copy_async()): complete once every copy
+// enqueued on that stream up to it has landed (copies on the other stream may land before or
+// after it). Copyable (copies name the same point); an empty event is already complete. Backends
+// keep their own handle behind it (a cudaEvent_t on CUDA).
 class CopyEvent {
  public:
   CopyEvent() = default;
@@ -196,19 +210,25 @@ class Backend {
   virtual void synchronize() = 0;
 
   // ---- asynchronous copies (kv/cache_store.h: host tier, tensor-parallel ranks) ---------------
-  // Enqueues a copy of `bytes` from src to dst on the backend's copy stream, a stream beside the
-  // one ops run on: the copy starts after every op and copy enqueued before this call has finished
-  // (it sees what they wrote), and runs concurrently with ops enqueued after it. Either side may
-  // be this backend's memory, host memory (pinned for the copy to overlap) or a peer device's
-  // memory. Returns the event that completes when this copy (and every earlier one on the copy
-  // stream) has landed. Neither buffer may be touched by later ops or the host until then: see
-  // wait_copy() and order_after_copy(). The default copies synchronously (std::memcpy after
-  // synchronize(), right for backends whose memory is host memory) and returns an empty event.
-  virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes);
-  // copy_async() of every op (non-overlapping) as one batch: one ordering after the compute
-  // stream, one event for all (a page of a 36-layer model is 72 copies; CUDA moves many small
-  // ones as one gather kernel, backend/cuda/host_copy.h). The default runs copy_async() per op.
-  virtual CopyEvent copy_batch_async(const std::vector<CopyOp>& ops);
+  // Enqueues a copy of `bytes` from src to dst on the backend's copy stream of direction `dir`
+  // (CopyDir), a stream beside the one ops run on: the copy starts after every op enqueued before
+  // this call has finished (it sees what they wrote, and after every copy the compute stream was
+  // ordered after by then) and after every copy enqueued before it on the same stream; it runs
+  // concurrently with ops enqueued after it and with copies on the other stream, which it is not
+  // ordered against otherwise (two copies of different streams touching the same bytes must be
+  // ordered through the compute stream: order_after_copy() of the first before enqueuing the
+  // second). Either side may be this backend's memory, host memory (pinned for the copy to
+  // overlap) or a peer device's memory. Returns the event that completes when this copy (and
+  // every earlier one on its stream) has landed. Neither buffer may be touched by later ops or the
+  // host until then: see wait_copy() and order_after_copy(). The default copies synchronously
+  // (std::memcpy after synchronize(), right for backends whose memory is host memory; `dir` does
+  // not matter there) and returns an empty event.
+  virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes, CopyDir dir);
+  // copy_async() of every op (non-overlapping) as one batch on the stream of `dir`: one ordering
+  // after the compute stream, one event for all (a page of a 36-layer model is 72 copies; CUDA
+  // moves many small ones as one gather kernel, backend/cuda/host_copy.h). The default runs
+  // copy_async() per op.
+  virtual CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir);
   // `bytes` of host memory for copy_async() (a host tier): pinned where the backend can, see
   // PinnedBuffer. The default is plain 64-byte-aligned host memory (right for the CPU backend,
   // whose "device" memory is host memory too). Fails with a message naming the size when the
@@ -236,6 +256,14 @@ class Backend {
   // (a copy into a page the next forward() reads). The default does nothing (copies are
   // synchronous there).
   virtual void order_after_copy(const CopyEvent& event) { (void)event; }
+  // Copies of stream `dir` enqueued after this call start only once `event` (a copy of the other
+  // stream) is complete; neither the host nor the compute stream waits (a load into device pages
+  // that write-backs in flight still read: kv/host_tier.h "Copies"). The default does nothing
+  // (copies are synchronous there).
+  virtual void order_copies_after_copy(const CopyEvent& event, CopyDir dir) {
+    (void)event;
+    (void)dir;
+  }
   // Fills n elements of a float buffer (F32, BF16, F16) with the uniform values of
   // backend/random_fill.h: element i = random_uniform(seed, i, scale) rounded to dtype, in
   // [-scale, scale). The same values on every backend, machine and thread count (random weights,

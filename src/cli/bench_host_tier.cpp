@@ -9,12 +9,14 @@
 // counters at the end. The serve ratio is (4, from host) / (2, cold); the target on an
 // H200 is <= 0.10 at 32K tokens. Also prints the tokens that came from the host and bytes copied
 // back per second of the warm TTFT (a lower bound on the load throughput: the TTFT includes the
-// tail's prefill), and the pages the resend's own evictions wrote back to the host (copies that
-// share the copy stream with its loads and go first).
+// tail's prefill), and the pages the resend's own evictions wrote back to the host (on the
+// write-back stream; its loads into the pages they free start after them: kv/host_tier.h
+// "Copies").
 //  5. --decoders N (default 8; 0 skips it): decode of N other sequences while a host hit loads
 //     (bench_host_tier_loading.h), on a fresh engine: the mean step time while the resend is
 //     loading against just before, as a ratio (the target >= 0.95), with how many steps
-//     it loaded and how many of them wrote an eviction back.
+//     it loaded and how many of them wrote an eviction back, and the admission step's own time
+//     and write-backs.
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -45,12 +47,13 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// GB/s of `reps` copies of `bytes` from src to dst on the copy stream.
-double copy_rate(Backend& backend, void* dst, const void* src, size_t bytes, int reps) {
-  backend.wait_copy(backend.copy_async(dst, src, bytes));  // warm-up
+// GB/s of `reps` copies of `bytes` from src to dst on the copy stream of `dir`.
+double copy_rate(Backend& backend, void* dst, const void* src, size_t bytes, CopyDir dir,
+                 int reps) {
+  backend.wait_copy(backend.copy_async(dst, src, bytes, dir));  // warm-up
   const auto t0 = Clock::now();
   CopyEvent last;
-  for (int i = 0; i < reps; ++i) last = backend.copy_async(dst, src, bytes);
+  for (int i = 0; i < reps; ++i) last = backend.copy_async(dst, src, bytes, dir);
   backend.wait_copy(last);
   return static_cast<double>(bytes) * reps / seconds_since(t0) / 1e9;
 }
@@ -107,8 +110,8 @@ int run(const Options& o) {
   auto pinned = backend.allocate_pinned(bytes);
   if (!pinned.ok()) return fail(pinned.message());
   DeviceBuffer device = backend.allocate(bytes);
-  const double h2d = copy_rate(backend, device.data(), pinned->data(), bytes, 5);
-  const double d2h = copy_rate(backend, pinned->data(), device.data(), bytes, 5);
+  const double h2d = copy_rate(backend, device.data(), pinned->data(), bytes, CopyDir::kIn, 5);
+  const double d2h = copy_rate(backend, pinned->data(), device.data(), bytes, CopyDir::kOut, 5);
   device = DeviceBuffer();
   *pinned = PinnedBuffer();
 
@@ -157,7 +160,8 @@ int run(const Options& o) {
   const uint64_t host_tokens = after.prefix_host_hit_tokens - before.prefix_host_hit_tokens;
   const uint64_t hit_tokens = after.prefix_hit_tokens - before.prefix_hit_tokens;
   const uint64_t loaded_bytes = after.host_bytes_from_host - before.host_bytes_from_host;
-  // Write-backs of the pages the resend evicted: on the one copy stream they go before its loads.
+  // Write-backs of the pages the resend evicted: its loads into the pages they free start after
+  // them (through the compute stream's wait; kv/host_tier.h "Copies").
   const uint64_t stored_bytes = after.host_bytes_to_host - before.host_bytes_to_host;
   const uint64_t stored_pages = after.host_pages_stored - before.host_pages_stored;
   nlohmann::json j = {{"backend", backend.name()},
@@ -189,6 +193,8 @@ int run(const Options& o) {
     j["loading_step_s_no_stores"] = ld->loading_step_s_no_stores;
     j["loading_decode_ratio"] = ld->ratio();
     j["loading_decode_ratio_no_stores"] = ld->ratio_no_stores();
+    j["loading_admission_step_s"] = ld->admission_step_s;
+    j["loading_admission_stores"] = ld->admission_stores;
     j["loading_host_hit_tokens"] = ld->host_hit_tokens;
   }
   if (o.json) {
@@ -200,8 +206,8 @@ int run(const Options& o) {
       "%d-token prompt: cold TTFT %.4f s; after %lld fillers evicted it: %.4f s with %llu of "
       "%llu hit tokens from the host tier (%.1f MB copied back, >= %.2f GB/s over the TTFT); "
       "serve ratio %.3f; from the device pool: %.4f s\n"
-      "the resend's evictions wrote %llu pages (%.1f MB) back to the host tier, on the copy stream "
-      "before its loads\n",
+      "the resend's evictions wrote %llu pages (%.1f MB) back to the host tier, before its loads "
+      "into those pages\n",
       backend.name().c_str(), h2d, d2h, static_cast<long long>(o.copy_mb), o.prefix_len, cold,
       static_cast<long long>(fillers), from_host, static_cast<unsigned long long>(host_tokens),
       static_cast<unsigned long long>(hit_tokens), static_cast<double>(loaded_bytes) / 1e6,
@@ -220,10 +226,11 @@ int run(const Options& o) {
         "decode of %d other sequences while the host hit loads: %d steps loading (%d of them "
         "wrote evictions back), mean step %.4f s against %.4f s over the %d steps before: ratio "
         "%.3f (target >= 0.95); without the steps that wrote back: %.3f; %llu tokens from the "
-        "host tier\n",
+        "host tier; the admission step took %.4f s and wrote %llu pages / checkpoints back\n",
         ld->decoders, ld->loading_steps, ld->loading_steps_with_stores, ld->loading_step_s,
         ld->before_step_s, ld->before_steps, ld->ratio(), ld->ratio_no_stores(),
-        static_cast<unsigned long long>(ld->host_hit_tokens));
+        static_cast<unsigned long long>(ld->host_hit_tokens), ld->admission_step_s,
+        static_cast<unsigned long long>(ld->admission_stores));
     if (ld->loading_steps == 0 || ld->host_hit_tokens == 0)
       std::printf("note: the resend %s; no figure for the loading state\n",
                   ld->host_hit_tokens == 0 ? "took nothing from the host tier"

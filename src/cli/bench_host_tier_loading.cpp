@@ -126,6 +126,10 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
       continue;
     }
     if (seq == nullptr || seq->state != SequenceState::kLoading) break;
+    if (r.loading_steps == 0) {
+      r.admission_step_s = s;
+      r.admission_stores = stores(d.core().stats()) - stored;
+    }
     ++r.loading_steps;
     loading += s;
     if (stores(d.core().stats()) != stored) {

@@ -8,7 +8,8 @@
 // its sequence is still loading (admitted, its copies in flight, not scheduled) is timed too. The
 // ratio is the mean step time before over the mean while loading (decode speed while loading
 // relative to before; the target is >= 0.95). Steps that wrote back an eviction are counted
-// apart: such a store makes the compute stream wait for the load (docs/hybrid-cache.md "Not done").
+// apart: the step waits for its write-back (on the write-back stream, no longer behind the load in
+// flight: kv/host_tier.h "Copies"; before, such a step waited for the whole load).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,11 @@ struct LoadingDecode {
   int32_t loading_steps_with_stores = 0;  // of those, steps that wrote an eviction back
   double loading_step_s = 0;  // mean wall time of the loading steps (admission step included)
   double loading_step_s_no_stores = 0;  // of the loading steps that wrote nothing back (0: none)
-  uint64_t host_hit_tokens = 0;         // the resend's tokens that came from the host tier
+  // The admission step (the first loading step): its time and the pages and checkpoints its own
+  // evictions wrote back (the step waits for them: the pages it hands out are reused).
+  double admission_step_s = 0;
+  uint64_t admission_stores = 0;
+  uint64_t host_hit_tokens = 0;  // the resend's tokens that came from the host tier
   double ratio() const { return loading_step_s > 0 ? before_step_s / loading_step_s : 0; }
   double ratio_no_stores() const {
     return loading_step_s_no_stores > 0 ? before_step_s / loading_step_s_no_stores : 0;

@@ -90,7 +90,7 @@ LoadTicket HybridState::admit(Sequence* seq, const PrefixHit& hit) {
     host_->unpin_checkpoint(hit.host_checkpoint);
     ++counters_.checkpoints_loaded;
     ++counters_.checkpoints_from_host;
-    return host_->loads().add(std::move(event), {}, slot);
+    return host_->loads().add(std::move(event), {}, slot, {}, hit.host_checkpoint);
   }
   if (hit.length > 0) {
     SYV_CHECK(pool_.length_of(hit.checkpoint) == hit.length)

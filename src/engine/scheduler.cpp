@@ -251,13 +251,20 @@ void Scheduler::schedule(SchedulerOutput& out) {
     seq->pages = hit.pages;
     seq->page_keys = hit.keys;
     seq->num_computed = hit.length;
+    // The pages this allocation evicts go to this sequence alone: when it loads, its loads (not
+    // the compute stream) wait for their write-backs (kv/host_tier.h "Copies" 6).
+    HostTier* host = cache_.host_tier();
+    if (host != nullptr) host->begin_admission();
     SYV_CHECK(grow(seq, seq->num_computed + n)) << "admission check passed but pages ran out";
+    if (host != nullptr) host->order_loads_after_admission();
     // The newest load still writing what the sequence reads: device pages it matched (another
     // sequence's load, registered before it lands), then its own host pages and checkpoint.
     const InflightLoads* in_flight = loads();
     LoadTicket load = in_flight != nullptr ? in_flight->newest_into(hit.pages) : LoadTicket{};
-    load = InflightLoads::newer(load, cache_.load_host_pages(hit, seq->pages, seq->tokens.data()));
-    if (hybrid_ != nullptr) load = InflightLoads::newer(load, hybrid_->admit(seq, hit));
+    LoadTicket own = cache_.load_host_pages(hit, seq->pages, seq->tokens.data());
+    if (hybrid_ != nullptr) own = InflightLoads::newer(own, hybrid_->admit(seq, hit));
+    if (host != nullptr) host->end_admission(own.pending());
+    load = InflightLoads::newer(load, own);
     if (!seq->admitted_once) {
       seq->admitted_once = true;
       seq->cached_tokens = hit.length;

@@ -245,7 +245,7 @@ CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
     copy_ops_.push_back({out, from, bytes});
     out += bytes;
   });
-  return backend_.copy_batch_async(copy_ops_);
+  return backend_.copy_batch_async(copy_ops_, CopyDir::kOut);
 }
 
 CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
@@ -256,11 +256,11 @@ CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
     copy_ops_.push_back({to, in, bytes});
     in += bytes;
   });
-  return backend_.copy_batch_async(copy_ops_);
+  return backend_.copy_batch_async(copy_ops_, CopyDir::kIn);
 }
 
 CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs, int32_t index,
-                                          void* external, Dir dir) {
+                                          void* external, CopyDir dir) {
   char* ext = static_cast<char*>(external);
   copy_ops_.clear();
   for (size_t i = 0; i < bufs.size(); ++i) {
@@ -268,7 +268,7 @@ CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs,
     char* conv = at(bufs[i].conv, index, s.conv_bytes());
     char* ssm = at(bufs[i].ssm, index, s.ssm_bytes());
     const size_t cb = static_cast<size_t>(s.conv_bytes()), sb = static_cast<size_t>(s.ssm_bytes());
-    if (dir == Dir::kOut) {
+    if (dir == CopyDir::kOut) {
       copy_ops_.push_back({ext, conv, cb});
       copy_ops_.push_back({ext + cb, ssm, sb});
     } else {
@@ -277,24 +277,24 @@ CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs,
     }
     ext += cb + sb;
   }
-  return backend_.copy_batch_async(copy_ops_);
+  return backend_.copy_batch_async(copy_ops_, dir);
 }
 
 CopyEvent CacheStore::copy_slot_out(int32_t slot, void* external) {
   check_index(slot, config_.num_state_slots, "state slot");
-  return copy_state_external(slots_, slot, external, Dir::kOut);
+  return copy_state_external(slots_, slot, external, CopyDir::kOut);
 }
 CopyEvent CacheStore::copy_slot_in(const void* external, int32_t slot) {
   check_index(slot, config_.num_state_slots, "state slot");
-  return copy_state_external(slots_, slot, const_cast<void*>(external), Dir::kIn);
+  return copy_state_external(slots_, slot, const_cast<void*>(external), CopyDir::kIn);
 }
 CopyEvent CacheStore::copy_checkpoint_out(int32_t checkpoint, void* external) {
   check_index(checkpoint, config_.num_checkpoints, "checkpoint");
-  return copy_state_external(ckpt_, checkpoint, external, Dir::kOut);
+  return copy_state_external(ckpt_, checkpoint, external, CopyDir::kOut);
 }
 CopyEvent CacheStore::copy_checkpoint_in(const void* external, int32_t checkpoint) {
   check_index(checkpoint, config_.num_checkpoints, "checkpoint");
-  return copy_state_external(ckpt_, checkpoint, const_cast<void*>(external), Dir::kIn);
+  return copy_state_external(ckpt_, checkpoint, const_cast<void*>(external), CopyDir::kIn);
 }
 
 std::string CacheStore::describe() const {

@@ -36,9 +36,12 @@
 //    backend's compute stream, in order with forward(): call them between forwards, never while
 //    a graph is being captured. They are always safe for ids in range (checked; out of range is a
 //    CHECK failure) and for src == dst (a no-op).
-//  * copy_*_out / copy_*_in run on the backend's copy stream (Backend::copy_async()): the copy
-//    starts after everything enqueued before the call and runs concurrently with what comes
-//    after. Until the returned event completes:
+//  * copy_*_out / copy_*_in run on the backend's copy streams (Backend::copy_async()): *_out on
+//    the CopyDir::kOut stream, *_in on the CopyDir::kIn one, which run independently of each
+//    other (a copy out never waits for a copy in that is in flight, nor the other way round). A
+//    copy starts after everything enqueued on the compute stream before the call (and after the
+//    earlier copies of its own stream) and runs concurrently with what comes after. Until the
+//    returned event completes:
 //      - out: the external buffer may not be read by the host (wait with
 //        backend().wait_copy(event)), and the page/slot/checkpoint may not be written (no forward
 //        that writes it, no reset/load into it);
@@ -104,7 +107,7 @@ class CacheStore {
   void save_checkpoint(int32_t slot, int32_t checkpoint);
   void load_checkpoint(int32_t checkpoint, int32_t slot);
 
-  // ---- on the copy stream, to and from an external buffer (see the contract above) -------------
+  // ---- on the copy streams, to and from an external buffer (see the contract above) ------------
   // `external` is page_bytes() / slot_bytes() bytes of host memory (pinned for overlap), this
   // backend's memory, or a peer device's memory.
   CopyEvent copy_page_out(int32_t page, void* external);
@@ -123,9 +126,8 @@ class CacheStore {
   struct StateBuffers {
     DeviceBuffer conv, ssm;
   };
-  enum class Dir : uint8_t { kOut, kIn };
   CopyEvent copy_state_external(const std::vector<StateBuffers>& bufs, int32_t index,
-                                void* external, Dir dir);
+                                void* external, CopyDir dir);
   void copy_state(const std::vector<StateBuffers>& from, int32_t src,
                   const std::vector<StateBuffers>& to, int32_t dst);
 

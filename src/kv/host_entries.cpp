@@ -37,7 +37,7 @@ int32_t HostEntries::find(uint64_t key) const {
   return it == by_key_.end() ? -1 : it->second;
 }
 
-int32_t HostEntries::take(uint64_t key, bool* evicted) {
+int32_t HostEntries::take(uint64_t key, bool* evicted, const std::function<bool(int32_t)>& busy) {
   SYV_CHECK(by_key_.count(key) == 0) << "host entry key " << key << " registered twice";
   *evicted = false;
   int32_t id = -1;
@@ -46,7 +46,7 @@ int32_t HostEntries::take(uint64_t key, bool* evicted) {
     free_.pop_back();
   } else {
     for (int32_t candidate : lru_) {
-      if (pins_[static_cast<size_t>(candidate)] == 0) {
+      if (pins_[static_cast<size_t>(candidate)] == 0 && !(busy && busy(candidate))) {
         id = candidate;
         break;
       }

@@ -7,13 +7,15 @@
 //   free   open, on the free list, holds nothing
 //   used   open, registered under its key and on the LRU (head = least recently used)
 // A used entry may also be pinned (pins > 0): take() never evicts it. Pins only protect an entry
-// while an admission is between its lookup and its copy back (kv/host_tier.h says why that is all
-// they need to cover).
+// while an admission is between its lookup and its copy back; from then until the copy back
+// settles the entry is *busy* (read by a load in flight, kv/inflight_loads.h), which the caller
+// tells take() (kv/host_tier.h "Copies" says why both are needed and why that is all).
 //
 // Not thread-safe: owned by the engine thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <string>
 #include <unordered_map>
@@ -36,10 +38,11 @@ class HostEntries {
 
   // The used entry registered under `key`, or -1.
   int32_t find(uint64_t key) const;
-  // Registers `key` (not registered yet) in a free entry, or else in the least recently used
-  // unpinned one, whose key is forgotten (*evicted = true). The entry becomes the most recently
-  // used. Returns -1 (and registers nothing) when every open entry is pinned or none is open.
-  int32_t take(uint64_t key, bool* evicted);
+  // Registers `key` (not registered yet) in a free entry, or else in the least recently used one
+  // that is neither pinned nor busy (busy(id) true; null: none is), whose key is forgotten
+  // (*evicted = true). The entry becomes the most recently used. Returns -1 (and registers
+  // nothing) when every open entry is pinned or busy, or none is open.
+  int32_t take(uint64_t key, bool* evicted, const std::function<bool(int32_t)>& busy = nullptr);
   // A hit used entry `id`: it becomes the most recently used.
   void touch(int32_t id);
   void pin(int32_t id);

@@ -71,8 +71,8 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
 
 HostTier::~HostTier() {
   // Every store was ordered before a later compute op (finish_store) and the loads still in flight
-  // are waited for, so the compute stream being idle means no copy still reads or writes this
-  // memory.
+  // are waited for, so the compute stream being idle means no copy of either stream still reads
+  // or writes this memory.
   loads_.wait_all();
   store_.backend().synchronize();
 }
@@ -175,9 +175,32 @@ bool HostTier::has_room(int kind) {
   return false;
 }
 
-void HostTier::finish_store(const CopyEvent& event, int64_t start_ns) {
-  store_.backend().order_after_copy(event);
+void HostTier::finish_store(const CopyEvent& event, int64_t start_ns, bool page) {
+  if (page && admitting_) {
+    if (!event.empty()) admission_wbs_.push_back(event);
+  } else {
+    store_.backend().order_after_copy(event);
+  }
   count_copy_time(start_ns);
+}
+
+void HostTier::begin_admission() {
+  SYV_CHECK(!admitting_ && admission_wbs_.empty()) << "host tier: admission already open";
+  admitting_ = true;
+}
+
+void HostTier::order_loads_after_admission() {
+  SYV_CHECK(admitting_) << "host tier: no admission open";
+  for (const CopyEvent& wb : admission_wbs_)
+    store_.backend().order_copies_after_copy(wb, CopyDir::kIn);
+}
+
+void HostTier::end_admission(bool own_load_pending) {
+  SYV_CHECK(admitting_) << "host tier: no admission open";
+  if (!own_load_pending)
+    for (const CopyEvent& wb : admission_wbs_) store_.backend().order_after_copy(wb);
+  admission_wbs_.clear();
+  admitting_ = false;
 }
 
 void HostTier::count_copy_time(int64_t start_ns) {
@@ -204,7 +227,9 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   }
   if (!has_room(0)) return;
   bool evicted = false;
-  const int32_t entry = pages_.take(key, &evicted);
+  // Not an entry a load in flight reads: this write-back runs on the other stream ("Copies" 4).
+  const int32_t entry =
+      pages_.take(key, &evicted, [this](int32_t e) { return loads_.reads_host_page(e); });
   if (entry < 0) {
     ++counters_.stores_dropped;
     return;
@@ -214,7 +239,7 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   page_parent_[i] = parent;
   std::copy(tokens, tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
   const int64_t start = now_ns();
-  finish_store(store_.copy_page_out(device_page, page_pieces_.at(entry)), start);
+  finish_store(store_.copy_page_out(device_page, page_pieces_.at(entry)), start, /*page=*/true);
   ++counters_.pages_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.page_bytes());
 }
@@ -247,7 +272,8 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
   }
   if (!has_room(1)) return;
   bool evicted = false;
-  const int32_t entry = checkpoints_.take(key, &evicted);
+  const int32_t entry = checkpoints_.take(
+      key, &evicted, [this](int32_t e) { return loads_.reads_host_checkpoint(e); });
   if (entry < 0) {
     ++counters_.stores_dropped;
     return;
@@ -255,7 +281,8 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
   counters_.checkpoints_evicted += evicted;
   ckpt_length_[static_cast<size_t>(entry)] = length;
   const int64_t start = now_ns();
-  finish_store(store_.copy_checkpoint_out(device_checkpoint, checkpoint_pieces_.at(entry)), start);
+  finish_store(store_.copy_checkpoint_out(device_checkpoint, checkpoint_pieces_.at(entry)), start,
+               /*page=*/false);
   ++counters_.checkpoints_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.slot_bytes());
 }
@@ -286,11 +313,19 @@ std::string HostTier::check_integrity() const {
       break;
     }
   }
+  if (admitting_ || !admission_wbs_.empty())
+    out << "an admission open between steps (" << admission_wbs_.size() << " write-backs); ";
   if (pages_.num_pinned() + checkpoints_.num_pinned() > 0)
     out << pages_.num_pinned() << " host pages and " << checkpoints_.num_pinned()
         << " host checkpoints pinned between steps; ";
   err = loads_.check_integrity();
   if (!err.empty()) out << "host loads in flight: " << err;
+  for (const auto& [entry, load] : loads_.host_page_reads())
+    if (entry < 0 || entry >= pages_.size() || !pages_.used(entry))
+      out << "host page " << entry << " read by load " << load << " is not in use; ";
+  for (const auto& [entry, load] : loads_.host_checkpoint_reads())
+    if (entry < 0 || entry >= checkpoints_.size() || !checkpoints_.used(entry))
+      out << "host checkpoint " << entry << " read by load " << load << " is not in use; ";
   return out.str();
 }
 

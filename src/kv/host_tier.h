@@ -11,8 +11,9 @@
 // device). A checkpoint entry carries the chain key of the page ending at its boundary and its
 // length (kv/checkpoint_pool.h), compared too.
 //
-// Copies go through the cache store's asynchronous copies (CacheStore::copy_*_out/in, on the
-// backend's copy stream); the host never waits for them:
+// Copies go through the cache store's asynchronous copies (CacheStore::copy_*_out/in) on the
+// backend's two copy streams (backend.h CopyDir): write-backs (store_*) on the kOut stream, loads
+// (load_*) on the kIn one. The host never waits for either:
 //  * store_*: the device page / checkpoint is copied out, then the compute stream is ordered
 //    after the copy (Backend::order_after_copy), so whatever the next op writes into the device
 //    entry cannot overtake the copy that reads it;
@@ -20,14 +21,44 @@
 //    nothing ordered: the caller records the load in loads() (kv/inflight_loads.h), and its
 //    sequence is not scheduled (nor is any other sequence that matched those pages) until the load
 //    settled, so the sequences already running keep stepping while it runs.
-// Every copy runs on one in-order copy stream, so a host entry overwritten by a later store (an
-// eviction inside this tier) is overwritten only after every earlier load from it has finished.
-// Pins therefore only protect an entry between the lookup that found it and the load that copies
-// it back (an allocation in between may evict into this tier and would otherwise take it); no pin
-// outlives an admission, which check_integrity() asserts. A store that evicts while a load is in
-// flight makes the compute stream wait for that load as well (the stream is in order). On the CPU
-// backend the copies are synchronous (empty events: nothing is ever in flight) and the tier is a
-// second budget of plain host memory.
+// Why two streams: on one in-order stream a write-back enqueued while a load was in flight (a
+// decoding sequence crossing into a new page when the device pool is full) queued behind the
+// load, and so did the step ordered after it: the step waited for the whole load (~75 ms for a
+// 32K-token prompt on an H200; the others' decode over the loading steps fell to 0.15 of its
+// speed, docs/performance.md). On its own stream the write-back starts at once.
+// Ordering, stream against stream (every copy starts after what the compute stream was given
+// before it, its waits on copies included: backend.h CopyDir):
+//  1. a write-back starts after the ops that wrote the evicted page or checkpoint (they were
+//     enqueued on the compute stream before it);
+//  2. what reuses the evicted device page or checkpoint (a forward, a reset, or a load into the
+//     page, on the kIn stream) starts after the write-back: finish_store() orders the compute
+//     stream after it, and every later load starts after the compute stream's wait;
+//  3. a load that reads a host entry whose write-back may still be in flight starts after that
+//     write-back, by the same wait (2): a device-side wait, the host does not block;
+//  4. a host entry that is the source of a load in flight is not the destination of a
+//     write-back until that load settled: from the admission's lookup to the load it is pinned
+//     (HostEntries::pin: an allocation in between may evict into this tier and would take it),
+//     from the load until it settles it is busy (loads().reads_host_*(), which store_* pass to
+//     HostEntries::take as entries it may not evict), so write-backs stay fast (no wait on the
+//     load) and a store that finds every entry pinned or busy is dropped (stores_dropped). A load
+//     settles when it landed or when the compute stream was ordered after it (a cancel, an abort,
+//     a preemption: kv/inflight_loads.h), after which every write-back starts after it (2);
+//  5. loads among themselves stay in order on their stream (one load settling settles every
+//     earlier one); write-backs among themselves too;
+//  6. except while a sequence is admitted (begin_admission() .. end_admission()): the pages its
+//     own allocation evicts go to it alone, and when it loads (its own load pending) nothing
+//     writes them before its load settles; so instead of the compute stream, its loads wait for
+//     those page write-backs (order_loads_after_admission(): the load stream waits for their
+//     events, Backend::order_copies_after_copy), and everything after its load waits for them
+//     through it (the tail pages it prefills later too: its sequence leaves the loading state,
+//     or is cancelled or preempted, only after the compute stream was ordered after its load).
+//     The step that admits a host hit thus does not wait for its own write-backs (a 32K-token
+//     resend evicting ~100 64-token pages of a 0.6B model: ~14 ms on an H200). When the
+//     sequence loads nothing, the compute stream waits for them at end_admission(), as for any
+//     other store. Checkpoint write-backs are never deferred.
+// No pin outlives an admission, which check_integrity() asserts, with every busy entry in use. On
+// the CPU backend the copies are synchronous (empty events: nothing is ever in flight or busy)
+// and the tier is a second budget of plain host memory.
 //
 // Memory: pinned in pieces of whole entries (HostPinOptions::piece_bytes, kHostPieceBytes by
 // default), never inside a step. A pinned reserve stays ahead of use: between steps
@@ -91,14 +122,16 @@ struct HostTierCounters {
   uint64_t pages_stored = 0;        // device pages copied to the host at eviction
   uint64_t checkpoints_stored = 0;  // device checkpoints copied to the host at eviction
   uint64_t stores_present = 0;      // evictions the host already held (nothing copied)
-  uint64_t stores_dropped = 0;      // evictions not stored (every entry pinned, or a colliding key)
+  // Evictions not stored: every entry pinned or busy (read by a load in flight), or a colliding
+  // key.
+  uint64_t stores_dropped = 0;
   uint64_t stores_short = 0;   // evictions not stored: no free pinned entry while the tier grew
   uint64_t pages_evicted = 0;  // host pages dropped for newer ones
   uint64_t checkpoints_evicted = 0;  // host checkpoints dropped for newer ones
   uint64_t bytes_to_host = 0;
   uint64_t bytes_from_host = 0;
   // Host time spent issuing copies (wall clock). On the CPU backend the copies run there, so this
-  // is the copy time; on CUDA it is only the enqueue time (the copies run on the copy stream).
+  // is the copy time; on CUDA it is only the enqueue time (the copies run on the copy streams).
   double copy_seconds = 0;
   uint64_t pieces_pinned = 0;  // pieces of memory pinned (all between steps)
   double pin_seconds = 0;      // engine-thread time pinning them (faulting in is not counted)
@@ -160,13 +193,27 @@ class HostTier {
   void pin_checkpoint(int32_t entry) { checkpoints_.pin(entry); }
   void unpin_checkpoint(int32_t entry) { checkpoints_.unpin(entry); }
 
+  // ---- one admission (Scheduler; "Copies" 6) ------------------------------------------------
+  // Before the admitted sequence's pages are allocated: page write-backs from now on do not
+  // order the compute stream (they are kept for the two calls below).
+  void begin_admission();
+  // After the allocation, before the sequence's loads: the load stream waits for those
+  // write-backs.
+  void order_loads_after_admission();
+  // After the loads: `own_load_pending` (the sequence's own load, enqueued after
+  // order_loads_after_admission(), is pending and the sequence waits for it): nothing more;
+  // otherwise the compute stream waits for the write-backs. Stores order the compute stream
+  // again from now on.
+  void end_admission(bool own_load_pending);
+
   // The loads enqueued by load_page() / load_checkpoint() that have not settled yet, recorded by
   // their callers (PrefixCache, HybridState), polled and settled by the Scheduler.
   InflightLoads& loads() { return loads_; }
   const InflightLoads& loads() const { return loads_; }
 
   // Both entry pools sound, every page entry's key equals the hash of its parent and tokens,
-  // nothing pinned (call between steps) and the loads in flight sound. "" when sound.
+  // nothing pinned and no admission open (call between steps), the loads in flight sound and
+  // every entry they read in use. "" when sound.
   std::string check_integrity() const;
   // One start-up line: capacity in pages (tokens) and checkpoints, bytes, pinned or not.
   std::string describe() const;
@@ -200,8 +247,9 @@ class HostTier {
   // False (and a short store counted) when a store of `kind` would need a pin: the kind is still
   // growing and has no free pinned entry.
   bool has_room(int kind);
-  // A store: orders the compute stream after `event` and adds the issue time since `start_ns`.
-  void finish_store(const CopyEvent& event, int64_t start_ns);
+  // A store: orders the compute stream after `event` (or keeps it for the admission open, `page`
+  // stores only) and adds the issue time since `start_ns`.
+  void finish_store(const CopyEvent& event, int64_t start_ns, bool page);
   void count_copy_time(int64_t start_ns);
 
   CacheStore& store_;
@@ -215,6 +263,8 @@ class HostTier {
   std::vector<int32_t> ckpt_length_;   // [num_checkpoints]
   HostTierCounters counters_;
   InflightLoads loads_;
+  bool admitting_ = false;                // between begin_admission() and end_admission()
+  std::vector<CopyEvent> admission_wbs_;  // the admission's page write-backs, not ordered yet
 };
 
 }  // namespace syv

@@ -1,16 +1,31 @@
 #include "kv/inflight_loads.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/check.h"
 
 namespace syv {
 
-LoadTicket InflightLoads::add(CopyEvent event, const std::vector<int32_t>& pages, int32_t slot) {
+namespace {
+
+// Forgets `key`'s entry in `map` when it names a load up to `id` (a newer load may have taken it
+// over).
+void forget_through(std::unordered_map<int32_t, uint64_t>& map, int32_t key, uint64_t id) {
+  auto it = map.find(key);
+  if (it != map.end() && it->second <= id) map.erase(it);
+}
+
+}  // namespace
+
+LoadTicket InflightLoads::add(CopyEvent event, const std::vector<int32_t>& pages, int32_t slot,
+                              const std::vector<int32_t>& host_pages, int32_t host_checkpoint) {
   if (event.empty()) return LoadTicket{};
-  Load load{next_id_++, event, pages, slot};
+  Load load{next_id_++, event, pages, slot, host_pages, host_checkpoint};
   for (int32_t page : pages) page_load_[page] = load.id;
   if (slot >= 0) slot_load_[slot] = load.id;
+  for (int32_t entry : host_pages) host_page_read_[entry] = load.id;
+  if (host_checkpoint >= 0) host_ckpt_read_[host_checkpoint] = load.id;
   loads_.push_back(std::move(load));
   return LoadTicket{loads_.back().id, std::move(event)};
 }
@@ -60,14 +75,10 @@ void InflightLoads::settle_through(uint64_t id) {
   settled_ = id;
   while (!loads_.empty() && loads_.front().id <= id) {
     const Load& load = loads_.front();
-    for (int32_t page : load.pages) {
-      auto it = page_load_.find(page);
-      if (it != page_load_.end() && it->second <= id) page_load_.erase(it);
-    }
-    if (load.slot >= 0) {
-      auto it = slot_load_.find(load.slot);
-      if (it != slot_load_.end() && it->second <= id) slot_load_.erase(it);
-    }
+    for (int32_t page : load.pages) forget_through(page_load_, page, id);
+    if (load.slot >= 0) forget_through(slot_load_, load.slot, id);
+    for (int32_t entry : load.host_pages) forget_through(host_page_read_, entry, id);
+    if (load.host_checkpoint >= 0) forget_through(host_ckpt_read_, load.host_checkpoint, id);
     loads_.pop_front();
   }
 }
@@ -83,21 +94,32 @@ std::string InflightLoads::check_integrity() const {
     prev = load.id;
     by_id[load.id] = &load;
   }
-  auto lists = [&](uint64_t id, int32_t page, int32_t slot) {
+  auto load_of = [&](uint64_t id) -> const Load* {
     auto it = by_id.find(id);
-    if (it == by_id.end()) return false;
-    const Load& load = *it->second;
-    if (slot >= 0) return load.slot == slot;
-    for (int32_t p : load.pages)
-      if (p == page) return true;
-    return false;
+    return it == by_id.end() ? nullptr : it->second;
   };
-  for (const auto& [page, id] : page_load_)
-    if (!lists(id, page, -1))
-      out << "page " << page << " in flight under unknown load " << id << "; ";
-  for (const auto& [slot, id] : slot_load_)
-    if (!lists(id, -1, slot))
-      out << "slot " << slot << " in flight under unknown load " << id << "; ";
+  // Every key of `map` is listed by the unsettled load it names, in `list` / as `one`.
+  auto check_list = [&](const std::unordered_map<int32_t, uint64_t>& map,
+                        std::vector<int32_t> Load::*list, const char* what) {
+    for (const auto& [key, id] : map) {
+      const Load* load = load_of(id);
+      if (load == nullptr ||
+          std::find((load->*list).begin(), (load->*list).end(), key) == (load->*list).end())
+        out << what << " " << key << " under unknown load " << id << "; ";
+    }
+  };
+  auto check_one = [&](const std::unordered_map<int32_t, uint64_t>& map, int32_t Load::*one,
+                       const char* what) {
+    for (const auto& [key, id] : map) {
+      const Load* load = load_of(id);
+      if (load == nullptr || load->*one != key)
+        out << what << " " << key << " under unknown load " << id << "; ";
+    }
+  };
+  check_list(page_load_, &Load::pages, "page in flight");
+  check_one(slot_load_, &Load::slot, "slot in flight");
+  check_list(host_page_read_, &Load::host_pages, "host page read");
+  check_one(host_ckpt_read_, &Load::host_checkpoint, "host checkpoint read");
   return out.str();
 }
 

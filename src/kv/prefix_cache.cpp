@@ -58,7 +58,7 @@ LoadTicket PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<
       << "host pages loaded into " << pages.size() << " pages for a hit of " << hit.num_pages()
       << " pages with " << hit.keys.size() << " keys";
   const int32_t n = index_.key_tokens();
-  CopyEvent last;  // the copy stream is in order: the last copy's event covers them all
+  CopyEvent last;  // the load stream is in order: the last copy's event covers them all
   for (size_t i = 0; i < hit.host_pages.size(); ++i) {
     const size_t idx = first + i;
     const int32_t page = pages[idx];
@@ -73,7 +73,8 @@ LoadTicket PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<
   const std::vector<int32_t> loaded(
       pages.begin() + static_cast<std::ptrdiff_t>(first),
       pages.begin() + static_cast<std::ptrdiff_t>(first + hit.host_pages.size()));
-  return host_->loads().add(std::move(last), loaded, -1);
+  // The host entries stay busy (not reused by a write-back) until the load settles.
+  return host_->loads().add(std::move(last), loaded, -1, hit.host_pages);
 }
 
 int32_t PrefixCache::num_evictable(const PrefixHit& hit) const {

@@ -72,9 +72,10 @@ class PrefixCache {
   void acquire(const PrefixHit& hit);
   // After acquire() and the allocation of the sequence's pages: enqueues the copy of each host
   // page of the hit into pages[hit.pages.size() + i], registers it under its key (`tokens`: the
-  // sequence's) and unpins it. Returns the load, recorded in the host tier's loads() (the empty
-  // ticket when the hit has no host page or the copies were synchronous). The host checkpoint
-  // stays pinned (HybridState::admit loads and unpins it).
+  // sequence's) and unpins it. Returns the load, recorded in the host tier's loads() with the host
+  // entries it reads, which no write-back reuses until it settles (kv/host_tier.h "Copies"; the
+  // empty ticket when the hit has no host page or the copies were synchronous). The host
+  // checkpoint stays pinned (HybridState::admit loads and unpins it).
   LoadTicket load_host_pages(const PrefixHit& hit, const std::vector<int32_t>& pages,
                              const int32_t* tokens);
   // How many of the hit's pages sit in the LRU (they stop being available once acquired).

@@ -300,7 +300,7 @@ std::string Metrics::render(const EngineGauges& engine) const {
   append_metric(
       out, "syv_host_tier_copy_seconds_total", "counter",
       "Host time spent issuing host-tier copies (the copies themselves on the CPU backend; on "
-      "CUDA they run on the copy stream).",
+      "CUDA they run on the copy streams).",
       engine.host_copy_seconds);
   append_metric(
       out, "syv_host_tier_pin_seconds_total", "counter",

@@ -43,12 +43,12 @@ TEST(CacheStoreGpu, CopyEventsOrderAgainstTheComputeStream) {
   const size_t n = size_t{64} << 20;  // large enough that an unordered copy would race
   DeviceBuffer a = gpu->allocate(n), b = gpu->allocate(n);
   std::vector<unsigned char> host(n, 0xAB);
-  gpu->fill_zero(a.data(), n);                                // compute stream
-  CopyEvent out = gpu->copy_async(host.data(), a.data(), n);  // after the fill
+  gpu->fill_zero(a.data(), n);                                               // compute stream
+  CopyEvent out = gpu->copy_async(host.data(), a.data(), n, CopyDir::kOut);  // after the fill
   gpu->wait_copy(out);
   for (size_t i = 0; i < n; i += 4093) ASSERT_EQ(host[i], 0) << "byte " << i;
   std::vector<unsigned char> ones(n, 1);
-  CopyEvent in = gpu->copy_async(b.data(), ones.data(), n);
+  CopyEvent in = gpu->copy_async(b.data(), ones.data(), n, CopyDir::kIn);
   gpu->order_after_copy(in);
   gpu->copy(a.data(), b.data(), n);  // compute stream, after the copy in
   std::vector<unsigned char> back(n);

@@ -1,6 +1,7 @@
 // The host tier's copies on CUDA (backend/cuda/host_copy.h): copy_batch_async of many scattered
 // segments between device memory and pinned host memory (from allocate_pinned() and from
-// pin_host_pages()) goes as one gather kernel on the copy stream; every byte lands both ways, the
+// pin_host_pages()) goes as one gather kernel on the copy stream of its direction (loads and
+// write-backs on two streams that do not wait for each other); every byte lands both ways, the
 // bytes around the segments stay untouched, the kernel is ordered after the compute stream's
 // earlier work and before work after order_after_copy(), and batches the kernel does not take
 // (misaligned, or to pageable memory) fall back to cudaMemcpyAsync exactly. The *Timing test
@@ -98,7 +99,7 @@ void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed, bool 
   gpu.upload(d, dev_bytes.data(), kRegion);
   const std::vector<CopyOp> in = scattered(d, host, align, seed + 2);
   ASSERT_GT(in.size(), 20u);
-  CopyEvent landed = gpu.copy_batch_async(in);
+  CopyEvent landed = gpu.copy_batch_async(in, CopyDir::kIn);
   gpu.order_after_copy(landed);
   gpu.copy(dev2.data(), d, kRegion);  // compute stream, after the batch landed
   gpu.download(got.data(), dev2.data(), kRegion);
@@ -108,7 +109,7 @@ void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed, bool 
   gpu.fill_zero(dev2.data(), kRegion);  // compute stream work the batch must follow
   gpu.copy(dev2.data(), d, kRegion);
   const std::vector<CopyOp> out = scattered(host, static_cast<char*>(dev2.data()), align, seed + 3);
-  gpu.wait_copy(gpu.copy_batch_async(out));
+  gpu.wait_copy(gpu.copy_batch_async(out, CopyDir::kOut));
   std::memcpy(got.data(), host, kRegion);
   expect_same(got, expected(out, host, static_cast<char*>(dev2.data()), want_dev, host_bytes),
               "device -> host");
@@ -140,6 +141,63 @@ TEST(HostCopyGpu, ScatteredSegmentsBothWaysAreExact) {
   // Pageable host memory: cudaMemcpyAsync (the kernel cannot address it).
   std::vector<char> pageable(kRegion);
   round_trip(*gpu, pageable.data(), 16, 30, false);
+}
+
+// The two copy streams (backend.h CopyDir): a small write-back (kOut) enqueued behind a large load
+// (kIn) in flight lands while the load is still running (on one in-order stream it waited for the
+// load); a load of host bytes that a write-back in flight writes, enqueued after
+// order_after_copy(write-back), reads what the write-back wrote (ordered through the compute
+// stream, without the host waiting), and so does one enqueued after
+// order_copies_after_copy(write-back, kIn) (the load stream waiting for it directly).
+TEST(HostCopyGpu, WriteBacksDoNotQueueBehindLoadsAndOrderThroughTheComputeStream) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+  const size_t big = size_t{1} << 30;  // ~20 ms at ~50 GB/s
+  auto host = gpu->allocate_pinned(big);
+  ASSERT_TRUE(host.ok()) << host.message();
+  DeviceBuffer dev = gpu->allocate(big), small = gpu->allocate(kRegion);
+  char* h = static_cast<char*>(host->data());
+  std::vector<unsigned char> bytes(kRegion);
+  fill(bytes, 41);
+  gpu->upload(small.data(), bytes.data(), kRegion);
+  gpu->synchronize();
+  // Independent: the write-back lands, the load (18x its bytes and enqueued first) has not.
+  auto out = gpu->allocate_pinned(kRegion);
+  ASSERT_TRUE(out.ok()) << out.message();
+  int overtaken = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    CopyEvent load = gpu->copy_async(dev.data(), h, big, CopyDir::kIn);
+    CopyEvent wb = gpu->copy_async(out->data(), small.data(), kRegion, CopyDir::kOut);
+    gpu->wait_copy(wb);
+    overtaken += !gpu->copy_done(load);
+    gpu->wait_copy(load);
+  }
+  // A load whose 1 GiB still runs after an 8 MiB write-back enqueued behind it landed, in each of
+  // 3 tries, is the two streams at work.
+  EXPECT_EQ(overtaken, 3) << "the write-back waited for the load in flight";
+  EXPECT_EQ(std::memcmp(out->data(), bytes.data(), kRegion), 0);
+  // Ordered: device `dev` (kRegion of fresh bytes) -> host h (write-back), compute stream ordered
+  // after it, then host h -> device small (load), compute ordered after that, read back.
+  fill(bytes, 42);
+  gpu->upload(dev.data(), bytes.data(), kRegion);
+  std::memset(h, 0, kRegion);
+  const CopyEvent wb = gpu->copy_async(h, dev.data(), kRegion, CopyDir::kOut);
+  gpu->order_after_copy(wb);
+  gpu->order_after_copy(gpu->copy_async(small.data(), h, kRegion, CopyDir::kIn));
+  std::vector<unsigned char> got(kRegion);
+  gpu->download(got.data(), small.data(), kRegion);
+  expect_same(got, bytes, "host bytes loaded after the write-back that wrote them");
+  // Ordered stream to stream (order_copies_after_copy), the compute stream not waiting for the
+  // write-back: device `dev` -> host h, then the load stream waits for it, host h -> device
+  // small; the compute stream waits for the load only.
+  fill(bytes, 43);
+  gpu->upload(dev.data(), bytes.data(), kRegion);
+  std::memset(h, 0, kRegion);
+  const CopyEvent wb2 = gpu->copy_async(h, dev.data(), kRegion, CopyDir::kOut);
+  gpu->order_copies_after_copy(wb2, CopyDir::kIn);
+  gpu->order_after_copy(gpu->copy_async(small.data(), h, kRegion, CopyDir::kIn));
+  gpu->download(got.data(), small.data(), kRegion);
+  expect_same(got, bytes, "host bytes loaded after the write-back, ordered stream to stream");
 }
 
 // The kernel itself, on a stream of the test's own, between two device buffers.
@@ -211,20 +269,22 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   for (bool to_device : {true, false}) {
+    const CopyDir dir = to_device ? CopyDir::kIn : CopyDir::kOut;
     const double gather = rate([&] {
       CopyEvent e;
-      for (size_t p = 0; p < kPages; ++p) e = gpu->copy_batch_async(page_ops(p, to_device));
+      for (size_t p = 0; p < kPages; ++p) e = gpu->copy_batch_async(page_ops(p, to_device), dir);
       return e;
     });
     const double memcpy_each = rate([&] {
       CopyEvent e;
       for (size_t p = 0; p < kPages; ++p)
         for (const CopyOp& op : page_ops(p, to_device))
-          e = gpu->copy_async(op.dst, op.src, op.bytes);
+          e = gpu->copy_async(op.dst, op.src, op.bytes, dir);
       return e;
     });
-    const double one = rate(
-        [&] { return to_device ? gpu->copy_async(d, h, kBytes) : gpu->copy_async(h, d, kBytes); });
+    const double one = rate([&] {
+      return to_device ? gpu->copy_async(d, h, kBytes, dir) : gpu->copy_async(h, d, kBytes, dir);
+    });
     std::printf(
         "%s, %zu MiB in pages of %zu x %zu KiB: gather kernel %.1f GB/s, cudaMemcpyAsync per "
         "segment %.1f GB/s, one copy %.1f GB/s (gather = %.0f%% of one copy)\n",

@@ -1,5 +1,5 @@
 // The host tier's engine scenarios (tests/unit/host_tier_scenarios.h) on CUDA: pieces pinned
-// between steps with cudaHostRegister, write-backs and loads on the copy stream (the gather
+// between steps with cudaHostRegister, write-backs and loads on their two copy streams (the gather
 // kernel), the compute stream ordered after the write-backs by events, loads polled with
 // cudaEventQuery while their sequence is loading (kv/inflight_loads.h). Every resend served from
 // the host equals a recompute (logprobs bit for bit, batch-invariant kernels), eviction storms with
@@ -62,6 +62,19 @@ TEST_F(HostTierGpu, HitOnPagesInFlightWaitsAndCancelsKeepInvariants) {
 
 TEST_F(HostTierGpu, PreemptingALoadingSequenceKeepsInvariants) {
   preempting_a_loading_sequence_keeps_invariants();
+}
+
+// Write-backs during loads: on their own copy stream, never into a host entry a load reads.
+TEST_F(HostTierGpu, WriteBacksDuringALoadDoNotWaitForIt) {
+  write_backs_during_a_load_do_not_wait_for_it();
+}
+
+TEST_F(HostTierGpu, WriteBacksNeverOverwriteAHostEntryBeingLoaded) {
+  write_backs_never_overwrite_a_host_entry_being_loaded();
+}
+
+TEST_F(HostTierGpu, EvictionStormWithLoadsInFlight) {
+  eviction_storm_with_cancels_keeps_invariants(/*loading=*/true);
 }
 
 }  // namespace

@@ -1,15 +1,27 @@
-// The CPU backend with a copy stream that lands late, for the host tier's loading state
-// (kv/inflight_loads.h): the CPU backend's copies are synchronous, so without this every load
-// would have landed before anything could read too early.
+// The CPU backend with two copy streams that land late, for the host tier's loading state
+// (kv/inflight_loads.h) and its write-backs (kv/host_tier.h "Copies"): the CPU backend's copies are
+// synchronous, so without this every load would have landed before anything could read too early,
+// and no write-back could overtake a load.
 //
-// copy_async / copy_batch_async enqueue; a copy's destination is filled with 0xFF bytes at once
-// (NaN in every float KV / state dtype: what a forward reads there before the copy lands is
-// garbage, so an engine that did so would give other tokens), and its bytes land, in enqueue order
-// (the stream is in order), when
-//  * wait_copy or order_after_copy is called with its event or a later one, or
-//  * copy_done has been polled `polls_to_land` times with its event or a later one.
-// The 0xFF fill is skipped where an earlier pending copy still reads the destination (a real copy
-// stream would not overwrite it before then). Sources are read when the copy lands, as a real copy
+// copy_async / copy_batch_async enqueue on the stream of their CopyDir (backend.h); a copy's
+// destination is filled with 0xFF bytes at once (NaN in every float KV / state dtype: what a
+// forward or a load reads there before the copy lands is garbage, so an engine that did so would
+// give other tokens), and its bytes land, in enqueue order within its stream, when
+//  * wait_copy or order_after_copy is called with its event or a later one of its stream, or
+//  * copy_done has been polled `polls_to_land` times with its event or a later one of its stream.
+// The two streams are independent: landing one lands nothing of the other, so a write-back
+// (kOut) ordered after at once lands before a load (kIn) enqueued earlier, as on CUDA. The compute
+// stream is the host here and order_after_copy lands at once, so a copy enqueued afterwards, on
+// either stream, is after it, as backend.h promises. After order_copies_after_copy(e, dir), the
+// next copy enqueued on `dir` lands e's stream through e first (a schedule a device may take:
+// the ordered-before copies finish before it starts).
+// The 0xFF fill is skipped where an earlier pending copy of the same stream still reads the
+// destination (an in-order stream would not overwrite it before then). A pending copy of the
+// other stream gets no such grace: nothing orders the two streams but the compute stream, so a
+// copy enqueued while one of the other stream is pending and touches the same bytes (writes
+// what it reads or writes, or reads what it writes) races with it on a real device. Those are
+// counted (num_hazards(); the tests expect 0) and the fill happens anyway, so that a load whose
+// source a write-back overwrote lands NaN. Sources are read when the copy lands, as a real copy
 // reads them when it runs.
 #pragma once
 
@@ -34,60 +46,113 @@ class DeferredCopyBackend : public CpuBackend {
     polls_to_land_ = polls;
   }
   int32_t polls_to_land() const { return polls_to_land_; }
-  int64_t num_pending() const { return static_cast<int64_t>(pending_.size()); }
-  uint64_t num_landed() const { return landed_; }  // batches landed so far
-
-  CopyEvent copy_async(void* dst, const void* src, size_t bytes) override {
-    return copy_batch_async({CopyOp{dst, src, bytes}});
+  int64_t num_pending() const { return num_pending(CopyDir::kIn) + num_pending(CopyDir::kOut); }
+  int64_t num_pending(CopyDir dir) const {
+    return static_cast<int64_t>(stream(dir).pending.size());
   }
-  CopyEvent copy_batch_async(const std::vector<CopyOp>& ops) override {
-    for (const CopyOp& op : ops)
-      if (!read_by_pending(op.dst, op.bytes)) std::memset(op.dst, 0xFF, op.bytes);
-    pending_.push_back({++enqueued_, ops, 0});
-    return CopyEvent(std::make_shared<uint64_t>(enqueued_));
+  uint64_t num_landed() const { return landed_batches_; }  // batches landed so far, both streams
+  // Copies enqueued while a pending copy of the other stream touched the same bytes (see above).
+  uint64_t num_hazards() const { return hazards_; }
+  // Write-back batches (kOut) enqueued while a load (kIn) was pending: those that one in-order
+  // stream would have queued behind a load.
+  uint64_t num_out_during_in() const { return out_during_in_; }
+  // order_after_copy() calls with an event of stream `dir` (the compute stream waiting for it).
+  uint64_t num_compute_waits(CopyDir dir) const { return stream(dir).compute_waits; }
+
+  CopyEvent copy_async(void* dst, const void* src, size_t bytes, CopyDir dir) override {
+    return copy_batch_async({CopyOp{dst, src, bytes}}, dir);
+  }
+  CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
+    Stream& other = stream(dir == CopyDir::kIn ? CopyDir::kOut : CopyDir::kIn);
+    land_through(other, stream(dir).after_other);
+    for (const CopyOp& op : ops) {
+      if (touches(other, op.dst, op.bytes, /*reads=*/true, /*writes=*/true) ||
+          touches(other, op.src, op.bytes, /*reads=*/false, /*writes=*/true))
+        ++hazards_;
+      if (!touches(stream(dir), op.dst, op.bytes, /*reads=*/true, /*writes=*/false))
+        std::memset(op.dst, 0xFF, op.bytes);
+    }
+    if (dir == CopyDir::kOut && !stream(CopyDir::kIn).pending.empty()) ++out_during_in_;
+    stream(dir).pending.push_back({++enqueued_, ops, 0});
+    return CopyEvent(std::make_shared<Point>(Point{dir, enqueued_}));
   }
   bool copy_done(const CopyEvent& event) override {
-    const uint64_t id = id_of(event);
+    if (event.empty()) return true;
+    const Point p = point_of(event);
+    Stream& s = stream(p.dir);
     uint64_t land = 0;
-    for (Batch& b : pending_)
-      if (b.id <= id && ++b.polls >= polls_to_land_) land = b.id;
-    land_through(land);
-    return id <= landed_;
+    for (Batch& b : s.pending)
+      if (b.id <= p.id && ++b.polls >= polls_to_land_) land = b.id;
+    land_through(s, land);
+    return p.id <= s.landed;
   }
-  void wait_copy(const CopyEvent& event) override { land_through(id_of(event)); }
-  void order_after_copy(const CopyEvent& event) override { land_through(id_of(event)); }
+  void wait_copy(const CopyEvent& event) override { land(event); }
+  void order_after_copy(const CopyEvent& event) override {
+    if (!event.empty()) ++stream(point_of(event).dir).compute_waits;
+    land(event);
+  }
+  void order_copies_after_copy(const CopyEvent& event, CopyDir dir) override {
+    if (event.empty()) return;
+    const Point p = point_of(event);
+    SYV_CHECK(p.dir != dir) << "order_copies_after_copy within one stream";
+    stream(dir).after_other = std::max(stream(dir).after_other, p.id);
+  }
 
  private:
+  struct Point {  // a CopyEvent's handle: a batch of one stream
+    CopyDir dir;
+    uint64_t id;
+  };
   struct Batch {
-    uint64_t id = 0;
+    uint64_t id = 0;  // ids increase across both streams (one counter), so within each too
     std::vector<CopyOp> ops;
     int32_t polls = 0;
   };
-  static uint64_t id_of(const CopyEvent& event) {
-    return event.empty() ? 0 : *static_cast<const uint64_t*>(event.handle());
+  struct Stream {
+    std::deque<Batch> pending;  // enqueued, not landed, oldest first
+    uint64_t landed = 0;        // every batch of this stream with id <= this has landed
+    uint64_t after_other = 0;   // its next copies start after the other's batches up to this
+    uint64_t compute_waits = 0;
+  };
+  static Point point_of(const CopyEvent& event) {
+    return *static_cast<const Point*>(event.handle());
   }
-  bool read_by_pending(const void* dst, size_t bytes) const {
-    const char* d = static_cast<const char*>(dst);
-    for (const Batch& b : pending_)
-      for (const CopyOp& op : b.ops) {
-        const char* s = static_cast<const char*>(op.src);
-        if (d < s + op.bytes && s < d + bytes) return true;
-      }
+  Stream& stream(CopyDir dir) { return streams_[dir == CopyDir::kIn ? 0 : 1]; }
+  const Stream& stream(CopyDir dir) const { return streams_[dir == CopyDir::kIn ? 0 : 1]; }
+  // Whether a pending copy of `s` reads (`reads`) or writes (`writes`) any of [p, p + bytes).
+  static bool touches(const Stream& s, const void* p, size_t bytes, bool reads, bool writes) {
+    const char* a = static_cast<const char*>(p);
+    auto overlaps = [&](const void* q, size_t n) {
+      const char* b = static_cast<const char*>(q);
+      return a < b + n && b < a + bytes;
+    };
+    for (const Batch& b : s.pending)
+      for (const CopyOp& op : b.ops)
+        if ((reads && overlaps(op.src, op.bytes)) || (writes && overlaps(op.dst, op.bytes)))
+          return true;
     return false;
   }
-  void land_through(uint64_t id) {
-    while (!pending_.empty() && pending_.front().id <= id) {
-      for (const CopyOp& op : pending_.front().ops)
+  void land(const CopyEvent& event) {
+    if (event.empty()) return;
+    const Point p = point_of(event);
+    land_through(stream(p.dir), p.id);
+  }
+  void land_through(Stream& s, uint64_t id) {
+    while (!s.pending.empty() && s.pending.front().id <= id) {
+      for (const CopyOp& op : s.pending.front().ops)
         if (op.bytes > 0) std::memcpy(op.dst, op.src, op.bytes);
-      pending_.pop_front();
+      s.pending.pop_front();
+      ++landed_batches_;
     }
-    landed_ = std::max(landed_, std::min(id, enqueued_));
+    s.landed = std::max(s.landed, std::min(id, enqueued_));
   }
 
   int32_t polls_to_land_ = 3;
-  std::deque<Batch> pending_;  // enqueued, not landed, oldest first
-  uint64_t enqueued_ = 0;      // ids of batches enqueued so far: 1 .. enqueued_
-  uint64_t landed_ = 0;        // every batch with id <= this has landed
+  Stream streams_[2];      // [0] CopyDir::kIn, [1] CopyDir::kOut
+  uint64_t enqueued_ = 0;  // ids of batches enqueued so far: 1 .. enqueued_
+  uint64_t landed_batches_ = 0;
+  uint64_t hazards_ = 0;
+  uint64_t out_during_in_ = 0;
 };
 
 }  // namespace syv::testing

@@ -42,6 +42,25 @@ TEST(HostEntries, EvictsLeastRecentlyUsedUnpinned) {
   EXPECT_EQ(none.check_integrity(), "");
 }
 
+// Busy entries (read by a load in flight, kv/inflight_loads.h) are passed over like pinned ones,
+// without a pin: the least recently used entry that is neither goes; none left is a miss.
+TEST(HostEntries, BusyEntriesAreNotTaken) {
+  HostEntries e(3);
+  bool evicted = false;
+  for (uint64_t key : {10u, 11u, 12u}) e.take(key, &evicted);  // LRU order 0, 1, 2
+  auto busy = [](int32_t id) { return id == 0 || id == 2; };
+  EXPECT_EQ(e.take(13, &evicted, busy), 1);  // 0 is busy: 1 goes
+  EXPECT_TRUE(evicted);
+  EXPECT_EQ(e.find(10), 0);
+  e.pin(1);  // LRU order 0, 2, 1: 1 pinned, 0 and 2 busy
+  EXPECT_EQ(e.take(14, &evicted, busy), -1);
+  EXPECT_EQ(e.find(14), -1);
+  EXPECT_EQ(e.take(14, &evicted), 0);  // no longer busy: the oldest goes
+  EXPECT_EQ(e.find(10), -1);
+  e.unpin(1);
+  EXPECT_EQ(e.check_integrity(), "");
+}
+
 // shrink(n) (a tier that cannot get the memory of entries >= n) forgets them, used or free, and
 // the entries below keep their keys, LRU order and free list.
 TEST(HostEntries, ShrinkDropsTheEntriesAboveAndKeepsTheRest) {

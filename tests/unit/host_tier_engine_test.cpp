@@ -78,5 +78,19 @@ TEST(HostTierLoading, EvictionStormWithCancelsKeepsInvariants) {
   eviction_storm_with_cancels_keeps_invariants(/*loading=*/true);
 }
 
+// Write-backs during a load (kv/host_tier.h "Copies"): on their own stream, never into what the
+// load reads.
+TEST(HostTierLoading, WriteBacksDuringALoadDoNotWaitForIt) {
+  write_backs_during_a_load_do_not_wait_for_it();
+}
+
+TEST(HostTierLoading, WriteBacksNeverOverwriteAHostEntryBeingLoaded) {
+  write_backs_never_overwrite_a_host_entry_being_loaded();
+}
+
+TEST(HostTierLoading, EvictionStormWithWriteBacksDuringLoads) {
+  eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/6);
+}
+
 }  // namespace
 }  // namespace syv::testing

@@ -1,13 +1,14 @@
 // The host tier's engine scenarios (kv/host_tier.h), shared by the CPU test
 // (tests/unit/host_tier_engine_test.cpp, where the tier is a second budget of host memory and
 // copies are synchronous) and the CUDA one (tests/gpu/host_tier_engine_gpu_test.cpp: pinned
-// pieces, copies on the copy stream, events ordering the compute stream after write-backs and
-// polled for loads): prefixes whose pages and
+// pieces, write-backs and loads on two copy streams, events ordering the compute stream after
+// write-backs and polled for loads): prefixes whose pages and
 // checkpoints the device pools evicted are served back from the host tier, giving exactly the
 // tokens (and, in batch-invariant mode, the logprobs bit for bit) of a recompute; eviction storms
 // with random cancels keep every invariant of both tiers and leak nothing. Loads are not waited
-// for (kv/inflight_loads.h): the sequence they serve is loading while the others keep stepping; on
-// the CPU those scenarios run on a DeferredCopyBackend, whose copies land late.
+// for (kv/inflight_loads.h): the sequence they serve is loading while the others keep stepping,
+// and write-backs during a load neither wait for it nor overwrite what it reads; on the CPU those
+// scenarios run on a DeferredCopyBackend, whose two copy streams land late and independently.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -132,8 +133,12 @@ inline Request request(std::vector<int32_t> prompt, int32_t max_tokens, bool log
   return r;
 }
 
-// Every page free or cached, no slot or checkpoint hold left, no host entry pinned.
+// Every page free or cached, no slot or checkpoint hold left, no host entry pinned; on a deferred
+// copy stream (deferred_copy_backend.h), no copy ever raced with one of the other stream.
 inline void expect_no_leaks(Harness& h) {
+  if (auto* d = dynamic_cast<DeferredCopyBackend*>(&h.core().store().backend())) {
+    EXPECT_EQ(d->num_hazards(), 0u) << "copies of the two streams touched the same bytes unordered";
+  }
   h.expect_no_leaks();
   if (const HybridState* hy = h.core().hybrid()) {
     EXPECT_EQ(hy->pool().num_free_slots(), hy->pool().num_slots()) << "state slots leaked";
@@ -360,12 +365,17 @@ inline bool is_loading(const Sequence* seq) {
 
 // Arrivals, identical resends, cancellations, n = 2, a device pool small enough to preempt and
 // evict, a tiny host tier that evicts too; check_integrity() (both tiers, no pin left, loads in
-// flight held by loading sequences) after every step and cancel; every completed sample equals its
-// solo run; nothing leaks. `loading`: on loading_model() (the CPU's loads land two polls late, so
-// cancels and preemptions meet loading sequences).
-inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false) {
+// flight held by loading sequences, the host entries they read in use) after every step and
+// cancel; every completed sample equals its solo run; nothing leaks, and no copy raced with one of
+// the other stream (expect_no_leaks). `loading`: on loading_model() (the CPU's loads land `polls`
+// polls late, so cancels, preemptions and write-backs meet loads in flight; with polls >= 4 some
+// write-backs must have been enqueued while a load was in flight, on the CPU).
+inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false, int32_t polls = 2) {
+  uint64_t out_during_in = 0;
   for (const std::string dir : {"qwen3/tied_gqa2", "hybrid/q35_r2_flfl_tied"}) {
-    Model& m = loading ? loading_model(dir, 2) : model(dir);
+    Model& m = loading ? loading_model(dir, polls) : model(dir);
+    const uint64_t out_during_in_before =
+        deferred_copies(m) != nullptr ? deferred_copies(m)->num_out_during_in() : 0;
     for (uint32_t seed = 0; seed < 4; ++seed) {
       std::mt19937 rng(500 + seed);
       const int32_t max_total = 80;
@@ -440,6 +450,9 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false) {
       if (loading && deferred_copies(m) != nullptr) {
         EXPECT_GT(loading_steps, 0) << dir << " seed " << seed;
       }
+      if (h.core().host_tier() != nullptr) {
+        EXPECT_EQ(h.core().host_tier()->loads().num_unsettled(), 0);
+      }
       std::printf(
           "  %s seed %u: %d compared, %d steps with a loading sequence, %llu preemptions, %llu hit "
           "tokens (%llu from host), "
@@ -455,6 +468,15 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false) {
           static_cast<unsigned long long>(s.host_page_hits),
           static_cast<unsigned long long>(s.host_checkpoint_hits));
     }
+    if (deferred_copies(m) != nullptr) {
+      const uint64_t n = deferred_copies(m)->num_out_during_in() - out_during_in_before;
+      std::printf("  %s: %llu write-backs enqueued while a load was in flight\n", dir.c_str(),
+                  static_cast<unsigned long long>(n));
+      out_during_in += n;
+    }
+  }
+  if (loading && polls >= 4 && fixture_loader() == &load_cpu_fixture) {
+    EXPECT_GT(out_during_in, 0u) << "no write-back met a load in flight: the storm tests nothing";
   }
 }
 
@@ -473,8 +495,8 @@ inline const Sequence* running_with(Harness& h, const std::vector<int32_t>& prom
 // A: 100 tokens (+8) whose pages and checkpoint the 140-token B pushed out of a 10-page device
 // pool into the host tier (as in evicted_prefix_served_from_host). Then B2 (140 tokens) pushes B
 // out too and B comes back: the device pool holds B's pages, each of which the host tier holds
-// already, so allocations while A loads evict without a write-back (one would order the compute
-// stream after A's load, on the CPU's deferred stream too).
+// already, so allocations while A loads evict without a write-back
+// (write_backs_during_a_load_do_not_wait_for_it has them).
 struct EvictedPrefix {
   Request a;
   std::vector<int32_t> cold_tokens;
@@ -511,8 +533,9 @@ inline void other_sequences_step_while_host_hit_loads() {
     const uint64_t hits_before = h.core().stats().host_page_hits;
     const Request c = request(random_tokens(rng, 10), 40);
     const uint64_t c_id = h.submit(c);
-    // C decodes until its next page is 15 steps away (no allocation, so no eviction whose
-    // write-back would order the compute stream after A's load, while A loads).
+    // C decodes until its next page is 15 steps away (no allocation while A loads: the loading
+    // steps here are plain decode steps; write_backs_during_a_load_do_not_wait_for_it has
+    // evictions).
     while (running_with(h, c.prompt_ids) == nullptr ||
            running_with(h, c.prompt_ids)->num_computed % kPage != 1) {
       h.step();
@@ -545,6 +568,136 @@ inline void other_sequences_step_while_host_hit_loads() {
     EXPECT_EQ(w.logprobs, e.cold_logprobs);  // bit for bit
     EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
     EXPECT_EQ(h.core().stats().host_page_hits - hits_before, 6u);
+    expect_no_leaks(h);
+  }
+}
+
+// As other_sequences_step_while_host_hit_loads, but the device pool's cached pages are D's, which
+// the host tier does not hold, so that every eviction writes back: A's admission, and C crossing
+// into new pages while A loads (20 polls on the CPU). The write-backs go on their own stream: C
+// still gets a token in every loading step, A loads for exactly its 20 polls (a write-back
+// waiting for A's load, as on one in-order stream, would land it early on the CPU's deferred
+// streams), the admission step does not order the compute stream after A's own write-backs (A's
+// loads wait for them), and A and C then give the cold / solo tokens, A's logprobs bit for bit.
+inline void write_backs_during_a_load_do_not_wait_for_it() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    SCOPED_TRACE(dir);
+    constexpr int32_t kPolls = 20;
+    Model& m = loading_model(dir, kPolls);
+    DeferredCopyBackend* deferred = deferred_copies(m);
+    std::mt19937 rng(7);
+    Harness h(make_core(m, opts(dir, 10, 1, 64, 16)));
+    const EvictedPrefix e = evict_a_prefix(h, rng);
+    h.submit(request(random_tokens(rng, 100), 8));  // D: 6 full pages the host does not hold
+    h.run();
+    // C: 10 + 30 tokens, 3 pages; it crosses into its second page while A loads. With A's 7 pages
+    // the pool's 10 hold both.
+    const Request c = request(random_tokens(rng, 10), 30);
+    const uint64_t c_id = h.submit(c);
+    h.step();
+    if (::testing::Test::HasFatalFailure()) return;
+    const EngineStats before = h.core().stats();
+    const uint64_t out_during_in = deferred != nullptr ? deferred->num_out_during_in() : 0;
+    const uint64_t a_id = h.submit(e.a);
+    int loading_steps = 0, loading_steps_storing = 0;
+    for (;;) {
+      const size_t c_before = h.output(c_id).samples.at(0).tokens.size();
+      const uint64_t stored =
+          h.core().stats().host_pages_stored + h.core().stats().host_checkpoints_stored;
+      const uint64_t waits = deferred != nullptr ? deferred->num_compute_waits(CopyDir::kOut) : 0;
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      if (!is_loading(running_with(h, e.a.prompt_ids))) break;
+      if (loading_steps == 0 && deferred != nullptr) {
+        // A's admission wrote D's pages back; its loads wait for them, the step does not
+        // (kv/host_tier.h "Copies" 6).
+        EXPECT_GT(h.core().stats().host_pages_stored, before.host_pages_stored);
+        EXPECT_EQ(deferred->num_compute_waits(CopyDir::kOut), waits)
+            << "the admission step waited for its own write-backs";
+      }
+      ++loading_steps;
+      loading_steps_storing +=
+          h.core().stats().host_pages_stored + h.core().stats().host_checkpoints_stored > stored;
+      EXPECT_EQ(h.output(c_id).samples.at(0).tokens.size(), c_before + 1)
+          << "C got no token in loading step " << loading_steps;
+      EXPECT_TRUE(h.output(a_id).samples.empty()) << "A produced a token while loading";
+    }
+    if (deferred != nullptr) {
+      EXPECT_EQ(loading_steps, kPolls) << "a write-back landed A's load early";
+      EXPECT_GE(loading_steps_storing, 2) << "the admission and C's new page write back";
+      EXPECT_GT(deferred->num_out_during_in(), out_during_in);
+    }
+    h.run();
+    const SampleOutput& w = h.output(a_id).samples.at(0);
+    EXPECT_EQ(w.cached_tokens, 96);
+    EXPECT_EQ(w.tokens, e.cold_tokens);
+    EXPECT_EQ(w.logprobs, e.cold_logprobs);  // bit for bit
+    EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
+    EXPECT_EQ(h.core().stats().host_page_hits - before.host_page_hits, 6u);
+    EXPECT_GT(h.core().stats().host_pages_stored, before.host_pages_stored);
+    expect_no_leaks(h);
+  }
+}
+
+// A host tier of exactly A's 6 pages (and 1 checkpoint): A's resend loads all of them (20 polls
+// on the CPU; hybrids: the pages' load is polled twice a step, by the poll of the checkpoint's
+// load after it too, so it lands after 10) while C, admitted in the same step after A, and C's
+// second page evict device pages whose write-backs want a host entry. Every host entry is A's and
+// read by A's load in flight (busy: kv/host_tier.h "Copies" 4), so they are dropped, not written
+// over what A's load reads (on the CPU's deferred streams that would be a hazard and A's pages NaN:
+// other tokens); once A's load landed, write-backs take A's entries again. A and C give the cold /
+// solo tokens, A's logprobs bit for bit.
+inline void write_backs_never_overwrite_a_host_entry_being_loaded() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    SCOPED_TRACE(dir);
+    constexpr int32_t kPolls = 20;
+    Model& m = loading_model(dir, kPolls);
+    DeferredCopyBackend* deferred = deferred_copies(m);
+    std::mt19937 rng(7);
+    Harness h(make_core(m, opts(dir, 10, 1, 6, 1)));
+    const Request a = request(random_tokens(rng, 100), 8, /*logprobs=*/true);
+    const uint64_t cold = h.submit(a);
+    h.run();
+    h.submit(request(random_tokens(rng, 140), 8));  // B pushes A's 6 pages into the host tier
+    h.run();
+    const HostTier& tier = *h.core().host_tier();
+    ASSERT_EQ(tier.num_pages_used(), 6);
+    const EngineStats before = h.core().stats();
+    const uint64_t a_id = h.submit(a);
+    // C: 2 pages; it crosses into the second at its 8th step, while A loads.
+    const Request c = request(random_tokens(rng, 10), 20);
+    const uint64_t c_id = h.submit(c);
+    int loading_steps = 0;
+    uint64_t dropped_after_admission = 0;
+    for (;;) {
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      if (!is_loading(running_with(h, a.prompt_ids))) break;
+      if (loading_steps++ == 0) {  // the admission step: every host entry is read by A's load
+        dropped_after_admission = tier.counters().stores_dropped;
+        for (int32_t entry = 0; entry < tier.num_pages(); ++entry)
+          EXPECT_TRUE(tier.loads().reads_host_page(entry)) << "host page " << entry;
+        if (is_hybrid(dir)) {
+          EXPECT_TRUE(tier.loads().reads_host_checkpoint(0));
+        }
+      }
+    }
+    if (deferred != nullptr) {
+      EXPECT_EQ(loading_steps, kPolls);
+      // The admission step drops A's own evictions (its entries pinned) and C's (busy); after it
+      // nothing is pinned, so C's second page is dropped for A's busy entries alone.
+      EXPECT_GT(tier.counters().stores_dropped, dropped_after_admission)
+          << "no write-back met A's busy entries: the scenario tests nothing";
+      EXPECT_EQ(h.core().stats().host_pages_stored, before.host_pages_stored);
+    }
+    h.run();
+    const SampleOutput& w = h.output(a_id).samples.at(0);
+    EXPECT_EQ(w.cached_tokens, 96);
+    EXPECT_EQ(h.core().stats().host_page_hits - before.host_page_hits, 6u);
+    EXPECT_EQ(w.tokens, h.output(cold).samples.at(0).tokens);
+    EXPECT_EQ(w.logprobs, h.output(cold).samples.at(0).logprobs);  // bit for bit
+    EXPECT_EQ(w.tokens, run_alone(dir, a));
+    EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
     expect_no_leaks(h);
   }
 }

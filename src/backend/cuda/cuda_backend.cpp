@@ -120,11 +120,12 @@ class CudaBackendImpl final : public CudaBackend {
     if (workspace_) cudaFree(workspace_);
     if (counters_) cudaFree(counters_);
     cudaEventDestroy(staging_done_);
-    if (copy_stream_ != nullptr) {
-      cudaStreamSynchronize(copy_stream_);
-      cudaEventDestroy(compute_mark_);
-      cudaStreamDestroy(copy_stream_);
+    for (cudaStream_t copies : copy_streams_) {
+      if (copies == nullptr) continue;
+      cudaStreamSynchronize(copies);
+      cudaStreamDestroy(copies);
     }
+    if (compute_mark_ != nullptr) cudaEventDestroy(compute_mark_);
     cudaStreamDestroy(stream_);
   }
 
@@ -188,28 +189,32 @@ class CudaBackendImpl final : public CudaBackend {
   }
   void synchronize() override { SYV_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-  // ---- asynchronous copies: one copy stream, ordered after the compute stream at each call -----
-  CopyEvent copy_async(void* dst, const void* src, size_t bytes) override {
-    order_copies_after_compute();
-    if (bytes > 0)
-      SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_));
-    return record_copy_event();
+  // ---- asynchronous copies: two copy streams (CopyDir::kIn, kOut), each ordered after the compute
+  // stream at each call --------------------------------------------------------------------------
+  // Two streams so that a write-back (device -> host, kOut) and the step ordered after it never
+  // queue behind a load in flight (host -> device, kIn): on one in-order stream, a step that
+  // evicted a page during a 32K-token load waited for the whole load (~75 ms on an H200; the other
+  // sequences' decode ran at 0.15 of its speed over the loading steps). Copies of different
+  // streams are ordered only through the compute stream (backend.h CopyDir).
+  CopyEvent copy_async(void* dst, const void* src, size_t bytes, CopyDir dir) override {
+    cudaStream_t copies = copy_stream_after_compute(dir);
+    if (bytes > 0) SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copies));
+    return record_copy_event(copies);
   }
-  // The batch on the copy stream after one ordering, with one event: as one gather kernel
+  // The batch on the stream of `dir` after one ordering, with one event: as one gather kernel
   // (host_copy.h) when it has many small copies between this device and mapped pinned host
   // memory, else as cudaMemcpyAsync calls back to back.
-  CopyEvent copy_batch_async(const std::vector<CopyOp>& ops) override {
-    order_copies_after_compute();
+  CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
+    cudaStream_t copies = copy_stream_after_compute(dir);
     if (gather_fits(ops)) {
-      cuda::launch_gather_copy(segments_.data(), segments_.size(), copy_stream_);
+      cuda::launch_gather_copy(segments_.data(), segments_.size(), copies);
       ++gather_batches_;
     } else {
       for (const CopyOp& op : ops)
         if (op.bytes > 0)
-          SYV_CUDA_CHECK(
-              cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, copy_stream_));
+          SYV_CUDA_CHECK(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, copies));
     }
-    return record_copy_event();
+    return record_copy_event(copies);
   }
   uint64_t gather_batches() const override { return gather_batches_; }
   // Whether `ops` go as one gather kernel (their segments then in segments_): at least
@@ -231,19 +236,31 @@ class CudaBackendImpl final : public CudaBackend {
     }
     return total <= kGatherMaxMeanBytes * ops.size();
   }
-  // The copy stream waits for everything enqueued on the compute stream so far.
-  void order_copies_after_compute() {
-    if (copy_stream_ == nullptr) {
-      SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-      SYV_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
-    }
+  // The copy stream of `dir` (created on first use), made to wait for everything enqueued on the
+  // compute stream so far: its ops, and its waits on earlier copies of either stream
+  // (order_after_copy), which is what orders a copy after one of the other stream.
+  cudaStream_t copy_stream_after_compute(CopyDir dir) {
+    cudaStream_t copies = copy_stream(dir);
+    // One mark event serves both streams: cudaStreamWaitEvent waits for the record made last
+    // before it, and each call records afresh.
     SYV_CUDA_CHECK(cudaEventRecord(compute_mark_, stream_));
-    SYV_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, compute_mark_, 0));
+    SYV_CUDA_CHECK(cudaStreamWaitEvent(copies, compute_mark_, 0));
+    return copies;
   }
-  CopyEvent record_copy_event() {
+  // The copy stream of `dir`, created on first use (with the compute mark).
+  cudaStream_t copy_stream(CopyDir dir) {
+    cudaStream_t& copies = copy_streams_[dir == CopyDir::kIn ? 0 : 1];
+    if (copies == nullptr) {
+      SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
+      if (compute_mark_ == nullptr)
+        SYV_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
+    }
+    return copies;
+  }
+  CopyEvent record_copy_event(cudaStream_t copies) {
     cudaEvent_t done = nullptr;
     SYV_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    SYV_CUDA_CHECK(cudaEventRecord(done, copy_stream_));
+    SYV_CUDA_CHECK(cudaEventRecord(done, copies));
     return CopyEvent(std::shared_ptr<void>(
         static_cast<void*>(done), [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }));
   }
@@ -314,6 +331,11 @@ class CudaBackendImpl final : public CudaBackend {
   void order_after_copy(const CopyEvent& event) override {
     if (!event.empty())
       SYV_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event.handle()), 0));
+  }
+  void order_copies_after_copy(const CopyEvent& event, CopyDir dir) override {
+    if (!event.empty())
+      SYV_CUDA_CHECK(
+          cudaStreamWaitEvent(copy_stream(dir), static_cast<cudaEvent_t>(event.handle()), 0));
   }
 
   // ---- batch metadata -------------------------------------------------------------------------
@@ -1460,7 +1482,9 @@ class CudaBackendImpl final : public CudaBackend {
   int sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staging_done_ = nullptr;
-  cudaStream_t copy_stream_ = nullptr;  // copy_async(); created on first use
+  // copy_async()'s streams: [0] CopyDir::kIn (loads), [1] CopyDir::kOut (write-backs); each
+  // created on first use.
+  cudaStream_t copy_streams_[2] = {nullptr, nullptr};
   cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ at each copy_async()
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;
