@@ -517,6 +517,19 @@ inline EvictedPrefix evict_a_prefix(Harness& h, std::mt19937& rng) {
   return e;
 }
 
+// After A's host hit loaded and everything ran: A gave the cold run's tokens (its logprobs bit for
+// bit) from 96 cached tokens, 6 pages of them copied back, and C its solo tokens.
+inline void expect_a_and_c_exact(Harness& h, const char* dir, const EvictedPrefix& e, uint64_t a_id,
+                                 uint64_t c_id, const Request& c, uint64_t page_hits_before) {
+  h.run();
+  const SampleOutput& w = h.output(a_id).samples.at(0);
+  EXPECT_EQ(w.cached_tokens, 96);
+  EXPECT_EQ(w.tokens, e.cold_tokens);
+  EXPECT_EQ(w.logprobs, e.cold_logprobs);  // bit for bit
+  EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
+  EXPECT_EQ(h.core().stats().host_page_hits - page_hits_before, 6u);
+}
+
 // While A's resend loads its 96-token prefix from the host tier, C (already decoding) gets a token
 // every step; A is not scheduled until its load landed, then gives the cold run's tokens and
 // logprobs bit for bit (dense: pages; hybrids: pages and the checkpoint in its slot). On the CPU
@@ -560,14 +573,8 @@ inline void other_sequences_step_while_host_hit_loads() {
     if (deferred != nullptr) {
       EXPECT_EQ(loading_steps, 3);
     }
-    h.run();
-    const SampleOutput& w = h.output(a_id).samples.at(0);
-    EXPECT_EQ(w.cached_tokens, 96);
-    EXPECT_EQ(w.tokens, e.cold_tokens);
-    EXPECT_EQ(w.tokens, run_alone(dir, e.a));
-    EXPECT_EQ(w.logprobs, e.cold_logprobs);  // bit for bit
-    EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
-    EXPECT_EQ(h.core().stats().host_page_hits - hits_before, 6u);
+    expect_a_and_c_exact(h, dir, e, a_id, c_id, c, hits_before);
+    EXPECT_EQ(h.output(a_id).samples.at(0).tokens, run_alone(dir, e.a));
     expect_no_leaks(h);
   }
 }
@@ -627,13 +634,7 @@ inline void write_backs_during_a_load_do_not_wait_for_it() {
       EXPECT_GE(loading_steps_storing, 2) << "the admission and C's new page write back";
       EXPECT_GT(deferred->num_out_during_in(), out_during_in);
     }
-    h.run();
-    const SampleOutput& w = h.output(a_id).samples.at(0);
-    EXPECT_EQ(w.cached_tokens, 96);
-    EXPECT_EQ(w.tokens, e.cold_tokens);
-    EXPECT_EQ(w.logprobs, e.cold_logprobs);  // bit for bit
-    EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
-    EXPECT_EQ(h.core().stats().host_page_hits - before.host_page_hits, 6u);
+    expect_a_and_c_exact(h, dir, e, a_id, c_id, c, before.host_page_hits);
     EXPECT_GT(h.core().stats().host_pages_stored, before.host_pages_stored);
     expect_no_leaks(h);
   }
