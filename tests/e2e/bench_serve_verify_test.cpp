@@ -79,6 +79,12 @@ TEST_F(BenchServe, BurstC1AndResendGiveSaneJson) {
   EXPECT_EQ(lines["burst"]["ignore_eos"], true);
   expect_sane(lines["burst"], 6, 5);
   EXPECT_EQ(lines["burst"]["prompt_tokens"], 6 * 24);
+  // The server's engine steps over the burst, from its /metrics (syv_engine_step_seconds_total):
+  // at least one step per output token of the slowest request, and a GPU-idle share in [0, 1).
+  ASSERT_TRUE(lines["burst"]["engine_steps"].is_number()) << lines["burst"];
+  EXPECT_GE(lines["burst"]["engine_steps"].get<double>(), 5.0) << lines["burst"];
+  EXPECT_GE(lines["burst"]["engine_idle_share"].get<double>(), 0.0) << lines["burst"];
+  EXPECT_LT(lines["burst"]["engine_idle_share"].get<double>(), 1.0) << lines["burst"];
   expect_sane(lines["c1"], 2, 5);
   EXPECT_TRUE(lines["c1"]["tokens_per_step"].is_null()) << "this server does not speculate";
   const json& resend = lines["resend"];

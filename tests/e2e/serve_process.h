@@ -34,7 +34,11 @@ class ServerProcess {
   explicit ServerProcess(std::vector<std::string> args, const std::string& log_name) {
     int out[2];
     EXPECT_EQ(pipe(out), 0);
-    log_path_ = std::string(SYV_BINARY_DIR) + "/" + log_name;
+    // One log per test process: ctest runs a fixture's tests as separate processes, in parallel,
+    // and two servers writing one file gave a log of both (and NUL bytes where one truncated it).
+    const size_t dot = log_name.rfind('.');
+    log_path_ = std::string(SYV_BINARY_DIR) + "/" + log_name.substr(0, dot) + "." +
+                std::to_string(getpid()) + (dot == std::string::npos ? "" : log_name.substr(dot));
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], 1);
