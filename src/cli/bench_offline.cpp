@@ -28,6 +28,7 @@ struct Options {
   // model and turn a throughput run into a preemption storm.
   double gpu_memory_utilization = 0.90;
   bool pool_flag_given = false;
+  bool utilization_given = false;
 };
 
 int run(const Options& o) {
@@ -66,8 +67,8 @@ int run(const Options& o) {
     draft = std::move(d.value());
     options.draft_model = draft.get();
   }
-  auto planned =
-      size_kv_pool(model.backend(), model, &options, o.pool_flag_given, o.gpu_memory_utilization);
+  auto planned = size_kv_pool(model.backend(), model, &options, o.pool_flag_given,
+                              o.gpu_memory_utilization, o.utilization_given);
   if (!planned.ok()) return fail(planned.message());
   Engine engine(model, nullptr, options);
   if (Status s = engine.start(); !s.ok()) return fail(s.message());
@@ -188,14 +189,17 @@ BenchRegistration reg{
       app.add_option("--output-len", o->output_len, "Generated tokens each (default 128).");
       app.add_option("--seed", o->seed, "Seed of the random prompts (default 0).");
       app.add_flag("--json", o->json, "Print the summary as one JSON object.");
-      app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
-                     "On a GPU, the share of device memory for weights, activations and the KV "
-                     "pool, as `syv serve` (default 0.90; --kv-cache-mb or --num-pages override "
-                     "it)")
-          ->check(CLI::Range(0.05, 1.0));
+      CLI::Option* utilization =
+          app.add_option(
+                 "--gpu-memory-utilization", o->gpu_memory_utilization,
+                 "On a GPU, the share of device memory for weights, activations and the KV "
+                 "pool, as `syv serve` (default 0.90; --kv-cache-mb or --num-pages override "
+                 "it)")
+              ->check(CLI::Range(0.05, 1.0));
       CLI::Option* kv_cache_mb = app.get_option("--kv-cache-mb");
-      return [o, kv_cache_mb]() -> int {
+      return [o, kv_cache_mb, utilization]() -> int {
         o->pool_flag_given = kv_cache_mb->count() > 0;
+        o->utilization_given = utilization->count() > 0;
         return run(*o);
       };
     }};

@@ -11,8 +11,14 @@
 #endif
 
 namespace syv::cli {
+namespace {
 
 #if SYV_HAVE_CUDA
+struct PlannedPool {
+  int64_t kv_bytes = 0;
+  server::MemoryPlanFacts facts;
+};
+
 Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
                                        double utilization) {
   // A draft model's pool has as many pages as the target's: plan both, return the target's share.
@@ -53,10 +59,13 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
 }
 #endif
 
+}  // namespace
+
 Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Model& model,
                                                             EngineOptions* options,
                                                             bool pool_flag_given,
-                                                            double utilization) {
+                                                            double utilization,
+                                                            bool utilization_given) {
   std::optional<server::MemoryPlanFacts> facts;
 #if SYV_HAVE_CUDA
   if (!pool_flag_given && options->num_pages == 0) {
@@ -68,8 +77,15 @@ Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Mo
     }
   }
 #else
-  (void)backend, (void)model, (void)options, (void)pool_flag_given, (void)utilization;
+  (void)model, (void)utilization;
 #endif
+  if (utilization_given && !facts) {
+    const bool sized = pool_flag_given || options->num_pages > 0;
+    SYV_LOG(WARN) << "--gpu-memory-utilization: not used ("
+                  << (sized ? "--kv-cache-mb / --num-pages size the pool"
+                            : "the " + backend.name() + " backend's pool is --kv-cache-mb")
+                  << ")";
+  }
   return facts;
 }
 

@@ -12,30 +12,19 @@
 #include "model/model.h"
 #include "server/deployment_facts.h"
 
-namespace syv {
-class CudaBackend;
-}
-
 namespace syv::cli {
 
-// The pool's bytes (the target's share when `e.draft_model` is set: both pools get as many pages),
-// and the plan's figures for /metrics (server/deployment_facts.h).
-struct PlannedPool {
-  int64_t kv_bytes = 0;
-  server::MemoryPlanFacts facts;
-};
-
-// Logs the plan ("memory plan: ..."). Fails with the plan's message when the weights, activations
-// and reserve leave no room for one sequence at `utilization` (0.05..1).
-Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
-                                       double utilization);
-
-// The pool of an engine about to run on `backend`: sized by the plan (utilization) on a CUDA
-// backend when neither --kv-cache-mb nor --num-pages was given (`pool_flag_given`), else left as
-// `options` has it. Sets options->kv_cache_bytes; returns the plan's facts when the plan sized it.
+// The pool of an engine about to run on `backend`: sized by the plan (utilization, 0.05..1) on a
+// CUDA backend when neither --kv-cache-mb nor --num-pages was given (`pool_flag_given`), else left
+// as `options` has it (a warning says --gpu-memory-utilization is not used when
+// `utilization_given`). The target's share when options->draft_model is set (both pools get as
+// many pages). Sets options->kv_cache_bytes and logs the plan; returns the plan's facts when the
+// plan sized the pool. Fails with the plan's message when the weights, activations and reserve
+// leave no room for one sequence.
 Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Model& model,
                                                             EngineOptions* options,
                                                             bool pool_flag_given,
-                                                            double utilization);
+                                                            double utilization,
+                                                            bool utilization_given);
 
 }  // namespace syv::cli

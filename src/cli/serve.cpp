@@ -354,21 +354,14 @@ int run_serve(const ServeOptions& o) {
   engine_options.kv_dtype = *kv_dtype;
   engine_options.draft_model = draft.get();
   Result<std::optional<server::MemoryPlanFacts>> planned_pool =
-      size_kv_pool(**backend, **model, &engine_options,
-                   o.kv_cache_mb_given || engine_options.num_pages > 0, o.gpu_memory_utilization);
+      size_kv_pool(**backend, **model, &engine_options, o.kv_cache_mb_given,
+                   o.gpu_memory_utilization, o.gpu_memory_utilization_given);
   if (!planned_pool.ok()) return fail(planned_pool.message());
   std::optional<server::MemoryPlanFacts> plan_facts = *planned_pool;  // when the plan sized it
   const bool planned = plan_facts.has_value();
   const std::string kv_sized_by = planned                        ? "gpu-memory-utilization"
                                   : engine_options.num_pages > 0 ? "num-pages"
                                                                  : "kv-cache-mb";
-  if (o.gpu_memory_utilization_given && !planned) {
-    SYV_LOG(WARN) << "--gpu-memory-utilization: not used ("
-                  << (o.kv_cache_mb_given || engine_options.num_pages > 0
-                          ? "--kv-cache-mb / --num-pages size the pool"
-                          : "the " + (*backend)->name() + " backend's pool is --kv-cache-mb")
-                  << ")";
-  }
   Engine engine(**model, tokenizer.get(), engine_options);
   if (Status st = engine.start(); !st.ok()) return fail("engine: " + st.message());
   const double engine_s = since(t_engine);
