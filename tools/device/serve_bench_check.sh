@@ -4,10 +4,14 @@
 # 512 prompt tokens, 128 out, 64 offered, ignore_eos), with the default flags and with each
 # preset, then c1, resend and offload (1M filler tokens) with the defaults, then `syv verify
 # --model` on the same folder.
-#   [PRESETS="default throughput"] [QUICK=1] \
+#   [PRESETS="default throughput"] [QUICK=1] [SERVE_FLAGS="--kv-cache-dtype fp8"] \
+#   [BURST="512 512 1024 1024"] \
 #   tools/device/serve_bench_check.sh [build carry dir, default build/gpu-carry] [out dir]
 # PRESETS: the launch profiles to run (default: default throughput interactive long); QUICK=1:
 # the burst only (no c1 / resend / offload, no `syv verify`), for a short device call.
+# SERVE_FLAGS: more `syv serve` flags for every profile. BURST: the burst's requests, concurrency,
+# input and output tokens (default "128 64 512 128"; "512 512 1024 1024" is issue 19's
+# all-offered-at-once workload).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/gpu-carry}/bin
@@ -19,10 +23,12 @@ KEY=serve-bench-check-key
 [[ -f $DIR/config.json ]] || timeout 300 $B/syv demo-model --config tools/bench/configs/qwen3-8b \
   --tokenizer third_party/qwen3-tokenizer --out $DIR 2>&1 | tail -1
 cat $DIR/*.safetensors >/dev/null  # into the page cache
+read -r NREQ CONC INLEN OUTLEN <<<"${BURST:-128 64 512 128}"
 for preset in ${PRESETS:-default throughput interactive long}; do
   extra=()
   [[ $preset != default ]] && extra=(--preset $preset)
   $B/syv serve --model $DIR --device cuda --port $PORT --api-key $KEY "${extra[@]}" \
+    ${SERVE_FLAGS:-} \
     >"$OUT/serve-$preset.log" 2>&1 &
   PID=$!
   for _ in $(seq 1200); do
@@ -35,8 +41,9 @@ for preset in ${PRESETS:-default throughput interactive long}; do
   scenarios=(--scenario burst)
   [[ $preset == default && -z ${QUICK:-} ]] &&
     scenarios+=(--scenario c1 --scenario resend --scenario offload)
-  timeout 240 $B/syv bench serve --url http://127.0.0.1:$PORT --api-key $KEY "${scenarios[@]}" \
-    --num-requests 128 --concurrency 64 --input-len 512 --output-len 128 --resend-len 8192 \
+  timeout 400 $B/syv bench serve --url http://127.0.0.1:$PORT --api-key $KEY "${scenarios[@]}" \
+    --num-requests $NREQ --concurrency $CONC --input-len $INLEN --output-len $OUTLEN \
+    --resend-len 8192 \
     --filler-tokens 1048576 --seed 1 2>/dev/null | tee "$OUT/bench-$preset.txt" | grep -v '^{'
   grep '^{' "$OUT/bench-$preset.txt" >"$OUT/bench-$preset.jsonl"
   kill $PID
