@@ -384,7 +384,7 @@ TEST_F(KvQuantGpu, DecodeAttentionMatchesDequantizedReference) {
   for (auto kernel : {cuda::AttentionDecodeKernel::kAuto, cuda::AttentionDecodeKernel::kCudaCores})
     for (DType t : kDtypes) {
       for (int64_t D : {64, 128, 256}) {
-        for (int64_t group : {1, 4, 8}) {
+        for (int64_t group : {1, 2, 4, 8, 16}) {
           for (int64_t page : {16, 64}) {
             cuda::set_attention_decode_kernel(kernel);
             const int64_t hk = 2, hq = hk * group;
