@@ -105,9 +105,16 @@ __device__ __forceinline__ int pv_col(int nt, int n) {
 // fp8 stages: what fits 3 blocks per SM (the register bound at D <= 128) at D = 64 / 128, and 2
 // blocks at 256: D = 128 takes 4.3 + 3 x 18.5 KB = 60 KB.
 template <int D>
-constexpr int kFp8Stages = D == 64    ? 4
-                           : D == 128 ? 3
-                                      : 2;
+constexpr int kFp8Stages = D == 256 ? 2 : 4;
+// fp8 at D = 128: rows unpadded, 16-byte chunk c of row r stored at chunk c ^ (r & 7), which keeps
+// both fragment loads free of bank conflicts with 2 KB less per stage than padding (a 4th stage
+// then fits 3 blocks per SM).
+template <int D>
+constexpr bool kFp8Swizzle = D == 128;
+template <int D>
+__device__ __forceinline__ int fp8_chunk(int r, int c) {  // where chunk c of row r is stored
+  return kFp8Swizzle<D> ? c ^ (r & 7) : c;
+}
 template <int D>
 constexpr int kQuantStages = 2;
 template <int D>
@@ -116,7 +123,7 @@ constexpr int tile_bytes() {
 }
 template <int D, DType KT>
 constexpr int kv_ld(bool values) {  // bytes between two rows of a stage
-  if constexpr (KT == DType::F8E4M3) return D == 64 && !values ? D : D + 16;
+  if constexpr (KT == DType::F8E4M3) return kFp8Swizzle<D> || (D == 64 && !values) ? D : D + 16;
   return static_cast<int>(kv_row_bytes<KT>(D));
 }
 template <int D, DType KT>
@@ -249,8 +256,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       const int r = idx / RC, c = idx % RC;
       const int64_t row = cache_row(k_begin + j * kBN + r);
       const int64_t off = row >= 0 ? row * RB + c * 16 : 0;
-      cp_async16(raw_k(st) + r * KLD + c * 16, kq + off, row >= 0);
-      cp_async16(raw_v(st) + r * VLD + c * 16, vq + off, row >= 0);
+      const int cs = kFold ? fp8_chunk<D>(r, c) : c;
+      cp_async16(raw_k(st) + r * KLD + cs * 16, kq + off, row >= 0);
+      cp_async16(raw_v(st) + r * VLD + cs * 16, vq + off, row >= 0);
     }
     constexpr int SC = SB / 4;  // 4-byte chunks of a row's scales
     const unsigned char* ksq = static_cast<const unsigned char*>(a.k_scales);
@@ -354,10 +362,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         // physical elements qk_col(tq, s) + {0..3} are word s % 4 of 16-byte chunk s / 4.
         constexpr int NC = D / 64;
         const int rot = D == 256 ? 2 * (tq >> 1) : 0;
-        const unsigned char* kr0 = raw_k(st) + (wk + g) * KLD + (D / 4) * tq;
+        const unsigned char* kr0 = raw_k(st) + (wk + g) * KLD;  // keys wk + g, wk + 8 + g
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
-          const int off = 16 * ((c + rot) & (NC - 1));
+          const int off = 16 * fp8_chunk<D>(g, NC * tq + ((c + rot) & (NC - 1)));
           const uint4 w0 = *reinterpret_cast<const uint4*>(kr0 + off);
           const uint4 w1 = *reinterpret_cast<const uint4*>(kr0 + 8 * KLD + off);
           const uint32_t k0[4] = {w0.x, w0.y, w0.z, w0.w}, k1[4] = {w1.x, w1.y, w1.z, w1.w};
@@ -456,13 +464,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         // nt / 16 of two keys' rows is paired into one e4m3x2 (low byte: the lower key).
         constexpr int NC = D >= 128 ? D / 128 : 1, CW = D == 64 ? 2 : 4;  // chunks, their words
         const int rot = D == 256 ? (g & 1) : 0;
-        const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD + (D / 8) * g;
+        const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD;
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
-          const int off = 16 * ((c + rot) & (NC - 1));
           uint32_t x[4][CW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
+            const int off =
+                D == 64 ? 8 * g
+                        : 16 * fp8_chunk<D>(2 * tq + (k & 1), NC * g + ((c + rot) & (NC - 1)));
             const unsigned char* p = vr + ((k >> 1) * 8 + (k & 1)) * VLD + off;
             if constexpr (CW == 2) {
               const uint2 w = *reinterpret_cast<const uint2*>(p);
