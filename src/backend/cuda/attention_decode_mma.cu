@@ -105,7 +105,7 @@ __device__ __forceinline__ int pv_col(int nt, int n) {
 // fp8 stages: what fits 3 blocks per SM (the register bound at D <= 128) at D = 64 / 128, and 2
 // blocks at 256: D = 128 takes 4.3 + 3 x 18.5 KB = 60 KB.
 template <int D>
-constexpr int kFp8Stages = D == 256 ? 2 : 4;
+constexpr int kFp8Stages = D == 256 ? 2 : D == 128 ? 3 : 4;
 // fp8 at D = 128: rows unpadded, 16-byte chunk c of row r stored at chunk c ^ (r & 7), which keeps
 // both fragment loads free of bank conflicts with 2 KB less per stage than padding (a 4th stage
 // then fits 3 blocks per SM).
@@ -152,7 +152,7 @@ static_assert(kFp8MergeFits<64> && kFp8MergeFits<128> && kFp8MergeFits<256>);
 // (blockIdx.y * G) / group.
 template <int D, DType KT>
 // Blocks per SM: 3 up to head_dim 128 (bf16: 168 registers, 74 KB of shared memory).
-__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
+__global__ void __launch_bounds__(kThreads, D <= 128 ? (KT == DType::F8E4M3 && D == 128 ? 4 : 3) : 1)
     decode_mma_kernel(AttentionArgs a, int32_t rows_per_block, int32_t splits,
                       int32_t fixed_keys_per_split, int32_t align, float* partial) {
   // Batch metadata is uploaded before a forward's first kernel and never written by one, so it
@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   const float sl2 = a.scale * kLog2e;
   // The Q fragments stay in registers up to head_dim 128; at 256 (O alone takes 128 registers)
   // each tile re-reads them from shared memory.
-  constexpr bool kQInRegisters = D <= 128;
+  constexpr bool kQInRegisters = D <= 128 && !(kFold && D == 128);
   uint32_t qa[kQInRegisters ? D / 16 : 1][4];
   float o[D / 8][4];
 #pragma unroll
