@@ -105,7 +105,9 @@ __device__ __forceinline__ int pv_col(int nt, int n) {
 // fp8 stages: what fits 3 blocks per SM (the register bound at D <= 128) at D = 64 / 128, and 2
 // blocks at 256: D = 128 takes 4.3 + 3 x 18.5 KB = 60 KB.
 template <int D>
-constexpr int kFp8Stages = D == 256 ? 2 : D == 128 ? 3 : 4;
+constexpr int kFp8Stages = D == 256   ? 2
+                           : D == 128 ? 3
+                                      : 4;
 // fp8 at D = 128: rows unpadded, 16-byte chunk c of row r stored at chunk c ^ (r & 7), which keeps
 // both fragment loads free of bank conflicts with 2 KB less per stage than padding (a 4th stage
 // then fits 3 blocks per SM).
@@ -115,6 +117,12 @@ template <int D>
 __device__ __forceinline__ int fp8_chunk(int r, int c) {  // where chunk c of row r is stored
   return kFp8Swizzle<D> ? c ^ (r & 7) : c;
 }
+// fp8 at D = 128 runs 4 blocks per SM (the wide form: 3 stages of 16.9 KB + Q = 55 KB each)
+// when a split has at least this many blocks (tokens x head groups), else 3. H200, 8B, ctx 8192,
+// ms per step: b = 64: 22.4 with 3 blocks, 20.7 with 4; b = 1: 5.07 with 3, 5.58 with 4 (its
+// blocks, launched early by PDL, hold every SM's shared memory while they wait for the kernel
+// before them: 5.15 without PDL).
+constexpr int64_t kFp8WideBlocks = 256;
 template <int D>
 constexpr int kQuantStages = 2;
 template <int D>
@@ -150,9 +158,11 @@ static_assert(kFp8MergeFits<64> && kFp8MergeFits<128> && kFp8MergeFits<256>);
 
 // KT: the cache dtype (BF16, F8E4M3 or U4X2). G (rows_per_block) <= 16 query heads of KV head
 // (blockIdx.y * G) / group.
-template <int D, DType KT>
+// kWide (fp8 at D = 128 only): 4 blocks per SM instead of 3, the Q fragments re-read from shared
+// memory each tile to fit 128 registers (see kFp8WideBlocks).
+template <int D, DType KT, bool kWide = false>
 // Blocks per SM: 3 up to head_dim 128 (bf16: 168 registers, 74 KB of shared memory).
-__global__ void __launch_bounds__(kThreads, D <= 128 ? (KT == DType::F8E4M3 && D == 128 ? 4 : 3) : 1)
+__global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
     decode_mma_kernel(AttentionArgs a, int32_t rows_per_block, int32_t splits,
                       int32_t fixed_keys_per_split, int32_t align, float* partial) {
   // Batch metadata is uploaded before a forward's first kernel and never written by one, so it
@@ -309,7 +319,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (KT == DType::F8E4M3 && D
   const float sl2 = a.scale * kLog2e;
   // The Q fragments stay in registers up to head_dim 128; at 256 (O alone takes 128 registers)
   // each tile re-reads them from shared memory.
-  constexpr bool kQInRegisters = D <= 128 && !(kFold && D == 128);
+  static_assert(!kWide || (kFold && D == 128), "the wide form is fp8 at head_dim 128");
+  constexpr bool kQInRegisters = D <= 128 && !kWide;
   uint32_t qa[kQInRegisters ? D / 16 : 1][4];
   float o[D / 8][4];
 #pragma unroll
@@ -562,20 +573,29 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (KT == DType::F8E4M3 && D
   }
 }
 
-template <int D, DType KT>
-void launch_t(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
+template <int D, DType KT, bool kWide>
+void launch_w(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
               float* partial, cudaStream_t s) {
   constexpr int smem = smem_bytes<D, KT>();
   static bool configured = false;  // per template instance; set once per process
   if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<D, KT>,
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<D, KT, kWide>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
   const dim3 grid(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.hq / rows),
                   static_cast<unsigned>(splits));
-  launch_k(decode_mma_kernel<D, KT>, grid, kThreads, smem, s, a, rows, splits, fixed, align,
+  launch_k(decode_mma_kernel<D, KT, kWide>, grid, kThreads, smem, s, a, rows, splits, fixed, align,
            partial);
+}
+template <int D, DType KT>
+void launch_t(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
+              float* partial, cudaStream_t s) {
+  if constexpr (KT == DType::F8E4M3 && D == 128) {
+    if (static_cast<int64_t>(a.tokens) * (a.hq / rows) >= kFp8WideBlocks)
+      return launch_w<D, KT, true>(a, rows, splits, fixed, align, partial, s);
+  }
+  launch_w<D, KT, false>(a, rows, splits, fixed, align, partial, s);
 }
 
 template <int D>
