@@ -22,12 +22,16 @@
 //    contiguous bytes of 4 keys' V rows and pairs the keys' bytes (byte_perm), so O's columns are
 //    permuted, undone when the warps merge in shared memory (qk_col, pv_col). Q is converted to
 //    f16 (saturated) and the MMAs are f16; S is multiplied by each key's K scale, and each key's
-//    V scale (times 256, undone at the merge) is folded into P before its f16 rounding.
+//    V scale (times 256, undone at the merge) is folded into P before its f16 rounding. At head_dim
+//    128 the stages are unpadded and XOR-swizzled (fp8_chunk), 3 of them; wide batches run 4
+//    blocks per SM with Q's fragments re-read from shared memory (kFp8WideBlocks).
 //  * int4: a 2-stage cp.async pipeline of the bytes and scales, decoded and scaled per 32-element
 //    group into a bf16 tile in shared memory, read as the bf16 one.
-// Blocks per SM count (H200, 8B, b = 64, ctx 8192): the quantized forms, both decoded through a
-// shared 16-bit tile then, ran 29.6 ms per step with 3 stages (2 blocks per SM by shared memory)
-// and 23.7 ms with 2 stages (3 blocks per SM).
+// Blocks per SM count (H200, 8B, b = 64, ctx 8192, ms per step): the quantized forms, both decoded
+// through a shared 16-bit tile then, ran 29.6 with 3 stages (2 blocks per SM by shared memory) and
+// 23.6 with 2 stages (3 blocks per SM); fp8 decoded in registers: 22.4 (3 blocks, 3 padded
+// stages), 21.9 (3 blocks, 4 swizzled stages), 20.7 (4 blocks, 3 swizzled stages; ncu: 2.1 TB/s,
+// SM issue ~57% busy, 6.2 cycles per issued instruction: latency- and instruction-bound).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -102,8 +106,8 @@ __device__ __forceinline__ int pv_col(int nt, int n) {
 //    rows kv_ld(true): padded so the fragment loads above are free of bank conflicts) and scales;
 //  * int4: kQuantStages stages of the stored bytes and scales (cp.async) and one bf16 K + V tile
 //    they are decoded into.
-// fp8 stages: what fits 3 blocks per SM (the register bound at D <= 128) at D = 64 / 128, and 2
-// blocks at 256: D = 128 takes 4.3 + 3 x 18.5 KB = 60 KB.
+// fp8 stages: D = 64: 4 (41 KB a block, 3 blocks per SM by registers); D = 128: 3 (4.3 KB of Q +
+// 3 x 16.9 KB = 55 KB: 4 blocks per SM fit, the wide form); D = 256: 2 (77 KB, 2 blocks per SM).
 template <int D>
 constexpr int kFp8Stages = D == 256   ? 2
                            : D == 128 ? 3
