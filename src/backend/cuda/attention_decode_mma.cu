@@ -103,18 +103,20 @@ __device__ __forceinline__ int pv_col(int nt, int n) {
 //  * bf16 caches: 2 stages of K + V tiles ([kBN][D + 8] bf16 each, rows padded by 16 bytes for
 //    ldmatrix);
 //  * fp8: kFp8Stages stages of the tiles' stored bytes (K rows kv_ld<D, KT>(false) bytes apart, V
-//    rows kv_ld(true): padded so the fragment loads above are free of bank conflicts) and scales;
+//    rows kv_ld(true): padded at D = 64 / 256, swizzled at 128, so that the fragment loads above
+//    are free of bank conflicts) and scales;
 //  * int4: kQuantStages stages of the stored bytes and scales (cp.async) and one bf16 K + V tile
 //    they are decoded into.
-// fp8 stages: D = 64: 4 (41 KB a block, 3 blocks per SM by registers); D = 128: 3 (4.3 KB of Q +
-// 3 x 16.9 KB = 55 KB: 4 blocks per SM fit, the wide form); D = 256: 2 (77 KB, 2 blocks per SM).
+// fp8 stages (ptxas: registers per thread): D = 64: 4 (41 KB a block; 103 registers: 4 blocks per
+// SM); D = 128: 3 (4.3 KB of Q + 3 x 16.9 KB = 55 KB; 156 registers: 3 blocks per SM, the wide
+// form 128: 4); D = 256: 2 (77 KB; 206 registers: 2 blocks per SM).
 template <int D>
 constexpr int kFp8Stages = D == 256   ? 2
                            : D == 128 ? 3
                                       : 4;
 // fp8 at D = 128: rows unpadded, 16-byte chunk c of row r stored at chunk c ^ (r & 7), which keeps
-// both fragment loads free of bank conflicts with 2 KB less per stage than padding (a 4th stage
-// then fits 3 blocks per SM).
+// both fragment loads free of bank conflicts with 2 KB less per stage than padding (so 4 blocks
+// of 3 stages fit an SM).
 template <int D>
 constexpr bool kFp8Swizzle = D == 128;
 template <int D>
