@@ -384,7 +384,7 @@ TEST_F(KvQuantGpu, DecodeAttentionMatchesDequantizedReference) {
   for (auto kernel : {cuda::AttentionDecodeKernel::kAuto, cuda::AttentionDecodeKernel::kCudaCores})
     for (DType t : kDtypes) {
       for (int64_t D : {64, 128, 256}) {
-        for (int64_t group : {1, 4, 8}) {
+        for (int64_t group : {1, 2, 4, 8, 16}) {
           for (int64_t page : {16, 64}) {
             cuda::set_attention_decode_kernel(kernel);
             const int64_t hk = 2, hq = hk * group;
@@ -417,6 +417,29 @@ TEST_F(KvQuantGpu, DecodeAttentionMatchesDequantizedReference) {
   cuda::set_attention_decode_splits(0);
   cuda::set_attention_merged_combine(initial_merged);
   cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
+}
+
+// Decode batches wide enough (tokens x head groups >= 256) for the tensor-core kernel's wide fp8
+// form at head_dim 128 (4 blocks per SM), contexts of 1 to 700 keys, default and forced splits.
+TEST_F(KvQuantGpu, DecodeAttentionWideBatchMatchesDequantizedReference) {
+  for (DType t : kDtypes) {
+    for (int64_t group : {2, 8, 16}) {
+      const int64_t hk = 2, hq = hk * group, D = 128, page = 16;
+      std::vector<int> ctx(160);
+      std::uniform_int_distribution<int> len(1, 700);
+      for (int& c : ctx) c = len(rng_);
+      const int pool = pool_for(ctx, page);
+      QCache c = make_cache(t, pool, page, hk, D);
+      Batch b =
+          make_batch(std::vector<int>(ctx.size(), 1), ctx, static_cast<int>(page), pool, rng_);
+      const std::string what =
+          std::string("wide decode ") + kv_name(t) + " group " + std::to_string(group);
+      check_attention(b, c, hq, what,
+                      {[] { cuda::set_attention_decode_splits(7); },
+                       [] { cuda::set_attention_decode_splits(64); }});
+    }
+  }
+  cuda::set_attention_decode_splits(0);
 }
 
 // Prefill chunks after a prefix (the tensor-core path: more than 16 tokens in a sequence), mixed

@@ -14,13 +14,24 @@
 // merges as it merges the CUDA-core kernel's. Rows past G (zero queries) are computed and dropped.
 //  * bf16 caches: K/V tiles go through shared memory in a cp.async double buffer; P is rounded to
 //    bf16 for the P V product (2^-9 relative, as the prefill kernel).
-//  * fp8: the tiles' bytes and per-key scales go through a 2-stage cp.async pipeline and are
-//    converted to f16 (exact, one cvt per pair) in one shared tile; Q is converted to f16
-//    (saturated) and the MMAs are f16; S is multiplied by each key's K scale, and each key's V
-//    scale (times 256, undone at the merge) is folded into P before its f16 rounding.
-//  * int4: the same pipeline, decoded and scaled per 32-element group into a bf16 tile.
-// Blocks per SM count (H200, 8B, b = 64, ctx 8192): the quantized forms ran 29.6 ms per step with
-// 3 stages (2 blocks per SM by shared memory) and 23.7 ms with 2 stages (3 blocks per SM).
+//  * fp8: a cp.async pipeline of kFp8Stages stages carries the tiles' stored bytes and per-key
+//    scales; the MMA B fragments are converted in registers straight from those bytes (one
+//    cvt.rn.f16x2.e4m3x2 per pair, exact), with no 16-bit tile and one barrier per tile. For that
+//    the head dimension is permuted: for S = Q K^T each thread reads D / 4 contiguous bytes of a
+//    key row (Q's fragments are read in the same order); for O += P V each thread reads D / 8
+//    contiguous bytes of 4 keys' V rows and pairs the keys' bytes (byte_perm), so O's columns are
+//    permuted, undone when the warps merge in shared memory (qk_col, pv_col). Q is converted to
+//    f16 (saturated) and the MMAs are f16; S is multiplied by each key's K scale, and each key's
+//    V scale (times 256, undone at the merge) is folded into P before its f16 rounding. At head_dim
+//    128 the stages are unpadded and XOR-swizzled (fp8_chunk), 3 of them; wide batches run 4
+//    blocks per SM with Q's fragments re-read from shared memory (kFp8WideBlocks).
+//  * int4: a 2-stage cp.async pipeline of the bytes and scales, decoded and scaled per 32-element
+//    group into a bf16 tile in shared memory, read as the bf16 one.
+// Blocks per SM count (H200, 8B, b = 64, ctx 8192, ms per step): the quantized forms, both decoded
+// through a shared 16-bit tile then, ran 29.6 with 3 stages (2 blocks per SM by shared memory) and
+// 23.6 with 2 stages (3 blocks per SM); fp8 decoded in registers: 22.4 (3 blocks, 3 padded
+// stages), 21.9 (3 blocks, 4 swizzled stages), 20.7 (4 blocks, 3 swizzled stages; ncu: 2.1 TB/s,
+// SM issue ~57% busy, 6.2 cycles per issued instruction: latency- and instruction-bound).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -50,33 +61,74 @@ __device__ __forceinline__ uint32_t pack_f16_sat(float lo, float hi) {
       __floats2half2_rn(fminf(fmaxf(lo, -65504.f), 65504.f), fminf(fmaxf(hi, -65504.f), 65504.f));
   return *reinterpret_cast<const uint32_t*>(&h);
 }
-// 8 e4m3 bytes as 8 exact f16 (cvt.rn.f16x2.e4m3x2 on sm_89+; elsewhere through f32).
-__device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 w) {
-  uint4 r;
-  uint32_t* h = reinterpret_cast<uint32_t*>(&r);
+// The two e4m3 bytes in the low 16 bits of `w` as exact f16 (low byte -> low half):
+// cvt.rn.f16x2.e4m3x2 on sm_89+; elsewhere the bits moved into an f16 (the value / 2^8, normals
+// and subnormals alike: quant_convert.cuh's fp8x4_to_f32) and multiplied back, exactly.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const uint32_t word = e < 2 ? w.x : w.y;
-    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(
-        static_cast<__nv_fp8x2_storage_t>(word >> (16 * (e & 1))), __NV_E4M3);
-    h[e] = static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
-  }
+  const __half2_raw r =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
 #else
-  float f[8];
-  fp8x4_to_f32(w.x, f);
-  fp8x4_to_f32(w.y, f + 4);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) h[e] = pack_f16_sat(f[2 * e], f[2 * e + 1]);
+  const uint32_t p = __byte_perm(w, 0u, 0x1404u);  // b1 << 24 | b0 << 8
+  const uint32_t bits = ((p >> 1) & 0x3f803f80u) | (p & 0x80008000u);
+  const __half2 h = __hmul2(*reinterpret_cast<const __half2*>(&bits), __float2half2_rn(256.f));
+  return *reinterpret_cast<const uint32_t*>(&h);
 #endif
-  return r;
 }
 static_assert(kWarpKeys == 16, "one k16 step of P V per warp and tile");
 
-// Shared memory: Q ([kRows][D + 8] 16-bit), then for bf16 caches 2 stages of K + V tiles
-// ([kBN][D + 8] bf16 each, rows padded by 16 bytes for ldmatrix), for quantized ones kQuantStages
-// stages of the tiles' stored bytes and scales (cp.async) and one 16-bit K + V tile they are
-// decoded into.
+// fp8: the MMA fragments come straight from the stored bytes, so the head dimension is permuted
+// (the same way for Q and K; undone for V when O is written to shared memory at the merge).
+//  * S = Q K^T: thread tq's k positions {2tq, 2tq+1, 2tq+8, 2tq+9} of k-step s are the physical
+//    elements qk_col(tq, s) + {0, 1, 2, 3}: each thread reads D / 4 contiguous bytes of a key row
+//    in 16-byte chunks (rotated by tq at D = 256 so a row's 4 threads hit distinct banks).
+//  * O += P V: column n of n-tile nt is the physical element pv_col(nt, n): thread g (which loads
+//    B column n = g) reads D / 8 contiguous bytes of each of its 4 keys' V rows (16-byte chunks
+//    rotated by g at D = 256, likewise).
+template <int D>
+__device__ __forceinline__ int qk_col(int tq, int s) {
+  constexpr int NC = D / 64;  // 16-byte chunks per thread and key
+  const int rot = D == 256 ? 2 * (tq >> 1) : 0;
+  return (D / 4) * tq + 16 * (((s >> 2) + rot) & (NC - 1)) + 4 * (s & 3);
+}
+template <int D>
+__device__ __forceinline__ int pv_col(int nt, int n) {
+  constexpr int NC = D >= 128 ? D / 128 : 1;  // 16-byte chunks per thread and key (D = 64: 8 bytes)
+  const int rot = D == 256 ? (n & 1) : 0;
+  return (D / 8) * n + 16 * (((nt >> 4) + rot) & (NC - 1)) + (nt & 15);
+}
+
+// Shared memory: Q ([kRows][D + 8] 16-bit), then
+//  * bf16 caches: 2 stages of K + V tiles ([kBN][D + 8] bf16 each, rows padded by 16 bytes for
+//    ldmatrix);
+//  * fp8: kFp8Stages stages of the tiles' stored bytes (K rows kv_ld<D, KT>(false) bytes apart, V
+//    rows kv_ld(true): padded at D = 64 / 256, swizzled at 128, so that the fragment loads above
+//    are free of bank conflicts) and scales;
+//  * int4: kQuantStages stages of the stored bytes and scales (cp.async) and one bf16 K + V tile
+//    they are decoded into.
+// fp8 stages (ptxas: registers per thread): D = 64: 4 (41 KB a block; 103 registers: 4 blocks per
+// SM); D = 128: 3 (4.3 KB of Q + 3 x 16.9 KB = 55 KB; 156 registers: 3 blocks per SM, the wide
+// form 128: 4); D = 256: 2 (77 KB; 206 registers: 2 blocks per SM).
+template <int D>
+constexpr int kFp8Stages = D == 256   ? 2
+                           : D == 128 ? 3
+                                      : 4;
+// fp8 at D = 128: rows unpadded, 16-byte chunk c of row r stored at chunk c ^ (r & 7), which keeps
+// both fragment loads free of bank conflicts with 2 KB less per stage than padding (so 4 blocks
+// of 3 stages fit an SM).
+template <int D>
+constexpr bool kFp8Swizzle = D == 128;
+template <int D>
+__device__ __forceinline__ int fp8_chunk(int r, int c) {  // where chunk c of row r is stored
+  return kFp8Swizzle<D> ? c ^ (r & 7) : c;
+}
+// fp8 at D = 128 runs 4 blocks per SM (the wide form: 3 stages of 16.9 KB + Q = 55 KB each)
+// when a split has at least this many blocks (tokens x head groups), else 3. H200, 8B, ctx 8192,
+// ms per step: b = 64: 22.4 with 3 blocks, 20.7 with 4; b = 1: 5.07 with 3, 5.58 with 4 (its
+// blocks, launched early by PDL, hold every SM's shared memory while they wait for the kernel
+// before them: 5.15 without PDL).
+constexpr int64_t kFp8WideBlocks = 256;
 template <int D>
 constexpr int kQuantStages = 2;
 template <int D>
@@ -84,27 +136,39 @@ constexpr int tile_bytes() {
   return kBN * (D + 8) * 2;
 }
 template <int D, DType KT>
+constexpr int kv_ld(bool values) {  // bytes between two rows of a stage
+  if constexpr (KT == DType::F8E4M3) return kFp8Swizzle<D> || (D == 64 && !values) ? D : D + 16;
+  return static_cast<int>(kv_row_bytes<KT>(D));
+}
+template <int D, DType KT>
 constexpr int raw_bytes() {  // one stage: K and V bytes, then K and V scales
-  return 2 * kBN * static_cast<int>(kv_row_bytes<KT>(D)) +
+  return kBN * (kv_ld<D, KT>(false) + kv_ld<D, KT>(true)) +
          2 * kBN * static_cast<int>(kv_row_scales<KT>(D) * sizeof(KvScale<KT>));
 }
 template <int D, DType KT>
 constexpr int smem_bytes() {
-  if constexpr (kIsQuantKv<KT>) {
+  if constexpr (KT == DType::F8E4M3) {
+    return kRows * (D + 8) * 2 + kFp8Stages<D> * raw_bytes<D, KT>();
+  } else if constexpr (kIsQuantKv<KT>) {
     return kRows * (D + 8) * 2 + 2 * tile_bytes<D>() + kQuantStages<D> * raw_bytes<D, KT>();
   } else {
     return kRows * (D + 8) * 2 + 4 * tile_bytes<D>();
   }
 }
-// The merge area (kWarps x kRows x D floats) reuses the K/V tiles.
+// The merge area (kWarps x kRows x D floats) reuses the K/V tiles (fp8: the stages).
 static_assert(kWarps * kRows * 64 * 4 <= 2 * kBN * (64 + 8) * 2);
 static_assert(kWarps * kRows * 256 * 4 <= 2 * kBN * (256 + 8) * 2);
+template <int D>
+constexpr bool kFp8MergeFits = kWarps* kRows* D * 4 <= kFp8Stages<D>* raw_bytes<D, DType::F8E4M3>();
+static_assert(kFp8MergeFits<64> && kFp8MergeFits<128> && kFp8MergeFits<256>);
 
 // KT: the cache dtype (BF16, F8E4M3 or U4X2). G (rows_per_block) <= 16 query heads of KV head
 // (blockIdx.y * G) / group.
-template <int D, DType KT>
+// kWide (fp8 at D = 128 only): 4 blocks per SM instead of 3, the Q fragments re-read from shared
+// memory each tile to fit 128 registers (see kFp8WideBlocks).
+template <int D, DType KT, bool kWide = false>
 // Blocks per SM: 3 up to head_dim 128 (bf16: 168 registers, 74 KB of shared memory).
-__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
+__global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
     decode_mma_kernel(AttentionArgs a, int32_t rows_per_block, int32_t splits,
                       int32_t fixed_keys_per_split, int32_t align, float* partial) {
   // Batch metadata is uploaded before a forward's first kernel and never written by one, so it
@@ -120,14 +184,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   // fp8: f16 tiles and MMAs, the per-key scales applied to S (K) and folded into P (V).
   constexpr bool kFold = KT == DType::F8E4M3;
   constexpr int LD = D + 8, CH = D / 8;
-  constexpr int S = kQuant ? kQuantStages<D> : 2;  // pipeline stages
+  constexpr int S = kFold ? kFp8Stages<D> : kQuant ? kQuantStages<D> : 2;  // pipeline stages
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* Qs = reinterpret_cast<bf16*>(smem);  // [kRows][LD]
-  bf16* Ks = Qs + kRows * LD;                // bf16: [2][kBN][LD]; quantized: [kBN][LD]
+  bf16* Qs = reinterpret_cast<bf16*>(smem);  // [kRows][LD] (fp8: f16 bits)
+  bf16* Ks = Qs + kRows * LD;                // bf16: [2][kBN][LD]; int4: [kBN][LD]; fp8: none
   bf16* Vs = Ks + (kQuant ? 1 : 2) * kBN * LD;
-  unsigned char* raw = reinterpret_cast<unsigned char*>(Vs + (kQuant ? 1 : 2) * kBN * LD);
+  unsigned char* raw = kFold ? reinterpret_cast<unsigned char*>(Ks)
+                             : reinterpret_cast<unsigned char*>(Vs + (kQuant ? 1 : 2) * kBN * LD);
   __shared__ float sm_m[kWarps][kRows], sm_l[kWarps][kRows];
-  __shared__ float sk[kFold ? kBN : 1], sv[kFold ? kBN : 1];  // fp8: this tile's K / V scales
   const int G = rows_per_block;
   const int hq0 = blockIdx.y * G, kh = hq0 / (a.hq / a.hk);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -156,6 +220,16 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       cp_async16(Qs + r * LD + c * 8, src, valid);
     }
   }
+  // fp8: the A fragment of k-step s (rows g, g + 8; physical elements qk_col(tq, s) + {0..3}).
+  [[maybe_unused]] auto q_frag = [&](int s, uint32_t(&f)[4]) {
+    const int c = qk_col<D>(tq, s);
+    const uint2 lo = *reinterpret_cast<const uint2*>(Qs + g * LD + c);
+    const uint2 hi = *reinterpret_cast<const uint2*>(Qs + (g + 8) * LD + c);
+    f[0] = lo.x;
+    f[1] = hi.x;
+    f[2] = lo.y;
+    f[3] = hi.y;
+  };
   // The cache row of key `key` (page table lookup), or -1 past the split.
   auto cache_row = [&](int key) -> int64_t {
     if (key >= k_end) return -1;
@@ -182,11 +256,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   constexpr int RS = static_cast<int>(kv_row_scales<KT>(D));      // scales of a row
   constexpr int SB = RS * static_cast<int>(sizeof(KvScale<KT>));  // their bytes (f32 / f16)
   static_assert(!kQuant || SB % 4 == 0, "a row's scales are copied 4 bytes at a time");
-  constexpr int kRawBytes = 2 * kBN * RB + 2 * kBN * SB;  // one stage
+  constexpr int KLD = kv_ld<D, KT>(false), VLD = kv_ld<D, KT>(true);  // row strides of a stage
+  constexpr int kRawBytes = raw_bytes<D, KT>();                       // one stage
   auto raw_k = [&](int st) { return raw + st * kRawBytes; };
-  auto raw_v = [&](int st) { return raw + st * kRawBytes + kBN * RB; };
+  auto raw_v = [&](int st) { return raw + st * kRawBytes + kBN * KLD; };
   auto raw_ks = [&](int st) {
-    return reinterpret_cast<KvScale<KT>*>(raw + st * kRawBytes + 2 * kBN * RB);
+    return reinterpret_cast<KvScale<KT>*>(raw + st * kRawBytes + kBN * (KLD + VLD));
   };
   auto raw_vs = [&](int st) { return raw_ks(st) + kBN * RS; };
   auto load_raw = [&](int j, int st) {
@@ -197,8 +272,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       const int r = idx / RC, c = idx % RC;
       const int64_t row = cache_row(k_begin + j * kBN + r);
       const int64_t off = row >= 0 ? row * RB + c * 16 : 0;
-      cp_async16(raw_k(st) + r * RB + c * 16, kq + off, row >= 0);
-      cp_async16(raw_v(st) + r * RB + c * 16, vq + off, row >= 0);
+      const int cs = kFold ? fp8_chunk<D>(r, c) : c;
+      cp_async16(raw_k(st) + r * KLD + cs * 16, kq + off, row >= 0);
+      cp_async16(raw_v(st) + r * VLD + cs * 16, vq + off, row >= 0);
     }
     constexpr int SC = SB / 4;  // 4-byte chunks of a row's scales
     const unsigned char* ksq = static_cast<const unsigned char*>(a.k_scales);
@@ -211,23 +287,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       cp_async4(reinterpret_cast<unsigned char*>(raw_vs(st)) + idx * 4, vsq + off, row >= 0);
     }
   };
-  // Quantized: raw stage `st` decoded into the K and V tiles.
+  // int4: raw stage `st` decoded and scaled per 32-element group into the bf16 K and V tiles.
   auto decode_raw = [&](int st) {
-    if constexpr (kFold) {
-      // fp8: the bytes as exact f16 (one cvt per pair); the scales to sk / sv for the MMAs.
-#pragma unroll
-      for (int i = 0; i < kBN * CH / kThreads; ++i) {
-        const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
-        *reinterpret_cast<uint4*>(Ks + r * LD + c * 8) =
-            fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(raw_k(st) + r * RB + c * 8));
-        *reinterpret_cast<uint4*>(Vs + r * LD + c * 8) =
-            fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(raw_v(st) + r * RB + c * 8));
-      }
-      if (tid < kBN) {
-        sk[tid] = raw_ks(st)[tid];
-        sv[tid] = raw_vs(st)[tid] * kFoldV;
-      }
-    } else {  // int4: decoded and scaled per 32-element group into bf16
+    if constexpr (KT == DType::U4X2) {
 #pragma unroll
       for (int i = 0; i < kBN * CH / kThreads; ++i) {
         const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
@@ -263,7 +325,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   const float sl2 = a.scale * kLog2e;
   // The Q fragments stay in registers up to head_dim 128; at 256 (O alone takes 128 registers)
   // each tile re-reads them from shared memory.
-  constexpr bool kQInRegisters = D <= 128;
+  static_assert(!kWide || (kFold && D == 128), "the wide form is fp8 at head_dim 128");
+  constexpr bool kQInRegisters = D <= 128 && !kWide;
   uint32_t qa[kQInRegisters ? D / 16 : 1][4];
   float o[D / 8][4];
 #pragma unroll
@@ -274,13 +337,20 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   for (int it = 0; it < n_tiles; ++it) {
     const bf16* ks = Ks;
     const bf16* vs = Vs;
-    if constexpr (kQuant) {
+    [[maybe_unused]] const int st = it % S;  // quantized: this tile's stage
+    if constexpr (kFold) {
+      cp_wait<S - 2>();  // this thread's copies of Q's group and tile `it` have landed
+      __syncthreads();   // ... everyone's; every warp is done with tile it - 1
+      // Stage (it + S - 1) % S = (it - 1) % S was last read by tile it - 1.
+      if (it + S - 1 < n_tiles) load_raw(it + S - 1, (it + S - 1) % S);
+      cp_commit();  // possibly empty: keeps the group count uniform
+    } else if constexpr (kQuant) {
       // Stage (it + S - 1) % S was last read by the decode of tile it - 1 (before its barrier).
       if (it + S - 1 < n_tiles) load_raw(it + S - 1, (it + S - 1) % S);
       cp_commit();       // possibly empty: keeps the group count uniform
       cp_wait<S - 1>();  // Q and tile `it`'s bytes have landed
       __syncthreads();   // ... for every thread; every warp is done with tile it - 1
-      decode_raw(it % S);
+      decode_raw(st);
       __syncthreads();
     } else {
       // Buffer (it + 1) & 1 was last read in iteration it - 1 (before its closing barrier).
@@ -293,14 +363,41 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
     }
     if (kQInRegisters && it == 0) {
 #pragma unroll
-      for (int kk = 0; kk < (kQInRegisters ? D / 16 : 0); ++kk)
-        ldsm_x4(qa[kk], Qs + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+      for (int kk = 0; kk < (kQInRegisters ? D / 16 : 0); ++kk) {
+        if constexpr (kFold) {
+          q_frag(kk, qa[kk]);
+        } else {
+          ldsm_x4(qa[kk], Qs + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+        }
+      }
     }
     const int kb = k_begin + it * kBN + wk;  // this warp's first key
     if (kb < k_end) {                        // warp-uniform
       float sc[2][4] = {};
+      if constexpr (kFold) {
+        // S = Q K^T from the stored bytes: B column g of n-tile j is key wk + 8 j + g, whose
+        // physical elements qk_col(tq, s) + {0..3} are word s % 4 of 16-byte chunk s / 4.
+        constexpr int NC = D / 64;
+        const int rot = D == 256 ? 2 * (tq >> 1) : 0;
+        const unsigned char* kr0 = raw_k(st) + (wk + g) * KLD;  // keys wk + g, wk + 8 + g
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
+        for (int c = 0; c < NC; ++c) {
+          const int off = 16 * fp8_chunk<D>(g, NC * tq + ((c + rot) & (NC - 1)));
+          const uint4 w0 = *reinterpret_cast<const uint4*>(kr0 + off);
+          const uint4 w1 = *reinterpret_cast<const uint4*>(kr0 + 8 * KLD + off);
+          const uint32_t k0[4] = {w0.x, w0.y, w0.z, w0.w}, k1[4] = {w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            uint32_t qs[4];
+            if constexpr (!kQInRegisters) q_frag(4 * c + i, qs);
+            const uint32_t(&qf)[4] = kQInRegisters ? qa[kQInRegisters ? 4 * c + i : 0] : qs;
+            mma_f16(sc[0], qf, e4m3x2_to_f16x2(k0[i]), e4m3x2_to_f16x2(k0[i] >> 16));
+            mma_f16(sc[1], qf, e4m3x2_to_f16x2(k1[i]), e4m3x2_to_f16x2(k1[i] >> 16));
+          }
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < (kFold ? 0 : D / 16); ++kk) {
         uint32_t qs[4];
         if constexpr (!kQInRegisters)
           ldsm_x4(qs, Qs + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
@@ -308,13 +405,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         uint32_t b[4];
         ldsm_x4(b,
                 ks + (wk + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-        if constexpr (kFold) {
-          mma_f16(sc[0], qf, b[0], b[1]);
-          mma_f16(sc[1], qf, b[2], b[3]);
-        } else {
-          mma(sc[0], qf, b[0], b[1]);
-          mma(sc[1], qf, b[2], b[3]);
-        }
+        mma(sc[0], qf, b[0], b[1]);
+        mma(sc[1], qf, b[2], b[3]);
       }
       // fp8: this lane's 4 keys (columns 2 tq, 2 tq + 1 of each 8-key half): S times the key's
       // scale; their V scales (times kFoldV) go into P.
@@ -325,10 +417,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int key = wk + j * 8 + tq * 2 + e;
-            const float ksc = sk[key];
+            const float ksc = raw_ks(st)[key];
             sc[j][e] *= ksc;
             sc[j][2 + e] *= ksc;
-            vsc[j][e] = sv[key];
+            vsc[j][e] = raw_vs(st)[key] * kFoldV;
           }
         }
       }
@@ -383,18 +475,55 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         }
       }
       // O += P V over this warp's 16 keys.
+      if constexpr (kFold) {
+        // B[k][n] of n-tile nt is V[key wk + k][pv_col(nt, n)]: this thread (n = g) reads D / 8
+        // bytes of keys 2tq, 2tq + 1 (b0) and 2tq + 8, 2tq + 9 (b1); byte nt % 16 of chunk
+        // nt / 16 of two keys' rows is paired into one e4m3x2 (low byte: the lower key).
+        constexpr int NC = D >= 128 ? D / 128 : 1, CW = D == 64 ? 2 : 4;  // chunks, their words
+        const int rot = D == 256 ? (g & 1) : 0;
+        const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD;
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
+        for (int c = 0; c < NC; ++c) {
+          uint32_t x[4][CW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int off =
+                D == 64 ? 8 * g
+                        : 16 * fp8_chunk<D>(2 * tq + (k & 1), NC * g + ((c + rot) & (NC - 1)));
+            const unsigned char* p = vr + ((k >> 1) * 8 + (k & 1)) * VLD + off;
+            if constexpr (CW == 2) {
+              const uint2 w = *reinterpret_cast<const uint2*>(p);
+              x[k][0] = w.x;
+              x[k][1] = w.y;
+            } else {
+              const uint4 w = *reinterpret_cast<const uint4*>(p);
+              x[k][0] = w.x;
+              x[k][1] = w.y;
+              x[k][2] = w.z;
+              x[k][3] = w.w;
+            }
+          }
+#pragma unroll
+          for (int w = 0; w < CW; ++w) {
+            const int nt = 16 * c + 4 * w;
+            const uint32_t lo0 = __byte_perm(x[0][w], x[1][w], 0x5140u);  // bytes 0, 1
+            const uint32_t hi0 = __byte_perm(x[0][w], x[1][w], 0x7362u);  // bytes 2, 3
+            const uint32_t lo1 = __byte_perm(x[2][w], x[3][w], 0x5140u);
+            const uint32_t hi1 = __byte_perm(x[2][w], x[3][w], 0x7362u);
+            mma_f16(o[nt], pa, e4m3x2_to_f16x2(lo0), e4m3x2_to_f16x2(lo1));
+            mma_f16(o[nt + 1], pa, e4m3x2_to_f16x2(lo0 >> 16), e4m3x2_to_f16x2(lo1 >> 16));
+            mma_f16(o[nt + 2], pa, e4m3x2_to_f16x2(hi0), e4m3x2_to_f16x2(hi1));
+            mma_f16(o[nt + 3], pa, e4m3x2_to_f16x2(hi0 >> 16), e4m3x2_to_f16x2(hi1 >> 16));
+          }
+        }
+      }
+#pragma unroll
+      for (int dp = 0; dp < (kFold ? 0 : D / 16); ++dp) {
         uint32_t b[4];
         ldsm_x4_t(b,
                   vs + (wk + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
-        if constexpr (kFold) {
-          mma_f16(o[2 * dp], pa, b[0], b[1]);
-          mma_f16(o[2 * dp + 1], pa, b[2], b[3]);
-        } else {
-          mma(o[2 * dp], pa, b[0], b[1]);
-          mma(o[2 * dp + 1], pa, b[2], b[3]);
-        }
+        mma(o[2 * dp], pa, b[0], b[1]);
+        mma(o[2 * dp + 1], pa, b[2], b[3]);
       }
     }
     if constexpr (!kQuant) __syncthreads();  // this buffer is refilled in the next iteration
@@ -402,7 +531,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   __syncthreads();  // every warp is done with the tiles: the merge area reuses them
 
   // Merge the 4 warps' states (rows < G) through shared memory.
-  float* sm_o = reinterpret_cast<float*>(Ks);  // [kWarps][kRows][D]
+  float* sm_o = reinterpret_cast<float*>(kFold ? raw : reinterpret_cast<unsigned char*>(Ks));
+  // [kWarps][kRows][D], in the physical order of the head dimension
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float lsum = quad_sum(l[h]);
@@ -412,12 +542,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       sm_m[warp][r] = m[h] == -INFINITY ? -INFINITY : m[h] * sl2;
       sm_l[warp][r] = lsum;
     }
-    float* orow = sm_o + (warp * kRows + r) * D + tq * 2;
+    float* orow = sm_o + (warp * kRows + r) * D;
     constexpr float unfold = kFold ? 1.f / kFoldV : 1.f;
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) {
-      orow[i * 8] = o[i][2 * h] * unfold;
-      orow[i * 8 + 1] = o[i][2 * h + 1] * unfold;
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        orow[kFold ? pv_col<D>(i, 2 * tq + e) : i * 8 + 2 * tq + e] = o[i][2 * h + e] * unfold;
     }
   }
   __syncthreads();
@@ -448,20 +579,29 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   }
 }
 
-template <int D, DType KT>
-void launch_t(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
+template <int D, DType KT, bool kWide>
+void launch_w(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
               float* partial, cudaStream_t s) {
   constexpr int smem = smem_bytes<D, KT>();
   static bool configured = false;  // per template instance; set once per process
   if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<D, KT>,
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<D, KT, kWide>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
   const dim3 grid(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.hq / rows),
                   static_cast<unsigned>(splits));
-  launch_k(decode_mma_kernel<D, KT>, grid, kThreads, smem, s, a, rows, splits, fixed, align,
+  launch_k(decode_mma_kernel<D, KT, kWide>, grid, kThreads, smem, s, a, rows, splits, fixed, align,
            partial);
+}
+template <int D, DType KT>
+void launch_t(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
+              float* partial, cudaStream_t s) {
+  if constexpr (KT == DType::F8E4M3 && D == 128) {
+    if (static_cast<int64_t>(a.tokens) * (a.hq / rows) >= kFp8WideBlocks)
+      return launch_w<D, KT, true>(a, rows, splits, fixed, align, partial, s);
+  }
+  launch_w<D, KT, false>(a, rows, splits, fixed, align, partial, s);
 }
 
 template <int D>
