@@ -51,11 +51,60 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
                         bool batch_invariant, void* scratch, unsigned long long* routed,
                         cudaStream_t stream);
 
+// A shared expert run beside the routed ones by launch_moe_gemv(): bf16 gate_up [2I, H] and down
+// [H, I] (the routed experts' I), its output added to each token's sum with weight gate[t] (f32
+// [T], device memory, written before the launch: launch_moe_router_topk()'s shared_weight).
+struct MoeSharedExpert {
+  const void* gate_up = nullptr;
+  const void* down = nullptr;
+  const float* gate = nullptr;
+};
+
 // The small-batch path of launch_moe_experts() (moe_gemv.cu): 1 <= s.tokens <= kMoeGemvMaxTokens,
-// top_k <= 32, the same operands; act: bf16 [T * top_k, I] scratch (16-byte aligned). Adds the
-// number of distinct valid experts routed to to *routed, as one pass of the tiled path does.
+// top_k <= 32, the same operands; act: bf16 [T * top_k, I] scratch (16-byte aligned), [T * top_k
+// + T, I] with a shared expert. Adds the number of distinct valid routed experts to *routed, as
+// one pass of the tiled path does (the shared expert is not counted). shared (may be null): out
+// += gate[t] * shared(x[t]) in the same pass, after the routed slots (one more "expert" of the
+// same two launches: its gate/up rows read once for all T tokens).
 void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, const void* gate_up,
                      const void* down, void* out, const MoeShape& s, void* act,
-                     unsigned long long* routed, cudaStream_t stream);
+                     unsigned long long* routed, cudaStream_t stream,
+                     const MoeSharedExpert* shared = nullptr);
+
+// ---- the MoE block's small-batch path (moe_block.cu; Backend::moe_block)
+// ------------------------- Outside batch-invariant mode, a MoE layer of 1..kMoeGemvMaxTokens
+// tokens after its pre-norm in 3 launches instead of 9 (the router's linear, top-k, the routed
+// experts' two GEMVs, the shared expert's gate/up + SiLU and down linears, the shared gate's
+// linear, sigmoid_mul, add):
+//   1. launch_moe_router_topk(): the router logits and the shared expert's gate, then softmax +
+//      top-k in the grid's last block;
+//   2./3. launch_moe_gemv() with the shared expert as one more expert.
+// E <= kMoeBlockMaxExperts (the top-k keeps a token's probabilities in a warp's registers).
+inline constexpr int64_t kMoeBlockMaxExperts = 1024;
+
+// x bf16 [T, H]; router bf16 [E, H]; shared_gate bf16 [1, H] (16-byte aligned, H % 8 == 0);
+// 1 <= T <= kMoeGemvMaxTokens, E <= kMoeBlockMaxExperts, 1 <= top_k <= min(E, 32). Writes
+// logits f32 [T, E] (each a warp's lane-strided fp32 dot product and warp sum: the bits of
+// launch_gemv_bf16() with f32 output, which linear() takes up to its GEMV token limit),
+// shared_weight f32 [T] = sigmoid(bf16(x · shared_gate)) (the gate rounded as linear() into bf16
+// activations rounds it), and ids / weights [T, top_k] exactly as launch_moe_topk() would from
+// those logits. ticket: one device counter, 0 between launches (the grid's last block resets it,
+// so a CUDA graph replays it as is); launches sharing it must be stream-ordered.
+void launch_moe_router_topk(const void* x, const void* router, const void* shared_gate,
+                            int64_t tokens, int64_t experts, int64_t hidden, int top_k,
+                            bool renormalize, float* logits, int32_t* ids, float* weights,
+                            float* shared_weight, unsigned* ticket, cudaStream_t stream);
+
+// The whole block (the three launches above): s as launch_moe_experts() takes it (1 <= T <=
+// kMoeGemvMaxTokens), shared gate_up bf16 [2I, H] and down [H, I] (the routed experts' width),
+// scratch of moe_block_scratch_bytes(s) (256-byte aligned); logits / ids / weights as
+// launch_moe_router_topk() writes them; out bf16 [T, H] = sum_j weights[t, j] expert_ids[t, j](x)
+// + sigmoid(x · shared_gate) shared(x), rounded to bf16 once.
+size_t moe_block_scratch_bytes(const MoeShape& s);
+void launch_moe_block(const void* x, const void* router, const void* shared_gate,
+                      const void* gate_up, const void* down, const void* shared_gate_up,
+                      const void* shared_down, bool renormalize, float* logits, int32_t* ids,
+                      float* weights, void* out, const MoeShape& s, void* scratch, unsigned* ticket,
+                      unsigned long long* routed, cudaStream_t stream);
 
 }  // namespace syv::cuda

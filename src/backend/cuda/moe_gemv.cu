@@ -15,6 +15,9 @@
 //      of act[pair] with the expert's down row (a row walked in 32-lane chunks, the last one
 //      partial when I % 256 != 0; a warp's chunks of all its slots one stream, kUnroll in flight),
 //      then out = sum of dot * weight in that order (one thread, as the combine), written in bf16.
+// With a shared expert (MoeSharedExpert, launch_moe_block()), it is one more block column of the
+// gate/up grid (pair index P: the group of all T tokens, act rows P + t) and one more place of each
+// token's down block (after the routed slots, weight gate[t]).
 // Every dot product is one warp's fixed-order sum and the combine one thread's, whatever the other
 // tokens are, so results are run-to-run identical (no floating-point atomics) and the same for a
 // token alone or in any batch of up to kMoeGemvMaxTokens; they differ in rounding from the tiled
@@ -41,6 +44,7 @@ constexpr int kMaxTopK = 32;     // moe_experts' bound (CudaBackend checks it)
 // ---- gate/up ------------------------------------------------------------------------------------
 
 // x [T, H], ids [P = T * k], gate_up [E, 2I, H] (gate rows, then up rows, per expert), act [P, I].
+// shared_gu (null: none): the shared expert's [2I, H], block column P (act rows [P, P + T)).
 // G: pairs per group (accumulators per row). H % 8 == 0, 16-byte aligned rows. Up to 2 pairs a
 // group, 3 blocks per multiprocessor (<= 80 registers, no spills with nvcc 13 for sm_90a): at
 // decode the grid is P * I / 8 blocks (640 at Qwen3-Next's shape: 1.6 waves of 132 x 3, 2.4 at 2).
@@ -48,16 +52,21 @@ template <int G>
 __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ ids, int P,
                             int k, int E, const bf16* __restrict__ gate_up, int64_t H, int64_t I,
-                            bf16* __restrict__ act, unsigned long long* __restrict__ routed) {
-  __shared__ int group[G];  // the pairs of this block's group, ascending
+                            bf16* __restrict__ act, unsigned long long* __restrict__ routed,
+                            const bf16* __restrict__ shared_gu) {
+  __shared__ int group[G];  // the act rows of this block's group, ascending
   __shared__ int group_n;   // how many; 0: not a group's first pair (nothing to do)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int p = static_cast<int>(blockIdx.x);
+  const bool shared = p == P;  // the shared expert's column (only launched with shared_gu)
   pdl_wait();
   pdl_trigger();
-  const int e = ids[p];
+  const int e = shared ? 0 : ids[p];
   if (e < 0 || e >= E) return;  // contributes nothing (as the tiled path)
-  if (warp == 0) {
+  if (shared) {
+    if (warp == 0 && lane < P / k) group[lane] = P + lane;  // every token: T <= G
+    if (threadIdx.x == 0) group_n = P / k;
+  } else if (warp == 0) {
     // p's rank among the pairs routed to e (pair order), and the pairs of ranks [rank, rank + G).
     int rank = -1, seen = 0;
     for (int base = 0; base < P; base += 32) {
@@ -83,12 +92,15 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
   const int64_t i = static_cast<int64_t>(blockIdx.y) * kGateUpWarps + warp;
   if (n == 0 || i >= I) return;
   const int64_t kv = H / 8;  // 16-byte vectors per row
-  const uint4* wr[2] = {reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + i) * H),
-                        reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + I + i) * H)};
+  const bf16* rows = shared ? shared_gu : gate_up + e * 2 * I * H;
+  const uint4* wr[2] = {reinterpret_cast<const uint4*>(rows + i * H),
+                        reinterpret_cast<const uint4*>(rows + (I + i) * H)};
   const uint4* xr[G];
 #pragma unroll
-  for (int j = 0; j < G; ++j)  // past n: clamped, never read
-    xr[j] = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(group[min(j, n - 1)] / k) * H);
+  for (int j = 0; j < G; ++j) {  // past n: clamped, never read
+    const int q = group[min(j, n - 1)];
+    xr[j] = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(q < P ? q / k : q - P) * H);
+  }
   float acc[2][G];
 #pragma unroll
   for (int r = 0; r < 2; ++r)
@@ -153,6 +165,8 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
 // ---- down + combine -----------------------------------------------------------------------------
 
 // act [P, I] (pair order), ids / weights [T, k], down [E, H, I], out [T, H]. I % 8 == 0.
+// shared_down (null: none): the shared expert's [H, I], one more place after the token's routed
+// slots (act row P + t, weight shared_gate[t]).
 // Block (token t = blockIdx.x, hidden rows [blockIdx.y * kDownRows, +kDownRows)): the tokens of
 // one row block run side by side, so the rows of an expert two tokens share are read twice close
 // together (the second read may hit L2). The token's valid slots in ascending expert id are split
@@ -163,11 +177,14 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     moe_down_gemv_kernel(const bf16* __restrict__ act, const int32_t* __restrict__ ids,
                          const float* __restrict__ weights, int k, int E,
                          const bf16* __restrict__ down, int64_t H, int64_t I,
-                         bf16* __restrict__ out) {
-  __shared__ int s_expert[kMaxTopK], s_pair[kMaxTopK];
-  __shared__ float s_weight[kMaxTopK];
-  __shared__ float s_dot[kMaxTopK][kDownRows];  // [place][row]: the slot's fp32 dot products
-  __shared__ int s_slots;                       // valid slots
+                         bf16* __restrict__ out, const bf16* __restrict__ shared_down,
+                         const float* __restrict__ shared_gate) {
+  constexpr int kPlaces = kMaxTopK + 1;    // the routed slots and the shared expert
+  __shared__ const bf16* s_rows[kPlaces];  // the place's expert: down [H, I]
+  __shared__ int s_pair[kPlaces];
+  __shared__ float s_weight[kPlaces];
+  __shared__ float s_dot[kPlaces][kDownRows];  // [place][row]: the slot's fp32 dot products
+  __shared__ int s_slots;                      // places in use
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x;
   pdl_wait();
@@ -184,12 +201,21 @@ __global__ void __launch_bounds__(kDownWarps * 32)
       place += ej >= 0 && ej < E && (ej < e || (ej == e && j < lane));
     }
     if (valid) {
-      s_expert[place] = e;
+      s_rows[place] = down + static_cast<int64_t>(e) * H * I;
       s_pair[place] = pair;
       s_weight[place] = weights[pair];
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, valid);
-    if (lane == 0) s_slots = __popc(ballot);
+    if (lane == 0) {
+      int n = __popc(ballot);
+      if (shared_down != nullptr) {
+        s_rows[n] = shared_down;
+        s_pair[n] = static_cast<int>(gridDim.x) * k + static_cast<int>(t);
+        s_weight[n] = shared_gate[t];
+        ++n;
+      }
+      s_slots = n;
+    }
   }
   __syncthreads();
   const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kDownRows;
@@ -208,7 +234,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   auto load = [&](int s, int c, uint4(&w)[kDownRows], uint4& a) {
     const int64_t v = static_cast<int64_t>(c) * 32 + lane;
     if (v < kv) {
-      const bf16* base = down + static_cast<int64_t>(s_expert[s]) * H * I;
+      const bf16* base = s_rows[s];
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r)
         w[r] = __ldcs(reinterpret_cast<const uint4*>(base + row_off[r]) + v);  // read once
@@ -274,19 +300,21 @@ __global__ void __launch_bounds__(kDownWarps * 32)
 
 template <int G>
 void launch_gate_up(const bf16* x, const int32_t* ids, const MoeShape& s, const bf16* gate_up,
-                    bf16* act, unsigned long long* routed, cudaStream_t st) {
+                    bf16* act, unsigned long long* routed, const bf16* shared_gu, cudaStream_t st) {
   const int64_t P = s.tokens * s.top_k;
+  const int64_t columns = P + (shared_gu != nullptr ? 1 : 0);
   launch_k(moe_gate_up_gemv_kernel<G>,
-           dim3(static_cast<unsigned>(P), ceil_div(s.inter, kGateUpWarps)), dim3(kGateUpWarps * 32),
-           0, st, x, ids, static_cast<int>(P), static_cast<int>(s.top_k),
-           static_cast<int>(s.experts), gate_up, s.hidden, s.inter, act, routed);
+           dim3(static_cast<unsigned>(columns), ceil_div(s.inter, kGateUpWarps)),
+           dim3(kGateUpWarps * 32), 0, st, x, ids, static_cast<int>(P), static_cast<int>(s.top_k),
+           static_cast<int>(s.experts), gate_up, s.hidden, s.inter, act, routed, shared_gu);
 }
 
 }  // namespace
 
 void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, const void* gate_up,
                      const void* down, void* out, const MoeShape& s, void* act,
-                     unsigned long long* routed, cudaStream_t stream) {
+                     unsigned long long* routed, cudaStream_t stream,
+                     const MoeSharedExpert* shared) {
   if (s.tokens < 1 || s.tokens > kMoeGemvMaxTokens || s.top_k < 1 || s.top_k > kMaxTopK ||
       s.hidden > 65535 * kDownRows || s.inter > 65535 * kGateUpWarps)
     cuda_fail(__FILE__, __LINE__, "launch_moe_gemv",
@@ -295,21 +323,24 @@ void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, co
   const bf16* xb = static_cast<const bf16*>(x);
   const bf16* gu = static_cast<const bf16*>(gate_up);
   bf16* ab = static_cast<bf16*>(act);
+  const bf16* sgu = shared != nullptr ? static_cast<const bf16*>(shared->gate_up) : nullptr;
+  const bf16* sdn = shared != nullptr ? static_cast<const bf16*>(shared->down) : nullptr;
+  const float* sgate = shared != nullptr ? shared->gate : nullptr;
   // Pairs per group: the token count rounded up to a power of two (a batch's tokens routed to one
   // expert share one read of its rows).
   if (s.tokens == 1)
-    launch_gate_up<1>(xb, ids, s, gu, ab, routed, stream);
+    launch_gate_up<1>(xb, ids, s, gu, ab, routed, sgu, stream);
   else if (s.tokens == 2)
-    launch_gate_up<2>(xb, ids, s, gu, ab, routed, stream);
+    launch_gate_up<2>(xb, ids, s, gu, ab, routed, sgu, stream);
   else if (s.tokens <= 4)
-    launch_gate_up<4>(xb, ids, s, gu, ab, routed, stream);
+    launch_gate_up<4>(xb, ids, s, gu, ab, routed, sgu, stream);
   else
-    launch_gate_up<8>(xb, ids, s, gu, ab, routed, stream);
+    launch_gate_up<8>(xb, ids, s, gu, ab, routed, sgu, stream);
   launch_k(moe_down_gemv_kernel,
            dim3(static_cast<unsigned>(s.tokens), ceil_div(s.hidden, kDownRows)),
            dim3(kDownWarps * 32), 0, stream, static_cast<const bf16*>(act), ids, weights,
            static_cast<int>(s.top_k), static_cast<int>(s.experts), static_cast<const bf16*>(down),
-           s.hidden, s.inter, static_cast<bf16*>(out));
+           s.hidden, s.inter, static_cast<bf16*>(out), sdn, sgate);
 }
 
 }  // namespace syv::cuda
