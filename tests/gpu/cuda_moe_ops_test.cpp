@@ -471,15 +471,25 @@ TEST_F(CudaMoeOps, BlockBreaksRouterTiesByLowerIndex) {
   }
 }
 
+// A shared expert of another width than the routed ones (the fixtures' shapes: Qwen3.5 MoE 24 /
+// 40, Qwen3-Next 32 / 48), wider by more than a 32-lane chunk of the down rows, and narrower.
+TEST_F(CudaMoeOps, BlockWithASharedExpertOfAnotherWidth) {
+  for (const auto& [I, Is] :
+       std::vector<std::pair<int64_t, int64_t>>{{24, 40}, {32, 48}, {64, 320}, {264, 40}}) {
+    const Block b = make_block(16, 264, I, Is);
+    for (int64_t T : {int64_t{1}, int64_t{2}, kGemvMax}) check_block(b, T, 2, true, true);
+  }
+}
+
 // What moe_block leaves to its op sequence runs it bit for bit: more tokens than the GEMVs take,
-// batch-invariant mode, a shared expert wider than the routed ones.
+// batch-invariant mode, a width the kernels do not take (not a multiple of 8).
 TEST_F(CudaMoeOps, BlockFallsBackToTheSequence) {
   const Block b = make_block(64, 256, 64, 64);
   check_block(b, kGemvMax + 1, 8, true, false);
   check_block(b, 1, 8, true, false, /*invariant=*/true);
   check_block(b, kGemvMax, 8, true, false, /*invariant=*/true);
-  const Block wide_shared = make_block(64, 256, 64, 128);
-  check_block(wide_shared, 1, 8, true, false);
+  const Block odd_shared = make_block(64, 256, 64, 36);
+  check_block(odd_shared, 1, 8, true, false);
 }
 
 // Not a check: prints moe_topk and moe_experts times at Qwen3-Next's shape (512 experts, top 10,

@@ -939,7 +939,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   // Up to kMoeGemvMaxTokens tokens outside batch-invariant mode, with every weight dense bf16 and
-  // the shared expert as wide as the routed ones: three launches (moe.cuh launch_moe_block(): the
+  // expert widths multiples of 8: three launches (moe.cuh launch_moe_block(): the
   // router's GEMV with the softmax + top-k in its last block, then the routed experts' two GEMVs
   // with the shared expert and its gate folded in). Otherwise the op sequence, which
   // batch-invariant mode and more tokens therefore run exactly as before the fusion.
@@ -956,11 +956,12 @@ class CudaBackendImpl final : public CudaBackend {
     s.experts = gate_up.dim(0);
     s.hidden = last_dim(x);
     s.inter = gate_up.dim(1) / 2;
+    const int64_t Is = w.shared_down->tensor.dim(1);
     grow_scratch(moe_scratch_, moe_scratch_bytes_,
-                 static_cast<int64_t>(cuda::moe_block_scratch_bytes(s)), "MoE scratch");
+                 static_cast<int64_t>(cuda::moe_block_scratch_bytes(s, Is)), "MoE scratch");
     cuda::launch_moe_block(x.data, w.router->tensor.data, w.shared_gate->tensor.data, gate_up.data,
                            w.experts_down->tensor.data, w.shared_gate_up->tensor.data,
-                           w.shared_down->tensor.data, renormalize, b.logits.as<float>(),
+                           w.shared_down->tensor.data, Is, renormalize, b.logits.as<float>(),
                            b.ids.as<int32_t>(), b.weights.as<float>(), out.data, s, moe_scratch_,
                            moe_ticket_, moe_routed_, stream_);
   }
@@ -1429,11 +1430,11 @@ class CudaBackendImpl final : public CudaBackend {
     const Tensor &sdn = w.shared_down->tensor, &sg = w.shared_gate->tensor;
     if (router.ndim != 2 || gu.ndim != 3 || dn.ndim != 3 || sgu.ndim != 2 || sdn.ndim != 2)
       return false;
-    const int64_t E = router.dim(0), I = gu.dim(1) / 2;
+    const int64_t E = router.dim(0), I = gu.dim(1) / 2, Is = sdn.dim(1);
     const bool shapes = router.dim(1) == H && gu.dim(0) == E && gu.dim(1) == 2 * I &&
                         gu.dim(2) == H && dn.dim(0) == E && dn.dim(1) == H && dn.dim(2) == I &&
-                        sgu.dim(0) == 2 * I && sgu.dim(1) == H && sdn.dim(0) == H &&
-                        sdn.dim(1) == I && sg.numel() == H && I % 8 == 0;
+                        sgu.dim(0) == 2 * Is && sgu.dim(1) == H && sdn.dim(0) == H &&
+                        sg.numel() == H && I % 8 == 0 && Is > 0 && Is % 8 == 0;
     return shapes && E <= cuda::kMoeBlockMaxExperts && top_k >= 1 && top_k <= 32 && top_k <= E &&
            x.dtype == DType::BF16 && out.dtype == DType::BF16 && out.numel() == T * H &&
            reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && b.logits.dtype == DType::F32 &&

@@ -51,18 +51,20 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
                         bool batch_invariant, void* scratch, unsigned long long* routed,
                         cudaStream_t stream);
 
-// A shared expert run beside the routed ones by launch_moe_gemv(): bf16 gate_up [2I, H] and down
-// [H, I] (the routed experts' I), its output added to each token's sum with weight gate[t] (f32
-// [T], device memory, written before the launch: launch_moe_router_topk()'s shared_weight).
+// A shared expert run beside the routed ones by launch_moe_gemv(): bf16 gate_up [2Is, H] and down
+// [H, Is] (Is = inter, a multiple of 8, may differ from the routed experts' I), its output added
+// to each token's sum with weight gate[t] (f32 [T], device memory, written before the launch:
+// launch_moe_router_topk()'s shared_weight).
 struct MoeSharedExpert {
   const void* gate_up = nullptr;
   const void* down = nullptr;
   const float* gate = nullptr;
+  int64_t inter = 0;
 };
 
 // The small-batch path of launch_moe_experts() (moe_gemv.cu): 1 <= s.tokens <= kMoeGemvMaxTokens,
-// top_k <= 32, the same operands; act: bf16 [T * top_k, I] scratch (16-byte aligned), [T * top_k
-// + T, I] with a shared expert. Adds the number of distinct valid routed experts to *routed, as
+// top_k <= 32, the same operands; act: bf16 [T * top_k, I] scratch (16-byte aligned), then [T, Is]
+// more with a shared expert. Adds the number of distinct valid routed experts to *routed, as
 // one pass of the tiled path does (the shared expert is not counted). shared (may be null): out
 // += gate[t] * shared(x[t]) in the same pass, after the routed slots (one more "expert" of the
 // same two launches: its gate/up rows read once for all T tokens).
@@ -71,11 +73,10 @@ void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, co
                      unsigned long long* routed, cudaStream_t stream,
                      const MoeSharedExpert* shared = nullptr);
 
-// ---- the MoE block's small-batch path (moe_block.cu; Backend::moe_block)
-// ------------------------- Outside batch-invariant mode, a MoE layer of 1..kMoeGemvMaxTokens
-// tokens after its pre-norm in 3 launches instead of 9 (the router's linear, top-k, the routed
-// experts' two GEMVs, the shared expert's gate/up + SiLU and down linears, the shared gate's
-// linear, sigmoid_mul, add):
+// ---- the MoE block's small-batch path (moe_block.cu; Backend::moe_block) ----
+// Outside batch-invariant mode, a MoE layer of 1..kMoeGemvMaxTokens tokens after its pre-norm in 3
+// launches instead of 9 (the router's linear, top-k, the routed experts' two GEMVs, the shared
+// expert's gate/up + SiLU and down linears, the shared gate's linear, sigmoid_mul, add):
 //   1. launch_moe_router_topk(): the router logits and the shared expert's gate, then softmax +
 //      top-k in the grid's last block;
 //   2./3. launch_moe_gemv() with the shared expert as one more expert.
@@ -96,15 +97,16 @@ void launch_moe_router_topk(const void* x, const void* router, const void* share
                             float* shared_weight, unsigned* ticket, cudaStream_t stream);
 
 // The whole block (the three launches above): s as launch_moe_experts() takes it (1 <= T <=
-// kMoeGemvMaxTokens), shared gate_up bf16 [2I, H] and down [H, I] (the routed experts' width),
-// scratch of moe_block_scratch_bytes(s) (256-byte aligned); logits / ids / weights as
+// kMoeGemvMaxTokens), shared gate_up bf16 [2Is, H] and down [H, Is] (Is % 8 == 0), scratch of
+// moe_block_scratch_bytes(s, Is) (256-byte aligned); logits / ids / weights as
 // launch_moe_router_topk() writes them; out bf16 [T, H] = sum_j weights[t, j] expert_ids[t, j](x)
 // + sigmoid(x · shared_gate) shared(x), rounded to bf16 once.
-size_t moe_block_scratch_bytes(const MoeShape& s);
+size_t moe_block_scratch_bytes(const MoeShape& s, int64_t shared_inter);
 void launch_moe_block(const void* x, const void* router, const void* shared_gate,
                       const void* gate_up, const void* down, const void* shared_gate_up,
-                      const void* shared_down, bool renormalize, float* logits, int32_t* ids,
-                      float* weights, void* out, const MoeShape& s, void* scratch, unsigned* ticket,
-                      unsigned long long* routed, cudaStream_t stream);
+                      const void* shared_down, int64_t shared_inter, bool renormalize,
+                      float* logits, int32_t* ids, float* weights, void* out, const MoeShape& s,
+                      void* scratch, unsigned* ticket, unsigned long long* routed,
+                      cudaStream_t stream);
 
 }  // namespace syv::cuda

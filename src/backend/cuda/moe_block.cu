@@ -182,9 +182,10 @@ size_t align256(size_t n) {
   return (n + 255) / 256 * 256;
 }
 
-// moe_block_scratch_bytes()'s layout: act bf16 [T * k + T, I], then the shared gate f32 [T].
-size_t act_bytes(const MoeShape& s) {
-  return align256(2 * static_cast<size_t>((s.tokens * s.top_k + s.tokens) * s.inter));
+// moe_block_scratch_bytes()'s layout: act bf16 [T * k, I] and [T, Is], then the shared gate f32
+// [T].
+size_t act_bytes(const MoeShape& s, int64_t Is) {
+  return align256(2 * static_cast<size_t>(s.tokens * s.top_k * s.inter + s.tokens * Is));
 }
 
 }  // namespace
@@ -202,16 +203,17 @@ void launch_moe_router_topk(const void* x, const void* router, const void* share
                 weights, shared_weight, ticket, stream);
 }
 
-size_t moe_block_scratch_bytes(const MoeShape& s) {
-  return act_bytes(s) + align256(sizeof(float) * static_cast<size_t>(s.tokens));
+size_t moe_block_scratch_bytes(const MoeShape& s, int64_t shared_inter) {
+  return act_bytes(s, shared_inter) + align256(sizeof(float) * static_cast<size_t>(s.tokens));
 }
 
 void launch_moe_block(const void* x, const void* router, const void* shared_gate,
                       const void* gate_up, const void* down, const void* shared_gate_up,
-                      const void* shared_down, bool renormalize, float* logits, int32_t* ids,
-                      float* weights, void* out, const MoeShape& s, void* scratch, unsigned* ticket,
-                      unsigned long long* routed, cudaStream_t stream) {
-  float* gate = reinterpret_cast<float*>(static_cast<char*>(scratch) + act_bytes(s));
+                      const void* shared_down, int64_t shared_inter, bool renormalize,
+                      float* logits, int32_t* ids, float* weights, void* out, const MoeShape& s,
+                      void* scratch, unsigned* ticket, unsigned long long* routed,
+                      cudaStream_t stream) {
+  float* gate = reinterpret_cast<float*>(static_cast<char*>(scratch) + act_bytes(s, shared_inter));
   launch_moe_router_topk(x, router, shared_gate, s.tokens, s.experts, s.hidden,
                          static_cast<int>(s.top_k), renormalize, logits, ids, weights, gate, ticket,
                          stream);
@@ -219,6 +221,7 @@ void launch_moe_block(const void* x, const void* router, const void* shared_gate
   shared.gate_up = shared_gate_up;
   shared.down = shared_down;
   shared.gate = gate;
+  shared.inter = shared_inter;
   launch_moe_gemv(x, ids, weights, gate_up, down, out, s, scratch, routed, stream, &shared);
 }
 

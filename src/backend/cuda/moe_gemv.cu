@@ -15,9 +15,10 @@
 //      of act[pair] with the expert's down row (a row walked in 32-lane chunks, the last one
 //      partial when I % 256 != 0; a warp's chunks of all its slots one stream, kUnroll in flight),
 //      then out = sum of dot * weight in that order (one thread, as the combine), written in bf16.
-// With a shared expert (MoeSharedExpert, launch_moe_block()), it is one more block column of the
-// gate/up grid (pair index P: the group of all T tokens, act rows P + t) and one more place of each
-// token's down block (after the routed slots, weight gate[t]).
+// With a shared expert (MoeSharedExpert, launch_moe_block()) of width Is, it is one more block
+// column of the gate/up grid (pair index P: the group of all T tokens; its act rows [T, Is] after
+// the routed ones) and one more place of each token's down block (after the routed slots, weight
+// gate[t]; with Is != I every place walks the longer row's chunks, zeros past its own end).
 // Every dot product is one warp's fixed-order sum and the combine one thread's, whatever the other
 // tokens are, so results are run-to-run identical (no floating-point atomics) and the same for a
 // token alone or in any batch of up to kMoeGemvMaxTokens; they differ in rounding from the tiled
@@ -25,6 +26,7 @@
 // at every T.
 // Routing ids are produced by the kernel before (the router), so no weight can be read before
 // pdl_wait(): which expert's rows to stream is not known until then.
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
@@ -44,7 +46,8 @@ constexpr int kMaxTopK = 32;     // moe_experts' bound (CudaBackend checks it)
 // ---- gate/up ------------------------------------------------------------------------------------
 
 // x [T, H], ids [P = T * k], gate_up [E, 2I, H] (gate rows, then up rows, per expert), act [P, I].
-// shared_gu (null: none): the shared expert's [2I, H], block column P (act rows [P, P + T)).
+// shared_gu (null: none): the shared expert's [2Is, H], block column P, its act [T, Is] at act +
+// P * I.
 // G: pairs per group (accumulators per row). H % 8 == 0, 16-byte aligned rows. Up to 2 pairs a
 // group, 3 blocks per multiprocessor (<= 80 registers, no spills with nvcc 13 for sm_90a): at
 // decode the grid is P * I / 8 blocks (640 at Qwen3-Next's shape: 1.6 waves of 132 x 3, 2.4 at 2).
@@ -53,7 +56,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ ids, int P,
                             int k, int E, const bf16* __restrict__ gate_up, int64_t H, int64_t I,
                             bf16* __restrict__ act, unsigned long long* __restrict__ routed,
-                            const bf16* __restrict__ shared_gu) {
+                            const bf16* __restrict__ shared_gu, int64_t Is) {
   __shared__ int group[G];  // the act rows of this block's group, ascending
   __shared__ int group_n;   // how many; 0: not a group's first pair (nothing to do)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -90,11 +93,12 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
   __syncthreads();
   const int n = group_n;
   const int64_t i = static_cast<int64_t>(blockIdx.y) * kGateUpWarps + warp;
-  if (n == 0 || i >= I) return;
+  const int64_t width = shared ? Is : I;  // this expert's outputs (gate rows, then as many up rows)
+  if (n == 0 || i >= width) return;
   const int64_t kv = H / 8;  // 16-byte vectors per row
   const bf16* rows = shared ? shared_gu : gate_up + e * 2 * I * H;
   const uint4* wr[2] = {reinterpret_cast<const uint4*>(rows + i * H),
-                        reinterpret_cast<const uint4*>(rows + (I + i) * H)};
+                        reinterpret_cast<const uint4*>(rows + (width + i) * H)};
   const uint4* xr[G];
 #pragma unroll
   for (int j = 0; j < G; ++j) {  // past n: clamped, never read
@@ -157,7 +161,9 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
     const float g = warp_sum(acc[0][j]), u = warp_sum(acc[1][j]);
     if (lane == 0) {
       const float silu = g / (1.f + expf(-g));  // as moe_gemm_kernel's epilogue
-      act[static_cast<int64_t>(group[j]) * I + i] = __float2bfloat16_rn(silu * u);
+      const int64_t q = group[j];
+      bf16* row = q < P ? act + q * I : act + P * I + (q - P) * Is;
+      row[i] = __float2bfloat16_rn(silu * u);
     }
   }
 }
@@ -165,23 +171,24 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
 // ---- down + combine -----------------------------------------------------------------------------
 
 // act [P, I] (pair order), ids / weights [T, k], down [E, H, I], out [T, H]. I % 8 == 0.
-// shared_down (null: none): the shared expert's [H, I], one more place after the token's routed
-// slots (act row P + t, weight shared_gate[t]).
+// kShared: shared_down, the shared expert's [H, Is], is one more place after the token's routed
+// slots (act row t of [T, Is] at act + P * I, weight shared_gate[t]).
 // Block (token t = blockIdx.x, hidden rows [blockIdx.y * kDownRows, +kDownRows)): the tokens of
 // one row block run side by side, so the rows of an expert two tokens share are read twice close
 // together (the second read may hit L2). The token's valid slots in ascending expert id are split
 // over the warps (warp w takes places w, w + kDownWarps, ...: the slot dimension is the K of the
 // combine, split so that kDownWarps of a token's expert rows stream at once); the per-slot dot
 // products meet in shared memory and one thread per row sums them in place order.
+template <bool kShared>
 __global__ void __launch_bounds__(kDownWarps * 32)
     moe_down_gemv_kernel(const bf16* __restrict__ act, const int32_t* __restrict__ ids,
                          const float* __restrict__ weights, int k, int E,
                          const bf16* __restrict__ down, int64_t H, int64_t I,
                          bf16* __restrict__ out, const bf16* __restrict__ shared_down,
-                         const float* __restrict__ shared_gate) {
-  constexpr int kPlaces = kMaxTopK + 1;    // the routed slots and the shared expert
-  __shared__ const bf16* s_rows[kPlaces];  // the place's expert: down [H, I]
-  __shared__ int s_pair[kPlaces];
+                         const float* __restrict__ shared_gate, int64_t Is) {
+  constexpr int kPlaces = kMaxTopK + (kShared ? 1 : 0);  // the routed slots (and the shared one)
+  __shared__ const bf16* s_rows[kPlaces];                // the place's expert: down [H, I]
+  __shared__ const bf16* s_act[kPlaces];                 // the place's act row
   __shared__ float s_weight[kPlaces];
   __shared__ float s_dot[kPlaces][kDownRows];  // [place][row]: the slot's fp32 dot products
   __shared__ int s_slots;                      // places in use
@@ -202,15 +209,15 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     }
     if (valid) {
       s_rows[place] = down + static_cast<int64_t>(e) * H * I;
-      s_pair[place] = pair;
+      s_act[place] = act + static_cast<int64_t>(pair) * I;
       s_weight[place] = weights[pair];
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, valid);
     if (lane == 0) {
       int n = __popc(ballot);
-      if (shared_down != nullptr) {
+      if constexpr (kShared) {
         s_rows[n] = shared_down;
-        s_pair[n] = static_cast<int>(gridDim.x) * k + static_cast<int>(t);
+        s_act[n] = act + static_cast<int64_t>(gridDim.x) * k * I + t * Is;
         s_weight[n] = shared_gate[t];
         ++n;
       }
@@ -220,25 +227,32 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   __syncthreads();
   const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kDownRows;
   const int n = s_slots;
-  const int64_t kv = I / 8;                             // 16-byte vectors per row
-  const int chunks = static_cast<int>((kv + 31) / 32);  // 32-lane chunks per row
+  const int64_t kv = I / 8, kv_shared = kShared ? Is / 8 : 0;  // 16-byte vectors per row
+  // 32-lane chunks per row: with a shared expert those of the longer row for every place.
+  const int chunks = static_cast<int>((max(kv, kv_shared) + 31) / 32);
   // This warp's places and their chunks, one stream.
   const int mine = n > warp ? (n - warp + kDownWarps - 1) / kDownWarps : 0;
   const int steps = mine * chunks;
-  int64_t row_off[kDownRows];  // rows past H: clamped, never stored
+  int64_t row_off[kDownRows], row_off_shared[kDownRows];  // rows past H: clamped, never stored
 #pragma unroll
-  for (int r = 0; r < kDownRows; ++r) row_off[r] = min(h0 + r, H - 1) * I;
+  for (int r = 0; r < kDownRows; ++r) {
+    row_off[r] = min(h0 + r, H - 1) * I;
+    row_off_shared[r] = min(h0 + r, H - 1) * Is;
+  }
 
   // Chunk c of place s for this lane: the down rows' and act's vector c * 32 + lane, zeros past
   // the row's end.
   auto load = [&](int s, int c, uint4(&w)[kDownRows], uint4& a) {
     const int64_t v = static_cast<int64_t>(c) * 32 + lane;
-    if (v < kv) {
+    const bool shared = kShared && s == n - 1;  // the shared expert: the last place
+    if (v < (shared ? kv_shared : kv)) {
       const bf16* base = s_rows[s];
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r)
-        w[r] = __ldcs(reinterpret_cast<const uint4*>(base + row_off[r]) + v);  // read once
-      a = __ldg(reinterpret_cast<const uint4*>(act + static_cast<int64_t>(s_pair[s]) * I) + v);
+        w[r] = __ldcs(
+            reinterpret_cast<const uint4*>(base + (shared ? row_off_shared[r] : row_off[r])) +
+            v);  // read once
+      a = __ldg(reinterpret_cast<const uint4*>(s_act[s]) + v);
     } else {
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r) w[r] = make_uint4(0, 0, 0, 0);
@@ -298,15 +312,17 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   }
 }
 
+// shared_gu, Is: the shared expert's gate/up rows and width (null, 0: none).
 template <int G>
 void launch_gate_up(const bf16* x, const int32_t* ids, const MoeShape& s, const bf16* gate_up,
-                    bf16* act, unsigned long long* routed, const bf16* shared_gu, cudaStream_t st) {
+                    bf16* act, unsigned long long* routed, const bf16* shared_gu, int64_t Is,
+                    cudaStream_t st) {
   const int64_t P = s.tokens * s.top_k;
   const int64_t columns = P + (shared_gu != nullptr ? 1 : 0);
   launch_k(moe_gate_up_gemv_kernel<G>,
-           dim3(static_cast<unsigned>(columns), ceil_div(s.inter, kGateUpWarps)),
+           dim3(static_cast<unsigned>(columns), ceil_div(std::max(s.inter, Is), kGateUpWarps)),
            dim3(kGateUpWarps * 32), 0, st, x, ids, static_cast<int>(P), static_cast<int>(s.top_k),
-           static_cast<int>(s.experts), gate_up, s.hidden, s.inter, act, routed, shared_gu);
+           static_cast<int>(s.experts), gate_up, s.hidden, s.inter, act, routed, shared_gu, Is);
 }
 
 }  // namespace
@@ -315,11 +331,13 @@ void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, co
                      const void* down, void* out, const MoeShape& s, void* act,
                      unsigned long long* routed, cudaStream_t stream,
                      const MoeSharedExpert* shared) {
+  const int64_t Is = shared != nullptr ? shared->inter : 0;
   if (s.tokens < 1 || s.tokens > kMoeGemvMaxTokens || s.top_k < 1 || s.top_k > kMaxTopK ||
-      s.hidden > 65535 * kDownRows || s.inter > 65535 * kGateUpWarps)
+      s.hidden > 65535 * kDownRows || std::max(s.inter, Is) > 65535 * kGateUpWarps ||
+      (shared != nullptr && (Is < 1 || Is % 8 != 0)))
     cuda_fail(__FILE__, __LINE__, "launch_moe_gemv",
-              "needs 1..kMoeGemvMaxTokens tokens, top_k 1..32, and hidden and inter sizes within "
-              "the grid's y dimension");
+              "needs 1..kMoeGemvMaxTokens tokens, top_k 1..32, hidden and inter sizes within the "
+              "grid's y dimension, and a shared expert width that is a positive multiple of 8");
   const bf16* xb = static_cast<const bf16*>(x);
   const bf16* gu = static_cast<const bf16*>(gate_up);
   bf16* ab = static_cast<bf16*>(act);
@@ -329,18 +347,19 @@ void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, co
   // Pairs per group: the token count rounded up to a power of two (a batch's tokens routed to one
   // expert share one read of its rows).
   if (s.tokens == 1)
-    launch_gate_up<1>(xb, ids, s, gu, ab, routed, sgu, stream);
+    launch_gate_up<1>(xb, ids, s, gu, ab, routed, sgu, Is, stream);
   else if (s.tokens == 2)
-    launch_gate_up<2>(xb, ids, s, gu, ab, routed, sgu, stream);
+    launch_gate_up<2>(xb, ids, s, gu, ab, routed, sgu, Is, stream);
   else if (s.tokens <= 4)
-    launch_gate_up<4>(xb, ids, s, gu, ab, routed, sgu, stream);
+    launch_gate_up<4>(xb, ids, s, gu, ab, routed, sgu, Is, stream);
   else
-    launch_gate_up<8>(xb, ids, s, gu, ab, routed, sgu, stream);
-  launch_k(moe_down_gemv_kernel,
-           dim3(static_cast<unsigned>(s.tokens), ceil_div(s.hidden, kDownRows)),
-           dim3(kDownWarps * 32), 0, stream, static_cast<const bf16*>(act), ids, weights,
-           static_cast<int>(s.top_k), static_cast<int>(s.experts), static_cast<const bf16*>(down),
-           s.hidden, s.inter, static_cast<bf16*>(out), sdn, sgate);
+    launch_gate_up<8>(xb, ids, s, gu, ab, routed, sgu, Is, stream);
+  const dim3 grid(static_cast<unsigned>(s.tokens), ceil_div(s.hidden, kDownRows));
+  auto* down_kernel = shared != nullptr ? moe_down_gemv_kernel<true> : moe_down_gemv_kernel<false>;
+  launch_k(down_kernel, grid, dim3(kDownWarps * 32), 0, stream, static_cast<const bf16*>(act), ids,
+           weights, static_cast<int>(s.top_k), static_cast<int>(s.experts),
+           static_cast<const bf16*>(down), s.hidden, s.inter, static_cast<bf16*>(out), sdn, sgate,
+           Is);
 }
 
 }  // namespace syv::cuda
