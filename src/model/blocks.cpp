@@ -198,7 +198,8 @@ void mlp_block(BlockContext& c, Residual& r, const Tensor& norm_w, const MlpWeig
     b.linear(a, w.down, Tensor(), out);
     return;
   }
-  // Routed experts + sigmoid-gated shared expert: out = moe(x) + sigmoid(g · x) * shared(x).
+  // Routed experts + sigmoid-gated shared expert: out = moe(x) + sigmoid(g · x) * shared(x), one op
+  // (Backend::moe_block) unless SYV_FUSED_MOE=0.
   add_norm(c, r, norm_w, x);
   const int64_t E = w.router.tensor.dim(0), H = x.dim(1);
   const int32_t k = routing.top_k;

@@ -482,14 +482,14 @@ TEST_F(CudaMoeOps, BlockWithASharedExpertOfAnotherWidth) {
 }
 
 // What moe_block leaves to its op sequence runs it bit for bit: more tokens than the GEMVs take,
-// batch-invariant mode, a width the kernels do not take (not a multiple of 8).
+// batch-invariant mode, more experts than the fused top-k holds (kMoeBlockMaxExperts).
 TEST_F(CudaMoeOps, BlockFallsBackToTheSequence) {
   const Block b = make_block(64, 256, 64, 64);
   check_block(b, kGemvMax + 1, 8, true, false);
   check_block(b, 1, 8, true, false, /*invariant=*/true);
   check_block(b, kGemvMax, 8, true, false, /*invariant=*/true);
-  const Block odd_shared = make_block(64, 256, 64, 36);
-  check_block(odd_shared, 1, 8, true, false);
+  const Block many = make_block(cuda::kMoeBlockMaxExperts + 76, 64, 16, 16);
+  check_block(many, 1, 4, true, false);
 }
 
 // Not a check: prints moe_topk and moe_experts times at Qwen3-Next's shape (512 experts, top 10,
