@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -263,6 +264,12 @@ class CudaMoeOps : public CudaOps {
     gpu_->moe_block(x.g, gw, k, renorm, one.buf, one.out);
     const uint64_t routed = gpu_->moe_experts_routed() - routed_before;
     cpu_->moe_block(x.c, cw, k, renorm, cpu.buf, cpu.out);
+    // Which path ran: the fused one leaves the sequence's scratch as block_run() poisoned it.
+    const std::vector<float> gate = down_gpu(one.buf.gate);
+    const bool untouched =
+        std::all_of(gate.begin(), gate.end(), [](float v) { return std::isnan(v); });
+    EXPECT_EQ(untouched, fused) << (fused ? "the op sequence ran, not the fused path"
+                                          : "the fused path ran, not the op sequence");
     const auto ids = down_raw<int32_t>(one.buf.ids, *gpu_);
     const auto weights = down_raw<float>(one.buf.weights, *gpu_);
     EXPECT_TRUE(
