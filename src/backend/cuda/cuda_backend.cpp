@@ -938,11 +938,12 @@ class CudaBackendImpl final : public CudaBackend {
                              stream_);
   }
 
-  // Up to kMoeGemvMaxTokens tokens outside batch-invariant mode, with every weight dense bf16 and
+  // Up to kMoeBlockMaxTokens tokens outside batch-invariant mode, with every weight dense bf16 and
   // expert widths multiples of 8: three launches (moe.cuh launch_moe_block(): the
   // router's GEMV with the softmax + top-k in its last block, then the routed experts' two GEMVs
-  // with the shared expert and its gate folded in). Otherwise the op sequence, which
-  // batch-invariant mode and more tokens therefore run exactly as before the fusion.
+  // with the shared expert and its gate folded in), the sequence's bits where its linears take
+  // the GEMV. Otherwise the op sequence, which batch-invariant mode and more tokens therefore run
+  // exactly as before the fusion.
   void moe_block(const Tensor& x, const MoeBlockWeights& w, int32_t top_k, bool renormalize,
                  MoeBlockBuffers& b, Tensor& out) override {
     if (!moe_block_fusable(x, w, top_k, b, out)) {
@@ -1416,7 +1417,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool moe_block_fusable(const Tensor& x, const MoeBlockWeights& w, int32_t top_k,
                          const MoeBlockBuffers& b, const Tensor& out) const {
     const int64_t T = rows_of(x), H = last_dim(x);
-    if (batch_invariant_ || T < 1 || T > cuda::kMoeGemvMaxTokens || H % 8 != 0) return false;
+    if (batch_invariant_ || T < 1 || T > cuda::kMoeBlockMaxTokens || H % 8 != 0) return false;
     auto dense_bf16 = [](const Weight* wt) {
       return wt != nullptr && wt->format == WeightFormat::kDense &&
              wt->tensor.dtype == DType::BF16 &&

@@ -1,9 +1,10 @@
 // The MoE block's small-batch path (moe.cuh launch_moe_block(); Backend::moe_block): a MoE layer
-// of at most kMoeGemvMaxTokens tokens after its pre-norm in three launches.
+// of at most kMoeBlockMaxTokens tokens after its pre-norm in three launches.
 //   1. moe_router_topk_kernel: a warp per row of [router; shared_gate] (E + 1 rows of H), the
 //      lane-strided fp32 dot products of gemv.cu's GEMV (the same order per lane, then warp_sum:
-//      the bits linear() gives up to its GEMV token limit); row E is the shared expert's gate,
-//      stored as sigmoid(bf16(dot)) per token. Each block then takes a ticket (after a
+//      the bits linear() gives up to its GEMV token limit); row E is the shared expert's gate
+//      logit, stored rounded to bf16 per token (as linear() into bf16 activations writes it). Each
+//      block then takes a ticket (after a
 //      __threadfence() of its stores); the block holding the last one has every logit and does
 //      the softmax + top-k, a warp per token, with moe.cu's moe_topk_kernel arithmetic (the same
 //      operations in the same order: ids and weights are that kernel's bits for these logits),
@@ -11,7 +12,8 @@
 //      the next launch (the next layer, a graph replay) finds it there.
 //   2./3. launch_moe_gemv() (moe_gemv.cu) with the shared expert as one more expert: its gate/up
 //      rows read once for all tokens beside the routed pairs, its down rows one more place of each
-//      token's combine (after the routed slots, weight = the gate above), out written once.
+//      token's combine (after the routed slots, gated by sigmoid of the logit above), rounded where
+//      the op sequence rounds, out written once.
 // Nothing else is launched: the shared expert's own GEMVs, its gate's linear, sigmoid_mul and the
 // add of the unfused sequence (Backend::moe_block's default) are gone.
 #include <climits>
@@ -26,7 +28,8 @@ namespace {
 constexpr int kUnroll = 4;       // 16-byte weight loads in flight per lane (gemv.cu's)
 constexpr int kRouterWarps = 8;  // rows per block (a warp each); also the top-k's token limit
 constexpr int kPerLane = kMoeBlockMaxExperts / 32;  // a lane's probabilities (expert lane + 32 v)
-static_assert(kMoeGemvMaxTokens <= kRouterWarps, "the last block's warps take a token each");
+static_assert(kMoeBlockMaxTokens <= kRouterWarps, "the last block's warps take a token each");
+static_assert(kMoeBlockMaxTokens <= kMoeGemvMaxTokens, "the experts go through moe_gemv.cu");
 
 // Softmax + top-k of one token's logits l [E] (global memory written by other blocks of this
 // grid: read through L2) by one warp; ids / weights [top_k]. moe_topk_kernel's arithmetic, step
@@ -83,14 +86,14 @@ __device__ void topk_token(const float* l, int E, int top_k, bool renormalize, i
   }
 }
 
-// x [NT, H]; router [E, H]; shared_gate [1, H]; logits [NT, E]; shared_weight [NT]; ids / weights
+// x [NT, H]; router [E, H]; shared_gate [1, H]; logits [NT, E]; gate_logit [NT]; ids / weights
 // [NT, top_k]. Block b: rows [b * kRouterWarps, +kRouterWarps) of E + 1. H % 8 == 0.
 template <int NT>
 __global__ void __launch_bounds__(kRouterWarps * 32)
     moe_router_topk_kernel(const bf16* __restrict__ x, const bf16* __restrict__ router,
                            const bf16* __restrict__ shared_gate, int E, int64_t H, int top_k,
                            bool renormalize, float* logits, int32_t* __restrict__ ids,
-                           float* __restrict__ weights, float* __restrict__ shared_weight,
+                           float* __restrict__ weights, float* __restrict__ gate_logit,
                            unsigned* __restrict__ ticket) {
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -142,9 +145,8 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
       if (lane == 0) {
         if (row < E) {
           logits[t * E + row] = v;
-        } else {  // the shared expert's gate: bf16 as linear() writes it, sigmoid_mul's sigmoid
-          const float g = __bfloat162float(__float2bfloat16_rn(v));
-          shared_weight[t] = 1.f / (1.f + __expf(-g));
+        } else {  // the shared expert's gate logit: bf16 as linear() writes it
+          gate_logit[t] = __bfloat162float(__float2bfloat16_rn(v));
         }
       }
     }
@@ -162,20 +164,20 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
                weights + warp * top_k);
 }
 
-// The instance for NT = tokens (1..kMoeGemvMaxTokens).
+// The instance for NT = tokens (1..kMoeBlockMaxTokens).
 template <int NT = 1>
 void launch_router(int64_t tokens, const void* x, const void* router, const void* shared_gate,
                    int64_t E, int64_t H, int top_k, bool renormalize, float* logits, int32_t* ids,
-                   float* weights, float* shared_weight, unsigned* ticket, cudaStream_t st) {
-  if constexpr (NT < kMoeGemvMaxTokens) {
+                   float* weights, float* gate_logit, unsigned* ticket, cudaStream_t st) {
+  if constexpr (NT < kMoeBlockMaxTokens) {
     if (tokens > NT)
       return launch_router<NT + 1>(tokens, x, router, shared_gate, E, H, top_k, renormalize, logits,
-                                   ids, weights, shared_weight, ticket, st);
+                                   ids, weights, gate_logit, ticket, st);
   }
   launch_k(moe_router_topk_kernel<NT>, dim3(ceil_div(E + 1, kRouterWarps)), dim3(kRouterWarps * 32),
            0, st, static_cast<const bf16*>(x), static_cast<const bf16*>(router),
            static_cast<const bf16*>(shared_gate), static_cast<int>(E), H, top_k, renormalize,
-           logits, ids, weights, shared_weight, ticket);
+           logits, ids, weights, gate_logit, ticket);
 }
 
 size_t align256(size_t n) {
@@ -193,14 +195,14 @@ size_t act_bytes(const MoeShape& s, int64_t Is) {
 void launch_moe_router_topk(const void* x, const void* router, const void* shared_gate,
                             int64_t tokens, int64_t experts, int64_t hidden, int top_k,
                             bool renormalize, float* logits, int32_t* ids, float* weights,
-                            float* shared_weight, unsigned* ticket, cudaStream_t stream) {
-  if (tokens < 1 || tokens > kMoeGemvMaxTokens || experts < 1 || experts > kMoeBlockMaxExperts ||
+                            float* gate_logit, unsigned* ticket, cudaStream_t stream) {
+  if (tokens < 1 || tokens > kMoeBlockMaxTokens || experts < 1 || experts > kMoeBlockMaxExperts ||
       top_k < 1 || top_k > 32 || top_k > experts || hidden % 8 != 0)
     cuda_fail(__FILE__, __LINE__, "launch_moe_router_topk",
-              "needs 1..kMoeGemvMaxTokens tokens, 1..kMoeBlockMaxExperts experts, top_k 1..32 "
+              "needs 1..kMoeBlockMaxTokens tokens, 1..kMoeBlockMaxExperts experts, top_k 1..32 "
               "(at most the experts) and a hidden size multiple of 8");
   launch_router(tokens, x, router, shared_gate, experts, hidden, top_k, renormalize, logits, ids,
-                weights, shared_weight, ticket, stream);
+                weights, gate_logit, ticket, stream);
 }
 
 size_t moe_block_scratch_bytes(const MoeShape& s, int64_t shared_inter) {

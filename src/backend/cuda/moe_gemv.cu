@@ -17,8 +17,11 @@
 //      then out = sum of dot * weight in that order (one thread, as the combine), written in bf16.
 // With a shared expert (MoeSharedExpert, launch_moe_block()) of width Is, it is one more block
 // column of the gate/up grid (pair index P: the group of all T tokens; its act rows [T, Is] after
-// the routed ones) and one more place of each token's down block (after the routed slots, weight
-// gate[t]; with Is != I every place walks the longer row's chunks, zeros past its own end).
+// the routed ones) and one more place of each token's down block (after the routed slots; with
+// Is != I every place walks the longer row's chunks, zeros past its own end). Its values are
+// rounded where the op sequence of Backend::moe_block rounds them (the shared expert through
+// linear_silu_mul and linear, sigmoid_mul, add; every dot product in the GEMV's order), so the
+// block's out is that sequence's, bit for bit, where the sequence's linears take the GEMV.
 // Every dot product is one warp's fixed-order sum and the combine one thread's, whatever the other
 // tokens are, so results are run-to-run identical (no floating-point atomics) and the same for a
 // token alone or in any batch of up to kMoeGemvMaxTokens; they differ in rounding from the tiled
@@ -160,10 +163,16 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
     if (j >= n) break;
     const float g = warp_sum(acc[0][j]), u = warp_sum(acc[1][j]);
     if (lane == 0) {
-      const float silu = g / (1.f + expf(-g));  // as moe_gemm_kernel's epilogue
       const int64_t q = group[j];
-      bf16* row = q < P ? act + q * I : act + P * I + (q - P) * Is;
-      row[i] = __float2bfloat16_rn(silu * u);
+      if (!shared) {
+        const float silu = g / (1.f + expf(-g));  // as moe_gemm_kernel's epilogue
+        act[q * I + i] = __float2bfloat16_rn(silu * u);
+      } else {  // as linear_silu_mul's GEMV epilogue (gemv.cu store_outputs)
+        const float gb = __bfloat162float(__float2bfloat16_rn(g));
+        const float ub = __bfloat162float(__float2bfloat16_rn(u));
+        const float silu = __bfloat162float(__float2bfloat16_rn(gb / (1.f + __expf(-gb))));
+        act[P * I + (q - P) * Is + i] = __float2bfloat16_rn(silu * ub);
+      }
     }
   }
 }
@@ -172,7 +181,9 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
 
 // act [P, I] (pair order), ids / weights [T, k], down [E, H, I], out [T, H]. I % 8 == 0.
 // kShared: shared_down, the shared expert's [H, Is], is one more place after the token's routed
-// slots (act row t of [T, Is] at act + P * I, weight shared_gate[t]).
+// slots (act row t of [T, Is] at act + P * I), its dot product d gated by the logit g =
+// shared_gate[t]: out = bf16(bf16(routed sum) + bf16(bf16(d) * sigmoid(g))), the op sequence's
+// roundings (moe_experts, linear, sigmoid_mul, add).
 // Block (token t = blockIdx.x, hidden rows [blockIdx.y * kDownRows, +kDownRows)): the tokens of
 // one row block run side by side, so the rows of an expert two tokens share are read twice close
 // together (the second read may hit L2). The token's valid slots in ascending expert id are split
@@ -306,8 +317,15 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   }
   __syncthreads();
   if (warp == 0 && lane < kDownRows && h0 + lane < H) {
+    const int routed = kShared ? n - 1 : n;
     float sum = 0.f;
-    for (int s = 0; s < n; ++s) sum += s_dot[s][lane] * s_weight[s];  // moe_combine_kernel's
+    for (int s = 0; s < routed; ++s) sum += s_dot[s][lane] * s_weight[s];  // moe_combine_kernel's
+    if constexpr (kShared) {  // sigmoid_mul's and add's roundings
+      const float d = __bfloat162float(__float2bfloat16_rn(s_dot[routed][lane]));
+      const float gated =
+          __bfloat162float(__float2bfloat16_rn(d / (1.f + __expf(-s_weight[routed]))));
+      sum = __bfloat162float(__float2bfloat16_rn(sum)) + gated;
+    }
     out[t * H + h0 + lane] = __float2bfloat16_rn(sum);
   }
 }
