@@ -183,6 +183,30 @@ struct SamplePenalty {
   int32_t repeated = 0;      // 1: in the prompt or the output, and repetition_penalty != 1
 };
 
+// One MoE layer's weights for Backend::moe_block() (model/blocks.h MlpWeights): E routed experts
+// of width I, top_k of them per token, plus a shared expert of width Is gated per token.
+struct MoeBlockWeights {
+  const Weight* router = nullptr;           // [E, H]
+  const Weight* experts_gate_up = nullptr;  // [E, 2I, H] (gate rows, then up rows)
+  const Weight* experts_down = nullptr;     // [E, H, I]
+  const Weight* shared_gate_up = nullptr;   // [2Is, H]
+  const Weight* shared_down = nullptr;      // [H, Is]
+  const Weight* shared_gate = nullptr;      // [1, H]
+};
+
+// The tensors of Backend::moe_block()'s op sequence, the caller's memory. logits, ids and weights
+// are outputs (the router's); the shared_* and gate tensors are scratch whose contents afterwards
+// are unspecified (a fused implementation may leave them untouched).
+struct MoeBlockBuffers {
+  Tensor logits;          // f32 [T, E]
+  Tensor ids;             // i32 [T, top_k]
+  Tensor weights;         // f32 [T, top_k]
+  Tensor shared_gate_up;  // [T, 2Is], activation dtype
+  Tensor shared_act;      // [T, Is]
+  Tensor shared;          // [T, H]
+  Tensor gate;            // [T, 1]
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -433,6 +457,21 @@ class Backend {
   // down [E, H, I]; ids i32 / weights f32 [T, top_k]; out [T, H] (overwritten).
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            const Tensor& gate_up, const Tensor& down, Tensor& out);
+
+  // A MoE layer after its pre-norm, as one op: routed experts plus a sigmoid-gated shared expert.
+  // The default (backend/fused_ops_default.cpp) runs this sequence, on typed weights:
+  //   linear(x, router) -> b.logits;  moe_topk(b.logits, top_k, renormalize, b.ids, b.weights);
+  //   moe_experts(x, b.ids, b.weights, experts_gate_up, experts_down, out);
+  //   linear_silu_mul(x, shared_gate_up, b.shared_gate_up, b.shared_act);
+  //   linear(b.shared_act, shared_down) -> b.shared;  linear(x, shared_gate) -> b.gate;
+  //   sigmoid_mul(b.shared, b.gate, b.shared);  add(out, b.shared, out).
+  // x [T, H]; out [T, H] (overwritten; may not alias x); `b` as MoeBlockBuffers says, sized for T.
+  // An override computes the same sums in fewer launches, possibly in another rounding: its
+  // logits may differ from linear()'s in the last bits (ids then differ only where two experts'
+  // probabilities do by less than that), its out by bf16 rounding (CUDA: up to
+  // cuda::kMoeGemvMaxTokens tokens outside batch-invariant mode, moe.cuh launch_moe_block()).
+  virtual void moe_block(const Tensor& x, const MoeBlockWeights& w, int32_t top_k, bool renormalize,
+                         MoeBlockBuffers& b, Tensor& out);
 
   // ---- typed weights and KV (backend/weight.h, backend/kv_cache_view.h) -------------------------
   // What models call. Each overload dispatches on the weight's format / the cache's dtype with

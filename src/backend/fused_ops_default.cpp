@@ -83,4 +83,19 @@ void Backend::add_rmsnorm_linear_silu_mul(const Tensor& residual, const Tensor& 
   silu_mul(gate_up, out);
 }
 
+void Backend::moe_block(const Tensor& x, const MoeBlockWeights& w, int32_t top_k, bool renormalize,
+                        MoeBlockBuffers& b, Tensor& out) {
+  SYV_CHECK(w.router && w.experts_gate_up && w.experts_down && w.shared_gate_up && w.shared_down &&
+            w.shared_gate)
+      << "moe_block: every weight of MoeBlockWeights is needed";
+  linear(x, *w.router, Tensor(), b.logits);
+  moe_topk(b.logits, top_k, renormalize, b.ids, b.weights);
+  moe_experts(x, b.ids, b.weights, *w.experts_gate_up, *w.experts_down, out);
+  linear_silu_mul(x, *w.shared_gate_up, b.shared_gate_up, b.shared_act);
+  linear(b.shared_act, *w.shared_down, Tensor(), b.shared);
+  linear(x, *w.shared_gate, Tensor(), b.gate);
+  sigmoid_mul(b.shared, b.gate, b.shared);
+  add(out, b.shared, out);
+}
+
 }  // namespace syv

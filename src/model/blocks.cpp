@@ -18,6 +18,7 @@ Fusions fusions_from_env() {
   f.norm_qkv = norm != "0" && norm != "mlp";
   f.norm_mlp = norm != "0" && norm != "qkv";
   f.silu = value("SYV_FUSED_SILU") != "0";
+  f.moe = value("SYV_FUSED_MOE") != "0";
   return f;
 }
 
@@ -197,13 +198,35 @@ void mlp_block(BlockContext& c, Residual& r, const Tensor& norm_w, const MlpWeig
     b.linear(a, w.down, Tensor(), out);
     return;
   }
-  // Routed experts + sigmoid-gated shared expert: out = moe(x) + sigmoid(g · x) * shared(x).
+  // Routed experts + sigmoid-gated shared expert: out = moe(x) + sigmoid(g · x) * shared(x), one op
+  // (Backend::moe_block) unless SYV_FUSED_MOE=0.
   add_norm(c, r, norm_w, x);
   const int64_t E = w.router.tensor.dim(0), H = x.dim(1);
   const int32_t k = routing.top_k;
   Tensor router_logits = c.ws.take(DType::F32, {T, E});
   Tensor ids = c.ws.take(DType::I32, {T, k});
   Tensor weights = c.ws.take(DType::F32, {T, k});
+  if (c.fuse.moe) {
+    // The buffers of the sequence below (dense_mlp's first, as mlp_bytes() counts them).
+    const int64_t Is = w.shared_down.k;
+    MoeBlockBuffers buf;
+    buf.logits = router_logits;
+    buf.ids = ids;
+    buf.weights = weights;
+    buf.shared = c.ws.take(c.act, {T, H});
+    buf.shared_gate_up = c.ws.take(c.act, {T, 2 * Is});
+    buf.shared_act = c.ws.take(c.act, {T, Is});
+    buf.gate = c.ws.take(c.act, {T, 1});
+    MoeBlockWeights mw;
+    mw.router = &w.router;
+    mw.experts_gate_up = &w.experts_gate_up;
+    mw.experts_down = &w.experts_down;
+    mw.shared_gate_up = &w.shared_gate_up;
+    mw.shared_down = &w.shared_down;
+    mw.shared_gate = &w.shared_gate;
+    b.moe_block(x, mw, k, routing.renormalize, buf, out);
+    return;
+  }
   b.linear(x, w.router, Tensor(), router_logits);
   b.moe_topk(router_logits, k, routing.renormalize, ids, weights);
   b.moe_experts(x, ids, weights, w.experts_gate_up, w.experts_down, out);

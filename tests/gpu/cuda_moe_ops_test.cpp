@@ -5,11 +5,17 @@
 // top-2 / top-8, renormalisation on and off, several tokens of a batch routed to one expert, one
 // token routed to an expert in several slots, out-of-range ids, experts that get no token, the
 // routed-experts counter, run-to-run identical results, and rows bit-identical to the token alone
-// (batch-invariant mode at every T; the GEMVs up to kMoeGemvMaxTokens). Skipped cleanly without a
-// CUDA device.
+// (batch-invariant mode at every T; the GEMVs up to kMoeGemvMaxTokens). And the MoE block
+// (Backend::moe_block; moe_block.cu at up to kMoeBlockMaxTokens tokens outside batch-invariant
+// mode) against its op sequence on the GPU and the CPU's: router logits, ids, weights and out
+// bit-identical to the sequence's (whose linears take the GEMV here), ties in the router, experts
+// chosen by several tokens, shared experts of other widths, run-to-run identical; the cases it
+// leaves to the sequence bit-identical to it.
+// Skipped cleanly without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +27,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/moe.cuh"
+#include "backend/weight.h"
 #include "gpu/cuda_ops_fixture.h"
 
 namespace syv {
@@ -156,6 +163,145 @@ class CudaMoeOps : public CudaOps {
     gpu_->set_batch_invariant(false);
   }
 
+  // ---- the MoE block (Backend::moe_block) ----
+
+  // A MoE layer's weights on both backends: E experts of width I, a shared expert of width Is.
+  struct Block {
+    int64_t E, H, I, Is;
+    Pair router, gate_up, down, shared_gate_up, shared_down, shared_gate;
+    std::vector<Weight> cw, gw;  // dense views, MoeBlockWeights' order
+    MoeBlockWeights weights(bool gpu) const {
+      const std::vector<Weight>& v = gpu ? gw : cw;
+      MoeBlockWeights w;
+      w.router = &v[0];
+      w.experts_gate_up = &v[1];
+      w.experts_down = &v[2];
+      w.shared_gate_up = &v[3];
+      w.shared_down = &v[4];
+      w.shared_gate = &v[5];
+      return w;
+    }
+  };
+  // Random weights; router_rows, when given, replaces the router's [E, H] values.
+  Block make_block(int64_t E, int64_t H, int64_t I, int64_t Is,
+                   const std::vector<float>& router_rows = {}) {
+    Block b{E, H, I, Is, {}, {}, {}, {}, {}, {}, {}, {}};
+    b.router = make(router_rows.empty() ? random_vec(E * H, rng_, 0.2f) : router_rows, {E, H});
+    b.gate_up = make(random_vec(E * 2 * I * H, rng_, 0.2f), {E, 2 * I, H});
+    b.down = make(random_vec(E * H * I, rng_, 0.2f), {E, H, I});
+    b.shared_gate_up = make(random_vec(2 * Is * H, rng_, 0.2f), {2 * Is, H});
+    b.shared_down = make(random_vec(H * Is, rng_, 0.2f), {H, Is});
+    b.shared_gate = make(random_vec(H, rng_, 0.2f), {1, H});
+    for (const Pair* p :
+         {&b.router, &b.gate_up, &b.down, &b.shared_gate_up, &b.shared_down, &b.shared_gate}) {
+      b.cw.push_back(Weight::dense(p->c));
+      b.gw.push_back(Weight::dense(p->g));
+    }
+    return b;
+  }
+  // The outputs and scratch of one moe_block call on one backend.
+  struct BlockRun {
+    DeviceBuffer mem;
+    MoeBlockBuffers buf;
+    Tensor out;
+  };
+  // Buffers for T tokens of a block of E experts, hidden size H, shared expert width Is.
+  BlockRun block_run(Backend& be, int64_t E, int64_t H, int64_t Is, int64_t T, int32_t k) {
+    const DType act = be.activation_dtype();
+    // logits, ids, weights, shared_gate_up, shared_act, shared, gate, out: [T, cols] each.
+    const std::vector<std::pair<DType, int64_t>> parts = {
+        {DType::F32, E}, {DType::I32, k}, {DType::F32, k}, {act, 2 * Is},
+        {act, Is},       {act, H},        {act, 1},        {act, H}};
+    auto bytes_of = [&](const std::pair<DType, int64_t>& p) {
+      return (static_cast<size_t>(T * p.second) * dtype_size(p.first) + 255) / 256 * 256;
+    };
+    size_t bytes = 0;
+    for (const auto& p : parts) bytes += bytes_of(p);
+    BlockRun r;
+    r.mem = be.allocate(bytes);
+    std::vector<uint8_t> nan(bytes, 0xff);  // all-ones: NaN floats, id -1
+    be.upload(r.mem.data(), nan.data(), bytes);
+    char* at = static_cast<char*>(r.mem.data());
+    std::vector<Tensor> ts;
+    for (const auto& p : parts) {
+      ts.push_back(Tensor(at, p.first, {T, p.second}));
+      at += bytes_of(p);
+    }
+    r.buf.logits = ts[0];
+    r.buf.ids = ts[1];
+    r.buf.weights = ts[2];
+    r.buf.shared_gate_up = ts[3];
+    r.buf.shared_act = ts[4];
+    r.buf.shared = ts[5];
+    r.buf.gate = ts[6];
+    r.out = ts[7];
+    return r;
+  }
+  template <typename V>
+  static bool same_bits(const std::vector<V>& a, const std::vector<V>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(V)) == 0;
+  }
+
+  // moe_block on the GPU against its op sequence on the GPU (Backend::moe_block, the linear()s
+  // through the GEMV at every T here: the fused path's summation orders and roundings, so the
+  // same bits) and on the CPU. `fused`: whether the GPU call takes the fused path for T <=
+  // kMoeBlockMaxTokens (checked: it leaves the sequence's scratch untouched). Returns the GPU's
+  // ids.
+  std::vector<int32_t> check_block(const Block& b, int64_t T, int32_t k, bool renorm, bool fused,
+                                   bool invariant = false) {
+    SCOPED_TRACE("moe_block T=" + std::to_string(T) + " k=" + std::to_string(k) +
+                 " E=" + std::to_string(b.E) + " H=" + std::to_string(b.H) +
+                 " I=" + std::to_string(b.I) + " Is=" + std::to_string(b.Is) +
+                 (renorm ? " renormalized" : "") + (invariant ? " batch-invariant" : ""));
+    fused = fused && T <= cuda::kMoeBlockMaxTokens;
+    auto x = make(random_vec(T * b.H, rng_), {T, b.H});
+    gpu_->set_gemv_max_tokens(static_cast<int>(kGemvMax));
+    gpu_->set_batch_invariant(invariant);
+    BlockRun seq = block_run(*gpu_, b.E, b.H, b.Is, T, k);
+    BlockRun one = block_run(*gpu_, b.E, b.H, b.Is, T, k);
+    BlockRun cpu = block_run(*cpu_, b.E, b.H, b.Is, T, k);
+    const MoeBlockWeights gw = b.weights(true), cw = b.weights(false);
+    gpu_->Backend::moe_block(x.g, gw, k, renorm, seq.buf, seq.out);
+    const uint64_t routed_before = gpu_->moe_experts_routed();
+    gpu_->moe_block(x.g, gw, k, renorm, one.buf, one.out);
+    const uint64_t routed = gpu_->moe_experts_routed() - routed_before;
+    cpu_->moe_block(x.c, cw, k, renorm, cpu.buf, cpu.out);
+    // Which path ran: the fused one leaves the sequence's scratch as block_run() poisoned it.
+    const std::vector<float> gate = down_gpu(one.buf.gate);
+    const bool untouched =
+        std::all_of(gate.begin(), gate.end(), [](float v) { return std::isnan(v); });
+    EXPECT_EQ(untouched, fused) << (fused ? "the op sequence ran, not the fused path"
+                                          : "the fused path ran, not the op sequence");
+    const auto ids = down_raw<int32_t>(one.buf.ids, *gpu_);
+    const auto weights = down_raw<float>(one.buf.weights, *gpu_);
+    EXPECT_TRUE(
+        same_bits(down_raw<float>(one.buf.logits, *gpu_), down_raw<float>(seq.buf.logits, *gpu_)))
+        << "router logits differ from linear()'s";
+    EXPECT_EQ(ids, down_raw<int32_t>(seq.buf.ids, *gpu_)) << "ids differ from moe_topk's";
+    EXPECT_TRUE(same_bits(weights, down_raw<float>(seq.buf.weights, *gpu_)))
+        << "routing weights differ from moe_topk's";
+    EXPECT_EQ(ids, down_raw<int32_t>(cpu.buf.ids, *cpu_)) << "ids differ from the CPU's";
+    const std::vector<float> got = down_gpu(one.out), ref = down_gpu(seq.out);
+    std::vector<int32_t> distinct = ids;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    EXPECT_EQ(routed, distinct.size()) << "routed-experts counter";
+    EXPECT_TRUE(same_bits(got, ref))
+        << "out differs from the op sequence's: relative L2 " << rel_l2(got, ref);
+    const double ec = rel_l2(got, down_cpu(cpu.out));
+    EXPECT_LT(ec, 1e-2) << "out vs the CPU: relative L2 " << ec;
+    // Run to run (and the router's ticket back at 0 after each launch): the same bits twice more.
+    for (int rep = 0; rep < 2; ++rep) {
+      poison(one.out);
+      gpu_->moe_block(x.g, gw, k, renorm, one.buf, one.out);
+      EXPECT_TRUE(same_bits(down_gpu(one.out), got)) << "moe_block differs between runs";
+      EXPECT_EQ(down_raw<int32_t>(one.buf.ids, *gpu_), ids) << "ids differ between runs";
+    }
+    gpu_->set_batch_invariant(false);
+    gpu_->set_gemv_max_tokens(4);
+    return ids;
+  }
+
   // k distinct experts per token drawn from [0, limit).
   std::vector<int32_t> random_routing(int64_t T, int32_t k, int64_t limit) {
     std::vector<int32_t> all(static_cast<size_t>(limit)), out;
@@ -285,11 +431,80 @@ TEST_F(CudaMoeOps, TopkThenExpertsOnDevice) {
   expect_close(out, 1e-2, "router + experts out");
 }
 
+// ---- the MoE block ------------------------------------------------------------------------------
+
+// Qwen3-Next's router (512 experts, top 10, H 2048; the experts 64 wide instead of 512, which keeps
+// the host copies small) at 1, 2 and kGemvMax tokens (the fused path up to kMoeBlockMaxTokens).
+TEST_F(CudaMoeOps, BlockMatchesSequenceAtQwenNextRouterShape) {
+  const Block b = make_block(512, 2048, 64, 64);
+  for (int64_t T : {int64_t{1}, int64_t{2}, kGemvMax}) check_block(b, T, 10, true, true);
+}
+
+// Every token count of the GEMVs (the fused path up to kMoeBlockMaxTokens, the sequence above),
+// renormalisation on and off, small experts shared by the batch's tokens (16 experts, top 4 of 2
+// and 8 tokens: experts several times), E not a multiple of 32, rows with partial chunks (H = 1096,
+// I = 264), the largest top_k.
+TEST_F(CudaMoeOps, BlockMatchesSequenceAtEverySmallTokenCount) {
+  const Block b = make_block(64, 256, 64, 64);
+  for (int64_t T = 1; T <= kGemvMax; ++T)
+    for (bool renorm : {false, true}) check_block(b, T, 8, renorm, true);
+  const Block shared_experts = make_block(16, 128, 32, 32);
+  for (int64_t T : {int64_t{2}, int64_t{5}, kGemvMax})
+    check_block(shared_experts, T, 4, true, true);
+  const Block odd = make_block(40, 1096, 264, 264);
+  for (int64_t T : {int64_t{1}, int64_t{2}, kGemvMax}) check_block(odd, T, 4, true, true);
+  const Block wide = make_block(100, 128, 32, 32);
+  for (int64_t T : {int64_t{1}, int64_t{2}}) check_block(wide, T, 32, false, true);
+}
+
+// Ties in the router: every row zero but experts 5 and 37 (one row, twice), so each token's logits
+// are 0 but for two equal ones: top 8 = {5, 37, 0, 1, 2, 3, 4, 6} when they are positive, else the
+// eight lowest ids but 5 and 37; every token of the batch shares most of its experts.
+TEST_F(CudaMoeOps, BlockBreaksRouterTiesByLowerIndex) {
+  const int64_t E = 64, H = 256, T = cuda::kMoeBlockMaxTokens;
+  std::vector<float> rows(E * H, 0.f);
+  const std::vector<float> lead = random_vec(H, rng_, 0.2f);
+  std::copy(lead.begin(), lead.end(), rows.begin() + 5 * H);
+  std::copy(lead.begin(), lead.end(), rows.begin() + 37 * H);
+  const Block b = make_block(E, H, 64, 64, rows);
+  const std::vector<int32_t> ids = check_block(b, T, 8, true, true);
+  ASSERT_EQ(ids.size(), static_cast<size_t>(T * 8));
+  const std::vector<int32_t> high = {5, 37, 0, 1, 2, 3, 4, 6}, low = {0, 1, 2, 3, 4, 6, 7, 8};
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<int32_t> got(ids.begin() + t * 8, ids.begin() + (t + 1) * 8);
+    EXPECT_TRUE(got == high || got == low)
+        << "token " << t << " ids " << ::testing::PrintToString(got);
+  }
+}
+
+// A shared expert of another width than the routed ones (the fixtures' shapes: Qwen3.5 MoE 24 /
+// 40, Qwen3-Next 32 / 48), wider by more than a 32-lane chunk of the down rows, and narrower.
+TEST_F(CudaMoeOps, BlockWithASharedExpertOfAnotherWidth) {
+  for (const auto& [I, Is] :
+       std::vector<std::pair<int64_t, int64_t>>{{24, 40}, {32, 48}, {64, 320}, {264, 40}}) {
+    const Block b = make_block(16, 264, I, Is);
+    for (int64_t T : {int64_t{1}, int64_t{2}, kGemvMax}) check_block(b, T, 2, true, true);
+  }
+}
+
+// What moe_block leaves to its op sequence runs it bit for bit: more tokens than the GEMVs take,
+// batch-invariant mode, more experts than the fused top-k holds (kMoeBlockMaxExperts).
+TEST_F(CudaMoeOps, BlockFallsBackToTheSequence) {
+  const Block b = make_block(64, 256, 64, 64);
+  check_block(b, kGemvMax + 1, 8, true, false);
+  check_block(b, 1, 8, true, false, /*invariant=*/true);
+  check_block(b, kGemvMax, 8, true, false, /*invariant=*/true);
+  const Block many = make_block(cuda::kMoeBlockMaxExperts + 76, 64, 16, 16);
+  check_block(many, 1, 4, true, false);
+}
+
 // Not a check: prints moe_topk and moe_experts times at Qwen3-Next's shape (512 experts, top 10,
 // H 2048, I 512) for 1, 2, 4, 8 and 64 tokens with random distinct experts per token, and the
 // routed experts' weight bytes per microsecond against the device copy rate (the decode floor's
 // part for the experts; benchmark: tools/device/moe_check.sh bench). Up to kGemvMax tokens both
-// paths: the small-batch GEMVs (the default mode) and the tiled path (batch-invariant mode).
+// paths: the small-batch GEMVs (the default mode) and the tiled path (batch-invariant mode); and
+// the whole MoE block (moe_block: router, top-k, routed and shared experts) fused (3 launches)
+// against its op sequence (9 launches), launched eagerly.
 TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
   const MoeDims d{512, 2048, 512};
   const int32_t k = 10;
@@ -303,6 +518,21 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
   DeviceBuffer gub = dev(d.E * 2 * d.I * d.H, DType::BF16), dnb = dev(d.E * d.H * d.I, DType::BF16);
   Tensor gate_up(gub.data(), DType::BF16, {d.E, 2 * d.I, d.H});
   Tensor down(dnb.data(), DType::BF16, {d.E, d.H, d.I});
+  DeviceBuffer rb = dev(d.E * d.H, DType::BF16), sgub = dev(2 * d.I * d.H, DType::BF16),
+               sdnb = dev(d.H * d.I, DType::BF16), sgb = dev(d.H, DType::BF16);
+  const std::vector<Weight> bw = {Weight::dense(Tensor(rb.data(), DType::BF16, {d.E, d.H})),
+                                  Weight::dense(gate_up),
+                                  Weight::dense(down),
+                                  Weight::dense(Tensor(sgub.data(), DType::BF16, {2 * d.I, d.H})),
+                                  Weight::dense(Tensor(sdnb.data(), DType::BF16, {d.H, d.I})),
+                                  Weight::dense(Tensor(sgb.data(), DType::BF16, {1, d.H}))};
+  MoeBlockWeights block_w;
+  block_w.router = &bw[0];
+  block_w.experts_gate_up = &bw[1];
+  block_w.experts_down = &bw[2];
+  block_w.shared_gate_up = &bw[3];
+  block_w.shared_down = &bw[4];
+  block_w.shared_gate = &bw[5];
   for (int64_t T : {1, 2, 4, 8, 64}) {
     const std::vector<int32_t> routing = random_routing(T, k, d.E);
     std::vector<int32_t> distinct = routing;
@@ -336,6 +566,13 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
           100.0 * bytes / (experts_us * 1e3) / copy_gbps);
     }
     gpu_->set_batch_invariant(false);
+    if (T > cuda::kMoeBlockMaxTokens) continue;  // both run the op sequence
+    BlockRun run = block_run(*gpu_, d.E, d.H, d.I, T, k);
+    const double fused_us = us([&] { gpu_->moe_block(x, block_w, k, true, run.buf, run.out); });
+    const double seq_us =
+        us([&] { gpu_->Backend::moe_block(x, block_w, k, true, run.buf, run.out); });
+    std::printf("moe block, %3lld tokens: fused %6.1f us | op sequence %6.1f us\n",
+                static_cast<long long>(T), fused_us, seq_us);
   }
 }
 

@@ -23,8 +23,8 @@ timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_
 echo "build: $((SECONDS - t0)) s"
 if [[ $WHAT != bench ]]; then
   timeout 120 $B/gpu_cuda_moe_ops_test 2>&1 |
-    grep -E "^\[ +(OK|FAILED|PASSED) |Failure|Expected|relative|error|differs|^moe, |^device copy" |
-    head -50
+    grep -E "^\[ +(OK|FAILED|PASSED) |Failure|Expected|relative|error|differs|^moe, |^moe block|^device copy" |
+    head -80
   timeout 120 $B/gpu_hybrid_golden_gpu_test 2>&1 |
     grep -E "^\[ +(OK|FAILED|PASSED) |median|Failure|Expected|error" | head -80
   timeout 120 $B/gpu_engine_qwen3_gpu_test --gtest_filter='MixtureOfExperts*' 2>&1 |

@@ -99,6 +99,9 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaMalloc(&moe_routed_, sizeof(unsigned long long)));
     SYV_CUDA_CHECK(cudaMemsetAsync(moe_routed_, 0, sizeof(unsigned long long), stream_));
     scratch_bytes_ += sizeof(unsigned long long);
+    SYV_CUDA_CHECK(cudaMalloc(&moe_ticket_, sizeof(unsigned)));
+    SYV_CUDA_CHECK(cudaMemsetAsync(moe_ticket_, 0, sizeof(unsigned), stream_));
+    scratch_bytes_ += sizeof(unsigned);
     if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
@@ -115,6 +118,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (dequant_) cudaFree(dequant_);
     if (moe_scratch_) cudaFree(moe_scratch_);
     if (moe_routed_) cudaFree(moe_routed_);
+    if (moe_ticket_) cudaFree(moe_ticket_);
     if (sample_dev_) cudaFree(sample_dev_);
     if (sample_work_) cudaFree(sample_work_);
     if (workspace_) cudaFree(workspace_);
@@ -934,6 +938,35 @@ class CudaBackendImpl final : public CudaBackend {
                              stream_);
   }
 
+  // Up to kMoeBlockMaxTokens tokens outside batch-invariant mode, with every weight dense bf16 and
+  // expert widths multiples of 8: three launches (moe.cuh launch_moe_block(): the
+  // router's GEMV with the softmax + top-k in its last block, then the routed experts' two GEMVs
+  // with the shared expert and its gate folded in), the sequence's bits where its linears take
+  // the GEMV. Otherwise the op sequence, which batch-invariant mode and more tokens therefore run
+  // exactly as before the fusion.
+  void moe_block(const Tensor& x, const MoeBlockWeights& w, int32_t top_k, bool renormalize,
+                 MoeBlockBuffers& b, Tensor& out) override {
+    if (!moe_block_fusable(x, w, top_k, b, out)) {
+      Backend::moe_block(x, w, top_k, renormalize, b, out);
+      return;
+    }
+    const Tensor& gate_up = w.experts_gate_up->tensor;
+    cuda::MoeShape s;
+    s.tokens = rows_of(x);
+    s.top_k = top_k;
+    s.experts = gate_up.dim(0);
+    s.hidden = last_dim(x);
+    s.inter = gate_up.dim(1) / 2;
+    const int64_t Is = w.shared_down->tensor.dim(1);
+    grow_scratch(moe_scratch_, moe_scratch_bytes_,
+                 static_cast<int64_t>(cuda::moe_block_scratch_bytes(s, Is)), "MoE scratch");
+    cuda::launch_moe_block(x.data, w.router->tensor.data, w.shared_gate->tensor.data, gate_up.data,
+                           w.experts_down->tensor.data, w.shared_gate_up->tensor.data,
+                           w.shared_down->tensor.data, Is, renormalize, b.logits.as<float>(),
+                           b.ids.as<int32_t>(), b.weights.as<float>(), out.data, s, moe_scratch_,
+                           moe_ticket_, moe_routed_, stream_);
+  }
+
   // ---- CudaBackend extras ---------------------------------------------------------------------
   uint64_t moe_experts_routed() override {
     unsigned long long n = 0;
@@ -1379,6 +1412,37 @@ class CudaBackendImpl final : public CudaBackend {
   }
   static constexpr int64_t kCounterSlots = 1 << 16;  // attention arrival counters (u32)
 
+  // Whether moe_block() takes the fused path (see there): anything else, including shapes the op
+  // sequence refuses, goes to the sequence and its checks.
+  bool moe_block_fusable(const Tensor& x, const MoeBlockWeights& w, int32_t top_k,
+                         const MoeBlockBuffers& b, const Tensor& out) const {
+    const int64_t T = rows_of(x), H = last_dim(x);
+    if (batch_invariant_ || T < 1 || T > cuda::kMoeBlockMaxTokens || H % 8 != 0) return false;
+    auto dense_bf16 = [](const Weight* wt) {
+      return wt != nullptr && wt->format == WeightFormat::kDense &&
+             wt->tensor.dtype == DType::BF16 &&
+             reinterpret_cast<uintptr_t>(wt->tensor.data) % 16 == 0;
+    };
+    for (const Weight* wt : {w.router, w.experts_gate_up, w.experts_down, w.shared_gate_up,
+                             w.shared_down, w.shared_gate})
+      if (!dense_bf16(wt)) return false;
+    const Tensor &router = w.router->tensor, &gu = w.experts_gate_up->tensor;
+    const Tensor &dn = w.experts_down->tensor, &sgu = w.shared_gate_up->tensor;
+    const Tensor &sdn = w.shared_down->tensor, &sg = w.shared_gate->tensor;
+    if (router.ndim != 2 || gu.ndim != 3 || dn.ndim != 3 || sgu.ndim != 2 || sdn.ndim != 2)
+      return false;
+    const int64_t E = router.dim(0), I = gu.dim(1) / 2, Is = sdn.dim(1);
+    const bool shapes = router.dim(1) == H && gu.dim(0) == E && gu.dim(1) == 2 * I &&
+                        gu.dim(2) == H && dn.dim(0) == E && dn.dim(1) == H && dn.dim(2) == I &&
+                        sgu.dim(0) == 2 * Is && sgu.dim(1) == H && sdn.dim(0) == H &&
+                        sg.numel() == H && I % 8 == 0 && Is > 0 && Is % 8 == 0;
+    return shapes && E <= cuda::kMoeBlockMaxExperts && top_k >= 1 && top_k <= 32 && top_k <= E &&
+           x.dtype == DType::BF16 && out.dtype == DType::BF16 && out.numel() == T * H &&
+           reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && b.logits.dtype == DType::F32 &&
+           b.logits.numel() == T * E && b.ids.dtype == DType::I32 && b.ids.numel() == T * top_k &&
+           b.weights.dtype == DType::F32 && b.weights.numel() == T * top_k;
+  }
+
   static bool all_bf16(std::initializer_list<const Tensor*> ts) {
     for (const Tensor* t : ts)
       if (t->dtype != DType::BF16) return false;
@@ -1523,6 +1587,7 @@ class CudaBackendImpl final : public CudaBackend {
   void* moe_scratch_ = nullptr;  // moe_experts(): routing lists, activations (moe.cuh)
   size_t moe_scratch_bytes_ = 0;
   unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
+  unsigned* moe_ticket_ = nullptr;                   // moe_block(): 0 between launches
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
   void* sample_dev_ = nullptr;                       // sample(): rows, penalties, ids
   size_t sample_dev_bytes_ = 0;

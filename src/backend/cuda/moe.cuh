@@ -51,11 +51,69 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
                         bool batch_invariant, void* scratch, unsigned long long* routed,
                         cudaStream_t stream);
 
+// A shared expert run beside the routed ones by launch_moe_gemv(): bf16 gate_up [2Is, H] and down
+// [H, Is] (Is = inter, a multiple of 8, may differ from the routed experts' I), its output added
+// to each token's sum gated by sigmoid(gate[t]) (gate: f32 [T] logits, device memory, written
+// before the launch: launch_moe_router_topk()'s gate_logit), rounded as Backend::moe_block's op
+// sequence rounds.
+struct MoeSharedExpert {
+  const void* gate_up = nullptr;
+  const void* down = nullptr;
+  const float* gate = nullptr;
+  int64_t inter = 0;
+};
+
 // The small-batch path of launch_moe_experts() (moe_gemv.cu): 1 <= s.tokens <= kMoeGemvMaxTokens,
-// top_k <= 32, the same operands; act: bf16 [T * top_k, I] scratch (16-byte aligned). Adds the
-// number of distinct valid experts routed to to *routed, as one pass of the tiled path does.
+// top_k <= 32, the same operands; act: bf16 [T * top_k, I] scratch (16-byte aligned), then [T, Is]
+// more with a shared expert. Adds the number of distinct valid routed experts to *routed, as
+// one pass of the tiled path does (the shared expert is not counted). shared (may be null): out
+// += gate[t] * shared(x[t]) in the same pass, after the routed slots (one more "expert" of the
+// same two launches: its gate/up rows read once for all T tokens).
 void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, const void* gate_up,
                      const void* down, void* out, const MoeShape& s, void* act,
-                     unsigned long long* routed, cudaStream_t stream);
+                     unsigned long long* routed, cudaStream_t stream,
+                     const MoeSharedExpert* shared = nullptr);
+
+// ---- the MoE block's small-batch path (moe_block.cu; Backend::moe_block) ----
+// Outside batch-invariant mode, a MoE layer of 1..kMoeBlockMaxTokens tokens after its pre-norm in 3
+// launches instead of 9 (the router's linear, top-k, the routed experts' two GEMVs, the shared
+// expert's gate/up + SiLU and down linears, the shared gate's linear, sigmoid_mul, add):
+//   1. launch_moe_router_topk(): the router logits and the shared expert's gate, then softmax +
+//      top-k in the grid's last block;
+//   2./3. launch_moe_gemv() with the shared expert as one more expert.
+// E <= kMoeBlockMaxExperts (the top-k keeps a token's probabilities in a warp's registers).
+// kMoeBlockMaxTokens: where it was measured faster than the sequence (H200, 2026-12-03,
+// gpu_cuda_moe_ops_test QwenNextExpertsTiming, eager, Qwen3-Next's shape: 43.0 against 46.2 us at
+// 1 token, 62.8 against 64.4 at 2, but 109.3 against 105.1 at 4 and 202.3 against 190.0 at 8; the
+// whole decode step at b=1 2.251 against 2.338 ms in a graph); more tokens run the sequence.
+inline constexpr int64_t kMoeBlockMaxExperts = 1024;
+inline constexpr int64_t kMoeBlockMaxTokens = 2;
+
+// x bf16 [T, H]; router bf16 [E, H]; shared_gate bf16 [1, H] (16-byte aligned, H % 8 == 0);
+// 1 <= T <= kMoeBlockMaxTokens, E <= kMoeBlockMaxExperts, 1 <= top_k <= min(E, 32). Writes
+// logits f32 [T, E] (each a warp's lane-strided fp32 dot product and warp sum: the bits of
+// launch_gemv_bf16() with f32 output, which linear() takes up to its GEMV token limit),
+// gate_logit f32 [T] = bf16(x · shared_gate) (rounded as linear() into bf16 activations rounds
+// it), and ids / weights [T, top_k] exactly as launch_moe_topk() would from those logits. ticket:
+// one device counter, 0 between launches (the grid's last block resets it, so a CUDA graph replays
+// it as is); launches sharing it must be stream-ordered.
+void launch_moe_router_topk(const void* x, const void* router, const void* shared_gate,
+                            int64_t tokens, int64_t experts, int64_t hidden, int top_k,
+                            bool renormalize, float* logits, int32_t* ids, float* weights,
+                            float* gate_logit, unsigned* ticket, cudaStream_t stream);
+
+// The whole block (the three launches above): s as launch_moe_experts() takes it (1 <= T <=
+// kMoeBlockMaxTokens), shared gate_up bf16 [2Is, H] and down [H, Is] (Is % 8 == 0), scratch of
+// moe_block_scratch_bytes(s, Is) (256-byte aligned); logits / ids / weights as
+// launch_moe_router_topk() writes them; out bf16 [T, H] = sum_j weights[t, j] expert_ids[t, j](x)
+// + sigmoid(x · shared_gate) shared(x) with the op sequence's roundings: bit for bit what
+// Backend::moe_block's sequence gives where its linears take the GEMV (T <= linear()'s GEMV limit).
+size_t moe_block_scratch_bytes(const MoeShape& s, int64_t shared_inter);
+void launch_moe_block(const void* x, const void* router, const void* shared_gate,
+                      const void* gate_up, const void* down, const void* shared_gate_up,
+                      const void* shared_down, int64_t shared_inter, bool renormalize,
+                      float* logits, int32_t* ids, float* weights, void* out, const MoeShape& s,
+                      void* scratch, unsigned* ticket, unsigned long long* routed,
+                      cudaStream_t stream);
 
 }  // namespace syv::cuda

@@ -15,6 +15,13 @@
 //      of act[pair] with the expert's down row (a row walked in 32-lane chunks, the last one
 //      partial when I % 256 != 0; a warp's chunks of all its slots one stream, kUnroll in flight),
 //      then out = sum of dot * weight in that order (one thread, as the combine), written in bf16.
+// With a shared expert (MoeSharedExpert, launch_moe_block()) of width Is, it is one more block
+// column of the gate/up grid (pair index P: the group of all T tokens; its act rows [T, Is] after
+// the routed ones) and one more place of each token's down block (after the routed slots; with
+// Is != I every place walks the longer row's chunks, zeros past its own end). Its values are
+// rounded where the op sequence of Backend::moe_block rounds them (the shared expert through
+// linear_silu_mul and linear, sigmoid_mul, add; every dot product in the GEMV's order), so the
+// block's out is that sequence's, bit for bit, where the sequence's linears take the GEMV.
 // Every dot product is one warp's fixed-order sum and the combine one thread's, whatever the other
 // tokens are, so results are run-to-run identical (no floating-point atomics) and the same for a
 // token alone or in any batch of up to kMoeGemvMaxTokens; they differ in rounding from the tiled
@@ -22,6 +29,7 @@
 // at every T.
 // Routing ids are produced by the kernel before (the router), so no weight can be read before
 // pdl_wait(): which expert's rows to stream is not known until then.
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
@@ -41,6 +49,8 @@ constexpr int kMaxTopK = 32;     // moe_experts' bound (CudaBackend checks it)
 // ---- gate/up ------------------------------------------------------------------------------------
 
 // x [T, H], ids [P = T * k], gate_up [E, 2I, H] (gate rows, then up rows, per expert), act [P, I].
+// shared_gu (null: none): the shared expert's [2Is, H], block column P, its act [T, Is] at act +
+// P * I.
 // G: pairs per group (accumulators per row). H % 8 == 0, 16-byte aligned rows. Up to 2 pairs a
 // group, 3 blocks per multiprocessor (<= 80 registers, no spills with nvcc 13 for sm_90a): at
 // decode the grid is P * I / 8 blocks (640 at Qwen3-Next's shape: 1.6 waves of 132 x 3, 2.4 at 2).
@@ -48,16 +58,21 @@ template <int G>
 __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ ids, int P,
                             int k, int E, const bf16* __restrict__ gate_up, int64_t H, int64_t I,
-                            bf16* __restrict__ act, unsigned long long* __restrict__ routed) {
-  __shared__ int group[G];  // the pairs of this block's group, ascending
+                            bf16* __restrict__ act, unsigned long long* __restrict__ routed,
+                            const bf16* __restrict__ shared_gu, int64_t Is) {
+  __shared__ int group[G];  // the act rows of this block's group, ascending
   __shared__ int group_n;   // how many; 0: not a group's first pair (nothing to do)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int p = static_cast<int>(blockIdx.x);
+  const bool shared = p == P;  // the shared expert's column (only launched with shared_gu)
   pdl_wait();
   pdl_trigger();
-  const int e = ids[p];
+  const int e = shared ? 0 : ids[p];
   if (e < 0 || e >= E) return;  // contributes nothing (as the tiled path)
-  if (warp == 0) {
+  if (shared) {
+    if (warp == 0 && lane < P / k) group[lane] = P + lane;  // every token: T <= G
+    if (threadIdx.x == 0) group_n = P / k;
+  } else if (warp == 0) {
     // p's rank among the pairs routed to e (pair order), and the pairs of ranks [rank, rank + G).
     int rank = -1, seen = 0;
     for (int base = 0; base < P; base += 32) {
@@ -81,14 +96,18 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
   __syncthreads();
   const int n = group_n;
   const int64_t i = static_cast<int64_t>(blockIdx.y) * kGateUpWarps + warp;
-  if (n == 0 || i >= I) return;
+  const int64_t width = shared ? Is : I;  // this expert's outputs (gate rows, then as many up rows)
+  if (n == 0 || i >= width) return;
   const int64_t kv = H / 8;  // 16-byte vectors per row
-  const uint4* wr[2] = {reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + i) * H),
-                        reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + I + i) * H)};
+  const bf16* rows = shared ? shared_gu : gate_up + e * 2 * I * H;
+  const uint4* wr[2] = {reinterpret_cast<const uint4*>(rows + i * H),
+                        reinterpret_cast<const uint4*>(rows + (width + i) * H)};
   const uint4* xr[G];
 #pragma unroll
-  for (int j = 0; j < G; ++j)  // past n: clamped, never read
-    xr[j] = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(group[min(j, n - 1)] / k) * H);
+  for (int j = 0; j < G; ++j) {  // past n: clamped, never read
+    const int q = group[min(j, n - 1)];
+    xr[j] = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(q < P ? q / k : q - P) * H);
+  }
   float acc[2][G];
 #pragma unroll
   for (int r = 0; r < 2; ++r)
@@ -144,8 +163,16 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
     if (j >= n) break;
     const float g = warp_sum(acc[0][j]), u = warp_sum(acc[1][j]);
     if (lane == 0) {
-      const float silu = g / (1.f + expf(-g));  // as moe_gemm_kernel's epilogue
-      act[static_cast<int64_t>(group[j]) * I + i] = __float2bfloat16_rn(silu * u);
+      const int64_t q = group[j];
+      if (!shared) {
+        const float silu = g / (1.f + expf(-g));  // as moe_gemm_kernel's epilogue
+        act[q * I + i] = __float2bfloat16_rn(silu * u);
+      } else {  // as linear_silu_mul's GEMV epilogue (gemv.cu store_outputs)
+        const float gb = __bfloat162float(__float2bfloat16_rn(g));
+        const float ub = __bfloat162float(__float2bfloat16_rn(u));
+        const float silu = __bfloat162float(__float2bfloat16_rn(gb / (1.f + __expf(-gb))));
+        act[P * I + (q - P) * Is + i] = __float2bfloat16_rn(silu * ub);
+      }
     }
   }
 }
@@ -153,21 +180,29 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
 // ---- down + combine -----------------------------------------------------------------------------
 
 // act [P, I] (pair order), ids / weights [T, k], down [E, H, I], out [T, H]. I % 8 == 0.
+// kShared: shared_down, the shared expert's [H, Is], is one more place after the token's routed
+// slots (act row t of [T, Is] at act + P * I), its dot product d gated by the logit g =
+// shared_gate[t]: out = bf16(bf16(routed sum) + bf16(bf16(d) * sigmoid(g))), the op sequence's
+// roundings (moe_experts, linear, sigmoid_mul, add).
 // Block (token t = blockIdx.x, hidden rows [blockIdx.y * kDownRows, +kDownRows)): the tokens of
 // one row block run side by side, so the rows of an expert two tokens share are read twice close
 // together (the second read may hit L2). The token's valid slots in ascending expert id are split
 // over the warps (warp w takes places w, w + kDownWarps, ...: the slot dimension is the K of the
 // combine, split so that kDownWarps of a token's expert rows stream at once); the per-slot dot
 // products meet in shared memory and one thread per row sums them in place order.
+template <bool kShared>
 __global__ void __launch_bounds__(kDownWarps * 32)
     moe_down_gemv_kernel(const bf16* __restrict__ act, const int32_t* __restrict__ ids,
                          const float* __restrict__ weights, int k, int E,
                          const bf16* __restrict__ down, int64_t H, int64_t I,
-                         bf16* __restrict__ out) {
-  __shared__ int s_expert[kMaxTopK], s_pair[kMaxTopK];
-  __shared__ float s_weight[kMaxTopK];
-  __shared__ float s_dot[kMaxTopK][kDownRows];  // [place][row]: the slot's fp32 dot products
-  __shared__ int s_slots;                       // valid slots
+                         bf16* __restrict__ out, const bf16* __restrict__ shared_down,
+                         const float* __restrict__ shared_gate, int64_t Is) {
+  constexpr int kPlaces = kMaxTopK + (kShared ? 1 : 0);  // the routed slots (and the shared one)
+  __shared__ const bf16* s_rows[kPlaces];                // the place's expert: down [H, I]
+  __shared__ const bf16* s_act[kPlaces];                 // the place's act row
+  __shared__ float s_weight[kPlaces];
+  __shared__ float s_dot[kPlaces][kDownRows];  // [place][row]: the slot's fp32 dot products
+  __shared__ int s_slots;                      // places in use
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x;
   pdl_wait();
@@ -184,35 +219,51 @@ __global__ void __launch_bounds__(kDownWarps * 32)
       place += ej >= 0 && ej < E && (ej < e || (ej == e && j < lane));
     }
     if (valid) {
-      s_expert[place] = e;
-      s_pair[place] = pair;
+      s_rows[place] = down + static_cast<int64_t>(e) * H * I;
+      s_act[place] = act + static_cast<int64_t>(pair) * I;
       s_weight[place] = weights[pair];
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, valid);
-    if (lane == 0) s_slots = __popc(ballot);
+    if (lane == 0) {
+      int n = __popc(ballot);
+      if constexpr (kShared) {
+        s_rows[n] = shared_down;
+        s_act[n] = act + static_cast<int64_t>(gridDim.x) * k * I + t * Is;
+        s_weight[n] = shared_gate[t];
+        ++n;
+      }
+      s_slots = n;
+    }
   }
   __syncthreads();
   const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kDownRows;
   const int n = s_slots;
-  const int64_t kv = I / 8;                             // 16-byte vectors per row
-  const int chunks = static_cast<int>((kv + 31) / 32);  // 32-lane chunks per row
+  const int64_t kv = I / 8, kv_shared = kShared ? Is / 8 : 0;  // 16-byte vectors per row
+  // 32-lane chunks per row: with a shared expert those of the longer row for every place.
+  const int chunks = static_cast<int>((max(kv, kv_shared) + 31) / 32);
   // This warp's places and their chunks, one stream.
   const int mine = n > warp ? (n - warp + kDownWarps - 1) / kDownWarps : 0;
   const int steps = mine * chunks;
-  int64_t row_off[kDownRows];  // rows past H: clamped, never stored
+  int64_t row_off[kDownRows], row_off_shared[kDownRows];  // rows past H: clamped, never stored
 #pragma unroll
-  for (int r = 0; r < kDownRows; ++r) row_off[r] = min(h0 + r, H - 1) * I;
+  for (int r = 0; r < kDownRows; ++r) {
+    row_off[r] = min(h0 + r, H - 1) * I;
+    row_off_shared[r] = min(h0 + r, H - 1) * Is;
+  }
 
   // Chunk c of place s for this lane: the down rows' and act's vector c * 32 + lane, zeros past
   // the row's end.
   auto load = [&](int s, int c, uint4(&w)[kDownRows], uint4& a) {
     const int64_t v = static_cast<int64_t>(c) * 32 + lane;
-    if (v < kv) {
-      const bf16* base = down + static_cast<int64_t>(s_expert[s]) * H * I;
+    const bool shared = kShared && s == n - 1;  // the shared expert: the last place
+    if (v < (shared ? kv_shared : kv)) {
+      const bf16* base = s_rows[s];
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r)
-        w[r] = __ldcs(reinterpret_cast<const uint4*>(base + row_off[r]) + v);  // read once
-      a = __ldg(reinterpret_cast<const uint4*>(act + static_cast<int64_t>(s_pair[s]) * I) + v);
+        w[r] = __ldcs(
+            reinterpret_cast<const uint4*>(base + (shared ? row_off_shared[r] : row_off[r])) +
+            v);  // read once
+      a = __ldg(reinterpret_cast<const uint4*>(s_act[s]) + v);
     } else {
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r) w[r] = make_uint4(0, 0, 0, 0);
@@ -266,50 +317,67 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   }
   __syncthreads();
   if (warp == 0 && lane < kDownRows && h0 + lane < H) {
+    const int routed = kShared ? n - 1 : n;
     float sum = 0.f;
-    for (int s = 0; s < n; ++s) sum += s_dot[s][lane] * s_weight[s];  // moe_combine_kernel's
+    for (int s = 0; s < routed; ++s) sum += s_dot[s][lane] * s_weight[s];  // moe_combine_kernel's
+    if constexpr (kShared) {  // sigmoid_mul's and add's roundings
+      const float d = __bfloat162float(__float2bfloat16_rn(s_dot[routed][lane]));
+      const float gated =
+          __bfloat162float(__float2bfloat16_rn(d / (1.f + __expf(-s_weight[routed]))));
+      sum = __bfloat162float(__float2bfloat16_rn(sum)) + gated;
+    }
     out[t * H + h0 + lane] = __float2bfloat16_rn(sum);
   }
 }
 
+// shared_gu, Is: the shared expert's gate/up rows and width (null, 0: none).
 template <int G>
 void launch_gate_up(const bf16* x, const int32_t* ids, const MoeShape& s, const bf16* gate_up,
-                    bf16* act, unsigned long long* routed, cudaStream_t st) {
+                    bf16* act, unsigned long long* routed, const bf16* shared_gu, int64_t Is,
+                    cudaStream_t st) {
   const int64_t P = s.tokens * s.top_k;
+  const int64_t columns = P + (shared_gu != nullptr ? 1 : 0);
   launch_k(moe_gate_up_gemv_kernel<G>,
-           dim3(static_cast<unsigned>(P), ceil_div(s.inter, kGateUpWarps)), dim3(kGateUpWarps * 32),
-           0, st, x, ids, static_cast<int>(P), static_cast<int>(s.top_k),
-           static_cast<int>(s.experts), gate_up, s.hidden, s.inter, act, routed);
+           dim3(static_cast<unsigned>(columns), ceil_div(std::max(s.inter, Is), kGateUpWarps)),
+           dim3(kGateUpWarps * 32), 0, st, x, ids, static_cast<int>(P), static_cast<int>(s.top_k),
+           static_cast<int>(s.experts), gate_up, s.hidden, s.inter, act, routed, shared_gu, Is);
 }
 
 }  // namespace
 
 void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, const void* gate_up,
                      const void* down, void* out, const MoeShape& s, void* act,
-                     unsigned long long* routed, cudaStream_t stream) {
+                     unsigned long long* routed, cudaStream_t stream,
+                     const MoeSharedExpert* shared) {
+  const int64_t Is = shared != nullptr ? shared->inter : 0;
   if (s.tokens < 1 || s.tokens > kMoeGemvMaxTokens || s.top_k < 1 || s.top_k > kMaxTopK ||
-      s.hidden > 65535 * kDownRows || s.inter > 65535 * kGateUpWarps)
+      s.hidden > 65535 * kDownRows || std::max(s.inter, Is) > 65535 * kGateUpWarps ||
+      (shared != nullptr && (Is < 1 || Is % 8 != 0)))
     cuda_fail(__FILE__, __LINE__, "launch_moe_gemv",
-              "needs 1..kMoeGemvMaxTokens tokens, top_k 1..32, and hidden and inter sizes within "
-              "the grid's y dimension");
+              "needs 1..kMoeGemvMaxTokens tokens, top_k 1..32, hidden and inter sizes within the "
+              "grid's y dimension, and a shared expert width that is a positive multiple of 8");
   const bf16* xb = static_cast<const bf16*>(x);
   const bf16* gu = static_cast<const bf16*>(gate_up);
   bf16* ab = static_cast<bf16*>(act);
+  const bf16* sgu = shared != nullptr ? static_cast<const bf16*>(shared->gate_up) : nullptr;
+  const bf16* sdn = shared != nullptr ? static_cast<const bf16*>(shared->down) : nullptr;
+  const float* sgate = shared != nullptr ? shared->gate : nullptr;
   // Pairs per group: the token count rounded up to a power of two (a batch's tokens routed to one
   // expert share one read of its rows).
   if (s.tokens == 1)
-    launch_gate_up<1>(xb, ids, s, gu, ab, routed, stream);
+    launch_gate_up<1>(xb, ids, s, gu, ab, routed, sgu, Is, stream);
   else if (s.tokens == 2)
-    launch_gate_up<2>(xb, ids, s, gu, ab, routed, stream);
+    launch_gate_up<2>(xb, ids, s, gu, ab, routed, sgu, Is, stream);
   else if (s.tokens <= 4)
-    launch_gate_up<4>(xb, ids, s, gu, ab, routed, stream);
+    launch_gate_up<4>(xb, ids, s, gu, ab, routed, sgu, Is, stream);
   else
-    launch_gate_up<8>(xb, ids, s, gu, ab, routed, stream);
-  launch_k(moe_down_gemv_kernel,
-           dim3(static_cast<unsigned>(s.tokens), ceil_div(s.hidden, kDownRows)),
-           dim3(kDownWarps * 32), 0, stream, static_cast<const bf16*>(act), ids, weights,
-           static_cast<int>(s.top_k), static_cast<int>(s.experts), static_cast<const bf16*>(down),
-           s.hidden, s.inter, static_cast<bf16*>(out));
+    launch_gate_up<8>(xb, ids, s, gu, ab, routed, sgu, Is, stream);
+  const dim3 grid(static_cast<unsigned>(s.tokens), ceil_div(s.hidden, kDownRows));
+  auto* down_kernel = shared != nullptr ? moe_down_gemv_kernel<true> : moe_down_gemv_kernel<false>;
+  launch_k(down_kernel, grid, dim3(kDownWarps * 32), 0, stream, static_cast<const bf16*>(act), ids,
+           weights, static_cast<int>(s.top_k), static_cast<int>(s.experts),
+           static_cast<const bf16*>(down), s.hidden, s.inter, static_cast<bf16*>(out), sdn, sgate,
+           Is);
 }
 
 }  // namespace syv::cuda
