@@ -18,7 +18,7 @@ Fusions fusions_from_env() {
   f.norm_qkv = norm != "0" && norm != "mlp";
   f.norm_mlp = norm != "0" && norm != "qkv";
   f.silu = value("SYV_FUSED_SILU") != "0";
-  f.moe = value("SYV_FUSED_MOE") != "0";
+  f.moe = value("SYV_FUSED_MOE") == "1";  // opt-in: docs/hybrid-models.md
   return f;
 }
 
@@ -199,7 +199,7 @@ void mlp_block(BlockContext& c, Residual& r, const Tensor& norm_w, const MlpWeig
     return;
   }
   // Routed experts + sigmoid-gated shared expert: out = moe(x) + sigmoid(g · x) * shared(x), one op
-  // (Backend::moe_block) unless SYV_FUSED_MOE=0.
+  // (Backend::moe_block) with SYV_FUSED_MOE=1.
   add_norm(c, r, norm_w, x);
   const int64_t E = w.router.tensor.dim(0), H = x.dim(1);
   const int32_t k = routing.top_k;
