@@ -4,7 +4,9 @@
 # and speculation with adaptivity on. Prints per batch: plain and speculative output tokens/s, the
 # verify step's cost over a decode step (step time ratio), the drafts fed per sequence and step,
 # the per-draft cost r = (ratio - 1) / drafts, the knee it implies (r = B / (B + knee)), and the
-# adaptive run's speed relative to plain.
+# adaptive run's speed relative to plain, and the share of the adaptive run's steps that replayed
+# a verify graph (vgraph%) and that were padded to one draft count to do so (pad%; both 0 with
+# graphs off or on the CPU: engine/verify_padding.h).
 #
 # Each figure is the fastest of $REPEATS runs (default 3).
 #
@@ -26,7 +28,8 @@ bench() {
   done
   echo "$best"
 }
-printf "%5s %10s %10s %10s %8s %8s %8s %8s %10s\n" B plain_t/s spec_t/s ratio drafts r knee adapt/plain
+printf "%5s %10s %10s %10s %8s %8s %8s %11s %7s %7s\n" B plain_t/s spec_t/s ratio drafts r knee \
+  adapt/plain vgraph% pad%
 for b in $batches; do
   plain=$(bench --num-prompts "$b" "$@")
   spec=$(bench --num-prompts "$b" --speculative-method "$method" --num-speculative-tokens "$k" \
@@ -40,8 +43,10 @@ ratio = (s["seconds"] / s["steps"]) / (p["seconds"] / p["steps"])
 drafts = s["draft_tokens"] / max(1, s["steps"]) / b  # per sequence and step
 r = (ratio - 1) / drafts if drafts > 0 else float("nan")
 knee = b * (1 / r - 1) if r > 0 else float("inf")
-print("%5d %10.1f %10.1f %10.2f %8.2f %8.2f %8.2f %8.3f" % (
+steps = max(1, a["steps"])
+print("%5d %10.1f %10.1f %10.2f %8.2f %8.2f %8.2f %11.3f %7.1f %7.1f" % (
     b, p["output_tokens_per_s"], s["output_tokens_per_s"], ratio, drafts, r, knee,
-    a["output_tokens_per_s"] / p["output_tokens_per_s"]))
+    a["output_tokens_per_s"] / p["output_tokens_per_s"],
+    100.0 * a.get("graph_verify_steps", 0) / steps, 100.0 * a.get("verify_padded_steps", 0) / steps))
 PY
 done

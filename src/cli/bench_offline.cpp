@@ -117,6 +117,11 @@ int run(const Options& o) {
       {"draft_tokens", s.draft_tokens},
       {"accepted_tokens", s.accepted_tokens},
       {"draft_skipped", s.draft_skipped},
+      {"graph_steps", s.graph_steps},
+      {"graph_verify_steps", s.graph_verify_steps},
+      {"verify_padded_steps", s.verify_padded_steps},
+      {"verify_padding_tokens", s.verify_padding_tokens},
+      {"verify_padding_refused", s.verify_padding_refused},
       {"schedule_seconds", s.schedule_seconds},
       {"forward_seconds", s.forward_seconds},
       {"output_seconds", s.output_seconds},
@@ -170,10 +175,17 @@ int run(const Options& o) {
                   static_cast<double>(s.other_tokens) / static_cast<double>(s.other_steps),
                   1e3 * s.other_forward_seconds / static_cast<double>(s.other_steps));
     if (options.num_speculative_tokens > 0)
-      std::printf("speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped\n",
-                  static_cast<unsigned long long>(s.draft_tokens),
-                  static_cast<unsigned long long>(s.accepted_tokens),
-                  static_cast<unsigned long long>(s.draft_skipped));
+      std::printf(
+          "speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped; verify steps as "
+          "graphs: %llu (%llu padded to one draft count with %llu filler positions, %llu not "
+          "padded for want of free pages)\n",
+          static_cast<unsigned long long>(s.draft_tokens),
+          static_cast<unsigned long long>(s.accepted_tokens),
+          static_cast<unsigned long long>(s.draft_skipped),
+          static_cast<unsigned long long>(s.graph_verify_steps),
+          static_cast<unsigned long long>(s.verify_padded_steps),
+          static_cast<unsigned long long>(s.verify_padding_tokens),
+          static_cast<unsigned long long>(s.verify_padding_refused));
   }
   return 0;
 }

@@ -131,6 +131,11 @@ struct EngineOptions {
   // (measured: docs/engine.md "CUDA graphs").
   std::string cuda_graphs = "off";
   int32_t max_graph_batch = 0;  // largest bucket; 0 = 256; capped at max_num_seqs and the budget
+  // With graphs, a verify step of uneven draft counts is padded to one count so it replays a
+  // graph (engine/verify_padding.h). Tests: pad such steps with graphs off too (up to max_num_seqs
+  // sequences and 1 + num_speculative_tokens tokens each), so the padding runs on the CPU backend,
+  // which has no graphs.
+  bool force_verify_padding = false;
 };
 
 // One submitted request. Shared between the submitting thread (reads events) and the engine

@@ -14,6 +14,7 @@
 #include "engine/host_tier_setup.h"
 #include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
+#include "engine/verify_padding.h"
 #include "model/model.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -397,7 +398,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     line << "graphs: " << b.size() << " buckets (" << b.front() << ".." << b.back() << ") ";
     if (g.max_query > 1)
       line << "for decode and for verify steps of up to " << g.max_query - 1
-           << " drafts per sequence (those captured on first use), ";
+           << " drafts per sequence (uneven counts padded to the most; captured on first use), ";
     if (mtp != nullptr)
       line << "the MTP head's forwards of up to " << g.max_batch
            << " rows (captured on first use), ";
@@ -608,12 +609,14 @@ void EngineCore::step() {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     return;
   }
-  // Plain decode steps replay their bucket's CUDA graph (padded); everything else runs eagerly.
+  pad_verify_step();
+  // Plain decode and verify steps replay their bucket's CUDA graph (padded); everything else runs
+  // eagerly.
   const bool as_graph = graphs_ != nullptr && graphs_->accepts(step_);
   const Batch& batch = runner_.build(step_, as_graph ? graphs_->config().pages_per_seq : 0);
   const bool plain_decode = step_.num_tokens == static_cast<int32_t>(step_.seqs.size());
   const uint64_t step_rows = step_.seqs.size();
-  const uint64_t step_tokens = static_cast<uint64_t>(step_.num_tokens);
+  const uint64_t step_tokens = static_cast<uint64_t>(step_.num_tokens - step_.num_padding);
   uint64_t context_tokens = 0;
   if (plain_decode)
     for (const ScheduledSeq& s : step_.seqs)
@@ -652,8 +655,13 @@ void EngineCore::step() {
       Sequence& seq = *s.seq;
       const SamplingParams& params = seq.params();
       SampleStream& stream = seq.group()->streams[static_cast<size_t>(seq.sample_index())];
+      // A filler position's row (a padded verify step): greedy, unpenalised, its id dropped.
+      auto skip_padding = [&] {
+        for (int32_t j = 0; j < s.num_padding; ++j) sample_rows[r++] = SampleRow{};
+      };
       if (s.num_drafts == 0) {
         sample_rows[r++] = make_sample_row(params, stream.sampler, penalties);
+        skip_padding();
         continue;
       }
       // Row j as plain decoding would sample it after drafts 0..j-1: a copy of the state takes
@@ -667,6 +675,7 @@ void EngineCore::step() {
         sample_rows[r++] = make_sample_row(params, probe, penalties);
         if (j < s.num_drafts && penalised) probe.add_output(seq.drafts[static_cast<size_t>(j)]);
       }
+      skip_padding();
     }
     device_ids.resize(rows);
     model_.backend().sample(logits, sample_rows, penalties, device_ids.data());
@@ -677,7 +686,7 @@ void EngineCore::step() {
                                 host_logits_.size() * sizeof(float));
   }
   ++stats_.steps;
-  stats_.computed_tokens += static_cast<uint64_t>(step_.num_tokens);
+  stats_.computed_tokens += step_tokens;
   const Clock::time_point t_output = Clock::now();
 
   // Sample (keeping drafts up to the first rejection), then commit what each sequence keeps, then
@@ -692,7 +701,7 @@ void EngineCore::step() {
     }
     if (!step_.seqs[i].wants_logits) continue;
     sample_sequence(i, r, on_device ? nullptr : host_logits_.data(), vocab, device_ids);
-    r += static_cast<size_t>(step_.seqs[i].num_drafts) + 1;
+    r += static_cast<size_t>(step_.seqs[i].num_drafts + step_.seqs[i].num_padding) + 1;
   }
   result_begin_[step_.seqs.size()] = results_.size();
   scheduler_.commit(step_);
@@ -728,6 +737,23 @@ void EngineCore::step() {
     stats_.other_tokens += step_tokens;
     stats_.other_forward_seconds += forward_s;
   }
+}
+
+void EngineCore::pad_verify_step() {
+  int32_t q = 0;
+  if (graphs_ != nullptr) {
+    q = graphs_->padded_query(step_);
+  } else if (options_.force_verify_padding) {
+    q = padded_verify_query(step_, options_.max_num_seqs, 1 + options_.num_speculative_tokens,
+                            hybrid_ != nullptr ? 1 : 0, options_.max_model_len);
+  }
+  if (q == 0) return;
+  if (!scheduler_.pad_verify(step_, q)) {
+    ++stats_.verify_padding_refused;
+    return;
+  }
+  ++stats_.verify_padded_steps;
+  stats_.verify_padding_tokens += static_cast<uint64_t>(step_.num_padding);
 }
 
 void EngineCore::plan_drafts() {

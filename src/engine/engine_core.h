@@ -125,6 +125,9 @@ class EngineCore {
   // Adaptive speculation: after a step's commit, each running decoding sequence's draft budget
   // for the next step (Sequence::draft_budget), before the drafter prepares that many.
   void plan_drafts();
+  // A just-scheduled verify step of uneven draft counts: padded to one count when graphs are on
+  // (or EngineOptions::force_verify_padding) and the shape fits (engine/verify_padding.h).
+  void pad_verify_step();
   // Samples the logits rows of scheduled sequence `i` (rows [row, row + num_drafts]) until a draft
   // is rejected, appending the kept tokens to results_ and to seq.tokens; sets num_accepted.
   // Prompt logprobs of step_.seqs[i]'s prompt rows (host rows from `row`), appended to its

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "engine/verify_padding.h"
 #include "model/model.h"
 
 namespace syv {
@@ -82,10 +83,11 @@ int32_t graph_step_query(const SchedulerOutput& step, int32_t max_batch, int32_t
                          int32_t saves_per_draft) {
   const size_t n = step.seqs.size();
   if (n == 0 || n > static_cast<size_t>(max_batch)) return 0;
-  const int32_t q = step.seqs.front().num_new_tokens;
+  const int32_t q = step.seqs.front().num_fed();
   if (q < 1 || q > max_query) return 0;
   for (const ScheduledSeq& s : step.seqs) {
-    if (s.num_new_tokens != q || s.num_drafts != q - 1 || !s.wants_logits || s.num_prompt_rows > 0)
+    if (s.num_fed() != q || s.num_drafts + s.num_padding != q - 1 || !s.wants_logits ||
+        s.num_prompt_rows > 0)
       return 0;
   }
   // In-pass state saves: exactly saves_per_draft * (q - 1) for every sequence, grouped by
@@ -192,6 +194,11 @@ GraphRunner::~GraphRunner() {
 int32_t GraphRunner::num_captured() const {
   return static_cast<int32_t>(
       std::count_if(ids_.begin(), ids_.end(), [](int id) { return id >= 0; }));
+}
+
+int32_t GraphRunner::padded_query(const SchedulerOutput& step) const {
+  return padded_verify_query(step, config_.max_batch, config_.max_query, saves_per_draft_,
+                             static_cast<int32_t>(config_.max_context));
 }
 
 void GraphRunner::capture_all() {

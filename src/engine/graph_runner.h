@@ -2,14 +2,16 @@
 // (vLLM buckets decode batches the same way).
 //
 // A step whose S scheduled sequences each feed exactly q tokens, their pending token then q - 1
-// drafts (q = 1: a plain decode step; q > 1: a speculative verify step with the same draft count
-// everywhere), all wanting logits, with S <= the largest bucket and q <= max_query, runs as the
+// drafts and filler positions (q = 1: a plain decode step; q > 1: a speculative verify step, its
+// uneven draft counts padded to q - 1 first when padded_query() says so: engine/verify_padding.h),
+// all wanting logits, with S <= the largest bucket and q <= max_query, runs as the
 // graph of (the smallest bucket B >= S, q): the batch is padded to B sequences with dummy ones (q
 // tokens 0 at positions 0..q-1, context q) whose K/V land in the *dummy page*, a page the model's
 // cache has beyond the scheduler's pool (so padding rows read and write valid memory that no
 // sequence maps, and the pool's accounting and check_integrity() never see it). Only the first
-// S * q logits rows are sampled. Every other step (prefill chunks, mixed prefill + decode, drafts
-// of different counts, S > the largest bucket) runs eagerly.
+// S * q logits rows are sampled (a filler position's row is computed and never read). Every other
+// step (prefill chunks, mixed prefill + decode, a verify step whose padding the pool cannot hold,
+// S > the largest bucket) runs eagerly.
 //
 // What a capture bakes in, and how each is held fixed for the replays:
 //  * token / sequence / logit-row counts: B * q, B, B * q;
@@ -61,7 +63,7 @@ std::vector<int32_t> graph_buckets(int32_t max_batch);
 int32_t bucket_index(const std::vector<int32_t>& buckets, int32_t n);
 
 // Tokens per sequence q when `step` can run as a graph, else 0: 1..max_batch sequences, each
-// feeding its one pending token then the same number q - 1 <= max_query - 1 of drafts, wanting
+// feeding its one pending token then q - 1 <= max_query - 1 drafts and filler positions, wanting
 // their logits and no prompt-logprob rows, and with `saves_per_draft` * (q - 1) in-pass state
 // saves each (hybrids: 1, the verify saves; dense models: 0).
 int32_t graph_step_query(const SchedulerOutput& step, int32_t max_batch, int32_t max_query,
@@ -118,6 +120,9 @@ class GraphRunner {
   void capture_all();
   // Whether run() can take this step.
   bool accepts(const SchedulerOutput& step) const { return query_of(step) > 0; }
+  // The q (>= 2) to pad a verify step of uneven draft counts to (Scheduler::pad_verify) so that
+  // run() takes it, or 0 (engine/verify_padding.h).
+  int32_t padded_query(const SchedulerOutput& step) const;
   // Runs `batch` (Runner::build() of an accepted step, page-table width pages_per_seq) padded to
   // its bucket, capturing its graph first when needed. Returns the forward's outputs for the real
   // rows: logits f32 [S * q, V], hidden and token_hidden [S * q, H] (empty where the model has

@@ -31,19 +31,24 @@ const Batch& Runner::build(const SchedulerOutput& step, int32_t min_pages_per_se
     const ScheduledSeq& s = step.seqs[i];
     const Sequence& seq = *s.seq;
     const int32_t begin = seq.num_computed, fed_end = begin + s.num_pending();
-    const int32_t end = fed_end + s.num_drafts;
+    const int32_t end = fed_end + s.num_drafts + s.num_padding;
     SYV_CHECK(s.num_pending() > 0 && fed_end <= seq.length() &&
               s.num_drafts <= static_cast<int32_t>(seq.drafts.size()) &&
-              (s.num_drafts == 0 || (s.wants_logits && fed_end == seq.length())))
+              (s.num_drafts + s.num_padding == 0 || (s.wants_logits && fed_end == seq.length())) &&
+              (s.num_padding == 0 || s.num_prompt_rows == 0))
         << "seq " << seq.id() << " chunk " << begin << ".." << fed_end << " + " << s.num_drafts
-        << " drafts";
+        << " drafts + " << s.num_padding << " filler positions";
     b.seq_starts[i] = row;
     std::copy(seq.tokens.begin() + begin, seq.tokens.begin() + fed_end, b.token_ids.begin() + row);
     std::copy(seq.drafts.begin(), seq.drafts.begin() + s.num_drafts,
               b.token_ids.begin() + row + s.num_pending());
+    // Filler positions repeat the last token fed before them (engine/verify_padding.h).
+    const int32_t last_real = row + s.num_new_tokens - 1;
+    std::fill_n(b.token_ids.begin() + last_real + 1, s.num_padding,
+                b.token_ids[static_cast<size_t>(last_real)]);
     for (int32_t pos = begin; pos < end; ++pos)
       b.positions[static_cast<size_t>(row + pos - begin)] = pos;
-    row += s.num_new_tokens;
+    row += s.num_fed();
     b.context_lens[i] = end;
     std::copy(seq.pages.begin(), seq.pages.end(),
               b.page_table.begin() + static_cast<std::ptrdiff_t>(i * max_pages));
@@ -58,8 +63,8 @@ const Batch& Runner::build(const SchedulerOutput& step, int32_t min_pages_per_se
         row_owner_.push_back(static_cast<int32_t>(i));
       }
     }
-    if (s.wants_logits) {  // the last token's row, and each draft's
-      for (int32_t r = row - 1 - s.num_drafts; r < row; ++r) {
+    if (s.wants_logits) {  // the last token's row, each draft's, each filler position's
+      for (int32_t r = row - 1 - s.num_drafts - s.num_padding; r < row; ++r) {
         b.logit_rows.push_back(r);
         row_owner_.push_back(static_cast<int32_t>(i));
       }

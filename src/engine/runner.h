@@ -3,7 +3,8 @@
 // vectors from step to step (no allocation in the steady state).
 //
 // A verify step (speculative decoding) feeds a sequence's drafts after its pending tokens and
-// wants num_drafts + 1 consecutive logits rows for it; a chunk with prompt rows (prompt logprobs)
+// wants num_drafts + 1 consecutive logits rows for it, then a row per filler position of a padded
+// verify step (engine/verify_padding.h); a chunk with prompt rows (prompt logprobs)
 // wants a row at each of those positions, before its sampling rows. row_owner() maps each logits
 // row back to its scheduled sequence; rows are ascending.
 #pragma once

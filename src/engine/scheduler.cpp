@@ -165,6 +165,7 @@ PrefixHit Scheduler::lookup(const Sequence& seq) const {
 void Scheduler::schedule(SchedulerOutput& out) {
   out.seqs.clear();
   out.num_tokens = 0;
+  out.num_padding = 0;
   out.num_preempted = 0;
   out.prefix_query_tokens = out.prefix_hit_tokens = out.prompt_tokens = 0;
   out.prefix_host_hit_tokens = 0;
@@ -307,6 +308,34 @@ int32_t Scheduler::drafts_for(const Sequence& seq, int32_t n, int32_t room) cons
   return std::max(k, 0);
 }
 
+bool Scheduler::pad_verify(SchedulerOutput& out, int32_t q) {
+  SYV_CHECK(q >= 2 && out.num_padding == 0) << "pad_verify: q " << q << ", padded already";
+  int32_t need = 0;
+  for (const ScheduledSeq& s : out.seqs) {
+    SYV_CHECK(s.num_pending() == 1 && s.wants_logits && s.num_new_tokens <= q)
+        << "pad_verify: seq " << s.seq->id() << " feeds " << s.num_new_tokens << " tokens, q " << q;
+    need +=
+        std::max(0, pages_for(s.seq->num_computed + q) - static_cast<int32_t>(s.seq->pages.size()));
+  }
+  // Free pages only: padding evicts no cached prefix (the step's cost stays inside the step).
+  if (need > cache_.pool().num_free()) return false;
+  if (hybrid_ != nullptr) out.state_saves.clear();
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    ScheduledSeq& s = out.seqs[i];
+    SYV_CHECK(grow(s.seq, s.seq->num_computed + q)) << "pad_verify: free pages ran out";
+    s.num_padding = q - s.num_new_tokens;
+    out.num_padding += s.num_padding;
+    out.num_tokens += s.num_padding;
+    if (hybrid_ != nullptr) {  // the states after pending + a tokens, a = 0 .. q - 2
+      saves_.clear();
+      hybrid_->plan_verify_saves(*s.seq, s.num_pending(), q - 1, saves_);
+      for (const HybridState::Save& v : saves_)
+        out.state_saves.push_back({static_cast<int32_t>(i), v.after, v.checkpoint});
+    }
+  }
+  return true;
+}
+
 void Scheduler::commit(const SchedulerOutput& out) {
   const int32_t page = page_size();
   if (hybrid_ != nullptr) hybrid_->end_step();  // the forward wrote the in-pass saves
@@ -316,8 +345,9 @@ void Scheduler::commit(const SchedulerOutput& out) {
         << "seq " << seq->id() << ": " << s.num_accepted << " of " << s.num_drafts
         << " drafts accepted";
     const int32_t advance = s.num_pending() + s.num_accepted;
-    if (hybrid_ != nullptr && s.num_accepted < s.num_drafts)
-      hybrid_->accept_verified(*seq, s.num_accepted);  // the state went past a rejected draft
+    // The state went past a rejected draft or a filler position.
+    if (hybrid_ != nullptr && s.num_accepted < s.num_drafts + s.num_padding)
+      hybrid_->accept_verified(*seq, s.num_accepted);
     seq->drafts.clear();
     if (s.num_prompt_rows > 0)
       seq->prompt_logprobs_next = s.prompt_rows_from + s.num_prompt_rows + 1;

@@ -26,8 +26,11 @@
 // the next checkpoint boundary allow. It then feeds pending + k tokens and wants k + 1 logits rows;
 // the engine records in num_accepted how many drafts it kept, and commit() advances over the
 // pending tokens and the accepted drafts only. Pages mapped beyond what the sequence keeps go back
-// to the pool. On hybrid models the verify pass saved the state after each position a rejection can
-// return to (HybridState::plan_verify_saves); a rejected draft loads the right one into the slot.
+// to the pool. A verify step may then be padded to one draft count (pad_verify()): filler
+// positions after the drafts, never committed (engine/verify_padding.h). On hybrid models the
+// verify pass saved the state after each position a rejection can return to
+// (HybridState::plan_verify_saves); a rejected draft (or any filler) loads the right one into the
+// slot.
 //
 // Prompt logprobs (SamplingParams::prompt_logprobs): while a sequence still has prompt positions
 // to report, lookup() finds no prefix hit for it (skipped positions would have no logits), and its
@@ -79,12 +82,17 @@ struct ScheduledSeq {
   // token after it; they come before the sampling rows.
   int32_t prompt_rows_from = 0;
   int32_t num_prompt_rows = 0;
+  // A padded verify step (Scheduler::pad_verify, engine/verify_padding.h): filler positions fed
+  // after the drafts, each with a logits row that is never read; never committed.
+  int32_t num_padding = 0;
   int32_t num_pending() const { return num_new_tokens - num_drafts; }
+  int32_t num_fed() const { return num_new_tokens + num_padding; }  // the batch's tokens of it
 };
 
 struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;  // batch order
-  int32_t num_tokens = 0;
+  int32_t num_tokens = 0;          // fed, filler positions included
+  int32_t num_padding = 0;         // of those, filler positions (sum of seqs' num_padding)
   int32_t num_preempted = 0;
   // Admission counters of this step (first admissions only).
   int64_t prefix_query_tokens = 0;
@@ -115,6 +123,12 @@ class Scheduler {
   void add(Sequence* seq);
   // Builds the next step into `out` (cleared first; its vectors are reused).
   void schedule(SchedulerOutput& out);
+  // Pads the verify step `out` (just scheduled, not yet run) to q tokens per sequence:
+  // q = padded_verify_query(out, ...) >= 2 (engine/verify_padding.h). Maps the pages the filler
+  // positions need from the pool's free pages (never evicting a cached prefix, never preempting)
+  // and, on hybrids, replaces the verify saves by q - 1 per sequence. Returns false, changing
+  // nothing, when the free pages are short.
+  bool pad_verify(SchedulerOutput& out, int32_t q);
   // After the forward pass and sampling; the caller has appended the tokens each sequence keeps
   // (its accepted drafts and the sampled token) to seq->tokens and set num_accepted. Advances
   // num_computed over the fed pending tokens and accepted drafts (a hybrid sequence with a

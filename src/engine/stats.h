@@ -18,7 +18,9 @@ struct EngineStats {
   uint64_t prefix_query_tokens =
       0;                           // prompt tokens looked up in the prefix cache (first admission)
   uint64_t prefix_hit_tokens = 0;  // of those, tokens served from cached pages
-  uint64_t computed_tokens = 0;    // tokens fed through the model (prefill + decode + recompute)
+  // Tokens fed through the model (prefill + decode + drafts + recompute; a padded verify step's
+  // filler positions are counted apart, in verify_padding_tokens).
+  uint64_t computed_tokens = 0;
   uint64_t preemptions = 0;        // sequences preempted (recompute)
   uint64_t requests_finished = 0;  // requests whose every sample ended by stop/length
   uint64_t requests_aborted = 0;   // requests cancelled (or aborted by stop(drain=false))
@@ -49,7 +51,7 @@ struct EngineStats {
   uint64_t decode_context_tokens = 0;  // K/V positions they attend over (sum over the rows)
   double decode_forward_seconds = 0;
   uint64_t other_steps = 0;
-  uint64_t other_tokens = 0;  // tokens fed in them (prefill chunks, decode rows, drafts)
+  uint64_t other_tokens = 0;  // tokens fed in them (prefill chunks, decode rows, drafts; no filler)
   double other_forward_seconds = 0;
   // Gauges (after the last step) -----------------------------------------------------------------
   int32_t pages_total = 0;
@@ -93,7 +95,13 @@ struct EngineStats {
   uint64_t graph_steps = 0;         // counter: steps replayed as their bucket's graph
   uint64_t graph_verify_steps = 0;  // counter: of those, speculative verify steps (q > 1 tokens)
   uint64_t graph_padding_rows = 0;  // counter: dummy sequences those steps carried (bucket - S)
-  int32_t graphs_captured = 0;      // gauge: graphs captured so far (decode and verify)
+  // Verify steps of uneven draft counts padded to one count (engine/verify_padding.h): the steps,
+  // the filler positions they fed (computed, never kept), and the steps left unpadded because the
+  // pool's free pages could not hold the filler positions (those ran eagerly).
+  uint64_t verify_padded_steps = 0;
+  uint64_t verify_padding_tokens = 0;
+  uint64_t verify_padding_refused = 0;
+  int32_t graphs_captured = 0;  // gauge: graphs captured so far (decode and verify)
 };
 
 }  // namespace syv

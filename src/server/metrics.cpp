@@ -139,6 +139,17 @@ const EngineSample kEngineSamples[] = {
     {"syv_graph_padding_rows_total", "counter",
      "Dummy sequences that graph steps carried to fill their bucket.",
      &EngineGauges::graph_padding_rows},
+    {"syv_spec_verify_padded_steps_total", "counter",
+     "Speculative verify steps of uneven draft counts padded to one count (to replay a CUDA "
+     "graph).",
+     &EngineGauges::verify_padded_steps},
+    {"syv_spec_verify_padding_tokens_total", "counter",
+     "Filler positions padded verify steps fed after the drafts (computed, never kept).",
+     &EngineGauges::verify_padding_tokens},
+    {"syv_spec_verify_padding_refused_total", "counter",
+     "Uneven verify steps left unpadded (eager) because the free KV pages could not hold the "
+     "filler positions.",
+     &EngineGauges::verify_padding_refused},
     {"syv_spec_draft_tokens_total", "counter",
      "Speculative decoding: draft tokens fed to verify steps.", &EngineGauges::draft_tokens},
     {"syv_spec_accepted_tokens_total", "counter",
@@ -216,6 +227,9 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.graph_steps = static_cast<int64_t>(s.graph_steps);
   g.graph_verify_steps = static_cast<int64_t>(s.graph_verify_steps);
   g.graph_padding_rows = static_cast<int64_t>(s.graph_padding_rows);
+  g.verify_padded_steps = static_cast<int64_t>(s.verify_padded_steps);
+  g.verify_padding_tokens = static_cast<int64_t>(s.verify_padding_tokens);
+  g.verify_padding_refused = static_cast<int64_t>(s.verify_padding_refused);
   g.draft_tokens = static_cast<int64_t>(s.draft_tokens);
   g.accepted_tokens = static_cast<int64_t>(s.accepted_tokens);
   g.draft_skipped = static_cast<int64_t>(s.draft_skipped);

@@ -79,12 +79,15 @@ struct EngineGauges {
   int64_t checkpoints_skipped = 0;    // cumulative: boundary not saved, every entry held
   int64_t checkpoints_loaded = 0;     // cumulative: prefix hits restored from a checkpoint
   // CUDA graphs of the decode buckets (0 when graphs are off).
-  int64_t graph_steps = 0;         // cumulative: steps replayed as their bucket's graph
-  int64_t graph_verify_steps = 0;  // cumulative: of those, speculative verify steps
-  int64_t graph_padding_rows = 0;  // cumulative: dummy sequences those steps carried
-  int64_t draft_tokens = 0;        // cumulative: speculative drafts fed to verify steps
-  int64_t accepted_tokens = 0;     // cumulative: of those, drafts kept
-  int64_t draft_skipped = 0;       // cumulative: sequence-steps the adaptive policy left undrafted
+  int64_t graph_steps = 0;             // cumulative: steps replayed as their bucket's graph
+  int64_t graph_verify_steps = 0;      // cumulative: of those, speculative verify steps
+  int64_t graph_padding_rows = 0;      // cumulative: dummy sequences those steps carried
+  int64_t verify_padded_steps = 0;     // cumulative: uneven verify steps padded to one count
+  int64_t verify_padding_tokens = 0;   // cumulative: filler positions they fed
+  int64_t verify_padding_refused = 0;  // cumulative: not padded, the free pages being short
+  int64_t draft_tokens = 0;            // cumulative: speculative drafts fed to verify steps
+  int64_t accepted_tokens = 0;         // cumulative: of those, drafts kept
+  int64_t draft_skipped = 0;  // cumulative: sequence-steps the adaptive policy left undrafted
   // Cumulative, by draft position and by tokens a verify step produced (EngineStats).
   std::array<uint64_t, kSpecPositions> drafts_at{}, accepted_at{};
   std::array<uint64_t, kSpecPositions + 2> tokens_per_verify{};

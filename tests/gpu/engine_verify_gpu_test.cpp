@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
@@ -87,6 +88,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EngineVerifyHybridGpu,
 // steps have one draft count), batch-invariant mode (padding rows cannot change a real row), graphs
 // lazy vs off: the same tokens as plain decoding, and verify steps were replayed. The hybrid
 // fixtures carry the verify state saves through the graph, dummy sequences included.
+// (run_ngram_padded_graphs below: uneven draft counts, padded.)
 void run_verify_graphs(const std::string& fixture) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const char* root = std::getenv("SYV_SOURCE_DIR");
@@ -128,6 +130,71 @@ TEST_P(EngineVerifyGraphsGpu, VerifyGraphsEqualPlainDecoding) {
   run_verify_graphs(GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineVerifyGraphsGpu,
+                         ::testing::Values("qwen3/tied_gqa2", "hybrid/q35_r1_lllf",
+                                           "hybrid/q35_r2_flfl_tied"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '/', '_');
+                           return n;
+                         });
+
+// N-gram speculation (prompt lookup) drafts uneven counts, 0..k per sequence: with graphs the
+// verify steps are padded to one count and replay (bucket, 1 + most drafts) graphs
+// (engine/verify_padding.h). Batch-invariant mode: the same tokens as graphs off and as plain
+// decoding, the scheduling unchanged, and padded verify steps replayed. Dense and hybrid fixtures
+// (the hybrids' filler states are never selected).
+void run_ngram_padded_graphs(const std::string& fixture) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const GpuModel m = load_on_gpu(fixture, true);
+  if (!m.model) return;
+  Model& model = *m.model;
+  const int32_t vocab = std::min<int32_t>(300, static_cast<int32_t>(model.config().vocab_size));
+  std::vector<Request> requests = make_requests(vocab, 11, 8, 0.0f);
+  repeat_prompt_phrase(requests, 5, 3);  // so the lookup finds earlier n-grams, not always
+  EngineOptions base = scenario_options(16, 128, 4096, 0, true, 8);
+  const RunResult plain = run(model, base, requests);
+  for (int32_t k : {2, 4}) {
+    SCOPED_TRACE(fixture + " k " + std::to_string(k));
+    RunResult by_mode[2];
+    const char* modes[2] = {"off", "lazy"};
+    for (int i = 0; i < 2; ++i) {
+      EngineOptions o = base;
+      o.num_speculative_tokens = k;
+      o.speculative_method = "ngram";
+      o.ngram_min = 1;
+      o.cuda_graphs = modes[i];
+      by_mode[i] = run(model, o, requests);
+      if (::testing::Test::HasFatalFailure()) return;
+      EXPECT_EQ(by_mode[i].tokens, plain.tokens) << "graphs " << modes[i];
+    }
+    const EngineStats& off = by_mode[0].stats;
+    const EngineStats& lazy = by_mode[1].stats;
+    EXPECT_GT(off.draft_tokens, 0u);
+    EXPECT_EQ(off.verify_padded_steps, 0u);
+    EXPECT_GT(lazy.verify_padded_steps, 0u) << "uneven n-gram drafts were padded";
+    EXPECT_GT(lazy.verify_padding_tokens, 0u);
+    EXPECT_GE(lazy.graph_verify_steps, lazy.verify_padded_steps) << "every padded step replays";
+    EXPECT_EQ(lazy.steps, off.steps) << "padding changes no scheduling decision";
+    EXPECT_EQ(lazy.draft_tokens, off.draft_tokens);
+    EXPECT_EQ(lazy.accepted_tokens, off.accepted_tokens);
+    std::printf(
+        "[ ngram graphs ] %s k %d: %llu steps, %llu verify graph replays, %llu padded "
+        "(%llu filler positions, %llu refused), %llu drafts, %llu kept\n",
+        fixture.c_str(), k, static_cast<unsigned long long>(lazy.steps),
+        static_cast<unsigned long long>(lazy.graph_verify_steps),
+        static_cast<unsigned long long>(lazy.verify_padded_steps),
+        static_cast<unsigned long long>(lazy.verify_padding_tokens),
+        static_cast<unsigned long long>(lazy.verify_padding_refused),
+        static_cast<unsigned long long>(lazy.draft_tokens),
+        static_cast<unsigned long long>(lazy.accepted_tokens));
+  }
+}
+
+class EngineVerifyPaddedGraphsGpu : public ::testing::TestWithParam<const char*> {};
+TEST_P(EngineVerifyPaddedGraphsGpu, NgramUnevenDraftsReplayGraphsAndEqualGraphsOff) {
+  run_ngram_padded_graphs(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineVerifyPaddedGraphsGpu,
                          ::testing::Values("qwen3/tied_gqa2", "hybrid/q35_r1_lllf",
                                            "hybrid/q35_r2_flfl_tied"),
                          [](const ::testing::TestParamInfo<const char*>& info) {

@@ -453,6 +453,60 @@ TEST(EngineGraphs, VerifyStepsRunAsGraphsAndGiveTheSameTokens) {
   }
 }
 
+// Uneven draft counts (0..k per sequence, engine/verify_padding.h): each verify step is padded to
+// 1 + its most drafts and replays the graph of (bucket, q); the same tokens as graphs off, the same
+// scheduling, and every padded step a graph replay of a full bucket.
+TEST(EngineGraphs, UnevenVerifyStepsArePaddedAndReplayGraphs) {
+  set_log_level(LogLevel::WARN);
+  std::vector<Request> requests = make_requests(97, 6, 11, 0.0f);
+  auto run_with = [&](const std::string& graphs, int32_t k, Drafts mode,
+                      const std::vector<std::vector<int32_t>>* plain) {
+    GraphFakeModel model;
+    EngineOptions o = opts(graphs, 4, 256, 2048, 0, 256, 16);
+    o.num_speculative_tokens = k;
+    auto core = EngineCore::create(model, nullptr, o);
+    EXPECT_TRUE(core.ok()) << core.message();
+    if (plain != nullptr) {
+      auto oracle = std::make_unique<OracleDrafter>(mode, 97);
+      for (size_t i = 0; i < requests.size(); ++i)
+        oracle->expect(requests[i].prompt_ids, (*plain)[i]);
+      core.value()->set_drafter(std::make_unique<UnevenDrafter>(std::move(oracle)));
+    }
+    syv::testing::RunResult r = run_core(std::move(core).value(), requests);
+    return std::make_pair(r, model.graphs_.staged_shapes);
+  };
+  const auto [plain, plain_shapes] = run_with("off", 0, Drafts::kRight, nullptr);
+  for (int32_t k : {2, 4}) {
+    for (Drafts mode : {Drafts::kRight, Drafts::kPartial, Drafts::kWrong}) {
+      SCOPED_TRACE(std::string("k ") + std::to_string(k) + " drafts " + name_of(mode));
+      const auto [off, off_shapes] = run_with("off", k, mode, &plain.tokens);
+      const auto [lazy, shapes] = run_with("lazy", k, mode, &plain.tokens);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(off.tokens, plain.tokens);
+      EXPECT_EQ(lazy.tokens, plain.tokens);
+      EXPECT_EQ(off.stats.verify_padded_steps, 0u) << "no graphs, no padding";
+      EXPECT_GT(lazy.stats.verify_padded_steps, 0u);
+      EXPECT_GT(lazy.stats.verify_padding_tokens, 0u);
+      EXPECT_EQ(lazy.stats.verify_padding_refused, 0u) << "a roomy pool";
+      EXPECT_GE(lazy.stats.graph_verify_steps, lazy.stats.verify_padded_steps)
+          << "every padded step replays";
+      EXPECT_EQ(lazy.stats.steps, off.stats.steps) << "padding changes no scheduling decision";
+      EXPECT_EQ(lazy.stats.computed_tokens, off.stats.computed_tokens);
+      EXPECT_EQ(lazy.stats.draft_tokens, off.stats.draft_tokens);
+      EXPECT_EQ(lazy.stats.accepted_tokens, off.stats.accepted_tokens);
+      EXPECT_EQ(lazy.stats.prefix_hit_tokens, off.stats.prefix_hit_tokens);
+      size_t verify_shapes = 0;
+      for (const FakeGraphBackend::Shape& s : shapes) {
+        EXPECT_EQ(s.tokens % s.seqs, 0);
+        EXPECT_EQ(s.rows, s.tokens);
+        EXPECT_LE(s.tokens / s.seqs, 1 + k);
+        verify_shapes += s.tokens > s.seqs;
+      }
+      EXPECT_EQ(verify_shapes, lazy.stats.graph_verify_steps);
+    }
+  }
+}
+
 TEST(EngineGraphs, ReservesTheLargestStepAndFixesTheContext) {
   set_log_level(LogLevel::WARN);
   GraphFakeModel model;

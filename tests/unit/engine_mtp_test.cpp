@@ -159,6 +159,10 @@ TEST(EngineMtp, GreedyEqualsPlainDecodingAndDraftsDoNotDependOnTheSchedule) {
         bool mixed;
         bool decode_shaped = false;
       };
+      // Uneven verify steps padded to one draft count, as graphs would pad them
+      // (engine/verify_padding.h): the head reads the target's hidden rows past the filler.
+      EngineOptions padded = hybrid_options(128, 4096, 0, 8);
+      padded.force_verify_padding = true;
       const Scenario scenarios[] = {
           {"batched, some not speculating", hybrid_options(128, 4096, 0, 8), true},
           {"chunked prefill", hybrid_options(128, 24, 7, 8), true},
@@ -166,6 +170,7 @@ TEST(EngineMtp, GreedyEqualsPlainDecodingAndDraftsDoNotDependOnTheSchedule) {
           {"preemption", hybrid_options(9, 64, 0, 8), true},
           {"decode-shaped head batches (its graphs' layout)", hybrid_options(128, 24, 7, 8), true,
            true},
+          {"uneven verify steps padded", padded, true, true},
       };
       for (const Scenario& s : scenarios) {
         SCOPED_TRACE(s.what);
@@ -179,6 +184,11 @@ TEST(EngineMtp, GreedyEqualsPlainDecodingAndDraftsDoNotDependOnTheSchedule) {
         }
         if (std::string(s.what) == "preemption") {
           EXPECT_GT(spec.stats.preemptions, 0u);
+        }
+        if (std::string(s.what) == "uneven verify steps padded") {
+          EXPECT_GT(spec.stats.verify_padded_steps, 0u);
+        } else {
+          EXPECT_EQ(spec.stats.verify_padded_steps, 0u);
         }
       }
     }

@@ -173,13 +173,16 @@ TEST(ServerMetrics, ExportsTheHostTier) {
 }
 
 // CUDA graphs of the decode buckets: captured buckets, replayed steps and their padding rows; and
-// speculative decoding's draft and accepted tokens.
+// speculative decoding's draft and accepted tokens, and its verify steps' padding.
 TEST(ServerMetrics, ExportsGraphCounters) {
   EngineStats s;
   s.graphs_captured = 9;
   s.graph_steps = 1234;
   s.graph_verify_steps = 78;
   s.graph_padding_rows = 56;
+  s.verify_padded_steps = 41;
+  s.verify_padding_tokens = 97;
+  s.verify_padding_refused = 3;
   s.draft_tokens = 300;
   s.accepted_tokens = 120;
   s.draft_skipped = 7;
@@ -190,6 +193,12 @@ TEST(ServerMetrics, ExportsGraphCounters) {
            "# TYPE syv_graph_steps_total counter\nsyv_graph_steps_total 1234\n",
            "# TYPE syv_graph_verify_steps_total counter\nsyv_graph_verify_steps_total 78\n",
            "# TYPE syv_graph_padding_rows_total counter\nsyv_graph_padding_rows_total 56\n",
+           "# TYPE syv_spec_verify_padded_steps_total counter\n"
+           "syv_spec_verify_padded_steps_total 41\n",
+           "# TYPE syv_spec_verify_padding_tokens_total counter\n"
+           "syv_spec_verify_padding_tokens_total 97\n",
+           "# TYPE syv_spec_verify_padding_refused_total counter\n"
+           "syv_spec_verify_padding_refused_total 3\n",
            "# TYPE syv_spec_draft_tokens_total counter\nsyv_spec_draft_tokens_total 300\n",
            "# TYPE syv_spec_accepted_tokens_total counter\nsyv_spec_accepted_tokens_total 120\n",
            "# TYPE syv_spec_skipped_total counter\nsyv_spec_skipped_total 7\n",

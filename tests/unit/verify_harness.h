@@ -65,6 +65,24 @@ class OracleDrafter : public Drafter {
   std::map<std::vector<int32_t>, std::vector<int32_t>> full_;
 };
 
+// The oracle's drafts cut to an uneven count: (length + sequence id) mod (max_tokens + 1), 0 to
+// max_tokens, so a step's sequences carry different draft counts (verify padding,
+// engine/verify_padding.h).
+class UnevenDrafter : public Drafter {
+ public:
+  explicit UnevenDrafter(std::unique_ptr<OracleDrafter> oracle) : oracle_(std::move(oracle)) {}
+  void propose(const Sequence& seq, int32_t max_tokens, std::vector<int32_t>& out) override {
+    const size_t before = out.size();
+    oracle_->propose(seq, max_tokens, out);
+    const uint64_t keep =
+        (static_cast<uint64_t>(seq.length()) + seq.id()) % (static_cast<uint64_t>(max_tokens) + 1);
+    out.resize(std::min(out.size(), before + keep));
+  }
+
+ private:
+  std::unique_ptr<OracleDrafter> oracle_;
+};
+
 struct RunResult {
   std::vector<std::vector<int32_t>> tokens;  // per request, sample 0
   EngineStats stats;
@@ -92,7 +110,7 @@ inline RunResult run_core(std::unique_ptr<EngineCore> core, const std::vector<Re
 
 // Runs `requests` together; requests[i] gets drafts when drafted[i] (and a drafter is given).
 inline RunResult run(Model& model, EngineOptions o, const std::vector<Request>& requests,
-                     std::unique_ptr<OracleDrafter> drafter = nullptr) {
+                     std::unique_ptr<Drafter> drafter = nullptr) {
   set_log_level(LogLevel::WARN);
   auto core = EngineCore::create(model, nullptr, o);
   EXPECT_TRUE(core.ok()) << core.message();
@@ -148,6 +166,7 @@ inline void expect_verify_equals_plain(Model& model, const EngineOptions& base,
   const RunResult plain = run(model, base, requests);
   ASSERT_EQ(plain.tokens.size(), requests.size());
   EXPECT_EQ(plain.stats.draft_tokens, 0u);
+  uint64_t padded_steps = 0;
   for (int32_t k = 1; k <= 4; ++k) {
     for (Drafts mode : {Drafts::kRight, Drafts::kWrong, Drafts::kPartial}) {
       SCOPED_TRACE(what + " k " + std::to_string(k) + " drafts " + name_of(mode));
@@ -160,6 +179,11 @@ inline void expect_verify_equals_plain(Model& model, const EngineOptions& base,
       if (::testing::Test::HasFatalFailure()) return;
       for (size_t i = 0; i < requests.size(); ++i)
         EXPECT_EQ(spec.tokens[i], plain.tokens[i]) << "request " << i;
+      padded_steps += spec.stats.verify_padded_steps;
+      // Filler positions are counted apart: the tokens fed otherwise are those of no padding.
+      if (spec.stats.verify_padded_steps == 0) {
+        EXPECT_EQ(spec.stats.verify_padding_tokens, 0u);
+      }
       EXPECT_GT(spec.stats.draft_tokens, 0u);
       if (mode == Drafts::kRight) {
         EXPECT_EQ(spec.stats.accepted_tokens, spec.stats.draft_tokens);
@@ -194,6 +218,12 @@ inline void expect_verify_equals_plain(Model& model, const EngineOptions& base,
         EXPECT_EQ(spec.stats.accepted_at[0], spec.stats.drafts_at[0]);
       }
     }
+  }
+  // The sequences without drafts make uneven verify steps: padded when the options force it.
+  if (base.force_verify_padding) {
+    EXPECT_GT(padded_steps, 0u) << what;
+  } else if (base.cuda_graphs == "off") {
+    EXPECT_EQ(padded_steps, 0u) << what;
   }
 }
 
