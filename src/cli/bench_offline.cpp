@@ -122,6 +122,7 @@ int run(const Options& o) {
       {"verify_padded_steps", s.verify_padded_steps},
       {"verify_padding_tokens", s.verify_padding_tokens},
       {"verify_padding_refused", s.verify_padding_refused},
+      {"verify_padding_skipped", s.verify_padding_skipped},
       {"schedule_seconds", s.schedule_seconds},
       {"forward_seconds", s.forward_seconds},
       {"output_seconds", s.output_seconds},
@@ -178,14 +179,17 @@ int run(const Options& o) {
       std::printf(
           "speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped; verify steps as "
           "graphs: %llu (%llu padded to one draft count with %llu filler positions, %llu not "
-          "padded for want of free pages)\n",
+          "padded for want of free pages, %llu not padded as the filler would cost more than a "
+          "replay "
+          "saves)\n",
           static_cast<unsigned long long>(s.draft_tokens),
           static_cast<unsigned long long>(s.accepted_tokens),
           static_cast<unsigned long long>(s.draft_skipped),
           static_cast<unsigned long long>(s.graph_verify_steps),
           static_cast<unsigned long long>(s.verify_padded_steps),
           static_cast<unsigned long long>(s.verify_padding_tokens),
-          static_cast<unsigned long long>(s.verify_padding_refused));
+          static_cast<unsigned long long>(s.verify_padding_refused),
+          static_cast<unsigned long long>(s.verify_padding_skipped));
   }
   return 0;
 }

@@ -743,6 +743,10 @@ void EngineCore::pad_verify_step() {
   int32_t q = 0;
   if (graphs_ != nullptr) {
     q = graphs_->padded_query(step_);
+    if (q > 0 && !verify_padding_pays(step_, q, options_.speculative_cost_knee)) {
+      ++stats_.verify_padding_skipped;
+      return;
+    }
   } else if (options_.force_verify_padding) {
     q = padded_verify_query(step_, options_.max_num_seqs, 1 + options_.num_speculative_tokens,
                             hybrid_ != nullptr ? 1 : 0, options_.max_model_len);

@@ -97,10 +97,12 @@ struct EngineStats {
   uint64_t graph_padding_rows = 0;  // counter: dummy sequences those steps carried (bucket - S)
   // Verify steps of uneven draft counts padded to one count (engine/verify_padding.h): the steps,
   // the filler positions they fed (computed, never kept), and the steps left unpadded because the
-  // pool's free pages could not hold the filler positions (those ran eagerly).
+  // pool's free pages could not hold the filler positions (those ran eagerly), and the steps left
+  // unpadded because the filler would cost more than a replay saves (verify_padding_pays()).
   uint64_t verify_padded_steps = 0;
   uint64_t verify_padding_tokens = 0;
   uint64_t verify_padding_refused = 0;
+  uint64_t verify_padding_skipped = 0;
   int32_t graphs_captured = 0;  // gauge: graphs captured so far (decode and verify)
 };
 

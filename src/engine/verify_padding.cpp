@@ -30,4 +30,12 @@ int32_t padded_verify_query(const SchedulerOutput& step, int32_t max_batch, int3
   return at == step.state_saves.size() ? q : 0;
 }
 
+bool verify_padding_pays(const SchedulerOutput& step, int32_t q, double knee) {
+  const int64_t batch = static_cast<int64_t>(step.seqs.size());
+  int64_t filler = 0;
+  for (const ScheduledSeq& s : step.seqs) filler += q - 1 - s.num_drafts;
+  return static_cast<double>(filler) <=
+         kVerifyPaddingCostBound * (static_cast<double>(batch) + std::max(knee, 0.0));
+}
+
 }  // namespace syv

@@ -37,4 +37,16 @@ namespace syv {
 int32_t padded_verify_query(const SchedulerOutput& step, int32_t max_batch, int32_t max_query,
                             int32_t saves_per_draft, int32_t max_model_len);
 
+// The most a padded step's filler may cost, in plain decode steps of the same batch, for padding
+// to pay: about what a graph replay saves over an eager step (1.00-1.06x measured at the Qwen3-8B
+// shape on an H200, 1.02-1.24x at the 0.6B shape; docs/engine.md "CUDA graphs": measured).
+inline constexpr double kVerifyPaddingCostBound = 0.05;
+
+// Whether padding `step` (padded_verify_query() gave q >= 2) to q tokens a sequence pays under the
+// adaptive-speculation cost model (engine/spec_policy.h): a filler row costs what a draft row does,
+// B / (B + knee) of a plain decode step of batch B per row a sequence, so F filler positions cost
+// (F / B) * B / (B + knee) = F / (B + knee) of a step; padding pays while that is at most
+// kVerifyPaddingCostBound. knee >= 0 (0: every row costs a full decode row, as on the CPU).
+bool verify_padding_pays(const SchedulerOutput& step, int32_t q, double knee);
+
 }  // namespace syv

@@ -150,6 +150,10 @@ const EngineSample kEngineSamples[] = {
      "Uneven verify steps left unpadded (eager) because the free KV pages could not hold the "
      "filler positions.",
      &EngineGauges::verify_padding_refused},
+    {"syv_spec_verify_padding_skipped_total", "counter",
+     "Uneven verify steps left unpadded (eager) because the filler rows would cost more than a "
+     "graph replay saves (the adaptive-speculation cost model).",
+     &EngineGauges::verify_padding_skipped},
     {"syv_spec_draft_tokens_total", "counter",
      "Speculative decoding: draft tokens fed to verify steps.", &EngineGauges::draft_tokens},
     {"syv_spec_accepted_tokens_total", "counter",
@@ -230,6 +234,7 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.verify_padded_steps = static_cast<int64_t>(s.verify_padded_steps);
   g.verify_padding_tokens = static_cast<int64_t>(s.verify_padding_tokens);
   g.verify_padding_refused = static_cast<int64_t>(s.verify_padding_refused);
+  g.verify_padding_skipped = static_cast<int64_t>(s.verify_padding_skipped);
   g.draft_tokens = static_cast<int64_t>(s.draft_tokens);
   g.accepted_tokens = static_cast<int64_t>(s.accepted_tokens);
   g.draft_skipped = static_cast<int64_t>(s.draft_skipped);

@@ -85,6 +85,7 @@ struct EngineGauges {
   int64_t verify_padded_steps = 0;     // cumulative: uneven verify steps padded to one count
   int64_t verify_padding_tokens = 0;   // cumulative: filler positions they fed
   int64_t verify_padding_refused = 0;  // cumulative: not padded, the free pages being short
+  int64_t verify_padding_skipped = 0;  // cumulative: not padded, the filler costing too much
   int64_t draft_tokens = 0;            // cumulative: speculative drafts fed to verify steps
   int64_t accepted_tokens = 0;         // cumulative: of those, drafts kept
   int64_t draft_skipped = 0;  // cumulative: sequence-steps the adaptive policy left undrafted

@@ -75,6 +75,36 @@ EngineOptions forced(EngineOptions o) {
 
 // Oracle drafts for two requests in three (the third decodes plainly in the same steps): every
 // step with both kinds is uneven and padded.
+// The cost guard: F filler positions over B sequences cost F / (B + knee) of a plain decode step,
+// padded while that is at most kVerifyPaddingCostBound (0.05).
+TEST(VerifyPadding, PaysWhileTheFillerCostsLessThanAReplaySaves) {
+  std::vector<int32_t> prompt = {1, 2, 3};
+  SamplingParams params;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  SchedulerOutput step;
+  auto with_drafts = [&](const std::vector<int32_t>& drafts) {
+    seqs.clear();
+    step.seqs.clear();
+    for (int32_t d : drafts) {
+      seqs.push_back(std::make_unique<Sequence>(static_cast<int64_t>(seqs.size() + 1), prompt,
+                                                &params, 0, nullptr, nullptr));
+      step.seqs.push_back({seqs.back().get(), 1 + d, true});
+      step.seqs.back().num_drafts = d;
+    }
+  };
+  with_drafts({4, 3});  // q 5: one filler position over 2 sequences
+  EXPECT_TRUE(verify_padding_pays(step, 5, 32)) << "1 <= 0.05 x 34";
+  EXPECT_FALSE(verify_padding_pays(step, 5, 0)) << "1 > 0.05 x 2: every row a full decode row";
+  with_drafts({4, 0});  // 4 filler positions
+  EXPECT_FALSE(verify_padding_pays(step, 5, 32)) << "4 > 1.7";
+  EXPECT_TRUE(verify_padding_pays(step, 5, 100)) << "4 <= 5.1";
+  with_drafts(std::vector<int32_t>(64, 4));
+  step.seqs[0].num_drafts = 0;  // 4 filler positions over 64 sequences
+  EXPECT_TRUE(verify_padding_pays(step, 5, 32)) << "4 <= 0.05 x 96 = 4.8";
+  step.seqs[1].num_drafts = 3;  // and 1 more
+  EXPECT_FALSE(verify_padding_pays(step, 5, 32)) << "5 > 4.8";
+}
+
 TEST(VerifyPadding, FakeModelTokensEqualPlainDecoding) {
   FakeModel model(97);
   const std::vector<Request> requests = make_requests(97, 1, 9, 0.0f);

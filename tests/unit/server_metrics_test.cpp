@@ -183,6 +183,7 @@ TEST(ServerMetrics, ExportsGraphCounters) {
   s.verify_padded_steps = 41;
   s.verify_padding_tokens = 97;
   s.verify_padding_refused = 3;
+  s.verify_padding_skipped = 5;
   s.draft_tokens = 300;
   s.accepted_tokens = 120;
   s.draft_skipped = 7;
@@ -199,6 +200,8 @@ TEST(ServerMetrics, ExportsGraphCounters) {
            "syv_spec_verify_padding_tokens_total 97\n",
            "# TYPE syv_spec_verify_padding_refused_total counter\n"
            "syv_spec_verify_padding_refused_total 3\n",
+           "# TYPE syv_spec_verify_padding_skipped_total counter\n"
+           "syv_spec_verify_padding_skipped_total 5\n",
            "# TYPE syv_spec_draft_tokens_total counter\nsyv_spec_draft_tokens_total 300\n",
            "# TYPE syv_spec_accepted_tokens_total counter\nsyv_spec_accepted_tokens_total 120\n",
            "# TYPE syv_spec_skipped_total counter\nsyv_spec_skipped_total 7\n",
