@@ -153,7 +153,7 @@ class RequestHandle {
   // Non-blocking variant of next().
   NextStatus try_next(Event& event) { return channel_.pop(event, std::chrono::milliseconds(0)); }
 
-  // The engine's side (engine thread only).
+  // The engine's side (the engine thread pushes; engine/event_waker.h's thread wakes).
   EventChannel& channel() { return channel_; }
 
  private:

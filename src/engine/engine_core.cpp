@@ -721,6 +721,7 @@ void EngineCore::step() {
       if (emit(group, seq, results_[t], length_before + static_cast<int32_t>(t - begin) + 1)) break;
     }
   }
+  waker_.wake(to_wake_);  // the clients wake on the waker's thread while this one goes on
   update_gauges();
   const Clock::time_point t_end = Clock::now();
   stats_.schedule_seconds += std::chrono::duration<double>(t_forward - t_begin).count();
@@ -890,7 +891,7 @@ bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
   if (params.max_tokens == 0) {  // the prompt was scored; the token drawn is not returned
     event.token_id = -1;
     event.finish_reason = "length";
-    if (group.handle) group.handle->channel().push(std::move(event));
+    push_quiet(group, std::move(event));
     end_sample(group, seq);
     return true;
   }
@@ -937,9 +938,16 @@ bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
     stream.held.clear();
   }
   const bool finished = event.finished();
-  if (group.handle) group.handle->channel().push(std::move(event));
+  push_quiet(group, std::move(event));
   if (finished) end_sample(group, seq);
   return finished;
+}
+
+void EngineCore::push_quiet(RequestGroup& group, Event event) {
+  if (!group.handle) return;
+  group.handle->channel().push_quiet(std::move(event));
+  // A group's tokens of one step are emitted one after another: one wake-up for them.
+  if (to_wake_.empty() || to_wake_.back() != group.handle) to_wake_.push_back(group.handle);
 }
 
 void EngineCore::end_sample(RequestGroup& group, Sequence& seq) {

@@ -20,6 +20,7 @@
 
 #include "engine/drafter.h"
 #include "engine/engine.h"
+#include "engine/event_waker.h"
 #include "engine/grammar_sessions.h"
 #include "engine/graph_runner.h"
 #include "engine/hybrid_state.h"
@@ -139,6 +140,9 @@ class EngineCore {
   // checks see the sequence as it was when this token was generated). Returns true when the
   // sample ended (the sequence, and maybe its group, are gone).
   bool emit(RequestGroup& group, Sequence& seq, const SampleResult& sample, int32_t length);
+  // Queues `event` on the group's channel without waking its client; the step hands the handles
+  // to waker_ after its last emit (engine/event_waker.h).
+  void push_quiet(RequestGroup& group, Event event);
   void end_sample(RequestGroup& group, Sequence& seq);
   void update_gauges();
   // The host tier joins the prefix cache (and the hybrid state): evictions go to it from now on.
@@ -164,7 +168,9 @@ class EngineCore {
   std::vector<float> host_logits_;
   std::vector<std::pair<float, int32_t>> score_scratch_;  // score_prompt's top-k candidates
   std::vector<SampleResult> results_;  // tokens kept this step, by scheduled sequence
-  std::vector<size_t> result_begin_;   // [step_.seqs.size() + 1] offsets into results_
+  std::vector<std::shared_ptr<RequestHandle>> to_wake_;  // channels this step pushed to quietly
+  EventWaker waker_;                  // declared after what it may outlive: it holds only handles
+  std::vector<size_t> result_begin_;  // [step_.seqs.size() + 1] offsets into results_
   std::unordered_map<uint64_t, std::unique_ptr<RequestGroup>> groups_;
   uint64_t next_seq_id_ = 1;
   EngineStats stats_;
