@@ -178,10 +178,8 @@ int run(const Options& o) {
     if (options.num_speculative_tokens > 0)
       std::printf(
           "speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped; verify steps as "
-          "graphs: %llu (%llu padded to one draft count with %llu filler positions, %llu not "
-          "padded for want of free pages, %llu not padded as the filler would cost more than a "
-          "replay "
-          "saves)\n",
+          "graphs: %llu (%llu padded to one draft count with %llu filler positions; not padded: "
+          "%llu for want of free pages, %llu as the filler would cost more than a replay saves)\n",
           static_cast<unsigned long long>(s.draft_tokens),
           static_cast<unsigned long long>(s.accepted_tokens),
           static_cast<unsigned long long>(s.draft_skipped),

@@ -398,7 +398,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     line << "graphs: " << b.size() << " buckets (" << b.front() << ".." << b.back() << ") ";
     if (g.max_query > 1)
       line << "for decode and for verify steps of up to " << g.max_query - 1
-           << " drafts per sequence (uneven counts padded to the most; captured on first use), ";
+           << " drafts per sequence (uneven counts padded to the most where that pays; captured on "
+              "first "
+              "use), ";
     if (mtp != nullptr)
       line << "the MTP head's forwards of up to " << g.max_batch
            << " rows (captured on first use), ";
@@ -741,6 +743,8 @@ void EngineCore::step() {
 }
 
 void EngineCore::pad_verify_step() {
+  // A step without drafts (every plain decode step) has nothing to pad: no O(S) walk for it.
+  if (step_.num_tokens == static_cast<int32_t>(step_.seqs.size())) return;
   int32_t q = 0;
   if (graphs_ != nullptr) {
     q = graphs_->padded_query(step_);

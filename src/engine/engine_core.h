@@ -169,7 +169,7 @@ class EngineCore {
   std::vector<std::pair<float, int32_t>> score_scratch_;  // score_prompt's top-k candidates
   std::vector<SampleResult> results_;  // tokens kept this step, by scheduled sequence
   std::vector<std::shared_ptr<RequestHandle>> to_wake_;  // channels this step pushed to quietly
-  EventWaker waker_;                  // declared after what it may outlive: it holds only handles
+  EventWaker waker_;  // its thread wakes the handles step() hands it (engine/event_waker.h)
   std::vector<size_t> result_begin_;  // [step_.seqs.size() + 1] offsets into results_
   std::unordered_map<uint64_t, std::unique_ptr<RequestGroup>> groups_;
   uint64_t next_seq_id_ = 1;

@@ -3,7 +3,7 @@
 //
 // A step whose S scheduled sequences each feed exactly q tokens, their pending token then q - 1
 // drafts and filler positions (q = 1: a plain decode step; q > 1: a speculative verify step, its
-// uneven draft counts padded to q - 1 first when padded_query() says so: engine/verify_padding.h),
+// uneven draft counts padded to q - 1 first when the engine pads them: engine/verify_padding.h),
 // all wanting logits, with S <= the largest bucket and q <= max_query, runs as the
 // graph of (the smallest bucket B >= S, q): the batch is padded to B sequences with dummy ones (q
 // tokens 0 at positions 0..q-1, context q) whose K/V land in the *dummy page*, a page the model's
