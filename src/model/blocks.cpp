@@ -18,7 +18,7 @@ Fusions fusions_from_env() {
   f.norm_qkv = norm != "0" && norm != "mlp";
   f.norm_mlp = norm != "0" && norm != "qkv";
   f.silu = value("SYV_FUSED_SILU") != "0";
-  f.moe = value("SYV_FUSED_MOE") == "1";  // opt-in: docs/hybrid-models.md
+  f.moe = value("SYV_FUSED_MOE") != "0";
   return f;
 }
 

@@ -31,8 +31,8 @@ struct Fusions {
   bool norm_qkv = true;  // residual add + RMSNorm fused into the mixer's first linear
   bool norm_mlp = true;  // ... into the gate_up linear (SYV_FUSED_NORM=0|qkv|mlp|1)
   bool silu = true;      // SiLU·mul fused into the gate_up linear (linear_silu_mul)
-  bool moe = false;      // a MoE layer after its pre-norm as one op, moe_block (SYV_FUSED_MOE=1;
-                         // off: its op sequence, the shared expert's SiLU·mul as `silu` says)
+  bool moe = true;       // a MoE layer after its pre-norm as one op, moe_block (off: its op
+                         // sequence, the shared expert's SiLU·mul as `silu` says)
 };
 Fusions fusions_from_env();
 
