@@ -11,7 +11,8 @@
 // back per second of the warm TTFT (a lower bound on the load throughput: the TTFT includes the
 // tail's prefill), and the pages the resend's own evictions wrote back to the host (on the
 // write-back stream; its loads into the pages they free start after them: kv/host_tier.h
-// "Copies").
+// "Copies"). Each TTFT of 2 and 4 is also split by the engine's counters (TtftParts): its steps'
+// schedule / forward / output phases, and the time outside steps with the pinning in it.
 //  5. --decoders N (default 8; 0 skips it): decode of N other sequences while a host hit loads
 //     (bench_host_tier_loading.h), on a fresh engine: the mean step time while the resend is
 //     loading against just before, as a ratio (the target >= 0.95), with how many steps
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "cli/bench.h"
@@ -58,10 +60,34 @@ double copy_rate(Backend& backend, void* dst, const void* src, size_t bytes, Cop
   return static_cast<double>(bytes) * reps / seconds_since(t0) / 1e9;
 }
 
+// Where one request's TTFT went, from the engine's counters over the request (EngineStats): the
+// steps that ran a forward (schedule / forward / output phases) and the pinning between them or
+// while idle. What is left (`outside_steps()` less `pin_s`) is the engine thread waiting or busy
+// elsewhere: a faulting-in of the tier's next piece it waited for, empty steps polling a load,
+// the wake-ups. A step after the first token (none here: one token is asked for) would count too.
+struct TtftParts {
+  double ttft_s = -1;
+  uint64_t steps = 0;
+  double schedule_s = 0, forward_s = 0, output_s = 0;
+  uint64_t pieces_pinned = 0;
+  double pin_s = 0;
+  double steps_s() const { return schedule_s + forward_s + output_s; }
+  double outside_steps_s() const { return ttft_s - steps_s(); }
+  nlohmann::json json() const {
+    return {{"ttft_s", ttft_s},         {"steps", steps},
+            {"schedule_s", schedule_s}, {"forward_s", forward_s},
+            {"output_s", output_s},     {"outside_steps_s", outside_steps_s()},
+            {"pin_s", pin_s},           {"pieces_pinned", pieces_pinned}};
+  }
+};
+
 // Submits `prompt` (one generated token) and returns the seconds to its first event, or < 0.
 // `finished`: requests finished so far (counted up once this one's counters are published).
+// `parts`, when given: where that time went (the counters from just before the submit to the
+// request's end; the request ends with its first token).
 double ttft(Engine& engine, const std::vector<int32_t>& prompt, uint64_t* finished,
-            std::string* error) {
+            std::string* error, TtftParts* parts = nullptr) {
+  const EngineStats before = engine.stats();
   Request r;
   r.prompt_ids = prompt;
   r.params.temperature = 0.0f;
@@ -86,7 +112,29 @@ double ttft(Engine& engine, const std::vector<int32_t>& prompt, uint64_t* finish
   ++*finished;
   while (engine.stats().requests_finished < *finished)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (parts != nullptr) {
+    const EngineStats after = engine.stats();
+    parts->ttft_s = s;
+    parts->steps = after.steps - before.steps;
+    parts->schedule_s = after.schedule_seconds - before.schedule_seconds;
+    parts->forward_s = after.forward_seconds - before.forward_seconds;
+    parts->output_s = after.output_seconds - before.output_seconds;
+    parts->pieces_pinned = after.host_pieces_pinned - before.host_pieces_pinned;
+    parts->pin_s = after.host_pin_seconds - before.host_pin_seconds;
+  }
   return s;
+}
+
+// One line of `parts` for the text report.
+std::string describe(const char* what, const TtftParts& p) {
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "  %s: %.4f s = %llu steps %.4f s (schedule %.4f, forward %.4f, output %.4f) + "
+                "%.4f s outside steps, of which %.4f s pinning %llu pieces\n",
+                what, p.ttft_s, static_cast<unsigned long long>(p.steps), p.steps_s(), p.schedule_s,
+                p.forward_s, p.output_s, p.outside_steps_s(), p.pin_s,
+                static_cast<unsigned long long>(p.pieces_pinned));
+  return line;
 }
 
 int run(const Options& o) {
@@ -136,15 +184,18 @@ int run(const Options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const double reserve_s = seconds_since(idle0);
   const EngineStats idle = engine.stats();
-  const double cold = ttft(engine, prompt, &finished, &error);
+  TtftParts cold_parts, host_parts, device_parts;
+  const double cold = ttft(engine, prompt, &finished, &error, &cold_parts);
   const int64_t pool_tokens = int64_t{engine.options().num_pages} * engine.options().page_size;
   const int64_t fillers = pool_tokens / o.prefix_len + 1;
   for (int64_t i = 0; i < fillers && error.empty(); ++i)
     ttft(engine, random_prompt(), &finished, &error);
   const EngineStats before = engine.stats();
-  const double from_host = error.empty() ? ttft(engine, prompt, &finished, &error) : -1;
+  const double from_host =
+      error.empty() ? ttft(engine, prompt, &finished, &error, &host_parts) : -1;
   const EngineStats after = engine.stats();
-  const double from_device = error.empty() ? ttft(engine, prompt, &finished, &error) : -1;
+  const double from_device =
+      error.empty() ? ttft(engine, prompt, &finished, &error, &device_parts) : -1;
   engine.stop();
   const EngineOptions resolved = engine.options();
   running.reset();  // its cache's memory, before the next engine takes its own
@@ -183,7 +234,10 @@ int run(const Options& o) {
                       {"pinned_bytes", after.host_pinned_bytes},
                       {"pieces_pinned", after.host_pieces_pinned},
                       {"pin_seconds", after.host_pin_seconds},
-                      {"stores_short", after.host_stores_short}};
+                      {"stores_short", after.host_stores_short},
+                      {"cold_parts", cold_parts.json()},
+                      {"host_parts", host_parts.json()},
+                      {"device_parts", device_parts.json()}};
   if (ld) {
     j["loading_decoders"] = ld->decoders;
     j["loading_before_step_s"] = ld->before_step_s;
@@ -221,6 +275,9 @@ int run(const Options& o) {
       static_cast<double>(after.host_pinned_bytes) / (1 << 20),
       static_cast<unsigned long long>(after.host_pieces_pinned), after.host_pin_seconds,
       static_cast<unsigned long long>(after.host_stores_short));
+  std::printf("where the TTFTs went (engine counters over each request):\n%s%s%s",
+              describe("cold", cold_parts).c_str(), describe("from host", host_parts).c_str(),
+              describe("from the device pool", device_parts).c_str());
   if (ld) {
     std::printf(
         "decode of %d other sequences while the host hit loads: %d steps loading (%d of them "
