@@ -7,6 +7,14 @@
 
 namespace syv {
 
+namespace {
+
+// While idle with the host tier's reserve short: how long the loop sleeps on its inbox between
+// pinning calls (a piece of kHostPieceBytes takes ~10 ms to fault in with huge pages).
+constexpr std::chrono::milliseconds kIdlePinPoll{1};
+
+}  // namespace
+
 Engine::Engine(Model& model, const Tokenizer* tokenizer, EngineOptions options)
     : model_(model), tokenizer_(tokenizer), options_(options) {}
 
@@ -79,12 +87,20 @@ void Engine::loop() {
   std::deque<Command> commands;
   // The host tier's pinned reserve is short: pin while idle instead of sleeping (from start-up).
   bool pin_more = core_->host_tier() != nullptr;
+  auto woken = [&] { return !inbox_.empty() || stop_requested_; };
   for (;;) {
     bool stop = false, drain = true;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (!core_->has_work() && !pin_more)
-        wake_.wait(lock, [&] { return !inbox_.empty() || stop_requested_; });
+      // Idle with the reserve short: the tier's next piece is being faulted in (it never waits for
+      // that: a request arriving meanwhile would wait with it), so sleep on the inbox a moment
+      // between its calls; a request wakes the loop at once.
+      if (!core_->has_work()) {
+        if (!pin_more)
+          wake_.wait(lock, woken);
+        else
+          wake_.wait_for(lock, kIdlePinPoll, woken);
+      }
       commands.swap(inbox_);
       stop = stop_requested_;
       drain = drain_;

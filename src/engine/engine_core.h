@@ -99,8 +99,8 @@ class EngineCore {
   // Runs one step (no-op when idle).
   void step();
   // Between steps and while idle (Engine's loop; never inside step()): the host tier pins at most
-  // one piece of its reserve (kv/host_tier.h "Memory"; idle: it may wait for the piece's faulting
-  // in). Returns whether its reserve is still short (no tier: false).
+  // one piece of its reserve (kv/host_tier.h "Memory"; a piece still being faulted in is left to
+  // a later call, never waited for). Returns whether its reserve is still short (no tier: false).
   bool between_steps(bool idle);
 
   const EngineOptions& options() const { return options_; }

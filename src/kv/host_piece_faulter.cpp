@@ -25,11 +25,6 @@ bool HostPieceFaulter::busy() const {
   return job_kind_ >= 0;
 }
 
-void HostPieceFaulter::wait_idle() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return job_kind_ < 0; });
-}
-
 void HostPieceFaulter::start(int kind, size_t bytes) {
   SYV_CHECK(kind == 0 || kind == 1) << "host piece kind " << kind;
   if (!background_) {
@@ -48,9 +43,8 @@ void HostPieceFaulter::start(int kind, size_t bytes) {
   cv_.notify_all();
 }
 
-std::optional<Result<HostPages>> HostPieceFaulter::take(int kind, bool wait) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (wait) cv_.wait(lock, [&] { return job_kind_ != kind; });
+std::optional<Result<HostPages>> HostPieceFaulter::take(int kind) {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::optional<Result<HostPages>> piece = std::move(done_[kind]);
   done_[kind].reset();
   return piece;

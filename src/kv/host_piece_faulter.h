@@ -31,14 +31,12 @@ class HostPieceFaulter {
   bool has(int kind) const;
   // Whether a piece (of either kind) is in progress.
   bool busy() const;
-  // Blocks until no piece is in progress.
-  void wait_idle();
   // Starts faulting in `bytes` for `kind`: nothing may be in progress, nor a piece of `kind`
   // waiting.
   void start(int kind, size_t bytes);
   // The finished piece of `kind` (an error when its memory could not be had), handed over; nullopt
-  // while it is in progress (wait: blocks until it is done) or when there is none.
-  std::optional<Result<HostPages>> take(int kind, bool wait);
+  // while it is in progress or when there is none. Never blocks on the faulting.
+  std::optional<Result<HostPages>> take(int kind);
 
  private:
   void run();

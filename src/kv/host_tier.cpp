@@ -148,17 +148,16 @@ bool HostTier::between_steps(bool idle) {
       c.pages_stored + c.checkpoints_stored + c.stores_present + c.stores_short + c.stores_dropped >
       0;
   const bool pin_now = idle || evicted;
+  // Never waits for the faulter, idle or not: a request arriving meanwhile would wait with it
+  // (the engine loop sleeps on its inbox between idle calls instead).
   if (!faulter_.has(kind)) {
-    if (faulter_.busy()) {  // the other kind's piece, faulted ahead
-      if (!idle) return true;
-      faulter_.wait_idle();
-    }
+    if (faulter_.busy()) return true;  // the other kind's piece, faulted ahead: a later call
     // (Faulting in on the background thread costs the steps nothing, so it starts anyway.)
     if (pin_now || faulter_.background()) faulter_.start(kind, next_piece_bytes(kind));
   }
   if (!pin_now) return true;
-  std::optional<Result<HostPages>> piece = faulter_.take(kind, idle);
-  if (!piece.has_value()) return true;  // still being faulted in: a later gap pins it
+  std::optional<Result<HostPages>> piece = faulter_.take(kind);
+  if (!piece.has_value()) return true;  // still being faulted in: a later call pins it
   pin_piece(kind, std::move(*piece));
   // Fault the next piece in ahead (the kind short now, else one still growing), so that the next
   // gap that needs it only pins.

@@ -161,10 +161,11 @@ class HostTier {
 
   // Between steps (never inside one): pins at most one piece when a kind's free pinned entries
   // are below its reserve and the kind is still growing, then starts faulting in the next piece.
-  // idle: nothing else to do, so it may wait for the piece being faulted in; otherwise a piece
-  // not faulted in yet is left to a later gap, and until the device pools first evict into the
-  // tier nothing is pinned between busy steps (only while idle). Returns whether the reserve is
-  // still short (the engine loop then calls again instead of sleeping when idle).
+  // It never waits for a piece being faulted in (idle or not: a request arriving while the engine
+  // is idle would wait with it), which a later call pins; until the device pools first evict into
+  // the tier nothing is pinned between busy steps (only while idle: nothing else to do). Returns
+  // whether the reserve is still short (the engine loop then calls again after a short sleep on
+  // its inbox when idle).
   bool between_steps(bool idle);
   // Whether a kind still growing has fewer free pinned entries than its reserve.
   bool reserve_short() const { return short_kind() >= 0; }
