@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_convert.cuh"
@@ -127,9 +128,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       kr[u] = vr[u] = Raw{};
       ksc[u] = vsc[u] = 0.f;
       if (valid[u]) {
-        const int page = pt[key / a.page_size];
-        const int64_t row =
-            (static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh;
+        const int64_t row = prefill::paged_row(pt, key, a.page_size, a.hk, kh);
         if constexpr (kQuant) {
           const uint8_t* kq = static_cast<const uint8_t*>(a.k_cache);
           const uint8_t* vq = static_cast<const uint8_t*>(a.v_cache);
@@ -409,9 +408,7 @@ __global__ void __launch_bounds__(128) generic_kernel(AttentionArgs a) {
   float m = -INFINITY, l = 0.f;
   const int n_keys = a.positions[t] + 1;
   for (int key = 0; key < n_keys; ++key) {
-    const int page = pt[key / a.page_size];
-    const int64_t base =
-        ((static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh) * D;
+    const int64_t base = prefill::kv_row(pt, key, a.page_size, a.hk, kh, D);
     float s = 0.f;
 #pragma unroll
     for (int i = 0; i < kGenericMaxPerLane; ++i) {

@@ -232,9 +232,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
   };
   // The cache row of key `key` (page table lookup), or -1 past the split.
   auto cache_row = [&](int key) -> int64_t {
-    if (key >= k_end) return -1;
-    const int page = pt[key / a.page_size];
-    return (static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh;
+    return key < k_end ? prefill::paged_row(pt, key, a.page_size, a.hk, kh) : -1;
   };
   // bf16: tile j's K and V rows straight into tile buffer `buf`.
   auto load_kv = [&](int j, int buf) {

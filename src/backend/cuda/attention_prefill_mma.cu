@@ -97,9 +97,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       st.k[i] = st.v[i] = make_uint2(0u, 0u);
       st.ks[i] = st.vs[i] = 0.f;
       if (key < n_keys) {
-        const int page = pt[key / a.page_size];
-        const int64_t row =
-            (static_cast<int64_t>(page) * a.page_size + key % a.page_size) * a.hk + kh;
+        const int64_t row = paged_row(pt, key, a.page_size, a.hk, kh);
         st.k[i] = kv_load8<KT>(static_cast<const uint8_t*>(a.k_cache), row, D, c * 8);
         st.v[i] = kv_load8<KT>(static_cast<const uint8_t*>(a.v_cache), row, D, c * 8);
         st.ks[i] = kv_scale<KT>(a.k_scales, row, D, c * 8);
