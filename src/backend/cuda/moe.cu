@@ -75,12 +75,7 @@ __global__ void moe_topk_kernel(const float* __restrict__ logits, int64_t T, int
     int bi = INT_MAX;
     for (int e = lane; e < E; e += 32)
       if (p[e] > bv) bv = p[e], bi = e;  // ascending e: the lowest index among equals
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-    }
+    warp_argmax(bv, bi);
     if (lane == j) my_id = bi, my_p = bv;
     top_sum += bv;  // in selection order, as the CPU reference sums
     __syncwarp();

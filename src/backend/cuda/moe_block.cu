@@ -68,12 +68,7 @@ __device__ void topk_token(const float* l, int E, int top_k, bool renormalize, i
 #pragma unroll
     for (int v = 0; v < kPerLane; ++v)  // ascending e: the lowest index among equals
       if (v * 32 + lane < E && p[v] > bv) bv = p[v], bi = v * 32 + lane;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-    }
+    warp_argmax(bv, bi);
     if (lane == j) my_id = bi, my_p = bv;
     top_sum += bv;  // in selection order, as the CPU reference sums
 #pragma unroll
