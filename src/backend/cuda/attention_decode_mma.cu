@@ -31,7 +31,9 @@
 // through a shared 16-bit tile then, ran 29.6 with 3 stages (2 blocks per SM by shared memory) and
 // 23.6 with 2 stages (3 blocks per SM); fp8 decoded in registers: 22.4 (3 blocks, 3 padded
 // stages), 21.9 (3 blocks, 4 swizzled stages), 20.7 (4 blocks, 3 swizzled stages; ncu: 2.1 TB/s,
-// SM issue ~57% busy, 6.2 cycles per issued instruction: latency- and instruction-bound).
+// SM issue ~57% busy, 6.2 cycles per issued instruction: latency- and instruction-bound), 18.6
+// once the tile loads stopped dividing by the page size (paged_row). Two accumulators per S n-tile
+// (halving the chain of dependent MMAs) measured 18.9: not kept.
 #include <cuda_runtime.h>
 
 #include <algorithm>
