@@ -10,7 +10,10 @@
 namespace syv::grammar {
 namespace {
 
-constexpr int kMaxDepth = 100;
+// Group nesting. Each group becomes a GBNF group and a quantified one is wrapped once more, so 60
+// levels stay within the GBNF parser's 128 (gbnf_parser.cpp kMaxNesting); a quantifier may not
+// follow another (below), which would wrap again without a group.
+constexpr int kMaxDepth = 60;
 
 using Ranges = std::vector<CodepointRange>;
 
@@ -181,6 +184,7 @@ class RegexParser {
   }
 
   Status quantifier(std::string& atom) {
+    bool quantified = false;
     for (;;) {
       const size_t at = pos_;
       const char c = peek();
@@ -219,6 +223,8 @@ class RegexParser {
       } else {
         return Status::Ok();
       }
+      if (quantified) return error(at, "multiple repeat (a quantifier after a quantifier)");
+      quantified = true;
       if (peek() == '?') ++pos_;  // lazy: the same strings match as a whole
       if (peek() == '+') return error(pos_, "possessive quantifiers are not supported");
       atom = "(" + atom + ")" + q;

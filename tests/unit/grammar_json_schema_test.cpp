@@ -329,6 +329,20 @@ TEST(Regex, Subset) {
     EXPECT_FALSE(regex_to_gbnf(bad).ok()) << bad;
   }
   EXPECT_ERROR_HAS(regex_to_gbnf("(?=x)"), "regex at offset 0: lookaround");
+  // Stacked quantifiers are refused (as Python's re and JavaScript do); each would nest the
+  // grammar once more (the fuzzer found 130 of them past the GBNF parser's nesting limit).
+  EXPECT_ERROR_HAS(regex_to_gbnf("a**"), "regex at offset 2: multiple repeat");
+  EXPECT_ERROR_HAS(regex_to_gbnf("a{2}{3}"), "multiple repeat");
+  EXPECT_TRUE(regex_to_gbnf("a*?").ok());
+  // The deepest group nesting allowed compiles as a grammar; one more is refused.
+  std::string deep;
+  for (int i = 0; i < 60; ++i) deep += "(";
+  deep += "a";
+  for (int i = 0; i < 60; ++i) deep += ")*";
+  auto deep_gbnf = regex_to_gbnf(deep);
+  ASSERT_TRUE(deep_gbnf.ok()) << deep_gbnf.message();
+  EXPECT_TRUE(Grammar::parse(deep_gbnf.value()).ok());
+  EXPECT_ERROR_HAS(regex_to_gbnf("(" + deep + ")"), "nested too deeply");
 }
 
 TEST(Choice, ExactlyOne) {
