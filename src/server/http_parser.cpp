@@ -64,6 +64,7 @@ FramingResult parse_request(std::string_view bytes, const HttpLimits& limits) {
   parser.eager(false);
   boost::system::error_code ec;
   size_t used = 0;
+  HttpRequest head;  // as checked when the head completed
   auto refused = [&](ApiError error) {
     out.kind = FramingResult::Kind::kRefused;
     out.refusal = std::move(error);
@@ -85,7 +86,7 @@ FramingResult parse_request(std::string_view bytes, const HttpLimits& limits) {
           refusal_for_parse_error(ec, unparsed_request_line(parser, bytes.substr(used)), limits));
     }
     if (in_head && parser.is_header_done()) {
-      HttpRequest head = request_head(parser);
+      head = request_head(parser);
       if (std::optional<ApiError> refusal = check_request_head(head, limits)) {
         return refused(std::move(*refusal));
       }
@@ -93,7 +94,10 @@ FramingResult parse_request(std::string_view bytes, const HttpLimits& limits) {
     }
   }
   out.kind = FramingResult::Kind::kComplete;
-  out.request = request_head(parser);
+  // The head as it was checked, as the server keeps it (http_server.cpp on_head): Beast merges the
+  // trailer fields of a chunked body into the message, and a trailer may not change the framing,
+  // the encoding or anything else the head decided. Trailers are discarded (RFC 9112 §7.1.2).
+  out.request = std::move(head);
   out.request.body = parser.get().body();
   out.consumed = used;
   return out;

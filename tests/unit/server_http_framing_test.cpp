@@ -49,6 +49,25 @@ TEST(HttpFraming, CompleteRequests) {
   EXPECT_EQ(parse_request("GET / HTTP/1.1\r\nHost:", small_limits()).kind, Kind::kNeedMore);
 }
 
+TEST(HttpFraming, ChunkedTrailersCannotChangeTheCheckedHead) {
+  // Beast merges trailer fields into the message; the request keeps the head as it was checked,
+  // so a trailer cannot add a Content-Encoding after the head passed (the framing fuzzer found
+  // this). Beast itself refuses framing fields (Content-Length) in a trailer.
+  const FramingResult r = parse_request(
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
+      "Content-Encoding: deflate\r\nX-Checksum: 27\r\n\r\n",
+      small_limits());
+  ASSERT_EQ(r.kind, Kind::kComplete);
+  EXPECT_EQ(r.request.body, "hello");
+  EXPECT_EQ(r.request.headers.size(), 1u);
+  EXPECT_FALSE(r.request.has_header("Content-Encoding"));
+  EXPECT_FALSE(r.request.has_header("X-Checksum"));
+  EXPECT_FALSE(check_request_head(r.request, small_limits()).has_value());
+  EXPECT_EQ(refusal_status("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+                           "0\r\nContent-Length: 27\r\n\r\n"),
+            400);
+}
+
 TEST(HttpFraming, MalformedFramingIsRefused) {
   EXPECT_EQ(refusal_status("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
   EXPECT_EQ(refusal_status("POST / HTTP/1.1\r\nContent-Length: 1e30\r\n\r\n"), 400);
