@@ -25,6 +25,9 @@
 //    V scale (times 256, undone at the merge) is folded into P before its f16 rounding. At head_dim
 //    128 the stages are unpadded and XOR-swizzled (fp8_chunk), 3 of them; wide batches run 4
 //    blocks per SM with Q's fragments re-read from shared memory (kFp8WideBlocks).
+//    With G <= 8 (every Qwen shape) fp8 runs the key-rows form instead (kFp8KeyRowsMaxHeads):
+//    the same fragments with the keys as the MMA's rows and the heads as its columns,
+//    S^T = K Q^T and O^T += V^T P^T, half the MMAs and half O's registers.
 //  * int4: a 2-stage cp.async pipeline of the bytes and scales, decoded and scaled per 32-element
 //    group into a bf16 tile in shared memory, read as the bf16 one.
 // Blocks per SM count (H200, 8B, b = 64, ctx 8192, ms per step): the quantized forms, both decoded
@@ -37,6 +40,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include "backend/cuda/attention_decode.cuh"
@@ -131,6 +137,20 @@ __device__ __forceinline__ int fp8_chunk(int r, int c) {  // where chunk c of ro
 // blocks, launched early by PDL, hold every SM's shared memory while they wait for the kernel
 // before them: 5.15 without PDL).
 constexpr int64_t kFp8WideBlocks = 256;
+// fp8 with at most this many query heads per KV head (every Qwen3 / Qwen3.5 / Qwen3-Next shape:
+// 2 to 8) runs the key-rows form: S^T = K Q^T and O^T += V^T P^T, the keys (and head-dimension
+// elements) as the MMA's 16 rows and the heads as its 8 columns. The head-rows form pads G heads
+// to 16 rows (a quarter used at G = 4) and issues two MMAs per k-step where this form issues one,
+// and its O takes D / 2 registers a lane against D / 4 here. H200, 8B (G = 4), fp8 KV, ctx 8192,
+// graph ms per step, head rows -> key rows: b = 2 6.29 -> 6.23, 4 7.07 -> 6.56, 8 7.45 -> 6.85,
+// 16 9.07 -> 8.20, 64 19.41 -> 17.91 (eager 19.16 -> 17.20); b = 256 at ctx 2048 22.95 -> 20.92
+// (eager); Qwen3.5 9B-class (D = 256) b = 64 ctx 4096 9.72 -> 9.36. At b = 1 (8 blocks) key rows
+// was slower, 5.01 -> 5.32 (5.0 without PDL: its blocks, launched early, wait holding the SMs
+// the kernel before them runs on), so below kFp8KeyRowsMinBlocks blocks per split head rows
+// run. 2 stages and 5 blocks per SM at D = 128 (96 registers) measured the same as 3 and 4.
+// set_fp8_decode_form() forces a form.
+constexpr int kFp8KeyRowsMaxHeads = 8;
+constexpr int64_t kFp8KeyRowsMinBlocks = 16;
 template <int D>
 constexpr int kQuantStages = 2;
 template <int D>
@@ -168,9 +188,13 @@ static_assert(kFp8MergeFits<64> && kFp8MergeFits<128> && kFp8MergeFits<256>);
 // (blockIdx.y * G) / group.
 // kWide (fp8 at D = 128 only): 4 blocks per SM instead of 3, the Q fragments re-read from shared
 // memory each tile to fit 128 registers (see kFp8WideBlocks).
-template <int D, DType KT, bool kWide = false>
-// Blocks per SM: 3 up to head_dim 128 (bf16: 168 registers, 74 KB of shared memory).
-__global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
+// kKeyRows (fp8, G <= 8): the keys are the MMA's rows and the heads its columns (see
+// kFp8KeyRowsMaxHeads).
+template <int D, DType KT, bool kWide = false, bool kKeyRows = false>
+// Blocks per SM: 3 up to head_dim 128 (bf16: 168 registers, 74 KB of shared memory); fp8's wide
+// and key-rows forms 4 (key rows: 110 registers); at 256, 1 (key rows: 2, 164 registers).
+__global__ void __launch_bounds__(kThreads,
+                                  D <= 128 ? (kWide || kKeyRows ? 4 : 3) : (kKeyRows ? 2 : 1))
     decode_mma_kernel(AttentionArgs a, int32_t rows_per_block, int32_t splits,
                       int32_t fixed_keys_per_split, int32_t align, float* partial) {
   // Batch metadata is uploaded before a forward's first kernel and never written by one, so it
@@ -326,13 +350,134 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
   // The Q fragments stay in registers up to head_dim 128; at 256 (O alone takes 128 registers)
   // each tile re-reads them from shared memory.
   static_assert(!kWide || (kFold && D == 128), "the wide form is fp8 at head_dim 128");
-  constexpr bool kQInRegisters = D <= 128 && !kWide;
+  static_assert(!kKeyRows || (kFold && !kWide), "the key-rows form is fp8's");
+  constexpr bool kQInRegisters = D <= 128 && !kWide && !kKeyRows;
   uint32_t qa[kQInRegisters ? D / 16 : 1][4];
-  float o[D / 8][4];
+  // Key rows: Q's B fragments (head g, physical elements qk_col(tq, s) + {0, 1} and + {2, 3}),
+  // O^T's tiles (16 head-dimension rows by 8 heads) and m, l of heads 2 tq and 2 tq + 1.
+  // Head rows: O's tiles (16 heads by 8 head-dimension columns), m, l of heads g and g + 8.
+  uint32_t qb[kKeyRows ? D / 16 : 1][2];
+  constexpr int kOTiles = kKeyRows ? D / 16 : D / 8;
+  float o[kOTiles][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  for (int i = 0; i < kOTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int wk = warp * kWarpKeys;  // this warp's first key within a tile
+
+  // fp8, key rows: this warp's 16 keys of the tile in stage `st` (the first is key kb).
+  //  * S^T = K Q^T: A is the K fragment the head-rows form reads as two B fragments (keys wk + g
+  //    and wk + 8 + g), B is Q's (head g): one MMA per k-step instead of two. This lane holds
+  //    s4 = S^T of keys wk + g (s4[0], s4[1]) and wk + 8 + g (s4[2], s4[3]) for heads 2 tq, 2 tq
+  //    + 1.
+  //  * The softmax runs down the columns (over the 8 lanes of one tq).
+  //  * O^T += V^T P^T: A is V^T, the head-rows form's B fragments of n-tiles nt and nt + 1 (one
+  //    m-tile, 16 physical head-dimension elements: pv_col(nt, g) and pv_col(nt + 1, g)); B is
+  //    P^T (keys 2 tq, 2 tq + 1 and 2 tq + 8, 2 tq + 9 of head g), moved from the lanes that
+  //    computed it by four shuffles.
+  [[maybe_unused]] auto key_rows_tile = [&](int st, int kb) {
+    if constexpr (kKeyRows) {
+      float s4[4] = {0.f, 0.f, 0.f, 0.f};
+      {
+        constexpr int NC = D / 64;
+        const int rot = D == 256 ? 2 * (tq >> 1) : 0;
+        const unsigned char* kr0 = raw_k(st) + (wk + g) * KLD;
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+          const int off = 16 * fp8_chunk<D>(g, NC * tq + ((c + rot) & (NC - 1)));
+          const uint4 w0 = *reinterpret_cast<const uint4*>(kr0 + off);
+          const uint4 w1 = *reinterpret_cast<const uint4*>(kr0 + 8 * KLD + off);
+          const uint32_t k0[4] = {w0.x, w0.y, w0.z, w0.w}, k1[4] = {w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t af[4] = {e4m3x2_to_f16x2(k0[i]), e4m3x2_to_f16x2(k1[i]),
+                                    e4m3x2_to_f16x2(k0[i] >> 16), e4m3x2_to_f16x2(k1[i] >> 16)};
+            mma_f16(s4, af, qb[kKeyRows ? 4 * c + i : 0][0], qb[kKeyRows ? 4 * c + i : 0][1]);
+          }
+        }
+      }
+      const float ksc0 = raw_ks(st)[wk + g], ksc1 = raw_ks(st)[wk + 8 + g];
+      const float vsc0 = raw_vs(st)[wk + g] * kFoldV, vsc1 = raw_vs(st)[wk + 8 + g] * kFoldV;
+      s4[0] *= ksc0;
+      s4[1] *= ksc0;
+      s4[2] *= ksc1;
+      s4[3] *= ksc1;
+      if (kb + kWarpKeys > k_end) {  // the split ends inside this warp's keys
+        if (kb + g >= k_end) s4[0] = s4[1] = -INFINITY;
+        if (kb + 8 + g >= k_end) s4[2] = s4[3] = -INFINITY;
+      }
+      float al[2], p[2][2];  // p[key half][head]
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float mx = fmaxf(m[e], fmaxf(s4[e], s4[2 + e]));
+#pragma unroll
+        for (int x = 4; x < 32; x <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+        const float sh = mx == -INFINITY ? 0.f : mx * sl2;
+        al[e] = ex2(m[e] * sl2 - sh);
+        m[e] = mx;
+        p[0][e] = ex2(fmaf(s4[e], sl2, -sh));
+        p[1][e] = ex2(fmaf(s4[2 + e], sl2, -sh));
+        l[e] = l[e] * al[e] + p[0][e] + p[1][e];
+      }
+      const uint32_t u0 = pack_f16_sat(p[0][0] * vsc0, p[0][1] * vsc0);  // key wk + g
+      const uint32_t u1 = pack_f16_sat(p[1][0] * vsc1, p[1][1] * vsc1);  // key wk + 8 + g
+      // P^T's B fragment: P[key][head g] for keys 2 tq, 2 tq + 1 (b0) and + 8 (b1); key k's heads
+      // 2 j, 2 j + 1 are in lane 4 k + j.
+      const int src0 = 8 * tq + (g >> 1), src1 = src0 + 4;
+      const uint32_t sel = (g & 1) ? 0x7632u : 0x5410u;
+      const uint32_t b0 =
+          __byte_perm(__shfl_sync(0xffffffffu, u0, src0), __shfl_sync(0xffffffffu, u0, src1), sel);
+      const uint32_t b1 =
+          __byte_perm(__shfl_sync(0xffffffffu, u1, src0), __shfl_sync(0xffffffffu, u1, src1), sel);
+      if (__any_sync(0xffffffffu, al[0] != 1.f || al[1] != 1.f)) {
+#pragma unroll
+        for (int i = 0; i < kOTiles; ++i) {
+          o[i][0] *= al[0];
+          o[i][1] *= al[1];
+          o[i][2] *= al[0];
+          o[i][3] *= al[1];
+        }
+      }
+      constexpr int NC = D >= 128 ? D / 128 : 1, CW = D == 64 ? 2 : 4;  // chunks, their words
+      const int rot = D == 256 ? (g & 1) : 0;
+      const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        uint32_t x[4][CW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int off =
+              D == 64 ? 8 * g
+                      : 16 * fp8_chunk<D>(2 * tq + (k & 1), NC * g + ((c + rot) & (NC - 1)));
+          const unsigned char* pk = vr + ((k >> 1) * 8 + (k & 1)) * VLD + off;
+          if constexpr (CW == 2) {
+            const uint2 w = *reinterpret_cast<const uint2*>(pk);
+            x[k][0] = w.x;
+            x[k][1] = w.y;
+          } else {
+            const uint4 w = *reinterpret_cast<const uint4*>(pk);
+            x[k][0] = w.x;
+            x[k][1] = w.y;
+            x[k][2] = w.z;
+            x[k][3] = w.w;
+          }
+        }
+#pragma unroll
+        for (int w = 0; w < CW; ++w) {
+          const int mt = 8 * c + 2 * w;  // n-tiles 2 mt .. 2 mt + 3 of the head-rows form
+          const uint32_t lo0 = __byte_perm(x[0][w], x[1][w], 0x5140u);  // bytes 0, 1
+          const uint32_t hi0 = __byte_perm(x[0][w], x[1][w], 0x7362u);  // bytes 2, 3
+          const uint32_t lo1 = __byte_perm(x[2][w], x[3][w], 0x5140u);
+          const uint32_t hi1 = __byte_perm(x[2][w], x[3][w], 0x7362u);
+          const uint32_t a0[4] = {e4m3x2_to_f16x2(lo0), e4m3x2_to_f16x2(lo0 >> 16),
+                                  e4m3x2_to_f16x2(lo1), e4m3x2_to_f16x2(lo1 >> 16)};
+          const uint32_t a1[4] = {e4m3x2_to_f16x2(hi0), e4m3x2_to_f16x2(hi0 >> 16),
+                                  e4m3x2_to_f16x2(hi1), e4m3x2_to_f16x2(hi1 >> 16)};
+          mma_f16(o[mt], a0, b0, b1);
+          mma_f16(o[mt + 1], a1, b0, b1);
+        }
+      }
+    }
+  };
 
   for (int it = 0; it < n_tiles; ++it) {
     const bf16* ks = Ks;
@@ -361,6 +506,14 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
       ks += (it & 1) * kBN * LD;
       vs += (it & 1) * kBN * LD;
     }
+    if (kKeyRows && it == 0) {
+#pragma unroll
+      for (int kk = 0; kk < (kKeyRows ? D / 16 : 0); ++kk) {
+        const uint2 lo = *reinterpret_cast<const uint2*>(Qs + g * LD + qk_col<D>(tq, kk));
+        qb[kk][0] = lo.x;
+        qb[kk][1] = lo.y;
+      }
+    }
     if (kQInRegisters && it == 0) {
 #pragma unroll
       for (int kk = 0; kk < (kQInRegisters ? D / 16 : 0); ++kk) {
@@ -372,7 +525,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
       }
     }
     const int kb = k_begin + it * kBN + wk;  // this warp's first key
-    if (kb < k_end) {                        // warp-uniform
+    if (kKeyRows && kb < k_end) {            // warp-uniform
+      key_rows_tile(st, kb);
+    } else if (!kKeyRows && kb < k_end) {
       float sc[2][4] = {};
       if constexpr (kFold) {
         // S = Q K^T from the stored bytes: B column g of n-tile j is key wk + 8 j + g, whose
@@ -533,8 +688,27 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
   // Merge the 4 warps' states (rows < G) through shared memory.
   float* sm_o = reinterpret_cast<float*>(kFold ? raw : reinterpret_cast<unsigned char*>(Ks));
   // [kWarps][kRows][D], in the physical order of the head dimension
+  constexpr float unfold = kFold ? 1.f / kFoldV : 1.f;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int e = 0; e < (kKeyRows ? 2 : 0); ++e) {  // key rows: head 2 tq + e
+    float lsum = l[e];
+#pragma unroll
+    for (int x = 4; x < 32; x <<= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, x);
+    const int r = 2 * tq + e;
+    if (r >= G) continue;
+    if (g == 0) {
+      sm_m[warp][r] = m[e] == -INFINITY ? -INFINITY : m[e] * sl2;
+      sm_l[warp][r] = lsum;
+    }
+    float* orow = sm_o + (warp * kRows + r) * D;
+#pragma unroll
+    for (int i = 0; i < (kKeyRows ? kOTiles : 0); ++i) {
+      orow[pv_col<D>(2 * i, g)] = o[i][e] * unfold;
+      orow[pv_col<D>(2 * i + 1, g)] = o[i][2 + e] * unfold;
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < (kKeyRows ? 0 : 2); ++h) {
     const float lsum = quad_sum(l[h]);
     const int r = g + 8 * h;
     if (r >= G) continue;
@@ -543,9 +717,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
       sm_l[warp][r] = lsum;
     }
     float* orow = sm_o + (warp * kRows + r) * D;
-    constexpr float unfold = kFold ? 1.f / kFoldV : 1.f;
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
+    for (int i = 0; i < (kKeyRows ? 0 : D / 8); ++i) {
 #pragma unroll
       for (int e = 0; e < 2; ++e)
         orow[kFold ? pv_col<D>(i, 2 * tq + e) : i * 8 + 2 * tq + e] = o[i][2 * h + e] * unfold;
@@ -579,24 +752,32 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? (kWide ? 4 : 3) : 1)
   }
 }
 
-template <int D, DType KT, bool kWide>
+template <int D, DType KT, bool kWide, bool kKeyRows = false>
 void launch_w(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
               float* partial, cudaStream_t s) {
   constexpr int smem = smem_bytes<D, KT>();
+  constexpr auto kernel = decode_mma_kernel<D, KT, kWide, kKeyRows>;
   static bool configured = false;  // per template instance; set once per process
   if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<D, KT, kWide>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
   const dim3 grid(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.hq / rows),
                   static_cast<unsigned>(splits));
-  launch_k(decode_mma_kernel<D, KT, kWide>, grid, kThreads, smem, s, a, rows, splits, fixed, align,
-           partial);
+  launch_k(kernel, grid, kThreads, smem, s, a, rows, splits, fixed, align, partial);
 }
 template <int D, DType KT>
 void launch_t(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
               float* partial, cudaStream_t s) {
+  if constexpr (KT == DType::F8E4M3) {
+    const int64_t blocks = static_cast<int64_t>(a.tokens) * (a.hq / rows);
+    const Fp8DecodeForm form = fp8_decode_form();
+    if (rows <= kFp8KeyRowsMaxHeads &&
+        (form == Fp8DecodeForm::kKeyRows ||
+         (form == Fp8DecodeForm::kAuto && blocks >= kFp8KeyRowsMinBlocks))) {
+      return launch_w<D, KT, false, true>(a, rows, splits, fixed, align, partial, s);
+    }
+  }
   if constexpr (KT == DType::F8E4M3 && D == 128) {
     if (static_cast<int64_t>(a.tokens) * (a.hq / rows) >= kFp8WideBlocks)
       return launch_w<D, KT, true>(a, rows, splits, fixed, align, partial, s);
@@ -654,3 +835,26 @@ void launch_decode_mma(const AttentionArgs& a, int32_t heads_per_block, int32_t 
 }
 
 }  // namespace syv::cuda::decode
+
+namespace syv::cuda {
+namespace {
+std::atomic<int> g_fp8_form{-1};  // -1: not read from the environment yet
+}  // namespace
+
+Fp8DecodeForm fp8_decode_form() {
+  int v = g_fp8_form.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_FP8_DECODE_FORM");
+    const std::string_view f = e != nullptr ? e : "";
+    v = static_cast<int>(f == "keys"    ? Fp8DecodeForm::kKeyRows
+                         : f == "heads" ? Fp8DecodeForm::kHeadRows
+                                        : Fp8DecodeForm::kAuto);
+    g_fp8_form.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<Fp8DecodeForm>(v);
+}
+void set_fp8_decode_form(Fp8DecodeForm f) {
+  g_fp8_form.store(static_cast<int>(f), std::memory_order_relaxed);
+}
+
+}  // namespace syv::cuda
