@@ -483,6 +483,7 @@ void launch_wr(const GemvParams& p, cudaStream_t s) {
 // 16x2 for one token (whole decode steps, run 9: 0.06 ms per step less than 8x2, which `syv bench
 // kernels` preferred shape by shape in run 3), 4x2 for 2-4 tokens. The fused SiLU variant needs
 // two rows per warp (variants 0 and 1 take 8x2 and 4x2).
+constexpr int64_t kGemvFewRows = 1024;
 template <int NT, typename TO, bool kNorm, bool kSilu>
 void launch_nt(const GemvParams& p, cudaStream_t s) {
   int v = gemv_variant_now();
@@ -499,6 +500,10 @@ void launch_nt(const GemvParams& p, cudaStream_t s) {
       v = kGemvQkvOneToken;
     }
   }
+  // Few rows (the GDN layers' b|a projection: 2 x 32 rows; MoE routers): 16x2 would put them on a
+  // handful of blocks (2 for 64 rows: 2 SMs reading the whole weight); 4x1 spreads them over
+  // n_rows / 4 (H200, Qwen3.5 9B-class b = 1: the b|a GEMV took ~5 us for 0.5 MB).
+  if (v == kGemvAuto && !kNorm && !kSilu && p.n_rows <= kGemvFewRows) v = 1;
   if (v == kGemvAuto) v = NT == 1 ? kGemv16x2 : 3;
   if (kSilu && v <= 1) v += 2;
   switch (v) {
