@@ -117,6 +117,7 @@ int run(const Options& o) {
       {"draft_tokens", s.draft_tokens},
       {"accepted_tokens", s.accepted_tokens},
       {"draft_skipped", s.draft_skipped},
+      {"spec_steps_dropped", s.spec_steps_dropped},
       {"graph_steps", s.graph_steps},
       {"graph_verify_steps", s.graph_verify_steps},
       {"verify_padded_steps", s.verify_padded_steps},
@@ -177,12 +178,14 @@ int run(const Options& o) {
                   1e3 * s.other_forward_seconds / static_cast<double>(s.other_steps));
     if (options.num_speculative_tokens > 0)
       std::printf(
-          "speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped; verify steps as "
+          "speculation: %llu drafts, %llu accepted, %llu sequence-steps skipped, %llu steps' "
+          "drafts dropped; verify steps as "
           "graphs: %llu (%llu padded to one draft count with %llu filler positions; not padded: "
           "%llu for want of free pages, %llu as the filler would cost more than a replay saves)\n",
           static_cast<unsigned long long>(s.draft_tokens),
           static_cast<unsigned long long>(s.accepted_tokens),
           static_cast<unsigned long long>(s.draft_skipped),
+          static_cast<unsigned long long>(s.spec_steps_dropped),
           static_cast<unsigned long long>(s.graph_verify_steps),
           static_cast<unsigned long long>(s.verify_padded_steps),
           static_cast<unsigned long long>(s.verify_padding_tokens),

@@ -770,19 +770,42 @@ void EngineCore::plan_drafts() {
   if (spec_policy_ == nullptr && disable_at == 0) return;  // every sequence may take k
   const int32_t k = options_.num_speculative_tokens;
   int32_t batch = 0;
-  for (const Sequence* seq : scheduler_.running())
+  bool all_decoding = true;
+  for (const Sequence* seq : scheduler_.running()) {
     batch += seq->state == SequenceState::kDecoding ? 1 : 0;
+    all_decoding = all_decoding && seq->state == SequenceState::kDecoding;
+  }
+  // With graphs, probes share every probe_interval-th step (engine/spec_policy.h).
+  const int32_t interval = spec_policy_ != nullptr ? spec_policy_->options().probe_interval : 0;
+  const bool probe_step = graphs_ == nullptr || interval <= 0 || stats_.steps % interval == 0;
+  plans_.clear();
   for (Sequence* seq : scheduler_.running()) {
     if (seq->state != SequenceState::kDecoding) continue;
     const int32_t room = draft_room(*seq, k, options_.max_model_len, /*with_budget=*/false);
+    SpecPlan plan;
     if (room <= 0) {
       seq->draft_budget = 0;
     } else if (spec_policy_ != nullptr) {  // honours disable_at too
-      seq->draft_budget = spec_policy_->decide(seq->spec, room, batch).drafts;
+      const SpecDecision d = spec_policy_->decide(seq->spec, room, batch, probe_step);
+      seq->draft_budget = d.drafts;
+      plan = {spec_policy_->acceptance(seq->spec), d.drafts, d.probe};
     } else {
       seq->draft_budget = batch >= disable_at ? 0 : k;
     }
+    plans_.push_back(plan);
   }
+  // A step of uneven draft counts that can replay a graph only padded or eagerly: its drafts must
+  // pay for that too, else only the probes draft. (A step with a prefill is eager anyway.)
+  if (spec_policy_ == nullptr || graphs_ == nullptr || !all_decoding) return;
+  if (spec_policy_->step_pays(plans_.data(), static_cast<int32_t>(plans_.size()),
+                              kVerifyPaddingCostBound))
+    return;
+  size_t i = 0;
+  for (Sequence* seq : scheduler_.running()) {
+    if (seq->state != SequenceState::kDecoding) continue;
+    if (!plans_[i++].probe) seq->draft_budget = 0;
+  }
+  ++stats_.spec_steps_dropped;
 }
 
 void EngineCore::propose_drafts() {

@@ -163,6 +163,7 @@ class EngineCore {
   Sampler sampler_;
   SchedulerOutput step_;
   std::unique_ptr<Drafter> drafter_;
+  std::vector<SpecPlan> plans_;                // plan_drafts()' scratch, one per decoding sequence
   std::unique_ptr<SpecPolicy> spec_policy_;    // null unless options_.speculative_adaptive
   std::unique_ptr<GrammarSessions> grammars_;  // structured outputs; null without a tokenizer
   std::vector<float> host_logits_;

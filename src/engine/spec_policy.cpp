@@ -30,7 +30,8 @@ int32_t SpecPolicy::best_drafts(double a, int32_t room, int32_t batch) const {
   return best;
 }
 
-SpecDecision SpecPolicy::decide(SpecState& state, int32_t room, int32_t batch) const {
+SpecDecision SpecPolicy::decide(SpecState& state, int32_t room, int32_t batch,
+                                bool probe_step) const {
   SpecDecision d;
   d.drafts = best_drafts(acceptance(state), room, batch);
   if (d.drafts > 0) {
@@ -40,7 +41,7 @@ SpecDecision SpecPolicy::decide(SpecState& state, int32_t room, int32_t batch) c
   d.skipped = true;
   ++state.idle_steps;
   // Probe only where better acceptance could turn drafting back on at this batch.
-  if (o_.probe_interval > 0 && state.idle_steps >= o_.probe_interval &&
+  if (o_.probe_interval > 0 && state.idle_steps >= o_.probe_interval && probe_step &&
       best_drafts(1.0, room, batch) > 0) {
     state.idle_steps = 0;
     d.drafts = 1;
@@ -48,6 +49,29 @@ SpecDecision SpecPolicy::decide(SpecState& state, int32_t room, int32_t batch) c
     d.skipped = false;
   }
   return d;
+}
+
+double SpecPolicy::step_ratio(const SpecPlan* plans, int32_t n, double uneven_cost) const {
+  if (n <= 0) return 1.0;
+  double tokens = 0;
+  int64_t rows = 0;
+  bool uneven = false;
+  for (int32_t i = 0; i < n; ++i) {
+    tokens += expected_tokens(plans[i].acceptance, plans[i].drafts);
+    rows += plans[i].drafts;
+    uneven = uneven || plans[i].drafts != plans[0].drafts;
+  }
+  const double b = n;
+  const double cost = 1.0 + static_cast<double>(rows) * (1.0 / (b + o_.knee) + o_.draft_cost / b) +
+                      (uneven ? uneven_cost : 0.0);
+  return tokens / b / cost;
+}
+
+bool SpecPolicy::step_pays(const SpecPlan* plans, int32_t n, double uneven_cost) const {
+  for (int32_t i = 0; i < n; ++i) {
+    if (plans[i].drafts > 0) return step_ratio(plans, n, uneven_cost) > 1.0;
+  }
+  return true;
 }
 
 void SpecPolicy::observe(SpecState& state, int32_t drafted, int32_t accepted) const {

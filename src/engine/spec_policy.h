@@ -21,6 +21,13 @@
 // the batch alone (no k would pay even at a = 1) is not probed. At B >= disable_batch_size (when
 // > 0) nobody drafts, as vLLM's --speculative-disable-by-batch-size.
 //
+// The step as a whole (step_ratio()): with CUDA graphs a step whose sequences carry different
+// draft counts cannot replay a graph as it is: it is padded to one count (filler rows) or runs
+// eagerly, either costing up to `uneven_cost` of a decode step for the whole batch. Sequences'
+// choices that each pay can together lose to that (a few drafting sequences among 64): the engine
+// then drops the step's drafts but the probes, and probes only on every probe_interval-th step so
+// that they share one uneven step instead of making most steps uneven.
+//
 // Pure and deterministic (no clocks): the same states and batch sizes give the same decisions.
 #pragma once
 
@@ -38,6 +45,13 @@ struct SpecPolicyOptions {
   double decay = 0.25;             // weight of each new observation in the estimate
   double margin = 0.03;            // E(k) / cost(k, B) must exceed 1 + margin
   int32_t probe_interval = 16;     // steps between one-draft probes of a sequence switched off
+};
+
+// One decoding sequence's part of a step, for SpecPolicy::step_ratio().
+struct SpecPlan {
+  double acceptance = 0;  // the sequence's estimate (SpecPolicy::acceptance())
+  int32_t drafts = 0;     // what decide() chose
+  bool probe = false;
 };
 
 // A sequence's part of the policy (lives in Sequence).
@@ -59,8 +73,17 @@ class SpecPolicy {
 
   // The drafts to ask for from a sequence with `room` (>= 1) drafts left (max_tokens,
   // max_model_len: capped at k) in a step with `batch` decoding sequences. Advances the
-  // sequence's probe counter: call once per sequence and step.
-  SpecDecision decide(SpecState& state, int32_t room, int32_t batch) const;
+  // sequence's probe counter: call once per sequence and step. A sequence due for a probe takes
+  // it only on a `probe_step` (it stays due until one comes).
+  SpecDecision decide(SpecState& state, int32_t room, int32_t batch, bool probe_step = true) const;
+  // Tokens per unit of cost of a step of `n` decoding sequences with these plans, over plain
+  // decoding (1): the sum of E(a_i, d_i) / n over 1 + (sum of d_i) * (1 / (n + knee) +
+  // draft_cost / n), plus `uneven_cost` (decode steps: what a step of uneven draft counts costs
+  // beyond its rows; 0 without graphs) when the draft counts differ.
+  double step_ratio(const SpecPlan* plans, int32_t n, double uneven_cost) const;
+  // Whether a step with these plans beats plain decoding (true without drafts). No margin here:
+  // each sequence's choice carried it; this only weighs the step's uneven cost against them.
+  bool step_pays(const SpecPlan* plans, int32_t n, double uneven_cost) const;
   // After a verify step that fed the sequence `drafted` (>= 1) drafts and kept `accepted`.
   void observe(SpecState& state, int32_t drafted, int32_t accepted) const;
 

@@ -30,6 +30,9 @@ struct EngineStats {
   // Sequence-steps where a decoding sequence with room for drafts asked for none: the adaptive
   // policy (engine/spec_policy.h) found they would not pay, or the batch-size cutoff.
   uint64_t draft_skipped = 0;
+  // Steps whose drafts (all but probes) the adaptive policy dropped because, with CUDA graphs,
+  // their uneven draft counts would cost the whole batch more than they bring (spec_policy.h).
+  uint64_t spec_steps_dropped = 0;
   // By draft position i (0 = the first draft after the sequence's last token): drafts fed there,
   // and of those, kept. accepted_at[i] / drafts_at[i] is the acceptance rate at depth i + 1.
   std::array<uint64_t, kSpecPositions> drafts_at{}, accepted_at{};

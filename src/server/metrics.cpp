@@ -163,6 +163,10 @@ const EngineSample kEngineSamples[] = {
      "Speculative decoding: decoding sequence-steps with room for drafts that asked for none "
      "(the adaptive policy or --speculative-disable-by-batch-size).",
      &EngineGauges::draft_skipped},
+    {"syv_spec_steps_dropped_total", "counter",
+     "Speculative decoding: steps whose drafts (all but probes) the adaptive policy dropped: with "
+     "CUDA graphs, their uneven draft counts would have cost the batch more than they bring.",
+     &EngineGauges::spec_steps_dropped},
     {"syv_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
      &EngineGauges::prefix_cache_hit_tokens},
     {"syv_host_tier_pages_capacity", "gauge", "Host tier size in KV pages (0: no host tier).",
@@ -238,6 +242,7 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.draft_tokens = static_cast<int64_t>(s.draft_tokens);
   g.accepted_tokens = static_cast<int64_t>(s.accepted_tokens);
   g.draft_skipped = static_cast<int64_t>(s.draft_skipped);
+  g.spec_steps_dropped = static_cast<int64_t>(s.spec_steps_dropped);
   g.drafts_at = s.drafts_at;
   g.accepted_at = s.accepted_at;
   g.tokens_per_verify = s.tokens_per_verify;

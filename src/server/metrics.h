@@ -88,6 +88,7 @@ struct EngineGauges {
   int64_t verify_padding_skipped = 0;  // cumulative: not padded, the filler costing too much
   int64_t draft_tokens = 0;            // cumulative: speculative drafts fed to verify steps
   int64_t accepted_tokens = 0;         // cumulative: of those, drafts kept
+  int64_t spec_steps_dropped = 0;      // cumulative: steps whose drafts the policy dropped
   int64_t draft_skipped = 0;  // cumulative: sequence-steps the adaptive policy left undrafted
   // Cumulative, by draft position and by tokens a verify step produced (EngineStats).
   std::array<uint64_t, kSpecPositions> drafts_at{}, accepted_at{};

@@ -508,6 +508,42 @@ TEST(EngineGraphs, UnevenVerifyStepsArePaddedAndReplayGraphs) {
   }
 }
 
+// Adaptive speculation with graphs: wrong drafts switch sequences off; the few that would still
+// draft (or probe) in a step would make it uneven (padded or eager for the whole batch), so the
+// policy drops such steps' drafts but the probes (spec_policy.h); output stays plain decoding's.
+TEST(EngineGraphs, AdaptiveSpeculationDropsDraftsThatWouldCostTheBatchAReplay) {
+  set_log_level(LogLevel::WARN);
+  std::vector<Request> requests = make_requests(97, 24, 40, 0.0f);
+  auto run_with = [&](const std::string& graphs, bool spec,
+                      const std::vector<std::vector<int32_t>>* plain) {
+    GraphFakeModel model;
+    EngineOptions o = opts(graphs, 4, 1024, 2048, 0, 256, 32);
+    if (spec) {
+      o.num_speculative_tokens = 3;
+      o.speculative_adaptive = true;
+      o.speculative_cost_knee = 32;
+    }
+    auto core = EngineCore::create(model, nullptr, o);
+    EXPECT_TRUE(core.ok()) << core.message();
+    if (plain != nullptr) {
+      auto oracle = std::make_unique<OracleDrafter>(Drafts::kWrong, 97);
+      for (size_t i = 0; i < requests.size(); ++i)
+        oracle->expect(requests[i].prompt_ids, (*plain)[i]);
+      core.value()->set_drafter(std::move(oracle));
+    }
+    return run_core(std::move(core).value(), requests);
+  };
+  const syv::testing::RunResult plain = run_with("off", false, nullptr);
+  const syv::testing::RunResult off = run_with("off", true, &plain.tokens);
+  const syv::testing::RunResult lazy = run_with("lazy", true, &plain.tokens);
+  EXPECT_EQ(off.tokens, plain.tokens);
+  EXPECT_EQ(lazy.tokens, plain.tokens);
+  EXPECT_EQ(off.stats.spec_steps_dropped, 0u) << "without graphs uneven steps cost nothing extra";
+  EXPECT_GT(lazy.stats.spec_steps_dropped, 0u);
+  EXPECT_LT(lazy.stats.draft_tokens, off.stats.draft_tokens);
+  EXPECT_GT(lazy.stats.draft_tokens, 0u) << "the prior drafts, then the probes";
+}
+
 TEST(EngineGraphs, ReservesTheLargestStepAndFixesTheContext) {
   set_log_level(LogLevel::WARN);
   GraphFakeModel model;

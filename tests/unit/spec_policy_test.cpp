@@ -126,6 +126,48 @@ TEST(SpecPolicy, DisableByBatchSize) {
   for (int step = 0; step < 30; ++step) EXPECT_EQ(policy.decide(st, 4, 8).drafts, 0);
 }
 
+TEST(SpecPolicy, ProbesWaitForAProbeStep) {
+  const SpecPolicy policy(policy_options(4));
+  SpecState st;
+  for (int i = 0; i < 20; ++i) policy.observe(st, 1, 0);  // switched off by its acceptance
+  for (int step = 0; step < 30; ++step) {
+    EXPECT_EQ(policy.decide(st, 4, 1, /*probe_step=*/false).drafts, 0) << "step " << step;
+  }
+  const SpecDecision d = policy.decide(st, 4, 1, /*probe_step=*/true);  // long due
+  EXPECT_EQ(d.drafts, 1);
+  EXPECT_TRUE(d.probe);
+  EXPECT_EQ(policy.decide(st, 4, 1, true).drafts, 0) << "the probe restarted the count";
+}
+
+TEST(SpecPolicy, StepRatioCountsUnevenDraftCounts) {
+  SpecPolicyOptions o = policy_options(4);
+  o.knee = 32;  // CUDA's default
+  const SpecPolicy policy(o);
+  // Every sequence with the same k: the step's ratio is each sequence's E(k) / cost(k, B).
+  std::vector<SpecPlan> even(16, SpecPlan{0.8, 2, false});
+  EXPECT_NEAR(policy.step_ratio(even.data(), 16, 0.05),
+              SpecPolicy::expected_tokens(0.8, 2) / policy.cost(2, 16), 1e-12);
+  EXPECT_TRUE(policy.step_pays(even.data(), 16, 0.05));
+  // No drafts: plain decoding, nothing to pay for.
+  std::vector<SpecPlan> none(64, SpecPlan{0.1, 0, false});
+  EXPECT_DOUBLE_EQ(policy.step_ratio(none.data(), 64, 0.05), 1.0);
+  EXPECT_TRUE(policy.step_pays(none.data(), 64, 0.05));
+  // Two of 64 sequences draft (each would pay alone): worth it without graphs, not when the
+  // uneven counts cost the step a replay.
+  std::vector<SpecPlan> few(64, SpecPlan{0.1, 0, false});
+  few[3] = few[40] = SpecPlan{0.9, 1, false};
+  EXPECT_GT(policy.best_drafts(0.9, 4, 64), 0);
+  EXPECT_TRUE(policy.step_pays(few.data(), 64, 0.0));
+  EXPECT_FALSE(policy.step_pays(few.data(), 64, 0.05));
+  const double expect =
+      (62 + 2 * SpecPolicy::expected_tokens(0.9, 1)) / 64 / (1 + 2 * (1.0 / (64 + 32)) + 0.05);
+  EXPECT_NEAR(policy.step_ratio(few.data(), 64, 0.05), expect, 1e-12);
+  // Most of a batch drafting with good acceptance still pays the uneven cost.
+  std::vector<SpecPlan> most(8, SpecPlan{0.95, 4, false});
+  most[0].drafts = 3;
+  EXPECT_TRUE(policy.step_pays(most.data(), 8, 0.05));
+}
+
 // The engine with adaptivity on: output is plain decoding's, wrong drafts stop being asked for,
 // right ones keep coming; adaptivity off asks every sequence for k every step (no skips).
 TEST(EngineSpecAdaptive, OracleDraftsEqualPlainDecoding) {
