@@ -115,8 +115,9 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
                  "CUDA graphs for decode steps: eager (the default: capture every bucket at "
                  "start-up), lazy (each bucket on first use) or off (see docs/engine.md \"CUDA "
                  "graphs\"). With speculation, verify steps whose sequences carry the same "
-                 "number of drafts and the MTP head's forwards replay graphs too (captured on "
-                 "first use). Ignored on the CPU backend.")
+                 "number of drafts and the MTP head's forwards replay graphs too (eager captures "
+                 "the verify graphs of up to 16 sequences at start-up, the rest on first use). "
+                 "Ignored on the CPU backend.")
       ->check(CLI::IsMember({"eager", "lazy", "off"}));
   // Speculative decoding (docs/engine.md "Verify steps").
   CLI::Option* method =

@@ -31,6 +31,9 @@ namespace {
 // long (kDecodeMaxSeqLen in cuda_backend.cpp); longer ones take the prefill kernel, whose tile
 // list follows the contexts.
 constexpr int32_t kMaxGraphQuery = 16;
+// With --cuda-graphs eager and speculation on, the verify graphs of buckets up to this many
+// sequences are captured at start-up too (GraphRunner::capture_all); larger ones on first use.
+constexpr int32_t kEagerVerifyGraphBatch = 16;
 
 SchedulerConfig scheduler_config(const EngineOptions& o) {
   return SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, o.max_prefill_chunk,
@@ -385,7 +388,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
         options.max_prompt_logprob_rows);
     const auto t0 = std::chrono::steady_clock::now();
     core->graphs_ = std::make_unique<GraphRunner>(model, g);
-    if (graph_mode == GraphMode::kEager) core->graphs_->capture_all();
+    // Verify graphs of small batches too, where speculation pays most: captured on first use they
+    // cost the first speculating requests a capture per draft count (~10-30 ms each at the
+    // Qwen3-8B shape), which short benchmarks counted as speculation's cost.
+    if (graph_mode == GraphMode::kEager)
+      core->graphs_->capture_all(g.max_query > 1 ? kEagerVerifyGraphBatch : 0);
     // The MTP head's forwards too (captured on first use): its eager forwards take at most a
     // step's tokens, and a logits row per sequence.
     if (mtp != nullptr)
@@ -398,9 +405,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     line << "graphs: " << b.size() << " buckets (" << b.front() << ".." << b.back() << ") ";
     if (g.max_query > 1)
       line << "for decode and for verify steps of up to " << g.max_query - 1
-           << " drafts per sequence (uneven counts padded to the most where that pays; captured on "
-              "first "
-              "use), ";
+           << " drafts per sequence (uneven counts padded to the most where that pays; "
+           << (graph_mode == GraphMode::kEager ? "up to " + std::to_string(kEagerVerifyGraphBatch) +
+                                                     " sequences captured now, more on first use), "
+                                               : std::string("captured on first use), "));
     if (mtp != nullptr)
       line << "the MTP head's forwards of up to " << g.max_batch
            << " rows (captured on first use), ";

@@ -201,9 +201,13 @@ int32_t GraphRunner::padded_query(const SchedulerOutput& step) const {
                              static_cast<int32_t>(config_.max_context));
 }
 
-void GraphRunner::capture_all() {
+void GraphRunner::capture_all(int32_t verify_max_batch) {
   for (size_t i = buckets_.size(); i-- > 0;)
     if (ids_[graph_index(i, 1)] < 0) capture(i, 1);
+  for (size_t i = 0; i < buckets_.size() && buckets_[i] <= verify_max_batch; ++i) {
+    for (int32_t q = 2; q <= config_.max_query; ++q)
+      if (ids_[graph_index(i, q)] < 0) capture(i, q);
+  }
 }
 
 void GraphRunner::capture(size_t i, int32_t q) {

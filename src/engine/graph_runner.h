@@ -115,9 +115,10 @@ class GraphRunner {
     return i < 0 ? -1 : buckets_[static_cast<size_t>(i)];
   }
 
-  // Captures every plain decode bucket (q = 1) not captured yet, largest first. Verify graphs
-  // (q > 1) are captured on first use.
-  void capture_all();
+  // Captures every plain decode bucket (q = 1) not captured yet, largest first, then the verify
+  // graphs (q = 2..max_query) of the buckets of at most `verify_max_batch` sequences. The other
+  // verify graphs are captured on first use.
+  void capture_all(int32_t verify_max_batch = 0);
   // Whether run() can take this step.
   bool accepts(const SchedulerOutput& step) const { return query_of(step) > 0; }
   // The q (>= 2) to pad a verify step of uneven draft counts to (Scheduler::pad_verify) so that

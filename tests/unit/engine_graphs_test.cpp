@@ -544,6 +544,20 @@ TEST(EngineGraphs, AdaptiveSpeculationDropsDraftsThatWouldCostTheBatchAReplay) {
   EXPECT_GT(lazy.stats.draft_tokens, 0u) << "the prior drafts, then the probes";
 }
 
+TEST(EngineGraphs, EagerCapturesSmallBatchVerifyGraphsAtStartUp) {
+  set_log_level(LogLevel::WARN);
+  for (const std::string mode : {"eager", "lazy"}) {
+    GraphFakeModel model;
+    EngineOptions o = opts(mode, 4, 256, 2048, 0, 64, 32);  // buckets 1 2 4 8 16 24 32
+    o.num_speculative_tokens = 3;
+    auto core = EngineCore::create(model, nullptr, o);
+    ASSERT_TRUE(core.ok()) << core.message();
+    ASSERT_NE(core.value()->graphs(), nullptr);
+    // eager: 7 decode graphs + q = 2..4 for the 5 buckets of at most 16 sequences.
+    EXPECT_EQ(core.value()->graphs()->num_captured(), mode == "eager" ? 7 + 5 * 3 : 0) << mode;
+  }
+}
+
 TEST(EngineGraphs, ReservesTheLargestStepAndFixesTheContext) {
   set_log_level(LogLevel::WARN);
   GraphFakeModel model;
