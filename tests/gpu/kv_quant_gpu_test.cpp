@@ -390,7 +390,7 @@ TEST_F(KvQuantGpu, DecodeAttentionMatchesDequantizedReference) {
       cuda::set_fp8_decode_form(form == 2 ? cuda::Fp8DecodeForm::kHeadRows
                                           : cuda::Fp8DecodeForm::kKeyRows);
       for (int64_t D : {64, 128, 256}) {
-        for (int64_t group : {1, 2, 4, 8, 16}) {
+        for (int64_t group : {1, 2, 4, 6, 8, 16}) {
           for (int64_t page : {16, 64}) {
             cuda::set_attention_decode_kernel(kernel);
             const int64_t hk = 2, hq = hk * group;
