@@ -714,20 +714,23 @@ TEST_P(CudaAttention, MatchesCpu) {
   cpu_->paged_attention(q.c, kc.c, vc.c, scale, mc, out.c);
   // Batches with a run of more than 16 new tokens take the prefill kernels: check every variant
   // (prefill_attention.h); the others take the decode kernel whatever the variant.
-  // Decode batches: the tensor-core kernel (variant 0, where the shape allows) and the CUDA-core
-  // one (variant 1).
+  // Decode batches: the tensor-core kernel (variant 0, where the shape allows; variant 2 forced
+  // to its key-rows form) and the CUDA-core one (variant 1).
   const bool prefill = *std::max_element(c.news.begin(), c.news.end()) > 16;
   const int initial = cuda::prefill_attention_variant();
-  const int variants = prefill ? cuda::prefill_attention_variant_count() : 2;
+  const int variants = prefill ? cuda::prefill_attention_variant_count() : 3;
   for (int v = 0; v < variants; ++v) {
     if (prefill) cuda::set_prefill_attention_variant(v);
-    if (!prefill)
-      cuda::set_attention_decode_kernel(v == 0 ? cuda::AttentionDecodeKernel::kAuto
-                                               : cuda::AttentionDecodeKernel::kCudaCores);
+    if (!prefill) {
+      cuda::set_attention_decode_kernel(v == 1 ? cuda::AttentionDecodeKernel::kCudaCores
+                                               : cuda::AttentionDecodeKernel::kAuto);
+      cuda::set_decode_mma_form(v == 2 ? cuda::DecodeMmaForm::kKeyRows
+                                       : cuda::DecodeMmaForm::kAuto);
+    }
     const std::string what =
         prefill ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
         : cuda::decode_mma_heads_per_block(c.hq, c.hk, c.d) > 0
-            ? std::string("decode kernel, tensor cores")
+            ? std::string("decode kernel, tensor cores") + (v == 2 ? ", key rows forced" : "")
             : std::string("decode kernel, CUDA cores");
     poison(out.g);
     gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
@@ -740,6 +743,7 @@ TEST_P(CudaAttention, MatchesCpu) {
   }
   cuda::set_prefill_attention_variant(initial);
   cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
+  cuda::set_decode_mma_form(cuda::DecodeMmaForm::kAuto);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -380,15 +380,14 @@ TEST_F(KvQuantGpu, FusedQkvNormRopeWriteMatchesReference) {
 // contexts crossing pages and splits, split policies, merged combine, batch-invariant mode.
 TEST_F(KvQuantGpu, DecodeAttentionMatchesDequantizedReference) {
   const bool initial_merged = cuda::attention_merged_combine();
-  // Both decode kernels: tensor cores (the default for groups >= 2) and CUDA cores; fp8 on tensor
-  // cores in both of its forms, each forced (key rows for groups <= 8, and head rows).
+  // Both decode kernels: tensor cores (the default for groups >= 2) and CUDA cores; tensor cores
+  // in both of their forms, each forced (key rows for groups <= 8, and head rows).
   for (int form = 0; form < 3; ++form)
     for (DType t : kDtypes) {
-      if (form == 2 && t != DType::F8E4M3) continue;
       const auto kernel =
           form == 1 ? cuda::AttentionDecodeKernel::kCudaCores : cuda::AttentionDecodeKernel::kAuto;
-      cuda::set_fp8_decode_form(form == 2 ? cuda::Fp8DecodeForm::kHeadRows
-                                          : cuda::Fp8DecodeForm::kKeyRows);
+      cuda::set_decode_mma_form(form == 2 ? cuda::DecodeMmaForm::kHeadRows
+                                          : cuda::DecodeMmaForm::kKeyRows);
       for (int64_t D : {64, 128, 256}) {
         for (int64_t group : {1, 2, 4, 6, 8, 16}) {
           for (int64_t page : {16, 64}) {
@@ -402,7 +401,7 @@ TEST_F(KvQuantGpu, DecodeAttentionMatchesDequantizedReference) {
                 std::string("decode ") + kv_name(t) + " D " + std::to_string(D) + " group " +
                 std::to_string(group) + " page " + std::to_string(page) +
                 (cuda::decode_mma_heads_per_block(hq, hk, D) > 0
-                     ? (form == 2 ? " (tensor cores, fp8 head rows)" : " (tensor cores)")
+                     ? (form == 2 ? " (tensor cores, head rows)" : " (tensor cores, key rows)")
                      : " (CUDA cores)");
             check_attention(b, c, hq, what,
                             {[] { cuda::set_attention_decode_splits(1); },
@@ -424,7 +423,7 @@ TEST_F(KvQuantGpu, DecodeAttentionMatchesDequantizedReference) {
   cuda::set_attention_decode_splits(0);
   cuda::set_attention_merged_combine(initial_merged);
   cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
-  cuda::set_fp8_decode_form(cuda::Fp8DecodeForm::kAuto);
+  cuda::set_decode_mma_form(cuda::DecodeMmaForm::kAuto);
 }
 
 // Decode batches wide enough (tokens x head groups >= 256) for the tensor-core kernel's wide fp8

@@ -25,7 +25,7 @@
 //    V scale (times 256, undone at the merge) is folded into P before its f16 rounding. At head_dim
 //    128 the stages are unpadded and XOR-swizzled (fp8_chunk), 3 of them; wide batches run 4
 //    blocks per SM with Q's fragments re-read from shared memory (kFp8WideBlocks).
-//    With G <= 8 (every Qwen shape) fp8 runs the key-rows form instead (kFp8KeyRowsMaxHeads):
+//    With G <= 8 (every Qwen shape) fp8 runs the key-rows form instead (kKeyRowsMaxHeads):
 //    the same fragments with the keys as the MMA's rows and the heads as its columns,
 //    S^T = K Q^T and O^T += V^T P^T, half the MMAs and half O's registers.
 //  * int4: a 2-stage cp.async pipeline of the bytes and scales, decoded and scaled per 32-element
@@ -137,8 +137,8 @@ __device__ __forceinline__ int fp8_chunk(int r, int c) {  // where chunk c of ro
 // blocks, launched early by PDL, hold every SM's shared memory while they wait for the kernel
 // before them: 5.15 without PDL).
 constexpr int64_t kFp8WideBlocks = 256;
-// fp8 with at most this many query heads per KV head (every Qwen3 / Qwen3.5 / Qwen3-Next shape:
-// 2 to 8) runs the key-rows form: S^T = K Q^T and O^T += V^T P^T, the keys (and head-dimension
+// At most this many query heads per KV head (every Qwen3 / Qwen3.5 / Qwen3-Next shape: 2 to 8),
+// fp8 runs the key-rows form: S^T = K Q^T and O^T += V^T P^T, the keys (and head-dimension
 // elements) as the MMA's 16 rows and the heads as its 8 columns. The head-rows form pads G heads
 // to 16 rows (a quarter used at G = 4) and issues two MMAs per k-step where this form issues one,
 // and its O takes D / 2 registers a lane against D / 4 here. H200, 8B (G = 4), fp8 KV, ctx 8192,
@@ -148,8 +148,11 @@ constexpr int64_t kFp8WideBlocks = 256;
 // was slower, 5.01 -> 5.32 (5.0 without PDL: its blocks, launched early, wait holding the SMs
 // the kernel before them runs on), so below kFp8KeyRowsMinBlocks blocks per split head rows
 // run. 2 stages and 5 blocks per SM at D = 128 (96 registers) measured the same as 3 and 4.
-// set_fp8_decode_form() forces a form.
-constexpr int kFp8KeyRowsMaxHeads = 8;
+// bf16 and int4 caches (int4 decoded into the bf16 tiles) have a key-rows form too, K's A
+// fragment by ldmatrix and V^T's by ldmatrix.trans (140 against 167 registers at D = 128, 225
+// against 255 at 256); it runs only when forced (set_decode_mma_form(); the GPU tests force it)
+// until it has been measured. set_decode_mma_form() forces a form.
+constexpr int kKeyRowsMaxHeads = 8;
 constexpr int64_t kFp8KeyRowsMinBlocks = 16;
 template <int D>
 constexpr int kQuantStages = 2;
@@ -188,13 +191,14 @@ static_assert(kFp8MergeFits<64> && kFp8MergeFits<128> && kFp8MergeFits<256>);
 // (blockIdx.y * G) / group.
 // kWide (fp8 at D = 128 only): 4 blocks per SM instead of 3, the Q fragments re-read from shared
 // memory each tile to fit 128 registers (see kFp8WideBlocks).
-// kKeyRows (fp8, G <= 8): the keys are the MMA's rows and the heads its columns (see
-// kFp8KeyRowsMaxHeads).
+// kKeyRows (G <= 8): the keys are the MMA's rows and the heads its columns (see
+// kKeyRowsMaxHeads).
 template <int D, DType KT, bool kWide = false, bool kKeyRows = false>
 // Blocks per SM: 3 up to head_dim 128 (bf16: 168 registers, 74 KB of shared memory); fp8's wide
 // and key-rows forms 4 (key rows: 110 registers); at 256, 1 (key rows: 2, 164 registers).
 __global__ void __launch_bounds__(kThreads,
-                                  D <= 128 ? (kWide || kKeyRows ? 4 : 3) : (kKeyRows ? 2 : 1))
+                                  D <= 128 ? (kWide || (kKeyRows && KT == DType::F8E4M3) ? 4 : 3)
+                                           : (kKeyRows && KT == DType::F8E4M3 ? 2 : 1))
     decode_mma_kernel(AttentionArgs a, int32_t rows_per_block, int32_t splits,
                       int32_t fixed_keys_per_split, int32_t align, float* partial) {
   // Batch metadata is uploaded before a forward's first kernel and never written by one, so it
@@ -350,7 +354,7 @@ __global__ void __launch_bounds__(kThreads,
   // The Q fragments stay in registers up to head_dim 128; at 256 (O alone takes 128 registers)
   // each tile re-reads them from shared memory.
   static_assert(!kWide || (kFold && D == 128), "the wide form is fp8 at head_dim 128");
-  static_assert(!kKeyRows || (kFold && !kWide), "the key-rows form is fp8's");
+  static_assert(!kKeyRows || !kWide, "the wide form is a head-rows form");
   constexpr bool kQInRegisters = D <= 128 && !kWide && !kKeyRows;
   uint32_t qa[kQInRegisters ? D / 16 : 1][4];
   // Key rows: Q's B fragments (head g, physical elements qk_col(tq, s) + {0, 1} and + {2, 3}),
@@ -364,7 +368,8 @@ __global__ void __launch_bounds__(kThreads,
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int wk = warp * kWarpKeys;  // this warp's first key within a tile
 
-  // fp8, key rows: this warp's 16 keys of the tile in stage `st` (the first is key kb).
+  // Key rows: this warp's 16 keys of the tile in stage `st` (fp8) or in tiles ks / vs (bf16, int4
+  // decoded); the first is key kb. Described for fp8; bf16 reads the same fragments by ldmatrix.
   //  * S^T = K Q^T: A is the K fragment the head-rows form reads as two B fragments (keys wk + g
   //    and wk + 8 + g), B is Q's (head g): one MMA per k-step instead of two. This lane holds
   //    s4 = S^T of keys wk + g (s4[0], s4[1]) and wk + 8 + g (s4[2], s4[3]) for heads 2 tq, 2 tq
@@ -374,10 +379,19 @@ __global__ void __launch_bounds__(kThreads,
   //    m-tile, 16 physical head-dimension elements: pv_col(nt, g) and pv_col(nt + 1, g)); B is
   //    P^T (keys 2 tq, 2 tq + 1 and 2 tq + 8, 2 tq + 9 of head g), moved from the lanes that
   //    computed it by four shuffles.
-  [[maybe_unused]] auto key_rows_tile = [&](int st, int kb) {
+  [[maybe_unused]] auto key_rows_tile = [&](int st, int kb, const bf16* ks, const bf16* vs) {
     if constexpr (kKeyRows) {
       float s4[4] = {0.f, 0.f, 0.f, 0.f};
-      {
+      if constexpr (!kFold) {  // bf16 tiles (int4: decoded into them): K's A fragment by ldmatrix
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t b[4];  // keys 0-7 / dims 0-7, keys 0-7 / 8-15, keys 8-15 / 0-7, 8-15 / 8-15
+          ldsm_x4(b, ks + (wk + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
+                         ((lane >> 3) & 1) * 8);
+          const uint32_t af[4] = {b[0], b[2], b[1], b[3]};
+          mma(s4, af, qb[kKeyRows ? kk : 0][0], qb[kKeyRows ? kk : 0][1]);
+        }
+      } else {
         constexpr int NC = D / 64;
         const int rot = D == 256 ? 2 * (tq >> 1) : 0;
         const unsigned char* kr0 = raw_k(st) + (wk + g) * KLD;
@@ -395,12 +409,16 @@ __global__ void __launch_bounds__(kThreads,
           }
         }
       }
-      const float ksc0 = raw_ks(st)[wk + g], ksc1 = raw_ks(st)[wk + 8 + g];
-      const float vsc0 = raw_vs(st)[wk + g] * kFoldV, vsc1 = raw_vs(st)[wk + 8 + g] * kFoldV;
-      s4[0] *= ksc0;
-      s4[1] *= ksc0;
-      s4[2] *= ksc1;
-      s4[3] *= ksc1;
+      float vsc0 = 1.f, vsc1 = 1.f;
+      if constexpr (kFold) {
+        const float ksc0 = raw_ks(st)[wk + g], ksc1 = raw_ks(st)[wk + 8 + g];
+        vsc0 = raw_vs(st)[wk + g] * kFoldV;
+        vsc1 = raw_vs(st)[wk + 8 + g] * kFoldV;
+        s4[0] *= ksc0;
+        s4[1] *= ksc0;
+        s4[2] *= ksc1;
+        s4[3] *= ksc1;
+      }
       if (kb + kWarpKeys > k_end) {  // the split ends inside this warp's keys
         if (kb + g >= k_end) s4[0] = s4[1] = -INFINITY;
         if (kb + 8 + g >= k_end) s4[2] = s4[3] = -INFINITY;
@@ -418,8 +436,11 @@ __global__ void __launch_bounds__(kThreads,
         p[1][e] = ex2(fmaf(s4[2 + e], sl2, -sh));
         l[e] = l[e] * al[e] + p[0][e] + p[1][e];
       }
-      const uint32_t u0 = pack_f16_sat(p[0][0] * vsc0, p[0][1] * vsc0);  // key wk + g
-      const uint32_t u1 = pack_f16_sat(p[1][0] * vsc1, p[1][1] * vsc1);  // key wk + 8 + g
+      // key wk + g (u0) and wk + 8 + g (u1), heads 2 tq, 2 tq + 1
+      const uint32_t u0 =
+          kFold ? pack_f16_sat(p[0][0] * vsc0, p[0][1] * vsc0) : pack_bf16(p[0][0], p[0][1]);
+      const uint32_t u1 =
+          kFold ? pack_f16_sat(p[1][0] * vsc1, p[1][1] * vsc1) : pack_bf16(p[1][0], p[1][1]);
       // P^T's B fragment: P[key][head g] for keys 2 tq, 2 tq + 1 (b0) and + 8 (b1); key k's heads
       // 2 j, 2 j + 1 are in lane 4 k + j.
       const int src0 = 8 * tq + (g >> 1), src1 = src0 + 4;
@@ -437,43 +458,54 @@ __global__ void __launch_bounds__(kThreads,
           o[i][3] *= al[1];
         }
       }
-      constexpr int NC = D >= 128 ? D / 128 : 1, CW = D == 64 ? 2 : 4;  // chunks, their words
-      const int rot = D == 256 ? (g & 1) : 0;
-      const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD;
+      if constexpr (!kFold) {  // V^T's A fragment by ldmatrix.trans (dims x keys)
 #pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        uint32_t x[4][CW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int off =
-              D == 64 ? 8 * g
-                      : 16 * fp8_chunk<D>(2 * tq + (k & 1), NC * g + ((c + rot) & (NC - 1)));
-          const unsigned char* pk = vr + ((k >> 1) * 8 + (k & 1)) * VLD + off;
-          if constexpr (CW == 2) {
-            const uint2 w = *reinterpret_cast<const uint2*>(pk);
-            x[k][0] = w.x;
-            x[k][1] = w.y;
-          } else {
-            const uint4 w = *reinterpret_cast<const uint4*>(pk);
-            x[k][0] = w.x;
-            x[k][1] = w.y;
-            x[k][2] = w.z;
-            x[k][3] = w.w;
-          }
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t b[4];  // keys 0-7 / dims 0-7, keys 8-15 / 0-7, keys 0-7 / 8-15, 8-15 / 8-15
+          ldsm_x4_t(
+              b, vs + (wk + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
+          const uint32_t av[4] = {b[0], b[2], b[1], b[3]};
+          mma(o[dp], av, b0, b1);
         }
+      } else {  // fp8: V^T's A fragment from the stored bytes
+        constexpr int NC = D >= 128 ? D / 128 : 1, CW = D == 64 ? 2 : 4;  // chunks, their words
+        const int rot = D == 256 ? (g & 1) : 0;
+        const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD;
 #pragma unroll
-        for (int w = 0; w < CW; ++w) {
-          const int mt = 8 * c + 2 * w;  // n-tiles 2 mt .. 2 mt + 3 of the head-rows form
-          const uint32_t lo0 = __byte_perm(x[0][w], x[1][w], 0x5140u);  // bytes 0, 1
-          const uint32_t hi0 = __byte_perm(x[0][w], x[1][w], 0x7362u);  // bytes 2, 3
-          const uint32_t lo1 = __byte_perm(x[2][w], x[3][w], 0x5140u);
-          const uint32_t hi1 = __byte_perm(x[2][w], x[3][w], 0x7362u);
-          const uint32_t a0[4] = {e4m3x2_to_f16x2(lo0), e4m3x2_to_f16x2(lo0 >> 16),
-                                  e4m3x2_to_f16x2(lo1), e4m3x2_to_f16x2(lo1 >> 16)};
-          const uint32_t a1[4] = {e4m3x2_to_f16x2(hi0), e4m3x2_to_f16x2(hi0 >> 16),
-                                  e4m3x2_to_f16x2(hi1), e4m3x2_to_f16x2(hi1 >> 16)};
-          mma_f16(o[mt], a0, b0, b1);
-          mma_f16(o[mt + 1], a1, b0, b1);
+        for (int c = 0; c < NC; ++c) {
+          uint32_t x[4][CW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int off =
+                D == 64 ? 8 * g
+                        : 16 * fp8_chunk<D>(2 * tq + (k & 1), NC * g + ((c + rot) & (NC - 1)));
+            const unsigned char* pk = vr + ((k >> 1) * 8 + (k & 1)) * VLD + off;
+            if constexpr (CW == 2) {
+              const uint2 w = *reinterpret_cast<const uint2*>(pk);
+              x[k][0] = w.x;
+              x[k][1] = w.y;
+            } else {
+              const uint4 w = *reinterpret_cast<const uint4*>(pk);
+              x[k][0] = w.x;
+              x[k][1] = w.y;
+              x[k][2] = w.z;
+              x[k][3] = w.w;
+            }
+          }
+#pragma unroll
+          for (int w = 0; w < CW; ++w) {
+            const int mt = 8 * c + 2 * w;  // n-tiles 2 mt .. 2 mt + 3 of the head-rows form
+            const uint32_t lo0 = __byte_perm(x[0][w], x[1][w], 0x5140u);  // bytes 0, 1
+            const uint32_t hi0 = __byte_perm(x[0][w], x[1][w], 0x7362u);  // bytes 2, 3
+            const uint32_t lo1 = __byte_perm(x[2][w], x[3][w], 0x5140u);
+            const uint32_t hi1 = __byte_perm(x[2][w], x[3][w], 0x7362u);
+            const uint32_t a0[4] = {e4m3x2_to_f16x2(lo0), e4m3x2_to_f16x2(lo0 >> 16),
+                                    e4m3x2_to_f16x2(lo1), e4m3x2_to_f16x2(lo1 >> 16)};
+            const uint32_t a1[4] = {e4m3x2_to_f16x2(hi0), e4m3x2_to_f16x2(hi0 >> 16),
+                                    e4m3x2_to_f16x2(hi1), e4m3x2_to_f16x2(hi1 >> 16)};
+            mma_f16(o[mt], a0, b0, b1);
+            mma_f16(o[mt + 1], a1, b0, b1);
+          }
         }
       }
     }
@@ -509,9 +541,14 @@ __global__ void __launch_bounds__(kThreads,
     if (kKeyRows && it == 0) {
 #pragma unroll
       for (int kk = 0; kk < (kKeyRows ? D / 16 : 0); ++kk) {
-        const uint2 lo = *reinterpret_cast<const uint2*>(Qs + g * LD + qk_col<D>(tq, kk));
-        qb[kk][0] = lo.x;
-        qb[kk][1] = lo.y;
+        if constexpr (kFold) {
+          const uint2 lo = *reinterpret_cast<const uint2*>(Qs + g * LD + qk_col<D>(tq, kk));
+          qb[kk][0] = lo.x;
+          qb[kk][1] = lo.y;
+        } else {  // Q[head g][16 kk + 2 tq + {0, 1}] and [... + 8 + {0, 1}]
+          qb[kk][0] = *reinterpret_cast<const uint32_t*>(Qs + g * LD + kk * 16 + 2 * tq);
+          qb[kk][1] = *reinterpret_cast<const uint32_t*>(Qs + g * LD + kk * 16 + 8 + 2 * tq);
+        }
       }
     }
     if (kQInRegisters && it == 0) {
@@ -526,7 +563,7 @@ __global__ void __launch_bounds__(kThreads,
     }
     const int kb = k_begin + it * kBN + wk;  // this warp's first key
     if (kKeyRows && kb < k_end) {            // warp-uniform
-      key_rows_tile(st, kb);
+      key_rows_tile(st, kb, ks, vs);
     } else if (!kKeyRows && kb < k_end) {
       float sc[2][4] = {};
       if constexpr (kFold) {
@@ -703,8 +740,8 @@ __global__ void __launch_bounds__(kThreads,
     float* orow = sm_o + (warp * kRows + r) * D;
 #pragma unroll
     for (int i = 0; i < (kKeyRows ? kOTiles : 0); ++i) {
-      orow[pv_col<D>(2 * i, g)] = o[i][e] * unfold;
-      orow[pv_col<D>(2 * i + 1, g)] = o[i][2 + e] * unfold;
+      orow[kFold ? pv_col<D>(2 * i, g) : 16 * i + g] = o[i][e] * unfold;
+      orow[kFold ? pv_col<D>(2 * i + 1, g) : 16 * i + 8 + g] = o[i][2 + e] * unfold;
     }
   }
 #pragma unroll
@@ -769,14 +806,12 @@ void launch_w(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixe
 template <int D, DType KT>
 void launch_t(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
               float* partial, cudaStream_t s) {
-  if constexpr (KT == DType::F8E4M3) {
-    const int64_t blocks = static_cast<int64_t>(a.tokens) * (a.hq / rows);
-    const Fp8DecodeForm form = fp8_decode_form();
-    if (rows <= kFp8KeyRowsMaxHeads &&
-        (form == Fp8DecodeForm::kKeyRows ||
-         (form == Fp8DecodeForm::kAuto && blocks >= kFp8KeyRowsMinBlocks))) {
-      return launch_w<D, KT, false, true>(a, rows, splits, fixed, align, partial, s);
-    }
+  const int64_t blocks = static_cast<int64_t>(a.tokens) * (a.hq / rows);
+  const DecodeMmaForm form = decode_mma_form();
+  if (rows <= kKeyRowsMaxHeads &&
+      (form == DecodeMmaForm::kKeyRows ||
+       (form == DecodeMmaForm::kAuto && KT == DType::F8E4M3 && blocks >= kFp8KeyRowsMinBlocks))) {
+    return launch_w<D, KT, false, true>(a, rows, splits, fixed, align, partial, s);
   }
   if constexpr (KT == DType::F8E4M3 && D == 128) {
     if (static_cast<int64_t>(a.tokens) * (a.hq / rows) >= kFp8WideBlocks)
@@ -838,23 +873,23 @@ void launch_decode_mma(const AttentionArgs& a, int32_t heads_per_block, int32_t 
 
 namespace syv::cuda {
 namespace {
-std::atomic<int> g_fp8_form{-1};  // -1: not read from the environment yet
+std::atomic<int> g_mma_form{-1};  // -1: not read from the environment yet
 }  // namespace
 
-Fp8DecodeForm fp8_decode_form() {
-  int v = g_fp8_form.load(std::memory_order_relaxed);
+DecodeMmaForm decode_mma_form() {
+  int v = g_mma_form.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* e = std::getenv("SYV_FP8_DECODE_FORM");
+    const char* e = std::getenv("SYV_DECODE_MMA_FORM");
     const std::string_view f = e != nullptr ? e : "";
-    v = static_cast<int>(f == "keys"    ? Fp8DecodeForm::kKeyRows
-                         : f == "heads" ? Fp8DecodeForm::kHeadRows
-                                        : Fp8DecodeForm::kAuto);
-    g_fp8_form.store(v, std::memory_order_relaxed);
+    v = static_cast<int>(f == "keys"    ? DecodeMmaForm::kKeyRows
+                         : f == "heads" ? DecodeMmaForm::kHeadRows
+                                        : DecodeMmaForm::kAuto);
+    g_mma_form.store(v, std::memory_order_relaxed);
   }
-  return static_cast<Fp8DecodeForm>(v);
+  return static_cast<DecodeMmaForm>(v);
 }
-void set_fp8_decode_form(Fp8DecodeForm f) {
-  g_fp8_form.store(static_cast<int>(f), std::memory_order_relaxed);
+void set_decode_mma_form(DecodeMmaForm f) {
+  g_mma_form.store(static_cast<int>(f), std::memory_order_relaxed);
 }
 
 }  // namespace syv::cuda

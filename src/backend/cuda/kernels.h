@@ -227,14 +227,15 @@ constexpr int32_t kDecodeMmaBlocksPerSm = 8;
 enum class AttentionDecodeKernel { kAuto = 0, kCudaCores = 1 };
 void set_attention_decode_kernel(AttentionDecodeKernel k);
 AttentionDecodeKernel attention_decode_kernel();
-// fp8 caches, at most 8 query heads per KV head: which form of the tensor-core decode kernel runs.
-// kKeyRows puts the keys on the MMA's rows, kHeadRows the query heads; kAuto (the default) takes
-// key rows for batches of at least 16 blocks per split (tokens x head groups) and head rows
-// below (attention_decode_mma.cu says why). SYV_FP8_DECODE_FORM=keys|heads starts with a forced
-// form (A/B timing; tests force each). Read at launch.
-enum class Fp8DecodeForm { kAuto = 0, kKeyRows = 1, kHeadRows = 2 };
-void set_fp8_decode_form(Fp8DecodeForm f);
-Fp8DecodeForm fp8_decode_form();
+// Which form of the tensor-core decode kernel runs where a KV head has at most 8 query heads:
+// kKeyRows puts the keys on the MMA's rows, kHeadRows the query heads. kAuto (the default) takes
+// key rows for fp8 caches from 16 blocks per split (tokens x head groups) and head rows below them
+// and for bf16 / int4 caches (their key-rows form is tested, not yet measured;
+// attention_decode_mma.cu says why). SYV_DECODE_MMA_FORM=keys|heads starts with a forced form (A/B
+// timing; tests force each). Read at launch.
+enum class DecodeMmaForm { kAuto = 0, kKeyRows = 1, kHeadRows = 2 };
+void set_decode_mma_form(DecodeMmaForm f);
+DecodeMmaForm decode_mma_form();
 // Query heads per tensor-core decode block for this shape under the current choice; 0: the
 // CUDA-core kernel runs it (also where the kernel needs more shared memory than the device has:
 // head_dim 256 on sm_86 / 89 / 120).
