@@ -1,5 +1,7 @@
 #include "model/blocks.h"
 
+#include "model/tp_comm.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -20,6 +22,10 @@ Fusions fusions_from_env() {
   f.silu = value("SYV_FUSED_SILU") != "0";
   f.moe = value("SYV_FUSED_MOE") != "0";
   return f;
+}
+
+void all_reduce_partial(BlockContext& c, Tensor& t) {
+  if (c.tp != nullptr) c.tp->all_reduce_sum(c.backend, t);
 }
 
 void add_norm(BlockContext& c, Residual& r, const Tensor& norm_w, Tensor& x) {
@@ -90,6 +96,7 @@ void attention_block(BlockContext& c, Residual& r, const Tensor& norm_w, const A
   b.paged_attention(q3, kv, 1.0f / std::sqrt(static_cast<float>(D)), c.meta, attn3);
   if (w.gate.tensor.empty()) {
     b.linear(attn, w.o, w.o_bias.tensor, out);
+    all_reduce_partial(c, out);
     return;
   }
   SYV_CHECK(s.gated) << "gated attention weights with an ungated AttentionShape";
@@ -98,6 +105,7 @@ void attention_block(BlockContext& c, Residual& r, const Tensor& norm_w, const A
   b.linear(x, w.gate, Tensor(), gate);
   b.sigmoid_mul(attn, gate, gated);
   b.linear(gated, w.o, w.o_bias.tensor, out);
+  all_reduce_partial(c, out);
 }
 
 // ---- Gated DeltaNet
@@ -160,6 +168,7 @@ void dense_mlp(BlockContext& c, const Weight& gate_up_w, const Weight& down_w, c
     c.backend.silu_mul(gate_up, a);
   }
   c.backend.linear(a, down_w, Tensor(), out);
+  all_reduce_partial(c, out);
 }
 
 }  // namespace
@@ -196,6 +205,7 @@ void mlp_block(BlockContext& c, Residual& r, const Tensor& norm_w, const MlpWeig
     std::swap(r.h, r.h_alt);
     r.pending = Tensor();
     b.linear(a, w.down, Tensor(), out);
+    all_reduce_partial(c, out);
     return;
   }
   // Routed experts + sigmoid-gated shared expert: out = moe(x) + sigmoid(g · x) * shared(x), one op

@@ -23,6 +23,8 @@
 
 namespace syv {
 
+class TpComm;  // model/tp_comm.h
+
 // Which fused ops the blocks use (all by default). Each can be switched off through the
 // environment for A/B timing (SYV_FUSED_QKV=0 etc.), read once when a model is built (not on
 // the forward path). Off runs the plain op sequence the fused op stands for.
@@ -45,7 +47,12 @@ struct BlockContext {
   float eps;      // RMSNorm epsilon
   NormKind norm;  // plain (qwen3) or zero-centred (hybrids)
   Fusions fuse;
+  // Tensor parallelism (model/tensor_parallel.h): this rank's all-reduce, or null (one rank). The
+  // row-parallel linears (attention's o, the MLP's down) all-reduce their partial sums with it.
+  TpComm* tp = nullptr;
 };
+// t += the other ranks' partial sums of it (nothing without tensor parallelism).
+void all_reduce_partial(BlockContext& c, Tensor& t);
 
 // The residual stream [T, H]. `pending` (empty at the first layer) is the last block's output,
 // not yet added to h: the next pre-norm adds it. Fused norms write the new sum into h_alt and the

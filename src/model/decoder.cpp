@@ -153,7 +153,7 @@ class DecoderModel final : public Model {
     out.token_hidden = x;
     Tensor o = ws_.take(act, {T, H_});
 
-    BlockContext c{backend_, ws_, meta, act, eps_, o_.norm, fusions_};
+    BlockContext c{backend_, ws_, meta, act, eps_, o_.norm, fusions_, o_.tp};
     Residual res{&h_a, &h_b, Tensor()};
     backend_.embedding(w_.embed.tensor, meta.token_ids, *res.h);
     for (size_t l = 0; l < w_.layers.size(); ++l) {

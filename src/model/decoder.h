@@ -45,6 +45,8 @@ struct DecoderOptions {
   bool gated_attention = false;      // attention layers carry a sigmoid gate
   int32_t rotary_dim = 0;            // RoPE lanes (0: head_dim)
   CacheSpec cache;                   // what cache_spec() returns
+  // Tensor parallelism (model/tensor_parallel.h): this rank's all-reduce (not owned), or null.
+  TpComm* tp = nullptr;
 };
 
 std::unique_ptr<Model> make_decoder_model(const ModelConfig& config, Backend& backend,

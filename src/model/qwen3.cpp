@@ -15,8 +15,8 @@ std::string layer_prefix(int64_t l) {
   return "model.layers." + std::to_string(l) + ".";
 }
 
-// Reads the checkpoint's tensors (in qwen3_weight_specs() order) into the kit's layout: q/k/v
-// projections (and biases) fused into one [(Hq + 2 Hk) * D, H] matrix, gate/up into [2I, H].
+}  // namespace
+
 Status load_qwen3_weights(const ModelConfig& config, WeightLoader& loader, DecoderWeights* out) {
   std::vector<WeightSpec> specs = qwen3_weight_specs(config);
   size_t next = 0;
@@ -65,8 +65,6 @@ Status load_qwen3_weights(const ModelConfig& config, WeightLoader& loader, Decod
   SYV_CHECK_EQ(next, specs.size()) << "unused weight specs";
   return Status::Ok();
 }
-
-}  // namespace
 
 Status validate_qwen3_config(const ModelConfig& c) {
   SYV_RETURN_IF_ERROR(check_positive_field(c.vocab_size, "vocab_size"));

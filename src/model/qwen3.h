@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/decoder.h"
 #include "model/model.h"
 #include "model/weight_spec.h"
 
@@ -17,6 +18,10 @@ Status validate_qwen3_config(const ModelConfig& config);
 // Every tensor a qwen3 checkpoint must hold, in load order (lm_head.weight only when untied;
 // q/k/v/o biases only when attention_bias).
 std::vector<WeightSpec> qwen3_weight_specs(const ModelConfig& config);
+
+// Reads the checkpoint's tensors (in qwen3_weight_specs() order) into the kit's layout: q/k/v
+// projections (and biases) fused into one [(Hq + 2 Hk) * D, H] matrix, gate/up into [2I, H].
+Status load_qwen3_weights(const ModelConfig& config, WeightLoader& loader, DecoderWeights* out);
 
 // K and V of every layer, per token, with the cache in `kv_dtype`.
 CacheSpec qwen3_cache_spec(const ModelConfig& config, DType kv_dtype);

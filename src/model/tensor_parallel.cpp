@@ -1,0 +1,297 @@
+#include "model/tensor_parallel.h"
+
+#include <barrier>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "model/qwen3.h"
+
+namespace syv {
+
+// ---- HostTpGroup ------------------------------------------------------------------------------
+
+struct HostTpGroup::Shared {
+  explicit Shared(int n) : size(n), sync(n), partials(static_cast<size_t>(n)) {}
+  int size;
+  std::barrier<> sync;
+  std::vector<std::vector<float>> partials;  // [rank] the rank's t, on the host
+};
+
+class HostTpGroup::Comm final : public TpComm {
+ public:
+  Comm(Shared& shared, int rank) : s_(shared), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return s_.size; }
+  void all_reduce_sum(Backend& backend, Tensor& t) override {
+    SYV_CHECK(t.dtype == DType::F32) << "HostTpGroup: all_reduce_sum of " << dtype_name(t.dtype)
+                                     << " (the simulated ranks reduce f32 activations)";
+    const size_t n = static_cast<size_t>(t.numel());
+    std::vector<float>& mine = s_.partials[static_cast<size_t>(rank_)];
+    mine.resize(n);
+    backend.download(mine.data(), t.data, n * sizeof(float));
+    s_.sync.arrive_and_wait();  // every rank's partial is on the host
+    std::vector<float> sum(n, 0.f);
+    for (const std::vector<float>& p : s_.partials) {  // rank order: the same bits everywhere
+      SYV_CHECK_EQ(p.size(), n) << "HostTpGroup: ranks reduce tensors of different sizes";
+      for (size_t i = 0; i < n; ++i) sum[i] += p[i];
+    }
+    s_.sync.arrive_and_wait();  // every rank has read every partial
+    backend.upload(t.data, sum.data(), n * sizeof(float));
+  }
+
+ private:
+  Shared& s_;
+  int rank_;
+};
+
+HostTpGroup::HostTpGroup(int size) : shared_(std::make_unique<Shared>(size)) {
+  SYV_CHECK_GE(size, 1) << "HostTpGroup of " << size << " ranks";
+  for (int r = 0; r < size; ++r) comms_.push_back(std::make_unique<Comm>(*shared_, r));
+}
+HostTpGroup::~HostTpGroup() = default;
+int HostTpGroup::size() const {
+  return shared_->size;
+}
+TpComm& HostTpGroup::comm(int rank) {
+  SYV_CHECK(rank >= 0 && rank < shared_->size) << "HostTpGroup: rank " << rank;
+  return *comms_[static_cast<size_t>(rank)];
+}
+
+// ---- the split --------------------------------------------------------------------------------
+
+Status check_tensor_parallel(const ModelConfig& c, int n) {
+  const std::string size = std::to_string(n);
+  if (n < 1) return Status::Error("tensor parallel size: expected >= 1, found " + size);
+  if (c.is_hybrid() || c.is_moe()) {
+    return Status::Error("tensor parallelism: model_type \"" + c.model_type +
+                         "\" is not split yet (dense qwen3 only: hybrid and MoE layers are not "
+                         "sharded yet)");
+  }
+  if (c.quant.method != QuantMethod::kNone) {
+    return Status::Error(
+        "tensor parallelism: pre-quantized weights (quantization_config) are not split yet");
+  }
+  auto divides = [&](int64_t value, const char* field) -> Status {
+    if (value % n == 0) return Status::Ok();
+    return Status::Error("config.json: " + std::string(field) + " = " + std::to_string(value) +
+                         " is not divisible by the tensor parallel size " + size);
+  };
+  SYV_RETURN_IF_ERROR(divides(c.num_attention_heads, "num_attention_heads"));
+  SYV_RETURN_IF_ERROR(divides(c.intermediate_size, "intermediate_size"));
+  const int64_t hk = c.num_key_value_heads;
+  if (hk % n != 0 && n % hk != 0) {
+    return Status::Error("config.json: num_key_value_heads = " + std::to_string(hk) +
+                         " and the tensor parallel size " + size +
+                         ": one must divide the other (KV heads are split, or replicated when "
+                         "fewer than the ranks)");
+  }
+  return Status::Ok();
+}
+
+ModelConfig tensor_parallel_rank_config(const ModelConfig& c, int n) {
+  ModelConfig r = c;
+  r.num_attention_heads = c.num_attention_heads / n;
+  r.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / n);
+  r.intermediate_size = c.intermediate_size / n;
+  return r;
+}
+
+namespace {
+
+// A copy of rows [r0, r0 + rows) x columns [c0, c0 + cols) of `t` (1-D: elements [c0, c0 +
+// cols), rows must be 1), from `src` into a new buffer of `dst`.
+DeviceWeight copy_block(const Tensor& t, Backend& src, int64_t r0, int64_t rows, int64_t c0,
+                        int64_t cols, Backend& dst) {
+  const size_t es = dtype_size(t.dtype);
+  const int64_t width = t.ndim >= 2 ? t.dim(-1) : t.numel();
+  std::vector<unsigned char> host(t.bytes());
+  src.download(host.data(), t.data, host.size());
+  std::vector<unsigned char> part(static_cast<size_t>(rows * cols) * es);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(part.data() + static_cast<size_t>(r * cols) * es,
+                host.data() + static_cast<size_t>((r0 + r) * width + c0) * es,
+                static_cast<size_t>(cols) * es);
+  }
+  DeviceWeight w;
+  w.buffer = dst.allocate(part.size());
+  dst.upload(w.buffer.data(), part.data(), part.size());
+  w.set_dense(t.ndim >= 2 ? w.buffer.view(t.dtype, {rows, cols}) : w.buffer.view(t.dtype, {cols}));
+  return w;
+}
+DeviceWeight copy_all(const DeviceWeight& w, Backend& src, Backend& dst) {
+  if (w.empty()) return DeviceWeight();
+  const Tensor& t = w.tensor;
+  return t.ndim >= 2 ? copy_block(t, src, 0, t.dim(0), 0, t.dim(1), dst)
+                     : copy_block(t, src, 0, 1, 0, t.numel(), dst);
+}
+// Rows `ranges` (begin, count) of a 2-D weight (or elements of a 1-D one), stacked.
+DeviceWeight copy_rows(const DeviceWeight& w, Backend& src,
+                       const std::vector<std::pair<int64_t, int64_t>>& ranges, Backend& dst) {
+  if (w.empty()) return DeviceWeight();
+  const Tensor& t = w.tensor;
+  const size_t es = dtype_size(t.dtype);
+  const int64_t width = t.ndim >= 2 ? t.dim(1) : 1;
+  std::vector<unsigned char> host(t.bytes());
+  src.download(host.data(), t.data, host.size());
+  std::vector<unsigned char> part;
+  int64_t rows = 0;
+  for (const auto& [begin, count] : ranges) {
+    const unsigned char* from = host.data() + static_cast<size_t>(begin * width) * es;
+    part.insert(part.end(), from, from + static_cast<size_t>(count * width) * es);
+    rows += count;
+  }
+  DeviceWeight out;
+  out.buffer = dst.allocate(part.size());
+  dst.upload(out.buffer.data(), part.data(), part.size());
+  out.set_dense(t.ndim >= 2 ? out.buffer.view(t.dtype, {rows, width})
+                            : out.buffer.view(t.dtype, {rows}));
+  return out;
+}
+
+}  // namespace
+
+Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend& src,
+                                             const ModelConfig& c, int rank, int n, Backend& dst) {
+  SYV_RETURN_IF_ERROR(check_tensor_parallel(c, n));
+  if (full.mtp) return Status::Error("tensor parallelism: an MTP head is not split yet");
+  const int64_t D = c.head_dim, Hq = c.num_attention_heads, Hk = c.num_key_value_heads;
+  const int64_t hq = Hq / n, hk = std::max<int64_t>(1, Hk / n), I = c.intermediate_size / n;
+  const int64_t q0 = rank * hq;                              // first query head
+  const int64_t k0 = Hk >= n ? rank * hk : rank / (n / Hk);  // first KV head
+  const std::vector<std::pair<int64_t, int64_t>> qkv_rows = {
+      {q0 * D, hq * D}, {Hq * D + k0 * D, hk * D}, {(Hq + Hk) * D + k0 * D, hk * D}};
+  DecoderWeights out;
+  out.embed = copy_all(full.embed, src, dst);
+  out.final_norm = copy_all(full.final_norm, src, dst);
+  out.lm_head = copy_all(full.lm_head, src, dst);
+  for (const DecoderLayer& l : full.layers) {
+    for (const DeviceWeight* w : {&l.attn.qkv, &l.attn.o, &l.mlp.gate_up, &l.mlp.down}) {
+      if (!w->dense()) return Status::Error("tensor parallelism: quantized weights are not split");
+    }
+    DecoderLayer& r = out.layers.emplace_back();
+    r.type = l.type;
+    r.input_norm = copy_all(l.input_norm, src, dst);
+    r.post_norm = copy_all(l.post_norm, src, dst);
+    r.attn.q_norm = copy_all(l.attn.q_norm, src, dst);
+    r.attn.k_norm = copy_all(l.attn.k_norm, src, dst);
+    r.attn.qkv = copy_rows(l.attn.qkv, src, qkv_rows, dst);
+    r.attn.qkv_bias = copy_rows(l.attn.qkv_bias, src, qkv_rows, dst);
+    const Tensor& o = l.attn.o.tensor;  // [H, Hq D]: this rank's columns
+    r.attn.o = copy_block(o, src, 0, o.dim(0), q0 * D, hq * D, dst);
+    if (rank == 0) r.attn.o_bias = copy_all(l.attn.o_bias, src, dst);  // added once
+    const int64_t I_full = c.intermediate_size;
+    r.mlp.gate_up = copy_rows(l.mlp.gate_up, src, {{rank * I, I}, {I_full + rank * I, I}}, dst);
+    const Tensor& down = l.mlp.down.tensor;  // [H, I]
+    r.mlp.down = copy_block(down, src, 0, down.dim(0), rank * I, I, dst);
+  }
+  for (const DecoderLayer& l : out.layers) {
+    for (const DeviceWeight* w : {&l.input_norm, &l.post_norm, &l.attn.q_norm, &l.attn.k_norm,
+                                  &l.attn.qkv, &l.attn.o, &l.mlp.gate_up, &l.mlp.down}) {
+      out.parameters += w->tensor.numel();
+      out.device_bytes += static_cast<int64_t>(w->bytes());
+    }
+  }
+  for (const DeviceWeight* w : {&out.embed, &out.final_norm, &out.lm_head}) {
+    out.parameters += w->tensor.numel();
+    out.device_bytes += static_cast<int64_t>(w->bytes());
+  }
+  return out;
+}
+
+namespace {
+
+// N rank models driven as one (see load_tensor_parallel()).
+class TensorParallelModel final : public Model {
+ public:
+  TensorParallelModel(const ModelConfig& config, std::unique_ptr<HostTpGroup> group,
+                      std::vector<Backend*> backends, std::vector<std::unique_ptr<Model>> ranks)
+      : config_(config),
+        group_(std::move(group)),
+        backends_(std::move(backends)),
+        ranks_(std::move(ranks)) {}
+
+  const ModelConfig& config() const override { return config_; }
+  CacheSpec cache_spec() const override { return ranks_[0]->cache_spec(); }
+  Backend& backend() override { return *backends_[0]; }
+
+  void bind_cache(CacheStore& store) override {
+    ranks_[0]->bind_cache(store);
+    stores_.clear();
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+      auto own = CacheStore::create(store.spec(), store.config(), *backends_[r]);
+      SYV_CHECK(own.ok()) << "tensor parallel rank " << r << ": its cache store: " << own.message();
+      stores_.push_back(std::move(own).value());
+      ranks_[r]->bind_cache(*stores_.back());
+    }
+  }
+  void reserve(int64_t max_tokens, int64_t max_logit_rows) override {
+    for (auto& m : ranks_) m->reserve(max_tokens, max_logit_rows);
+  }
+
+  using Model::forward;
+  void forward(const Batch& batch, Outputs& out) override {
+    std::vector<Outputs> others(ranks_.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 1; r < ranks_.size(); ++r)
+      threads.emplace_back([&, r] { ranks_[r]->forward(batch, others[r]); });
+    ranks_[0]->forward(batch, out);
+    for (std::thread& t : threads) t.join();
+  }
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<HostTpGroup> group_;
+  std::vector<Backend*> backends_;
+  std::vector<std::unique_ptr<Model>> ranks_;
+  std::vector<std::unique_ptr<CacheStore>> stores_;  // ranks 1..: built like the engine's
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepared,
+                                                    const std::vector<Backend*>& backends,
+                                                    const LoadOptions& options) {
+  const ModelConfig& config = prepared.config;
+  const int n = static_cast<int>(backends.size());
+  if (config.family != ModelFamily::kQwen3) {
+    return Status::Error("tensor parallelism: model_type \"" + config.model_type +
+                         "\" is not split yet (dense qwen3 only)");
+  }
+  SYV_RETURN_IF_ERROR(check_tensor_parallel(config, n));
+  if (options.mtp) return Status::Error("tensor parallelism: an MTP head is not split yet");
+  SYV_RETURN_IF_ERROR(validate_qwen3_config(config));
+  Backend& first = *backends[0];
+  DecoderWeights full;
+  {
+    WeightLoader loader(first, prepared.store ? &*prepared.store : nullptr, options.seed,
+                        config.quant);
+    SYV_RETURN_IF_ERROR(load_qwen3_weights(config, loader, &full));
+    loader.finish();
+  }
+  const ModelConfig rank_config = tensor_parallel_rank_config(config, n);
+  auto group = std::make_unique<HostTpGroup>(n);
+  std::vector<std::unique_ptr<Model>> ranks;
+  for (int r = 0; r < n; ++r) {
+    SYV_ASSIGN_OR_RETURN(DecoderWeights w,
+                         shard_decoder_weights(full, first, config, r, n, *backends[r]));
+    DecoderOptions o;
+    o.name = "qwen3 rank " + std::to_string(r) + "/" + std::to_string(n);
+    o.norm = NormKind::kPlain;
+    o.cache = qwen3_cache_spec(rank_config, backends[r]->activation_dtype());
+    o.tp = &group->comm(r);
+    ranks.push_back(make_decoder_model(rank_config, *backends[r], std::move(w), std::move(o)));
+  }
+  SYV_LOG(INFO) << "tensor parallel: " << n << " ranks, each " << rank_config.num_attention_heads
+                << " query heads, " << rank_config.num_key_value_heads << " KV heads ("
+                << (config.num_key_value_heads >= n ? "split" : "replicated") << "), "
+                << rank_config.intermediate_size << " of the MLP's " << config.intermediate_size
+                << " intermediate rows";
+  return std::unique_ptr<Model>(
+      std::make_unique<TensorParallelModel>(config, std::move(group), backends, std::move(ranks)));
+}
+
+}  // namespace syv

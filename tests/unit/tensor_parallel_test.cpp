@@ -1,0 +1,141 @@
+// Tensor parallelism's sharding math (model/tensor_parallel.h) on the CPU backend: N simulated
+// ranks (one CPU backend and thread each, the all-reduce a sum in rank order) run the Qwen3
+// fixtures through the engine; greedy tokens equal one rank's and the top logprobs agree within
+// float rounding, with split and with replicated KV heads; bad sizes are refused naming the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/prepare_model.h"
+#include "model/tensor_parallel.h"
+#include "unit/engine_harness.h"
+
+namespace syv::testing {
+namespace {
+
+struct Ranks {
+  std::vector<std::unique_ptr<Backend>> owned;
+  std::vector<Backend*> backends;
+  std::unique_ptr<Model> model;
+};
+
+Ranks load_split(const std::string& fixture, int n) {
+  Ranks r;
+  for (int i = 0; i < n; ++i) {
+    r.owned.push_back(make_cpu_backend());
+    r.backends.push_back(r.owned.back().get());
+  }
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture;
+  auto prepared = prepare_model(dir, *r.backends[0]);
+  EXPECT_TRUE(prepared.ok()) << prepared.message();
+  if (!prepared.ok()) return r;
+  auto model = load_tensor_parallel(prepared.value(), r.backends, LoadOptions{});
+  EXPECT_TRUE(model.ok()) << model.message();
+  if (model.ok()) r.model = std::move(model).value();
+  return r;
+}
+
+std::vector<Request> logprob_requests(int32_t vocab) {
+  std::vector<Request> requests = shared_prefix_requests(vocab, 7, 5, 24, 20, 10);
+  for (Request& q : requests) {
+    q.params.logprobs = true;
+    q.params.prompt_logprobs = 5;  // every prompt position's 5 most likely tokens
+  }
+  return requests;
+}
+
+TEST(TensorParallel, SplitRanksEqualOneRank) {
+  struct Case {
+    const char* fixture;
+    std::vector<int> sizes;
+  };
+  // tied_gqa2: 4 query / 2 KV heads; untied_mha_hd32: 4 / 4; untied_gqa4_hd24: 8 / 2;
+  // tied_gqa4_kv1_hd64: 4 / 1 (its one KV head replicated on every rank).
+  for (const Case& c :
+       {Case{"qwen3/tied_gqa2", {2}}, Case{"qwen3/untied_mha_hd32", {2, 4}},
+        Case{"qwen3/untied_gqa4_hd24", {2}}, Case{"qwen3/tied_gqa4_kv1_hd64", {2, 4}}}) {
+    LoadedModel one = load_cpu_fixture(c.fixture);
+    ASSERT_TRUE(one.model);
+    const std::vector<Request> requests =
+        logprob_requests(static_cast<int32_t>(one.model->config().vocab_size));
+    // Batched, chunked prompts, prefix caching on: the engine's usual paths over the split model.
+    const EngineOptions o = scenario_options(16, 128, 4096, 24, true);
+    const std::vector<RequestOutput> want = run_requests(*one.model, o, requests);
+    for (int n : c.sizes) {
+      SCOPED_TRACE(std::string(c.fixture) + " over " + std::to_string(n) + " ranks");
+      Ranks split = load_split(c.fixture, n);
+      ASSERT_TRUE(split.model);
+      EXPECT_EQ(split.model->config().num_attention_heads, one.model->config().num_attention_heads);
+      const std::vector<RequestOutput> got = run_requests(*split.model, o, requests);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        const SampleOutput& g = got[i].samples.at(0);
+        const SampleOutput& w = want[i].samples.at(0);
+        EXPECT_EQ(g.tokens, w.tokens) << "request " << i;
+        ASSERT_EQ(g.logprobs.size(), w.logprobs.size()) << "request " << i;
+        for (size_t t = 0; t < g.logprobs.size(); ++t)
+          EXPECT_NEAR(g.logprobs[t], w.logprobs[t], 1e-4) << "request " << i << " token " << t;
+        ASSERT_EQ(g.prompt_logprobs.size(), w.prompt_logprobs.size()) << "request " << i;
+        ASSERT_FALSE(w.prompt_logprobs.empty());
+        for (size_t t = 0; t < g.prompt_logprobs.size(); ++t) {
+          const PromptLogprob& a = g.prompt_logprobs[t];
+          const PromptLogprob& b = w.prompt_logprobs[t];
+          EXPECT_NEAR(a.token.logprob, b.token.logprob, 1e-4) << "request " << i << " at " << t;
+          ASSERT_EQ(a.top.size(), b.top.size());
+          for (size_t k = 0; k < a.top.size(); ++k) {
+            EXPECT_NEAR(a.top[k].logprob, b.top[k].logprob, 1e-4);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(TensorParallel, RefusesWhatItCannotSplit) {
+  ModelConfig c;
+  c.model_type = "qwen3";
+  c.num_attention_heads = 6;
+  c.num_key_value_heads = 2;
+  c.intermediate_size = 96;
+  EXPECT_TRUE(check_tensor_parallel(c, 2).ok());
+  EXPECT_EQ(check_tensor_parallel(c, 4).message(),
+            "config.json: num_attention_heads = 6 is not divisible by the tensor parallel size 4");
+  c.num_attention_heads = 12;
+  c.num_key_value_heads = 3;
+  EXPECT_EQ(check_tensor_parallel(c, 4).message(),
+            "config.json: num_key_value_heads = 3 and the tensor parallel size 4: one must divide "
+            "the other (KV heads are split, or replicated when fewer than the ranks)");
+  c.num_key_value_heads = 4;
+  c.intermediate_size = 90;
+  EXPECT_EQ(check_tensor_parallel(c, 4).message(),
+            "config.json: intermediate_size = 90 is not divisible by the tensor parallel size 4");
+  c.intermediate_size = 96;
+  c.num_experts = 8;
+  EXPECT_NE(check_tensor_parallel(c, 2).message().find("not split yet"), std::string::npos);
+  EXPECT_FALSE(check_tensor_parallel(c, 0).ok());
+  // The rank's shapes.
+  c.num_experts = 0;
+  const ModelConfig r = tensor_parallel_rank_config(c, 4);
+  EXPECT_EQ(r.num_attention_heads, 3);
+  EXPECT_EQ(r.num_key_value_heads, 1);
+  EXPECT_EQ(r.intermediate_size, 24);
+  c.num_key_value_heads = 2;
+  EXPECT_EQ(tensor_parallel_rank_config(c, 4).num_key_value_heads, 1) << "replicated";
+}
+
+TEST(TensorParallel, HybridModelsAreRefusedAtLoad) {
+  auto backend = make_cpu_backend();
+  std::vector<Backend*> backends = {backend.get(), backend.get()};
+  auto prepared = prepare_model(std::string(SYV_SOURCE_DIR) + "/models/tiny-hybrid", *backend);
+  ASSERT_TRUE(prepared.ok()) << prepared.message();
+  auto model = load_tensor_parallel(prepared.value(), backends, LoadOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.message().find("is not split yet"), std::string::npos) << model.message();
+}
+
+}  // namespace
+}  // namespace syv::testing
