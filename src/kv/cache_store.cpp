@@ -196,6 +196,7 @@ void CacheStore::copy_page(int32_t src, int32_t dst) {
   if (src == dst) return;
   for_each_page_part(
       dst, src, [&](void* to, const void* from, size_t bytes) { backend_.copy(to, from, bytes); });
+  for (CacheStore* m : mirrors_) m->copy_page(src, dst);
 }
 
 void CacheStore::reset_slot(int32_t slot) {
@@ -206,6 +207,7 @@ void CacheStore::reset_slot(int32_t slot) {
                        static_cast<size_t>(s.conv_bytes()));
     backend_.fill_zero(at(slots_[i].ssm, slot, s.ssm_bytes()), static_cast<size_t>(s.ssm_bytes()));
   }
+  for (CacheStore* m : mirrors_) m->reset_slot(slot);
 }
 
 void CacheStore::copy_state(const std::vector<StateBuffers>& from, int32_t src,
@@ -223,21 +225,40 @@ void CacheStore::copy_slot(int32_t src, int32_t dst) {
   check_index(src, config_.num_state_slots, "state slot");
   check_index(dst, config_.num_state_slots, "state slot");
   if (src != dst) copy_state(slots_, src, slots_, dst);
+  for (CacheStore* m : mirrors_) m->copy_slot(src, dst);
 }
 
 void CacheStore::save_checkpoint(int32_t slot, int32_t checkpoint) {
   check_index(slot, config_.num_state_slots, "state slot");
   check_index(checkpoint, config_.num_checkpoints, "checkpoint");
   copy_state(slots_, slot, ckpt_, checkpoint);
+  for (CacheStore* m : mirrors_) m->save_checkpoint(slot, checkpoint);
 }
 
 void CacheStore::load_checkpoint(int32_t checkpoint, int32_t slot) {
   check_index(slot, config_.num_state_slots, "state slot");
   check_index(checkpoint, config_.num_checkpoints, "checkpoint");
   copy_state(ckpt_, checkpoint, slots_, slot);
+  for (CacheStore* m : mirrors_) m->load_checkpoint(checkpoint, slot);
+}
+
+void CacheStore::add_mirror(CacheStore& mirror) {
+  SYV_CHECK(&mirror != this && mirror.spec_.layer_kinds == spec_.layer_kinds &&
+            mirror.config_.num_pages == config_.num_pages &&
+            mirror.config_.num_state_slots == config_.num_state_slots &&
+            mirror.config_.num_checkpoints == config_.num_checkpoints)
+      << "CacheStore::add_mirror: a mirror needs the same layers, pages, slots and checkpoints";
+  mirrors_.push_back(&mirror);
+}
+
+void CacheStore::check_no_mirrors(const char* op) const {
+  SYV_CHECK(mirrors_.empty()) << "CacheStore::" << op
+                              << ": external copies of a store with tensor-parallel mirrors (a "
+                                 "host tier under tensor parallelism) are not supported yet";
 }
 
 CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
+  check_no_mirrors("copy_page_out");
   check_index(page, config_.num_pages, "page");
   char* out = static_cast<char*>(external);
   copy_ops_.clear();
@@ -249,6 +270,7 @@ CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
 }
 
 CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
+  check_no_mirrors("copy_page_in");
   check_index(page, config_.num_pages, "page");
   const char* in = static_cast<const char*>(external);
   copy_ops_.clear();
@@ -261,6 +283,7 @@ CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
 
 CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs, int32_t index,
                                           void* external, CopyDir dir) {
+  check_no_mirrors("copy_state_external");
   char* ext = static_cast<char*>(external);
   copy_ops_.clear();
   for (size_t i = 0; i < bufs.size(); ++i) {

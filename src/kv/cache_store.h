@@ -117,6 +117,14 @@ class CacheStore {
   CopyEvent copy_checkpoint_out(int32_t checkpoint, void* external);
   CopyEvent copy_checkpoint_in(const void* external, int32_t checkpoint);
 
+  // Tensor parallelism (model/tensor_parallel.h): the other ranks' stores, of the same spec and
+  // config on their own backends. reset_slot, copy_page, copy_slot, save_checkpoint and
+  // load_checkpoint are applied to each mirror too, with the same ids, so the engine's cache
+  // operations reach every rank's shard. The external copies (host tier) hold one rank's bytes:
+  // with mirrors they are refused (CHECK) until a rank-aware host tier exists. Not owned.
+  void add_mirror(CacheStore& mirror);
+  bool has_mirrors() const { return !mirrors_.empty(); }
+
   // One start-up line: pages, slots, checkpoints and their bytes.
   std::string describe() const;
 
@@ -130,11 +138,13 @@ class CacheStore {
                                 void* external, CopyDir dir);
   void copy_state(const std::vector<StateBuffers>& from, int32_t src,
                   const std::vector<StateBuffers>& to, int32_t dst);
+  void check_no_mirrors(const char* op) const;
 
   CacheSpec spec_;
   CacheConfig config_;
   Backend& backend_;
-  std::vector<int32_t> index_;  // per model layer: index among its kind's layers
+  std::vector<CacheStore*> mirrors_;  // add_mirror()
+  std::vector<int32_t> index_;        // per model layer: index among its kind's layers
   // Per attention layer: the K and V values, and their scales (quantized KV; else empty).
   struct KvBuffers {
     DeviceBuffer k, v, k_scales, v_scales;

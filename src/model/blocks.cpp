@@ -143,6 +143,7 @@ void gdn_block(BlockContext& c, Residual& r, const Tensor& norm_w, const GdnWeig
   Tensor normed_rows = normed.reshape({T * Hv, dv});
   b.gated_rmsnorm(core_rows, z_rows, w.norm.tensor, c.eps, normed_rows);
   b.linear(normed, w.out, Tensor(), out);
+  all_reduce_partial(c, out);
 }
 
 // ---- MLP

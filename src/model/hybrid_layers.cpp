@@ -79,9 +79,11 @@ CacheSpec hybrid_cache_spec(const ModelConfig& c, DType kv_dtype) {
 }
 
 std::unique_ptr<Model> make_hybrid_model(const ModelConfig& config, Backend& backend,
-                                         HybridWeights weights, const std::string& name) {
+                                         HybridWeights weights, const std::string& name,
+                                         TpComm* tp) {
   DecoderOptions o;
   o.name = name;
+  o.tp = tp;
   o.norm = NormKind::kOnePlus;
   o.gated_attention = true;
   o.rotary_dim = static_cast<int32_t>(config.head_dim * config.partial_rotary_factor);

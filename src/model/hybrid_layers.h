@@ -36,8 +36,10 @@ CacheSpec hybrid_cache_spec(const ModelConfig& c, DType kv_dtype);
 
 // The model over loaded weights (the kit's decoder with zero-centred norms and gated attention).
 // `name` is used in log lines ("qwen3_5", "qwen3_next").
+// `tp`: tensor parallelism's all-reduce of this rank (model/tensor_parallel.h), or null.
 std::unique_ptr<Model> make_hybrid_model(const ModelConfig& config, Backend& backend,
-                                         HybridWeights weights, const std::string& name);
+                                         HybridWeights weights, const std::string& name,
+                                         TpComm* tp = nullptr);
 
 // Shared loading helpers for the family files ------------------------------------------------
 

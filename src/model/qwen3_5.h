@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/decoder.h"
 #include "model/model.h"
 #include "model/weight_spec.h"
 
@@ -16,6 +17,11 @@ namespace syv {
 std::vector<WeightSpec> qwen3_5_weight_specs(const ModelConfig& config);
 
 // Loads a qwen3_5 / qwen3_5_text model (store == nullptr: random weights from options.seed).
+// Reads a qwen3_5 checkpoint's tensors (the MTP head's too with options.mtp) into the kit's
+// layout (model/hybrid_layers.h), after validate_hybrid_config().
+Status load_qwen3_5_weights(const ModelConfig& config, const WeightStore* store,
+                            WeightLoader& loader, const LoadOptions& options, DecoderWeights* out);
+
 Result<std::unique_ptr<Model>> load_qwen3_5(const ModelConfig& config, const WeightStore* store,
                                             Backend& backend, const LoadOptions& options);
 

@@ -8,7 +8,9 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "model/hybrid_layers.h"
 #include "model/qwen3.h"
+#include "model/qwen3_5.h"
 
 namespace syv {
 
@@ -66,10 +68,9 @@ TpComm& HostTpGroup::comm(int rank) {
 Status check_tensor_parallel(const ModelConfig& c, int n) {
   const std::string size = std::to_string(n);
   if (n < 1) return Status::Error("tensor parallel size: expected >= 1, found " + size);
-  if (c.is_hybrid() || c.is_moe()) {
+  if (c.is_moe()) {
     return Status::Error("tensor parallelism: model_type \"" + c.model_type +
-                         "\" is not split yet (dense qwen3 only: hybrid and MoE layers are not "
-                         "sharded yet)");
+                         "\" is not split yet (MoE layers are not sharded yet)");
   }
   if (c.quant.method != QuantMethod::kNone) {
     return Status::Error(
@@ -82,12 +83,17 @@ Status check_tensor_parallel(const ModelConfig& c, int n) {
   };
   SYV_RETURN_IF_ERROR(divides(c.num_attention_heads, "num_attention_heads"));
   SYV_RETURN_IF_ERROR(divides(c.intermediate_size, "intermediate_size"));
-  const int64_t hk = c.num_key_value_heads;
-  if (hk % n != 0 && n % hk != 0) {
-    return Status::Error("config.json: num_key_value_heads = " + std::to_string(hk) +
+  auto split_or_replicated = [&](int64_t value, const char* field) -> Status {
+    if (value > 0 && (value % n == 0 || n % value == 0)) return Status::Ok();
+    return Status::Error("config.json: " + std::string(field) + " = " + std::to_string(value) +
                          " and the tensor parallel size " + size +
-                         ": one must divide the other (KV heads are split, or replicated when "
+                         ": one must divide the other (the heads are split, or replicated when "
                          "fewer than the ranks)");
+  };
+  SYV_RETURN_IF_ERROR(split_or_replicated(c.num_key_value_heads, "num_key_value_heads"));
+  if (c.is_hybrid()) {  // Gated DeltaNet: value heads split, key heads split or replicated
+    SYV_RETURN_IF_ERROR(divides(c.linear_num_value_heads, "linear_num_value_heads"));
+    SYV_RETURN_IF_ERROR(split_or_replicated(c.linear_num_key_heads, "linear_num_key_heads"));
   }
   return Status::Ok();
 }
@@ -97,6 +103,10 @@ ModelConfig tensor_parallel_rank_config(const ModelConfig& c, int n) {
   r.num_attention_heads = c.num_attention_heads / n;
   r.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / n);
   r.intermediate_size = c.intermediate_size / n;
+  if (c.is_hybrid()) {
+    r.linear_num_key_heads = std::max<int64_t>(1, c.linear_num_key_heads / n);
+    r.linear_num_value_heads = c.linear_num_value_heads / n;
+  }
   return r;
 }
 
@@ -164,6 +174,15 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
   const int64_t k0 = Hk >= n ? rank * hk : rank / (n / Hk);  // first KV head
   const std::vector<std::pair<int64_t, int64_t>> qkv_rows = {
       {q0 * D, hq * D}, {Hq * D + k0 * D, hk * D}, {(Hq + Hk) * D + k0 * D, hk * D}};
+  // Gated DeltaNet: this rank's value heads and the key heads they read (split or replicated).
+  const int64_t LK = c.linear_num_key_heads, LV = c.linear_num_value_heads;
+  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+  const int64_t lk = std::max<int64_t>(1, LK / n), lv = c.is_hybrid() ? LV / n : 0;
+  const int64_t lk0 = LK >= n ? rank * lk : (LK > 0 ? rank / (n / LK) : 0), lv0 = rank * lv;
+  const std::vector<std::pair<int64_t, int64_t>> gdn_channels = {// q | k | v rows, conv rows
+                                                                 {lk0 * dk, lk * dk},
+                                                                 {LK * dk + lk0 * dk, lk * dk},
+                                                                 {2 * LK * dk + lv0 * dv, lv * dv}};
   DecoderWeights out;
   out.embed = copy_all(full.embed, src, dst);
   out.final_norm = copy_all(full.final_norm, src, dst);
@@ -172,25 +191,46 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
     for (const DeviceWeight* w : {&l.attn.qkv, &l.attn.o, &l.mlp.gate_up, &l.mlp.down}) {
       if (!w->dense()) return Status::Error("tensor parallelism: quantized weights are not split");
     }
+    if (l.mlp.moe) return Status::Error("tensor parallelism: MoE layers are not split yet");
     DecoderLayer& r = out.layers.emplace_back();
     r.type = l.type;
     r.input_norm = copy_all(l.input_norm, src, dst);
     r.post_norm = copy_all(l.post_norm, src, dst);
-    r.attn.q_norm = copy_all(l.attn.q_norm, src, dst);
-    r.attn.k_norm = copy_all(l.attn.k_norm, src, dst);
-    r.attn.qkv = copy_rows(l.attn.qkv, src, qkv_rows, dst);
-    r.attn.qkv_bias = copy_rows(l.attn.qkv_bias, src, qkv_rows, dst);
-    const Tensor& o = l.attn.o.tensor;  // [H, Hq D]: this rank's columns
-    r.attn.o = copy_block(o, src, 0, o.dim(0), q0 * D, hq * D, dst);
-    if (rank == 0) r.attn.o_bias = copy_all(l.attn.o_bias, src, dst);  // added once
+    if (l.type == LayerType::kLinearAttention) {
+      const GdnWeights& g = l.gdn;
+      if (!g.qkv.dense() || !g.z.dense() || !g.out.dense())
+        return Status::Error("tensor parallelism: quantized weights are not split");
+      GdnWeights& s = r.gdn;
+      s.qkv = copy_rows(g.qkv, src, gdn_channels, dst);
+      s.conv = copy_rows(g.conv, src, gdn_channels, dst);
+      s.z = copy_rows(g.z, src, {{lv0 * dv, lv * dv}}, dst);
+      s.ba = copy_rows(g.ba, src, {{lv0, lv}, {LV + lv0, lv}}, dst);  // b rows, then a rows
+      s.a_log = copy_rows(g.a_log, src, {{lv0, lv}}, dst);
+      s.dt_bias = copy_rows(g.dt_bias, src, {{lv0, lv}}, dst);
+      s.norm = copy_all(g.norm, src, dst);
+      s.out = copy_block(g.out.tensor, src, 0, g.out.tensor.dim(0), lv0 * dv, lv * dv, dst);
+    } else {
+      r.attn.gate = copy_rows(l.attn.gate, src, {{q0 * D, hq * D}}, dst);  // gated attention
+    }
+    if (l.type == LayerType::kFullAttention) {
+      r.attn.q_norm = copy_all(l.attn.q_norm, src, dst);
+      r.attn.k_norm = copy_all(l.attn.k_norm, src, dst);
+      r.attn.qkv = copy_rows(l.attn.qkv, src, qkv_rows, dst);
+      r.attn.qkv_bias = copy_rows(l.attn.qkv_bias, src, qkv_rows, dst);
+      const Tensor& o = l.attn.o.tensor;  // [H, Hq D]: this rank's columns
+      r.attn.o = copy_block(o, src, 0, o.dim(0), q0 * D, hq * D, dst);
+      if (rank == 0) r.attn.o_bias = copy_all(l.attn.o_bias, src, dst);  // added once
+    }
     const int64_t I_full = c.intermediate_size;
     r.mlp.gate_up = copy_rows(l.mlp.gate_up, src, {{rank * I, I}, {I_full + rank * I, I}}, dst);
     const Tensor& down = l.mlp.down.tensor;  // [H, I]
     r.mlp.down = copy_block(down, src, 0, down.dim(0), rank * I, I, dst);
   }
   for (const DecoderLayer& l : out.layers) {
-    for (const DeviceWeight* w : {&l.input_norm, &l.post_norm, &l.attn.q_norm, &l.attn.k_norm,
-                                  &l.attn.qkv, &l.attn.o, &l.mlp.gate_up, &l.mlp.down}) {
+    for (const DeviceWeight* w :
+         {&l.input_norm, &l.post_norm, &l.attn.q_norm, &l.attn.k_norm, &l.attn.qkv, &l.attn.gate,
+          &l.attn.o, &l.gdn.qkv, &l.gdn.z, &l.gdn.ba, &l.gdn.conv, &l.gdn.a_log, &l.gdn.dt_bias,
+          &l.gdn.norm, &l.gdn.out, &l.mlp.gate_up, &l.mlp.down}) {
       out.parameters += w->tensor.numel();
       out.device_bytes += static_cast<int64_t>(w->bytes());
     }
@@ -219,6 +259,7 @@ class TensorParallelModel final : public Model {
   Backend& backend() override { return *backends_[0]; }
 
   void bind_cache(CacheStore& store) override {
+    SYV_CHECK(!store.has_mirrors()) << "tensor parallel: bind_cache() with a store bound before";
     ranks_[0]->bind_cache(store);
     stores_.clear();
     for (size_t r = 1; r < ranks_.size(); ++r) {
@@ -226,6 +267,7 @@ class TensorParallelModel final : public Model {
       SYV_CHECK(own.ok()) << "tensor parallel rank " << r << ": its cache store: " << own.message();
       stores_.push_back(std::move(own).value());
       ranks_[r]->bind_cache(*stores_.back());
+      store.add_mirror(*stores_.back());  // the engine's cache operations reach every rank
     }
   }
   void reserve(int64_t max_tokens, int64_t max_logit_rows) override {
@@ -257,19 +299,21 @@ Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepare
                                                     const LoadOptions& options) {
   const ModelConfig& config = prepared.config;
   const int n = static_cast<int>(backends.size());
-  if (config.family != ModelFamily::kQwen3) {
+  const bool hybrid = config.family == ModelFamily::kQwen3_5;
+  if (config.family != ModelFamily::kQwen3 && !hybrid) {
     return Status::Error("tensor parallelism: model_type \"" + config.model_type +
-                         "\" is not split yet (dense qwen3 only)");
+                         "\" is not split yet (qwen3 and qwen3_5 only)");
   }
   SYV_RETURN_IF_ERROR(check_tensor_parallel(config, n));
   if (options.mtp) return Status::Error("tensor parallelism: an MTP head is not split yet");
-  SYV_RETURN_IF_ERROR(validate_qwen3_config(config));
+  SYV_RETURN_IF_ERROR(hybrid ? validate_hybrid_config(config) : validate_qwen3_config(config));
   Backend& first = *backends[0];
+  const WeightStore* store = prepared.store ? &*prepared.store : nullptr;
   DecoderWeights full;
   {
-    WeightLoader loader(first, prepared.store ? &*prepared.store : nullptr, options.seed,
-                        config.quant);
-    SYV_RETURN_IF_ERROR(load_qwen3_weights(config, loader, &full));
+    WeightLoader loader(first, store, options.seed, config.quant);
+    SYV_RETURN_IF_ERROR(hybrid ? load_qwen3_5_weights(config, store, loader, options, &full)
+                               : load_qwen3_weights(config, loader, &full));
     loader.finish();
   }
   const ModelConfig rank_config = tensor_parallel_rank_config(config, n);
@@ -278,8 +322,15 @@ Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepare
   for (int r = 0; r < n; ++r) {
     SYV_ASSIGN_OR_RETURN(DecoderWeights w,
                          shard_decoder_weights(full, first, config, r, n, *backends[r]));
+    const std::string name =
+        config.model_type + " rank " + std::to_string(r) + "/" + std::to_string(n);
+    if (hybrid) {
+      ranks.push_back(
+          make_hybrid_model(rank_config, *backends[r], std::move(w), name, &group->comm(r)));
+      continue;
+    }
     DecoderOptions o;
-    o.name = "qwen3 rank " + std::to_string(r) + "/" + std::to_string(n);
+    o.name = name;
     o.norm = NormKind::kPlain;
     o.cache = qwen3_cache_spec(rank_config, backends[r]->activation_dtype());
     o.tp = &group->comm(r);

@@ -1,21 +1,25 @@
-// Tensor parallelism (issue 21), its first part: the sharding math of a dense Qwen3 model over N
-// ranks, each rank a DecoderModel on a backend of its own with its shard of every weight and of
-// the KV cache, driven as one Model (one engine, one scheduler, unchanged).
+// Tensor parallelism (issue 21), its first part: the sharding math of a dense Qwen3 or a Qwen3.5
+// hybrid model over N ranks, each rank a DecoderModel on a backend of its own with its shard of
+// every weight, of the KV cache and of the recurrent state, driven as one Model (one engine, one
+// scheduler, unchanged).
 //
-//   q|k|v, gate|up     column-parallel: rank r holds the rows of its query heads (and of its KV
-//                      heads), of its slice of the intermediate size
-//   o, down            row-parallel: the matching columns; each rank's output is a partial sum,
+//   q|k|v, gate|up,    column-parallel: rank r holds the rows of its query heads (and of its KV
+//   GDN q|k|v|z|b|a    heads), of its slice of the intermediate size, of its Gated DeltaNet value
+//   and conv channels  heads (and the key heads they read); A_log, dt_bias likewise
+//   o, down, GDN out   row-parallel: the matching columns; each rank's output is a partial sum,
 //                      all-reduced (TpComm) before the residual add; a bias is added by rank 0
-//   KV heads           split (Hk % N == 0) or replicated (N % Hk == 0: rank r keeps KV head
-//                      r / (N / Hk), the one its query heads read)
+//   KV / GDN key heads split (count % N == 0) or replicated (N % count == 0: rank r keeps head
+//                      r / (N / count), the one its query / value heads read)
 //   norms, embedding,  replicated (every rank computes the whole residual stream and the same
 //   lm_head            logits; a vocabulary-parallel lm_head is the obvious next saving)
 //
-// TpComm is the all-reduce. HostTpGroup is its in-process form for N simulated ranks (the CPU
-// tests: a barrier, then every rank sums the N partials in rank order, so every rank gets the same
-// bits); an NCCL communicator for GPUs is not written yet. Not supported yet, and refused by
-// check_tensor_parallel(): hybrid and MoE models, pre-quantized weights, head counts N does not
-// divide.
+// TpComm (model/tp_comm.h) is the all-reduce. HostTpGroup is its in-process form for N simulated
+// ranks (the CPU tests: a barrier, then every rank sums the N partials in rank order, so every
+// rank gets the same bits); an NCCL communicator for GPUs is not written yet. Each rank has a cache
+// store of its own, a mirror of the engine's (CacheStore::add_mirror), so the engine's slot and
+// checkpoint copies reach every rank. Not supported yet, and refused: MoE models, the MTP head,
+// pre-quantized weights, head counts N does not divide, a host tier (external copies of a
+// mirrored store are a CHECK failure).
 #pragma once
 
 #include <cstdint>
@@ -51,19 +55,22 @@ class HostTpGroup {
 // what would divide.
 Status check_tensor_parallel(const ModelConfig& config, int size);
 
-// A rank's config: its query heads, KV heads (at least 1) and intermediate size.
+// A rank's config: its query heads, KV heads (at least 1), intermediate size and GDN key (at
+// least 1) and value heads.
 ModelConfig tensor_parallel_rank_config(const ModelConfig& config, int size);
 
-// Rank `rank`'s shard of `full` (dense weights of a qwen3 model of `config`), on `backend`.
+// Rank `rank`'s shard of `full` (dense weights of a qwen3 or qwen3_5 model of `config`), on
+// `backend`.
 Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend& full_backend,
                                              const ModelConfig& config, int rank, int size,
                                              Backend& backend);
 
-// Loads `prepared` (a dense qwen3 model) once on backends[0] and splits it over the backends,
-// one rank each. The Model reports the full config, the rank's cache spec (every rank keeps its
-// KV heads for every token of the engine's pool), and rank 0's backend; forward() runs every rank
-// (ranks 1.. on threads of their own) and returns rank 0's outputs. Every rank has a cache store
-// of its own built like the engine's; host-tier copies and CUDA graphs are not supported yet.
+// Loads `prepared` (qwen3 or qwen3_5) once on backends[0] and splits it over the backends, one
+// rank each. The Model reports the full config, the rank's cache spec (every rank keeps its KV
+// heads for every token of the engine's pool, its GDN heads' state for every slot), and rank 0's
+// backend; forward() runs every rank (ranks 1.. on threads of their own) and returns rank 0's
+// outputs. bind_cache() builds the other ranks' stores like the engine's and mirrors them; CUDA
+// graphs are not supported yet.
 Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepared,
                                                     const std::vector<Backend*>& backends,
                                                     const LoadOptions& options);

@@ -1,7 +1,9 @@
 // Tensor parallelism's sharding math (model/tensor_parallel.h) on the CPU backend: N simulated
-// ranks (one CPU backend and thread each, the all-reduce a sum in rank order) run the Qwen3
-// fixtures through the engine; greedy tokens equal one rank's and the top logprobs agree within
-// float rounding, with split and with replicated KV heads; bad sizes are refused naming the field.
+// ranks (one CPU backend and thread each, the all-reduce a sum in rank order) run the Qwen3 and
+// Qwen3.5 hybrid fixtures through the engine (batched, chunked, prefix hits: for the hybrids
+// through checkpoints the engine copies on every rank's mirrored store); greedy tokens equal one
+// rank's and the logprobs agree within float rounding, with split and with replicated KV and GDN
+// key heads; bad sizes are refused naming the field, MoE models by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,14 +25,14 @@ struct Ranks {
   std::unique_ptr<Model> model;
 };
 
-Ranks load_split(const std::string& fixture, int n) {
+// `dir`: a model folder relative to the repository.
+Ranks load_split(const std::string& dir, int n) {
   Ranks r;
   for (int i = 0; i < n; ++i) {
     r.owned.push_back(make_cpu_backend());
     r.backends.push_back(r.owned.back().get());
   }
-  const std::string dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture;
-  auto prepared = prepare_model(dir, *r.backends[0]);
+  auto prepared = prepare_model(std::string(SYV_SOURCE_DIR) + "/" + dir, *r.backends[0]);
   EXPECT_TRUE(prepared.ok()) << prepared.message();
   if (!prepared.ok()) return r;
   auto model = load_tensor_parallel(prepared.value(), r.backends, LoadOptions{});
@@ -39,11 +41,18 @@ Ranks load_split(const std::string& fixture, int n) {
   return r;
 }
 
-std::vector<Request> logprob_requests(int32_t vocab) {
+// 5 requests whose prompt logprobs (every position's 5 most likely tokens) compare the logits
+// (such requests take no prefix hit), then 6 whose even ones share an 80-token prefix: prefix hits
+// (for the hybrids through the checkpoint at token 64, the default interval of 4 pages of 16).
+std::vector<Request> split_requests(int32_t vocab) {
   std::vector<Request> requests = shared_prefix_requests(vocab, 7, 5, 24, 20, 10);
   for (Request& q : requests) {
     q.params.logprobs = true;
-    q.params.prompt_logprobs = 5;  // every prompt position's 5 most likely tokens
+    q.params.prompt_logprobs = 5;
+  }
+  for (Request& q : shared_prefix_requests(vocab, 8, 6, 80, 20, 10)) {
+    q.params.logprobs = true;
+    requests.push_back(q);
   }
   return requests;
 }
@@ -53,24 +62,36 @@ TEST(TensorParallel, SplitRanksEqualOneRank) {
     const char* fixture;
     std::vector<int> sizes;
   };
-  // tied_gqa2: 4 query / 2 KV heads; untied_mha_hd32: 4 / 4; untied_gqa4_hd24: 8 / 2;
-  // tied_gqa4_kv1_hd64: 4 / 1 (its one KV head replicated on every rank).
+  // Qwen3: tied_gqa2: 4 query / 2 KV heads; untied_mha_hd32: 4 / 4; untied_gqa4_hd24: 8 / 2;
+  // tied_gqa4_kv1_hd64: 4 / 1 (its one KV head replicated on every rank). Qwen3.5 (GDN key /
+  // value heads): q35_r1_lllf 2 / 2; q35_r2_flfl_tied 2 / 4 with 1 KV head (replicated);
+  // q35_nested_r2 1 / 2 (its GDN key head replicated); tiny-hybrid (trained) 2 / 4.
   for (const Case& c :
-       {Case{"qwen3/tied_gqa2", {2}}, Case{"qwen3/untied_mha_hd32", {2, 4}},
-        Case{"qwen3/untied_gqa4_hd24", {2}}, Case{"qwen3/tied_gqa4_kv1_hd64", {2, 4}}}) {
-    LoadedModel one = load_cpu_fixture(c.fixture);
+       {Case{"tests/fixtures/qwen3/tied_gqa2", {2}},
+        Case{"tests/fixtures/qwen3/untied_mha_hd32", {2, 4}},
+        Case{"tests/fixtures/qwen3/untied_gqa4_hd24", {2}},
+        Case{"tests/fixtures/qwen3/tied_gqa4_kv1_hd64", {2, 4}},
+        Case{"tests/fixtures/hybrid/q35_r1_lllf", {2}},
+        Case{"tests/fixtures/hybrid/q35_r2_flfl_tied", {2}},
+        Case{"tests/fixtures/hybrid/q35_nested_r2", {2}}, Case{"models/tiny-hybrid", {2}}}) {
+    LoadedModel one = load_cpu_model(c.fixture);
     ASSERT_TRUE(one.model);
     const std::vector<Request> requests =
-        logprob_requests(static_cast<int32_t>(one.model->config().vocab_size));
+        split_requests(static_cast<int32_t>(one.model->config().vocab_size));
     // Batched, chunked prompts, prefix caching on: the engine's usual paths over the split model.
-    const EngineOptions o = scenario_options(16, 128, 4096, 24, true);
-    const std::vector<RequestOutput> want = run_requests(*one.model, o, requests);
+    // Few sequences at once, so the shared prefix's later requests find it cached.
+    const EngineOptions o = scenario_options(16, 128, 4096, 24, true, 2);
+    EngineStats one_stats;
+    const std::vector<RequestOutput> want = run_requests(*one.model, o, requests, &one_stats);
+    EXPECT_GT(one_stats.prefix_hit_tokens, 0u) << "the scenario takes prefix hits";
     for (int n : c.sizes) {
       SCOPED_TRACE(std::string(c.fixture) + " over " + std::to_string(n) + " ranks");
       Ranks split = load_split(c.fixture, n);
       ASSERT_TRUE(split.model);
       EXPECT_EQ(split.model->config().num_attention_heads, one.model->config().num_attention_heads);
-      const std::vector<RequestOutput> got = run_requests(*split.model, o, requests);
+      EngineStats stats;
+      const std::vector<RequestOutput> got = run_requests(*split.model, o, requests, &stats);
+      EXPECT_EQ(stats.prefix_hit_tokens, one_stats.prefix_hit_tokens);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         const SampleOutput& g = got[i].samples.at(0);
@@ -80,7 +101,7 @@ TEST(TensorParallel, SplitRanksEqualOneRank) {
         for (size_t t = 0; t < g.logprobs.size(); ++t)
           EXPECT_NEAR(g.logprobs[t], w.logprobs[t], 1e-4) << "request " << i << " token " << t;
         ASSERT_EQ(g.prompt_logprobs.size(), w.prompt_logprobs.size()) << "request " << i;
-        ASSERT_FALSE(w.prompt_logprobs.empty());
+        ASSERT_EQ(w.prompt_logprobs.empty(), i >= 5);
         for (size_t t = 0; t < g.prompt_logprobs.size(); ++t) {
           const PromptLogprob& a = g.prompt_logprobs[t];
           const PromptLogprob& b = w.prompt_logprobs[t];
@@ -108,12 +129,28 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   c.num_key_value_heads = 3;
   EXPECT_EQ(check_tensor_parallel(c, 4).message(),
             "config.json: num_key_value_heads = 3 and the tensor parallel size 4: one must divide "
-            "the other (KV heads are split, or replicated when fewer than the ranks)");
+            "the other (the heads are split, or replicated when fewer than the ranks)");
   c.num_key_value_heads = 4;
   c.intermediate_size = 90;
   EXPECT_EQ(check_tensor_parallel(c, 4).message(),
             "config.json: intermediate_size = 90 is not divisible by the tensor parallel size 4");
   c.intermediate_size = 96;
+  // Gated DeltaNet heads: value heads split, key heads split or replicated.
+  c.layer_types = {LayerType::kLinearAttention, LayerType::kFullAttention};
+  c.linear_num_key_heads = 2;
+  c.linear_num_value_heads = 6;
+  EXPECT_EQ(
+      check_tensor_parallel(c, 4).message(),
+      "config.json: linear_num_value_heads = 6 is not divisible by the tensor parallel size 4");
+  c.linear_num_value_heads = 8;
+  EXPECT_TRUE(check_tensor_parallel(c, 4).ok()) << "2 GDN key heads replicated over 4 ranks";
+  EXPECT_EQ(tensor_parallel_rank_config(c, 4).linear_num_key_heads, 1);
+  EXPECT_EQ(tensor_parallel_rank_config(c, 4).linear_num_value_heads, 2);
+  c.linear_num_key_heads = 3;
+  c.linear_num_value_heads = 12;
+  EXPECT_NE(check_tensor_parallel(c, 4).message().find("linear_num_key_heads = 3"),
+            std::string::npos);
+  c.layer_types.clear();
   c.num_experts = 8;
   EXPECT_NE(check_tensor_parallel(c, 2).message().find("not split yet"), std::string::npos);
   EXPECT_FALSE(check_tensor_parallel(c, 0).ok());
@@ -127,14 +164,16 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   EXPECT_EQ(tensor_parallel_rank_config(c, 4).num_key_value_heads, 1) << "replicated";
 }
 
-TEST(TensorParallel, HybridModelsAreRefusedAtLoad) {
+TEST(TensorParallel, MoeModelsAreRefusedAtLoad) {
   auto backend = make_cpu_backend();
   std::vector<Backend*> backends = {backend.get(), backend.get()};
-  auto prepared = prepare_model(std::string(SYV_SOURCE_DIR) + "/models/tiny-hybrid", *backend);
-  ASSERT_TRUE(prepared.ok()) << prepared.message();
-  auto model = load_tensor_parallel(prepared.value(), backends, LoadOptions{});
-  ASSERT_FALSE(model.ok());
-  EXPECT_NE(model.message().find("is not split yet"), std::string::npos) << model.message();
+  for (const char* dir : {"hybrid/q35moe_top2_r2", "hybrid/qnext_top1_r2"}) {
+    auto prepared = prepare_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + dir, *backend);
+    ASSERT_TRUE(prepared.ok()) << prepared.message();
+    auto model = load_tensor_parallel(prepared.value(), backends, LoadOptions{});
+    ASSERT_FALSE(model.ok()) << dir;
+    EXPECT_NE(model.message().find("is not split yet"), std::string::npos) << model.message();
+  }
 }
 
 }  // namespace
