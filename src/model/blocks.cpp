@@ -169,7 +169,6 @@ void dense_mlp(BlockContext& c, const Weight& gate_up_w, const Weight& down_w, c
     c.backend.silu_mul(gate_up, a);
   }
   c.backend.linear(a, down_w, Tensor(), out);
-  all_reduce_partial(c, out);
 }
 
 }  // namespace
@@ -190,6 +189,7 @@ void mlp_block(BlockContext& c, Residual& r, const Tensor& norm_w, const MlpWeig
     if (r.pending.empty() || !c.fuse.norm_mlp) {
       add_norm(c, r, norm_w, x);
       dense_mlp(c, w.gate_up, w.down, x, out);
+      all_reduce_partial(c, out);
       return;
     }
     const int64_t I = w.down.k;
@@ -236,6 +236,7 @@ void mlp_block(BlockContext& c, Residual& r, const Tensor& norm_w, const MlpWeig
     mw.shared_down = &w.shared_down;
     mw.shared_gate = &w.shared_gate;
     b.moe_block(x, mw, k, routing.renormalize, buf, out);
+    all_reduce_partial(c, out);  // routed and shared experts' partial sums together
     return;
   }
   b.linear(x, w.router, Tensor(), router_logits);
@@ -247,6 +248,7 @@ void mlp_block(BlockContext& c, Residual& r, const Tensor& norm_w, const MlpWeig
   b.linear(x, w.shared_gate, Tensor(), g);
   b.sigmoid_mul(shared, g, shared);
   b.add(out, shared, out);
+  all_reduce_partial(c, out);  // routed and shared experts' partial sums together
 }
 
 }  // namespace syv

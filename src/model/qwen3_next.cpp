@@ -46,18 +46,12 @@ Reordered reorder_fused(const std::vector<float>& qkvz, const std::vector<float>
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& c, const WeightStore* store,
-                                               Backend& backend, const LoadOptions& options) {
-  SYV_RETURN_IF_ERROR(validate_hybrid_config(c));
-  if (options.mtp) {
-    SYV_RETURN_IF_ERROR(
-        check_mtp_config(c, store).with_context("the MTP head (--speculative-method mtp)"));
-  }
+Status load_qwen3_next_weights(const ModelConfig& c, const WeightStore* store, WeightLoader& loader,
+                               const LoadOptions& options, DecoderWeights* out) {
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const int64_t Hv = c.linear_num_value_heads, Hk = c.linear_num_key_heads;
   const int64_t key_dim = Hk * c.linear_key_head_dim, value_dim = Hv * c.linear_value_head_dim;
-  WeightLoader loader(backend, store, options.seed, c.quant);
-  HybridWeights w;
+  HybridWeights& w = *out;
   SYV_ASSIGN_OR_RETURN(w.embed,
                        loader.load({"model.embed_tokens.weight", {V, H}, WeightInit::kEmbedding}));
   w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
@@ -101,6 +95,19 @@ Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& c, const Weigh
     if (!mtp.ok()) return mtp.status().with_context("the MTP head (--speculative-method mtp)");
     w.mtp = std::move(mtp.value());
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& c, const WeightStore* store,
+                                               Backend& backend, const LoadOptions& options) {
+  SYV_RETURN_IF_ERROR(validate_hybrid_config(c));
+  if (options.mtp) {
+    SYV_RETURN_IF_ERROR(
+        check_mtp_config(c, store).with_context("the MTP head (--speculative-method mtp)"));
+  }
+  WeightLoader loader(backend, store, options.seed, c.quant);
+  HybridWeights w;
+  SYV_RETURN_IF_ERROR(load_qwen3_next_weights(c, store, loader, options, &w));
   w.parameters = loader.parameters_loaded();
   w.device_bytes = loader.device_bytes();
   return make_hybrid_model(c, backend, std::move(w), "qwen3_next");

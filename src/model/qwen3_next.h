@@ -5,12 +5,20 @@
 
 #include <memory>
 
+#include "model/decoder.h"
 #include "model/model.h"
 #include "model/weight_spec.h"
 
 namespace syv {
 
 // Loads a qwen3_next model (store == nullptr: random weights from options.seed).
+// Reads a qwen3_next checkpoint's tensors (the MTP head's too with options.mtp) into the kit's
+// layout (model/hybrid_layers.h: the fused qkvz / ba projections reordered), after
+// validate_hybrid_config().
+Status load_qwen3_next_weights(const ModelConfig& config, const WeightStore* store,
+                               WeightLoader& loader, const LoadOptions& options,
+                               DecoderWeights* out);
+
 Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& config, const WeightStore* store,
                                                Backend& backend, const LoadOptions& options);
 

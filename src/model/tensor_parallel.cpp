@@ -11,6 +11,7 @@
 #include "model/hybrid_layers.h"
 #include "model/qwen3.h"
 #include "model/qwen3_5.h"
+#include "model/qwen3_next.h"
 
 namespace syv {
 
@@ -68,10 +69,6 @@ TpComm& HostTpGroup::comm(int rank) {
 Status check_tensor_parallel(const ModelConfig& c, int n) {
   const std::string size = std::to_string(n);
   if (n < 1) return Status::Error("tensor parallel size: expected >= 1, found " + size);
-  if (c.is_moe()) {
-    return Status::Error("tensor parallelism: model_type \"" + c.model_type +
-                         "\" is not split yet (MoE layers are not sharded yet)");
-  }
   if (c.quant.method != QuantMethod::kNone) {
     return Status::Error(
         "tensor parallelism: pre-quantized weights (quantization_config) are not split yet");
@@ -83,6 +80,11 @@ Status check_tensor_parallel(const ModelConfig& c, int n) {
   };
   SYV_RETURN_IF_ERROR(divides(c.num_attention_heads, "num_attention_heads"));
   SYV_RETURN_IF_ERROR(divides(c.intermediate_size, "intermediate_size"));
+  if (c.is_moe()) {  // every expert (and the shared one) split by its intermediate size
+    SYV_RETURN_IF_ERROR(divides(c.moe_intermediate_size, "moe_intermediate_size"));
+    SYV_RETURN_IF_ERROR(
+        divides(c.shared_expert_intermediate_size, "shared_expert_intermediate_size"));
+  }
   auto split_or_replicated = [&](int64_t value, const char* field) -> Status {
     if (value > 0 && (value % n == 0 || n % value == 0)) return Status::Ok();
     return Status::Error("config.json: " + std::string(field) + " = " + std::to_string(value) +
@@ -103,6 +105,8 @@ ModelConfig tensor_parallel_rank_config(const ModelConfig& c, int n) {
   r.num_attention_heads = c.num_attention_heads / n;
   r.num_key_value_heads = std::max<int64_t>(1, c.num_key_value_heads / n);
   r.intermediate_size = c.intermediate_size / n;
+  r.moe_intermediate_size = c.moe_intermediate_size / n;
+  r.shared_expert_intermediate_size = c.shared_expert_intermediate_size / n;
   if (c.is_hybrid()) {
     r.linear_num_key_heads = std::max<int64_t>(1, c.linear_num_key_heads / n);
     r.linear_num_value_heads = c.linear_num_value_heads / n;
@@ -162,6 +166,44 @@ DeviceWeight copy_rows(const DeviceWeight& w, Backend& src,
   return out;
 }
 
+// A MoE MLP split by the experts' intermediate size: every rank holds every expert (and the shared
+// expert) with its slice of their gate / up rows and down columns; the router and the shared
+// expert's gate are replicated, so every rank routes alike and its output is a partial sum.
+Result<MlpWeights> shard_moe(const MlpWeights& m, Backend& src, const ModelConfig& c, int rank,
+                             int n, Backend& dst) {
+  for (const DeviceWeight* w : {&m.router, &m.experts_gate_up, &m.experts_down, &m.shared_gate_up,
+                                &m.shared_down, &m.shared_gate}) {
+    if (!w->dense()) return Status::Error("tensor parallelism: quantized weights are not split");
+  }
+  const Tensor& gu = m.experts_gate_up.tensor;  // [E, 2 Im, H]
+  const Tensor& dn = m.experts_down.tensor;     // [E, H, Im]
+  const int64_t E = gu.dim(0), Im = gu.dim(1) / 2, H = gu.dim(2), im = Im / n;
+  MlpWeights out;
+  out.moe = true;
+  out.router = copy_all(m.router, src, dst);
+  out.shared_gate = copy_all(m.shared_gate, src, dst);
+  std::vector<std::pair<int64_t, int64_t>> rows;  // of gate_up viewed [E * 2 Im, H]
+  for (int64_t e = 0; e < E; ++e) {
+    rows.push_back({e * 2 * Im + rank * im, im});
+    rows.push_back({e * 2 * Im + Im + rank * im, im});
+  }
+  DeviceWeight flat;
+  flat.set_dense(Tensor(gu.data, gu.dtype, {E * 2 * Im, H}));
+  out.experts_gate_up = copy_rows(flat, src, rows, dst);
+  out.experts_gate_up.set_dense(out.experts_gate_up.buffer.view(gu.dtype, {E, 2 * im, H}));
+  out.experts_down =
+      copy_block(Tensor(dn.data, dn.dtype, {E * H, Im}), src, 0, E * H, rank * im, im, dst);
+  out.experts_down.set_dense(out.experts_down.buffer.view(dn.dtype, {E, H, im}));
+  const int64_t Is = c.shared_expert_intermediate_size, is = Is / n;
+  if (!m.shared_gate_up.empty()) {
+    out.shared_gate_up =
+        copy_rows(m.shared_gate_up, src, {{rank * is, is}, {Is + rank * is, is}}, dst);
+    const Tensor& sd = m.shared_down.tensor;  // [H, Is]
+    out.shared_down = copy_block(sd, src, 0, sd.dim(0), rank * is, is, dst);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend& src,
@@ -191,7 +233,7 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
     for (const DeviceWeight* w : {&l.attn.qkv, &l.attn.o, &l.mlp.gate_up, &l.mlp.down}) {
       if (!w->dense()) return Status::Error("tensor parallelism: quantized weights are not split");
     }
-    if (l.mlp.moe) return Status::Error("tensor parallelism: MoE layers are not split yet");
+
     DecoderLayer& r = out.layers.emplace_back();
     r.type = l.type;
     r.input_norm = copy_all(l.input_norm, src, dst);
@@ -221,16 +263,39 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
       r.attn.o = copy_block(o, src, 0, o.dim(0), q0 * D, hq * D, dst);
       if (rank == 0) r.attn.o_bias = copy_all(l.attn.o_bias, src, dst);  // added once
     }
-    const int64_t I_full = c.intermediate_size;
-    r.mlp.gate_up = copy_rows(l.mlp.gate_up, src, {{rank * I, I}, {I_full + rank * I, I}}, dst);
-    const Tensor& down = l.mlp.down.tensor;  // [H, I]
-    r.mlp.down = copy_block(down, src, 0, down.dim(0), rank * I, I, dst);
+    if (l.mlp.moe) {
+      SYV_ASSIGN_OR_RETURN(r.mlp, shard_moe(l.mlp, src, c, rank, n, dst));
+    } else {
+      const int64_t I_full = c.intermediate_size;
+      r.mlp.gate_up = copy_rows(l.mlp.gate_up, src, {{rank * I, I}, {I_full + rank * I, I}}, dst);
+      const Tensor& down = l.mlp.down.tensor;  // [H, I]
+      r.mlp.down = copy_block(down, src, 0, down.dim(0), rank * I, I, dst);
+    }
   }
   for (const DecoderLayer& l : out.layers) {
-    for (const DeviceWeight* w :
-         {&l.input_norm, &l.post_norm, &l.attn.q_norm, &l.attn.k_norm, &l.attn.qkv, &l.attn.gate,
-          &l.attn.o, &l.gdn.qkv, &l.gdn.z, &l.gdn.ba, &l.gdn.conv, &l.gdn.a_log, &l.gdn.dt_bias,
-          &l.gdn.norm, &l.gdn.out, &l.mlp.gate_up, &l.mlp.down}) {
+    for (const DeviceWeight* w : {&l.input_norm,
+                                  &l.post_norm,
+                                  &l.attn.q_norm,
+                                  &l.attn.k_norm,
+                                  &l.attn.qkv,
+                                  &l.attn.gate,
+                                  &l.attn.o,
+                                  &l.gdn.qkv,
+                                  &l.gdn.z,
+                                  &l.gdn.ba,
+                                  &l.gdn.conv,
+                                  &l.gdn.a_log,
+                                  &l.gdn.dt_bias,
+                                  &l.gdn.norm,
+                                  &l.gdn.out,
+                                  &l.mlp.gate_up,
+                                  &l.mlp.down,
+                                  &l.mlp.router,
+                                  &l.mlp.experts_gate_up,
+                                  &l.mlp.experts_down,
+                                  &l.mlp.shared_gate_up,
+                                  &l.mlp.shared_down,
+                                  &l.mlp.shared_gate}) {
       out.parameters += w->tensor.numel();
       out.device_bytes += static_cast<int64_t>(w->bytes());
     }
@@ -299,11 +364,7 @@ Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepare
                                                     const LoadOptions& options) {
   const ModelConfig& config = prepared.config;
   const int n = static_cast<int>(backends.size());
-  const bool hybrid = config.family == ModelFamily::kQwen3_5;
-  if (config.family != ModelFamily::kQwen3 && !hybrid) {
-    return Status::Error("tensor parallelism: model_type \"" + config.model_type +
-                         "\" is not split yet (qwen3 and qwen3_5 only)");
-  }
+  const bool hybrid = config.family != ModelFamily::kQwen3;
   SYV_RETURN_IF_ERROR(check_tensor_parallel(config, n));
   if (options.mtp) return Status::Error("tensor parallelism: an MTP head is not split yet");
   SYV_RETURN_IF_ERROR(hybrid ? validate_hybrid_config(config) : validate_qwen3_config(config));
@@ -312,8 +373,13 @@ Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepare
   DecoderWeights full;
   {
     WeightLoader loader(first, store, options.seed, config.quant);
-    SYV_RETURN_IF_ERROR(hybrid ? load_qwen3_5_weights(config, store, loader, options, &full)
-                               : load_qwen3_weights(config, loader, &full));
+    if (config.family == ModelFamily::kQwen3_5) {
+      SYV_RETURN_IF_ERROR(load_qwen3_5_weights(config, store, loader, options, &full));
+    } else if (config.family == ModelFamily::kQwen3Next) {
+      SYV_RETURN_IF_ERROR(load_qwen3_next_weights(config, store, loader, options, &full));
+    } else {
+      SYV_RETURN_IF_ERROR(load_qwen3_weights(config, loader, &full));
+    }
     loader.finish();
   }
   const ModelConfig rank_config = tensor_parallel_rank_config(config, n);

@@ -1,13 +1,16 @@
-// Tensor parallelism (issue 21), its first part: the sharding math of a dense Qwen3 or a Qwen3.5
-// hybrid model over N ranks, each rank a DecoderModel on a backend of its own with its shard of
-// every weight, of the KV cache and of the recurrent state, driven as one Model (one engine, one
-// scheduler, unchanged).
+// Tensor parallelism (issue 21), its first part: the sharding math of a dense Qwen3, Qwen3.5 or
+// Qwen3-Next model (MoE included) over N ranks, each rank a DecoderModel on a backend of its own
+// with its shard of every weight, of the KV cache and of the recurrent state, driven as one Model
+// (one engine, one scheduler, unchanged).
 //
 //   q|k|v, gate|up,    column-parallel: rank r holds the rows of its query heads (and of its KV
 //   GDN q|k|v|z|b|a    heads), of its slice of the intermediate size, of its Gated DeltaNet value
 //   and conv channels  heads (and the key heads they read); A_log, dt_bias likewise
 //   o, down, GDN out   row-parallel: the matching columns; each rank's output is a partial sum,
 //                      all-reduced (TpComm) before the residual add; a bias is added by rank 0
+//   MoE                every expert and the shared expert split by their intermediate size like
+//                      the dense MLP; router and shared-expert gate replicated (every rank routes
+//                      alike); one all-reduce of the block's output
 //   KV / GDN key heads split (count % N == 0) or replicated (N % count == 0: rank r keeps head
 //                      r / (N / count), the one its query / value heads read)
 //   norms, embedding,  replicated (every rank computes the whole residual stream and the same
@@ -17,9 +20,9 @@
 // ranks (the CPU tests: a barrier, then every rank sums the N partials in rank order, so every
 // rank gets the same bits); an NCCL communicator for GPUs is not written yet. Each rank has a cache
 // store of its own, a mirror of the engine's (CacheStore::add_mirror), so the engine's slot and
-// checkpoint copies reach every rank. Not supported yet, and refused: MoE models, the MTP head,
-// pre-quantized weights, head counts N does not divide, a host tier (external copies of a
-// mirrored store are a CHECK failure).
+// checkpoint copies reach every rank. Not supported yet, and refused: the MTP head, pre-quantized
+// weights, head counts or intermediate sizes N does not divide, a host tier (external copies of a
+// mirrored store are a CHECK failure). Expert parallelism (whole experts per rank) is not tried.
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // Qwen3.5 hybrid fixtures through the engine (batched, chunked, prefix hits: for the hybrids
 // through checkpoints the engine copies on every rank's mirrored store); greedy tokens equal one
 // rank's and the logprobs agree within float rounding, with split and with replicated KV and GDN
-// key heads; bad sizes are refused naming the field, MoE models by name.
+// key heads, dense and MoE MLPs (Qwen3.5-MoE, Qwen3-Next); bad sizes are refused naming the field.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,7 +65,9 @@ TEST(TensorParallel, SplitRanksEqualOneRank) {
   // Qwen3: tied_gqa2: 4 query / 2 KV heads; untied_mha_hd32: 4 / 4; untied_gqa4_hd24: 8 / 2;
   // tied_gqa4_kv1_hd64: 4 / 1 (its one KV head replicated on every rank). Qwen3.5 (GDN key /
   // value heads): q35_r1_lllf 2 / 2; q35_r2_flfl_tied 2 / 4 with 1 KV head (replicated);
-  // q35_nested_r2 1 / 2 (its GDN key head replicated); tiny-hybrid (trained) 2 / 4.
+  // q35_nested_r2 1 / 2 (its GDN key head replicated); tiny-hybrid (trained) 2 / 4. MoE (experts
+  // split by their intermediate size): q35moe_top2_r2 (8 experts, top 2), qnext_top1_r2 and
+  // qnext_top2_r1 (with a dense layer, mlp_only_layers).
   for (const Case& c :
        {Case{"tests/fixtures/qwen3/tied_gqa2", {2}},
         Case{"tests/fixtures/qwen3/untied_mha_hd32", {2, 4}},
@@ -73,7 +75,10 @@ TEST(TensorParallel, SplitRanksEqualOneRank) {
         Case{"tests/fixtures/qwen3/tied_gqa4_kv1_hd64", {2, 4}},
         Case{"tests/fixtures/hybrid/q35_r1_lllf", {2}},
         Case{"tests/fixtures/hybrid/q35_r2_flfl_tied", {2}},
-        Case{"tests/fixtures/hybrid/q35_nested_r2", {2}}, Case{"models/tiny-hybrid", {2}}}) {
+        Case{"tests/fixtures/hybrid/q35_nested_r2", {2}}, Case{"models/tiny-hybrid", {2}},
+        Case{"tests/fixtures/hybrid/q35moe_top2_r2", {2, 4}},
+        Case{"tests/fixtures/hybrid/qnext_top1_r2", {2}},
+        Case{"tests/fixtures/hybrid/qnext_top2_r1", {2}}}) {
     LoadedModel one = load_cpu_model(c.fixture);
     ASSERT_TRUE(one.model);
     const std::vector<Request> requests =
@@ -151,8 +156,14 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   EXPECT_NE(check_tensor_parallel(c, 4).message().find("linear_num_key_heads = 3"),
             std::string::npos);
   c.layer_types.clear();
-  c.num_experts = 8;
-  EXPECT_NE(check_tensor_parallel(c, 2).message().find("not split yet"), std::string::npos);
+  c.linear_num_key_heads = c.linear_num_value_heads = 0;
+  c.num_experts = 8;  // MoE: the experts' and the shared expert's intermediate sizes
+  c.moe_intermediate_size = 24;
+  c.shared_expert_intermediate_size = 34;
+  EXPECT_EQ(check_tensor_parallel(c, 4).message(),
+            "config.json: shared_expert_intermediate_size = 34 is not divisible by the tensor "
+            "parallel size 4");
+  EXPECT_TRUE(check_tensor_parallel(c, 2).ok());
   EXPECT_FALSE(check_tensor_parallel(c, 0).ok());
   // The rank's shapes.
   c.num_experts = 0;
@@ -164,16 +175,20 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   EXPECT_EQ(tensor_parallel_rank_config(c, 4).num_key_value_heads, 1) << "replicated";
 }
 
-TEST(TensorParallel, MoeModelsAreRefusedAtLoad) {
+TEST(TensorParallel, RefusesTheMtpHeadAndBadSizesAtLoad) {
   auto backend = make_cpu_backend();
-  std::vector<Backend*> backends = {backend.get(), backend.get()};
-  for (const char* dir : {"hybrid/q35moe_top2_r2", "hybrid/qnext_top1_r2"}) {
-    auto prepared = prepare_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + dir, *backend);
-    ASSERT_TRUE(prepared.ok()) << prepared.message();
-    auto model = load_tensor_parallel(prepared.value(), backends, LoadOptions{});
-    ASSERT_FALSE(model.ok()) << dir;
-    EXPECT_NE(model.message().find("is not split yet"), std::string::npos) << model.message();
-  }
+  std::vector<Backend*> backends = {backend.get(), backend.get(), backend.get()};
+  auto prepared = prepare_model(std::string(SYV_SOURCE_DIR) + "/models/tiny-hybrid", *backend);
+  ASSERT_TRUE(prepared.ok()) << prepared.message();
+  LoadOptions mtp;
+  mtp.mtp = true;
+  auto model = load_tensor_parallel(prepared.value(), {backends[0], backends[1]}, mtp);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.message(), "tensor parallelism: an MTP head is not split yet");
+  model = load_tensor_parallel(prepared.value(), backends, LoadOptions{});  // 3 ranks
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.message(),
+            "config.json: num_attention_heads = 2 is not divisible by the tensor parallel size 3");
 }
 
 }  // namespace
