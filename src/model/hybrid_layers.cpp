@@ -94,6 +94,22 @@ std::unique_ptr<Model> make_hybrid_model(const ModelConfig& config, Backend& bac
   return make_decoder_model(config, backend, std::move(weights), std::move(o));
 }
 
+Result<std::unique_ptr<Model>> load_hybrid(const ModelConfig& c, const WeightStore* store,
+                                           Backend& backend, const LoadOptions& options,
+                                           HybridWeightsReader read, const std::string& name) {
+  SYV_RETURN_IF_ERROR(validate_hybrid_config(c));
+  if (options.mtp) {
+    SYV_RETURN_IF_ERROR(
+        check_mtp_config(c, store).with_context("the MTP head (--speculative-method mtp)"));
+  }
+  WeightLoader loader(backend, store, options.seed, c.quant);
+  HybridWeights w;
+  SYV_RETURN_IF_ERROR(read(c, store, loader, options, &w));
+  w.parameters = loader.parameters_loaded();
+  w.device_bytes = loader.device_bytes();
+  return make_hybrid_model(c, backend, std::move(w), name);
+}
+
 Result<DeviceWeight> load_reshaped(WeightLoader& loader, const WeightSpec& spec,
                                    std::initializer_list<int64_t> dims) {
   // WeightLoader uploads 1-D / 2-D weights: upload as [numel / last, last], then view as `dims`.

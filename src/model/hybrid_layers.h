@@ -43,6 +43,16 @@ std::unique_ptr<Model> make_hybrid_model(const ModelConfig& config, Backend& bac
 
 // Shared loading helpers for the family files ------------------------------------------------
 
+// Reads a family's checkpoint tensors into the kit's layout (load_qwen3_5_weights, ...).
+using HybridWeightsReader = Status (*)(const ModelConfig& c, const WeightStore* store,
+                                       WeightLoader& loader, const LoadOptions& options,
+                                       DecoderWeights* out);
+// A hybrid family's load(): validate_hybrid_config, the MTP head's checks (options.mtp), the
+// weights through `read`, then make_hybrid_model(name).
+Result<std::unique_ptr<Model>> load_hybrid(const ModelConfig& c, const WeightStore* store,
+                                           Backend& backend, const LoadOptions& options,
+                                           HybridWeightsReader read, const std::string& name);
+
 // Splits q_proj [Hq * 2D, H] (per head: D query rows, then D gate rows) into q and gate, and
 // fuses q, k_proj and v_proj into the kit's one q|k|v matrix.
 Status load_gated_attention(WeightLoader& loader, const ModelConfig& c, const std::string& prefix,

@@ -100,17 +100,7 @@ Status load_qwen3_next_weights(const ModelConfig& c, const WeightStore* store, W
 
 Result<std::unique_ptr<Model>> load_qwen3_next(const ModelConfig& c, const WeightStore* store,
                                                Backend& backend, const LoadOptions& options) {
-  SYV_RETURN_IF_ERROR(validate_hybrid_config(c));
-  if (options.mtp) {
-    SYV_RETURN_IF_ERROR(
-        check_mtp_config(c, store).with_context("the MTP head (--speculative-method mtp)"));
-  }
-  WeightLoader loader(backend, store, options.seed, c.quant);
-  HybridWeights w;
-  SYV_RETURN_IF_ERROR(load_qwen3_next_weights(c, store, loader, options, &w));
-  w.parameters = loader.parameters_loaded();
-  w.device_bytes = loader.device_bytes();
-  return make_hybrid_model(c, backend, std::move(w), "qwen3_next");
+  return load_hybrid(c, store, backend, options, load_qwen3_next_weights, "qwen3_next");
 }
 
 }  // namespace syv
