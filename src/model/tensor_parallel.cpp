@@ -139,6 +139,7 @@ DeviceWeight copy_block(const Tensor& t, Backend& src, int64_t r0, int64_t rows,
 DeviceWeight copy_all(const DeviceWeight& w, Backend& src, Backend& dst) {
   if (w.empty()) return DeviceWeight();
   const Tensor& t = w.tensor;
+  SYV_CHECK_LE(t.ndim, 2) << "copy_all: a " << t.ndim << "-D weight (expert stacks: shard_moe)";
   return t.ndim >= 2 ? copy_block(t, src, 0, t.dim(0), 0, t.dim(1), dst)
                      : copy_block(t, src, 0, 1, 0, t.numel(), dst);
 }
@@ -147,6 +148,7 @@ DeviceWeight copy_rows(const DeviceWeight& w, Backend& src,
                        const std::vector<std::pair<int64_t, int64_t>>& ranges, Backend& dst) {
   if (w.empty()) return DeviceWeight();
   const Tensor& t = w.tensor;
+  SYV_CHECK_LE(t.ndim, 2) << "copy_rows: a " << t.ndim << "-D weight (view it as 2-D first)";
   const size_t es = dtype_size(t.dtype);
   const int64_t width = t.ndim >= 2 ? t.dim(1) : 1;
   std::vector<unsigned char> host(t.bytes());
