@@ -389,8 +389,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     const auto t0 = std::chrono::steady_clock::now();
     core->graphs_ = std::make_unique<GraphRunner>(model, g);
     // Verify graphs of small batches too, where speculation pays most: captured on first use they
-    // cost the first speculating requests a capture per draft count (~10-30 ms each at the
-    // Qwen3-8B shape), which short benchmarks counted as speculation's cost.
+    // cost the first speculating requests a capture per draft count (the H200 serve log: 15
+    // decode buckets of the Qwen3-8B shape in 0.42 s, ~28 ms a capture on average), which short
+    // benchmarks counted as speculation's cost.
     if (graph_mode == GraphMode::kEager)
       core->graphs_->capture_all(g.max_query > 1 ? kEagerVerifyGraphBatch : 0);
     // The MTP head's forwards too (captured on first use): its eager forwards take at most a
@@ -783,9 +784,11 @@ void EngineCore::plan_drafts() {
     batch += seq->state == SequenceState::kDecoding ? 1 : 0;
     all_decoding = all_decoding && seq->state == SequenceState::kDecoding;
   }
-  // With graphs, probes share every probe_interval-th step (engine/spec_policy.h).
+  // With graphs, probes share every probe_interval-th step, and the step's plans are weighed
+  // together below (engine/spec_policy.h); a step with a prefill runs eagerly anyway.
   const int32_t interval = spec_policy_ != nullptr ? spec_policy_->options().probe_interval : 0;
   const bool probe_step = graphs_ == nullptr || interval <= 0 || stats_.steps % interval == 0;
+  const bool weigh_step = spec_policy_ != nullptr && graphs_ != nullptr && all_decoding;
   plans_.clear();
   for (Sequence* seq : scheduler_.running()) {
     if (seq->state != SequenceState::kDecoding) continue;
@@ -800,11 +803,11 @@ void EngineCore::plan_drafts() {
     } else {
       seq->draft_budget = batch >= disable_at ? 0 : k;
     }
-    plans_.push_back(plan);
+    if (weigh_step) plans_.push_back(plan);
   }
   // A step of uneven draft counts that can replay a graph only padded or eagerly: its drafts must
-  // pay for that too, else only the probes draft. (A step with a prefill is eager anyway.)
-  if (spec_policy_ == nullptr || graphs_ == nullptr || !all_decoding) return;
+  // pay for that too, else only the probes draft.
+  if (!weigh_step) return;
   if (spec_policy_->step_pays(plans_.data(), static_cast<int32_t>(plans_.size()),
                               kVerifyPaddingCostBound))
     return;

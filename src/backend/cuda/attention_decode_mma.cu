@@ -368,6 +368,41 @@ __global__ void __launch_bounds__(kThreads,
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int wk = warp * kWarpKeys;  // this warp's first key within a tile
 
+  // fp8 P V: this thread (B column / A row g) reads D / 8 bytes of keys 2tq, 2tq + 1, 2tq + 8,
+  // 2tq + 9 of stage `st`'s V rows, chunk c of kVChunks (16 bytes; 8 at D = 64), as x[key][word].
+  constexpr int kVChunks = D >= 128 ? D / 128 : 1, kVWords = D == 64 ? 2 : 4;
+  [[maybe_unused]] auto load_v_words = [&](int st, int c, uint32_t(&x)[4][kVWords]) {
+    const int rot = D == 256 ? (g & 1) : 0;
+    const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int off = D == 64 ? 8 * g
+                              : 16 * fp8_chunk<D>(2 * tq + (k & 1),
+                                                  kVChunks * g + ((c + rot) & (kVChunks - 1)));
+      const unsigned char* p = vr + ((k >> 1) * 8 + (k & 1)) * VLD + off;
+      if constexpr (kVWords == 2) {
+        const uint2 w = *reinterpret_cast<const uint2*>(p);
+        x[k][0] = w.x;
+        x[k][1] = w.y;
+      } else {
+        const uint4 w = *reinterpret_cast<const uint4*>(p);
+        x[k][0] = w.x;
+        x[k][1] = w.y;
+        x[k][2] = w.z;
+        x[k][3] = w.w;
+      }
+    }
+  };
+  // Word w's bytes paired across keys into e4m3x2 (low byte: the lower key): lo0 / hi0 = bytes
+  // 0, 1 / 2, 3 of keys 2tq, 2tq + 1; lo1 / hi1 the same of keys 2tq + 8, 2tq + 9.
+  struct VPairs {
+    uint32_t lo0, hi0, lo1, hi1;
+  };
+  [[maybe_unused]] auto pair_v_words = [](const uint32_t(&x)[4][kVWords], int w) {
+    return VPairs{__byte_perm(x[0][w], x[1][w], 0x5140u), __byte_perm(x[0][w], x[1][w], 0x7362u),
+                  __byte_perm(x[2][w], x[3][w], 0x5140u), __byte_perm(x[2][w], x[3][w], 0x7362u)};
+  };
+
   // Key rows: this warp's 16 keys of the tile in stage `st` (fp8) or in tiles ks / vs (bf16, int4
   // decoded); the first is key kb. Described for fp8; bf16 reads the same fragments by ldmatrix.
   //  * S^T = K Q^T: A is the K fragment the head-rows form reads as two B fragments (keys wk + g
@@ -468,41 +503,18 @@ __global__ void __launch_bounds__(kThreads,
           mma(o[dp], av, b0, b1);
         }
       } else {  // fp8: V^T's A fragment from the stored bytes
-        constexpr int NC = D >= 128 ? D / 128 : 1, CW = D == 64 ? 2 : 4;  // chunks, their words
-        const int rot = D == 256 ? (g & 1) : 0;
-        const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD;
 #pragma unroll
-        for (int c = 0; c < NC; ++c) {
-          uint32_t x[4][CW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
+        for (int c = 0; c < kVChunks; ++c) {
+          uint32_t x[4][kVWords];
+          load_v_words(st, c, x);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int off =
-                D == 64 ? 8 * g
-                        : 16 * fp8_chunk<D>(2 * tq + (k & 1), NC * g + ((c + rot) & (NC - 1)));
-            const unsigned char* pk = vr + ((k >> 1) * 8 + (k & 1)) * VLD + off;
-            if constexpr (CW == 2) {
-              const uint2 w = *reinterpret_cast<const uint2*>(pk);
-              x[k][0] = w.x;
-              x[k][1] = w.y;
-            } else {
-              const uint4 w = *reinterpret_cast<const uint4*>(pk);
-              x[k][0] = w.x;
-              x[k][1] = w.y;
-              x[k][2] = w.z;
-              x[k][3] = w.w;
-            }
-          }
-#pragma unroll
-          for (int w = 0; w < CW; ++w) {
+          for (int w = 0; w < kVWords; ++w) {
             const int mt = 8 * c + 2 * w;  // n-tiles 2 mt .. 2 mt + 3 of the head-rows form
-            const uint32_t lo0 = __byte_perm(x[0][w], x[1][w], 0x5140u);  // bytes 0, 1
-            const uint32_t hi0 = __byte_perm(x[0][w], x[1][w], 0x7362u);  // bytes 2, 3
-            const uint32_t lo1 = __byte_perm(x[2][w], x[3][w], 0x5140u);
-            const uint32_t hi1 = __byte_perm(x[2][w], x[3][w], 0x7362u);
-            const uint32_t a0[4] = {e4m3x2_to_f16x2(lo0), e4m3x2_to_f16x2(lo0 >> 16),
-                                    e4m3x2_to_f16x2(lo1), e4m3x2_to_f16x2(lo1 >> 16)};
-            const uint32_t a1[4] = {e4m3x2_to_f16x2(hi0), e4m3x2_to_f16x2(hi0 >> 16),
-                                    e4m3x2_to_f16x2(hi1), e4m3x2_to_f16x2(hi1 >> 16)};
+            const VPairs v = pair_v_words(x, w);
+            const uint32_t a0[4] = {e4m3x2_to_f16x2(v.lo0), e4m3x2_to_f16x2(v.lo0 >> 16),
+                                    e4m3x2_to_f16x2(v.lo1), e4m3x2_to_f16x2(v.lo1 >> 16)};
+            const uint32_t a1[4] = {e4m3x2_to_f16x2(v.hi0), e4m3x2_to_f16x2(v.hi0 >> 16),
+                                    e4m3x2_to_f16x2(v.hi1), e4m3x2_to_f16x2(v.hi1 >> 16)};
             mma_f16(o[mt], a0, b0, b1);
             mma_f16(o[mt + 1], a1, b0, b1);
           }
@@ -671,41 +683,18 @@ __global__ void __launch_bounds__(kThreads,
         // B[k][n] of n-tile nt is V[key wk + k][pv_col(nt, n)]: this thread (n = g) reads D / 8
         // bytes of keys 2tq, 2tq + 1 (b0) and 2tq + 8, 2tq + 9 (b1); byte nt % 16 of chunk
         // nt / 16 of two keys' rows is paired into one e4m3x2 (low byte: the lower key).
-        constexpr int NC = D >= 128 ? D / 128 : 1, CW = D == 64 ? 2 : 4;  // chunks, their words
-        const int rot = D == 256 ? (g & 1) : 0;
-        const unsigned char* vr = raw_v(st) + (wk + 2 * tq) * VLD;
 #pragma unroll
-        for (int c = 0; c < NC; ++c) {
-          uint32_t x[4][CW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
+        for (int c = 0; c < kVChunks; ++c) {
+          uint32_t x[4][kVWords];
+          load_v_words(st, c, x);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int off =
-                D == 64 ? 8 * g
-                        : 16 * fp8_chunk<D>(2 * tq + (k & 1), NC * g + ((c + rot) & (NC - 1)));
-            const unsigned char* p = vr + ((k >> 1) * 8 + (k & 1)) * VLD + off;
-            if constexpr (CW == 2) {
-              const uint2 w = *reinterpret_cast<const uint2*>(p);
-              x[k][0] = w.x;
-              x[k][1] = w.y;
-            } else {
-              const uint4 w = *reinterpret_cast<const uint4*>(p);
-              x[k][0] = w.x;
-              x[k][1] = w.y;
-              x[k][2] = w.z;
-              x[k][3] = w.w;
-            }
-          }
-#pragma unroll
-          for (int w = 0; w < CW; ++w) {
+          for (int w = 0; w < kVWords; ++w) {
             const int nt = 16 * c + 4 * w;
-            const uint32_t lo0 = __byte_perm(x[0][w], x[1][w], 0x5140u);  // bytes 0, 1
-            const uint32_t hi0 = __byte_perm(x[0][w], x[1][w], 0x7362u);  // bytes 2, 3
-            const uint32_t lo1 = __byte_perm(x[2][w], x[3][w], 0x5140u);
-            const uint32_t hi1 = __byte_perm(x[2][w], x[3][w], 0x7362u);
-            mma_f16(o[nt], pa, e4m3x2_to_f16x2(lo0), e4m3x2_to_f16x2(lo1));
-            mma_f16(o[nt + 1], pa, e4m3x2_to_f16x2(lo0 >> 16), e4m3x2_to_f16x2(lo1 >> 16));
-            mma_f16(o[nt + 2], pa, e4m3x2_to_f16x2(hi0), e4m3x2_to_f16x2(hi1));
-            mma_f16(o[nt + 3], pa, e4m3x2_to_f16x2(hi0 >> 16), e4m3x2_to_f16x2(hi1 >> 16));
+            const VPairs v = pair_v_words(x, w);
+            mma_f16(o[nt], pa, e4m3x2_to_f16x2(v.lo0), e4m3x2_to_f16x2(v.lo1));
+            mma_f16(o[nt + 1], pa, e4m3x2_to_f16x2(v.lo0 >> 16), e4m3x2_to_f16x2(v.lo1 >> 16));
+            mma_f16(o[nt + 2], pa, e4m3x2_to_f16x2(v.hi0), e4m3x2_to_f16x2(v.hi1));
+            mma_f16(o[nt + 3], pa, e4m3x2_to_f16x2(v.hi0 >> 16), e4m3x2_to_f16x2(v.hi1 >> 16));
           }
         }
       }
