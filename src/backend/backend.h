@@ -216,6 +216,12 @@ class Backend {
   // Models convert on the host before upload. The CPU backend widens everything to f32 (so linear()
   // is one sgemm); the default keeps the file's dtype.
   virtual DType weight_dtype(DType file_dtype) const { return file_dtype; }
+  // Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice; the
+  // default does nothing). A thread that runs ops on a backend of a device other than its current
+  // one calls it first (the tensor-parallel ranks' threads: model/tensor_parallel.h): kernels are
+  // launched on the current device. Memory calls (allocate, release, copies, fill_zero) need it
+  // not: they switch to the backend's device and back themselves.
+  virtual void make_current() {}
 
   // ---- memory -------------------------------------------------------------------------------
   // What allocate() can still get, for start-up checks (backend/available_memory.h): this

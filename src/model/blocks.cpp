@@ -1,6 +1,6 @@
 #include "model/blocks.h"
 
-#include "model/tp_comm.h"
+#include "backend/tp_comm.h"
 
 #include <cmath>
 #include <cstdlib>

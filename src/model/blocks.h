@@ -23,7 +23,7 @@
 
 namespace syv {
 
-class TpComm;  // model/tp_comm.h
+class TpComm;  // backend/tp_comm.h
 
 // Which fused ops the blocks use (all by default). Each can be switched off through the
 // environment for A/B timing (SYV_FUSED_QKV=0 etc.), read once when a model is built (not on

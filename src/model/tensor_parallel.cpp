@@ -63,6 +63,10 @@ TpComm& HostTpGroup::comm(int rank) {
   SYV_CHECK(rank >= 0 && rank < shared_->size) << "HostTpGroup: rank " << rank;
   return *comms_[static_cast<size_t>(rank)];
 }
+std::string HostTpGroup::describe() const {
+  return std::to_string(shared_->size) +
+         " ranks simulated in this process (a barrier and a sum in rank order on the host)";
+}
 
 // ---- the split --------------------------------------------------------------------------------
 
@@ -314,7 +318,7 @@ namespace {
 // N rank models driven as one (see load_tensor_parallel()).
 class TensorParallelModel final : public Model {
  public:
-  TensorParallelModel(const ModelConfig& config, std::unique_ptr<HostTpGroup> group,
+  TensorParallelModel(const ModelConfig& config, std::unique_ptr<TpGroup> group,
                       std::vector<Backend*> backends, std::vector<std::unique_ptr<Model>> ranks)
       : config_(config),
         group_(std::move(group)),
@@ -325,9 +329,17 @@ class TensorParallelModel final : public Model {
   CacheSpec cache_spec() const override { return ranks_[0]->cache_spec(); }
   Backend& backend() override { return *backends_[0]; }
 
+  // The same store again (SingleSequence binds before every forward) keeps its mirrors; another
+  // store gets new ones (the previous store's mirrors are freed: it may not be bound again).
   void bind_cache(CacheStore& store) override {
-    SYV_CHECK(!store.has_mirrors()) << "tensor parallel: bind_cache() with a store bound before";
     ranks_[0]->bind_cache(store);
+    if (&store == bound_ && store.has_mirrors()) {
+      for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r]->bind_cache(*stores_[r - 1]);
+      return;
+    }
+    SYV_CHECK(!store.has_mirrors())
+        << "tensor parallel: bind_cache() with a store bound before another (its rank mirrors "
+           "are gone)";
     stores_.clear();
     for (size_t r = 1; r < ranks_.size(); ++r) {
       auto own = CacheStore::create(store.spec(), store.config(), *backends_[r]);
@@ -336,41 +348,62 @@ class TensorParallelModel final : public Model {
       ranks_[r]->bind_cache(*stores_.back());
       store.add_mirror(*stores_.back());  // the engine's cache operations reach every rank
     }
+    bound_ = &store;
   }
+  // CUDA graphs: not across ranks yet (tensor_parallel.h); the engine runs every step eagerly.
+  bool supports_graphs() const override { return false; }
   void reserve(int64_t max_tokens, int64_t max_logit_rows) override {
     for (auto& m : ranks_) m->reserve(max_tokens, max_logit_rows);
   }
 
   using Model::forward;
+  // Rank r on backends_[r]'s device: each thread makes it current before its first op.
   void forward(const Batch& batch, Outputs& out) override {
     std::vector<Outputs> others(ranks_.size());
     std::vector<std::thread> threads;
-    for (size_t r = 1; r < ranks_.size(); ++r)
-      threads.emplace_back([&, r] { ranks_[r]->forward(batch, others[r]); });
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+      threads.emplace_back([&, r] {
+        backends_[r]->make_current();
+        ranks_[r]->forward(batch, others[r]);
+      });
+    }
+    backends_[0]->make_current();
     ranks_[0]->forward(batch, out);
     for (std::thread& t : threads) t.join();
   }
 
  private:
   ModelConfig config_;
-  std::unique_ptr<HostTpGroup> group_;
+  std::unique_ptr<TpGroup> group_;
   std::vector<Backend*> backends_;
   std::vector<std::unique_ptr<Model>> ranks_;
   std::vector<std::unique_ptr<CacheStore>> stores_;  // ranks 1..: built like the engine's
+  const CacheStore* bound_ = nullptr;                 // the store stores_ mirror
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepared,
                                                     const std::vector<Backend*>& backends,
-                                                    const LoadOptions& options) {
+                                                    const LoadOptions& options,
+                                                    std::unique_ptr<TpGroup> group) {
   const ModelConfig& config = prepared.config;
   const int n = static_cast<int>(backends.size());
+  if (group == nullptr) group = std::make_unique<HostTpGroup>(n);
+  if (group->size() != n) {
+    return Status::Error("tensor parallelism: a group of " + std::to_string(group->size()) +
+                         " ranks for " + std::to_string(n) + " backends");
+  }
   const bool hybrid = config.family != ModelFamily::kQwen3;
   SYV_RETURN_IF_ERROR(check_tensor_parallel(config, n));
   if (options.mtp) return Status::Error("tensor parallelism: an MTP head is not split yet");
   SYV_RETURN_IF_ERROR(hybrid ? validate_hybrid_config(config) : validate_qwen3_config(config));
   Backend& first = *backends[0];
+  first.make_current();
+  struct Current {  // rank 0's device is current again however this returns
+    Backend& backend;
+    ~Current() { backend.make_current(); }
+  } current{first};
   const WeightStore* store = prepared.store ? &*prepared.store : nullptr;
   DecoderWeights full;
   {
@@ -385,9 +418,9 @@ Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepare
     loader.finish();
   }
   const ModelConfig rank_config = tensor_parallel_rank_config(config, n);
-  auto group = std::make_unique<HostTpGroup>(n);
   std::vector<std::unique_ptr<Model>> ranks;
   for (int r = 0; r < n; ++r) {
+    backends[r]->make_current();  // the rank's allocations and uploads on its own device
     SYV_ASSIGN_OR_RETURN(DecoderWeights w,
                          shard_decoder_weights(full, first, config, r, n, *backends[r]));
     const std::string name =
@@ -404,6 +437,7 @@ Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepare
     o.tp = &group->comm(r);
     ranks.push_back(make_decoder_model(rank_config, *backends[r], std::move(w), std::move(o)));
   }
+  SYV_LOG(INFO) << "tensor parallel: " << group->describe();
   SYV_LOG(INFO) << "tensor parallel: " << n << " ranks, each " << rank_config.num_attention_heads
                 << " query heads, " << rank_config.num_key_value_heads << " KV heads ("
                 << (config.num_key_value_heads >= n ? "split" : "replicated") << "), "

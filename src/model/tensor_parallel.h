@@ -16,36 +16,41 @@
 //   norms, embedding,  replicated (every rank computes the whole residual stream and the same
 //   lm_head            logits; a vocabulary-parallel lm_head is the obvious next saving)
 //
-// TpComm (model/tp_comm.h) is the all-reduce. HostTpGroup is its in-process form for N simulated
-// ranks (the CPU tests: a barrier, then every rank sums the N partials in rank order, so every
-// rank gets the same bits); an NCCL communicator for GPUs is not written yet. Each rank has a cache
-// store of its own, a mirror of the engine's (CacheStore::add_mirror), so the engine's slot and
-// checkpoint copies reach every rank. Not supported yet, and refused: the MTP head, pre-quantized
-// weights, head counts or intermediate sizes N does not divide, a host tier (external copies of a
-// mirrored store are a CHECK failure). Expert parallelism (whole experts per rank) is not tried.
+// TpComm (backend/tp_comm.h) is the all-reduce, handed to each rank by a TpGroup: HostTpGroup
+// below for N simulated ranks (the CPU: a barrier, then every rank sums the N partials in rank
+// order, so every rank gets the same bits), or NCCL over one GPU per rank (backend/cuda/
+// nccl_tp_group.h). Each rank has a cache store of its own, a mirror of the engine's
+// (CacheStore::add_mirror), so the engine's slot and checkpoint copies reach every rank. Not
+// supported yet, and refused: the MTP head, pre-quantized weights, head counts or intermediate
+// sizes N does not divide, a host tier (external copies of a mirrored store are a CHECK failure:
+// the CLI refuses --host-cache-gb first), CUDA graphs (supports_graphs() is false: the engine's
+// graphs capture rank 0's stream only; every rank would have to capture and replay its own in
+// step). Expert parallelism (whole experts per rank) is not tried.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/tp_comm.h"
 #include "core/status.h"
 #include "model/decoder.h"
 #include "model/prepare_model.h"
-#include "model/tp_comm.h"
 
 namespace syv {
 
 // N ranks in one process, one thread each (see above).
-class HostTpGroup {
+class HostTpGroup final : public TpGroup {
  public:
   explicit HostTpGroup(int size);
-  ~HostTpGroup();
+  ~HostTpGroup() override;
   HostTpGroup(const HostTpGroup&) = delete;
   HostTpGroup& operator=(const HostTpGroup&) = delete;
-  int size() const;
-  TpComm& comm(int rank);
+  int size() const override;
+  TpComm& comm(int rank) override;
+  std::string describe() const override;
 
  private:
   struct Shared;
@@ -69,13 +74,18 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
                                              Backend& backend);
 
 // Loads `prepared` (qwen3 or qwen3_5) once on backends[0] and splits it over the backends, one
-// rank each. The Model reports the full config, the rank's cache spec (every rank keeps its KV
-// heads for every token of the engine's pool, its GDN heads' state for every slot), and rank 0's
-// backend; forward() runs every rank (ranks 1.. on threads of their own) and returns rank 0's
-// outputs. bind_cache() builds the other ranks' stores like the engine's and mirrors them; CUDA
-// graphs are not supported yet.
+// rank each (every weight passes through the host on its way to its rank, so ranks on different
+// GPUs need no peer access; backends[0] holds the whole model and its own shard while it loads).
+// `group` is the all-reduce of backends.size() ranks, rank r's on backends[r]; null: a HostTpGroup
+// (simulated ranks). The Model reports the full config, the rank's cache spec (every rank keeps its
+// KV heads for every token of the engine's pool, its GDN heads' state for every slot), and rank
+// 0's backend; forward() runs every rank (ranks 1.. on threads of their own, each made current on
+// its backend's device first) and returns rank 0's outputs. bind_cache() builds the other ranks'
+// stores like the engine's and mirrors them (binding the same store again keeps them); CUDA
+// graphs are not supported yet (see above). Errors name what cannot be split.
 Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepared,
                                                     const std::vector<Backend*>& backends,
-                                                    const LoadOptions& options);
+                                                    const LoadOptions& options,
+                                                    std::unique_ptr<TpGroup> group = nullptr);
 
 }  // namespace syv

@@ -15,6 +15,7 @@
 #include "model/prepare_model.h"
 #include "model/tensor_parallel.h"
 #include "unit/engine_harness.h"
+#include "unit/tensor_parallel_requests.h"
 
 namespace syv::testing {
 namespace {
@@ -39,22 +40,6 @@ Ranks load_split(const std::string& dir, int n) {
   EXPECT_TRUE(model.ok()) << model.message();
   if (model.ok()) r.model = std::move(model).value();
   return r;
-}
-
-// 5 requests whose prompt logprobs (every position's 5 most likely tokens) compare the logits
-// (such requests take no prefix hit), then 6 whose even ones share an 80-token prefix: prefix hits
-// (for the hybrids through the checkpoint at token 64, the default interval of 4 pages of 16).
-std::vector<Request> split_requests(int32_t vocab) {
-  std::vector<Request> requests = shared_prefix_requests(vocab, 7, 5, 24, 20, 10);
-  for (Request& q : requests) {
-    q.params.logprobs = true;
-    q.params.prompt_logprobs = 5;
-  }
-  for (Request& q : shared_prefix_requests(vocab, 8, 6, 80, 20, 10)) {
-    q.params.logprobs = true;
-    requests.push_back(q);
-  }
-  return requests;
 }
 
 TEST(TensorParallel, SplitRanksEqualOneRank) {

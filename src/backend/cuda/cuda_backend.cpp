@@ -80,6 +80,30 @@ const int32_t* hybrid_slots(const BatchMeta& meta) {
   return meta.state_slots.as<int32_t>();
 }
 
+// Makes `device` the calling thread's current device for the scope and restores the previous one
+// after (a no-op when it is current already): memory calls may come from a thread working on
+// another device (the engine thread mirroring a tensor-parallel rank's cache copies, the loader
+// copying every rank's weights), and cudaMalloc / cudaFree / kernels act on the current device.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    SYV_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ == device) {
+      previous_ = -1;
+    } else {
+      SYV_CUDA_CHECK(cudaSetDevice(device));
+    }
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 class CudaBackendImpl final : public CudaBackend {
  public:
   explicit CudaBackendImpl(int device) : device_(device) {
@@ -109,6 +133,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   ~CudaBackendImpl() override {
+    DeviceScope on(device_);
     cudaStreamSynchronize(stream_);
     for (size_t id = 0; id < graphs_.size(); ++id) free_graph(graphs_[id]);
     for (auto& r : retired_partials_) cudaFree(r.first);
@@ -140,10 +165,13 @@ class CudaBackendImpl final : public CudaBackend {
   DType weight_dtype(DType file_dtype) const override {
     return is_float(file_dtype) ? DType::BF16 : file_dtype;
   }
+  void make_current() override { SYV_CUDA_CHECK(cudaSetDevice(device_)); }
+  void* cuda_stream() const override { return stream_; }
 
   // ---- memory ---------------------------------------------------------------------------------
   DeviceBuffer allocate(size_t bytes) override {
     if (bytes == 0) return DeviceBuffer();
+    DeviceScope on(device_);
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes);
     if (err != cudaSuccess) {
@@ -172,26 +200,34 @@ class CudaBackendImpl final : public CudaBackend {
       }
     }
     device_ranges_.remove(data);
+    DeviceScope on(device_);
     SYV_CUDA_CHECK(cudaFree(data));
   }
   void upload(void* dst, const void* host_src, size_t bytes) override {
     if (bytes == 0) return;
+    DeviceScope on(device_);
     SYV_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
   }
   void download(void* host_dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
+    DeviceScope on(device_);
     SYV_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
+    DeviceScope on(device_);
     SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   void fill_zero(void* dst, size_t bytes) override {
     if (bytes == 0) return;
+    DeviceScope on(device_);
     SYV_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
   }
-  void synchronize() override { SYV_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void synchronize() override {
+    DeviceScope on(device_);
+    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
 
   // ---- asynchronous copies: two copy streams (CopyDir::kIn, kOut), each ordered after the compute
   // stream at each call --------------------------------------------------------------------------

@@ -25,6 +25,11 @@ struct GpuMemoryInfo {
 class CudaBackend : public Backend {
  public:
   virtual int device() const = 0;
+  // The stream every op runs on (a cudaStream_t; void* keeps CUDA out of this header), for a
+  // library that enqueues its own kernels in order with the ops (NCCL: backend/cuda/
+  // nccl_tp_group.h). Valid for the backend's lifetime; work enqueued on it while a graph is
+  // being captured (capture_graph) becomes part of the graph.
+  virtual void* cuda_stream() const = 0;
   virtual std::string device_name() const = 0;
   virtual int sm_count() const = 0;
   virtual GpuMemoryInfo memory_info() = 0;
