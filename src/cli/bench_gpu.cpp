@@ -20,12 +20,14 @@
 
 #include "cli/bench.h"
 #include "cli/kv_cache_dtype.h"
+#include "cli/tensor_parallel_cli.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "io/hf_config.h"
 #include "io/quant_config.h"
 #include "model/decoder.h"
 #include "model/model.h"
+#include "model/prepare_model.h"
 #if SYV_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/prefill_attention.h"
@@ -50,6 +52,7 @@ struct Options {
   bool batch_invariant = false;
   std::string state_dtype = "fp32";             // hybrids: CacheConfig::state_dtype
   std::string kv_cache_dtype = "auto";          // CacheConfig::kv_dtype (cli/kv_cache_dtype.h)
+  int tensor_parallel_size = 1;                 // --tensor-parallel-size: ranks on GPUs 0..N-1
   bool attention_only = false;                  // prefill: time the attention op alone
   std::vector<std::string> attention_variants;  // prefill kernels to time (empty: the current one)
 };
@@ -71,6 +74,7 @@ void add_common(CLI::App& app, Options& o) {
                  "serve --state-dtype`; the decode floor counts its bytes)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   add_kv_cache_dtype_arg(app, o.kv_cache_dtype);
+  add_tensor_parallel_arg(app, o.tensor_parallel_size);
 }
 
 #if SYV_HAVE_CUDA
@@ -92,7 +96,8 @@ Stats stats_of(std::vector<float> ms) {
 }
 
 struct Setup {
-  std::unique_ptr<CudaBackend> gpu;
+  std::unique_ptr<CudaBackend> gpu;  // rank 0's with --tensor-parallel-size
+  TpRanks ranks;                     // the other ranks' backends; outlive the model
   std::unique_ptr<Model> model;
   std::unique_ptr<CacheStore> store;  // bound to model
   double copy_gbps = 0, gemm_tflops = 0;
@@ -162,6 +167,13 @@ double mixer_flops_per_token(const ModelConfig& c, double ctx) {
          6.0 * (c.num_hidden_layers - full) * g.num_v_heads * g.k_head_dim * g.v_head_dim;
 }
 
+// CudaBackend::fill_random_on_allocate on every rank's backend (the ranks' KV pools are
+// allocated when the model binds the store).
+void fill_random_on_allocate(Setup& s, uint64_t seed) {
+  s.gpu->fill_random_on_allocate(seed);
+  for (auto& b : s.ranks.owned) dynamic_cast<CudaBackend&>(*b).fill_random_on_allocate(seed);
+}
+
 // Replaces the model's cache store with one of `cc` (the old one is freed first).
 Status rebuild_store(Setup& s, const CacheConfig& cc) {
   s.store.reset();
@@ -220,7 +232,14 @@ int setup(const Options& o, Setup& s) {
   LoadOptions lo;
   lo.random_weights = o.random_weights;
   lo.seed = o.seed;
-  auto model = load_model(dir, *s.gpu, lo);
+  auto prepared = prepare_model(dir, *s.gpu, lo);
+  if (!prepared.ok()) return fail("--config: " + prepared.message());
+  if (Status st = check_tp_model(prepared->config, o.tensor_parallel_size); !st.ok())
+    return fail(st.message());
+  auto ranks = make_tp_ranks(*s.gpu, o.tensor_parallel_size);
+  if (!ranks.ok()) return fail(ranks.message());
+  s.ranks = std::move(*ranks);
+  auto model = load_tp_model(*prepared, s.ranks, lo);
   if (!model.ok()) return fail("--config: " + model.message());
   s.model = std::move(*model);
   s.gpu->synchronize();
@@ -234,6 +253,18 @@ int setup(const Options& o, Setup& s) {
   s.expert_bytes = 2.0 * double(expert_params(mc));
   s.step_weight_bytes =
       2.0 * double(s.linear_params - moe_layers(mc) * mc.num_experts_per_tok * expert_params(mc));
+  if (const int n = o.tensor_parallel_size; n > 1) {
+    // One rank's floor: its 1/n of every layer's weights (and of each routed expert) and the
+    // whole embedding row / lm_head (replicated); the KV bytes are already the rank's (its spec).
+    const double head = 2.0 * double(mc.vocab_size) * double(mc.hidden_size);
+    s.step_weight_bytes = (s.step_weight_bytes - head) / n + head;
+    s.expert_bytes /= n;
+    std::printf(
+        "tensor parallel: %d ranks (GPUs 0..%d); the floor is one rank's (1/%d of the layers' "
+        "weights, the whole lm_head, its KV heads), timed on rank 0's stream; eager steps only "
+        "(no CUDA graphs across ranks yet)\n",
+        n, n - 1, n);
+  }
   if (mc.is_moe())
     std::printf(
         "decode floor: %.2f GB of weights per step besides the routed experts, plus %.1f MB per "
@@ -292,9 +323,9 @@ int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activ
   std::printf("%s (activation peak %.2f GB measured)\n", plan->summary().c_str(),
               activation_peak / 1e9);
   CacheConfig cc = cache_config(s, std::min<int64_t>(plan->pages, pages_needed));
-  s.gpu->fill_random_on_allocate(12345);  // the KV pool holds random bf16, never zeros
+  fill_random_on_allocate(s, 12345);  // the KV pool holds random bf16, never zeros
   Status st = rebuild_store(s, cc);
-  s.gpu->fill_random_on_allocate(0);
+  fill_random_on_allocate(s, 0);
   if (!st.ok()) return fail(st.message());
   *pages_out = cc.num_pages;
   return 0;
@@ -343,9 +374,9 @@ Batch prefill_batch(int n, int64_t pages_per_seq) {
 // A small random KV pool for the warm-up steps that size the workspace and measure the peak.
 int small_pool(Setup& s, int64_t pages) {
   CacheConfig small = cache_config(s, pages);
-  s.gpu->fill_random_on_allocate(999);
+  fill_random_on_allocate(s, 999);
   Status st = rebuild_store(s, small);
-  s.gpu->fill_random_on_allocate(0);
+  fill_random_on_allocate(s, 0);
   return st.ok() ? 0 : fail(st.message());
 }
 
@@ -463,7 +494,7 @@ int run_decode(const Options& o) {
       const double experts_read = double(s.gpu->moe_experts_routed() - routed_before);
       Stats eager = stats_of(s.gpu->time_ms(step, o.warmup, o.steps));
       Stats graph = eager, graph_nopdl = eager;
-      if (!o.no_graphs) {
+      if (!o.no_graphs && o.tensor_parallel_size == 1) {  // no graphs across ranks yet
         const int gid = s.gpu->capture_graph(step);
         graph = stats_of(s.gpu->time_ms([&] { s.gpu->replay_graph(gid); }, 3, o.steps));
         if (pdl) {  // the same graph without programmatic dependent launch, for comparison

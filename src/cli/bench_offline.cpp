@@ -11,6 +11,7 @@
 #include "cli/engine_args.h"
 #include "cli/kv_pool_plan.h"
 #include "cli/model_session.h"
+#include "cli/tensor_parallel_cli.h"
 
 namespace syv::cli {
 namespace {
@@ -38,6 +39,8 @@ int run(const Options& o) {
     return fail("--input-len: expected >= 1, found " + std::to_string(o.input_len));
   if (o.output_len < 1)
     return fail("--output-len: expected >= 1, found " + std::to_string(o.output_len));
+  if (Status st = check_tp_engine_args(o.model.tensor_parallel_size, o.engine); !st.ok())
+    return fail(st.message());
   ModelArgs load_args = o.model;
   load_args.mtp = o.engine.wants_mtp();
   auto loaded = load_cli_model(load_args);
@@ -56,6 +59,7 @@ int run(const Options& o) {
   }
 
   EngineOptions options = o.engine.resolved();
+  apply_tp_to_engine(o.model.tensor_parallel_size, options);
   auto kv_dtype = resolve_kv_cache_dtype(o.engine.kv_cache_dtype, model.backend(), model.config());
   if (!kv_dtype.ok()) return fail(kv_dtype.message());
   options.kv_dtype = *kv_dtype;
@@ -200,6 +204,7 @@ BenchRegistration reg{
       auto o = std::make_shared<Options>();
       add_model_args(app, o->model);
       add_device_arg(app, o->model.device);
+      add_tensor_parallel_arg(app, o->model.tensor_parallel_size);
       add_engine_args(app, o->engine);
       app.add_option("--num-prompts", o->num_prompts, "Prompts (default 64).");
       app.add_option("--input-len", o->input_len, "Prompt tokens each (default 128).");

@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "cli/generate_batch.h"
 #include "cli/model_session.h"
+#include "cli/tensor_parallel_cli.h"
 #include "core/log.h"
 #include "engine/device_sampling.h"
 #include "engine/sampler.h"
@@ -169,6 +170,7 @@ CommandRegistration reg{
           "{\"tokens\":[...],\"text\":...}\n");
       add_model_args(app, o->model);
       add_device_arg(app, o->model.device);
+      add_tensor_parallel_arg(app, o->model.tensor_parallel_size);
       auto* tokens =
           app.add_option("--tokens", o->tokens, "Prompt as comma-separated token ids, e.g. 1,2,3.");
       auto* prompt = app.add_option("--prompt", o->prompt,

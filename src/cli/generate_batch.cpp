@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/tensor_parallel_cli.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -114,6 +115,8 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
                      double temperature, uint64_t seed) {
   std::ifstream in(args.prompts_file);
   if (!in) return fail("--prompts-file: cannot open \"" + args.prompts_file + "\"");
+  if (Status st = check_tp_engine_args(model_args.tensor_parallel_size, args.engine); !st.ok())
+    return fail(st.message());
   ModelArgs load_args = model_args;
   load_args.mtp = args.engine.wants_mtp();
   auto loaded = load_cli_model(load_args);
@@ -136,6 +139,7 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
     return fail("--prompts-file: \"" + args.prompts_file + "\" holds no requests");
 
   EngineOptions options = args.engine.resolved();
+  apply_tp_to_engine(model_args.tensor_parallel_size, options);
   auto kv_dtype =
       resolve_kv_cache_dtype(args.engine.kv_cache_dtype, *loaded->backend, loaded->model->config());
   if (!kv_dtype.ok()) return fail(kv_dtype.message());

@@ -2,9 +2,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cli/build_info.h"
 #include "cli/command.h"
+#include "cli/tensor_parallel_cli.h"
 
 namespace syv::cli {
 
@@ -41,8 +44,12 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(command.name, command.description);
     runners[sub] = command.setup(*sub);
   }
+  // -tp N, vLLM's short form of --tensor-parallel-size (CLI11 takes one-letter short options).
+  const std::vector<std::string> args = expand_tensor_parallel_alias(argc, argv);
+  std::vector<const char*> arg_ptrs;
+  for (const std::string& a : args) arg_ptrs.push_back(a.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "cli/tensor_parallel_cli.h"
 #include "core/log.h"
 #include "io/hf_config.h"
 #ifdef SYV_HAVE_CUDA
@@ -49,8 +50,13 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   options.random_weights = args.random_weights;
   options.seed = args.weight_seed;
   options.mtp = args.mtp;
-  auto model = load_model(args.model_dir, *loaded.backend, options);
+  auto prepared = prepare_model(args.model_dir, *loaded.backend, options);
+  if (!prepared.ok()) return prepared.status().with_context("--model");
+  SYV_RETURN_IF_ERROR(check_tp_model(prepared->config, args.tensor_parallel_size));
+  SYV_ASSIGN_OR_RETURN(TpRanks ranks, make_tp_ranks(*loaded.backend, args.tensor_parallel_size));
+  auto model = load_tp_model(*prepared, ranks, options);
   if (!model.ok()) return model.status().with_context("--model");
+  loaded.rank_backends = std::move(ranks.owned);
   loaded.model = std::move(model.value());
   return loaded;
 }

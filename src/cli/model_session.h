@@ -26,6 +26,7 @@ struct ModelArgs {
   bool batch_invariant = false;  // Backend::set_batch_invariant (commands that offer the flag)
   std::string device = "cpu";    // --device (commands that offer it; see add_device_arg)
   bool mtp = false;  // also load the MTP head (LoadOptions::mtp): --speculative-method mtp
+  int tensor_parallel_size = 1;  // --tensor-parallel-size (cli/tensor_parallel_cli.h)
 };
 void add_model_args(CLI::App& app, ModelArgs& args);
 
@@ -39,10 +40,12 @@ Result<std::unique_ptr<Backend>> make_cli_backend(const std::string& device);
 
 struct LoadedModel {
   std::unique_ptr<Backend> backend;
+  std::vector<std::unique_ptr<Backend>> rank_backends;  // tensor parallel ranks 1..; outlive model
   std::unique_ptr<Model> model;
 };
-// On the backend args.device names. Errors are prefixed with "--model": the folder, and what is
-// wrong with it (or name --device).
+// On the backend args.device names (rank 0 of args.tensor_parallel_size ranks). Errors are
+// prefixed with "--model": the folder, and what is wrong with it (or name --device or
+// --tensor-parallel-size).
 Result<LoadedModel> load_cli_model(const ModelArgs& args);
 
 // --speculative-method draft: loads `dir` (the --draft-model folder) on `backend`, the target's.

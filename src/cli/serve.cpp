@@ -40,6 +40,7 @@
 #include "cli/model_session.h"
 #include "cli/preset.h"
 #include "cli/serve_facts.h"
+#include "cli/tensor_parallel_cli.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/engine_core.h"
@@ -67,7 +68,8 @@ struct ServeOptions {
   std::string allowed_origins;  // CORS: "" = none, "*", or comma-separated origins
   std::string served_model_name;
   std::string device = "auto";
-  std::string preset;  // --preset (cli/preset.h): applied to the flags before run_serve
+  int tensor_parallel_size = 1;  // --tensor-parallel-size (cli/tensor_parallel_cli.h)
+  std::string preset;            // --preset (cli/preset.h): applied to the flags before run_serve
   // Backend::set_batch_invariant.
   bool batch_invariant = false;
   EngineArgs engine;  // --page-size, --kv-cache-mb, --max-num-seqs, --max-model-len ...
@@ -247,6 +249,8 @@ int run_serve(const ServeOptions& o) {
   if (o.max_waiting < 0) return fail("--max-waiting: expected >= 0");
   if (Status st = check_model_folder(o.model_dir); !st.ok())
     return fail("--model: " + st.message());
+  if (Status st = check_tp_engine_args(o.tensor_parallel_size, o.engine); !st.ok())
+    return fail(st.message());
 
   // Start-up checks, before the port is bound (so a bad folder, flag or model that cannot fit
   // exits at once, never holding the port): the backend, the folder, config.json,
@@ -258,6 +262,10 @@ int run_serve(const ServeOptions& o) {
   const double backend_s = since(t0);
   SYV_LOG(INFO) << "backend: " << (*backend)->name() << ", up in " << backend_s << " s";
   apply_batch_invariant(**backend, o.batch_invariant);
+  // The other ranks' backends (devices 1..N-1 and the NCCL group on CUDA), before the port is
+  // bound.
+  Result<TpRanks> ranks = make_tp_ranks(**backend, o.tensor_parallel_size);
+  if (!ranks.ok()) return fail(ranks.message());
   const auto t_tokenizer = std::chrono::steady_clock::now();
   Result<TextSide> text = load_text_side(o.model_dir);
   if (!text.ok()) return fail("--model: " + text.message());
@@ -270,6 +278,8 @@ int run_serve(const ServeOptions& o) {
   load_options.mtp = o.engine.wants_mtp();  // --speculative-method mtp: the checkpoint's MTP head
   Result<PreparedModel> prepared = prepare_model(o.model_dir, **backend, load_options);
   if (!prepared.ok()) return fail("--model: " + prepared.message());
+  if (Status st = check_tp_model(prepared->config, o.tensor_parallel_size); !st.ok())
+    return fail(st.message());
   Result<std::optional<DType>> kv_dtype =
       resolve_kv_cache_dtype(o.engine.kv_cache_dtype, **backend, prepared->config);
   if (!kv_dtype.ok()) return fail(kv_dtype.message());
@@ -335,7 +345,7 @@ int run_serve(const ServeOptions& o) {
 
   // Load the weights (checked above).
   const auto t1 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<Model>> model = load_prepared_model(*prepared, **backend, load_options);
+  Result<std::unique_ptr<Model>> model = load_tp_model(*prepared, *ranks, load_options);
   if (!model.ok()) return fail("--model: " + model.message());
   std::unique_ptr<Model> draft;
   if (std::string e = o.engine.draft_model_error(); !e.empty()) return fail(e);
@@ -351,6 +361,7 @@ int run_serve(const ServeOptions& o) {
   // --cuda-graphs eager; the engine logs the buckets and the capture time).
   const auto t_engine = std::chrono::steady_clock::now();
   EngineOptions engine_options = o.engine.resolved();
+  apply_tp_to_engine(o.tensor_parallel_size, engine_options);
   engine_options.kv_dtype = *kv_dtype;
   engine_options.draft_model = draft.get();
   Result<std::optional<server::MemoryPlanFacts>> planned_pool =
@@ -484,6 +495,7 @@ CommandRegistration reg{
       app.add_option("--served-model-name", o->served_model_name,
                      "Model id in the API (default: the model folder's name)");
       add_device_arg(app, o->device);
+      add_tensor_parallel_arg(app, o->tensor_parallel_size);
       app.add_flag(
           "--batch-invariant", o->batch_invariant,
           "Bit-identical logits for a request whatever else is batched with it and however "

@@ -378,7 +378,7 @@ class TensorParallelModel final : public Model {
   std::vector<Backend*> backends_;
   std::vector<std::unique_ptr<Model>> ranks_;
   std::vector<std::unique_ptr<CacheStore>> stores_;  // ranks 1..: built like the engine's
-  const CacheStore* bound_ = nullptr;                 // the store stores_ mirror
+  const CacheStore* bound_ = nullptr;                // the store stores_ mirror
 };
 
 }  // namespace

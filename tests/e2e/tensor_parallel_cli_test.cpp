@@ -1,0 +1,141 @@
+// `--tensor-parallel-size N` (`-tp N`) from the command line on the CPU backend, where the ranks
+// are simulated (HostTpGroup): `syv generate` gives the greedy tokens of one rank on the bundled
+// tiny models, one prompt (SingleSequence, which binds its cache store before every step) and a
+// prompts file through the engine (batched, chunked, prefix hits: the hybrid's checkpoints on
+// every rank's mirrored store); what tensor parallelism refuses is refused by the flags' names
+// before anything loads (the host tier never reaches the cache store's CHECK).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "e2e/cli_run.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using syv::testing::json_lines;
+using syv::testing::run_command;
+
+const std::string kRoot = SYV_SOURCE_DIR;
+const std::string kDense = kRoot + "/models/tiny-dense";    // 4 query / 2 KV heads
+const std::string kHybrid = kRoot + "/models/tiny-hybrid";  // 2 query heads, 4 GDN value heads
+
+// `syv generate ... --json`'s tokens.
+std::vector<int> generated(const std::string& args) {
+  auto [status, out] = run_command(std::string(SYV_BIN) + " generate --device cpu " + args +
+                                   " --max-tokens 24 --json");
+  EXPECT_EQ(status, 0) << args << "\n" << out;
+  const std::vector<json> lines = json_lines(out);
+  if (lines.size() != 1) {
+    ADD_FAILURE() << args << ": expected one JSON line\n" << out;
+    return {};
+  }
+  return lines[0].at("tokens").get<std::vector<int>>();
+}
+
+TEST(TensorParallelCli, GenerateGivesOneRanksGreedyTokens) {
+  for (const std::string& model : {kDense, kHybrid}) {
+    SCOPED_TRACE(model);
+    const std::string prompt = "--model " + model + " --prompt 'Once upon a time, a small'";
+    const std::vector<int> one = generated(prompt);
+    ASSERT_EQ(one.size(), 24u);
+    EXPECT_EQ(generated(prompt + " --tensor-parallel-size 2"), one);
+    EXPECT_EQ(generated(prompt + " -tp 2"), one) << "vLLM's short form";
+    EXPECT_EQ(generated(prompt + " -tp=2"), one);
+  }
+  // 2 KV heads over 4 ranks: each KV head replicated on two ranks.
+  EXPECT_EQ(generated("--model " + kDense + " --tokens 5,6,7,8,9 --tensor-parallel-size 4"),
+            generated("--model " + kDense + " --tokens 5,6,7,8,9"));
+}
+
+TEST(TensorParallelCli, PromptsFileThroughTheEngineEqualsOneRank) {
+  const fs::path file =
+      fs::temp_directory_path() / ("syv_tp_prompts_" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::mt19937 rng(3);
+    std::ofstream out(file);
+    std::vector<int> shared(80);
+    for (int& t : shared) t = static_cast<int>(rng() % 8000);
+    for (int i = 0; i < 8; ++i) {
+      std::vector<int> tokens = i % 2 ? shared : std::vector<int>{};
+      for (int k = 0, n = 1 + static_cast<int>(rng() % 40); k < n; ++k)
+        tokens.push_back(static_cast<int>(rng() % 8000));
+      out << json{{"tokens", tokens}, {"max_tokens", 4 + static_cast<int>(rng() % 12)}}.dump()
+          << "\n";
+    }
+  }
+  for (const std::string& model : {kDense, kHybrid}) {
+    SCOPED_TRACE(model);
+    const std::string base = std::string(SYV_BIN) + " generate --device cpu --model " + model +
+                             " --prompts-file " + file.string() +
+                             " --max-num-seqs 3 --max-batched-tokens 48 --max-prefill-chunk 20 "
+                             "--page-size 16 --host-cache-gb 0";
+    auto [s1, one] = run_command(base);
+    ASSERT_EQ(s1, 0) << one;
+    auto [s2, split] = run_command(base + " --tensor-parallel-size 2", true);
+    ASSERT_EQ(s2, 0) << split;
+    const std::vector<json> a = json_lines(one), b = json_lines(split);
+    ASSERT_EQ(a.size(), 8u);
+    ASSERT_EQ(b.size(), a.size());
+    int cached = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(b[i].at("tokens"), a[i].at("tokens")) << "line " << i;
+      EXPECT_EQ(b[i].at("cached_tokens"), a[i].at("cached_tokens")) << "line " << i;
+      cached += a[i].at("cached_tokens").get<int>();
+    }
+    EXPECT_GT(cached, 0) << "the scenario takes prefix hits";
+    // The start-up log says what was chosen.
+    EXPECT_NE(split.find("tensor parallel: 2 ranks simulated"), std::string::npos) << split;
+    EXPECT_NE(split.find("CUDA graphs off"), std::string::npos) << split;
+  }
+  fs::remove(file);
+}
+
+TEST(TensorParallelCli, RefusalsNameTheFlag) {
+  const std::string generate = std::string(SYV_BIN) + " generate --device cpu --model " + kDense;
+  auto [s1, t1] = run_command(generate + " --tokens 1,2 --tensor-parallel-size 3", true);
+  EXPECT_NE(s1, 0);
+  EXPECT_NE(t1.find("--tensor-parallel-size 3: config.json: num_attention_heads = 4 is not "
+                    "divisible by the tensor parallel size 3"),
+            std::string::npos)
+      << t1;
+  auto [s2, t2] = run_command(generate + " --tokens 1,2 --tensor-parallel-size 0", true);
+  EXPECT_NE(s2, 0);
+  EXPECT_NE(t2.find("--tensor-parallel-size"), std::string::npos) << t2;
+  // The host tier is refused before a model loads, never by the cache store's CHECK.
+  const fs::path file =
+      fs::temp_directory_path() / ("syv_tp_refuse_" + std::to_string(::getpid()) + ".jsonl");
+  std::ofstream(file) << "{\"tokens\": [1, 2, 3]}\n";
+  auto [s3, t3] =
+      run_command(generate + " --prompts-file " + file.string() + " -tp 2 --host-cache-gb 1", true);
+  EXPECT_EQ(WEXITSTATUS(s3), 1) << t3;
+  EXPECT_NE(t3.find("error: --tensor-parallel-size 2: --host-cache-gb 1"), std::string::npos) << t3;
+  auto [s4, t4] = run_command(std::string(SYV_BIN) + " serve --device cpu --model " + kDense +
+                                  " --port 0 -tp 2 --host-cache-gb 2",
+                              true);
+  EXPECT_EQ(WEXITSTATUS(s4), 1) << t4;
+  EXPECT_NE(t4.find("the host tier does not work with tensor parallelism yet"), std::string::npos)
+      << t4;
+  auto [s5, t5] = run_command(generate + " --prompts-file " + file.string() +
+                                  " -tp 2 --speculative-method mtp --num-speculative-tokens 1",
+                              true);
+  EXPECT_EQ(WEXITSTATUS(s5), 1) << t5;
+  EXPECT_NE(t5.find("--speculative-method mtp is not supported with tensor parallelism"),
+            std::string::npos)
+      << t5;
+  fs::remove(file);
+  // --help explains it.
+  auto [s6, t6] = run_command(std::string(SYV_BIN) + " serve --help");
+  EXPECT_EQ(s6, 0);
+  EXPECT_NE(t6.find("--tensor-parallel-size"), std::string::npos) << t6;
+  EXPECT_NE(t6.find("-tp N"), std::string::npos) << t6;
+}
+
+}  // namespace
