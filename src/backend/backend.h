@@ -367,6 +367,12 @@ class Backend {
   // gate_up = linear(x, w) with w [2I, H] (gate rows, then up rows); out = silu_mul(gate_up).
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out);
 
+  // out1 = linear(x, w1), out2 = linear(x, w2) (no biases): two projections of one input, the
+  // second typically a few rows (the GDN b|a beside z). The default runs linear() twice; CUDA runs
+  // both GEMVs in one launch at few tokens.
+  virtual void linear_pair(const Tensor& x, const Tensor& w1, Tensor& out1, const Tensor& w2,
+                           Tensor& out2);
+
   // add_rmsnorm_linear(residual, x, norm_w, ..., normed, w, no bias, gate_up), then
   // out = silu_mul(gate_up): a SwiGLU MLP's input half in one op.
   virtual void add_rmsnorm_linear_silu_mul(const Tensor& residual, const Tensor& x,
@@ -448,6 +454,11 @@ class Backend {
   // 0).
   virtual void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                              Tensor& out);
+  // out [T, N] = linear(gated_rmsnorm(x, z, norm_w, eps), w) with w [N, K] and x, z holding T * K
+  // elements (the GDN output norm and out_proj). `normed` (like x) is scratch: the default writes
+  // the norm's output there; CUDA at few tokens computes it inside the GEMV and leaves it alone.
+  virtual void gated_rmsnorm_linear(const Tensor& x, const Tensor& z, const Tensor& norm_w,
+                                    float eps, const Tensor& w, Tensor& normed, Tensor& out);
 
   // out = x * sigmoid(gate). x, out [T, N]; gate [T, N], or [T, 1] broadcast over the row.
   virtual void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);
@@ -492,6 +503,24 @@ class Backend {
       linear(x, w.tensor, bias, out);
     } else {
       linear_quantized(x, w, bias, out);
+    }
+  }
+  void gated_rmsnorm_linear(const Tensor& x, const Tensor& z, const Tensor& norm_w, float eps,
+                            const Weight& w, Tensor& normed, Tensor& out) {
+    if (w.format == WeightFormat::kDense) {
+      gated_rmsnorm_linear(x, z, norm_w, eps, w.tensor, normed, out);
+    } else {
+      gated_rmsnorm(x, z, norm_w, eps, normed);
+      linear_quantized(normed, w, Tensor(), out);
+    }
+  }
+  void linear_pair(const Tensor& x, const Weight& w1, Tensor& out1, const Weight& w2,
+                   Tensor& out2) {
+    if (w1.format == WeightFormat::kDense && w2.format == WeightFormat::kDense) {
+      linear_pair(x, w1.tensor, out1, w2.tensor, out2);
+    } else {
+      linear(x, w1, Tensor(), out1);
+      linear(x, w2, Tensor(), out2);
     }
   }
   void add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,

@@ -75,6 +75,18 @@ void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up,
   silu_mul(gate_up, out);
 }
 
+void Backend::gated_rmsnorm_linear(const Tensor& x, const Tensor& z, const Tensor& norm_w,
+                                   float eps, const Tensor& w, Tensor& normed, Tensor& out) {
+  gated_rmsnorm(x, z, norm_w, eps, normed);
+  linear(normed.reshape({out.numel() / w.dim(0), w.dim(1)}), w, Tensor(), out);
+}
+
+void Backend::linear_pair(const Tensor& x, const Tensor& w1, Tensor& out1, const Tensor& w2,
+                          Tensor& out2) {
+  linear(x, w1, Tensor(), out1);
+  linear(x, w2, Tensor(), out2);
+}
+
 void Backend::add_rmsnorm_linear_silu_mul(const Tensor& residual, const Tensor& x,
                                           const Tensor& norm_w, float eps, NormKind kind,
                                           Tensor& residual_out, Tensor& normed, const Tensor& w,

@@ -131,8 +131,7 @@ void gdn_block(BlockContext& c, Residual& r, const Tensor& norm_w, const GdnWeig
   Tensor core = c.ws.take(c.act, {T, Vd});
   Tensor normed = c.ws.take(c.act, {T, Vd});
   add_norm_linear(c, r, norm_w, x, w.qkv, Tensor(), qkv, c.fuse.norm_qkv);
-  b.linear(x, w.z, Tensor(), z);
-  b.linear(x, w.ba, Tensor(), ba);
+  b.linear_pair(x, w.z, z, w.ba, ba);
   Tensor conv_state = state.conv, ssm_state = state.ssm;
   Tensor conv_saves = state.conv_checkpoints, ssm_saves = state.ssm_checkpoints;
   b.causal_conv1d_silu(qkv, w.conv.tensor, conv_state, conv_saves, c.meta, mixed);
@@ -140,9 +139,7 @@ void gdn_block(BlockContext& c, Residual& r, const Tensor& norm_w, const GdnWeig
                      core);
   Tensor core_rows = core.reshape({T * Hv, dv});
   Tensor z_rows = z.reshape({T * Hv, dv});
-  Tensor normed_rows = normed.reshape({T * Hv, dv});
-  b.gated_rmsnorm(core_rows, z_rows, w.norm.tensor, c.eps, normed_rows);
-  b.linear(normed, w.out, Tensor(), out);
+  b.gated_rmsnorm_linear(core_rows, z_rows, w.norm.tensor, c.eps, w.out, normed, out);
   all_reduce_partial(c, out);
 }
 

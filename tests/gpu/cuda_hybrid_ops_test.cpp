@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/kernels.h"
 #include "gpu/cuda_ops_fixture.h"
 
 namespace syv {
@@ -112,10 +113,25 @@ TEST_F(CudaHybridOps, GatedDeltaRuleSmallHeads) {
   check_gdn({71, 1}, {1, 0}, GdnShape{2, 4, 8, 12}, DType::F32, 1e-2, 1e-4);  // dk 8
 }
 
+// Runs `body` with the token-by-token kernel in each thread layout (kernels.h GdnRecurrentForm).
+void for_each_recurrent_form(const std::function<void()>& body) {
+  for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {
+    SCOPED_TRACE(form == cuda::GdnRecurrentForm::kRows ? "rows form" : "columns form");
+    cuda::set_gdn_recurrent_form(form);
+    body();
+  }
+  cuda::set_gdn_recurrent_form(cuda::GdnRecurrentForm::kAuto);
+}
+
 TEST_F(CudaHybridOps, GatedDeltaRuleQwen35Heads) {
   const GdnShape g{16, 32, 128, 128};  // Qwen3.5 9B-class / Qwen3-Next
-  check_gdn({1, 1, 1}, {4, 1, 6}, g, DType::F32, 1e-2, 1e-4);
-  check_gdn({5, 64, 1000}, {0, 7, 3}, g, DType::F32, 1e-2, 1e-4);
+  for_each_recurrent_form([&] {
+    check_gdn({1, 1, 1}, {4, 1, 6}, g, DType::F32, 1e-2, 1e-4);
+    check_gdn({5, 64, 1000}, {0, 7, 3}, g, DType::F32, 1e-2, 1e-4);
+    // The rows form's other key head dims (dk 64 and 32 at dv 128).
+    check_gdn({1, 3, 2}, {2, 0, 5}, GdnShape{4, 8, 64, 128}, DType::F32, 1e-2, 1e-4);
+    check_gdn({2, 1}, {1, 3}, GdnShape{2, 4, 32, 128}, DType::F32, 1e-2, 1e-4);
+  });
 }
 
 // The chunked kernel (sequences of >= CudaBackend::kGdnChunkedFrom tokens) beside the
@@ -142,14 +158,17 @@ TEST_F(CudaHybridOps, StateSavesInsideTheChunks) {
             {{4, 15}, {1, 63, 64, 100, 199, 200}, {2}});
   check_gdn({130, 1}, {2, 4}, g, DType::BF16, 2e-2, 1e-2, {{16, 80, 128}, {}});
   gpu_->set_gdn_chunked_from(0);  // the batch-invariant path: token by token
-  check_gdn({15, 200}, {5, 0}, g, DType::F32, 1e-2, 1e-4, {{4, 15}, {63, 64, 100}});
+  for_each_recurrent_form([&] {
+    check_gdn({15, 200}, {5, 0}, g, DType::F32, 1e-2, 1e-4, {{4, 15}, {63, 64, 100}});
+    check_gdn({3, 9}, {1, 2}, g, DType::BF16, 2e-2, 1e-2, {{1, 3}, {8}});
+  });
   gpu_->set_gdn_chunked_from(CudaBackend::kGdnChunkedFrom);
 }
 
 TEST_F(CudaHybridOps, GatedDeltaRuleBf16State) {
   // The state rounded to bf16 once per launch: the outputs of a short step stay close.
   const GdnShape g{16, 32, 128, 128};
-  check_gdn({1, 1, 4}, {2, 5, 0}, g, DType::BF16, 2e-2, 1e-2);
+  for_each_recurrent_form([&] { check_gdn({1, 1, 4}, {2, 5, 0}, g, DType::BF16, 2e-2, 1e-2); });
   check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);  // the chunked kernel too
 }
 
@@ -163,6 +182,31 @@ TEST_F(CudaHybridOps, GatedRmsNorm) {
     cpu_->gated_rmsnorm(x.c, z.c, w.c, 1e-6f, out.c);
     gpu_->gated_rmsnorm(x.g, z.g, w.g, 1e-6f, out.g);
     expect_close(out, 1e-2, "gated_rmsnorm D=" + std::to_string(D));
+  }
+}
+
+// The GDN output norm fused into out_proj's GEMV (few tokens) gives the unfused pair's output
+// (the prologue repeats gated_rmsnorm's sums in its order, so the GEMV's input is the same; the
+// GEMV's launch shape may split K differently from linear()'s: bf16 rounding apart), and
+// GEMM-sized batches take the pair itself; both agree with the CPU.
+TEST_F(CudaHybridOps, GatedRmsNormLinearEqualsNormThenLinear) {
+  for (int64_t T : {1, 2, 4, 5, 40}) {
+    for (int64_t D : {128, 64}) {
+      const int64_t K = 8 * D, N = 520;
+      auto x = make(random_vec(T * K, rng_), {T * K / D, D});
+      auto z = make(random_vec(T * K, rng_, 3.f), {T * K / D, D});
+      auto nw = make(random_vec(D, rng_), {D});
+      auto w = make(random_vec(N * K, rng_, 0.05f), {N, K});
+      auto normed = make_out({T, K}), out = make_out({T, N});
+      auto normed_ref = make_out({T * K / D, D}), out_ref = make_out({T, N});
+      gpu_->gated_rmsnorm_linear(x.g, z.g, nw.g, 1e-6f, w.g, normed.g, out.g);
+      gpu_->gated_rmsnorm(x.g, z.g, nw.g, 1e-6f, normed_ref.g);
+      gpu_->linear(normed_ref.g.reshape({T, K}), w.g, Tensor(), out_ref.g);
+      const std::string what = "T=" + std::to_string(T) + " D=" + std::to_string(D);
+      EXPECT_LT(rel_l2(down_gpu(out.g), down_gpu(out_ref.g)), 4e-3) << what;
+      cpu_->gated_rmsnorm_linear(x.c, z.c, nw.c, 1e-6f, w.c, normed.c, out.c);
+      expect_close(out, 2e-2, "gated_rmsnorm_linear " + what);
+    }
   }
 }
 
@@ -229,6 +273,16 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
         "GB/s = %.0f%% of copy)\n",
         cs.seqs, cs.tokens_each, conv_us, gdn_us, state_bytes / (gdn_us * 1e3),
         100.0 * state_bytes / (gdn_us * 1e3) / copy_gbps);
+    if (cs.tokens_each == 1) {  // the token-by-token kernel's two thread layouts (kernels.h)
+      for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {
+        cuda::set_gdn_recurrent_form(form);
+        const double f_us = us(gdn);
+        std::printf("  %s form: %8.1f us (%.0f%% of copy)\n",
+                    form == cuda::GdnRecurrentForm::kRows ? "rows" : "columns", f_us,
+                    100.0 * state_bytes / (f_us * 1e3) / copy_gbps);
+      }
+      cuda::set_gdn_recurrent_form(cuda::GdnRecurrentForm::kAuto);
+    }
     if (cs.tokens_each >= CudaBackend::kGdnChunkedFrom && cs.tokens_each <= 2048) {
       gpu_->set_gdn_chunked_from(0);
       std::printf("  token by token instead: %8.1f us\n", us(gdn));

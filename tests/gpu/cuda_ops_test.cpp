@@ -42,7 +42,7 @@ TEST_F(CudaOps, Embedding) {
 }
 
 TEST_F(CudaOps, RmsNormAndAddRmsNorm) {
-  for (int64_t H : {64, 1024, 4096, 5120}) {
+  for (int64_t H : {64, 100, 1024, 4096, 5120, 12288, 20000}) {  // bf16 form: 1 / 2 chunks, neither
     for (NormKind kind : {NormKind::kPlain, NormKind::kOnePlus}) {
       for (DType out_t : {DType::BF16, DType::F32}) {
         const int64_t T = 7;
@@ -97,6 +97,30 @@ TEST_F(CudaOps, LinearGemvAndGemm) {
   cpu_->linear(x.c, w.c, b.c, out.c);
   gpu_->linear(x.g, w.g, b.g, out.g);
   expect_close(out, 8e-3, "linear f32 weights + bias");
+}
+
+// linear_pair (the GDN z and b|a projections in one launch) gives exactly what two linear() calls
+// give, the few-row output in f32 or bf16, at token counts in one and in two GEMV chunks.
+TEST_F(CudaOps, LinearPairEqualsTwoLinears) {
+  for (int64_t T : {1, 3, 4, 6}) {
+    for (DType small_t : {DType::F32, DType::BF16}) {
+      const int64_t K = 1024, N1 = 768, N2 = 64;
+      auto x = make(random_vec(T * K, rng_), {T, K});
+      auto w1 = make(random_vec(N1 * K, rng_, 0.05f), {N1, K});
+      auto w2 = make(random_vec(N2 * K, rng_, 0.05f), {N2, K});
+      auto big = make_out({T, N1}), small = make_out({T, N2}, small_t);
+      auto big_ref = make_out({T, N1}), small_ref = make_out({T, N2}, small_t);
+      gpu_->linear_pair(x.g, w1.g, big.g, w2.g, small.g);
+      gpu_->linear(x.g, w1.g, Tensor(), big_ref.g);
+      gpu_->linear(x.g, w2.g, Tensor(), small_ref.g);
+      const std::string what =
+          "T=" + std::to_string(T) + " small " + std::string(dtype_name(small_t));
+      EXPECT_EQ(down_gpu(big.g), down_gpu(big_ref.g)) << what;
+      EXPECT_EQ(down_gpu(small.g), down_gpu(small_ref.g)) << what;
+      cpu_->linear(x.c, w2.c, Tensor(), small.c);
+      expect_close(small, small_t == DType::F32 ? 1e-4 : 8e-3, "linear_pair small " + what);
+    }
+  }
 }
 
 TEST_F(CudaOps, SiluMulAndAdd) {

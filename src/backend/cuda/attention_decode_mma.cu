@@ -146,14 +146,16 @@ constexpr int64_t kFp8WideBlocks = 256;
 // 16 9.07 -> 8.20, 64 19.41 -> 17.91 (eager 19.16 -> 17.20); b = 256 at ctx 2048 22.95 -> 20.92
 // (eager); Qwen3.5 9B-class (D = 256) b = 64 ctx 4096 9.72 -> 9.36. At b = 1 (8 blocks) key rows
 // was slower, 5.01 -> 5.32 (5.0 without PDL: its blocks, launched early, wait holding the SMs
-// the kernel before them runs on), so below kFp8KeyRowsMinBlocks blocks per split head rows
+// the kernel before them runs on), so below kKeyRowsMinBlocks blocks per split head rows
 // run. 2 stages and 5 blocks per SM at D = 128 (96 registers) measured the same as 3 and 4.
 // bf16 and int4 caches (int4 decoded into the bf16 tiles) have a key-rows form too, K's A
 // fragment by ldmatrix and V^T's by ldmatrix.trans (140 against 167 registers at D = 128, 225
-// against 255 at 256); it runs only when forced (set_decode_mma_form(); the GPU tests force it)
-// until it has been measured. set_decode_mma_form() forces a form.
+// against 255 at 256), by the same rule. Head rows -> key rows, same shapes, graph ms: bf16 8B
+// b = 16 10.00 -> 9.98, 64 24.83 -> 24.74 (attention is ~88% of the step's floor already), 9B
+// class b = 64 ctx 4096 10.59 -> 10.51; int4 8B b = 16 10.54 -> 10.29, 64 26.27 -> 25.40; b = 1
+// equal within 0.1% for both. set_decode_mma_form() forces a form.
 constexpr int kKeyRowsMaxHeads = 8;
-constexpr int64_t kFp8KeyRowsMinBlocks = 16;
+constexpr int64_t kKeyRowsMinBlocks = 16;
 template <int D>
 constexpr int kQuantStages = 2;
 template <int D>
@@ -797,13 +799,16 @@ void launch_t(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixe
               float* partial, cudaStream_t s) {
   const int64_t blocks = static_cast<int64_t>(a.tokens) * (a.hq / rows);
   const DecodeMmaForm form = decode_mma_form();
+  // Batch-invariant mode (fixed keys per split) keeps one form whatever the batch: the forms sum
+  // in different orders, and a token's row must not depend on the tokens beside it.
+  const bool by_batch = fixed == 0;
   if (rows <= kKeyRowsMaxHeads &&
       (form == DecodeMmaForm::kKeyRows ||
-       (form == DecodeMmaForm::kAuto && KT == DType::F8E4M3 && blocks >= kFp8KeyRowsMinBlocks))) {
+       (form == DecodeMmaForm::kAuto && by_batch && blocks >= kKeyRowsMinBlocks))) {
     return launch_w<D, KT, false, true>(a, rows, splits, fixed, align, partial, s);
   }
   if constexpr (KT == DType::F8E4M3 && D == 128) {
-    if (static_cast<int64_t>(a.tokens) * (a.hq / rows) >= kFp8WideBlocks)
+    if (by_batch && static_cast<int64_t>(a.tokens) * (a.hq / rows) >= kFp8WideBlocks)
       return launch_w<D, KT, true>(a, rows, splits, fixed, align, partial, s);
   }
   launch_w<D, KT, false>(a, rows, splits, fixed, align, partial, s);

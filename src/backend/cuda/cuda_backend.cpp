@@ -761,6 +761,43 @@ class CudaBackendImpl final : public CudaBackend {
     norm_linear(residual, x, norm_w, eps, kind, residual_out, normed, w, bias, out, nullptr);
   }
 
+  void gated_rmsnorm_linear(const Tensor& x, const Tensor& z, const Tensor& norm_w, float eps,
+                            const Tensor& w, Tensor& normed, Tensor& out) override {
+    const int64_t N = w.dim(0), K = last_dim(w), D = norm_w.numel(), T = out.numel() / N;
+    SYV_CHECK(x.numel() == T * K && z.numel() == x.numel() && out.numel() == T * N && D > 0 &&
+              K % D == 0)
+        << "gated_rmsnorm_linear: x, z [T * K / D, D], norm_w [D], w [N, K], out [T, N]";
+    if (T <= gemv_max_tokens_ && all_bf16({&x, &z, &w, &out})) {
+      cuda::GemvFused f;
+      f.w = w.data;
+      f.out = out.data;
+      f.tokens = T;
+      f.n = N;
+      f.k = K;
+      f.res_in = x.data;
+      f.gate_z = z.data;
+      f.group = D;
+      f.norm_w = norm_w.data;
+      f.norm_t = norm_w.dtype;
+      f.eps = eps;
+      if (cuda::launch_gemv_fused(f, stream_)) return;
+    }
+    Backend::gated_rmsnorm_linear(x, z, norm_w, eps, w, normed, out);
+  }
+
+  void linear_pair(const Tensor& x, const Tensor& w1, Tensor& out1, const Tensor& w2,
+                   Tensor& out2) override {
+    const int64_t T = rows_of(x), K = last_dim(x), N1 = w1.dim(0), N2 = w2.dim(0);
+    SYV_CHECK(last_dim(w1) == K && last_dim(w2) == K && out1.numel() == T * N1 &&
+              out2.numel() == T * N2)
+        << "linear_pair: x [T, K], w1 [N1, K], w2 [N2, K], out1 [T, N1], out2 [T, N2]";
+    if (T <= gemv_max_tokens_ && all_bf16({&x, &w1, &w2, &out1}) &&
+        cuda::launch_gemv_bf16_pair(x.data, T, K, w1.data, out1.data, out1.dtype, N1, w2.data,
+                                    out2.data, out2.dtype, N2, stream_))
+      return;
+    Backend::linear_pair(x, w1, out1, w2, out2);
+  }
+
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out) override {
     const int64_t T = rows_of(x), K = last_dim(x), I = last_dim(out);
     SYV_CHECK(w.dim(0) == 2 * I && last_dim(w) == K && gate_up.numel() == T * 2 * I &&
@@ -888,6 +925,7 @@ class CudaBackendImpl final : public CudaBackend {
     const bool chunked = !batch_invariant_ && gdn_chunked_from_ > 0 &&
                          meta.max_seq_len >= gdn_chunked_from_ && cuda::gdn_chunked_supports(a.dk);
     a.chunked_from = chunked ? gdn_chunked_from_ : 0;
+    a.batch_invariant = batch_invariant_;
     cuda::launch_gdn_recurrent(a, qkv.dtype, state.dtype, stream_);
     if (a.chunked_from > 0) cuda::launch_gdn_chunked(a, qkv.dtype, state.dtype, stream_);
   }

@@ -35,16 +35,48 @@ struct GemvParams {
   bool one_plus;
   // kSilu: gate_up [NT, 2 n_rows] receives the bf16 gate and up dot products.
   bf16* gate_up;
+  // kNorm, gated form (gate_z != nullptr): input = gated_rmsnorm(res_in, gate_z) instead, each
+  // run of `group` elements of res_in normalised alone, times norm_w [group] and silu(gate_z)
+  // (the GDN output norm, as launch_gated_rmsnorm computes it); add, res_out, normed unused.
+  const bf16* gate_z;
+  int64_t group;
 };
 
 // The norm weights (1 + w for one_plus) into shared memory: weights, so read before the dependency
 // wait, while the previous kernel still runs.
 __device__ __forceinline__ void norm_weights(const GemvParams& p, float* gs) {
-  for (int64_t i = threadIdx.x; i < p.k; i += blockDim.x) {
+  const int64_t n = p.gate_z != nullptr ? p.group : p.k;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float g = load_any(p.norm_w, p.norm_t, i);
     if (p.one_plus) g += 1.f;
     gs[i] = g;
   }
+}
+
+// The gated form of the prologue: one warp per run of `group` elements, the same sums in the same
+// order as gated_rmsnorm_kernel (hybrid_elementwise.cu), so the input rows equal its output bit
+// for bit.
+template <int NT>
+__device__ __forceinline__ void gated_prologue(const GemvParams& p, bf16* xs, const float* gs) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int64_t D = p.group, runs = NT * (p.k / D);
+  for (int64_t r = warp; r < runs; r += warps) {
+    const bf16* xr = p.res_in + r * D;
+    const bf16* zr = p.gate_z + r * D;
+    float ss = 0.f;
+    for (int64_t d = lane; d < D; d += 32) {
+      const float v = __bfloat162float(xr[d]);
+      ss += v * v;
+    }
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(D) + p.eps);
+    for (int64_t d = lane; d < D; d += 32) {
+      const float n = __bfloat162float(__float2bfloat16_rn(__bfloat162float(xr[d]) * inv));
+      const float nw = __bfloat162float(__float2bfloat16_rn(n * gs[d]));
+      const float z = __bfloat162float(zr[d]);
+      xs[r * D + d] = __float2bfloat16_rn(nw * (z / (1.f + __expf(-z))));
+    }
+  }
+  __syncthreads();
 }
 
 // The fused residual add + RMSNorm in front of the GEMV, as launch_rmsnorm computes it: the sum is
@@ -52,6 +84,7 @@ __device__ __forceinline__ void norm_weights(const GemvParams& p, float* gs) {
 // the same values in the same order (so all blocks agree bit for bit). gs: norm_weights().
 template <int NT>
 __device__ __forceinline__ void norm_prologue(const GemvParams& p, bf16* xs, const float* gs) {
+  if (p.gate_z != nullptr) return gated_prologue<NT>(p, xs, gs);
   const int64_t k = p.k, kv = k / 8;
   const bool writer = blockIdx.x == 0;
   float ss[NT];
@@ -160,14 +193,15 @@ __device__ __forceinline__ void reduce_parts(float (&acc)[ROWS][NT], int warp, i
 // previous kernel's tail (and, with kNorm, this kernel's own prologue).
 // kSilu (ROWS == 2): warp i owns output i and reads gate row i and up row n_rows + i.
 // KS > 1: KS warps per unit, each over a K / KS slice (reduce_parts(); k / 8 % KS == 0).
+// The kernel's body, as block `block` of the grid (gemv_pair_kernel runs two GEMVs in one grid).
 template <int NT, typename TO, int WARPS, int ROWS, bool kNorm, bool kSilu, int KS = 1>
-__global__ void __launch_bounds__(WARPS * 32) gemv_bf16_kernel(const GemvParams p) {
+__device__ __forceinline__ void gemv_body(const GemvParams& p, int64_t block) {
   static_assert(!kSilu || ROWS == 2, "SiLU fusion pairs a gate row with an up row");
   static_assert(WARPS % KS == 0, "a block holds whole units");
   extern __shared__ uint4 smem_x[];  // kNorm: the normalised input rows [NT, k]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t k = p.k, n_rows = p.n_rows;
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (WARPS / KS) + warp / KS;
+  const int64_t unit = block * (WARPS / KS) + warp / KS;
   const int64_t n0 = kSilu ? unit : unit * ROWS;
   const bool active = n0 < n_rows;
   const int64_t kvp = k / 8 / KS;          // 16-byte vectors per row slice
@@ -251,6 +285,25 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_bf16_kernel(const GemvParams 
     if (warp % KS != 0 || !active) return;
   }
   store_outputs<NT, ROWS, kSilu>(p, static_cast<TO*>(p.out), acc, n0, lane);
+}
+
+template <int NT, typename TO, int WARPS, int ROWS, bool kNorm, bool kSilu, int KS = 1>
+__global__ void __launch_bounds__(WARPS * 32) gemv_bf16_kernel(const GemvParams p) {
+  gemv_body<NT, TO, WARPS, ROWS, kNorm, kSilu, KS>(p, blockIdx.x);
+}
+
+// Two GEMVs of one input in one grid: blocks [0, small_blocks) compute `small` (TS out), the rest
+// `big` (TB out). For a projection of a few rows beside a large one (the GDN layers' b|a beside
+// z): alone, the few rows' launch costs more than reading them (~5 us for 0.5 MB); here their
+// blocks are scheduled first and run beside the large GEMV's.
+template <int NT, typename TB, typename TS, int WARPS, int ROWS, int KS>
+__global__ void __launch_bounds__(WARPS * 32)
+    gemv_pair_kernel(const GemvParams big, const GemvParams small, unsigned small_blocks) {
+  if (blockIdx.x < small_blocks) {
+    gemv_body<NT, TS, WARPS, ROWS, false, false, KS>(small, blockIdx.x);
+  } else {
+    gemv_body<NT, TB, WARPS, ROWS, false, false, KS>(big, blockIdx.x - small_blocks);
+  }
 }
 
 // The kNorm GEMV as a persistent grid (at most one wave of blocks): each block computes the
@@ -484,8 +537,8 @@ void launch_wr(const GemvParams& p, cudaStream_t s) {
 // kernels` preferred shape by shape in run 3), 4x2 for 2-4 tokens. The fused SiLU variant needs
 // two rows per warp (variants 0 and 1 take 8x2 and 4x2).
 constexpr int64_t kGemvFewRows = 1024;
-template <int NT, typename TO, bool kNorm, bool kSilu>
-void launch_nt(const GemvParams& p, cudaStream_t s) {
+template <int NT, bool kNorm, bool kSilu>
+int gemv_shape(int64_t n_rows) {
   int v = gemv_variant_now();
   if (kNorm || kSilu) {
     const int fv = gemv_fused_variant_now();
@@ -503,30 +556,72 @@ void launch_nt(const GemvParams& p, cudaStream_t s) {
   // Few rows (the GDN layers' b|a projection: 2 x 32 rows; MoE routers): 16x2 would put them on a
   // handful of blocks (2 for 64 rows: 2 SMs reading the whole weight); 4x1 spreads them over
   // n_rows / 4 (H200, Qwen3.5 9B-class b = 1: the b|a GEMV took ~5 us for 0.5 MB).
-  if (v == kGemvAuto && !kNorm && !kSilu && p.n_rows <= kGemvFewRows) v = 1;
+  if (v == kGemvAuto && !kNorm && !kSilu && n_rows <= kGemvFewRows) v = 1;
   if (v == kGemvAuto) v = NT == 1 ? kGemv16x2 : 3;
   if (kSilu && v <= 1) v += 2;
+  return v;
+}
+
+// A launch shape: warps per block, rows per warp, warps splitting K.
+template <int W, int R, int KS>
+struct GemvShape {
+  static constexpr int kWarps = W, kRows = R, kSplit = KS;
+};
+
+// Calls launch(GemvShape<WARPS, ROWS, KS>{}) for variant v.
+template <bool kSilu, typename Launch>
+void with_shape(int v, Launch&& launch) {
   switch (v) {
     case 1:
-      if constexpr (!kSilu) return launch_wr<NT, TO, 4, 1, kNorm, kSilu>(p, s);
+      if constexpr (!kSilu) return launch(GemvShape<4, 1, 1>{});
       break;
     case 2:
-      return launch_wr<NT, TO, 8, 2, kNorm, kSilu>(p, s);
+      return launch(GemvShape<8, 2, 1>{});
     case 3:
-      return launch_wr<NT, TO, 4, 2, kNorm, kSilu>(p, s);
+      return launch(GemvShape<4, 2, 1>{});
     case 5:
-      return launch_wr<NT, TO, 16, 2, kNorm, kSilu>(p, s);
+      return launch(GemvShape<16, 2, 1>{});
     case 6:
-      return launch_wr<NT, TO, 16, 2, kNorm, kSilu, 2>(p, s);
+      return launch(GemvShape<16, 2, 2>{});
     case 7:
-      return launch_wr<NT, TO, 16, 2, kNorm, kSilu, 4>(p, s);
+      return launch(GemvShape<16, 2, 4>{});
     case 8:
-      return launch_wr<NT, TO, 8, 2, kNorm, kSilu, 2>(p, s);
+      return launch(GemvShape<8, 2, 2>{});
     default:
-      if constexpr (!kSilu) return launch_wr<NT, TO, 8, 1, kNorm, kSilu>(p, s);
+      if constexpr (!kSilu) return launch(GemvShape<8, 1, 1>{});
       break;
   }
-  launch_wr<NT, TO, 8, 2, kNorm, kSilu>(p, s);
+  launch(GemvShape<8, 2, 1>{});
+}
+
+template <int NT, typename TO, bool kNorm, bool kSilu>
+void launch_nt(const GemvParams& p, cudaStream_t s) {
+  with_shape<kSilu>(gemv_shape<NT, kNorm, kSilu>(p.n_rows), [&](auto shape) {
+    using S = decltype(shape);
+    launch_wr<NT, TO, S::kWarps, S::kRows, kNorm, kSilu, S::kSplit>(p, s);
+  });
+}
+
+// gemv_pair_kernel in big's shape.
+template <int NT, typename TB, typename TS>
+void launch_pair_nt(const GemvParams& big, const GemvParams& small, cudaStream_t s) {
+  with_shape<false>(gemv_shape<NT, false, false>(big.n_rows), [&](auto shape) {
+    using S = decltype(shape);
+    constexpr int W = S::kWarps, R = S::kRows, kSplit = S::kSplit;
+    if constexpr (kSplit > 1) {  // K not split evenly: the unsplit shape
+      if ((big.k / 8) % kSplit != 0) {
+        const int64_t per_block = W * R;
+        const auto sb = static_cast<unsigned>(ceil_div(small.n_rows, per_block));
+        launch_k(gemv_pair_kernel<NT, TB, TS, W, R, 1>, sb + ceil_div(big.n_rows, per_block),
+                 W * 32, 0, s, big, small, sb);
+        return;
+      }
+    }
+    const int64_t per_block = W * R / kSplit;
+    const auto sb = static_cast<unsigned>(ceil_div(small.n_rows, per_block));
+    launch_k(gemv_pair_kernel<NT, TB, TS, W, R, kSplit>, sb + ceil_div(big.n_rows, per_block),
+             W * 32, 0, s, big, small, sb);
+  });
 }
 
 template <typename TO, bool kNorm, bool kSilu>
@@ -540,9 +635,13 @@ void launch_tokens(GemvParams p, int64_t tokens, cudaStream_t s) {
     c.out = static_cast<TO*>(p.out) + t0 * p.out_stride;
     if (kNorm) {
       c.res_in += t0 * k;
-      c.add += t0 * k;
-      c.res_out += t0 * k;
-      c.normed += t0 * k;
+      if (c.gate_z != nullptr) {
+        c.gate_z += t0 * k;
+      } else {
+        c.add += t0 * k;
+        c.res_out += t0 * k;
+        c.normed += t0 * k;
+      }
     }
     if (kSilu) c.gate_up += t0 * 2 * p.n_rows;
     switch (nt) {
@@ -605,11 +704,56 @@ bool launch_gemv_bf16(const void* x, const void* w, void* out, DType out_t, int6
   return true;
 }
 
+bool launch_gemv_bf16_pair(const void* x, int64_t tokens, int64_t k, const void* w_big,
+                           void* out_big, DType big_t, int64_t n_big, const void* w_small,
+                           void* out_small, DType small_t, int64_t n_small, cudaStream_t s) {
+  if ((k % 8) != 0 || !aligned16(x) || !aligned16(w_big) || !aligned16(w_small)) return false;
+  if (big_t != DType::BF16 || (small_t != DType::F32 && small_t != DType::BF16)) return false;
+  if (tokens == 0 || (n_big == 0 && n_small == 0)) return true;
+  const size_t small_size = small_t == DType::F32 ? 4 : 2;
+  for (int64_t t0 = 0; t0 < tokens;) {  // chunks of up to 4 tokens, as launch_tokens
+    const int64_t nt = std::min<int64_t>(4, tokens - t0);
+    GemvParams big{}, small{};
+    big.x = small.x = static_cast<const bf16*>(x) + t0 * k;
+    big.k = small.k = k;
+    big.w = static_cast<const bf16*>(w_big);
+    big.out = static_cast<bf16*>(out_big) + t0 * n_big;
+    big.n_rows = big.out_stride = n_big;
+    small.w = static_cast<const bf16*>(w_small);
+    small.out = static_cast<char*>(out_small) + t0 * n_small * small_size;
+    small.n_rows = small.out_stride = n_small;
+    auto launch = [&](auto* small_type) {  // a null TS*: the small output's type
+      using TS = std::remove_pointer_t<decltype(small_type)>;
+      switch (nt) {
+        case 4:
+          return launch_pair_nt<4, bf16, TS>(big, small, s);
+        case 3:
+          return launch_pair_nt<3, bf16, TS>(big, small, s);
+        case 2:
+          return launch_pair_nt<2, bf16, TS>(big, small, s);
+        default:
+          return launch_pair_nt<1, bf16, TS>(big, small, s);
+      }
+    };
+    if (small_t == DType::F32) {
+      launch(static_cast<float*>(nullptr));
+    } else {
+      launch(static_cast<bf16*>(nullptr));
+    }
+    t0 += nt;
+  }
+  return true;
+}
+
 bool launch_gemv_fused(const GemvFused& a, cudaStream_t s) {
-  const bool norm = a.res_in != nullptr, silu = a.gate_up != nullptr;
+  const bool norm = a.res_in != nullptr, silu = a.gate_up != nullptr, gated = a.gate_z != nullptr;
   if ((a.k % 8) != 0 || !aligned16(a.w) || !aligned16(a.out)) return false;
   if (!norm && (a.x == nullptr || !aligned16(a.x))) return false;
-  if (norm) {
+  if (gated) {
+    if (!norm || silu || a.group <= 0 || a.k % a.group != 0 || a.norm_w == nullptr ||
+        norm_smem_bytes(std::min<int64_t>(a.tokens, 4), a.k) > kMaxNormSmem)
+      return false;
+  } else if (norm) {
     if (!aligned16(a.res_in) || !aligned16(a.add) || !aligned16(a.res_out) ||
         !aligned16(a.normed) || a.res_out == a.res_in || a.norm_w == nullptr)
       return false;
@@ -632,6 +776,8 @@ bool launch_gemv_fused(const GemvFused& a, cudaStream_t s) {
   p.eps = a.eps;
   p.one_plus = a.one_plus;
   p.gate_up = static_cast<bf16*>(a.gate_up);
+  p.gate_z = static_cast<const bf16*>(a.gate_z);
+  p.group = a.group;
   if (norm && silu) {
     launch_tokens<bf16, true, true>(p, a.tokens, s);
   } else if (norm) {

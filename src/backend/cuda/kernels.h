@@ -83,6 +83,14 @@ void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int6
 // Needs K % 8 == 0 and 16-byte aligned x and w. Returns false (launching nothing) otherwise.
 bool launch_gemv_bf16(const void* x, const void* w, void* out, DType out_t, int64_t tokens,
                       int64_t n, int64_t k, cudaStream_t s);
+// Two GEMVs of one input x [tokens, k] in one launch: out_big [tokens, n_big] (bf16) = x w_bigᵀ
+// and out_small [tokens, n_small] (f32 or bf16) = x w_smallᵀ, each as launch_gemv_bf16 computes
+// it (the same sums in the same order). For a few-row projection whose own launch costs more than
+// its bytes (the GDN b|a rows beside z). Returns false (launching nothing) where launch_gemv_bf16
+// would, or for other output types.
+bool launch_gemv_bf16_pair(const void* x, int64_t tokens, int64_t k, const void* w_big,
+                           void* out_big, DType big_t, int64_t n_big, const void* w_small,
+                           void* out_small, DType small_t, int64_t n_small, cudaStream_t s);
 // GEMV launch shapes (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2, 5: 16x2,
 // 6-8: K split over 2 or 4 warps per row pair (gemv.cu), and kGemvAuto (the default): 16x2 for one
 // token, 4x2 for more. SYV_GEMV_VARIANT sets the initial one.
@@ -120,6 +128,11 @@ struct GemvFused {
   float eps = 1e-6f;
   bool one_plus = false;
   void* gate_up = nullptr;
+  // Gated norm prologue (gate_z != nullptr, with res_in; no SiLU epilogue): the input rows are
+  // gated_rmsnorm(res_in, gate_z) with norm_w [group] (launch_gated_rmsnorm's values bit for bit);
+  // add, res_out, normed unused. Needs k % group == 0.
+  const void* gate_z = nullptr;
+  int64_t group = 0;
 };
 bool launch_gemv_fused(const GemvFused& a, cudaStream_t s);
 // Any dtypes, any shapes; one warp per output element (slow; for odd dtypes and tests).
@@ -277,7 +290,8 @@ struct GdnArgs {
   const int32_t* seq_starts = nullptr;  // [S + 1]
   const int32_t* slots = nullptr;       // [S]
   int32_t num_seqs = 0, hk = 0, hv = 0, dk = 0, dv = 0;
-  int32_t chunked_from = 0;  // sequences of at least this many tokens go to the chunked kernel
+  int32_t chunked_from = 0;      // sequences of at least this many tokens go to the chunked kernel
+  bool batch_invariant = false;  // one thread layout whatever the batch (GdnRecurrentForm)
   // In-pass state saves (StateSaves of backend.h): the state after save_after[i] new tokens of
   // sequence s (save_starts[s] <= i < save_starts[s + 1]) also goes to checkpoint save_dests[i]
   // of `saves` ([checkpoints, hv, dk, dv], the state's dtype). num_saves 0: none.
@@ -288,6 +302,16 @@ struct GdnArgs {
   int32_t num_saves = 0;
 };
 void launch_gdn_recurrent(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
+// launch_gdn_recurrent's thread layout (gated_delta.cu): kRows, one block per (sequence, value
+// head) reading whole state rows (dv = 128, dk 32 / 64 / 128), or kColumns, one block per
+// (sequence, value head, 32 state columns; any shape). kAuto (the default) takes rows where they
+// fit and the batch has at least kGdnRowsMinBlocks (sequence, value head) pairs, or always with
+// GdnArgs::batch_invariant. SYV_GDN_RECURRENT=rows|columns sets the initial form (A/B timing,
+// tests). H200, Qwen3.5 9B-class (Hv 32, dk = dv = 128), us per layer, columns -> rows: 1
+// sequence 6.5 -> 7.6, 64: 96.1 -> 81.2 (66% -> 78% of the copy rate), 256: 367.8 -> 286.8 (88%).
+constexpr int64_t kGdnRowsMinBlocks = 256;
+enum class GdnRecurrentForm { kAuto, kRows, kColumns };
+void set_gdn_recurrent_form(GdnRecurrentForm form);
 void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s);
 // Whether the chunked kernel runs this dk here (dk <= 128, and its 146.5 KiB of shared memory fit
 // the device: not on sm_86 / 89 / 120).

@@ -1,4 +1,8 @@
 // RMSNorm and the fused residual add + RMSNorm: one block per row, fp32 statistics.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -38,12 +42,107 @@ __global__ void rmsnorm_kernel(const TX* __restrict__ x, const TR* res_in, TR* r
   }
 }
 
+// The bf16 form: 8 elements per thread and chunk by 16-byte loads, kept in registers between the
+// sum and the output, the norm weights read before the dependency wait; the same rounding as
+// rmsnorm_kernel (only the order of the squares' sum differs). One thread per 8 elements when the
+// row allows (hidden <= 8192: kChunks 1), else two chunks each.
+template <int kChunks, typename TO>
+__global__ void rmsnorm_bf16_kernel(const bf16* __restrict__ x, const bf16* res_in, bf16* res_out,
+                                    const void* w, DType w_t, float eps, bool one_plus,
+                                    TO* __restrict__ out, int64_t hidden) {
+  const int64_t row = blockIdx.x, kv = hidden / 8;
+  float g[kChunks][8];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t{c} * blockDim.x;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      g[c][j] = i < kv ? load_any(w, w_t, 8 * i + j) : 0.f;
+      if (one_plus) g[c][j] += 1.f;
+    }
+  }
+  pdl_wait();
+  pdl_trigger();
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * hidden);
+  float v[kChunks][8];
+  float ss = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t{c} * blockDim.x;
+    if (i >= kv) continue;
+    unpack8(xr[i], v[c]);
+    if (res_in != nullptr) {
+      float r[8];
+      unpack8(reinterpret_cast<const uint4*>(res_in + row * hidden)[i], r);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[c][j] = __bfloat162float(__float2bfloat16_rn(r[j] + v[c][j]));
+      reinterpret_cast<uint4*>(res_out + row * hidden)[i] = pack8(v[c]);  // exact: bf16 values
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += v[c][j] * v[c][j];
+  }
+  const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t{c} * blockDim.x;
+    if (i >= kv) continue;
+    float o[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] = v[c][j] * rstd * g[c][j];
+    if constexpr (std::is_same_v<TO, bf16>) {
+      reinterpret_cast<uint4*>(out + row * hidden)[i] = pack8(o);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) out[row * hidden + 8 * i + j] = from_f32<TO>(o[j]);
+    }
+  }
+}
+
+// Launches the bf16 form where it applies (x, residual bf16, out bf16 or f32, 16-byte aligned
+// rows of hidden % 8 == 0, at most 16,384 elements); false otherwise.
+bool launch_rmsnorm_bf16(const void* x, DType x_t, const void* res_in, void* res_out, DType res_t,
+                         const void* w, DType w_t, float eps, bool one_plus, void* out, DType out_t,
+                         int64_t rows, int64_t hidden, cudaStream_t s) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (x_t != DType::BF16 || (res_in != nullptr && res_t != DType::BF16) || hidden % 8 != 0 ||
+      hidden > 16384 || !aligned(x) || !aligned(out) ||
+      (res_in != nullptr && (!aligned(res_in) || !aligned(res_out))) ||
+      (out_t != DType::BF16 && out_t != DType::F32))
+    return false;
+  const int64_t kv = hidden / 8;
+  const bool one_chunk = kv <= 1024;
+  const int threads =
+      static_cast<int>(std::max<int64_t>(32, ((one_chunk ? kv : (kv + 1) / 2) + 31) / 32 * 32));
+  auto go = [&](auto* o) {
+    using TO = std::remove_pointer_t<decltype(o)>;
+    const auto* xb = static_cast<const bf16*>(x);
+    const auto* rb = static_cast<const bf16*>(res_in);
+    auto* rob = static_cast<bf16*>(res_out);
+    if (one_chunk) {
+      launch_k(rmsnorm_bf16_kernel<1, TO>, static_cast<unsigned>(rows), threads, 0, s, xb, rb, rob,
+               w, w_t, eps, one_plus, o, hidden);
+    } else {
+      launch_k(rmsnorm_bf16_kernel<2, TO>, static_cast<unsigned>(rows), threads, 0, s, xb, rb, rob,
+               w, w_t, eps, one_plus, o, hidden);
+    }
+  };
+  if (out_t == DType::BF16) {
+    go(static_cast<bf16*>(out));
+  } else {
+    go(static_cast<float*>(out));
+  }
+  return true;
+}
+
 }  // namespace
 
 void launch_add_rmsnorm(const void* x, DType x_t, const void* res_in, void* res_out, DType res_t,
                         const void* w, DType w_t, float eps, bool one_plus, void* out, DType out_t,
                         int64_t rows, int64_t hidden, cudaStream_t s) {
   if (rows == 0) return;
+  if (launch_rmsnorm_bf16(x, x_t, res_in, res_out, res_t, w, w_t, eps, one_plus, out, out_t, rows,
+                          hidden, s))
+    return;
   const int threads = hidden >= 1024 ? 1024 : (hidden >= 256 ? 256 : 64);
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
     SYV_DISPATCH_FLOAT(out_t, TO, [&] {
