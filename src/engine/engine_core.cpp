@@ -779,50 +779,34 @@ void EngineCore::plan_drafts() {
   if (spec_policy_ == nullptr && disable_at == 0) return;  // every sequence may take k
   const int32_t k = options_.num_speculative_tokens;
   int32_t batch = 0;
-  bool all_decoding = true;
-  for (const Sequence* seq : scheduler_.running()) {
+  for (const Sequence* seq : scheduler_.running())
     batch += seq->state == SequenceState::kDecoding ? 1 : 0;
-    all_decoding = all_decoding && seq->state == SequenceState::kDecoding;
-  }
-  // With graphs, probes share every probe_interval-th step, and the step's plans are weighed
-  // together below (engine/spec_policy.h); a step with a prefill runs eagerly anyway.
+  // With graphs, probes share every probe_interval-th step (engine/spec_policy.h).
   const int32_t interval = spec_policy_ != nullptr ? spec_policy_->options().probe_interval : 0;
   const bool probe_step = graphs_ == nullptr || interval <= 0 || stats_.steps % interval == 0;
-  const bool weigh_step = spec_policy_ != nullptr && graphs_ != nullptr && all_decoding;
-  plans_.clear();
   for (Sequence* seq : scheduler_.running()) {
     if (seq->state != SequenceState::kDecoding) continue;
     const int32_t room = draft_room(*seq, k, options_.max_model_len, /*with_budget=*/false);
-    SpecPlan plan;
+    seq->draft_probe = false;
     if (room <= 0) {
       seq->draft_budget = 0;
     } else if (spec_policy_ != nullptr) {  // honours disable_at too
-      const SpecDecision d = spec_policy_->decide(seq->spec, room, batch, probe_step);
+      const SpecDecision d = spec_policy_->decide(seq->spec, room, batch, probe_step,
+                                                  graphs_ != nullptr ? kVerifyPaddingCostBound : 0);
       seq->draft_budget = d.drafts;
-      plan = {spec_policy_->acceptance(seq->spec), d.drafts, d.probe};
+      seq->draft_probe = d.probe;
     } else {
       seq->draft_budget = batch >= disable_at ? 0 : k;
     }
-    if (weigh_step) plans_.push_back(plan);
   }
-  // A step of uneven draft counts that can replay a graph only padded or eagerly: its drafts must
-  // pay for that too, else only the probes draft.
-  if (!weigh_step) return;
-  if (spec_policy_->step_pays(plans_.data(), static_cast<int32_t>(plans_.size()),
-                              kVerifyPaddingCostBound))
-    return;
-  size_t i = 0;
-  for (Sequence* seq : scheduler_.running()) {
-    if (seq->state != SequenceState::kDecoding) continue;
-    if (!plans_[i++].probe) seq->draft_budget = 0;
-  }
-  ++stats_.spec_steps_dropped;
 }
 
 void EngineCore::propose_drafts() {
   const int32_t k = options_.num_speculative_tokens;
+  bool all_decoding = true, any = false;
   for (Sequence* seq : scheduler_.running()) {
     seq->drafts.clear();
+    all_decoding = all_decoding && seq->state == SequenceState::kDecoding;
     if (seq->state != SequenceState::kDecoding) continue;
     const int32_t room = draft_room(*seq, k, options_.max_model_len);
     if (room <= 0) {
@@ -835,7 +819,24 @@ void EngineCore::propose_drafts() {
     if (static_cast<int32_t>(seq->drafts.size()) > room) seq->drafts.resize(room);
     for (int32_t id : seq->drafts)
       SYV_CHECK(id >= 0 && id < vocab_size_) << "drafter proposed token " << id;
+    any = any || !seq->drafts.empty();
   }
+  // A step of uneven draft counts can replay a graph only padded or eagerly: the drafts actually
+  // proposed (a prompt-lookup drafter finds some for a few sequences of the many its budget
+  // allows) must pay for that too, else only the probes keep theirs. A step with a prefill runs
+  // eagerly anyway.
+  if (!any || spec_policy_ == nullptr || graphs_ == nullptr || !all_decoding) return;
+  plans_.clear();
+  for (const Sequence* seq : scheduler_.running())
+    plans_.push_back({spec_policy_->acceptance(seq->spec), static_cast<int32_t>(seq->drafts.size()),
+                      seq->draft_probe});
+  if (spec_policy_->step_pays(plans_.data(), static_cast<int32_t>(plans_.size()),
+                              kVerifyPaddingCostBound))
+    return;
+  for (Sequence* seq : scheduler_.running()) {
+    if (!seq->draft_probe) seq->drafts.clear();
+  }
+  ++stats_.spec_steps_dropped;
 }
 
 void EngineCore::score_prompt(size_t i, size_t row, const float* host_rows, int32_t vocab) {

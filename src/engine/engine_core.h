@@ -122,6 +122,8 @@ class EngineCore {
              std::unique_ptr<CacheStore> store);  // use create()
 
  private:
+  // Each decoding sequence's drafts for the next step, up to its budget; with graphs, a step
+  // whose proposed drafts do not pay for an uneven step keeps only its probes' (spec_policy.h).
   void propose_drafts();
   // Adaptive speculation: after a step's commit, each running decoding sequence's draft budget
   // for the next step (Sequence::draft_budget), before the drafter prepares that many.
@@ -163,7 +165,7 @@ class EngineCore {
   Sampler sampler_;
   SchedulerOutput step_;
   std::unique_ptr<Drafter> drafter_;
-  std::vector<SpecPlan> plans_;                // plan_drafts()' scratch, one per decoding sequence
+  std::vector<SpecPlan> plans_;                // propose_drafts()' scratch, one per sequence
   std::unique_ptr<SpecPolicy> spec_policy_;    // null unless options_.speculative_adaptive
   std::unique_ptr<GrammarSessions> grammars_;  // structured outputs; null without a tokenizer
   std::vector<float> host_logits_;

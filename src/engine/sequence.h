@@ -64,6 +64,7 @@ class Sequence {
   // MTP and draft models, prepare that many). Without adaptivity it stays at the maximum.
   SpecState spec;
   int32_t draft_budget = kMaxDraftBudget;
+  bool draft_probe = false;  // the budget is a one-draft probe of acceptance
   static constexpr int32_t kMaxDraftBudget = 1 << 30;
   // Pages holding positions [0, pages.size() * page_size); page_keys[i] is the prefix-chain key of
   // pages[i] for the full pages registered (or matched) so far (page_keys.size() <= pages.size()).

@@ -30,8 +30,19 @@ int32_t SpecPolicy::best_drafts(double a, int32_t room, int32_t batch) const {
   return best;
 }
 
-SpecDecision SpecPolicy::decide(SpecState& state, int32_t room, int32_t batch,
-                                bool probe_step) const {
+bool SpecPolicy::lone_draft_pays(int32_t room, int32_t batch, double uneven_cost) const {
+  const double b = std::max(1, batch);
+  for (int32_t k = 1; k <= std::min(room, o_.k); ++k) {
+    // step_ratio() of one plan {a = 1, k drafts} among b - 1 plans without drafts.
+    const double cost =
+        1.0 + k * (1.0 / (b + o_.knee) + o_.draft_cost / b) + (batch > 1 ? uneven_cost : 0.0);
+    if ((b + k) / b / cost > 1.0) return true;
+  }
+  return false;
+}
+
+SpecDecision SpecPolicy::decide(SpecState& state, int32_t room, int32_t batch, bool probe_step,
+                                double uneven_cost) const {
   SpecDecision d;
   d.drafts = best_drafts(acceptance(state), room, batch);
   if (d.drafts > 0) {
@@ -42,7 +53,7 @@ SpecDecision SpecPolicy::decide(SpecState& state, int32_t room, int32_t batch,
   ++state.idle_steps;
   // Probe only where better acceptance could turn drafting back on at this batch.
   if (o_.probe_interval > 0 && state.idle_steps >= o_.probe_interval && probe_step &&
-      best_drafts(1.0, room, batch) > 0) {
+      best_drafts(1.0, room, batch) > 0 && lone_draft_pays(room, batch, uneven_cost)) {
     state.idle_steps = 0;
     d.drafts = 1;
     d.probe = true;

@@ -18,7 +18,8 @@
 // The decision is the k maximising E(k) / cost(k, B), 0 unless that beats plain decoding (ratio 1)
 // by `margin`. A sequence switched off by its acceptance is probed with one draft every
 // `probe_interval` steps, so a passage that turns repetitive turns it back on; one switched off by
-// the batch alone (no k would pay even at a = 1) is not probed. At B >= disable_batch_size (when
+// the batch alone (no k would pay even at a = 1, or, with graphs, no step in which it drafts
+// alone could) is not probed. At B >= disable_batch_size (when
 // > 0) nobody drafts, as vLLM's --speculative-disable-by-batch-size.
 //
 // The step as a whole (step_ratio()): with CUDA graphs a step whose sequences carry different
@@ -74,8 +75,14 @@ class SpecPolicy {
   // The drafts to ask for from a sequence with `room` (>= 1) drafts left (max_tokens,
   // max_model_len: capped at k) in a step with `batch` decoding sequences. Advances the
   // sequence's probe counter: call once per sequence and step. A sequence due for a probe takes
-  // it only on a `probe_step` (it stays due until one comes).
-  SpecDecision decide(SpecState& state, int32_t room, int32_t batch, bool probe_step = true) const;
+  // it only on a `probe_step` (it stays due until one comes), and only where a step in which it
+  // alone drafts could pay were its drafts all kept (lone_draft_pays(): with graphs, `uneven_cost`
+  // > 0, a probe among many sequences costs the batch an uneven step and could never earn it).
+  SpecDecision decide(SpecState& state, int32_t room, int32_t batch, bool probe_step = true,
+                      double uneven_cost = 0) const;
+  // Whether a step of `batch` decoding sequences in which one drafts k <= room tokens, all kept,
+  // and the others none, beats plain decoding (step_ratio() of those plans > 1) for some k.
+  bool lone_draft_pays(int32_t room, int32_t batch, double uneven_cost) const;
   // Tokens per unit of cost of a step of `n` decoding sequences with these plans, over plain
   // decoding (1): the sum of E(a_i, d_i) / n over 1 + (sum of d_i) * (1 / (n + knee) +
   // draft_cost / n), plus `uneven_cost` (decode steps: what a step of uneven draft counts costs

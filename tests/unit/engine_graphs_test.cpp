@@ -508,12 +508,13 @@ TEST(EngineGraphs, UnevenVerifyStepsArePaddedAndReplayGraphs) {
   }
 }
 
-// Adaptive speculation with graphs: wrong drafts switch sequences off; the few that would still
-// draft (or probe) in a step would make it uneven (padded or eager for the whole batch), so the
-// policy drops such steps' drafts but the probes (spec_policy.h); output stays plain decoding's.
-TEST(EngineGraphs, AdaptiveSpeculationDropsDraftsThatWouldCostTheBatchAReplay) {
-  set_log_level(LogLevel::WARN);
-  std::vector<Request> requests = make_requests(97, 24, 40, 0.0f);
+// Plain decoding of `requests`, then adaptive speculation (k = 3, CUDA's knee) without graphs and
+// with lazy graphs, each with the oracle drafter `mode` knowing the first `known` prompts' plain
+// output (the others get no drafts).
+struct AdaptiveRuns {
+  syv::testing::RunResult plain, off, lazy;
+};
+AdaptiveRuns adaptive_runs(const std::vector<Request>& requests, Drafts mode, size_t known) {
   auto run_with = [&](const std::string& graphs, bool spec,
                       const std::vector<std::vector<int32_t>>* plain) {
     GraphFakeModel model;
@@ -526,22 +527,49 @@ TEST(EngineGraphs, AdaptiveSpeculationDropsDraftsThatWouldCostTheBatchAReplay) {
     auto core = EngineCore::create(model, nullptr, o);
     EXPECT_TRUE(core.ok()) << core.message();
     if (plain != nullptr) {
-      auto oracle = std::make_unique<OracleDrafter>(Drafts::kWrong, 97);
-      for (size_t i = 0; i < requests.size(); ++i)
-        oracle->expect(requests[i].prompt_ids, (*plain)[i]);
+      auto oracle = std::make_unique<OracleDrafter>(mode, 97);
+      for (size_t i = 0; i < known; ++i) oracle->expect(requests[i].prompt_ids, (*plain)[i]);
       core.value()->set_drafter(std::move(oracle));
     }
     return run_core(std::move(core).value(), requests);
   };
-  const syv::testing::RunResult plain = run_with("off", false, nullptr);
-  const syv::testing::RunResult off = run_with("off", true, &plain.tokens);
-  const syv::testing::RunResult lazy = run_with("lazy", true, &plain.tokens);
-  EXPECT_EQ(off.tokens, plain.tokens);
-  EXPECT_EQ(lazy.tokens, plain.tokens);
-  EXPECT_EQ(off.stats.spec_steps_dropped, 0u) << "without graphs uneven steps cost nothing extra";
-  EXPECT_GT(lazy.stats.spec_steps_dropped, 0u);
-  EXPECT_LT(lazy.stats.draft_tokens, off.stats.draft_tokens);
-  EXPECT_GT(lazy.stats.draft_tokens, 0u) << "the prior drafts, then the probes";
+  AdaptiveRuns r;
+  r.plain = run_with("off", false, nullptr);
+  r.off = run_with("off", true, &r.plain.tokens);
+  r.lazy = run_with("lazy", true, &r.plain.tokens);
+  return r;
+}
+
+// Adaptive speculation with graphs: wrong drafts switch sequences off; the few that would still
+// draft (or probe) in a step would make it uneven (padded or eager for the whole batch), so the
+// policy drops such steps' drafts but the probes (spec_policy.h); output stays plain decoding's.
+TEST(EngineGraphs, AdaptiveSpeculationDropsDraftsThatWouldCostTheBatchAReplay) {
+  set_log_level(LogLevel::WARN);
+  const std::vector<Request> requests = make_requests(97, 24, 40, 0.0f);
+  const AdaptiveRuns r = adaptive_runs(requests, Drafts::kWrong, requests.size());
+  EXPECT_EQ(r.off.tokens, r.plain.tokens);
+  EXPECT_EQ(r.lazy.tokens, r.plain.tokens);
+  EXPECT_EQ(r.off.stats.spec_steps_dropped, 0u) << "without graphs uneven steps cost nothing extra";
+  EXPECT_GT(r.lazy.stats.spec_steps_dropped, 0u);
+  EXPECT_LT(r.lazy.stats.draft_tokens, r.off.stats.draft_tokens);
+  EXPECT_GT(r.lazy.stats.draft_tokens, 0u) << "the prior drafts, then the probes";
+}
+
+// The step is weighed by the drafts actually proposed, not by the budgets: a prompt-lookup
+// drafter finds drafts for a few sequences of the many its budget allows (here the oracle knows
+// one prompt of 24), and one sequence drafting makes the whole step uneven. Weighed by the budgets
+// (every sequence at the optimistic prior, k drafts each) that step looked paying and every step
+// ran uneven (H200, Qwen3-8B shape, n-gram: adaptive at 0.92 of plain at B = 32 and 64).
+TEST(EngineGraphs, AdaptiveSpeculationWeighsTheDraftsProposed) {
+  set_log_level(LogLevel::WARN);
+  const std::vector<Request> requests = make_requests(97, 24, 40, 0.0f);
+  const AdaptiveRuns r = adaptive_runs(requests, Drafts::kRight, 1);  // drafts for one sequence
+  EXPECT_EQ(r.off.tokens, r.plain.tokens);
+  EXPECT_EQ(r.lazy.tokens, r.plain.tokens);
+  EXPECT_EQ(r.off.stats.spec_steps_dropped, 0u);
+  EXPECT_GT(r.off.stats.accepted_tokens, 0u) << "without graphs the one sequence drafts";
+  EXPECT_GT(r.lazy.stats.spec_steps_dropped, 0u);
+  EXPECT_LT(r.lazy.stats.draft_tokens, r.off.stats.draft_tokens);
 }
 
 TEST(EngineGraphs, EagerCapturesSmallBatchVerifyGraphsAtStartUp) {

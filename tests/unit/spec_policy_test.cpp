@@ -139,6 +139,30 @@ TEST(SpecPolicy, ProbesWaitForAProbeStep) {
   EXPECT_EQ(policy.decide(st, 4, 1, true).drafts, 0) << "the probe restarted the count";
 }
 
+// With graphs a probe makes its step uneven: among many sequences it costs the batch more than
+// its drafts could earn even if all were kept, so no probe is taken there; at small batches, or
+// without graphs (uneven steps cost nothing extra), the switched-off sequence still probes.
+TEST(SpecPolicy, ProbesOnlyWhereALoneDraftingStepCouldPay) {
+  SpecPolicyOptions o = policy_options(4);
+  o.knee = 32;  // CUDA's default
+  const SpecPolicy policy(o);
+  // k = 4 at a = 1 among 64: (64 + 4) / 64 = 1.0625 against 1 + 4 / 96 + 0.05 = 1.092.
+  EXPECT_FALSE(policy.lone_draft_pays(4, 64, 0.05));
+  EXPECT_TRUE(policy.lone_draft_pays(4, 64, 0.0));
+  EXPECT_TRUE(policy.lone_draft_pays(4, 8, 0.05));  // (8 + 4) / 8 = 1.5 against 1.15
+  EXPECT_TRUE(policy.lone_draft_pays(1, 1, 0.05)) << "one sequence: an even step";
+  auto probes = [&](int32_t batch, double uneven_cost) {
+    SpecState st;
+    for (int i = 0; i < 20; ++i) policy.observe(st, 1, 0);  // switched off by its acceptance
+    int n = 0;
+    for (int step = 0; step < 40; ++step) n += policy.decide(st, 4, batch, true, uneven_cost).probe;
+    return n;
+  };
+  EXPECT_EQ(probes(64, 0.05), 0);
+  EXPECT_GT(probes(64, 0.0), 0);
+  EXPECT_GT(probes(8, 0.05), 0);
+}
+
 TEST(SpecPolicy, StepRatioCountsUnevenDraftCounts) {
   SpecPolicyOptions o = policy_options(4);
   o.knee = 32;  // CUDA's default
