@@ -1,7 +1,10 @@
 #include "model/tensor_parallel.h"
 
 #include <barrier>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -315,6 +318,69 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
 
 namespace {
 
+// Ranks 1.. of a group, one thread each for the model's life (a thread started per step cost
+// every step its creation): run(job) calls job(r) on rank r's thread for every r >= 1, and job(0)
+// on the caller's, and returns when all have. Each thread makes its rank's device current once.
+class RankThreads {
+ public:
+  explicit RankThreads(std::vector<Backend*> backends) : backends_(std::move(backends)) {
+    for (size_t r = 1; r < backends_.size(); ++r) threads_.emplace_back([this, r] { loop(r); });
+  }
+  ~RankThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  RankThreads(const RankThreads&) = delete;
+  RankThreads& operator=(const RankThreads&) = delete;
+
+  void run(const std::function<void(size_t)>& job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_ = &job;
+      pending_ = threads_.size();
+      ++generation_;
+    }
+    wake_.notify_all();
+    backends_[0]->make_current();
+    job(0);
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void loop(size_t rank) {
+    backends_[rank]->make_current();
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(size_t)>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      (*job)(rank);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<Backend*> backends_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(size_t)>* job_ = nullptr;  // the current run's, under mu_
+  uint64_t generation_ = 0;                           // runs started, under mu_
+  size_t pending_ = 0;                                // threads still in the run, under mu_
+  bool stop_ = false;
+};
+
 // N rank models driven as one (see load_tensor_parallel()).
 class TensorParallelModel final : public Model {
  public:
@@ -323,7 +389,8 @@ class TensorParallelModel final : public Model {
       : config_(config),
         group_(std::move(group)),
         backends_(std::move(backends)),
-        ranks_(std::move(ranks)) {}
+        ranks_(std::move(ranks)),
+        threads_(backends_) {}
 
   const ModelConfig& config() const override { return config_; }
   CacheSpec cache_spec() const override { return ranks_[0]->cache_spec(); }
@@ -357,19 +424,10 @@ class TensorParallelModel final : public Model {
   }
 
   using Model::forward;
-  // Rank r on backends_[r]'s device: each thread makes it current before its first op.
+  // Rank r on its own thread (threads_), with backends_[r]'s device current.
   void forward(const Batch& batch, Outputs& out) override {
-    std::vector<Outputs> others(ranks_.size());
-    std::vector<std::thread> threads;
-    for (size_t r = 1; r < ranks_.size(); ++r) {
-      threads.emplace_back([&, r] {
-        backends_[r]->make_current();
-        ranks_[r]->forward(batch, others[r]);
-      });
-    }
-    backends_[0]->make_current();
-    ranks_[0]->forward(batch, out);
-    for (std::thread& t : threads) t.join();
+    others_.resize(ranks_.size());
+    threads_.run([&](size_t r) { ranks_[r]->forward(batch, r == 0 ? out : others_[r]); });
   }
 
  private:
@@ -379,6 +437,8 @@ class TensorParallelModel final : public Model {
   std::vector<std::unique_ptr<Model>> ranks_;
   std::vector<std::unique_ptr<CacheStore>> stores_;  // ranks 1..: built like the engine's
   const CacheStore* bound_ = nullptr;                // the store stores_ mirror
+  std::vector<Outputs> others_;                      // ranks 1..'s outputs (unused)
+  RankThreads threads_;                              // last: joined before the ranks go
 };
 
 }  // namespace
