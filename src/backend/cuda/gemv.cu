@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/gated_norm.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace syv::cuda {
@@ -53,29 +54,15 @@ __device__ __forceinline__ void norm_weights(const GemvParams& p, float* gs) {
   }
 }
 
-// The gated form of the prologue: one warp per run of `group` elements, the same sums in the same
-// order as gated_rmsnorm_kernel (hybrid_elementwise.cu), so the input rows equal its output bit
-// for bit.
+// The gated form of the prologue: one warp per run of `group` elements, by gated_rmsnorm_row()
+// as gated_rmsnorm_kernel (hybrid_elementwise.cu), so the input rows equal its output bit for bit.
 template <int NT>
 __device__ __forceinline__ void gated_prologue(const GemvParams& p, bf16* xs, const float* gs) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t D = p.group, runs = NT * (p.k / D);
-  for (int64_t r = warp; r < runs; r += warps) {
-    const bf16* xr = p.res_in + r * D;
-    const bf16* zr = p.gate_z + r * D;
-    float ss = 0.f;
-    for (int64_t d = lane; d < D; d += 32) {
-      const float v = __bfloat162float(xr[d]);
-      ss += v * v;
-    }
-    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(D) + p.eps);
-    for (int64_t d = lane; d < D; d += 32) {
-      const float n = __bfloat162float(__float2bfloat16_rn(__bfloat162float(xr[d]) * inv));
-      const float nw = __bfloat162float(__float2bfloat16_rn(n * gs[d]));
-      const float z = __bfloat162float(zr[d]);
-      xs[r * D + d] = __float2bfloat16_rn(nw * (z / (1.f + __expf(-z))));
-    }
-  }
+  for (int64_t r = warp; r < runs; r += warps)
+    gated_rmsnorm_row(
+        p.res_in + r * D, p.gate_z + r * D, [&](int64_t d) { return gs[d]; }, p.eps, D, xs + r * D);
   __syncthreads();
 }
 

@@ -2,6 +2,7 @@
 // its per-slot window, the GDN output norm (gated RMSNorm) and the attention output gate
 // (sigmoid_mul). backend.h has their math; backend/cpu/cpu_hybrid_ops.cpp is the reference.
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/gated_norm.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace syv::cuda {
@@ -137,30 +138,20 @@ __global__ void conv1d_save_kernel(ConvArgs a) {
                      a.saves + a.save_dests[i] * window + c);
 }
 
-// One warp per row of D: out = x * rsqrt(mean(x^2) + eps) * w * silu(z), rounded like the bf16
-// reference (the normalised x and its product with w are rounded to the activation type).
+// One warp per row of D (gated_rmsnorm_row): out = x * rsqrt(mean(x^2) + eps) * w * silu(z),
+// rounded like the bf16 reference (the normalised x and its product with w are rounded to the
+// activation type).
 template <typename TX>
 __global__ void gated_rmsnorm_kernel(const TX* __restrict__ x, const TX* __restrict__ z,
                                      const void* w, DType w_t, float eps, TX* __restrict__ out,
                                      int64_t rows, int64_t D) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x & 31;
   pdl_wait();
   pdl_trigger();
   if (row >= rows) return;
-  const TX* xr = x + row * D;
-  const TX* zr = z + row * D;
-  float ss = 0.f;
-  for (int64_t d = lane; d < D; d += 32) {
-    const float v = to_f32(xr[d]);
-    ss += v * v;
-  }
-  const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(D) + eps);
-  for (int64_t d = lane; d < D; d += 32) {
-    const float n = to_f32(from_f32<TX>(to_f32(xr[d]) * inv));
-    const float nw = to_f32(from_f32<TX>(n * load_any(w, w_t, d)));
-    out[row * D + d] = from_f32<TX>(nw * silu(to_f32(zr[d])));
-  }
+  gated_rmsnorm_row(
+      x + row * D, z + row * D, [&](int64_t d) { return load_any(w, w_t, d); }, eps, D,
+      out + row * D);
 }
 
 template <typename TX>
