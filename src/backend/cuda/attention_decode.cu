@@ -496,7 +496,8 @@ int decode_mma_heads_per_block(int64_t hq, int64_t hk, int64_t head_dim) {
   return decode::mma_heads_per_block(hq, hk, head_dim);
 }
 
-int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int64_t head_dim, int sms) {
+int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int64_t head_dim,
+                                DType cache_t, int sms) {
   int forced = g_forced_splits.load(std::memory_order_relaxed);
   if (forced < 0) {
     forced = std::max(0, env_int("SYV_ATTN_SPLITS", 0));
@@ -511,6 +512,11 @@ int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int64_t 
       g_mma_blocks.store(per_sm, std::memory_order_relaxed);
     }
     const int64_t blocks = std::max<int64_t>(1, tokens * (hq / rows));  // per split
+    if (per_sm == kDecodeMmaBlocksPerSm && decode::mma_resident_blocks(head_dim, cache_t) == 1) {
+      // One resident block per SM: whole waves (see kDecodeMmaWholeWaves).
+      return static_cast<int32_t>(
+          std::clamp<int64_t>(int64_t{kDecodeMmaWholeWaves} * sms / blocks, 1, kMaxDecodeSplits));
+    }
     const int64_t target = int64_t{per_sm} * sms;
     return static_cast<int32_t>(
         std::clamp<int64_t>((target + blocks - 1) / blocks, 1, kMaxDecodeSplits));

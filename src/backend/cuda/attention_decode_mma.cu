@@ -780,16 +780,24 @@ __global__ void __launch_bounds__(kThreads,
   }
 }
 
+// The instance's kernel with its shared memory allowed (once per process and instance).
+template <int D, DType KT, bool kWide, bool kKeyRows>
+auto configured_kernel() {
+  constexpr auto kernel = decode_mma_kernel<D, KT, kWide, kKeyRows>;
+  static const bool configured = [] {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        smem_bytes<D, KT>()));
+    return true;
+  }();
+  (void)configured;
+  return kernel;
+}
+
 template <int D, DType KT, bool kWide, bool kKeyRows = false>
 void launch_w(const AttentionArgs& a, int32_t rows, int32_t splits, int32_t fixed, int32_t align,
               float* partial, cudaStream_t s) {
   constexpr int smem = smem_bytes<D, KT>();
-  constexpr auto kernel = decode_mma_kernel<D, KT, kWide, kKeyRows>;
-  static bool configured = false;  // per template instance; set once per process
-  if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    configured = true;
-  }
+  const auto kernel = configured_kernel<D, KT, kWide, kKeyRows>();
   const dim3 grid(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.hq / rows),
                   static_cast<unsigned>(splits));
   launch_k(kernel, grid, kThreads, smem, s, a, rows, splits, fixed, align, partial);
@@ -848,6 +856,39 @@ int mma_heads_per_block(int64_t hq, int64_t hk, int64_t head_dim) {
   if (group < 2) return 0;
   if (group <= kRows) return static_cast<int>(group);
   return group % kRows == 0 ? kRows : 0;
+}
+
+int mma_resident_blocks(int64_t head_dim, DType cache_t) {
+  // The key-rows instance: what every batch of >= kKeyRowsMinBlocks blocks runs.
+  auto of = [](auto d, auto kt) {
+    constexpr int D = decltype(d)::value;
+    constexpr DType KT = decltype(kt)::value;
+    static const int blocks = [] {
+      int n = 0;
+      SYV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, configured_kernel<D, KT, false, true>(), kThreads, smem_bytes<D, KT>()));
+      return n;
+    }();
+    return blocks;
+  };
+  auto by_dtype = [&](auto d) {
+    switch (cache_t) {
+      case DType::F8E4M3:
+        return of(d, std::integral_constant<DType, DType::F8E4M3>{});
+      case DType::U4X2:
+        return of(d, std::integral_constant<DType, DType::U4X2>{});
+      default:
+        return of(d, std::integral_constant<DType, DType::BF16>{});
+    }
+  };
+  switch (head_dim) {
+    case 64:
+      return by_dtype(std::integral_constant<int, 64>{});
+    case 128:
+      return by_dtype(std::integral_constant<int, 128>{});
+    default:
+      return by_dtype(std::integral_constant<int, 256>{});
+  }
 }
 
 void launch_decode_mma(const AttentionArgs& a, int32_t heads_per_block, int32_t splits,

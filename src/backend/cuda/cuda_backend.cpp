@@ -702,7 +702,8 @@ class CudaBackendImpl final : public CudaBackend {
       per_split = kInvariantKeysPerSplit;
       splits = (keys + per_split - 1) / per_split;
     } else {
-      splits = cuda::decode_attention_splits(a.tokens, a.hq, a.hk, a.head_dim, sm_count_);
+      splits =
+          cuda::decode_attention_splits(a.tokens, a.hq, a.hk, a.head_dim, a.cache_t, sm_count_);
     }
     const int group = a.hq / a.hk;
     const int g = (group == 2 || group == 4 || group == 8) ? group : 1;
