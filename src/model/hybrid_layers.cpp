@@ -121,18 +121,42 @@ Result<DeviceWeight> load_reshaped(WeightLoader& loader, const WeightSpec& spec,
   return w;
 }
 
+// o_proj and the q / k norms of a gated attention layer.
+static Status load_attention_rest(WeightLoader& loader, const ModelConfig& c, const std::string& p,
+                                  AttentionWeights* out) {
+  const int64_t H = c.hidden_size, Hq = c.num_attention_heads, D = c.head_dim;
+  SYV_ASSIGN_OR_RETURN(out->o, loader.load({p + "self_attn.o_proj.weight", {H, Hq * D}}));
+  SYV_ASSIGN_OR_RETURN(out->q_norm,
+                       loader.load({p + "self_attn.q_norm.weight", {D}, WeightInit::kZero}));
+  SYV_ASSIGN_OR_RETURN(out->k_norm,
+                       loader.load({p + "self_attn.k_norm.weight", {D}, WeightInit::kZero}));
+  return Status::Ok();
+}
+
 Status load_gated_attention(WeightLoader& loader, const ModelConfig& c, const std::string& p,
                             AttentionWeights* out) {
   const int64_t H = c.hidden_size, Hq = c.num_attention_heads, Hk = c.num_key_value_heads;
   const int64_t D = c.head_dim;
-  DType dtype = DType::BF16, kd = DType::BF16, vd = DType::BF16;
-  SYV_ASSIGN_OR_RETURN(std::vector<float> qg,
-                       loader.read_f32({p + "self_attn.q_proj.weight", {2 * Hq * D, H}}, &dtype));
-  SYV_ASSIGN_OR_RETURN(std::vector<float> k,
-                       loader.read_f32({p + "self_attn.k_proj.weight", {Hk * D, H}}, &kd));
-  SYV_ASSIGN_OR_RETURN(std::vector<float> v,
-                       loader.read_f32({p + "self_attn.v_proj.weight", {Hk * D, H}}, &vd));
+  const std::vector<WeightSpec> specs = {{p + "self_attn.q_proj.weight", {2 * Hq * D, H}},
+                                         {p + "self_attn.k_proj.weight", {Hk * D, H}},
+                                         {p + "self_attn.v_proj.weight", {Hk * D, H}}};
   // qkv = [q heads | k | v] rows; gate = the gate half of each q_proj head.
+  if (loader.slices_rows(specs)) {  // straight from the files
+    std::vector<WeightLoader::RowRange> qkv_rows, gate_rows;
+    for (int64_t h = 0; h < Hq; ++h) {
+      qkv_rows.push_back({0, 2 * h * D, D});
+      gate_rows.push_back({0, (2 * h + 1) * D, D});
+    }
+    qkv_rows.push_back({1, 0, Hk * D});
+    qkv_rows.push_back({2, 0, Hk * D});
+    SYV_ASSIGN_OR_RETURN(out->qkv, loader.load_rows(specs, qkv_rows));
+    SYV_ASSIGN_OR_RETURN(out->gate, loader.load_rows({specs[0]}, gate_rows));
+    return load_attention_rest(loader, c, p, out);
+  }
+  DType dtype = DType::BF16, kd = DType::BF16, vd = DType::BF16;
+  SYV_ASSIGN_OR_RETURN(std::vector<float> qg, loader.read_f32(specs[0], &dtype));
+  SYV_ASSIGN_OR_RETURN(std::vector<float> k, loader.read_f32(specs[1], &kd));
+  SYV_ASSIGN_OR_RETURN(std::vector<float> v, loader.read_f32(specs[2], &vd));
   std::vector<float> qkv(static_cast<size_t>((Hq + 2 * Hk) * D * H));
   std::vector<float> gate(static_cast<size_t>(Hq * D * H));
   for (int64_t h = 0; h < Hq; ++h) {
@@ -144,12 +168,7 @@ Status load_gated_attention(WeightLoader& loader, const ModelConfig& c, const st
   std::copy(v.begin(), v.end(), qkv.begin() + (Hq + Hk) * D * H);
   out->qkv = loader.upload({(Hq + 2 * Hk) * D, H}, dtype, qkv.data());
   out->gate = loader.upload({Hq * D, H}, dtype, gate.data());
-  SYV_ASSIGN_OR_RETURN(out->o, loader.load({p + "self_attn.o_proj.weight", {H, Hq * D}}));
-  SYV_ASSIGN_OR_RETURN(out->q_norm,
-                       loader.load({p + "self_attn.q_norm.weight", {D}, WeightInit::kZero}));
-  SYV_ASSIGN_OR_RETURN(out->k_norm,
-                       loader.load({p + "self_attn.k_norm.weight", {D}, WeightInit::kZero}));
-  return Status::Ok();
+  return load_attention_rest(loader, c, p, out);
 }
 
 Status load_gdn_common(WeightLoader& loader, const ModelConfig& c, const std::string& p,

@@ -374,6 +374,60 @@ Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& sp
   return w;
 }
 
+bool WeightLoader::slices_rows(const std::vector<WeightSpec>& specs) const {
+  if (store_ == nullptr) return false;
+  for (const WeightSpec& spec : specs) {
+    if (spec.shape.size() != 2 || quantized(spec)) return false;
+  }
+  return true;
+}
+
+Result<DeviceWeight> WeightLoader::load_rows(const std::vector<WeightSpec>& specs,
+                                             const std::vector<RowRange>& ranges) {
+  SYV_CHECK(slices_rows(specs)) << "load_rows: random or quantized weights (read_f32 them)";
+  SYV_CHECK(!specs.empty() && !ranges.empty()) << "load_rows of no rows";
+  const int64_t width = specs[0].shape[1];
+  std::vector<const TensorInfo*> infos;
+  for (const WeightSpec& spec : specs) {
+    SYV_CHECK(spec.shape[1] == width)
+        << "load_rows: " << spec.name << " " << shape_string(spec.shape) << " does not stack under "
+        << specs[0].name << " " << shape_string(specs[0].shape);
+    SYV_ASSIGN_OR_RETURN(const TensorInfo* info, checked(spec));
+    infos.push_back(info);
+  }
+  int64_t rows = 0;
+  for (const RowRange& r : ranges) {
+    SYV_CHECK(r.part < specs.size() && r.first >= 0 && r.count >= 0 &&
+              r.first + r.count <= specs[r.part].shape[0])
+        << "load_rows: rows [" << r.first << ", " << r.first + r.count << ") of part " << r.part;
+    rows += r.count;
+  }
+  const DType dtype = backend_.weight_dtype(infos[0]->dtype);
+  DeviceWeight w = allocate({rows, width}, dtype);
+  backend_.synchronize();  // as load_concat()
+  const size_t esize = dtype_size(dtype);
+  size_t offset = 0;
+  for (const RowRange& r : ranges) {
+    const TensorInfo* info = infos[r.part];
+    const size_t src_size = dtype_size(info->dtype);
+    const auto* src =
+        static_cast<const uint8_t*>(info->data) + static_cast<size_t>(r.first * width) * src_size;
+    const size_t n = static_cast<size_t>(r.count * width);
+    uploader().write(static_cast<uint8_t*>(w.buffer.data()) + offset, n * esize,
+                     [&](size_t off, size_t bytes, void* host) {
+                       convert(info->dtype, src + off / esize * src_size, dtype, host,
+                               bytes / esize);
+                     });
+    offset += n * esize;
+    progress(n * src_size);  // the rows' file bytes
+    if (r.first == 0) {      // a weight counts once, with its first row
+      ++next_index_;
+      ++tensors_;
+    }
+  }
+  return w;
+}
+
 DeviceWeight WeightLoader::upload(const std::vector<int64_t>& shape, DType file_dtype,
                                   const float* values) {
   const DType dtype = backend_.weight_dtype(file_dtype);

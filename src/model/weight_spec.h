@@ -112,6 +112,20 @@ class WeightLoader {
   // rows): shape [sum of dim 0, trailing dims], which must agree (1-D or 2-D). Each part is
   // checked as load() checks it; the dtype is backend.weight_dtype() of the first part's.
   Result<DeviceWeight> load_concat(const std::vector<WeightSpec>& specs);
+  // Rows [first, first + count) of weight `part` (an index into `specs`, 2-D weights of one
+  // width), for each range in order, concatenated along dim 0 into one buffer, straight from the
+  // files as load_concat() copies (e.g. the query and gate halves of each head of a gated q_proj:
+  // no f32 copy on the host). Each weight is checked as load() checks it; progress counts the
+  // rows' bytes, and a weight once, with its row 0. Needs slices_rows(specs); read_f32() and
+  // upload() serve the others.
+  struct RowRange {
+    size_t part = 0;
+    int64_t first = 0, count = 0;
+  };
+  Result<DeviceWeight> load_rows(const std::vector<WeightSpec>& specs,
+                                 const std::vector<RowRange>& ranges);
+  // Whether load_rows() takes `specs`: weights read from a store, none of them quantized.
+  bool slices_rows(const std::vector<WeightSpec>& specs) const;
   // Uploads host f32 values (e.g. weights split or interleaved on the host) in the backend's
   // weight dtype.
   DeviceWeight upload(const std::vector<int64_t>& shape, DType file_dtype, const float* values);

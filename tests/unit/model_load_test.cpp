@@ -300,6 +300,42 @@ TEST_F(WeightLoaderFile, LoadConcatStacksThePartsInOneBuffer) {
   }
 }
 
+// Row ranges of several weights in the order given (a gated q_proj's per-head halves), as the
+// rows of load_concat()'s whole weights would be; read_f32() / upload() serve random weights.
+TEST_F(WeightLoaderFile, LoadRowsStacksTheRangesInOrder) {
+  const std::vector<WeightSpec> specs = {{"big", {big_rows_, 96}}, {"f16", {24, 96}}};
+  const std::vector<WeightLoader::RowRange> ranges = {
+      {0, 8, 8}, {1, 0, 24}, {0, 0, 8}, {0, big_rows_ - 70000, 70000}, {1, 5, 3}};
+  for (DType keep : {DType::BF16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(keep));
+    KeepDtypeBackend backend(keep);
+    WeightLoader loader(backend, store_.get(), 0);
+    ASSERT_TRUE(loader.slices_rows(specs));
+    auto w = loader.load_rows(specs, ranges);
+    ASSERT_TRUE(w.ok()) << w.message();
+    loader.finish();
+    EXPECT_EQ(w->tensor.shape[0], 8 + 24 + 8 + 70000 + 3);
+    EXPECT_EQ(w->tensor.shape[1], 96);
+    EXPECT_EQ(w->tensor.dtype, keep);
+    const std::vector<uint8_t> whole[2] = {expected("big", keep), expected("f16", keep)};
+    const size_t row_bytes = 96 * dtype_size(keep);
+    std::vector<uint8_t> want;
+    for (const auto& r : ranges) {
+      const auto* first = whole[r.part].data() + r.first * row_bytes;
+      want.insert(want.end(), first, first + r.count * row_bytes);
+    }
+    EXPECT_TRUE(bytes_of(backend, *w) == want);
+  }
+  auto backend = make_cpu_backend();
+  WeightLoader random(*backend, nullptr, 1);
+  EXPECT_FALSE(random.slices_rows(specs));
+  WeightLoader files(*backend, store_.get(), 0);
+  auto missing = files.load_rows({{"nope", {3, 96}}}, {{0, 0, 3}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("missing tensor \"nope\""), std::string::npos)
+      << missing.message();
+}
+
 TEST_F(WeightLoaderFile, LoadConcatChecksEveryPart) {
   auto backend = make_cpu_backend();
   WeightLoader loader(*backend, store_.get(), 0);

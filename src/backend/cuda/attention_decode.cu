@@ -506,18 +506,17 @@ int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int64_t 
   if (forced > 0) return std::min(forced, kMaxDecodeSplits);
   if (const int rows = decode_mma_heads_per_block(hq, hk, head_dim); rows > 0) {
     int per_sm = g_mma_blocks.load(std::memory_order_relaxed);
-    if (per_sm < 0) {
-      per_sm = env_int("SYV_ATTN_MMA_BLOCKS_PER_SM", kDecodeMmaBlocksPerSm);
-      if (per_sm < 1) per_sm = kDecodeMmaBlocksPerSm;
+    if (per_sm < 0) {  // 0: not set, the policy below
+      per_sm = std::max(0, env_int("SYV_ATTN_MMA_BLOCKS_PER_SM", 0));
       g_mma_blocks.store(per_sm, std::memory_order_relaxed);
     }
     const int64_t blocks = std::max<int64_t>(1, tokens * (hq / rows));  // per split
-    if (per_sm == kDecodeMmaBlocksPerSm && decode::mma_resident_blocks(head_dim, cache_t) == 1) {
+    if (per_sm == 0 && decode::mma_resident_blocks(head_dim, cache_t) == 1) {
       // One resident block per SM: whole waves (see kDecodeMmaWholeWaves).
       return static_cast<int32_t>(
           std::clamp<int64_t>(int64_t{kDecodeMmaWholeWaves} * sms / blocks, 1, kMaxDecodeSplits));
     }
-    const int64_t target = int64_t{per_sm} * sms;
+    const int64_t target = int64_t{per_sm > 0 ? per_sm : kDecodeMmaBlocksPerSm} * sms;
     return static_cast<int32_t>(
         std::clamp<int64_t>((target + blocks - 1) / blocks, 1, kMaxDecodeSplits));
   }

@@ -236,14 +236,14 @@ void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t key
 // decode::mma_resident_blocks()) pay each block's pipeline fill and warp merge with nothing to
 // overlap them, and a partial last wave leaves SMs idle; they take the most splits whose blocks
 // fit in kDecodeMmaWholeWaves waves of one block per SM (at least 1), unless
-// SYV_ATTN_MMA_BLOCKS_PER_SM sets another per-SM target. H200, Qwen3.5 9B-class (4 KV heads),
+// SYV_ATTN_MMA_BLOCKS_PER_SM sets a per-SM target. H200, Qwen3.5 9B-class (4 KV heads),
 // graph ms per step, forced split counts: b = 64 ctx 512 7.640 (the 8-per-SM target: 5 splits)
 // / 7.400 (1 split, this rule), ctx 4096 9.960 / 9.707; b = 16, ctx 512 / 4096: 17 splits 5.752
-// / 6.425, 3 splits (1.5 waves) 5.681 / 6.443, 2 splits (one wave) 5.632 / 6.200.
+// / 6.425, 3 splits (1.5 waves) 5.681 / 6.443, 2 splits (one wave, this rule) 5.632 / 6.200.
 int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int64_t head_dim,
                                 DType cache_t, int sms);
 constexpr int32_t kDecodeMmaBlocksPerSm = 8;
-constexpr int32_t kDecodeMmaWholeWaves = 2;
+constexpr int32_t kDecodeMmaWholeWaves = 1;
 // Which decode kernel paged attention takes: kAuto (tensor cores where the shape allows) or
 // kCudaCores (always the CUDA-core kernel; SYV_ATTN_DECODE=cores starts with it: A/B timing,
 // tests of both kernels). Read at launch: a captured graph keeps its kernel.
