@@ -304,8 +304,8 @@ Result<MtpWeights> load_mtp_weights(WeightLoader& loader, const WeightStore* sto
 Status load_dense_mlp(WeightLoader& loader, int64_t H, int64_t I, const std::string& p,
                       MlpWeights* out) {
   // Straight from the files into the fused [2I, H] weight, as Qwen3's (no f32 copy on the host:
-  // this is most of a hybrid's bytes; whether it explains the 0.8 GB/s load of a 9B-class folder
-  // on the H200 is not measured yet).
+  // this is most of a hybrid's bytes). With the gated attention's q_proj by row ranges too, a
+  // 9B-class folder loads at ~37 GB/s on the H200 (docs/performance.md).
   SYV_ASSIGN_OR_RETURN(out->gate_up, loader.load_concat({{p + "gate_proj.weight", {I, H}},
                                                          {p + "up_proj.weight", {I, H}}}));
   SYV_ASSIGN_OR_RETURN(out->down, loader.load({p + "down_proj.weight", {H, I}}));
