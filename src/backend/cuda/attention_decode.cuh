@@ -37,7 +37,8 @@ __host__ __device__ __forceinline__ int used_splits(int n_keys, int splits, int 
 int mma_heads_per_block(int64_t hq, int64_t hk, int64_t head_dim);
 // Blocks of the tensor-core decode kernel one SM holds at once (its key-rows instance for the
 // head_dim and cache dtype: registers and shared memory; H200: 3-4 up to head_dim 128, at 256 1
-// for bf16 / int4 caches and 2 for fp8), asked of the CUDA runtime once per instance.
+// for a bf16 cache and 2 for fp8; int4: as the runtime says), asked of the CUDA runtime once per
+// instance.
 int mma_resident_blocks(int64_t head_dim, DType cache_t);
 
 // The tensor-core decode kernel (attention_decode_mma.cu): one block of 4 warps per (token, block

@@ -232,14 +232,15 @@ void launch_attention_decode(const AttentionArgs& a, int32_t splits, int32_t key
 // (a few waves of 2-3 resident blocks, so the last wave's tail is short), or
 // SYV_ATTN_MMA_BLOCKS_PER_SM (A/B timing). H200, 8B, b = 64, ctx 8192, bf16 KV: 4 / 8 / 16 / 32
 // per SM: 25.6 / 24.2 / 25.1 / 24.8 ms per step.
-// Instances of which an SM holds one block at a time (head_dim 256 with a bf16 or int4 cache:
-// decode::mma_resident_blocks()) pay each block's pipeline fill and warp merge with nothing to
-// overlap them, and a partial last wave leaves SMs idle; they take the most splits whose blocks
-// fit in kDecodeMmaWholeWaves waves of one block per SM (at least 1), unless
-// SYV_ATTN_MMA_BLOCKS_PER_SM sets a per-SM target. H200, Qwen3.5 9B-class (4 KV heads),
-// graph ms per step, forced split counts: b = 64 ctx 512 7.640 (the 8-per-SM target: 5 splits)
-// / 7.400 (1 split, this rule), ctx 4096 9.960 / 9.707; b = 16, ctx 512 / 4096: 17 splits 5.752
-// / 6.425, 3 splits (1.5 waves) 5.681 / 6.443, 2 splits (one wave, this rule) 5.632 / 6.200.
+// Instances of which an SM holds one block at a time (the CUDA runtime's occupancy,
+// decode::mma_resident_blocks(): on the H200 head_dim 256 with a bf16 cache) pay each block's
+// pipeline fill and warp merge with nothing to overlap them, and a partial last wave leaves SMs
+// idle; they take the most splits whose blocks fit in kDecodeMmaWholeWaves waves of one block per
+// SM (at least 1), unless SYV_ATTN_MMA_BLOCKS_PER_SM sets a per-SM target. H200, Qwen3.5 9B-class
+// (4 KV heads), graph ms per step, forced split counts: b = 64 ctx 512 7.640 (the 8-per-SM target:
+// 5 splits) / 7.400 (1 split, this rule), ctx 4096 9.960 / 9.707; b = 16, ctx 512 / 4096: 17
+// splits 5.752 / 6.425, 3 splits (1.5 waves) 5.681 / 6.443, 2 splits (one wave, this rule) 5.632
+// / 6.200.
 int32_t decode_attention_splits(int64_t tokens, int64_t hq, int64_t hk, int64_t head_dim,
                                 DType cache_t, int sms);
 constexpr int32_t kDecodeMmaBlocksPerSm = 8;
