@@ -17,9 +17,9 @@ void add_tensor_parallel_arg(CLI::App& app, int& size) {
                  "layer's attention heads and MLP rows and of the KV cache, the embedding and\n"
                  "lm_head whole; an all-reduce after each attention and MLP. On CUDA one GPU per\n"
                  "rank, devices 0..N-1 (CUDA_VISIBLE_DEVICES picks them), NCCL's all-reduce; on\n"
-                 "the CPU N simulated ranks (tests; no faster). Not yet with --speculative-method\n"
-                 "mtp, --host-cache-gb > 0 (the host tier is off), CUDA graphs (off) or\n"
-                 "pre-quantized checkpoints. Default 1 (docs/configuration.md, \"Tensor\n"
+                 "the CPU N simulated ranks (tests; no faster). The MTP head is split like the\n"
+                 "layers. Not yet with --host-cache-gb > 0 (the host tier is off), CUDA graphs\n"
+                 "(off) or pre-quantized checkpoints. Default 1 (docs/configuration.md, \"Tensor\n"
                  "parallelism\").")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
@@ -108,11 +108,6 @@ Status check_tp_model(const ModelConfig& config, int size) {
 Status check_tp_engine_args(int size, const EngineArgs& engine) {
   if (size == 1) return Status::Ok();
   const std::string flag = "--tensor-parallel-size " + std::to_string(size);
-  if (engine.wants_mtp()) {
-    return Status::Error(flag +
-                         ": --speculative-method mtp is not supported with tensor "
-                         "parallelism yet (the MTP head is not split); use ngram or draft");
-  }
   if (engine.host_cache_gb > 0) {
     return Status::Error(flag + ": --host-cache-gb " + std::to_string(engine.host_cache_gb) +
                          ": the host tier does not work with tensor parallelism yet (it copies "

@@ -53,7 +53,7 @@ class DecoderModel final : public Model {
           << o_.name << ": the MTP head needs a last paged-KV layer and gated attention";
       MtpShape shape{H_, V_, eps_, attn_, routing_};
       mtp_ = std::make_unique<MtpHead>(backend_, *w_.mtp, w_.embed,
-                                       w_.lm_head.empty() ? w_.embed : w_.lm_head, shape);
+                                       w_.lm_head.empty() ? w_.embed : w_.lm_head, shape, o_.tp);
     }
     SYV_LOG(INFO) << o_.name << ": " << w_.layers.size() << " layers (" << full << " "
                   << (o_.gated_attention ? "gated " : "") << "attention, " << linear

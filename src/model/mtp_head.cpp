@@ -5,12 +5,13 @@
 namespace syv {
 
 MtpHead::MtpHead(Backend& backend, const MtpWeights& weights, const Weight& embed,
-                 const Weight& lm_head, const MtpShape& shape)
+                 const Weight& lm_head, const MtpShape& shape, TpComm* tp)
     : backend_(backend),
       w_(weights),
       embed_(embed),
       lm_head_(lm_head),
       s_(shape),
+      tp_(tp),
       ws_(backend, "mtp head") {}
 
 int64_t MtpHead::workspace_bytes(int64_t T, int64_t R) const {
@@ -54,7 +55,7 @@ void MtpHead::forward(const Batch& batch, int32_t page_size, const Tensor& hidde
   b.add(u, fc2, u);
 
   // The decoder layer on u (residual = u), then norm(u + residual).
-  BlockContext c{b, ws_, meta, act, s_.eps, NormKind::kOnePlus, fusions_};
+  BlockContext c{b, ws_, meta, act, s_.eps, NormKind::kOnePlus, fusions_, tp_};
   Residual res{&u, &h_alt, Tensor()};
   const int64_t mark = ws_.mark();
   attention_block(c, res, w_.layer.input_norm.tensor, w_.layer.attn, s_.attn, kv, x, o);

@@ -53,8 +53,10 @@ struct MtpShape {
 class MtpHead {
  public:
   // `weights`, `embed` and `lm_head` ([V, H]; the embedding when tied) must outlive the head.
+  // `tp`: a tensor-parallel rank's all-reduce (its layer's o and down projections are
+  // row-parallel, as the model's), or null.
   MtpHead(Backend& backend, const MtpWeights& weights, const Weight& embed, const Weight& lm_head,
-          const MtpShape& shape);
+          const MtpShape& shape, TpComm* tp = nullptr);
 
   // Row i of `batch` is the pair (token x_{p+1}, hidden[i] = h_p) at position p =
   // batch.positions[i]; the rows of one sequence are consecutive positions ending at its
@@ -77,6 +79,7 @@ class MtpHead {
   const Weight& embed_;
   const Weight& lm_head_;
   MtpShape s_;
+  TpComm* tp_;
   Fusions fusions_ = fusions_from_env();
   Workspace ws_;
 };

@@ -218,7 +218,6 @@ Result<MlpWeights> shard_moe(const MlpWeights& m, Backend& src, const ModelConfi
 Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend& src,
                                              const ModelConfig& c, int rank, int n, Backend& dst) {
   SYV_RETURN_IF_ERROR(check_tensor_parallel(c, n));
-  if (full.mtp) return Status::Error("tensor parallelism: an MTP head is not split yet");
   const int64_t D = c.head_dim, Hq = c.num_attention_heads, Hk = c.num_key_value_heads;
   const int64_t hq = Hq / n, hk = std::max<int64_t>(1, Hk / n), I = c.intermediate_size / n;
   const int64_t q0 = rank * hq;                              // first query head
@@ -234,6 +233,29 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
                                                                  {lk0 * dk, lk * dk},
                                                                  {LK * dk + lk0 * dk, lk * dk},
                                                                  {2 * LK * dk + lv0 * dv, lv * dv}};
+  // A full-attention block (gated or not): this rank's heads.
+  auto shard_attention = [&](const AttentionWeights& a, AttentionWeights& r) {
+    r.gate = copy_rows(a.gate, src, {{q0 * D, hq * D}}, dst);  // gated attention
+    r.q_norm = copy_all(a.q_norm, src, dst);
+    r.k_norm = copy_all(a.k_norm, src, dst);
+    r.qkv = copy_rows(a.qkv, src, qkv_rows, dst);
+    r.qkv_bias = copy_rows(a.qkv_bias, src, qkv_rows, dst);
+    const Tensor& o = a.o.tensor;  // [H, Hq D]: this rank's columns
+    r.o = copy_block(o, src, 0, o.dim(0), q0 * D, hq * D, dst);
+    if (rank == 0) r.o_bias = copy_all(a.o_bias, src, dst);  // added once
+  };
+  // A dense MLP or MoE block: its slice of the intermediate size.
+  auto shard_mlp = [&](const MlpWeights& m, MlpWeights& r) -> Status {
+    if (m.moe) {
+      SYV_ASSIGN_OR_RETURN(r, shard_moe(m, src, c, rank, n, dst));
+      return Status::Ok();
+    }
+    const int64_t I_full = c.intermediate_size;
+    r.gate_up = copy_rows(m.gate_up, src, {{rank * I, I}, {I_full + rank * I, I}}, dst);
+    const Tensor& down = m.down.tensor;  // [H, I]
+    r.down = copy_block(down, src, 0, down.dim(0), rank * I, I, dst);
+    return Status::Ok();
+  };
   DecoderWeights out;
   out.embed = copy_all(full.embed, src, dst);
   out.final_norm = copy_all(full.final_norm, src, dst);
@@ -261,25 +283,29 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
       s.norm = copy_all(g.norm, src, dst);
       s.out = copy_block(g.out.tensor, src, 0, g.out.tensor.dim(0), lv0 * dv, lv * dv, dst);
     } else {
-      r.attn.gate = copy_rows(l.attn.gate, src, {{q0 * D, hq * D}}, dst);  // gated attention
+      shard_attention(l.attn, r.attn);
     }
-    if (l.type == LayerType::kFullAttention) {
-      r.attn.q_norm = copy_all(l.attn.q_norm, src, dst);
-      r.attn.k_norm = copy_all(l.attn.k_norm, src, dst);
-      r.attn.qkv = copy_rows(l.attn.qkv, src, qkv_rows, dst);
-      r.attn.qkv_bias = copy_rows(l.attn.qkv_bias, src, qkv_rows, dst);
-      const Tensor& o = l.attn.o.tensor;  // [H, Hq D]: this rank's columns
-      r.attn.o = copy_block(o, src, 0, o.dim(0), q0 * D, hq * D, dst);
-      if (rank == 0) r.attn.o_bias = copy_all(l.attn.o_bias, src, dst);  // added once
+    SYV_RETURN_IF_ERROR(shard_mlp(l.mlp, r.mlp));
+  }
+  // The MTP head: fc and its norms replicated (every rank computes the whole residual stream),
+  // its layer split like the model's full-attention layers; its K/V is the rank's last KV layer.
+  if (full.mtp) {
+    const MtpWeights& m = *full.mtp;
+    for (const DeviceWeight* w : {&m.fc_embed, &m.fc_hidden, &m.layer.attn.qkv, &m.layer.attn.o,
+                                  &m.layer.mlp.gate_up, &m.layer.mlp.down}) {
+      if (!w->empty() && !w->dense())
+        return Status::Error("tensor parallelism: quantized weights are not split");
     }
-    if (l.mlp.moe) {
-      SYV_ASSIGN_OR_RETURN(r.mlp, shard_moe(l.mlp, src, c, rank, n, dst));
-    } else {
-      const int64_t I_full = c.intermediate_size;
-      r.mlp.gate_up = copy_rows(l.mlp.gate_up, src, {{rank * I, I}, {I_full + rank * I, I}}, dst);
-      const Tensor& down = l.mlp.down.tensor;  // [H, I]
-      r.mlp.down = copy_block(down, src, 0, down.dim(0), rank * I, I, dst);
-    }
+    MtpWeights& h = out.mtp.emplace();
+    h.fc_embed = copy_all(m.fc_embed, src, dst);
+    h.fc_hidden = copy_all(m.fc_hidden, src, dst);
+    h.norm_embed = copy_all(m.norm_embed, src, dst);
+    h.norm_hidden = copy_all(m.norm_hidden, src, dst);
+    h.norm = copy_all(m.norm, src, dst);
+    h.layer.input_norm = copy_all(m.layer.input_norm, src, dst);
+    h.layer.post_norm = copy_all(m.layer.post_norm, src, dst);
+    shard_attention(m.layer.attn, h.layer.attn);
+    SYV_RETURN_IF_ERROR(shard_mlp(m.layer.mlp, h.layer.mlp));
   }
   for (const DecoderLayer& l : out.layers) {
     for (const DeviceWeight* w : {&l.input_norm,
@@ -312,6 +338,33 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
   for (const DeviceWeight* w : {&out.embed, &out.final_norm, &out.lm_head}) {
     out.parameters += w->tensor.numel();
     out.device_bytes += static_cast<int64_t>(w->bytes());
+  }
+  if (out.mtp) {
+    const MtpWeights& h = *out.mtp;
+    const MtpLayerWeights& l = h.layer;
+    for (const DeviceWeight* w : {&h.fc_embed,
+                                  &h.fc_hidden,
+                                  &h.norm_embed,
+                                  &h.norm_hidden,
+                                  &h.norm,
+                                  &l.input_norm,
+                                  &l.post_norm,
+                                  &l.attn.q_norm,
+                                  &l.attn.k_norm,
+                                  &l.attn.qkv,
+                                  &l.attn.gate,
+                                  &l.attn.o,
+                                  &l.mlp.gate_up,
+                                  &l.mlp.down,
+                                  &l.mlp.router,
+                                  &l.mlp.experts_gate_up,
+                                  &l.mlp.experts_down,
+                                  &l.mlp.shared_gate_up,
+                                  &l.mlp.shared_down,
+                                  &l.mlp.shared_gate}) {
+      out.parameters += w->tensor.numel();
+      out.device_bytes += static_cast<int64_t>(w->bytes());
+    }
   }
   return out;
 }
@@ -430,6 +483,30 @@ class TensorParallelModel final : public Model {
     threads_.run([&](size_t r) { ranks_[r]->forward(batch, r == 0 ? out : others_[r]); });
   }
 
+  // The MTP head, split like the model's layers on every rank (shard_decoder_weights).
+  bool has_mtp() const override { return ranks_[0]->has_mtp(); }
+  void reserve_mtp(int64_t max_tokens, int64_t max_logit_rows) override {
+    for (auto& m : ranks_) m->reserve_mtp(max_tokens, max_logit_rows);
+  }
+  // `hidden` is rank 0's (the drafter gathers it there); every rank computed the same rows, so
+  // ranks 1.. get a copy of it on their own device, through the host (a [T, H] activation: a
+  // row per draft).
+  void mtp_forward(const Batch& batch, const Tensor& hidden, Outputs& out) override {
+    const size_t bytes = hidden.bytes();
+    host_hidden_.resize(bytes);
+    if (bytes > 0) backends_[0]->download(host_hidden_.data(), hidden.data, bytes);
+    others_.resize(ranks_.size());
+    rank_hidden_.resize(ranks_.size());
+    threads_.run([&](size_t r) {
+      if (r == 0) return ranks_[0]->mtp_forward(batch, hidden, out);
+      DeviceBuffer& buf = rank_hidden_[r];
+      if (buf.bytes() < bytes) buf = backends_[r]->allocate(bytes);
+      if (bytes > 0) backends_[r]->upload(buf.data(), host_hidden_.data(), bytes);
+      const Tensor local(buf.data(), hidden.dtype, {hidden.dim(0), hidden.dim(1)});
+      ranks_[r]->mtp_forward(batch, local, others_[r]);
+    });
+  }
+
  private:
   ModelConfig config_;
   std::unique_ptr<TpGroup> group_;
@@ -438,6 +515,8 @@ class TensorParallelModel final : public Model {
   std::vector<std::unique_ptr<CacheStore>> stores_;  // ranks 1..: built like the engine's
   const CacheStore* bound_ = nullptr;                // the store stores_ mirror
   std::vector<Outputs> others_;                      // ranks 1..'s outputs (unused)
+  std::vector<unsigned char> host_hidden_;           // mtp_forward's hidden on its way
+  std::vector<DeviceBuffer> rank_hidden_;            // ... and on ranks 1..'s devices
   RankThreads threads_;                              // last: joined before the ranks go
 };
 
@@ -456,7 +535,6 @@ Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepare
   }
   const bool hybrid = config.family != ModelFamily::kQwen3;
   SYV_RETURN_IF_ERROR(check_tensor_parallel(config, n));
-  if (options.mtp) return Status::Error("tensor parallelism: an MTP head is not split yet");
   SYV_RETURN_IF_ERROR(hybrid ? validate_hybrid_config(config) : validate_qwen3_config(config));
   Backend& first = *backends[0];
   first.make_current();

@@ -160,17 +160,12 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   EXPECT_EQ(tensor_parallel_rank_config(c, 4).num_key_value_heads, 1) << "replicated";
 }
 
-TEST(TensorParallel, RefusesTheMtpHeadAndBadSizesAtLoad) {
+TEST(TensorParallel, RefusesBadSizesAtLoad) {
   auto backend = make_cpu_backend();
   std::vector<Backend*> backends = {backend.get(), backend.get(), backend.get()};
   auto prepared = prepare_model(std::string(SYV_SOURCE_DIR) + "/models/tiny-hybrid", *backend);
   ASSERT_TRUE(prepared.ok()) << prepared.message();
-  LoadOptions mtp;
-  mtp.mtp = true;
-  auto model = load_tensor_parallel(prepared.value(), {backends[0], backends[1]}, mtp);
-  ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.message(), "tensor parallelism: an MTP head is not split yet");
-  model = load_tensor_parallel(prepared.value(), backends, LoadOptions{});  // 3 ranks
+  auto model = load_tensor_parallel(prepared.value(), backends, LoadOptions{});  // 3 ranks
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.message(),
             "config.json: num_attention_heads = 2 is not divisible by the tensor parallel size 3");
