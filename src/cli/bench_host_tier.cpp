@@ -63,7 +63,8 @@ double copy_rate(Backend& backend, void* dst, const void* src, size_t bytes, Cop
 // Where one request's TTFT went, from the engine's counters over the request (EngineStats): the
 // steps that ran a forward (schedule / forward / output phases) and the pinning between them or
 // while idle. What is left (`outside_steps()` less `pin_s`) is the engine thread waiting or busy
-// elsewhere: a host hit's copies it waits for, empty steps polling a load, the wake-ups. A step after the first token (none here: one token is asked for) would count too.
+// elsewhere: a host hit's copies it waits for, empty steps polling a load, the wake-ups. A step
+// after the first token (none here: one token is asked for) would count too.
 struct TtftParts {
   double ttft_s = -1;
   uint64_t steps = 0;

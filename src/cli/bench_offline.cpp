@@ -39,8 +39,6 @@ int run(const Options& o) {
     return fail("--input-len: expected >= 1, found " + std::to_string(o.input_len));
   if (o.output_len < 1)
     return fail("--output-len: expected >= 1, found " + std::to_string(o.output_len));
-  if (Status st = check_tp_engine_args(o.model.tensor_parallel_size, o.engine); !st.ok())
-    return fail(st.message());
   ModelArgs load_args = o.model;
   load_args.mtp = o.engine.wants_mtp();
   auto loaded = load_cli_model(load_args);

@@ -115,8 +115,6 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
                      double temperature, uint64_t seed) {
   std::ifstream in(args.prompts_file);
   if (!in) return fail("--prompts-file: cannot open \"" + args.prompts_file + "\"");
-  if (Status st = check_tp_engine_args(model_args.tensor_parallel_size, args.engine); !st.ok())
-    return fail(st.message());
   ModelArgs load_args = model_args;
   load_args.mtp = args.engine.wants_mtp();
   auto loaded = load_cli_model(load_args);

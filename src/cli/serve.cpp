@@ -249,8 +249,6 @@ int run_serve(const ServeOptions& o) {
   if (o.max_waiting < 0) return fail("--max-waiting: expected >= 0");
   if (Status st = check_model_folder(o.model_dir); !st.ok())
     return fail("--model: " + st.message());
-  if (Status st = check_tp_engine_args(o.tensor_parallel_size, o.engine); !st.ok())
-    return fail(st.message());
 
   // Start-up checks, before the port is bound (so a bad folder, flag or model that cannot fit
   // exits at once, never holding the port): the backend, the folder, config.json,

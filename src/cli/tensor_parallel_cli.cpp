@@ -18,8 +18,8 @@ void add_tensor_parallel_arg(CLI::App& app, int& size) {
                  "lm_head whole; an all-reduce after each attention and MLP. On CUDA one GPU per\n"
                  "rank, devices 0..N-1 (CUDA_VISIBLE_DEVICES picks them), NCCL's all-reduce; on\n"
                  "the CPU N simulated ranks (tests; no faster). The MTP head is split like the\n"
-                 "layers. Not yet with --host-cache-gb > 0 (the host tier is off), CUDA graphs\n"
-                 "(off) or pre-quantized checkpoints. Default 1 (docs/configuration.md, \"Tensor\n"
+                 "layers; the host tier keeps every rank's pages. Not yet with CUDA graphs (off)\n"
+                 "or pre-quantized checkpoints. Default 1 (docs/configuration.md, \"Tensor\n"
                  "parallelism\").")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
@@ -105,23 +105,8 @@ Status check_tp_model(const ModelConfig& config, int size) {
   return st;
 }
 
-Status check_tp_engine_args(int size, const EngineArgs& engine) {
-  if (size == 1) return Status::Ok();
-  const std::string flag = "--tensor-parallel-size " + std::to_string(size);
-  if (engine.host_cache_gb > 0) {
-    return Status::Error(flag + ": --host-cache-gb " + std::to_string(engine.host_cache_gb) +
-                         ": the host tier does not work with tensor parallelism yet (it copies "
-                         "one cache store's pages; each rank has its own); use --host-cache-gb 0");
-  }
-  return Status::Ok();
-}
-
 void apply_tp_to_engine(int size, EngineOptions& options) {
   if (size == 1) return;
-  if (options.host_cache_bytes != 0) {
-    options.host_cache_bytes = 0;
-    SYV_LOG(INFO) << "tensor parallel: host tier off (not supported with " << size << " ranks yet)";
-  }
   if (options.cuda_graphs != "off") {
     options.cuda_graphs = "off";
     SYV_LOG(INFO) << "tensor parallel: CUDA graphs off (not captured across " << size

@@ -41,12 +41,8 @@ Result<TpRanks> make_tp_ranks(Backend& first, int size);
 // weights, head counts and sizes that do not divide), the error prefixed with the flag.
 Status check_tp_model(const ModelConfig& config, int size);
 
-// The engine flags tensor parallelism does not run with yet, refused by name (size > 1):
-// --host-cache-gb > 0 (the host tier copies one cache store's pages; each rank has its own).
-// Call before anything loads.
-Status check_tp_engine_args(int size, const EngineArgs& engine);
-// What tensor parallelism changes in the resolved engine options (size > 1), each logged: the
-// automatic host tier off, CUDA graphs off (not captured across ranks yet).
+// What tensor parallelism changes in the resolved engine options (size > 1), logged: CUDA graphs
+// off (not captured across ranks yet).
 void apply_tp_to_engine(int size, EngineOptions& options);
 
 // Loads `prepared` over `ranks` (size 1: load_prepared_model on backends[0]); logs the choice.

@@ -328,7 +328,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     // evicts as many device pages to the tier in its admission step.
     HostPinOptions pin;
     const int64_t longest =
-        core->store_->page_bytes() *
+        core->store_->external_page_bytes() *
         ((int64_t{options.max_model_len} + options.page_size - 1) / options.page_size);
     pin.reserve_bytes = options.host_pin_reserve_bytes >= 0
                             ? options.host_pin_reserve_bytes

@@ -68,10 +68,11 @@ Result<HostTierPlan> plan_host_tier(const EngineOptions& o, const CacheStore& st
   } else {
     reason = "--host-cache-gb " + format_bytes(bytes);
   }
-  const int64_t device_pages = store.page_bytes() * o.num_pages;
-  const int64_t device_ckpts = hybrid ? store.slot_bytes() * o.num_checkpoints : 0;
-  HostTierPlan plan = split_host_budget(bytes, store.page_bytes(), hybrid ? store.slot_bytes() : 0,
-                                        device_pages, device_ckpts);
+  const int64_t device_pages = store.external_page_bytes() * o.num_pages;
+  const int64_t device_ckpts = hybrid ? store.external_slot_bytes() * o.num_checkpoints : 0;
+  HostTierPlan plan =
+      split_host_budget(bytes, store.external_page_bytes(),
+                        hybrid ? store.external_slot_bytes() : 0, device_pages, device_ckpts);
   plan.reason = reason + (hybrid ? ", split between pages and checkpoints as on the device" : "");
   if (!plan.enabled() && o.host_cache_bytes < 0) {
     off.reason = "off (" + reason + " holds no page)";
@@ -79,7 +80,7 @@ Result<HostTierPlan> plan_host_tier(const EngineOptions& o, const CacheStore& st
   }
   if (!plan.enabled()) {
     return Status::Error("host tier: " + format_bytes(bytes) + " hold no page of " +
-                         format_bytes(store.page_bytes()) + " (" + reason +
+                         format_bytes(store.external_page_bytes()) + " (" + reason +
                          "); use --host-cache-gb 0 to turn it off");
   }
   return plan;

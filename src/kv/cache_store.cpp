@@ -251,14 +251,32 @@ void CacheStore::add_mirror(CacheStore& mirror) {
   mirrors_.push_back(&mirror);
 }
 
-void CacheStore::check_no_mirrors(const char* op) const {
-  SYV_CHECK(mirrors_.empty()) << "CacheStore::" << op
-                              << ": external copies of a store with tensor-parallel mirrors (a "
-                                 "host tier under tensor parallelism) are not supported yet";
+int64_t CacheStore::external_page_bytes() const {
+  int64_t bytes = page_bytes();
+  for (const CacheStore* m : mirrors_) bytes += m->page_bytes();
+  return bytes;
+}
+int64_t CacheStore::external_slot_bytes() const {
+  int64_t bytes = slot_bytes();
+  for (const CacheStore* m : mirrors_) bytes += m->slot_bytes();
+  return bytes;
+}
+
+// The mirrors' parts of an external page (pages) or slot buffer, after this store's own: each
+// mirror's copy(mirror, its part), waited for on the mirror's backend; returns `own`.
+template <typename Copy>
+CopyEvent CacheStore::with_mirrors(CopyEvent own, const void* external, bool pages,
+                                   const Copy& copy) {
+  char* part =
+      static_cast<char*>(const_cast<void*>(external)) + (pages ? page_bytes() : slot_bytes());
+  for (CacheStore* m : mirrors_) {
+    m->backend().wait_copy(copy(*m, part));
+    part += pages ? m->page_bytes() : m->slot_bytes();
+  }
+  return own;
 }
 
 CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
-  check_no_mirrors("copy_page_out");
   check_index(page, config_.num_pages, "page");
   char* out = static_cast<char*>(external);
   copy_ops_.clear();
@@ -266,11 +284,11 @@ CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
     copy_ops_.push_back({out, from, bytes});
     out += bytes;
   });
-  return backend_.copy_batch_async(copy_ops_, CopyDir::kOut);
+  return with_mirrors(backend_.copy_batch_async(copy_ops_, CopyDir::kOut), external, true,
+                      [page](CacheStore& m, char* part) { return m.copy_page_out(page, part); });
 }
 
 CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
-  check_no_mirrors("copy_page_in");
   check_index(page, config_.num_pages, "page");
   const char* in = static_cast<const char*>(external);
   copy_ops_.clear();
@@ -278,12 +296,12 @@ CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
     copy_ops_.push_back({to, in, bytes});
     in += bytes;
   });
-  return backend_.copy_batch_async(copy_ops_, CopyDir::kIn);
+  return with_mirrors(backend_.copy_batch_async(copy_ops_, CopyDir::kIn), external, true,
+                      [page](CacheStore& m, char* part) { return m.copy_page_in(part, page); });
 }
 
 CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs, int32_t index,
                                           void* external, CopyDir dir) {
-  check_no_mirrors("copy_state_external");
   char* ext = static_cast<char*>(external);
   copy_ops_.clear();
   for (size_t i = 0; i < bufs.size(); ++i) {
@@ -305,19 +323,27 @@ CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs,
 
 CopyEvent CacheStore::copy_slot_out(int32_t slot, void* external) {
   check_index(slot, config_.num_state_slots, "state slot");
-  return copy_state_external(slots_, slot, external, CopyDir::kOut);
+  return with_mirrors(copy_state_external(slots_, slot, external, CopyDir::kOut), external, false,
+                      [slot](CacheStore& m, char* part) { return m.copy_slot_out(slot, part); });
 }
 CopyEvent CacheStore::copy_slot_in(const void* external, int32_t slot) {
   check_index(slot, config_.num_state_slots, "state slot");
-  return copy_state_external(slots_, slot, const_cast<void*>(external), CopyDir::kIn);
+  return with_mirrors(copy_state_external(slots_, slot, const_cast<void*>(external), CopyDir::kIn),
+                      external, false,
+                      [slot](CacheStore& m, char* part) { return m.copy_slot_in(part, slot); });
 }
 CopyEvent CacheStore::copy_checkpoint_out(int32_t checkpoint, void* external) {
   check_index(checkpoint, config_.num_checkpoints, "checkpoint");
-  return copy_state_external(ckpt_, checkpoint, external, CopyDir::kOut);
+  return with_mirrors(
+      copy_state_external(ckpt_, checkpoint, external, CopyDir::kOut), external, false,
+      [checkpoint](CacheStore& m, char* part) { return m.copy_checkpoint_out(checkpoint, part); });
 }
 CopyEvent CacheStore::copy_checkpoint_in(const void* external, int32_t checkpoint) {
   check_index(checkpoint, config_.num_checkpoints, "checkpoint");
-  return copy_state_external(ckpt_, checkpoint, const_cast<void*>(external), CopyDir::kIn);
+  return with_mirrors(
+      copy_state_external(ckpt_, checkpoint, const_cast<void*>(external), CopyDir::kIn), external,
+      false,
+      [checkpoint](CacheStore& m, char* part) { return m.copy_checkpoint_in(part, checkpoint); });
 }
 
 std::string CacheStore::describe() const {

@@ -18,13 +18,15 @@
 //   state_view(l).conv  f32 [num_state_slots, S.conv_rows, S.conv_channels]
 //   state_view(l).ssm   S.ssm_dtype [num_state_slots, S.heads, S.k_dim, S.v_dim]
 //   checkpoints         the same per-layer shapes, [num_checkpoints, ...]
-// An external page buffer (copy_page_out/in) holds page_bytes(): for each attention layer in
+// An external page buffer (copy_page_out/in) holds page_bytes() (then each tensor-parallel
+// mirror's part: external_page_bytes()): for each attention layer in
 // order, the page's K rows then its V rows, then (quantized KV) its K scales then its V scales, so
 // a page copied out and back in (host tier) or copied within the pool (copy_page) keeps the scales
 // it was written with. An external slot or checkpoint buffer holds
-// slot_bytes(): for each recurrent layer in order, its conv state then its delta-rule state. The
-// same layout on every backend of the same activation dtype, so a page copied out of one store
-// can be copied into another store of the same spec (another rank, a later process).
+// slot_bytes() (then the mirrors'): for each recurrent layer in order, its conv state then its
+// delta-rule state. The same layout on every backend of the same activation dtype, so a page copied
+// out of one store can be copied into another store of the same spec (another rank, a later
+// process).
 //
 // Contract:
 //  * Buffers are allocated once, in create(), and never move or grow until the store is
@@ -108,8 +110,11 @@ class CacheStore {
   void load_checkpoint(int32_t checkpoint, int32_t slot);
 
   // ---- on the copy streams, to and from an external buffer (see the contract above) ------------
-  // `external` is page_bytes() / slot_bytes() bytes of host memory (pinned for overlap), this
-  // backend's memory, or a peer device's memory.
+  // `external` is external_page_bytes() / external_slot_bytes() bytes of host memory (pinned for
+  // overlap), this backend's memory, or a peer device's memory. With mirrors (tensor
+  // parallelism) it holds this store's part, then each mirror's in add_mirror() order; the
+  // mirrors' copies are waited for before the call returns (the returned event is this store's),
+  // so only this store's copy overlaps what follows.
   CopyEvent copy_page_out(int32_t page, void* external);
   CopyEvent copy_page_in(const void* external, int32_t page);
   CopyEvent copy_slot_out(int32_t slot, void* external);
@@ -120,10 +125,13 @@ class CacheStore {
   // Tensor parallelism (model/tensor_parallel.h): the other ranks' stores, of the same spec and
   // config on their own backends. reset_slot, copy_page, copy_slot, save_checkpoint and
   // load_checkpoint are applied to each mirror too, with the same ids, so the engine's cache
-  // operations reach every rank's shard. The external copies (host tier) hold one rank's bytes:
-  // with mirrors they are refused (CHECK) until a rank-aware host tier exists. Not owned.
+  // operations reach every rank's shard; so are the external copies, each rank's bytes in its own
+  // part of the external buffer (a host tier holds every rank's). Not owned.
   void add_mirror(CacheStore& mirror);
   bool has_mirrors() const { return !mirrors_.empty(); }
+  // An external page / slot buffer's bytes: page_bytes() / slot_bytes() plus the mirrors'.
+  int64_t external_page_bytes() const;
+  int64_t external_slot_bytes() const;
 
   // One start-up line: pages, slots, checkpoints and their bytes.
   std::string describe() const;
@@ -138,7 +146,8 @@ class CacheStore {
                                 void* external, CopyDir dir);
   void copy_state(const std::vector<StateBuffers>& from, int32_t src,
                   const std::vector<StateBuffers>& to, int32_t dst);
-  void check_no_mirrors(const char* op) const;
+  template <typename Copy>
+  CopyEvent with_mirrors(CopyEvent own, const void* external, bool pages, const Copy& copy);
 
   CacheSpec spec_;
   CacheConfig config_;

@@ -34,7 +34,7 @@ Result<std::unique_ptr<HostTier>> HostTier::create(CacheStore& store, int32_t ke
                          std::to_string(pin.reserve_bytes) + " and " +
                          std::to_string(pin.piece_bytes));
   }
-  if (num_checkpoints > 0 && store.slot_bytes() <= 0) {
+  if (num_checkpoints > 0 && store.external_slot_bytes() <= 0) {
     return Status::Error("host tier: checkpoints asked for a model without recurrent state");
   }
   return std::unique_ptr<HostTier>(
@@ -65,8 +65,8 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
             : 0;
     p.reserve = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(want, p.per_piece), size));
   };
-  shape(page_pieces_, store.page_bytes(), num_pages);
-  shape(checkpoint_pieces_, store.slot_bytes(), num_checkpoints);
+  shape(page_pieces_, store.external_page_bytes(), num_pages);
+  shape(checkpoint_pieces_, store.external_slot_bytes(), num_checkpoints);
 }
 
 HostTier::~HostTier() {
@@ -78,7 +78,8 @@ HostTier::~HostTier() {
 }
 
 int64_t HostTier::total_bytes() const {
-  return store_.page_bytes() * pages_.size() + store_.slot_bytes() * checkpoints_.size();
+  return store_.external_page_bytes() * pages_.size() +
+         store_.external_slot_bytes() * checkpoints_.size();
 }
 
 int64_t HostTier::pinned_bytes() const {
@@ -240,7 +241,7 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   const int64_t start = now_ns();
   finish_store(store_.copy_page_out(device_page, page_pieces_.at(entry)), start, /*page=*/true);
   ++counters_.pages_stored;
-  counters_.bytes_to_host += static_cast<uint64_t>(store_.page_bytes());
+  counters_.bytes_to_host += static_cast<uint64_t>(store_.external_page_bytes());
 }
 
 CopyEvent HostTier::load_page(int32_t entry, int32_t device_page) {
@@ -250,7 +251,7 @@ CopyEvent HostTier::load_page(int32_t entry, int32_t device_page) {
   count_copy_time(start);
   pages_.touch(entry);
   ++counters_.page_hits;
-  counters_.bytes_from_host += static_cast<uint64_t>(store_.page_bytes());
+  counters_.bytes_from_host += static_cast<uint64_t>(store_.external_page_bytes());
   return event;
 }
 
@@ -283,7 +284,7 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
   finish_store(store_.copy_checkpoint_out(device_checkpoint, checkpoint_pieces_.at(entry)), start,
                /*page=*/false);
   ++counters_.checkpoints_stored;
-  counters_.bytes_to_host += static_cast<uint64_t>(store_.slot_bytes());
+  counters_.bytes_to_host += static_cast<uint64_t>(store_.external_slot_bytes());
 }
 
 CopyEvent HostTier::load_checkpoint(int32_t entry, int32_t state_slot) {
@@ -293,7 +294,7 @@ CopyEvent HostTier::load_checkpoint(int32_t entry, int32_t state_slot) {
   count_copy_time(start);
   checkpoints_.touch(entry);
   ++counters_.checkpoint_hits;
-  counters_.bytes_from_host += static_cast<uint64_t>(store_.slot_bytes());
+  counters_.bytes_from_host += static_cast<uint64_t>(store_.external_slot_bytes());
   return event;
 }
 
@@ -331,13 +332,14 @@ std::string HostTier::check_integrity() const {
 std::string HostTier::describe() const {
   std::ostringstream line;
   line << "host tier: " << num_pages() << " pages ("
-       << int64_t{num_pages()} * store_.config().page_size << " tokens, " << store_.page_bytes()
-       << " bytes/page)";
+       << int64_t{num_pages()} * store_.config().page_size << " tokens, "
+       << store_.external_page_bytes() << " bytes/page)";
   if (num_checkpoints() > 0)
-    line << " + " << num_checkpoints() << " checkpoints (" << store_.slot_bytes() << " bytes each)";
+    line << " + " << num_checkpoints() << " checkpoints (" << store_.external_slot_bytes()
+         << " bytes each)";
   line << ", " << (total_bytes() >> 20) << " MiB of host memory from " << store_.backend().name()
        << " (pinned where the backend pins, between steps, in pieces of up to "
-       << format_bytes(std::min(page_pieces_.per_piece, num_pages()) * store_.page_bytes())
+       << format_bytes(std::min(page_pieces_.per_piece, num_pages()) * store_.external_page_bytes())
        << ", keeping " << page_pieces_.reserve << " pages";
   if (num_checkpoints() > 0) line << " and " << checkpoint_pieces_.reserve << " checkpoints";
   line << " free ahead of evictions), write-back at device eviction";

@@ -139,10 +139,10 @@ struct HostTierCounters {
 
 class HostTier {
  public:
-  // num_pages host pages of store.page_bytes() and num_checkpoints host checkpoints of
-  // store.slot_bytes() (both >= 0), pinned piece by piece between steps (see "Memory" above;
-  // nothing is pinned yet). key_tokens: the tokens a page key covers (PrefixIndex::key_tokens()).
-  // `store` must outlive the tier.
+  // num_pages host pages of store.external_page_bytes() and num_checkpoints host checkpoints of
+  // store.external_slot_bytes() (both >= 0), pinned piece by piece between steps (see "Memory"
+  // above; nothing is pinned yet). key_tokens: the tokens a page key covers
+  // (PrefixIndex::key_tokens()). `store` must outlive the tier.
   static Result<std::unique_ptr<HostTier>> create(CacheStore& store, int32_t key_tokens,
                                                   int32_t num_pages, int32_t num_checkpoints,
                                                   const HostPinOptions& pin = {});

@@ -22,12 +22,12 @@
 // nccl_tp_group.h). Each rank has a cache store of its own, a mirror of the engine's
 // (CacheStore::add_mirror), so the engine's slot and checkpoint copies reach every rank. Not
 // supported yet, and refused: pre-quantized weights, head counts or intermediate
-// sizes N does not divide, a host tier (external copies of a mirrored store are a CHECK failure:
-// the CLI refuses --host-cache-gb first), CUDA graphs (supports_graphs() is false: the engine's
+// sizes N does not divide, CUDA graphs (supports_graphs() is false: the engine's
 // graphs capture rank 0's stream only; every rank would have to capture and replay its own in
-// step). The MTP head splits like a full-attention layer (fc and norms replicated); mtp_forward()
-// copies its hidden input from rank 0 to the others through the host. Expert parallelism (whole
-// experts per rank) is not tried.
+// step). The host tier copies every rank's part of a page (CacheStore's external copies fan out
+// to the mirrors). The MTP head splits like a full-attention layer (fc and norms replicated);
+// mtp_forward() copies its hidden input from rank 0 to the others through the host. Expert
+// parallelism (whole experts per rank) is not tried.
 #pragma once
 
 #include <cstdint>

@@ -211,9 +211,10 @@ inline void evicted_prefix_served_from_host(const std::string& dir, std::optiona
   const EngineStats& s = h.core().stats();
   EXPECT_EQ(s.prefix_host_hit_tokens - before.prefix_host_hit_tokens, 96u) << dir;
   EXPECT_EQ(s.host_page_hits - before.host_page_hits, 6u) << dir;
-  EXPECT_EQ(s.host_bytes_from_host - before.host_bytes_from_host,
-            6u * static_cast<uint64_t>(h.core().store().page_bytes()) +
-                (is_hybrid(dir) ? static_cast<uint64_t>(h.core().store().slot_bytes()) : 0u))
+  EXPECT_EQ(
+      s.host_bytes_from_host - before.host_bytes_from_host,
+      6u * static_cast<uint64_t>(h.core().store().external_page_bytes()) +
+          (is_hybrid(dir) ? static_cast<uint64_t>(h.core().store().external_slot_bytes()) : 0u))
       << dir;
   if (is_hybrid(dir)) {
     EXPECT_GE(before.host_checkpoints_stored, 1u) << dir;
