@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -307,64 +308,27 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
     shard_attention(m.layer.attn, h.layer.attn);
     SYV_RETURN_IF_ERROR(shard_mlp(m.layer.mlp, h.layer.mlp));
   }
-  for (const DecoderLayer& l : out.layers) {
-    for (const DeviceWeight* w : {&l.input_norm,
-                                  &l.post_norm,
-                                  &l.attn.q_norm,
-                                  &l.attn.k_norm,
-                                  &l.attn.qkv,
-                                  &l.attn.gate,
-                                  &l.attn.o,
-                                  &l.gdn.qkv,
-                                  &l.gdn.z,
-                                  &l.gdn.ba,
-                                  &l.gdn.conv,
-                                  &l.gdn.a_log,
-                                  &l.gdn.dt_bias,
-                                  &l.gdn.norm,
-                                  &l.gdn.out,
-                                  &l.mlp.gate_up,
-                                  &l.mlp.down,
-                                  &l.mlp.router,
-                                  &l.mlp.experts_gate_up,
-                                  &l.mlp.experts_down,
-                                  &l.mlp.shared_gate_up,
-                                  &l.mlp.shared_down,
-                                  &l.mlp.shared_gate}) {
+  auto count = [&out](std::initializer_list<const DeviceWeight*> weights) {
+    for (const DeviceWeight* w : weights) {
       out.parameters += w->tensor.numel();
       out.device_bytes += static_cast<int64_t>(w->bytes());
     }
+  };
+  auto count_blocks = [&count](const AttentionWeights& a, const MlpWeights& m) {
+    count({&a.q_norm, &a.k_norm, &a.qkv, &a.gate, &a.o, &m.gate_up, &m.down, &m.router,
+           &m.experts_gate_up, &m.experts_down, &m.shared_gate_up, &m.shared_down, &m.shared_gate});
+  };
+  for (const DecoderLayer& l : out.layers) {
+    count({&l.input_norm, &l.post_norm, &l.gdn.qkv, &l.gdn.z, &l.gdn.ba, &l.gdn.conv, &l.gdn.a_log,
+           &l.gdn.dt_bias, &l.gdn.norm, &l.gdn.out});
+    count_blocks(l.attn, l.mlp);
   }
-  for (const DeviceWeight* w : {&out.embed, &out.final_norm, &out.lm_head}) {
-    out.parameters += w->tensor.numel();
-    out.device_bytes += static_cast<int64_t>(w->bytes());
-  }
+  count({&out.embed, &out.final_norm, &out.lm_head});
   if (out.mtp) {
     const MtpWeights& h = *out.mtp;
-    const MtpLayerWeights& l = h.layer;
-    for (const DeviceWeight* w : {&h.fc_embed,
-                                  &h.fc_hidden,
-                                  &h.norm_embed,
-                                  &h.norm_hidden,
-                                  &h.norm,
-                                  &l.input_norm,
-                                  &l.post_norm,
-                                  &l.attn.q_norm,
-                                  &l.attn.k_norm,
-                                  &l.attn.qkv,
-                                  &l.attn.gate,
-                                  &l.attn.o,
-                                  &l.mlp.gate_up,
-                                  &l.mlp.down,
-                                  &l.mlp.router,
-                                  &l.mlp.experts_gate_up,
-                                  &l.mlp.experts_down,
-                                  &l.mlp.shared_gate_up,
-                                  &l.mlp.shared_down,
-                                  &l.mlp.shared_gate}) {
-      out.parameters += w->tensor.numel();
-      out.device_bytes += static_cast<int64_t>(w->bytes());
-    }
+    count({&h.fc_embed, &h.fc_hidden, &h.norm_embed, &h.norm_hidden, &h.norm, &h.layer.input_norm,
+           &h.layer.post_norm});
+    count_blocks(h.layer.attn, h.layer.mlp);
   }
   return out;
 }

@@ -351,25 +351,37 @@ Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& sp
     SYV_ASSIGN_OR_RETURN(const TensorInfo* info, checked(spec));
     infos.push_back(info);
   }
+  std::vector<RowRange> whole;  // every part's rows (1-D parts: elements, rows of width 1)
+  for (size_t i = 0; i < specs.size(); ++i) whole.push_back({i, 0, specs[i].shape[0]});
+  return copy_file_rows(infos, whole, shape, rank == 2 ? shape[1] : 1);
+}
+
+DeviceWeight WeightLoader::copy_file_rows(const std::vector<const TensorInfo*>& infos,
+                                          const std::vector<RowRange>& ranges,
+                                          const std::vector<int64_t>& shape, int64_t width) {
   const DType dtype = backend_.weight_dtype(infos[0]->dtype);
   DeviceWeight w = allocate(shape, dtype);
   // Orders the copies after anything the backend's own stream may still do to fresh memory.
   backend_.synchronize();
   const size_t esize = dtype_size(dtype);
   size_t offset = 0;
-  for (const TensorInfo* info : infos) {
-    ++next_index_;
-    const size_t n = static_cast<size_t>(info->numel());
-    const auto* src = static_cast<const uint8_t*>(info->data);
-    const DType from = info->dtype;
-    const size_t src_size = dtype_size(from);
+  for (const RowRange& r : ranges) {
+    const TensorInfo* info = infos[r.part];
+    const size_t src_size = dtype_size(info->dtype);
+    const auto* src =
+        static_cast<const uint8_t*>(info->data) + static_cast<size_t>(r.first * width) * src_size;
+    const size_t n = static_cast<size_t>(r.count * width);
     uploader().write(static_cast<uint8_t*>(w.buffer.data()) + offset, n * esize,
                      [&](size_t off, size_t bytes, void* host) {
-                       convert(from, src + off / esize * src_size, dtype, host, bytes / esize);
+                       convert(info->dtype, src + off / esize * src_size, dtype, host,
+                               bytes / esize);
                      });
     offset += n * esize;
-    ++tensors_;
-    progress(info->bytes);
+    progress(n * src_size);  // the rows' file bytes
+    if (r.first == 0) {      // a weight counts once, with its first row
+      ++next_index_;
+      ++tensors_;
+    }
   }
   return w;
 }
@@ -402,30 +414,7 @@ Result<DeviceWeight> WeightLoader::load_rows(const std::vector<WeightSpec>& spec
         << "load_rows: rows [" << r.first << ", " << r.first + r.count << ") of part " << r.part;
     rows += r.count;
   }
-  const DType dtype = backend_.weight_dtype(infos[0]->dtype);
-  DeviceWeight w = allocate({rows, width}, dtype);
-  backend_.synchronize();  // as load_concat()
-  const size_t esize = dtype_size(dtype);
-  size_t offset = 0;
-  for (const RowRange& r : ranges) {
-    const TensorInfo* info = infos[r.part];
-    const size_t src_size = dtype_size(info->dtype);
-    const auto* src =
-        static_cast<const uint8_t*>(info->data) + static_cast<size_t>(r.first * width) * src_size;
-    const size_t n = static_cast<size_t>(r.count * width);
-    uploader().write(static_cast<uint8_t*>(w.buffer.data()) + offset, n * esize,
-                     [&](size_t off, size_t bytes, void* host) {
-                       convert(info->dtype, src + off / esize * src_size, dtype, host,
-                               bytes / esize);
-                     });
-    offset += n * esize;
-    progress(n * src_size);  // the rows' file bytes
-    if (r.first == 0) {      // a weight counts once, with its first row
-      ++next_index_;
-      ++tensors_;
-    }
-  }
-  return w;
+  return copy_file_rows(infos, ranges, {rows, width}, width);
 }
 
 DeviceWeight WeightLoader::upload(const std::vector<int64_t>& shape, DType file_dtype,

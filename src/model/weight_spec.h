@@ -142,6 +142,11 @@ class WeightLoader {
  private:
   Result<const TensorInfo*> checked(const WeightSpec& spec) const;
   bool quantized(const WeightSpec& spec) const;
+  // Rows `ranges` of the file tensors `infos` (rows of `width` elements) into one new weight of
+  // `shape`, converted to the backend's weight dtype: load_concat()'s and load_rows()' copy.
+  DeviceWeight copy_file_rows(const std::vector<const TensorInfo*>& infos,
+                              const std::vector<RowRange>& ranges,
+                              const std::vector<int64_t>& shape, int64_t width);
   // load_concat() of specs of which at least one is stored quantized.
   Result<DeviceWeight> load_quantized(const std::vector<WeightSpec>& specs);
   DeviceBuffer upload_bytes(const void* src, size_t bytes);
