@@ -262,42 +262,54 @@ int64_t CacheStore::external_slot_bytes() const {
   return bytes;
 }
 
-// The mirrors' parts of an external page (pages) or slot buffer, after this store's own: each
-// mirror's copy(mirror, its part), waited for on the mirror's backend; returns `own`.
+// The mirrors' parts of an external slot buffer, after this store's own: each mirror's
+// copy(mirror, its part), waited for on the mirror's backend; returns `own`.
 template <typename Copy>
-CopyEvent CacheStore::with_mirrors(CopyEvent own, const void* external, bool pages,
-                                   const Copy& copy) {
-  char* part =
-      static_cast<char*>(const_cast<void*>(external)) + (pages ? page_bytes() : slot_bytes());
+CopyEvent CacheStore::with_mirrors(CopyEvent own, const void* external, const Copy& copy) {
+  char* part = static_cast<char*>(const_cast<void*>(external)) + slot_bytes();
   for (CacheStore* m : mirrors_) {
     m->backend().wait_copy(copy(*m, part));
-    part += pages ? m->page_bytes() : m->slot_bytes();
+    part += m->slot_bytes();
   }
   return own;
 }
 
 CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
-  check_index(page, config_.num_pages, "page");
-  char* out = static_cast<char*>(external);
-  copy_ops_.clear();
-  for_each_page_part(page, page, [&](void*, const void* from, size_t bytes) {
-    copy_ops_.push_back({out, from, bytes});
-    out += bytes;
-  });
-  return with_mirrors(backend_.copy_batch_async(copy_ops_, CopyDir::kOut), external, true,
-                      [page](CacheStore& m, char* part) { return m.copy_page_out(page, part); });
+  return copy_pages({{page, external}}, CopyDir::kOut);
+}
+CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
+  return copy_pages({{page, const_cast<void*>(external)}}, CopyDir::kIn);
+}
+CopyEvent CacheStore::copy_pages_out(const std::vector<PageCopy>& pages) {
+  return copy_pages(pages, CopyDir::kOut);
+}
+CopyEvent CacheStore::copy_pages_in(const std::vector<PageCopy>& pages) {
+  return copy_pages(pages, CopyDir::kIn);
 }
 
-CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
-  check_index(page, config_.num_pages, "page");
-  const char* in = static_cast<const char*>(external);
+// Every page's parts, in the external layout, as one batch; then each mirror's parts of the same
+// externals (waited for on the mirror's backend, as with_mirrors() does for a slot).
+CopyEvent CacheStore::copy_pages(const std::vector<PageCopy>& pages, CopyDir dir) {
   copy_ops_.clear();
-  for_each_page_part(page, page, [&](void* to, const void*, size_t bytes) {
-    copy_ops_.push_back({to, in, bytes});
-    in += bytes;
-  });
-  return with_mirrors(backend_.copy_batch_async(copy_ops_, CopyDir::kIn), external, true,
-                      [page](CacheStore& m, char* part) { return m.copy_page_in(part, page); });
+  for (const PageCopy& pc : pages) {
+    check_index(pc.page, config_.num_pages, "page");
+    char* ext = static_cast<char*>(pc.external);
+    for_each_page_part(pc.page, pc.page, [&](void* dev, const void*, size_t bytes) {
+      copy_ops_.push_back(dir == CopyDir::kOut ? CopyOp{ext, dev, bytes} : CopyOp{dev, ext, bytes});
+      ext += bytes;
+    });
+  }
+  CopyEvent own = pages.empty() ? CopyEvent() : backend_.copy_batch_async(copy_ops_, dir);
+  if (mirrors_.empty() || pages.empty()) return own;
+  std::vector<PageCopy> parts = pages;
+  int64_t offset = page_bytes();
+  for (CacheStore* m : mirrors_) {
+    for (size_t i = 0; i < pages.size(); ++i)
+      parts[i].external = static_cast<char*>(pages[i].external) + offset;
+    m->backend().wait_copy(m->copy_pages(parts, dir));
+    offset += m->page_bytes();
+  }
+  return own;
 }
 
 CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs, int32_t index,
@@ -323,26 +335,25 @@ CopyEvent CacheStore::copy_state_external(const std::vector<StateBuffers>& bufs,
 
 CopyEvent CacheStore::copy_slot_out(int32_t slot, void* external) {
   check_index(slot, config_.num_state_slots, "state slot");
-  return with_mirrors(copy_state_external(slots_, slot, external, CopyDir::kOut), external, false,
+  return with_mirrors(copy_state_external(slots_, slot, external, CopyDir::kOut), external,
                       [slot](CacheStore& m, char* part) { return m.copy_slot_out(slot, part); });
 }
 CopyEvent CacheStore::copy_slot_in(const void* external, int32_t slot) {
   check_index(slot, config_.num_state_slots, "state slot");
   return with_mirrors(copy_state_external(slots_, slot, const_cast<void*>(external), CopyDir::kIn),
-                      external, false,
+                      external,
                       [slot](CacheStore& m, char* part) { return m.copy_slot_in(part, slot); });
 }
 CopyEvent CacheStore::copy_checkpoint_out(int32_t checkpoint, void* external) {
   check_index(checkpoint, config_.num_checkpoints, "checkpoint");
   return with_mirrors(
-      copy_state_external(ckpt_, checkpoint, external, CopyDir::kOut), external, false,
+      copy_state_external(ckpt_, checkpoint, external, CopyDir::kOut), external,
       [checkpoint](CacheStore& m, char* part) { return m.copy_checkpoint_out(checkpoint, part); });
 }
 CopyEvent CacheStore::copy_checkpoint_in(const void* external, int32_t checkpoint) {
   check_index(checkpoint, config_.num_checkpoints, "checkpoint");
   return with_mirrors(
       copy_state_external(ckpt_, checkpoint, const_cast<void*>(external), CopyDir::kIn), external,
-      false,
       [checkpoint](CacheStore& m, char* part) { return m.copy_checkpoint_in(part, checkpoint); });
 }
 

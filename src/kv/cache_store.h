@@ -117,6 +117,14 @@ class CacheStore {
   // so only this store's copy overlaps what follows.
   CopyEvent copy_page_out(int32_t page, void* external);
   CopyEvent copy_page_in(const void* external, int32_t page);
+  // Several pages as one batch on the stream (one event for all; a host hit's load, an
+  // admission's write-backs): pages[i].page to / from pages[i].external, as copy_page_out/in each.
+  struct PageCopy {
+    int32_t page = -1;
+    void* external = nullptr;
+  };
+  CopyEvent copy_pages_out(const std::vector<PageCopy>& pages);
+  CopyEvent copy_pages_in(const std::vector<PageCopy>& pages);
   CopyEvent copy_slot_out(int32_t slot, void* external);
   CopyEvent copy_slot_in(const void* external, int32_t slot);
   CopyEvent copy_checkpoint_out(int32_t checkpoint, void* external);
@@ -147,7 +155,8 @@ class CacheStore {
   void copy_state(const std::vector<StateBuffers>& from, int32_t src,
                   const std::vector<StateBuffers>& to, int32_t dst);
   template <typename Copy>
-  CopyEvent with_mirrors(CopyEvent own, const void* external, bool pages, const Copy& copy);
+  CopyEvent with_mirrors(CopyEvent own, const void* external, const Copy& copy);
+  CopyEvent copy_pages(const std::vector<PageCopy>& pages, CopyDir dir);
 
   CacheSpec spec_;
   CacheConfig config_;

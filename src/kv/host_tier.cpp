@@ -175,12 +175,8 @@ bool HostTier::has_room(int kind) {
   return false;
 }
 
-void HostTier::finish_store(const CopyEvent& event, int64_t start_ns, bool page) {
-  if (page && admitting_) {
-    if (!event.empty()) admission_wbs_.push_back(event);
-  } else {
-    store_.backend().order_after_copy(event);
-  }
+void HostTier::finish_store(const CopyEvent& event, int64_t start_ns) {
+  store_.backend().order_after_copy(event);
   count_copy_time(start_ns);
 }
 
@@ -191,12 +187,24 @@ void HostTier::begin_admission() {
 
 void HostTier::order_loads_after_admission() {
   SYV_CHECK(admitting_) << "host tier: no admission open";
+  enqueue_admission_writebacks();
   for (const CopyEvent& wb : admission_wbs_)
     store_.backend().order_copies_after_copy(wb, CopyDir::kIn);
 }
 
+void HostTier::enqueue_admission_writebacks() {
+  if (admission_listed_.empty()) return;
+  const int64_t start = now_ns();
+  const CopyEvent event = store_.copy_pages_out(admission_listed_);
+  if (!event.empty()) admission_wbs_.push_back(event);
+  count_copy_time(start);
+  admission_listed_.clear();
+  admission_entries_.clear();
+}
+
 void HostTier::end_admission(bool own_load_pending) {
   SYV_CHECK(admitting_) << "host tier: no admission open";
+  enqueue_admission_writebacks();  // (none when order_loads_after_admission() ran)
   if (!own_load_pending)
     for (const CopyEvent& wb : admission_wbs_) store_.backend().order_after_copy(wb);
   admission_wbs_.clear();
@@ -227,9 +235,13 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   }
   if (!has_room(0)) return;
   bool evicted = false;
-  // Not an entry a load in flight reads: this write-back runs on the other stream ("Copies" 4).
-  const int32_t entry =
-      pages_.take(key, &evicted, [this](int32_t e) { return loads_.reads_host_page(e); });
+  // Not an entry a load in flight reads: this write-back runs on the other stream ("Copies" 4);
+  // nor one a write-back listed in this admission targets (the batch's copies run in no order).
+  const int32_t entry = pages_.take(key, &evicted, [this](int32_t e) {
+    return loads_.reads_host_page(e) ||
+           std::find(admission_entries_.begin(), admission_entries_.end(), e) !=
+               admission_entries_.end();
+  });
   if (entry < 0) {
     ++counters_.stores_dropped;
     return;
@@ -238,20 +250,33 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   const size_t i = static_cast<size_t>(entry);
   page_parent_[i] = parent;
   std::copy(tokens, tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
-  const int64_t start = now_ns();
-  finish_store(store_.copy_page_out(device_page, page_pieces_.at(entry)), start, /*page=*/true);
+  if (admitting_) {
+    admission_listed_.push_back({device_page, page_pieces_.at(entry)});
+    admission_entries_.push_back(entry);
+  } else {
+    const int64_t start = now_ns();
+    finish_store(store_.copy_page_out(device_page, page_pieces_.at(entry)), start);
+  }
   ++counters_.pages_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.external_page_bytes());
 }
 
-CopyEvent HostTier::load_page(int32_t entry, int32_t device_page) {
-  SYV_CHECK(pages_.used(entry)) << "load of empty host page " << entry;
+CopyEvent HostTier::load_pages(const std::vector<int32_t>& entries,
+                               const std::vector<int32_t>& device_pages) {
+  SYV_CHECK_EQ(entries.size(), device_pages.size()) << "host pages loaded into device pages";
+  std::vector<CacheStore::PageCopy> copies;
+  copies.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    SYV_CHECK(pages_.used(entries[i])) << "load of empty host page " << entries[i];
+    copies.push_back({device_pages[i], page_pieces_.at(entries[i])});
+    pages_.touch(entries[i]);
+  }
   const int64_t start = now_ns();
-  CopyEvent event = store_.copy_page_in(page_pieces_.at(entry), device_page);
+  CopyEvent event = store_.copy_pages_in(copies);
   count_copy_time(start);
-  pages_.touch(entry);
-  ++counters_.page_hits;
-  counters_.bytes_from_host += static_cast<uint64_t>(store_.external_page_bytes());
+  counters_.page_hits += entries.size();
+  counters_.bytes_from_host +=
+      static_cast<uint64_t>(store_.external_page_bytes()) * static_cast<uint64_t>(entries.size());
   return event;
 }
 
@@ -281,8 +306,7 @@ void HostTier::store_checkpoint(int32_t device_checkpoint, uint64_t key, int32_t
   counters_.checkpoints_evicted += evicted;
   ckpt_length_[static_cast<size_t>(entry)] = length;
   const int64_t start = now_ns();
-  finish_store(store_.copy_checkpoint_out(device_checkpoint, checkpoint_pieces_.at(entry)), start,
-               /*page=*/false);
+  finish_store(store_.copy_checkpoint_out(device_checkpoint, checkpoint_pieces_.at(entry)), start);
   ++counters_.checkpoints_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.external_slot_bytes());
 }
@@ -313,8 +337,9 @@ std::string HostTier::check_integrity() const {
       break;
     }
   }
-  if (admitting_ || !admission_wbs_.empty())
-    out << "an admission open between steps (" << admission_wbs_.size() << " write-backs); ";
+  if (admitting_ || !admission_wbs_.empty() || !admission_listed_.empty())
+    out << "an admission open between steps (" << admission_wbs_.size() << " write-backs, "
+        << admission_listed_.size() << " listed); ";
   if (pages_.num_pinned() + checkpoints_.num_pinned() > 0)
     out << pages_.num_pinned() << " host pages and " << checkpoints_.num_pinned()
         << " host checkpoints pinned between steps; ";

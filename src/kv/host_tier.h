@@ -93,13 +93,12 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "kv/cache_store.h"
 #include "kv/host_entries.h"
 #include "kv/host_piece_faulter.h"
 #include "kv/inflight_loads.h"
 
 namespace syv {
-
-class CacheStore;
 
 // Host tier memory is pinned in pieces of about this many bytes (whole entries; at least one),
 // one per gap between steps.
@@ -175,10 +174,14 @@ class HostTier {
   int32_t find_page(uint64_t parent, uint64_t key, const int32_t* tokens) const;
   // Device page `device_page` (a registered, fully written page being evicted) holds `tokens`
   // after `parent` under `key`: copies it into a host entry (or refreshes the one holding it).
+  // Inside an admission the copy is only listed, and enqueued with the admission's other page
+  // write-backs as one batch by order_loads_after_admission() (nothing writes the page before).
   void store_page(int32_t device_page, uint64_t parent, uint64_t key, const int32_t* tokens);
-  // Enqueues the copy of entry `entry` into device page `device_page` (allocated; not read or
-  // written by anything until the returned event settles, see loads()) and refreshes the entry.
-  CopyEvent load_page(int32_t entry, int32_t device_page);
+  // Enqueues the copy of entries[i] into device page device_pages[i] (allocated; not read or
+  // written by anything until the returned event settles, see loads()), all as one batch, and
+  // refreshes the entries.
+  CopyEvent load_pages(const std::vector<int32_t>& entries,
+                       const std::vector<int32_t>& device_pages);
   void pin_page(int32_t entry) { pages_.pin(entry); }
   void unpin_page(int32_t entry) { pages_.unpin(entry); }
 
@@ -195,11 +198,11 @@ class HostTier {
   void unpin_checkpoint(int32_t entry) { checkpoints_.unpin(entry); }
 
   // ---- one admission (Scheduler; "Copies" 6) ------------------------------------------------
-  // Before the admitted sequence's pages are allocated: page write-backs from now on do not
-  // order the compute stream (they are kept for the two calls below).
+  // Before the admitted sequence's pages are allocated: page write-backs from now on are listed,
+  // not enqueued, and do not order the compute stream (they are kept for the two calls below).
   void begin_admission();
-  // After the allocation, before the sequence's loads: the load stream waits for those
-  // write-backs.
+  // After the allocation, before the sequence's loads: enqueues the listed write-backs as one
+  // batch, and the load stream waits for them.
   void order_loads_after_admission();
   // After the loads: `own_load_pending` (the sequence's own load, enqueued after
   // order_loads_after_admission(), is pending and the sequence waits for it): nothing more;
@@ -207,7 +210,7 @@ class HostTier {
   // again from now on.
   void end_admission(bool own_load_pending);
 
-  // The loads enqueued by load_page() / load_checkpoint() that have not settled yet, recorded by
+  // The loads enqueued by load_pages() / load_checkpoint() that have not settled yet, recorded by
   // their callers (PrefixCache, HybridState), polled and settled by the Scheduler.
   InflightLoads& loads() { return loads_; }
   const InflightLoads& loads() const { return loads_; }
@@ -248,9 +251,11 @@ class HostTier {
   // False (and a short store counted) when a store of `kind` would need a pin: the kind is still
   // growing and has no free pinned entry.
   bool has_room(int kind);
-  // A store: orders the compute stream after `event` (or keeps it for the admission open, `page`
-  // stores only) and adds the issue time since `start_ns`.
-  void finish_store(const CopyEvent& event, int64_t start_ns, bool page);
+  // A store outside an admission: orders the compute stream after `event` and adds the issue
+  // time since `start_ns`.
+  void finish_store(const CopyEvent& event, int64_t start_ns);
+  // The admission's listed page write-backs as one batch (kept in admission_wbs_).
+  void enqueue_admission_writebacks();
   void count_copy_time(int64_t start_ns);
 
   CacheStore& store_;
@@ -264,7 +269,9 @@ class HostTier {
   std::vector<int32_t> ckpt_length_;   // [num_checkpoints]
   HostTierCounters counters_;
   InflightLoads loads_;
-  bool admitting_ = false;                // between begin_admission() and end_admission()
+  bool admitting_ = false;  // between begin_admission() and end_admission()
+  std::vector<CacheStore::PageCopy> admission_listed_;  // its page write-backs, not enqueued yet
+  std::vector<int32_t> admission_entries_;              // ... and their host entries
   std::vector<CopyEvent> admission_wbs_;  // the admission's page write-backs, not ordered yet
 };
 

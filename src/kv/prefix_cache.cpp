@@ -58,23 +58,21 @@ LoadTicket PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<
       << "host pages loaded into " << pages.size() << " pages for a hit of " << hit.num_pages()
       << " pages with " << hit.keys.size() << " keys";
   const int32_t n = index_.key_tokens();
-  CopyEvent last;  // the load stream is in order: the last copy's event covers them all
+  const std::vector<int32_t> loaded(
+      pages.begin() + static_cast<std::ptrdiff_t>(first),
+      pages.begin() + static_cast<std::ptrdiff_t>(first + hit.host_pages.size()));
+  CopyEvent event = host_->load_pages(hit.host_pages, loaded);  // one batch, one event
   for (size_t i = 0; i < hit.host_pages.size(); ++i) {
     const size_t idx = first + i;
-    const int32_t page = pages[idx];
-    last = host_->load_page(hit.host_pages[i], page);
     const uint64_t parent = idx == 0 ? PrefixIndex::root_key() : hit.keys[idx - 1];
     const int32_t* page_tokens = tokens + idx * static_cast<size_t>(page_size_);
     SYV_CHECK_EQ(PrefixIndex::page_key(parent, page_tokens, n), hit.keys[idx])
         << "host page " << hit.host_pages[i] << " loaded for other tokens";
-    insert(parent, page_tokens, page);
+    insert(parent, page_tokens, pages[idx]);
     host_->unpin_page(hit.host_pages[i]);
   }
-  const std::vector<int32_t> loaded(
-      pages.begin() + static_cast<std::ptrdiff_t>(first),
-      pages.begin() + static_cast<std::ptrdiff_t>(first + hit.host_pages.size()));
   // The host entries stay busy (not reused by a write-back) until the load settles.
-  return host_->loads().add(std::move(last), loaded, -1, hit.host_pages);
+  return host_->loads().add(std::move(event), loaded, -1, hit.host_pages);
 }
 
 int32_t PrefixCache::num_evictable(const PrefixHit& hit) const {

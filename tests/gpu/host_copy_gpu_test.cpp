@@ -1,12 +1,13 @@
 // The host tier's copies on CUDA (backend/cuda/host_copy.h): copy_batch_async of many scattered
 // segments between device memory and pinned host memory (from allocate_pinned() and from
-// pin_host_pages()) goes as one gather kernel on the copy stream of its direction (loads and
-// write-backs on two streams that do not wait for each other); every byte lands both ways, the
-// bytes around the segments stay untouched, the kernel is ordered after the compute stream's
-// earlier work and before work after order_after_copy(), and batches the kernel does not take
-// (misaligned, or to pageable memory) fall back to cudaMemcpyAsync exactly. The *Timing test
-// prints the copy rates (gather kernel, one cudaMemcpyAsync per segment, one large copy); the
-// regression run excludes it. Skipped cleanly when no CUDA device is present.
+// pin_host_pages()) goes as one batch (one cudaMemcpyBatchAsync, or one gather kernel: both paths
+// run) on the copy stream of its direction (loads and write-backs on two streams that do not wait
+// for each other); every byte lands both ways, the bytes around the segments stay untouched, the
+// batch is ordered after the compute stream's earlier work and before work after
+// order_after_copy(), and batches neither path takes (misaligned, or to pageable memory) fall back
+// to cudaMemcpyAsync exactly. The *Timing test prints the copy rates (cudaMemcpyBatchAsync, gather
+// kernel, one cudaMemcpyAsync per segment, one large copy); the regression run excludes it.
+// Skipped cleanly when no CUDA device is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -86,9 +87,10 @@ void expect_same(const std::vector<unsigned char>& got, const std::vector<unsign
 
 // Scattered segments host -> device and device -> host through copy_batch_async, with `host`
 // being pinned memory of the backend; ordering against the compute stream checked on the way.
-// gather: whether both batches must go as the gather kernel (else as cudaMemcpyAsync calls).
-void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed, bool gather) {
-  const uint64_t gathered = gpu.gather_batches();
+// batched: whether both batches must go as one batch each (the backend's batch_copy_path(): one
+// cudaMemcpyBatchAsync or one gather kernel; else as cudaMemcpyAsync calls).
+void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed, bool batched) {
+  const uint64_t batches = gpu.batched_copies(), gathered = gpu.gather_batches();
   DeviceBuffer dev = gpu.allocate(kRegion), dev2 = gpu.allocate(kRegion);
   char* d = static_cast<char*>(dev.data());
   std::vector<unsigned char> host_bytes(kRegion), dev_bytes(kRegion), got(kRegion);
@@ -113,7 +115,11 @@ void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed, bool 
   std::memcpy(got.data(), host, kRegion);
   expect_same(got, expected(out, host, static_cast<char*>(dev2.data()), want_dev, host_bytes),
               "device -> host");
-  EXPECT_EQ(gpu.gather_batches() - gathered, gather ? 2u : 0u);
+  EXPECT_EQ(gpu.batched_copies() - batches, batched ? 2u : 0u);
+  using Path = CudaBackend::BatchCopyPath;
+  const uint64_t kernels = (gpu.batch_copy_path(CopyDir::kIn) == Path::kGatherKernel) +
+                           (gpu.batch_copy_path(CopyDir::kOut) == Path::kGatherKernel);
+  EXPECT_EQ(gpu.gather_batches() - gathered, batched ? kernels : 0u);
 }
 
 TEST(HostCopyGpu, ScatteredSegmentsBothWaysAreExact) {
@@ -125,18 +131,27 @@ TEST(HostCopyGpu, ScatteredSegmentsBothWaysAreExact) {
   ASSERT_TRUE(pages.ok()) << pages.message();
   auto registered = gpu->pin_host_pages(std::move(*pages));  // cudaHostRegister
   ASSERT_TRUE(registered.ok()) << registered.message();
-  for (uint32_t seed : {1u, 2u}) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    round_trip(*gpu, static_cast<char*>(alloc->data()), 16, seed, true);
-    // Registered memory goes through the kernel where the device addresses it at its host
-    // pointer (cudaDevAttrCanUseHostPointerForRegisteredMem; H100 / H200 on x86 do).
-    int mapped = 0;
-    ASSERT_EQ(cudaDeviceGetAttribute(&mapped, cudaDevAttrCanUseHostPointerForRegisteredMem,
-                                     gpu->device()),
-              cudaSuccess);
-    round_trip(*gpu, static_cast<char*>(registered->data()), 16, seed + 10, mapped == 1);
-    // Segments the kernel does not take (8-byte sizes and places): cudaMemcpyAsync, as exact.
-    round_trip(*gpu, static_cast<char*>(registered->data()), 8, seed + 20, false);
+  using Path = CudaBackend::BatchCopyPath;
+  for (Path path : {Path::kCopyEngines, Path::kGatherKernel}) {
+    gpu->set_batch_copy_path(CopyDir::kIn, path);
+    gpu->set_batch_copy_path(CopyDir::kOut, path);
+    for (uint32_t seed : {1u, 2u}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) +
+                   (path == Path::kGatherKernel ? ", gather kernel" : ", copy engines"));
+      round_trip(*gpu, static_cast<char*>(alloc->data()), 16, seed, true);
+      // Registered memory is batched where the device addresses it at its host pointer
+      // (cudaDevAttrCanUseHostPointerForRegisteredMem; H100 / H200 on x86 do).
+      int mapped = 0;
+      ASSERT_EQ(cudaDeviceGetAttribute(&mapped, cudaDevAttrCanUseHostPointerForRegisteredMem,
+                                       gpu->device()),
+                cudaSuccess);
+      round_trip(*gpu, static_cast<char*>(registered->data()), 16, seed + 10, mapped == 1);
+      // Segments the kernel does not take (8-byte sizes and places): cudaMemcpyAsync, as exact.
+      round_trip(*gpu, static_cast<char*>(registered->data()), 8, seed + 20, false);
+    }
+    // The copy engines' call exists on this machine (a fallback would have switched the path).
+    EXPECT_EQ(gpu->batch_copy_path(CopyDir::kIn), path);
+    EXPECT_EQ(gpu->batch_copy_path(CopyDir::kOut), path);
   }
   // Pageable host memory: cudaMemcpyAsync (the kernel cannot address it).
   std::vector<char> pageable(kRegion);
@@ -242,7 +257,7 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
   ASSERT_TRUE(pages.ok()) << pages.message();
   const auto p0 = std::chrono::steady_clock::now();
   auto host = gpu->pin_host_pages(std::move(*pages));
-  const uint64_t gathered = gpu->gather_batches();
+  const uint64_t batches = gpu->batched_copies();
   const double pin_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   ASSERT_TRUE(host.ok()) << host.message();
   DeviceBuffer dev = gpu->allocate(kBytes);
@@ -270,11 +285,18 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
   };
   for (bool to_device : {true, false}) {
     const CopyDir dir = to_device ? CopyDir::kIn : CopyDir::kOut;
-    const double gather = rate([&] {
-      CopyEvent e;
-      for (size_t p = 0; p < kPages; ++p) e = gpu->copy_batch_async(page_ops(p, to_device), dir);
-      return e;
-    });
+    const CudaBackend::BatchCopyPath initial = gpu->batch_copy_path(dir);
+    auto batched = [&](CudaBackend::BatchCopyPath path) {
+      gpu->set_batch_copy_path(dir, path);
+      return rate([&] {
+        CopyEvent e;
+        for (size_t p = 0; p < kPages; ++p) e = gpu->copy_batch_async(page_ops(p, to_device), dir);
+        return e;
+      });
+    };
+    const double engines = batched(CudaBackend::BatchCopyPath::kCopyEngines);
+    const double gather = batched(CudaBackend::BatchCopyPath::kGatherKernel);
+    gpu->set_batch_copy_path(dir, initial);
     const double memcpy_each = rate([&] {
       CopyEvent e;
       for (size_t p = 0; p < kPages; ++p)
@@ -286,10 +308,11 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
       return to_device ? gpu->copy_async(d, h, kBytes, dir) : gpu->copy_async(h, d, kBytes, dir);
     });
     std::printf(
-        "%s, %zu MiB in pages of %zu x %zu KiB: gather kernel %.1f GB/s, cudaMemcpyAsync per "
-        "segment %.1f GB/s, one copy %.1f GB/s (gather = %.0f%% of one copy)\n",
-        to_device ? "host -> device" : "device -> host", kBytes >> 20, kPerPage, kSeg >> 10, gather,
-        memcpy_each, one, 100.0 * gather / one);
+        "%s, %zu MiB in pages of %zu x %zu KiB: cudaMemcpyBatchAsync per page %.1f GB/s (%.0f%% "
+        "of one copy), gather kernel %.1f GB/s (%.0f%%), cudaMemcpyAsync per segment %.1f GB/s, "
+        "one copy %.1f GB/s\n",
+        to_device ? "host -> device" : "device -> host", kBytes >> 20, kPerPage, kSeg >> 10,
+        engines, 100.0 * engines / one, gather, 100.0 * gather / one, memcpy_each, one);
   }
   std::printf("pinning %zu MiB already faulted in (cudaHostRegister): %.3f s\n", kBytes >> 20,
               pin_s);
@@ -298,7 +321,7 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
       cudaDeviceGetAttribute(&mapped, cudaDevAttrCanUseHostPointerForRegisteredMem, gpu->device()),
       cudaSuccess);
   if (mapped == 1) {
-    EXPECT_EQ(gpu->gather_batches() - gathered, 4 * kPages) << "the page batches took the kernel";
+    EXPECT_EQ(gpu->batched_copies() - batches, 8 * kPages) << "the page batches went batched";
   }
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/log.h"
 #include "model/model.h"
@@ -99,6 +100,40 @@ TEST(CacheStore, ViewsHaveTheDocumentedShapes) {
   EXPECT_DEATH(s.state_view(0), "KV pages, not recurrent state");
   EXPECT_DEATH((*store)->copy_page(0, 5), "page 5 outside \\[0, 5\\)");
   EXPECT_DEATH((*store)->save_checkpoint(0, 2), "checkpoint 2 outside \\[0, 2\\)");
+}
+
+// copy_pages_out / copy_pages_in move several pages as one batch, each page to and from its own
+// external buffer in the layout copy_page_out gives one page.
+TEST(CacheStore, PagesCopiedAsOneBatchEqualPageByPage) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  CacheConfig c;
+  c.page_size = 4;
+  c.num_pages = 6;
+  c.num_state_slots = 1;
+  auto made = CacheStore::create(two_kinds(), c, *cpu);
+  ASSERT_TRUE(made.ok()) << made.message();
+  CacheStore& store = **made;
+  const size_t bytes = static_cast<size_t>(store.page_bytes());
+  std::vector<std::vector<unsigned char>> in(6, std::vector<unsigned char>(bytes));
+  for (size_t p = 0; p < 6; ++p)
+    for (size_t i = 0; i < bytes; ++i) in[p][i] = static_cast<unsigned char>(7 * p + i * 13);
+  // Pages 0..5 filled as one batch, listed out of order.
+  std::vector<CacheStore::PageCopy> fill;
+  for (int32_t p : {3, 0, 5, 1, 4, 2}) fill.push_back({p, in[static_cast<size_t>(p)].data()});
+  cpu->wait_copy(store.copy_pages_in(fill));
+  for (int32_t p = 0; p < 6; ++p) {
+    std::vector<unsigned char> one(bytes);
+    cpu->wait_copy(store.copy_page_out(p, one.data()));
+    EXPECT_EQ(one, in[static_cast<size_t>(p)]) << "page " << p;
+  }
+  // Three of them out as one batch into buffers of their own.
+  std::vector<std::vector<unsigned char>> out(3, std::vector<unsigned char>(bytes));
+  cpu->wait_copy(
+      store.copy_pages_out({{4, out[0].data()}, {1, out[1].data()}, {2, out[2].data()}}));
+  EXPECT_EQ(out[0], in[4]);
+  EXPECT_EQ(out[1], in[1]);
+  EXPECT_EQ(out[2], in[2]);
+  EXPECT_TRUE(store.copy_pages_out({}).empty());
 }
 
 TEST(CacheStore, StateDtypeHalvesTheDeltaRuleState) {

@@ -129,6 +129,15 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
+    if (const char* env = std::getenv("SYV_HOST_COPY")) {
+      const std::string path = env;
+      SYV_CHECK(path == "engines" || path == "kernel" || path == "split")
+          << "SYV_HOST_COPY: expected engines, kernel or split, found " << path;
+      batch_copy_path_[0] =
+          path == "kernel" ? BatchCopyPath::kGatherKernel : BatchCopyPath::kCopyEngines;
+      batch_copy_path_[1] =
+          path == "engines" ? BatchCopyPath::kCopyEngines : BatchCopyPath::kGatherKernel;
+    }
     init_batch_invariant_from_env();
   }
 
@@ -241,14 +250,18 @@ class CudaBackendImpl final : public CudaBackend {
     if (bytes > 0) SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copies));
     return record_copy_event(copies);
   }
-  // The batch on the stream of `dir` after one ordering, with one event: as one gather kernel
-  // (host_copy.h) when it has many small copies between this device and mapped pinned host
-  // memory, else as cudaMemcpyAsync calls back to back.
+  // The batch on the stream of `dir` after one ordering, with one event: when it has many small
+  // copies between this device and mapped pinned host memory, as one batch (batch_copy_path():
+  // one cudaMemcpyBatchAsync, or one gather kernel, host_copy.h), else as cudaMemcpyAsync calls
+  // back to back.
   CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
     cudaStream_t copies = copy_stream_after_compute(dir);
     if (gather_fits(ops)) {
-      cuda::launch_gather_copy(segments_.data(), segments_.size(), copies);
-      ++gather_batches_;
+      ++batched_copies_;
+      if (!copy_engines_batch(copies, dir)) {
+        cuda::launch_gather_copy(segments_.data(), segments_.size(), copies);
+        ++gather_batches_;
+      }
     } else {
       for (const CopyOp& op : ops)
         if (op.bytes > 0)
@@ -256,6 +269,25 @@ class CudaBackendImpl final : public CudaBackend {
     }
     return record_copy_event(copies);
   }
+  // segments_ as one cudaMemcpyBatchAsync on `copies` when that is the path of `dir`; false
+  // (nothing enqueued) otherwise, or where the call is missing (then the kernel from now on, both
+  // ways, logged once).
+  bool copy_engines_batch(cudaStream_t copies, CopyDir dir) {
+    if (batch_copy_path(dir) != BatchCopyPath::kCopyEngines) return false;
+    const char* why = nullptr;
+    if (cuda::memcpy_batch_async(segments_.data(), segments_.size(), copies, &why)) return true;
+    SYV_LOG(WARN) << "CUDA backend: cudaMemcpyBatchAsync failed (" << why
+                  << "); host tier copies take the gather kernel from now on";
+    batch_copy_path_[0] = batch_copy_path_[1] = BatchCopyPath::kGatherKernel;
+    return false;
+  }
+  void set_batch_copy_path(CopyDir dir, BatchCopyPath path) override {
+    batch_copy_path_[dir == CopyDir::kIn ? 0 : 1] = path;
+  }
+  BatchCopyPath batch_copy_path(CopyDir dir) const override {
+    return batch_copy_path_[dir == CopyDir::kIn ? 0 : 1];
+  }
+  uint64_t batched_copies() const override { return batched_copies_; }
   uint64_t gather_batches() const override { return gather_batches_; }
   // Whether `ops` go as one gather kernel (their segments then in segments_): at least
   // kGatherMinOps copies, on average at most kGatherMaxMeanBytes, each 16-byte aligned and between
@@ -1644,7 +1676,9 @@ class CudaBackendImpl final : public CudaBackend {
   AddressRanges host_ranges_;     // pinned host memory the device addresses at its host pointer
   int host_pointer_mapped_ = -1;  // cudaDevAttrCanUseHostPointerForRegisteredMem; -1: not asked
   std::vector<cuda::CopySegment> segments_;
-  uint64_t gather_batches_ = 0;
+  // set_batch_copy_path(): [0] loads (kIn), [1] write-backs (kOut).
+  BatchCopyPath batch_copy_path_[2] = {BatchCopyPath::kGatherKernel, BatchCopyPath::kGatherKernel};
+  uint64_t batched_copies_ = 0, gather_batches_ = 0;
 
   Batch batch_copy_;
   std::vector<int32_t> tiles_host_;

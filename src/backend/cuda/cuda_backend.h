@@ -92,8 +92,25 @@ class CudaBackend : public Backend {
   // however a prompt is split into steps).
   virtual void set_gdn_chunked_from(int tokens) = 0;
   static constexpr int kGdnChunkedFrom = 16;
-  // copy_batch_async() batches that went as one gather kernel (backend/cuda/host_copy.h) so far
-  // (tests: which path a batch took).
+  // How copy_batch_async() moves a batch of many small copies between this device and pinned
+  // host memory (a host tier page: 2 x layers parts of ~128 KiB; backend/cuda/host_copy.h), per
+  // copy stream (CopyDir):
+  //   kGatherKernel  one kernel of 8 blocks reading and writing through mapped host memory (the
+  //                  default both ways)
+  //   kCopyEngines   one cudaMemcpyBatchAsync: the DMA engines copy (97-98% of one large copy's
+  //                  rate against the kernel's 89-93%, and no SM taken from the compute stream),
+  //                  but the call costs the host ~1-2.5 us per part, so a 32K-token host hit's
+  //                  load held its admission step for 34-92 ms (docs/cuda-backend.md "Host tier
+  //                  copies"); falls back to the kernel, logged once, where the runtime or driver
+  //                  lacks the call
+  // SYV_HOST_COPY=kernel|engines|split (split: loads by the engines, write-backs by the kernel)
+  // sets the initial paths (A/B timing).
+  enum class BatchCopyPath : uint8_t { kCopyEngines, kGatherKernel };
+  virtual void set_batch_copy_path(CopyDir dir, BatchCopyPath path) = 0;
+  virtual BatchCopyPath batch_copy_path(CopyDir dir) const = 0;
+  // copy_batch_async() batches that went as one batch (one kernel or one cudaMemcpyBatchAsync)
+  // so far, and those of them the gather kernel took (tests: which path a batch took).
+  virtual uint64_t batched_copies() const = 0;
   virtual uint64_t gather_batches() const = 0;
 
   // Benchmarks only: from now on every allocate() is filled with uniform random bf16 values in

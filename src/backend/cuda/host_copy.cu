@@ -7,6 +7,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/host_copy.h"
 
+#include <vector>
+
 namespace syv::cuda {
 
 namespace {
@@ -74,6 +76,48 @@ void launch_gather_copy(const CopySegment* segments, size_t count, cudaStream_t 
     gather_copy_kernel<<<grid, kThreads, 0, stream>>>(args);
     SYV_CUDA_LAUNCH_CHECK();
   }
+}
+
+bool memcpy_batch_async(const CopySegment* segments, size_t count, cudaStream_t stream,
+                        const char** error) {
+#if CUDART_VERSION >= 12080
+  thread_local std::vector<void*> dsts;
+  thread_local std::vector<const void*> srcs;
+  thread_local std::vector<size_t> sizes;
+  dsts.clear();
+  srcs.clear();
+  sizes.clear();
+  for (size_t i = 0; i < count; ++i) {
+    if (segments[i].bytes == 0) continue;
+    dsts.push_back(segments[i].dst);
+    srcs.push_back(segments[i].src);
+    sizes.push_back(segments[i].bytes);
+  }
+  if (dsts.empty()) return true;
+  cudaMemcpyAttributes attrs{};
+  attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // after the stream's earlier work
+  attrs.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+  size_t first = 0;
+#if CUDART_VERSION >= 13000
+  const cudaError_t err = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(),
+                                               &attrs, &first, 1, stream);
+#else
+  size_t fail = 0;
+  const cudaError_t err =
+      cudaMemcpyBatchAsync(const_cast<void**>(dsts.data()), const_cast<void**>(srcs.data()),
+                           sizes.data(), dsts.size(), &attrs, &first, 1, &fail, stream);
+#endif
+  if (err == cudaSuccess) return true;
+  cudaGetLastError();  // not sticky: clear it, the caller falls back to the kernel
+  *error = cudaGetErrorString(err);
+  return false;
+#else
+  (void)segments;
+  (void)count;
+  (void)stream;
+  *error = "built with a CUDA runtime older than 12.8 (no cudaMemcpyBatchAsync)";
+  return false;
+#endif
 }
 
 }  // namespace syv::cuda

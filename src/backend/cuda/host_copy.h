@@ -1,9 +1,9 @@
-// A batch of (src, dst, bytes) copies in one kernel launch (host_copy.cu), for the host tier's
-// pages: a page of a 28-layer model is 56 segments of ~128 KiB, which as cudaMemcpyAsync calls
-// moved at ~12 GB/s against ~55 GB/s of pinned-copy bandwidth on the H200 machine. The kernel
-// reads and writes through unified addressing: pinned host memory that is mapped into the device's
-// address space (cudaHostAlloc, or cudaHostRegister where the device can use the host pointer)
-// is read and written directly, like device memory, 16 bytes per load.
+// A batch of (src, dst, bytes) copies in one kernel launch or one cudaMemcpyBatchAsync
+// (host_copy.cu), for the host tier's pages: a page of a 28-layer model is 56 segments of ~128 KiB,
+// which as cudaMemcpyAsync calls moved at ~12 GB/s against ~55 GB/s of pinned-copy bandwidth on the
+// H200 machine. The kernel reads and writes through unified addressing: pinned host memory that is
+// mapped into the device's address space (cudaHostAlloc, or cudaHostRegister where the device can
+// use the host pointer) is read and written directly, like device memory, 16 bytes per load.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,5 +32,13 @@ inline bool gather_copy_fits(const CopySegment& s) {
 // source; both sides device-accessible) on `stream`, in launches of up to 128 segments. The
 // launches follow earlier work on `stream` in order (no programmatic dependent launch).
 void launch_gather_copy(const CopySegment* segments, size_t count, cudaStream_t stream);
+
+// The same batch as one cudaMemcpyBatchAsync (CUDA 12.8+): the copy engines move the segments, no
+// SM takes part, so the compute stream's kernels keep every SM while a host hit loads. Sources are
+// read in stream order (the copy starts after the stream's earlier work, as the kernel does).
+// False, with nothing enqueued, where the runtime or the driver lacks the call (the caller then
+// takes the kernel); `error` names why.
+bool memcpy_batch_async(const CopySegment* segments, size_t count, cudaStream_t stream,
+                        const char** error);
 
 }  // namespace syv::cuda
