@@ -21,6 +21,7 @@
 #include "cli/bench.h"
 #include "cli/kv_cache_dtype.h"
 #include "cli/tensor_parallel_cli.h"
+#include "core/check.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "io/hf_config.h"
@@ -261,8 +262,8 @@ int setup(const Options& o, Setup& s) {
     s.expert_bytes /= n;
     std::printf(
         "tensor parallel: %d ranks (GPUs 0..%d); the floor is one rank's (1/%d of the layers' "
-        "weights, the whole lm_head, its KV heads), timed on rank 0's stream; eager steps only "
-        "(no CUDA graphs across ranks yet)\n",
+        "weights, the whole lm_head, its KV heads), timed on rank 0's stream (its all-reduces "
+        "wait for the other ranks); a graph step replays every rank's own graph\n",
         n, n - 1, n);
   }
   if (mc.is_moe())
@@ -442,6 +443,15 @@ void print_summary(const Setup& s, const std::vector<std::string>& rows) {
   for (auto& r : rows) std::printf("%s\n", r.c_str());
 }
 
+// Programmatic dependent launch on or off on every rank's backend (rank 0's is s.gpu).
+void set_pdl(Setup& s, bool on) {
+  for (Backend* b : s.ranks.backends) {
+    auto* gpu = dynamic_cast<CudaBackend*>(b);
+    SYV_CHECK(gpu != nullptr) << "bench decode: rank backend " << b->name() << " is not CUDA";
+    gpu->set_pdl(on);
+  }
+}
+
 int run_decode(const Options& o) {
   Setup s;
   if (int rc = setup(o, s)) return rc;
@@ -483,9 +493,11 @@ int run_decode(const Options& o) {
       }
       Batch batch = decode_batch(b, ctx, pps);
       Tensor ids = ids_buf.view(DType::I32, {b});
+      Model::Outputs out;
+      auto argmax = [&] { s.gpu->argmax(out.logits, ids); };  // on rank 0's stream
       auto step = [&] {
-        Tensor logits = s.model->forward(batch);
-        s.gpu->argmax(logits, ids);
+        s.model->forward(batch, out);
+        argmax();
       };
       const bool pdl = s.gpu->pdl();
       // The experts one step reads (the same every step: the batch does not change).
@@ -494,14 +506,14 @@ int run_decode(const Options& o) {
       const double experts_read = double(s.gpu->moe_experts_routed() - routed_before);
       Stats eager = stats_of(s.gpu->time_ms(step, o.warmup, o.steps));
       Stats graph = eager, graph_nopdl = eager;
-      if (!o.no_graphs && o.tensor_parallel_size == 1) {  // no graphs across ranks yet
-        const int gid = s.gpu->capture_graph(step);
-        graph = stats_of(s.gpu->time_ms([&] { s.gpu->replay_graph(gid); }, 3, o.steps));
+      if (!o.no_graphs) {  // every rank's graph (Model::capture_forward), replayed in step
+        const int gid = s.model->capture_forward(batch, out, argmax);
+        graph = stats_of(s.gpu->time_ms([&] { s.model->replay_graph(gid); }, 3, o.steps));
         if (pdl) {  // the same graph without programmatic dependent launch, for comparison
-          s.gpu->set_pdl(false);
-          const int gid2 = s.gpu->capture_graph(step);
-          s.gpu->set_pdl(true);
-          graph_nopdl = stats_of(s.gpu->time_ms([&] { s.gpu->replay_graph(gid2); }, 3, o.steps));
+          set_pdl(s, false);
+          const int gid2 = s.model->capture_forward(batch, out, argmax);
+          set_pdl(s, true);
+          graph_nopdl = stats_of(s.gpu->time_ms([&] { s.model->replay_graph(gid2); }, 3, o.steps));
         }
       }
       std::vector<int32_t> host_ids(static_cast<size_t>(b));

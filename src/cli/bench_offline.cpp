@@ -57,7 +57,6 @@ int run(const Options& o) {
   }
 
   EngineOptions options = o.engine.resolved();
-  apply_tp_to_engine(o.model.tensor_parallel_size, options);
   auto kv_dtype = resolve_kv_cache_dtype(o.engine.kv_cache_dtype, model.backend(), model.config());
   if (!kv_dtype.ok()) return fail(kv_dtype.message());
   options.kv_dtype = *kv_dtype;

@@ -137,7 +137,6 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
     return fail("--prompts-file: \"" + args.prompts_file + "\" holds no requests");
 
   EngineOptions options = args.engine.resolved();
-  apply_tp_to_engine(model_args.tensor_parallel_size, options);
   auto kv_dtype =
       resolve_kv_cache_dtype(args.engine.kv_cache_dtype, *loaded->backend, loaded->model->config());
   if (!kv_dtype.ok()) return fail(kv_dtype.message());

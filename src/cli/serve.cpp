@@ -359,7 +359,6 @@ int run_serve(const ServeOptions& o) {
   // --cuda-graphs eager; the engine logs the buckets and the capture time).
   const auto t_engine = std::chrono::steady_clock::now();
   EngineOptions engine_options = o.engine.resolved();
-  apply_tp_to_engine(o.tensor_parallel_size, engine_options);
   engine_options.kv_dtype = *kv_dtype;
   engine_options.draft_model = draft.get();
   Result<std::optional<server::MemoryPlanFacts>> planned_pool =

@@ -18,9 +18,9 @@ void add_tensor_parallel_arg(CLI::App& app, int& size) {
                  "lm_head whole; an all-reduce after each attention and MLP. On CUDA one GPU per\n"
                  "rank, devices 0..N-1 (CUDA_VISIBLE_DEVICES picks them), NCCL's all-reduce; on\n"
                  "the CPU N simulated ranks (tests; no faster). The MTP head is split like the\n"
-                 "layers; the host tier keeps every rank's pages. Not yet with CUDA graphs (off)\n"
-                 "or pre-quantized checkpoints. Default 1 (docs/configuration.md, \"Tensor\n"
-                 "parallelism\").")
+                 "layers; the host tier keeps every rank's pages; CUDA graphs are captured on\n"
+                 "every rank. Not yet with pre-quantized checkpoints. Default 1\n"
+                 "(docs/configuration.md, \"Tensor parallelism\").")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
 }
@@ -103,15 +103,6 @@ Status check_tp_model(const ModelConfig& config, int size) {
   Status st = check_tensor_parallel(config, size);
   if (!st.ok()) return st.with_context("--tensor-parallel-size " + std::to_string(size));
   return st;
-}
-
-void apply_tp_to_engine(int size, EngineOptions& options) {
-  if (size == 1) return;
-  if (options.cuda_graphs != "off") {
-    options.cuda_graphs = "off";
-    SYV_LOG(INFO) << "tensor parallel: CUDA graphs off (not captured across " << size
-                  << " ranks yet: every step runs eagerly)";
-  }
 }
 
 Result<std::unique_ptr<Model>> load_tp_model(const PreparedModel& prepared, TpRanks& ranks,

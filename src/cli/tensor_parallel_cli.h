@@ -41,10 +41,6 @@ Result<TpRanks> make_tp_ranks(Backend& first, int size);
 // weights, head counts and sizes that do not divide), the error prefixed with the flag.
 Status check_tp_model(const ModelConfig& config, int size);
 
-// What tensor parallelism changes in the resolved engine options (size > 1), logged: CUDA graphs
-// off (not captured across ranks yet).
-void apply_tp_to_engine(int size, EngineOptions& options);
-
 // Loads `prepared` over `ranks` (size 1: load_prepared_model on backends[0]); logs the choice.
 // ranks.group is moved into the model.
 Result<std::unique_ptr<Model>> load_tp_model(const PreparedModel& prepared, TpRanks& ranks,

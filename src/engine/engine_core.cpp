@@ -394,9 +394,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     // benchmarks counted as speculation's cost.
     if (graph_mode == GraphMode::kEager)
       core->graphs_->capture_all(g.max_query > 1 ? kEagerVerifyGraphBatch : 0);
-    // The MTP head's forwards too (captured on first use): its eager forwards take at most a
+    // The MTP head's forwards too (captured on first use) where the model lets them be captured
+    // (Model::supports_mtp_graphs; otherwise they run eagerly): its eager forwards take at most a
     // step's tokens, and a logits row per sequence.
-    if (mtp != nullptr)
+    const bool mtp_graphs = mtp != nullptr && model.supports_mtp_graphs();
+    if (mtp_graphs)
       mtp->enable_graphs(g, std::max(options.max_num_batched_tokens, options.max_num_seqs),
                          options.max_num_seqs);
     const double seconds =
@@ -410,9 +412,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
            << (graph_mode == GraphMode::kEager ? "up to " + std::to_string(kEagerVerifyGraphBatch) +
                                                      " sequences captured now, more on first use), "
                                                : std::string("captured on first use), "));
-    if (mtp != nullptr)
+    if (mtp_graphs)
       line << "the MTP head's forwards of up to " << g.max_batch
            << " rows (captured on first use), ";
+    else if (mtp != nullptr)
+      line << "not the MTP head's forwards (eager: the model cannot capture them), ";
     if (graph_mode == GraphMode::kEager)
       line << "captured in " << seconds << " s";
     else

@@ -181,14 +181,14 @@ GraphRunner::GraphRunner(Model& model, const GraphConfig& config)
   ids_.assign(buckets_.size() * static_cast<size_t>(config_.max_query), -1);
   outputs_.resize(ids_.size());
   model_.reserve(config_.max_tokens, config_.max_logit_rows);
-  model_.backend().set_fixed_max_context(config_.max_context);
+  model_.set_fixed_max_context(config_.max_context);
 }
 
 GraphRunner::~GraphRunner() {
   for (int id : ids_)
-    if (id >= 0) model_.backend().destroy_graph(id);
+    if (id >= 0) model_.destroy_graph(id);
   model_.reserve(0, 0);
-  model_.backend().set_fixed_max_context(0);
+  model_.set_fixed_max_context(0);
 }
 
 int32_t GraphRunner::num_captured() const {
@@ -211,16 +211,16 @@ void GraphRunner::capture_all(int32_t verify_max_batch) {
 }
 
 void GraphRunner::capture(size_t i, int32_t q) {
-  // Every sequence a dummy: the warm-up run inside capture_graph() writes only the dummy page.
+  // Every sequence a dummy: the warm-up run inside capture_forward() writes only the dummy page.
   const int32_t B = buckets_[i];
   const bool recurrent = model_.cache_spec().has_recurrent_state();
   dummy_decode_batch(B, q, config_.pages_per_seq, config_.dummy_page, recurrent,
                      recurrent && saves_per_draft_ > 0 && q > 1, padded_);
   const size_t BT = static_cast<size_t>(B) * static_cast<size_t>(q);
-  // The lambda stores what the forward returned: during the capture on CUDA (replays write the
-  // same buffers), or at each replay on a backend that re-runs the step.
+  // outputs_[g] holds what the forward returned: filled during the capture on CUDA (replays
+  // write the same buffers), or at each replay on a backend that re-runs the step.
   const size_t g = graph_index(i, q);
-  ids_[g] = model_.backend().capture_graph([this, g] { model_.forward(padded_, outputs_[g]); });
+  ids_[g] = model_.capture_forward(padded_, outputs_[g], nullptr);
   SYV_CHECK(outputs_[g].logits.ndim == 2 && outputs_[g].logits.dim(0) == static_cast<int64_t>(BT))
       << "GraphRunner: captured forward returned " << outputs_[g].logits.dim(0)
       << " logits rows for " << B << " x " << q;
@@ -239,9 +239,8 @@ Model::Outputs GraphRunner::run(const Batch& batch) {
   const size_t g = graph_index(bi, q);
   if (ids_[g] < 0) capture(bi, q);
   pad_decode_batch(batch, buckets_[bi], config_.dummy_page, padded_);
-  Backend& backend = model_.backend();
-  backend.stage_batch(padded_, config_.page_size);
-  backend.replay_graph(ids_[g]);
+  model_.stage_graph_batch(padded_, config_.page_size);
+  model_.replay_graph(ids_[g]);
   const Model::Outputs& all = outputs_[g];
   const int64_t rows = batch.num_tokens();
   auto head = [rows](const Tensor& t) { return t.empty() ? Tensor() : t.rows(0, rows); };

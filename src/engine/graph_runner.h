@@ -22,9 +22,11 @@
 //  * activation buffers: Model::reserve() at full size before the first capture;
 //  * decode attention's split count: on CUDA it follows the batch shape only (each block finds
 //    its key range from its token's context on the device), so one graph serves every context;
-//    Backend::set_fixed_max_context(max_model_len) fixes it where it would follow the context
+//    Model::set_fixed_max_context(max_model_len) fixes it where it would follow the context
 //    (batch-invariant mode), for eager steps too, so a step gives the same bits either way;
-//  * batch metadata: re-read from each graph's own staging (Backend::stage_batch()).
+//  * batch metadata: re-read from each graph's own staging (Model::stage_graph_batch()).
+// Captures, replays and the rest go through the model's graph hooks (model.h), so a model over
+// several backends (tensor_parallel.h) captures and replays every one in step.
 // A replay returns the forward's Outputs (logits, and the per-token final hidden states an MTP
 // drafter reads), views of the captured buffers, valid until the next forward or replay.
 // With padding, real rows share the batch with dummy ones: their bits equal an eager step of the
@@ -91,7 +93,7 @@ struct GraphConfig {
   int32_t page_size = 0;       // of the KV pages
   int32_t pages_per_seq = 0;   // page-table width of every graph batch
   int32_t dummy_page = -1;     // page id the padding rows write (outside the scheduler's pool)
-  int64_t max_context = 0;     // Backend::set_fixed_max_context()
+  int64_t max_context = 0;     // Model::set_fixed_max_context()
   int64_t max_tokens = 0;      // Model::reserve(): the largest forward() of any step
   int64_t max_logit_rows = 0;  //   and its most logits rows (both >= max_batch * max_query)
 };

@@ -29,6 +29,8 @@ MtpDrafter::~MtpDrafter() {
 
 void MtpDrafter::enable_graphs(const GraphConfig& config, int64_t max_tokens, int64_t max_rows) {
   SYV_CHECK(graphs_ == nullptr) << "MtpDrafter::enable_graphs twice";
+  SYV_CHECK(model_.supports_mtp_graphs())
+      << "MtpDrafter::enable_graphs: the model cannot capture its MTP head's forwards";
   SYV_CHECK(config.page_size == page_size_ && config.pages_per_seq > 0 && config.dummy_page >= 0)
       << "MtpDrafter::enable_graphs: page size " << config.page_size << ", width "
       << config.pages_per_seq << ", dummy page " << config.dummy_page;

@@ -53,14 +53,14 @@ class MtpDrafter : public Drafter {
   // Destroys the head's graphs and ends its workspace reservation.
   ~MtpDrafter() override;
 
-  // CUDA graphs for the head's forwards (the engine's GraphRunner is on, with `config`). The
-  // head's batches are then built decode-shaped: every row its own one-token sequence (a
-  // catch-up row at position p attends over [0, p], its own chunk's keys written by the same
-  // forward first, as before) and every row a logits row, so a forward of R rows replays the
-  // graph of the smallest bucket of rows >= R (graph_buckets(max_batch)), padded
-  // with dummy rows on config.dummy_page; more rows run eagerly. `max_tokens` / `max_rows`: the
-  // largest eager head forward (the step's token budget; one logits row per sequence), reserved
-  // with the graphs' so no buffer moves.
+  // CUDA graphs for the head's forwards (the engine's GraphRunner is on, with `config`; the model
+  // supports_mtp_graphs(): they are captured and replayed on its backend()). The head's batches
+  // are then built decode-shaped: every row its own one-token sequence (a catch-up row at
+  // position p attends over [0, p], its own chunk's keys written by the same forward first, as
+  // before) and every row a logits row, so a forward of R rows replays the graph of the smallest
+  // bucket of rows >= R (graph_buckets(max_batch)), padded with dummy rows on config.dummy_page;
+  // more rows run eagerly. `max_tokens` / `max_rows`: the largest eager head forward (the step's
+  // token budget; one logits row per sequence), reserved with the graphs' so no buffer moves.
   void enable_graphs(const GraphConfig& config, int64_t max_tokens, int64_t max_rows);
   // Builds the head's batches decode-shaped without graphs too (tests: the CPU backend has none,
   // and the drafts must not change).

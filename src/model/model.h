@@ -1,6 +1,8 @@
 // A language model written once against backend ops. The engine drives it through this interface.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -79,10 +81,38 @@ class Model {
   // the next mtp_forward(); forward()'s outputs stay valid. Needs has_mtp() (CHECK failure).
   virtual void mtp_forward(const Batch& batch, const Tensor& hidden, Outputs& out);
 
-  // CUDA graphs (engine/graph_runner.h). Whether forward() may be captured into a graph: every
-  // buffer it touches stays put between calls and its host-side decisions follow only the batch's
-  // shape. Qwen3 asks its backend; the default (hybrid models: CPU-only ops) is false.
+  // ---- CUDA graphs (engine/graph_runner.h; Backend's "CUDA graphs" section) -------------------
+  // Whether forward() may be captured into a graph: every buffer it touches stays put between
+  // calls and its host-side decisions follow only the batch's shape. Qwen3 asks its backend; the
+  // default (hybrid models: CPU-only ops) is false.
   virtual bool supports_graphs() const { return false; }
+  // Whether the MTP drafter may capture mtp_forward() too, on backend() alone (its head graphs
+  // use backend()'s capture_graph / stage_batch / replay_graph / destroy_graph directly). The
+  // default: supports_graphs(). False where mtp_forward() synchronizes with the host or spans
+  // several backends (tensor_parallel.h); the head then runs eagerly beside the model's graphs.
+  virtual bool supports_mtp_graphs() const { return supports_graphs(); }
+
+  // The graph hooks the engine (GraphRunner) and `syv bench decode` call instead of backend()'s,
+  // so that a model over several backends (tensor_parallel.h) captures and replays on every one.
+  // Each has its Backend namesake's contract; the defaults call backend()'s. Need
+  // supports_graphs() (the backend's defaults abort otherwise).
+  //
+  // Captures forward(batch, out), then `then` (empty: nothing; e.g. an argmax of out.logits on
+  // backend()'s stream), as one graph and returns its id (Backend::capture_graph: the step runs
+  // once eagerly first, so `out` holds the outputs every replay rewrites). `batch` and `out` are
+  // referenced, not copied: they must live, at the same addresses, until destroy_graph(id) (a
+  // backend may re-run the step at each replay, reading the batch then).
+  virtual int capture_forward(const Batch& batch, Outputs& out, const std::function<void()>& then);
+  // Stages `batch` (the layout of the graph replayed next) for the next replay_graph().
+  virtual void stage_graph_batch(const Batch& batch, int32_t page_size);
+  // Launches graph `id` (a capture_forward() id) on the latest staged metadata; its outputs land
+  // in the `out` it was captured with.
+  virtual void replay_graph(int id);
+  // Frees graph `id`; ids are not reused.
+  virtual void destroy_graph(int id);
+  // Backend::set_fixed_max_context() (0: per batch again), for eager forwards too.
+  virtual void set_fixed_max_context(int64_t max_context);
+
   // Allocates the activation workspace for batches of up to `max_tokens` tokens and
   // `max_logit_rows` logits rows now, at full size, so no later forward() reallocates a buffer a
   // captured graph points at (a larger forward() afterwards is a CHECK failure). Growing a

@@ -407,6 +407,7 @@ class TensorParallelModel final : public Model {
         group_(std::move(group)),
         backends_(std::move(backends)),
         ranks_(std::move(ranks)),
+        others_(ranks_.size()),
         threads_(backends_) {}
 
   const ModelConfig& config() const override { return config_; }
@@ -434,8 +435,45 @@ class TensorParallelModel final : public Model {
     }
     bound_ = &store;
   }
-  // CUDA graphs: not across ranks yet (tensor_parallel.h); the engine runs every step eagerly.
-  bool supports_graphs() const override { return false; }
+  // CUDA graphs: every rank captures and replays its own, in step (load_tensor_parallel()).
+  bool supports_graphs() const override {
+    for (const auto& m : ranks_)
+      if (!m->supports_graphs()) return false;
+    return true;
+  }
+  // mtp_forward() copies its hidden input through the host (a synchronisation no graph holds).
+  bool supports_mtp_graphs() const override { return false; }
+  // Every rank captures its own forward at once, on its thread: the capture's eager warm-up runs
+  // the all-reduces, which must meet. Rank 0's graph appends `then`.
+  int capture_forward(const Batch& batch, Outputs& out,
+                      const std::function<void()>& then) override {
+    std::vector<int> ids(ranks_.size(), -1);
+    threads_.run([&](size_t r) {
+      Outputs& o = r == 0 ? out : others_[r];
+      const std::function<void()> after = r == 0 ? then : nullptr;
+      ids[r] = backends_[r]->capture_graph([this, r, &batch, &o, after] {
+        ranks_[r]->forward(batch, o);
+        if (after) after();
+      });
+    });
+    graphs_.push_back(std::move(ids));
+    return static_cast<int>(graphs_.size()) - 1;
+  }
+  void stage_graph_batch(const Batch& batch, int32_t page_size) override {
+    threads_.run([&](size_t r) { backends_[r]->stage_batch(batch, page_size); });
+  }
+  void replay_graph(int id) override {
+    const std::vector<int>& ids = rank_graphs(id, "replay_graph");
+    threads_.run([&](size_t r) { backends_[r]->replay_graph(ids[r]); });
+  }
+  void destroy_graph(int id) override {
+    std::vector<int>& ids = rank_graphs(id, "destroy_graph");
+    threads_.run([&](size_t r) { backends_[r]->destroy_graph(ids[r]); });
+    ids.clear();
+  }
+  void set_fixed_max_context(int64_t max_context) override {
+    for (Backend* b : backends_) b->set_fixed_max_context(max_context);
+  }
   void reserve(int64_t max_tokens, int64_t max_logit_rows) override {
     for (auto& m : ranks_) m->reserve(max_tokens, max_logit_rows);
   }
@@ -443,7 +481,6 @@ class TensorParallelModel final : public Model {
   using Model::forward;
   // Rank r on its own thread (threads_), with backends_[r]'s device current.
   void forward(const Batch& batch, Outputs& out) override {
-    others_.resize(ranks_.size());
     threads_.run([&](size_t r) { ranks_[r]->forward(batch, r == 0 ? out : others_[r]); });
   }
 
@@ -459,7 +496,6 @@ class TensorParallelModel final : public Model {
     const size_t bytes = hidden.bytes();
     host_hidden_.resize(bytes);
     if (bytes > 0) backends_[0]->download(host_hidden_.data(), hidden.data, bytes);
-    others_.resize(ranks_.size());
     rank_hidden_.resize(ranks_.size());
     threads_.run([&](size_t r) {
       if (r == 0) return ranks_[0]->mtp_forward(batch, hidden, out);
@@ -472,16 +508,26 @@ class TensorParallelModel final : public Model {
   }
 
  private:
+  // The rank graphs of live graph `id`.
+  std::vector<int>& rank_graphs(int id, const char* call) {
+    SYV_CHECK(id >= 0 && id < static_cast<int>(graphs_.size()) &&
+              !graphs_[static_cast<size_t>(id)].empty())
+        << "tensor parallel " << call << "(" << id << "): no such graph";
+    return graphs_[static_cast<size_t>(id)];
+  }
+
   ModelConfig config_;
   std::unique_ptr<TpGroup> group_;
   std::vector<Backend*> backends_;
   std::vector<std::unique_ptr<Model>> ranks_;
   std::vector<std::unique_ptr<CacheStore>> stores_;  // ranks 1..: built like the engine's
   const CacheStore* bound_ = nullptr;                // the store stores_ mirror
-  std::vector<Outputs> others_;                      // ranks 1..'s outputs (unused)
-  std::vector<unsigned char> host_hidden_;           // mtp_forward's hidden on its way
-  std::vector<DeviceBuffer> rank_hidden_;            // ... and on ranks 1..'s devices
-  RankThreads threads_;                              // last: joined before the ranks go
+  // [rank] ranks 1..'s outputs (unused; at fixed addresses: graphs write them)
+  std::vector<Outputs> others_;
+  std::vector<std::vector<int>> graphs_;    // [graph id][rank] rank graph ids; empty: destroyed
+  std::vector<unsigned char> host_hidden_;  // mtp_forward's hidden on its way
+  std::vector<DeviceBuffer> rank_hidden_;   // ... and on ranks 1..'s devices
+  RankThreads threads_;                     // last: joined before the ranks go
 };
 
 }  // namespace

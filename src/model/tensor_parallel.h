@@ -22,12 +22,14 @@
 // nccl_tp_group.h). Each rank has a cache store of its own, a mirror of the engine's
 // (CacheStore::add_mirror), so the engine's slot and checkpoint copies reach every rank. Not
 // supported yet, and refused: pre-quantized weights, head counts or intermediate
-// sizes N does not divide, CUDA graphs (supports_graphs() is false: the engine's
-// graphs capture rank 0's stream only; every rank would have to capture and replay its own in
-// step). The host tier copies every rank's part of a page (CacheStore's external copies fan out
-// to the mirrors). The MTP head splits like a full-attention layer (fc and norms replicated);
-// mtp_forward() copies its hidden input from rank 0 to the others through the host. Expert
-// parallelism (whole experts per rank) is not tried.
+// sizes N does not divide. CUDA graphs: every rank captures its own forward, all at once on the
+// rank threads (a capture's eager warm-up runs the all-reduces, which must meet), and the model's
+// graph hooks (model.h) stage, replay and destroy every rank's graph in step. The host tier
+// copies every rank's part of a page (CacheStore's external copies fan out to the mirrors). The
+// MTP head splits like a full-attention layer (fc and norms replicated); mtp_forward() copies its
+// hidden input from rank 0 to the others through the host, so the head is not captured
+// (supports_mtp_graphs() is false: it runs eagerly beside the model's graphs). Expert parallelism
+// (whole experts per rank) is not tried.
 #pragma once
 
 #include <cstdint>
@@ -83,8 +85,11 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
 // KV heads for every token of the engine's pool, its GDN heads' state for every slot), and rank
 // 0's backend; forward() runs every rank (ranks 1.. on threads of their own, each made current on
 // its backend's device first) and returns rank 0's outputs. bind_cache() builds the other ranks'
-// stores like the engine's and mirrors them (binding the same store again keeps them); CUDA
-// graphs are not supported yet (see above). Errors name what cannot be split.
+// stores like the engine's and mirrors them (binding the same store again keeps them). It
+// supports_graphs() when every rank does: capture_forward() captures every rank's forward (rank
+// 0's followed by `then`) on the rank threads at once and returns one id for them all;
+// stage_graph_batch(), replay_graph() and destroy_graph() run on every rank's thread (its device
+// current), set_fixed_max_context() sets every rank's backend. Errors name what cannot be split.
 Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepared,
                                                     const std::vector<Backend*>& backends,
                                                     const LoadOptions& options,

@@ -101,7 +101,6 @@ TEST(TensorParallelCli, PromptsFileThroughTheEngineEqualsOneRank) {
     EXPECT_GT(cached, 0) << "the scenario takes prefix hits";
     // The start-up log says what was chosen.
     EXPECT_NE(split.find("tensor parallel: 2 ranks simulated"), std::string::npos) << split;
-    EXPECT_NE(split.find("CUDA graphs off"), std::string::npos) << split;
   }
   fs::remove(file);
 }

@@ -1,10 +1,13 @@
 // Tensor parallelism on GPUs (model/tensor_parallel.h over backend/cuda/nccl_tp_group.h): the
 // NCCL all-reduce itself (f32 and bf16, every rank on its own thread and device; and captured
-// into a CUDA graph on every rank, then replayed), and whole models split over 2 (and, with 4
-// GPUs, 4) ranks against one GPU: the same greedy tokens up to near-ties and the same prompt
-// logprobs within bf16 rounding, through the engine (batched, chunked, prefix hits). Skipped
-// (with the reason) without NCCL in the build or with fewer than 2 CUDA devices; run by
-// tools/device/tp_check.sh on a machine with several.
+// into a CUDA graph on every rank, then replayed) over every visible GPU, one included; a model
+// "split" over 1 rank through the NCCL group with CUDA graphs on against the plain model on the
+// same GPU (the same arithmetic: bit-equal tokens and logprobs, every decode step a graph
+// replay); and whole models split over 2 (and, with 4 GPUs, 4) ranks against one GPU, graphs off
+// and on: the same greedy tokens up to near-ties and the same prompt logprobs within bf16
+// rounding, through the engine (batched, chunked, prefix hits). Skipped (with the reason)
+// without NCCL in the build or with fewer CUDA devices than a test's ranks; run by
+// tools/device/tp_check.sh (the N = 1 tests on one GPU, the rest on a machine with several).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,8 +107,9 @@ std::vector<float> download_values(Backend& b, const Tensor& t) {
   return v;
 }
 
+// Over every visible GPU: one rank (an all-reduce of one, a copy in place) is a valid group.
 TEST(NcclTpGroup, AllReduceSumsEveryRanksTensorInPlace) {
-  SYV_SKIP_WITHOUT_RANKS(2);
+  SYV_SKIP_WITHOUT_RANKS(1);
   const int n = cuda_device_count();
   Ranks r = make_ranks(n);
   ASSERT_TRUE(r.group);
@@ -133,7 +137,7 @@ TEST(NcclTpGroup, AllReduceSumsEveryRanksTensorInPlace) {
 }
 
 TEST(NcclTpGroup, AllReduceIsCapturedInACudaGraphOnEveryRank) {
-  SYV_SKIP_WITHOUT_RANKS(2);
+  SYV_SKIP_WITHOUT_RANKS(1);
   const int n = cuda_device_count();
   Ranks r = make_ranks(n);
   ASSERT_TRUE(r.group);
@@ -171,26 +175,54 @@ TEST(NcclTpGroup, AllReduceIsCapturedInACudaGraphOnEveryRank) {
 constexpr double kTieProb = 0.6;
 constexpr double kLogprobTol = 0.2;
 
-void expect_split_equals_one(const std::string& dir, int n) {
-  SCOPED_TRACE(dir + " over " + std::to_string(n) + " GPUs");
+// A model folder split over n ranks (GPUs 0..n-1) through an NCCL group.
+struct Split {
+  Ranks ranks;  // outlives the model
+  std::unique_ptr<Model> model;
+};
+Split load_split(const std::string& path, int n) {
+  Split s;
+  s.ranks = make_ranks(n);
+  if (!s.ranks.group) return s;
+  auto prepared = prepare_model(path, *s.ranks.backends[0]);
+  EXPECT_TRUE(prepared.ok()) << prepared.message();
+  if (!prepared.ok()) return s;
+  auto model =
+      load_tensor_parallel(*prepared, s.ranks.backends, LoadOptions{}, std::move(s.ranks.group));
+  EXPECT_TRUE(model.ok()) << model.message();
+  if (model.ok()) s.model = std::move(model).value();
+  return s;
+}
+
+// split_requests() through the engine on `model`.
+std::vector<RequestOutput> run_split_requests(Model& model, const EngineOptions& o,
+                                              EngineStats* stats) {
+  return run_requests(model, o, split_requests(static_cast<int32_t>(model.config().vocab_size)),
+                      stats);
+}
+
+// The same on the model of `path` whole on GPU 0 (its own backend, gone when this returns).
+std::vector<RequestOutput> run_one_gpu(const std::string& path, const EngineOptions& o,
+                                       EngineStats* stats) {
+  std::unique_ptr<CudaBackend> one = make_cuda_backend(0);
+  auto model = load_model(path, *one);
+  EXPECT_TRUE(model.ok()) << model.message();
+  if (!model.ok()) return {};
+  return run_split_requests(**model, o, stats);
+}
+
+// `graphs`: EngineOptions::cuda_graphs of both runs.
+void expect_split_equals_one(const std::string& dir, int n, const char* graphs) {
+  SCOPED_TRACE(dir + " over " + std::to_string(n) + " GPUs, graphs " + graphs);
   const std::string path = source_dir() + "/" + dir;
-  std::vector<RequestOutput> want;
-  const EngineOptions o = scenario_options(16, 128, 4096, 24, true, 2);
-  {
-    std::unique_ptr<CudaBackend> one = make_cuda_backend(0);
-    auto model = load_model(path, *one);
-    ASSERT_TRUE(model.ok()) << model.message();
-    want = run_requests(**model, o,
-                        split_requests(static_cast<int32_t>((*model)->config().vocab_size)));
-  }
-  Ranks r = make_ranks(n);
-  ASSERT_TRUE(r.group);
-  auto prepared = prepare_model(path, *r.backends[0]);
-  ASSERT_TRUE(prepared.ok()) << prepared.message();
-  auto split = load_tensor_parallel(*prepared, r.backends, LoadOptions{}, std::move(r.group));
-  ASSERT_TRUE(split.ok()) << split.message();
-  const std::vector<RequestOutput> got =
-      run_requests(**split, o, split_requests(static_cast<int32_t>((*split)->config().vocab_size)));
+  EngineOptions o = scenario_options(16, 128, 4096, 24, true, 2);
+  o.cuda_graphs = graphs;
+  const std::vector<RequestOutput> want = run_one_gpu(path, o, nullptr);
+  Split split = load_split(path, n);
+  ASSERT_TRUE(split.model);
+  EngineStats stats;
+  const std::vector<RequestOutput> got = run_split_requests(*split.model, o, &stats);
+  if (o.cuda_graphs != "off") EXPECT_GT(stats.graph_steps, 0u) << "no step replayed the graphs";
   ASSERT_EQ(got.size(), want.size());
   int diverged = 0;
   double worst_prompt = 0, sum_sq = 0, ref_sq = 0;
@@ -222,9 +254,9 @@ void expect_split_equals_one(const std::string& dir, int n) {
   }
   const double rel_l2 = std::sqrt(sum_sq / std::max(ref_sq, 1e-30));
   std::printf(
-      "%s over %d GPUs: prompt logprobs worst |diff| %.4f, relative L2 %.2e; %d of %zu "
-      "requests diverged at a near-tie\n",
-      dir.c_str(), n, worst_prompt, rel_l2, diverged, got.size());
+      "%s over %d GPUs, graphs %s: prompt logprobs worst |diff| %.4f, relative L2 %.2e; %d of "
+      "%zu requests diverged at a near-tie\n",
+      dir.c_str(), n, graphs, worst_prompt, rel_l2, diverged, got.size());
   EXPECT_LT(rel_l2, 3e-2);  // a wrong shard gives ~1
   EXPECT_LT(worst_prompt, 0.3);
   EXPECT_LE(diverged * 4, static_cast<int>(got.size()));
@@ -234,12 +266,48 @@ TEST(TensorParallelGpu, SplitModelsEqualOneGpu) {
   SYV_SKIP_WITHOUT_RANKS(2);
   // tiny-dense: 4 query / 2 KV heads (over 4 ranks each KV head on two); tiny-hybrid: 2 query
   // heads, 4 GDN value heads; q35moe_top2_r2: every expert split by its intermediate size.
-  expect_split_equals_one("models/tiny-dense", 2);
-  expect_split_equals_one("models/tiny-hybrid", 2);
-  expect_split_equals_one("tests/fixtures/hybrid/q35moe_top2_r2", 2);
-  if (cuda_device_count() >= 4) {
-    expect_split_equals_one("models/tiny-dense", 4);
-    expect_split_equals_one("tests/fixtures/hybrid/q35moe_top2_r2", 4);
+  // Graphs off, then on (every rank captures and replays its own).
+  for (const char* graphs : {"off", "eager"}) {
+    expect_split_equals_one("models/tiny-dense", 2, graphs);
+    expect_split_equals_one("models/tiny-hybrid", 2, graphs);
+    expect_split_equals_one("tests/fixtures/hybrid/q35moe_top2_r2", 2, graphs);
+    if (cuda_device_count() >= 4) {
+      expect_split_equals_one("models/tiny-dense", 4, graphs);
+      expect_split_equals_one("tests/fixtures/hybrid/q35moe_top2_r2", 4, graphs);
+    }
+  }
+}
+
+// One rank through the NCCL group (ncclCommInitAll over one device: each all-reduce a copy in
+// place) with CUDA graphs on, against the plain model on the same GPU with graphs on: the rank's
+// weights are copies of the whole model's bits, its config is the whole one, and both run the
+// same kernels on the same shapes (the same padded graph steps), so tokens and every logprob must
+// be bit-equal, and the engine's graph counters equal. What one GPU can check of the ranks' graphs:
+// capture_forward() on the rank threads, the model's graph table, staging, replays and destroys
+// through it, NCCL's all-reduce inside the captured step.
+TEST(TensorParallelGpu, OneRankThroughNcclWithGraphsEqualsOneGpu) {
+  SYV_SKIP_WITHOUT_RANKS(1);
+  for (const char* dir :
+       {"models/tiny-dense", "models/tiny-hybrid", "tests/fixtures/hybrid/q35moe_top2_r2"}) {
+    for (const char* graphs : {"eager", "lazy"}) {
+      SCOPED_TRACE(std::string(dir) + ", graphs " + graphs);
+      const std::string path = source_dir() + "/" + dir;
+      // Up to 5 sequences at once: buckets 1, 2, 4, 5 (3 decoding sequences pad to 4).
+      EngineOptions o = scenario_options(16, 128, 4096, 24, true, 5);
+      o.cuda_graphs = graphs;
+      EngineStats one_stats, split_stats;
+      const std::vector<RequestOutput> want = run_one_gpu(path, o, &one_stats);
+      Split split = load_split(path, 1);
+      ASSERT_TRUE(split.model);
+      EXPECT_TRUE(split.model->supports_graphs());
+      const std::vector<RequestOutput> got = run_split_requests(*split.model, o, &split_stats);
+      EXPECT_GT(split_stats.graph_steps, 0u) << "no step replayed the rank's graph";
+      EXPECT_EQ(split_stats.graph_steps, one_stats.graph_steps);
+      EXPECT_EQ(split_stats.graph_padding_rows, one_stats.graph_padding_rows);
+      EXPECT_EQ(split_stats.graphs_captured, one_stats.graphs_captured);
+      EXPECT_EQ(split_stats.steps, one_stats.steps);
+      expect_same_outputs(got, want);
+    }
   }
 }
 

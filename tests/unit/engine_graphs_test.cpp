@@ -1,13 +1,12 @@
 // CUDA-graph decode buckets without a GPU: bucket choice, padding, the dummy page beyond the
-// pool, and the whole engine path through a fake graph backend whose "graph" re-runs the captured
-// step at each replay (so a replay reads the padded batch the engine staged, as a CUDA graph
-// re-reads its staging). The fake model's output never depends on batching, so graphs on, lazy
-// and off must give the same tokens; any wrong row, page or padding shows up as a difference (or
-// as a read of an unwritten position, which the fake model aborts on).
+// pool, and the whole engine path through a fake graph backend (unit/fake_graph_backend.h) whose
+// "graph" re-runs the captured step at each replay (so a replay reads the padded batch the engine
+// staged, as a CUDA graph re-reads its staging). The fake model's output never depends on
+// batching, so graphs on, lazy and off must give the same tokens; any wrong row, page or padding
+// shows up as a difference (or as a read of an unwritten position, which the fake model aborts
+// on).
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <map>
 #include <random>
 #include <tuple>
 
@@ -15,107 +14,12 @@
 #include "core/log.h"
 #include "engine/graph_runner.h"
 #include "unit/engine_harness.h"
+#include "unit/fake_graph_backend.h"
 #include "unit/fake_model.h"
 #include "unit/verify_harness.h"
 
 namespace syv::testing {
 namespace {
-
-// A CPU backend (forwarded) plus graph hooks: capture runs the step twice (warm-up + "capture"),
-// replay runs it again; stage_batch validates the batch and records its shape.
-class FakeGraphBackend final : public Backend {
- public:
-  struct Shape {
-    int32_t tokens, seqs, rows, width;
-    bool operator==(const Shape&) const = default;
-  };
-
-  std::string name() const override { return "fake-graphs"; }
-  DType activation_dtype() const override { return cpu_->activation_dtype(); }
-  DeviceBuffer allocate(size_t bytes) override { return cpu_->allocate(bytes); }
-  void release(void* data) override { cpu_->release(data); }
-  void upload(void* dst, const void* src, size_t bytes) override { cpu_->upload(dst, src, bytes); }
-  void download(void* dst, const void* src, size_t bytes) override {
-    cpu_->download(dst, src, bytes);
-  }
-  void copy(void* dst, const void* src, size_t bytes) override { cpu_->copy(dst, src, bytes); }
-  void fill_zero(void* dst, size_t bytes) override { cpu_->fill_zero(dst, bytes); }
-  void synchronize() override {}
-  BatchMeta prepare_batch(const Batch& b, int32_t page_size) override {
-    return cpu_->prepare_batch(b, page_size);
-  }
-  void embedding(const Tensor& t, const Tensor& ids, Tensor& out) override {
-    cpu_->embedding(t, ids, out);
-  }
-  void rmsnorm(const Tensor& x, const Tensor& w, float eps, NormKind k, Tensor& out) override {
-    cpu_->rmsnorm(x, w, eps, k, out);
-  }
-  void add_rmsnorm(Tensor& r, const Tensor& x, const Tensor& w, float eps, NormKind k,
-                   Tensor& out) override {
-    cpu_->add_rmsnorm(r, x, w, eps, k, out);
-  }
-  void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out) override {
-    cpu_->linear(x, w, b, out);
-  }
-  void silu_mul(const Tensor& gu, Tensor& out) override { cpu_->silu_mul(gu, out); }
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override { cpu_->add(a, b, out); }
-  void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& qn, const Tensor& kn, float eps,
-                    NormKind kind, const RopeParams& rope, const BatchMeta& meta) override {
-    cpu_->qk_norm_rope(q, k, qn, kn, eps, kind, rope, meta);
-  }
-  void kv_write(const Tensor& k, const Tensor& v, Tensor& kc, Tensor& vc,
-                const BatchMeta& meta) override {
-    cpu_->kv_write(k, v, kc, vc, meta);
-  }
-  void paged_attention(const Tensor& q, const Tensor& kc, const Tensor& vc, float scale,
-                       const BatchMeta& meta, Tensor& out) override {
-    cpu_->paged_attention(q, kc, vc, scale, meta, out);
-  }
-  void gather_rows(const Tensor& x, const BatchMeta& meta, Tensor& out) override {
-    cpu_->gather_rows(x, meta, out);
-  }
-
-  bool supports_graphs() const override { return true; }
-  int capture_graph(const std::function<void()>& step) override {
-    step();  // warm-up
-    step();  // the capture's host side
-    steps_.push_back(step);
-    return static_cast<int>(steps_.size()) - 1;
-  }
-  void stage_batch(const Batch& b, int32_t page_size) override {
-    (void)build_host_batch_meta(b, page_size);  // aborts on an inconsistent batch
-    staged_ = Shape{b.num_tokens(), b.num_seqs(), static_cast<int32_t>(b.logit_rows.size()),
-                    b.max_pages_per_seq};
-    staged_shapes.push_back(staged_);
-  }
-  void replay_graph(int id) override {
-    ASSERT_TRUE(id >= 0 && id < static_cast<int>(steps_.size()) &&
-                steps_[static_cast<size_t>(id)] != nullptr)
-        << "graph " << id;
-    auto [it, first] = graph_shapes.emplace(id, staged_);
-    EXPECT_TRUE(first || it->second == staged_) << "graph " << id << " replayed on another shape";
-    ++replays;
-    steps_[static_cast<size_t>(id)]();
-  }
-  void destroy_graph(int id) override {
-    ASSERT_TRUE(steps_[static_cast<size_t>(id)] != nullptr) << "graph " << id << " destroyed twice";
-    steps_[static_cast<size_t>(id)] = nullptr;
-    ++destroyed;
-  }
-  void set_fixed_max_context(int64_t n) override { fixed_max_context = n; }
-
-  int32_t captured() const { return static_cast<int32_t>(steps_.size()); }
-  std::vector<Shape> staged_shapes;
-  std::map<int, Shape> graph_shapes;  // the shape each graph was first replayed on
-  int64_t replays = 0;
-  int32_t destroyed = 0;
-  int64_t fixed_max_context = -1;
-
- private:
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
-  std::vector<std::function<void()>> steps_;
-  Shape staged_{};
-};
 
 // The fake model on the fake graph backend.
 class GraphFakeModel : public FakeModel {

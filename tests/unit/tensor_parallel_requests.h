@@ -1,6 +1,9 @@
 // The requests the tensor-parallel tests compare a split model with one rank on (tests/unit/
-// tensor_parallel_test.cpp on the CPU, tests/gpu/tensor_parallel_gpu_test.cpp on GPUs).
+// tensor_parallel_test.cpp on the CPU, tests/gpu/tensor_parallel_gpu_test.cpp on GPUs), and the
+// bit-for-bit comparison of two runs of the same arithmetic.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
@@ -23,6 +26,23 @@ inline std::vector<Request> split_requests(int32_t vocab) {
     requests.push_back(q);
   }
   return requests;
+}
+
+// Every request's sample 0 the same: tokens, logprobs and prompt logprobs to the bit (runs that
+// compute alike: graphs on and off in batch-invariant mode, one rank through NCCL and one GPU).
+inline void expect_same_outputs(const std::vector<RequestOutput>& got,
+                                const std::vector<RequestOutput>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const SampleOutput& g = got[i].samples.at(0);
+    const SampleOutput& w = want[i].samples.at(0);
+    EXPECT_EQ(g.tokens, w.tokens) << "request " << i;
+    EXPECT_EQ(g.logprobs, w.logprobs) << "request " << i;
+    ASSERT_EQ(g.prompt_logprobs.size(), w.prompt_logprobs.size()) << "request " << i;
+    for (size_t t = 0; t < g.prompt_logprobs.size(); ++t)
+      EXPECT_EQ(g.prompt_logprobs[t].token.logprob, w.prompt_logprobs[t].token.logprob)
+          << "request " << i << " at " << t;
+  }
 }
 
 }  // namespace syv::testing

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# On a GPU machine with 2 or more GPUs (nvidia-h200-x2 or larger): tensor parallelism over NCCL
-# (issue 21). Builds syv and the tensor-parallel GPU test, runs the test (the NCCL all-reduce in
-# f32 / bf16, captured into a CUDA graph on every rank; tiny-dense, tiny-hybrid and a MoE fixture
-# split over 2 GPUs, and 4 when there are 4, against one GPU: greedy tokens up to near-ties,
-# prompt logprobs within bf16 rounding), then `syv bench decode` on the Qwen3-8B shape (random
-# weights) at b = 1 and 64, context 512, on one GPU and with --tensor-parallel-size 2 (eager
-# steps: no graphs across ranks yet; the one-GPU run is eager too, --no-graphs, for a like-for-like
-# row). On one GPU the test skips and the TP bench refuses with the device count. Carry
-# .devcarry-deps (tools/device/pack_deps.sh).
+# On a GPU machine: tensor parallelism over NCCL (issue 21). Builds syv and the tensor-parallel
+# GPU test, runs the test, then `syv bench decode` on the Qwen3-8B shape (random weights) at
+# b = 1 and 64, context 512, on one GPU and with --tensor-parallel-size 2, CUDA graphs on in both
+# rows (every rank captures and replays its own graph; the eager column is there too).
+# On one GPU (nvidia-h200): the NCCL all-reduce over one rank (f32 / bf16, and captured into a
+# CUDA graph), and tiny-dense, tiny-hybrid and a MoE fixture "split" over 1 rank through the NCCL
+# group with CUDA graphs on against the plain model (bit-equal tokens and logprobs, the same graph
+# steps); the multi-GPU tests skip and the TP bench refuses with the device count.
+# With 2 or more GPUs (nvidia-h200-x2 or larger) also: the all-reduce over every GPU, and those
+# fixtures split over 2 GPUs (and 4 when there are 4) against one GPU, graphs off and on (greedy
+# tokens up to near-ties, prompt logprobs within bf16 rounding). Carry .devcarry-deps
+# (tools/device/pack_deps.sh).
 #   tools/device/tp_check.sh build   Release build of syv + the test (build/gpu)
-#   tools/device/tp_check.sh tests   gpu_tensor_parallel_gpu_test
+#   tools/device/tp_check.sh tests   gpu_tensor_parallel_gpu_test (one GPU or more)
 #   tools/device/tp_check.sh bench   syv bench decode, 1 GPU vs --tensor-parallel-size 2
 #   tools/device/tp_check.sh all     all of them in order (the default)
 # Later phases build first when build/gpu-carry/bin/syv is missing (a fresh machine).
@@ -36,9 +39,9 @@ if phase tests; then
     head -60
 fi
 if phase bench; then
-  echo "== 1 GPU (eager)"
+  echo "== 1 GPU"
   timeout 200 $B/syv bench decode --config $CFG --random-weights --batch 1,64 --context 512 \
-    --steps 20 --no-graphs 2>&1 | grep -E "^\| decode|decode floor|weights:|rror" | tail -4
+    --steps 20 2>&1 | grep -E "^\| decode|decode floor|weights:|rror" | tail -4
   echo "== --tensor-parallel-size 2"
   timeout 240 $B/syv bench decode --config $CFG --random-weights --batch 1,64 --context 512 \
     --steps 20 --tensor-parallel-size 2 2>&1 |
