@@ -1,0 +1,127 @@
+// kv/host_tier.h, one admission on the CPU backend: the page write-backs of an admission are
+// listed while the pages are allocated and enqueued as one batch by order_loads_after_admission()
+// (CacheStore::copy_pages_out: its copies run in no order), so a write-back listed later in the
+// same admission must never take the host entry of one listed earlier; a hit's pages come back as
+// one batch (load_pages) holding the bytes that were written back.
+#include "kv/host_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/check.h"
+#include "kv/cache_store.h"
+#include "kv/prefix_index.h"
+
+namespace syv::testing {
+namespace {
+
+constexpr int32_t kPageSize = 4;
+
+struct Tier {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::unique_ptr<CacheStore> store;
+  std::unique_ptr<HostTier> host;
+};
+
+// A store of 8 pages (one float KV layer) and a host tier of `host_pages` entries, all pinned
+// (pieces of one entry, faulted in on this thread).
+Tier make_tier(int32_t host_pages) {
+  Tier t;
+  CacheSpec spec;
+  spec.add_kv_layer({2, 8, DType::F32});
+  CacheConfig c;
+  c.page_size = kPageSize;
+  c.num_pages = 8;
+  auto store = CacheStore::create(spec, c, *t.cpu);
+  SYV_CHECK(store.ok()) << store.message();
+  t.store = std::move(*store);
+  HostPinOptions pin;
+  pin.reserve_bytes = int64_t{1} << 30;
+  pin.piece_bytes = 1;
+  pin.fault_in_background = false;
+  auto host = HostTier::create(*t.store, kPageSize, host_pages, 0, pin);
+  SYV_CHECK(host.ok()) << host.message();
+  t.host = std::move(*host);
+  for (int i = 0; i < 4 * host_pages && t.host->reserve_short(); ++i) t.host->between_steps(true);
+  SYV_CHECK(!t.host->reserve_short()) << "host tier not pinned";
+  return t;
+}
+
+// Device page `page` filled with bytes derived from `seed`; returns them.
+std::vector<unsigned char> fill_page(Tier& t, int32_t page, int seed) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(t.store->page_bytes()));
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(seed * 31 + i);
+  t.cpu->wait_copy(t.store->copy_page_in(bytes.data(), page));
+  return bytes;
+}
+
+std::vector<unsigned char> read_page(Tier& t, int32_t page) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(t.store->page_bytes()));
+  t.cpu->wait_copy(t.store->copy_page_out(page, bytes.data()));
+  return bytes;
+}
+
+struct Key {
+  std::vector<int32_t> tokens;
+  uint64_t key = 0;
+};
+Key key_of(int first_token) {
+  Key k;
+  for (int i = 0; i < kPageSize; ++i) k.tokens.push_back(first_token + i);
+  k.key = PrefixIndex::page_key(PrefixIndex::root_key(), k.tokens.data(), kPageSize);
+  return k;
+}
+
+TEST(HostTierAdmission, WriteBacksListedInOneAdmissionNeverShareAnEntry) {
+  Tier t = make_tier(2);
+  const Key a = key_of(10), b = key_of(20), c = key_of(30);
+  const std::vector<unsigned char> bytes_a = fill_page(t, 0, 1), bytes_b = fill_page(t, 1, 2);
+  fill_page(t, 2, 3);
+  t.host->begin_admission();
+  const uint64_t dropped = t.host->counters().stores_dropped;
+  t.host->store_page(0, PrefixIndex::root_key(), a.key, a.tokens.data());
+  t.host->store_page(1, PrefixIndex::root_key(), b.key, b.tokens.data());
+  // Both entries are targets of listed write-backs: the third eviction is not written back
+  // (outside an admission it would have evicted the least recently used entry).
+  t.host->store_page(2, PrefixIndex::root_key(), c.key, c.tokens.data());
+  EXPECT_EQ(t.host->counters().stores_dropped, dropped + 1);
+  EXPECT_NE(t.host->check_integrity(), "") << "an admission is open";
+  t.host->order_loads_after_admission();
+  t.host->end_admission(/*own_load_pending=*/false);
+  EXPECT_EQ(t.host->check_integrity(), "");
+  const int32_t ea = t.host->find_page(PrefixIndex::root_key(), a.key, a.tokens.data());
+  const int32_t eb = t.host->find_page(PrefixIndex::root_key(), b.key, b.tokens.data());
+  ASSERT_GE(ea, 0);
+  ASSERT_GE(eb, 0);
+  EXPECT_EQ(t.host->find_page(PrefixIndex::root_key(), c.key, c.tokens.data()), -1);
+  // Both back as one batch, into other pages, in the other order.
+  t.cpu->wait_copy(t.host->load_pages({eb, ea}, {5, 6}));
+  EXPECT_EQ(read_page(t, 5), bytes_b);
+  EXPECT_EQ(read_page(t, 6), bytes_a);
+  EXPECT_EQ(t.host->counters().page_hits, 2u);
+}
+
+// Outside an admission each write-back is enqueued at once and a full tier evicts its least
+// recently used entry, as before.
+TEST(HostTierAdmission, OutsideAnAdmissionAFullTierEvictsItsOldestEntry) {
+  Tier t = make_tier(2);
+  const Key a = key_of(10), b = key_of(20), c = key_of(30);
+  fill_page(t, 0, 1);
+  fill_page(t, 1, 2);
+  const std::vector<unsigned char> bytes_c = fill_page(t, 2, 3);
+  t.host->store_page(0, PrefixIndex::root_key(), a.key, a.tokens.data());
+  t.host->store_page(1, PrefixIndex::root_key(), b.key, b.tokens.data());
+  t.host->store_page(2, PrefixIndex::root_key(), c.key, c.tokens.data());
+  EXPECT_EQ(t.host->find_page(PrefixIndex::root_key(), a.key, a.tokens.data()), -1);
+  const int32_t ec = t.host->find_page(PrefixIndex::root_key(), c.key, c.tokens.data());
+  ASSERT_GE(ec, 0);
+  EXPECT_EQ(t.host->counters().pages_evicted, 1u);
+  t.cpu->wait_copy(t.host->load_pages({ec}, {7}));
+  EXPECT_EQ(read_page(t, 7), bytes_c);
+  EXPECT_EQ(t.host->check_integrity(), "");
+}
+
+}  // namespace
+}  // namespace syv::testing
