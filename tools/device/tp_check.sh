@@ -2,7 +2,8 @@
 # On a GPU machine: tensor parallelism over NCCL (issue 21). Builds syv and the tensor-parallel
 # GPU test, runs the test, then `syv bench decode` on the Qwen3-8B shape (random weights) at
 # b = 1 and 64, context 512, on one GPU and with --tensor-parallel-size 2, CUDA graphs on in both
-# rows (every rank captures and replays its own graph; the eager column is there too).
+# rows (every rank captures and replays its own graph; the eager column is there too), and the
+# Qwen3-32B shape at b = 1 on one GPU and on two.
 # On one GPU (nvidia-h200): the NCCL all-reduce over one rank (f32 / bf16, and captured into a
 # CUDA graph), and tiny-dense, tiny-hybrid and a MoE fixture "split" over 1 rank through the NCCL
 # group with CUDA graphs on against the plain model (bit-equal tokens and logprobs, the same graph
@@ -46,4 +47,12 @@ if phase bench; then
   timeout 240 $B/syv bench decode --config $CFG --random-weights --batch 1,64 --context 512 \
     --steps 20 --tensor-parallel-size 2 2>&1 |
     grep -E "^\| decode|tensor parallel|decode floor|weights:|rror" | tail -8
+  # Issue 21's first target: the Qwen3-32B shape at b = 1, one rank's floor (printed) against the
+  # step; 65 GB of bf16 weights fit one H200, so the one-GPU row is there too.
+  for n in 1 2; do
+    echo "== qwen3-32b, --tensor-parallel-size $n"
+    timeout 300 $B/syv bench decode --config tools/bench/configs/qwen3-32b --random-weights \
+      --batch 1 --context 512 --steps 20 --tensor-parallel-size $n 2>&1 |
+      grep -E "^\| decode|decode floor|weights:|rror" | tail -4
+  done
 fi
