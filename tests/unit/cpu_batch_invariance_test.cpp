@@ -1,7 +1,8 @@
 // Batch-invariant mode on the CPU backend (Backend::set_batch_invariant): linear() rows are
 // bit-identical at every T, and so are a real model's logits for one-shot prefill, token-by-token
 // decode and chunked prefill packed with another sequence. Also prints what the default mode
-// (OpenBLAS sgemv for one token, sgemm otherwise) does to the same rows: it is not invariant.
+// (OpenBLAS sgemv row by row up to 8 tokens, sgemm above) does to the same rows: it is not
+// invariant above 8 tokens, and is at 1..8 (a verify step's rows equal the decode rows).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -29,9 +31,10 @@ const int64_t kTokens[] = {1, 2, 3, 4, 5, 8, 17, 64, 300};
 constexpr int64_t kMaxT = 300;
 constexpr long long kRowsChecked = 1 + 2 + 3 + 4 + 5 + 8 + 17 + 64 + 300;
 
-// Rows of linear(x[0:T]) that differ bitwise from linear(x[r:r+1]), over kTokens.
+// Rows of linear(x[0:T]) that differ bitwise from linear(x[r:r+1]), over `tokens` (each <= kMaxT).
 int64_t differing_rows(Backend& cpu, const Shape& s, const std::vector<float>& x,
-                       const std::vector<float>& w) {
+                       const std::vector<float>& w,
+                       std::vector<int64_t> tokens = {std::begin(kTokens), std::end(kTokens)}) {
   DeviceBuffer xb = cpu.allocate(x.size() * 4), wb = cpu.allocate(w.size() * 4);
   DeviceBuffer ob = cpu.allocate(static_cast<size_t>(kMaxT * s.n) * 4);
   DeviceBuffer rb = cpu.allocate(static_cast<size_t>(kMaxT * s.n) * 4);
@@ -45,13 +48,23 @@ int64_t differing_rows(Backend& cpu, const Shape& s, const std::vector<float>& x
     cpu.linear(Tensor(const_cast<float*>(xp + r * s.k), DType::F32, {1, s.k}), wt, Tensor(), o);
   }
   int64_t bad = 0;
-  for (int64_t T : kTokens) {
+  for (int64_t T : tokens) {
     Tensor o(ob.data(), DType::F32, {T, s.n});
     cpu.linear(Tensor(xb.data(), DType::F32, {T, s.k}), wt, Tensor(), o);
     for (int64_t r = 0; r < T; ++r)
       bad += std::memcmp(o.as<float>() + r * s.n, ref + r * s.n, static_cast<size_t>(s.n) * 4) != 0;
   }
   return bad;
+}
+
+// x [kMaxT, s.k], then w [s.n, s.k], uniform in [-1, 1).
+void random_operands(const Shape& s, std::mt19937& rng, std::vector<float>& x,
+                     std::vector<float>& w) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  x.resize(static_cast<size_t>(kMaxT * s.k));
+  w.resize(static_cast<size_t>(s.n * s.k));
+  for (auto& v : x) v = d(rng);
+  for (auto& v : w) v = d(rng);
 }
 
 TEST(CpuBatchInvariance, LinearRowsAreBitIdenticalAtEveryTokenCount) {
@@ -61,12 +74,10 @@ TEST(CpuBatchInvariance, LinearRowsAreBitIdenticalAtEveryTokenCount) {
   ASSERT_TRUE(cpu->batch_invariant());
   EXPECT_FALSE(blas->batch_invariant());
   std::mt19937 rng(1);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
   for (const Shape& s : kShapes) {
     SCOPED_TRACE("N " + std::to_string(s.n) + " K " + std::to_string(s.k));
-    std::vector<float> x(static_cast<size_t>(kMaxT * s.k)), w(static_cast<size_t>(s.n * s.k));
-    for (auto& v : x) v = d(rng);
-    for (auto& v : w) v = d(rng);
+    std::vector<float> x, w;
+    random_operands(s, rng, x, w);
     EXPECT_EQ(differing_rows(*cpu, s, x, w), 0);
     std::printf(
         "N %5lld K %5lld: default mode (OpenBLAS): %lld of %lld rows differ from the row "
@@ -90,6 +101,21 @@ TEST(CpuBatchInvariance, LinearRowsAreBitIdenticalAtEveryTokenCount) {
       den += b * b;
     }
     EXPECT_LT(std::sqrt(num / den), 1e-5) << "relative L2 against sgemm";
+  }
+}
+
+// The default mode's small steps (a verify step of up to 7 drafts, a decode step of up to 8
+// sequences): every row is the one-token row bit for bit, so speculation's verify rows are exactly
+// the decode rows they stand for (cpu_linear.cpp: sgemv row by row; sgemm rows differ).
+TEST(CpuBatchInvariance, DefaultModeRowsOfUpTo8TokensEqualTheOneTokenRow) {
+  std::unique_ptr<Backend> blas = make_cpu_backend();
+  ASSERT_FALSE(blas->batch_invariant());
+  std::mt19937 rng(2);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE("N " + std::to_string(s.n) + " K " + std::to_string(s.k));
+    std::vector<float> x, w;
+    random_operands(s, rng, x, w);
+    EXPECT_EQ(differing_rows(*blas, s, x, w, {2, 3, 4, 5, 6, 7, 8}), 0);
   }
 }
 

@@ -1,7 +1,8 @@
 // The CPU backend: the plain fp32 reference every other backend is tested against.
 //
 //  * Activations are f32; the KV cache is f32, fp8 or int4 (--kv-cache-dtype). Weights are
-//    widened to f32 at load (weight_dtype()), so linear() is one OpenBLAS sgemm; f16/bf16
+//    widened to f32 at load (weight_dtype()), so linear() is OpenBLAS: sgemv per row up to 8
+//    rows (each row then equals its one-token row bit for bit), one sgemm above; f16/bf16
 //    weights still work (converted per call, slower).
 //  * Row-wise ops (norms, RoPE, attention) split rows over ThreadPool::global().
 //  * "Device" memory is host memory (64-byte aligned); upload/download are memcpy.
