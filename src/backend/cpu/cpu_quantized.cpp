@@ -1,6 +1,7 @@
 // CPU backend: linear() on quantized weights (backend/weight.h), the reference every quantized
 // kernel is tested against. Row blocks of the weight are dequantized to f32 (dequantize_rows, one
-// block per thread) and multiplied with the same sgemm / batch-invariant path as dense weights,
+// block per thread) and multiplied through the same linear() as dense weights (OpenBLAS, or the
+// batch-invariant path),
 // so a quantized model's logits equal the dense model's on the dequantized weights up to float
 // rounding of the summation order (none when the row blocks cover N at once).
 #include <algorithm>
@@ -21,7 +22,8 @@ void CpuBackend::linear_quantized(const Tensor& x, const Weight& w, const Tensor
   const int64_t T = x.numel() / (K ? K : 1);
   SYV_CHECK(out.numel() == T * N) << "linear: out " << out.numel() << " vs " << T << "x" << N;
   if (T == 0 || N == 0) return;
-  // The whole weight at once: one sgemm over all rows keeps the summation order of the dense path.
+  // The whole weight at once: one linear() over all rows keeps the summation order of the dense
+  // path.
   // (A GPU kernel dequantizes per tile; this is the readable reference.)
   // (thread_local: the buffer is reused across calls; the workers write through `base`, never
   // through their own thread's instance.)
