@@ -181,33 +181,28 @@ void HostTier::finish_store(const CopyEvent& event, int64_t start_ns) {
 }
 
 void HostTier::begin_admission() {
-  SYV_CHECK(!admitting_ && admission_wbs_.empty()) << "host tier: admission already open";
+  SYV_CHECK(!admitting_ && admission_wb_.empty()) << "host tier: admission already open";
   admitting_ = true;
 }
 
 void HostTier::order_loads_after_admission() {
   SYV_CHECK(admitting_) << "host tier: no admission open";
-  enqueue_admission_writebacks();
-  for (const CopyEvent& wb : admission_wbs_)
-    store_.backend().order_copies_after_copy(wb, CopyDir::kIn);
-}
-
-void HostTier::enqueue_admission_writebacks() {
-  if (admission_listed_.empty()) return;
-  const int64_t start = now_ns();
-  const CopyEvent event = store_.copy_pages_out(admission_listed_);
-  if (!event.empty()) admission_wbs_.push_back(event);
-  count_copy_time(start);
-  admission_listed_.clear();
-  admission_entries_.clear();
+  if (!admission_listed_.empty()) {  // the listed write-backs, as one batch
+    const int64_t start = now_ns();
+    admission_wb_ = store_.copy_pages_out(admission_listed_);
+    count_copy_time(start);
+    admission_listed_.clear();
+    admission_entries_.clear();
+  }
+  if (!admission_wb_.empty()) store_.backend().order_copies_after_copy(admission_wb_, CopyDir::kIn);
 }
 
 void HostTier::end_admission(bool own_load_pending) {
-  SYV_CHECK(admitting_) << "host tier: no admission open";
-  enqueue_admission_writebacks();  // (none when order_loads_after_admission() ran)
-  if (!own_load_pending)
-    for (const CopyEvent& wb : admission_wbs_) store_.backend().order_after_copy(wb);
-  admission_wbs_.clear();
+  SYV_CHECK(admitting_ && admission_listed_.empty())
+      << "host tier: end_admission() without an admission open or before "
+         "order_loads_after_admission()";
+  if (!own_load_pending && !admission_wb_.empty()) store_.backend().order_after_copy(admission_wb_);
+  admission_wb_ = CopyEvent();
   admitting_ = false;
 }
 
@@ -337,9 +332,9 @@ std::string HostTier::check_integrity() const {
       break;
     }
   }
-  if (admitting_ || !admission_wbs_.empty() || !admission_listed_.empty())
-    out << "an admission open between steps (" << admission_wbs_.size() << " write-backs, "
-        << admission_listed_.size() << " listed); ";
+  if (admitting_ || !admission_wb_.empty() || !admission_listed_.empty())
+    out << "an admission open between steps (" << admission_listed_.size()
+        << " write-backs listed); ";
   if (pages_.num_pinned() + checkpoints_.num_pinned() > 0)
     out << pages_.num_pinned() << " host pages and " << checkpoints_.num_pinned()
         << " host checkpoints pinned between steps; ";

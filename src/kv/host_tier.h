@@ -204,10 +204,10 @@ class HostTier {
   // After the allocation, before the sequence's loads: enqueues the listed write-backs as one
   // batch, and the load stream waits for them.
   void order_loads_after_admission();
-  // After the loads: `own_load_pending` (the sequence's own load, enqueued after
-  // order_loads_after_admission(), is pending and the sequence waits for it): nothing more;
-  // otherwise the compute stream waits for the write-backs. Stores order the compute stream
-  // again from now on.
+  // After order_loads_after_admission() and the loads: `own_load_pending` (the sequence's own load,
+  // enqueued after order_loads_after_admission(), is pending and the sequence waits for it):
+  // nothing more; otherwise the compute stream waits for the write-backs. Stores order the compute
+  // stream again from now on.
   void end_admission(bool own_load_pending);
 
   // The loads enqueued by load_pages() / load_checkpoint() that have not settled yet, recorded by
@@ -254,8 +254,6 @@ class HostTier {
   // A store outside an admission: orders the compute stream after `event` and adds the issue
   // time since `start_ns`.
   void finish_store(const CopyEvent& event, int64_t start_ns);
-  // The admission's listed page write-backs as one batch (kept in admission_wbs_).
-  void enqueue_admission_writebacks();
   void count_copy_time(int64_t start_ns);
 
   CacheStore& store_;
@@ -272,7 +270,7 @@ class HostTier {
   bool admitting_ = false;  // between begin_admission() and end_admission()
   std::vector<CacheStore::PageCopy> admission_listed_;  // its page write-backs, not enqueued yet
   std::vector<int32_t> admission_entries_;              // ... and their host entries
-  std::vector<CopyEvent> admission_wbs_;  // the admission's page write-backs, not ordered yet
+  CopyEvent admission_wb_;  // their batch once enqueued, until end_admission() orders it
 };
 
 }  // namespace syv

@@ -235,7 +235,9 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
                                                                  {LK * dk + lk0 * dk, lk * dk},
                                                                  {2 * LK * dk + lv0 * dv, lv * dv}};
   // A full-attention block (gated or not): this rank's heads.
-  auto shard_attention = [&](const AttentionWeights& a, AttentionWeights& r) {
+  auto shard_attention = [&](const AttentionWeights& a, AttentionWeights& r) -> Status {
+    if (!a.qkv.dense() || !a.o.dense())
+      return Status::Error("tensor parallelism: quantized weights are not split");
     r.gate = copy_rows(a.gate, src, {{q0 * D, hq * D}}, dst);  // gated attention
     r.q_norm = copy_all(a.q_norm, src, dst);
     r.k_norm = copy_all(a.k_norm, src, dst);
@@ -244,6 +246,7 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
     const Tensor& o = a.o.tensor;  // [H, Hq D]: this rank's columns
     r.o = copy_block(o, src, 0, o.dim(0), q0 * D, hq * D, dst);
     if (rank == 0) r.o_bias = copy_all(a.o_bias, src, dst);  // added once
+    return Status::Ok();
   };
   // A dense MLP or MoE block: its slice of the intermediate size.
   auto shard_mlp = [&](const MlpWeights& m, MlpWeights& r) -> Status {
@@ -251,6 +254,8 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
       SYV_ASSIGN_OR_RETURN(r, shard_moe(m, src, c, rank, n, dst));
       return Status::Ok();
     }
+    if (!m.gate_up.dense() || !m.down.dense())
+      return Status::Error("tensor parallelism: quantized weights are not split");
     const int64_t I_full = c.intermediate_size;
     r.gate_up = copy_rows(m.gate_up, src, {{rank * I, I}, {I_full + rank * I, I}}, dst);
     const Tensor& down = m.down.tensor;  // [H, I]
@@ -262,10 +267,6 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
   out.final_norm = copy_all(full.final_norm, src, dst);
   out.lm_head = copy_all(full.lm_head, src, dst);
   for (const DecoderLayer& l : full.layers) {
-    for (const DeviceWeight* w : {&l.attn.qkv, &l.attn.o, &l.mlp.gate_up, &l.mlp.down}) {
-      if (!w->dense()) return Status::Error("tensor parallelism: quantized weights are not split");
-    }
-
     DecoderLayer& r = out.layers.emplace_back();
     r.type = l.type;
     r.input_norm = copy_all(l.input_norm, src, dst);
@@ -284,7 +285,7 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
       s.norm = copy_all(g.norm, src, dst);
       s.out = copy_block(g.out.tensor, src, 0, g.out.tensor.dim(0), lv0 * dv, lv * dv, dst);
     } else {
-      shard_attention(l.attn, r.attn);
+      SYV_RETURN_IF_ERROR(shard_attention(l.attn, r.attn));
     }
     SYV_RETURN_IF_ERROR(shard_mlp(l.mlp, r.mlp));
   }
@@ -292,11 +293,8 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
   // its layer split like the model's full-attention layers; its K/V is the rank's last KV layer.
   if (full.mtp) {
     const MtpWeights& m = *full.mtp;
-    for (const DeviceWeight* w : {&m.fc_embed, &m.fc_hidden, &m.layer.attn.qkv, &m.layer.attn.o,
-                                  &m.layer.mlp.gate_up, &m.layer.mlp.down}) {
-      if (!w->empty() && !w->dense())
-        return Status::Error("tensor parallelism: quantized weights are not split");
-    }
+    if (!m.fc_embed.dense() || !m.fc_hidden.dense())
+      return Status::Error("tensor parallelism: quantized weights are not split");
     MtpWeights& h = out.mtp.emplace();
     h.fc_embed = copy_all(m.fc_embed, src, dst);
     h.fc_hidden = copy_all(m.fc_hidden, src, dst);
@@ -305,7 +303,7 @@ Result<DecoderWeights> shard_decoder_weights(const DecoderWeights& full, Backend
     h.norm = copy_all(m.norm, src, dst);
     h.layer.input_norm = copy_all(m.layer.input_norm, src, dst);
     h.layer.post_norm = copy_all(m.layer.post_norm, src, dst);
-    shard_attention(m.layer.attn, h.layer.attn);
+    SYV_RETURN_IF_ERROR(shard_attention(m.layer.attn, h.layer.attn));
     SYV_RETURN_IF_ERROR(shard_mlp(m.layer.mlp, h.layer.mlp));
   }
   auto count = [&out](std::initializer_list<const DeviceWeight*> weights) {

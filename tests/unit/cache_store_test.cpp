@@ -62,6 +62,17 @@ CacheSpec two_kinds() {
   return spec;
 }
 
+// A config of `pages` pages of `page_size` tokens, `slots` state slots and `checkpoints`
+// checkpoints.
+CacheConfig config_of(int32_t page_size, int32_t pages, int32_t slots, int32_t checkpoints = 0) {
+  CacheConfig c;
+  c.page_size = page_size;
+  c.num_pages = pages;
+  c.num_state_slots = slots;
+  c.num_checkpoints = checkpoints;
+  return c;
+}
+
 TEST(CacheStore, SpecSumsBytesOnce) {
   const CacheSpec spec = two_kinds();
   EXPECT_EQ(spec.kv_bytes_per_token, 2 * 2 * 8 * 4 + 2 * 1 * 4 * 2);
@@ -72,11 +83,7 @@ TEST(CacheStore, SpecSumsBytesOnce) {
 
 TEST(CacheStore, ViewsHaveTheDocumentedShapes) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  CacheConfig c;
-  c.page_size = 16;
-  c.num_pages = 5;
-  c.num_state_slots = 3;
-  c.num_checkpoints = 2;
+  const CacheConfig c = config_of(16, 5, 3, 2);
   auto store = CacheStore::create(two_kinds(), c, *cpu);
   ASSERT_TRUE(store.ok()) << store.message();
   const CacheStore& s = **store;
@@ -106,11 +113,7 @@ TEST(CacheStore, ViewsHaveTheDocumentedShapes) {
 // external buffer in the layout copy_page_out gives one page.
 TEST(CacheStore, PagesCopiedAsOneBatchEqualPageByPage) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  CacheConfig c;
-  c.page_size = 4;
-  c.num_pages = 6;
-  c.num_state_slots = 1;
-  auto made = CacheStore::create(two_kinds(), c, *cpu);
+  auto made = CacheStore::create(two_kinds(), config_of(4, 6, 1), *cpu);
   ASSERT_TRUE(made.ok()) << made.message();
   CacheStore& store = **made;
   const size_t bytes = static_cast<size_t>(store.page_bytes());
@@ -145,11 +148,7 @@ TEST(CacheStore, StateDtypeHalvesTheDeltaRuleState) {
 
   // The CPU's delta rule keeps f32 state: bf16 is refused with what to do.
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  CacheConfig c;
-  c.page_size = 16;
-  c.num_pages = 4;
-  c.num_state_slots = 2;
-  c.num_checkpoints = 1;
+  CacheConfig c = config_of(16, 4, 2, 1);
   c.state_dtype = DType::BF16;
   auto refused = CacheStore::create(two_kinds(), c, *cpu);
   ASSERT_FALSE(refused.ok());
@@ -178,10 +177,7 @@ TEST(CacheStore, StateDtypeHalvesTheDeltaRuleState) {
 
 TEST(CacheStore, BadConfigsAreErrors) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  CacheConfig c;
-  c.page_size = 16;
-  c.num_pages = 0;
-  c.num_state_slots = 1;
+  CacheConfig c = config_of(16, 0, 1);
   auto no_pages = CacheStore::create(two_kinds(), c, *cpu);
   ASSERT_FALSE(no_pages.ok());
   EXPECT_EQ(no_pages.message(),

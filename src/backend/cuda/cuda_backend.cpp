@@ -270,8 +270,8 @@ class CudaBackendImpl final : public CudaBackend {
     return record_copy_event(copies);
   }
   // segments_ as one cudaMemcpyBatchAsync on `copies` when that is the path of `dir`; false
-  // (nothing enqueued) otherwise, or where the call is missing (then the kernel from now on, both
-  // ways, logged once).
+  // otherwise, or where the call fails (then the kernel copies the batch, and every batch from now
+  // on, both ways, logged once).
   bool copy_engines_batch(cudaStream_t copies, CopyDir dir) {
     if (batch_copy_path(dir) != BatchCopyPath::kCopyEngines) return false;
     const char* why = nullptr;

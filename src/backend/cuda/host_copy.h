@@ -36,8 +36,9 @@ void launch_gather_copy(const CopySegment* segments, size_t count, cudaStream_t 
 // The same batch as one cudaMemcpyBatchAsync (CUDA 12.8+): the copy engines move the segments, no
 // SM takes part, so the compute stream's kernels keep every SM while a host hit loads. Sources are
 // read in stream order (the copy starts after the stream's earlier work, as the kernel does).
-// False, with nothing enqueued, where the runtime or the driver lacks the call (the caller then
-// takes the kernel); `error` names why.
+// False where the runtime or the driver refuses the call (`error` names why); the caller then
+// copies the whole batch with the kernel (any part the call did enqueue gets the same bytes again,
+// in stream order).
 bool memcpy_batch_async(const CopySegment* segments, size_t count, cudaStream_t stream,
                         const char** error);
 
