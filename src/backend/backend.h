@@ -54,11 +54,20 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// One copy of copy_batch_async().
+// One copy of copy_batch_async(): `rows` rows of `bytes` bytes each, row i from src + i *
+// src_pitch to dst + i * dst_pitch (pitches >= bytes; unused when rows == 1). A cache store page
+// of uniform layers is one such copy of 2 x layers rows (kv/cache_store.h), which CUDA hands to the
+// copy engines as one strided copy instead of one per row.
 struct CopyOp {
   void* dst = nullptr;
   const void* src = nullptr;
-  size_t bytes = 0;
+  size_t bytes = 0;  // per row
+  size_t rows = 1;
+  size_t dst_pitch = 0, src_pitch = 0;
+
+  size_t total_bytes() const { return bytes * rows; }
+  char* row_dst(size_t i) const { return static_cast<char*>(dst) + i * dst_pitch; }
+  const char* row_src(size_t i) const { return static_cast<const char*>(src) + i * src_pitch; }
 };
 
 // Which of a backend's two copy streams a copy_async() runs on, named by its direction:
@@ -254,10 +263,11 @@ class Backend {
   // (std::memcpy after synchronize(), right for backends whose memory is host memory; `dir` does
   // not matter there) and returns an empty event.
   virtual CopyEvent copy_async(void* dst, const void* src, size_t bytes, CopyDir dir);
-  // copy_async() of every op (non-overlapping) as one batch on the stream of `dir`: one ordering
-  // after the compute stream, one event for all (a page of a 36-layer model is 72 copies; CUDA
-  // moves many small ones as one gather kernel, backend/cuda/host_copy.h). The default runs
-  // copy_async() per op.
+  // copy_async() of every op's rows (no two writing the same bytes, none writing what another
+  // reads) as one batch on the stream of `dir`: one ordering after the compute stream, one event
+  // for all (a page of a 36-layer model is one op of 72 rows; CUDA moves each op as one strided
+  // copy on the copy engines by default, CudaBackend::BatchCopyPath). The default runs
+  // copy_async() per row.
   virtual CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir);
   // `bytes` of host memory for copy_async() (a host tier): pinned where the backend can, see
   // PinnedBuffer. The default is plain 64-byte-aligned host memory (right for the CPU backend,

@@ -100,19 +100,48 @@ CacheStore::CacheStore(const CacheSpec& spec, const CacheConfig& config, Backend
       << "cache spec: layer_kinds names " << kv << " attention and " << state
       << " recurrent layers, shapes are given for " << spec_.kv_layers.size() << " and "
       << spec_.state_layers.size() << " (build specs with add_kv_layer / add_state_layer)";
-  const int64_t tokens = static_cast<int64_t>(config_.num_pages) * config_.page_size;
-  for (const KvLayerShape& s : spec_.kv_layers) {
-    const size_t bytes = static_cast<size_t>(tokens * s.value_bytes_per_token() / 2);
-    const size_t scale_bytes = static_cast<size_t>(tokens * s.scale_bytes_per_token() / 2);
-    KvBuffers b;
-    b.k = backend_.allocate(bytes);
-    b.v = backend_.allocate(bytes);
-    if (scale_bytes > 0) {
-      b.k_scales = backend_.allocate(scale_bytes);
-      b.v_scales = backend_.allocate(scale_bytes);
+  // Every attention layer's K and V values in one buffer, their scales (quantized KV) in another:
+  // rows K_0, V_0, K_1, V_1, ... each spanning every page (page p's part at p * part bytes), back
+  // to back, so that rows of equal part bytes sit at one pitch (and the pool is exactly its
+  // pages' bytes).
+  const int64_t pages = config_.num_pages, page_size = config_.page_size;
+  auto add_rows = [&](DeviceBuffer& buf, bool scales) {
+    const size_t first = page_parts_.size();
+    int64_t offset = 0;
+    for (const KvLayerShape& s : spec_.kv_layers) {
+      const int64_t part = (scales ? s.scale_bytes_per_token() : s.value_bytes_per_token()) / 2 *
+                           page_size;
+      if (part == 0) continue;
+      for (int kv = 0; kv < 2; ++kv) {
+        page_parts_.push_back({nullptr, part, offset});
+        offset += pages * part;
+      }
     }
-    kv_.push_back(std::move(b));
-    total_bytes_ += 2 * static_cast<int64_t>(bytes + scale_bytes);
+    if (offset == 0) return;
+    buf = backend_.allocate(static_cast<size_t>(offset));
+    total_bytes_ += offset;
+    for (size_t i = first; i < page_parts_.size(); ++i)
+      page_parts_[i].base = static_cast<char*>(buf.data()) + page_parts_[i].offset;
+  };
+  add_rows(values_, /*scales=*/false);
+  add_rows(scales_, /*scales=*/true);
+  SYV_CHECK(page_parts_.size() == 2 * spec_.kv_layers.size() ||
+            page_parts_.size() == 4 * spec_.kv_layers.size())
+      << "cache store: every attention layer has values, and scales either all or none";
+  // Runs of consecutive parts with equal bytes at one pitch: one strided copy per page each.
+  for (size_t i = 0; i < page_parts_.size(); ++i) {
+    const PagePart& p = page_parts_[i];
+    if (!page_runs_.empty()) {
+      PageRun& run = page_runs_.back();
+      const PagePart& last = page_parts_[static_cast<size_t>(run.first + run.rows - 1)];
+      const int64_t pitch = p.base - last.base;
+      if (last.bytes == p.bytes && pitch > 0 && (run.rows == 1 || pitch == run.pitch)) {
+        run.pitch = pitch;
+        ++run.rows;
+        continue;
+      }
+    }
+    page_runs_.push_back({static_cast<int32_t>(i), 1, p.bytes});
   }
   auto state_buffers = [&](const StateLayerShape& s, int32_t n) {
     StateBuffers b;
@@ -142,13 +171,14 @@ CacheStore::KvView CacheStore::kv_view(int32_t layer) const {
   const int64_t pages = config_.num_pages, page_size = config_.page_size;
   const auto dims = {pages, page_size, s.num_kv_heads, s.row_elems()};
   KvView view;
-  view.k = Tensor(kv_[i].k.data(), s.dtype, dims);
-  view.v = Tensor(kv_[i].v.data(), s.dtype, dims);
+  view.k = Tensor(page_parts_[2 * i].base, s.dtype, dims);
+  view.v = Tensor(page_parts_[2 * i + 1].base, s.dtype, dims);
   view.dtype = s.dtype;
   if (s.scale_groups() > 0) {
+    const size_t scales = 2 * spec_.kv_layers.size() + 2 * i;
     const auto scale_dims = {pages, page_size, s.num_kv_heads, s.scale_groups()};
-    view.k_scales = Tensor(kv_[i].k_scales.data(), kv_scale_dtype(s.dtype), scale_dims);
-    view.v_scales = Tensor(kv_[i].v_scales.data(), kv_scale_dtype(s.dtype), scale_dims);
+    view.k_scales = Tensor(page_parts_[scales].base, kv_scale_dtype(s.dtype), scale_dims);
+    view.v_scales = Tensor(page_parts_[scales + 1].base, kv_scale_dtype(s.dtype), scale_dims);
   }
   return view;
 }
@@ -174,20 +204,8 @@ CacheStore::StateView CacheStore::state_view(int32_t layer) const {
 
 template <typename Fn>
 void CacheStore::for_each_page_part(int32_t page_a, int32_t page_b, const Fn& fn) const {
-  for (size_t i = 0; i < kv_.size(); ++i) {
-    const KvLayerShape& s = spec_.kv_layers[i];
-    const int64_t values = s.value_bytes_per_token() / 2 * config_.page_size;
-    const int64_t scales = s.scale_bytes_per_token() / 2 * config_.page_size;
-    const KvBuffers& b = kv_[i];
-    fn(at(b.k, page_a, values), at(b.k, page_b, values), static_cast<size_t>(values));
-    fn(at(b.v, page_a, values), at(b.v, page_b, values), static_cast<size_t>(values));
-    if (scales > 0) {
-      fn(at(b.k_scales, page_a, scales), at(b.k_scales, page_b, scales),
-         static_cast<size_t>(scales));
-      fn(at(b.v_scales, page_a, scales), at(b.v_scales, page_b, scales),
-         static_cast<size_t>(scales));
-    }
-  }
+  for (const PagePart& p : page_parts_)
+    fn(p.base + page_a * p.bytes, p.base + page_b * p.bytes, static_cast<size_t>(p.bytes));
 }
 
 void CacheStore::copy_page(int32_t src, int32_t dst) {
@@ -294,10 +312,15 @@ CopyEvent CacheStore::copy_pages(const std::vector<PageCopy>& pages, CopyDir dir
   for (const PageCopy& pc : pages) {
     check_index(pc.page, config_.num_pages, "page");
     char* ext = static_cast<char*>(pc.external);
-    for_each_page_part(pc.page, pc.page, [&](void* dev, const void*, size_t bytes) {
-      copy_ops_.push_back(dir == CopyDir::kOut ? CopyOp{ext, dev, bytes} : CopyOp{dev, ext, bytes});
-      ext += bytes;
-    });
+    for (const PageRun& run : page_runs_) {
+      const PagePart& first = page_parts_[static_cast<size_t>(run.first)];
+      char* dev = first.base + pc.page * first.bytes;
+      const size_t bytes = static_cast<size_t>(first.bytes), rows = static_cast<size_t>(run.rows);
+      const size_t pitch = static_cast<size_t>(run.pitch);
+      copy_ops_.push_back(dir == CopyDir::kOut ? CopyOp{ext, dev, bytes, rows, bytes, pitch}
+                                               : CopyOp{dev, ext, bytes, rows, pitch, bytes});
+      ext += bytes * rows;
+    }
   }
   CopyEvent own = pages.empty() ? CopyEvent() : backend_.copy_batch_async(copy_ops_, dir);
   if (mirrors_.empty() || pages.empty()) return own;

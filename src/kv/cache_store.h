@@ -18,11 +18,14 @@
 //   state_view(l).conv  f32 [num_state_slots, S.conv_rows, S.conv_channels]
 //   state_view(l).ssm   S.ssm_dtype [num_state_slots, S.heads, S.k_dim, S.v_dim]
 //   checkpoints         the same per-layer shapes, [num_checkpoints, ...]
+// The pool keeps every attention layer's K and V in one buffer (and their scales in another):
+// one row per layer and K / V, each spanning every page, at one pitch where the layers' shapes are
+// equal, so a page is a single strided copy (CopyOp) of 2 x layers rows, not one copy per row.
 // An external page buffer (copy_page_out/in) holds page_bytes() (then each tensor-parallel
-// mirror's part: external_page_bytes()): for each attention layer in
-// order, the page's K rows then its V rows, then (quantized KV) its K scales then its V scales, so
-// a page copied out and back in (host tier) or copied within the pool (copy_page) keeps the scales
-// it was written with. An external slot or checkpoint buffer holds
+// mirror's part: external_page_bytes()): for each attention layer in order, the page's K rows then
+// its V rows; then (quantized KV) for each layer its K scales then its V scales, so a page copied
+// out and back in (host tier) or copied within the pool (copy_page) keeps the scales it was
+// written with. An external slot or checkpoint buffer holds
 // slot_bytes() (then the mirrors'): for each recurrent layer in order, its conv state then its
 // delta-rule state. The same layout on every backend of the same activation dtype, so a page copied
 // out of one store can be copied into another store of the same spec (another rank, a later
@@ -163,16 +166,28 @@ class CacheStore {
   Backend& backend_;
   std::vector<CacheStore*> mirrors_;  // add_mirror()
   std::vector<int32_t> index_;        // per model layer: index among its kind's layers
-  // Per attention layer: the K and V values, and their scales (quantized KV; else empty).
-  struct KvBuffers {
-    DeviceBuffer k, v, k_scales, v_scales;
-  };
   // fn(part of page_a, the same part of page_b, bytes) for every part of a page, in the order of
   // an external page buffer (the layout above).
   template <typename Fn>
   void for_each_page_part(int32_t page_a, int32_t page_b, const Fn& fn) const;
 
-  std::vector<KvBuffers> kv_;               // per attention layer
+  // Every attention layer's K and V values (values_) and their scales (scales_, quantized KV;
+  // else empty), as rows: page_parts_ in the external order (K_0, V_0, K_1, ..., then the scales
+  // likewise), page p's part of row i at page_parts_[i].base + p * page_parts_[i].bytes.
+  DeviceBuffer values_, scales_;
+  struct PagePart {
+    char* base = nullptr;
+    int64_t bytes = 0;   // per page
+    int64_t offset = 0;  // of base in its buffer
+  };
+  std::vector<PagePart> page_parts_;
+  // Runs of consecutive page_parts_ of equal bytes at one pitch (base of row i + 1 minus base of
+  // row i): one strided CopyOp per page each (a single run for a model of uniform layers).
+  struct PageRun {
+    int32_t first = 0, rows = 0;
+    int64_t pitch = 0;
+  };
+  std::vector<PageRun> page_runs_;
   std::vector<StateBuffers> slots_, ckpt_;  // per recurrent layer
   int64_t total_bytes_ = 0;
   std::vector<CopyOp> copy_ops_;  // the batch each copy_*_out / copy_*_in builds, reused

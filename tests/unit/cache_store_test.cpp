@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/log.h"
 #include "model/model.h"
 #include "model/registry.h"
@@ -137,6 +139,88 @@ TEST(CacheStore, PagesCopiedAsOneBatchEqualPageByPage) {
   EXPECT_EQ(out[1], in[1]);
   EXPECT_EQ(out[2], in[2]);
   EXPECT_TRUE(store.copy_pages_out({}).empty());
+}
+
+// The CPU backend, recording every copy_batch_async batch.
+class RecordingBackend final : public CpuBackend {
+ public:
+  std::vector<std::vector<CopyOp>> batches;
+  CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
+    batches.push_back(ops);
+    return CpuBackend::copy_batch_async(ops, dir);
+  }
+};
+
+// Attention layers of one shape put a page's K and V rows at one pitch, so the page moves as one
+// strided copy of 2 x layers rows (quantized KV: one more for the scales), in the external layout
+// the header gives: each layer's K then V, then the scales likewise. Layers of different shapes
+// take a strided copy per run of equal rows.
+TEST(CacheStore, APageOfUniformLayersIsOneStridedCopy) {
+  for (const std::optional<DType> kv : {std::optional<DType>(), std::optional(DType::F8E4M3)}) {
+    SCOPED_TRACE(kv ? dtype_name(*kv) : "f32");
+    RecordingBackend cpu;
+    CacheSpec spec;
+    for (int i = 0; i < 3; ++i) spec.add_kv_layer({2, 8, DType::F32});
+    spec.add_state_layer({3, 12, 2, 4, 4});
+    CacheConfig c = config_of(4, 5, 1);
+    c.kv_dtype = kv;
+    auto made = CacheStore::create(spec, c, cpu);
+    ASSERT_TRUE(made.ok()) << made.message();
+    CacheStore& store = **made;
+    // Distinct bytes in every page of every row (values and scales).
+    for (int32_t layer : {0, 1, 2}) {
+      const CacheStore::KvView v = store.kv_view(layer);
+      for (const Tensor* t : {&v.k, &v.v, &v.k_scales, &v.v_scales}) {
+        if (t->empty()) continue;
+        auto* b = static_cast<unsigned char*>(t->data);
+        for (size_t i = 0; i < t->bytes(); ++i) b[i] = static_cast<unsigned char>(i * 7 + layer);
+      }
+    }
+    std::vector<unsigned char> page(static_cast<size_t>(store.page_bytes()));
+    cpu.batches.clear();
+    cpu.wait_copy(store.copy_page_out(2, page.data()));
+    ASSERT_EQ(cpu.batches.size(), 1u);
+    const std::vector<CopyOp>& ops = cpu.batches[0];
+    ASSERT_EQ(ops.size(), kv ? 2u : 1u);
+    EXPECT_EQ(ops[0].rows, 6u);
+    if (kv) EXPECT_EQ(ops[1].rows, 6u);
+    size_t expect_total = 0;
+    for (const CopyOp& op : ops) expect_total += op.total_bytes();
+    EXPECT_EQ(expect_total, page.size());
+    // The external layout: K, V of each layer, then the scales.
+    size_t at = 0;
+    for (int part = 0; part < (kv ? 2 : 1); ++part) {
+      for (int32_t layer : {0, 1, 2}) {
+        const CacheStore::KvView v = store.kv_view(layer);
+        for (const Tensor* t : part == 0 ? std::vector<const Tensor*>{&v.k, &v.v}
+                                         : std::vector<const Tensor*>{&v.k_scales, &v.v_scales}) {
+          const size_t per_page = t->bytes() / 5;
+          EXPECT_EQ(std::memcmp(page.data() + at,
+                                static_cast<const unsigned char*>(t->data) + 2 * per_page,
+                                per_page),
+                    0)
+              << "layer " << layer << " at byte " << at;
+          at += per_page;
+        }
+      }
+    }
+    EXPECT_EQ(at, page.size());
+    // Back into another page: the same bytes there.
+    std::vector<unsigned char> again(page.size());
+    cpu.wait_copy(store.copy_page_in(page.data(), 4));
+    cpu.wait_copy(store.copy_page_out(4, again.data()));
+    EXPECT_EQ(again, page);
+  }
+  // Two shapes: one strided copy per run.
+  RecordingBackend cpu;
+  auto made = CacheStore::create(two_kinds(), config_of(4, 3, 1), cpu);
+  ASSERT_TRUE(made.ok()) << made.message();
+  std::vector<unsigned char> page(static_cast<size_t>((*made)->page_bytes()));
+  cpu.wait_copy((*made)->copy_page_out(1, page.data()));
+  ASSERT_EQ(cpu.batches.size(), 1u);
+  ASSERT_EQ(cpu.batches[0].size(), 2u);
+  EXPECT_EQ(cpu.batches[0][0].rows, 2u);
+  EXPECT_EQ(cpu.batches[0][1].rows, 2u);
 }
 
 TEST(CacheStore, StateDtypeHalvesTheDeltaRuleState) {

@@ -66,11 +66,13 @@ class DeferredCopyBackend : public CpuBackend {
     Stream& other = stream(dir == CopyDir::kIn ? CopyDir::kOut : CopyDir::kIn);
     land_through(other, stream(dir).after_other);
     for (const CopyOp& op : ops) {
-      if (touches(other, op.dst, op.bytes, /*reads=*/true, /*writes=*/true) ||
-          touches(other, op.src, op.bytes, /*reads=*/false, /*writes=*/true))
-        ++hazards_;
-      if (!touches(stream(dir), op.dst, op.bytes, /*reads=*/true, /*writes=*/false))
-        std::memset(op.dst, 0xFF, op.bytes);
+      for (size_t r = 0; r < op.rows; ++r) {
+        if (touches(other, op.row_dst(r), op.bytes, /*reads=*/true, /*writes=*/true) ||
+            touches(other, op.row_src(r), op.bytes, /*reads=*/false, /*writes=*/true))
+          ++hazards_;
+        if (!touches(stream(dir), op.row_dst(r), op.bytes, /*reads=*/true, /*writes=*/false))
+          std::memset(op.row_dst(r), 0xFF, op.bytes);
+      }
     }
     if (dir == CopyDir::kOut && !stream(CopyDir::kIn).pending.empty()) ++out_during_in_;
     stream(dir).pending.push_back({++enqueued_, ops, 0});
@@ -128,8 +130,10 @@ class DeferredCopyBackend : public CpuBackend {
     };
     for (const Batch& b : s.pending)
       for (const CopyOp& op : b.ops)
-        if ((reads && overlaps(op.src, op.bytes)) || (writes && overlaps(op.dst, op.bytes)))
-          return true;
+        for (size_t r = 0; r < op.rows; ++r)
+          if ((reads && overlaps(op.row_src(r), op.bytes)) ||
+              (writes && overlaps(op.row_dst(r), op.bytes)))
+            return true;
     return false;
   }
   void land(const CopyEvent& event) {
@@ -140,7 +144,8 @@ class DeferredCopyBackend : public CpuBackend {
   void land_through(Stream& s, uint64_t id) {
     while (!s.pending.empty() && s.pending.front().id <= id) {
       for (const CopyOp& op : s.pending.front().ops)
-        if (op.bytes > 0) std::memcpy(op.dst, op.src, op.bytes);
+        for (size_t r = 0; r < op.rows && op.bytes > 0; ++r)
+          std::memcpy(op.row_dst(r), op.row_src(r), op.bytes);
       s.pending.pop_front();
       ++landed_batches_;
     }

@@ -130,13 +130,22 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_HOST_COPY")) {
-      const std::string path = env;
-      SYV_CHECK(path == "engines" || path == "kernel" || path == "split")
-          << "SYV_HOST_COPY: expected engines, kernel or split, found " << path;
-      batch_copy_path_[0] =
-          path == "kernel" ? BatchCopyPath::kGatherKernel : BatchCopyPath::kCopyEngines;
-      batch_copy_path_[1] =
-          path == "engines" ? BatchCopyPath::kCopyEngines : BatchCopyPath::kGatherKernel;
+      // PATH (both ways) or IN:OUT, each engines, kernel or calls; split = engines:kernel.
+      std::string in = env == std::string("split") ? "engines:kernel" : env, out = in;
+      if (const size_t colon = in.find(':'); colon != std::string::npos) {
+        out = in.substr(colon + 1);
+        in = in.substr(0, colon);
+      }
+      auto parse = [&](const std::string& p) {
+        SYV_CHECK(p == "engines" || p == "kernel" || p == "calls")
+            << "SYV_HOST_COPY: expected engines, kernel, calls, split or IN:OUT of those, found "
+            << env;
+        return p == "engines"  ? BatchCopyPath::kCopyEngines
+               : p == "kernel" ? BatchCopyPath::kGatherKernel
+                               : BatchCopyPath::kCopyCalls;
+      };
+      batch_copy_path_[0] = parse(in);
+      batch_copy_path_[1] = parse(out);
     }
     init_batch_invariant_from_env();
   }
@@ -250,33 +259,45 @@ class CudaBackendImpl final : public CudaBackend {
     if (bytes > 0) SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copies));
     return record_copy_event(copies);
   }
-  // The batch on the stream of `dir` after one ordering, with one event: when it has many small
-  // copies between this device and mapped pinned host memory, as one batch (batch_copy_path():
-  // one cudaMemcpyBatchAsync, or one gather kernel, host_copy.h), else as cudaMemcpyAsync calls
-  // back to back.
+  // The batch on the stream of `dir` after one ordering, with one event: when its rows are many
+  // small copies between this device and mapped pinned host memory, as one batch
+  // (batch_copy_path(): one cudaMemcpy3DBatchAsync of the ops as strided copies, or one gather
+  // kernel of their rows, host_copy.h), else as cudaMemcpyAsync / cudaMemcpy2DAsync calls back to
+  // back.
   CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
     cudaStream_t copies = copy_stream_after_compute(dir);
-    if (gather_fits(ops)) {
+    if (batch_copy_path(dir) != BatchCopyPath::kCopyCalls && gather_fits(ops)) {
       ++batched_copies_;
-      if (!copy_engines_batch(copies, dir)) {
+      if (!copy_engines_batch(ops, copies, dir)) {
+        gather_segments(ops);
         cuda::launch_gather_copy(segments_.data(), segments_.size(), copies);
         ++gather_batches_;
       }
     } else {
-      for (const CopyOp& op : ops)
-        if (op.bytes > 0)
+      for (const CopyOp& op : ops) {
+        if (op.bytes == 0 || op.rows == 0) continue;
+        if (op.rows == 1) {
           SYV_CUDA_CHECK(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, copies));
+        } else {
+          SYV_CUDA_CHECK(cudaMemcpy2DAsync(op.dst, op.dst_pitch, op.src, op.src_pitch, op.bytes,
+                                           op.rows, cudaMemcpyDefault, copies));
+        }
+      }
     }
     return record_copy_event(copies);
   }
-  // segments_ as one cudaMemcpyBatchAsync on `copies` when that is the path of `dir`; false
+  // `ops` as one cudaMemcpy3DBatchAsync on `copies` when that is the path of `dir`; false
   // otherwise, or where the call fails (then the kernel copies the batch, and every batch from now
   // on, both ways, logged once).
-  bool copy_engines_batch(cudaStream_t copies, CopyDir dir) {
+  bool copy_engines_batch(const std::vector<CopyOp>& ops, cudaStream_t copies, CopyDir dir) {
     if (batch_copy_path(dir) != BatchCopyPath::kCopyEngines) return false;
+    strided_.clear();
+    for (const CopyOp& op : ops)
+      strided_.push_back({op.dst, op.src, op.bytes, op.rows, op.dst_pitch, op.src_pitch});
     const char* why = nullptr;
-    if (cuda::memcpy_batch_async(segments_.data(), segments_.size(), copies, &why)) return true;
-    SYV_LOG(WARN) << "CUDA backend: cudaMemcpyBatchAsync failed (" << why
+    if (cuda::memcpy_strided_batch_async(strided_.data(), strided_.size(), copies, &why))
+      return true;
+    SYV_LOG(WARN) << "CUDA backend: cudaMemcpy3DBatchAsync failed (" << why
                   << "); host tier copies take the gather kernel from now on";
     batch_copy_path_[0] = batch_copy_path_[1] = BatchCopyPath::kGatherKernel;
     return false;
@@ -289,24 +310,35 @@ class CudaBackendImpl final : public CudaBackend {
   }
   uint64_t batched_copies() const override { return batched_copies_; }
   uint64_t gather_batches() const override { return gather_batches_; }
-  // Whether `ops` go as one gather kernel (their segments then in segments_): at least
-  // kGatherMinOps copies, on average at most kGatherMaxMeanBytes, each 16-byte aligned and between
-  // this device's memory and host memory the kernel can address (pinned by this backend).
-  bool gather_fits(const std::vector<CopyOp>& ops) {
-    if (ops.size() < kGatherMinOps) return false;
-    size_t total = 0;
-    segments_.clear();
+  // Whether `ops` go as one batch: at least kGatherMinOps rows, on average at most
+  // kGatherMaxMeanBytes, each 16-byte aligned (base and pitch) and between this device's memory
+  // and host memory the kernel can address (pinned by this backend). Checked per op, over the
+  // span of its rows: a 32K-token host hit is ~500 ops of 72 rows.
+  bool gather_fits(const std::vector<CopyOp>& ops) const {
+    size_t total = 0, rows = 0;
     for (const CopyOp& op : ops) {
-      const cuda::CopySegment seg{op.dst, op.src, op.bytes};
+      if (op.rows == 0 || op.bytes == 0) continue;
+      const size_t src_span = (op.rows - 1) * op.src_pitch + op.bytes;
+      const size_t dst_span = (op.rows - 1) * op.dst_pitch + op.bytes;
       const bool h2d =
-          host_ranges_.contains(op.src, op.bytes) && device_ranges_.contains(op.dst, op.bytes);
-      const bool d2h = !h2d && device_ranges_.contains(op.src, op.bytes) &&
-                       host_ranges_.contains(op.dst, op.bytes);
-      if (!(h2d || d2h) || !cuda::gather_copy_fits(seg)) return false;
-      total += op.bytes;
-      segments_.push_back(seg);
+          host_ranges_.contains(op.src, src_span) && device_ranges_.contains(op.dst, dst_span);
+      const bool d2h = !h2d && device_ranges_.contains(op.src, src_span) &&
+                       host_ranges_.contains(op.dst, dst_span);
+      const size_t pitches = op.rows > 1 ? (op.src_pitch | op.dst_pitch) : 0;
+      if (!(h2d || d2h) || !cuda::gather_copy_fits({op.dst, op.src, op.bytes}) ||
+          (pitches & 15u) != 0)
+        return false;
+      total += op.total_bytes();
+      rows += op.rows;
     }
-    return total <= kGatherMaxMeanBytes * ops.size();
+    return rows >= kGatherMinOps && total <= kGatherMaxMeanBytes * rows;
+  }
+  // The rows of `ops` as the gather kernel's segments (in segments_).
+  void gather_segments(const std::vector<CopyOp>& ops) {
+    segments_.clear();
+    for (const CopyOp& op : ops)
+      for (size_t r = 0; r < op.rows && op.bytes > 0; ++r)
+        segments_.push_back({op.row_dst(r), op.row_src(r), op.bytes});
   }
   // The copy stream of `dir` (created on first use), made to wait for everything enqueued on the
   // compute stream so far: its ops, and its waits on earlier copies of either stream
@@ -1668,16 +1700,17 @@ class CudaBackendImpl final : public CudaBackend {
 
   size_t allocated_ = 0, scratch_bytes_ = 0;
   std::vector<std::pair<void*, size_t>> sizes_;
-  // The gather copy (copy_batch_async): batches of at least kGatherMinOps copies averaging at most
-  // kGatherMaxMeanBytes go as one kernel (a host tier page: 2 x layers copies of ~128 KiB).
+  // The batched copy (copy_batch_async): batches of at least kGatherMinOps rows averaging at most
+  // kGatherMaxMeanBytes go as one batch (a host tier page: 2 x layers rows of ~128 KiB).
   static constexpr size_t kGatherMinOps = 4;
   static constexpr size_t kGatherMaxMeanBytes = size_t{4} << 20;
   AddressRanges device_ranges_;   // allocate()d memory
   AddressRanges host_ranges_;     // pinned host memory the device addresses at its host pointer
   int host_pointer_mapped_ = -1;  // cudaDevAttrCanUseHostPointerForRegisteredMem; -1: not asked
-  std::vector<cuda::CopySegment> segments_;
+  std::vector<cuda::CopySegment> segments_;  // gather_segments(): the batch's rows
+  std::vector<cuda::StridedCopy> strided_;   // copy_engines_batch(): the batch's ops
   // set_batch_copy_path(): [0] loads (kIn), [1] write-backs (kOut).
-  BatchCopyPath batch_copy_path_[2] = {BatchCopyPath::kGatherKernel, BatchCopyPath::kGatherKernel};
+  BatchCopyPath batch_copy_path_[2] = {BatchCopyPath::kCopyCalls, BatchCopyPath::kCopyCalls};
   uint64_t batched_copies_ = 0, gather_batches_ = 0;
 
   Batch batch_copy_;

@@ -92,23 +92,24 @@ class CudaBackend : public Backend {
   // however a prompt is split into steps).
   virtual void set_gdn_chunked_from(int tokens) = 0;
   static constexpr int kGdnChunkedFrom = 16;
-  // How copy_batch_async() moves a batch of many small copies between this device and pinned
-  // host memory (a host tier page: 2 x layers parts of ~128 KiB; backend/cuda/host_copy.h), per
+  // How copy_batch_async() moves a batch between this device and pinned host memory (a host tier
+  // hit: one strided op per page, 2 x layers rows of ~128 KiB; backend/cuda/host_copy.h), per
   // copy stream (CopyDir):
-  //   kGatherKernel  one kernel of 8 blocks reading and writing through mapped host memory (the
-  //                  default both ways)
-  //   kCopyEngines   one cudaMemcpyBatchAsync: the DMA engines copy (97-98% of one large copy's
-  //                  rate against the kernel's 89-93%, and no SM taken from the compute stream),
-  //                  but the call costs the host ~1-2.5 us per part, so a 32K-token host hit's
-  //                  load held its admission step for 34-92 ms (docs/cuda-backend.md "Host tier
-  //                  copies"); falls back to the kernel, logged once, where the runtime or driver
-  //                  lacks the call
-  // SYV_HOST_COPY=kernel|engines|split (split: loads by the engines, write-backs by the kernel)
-  // sets the initial paths (A/B timing).
-  enum class BatchCopyPath : uint8_t { kCopyEngines, kGatherKernel };
+  //   kCopyCalls     (the default both ways) one cudaMemcpy2DAsync per op (cudaMemcpyAsync for a
+  //                  row): the copy engines move it, no SM is taken from the compute stream, and
+  //                  the host pays ~2-5 us a page
+  //   kCopyEngines   one cudaMemcpy3DBatchAsync of all the ops (~2 us a page of host time); falls
+  //                  back to the kernel, logged once, where the runtime or driver lacks the call.
+  //                  Its write-backs queued behind a load in flight (a ~40 ms step on an H200)
+  //   kGatherKernel  one kernel of 8 blocks reading and writing every row through mapped host
+  //                  memory (89-94% of one large copy's rate against the engines' 97-98%; its
+  //                  blocks slow the compute stream's kernels)
+  // Measured on the H200 (docs/cuda-backend.md "Host tier copies"). SYV_HOST_COPY=PATH or IN:OUT
+  // (each engines, kernel or calls; split = engines:kernel) sets the initial paths (A/B timing).
+  enum class BatchCopyPath : uint8_t { kCopyEngines, kGatherKernel, kCopyCalls };
   virtual void set_batch_copy_path(CopyDir dir, BatchCopyPath path) = 0;
   virtual BatchCopyPath batch_copy_path(CopyDir dir) const = 0;
-  // copy_batch_async() batches that went as one batch (one kernel or one cudaMemcpyBatchAsync)
+  // copy_batch_async() batches that went as one batch (one kernel or one cudaMemcpy3DBatchAsync)
   // so far, and those of them the gather kernel took (tests: which path a batch took).
   virtual uint64_t batched_copies() const = 0;
   virtual uint64_t gather_batches() const = 0;

@@ -78,44 +78,42 @@ void launch_gather_copy(const CopySegment* segments, size_t count, cudaStream_t 
   }
 }
 
-bool memcpy_batch_async(const CopySegment* segments, size_t count, cudaStream_t stream,
-                        const char** error) {
+bool memcpy_strided_batch_async(const StridedCopy* copies, size_t count, cudaStream_t stream,
+                                const char** error) {
 #if CUDART_VERSION >= 12080
-  thread_local std::vector<void*> dsts;
-  thread_local std::vector<const void*> srcs;
-  thread_local std::vector<size_t> sizes;
-  dsts.clear();
-  srcs.clear();
-  sizes.clear();
+  thread_local std::vector<cudaMemcpy3DBatchOp> ops;
+  ops.clear();
   for (size_t i = 0; i < count; ++i) {
-    if (segments[i].bytes == 0) continue;
-    dsts.push_back(segments[i].dst);
-    srcs.push_back(segments[i].src);
-    sizes.push_back(segments[i].bytes);
+    const StridedCopy& c = copies[i];
+    if (c.width == 0 || c.rows == 0) continue;
+    cudaMemcpy3DBatchOp op{};
+    op.src.type = cudaMemcpyOperandTypePointer;
+    op.src.op.ptr.ptr = const_cast<void*>(c.src);
+    op.src.op.ptr.rowLength = c.rows > 1 ? c.src_pitch : 0;  // bytes: pointer copies count bytes
+    op.dst.type = cudaMemcpyOperandTypePointer;
+    op.dst.op.ptr.ptr = c.dst;
+    op.dst.op.ptr.rowLength = c.rows > 1 ? c.dst_pitch : 0;
+    op.extent = make_cudaExtent(c.width, c.rows, 1);
+    op.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // after the stream's earlier work
+    op.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+    ops.push_back(op);
   }
-  if (dsts.empty()) return true;
-  cudaMemcpyAttributes attrs{};
-  attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // after the stream's earlier work
-  attrs.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-  size_t first = 0;
+  if (ops.empty()) return true;
 #if CUDART_VERSION >= 13000
-  const cudaError_t err = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(),
-                                               &attrs, &first, 1, stream);
+  const cudaError_t err = cudaMemcpy3DBatchAsync(ops.size(), ops.data(), 0, stream);
 #else
   size_t fail = 0;
-  const cudaError_t err =
-      cudaMemcpyBatchAsync(const_cast<void**>(dsts.data()), const_cast<void**>(srcs.data()),
-                           sizes.data(), dsts.size(), &attrs, &first, 1, &fail, stream);
+  const cudaError_t err = cudaMemcpy3DBatchAsync(ops.size(), ops.data(), &fail, 0, stream);
 #endif
   if (err == cudaSuccess) return true;
   cudaGetLastError();  // not sticky: clear it, the caller falls back to the kernel
   *error = cudaGetErrorString(err);
   return false;
 #else
-  (void)segments;
+  (void)copies;
   (void)count;
   (void)stream;
-  *error = "built with a CUDA runtime older than 12.8 (no cudaMemcpyBatchAsync)";
+  *error = "built with a CUDA runtime older than 12.8 (no cudaMemcpy3DBatchAsync)";
   return false;
 #endif
 }
