@@ -30,6 +30,7 @@ struct EngineArgs {
   // Pinned reserve of the host tier in GiB (kv/host_tier.h "Memory"): < 0 (the default) = 4 GiB
   // or, when larger, the KV pages of one max_model_len sequence.
   double host_pin_reserve_gb = -1;
+  std::string host_write_ahead = "on";  // --host-write-ahead on|off
   // --draft-model DIR (--speculative-method draft): loaded by the command (load_draft_model) and
   // set as options.draft_model before the engine starts.
   std::string draft_model_dir;
@@ -46,6 +47,7 @@ struct EngineArgs {
     o.state_dtype = state_dtype == "bf16" ? DType::BF16 : DType::F32;
     o.host_cache_bytes =
         host_cache_gb < 0 ? -1 : static_cast<int64_t>(host_cache_gb * static_cast<double>(1 << 30));
+    o.host_write_ahead = host_write_ahead == "on";
     o.host_pin_reserve_bytes =
         host_pin_reserve_gb < 0
             ? -1
@@ -104,6 +106,11 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
                  "evicted from the device pools are written back to and served from on a hit. "
                  "0 = off; default: a quarter of the free host memory, at most 32 GiB (logged).")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--host-write-ahead", args.host_write_ahead,
+                 "Host tier: copy the device pages the next step could evict to the host between "
+                 "steps, ahead of their eviction, so no step waits for a write-back: on (default) "
+                 "or off (write each page back when it is evicted).")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--host-pin-reserve-gb", args.host_pin_reserve_gb,
                  "Host tier memory kept pinned ahead of evictions (GiB; default 4, or one "
                  "--max-model-len sequence's KV pages when larger; at least one 128 MiB piece). "

@@ -93,6 +93,11 @@ struct EngineOptions {
   int64_t host_pin_reserve_bytes = -1;
   int64_t host_pin_piece_bytes = 0;
   bool host_fault_in_background = true;
+  // Write-ahead (kv/host_tier.h "Write-ahead"): between steps, the cached device pages the next
+  // step could evict are copied to the host tier ahead of their eviction, so no step waits for a
+  // write-back; off: every page is written back when it is evicted (the step that evicts it waits
+  // for the copy).
+  bool host_write_ahead = true;
   // Speculative decoding (engine/drafter.h): at most this many drafts per sequence and step, from
   // the drafter given to EngineCore::set_drafter(); 0 = off. Hybrid models then reserve k verify
   // states per sequence slot (state_bytes_per_seq x k x max_num_seqs): the state after each

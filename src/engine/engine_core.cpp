@@ -596,9 +596,17 @@ void EngineCore::attach_host_tier(std::unique_ptr<HostTier> tier) {
 
 bool EngineCore::between_steps(bool idle) {
   if (host_ == nullptr) return false;
+  // Write-ahead (kv/host_tier.h): the pages the next step could take, at most: a new page for
+  // every running sequence and the step's token budget in pages.
+  const int32_t ps = cache_.page_size();
+  const int32_t ahead =
+      options_.host_write_ahead
+          ? cache_.write_ahead(scheduler_.num_running() +
+                               (options_.max_num_batched_tokens + ps - 1) / ps)
+          : 0;
   const uint64_t pinned = host_->counters().pieces_pinned;
   const bool more = host_->between_steps(idle);
-  if (host_->counters().pieces_pinned != pinned) update_gauges();
+  if (ahead > 0 || host_->counters().pieces_pinned != pinned) update_gauges();
   return more;
 }
 
@@ -1018,6 +1026,7 @@ void EngineCore::update_gauges() {
     stats_.host_page_hits = c.page_hits;
     stats_.host_checkpoint_hits = c.checkpoint_hits;
     stats_.host_pages_stored = c.pages_stored;
+    stats_.host_pages_written_ahead = c.pages_written_ahead;
     stats_.host_checkpoints_stored = c.checkpoints_stored;
     stats_.host_bytes_to_host = c.bytes_to_host;
     stats_.host_bytes_from_host = c.bytes_from_host;

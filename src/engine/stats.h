@@ -84,6 +84,7 @@ struct EngineStats {
   uint64_t host_page_hits = 0;           // counter: pages copied back to the device
   uint64_t host_checkpoint_hits = 0;     // counter: checkpoints copied back into a state slot
   uint64_t host_pages_stored = 0;        // counter: evicted pages written to the host
+  uint64_t host_pages_written_ahead = 0;  // counter: pages written to the host before eviction
   uint64_t host_checkpoints_stored = 0;  // counter: evicted checkpoints written to the host
   uint64_t host_bytes_to_host = 0;       // counter: bytes copied device -> host
   uint64_t host_bytes_from_host = 0;     // counter: bytes copied host -> device

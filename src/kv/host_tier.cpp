@@ -51,7 +51,8 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
       page_parent_(static_cast<size_t>(num_pages), 0),
       page_tokens_(static_cast<size_t>(num_pages) * static_cast<size_t>(key_tokens), 0),
       ckpt_length_(static_cast<size_t>(num_checkpoints), 0),
-      loads_(store.backend()) {
+      loads_(store.backend()),
+      page_write_(static_cast<size_t>(num_pages)) {
   // The reserve is split between the kinds like the tier; each keeps at least one piece.
   const double total = static_cast<double>(std::max<int64_t>(total_bytes(), 1));
   auto shape = [&](Pieces& p, int64_t entry_bytes, int32_t size) {
@@ -74,6 +75,7 @@ HostTier::~HostTier() {
   // are waited for, so the compute stream being idle means no copy of either stream still reads
   // or writes this memory.
   loads_.wait_all();
+  store_.backend().wait_copy(last_ahead_);  // nothing else waits for the write-aheads
   store_.backend().synchronize();
 }
 
@@ -180,8 +182,62 @@ void HostTier::finish_store(const CopyEvent& event, int64_t start_ns) {
   count_copy_time(start_ns);
 }
 
+void HostTier::order_after_write_ahead(int32_t entry, bool load) {
+  CopyEvent& w = page_write_[static_cast<size_t>(entry)];
+  if (w.empty()) return;
+  Backend& backend = store_.backend();
+  if (!backend.copy_done(w)) {
+    if (load) {
+      backend.order_copies_after_copy(w, CopyDir::kIn);
+      return;  // kept: the eviction of the device page may still need it
+    }
+    if (admitting_) {
+      admission_after_ahead_ = true;
+    } else {
+      backend.order_after_copy(w);
+    }
+  }
+  w = CopyEvent();
+}
+
+int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
+                                    const std::vector<int32_t>& keep) {
+  SYV_CHECK(!admitting_) << "host tier: write-ahead inside an admission";
+  ahead_listed_.clear();
+  ahead_entries_.clear();
+  for (const AheadPage& p : pages) {
+    if (pages_.find(p.key) >= 0) continue;  // held (or a colliding key: left to the eviction)
+    if (growing(0) && pages_.num_free() == 0) break;  // the free pinned entries are for evictions
+    bool evicted = false;
+    // Not an entry a load in flight reads ("Copies" 4), one this batch writes already, or one
+    // to keep.
+    const int32_t entry = pages_.take(p.key, &evicted, [&](int32_t e) {
+      return loads_.reads_host_page(e) ||
+             std::find(ahead_entries_.begin(), ahead_entries_.end(), e) != ahead_entries_.end() ||
+             std::find(keep.begin(), keep.end(), e) != keep.end();
+    });
+    if (entry < 0) break;
+    counters_.pages_evicted += evicted;
+    const size_t i = static_cast<size_t>(entry);
+    page_parent_[i] = p.parent;
+    std::copy(p.tokens, p.tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
+    ahead_listed_.push_back({p.device_page, page_pieces_.at(entry)});
+    ahead_entries_.push_back(entry);
+  }
+  if (ahead_listed_.empty()) return 0;
+  const int64_t start = now_ns();
+  last_ahead_ = store_.copy_pages_out(ahead_listed_);
+  count_copy_time(start);
+  for (int32_t e : ahead_entries_) page_write_[static_cast<size_t>(e)] = last_ahead_;
+  const int32_t n = static_cast<int32_t>(ahead_listed_.size());
+  counters_.pages_written_ahead += static_cast<uint64_t>(n);
+  counters_.bytes_to_host += static_cast<uint64_t>(n * store_.external_page_bytes());
+  return n;
+}
+
 void HostTier::begin_admission() {
-  SYV_CHECK(!admitting_ && admission_wb_.empty()) << "host tier: admission already open";
+  SYV_CHECK(!admitting_ && admission_wb_.empty() && !admission_after_ahead_)
+      << "host tier: admission already open";
   admitting_ = true;
 }
 
@@ -194,6 +250,9 @@ void HostTier::order_loads_after_admission() {
     admission_listed_.clear();
     admission_entries_.clear();
   }
+  // The write-back stream is in order: a batch enqueued now follows every write-ahead.
+  if (admission_wb_.empty() && admission_after_ahead_) admission_wb_ = last_ahead_;
+  admission_after_ahead_ = false;
   if (!admission_wb_.empty()) store_.backend().order_copies_after_copy(admission_wb_, CopyDir::kIn);
 }
 
@@ -202,6 +261,10 @@ void HostTier::end_admission(bool own_load_pending) {
       << "host tier: end_admission() without an admission open or before "
          "order_loads_after_admission()";
   if (!own_load_pending && !admission_wb_.empty()) store_.backend().order_after_copy(admission_wb_);
+  if (admission_after_ahead_) {  // an eviction after order_loads_after_admission(): as any store
+    store_.backend().order_after_copy(last_ahead_);
+    admission_after_ahead_ = false;
+  }
   admission_wb_ = CopyEvent();
   admitting_ = false;
 }
@@ -222,6 +285,7 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   if (const int32_t held = pages_.find(key); held >= 0) {
     if (find_page(parent, key, tokens) == held) {
       pages_.touch(held);
+      order_after_write_ahead(held, /*load=*/false);  // the device page is reused next
       ++counters_.stores_present;
     } else {
       ++counters_.stores_dropped;  // another prefix under a colliding key: keep the older one
@@ -245,6 +309,7 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   const size_t i = static_cast<size_t>(entry);
   page_parent_[i] = parent;
   std::copy(tokens, tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
+  page_write_[i] = CopyEvent();  // this write-back is ordered like any other ("Copies" 2, 6)
   if (admitting_) {
     admission_listed_.push_back({device_page, page_pieces_.at(entry)});
     admission_entries_.push_back(entry);
@@ -263,6 +328,7 @@ CopyEvent HostTier::load_pages(const std::vector<int32_t>& entries,
   copies.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     SYV_CHECK(pages_.used(entries[i])) << "load of empty host page " << entries[i];
+    order_after_write_ahead(entries[i], /*load=*/true);
     copies.push_back({device_pages[i], page_pieces_.at(entries[i])});
     pages_.touch(entries[i]);
   }
@@ -332,7 +398,12 @@ std::string HostTier::check_integrity() const {
       break;
     }
   }
-  if (admitting_ || !admission_wb_.empty() || !admission_listed_.empty())
+  for (int32_t e = 0; e < pages_.size(); ++e)
+    if (!page_write_[static_cast<size_t>(e)].empty() && !pages_.used(e)) {
+      out << "host page " << e << " has a write-ahead in flight but is not in use; ";
+      break;
+    }
+  if (admitting_ || !admission_wb_.empty() || !admission_listed_.empty() || admission_after_ahead_)
     out << "an admission open between steps (" << admission_listed_.size()
         << " write-backs listed); ";
   if (pages_.num_pinned() + checkpoints_.num_pinned() > 0)

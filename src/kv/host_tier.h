@@ -3,8 +3,10 @@
 // (docs/hybrid-cache.md "Host tier").
 //
 // Write-back: a page or checkpoint is copied to the host when the device LRU evicts it (the
-// eviction callbacks of PagePool and CheckpointPool), never before, so the host tier costs no
-// bandwidth until the device pool is full, and a page written once is stored once.
+// eviction callbacks of PagePool and CheckpointPool), or, for pages, shortly before: between steps
+// the write-ahead ("Write-ahead" below) stores the pages the next step could evict. Either way the
+// host tier costs no bandwidth until the device pool is full, and a page written once is stored
+// once.
 //
 // Keys: a page entry carries the device prefix index's chain key (PrefixIndex::page_key) with the
 // parent key and the key's tokens, compared on every lookup (a hash collision is a miss, as on the
@@ -56,6 +58,11 @@
 //     resend evicting ~100 64-token pages of a 0.6B model: ~14 ms on an H200). When the
 //     sequence loads nothing, the compute stream waits for them at end_admission(), as for any
 //     other store. Checkpoint write-backs are never deferred.
+//  7. a write-ahead (below) is a write-back that nothing waits for when it is enqueued: the
+//     entry keeps its event, and when the device page is evicted later (store_page finds the
+//     key), the compute stream is ordered after it if it has not landed yet (inside an admission:
+//     the admission's loads and, without a load, the compute stream, as in 6); a load of an entry
+//     whose write-ahead may be in flight starts after it (the load stream waits for it).
 // No pin outlives an admission, which check_integrity() asserts, with every busy entry in use. On
 // the CPU backend the copies are synchronous (empty events: nothing is ever in flight or busy)
 // and the tier is a second budget of plain host memory.
@@ -78,6 +85,17 @@
 // store first needed it put ~15 pins of ~0.17 s inside the prefill step that brought a 32K prefix
 // back (serve ratio 5.35 instead of 0.648; docs/hybrid-cache.md). When a piece cannot be had, the
 // tier keeps the pieces it has (HostEntries::shrink), stops growing and says so once.
+//
+// Write-ahead: between steps the prefix cache copies the device pages that the next allocations
+// would evict to this tier before they are evicted (PrefixCache::write_ahead, store_pages_ahead(),
+// sized by the engine: EngineCore::between_steps), so the step that evicts them finds them stored
+// and waits for no copy; at eviction only pages the write-ahead missed are written back (and
+// waited for) as above. It copies nothing a plain write-back would not (the same pages, only
+// earlier; a page revived by a prefix hit meanwhile keeps its host copy, which stays valid: a
+// registered page is never written again), and it skips growing the pinned memory for itself.
+// Why: a step that evicted waited for its write-backs (they read pages the step reuses), which
+// kept the decode of other sequences under 95% of its speed while a host hit loaded
+// (docs/performance.md). EngineOptions::host_write_ahead (--host-write-ahead) turns it off.
 //
 // LRU: pages and checkpoints each have an LRU (kv/host_entries.h): a stored entry is the most
 // recently used, a hit refreshes it, and storing a key the tier already holds (an entry loaded
@@ -119,6 +137,7 @@ struct HostTierCounters {
   uint64_t page_hits = 0;           // host pages loaded back into the device pool
   uint64_t checkpoint_hits = 0;     // host checkpoints loaded into a state slot
   uint64_t pages_stored = 0;        // device pages copied to the host at eviction
+  uint64_t pages_written_ahead = 0;  // device pages copied to the host before their eviction
   uint64_t checkpoints_stored = 0;  // device checkpoints copied to the host at eviction
   uint64_t stores_present = 0;      // evictions the host already held (nothing copied)
   // Evictions not stored: every entry pinned or busy (read by a load in flight), or a colliding
@@ -182,7 +201,23 @@ class HostTier {
   // refreshes the entries.
   CopyEvent load_pages(const std::vector<int32_t>& entries,
                        const std::vector<int32_t>& device_pages);
+  // A registered device page to store ahead of its eviction ("Write-ahead").
+  struct AheadPage {
+    int32_t device_page = -1;
+    uint64_t parent = 0, key = 0;
+    const int32_t* tokens = nullptr;  // key_tokens tokens
+  };
+  // Between steps (no admission open): copies each page whose key the tier does not hold into a
+  // host entry, all as one batch on the write-back stream that nothing is ordered after ("Copies"
+  // 7). It takes no entry in `keep` (the entries of other pages about to be evicted: a tier
+  // smaller than the window would otherwise trade them back and forth step after step). Stops at
+  // the first page without an entry to take, or without a pinned entry free while the tier still
+  // grows. Returns the pages copied.
+  int32_t store_pages_ahead(const std::vector<AheadPage>& pages, const std::vector<int32_t>& keep);
   void pin_page(int32_t entry) { pages_.pin(entry); }
+  // Makes entry the most recently used page (its device page is about to be evicted: a
+  // write-ahead found it stored).
+  void touch_page(int32_t entry) { pages_.touch(entry); }
   void unpin_page(int32_t entry) { pages_.unpin(entry); }
 
   // ---- checkpoints --------------------------------------------------------------------------
@@ -254,6 +289,11 @@ class HostTier {
   // A store outside an admission: orders the compute stream after `event` and adds the issue
   // time since `start_ns`.
   void finish_store(const CopyEvent& event, int64_t start_ns);
+  // The device page whose copy host page entry `entry` holds is being evicted (or the entry
+  // loaded): what reuses the page (or reads the entry) must follow the entry's write-ahead, if it
+  // is still in flight ("Copies" 7). `load`: order the load stream, else the compute stream (or,
+  // inside an admission, the admission's loads).
+  void order_after_write_ahead(int32_t entry, bool load);
   void count_copy_time(int64_t start_ns);
 
   CacheStore& store_;
@@ -271,6 +311,14 @@ class HostTier {
   std::vector<CacheStore::PageCopy> admission_listed_;  // its page write-backs, not enqueued yet
   std::vector<int32_t> admission_entries_;              // ... and their host entries
   CopyEvent admission_wb_;  // their batch once enqueued, until end_admission() orders it
+  // The admission evicted a page whose write-ahead was in flight: its loads (or the compute
+  // stream) wait for last_ahead_ too.
+  bool admission_after_ahead_ = false;
+  // Per host page entry: the write-ahead that filled it, while it may be in flight (else empty).
+  std::vector<CopyEvent> page_write_;
+  CopyEvent last_ahead_;  // the latest write-ahead batch (the write-back stream is in order)
+  std::vector<CacheStore::PageCopy> ahead_listed_;  // store_pages_ahead()'s batch, reused
+  std::vector<int32_t> ahead_entries_;
 };
 
 }  // namespace syv

@@ -44,6 +44,11 @@ class PagePool {
   // list.
   void release(int32_t page);
 
+  // The cached pages allocate() evicts first, oldest first: lru_oldest(), then lru_newer() of
+  // each (-1 past the newest). Not to be changed while walking.
+  int32_t lru_oldest() const { return lru_head_; }
+  int32_t lru_newer(int32_t page) const { return lru_next_[page]; }
+
   int32_t refcount(int32_t page) const { return refcount_[page]; }
   bool is_cached(int32_t page) const { return cached_[page]; }
   // Marks a used page as holding a registered prefix (true) or not (false). A cached page with

@@ -75,6 +75,27 @@ LoadTicket PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<
   return host_->loads().add(std::move(event), loaded, -1, hit.host_pages);
 }
 
+int32_t PrefixCache::write_ahead(int32_t pages) {
+  if (host_ == nullptr) return 0;
+  std::vector<HostTier::AheadPage> ahead;
+  std::vector<int32_t> held;  // host entries of the window's pages stored already
+  int32_t left = pages - pool_.num_free();
+  for (int32_t page = pool_.lru_oldest(); page >= 0 && left > 0;
+       page = pool_.lru_newer(page), --left) {
+    if (!index_.contains(page)) continue;
+    const int32_t* tokens = index_.tokens_of(page);
+    const uint64_t parent = index_.parent_of(page), key = index_.key_of(page);
+    const int32_t entry = host_->find_page(parent, key, tokens);
+    if (entry < 0) {
+      ahead.push_back({page, parent, key, tokens});
+    } else {
+      host_->touch_page(entry);  // the host copy is the one the eviction will want: keep it fresh
+      held.push_back(entry);
+    }
+  }
+  return host_->store_pages_ahead(ahead, held);
+}
+
 int32_t PrefixCache::num_evictable(const PrefixHit& hit) const {
   int32_t n = 0;
   for (int32_t page : hit.pages) n += pool_.refcount(page) == 0;

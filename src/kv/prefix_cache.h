@@ -87,6 +87,15 @@ class PrefixCache {
   // cached; then this one stays private).
   uint64_t insert(uint64_t parent, const int32_t* tokens, int32_t page);
 
+  // Between steps, with a host tier: copies the cached pages that the next `pages` allocations
+  // would evict (the pool's free pages go first, then the LRU's oldest) to the host tier now, as
+  // one batch that nothing waits for, unless the tier holds them already. When allocate() later
+  // evicts such a page its write-back is already done (HostTier::store_page finds the key), so the
+  // step that evicts it does not wait for a copy (kv/host_tier.h "Write-ahead"). Those the tier
+  // holds already are refreshed in its LRU (so that storing the others does not evict them).
+  // Returns the pages copied.
+  int32_t write_ahead(int32_t pages);
+
   // Pool, index and host tier integrity, and that exactly the registered pages are marked cached.
   std::string check_integrity() const;
 

@@ -190,6 +190,10 @@ const EngineSample kEngineSamples[] = {
     {"syv_host_tier_pages_stored_total", "counter",
      "KV pages written to the host tier when the device pool evicted them.",
      &EngineGauges::host_pages_stored},
+    {"syv_host_tier_pages_written_ahead_total", "counter",
+     "KV pages written to the host tier between steps, ahead of their eviction (the step that "
+     "evicts them then waits for no copy).",
+     &EngineGauges::host_pages_written_ahead},
     {"syv_host_tier_checkpoints_stored_total", "counter",
      "State checkpoints written to the host tier when the device pool evicted them.",
      &EngineGauges::host_checkpoints_stored},
@@ -255,6 +259,7 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.host_page_hits = static_cast<int64_t>(s.host_page_hits);
   g.host_checkpoint_hits = static_cast<int64_t>(s.host_checkpoint_hits);
   g.host_pages_stored = static_cast<int64_t>(s.host_pages_stored);
+  g.host_pages_written_ahead = static_cast<int64_t>(s.host_pages_written_ahead);
   g.host_checkpoints_stored = static_cast<int64_t>(s.host_checkpoints_stored);
   g.host_bytes_to_host = static_cast<int64_t>(s.host_bytes_to_host);
   g.host_bytes_from_host = static_cast<int64_t>(s.host_bytes_from_host);

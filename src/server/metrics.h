@@ -103,6 +103,7 @@ struct EngineGauges {
   int64_t host_page_hits = 0;           // cumulative: pages copied back to the device
   int64_t host_checkpoint_hits = 0;     // cumulative: checkpoints copied back into a state slot
   int64_t host_pages_stored = 0;        // cumulative: evicted pages written to the host
+  int64_t host_pages_written_ahead = 0;  // cumulative: pages written to the host before eviction
   int64_t host_checkpoints_stored = 0;  // cumulative: evicted checkpoints written to the host
   int64_t host_bytes_to_host = 0;       // cumulative
   int64_t host_bytes_from_host = 0;     // cumulative

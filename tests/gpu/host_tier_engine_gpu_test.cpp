@@ -77,5 +77,15 @@ TEST_F(HostTierGpu, EvictionStormWithLoadsInFlight) {
   eviction_storm_with_cancels_keeps_invariants(/*loading=*/true);
 }
 
+// Write-ahead (kv/host_tier.h "Write-ahead"): evicted pages were stored between steps.
+TEST_F(HostTierGpu, WriteAheadLeavesEvictionsNothingToWriteBack) {
+  write_ahead_leaves_evictions_nothing_to_write_back();
+}
+
+TEST_F(HostTierGpu, EvictionStormWithWriteAhead) {
+  eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/2,
+                                               /*write_ahead=*/true);
+}
+
 }  // namespace
 }  // namespace syv::testing

@@ -92,5 +92,15 @@ TEST(HostTierLoading, EvictionStormWithWriteBacksDuringLoads) {
   eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/6);
 }
 
+// Write-ahead (kv/host_tier.h "Write-ahead"): evicted pages were stored between steps.
+TEST(HostTierLoading, WriteAheadLeavesEvictionsNothingToWriteBack) {
+  write_ahead_leaves_evictions_nothing_to_write_back();
+}
+
+TEST(HostTierLoading, EvictionStormWithWriteAhead) {
+  eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/6,
+                                               /*write_ahead=*/true);
+}
+
 }  // namespace
 }  // namespace syv::testing

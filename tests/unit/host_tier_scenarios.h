@@ -111,6 +111,9 @@ inline EngineOptions opts(const std::string& dir, int32_t pages, int32_t checkpo
   o.host_num_pages = host_pages;
   o.host_num_checkpoints = is_hybrid(dir) ? host_checkpoints : 0;
   o.host_fault_in_background = false;  // pieces faulted in between steps: deterministic
+  // Write-back at eviction: the scenarios count and time it. Those named for the write-ahead turn
+  // it on (kv/host_tier.h "Write-ahead").
+  o.host_write_ahead = false;
   return o;
 }
 
@@ -371,7 +374,8 @@ inline bool is_loading(const Sequence* seq) {
 // the other stream (expect_no_leaks). `loading`: on loading_model() (the CPU's loads land `polls`
 // polls late, so cancels, preemptions and write-backs meet loads in flight; with polls >= 4 some
 // write-backs must have been enqueued while a load was in flight, on the CPU).
-inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false, int32_t polls = 2) {
+inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false, int32_t polls = 2,
+                                                         bool write_ahead = false) {
   uint64_t out_during_in = 0;
   for (const std::string dir : {"qwen3/tied_gqa2", "hybrid/q35_r2_flfl_tied"}) {
     Model& m = loading ? loading_model(dir, polls) : model(dir);
@@ -385,6 +389,7 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false, i
           dir, pages, 1 + static_cast<int32_t>(rng() % 6), 2 + static_cast<int32_t>(rng() % 12),
           1 + static_cast<int32_t>(rng() % 6), 8 + static_cast<int32_t>(rng() % 80),
           static_cast<int32_t>(rng() % 20), 1 + static_cast<int32_t>(rng() % 4));
+      o.host_write_ahead = write_ahead;
       if (seed % 2 == 1) {  // one entry per piece, the smallest reserve: the tier grows slowly
         o.host_pin_piece_bytes = 1;
         o.host_pin_reserve_bytes = 0;
@@ -446,7 +451,10 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false, i
       // Seed 3's pieces arrive from the faulting thread whenever it gets there: whether any
       // eviction finds one pinned depends on thread timing, so only the others must store.
       if (seed != 3) {
-        EXPECT_GT(s.host_pages_stored, 0u) << dir << " seed " << seed;
+        EXPECT_GT(s.host_pages_stored + s.host_pages_written_ahead, 0u) << dir << " seed " << seed;
+      }
+      if (write_ahead && seed != 3) {
+        EXPECT_GT(s.host_pages_written_ahead, 0u) << dir << " seed " << seed;
       }
       if (loading && deferred_copies(m) != nullptr) {
         EXPECT_GT(loading_steps, 0) << dir << " seed " << seed;
@@ -457,13 +465,14 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false, i
       std::printf(
           "  %s seed %u: %d compared, %d steps with a loading sequence, %llu preemptions, %llu hit "
           "tokens (%llu from host), "
-          "%llu pages / %llu checkpoints stored (%llu short of pinned entries), %llu / %llu "
-          "loaded\n",
+          "%llu pages (+ %llu written ahead) / %llu checkpoints stored (%llu short of pinned "
+          "entries), %llu / %llu loaded\n",
           dir.c_str(), seed, compared, loading_steps,
           static_cast<unsigned long long>(s.preemptions),
           static_cast<unsigned long long>(s.prefix_hit_tokens),
           static_cast<unsigned long long>(s.prefix_host_hit_tokens),
           static_cast<unsigned long long>(s.host_pages_stored),
+          static_cast<unsigned long long>(s.host_pages_written_ahead),
           static_cast<unsigned long long>(s.host_checkpoints_stored),
           static_cast<unsigned long long>(s.host_stores_short),
           static_cast<unsigned long long>(s.host_page_hits),
@@ -512,7 +521,9 @@ inline EvictedPrefix evict_a_prefix(Harness& h, std::mt19937& rng) {
     h.submit(r);
     h.run();
   }
-  EXPECT_GE(h.core().stats().host_pages_stored, 6u + 9u + 9u);
+  // Written back at eviction, or ahead of it where the scenario turns the write-ahead on.
+  EXPECT_GE(h.core().stats().host_pages_stored + h.core().stats().host_pages_written_ahead,
+            6u + 9u + 9u);
   e.cold_tokens = h.output(cold).samples.at(0).tokens;
   e.cold_logprobs = h.output(cold).samples.at(0).logprobs;
   return e;
@@ -637,6 +648,51 @@ inline void write_backs_during_a_load_do_not_wait_for_it() {
     }
     expect_a_and_c_exact(h, dir, e, a_id, c_id, c, before.host_page_hits);
     EXPECT_GT(h.core().stats().host_pages_stored, before.host_pages_stored);
+    expect_no_leaks(h);
+  }
+}
+
+// write_backs_during_a_load_do_not_wait_for_it with the write-ahead on (kv/host_tier.h
+// "Write-ahead"): D's cached pages are copied to the host tier between steps, before anything
+// evicts them, so neither A's admission nor C's crossing into a new page writes anything back at
+// eviction (each finds its page stored already); A and C give the cold / solo tokens, A's
+// logprobs bit for bit, and no write-ahead raced with a load (expect_no_leaks: A's loads go into
+// D's evicted pages, which the write-ahead read).
+inline void write_ahead_leaves_evictions_nothing_to_write_back() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    SCOPED_TRACE(dir);
+    Model& m = loading_model(dir, 3);
+    std::mt19937 rng(7);
+    EngineOptions o = opts(dir, 10, 1, 64, 16);
+    o.host_write_ahead = true;
+    Harness h(make_core(m, o));
+    const EvictedPrefix e = evict_a_prefix(h, rng);
+    const uint64_t ahead_before_d = h.core().stats().host_pages_written_ahead;
+    h.submit(request(random_tokens(rng, 100), 8));  // D: 6 full pages the host does not hold
+    h.run();
+    EXPECT_GE(h.core().stats().host_pages_written_ahead - ahead_before_d, 6u)
+        << "D's pages were not written ahead";
+    const Request c = request(random_tokens(rng, 10), 30);
+    const uint64_t c_id = h.submit(c);
+    h.step();
+    if (::testing::Test::HasFatalFailure()) return;
+    const EngineStats before = h.core().stats();
+    const uint64_t present_before = h.core().host_tier()->counters().stores_present;
+    const uint64_t a_id = h.submit(e.a);
+    int loading_steps = 0;
+    for (;;) {
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      if (!is_loading(running_with(h, e.a.prompt_ids))) break;
+      ++loading_steps;
+      ASSERT_EQ(h.core().check_integrity(), "");
+    }
+    EXPECT_GT(loading_steps, 0);
+    EXPECT_EQ(h.core().stats().host_pages_stored, before.host_pages_stored)
+        << "an eviction wrote back what the write-ahead should have stored";
+    EXPECT_GT(h.core().host_tier()->counters().stores_present, present_before)
+        << "no eviction found its page written ahead: the scenario tests nothing";
+    expect_a_and_c_exact(h, dir, e, a_id, c_id, c, before.host_page_hits);
     expect_no_leaks(h);
   }
 }

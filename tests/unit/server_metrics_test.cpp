@@ -138,6 +138,7 @@ TEST(ServerMetrics, ExportsTheHostTier) {
   s.host_page_hits = 16;
   s.host_checkpoint_hits = 2;
   s.host_pages_stored = 310;
+  s.host_pages_written_ahead = 44;
   s.host_checkpoints_stored = 11;
   s.host_bytes_to_host = 123456789;
   s.host_bytes_from_host = 4567;
@@ -158,6 +159,8 @@ TEST(ServerMetrics, ExportsTheHostTier) {
           "syv_host_tier_page_hits_total 16\n",
           "syv_host_tier_checkpoint_hits_total 2\n",
           "syv_host_tier_pages_stored_total 310\n",
+          "# TYPE syv_host_tier_pages_written_ahead_total counter\n"
+          "syv_host_tier_pages_written_ahead_total 44\n",
           "syv_host_tier_checkpoints_stored_total 11\n",
           "syv_host_tier_bytes_to_host_total 123456789\n",
           "syv_host_tier_bytes_from_host_total 4567\n",
