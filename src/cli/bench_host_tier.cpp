@@ -250,6 +250,10 @@ int run(const Options& o) {
     j["loading_admission_step_s"] = ld->admission_step_s;
     j["loading_admission_stores"] = ld->admission_stores;
     j["loading_host_hit_tokens"] = ld->host_hit_tokens;
+    j["loading_step_times_s"] = ld->loading_step_times_s;
+    j["loading_step_stored"] = ld->loading_step_stored;
+    j["loading_step_written_ahead"] = ld->loading_step_written_ahead;
+    j["before_step_times_s"] = ld->before_step_times_s;
   }
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());

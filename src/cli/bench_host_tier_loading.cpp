@@ -36,17 +36,17 @@ class Driver {
     core_->add_request(id, std::move(r), handle);
     return id;
   }
-  // One step and the gap after it; returns the step's wall time in seconds.
+  // One step and the gap after it (the host tier's work between steps: pinning, write-ahead);
+  // returns their wall time in seconds.
   double step() {
     const auto t0 = Clock::now();
     core_->step();
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     Event e;
     for (auto& h : handles_)
       while (h->try_next(e) == NextStatus::kEvent) {
       }
     core_->between_steps(/*idle=*/!core_->has_work());
-    return s;
+    return std::chrono::duration<double>(Clock::now() - t0).count();
   }
   void run() {
     while (core_->has_work()) step();
@@ -109,7 +109,10 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
   if (d.core().scheduler().num_running() != decoders)
     return Status::Error("the decoders did not all start (raise --num-pages or --max-num-seqs)");
   double before = 0;
-  for (; r.before_steps < kBeforeSteps; ++r.before_steps) before += d.step();
+  for (; r.before_steps < kBeforeSteps; ++r.before_steps) {
+    r.before_step_times_s.push_back(d.step());
+    before += r.before_step_times_s.back();
+  }
   r.before_step_s = before / r.before_steps;
   // The resend: every step after which it is still loading.
   const uint64_t host_tokens = d.core().stats().prefix_host_hit_tokens;
@@ -117,6 +120,7 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
   double loading = 0, loading_no_stores = 0;
   for (int32_t waited = 0;; ++waited) {
     const uint64_t stored = stores(d.core().stats());
+    const uint64_t ahead = d.core().stats().host_pages_written_ahead;
     const double s = d.step();
     const Sequence* seq = d.running(resend);
     if (seq == nullptr && d.waiting(resend)) {  // not admitted yet: no step of its load
@@ -132,6 +136,9 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
     }
     ++r.loading_steps;
     loading += s;
+    r.loading_step_times_s.push_back(s);
+    r.loading_step_stored.push_back(stores(d.core().stats()) != stored);
+    r.loading_step_written_ahead.push_back(d.core().stats().host_pages_written_ahead - ahead);
     if (stores(d.core().stats()) != stored) {
       ++r.loading_steps_with_stores;
     } else {

@@ -7,12 +7,15 @@
 // `kBeforeSteps` decode steps are timed, then the prompt is sent again and every step after which
 // its sequence is still loading (admitted, its copies in flight, not scheduled) is timed too. The
 // ratio is the mean step time before over the mean while loading (decode speed while loading
-// relative to before; the target is >= 0.95). Steps that wrote back an eviction are counted
+// relative to before; the target is >= 0.95). A step's time includes the engine's work
+// after it (EngineCore::between_steps: the host tier's pinning and write-ahead), as in the
+// server's loop. Steps that wrote back an eviction are counted
 // apart: the step waits for its write-back (on the write-back stream, no longer behind the load in
 // flight: kv/host_tier.h "Copies"; before, such a step waited for the whole load).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/engine.h"
@@ -33,6 +36,12 @@ struct LoadingDecode {
   double admission_step_s = 0;
   uint64_t admission_stores = 0;
   uint64_t host_hit_tokens = 0;  // the resend's tokens that came from the host tier
+  // Every loading step's wall time, in order, and whether it wrote an eviction back (the JSON's
+  // per-step lists: where a low ratio comes from).
+  std::vector<double> loading_step_times_s;
+  std::vector<bool> loading_step_stored;
+  std::vector<uint64_t> loading_step_written_ahead;  // pages the write-ahead copied after it
+  std::vector<double> before_step_times_s;            // the steps before the resend, likewise
   double ratio() const { return loading_step_s > 0 ? before_step_s / loading_step_s : 0; }
   double ratio_no_stores() const {
     return loading_step_s_no_stores > 0 ? before_step_s / loading_step_s_no_stores : 0;
