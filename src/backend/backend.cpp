@@ -42,7 +42,8 @@ CopyEvent Backend::copy_async(void* dst, const void* src, size_t bytes, CopyDir 
 CopyEvent Backend::copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) {
   CopyEvent last;
   for (const CopyOp& op : ops)
-    for (size_t r = 0; r < op.rows; ++r) last = copy_async(op.row_dst(r), op.row_src(r), op.bytes, dir);
+    for (size_t r = 0; r < op.rows; ++r)
+      last = copy_async(op.row_dst(r), op.row_src(r), op.bytes, dir);
   return last;
 }
 

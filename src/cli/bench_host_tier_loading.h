@@ -41,7 +41,7 @@ struct LoadingDecode {
   std::vector<double> loading_step_times_s;
   std::vector<bool> loading_step_stored;
   std::vector<uint64_t> loading_step_written_ahead;  // pages the write-ahead copied after it
-  std::vector<double> before_step_times_s;            // the steps before the resend, likewise
+  std::vector<double> before_step_times_s;           // the steps before the resend, likewise
   double ratio() const { return loading_step_s > 0 ? before_step_s / loading_step_s : 0; }
   double ratio_no_stores() const {
     return loading_step_s_no_stores > 0 ? before_step_s / loading_step_s_no_stores : 0;

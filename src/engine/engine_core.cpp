@@ -599,11 +599,10 @@ bool EngineCore::between_steps(bool idle) {
   // Write-ahead (kv/host_tier.h): the pages the next step could take, at most: a new page for
   // every running sequence and the step's token budget in pages.
   const int32_t ps = cache_.page_size();
-  const int32_t ahead =
-      options_.host_write_ahead
-          ? cache_.write_ahead(scheduler_.num_running() +
-                               (options_.max_num_batched_tokens + ps - 1) / ps)
-          : 0;
+  const int32_t ahead = options_.host_write_ahead
+                            ? cache_.write_ahead(scheduler_.num_running() +
+                                                 (options_.max_num_batched_tokens + ps - 1) / ps)
+                            : 0;
   const uint64_t pinned = host_->counters().pieces_pinned;
   const bool more = host_->between_steps(idle);
   if (ahead > 0 || host_->counters().pieces_pinned != pinned) update_gauges();

@@ -76,18 +76,18 @@ struct EngineStats {
   uint64_t checkpoints_loaded = 0;   // counter: prefix hits restored from a checkpoint
 
   // Host tier (kv/host_tier.h; 0 when off) ------------------------------------------------------
-  int32_t host_pages_total = 0;          // gauge: capacity in pages
-  int32_t host_pages_used = 0;           // gauge: pages resident
-  int32_t host_checkpoints_total = 0;    // gauge: capacity in checkpoints (hybrids)
-  int32_t host_checkpoints_used = 0;     // gauge: checkpoints resident
-  uint64_t prefix_host_hit_tokens = 0;   // counter: of prefix_hit_tokens, served from the host
-  uint64_t host_page_hits = 0;           // counter: pages copied back to the device
-  uint64_t host_checkpoint_hits = 0;     // counter: checkpoints copied back into a state slot
-  uint64_t host_pages_stored = 0;        // counter: evicted pages written to the host
+  int32_t host_pages_total = 0;           // gauge: capacity in pages
+  int32_t host_pages_used = 0;            // gauge: pages resident
+  int32_t host_checkpoints_total = 0;     // gauge: capacity in checkpoints (hybrids)
+  int32_t host_checkpoints_used = 0;      // gauge: checkpoints resident
+  uint64_t prefix_host_hit_tokens = 0;    // counter: of prefix_hit_tokens, served from the host
+  uint64_t host_page_hits = 0;            // counter: pages copied back to the device
+  uint64_t host_checkpoint_hits = 0;      // counter: checkpoints copied back into a state slot
+  uint64_t host_pages_stored = 0;         // counter: evicted pages written to the host
   uint64_t host_pages_written_ahead = 0;  // counter: pages written to the host before eviction
-  uint64_t host_checkpoints_stored = 0;  // counter: evicted checkpoints written to the host
-  uint64_t host_bytes_to_host = 0;       // counter: bytes copied device -> host
-  uint64_t host_bytes_from_host = 0;     // counter: bytes copied host -> device
+  uint64_t host_checkpoints_stored = 0;   // counter: evicted checkpoints written to the host
+  uint64_t host_bytes_to_host = 0;        // counter: bytes copied device -> host
+  uint64_t host_bytes_from_host = 0;      // counter: bytes copied host -> device
   double host_copy_seconds = 0;     // counter: host time issuing those copies (CPU: the copies)
   int64_t host_pinned_bytes = 0;    // gauge: host tier memory pinned so far
   uint64_t host_pieces_pinned = 0;  // counter: pieces pinned (between steps)

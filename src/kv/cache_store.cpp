@@ -109,8 +109,8 @@ CacheStore::CacheStore(const CacheSpec& spec, const CacheConfig& config, Backend
     const size_t first = page_parts_.size();
     int64_t offset = 0;
     for (const KvLayerShape& s : spec_.kv_layers) {
-      const int64_t part = (scales ? s.scale_bytes_per_token() : s.value_bytes_per_token()) / 2 *
-                           page_size;
+      const int64_t part =
+          (scales ? s.scale_bytes_per_token() : s.value_bytes_per_token()) / 2 * page_size;
       if (part == 0) continue;
       for (int kv = 0; kv < 2; ++kv) {
         page_parts_.push_back({nullptr, part, offset});

@@ -134,12 +134,12 @@ struct HostPinOptions {
 };
 
 struct HostTierCounters {
-  uint64_t page_hits = 0;           // host pages loaded back into the device pool
-  uint64_t checkpoint_hits = 0;     // host checkpoints loaded into a state slot
-  uint64_t pages_stored = 0;        // device pages copied to the host at eviction
+  uint64_t page_hits = 0;            // host pages loaded back into the device pool
+  uint64_t checkpoint_hits = 0;      // host checkpoints loaded into a state slot
+  uint64_t pages_stored = 0;         // device pages copied to the host at eviction
   uint64_t pages_written_ahead = 0;  // device pages copied to the host before their eviction
-  uint64_t checkpoints_stored = 0;  // device checkpoints copied to the host at eviction
-  uint64_t stores_present = 0;      // evictions the host already held (nothing copied)
+  uint64_t checkpoints_stored = 0;   // device checkpoints copied to the host at eviction
+  uint64_t stores_present = 0;       // evictions the host already held (nothing copied)
   // Evictions not stored: every entry pinned or busy (read by a load in flight), or a colliding
   // key.
   uint64_t stores_dropped = 0;

@@ -99,19 +99,19 @@ struct EngineGauges {
   int64_t host_pages_resident = 0;
   int64_t host_checkpoints_capacity = 0;
   int64_t host_checkpoints_resident = 0;
-  int64_t host_hit_tokens = 0;          // cumulative: prefix-hit tokens served from the host tier
-  int64_t host_page_hits = 0;           // cumulative: pages copied back to the device
-  int64_t host_checkpoint_hits = 0;     // cumulative: checkpoints copied back into a state slot
-  int64_t host_pages_stored = 0;        // cumulative: evicted pages written to the host
+  int64_t host_hit_tokens = 0;           // cumulative: prefix-hit tokens served from the host tier
+  int64_t host_page_hits = 0;            // cumulative: pages copied back to the device
+  int64_t host_checkpoint_hits = 0;      // cumulative: checkpoints copied back into a state slot
+  int64_t host_pages_stored = 0;         // cumulative: evicted pages written to the host
   int64_t host_pages_written_ahead = 0;  // cumulative: pages written to the host before eviction
-  int64_t host_checkpoints_stored = 0;  // cumulative: evicted checkpoints written to the host
-  int64_t host_bytes_to_host = 0;       // cumulative
-  int64_t host_bytes_from_host = 0;     // cumulative
-  double host_copy_seconds = 0;         // cumulative: host time issuing the copies
-  int64_t host_pinned_bytes = 0;        // host tier memory pinned so far
-  int64_t host_pieces_pinned = 0;       // cumulative: pieces pinned (between steps)
-  double host_pin_seconds = 0;          // cumulative: engine-thread time pinning them
-  int64_t host_stores_short = 0;        // cumulative: evictions not written back (reserve dry)
+  int64_t host_checkpoints_stored = 0;   // cumulative: evicted checkpoints written to the host
+  int64_t host_bytes_to_host = 0;        // cumulative
+  int64_t host_bytes_from_host = 0;      // cumulative
+  double host_copy_seconds = 0;          // cumulative: host time issuing the copies
+  int64_t host_pinned_bytes = 0;         // host tier memory pinned so far
+  int64_t host_pieces_pinned = 0;        // cumulative: pieces pinned (between steps)
+  double host_pin_seconds = 0;           // cumulative: engine-thread time pinning them
+  int64_t host_stores_short = 0;         // cumulative: evictions not written back (reserve dry)
   // The engine thread's time in steps that ran a forward (EngineStats): the GPU idles during
   // schedule and output, as steps are not overlapped.
   int64_t engine_steps = 0;          // cumulative: forward passes

@@ -141,7 +141,8 @@ void strided_round_trip(CudaBackend& gpu, char* host, uint32_t seed) {
   char* d = static_cast<char*>(dev.data());
   for (size_t i = 0, p = 0; p < kPages; ++i, p += 2) {
     in.push_back({d + p * kWidth, host + i * kRows * kWidth, kWidth, kRows, kPitch, kWidth});
-    out.push_back({host + kHost + i * kRows * kWidth, d + p * kWidth, kWidth, kRows, kWidth, kPitch});
+    out.push_back(
+        {host + kHost + i * kRows * kWidth, d + p * kWidth, kWidth, kRows, kWidth, kPitch});
     for (size_t r = 0; r < kRows; ++r)
       std::memcpy(want.data() + r * kPitch + p * kWidth, src.data() + (i * kRows + r) * kWidth,
                   kWidth);
@@ -319,8 +320,8 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
                               // wait for the compute stream only, not the copy stream)
     const auto t0 = std::chrono::steady_clock::now();
     CopyEvent last = issue();
-    issue_us = 1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-               kPages;
+    issue_us =
+        1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kPages;
     gpu->wait_copy(last);
     return static_cast<double>(kBytes) / 1e9 /
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -358,9 +359,9 @@ TEST(HostCopyGpuTiming, PrintsGatherAndMemcpyRates) {
         "%s, %zu MiB in %zu pages of %zu x %zu KiB, one batch: cudaMemcpy3DBatchAsync %.1f GB/s "
         "(%.0f%% of one copy; host %.1f us a page), gather kernel %.1f GB/s (%.0f%%; host %.1f us "
         "a page), cudaMemcpyAsync per row %.1f GB/s, one copy %.1f GB/s\n",
-        to_device ? "host -> device" : "device -> host", kBytes >> 20, kPages, kPerPage,
-        kSeg >> 10, engines, 100.0 * engines / one, engines_us, gather, 100.0 * gather / one,
-        gather_us, memcpy_each, one);
+        to_device ? "host -> device" : "device -> host", kBytes >> 20, kPages, kPerPage, kSeg >> 10,
+        engines, 100.0 * engines / one, engines_us, gather, 100.0 * gather / one, gather_us,
+        memcpy_each, one);
   }
   std::printf("pinning %zu MiB already faulted in (cudaHostRegister): %.3f s\n", kBytes >> 20,
               pin_s);

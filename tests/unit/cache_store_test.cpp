@@ -195,10 +195,10 @@ TEST(CacheStore, APageOfUniformLayersIsOneStridedCopy) {
         for (const Tensor* t : part == 0 ? std::vector<const Tensor*>{&v.k, &v.v}
                                          : std::vector<const Tensor*>{&v.k_scales, &v.v_scales}) {
           const size_t per_page = t->bytes() / 5;
-          EXPECT_EQ(std::memcmp(page.data() + at,
-                                static_cast<const unsigned char*>(t->data) + 2 * per_page,
-                                per_page),
-                    0)
+          EXPECT_EQ(
+              std::memcmp(page.data() + at,
+                          static_cast<const unsigned char*>(t->data) + 2 * per_page, per_page),
+              0)
               << "layer " << layer << " at byte " << at;
           at += per_page;
         }

@@ -1,9 +1,10 @@
 // A batch of (src, dst, bytes) copies in one kernel launch, or of strided copies as one
-// cudaMemcpy3DBatchAsync (host_copy.cu), for the host tier's pages: a page of a 28-layer model is 56 segments of ~128 KiB,
-// which as cudaMemcpyAsync calls moved at ~12 GB/s against ~55 GB/s of pinned-copy bandwidth on the
-// H200 machine. The kernel reads and writes through unified addressing: pinned host memory that is
-// mapped into the device's address space (cudaHostAlloc, or cudaHostRegister where the device can
-// use the host pointer) is read and written directly, like device memory, 16 bytes per load.
+// cudaMemcpy3DBatchAsync (host_copy.cu), for the host tier's pages: a page of a 28-layer model is
+// 56 segments of ~128 KiB, which as cudaMemcpyAsync calls moved at ~12 GB/s against ~55 GB/s of
+// pinned-copy bandwidth on the H200 machine. The kernel reads and writes through unified
+// addressing: pinned host memory that is mapped into the device's address space (cudaHostAlloc, or
+// cudaHostRegister where the device can use the host pointer) is read and written directly, like
+// device memory, 16 bytes per load.
 #pragma once
 
 #include <cuda_runtime.h>
