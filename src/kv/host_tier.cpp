@@ -208,19 +208,8 @@ int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
   for (const AheadPage& p : pages) {
     if (pages_.find(p.key) >= 0) continue;  // held (or a colliding key: left to the eviction)
     if (growing(0) && pages_.num_free() == 0) break;  // the free pinned entries are for evictions
-    bool evicted = false;
-    // Not an entry a load in flight reads ("Copies" 4), one this batch writes already, or one
-    // to keep.
-    const int32_t entry = pages_.take(p.key, &evicted, [&](int32_t e) {
-      return loads_.reads_host_page(e) ||
-             std::find(ahead_entries_.begin(), ahead_entries_.end(), e) != ahead_entries_.end() ||
-             std::find(keep.begin(), keep.end(), e) != keep.end();
-    });
+    const int32_t entry = take_page_entry(p.parent, p.key, p.tokens, ahead_entries_, &keep);
     if (entry < 0) break;
-    counters_.pages_evicted += evicted;
-    const size_t i = static_cast<size_t>(entry);
-    page_parent_[i] = p.parent;
-    std::copy(p.tokens, p.tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
     ahead_listed_.push_back({p.device_page, page_pieces_.at(entry)});
     ahead_entries_.push_back(entry);
   }
@@ -293,23 +282,11 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
     return;
   }
   if (!has_room(0)) return;
-  bool evicted = false;
-  // Not an entry a load in flight reads: this write-back runs on the other stream ("Copies" 4);
-  // nor one a write-back listed in this admission targets (the batch's copies run in no order).
-  const int32_t entry = pages_.take(key, &evicted, [this](int32_t e) {
-    return loads_.reads_host_page(e) ||
-           std::find(admission_entries_.begin(), admission_entries_.end(), e) !=
-               admission_entries_.end();
-  });
+  const int32_t entry = take_page_entry(parent, key, tokens, admission_entries_, nullptr);
   if (entry < 0) {
     ++counters_.stores_dropped;
     return;
   }
-  counters_.pages_evicted += evicted;
-  const size_t i = static_cast<size_t>(entry);
-  page_parent_[i] = parent;
-  std::copy(tokens, tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
-  page_write_[i] = CopyEvent();  // this write-back is ordered like any other ("Copies" 2, 6)
   if (admitting_) {
     admission_listed_.push_back({device_page, page_pieces_.at(entry)});
     admission_entries_.push_back(entry);
@@ -319,6 +296,27 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
   }
   ++counters_.pages_stored;
   counters_.bytes_to_host += static_cast<uint64_t>(store_.external_page_bytes());
+}
+
+int32_t HostTier::take_page_entry(uint64_t parent, uint64_t key, const int32_t* tokens,
+                                  const std::vector<int32_t>& listed,
+                                  const std::vector<int32_t>* keep) {
+  auto in = [](const std::vector<int32_t>& v, int32_t e) {
+    return std::find(v.begin(), v.end(), e) != v.end();
+  };
+  // Not an entry a load in flight reads: a write-back runs on the other stream ("Copies" 4); nor
+  // one a copy of the same batch targets (a batch's copies run in no order); nor one to keep.
+  bool evicted = false;
+  const int32_t entry = pages_.take(key, &evicted, [&](int32_t e) {
+    return loads_.reads_host_page(e) || in(listed, e) || (keep != nullptr && in(*keep, e));
+  });
+  if (entry < 0) return -1;
+  counters_.pages_evicted += evicted;
+  const size_t i = static_cast<size_t>(entry);
+  page_parent_[i] = parent;
+  std::copy(tokens, tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
+  page_write_[i] = CopyEvent();  // the caller's copy is the entry's write now ("Copies" 2, 6, 7)
+  return entry;
 }
 
 CopyEvent HostTier::load_pages(const std::vector<int32_t>& entries,

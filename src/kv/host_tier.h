@@ -289,6 +289,12 @@ class HostTier {
   // A store outside an admission: orders the compute stream after `event` and adds the issue
   // time since `start_ns`.
   void finish_store(const CopyEvent& event, int64_t start_ns);
+  // A host page entry for the page keyed `key` after `parent` holding `tokens` (its key and
+  // metadata set, no write-ahead pending), taken from the free or least recently used entries but
+  // none a load in flight reads, none in `listed` (the batch being built) and none in `keep`
+  // (may be null); -1 when there is none.
+  int32_t take_page_entry(uint64_t parent, uint64_t key, const int32_t* tokens,
+                          const std::vector<int32_t>& listed, const std::vector<int32_t>* keep);
   // The device page whose copy host page entry `entry` holds is being evicted (or the entry
   // loaded): what reuses the page (or reads the entry) must follow the entry's write-ahead, if it
   // is still in flight ("Copies" 7). `load`: order the load stream, else the compute stream (or,

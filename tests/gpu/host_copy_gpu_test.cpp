@@ -1,13 +1,14 @@
 // The host tier's copies on CUDA (backend/cuda/host_copy.h): copy_batch_async of many scattered
 // segments between device memory and pinned host memory (from allocate_pinned() and from
-// pin_host_pages()) goes as one batch (one cudaMemcpyBatchAsync, or one gather kernel: both paths
-// run) on the copy stream of its direction (loads and write-backs on two streams that do not wait
-// for each other); every byte lands both ways, the bytes around the segments stay untouched, the
-// batch is ordered after the compute stream's earlier work and before work after
-// order_after_copy(), and batches neither path takes (misaligned, or to pageable memory) fall back
-// to cudaMemcpyAsync exactly. The *Timing test prints the copy rates (cudaMemcpyBatchAsync, gather
-// kernel, one cudaMemcpyAsync per segment, one large copy); the regression run excludes it.
-// Skipped cleanly when no CUDA device is present.
+// pin_host_pages()), and of strided ops (a cache page: rows at a pitch), goes as one batch (one
+// cudaMemcpy3DBatchAsync, or one gather kernel: both paths run) or as a cudaMemcpyAsync /
+// cudaMemcpy2DAsync per op, on the copy stream of its direction (loads and write-backs on two
+// streams that do not wait for each other); every byte lands both ways, the bytes around the
+// segments stay untouched, the batch is ordered after the compute stream's earlier work and before
+// work after order_after_copy(), and batches neither path takes (misaligned, or to pageable memory)
+// fall back to cudaMemcpyAsync exactly. The *Timing test prints the copy rates
+// (cudaMemcpy3DBatchAsync, gather kernel, one cudaMemcpyAsync per row, one large copy); the
+// regression run excludes it. Skipped cleanly when no CUDA device is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,7 +89,7 @@ void expect_same(const std::vector<unsigned char>& got, const std::vector<unsign
 // Scattered segments host -> device and device -> host through copy_batch_async, with `host`
 // being pinned memory of the backend; ordering against the compute stream checked on the way.
 // batched: whether both batches must go as one batch each (the backend's batch_copy_path(): one
-// cudaMemcpyBatchAsync or one gather kernel; else as cudaMemcpyAsync calls).
+// cudaMemcpy3DBatchAsync or one gather kernel; else as cudaMemcpyAsync calls).
 void round_trip(CudaBackend& gpu, char* host, size_t align, uint32_t seed, bool batched) {
   const uint64_t batches = gpu.batched_copies(), gathered = gpu.gather_batches();
   DeviceBuffer dev = gpu.allocate(kRegion), dev2 = gpu.allocate(kRegion);
