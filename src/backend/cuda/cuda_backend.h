@@ -100,7 +100,7 @@ class CudaBackend : public Backend {
   //                  the host pays ~2-5 us a page
   //   kCopyEngines   one cudaMemcpy3DBatchAsync of all the ops (~2 us a page of host time); falls
   //                  back to the kernel, logged once, where the runtime or driver lacks the call.
-  //                  Its write-backs queued behind a load in flight (a ~40 ms step on an H200)
+  //                  With it a step once waited 44 ms for a write-ahead still in flight
   //   kGatherKernel  one kernel of 8 blocks reading and writing every row through mapped host
   //                  memory (89-94% of one large copy's rate against the engines' 97-98%; its
   //                  blocks slow the compute stream's kernels)
