@@ -97,7 +97,7 @@ class CudaBackend : public Backend {
   // copy stream (CopyDir):
   //   kCopyCalls     (the default both ways) one cudaMemcpy2DAsync per op (cudaMemcpyAsync for a
   //                  row): the copy engines move it, no SM is taken from the compute stream, and
-  //                  the host pays ~2-5 us a page
+  //                  the host pays one call a page
   //   kCopyEngines   one cudaMemcpy3DBatchAsync of all the ops (~2 us a page of host time); falls
   //                  back to the kernel, logged once, where the runtime or driver lacks the call.
   //                  With it a step once waited 44 ms for a write-ahead still in flight
