@@ -4,15 +4,16 @@
 //  2. TTFT of a cold --prefix-len-token prompt (one generated token);
 //  3. filler prompts of the same length until the device pool has evicted it (to the host tier);
 //  4. TTFT of the same prompt again (served from the host tier), and once more (from the device).
-// Before 2, the engine idles until the host tier's pinned reserve is pinned (as a server does after
-// start-up; kv/host_tier.h "Memory"), and the time that took is printed with the tier's pinning
-// counters at the end. The serve ratio is (4, from host) / (2, cold); the target on an
-// H200 is <= 0.10 at 32K tokens. Also prints the tokens that came from the host and bytes copied
-// back per second of the warm TTFT (a lower bound on the load throughput: the TTFT includes the
-// tail's prefill), and the pages the resend's own evictions wrote back to the host (on the
-// write-back stream; its loads into the pages they free start after them: kv/host_tier.h
-// "Copies"). Each TTFT of 2 and 4 is also split by the engine's counters (TtftParts): its steps'
-// schedule / forward / output phases, and the time outside steps with the pinning in it.
+// Before 2, the engine idles until it has pinned what it pins while idle (the whole host tier, or
+// with --host-pin-idle reserve its reserve), as a server does after start-up (kv/host_tier.h
+// "Memory"), and the time that took is printed with the tier's pinning counters at the end. The
+// serve ratio is (4, from host) / (2, cold); the target on an H200 is <= 0.10 at 32K
+// tokens. Also prints the tokens that came from the host and bytes copied back per second of the
+// warm TTFT (a lower bound on the load throughput: the TTFT includes the tail's prefill), and the
+// pages the resend's own evictions wrote back to the host (on the write-back stream; its loads into
+// the pages they free start after them: kv/host_tier.h "Copies"). Each TTFT of 2 and 4 is also
+// split by the engine's counters (TtftParts): its steps' schedule / forward / output phases, and
+// the time outside steps with the pinning in it.
 //  5. --decoders N (default 8; 0 skips it): decode of N other sequences while a host hit loads
 //     (bench_host_tier_loading.h), on a fresh engine: the mean step time while the resend is
 //     loading against just before, as a ratio (the target >= 0.95), with how many steps
@@ -177,10 +178,11 @@ int run(const Options& o) {
   const std::vector<int32_t> prompt = random_prompt();
   std::string error;
   uint64_t finished = 0;
-  // The tier is attached at start-up; its reserve is pinned while the engine idles.
+  // The tier is attached at start-up; it is pinned while the engine idles (the whole tier, or with
+  // --host-pin-idle reserve its reserve).
   if (engine.stats().host_pages_total == 0) return fail("the engine started without a host tier");
   const auto idle0 = Clock::now();
-  while (engine.stats().host_reserve_short && seconds_since(idle0) < 120)
+  while (engine.stats().host_idle_pinning && seconds_since(idle0) < 120)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const double reserve_s = seconds_since(idle0);
   const EngineStats idle = engine.stats();
@@ -253,7 +255,11 @@ int run(const Options& o) {
     j["loading_step_times_s"] = ld->loading_step_times_s;
     j["loading_step_stored"] = ld->loading_step_stored;
     j["loading_step_written_ahead"] = ld->loading_step_written_ahead;
+    j["loading_step_pieces"] = ld->loading_step_pieces;
+    j["loading_run_pieces_pinned"] = ld->pieces_pinned;
+    j["loading_run_pin_s"] = ld->pin_s;
     j["before_step_times_s"] = ld->before_step_times_s;
+    j["before_step_pieces"] = ld->before_step_pieces;
   }
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());

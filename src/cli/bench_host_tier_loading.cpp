@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "engine/engine_core.h"
@@ -81,8 +82,9 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
                        EngineCore::create(model, nullptr, options));
   Driver d(std::move(core));
   if (d.core().host_tier() == nullptr) return Status::Error("the engine has no host tier");
-  while (d.core().between_steps(/*idle=*/true)) {
-  }
+  // Idle first, as a server after start-up: the engine pins what it pins while idle.
+  while (d.core().between_steps(/*idle=*/true))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::mt19937_64 rng(seed + 1);
   const uint64_t vocab = static_cast<uint64_t>(model.config().vocab_size);
   auto random_prompt = [&](int32_t n) {
@@ -109,8 +111,11 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
   if (d.core().scheduler().num_running() != decoders)
     return Status::Error("the decoders did not all start (raise --num-pages or --max-num-seqs)");
   double before = 0;
+  auto pieces = [&] { return d.core().stats().host_pieces_pinned; };
   for (; r.before_steps < kBeforeSteps; ++r.before_steps) {
+    const uint64_t pinned = pieces();
     r.before_step_times_s.push_back(d.step());
+    r.before_step_pieces.push_back(pieces() - pinned);
     before += r.before_step_times_s.back();
   }
   r.before_step_s = before / r.before_steps;
@@ -121,6 +126,7 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
   for (int32_t waited = 0;; ++waited) {
     const uint64_t stored = stores(d.core().stats());
     const uint64_t ahead = d.core().stats().host_pages_written_ahead;
+    const uint64_t pinned = pieces();
     const double s = d.step();
     const Sequence* seq = d.running(resend);
     if (seq == nullptr && d.waiting(resend)) {  // not admitted yet: no step of its load
@@ -139,6 +145,7 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
     r.loading_step_times_s.push_back(s);
     r.loading_step_stored.push_back(stores(d.core().stats()) != stored);
     r.loading_step_written_ahead.push_back(d.core().stats().host_pages_written_ahead - ahead);
+    r.loading_step_pieces.push_back(pieces() - pinned);
     if (stores(d.core().stats()) != stored) {
       ++r.loading_steps_with_stores;
     } else {
@@ -149,6 +156,8 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
   r.loading_step_s = r.loading_steps > 0 ? loading / r.loading_steps : 0;
   r.loading_step_s_no_stores = no_stores > 0 ? loading_no_stores / no_stores : 0;
   r.host_hit_tokens = d.core().stats().prefix_host_hit_tokens - host_tokens;
+  r.pieces_pinned = d.core().stats().host_pieces_pinned;
+  r.pin_s = d.core().stats().host_pin_seconds;
   d.core().abort_all();
   return r;
 }

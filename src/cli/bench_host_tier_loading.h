@@ -36,12 +36,17 @@ struct LoadingDecode {
   double admission_step_s = 0;
   uint64_t admission_stores = 0;
   uint64_t host_hit_tokens = 0;  // the resend's tokens that came from the host tier
+  // Pieces of host tier memory pinned over the whole run and the engine thread's time pinning.
+  uint64_t pieces_pinned = 0;
+  double pin_s = 0;
   // Every loading step's wall time, in order, and whether it wrote an eviction back (the JSON's
   // per-step lists: where a low ratio comes from).
   std::vector<double> loading_step_times_s;
   std::vector<bool> loading_step_stored;
   std::vector<uint64_t> loading_step_written_ahead;  // pages the write-ahead copied after it
+  std::vector<uint64_t> loading_step_pieces;         // host tier pieces pinned after it
   std::vector<double> before_step_times_s;           // the steps before the resend, likewise
+  std::vector<uint64_t> before_step_pieces;
   double ratio() const { return loading_step_s > 0 ? before_step_s / loading_step_s : 0; }
   double ratio_no_stores() const {
     return loading_step_s_no_stores > 0 ? before_step_s / loading_step_s_no_stores : 0;

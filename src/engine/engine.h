@@ -88,11 +88,13 @@ struct EngineOptions {
   // The host tier's pinning (kv/host_tier.h "Memory"): pinned free space kept ahead of evictions
   // (< 0: kHostPinReserveBytes or, when larger, the KV pages of one max_model_len sequence; at
   // least one piece), the pieces it is pinned in (0:
-  // kHostPieceBytes), and whether pieces are faulted in on a background thread (false: on the
-  // engine thread between steps, deterministic for tests). Pins happen only between steps.
+  // kHostPieceBytes), whether pieces are faulted in on a background thread (false: on the
+  // engine thread between steps, deterministic for tests), and whether the engine pins the whole
+  // tier while idle (false: only the reserve). Pins happen only between steps.
   int64_t host_pin_reserve_bytes = -1;
   int64_t host_pin_piece_bytes = 0;
   bool host_fault_in_background = true;
+  bool host_pin_all_while_idle = true;
   // Write-ahead (kv/host_tier.h "Write-ahead"): between steps, the cached device pages the next
   // step could evict are copied to the host tier ahead of their eviction, so no step waits for a
   // write-back; off: every page is written back when it is evicted (the step that evicts it waits

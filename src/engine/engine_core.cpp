@@ -335,6 +335,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                             : std::max(kHostPinReserveBytes, longest);
     if (options.host_pin_piece_bytes != 0) pin.piece_bytes = options.host_pin_piece_bytes;
     pin.fault_in_background = options.host_fault_in_background;
+    pin.pin_all_while_idle = options.host_pin_all_while_idle;
     SYV_ASSIGN_OR_RETURN(auto tier,
                          HostTier::create(*core->store_, core->cache_.index().key_tokens(),
                                           host_plan.num_pages, host_plan.num_checkpoints, pin));
@@ -596,13 +597,18 @@ void EngineCore::attach_host_tier(std::unique_ptr<HostTier> tier) {
 
 bool EngineCore::between_steps(bool idle) {
   if (host_ == nullptr) return false;
-  // Write-ahead (kv/host_tier.h): the pages the next step could take, at most: a new page for
-  // every running sequence and the step's token budget in pages.
+  // Write-ahead (kv/host_tier.h "Write-ahead"): the pages the next step could take, at most: a
+  // new page for every running sequence and the step's token budget in pages; or, when more and
+  // the host tier holds at least two max_model_len sequences, the pages of one, which a host hit
+  // that long allocates in its admission step (else that step writes back what it evicts as one
+  // large batch). The window's pages are held in both tiers until evicted, hence the condition.
   const int32_t ps = cache_.page_size();
-  const int32_t ahead = options_.host_write_ahead
-                            ? cache_.write_ahead(scheduler_.num_running() +
-                                                 (options_.max_num_batched_tokens + ps - 1) / ps)
-                            : 0;
+  const int32_t next_step =
+      scheduler_.num_running() + (options_.max_num_batched_tokens + ps - 1) / ps;
+  const int32_t longest = (options_.max_model_len + ps - 1) / ps;
+  const int32_t window =
+      host_->num_pages() >= 2 * int64_t{longest} ? std::max(next_step, longest) : next_step;
+  const int32_t ahead = options_.host_write_ahead ? cache_.write_ahead(window) : 0;
   const uint64_t pinned = host_->counters().pieces_pinned;
   const bool more = host_->between_steps(idle);
   if (ahead > 0 || host_->counters().pieces_pinned != pinned) update_gauges();
@@ -1034,7 +1040,7 @@ void EngineCore::update_gauges() {
     stats_.host_pieces_pinned = c.pieces_pinned;
     stats_.host_pin_seconds = c.pin_seconds;
     stats_.host_stores_short = c.stores_short;
-    stats_.host_reserve_short = host_->reserve_short();
+    stats_.host_idle_pinning = host_->idle_pinning();
   }
   if (hybrid_ != nullptr) {
     const CheckpointPool& ck = hybrid_->pool();

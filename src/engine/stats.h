@@ -93,7 +93,7 @@ struct EngineStats {
   uint64_t host_pieces_pinned = 0;  // counter: pieces pinned (between steps)
   double host_pin_seconds = 0;      // counter: engine-thread time pinning them
   uint64_t host_stores_short = 0;   // counter: evictions not written back: reserve ran dry
-  bool host_reserve_short = false;  // gauge: the pinned reserve is being pinned (between steps)
+  bool host_idle_pinning = false;   // gauge: idle, the engine would still pin (the whole tier)
 
   // CUDA graphs of the decode buckets (engine/graph_runner.h; 0 when off) ------------------------
   uint64_t graph_steps = 0;         // counter: steps replayed as their bucket's graph

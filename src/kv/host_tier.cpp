@@ -48,6 +48,7 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
       pages_(num_pages, 0),
       checkpoints_(num_checkpoints, 0),
       faulter_(pin.fault_in_background, store.backend().pins_host_memory()),
+      pin_all_while_idle_(pin.pin_all_while_idle),
       page_parent_(static_cast<size_t>(num_pages), 0),
       page_tokens_(static_cast<size_t>(num_pages) * static_cast<size_t>(key_tokens), 0),
       ckpt_length_(static_cast<size_t>(num_checkpoints), 0),
@@ -111,6 +112,12 @@ int HostTier::short_kind() const {
   return -1;
 }
 
+int HostTier::kind_to_pin(bool idle) const {
+  const int kind = short_kind();
+  if (kind >= 0 || !idle || !pin_all_while_idle_) return kind;
+  return growing(0) ? 0 : growing(1) ? 1 : -1;
+}
+
 size_t HostTier::next_piece_bytes(int kind) {
   const HostEntries& e = entries(kind);
   const Pieces& p = pieces(kind);
@@ -142,7 +149,7 @@ void HostTier::pin_piece(int kind, Result<HostPages> pages) {
 }
 
 bool HostTier::between_steps(bool idle) {
-  const int kind = short_kind();
+  const int kind = kind_to_pin(idle);
   if (kind < 0) return false;
   // Before the device pools first evict, the reserve is pinned only while idle: a busy server
   // whose device pools still have room pays no pin between its steps.
@@ -168,7 +175,7 @@ bool HostTier::between_steps(bool idle) {
   if (next < 0) next = growing(0) ? 0 : growing(1) ? 1 : -1;
   if (next >= 0 && faulter_.background() && !faulter_.busy() && !faulter_.has(next))
     faulter_.start(next, next_piece_bytes(next));
-  return short_kind() >= 0;
+  return kind_to_pin(idle) >= 0;
 }
 
 bool HostTier::has_room(int kind) {

@@ -71,7 +71,12 @@
 // default), never inside a step. A pinned reserve stays ahead of use: between steps
 // (between_steps(), called by the engine loop after each step and while it is idle) the tier pins
 // at most one piece when its free pinned entries of a kind fall below the reserve
-// (HostPinOptions::reserve_bytes, split between the kinds like the tier). The piece's memory was
+// (HostPinOptions::reserve_bytes, split between the kinds like the tier); while the engine is
+// idle it pins one piece per call until the whole tier is pinned (pin_all_while_idle, the
+// default; else only the reserve), so a server pins its tier in its first idle seconds and its
+// busy steps later pin nothing (each 128 MiB registration holds its gap ~3.5 ms on an H200
+// machine, and registering on the faulter's thread stalled the step running meanwhile as long:
+// docs/performance.md, 2026-12-03 21:5x). The piece's memory was
 // faulted in beforehand by a background thread that makes no CUDA call (HostPieceFaulter,
 // backend/host_pages.h), so the engine thread only page-locks it (Backend::pin_host_pages). On
 // a backend that does not pin (CPU) the pieces are only mapped, so the same bookkeeping runs
@@ -88,7 +93,9 @@
 //
 // Write-ahead: between steps the prefix cache copies the device pages that the next allocations
 // would evict to this tier before they are evicted (PrefixCache::write_ahead, store_pages_ahead(),
-// sized by the engine: EngineCore::between_steps), so the step that evicts them finds them stored
+// sized by the engine: EngineCore::between_steps, the next step's pages or, with a host tier of
+// at least two max_model_len sequences, one such sequence's, which a host hit that long
+// allocates in its admission step), so the step that evicts them finds them stored
 // and waits for no copy; at eviction only pages the write-ahead missed are written back (and
 // waited for) as above. It copies nothing a plain write-back would not (the same pages, only
 // earlier; a page revived by a prefix hit meanwhile keeps its host copy, which stays valid: a
@@ -131,6 +138,8 @@ struct HostPinOptions {
   // Fault pieces in on a background thread (false: on the engine thread, between steps, which
   // makes the tests deterministic).
   bool fault_in_background = true;
+  // While the engine is idle, pin the whole tier (false: only up to the reserve, as in busy gaps).
+  bool pin_all_while_idle = true;
 };
 
 struct HostTierCounters {
@@ -178,15 +187,18 @@ class HostTier {
   const HostTierCounters& counters() const { return counters_; }
 
   // Between steps (never inside one): pins at most one piece when a kind's free pinned entries
-  // are below its reserve and the kind is still growing, then starts faulting in the next piece.
-  // It never waits for a piece being faulted in (idle or not: a request arriving while the engine
-  // is idle would wait with it), which a later call pins; until the device pools first evict into
-  // the tier nothing is pinned between busy steps (only while idle: nothing else to do). Returns
-  // whether the reserve is still short (the engine loop then calls again after a short sleep on
-  // its inbox when idle).
+  // are below its reserve and the kind is still growing (idle, with pin_all_while_idle: while it
+  // is still growing), then starts faulting in the next piece. It never waits for a piece being
+  // faulted in (idle or not: a request arriving while the engine is idle would wait with it),
+  // which a later call pins; until the device pools first evict into the tier nothing is pinned
+  // between busy steps (only while idle: nothing else to do). Returns whether it wants to pin more
+  // (the engine loop then calls again after a short sleep on its inbox when idle).
   bool between_steps(bool idle);
   // Whether a kind still growing has fewer free pinned entries than its reserve.
   bool reserve_short() const { return short_kind() >= 0; }
+  // Whether the engine would pin more while idle (the reserve is short, or with
+  // pin_all_while_idle the tier is not all pinned yet).
+  bool idle_pinning() const { return kind_to_pin(/*idle=*/true) >= 0; }
 
   // ---- pages --------------------------------------------------------------------------------
   // The entry holding the page keyed `key` after `parent` with these key_tokens tokens, or -1.
@@ -276,6 +288,9 @@ class HostTier {
   HostEntries& entries(int kind) { return kind == 0 ? pages_ : checkpoints_; }
   const HostEntries& entries(int kind) const { return kind == 0 ? pages_ : checkpoints_; }
   bool growing(int kind) const;  // some of its entries not pinned yet
+  // The kind to pin next between steps: one whose free pinned entries are below its reserve
+  // (pages first), or (idle, with pin_all_while_idle_) one still growing; -1 when none.
+  int kind_to_pin(bool idle) const;
   // The kind whose free pinned entries are below its reserve (pages first), or -1.
   int short_kind() const;
   // Bytes of the next piece of `kind` (growing).
@@ -307,6 +322,7 @@ class HostTier {
   HostEntries pages_, checkpoints_;
   Pieces page_pieces_, checkpoint_pieces_;
   HostPieceFaulter faulter_;
+  bool pin_all_while_idle_;
   bool warned_ = false;
   std::vector<uint64_t> page_parent_;  // [num_pages]
   std::vector<int32_t> page_tokens_;   // [num_pages * key_tokens]

@@ -43,6 +43,10 @@ TEST_F(HostTierGpu, PinsOnlyBetweenStepsAheadOfEvictions) {
   pins_only_between_steps_ahead_of_evictions();
 }
 
+TEST_F(HostTierGpu, IdlePinsTheWholeTier) {
+  idle_pins_the_whole_tier();
+}
+
 TEST_F(HostTierGpu, HybridMultiTurnResumesFromHostCheckpoints) {
   hybrid_multi_turn_resumes_from_host_checkpoints();
 }

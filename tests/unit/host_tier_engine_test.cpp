@@ -53,6 +53,10 @@ TEST(HostTier, PinsOnlyBetweenStepsAheadOfEvictions) {
   pins_only_between_steps_ahead_of_evictions();
 }
 
+TEST(HostTier, IdlePinsTheWholeTier) {
+  idle_pins_the_whole_tier();
+}
+
 TEST(HostTier, HybridMultiTurnResumesFromHostCheckpoints) {
   hybrid_multi_turn_resumes_from_host_checkpoints();
 }
@@ -95,6 +99,10 @@ TEST(HostTierLoading, EvictionStormWithWriteBacksDuringLoads) {
 // Write-ahead (kv/host_tier.h "Write-ahead"): evicted pages were stored between steps.
 TEST(HostTierLoading, WriteAheadLeavesEvictionsNothingToWriteBack) {
   write_ahead_leaves_evictions_nothing_to_write_back();
+}
+
+TEST(HostTierLoading, WriteAheadCoversALongHostHitsAdmission) {
+  write_ahead_covers_a_long_host_hits_admission();
 }
 
 TEST(HostTierLoading, EvictionStormWithWriteAhead) {

@@ -257,7 +257,8 @@ inline uint64_t run_checking_pins(Harness& h) {
     h.core().between_steps(/*idle=*/!h.core().has_work());
     between += tier.counters().pieces_pinned - pieces;
   }
-  // Idle: the loop keeps pinning, a piece per call, until the reserve is full.
+  // Idle: the loop keeps pinning, a piece per call, until the reserve (by default the whole tier)
+  // is full.
   for (bool more = true; more;) {
     const uint64_t pieces = tier.counters().pieces_pinned;
     more = h.core().between_steps(/*idle=*/true);
@@ -282,6 +283,7 @@ inline void pins_only_between_steps_ahead_of_evictions() {
       EngineOptions o = opts(dir, 10, 1, 64, 16);
       o.host_pin_piece_bytes = 1;  // one entry per piece
       o.host_pin_reserve_bytes = 0;
+      o.host_pin_all_while_idle = false;  // the reserve alone, idle or not
       if (reserve_suffices) {
         const int64_t page_bytes = make_core(model(dir), o)->store().page_bytes();
         const int64_t slot_bytes = make_core(model(dir), o)->store().slot_bytes();
@@ -322,6 +324,40 @@ inline void pins_only_between_steps_ahead_of_evictions() {
       }
       expect_no_leaks(h);
     }
+  }
+}
+
+// By default the engine pins the whole tier while idle (kv/host_tier.h "Memory"): after the
+// first request the tier is all pinned, so with the smallest reserve (one piece of one entry) the
+// next request's evictions are all written back, no busy gap pins, and the prefix comes back
+// from the host whole, exactly.
+inline void idle_pins_the_whole_tier() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    SCOPED_TRACE(dir);
+    std::mt19937 rng(7);
+    EngineOptions o = opts(dir, 10, 1, 64, 16);
+    o.host_pin_piece_bytes = 1;  // one entry per piece
+    o.host_pin_reserve_bytes = 0;
+    Harness h(make_core(model(dir), o));
+    const HostTier& tier = *h.core().host_tier();
+    const Request a = request(random_tokens(rng, 100), 8);
+    const uint64_t cold = h.submit(a);
+    run_checking_pins(h);
+    EXPECT_EQ(tier.pinned_bytes(), tier.total_bytes());
+    EXPECT_FALSE(h.core().between_steps(/*idle=*/true));  // nothing left to pin
+    const uint64_t pieces = tier.counters().pieces_pinned;
+    h.submit(request(random_tokens(rng, 140), 8));
+    EXPECT_EQ(run_checking_pins(h), 0u);
+    EXPECT_EQ(tier.counters().pieces_pinned, pieces);
+    EXPECT_GE(h.core().stats().host_pages_stored + h.core().stats().host_pages_written_ahead, 6u);
+    EXPECT_EQ(h.core().stats().host_stores_short, 0u);
+    const uint64_t warm = h.submit(a);
+    run_checking_pins(h);
+    const SampleOutput& w = h.output(warm).samples.at(0);
+    EXPECT_EQ(w.tokens, h.output(cold).samples.at(0).tokens);
+    EXPECT_EQ(w.cached_tokens, 96);
+    EXPECT_EQ(h.core().stats().prefix_host_hit_tokens, 96u);
+    expect_no_leaks(h);
   }
 }
 
@@ -529,6 +565,30 @@ inline EvictedPrefix evict_a_prefix(Harness& h, std::mt19937& rng) {
   return e;
 }
 
+// After evict_a_prefix (with the write-ahead on): D, 6 full pages the host does not hold, runs
+// and is written ahead; then C (10 tokens, 30 out) is admitted and steps once.
+struct WrittenAhead {
+  EvictedPrefix e;
+  Request c;
+  uint64_t c_id = 0;
+  EngineStats before;           // the counters then
+  uint64_t present_before = 0;  // HostTierCounters::stores_present then
+};
+inline WrittenAhead evict_a_prefix_then_write_ahead_d(Harness& h, std::mt19937& rng) {
+  WrittenAhead w{evict_a_prefix(h, rng), {}, 0, {}, 0};
+  const uint64_t ahead_before_d = h.core().stats().host_pages_written_ahead;
+  h.submit(request(random_tokens(rng, 100), 8));  // D
+  h.run();
+  EXPECT_GE(h.core().stats().host_pages_written_ahead - ahead_before_d, 6u)
+      << "D's pages were not written ahead";
+  w.c = request(random_tokens(rng, 10), 30);
+  w.c_id = h.submit(w.c);
+  h.step();
+  w.before = h.core().stats();
+  w.present_before = h.core().host_tier()->counters().stores_present;
+  return w;
+}
+
 // After A's host hit loaded and everything ran: A gave the cold run's tokens (its logprobs bit for
 // bit) from 96 cached tokens, 6 pages of them copied back, and C its solo tokens.
 inline void expect_a_and_c_exact(Harness& h, const char* dir, const EvictedPrefix& e, uint64_t a_id,
@@ -666,18 +726,9 @@ inline void write_ahead_leaves_evictions_nothing_to_write_back() {
     EngineOptions o = opts(dir, 10, 1, 64, 16);
     o.host_write_ahead = true;
     Harness h(make_core(m, o));
-    const EvictedPrefix e = evict_a_prefix(h, rng);
-    const uint64_t ahead_before_d = h.core().stats().host_pages_written_ahead;
-    h.submit(request(random_tokens(rng, 100), 8));  // D: 6 full pages the host does not hold
-    h.run();
-    EXPECT_GE(h.core().stats().host_pages_written_ahead - ahead_before_d, 6u)
-        << "D's pages were not written ahead";
-    const Request c = request(random_tokens(rng, 10), 30);
-    const uint64_t c_id = h.submit(c);
-    h.step();
+    const WrittenAhead w = evict_a_prefix_then_write_ahead_d(h, rng);
     if (::testing::Test::HasFatalFailure()) return;
-    const EngineStats before = h.core().stats();
-    const uint64_t present_before = h.core().host_tier()->counters().stores_present;
+    const EvictedPrefix& e = w.e;
     const uint64_t a_id = h.submit(e.a);
     int loading_steps = 0;
     for (;;) {
@@ -688,11 +739,48 @@ inline void write_ahead_leaves_evictions_nothing_to_write_back() {
       ASSERT_EQ(h.core().check_integrity(), "");
     }
     EXPECT_GT(loading_steps, 0);
-    EXPECT_EQ(h.core().stats().host_pages_stored, before.host_pages_stored)
+    EXPECT_EQ(h.core().stats().host_pages_stored, w.before.host_pages_stored)
         << "an eviction wrote back what the write-ahead should have stored";
-    EXPECT_GT(h.core().host_tier()->counters().stores_present, present_before)
+    EXPECT_GT(h.core().host_tier()->counters().stores_present, w.present_before)
         << "no eviction found its page written ahead: the scenario tests nothing";
-    expect_a_and_c_exact(h, dir, e, a_id, c_id, c, before.host_page_hits);
+    expect_a_and_c_exact(h, dir, e, a_id, w.c_id, w.c, w.before.host_page_hits);
+    expect_no_leaks(h);
+  }
+}
+
+// The write-ahead's long window (EngineCore::between_steps): with a token budget of 2 pages the
+// next step could take 3 (C's new page and the budget), but A's resend allocates 7 pages in its
+// admission step. With max_model_len 160 (10 pages) and a host tier of 64 pages (at least two such
+// sequences) the write-ahead keeps the 10 oldest pages of the pool stored, so A's admission
+// evicts D's pages (the host did not hold them before D ran) without writing any back; A and C
+// stay exact. Dense only: the write-ahead is the pages' alone, the same for every family (a
+// hybrid's A, prefilled in 32-token chunks with one device checkpoint, comes back from 32 tokens
+// only, which this scenario does not need).
+inline void write_ahead_covers_a_long_host_hits_admission() {
+  for (const char* dir : {"qwen3/tied_gqa2"}) {
+    SCOPED_TRACE(dir);
+    Model& m = loading_model(dir, 3);
+    std::mt19937 rng(7);
+    EngineOptions o = opts(dir, 10, 1, 64, 0, /*budget=*/32, /*chunk=*/32);
+    o.max_model_len = 160;
+    o.host_write_ahead = true;
+    Harness h(make_core(m, o));
+    const WrittenAhead w = evict_a_prefix_then_write_ahead_d(h, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+    const EvictedPrefix& e = w.e;
+    const uint64_t a_id = h.submit(e.a);
+    h.step();  // A's admission
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_TRUE(is_loading(running_with(h, e.a.prompt_ids)));
+    EXPECT_EQ(h.core().stats().host_pages_stored, w.before.host_pages_stored)
+        << "A's admission wrote back pages the write-ahead should have stored";
+    EXPECT_GE(h.core().host_tier()->counters().stores_present - w.present_before, 4u)
+        << "A's admission evicted fewer pages than the scenario needs";
+    while (is_loading(running_with(h, e.a.prompt_ids))) {
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    expect_a_and_c_exact(h, dir, e, a_id, w.c_id, w.c, w.before.host_page_hits);
     expect_no_leaks(h);
   }
 }
