@@ -438,7 +438,9 @@ std::string HostTier::describe() const {
        << format_bytes(std::min(page_pieces_.per_piece, num_pages()) * store_.external_page_bytes())
        << ", keeping " << page_pieces_.reserve << " pages";
   if (num_checkpoints() > 0) line << " and " << checkpoint_pieces_.reserve << " checkpoints";
-  line << " free ahead of evictions), write-back at device eviction";
+  line << " free ahead of evictions; while idle "
+       << (pin_all_while_idle_ ? "the whole tier" : "only that reserve")
+       << "), write-back at device eviction";
   return line.str();
 }
 
