@@ -230,6 +230,11 @@ class HostTier {
   // Makes entry the most recently used page (its device page is about to be evicted: a
   // write-ahead found it stored).
   void touch_page(int32_t entry) { pages_.touch(entry); }
+  // Whether page entry `entry` holds a page under `key` (a hint checked in O(1); find_page() also
+  // compares the parent and tokens).
+  bool holds_page(int32_t entry, uint64_t key) const {
+    return pages_.used(entry) && pages_.key(entry) == key;
+  }
   void unpin_page(int32_t entry) { pages_.unpin(entry); }
 
   // ---- checkpoints --------------------------------------------------------------------------

@@ -77,23 +77,28 @@ LoadTicket PrefixCache::load_host_pages(const PrefixHit& hit, const std::vector<
 
 int32_t PrefixCache::write_ahead(int32_t pages) {
   if (host_ == nullptr) return 0;
-  std::vector<HostTier::AheadPage> ahead;
-  std::vector<int32_t> held;  // host entries of the window's pages stored already
+  ahead_.clear();
+  held_.clear();  // host entries of the window's pages stored already
   int32_t left = pages - pool_.num_free();
   for (int32_t page = pool_.lru_oldest(); page >= 0 && left > 0;
        page = pool_.lru_newer(page), --left) {
     if (!index_.contains(page)) continue;
-    const int32_t* tokens = index_.tokens_of(page);
-    const uint64_t parent = index_.parent_of(page), key = index_.key_of(page);
-    const int32_t entry = host_->find_page(parent, key, tokens);
+    const uint64_t key = index_.key_of(page);
+    int32_t& entry = host_entry_of_[static_cast<size_t>(page)];
+    if (entry < 0 || !host_->holds_page(entry, key)) {
+      entry = host_->find_page(index_.parent_of(page), key, index_.tokens_of(page));
+    }
     if (entry < 0) {
-      ahead.push_back({page, parent, key, tokens});
+      ahead_.push_back({page, index_.parent_of(page), key, index_.tokens_of(page)});
     } else {
-      host_->touch_page(entry);  // the host copy is the one the eviction will want: keep it fresh
-      held.push_back(entry);
+      held_.push_back(entry);
     }
   }
-  return host_->store_pages_ahead(ahead, held);
+  if (ahead_.empty()) return 0;
+  // The host copies are the ones the evictions will want: keep them fresh, so that the batch's
+  // entries are taken from older ones.
+  for (int32_t entry : held_) host_->touch_page(entry);
+  return host_->store_pages_ahead(ahead_, held_);
 }
 
 int32_t PrefixCache::num_evictable(const PrefixHit& hit) const {

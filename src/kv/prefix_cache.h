@@ -60,7 +60,10 @@ class PrefixCache {
 
   // The host tier evicted pages are written back to and matched in (null: none). Set once,
   // before the first allocation; it must outlive the cache.
-  void set_host_tier(HostTier* host) { host_ = host; }
+  void set_host_tier(HostTier* host) {
+    host_ = host;
+    host_entry_of_.assign(static_cast<size_t>(pool_.num_pages()), -1);
+  }
   HostTier* host_tier() const { return host_; }
 
   // Longest cached prefix of tokens[0, max_tokens), in whole pages (each followed by its
@@ -91,8 +94,10 @@ class PrefixCache {
   // would evict (the pool's free pages go first, then the LRU's oldest) to the host tier now, as
   // one batch that nothing waits for, unless the tier holds them already. When allocate() later
   // evicts such a page its write-back is already done (HostTier::store_page finds the key), so the
-  // step that evicts it does not wait for a copy (kv/host_tier.h "Write-ahead"). Those the tier
-  // holds already are refreshed in its LRU (so that storing the others does not evict them).
+  // step that evicts it does not wait for a copy (kv/host_tier.h "Write-ahead"). When some are
+  // copied, those the tier holds already are refreshed in its LRU first (so that storing the
+  // others does not evict them). Called after every step: a page's host entry, once found, is
+  // remembered (host_entry_of_), so a window the tier holds whole costs a key compare a page.
   // Returns the pages copied.
   int32_t write_ahead(int32_t pages);
 
@@ -105,6 +110,11 @@ class PrefixCache {
   PagePool pool_;
   PrefixIndex index_;
   HostTier* host_ = nullptr;
+  // Per device page: the host page entry last found holding its key (-1: none known). A hint
+  // for write_ahead(), checked against the entry's key before use (HostTier::holds_page).
+  std::vector<int32_t> host_entry_of_;
+  std::vector<HostTier::AheadPage> ahead_;  // write_ahead()'s lists, reused
+  std::vector<int32_t> held_;
 };
 
 }  // namespace syv
