@@ -37,6 +37,8 @@
 // SM issue ~57% busy, 6.2 cycles per issued instruction: latency- and instruction-bound), 18.6
 // once the tile loads stopped dividing by the page size (paged_row). Two accumulators per S n-tile
 // (halving the chain of dependent MMAs) measured 18.9: not kept.
+// Key rows then took it to 17.9 (graph), and tile loads by page (tiles_in_pages: one page-table
+// read per tile, addresses stepped by constants) to 14.9, 1.59x the bf16 KV step's 23.7.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -69,16 +71,27 @@ __device__ __forceinline__ uint32_t pack_f16_sat(float lo, float hi) {
       __floats2half2_rn(fminf(fmaxf(lo, -65504.f), 65504.f), fminf(fmaxf(hi, -65504.f), 65504.f));
   return *reinterpret_cast<const uint32_t*>(&h);
 }
-// The two e4m3 bytes in the low 16 bits of `w` as exact f16 (low byte -> low half):
-// cvt.rn.f16x2.e4m3x2 on sm_89+; elsewhere the bits moved into an f16 (the value / 2^8, normals
-// and subnormals alike: quant_convert.cuh's fp8x4_to_f32) and multiplied back, exactly.
+// The two e4m3 bytes in 16-bit half kHalf of `w` as exact f16 (low byte -> low half):
+// cvt.rn.f16x2.e4m3x2 on sm_89+, reading the half in place (a `>> 16` cost a shift per pair);
+// elsewhere the bits moved into an f16 (the value / 2^8, normals and subnormals alike:
+// quant_convert.cuh's fp8x4_to_f32) and multiplied back, exactly.
+template <int kHalf>
 __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  const __half2_raw r =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
-  return static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
+  uint32_t r;
+  if constexpr (kHalf == 0) {
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\ncvt.rn.f16x2.e4m3x2 %0, l;\n}"
+        : "=r"(r)
+        : "r"(w));
+  } else {
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\ncvt.rn.f16x2.e4m3x2 %0, h;\n}"
+        : "=r"(r)
+        : "r"(w));
+  }
+  return r;
 #else
-  const uint32_t p = __byte_perm(w, 0u, 0x1404u);  // b1 << 24 | b0 << 8
+  // The half's high byte << 24 | its low byte << 8.
+  const uint32_t p = __byte_perm(w, 0u, kHalf == 0 ? 0x1404u : 0x3424u);
   const uint32_t bits = ((p >> 1) & 0x3f803f80u) | (p & 0x80008000u);
   const __half2 h = __hmul2(*reinterpret_cast<const __half2*>(&bits), __float2half2_rn(256.f));
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -262,24 +275,67 @@ __global__ void __launch_bounds__(kThreads,
     f[2] = lo.y;
     f[3] = hi.y;
   };
-  // The cache row of key `key` (page table lookup), or -1 past the split.
-  auto cache_row = [&](int key) -> int64_t {
+  // Tiles inside pages: with a power-of-two page size that is a multiple of kBN and a split that
+  // starts on a tile boundary (kDecodeSplitAlign keys: every batch of >= 2 tokens), each tile's
+  // keys are consecutive rows of one page, hk rows apart. The tile loads then read the page table
+  // once per tile and step each thread's source and shared addresses by constants; a per-chunk
+  // paged_row() (page-table read, 64-bit row arithmetic, generic-to-shared conversion) was about
+  // 40 instructions per 16-byte chunk, ~45% of the fp8 key-rows kernel's instructions (ncu, H200,
+  // 8B, b = 64, ctx 8192: 556 warp instructions per warp and tile).
+  const bool tiles_in_pages =
+      (a.page_size & (a.page_size - 1)) == 0 && a.page_size % kBN == 0 && k_begin % kBN == 0;
+  const int page_shift = __ffs(a.page_size) - 1;
+  // Tile j's first cache row (tiles_in_pages only).
+  auto tile_row = [&](int j) -> int64_t {
+    const int k0 = k_begin + j * kBN;
+    return (static_cast<int64_t>(pt[k0 >> page_shift]) * a.page_size + (k0 & (a.page_size - 1))) *
+               a.hk +
+           kh;
+  };
+  // The cache row of key r of tile j, or -1 past the split (any page size and split start).
+  auto cache_row = [&](int j, int r) -> int64_t {
+    const int key = k_begin + j * kBN + r;
     return key < k_end ? prefill::paged_row(pt, key, a.page_size, a.hk, kh) : -1;
+  };
+  // Tile j's K and V rows (kRowBytes each, 16-byte chunks, from caches kc / vc) into shared
+  // memory: thread tid copies chunk c0 = tid % (kRowBytes / 16) of rows r0 + i * kRowStep, row r
+  // to the shared addresses sk + k_at(r) and sv + v_at(r); rows past the split are zero-filled.
+  // kRowBytes: a std::integral_constant; row0: tile_row(j) when tiles_in_pages (else unused).
+  auto copy_rows = [&](auto row_bytes, int j, int64_t row0, const void* kc, const void* vc,
+                       uint32_t sk, uint32_t sv, auto k_at, auto v_at) {
+    constexpr int kRowBytes = decltype(row_bytes)::value, NC = kRowBytes / 16;
+    constexpr int kSteps = kBN * NC / kThreads, kRowStep = kThreads / NC;
+    static_assert(kThreads % NC == 0 && kBN * NC % kThreads == 0);
+    const int r0 = tid / NC, c0 = tid % NC;
+    const unsigned char* kb = static_cast<const unsigned char*>(kc);
+    const unsigned char* vb = static_cast<const unsigned char*>(vc);
+    if (tiles_in_pages) {
+      const int n_valid = k_end - (k_begin + j * kBN);  // keys of the tile in the split
+      const int64_t off = (row0 + static_cast<int64_t>(r0) * a.hk) * kRowBytes + c0 * 16;
+      const int64_t step = static_cast<int64_t>(kRowStep) * a.hk * kRowBytes;
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) {
+        const int r = r0 + i * kRowStep;
+        cp_async16_s(sk + k_at(r), kb + off + i * step, r < n_valid);
+        cp_async16_s(sv + v_at(r), vb + off + i * step, r < n_valid);
+      }
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      const int r = r0 + i * kRowStep;
+      const int64_t row = cache_row(j, r);
+      const int64_t off = row >= 0 ? row * kRowBytes + c0 * 16 : 0;
+      cp_async16_s(sk + k_at(r), kb + off, row >= 0);
+      cp_async16_s(sv + v_at(r), vb + off, row >= 0);
+    }
   };
   // bf16: tile j's K and V rows straight into tile buffer `buf`.
   auto load_kv = [&](int j, int buf) {
-    bf16* ks = Ks + buf * kBN * LD;
-    bf16* vs = Vs + buf * kBN * LD;
-    const bf16* kc = static_cast<const bf16*>(a.k_cache);
-    const bf16* vc = static_cast<const bf16*>(a.v_cache);
-#pragma unroll
-    for (int i = 0; i < kBN * CH / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / CH, c = idx % CH;
-      const int64_t row = cache_row(k_begin + j * kBN + r);
-      const int64_t off = row >= 0 ? row * D + c * 8 : 0;
-      cp_async16(ks + r * LD + c * 8, kc + off, row >= 0);
-      cp_async16(vs + r * LD + c * 8, vc + off, row >= 0);
-    }
+    const int c0 = tid % CH;
+    const auto at = [&](int r) { return (r * LD + c0 * 8) * 2; };
+    copy_rows(std::integral_constant<int, D * 2>{}, j, tiles_in_pages ? tile_row(j) : 0, a.k_cache,
+              a.v_cache, smem_u32(Ks + buf * kBN * LD), smem_u32(Vs + buf * kBN * LD), at, at);
   };
   // Quantized: tile j's stored bytes and scales into raw stage `st` (rows past the split zeroed).
   constexpr int RB = static_cast<int>(kv_row_bytes<KT>(D));       // bytes of a row
@@ -295,26 +351,30 @@ __global__ void __launch_bounds__(kThreads,
   };
   auto raw_vs = [&](int st) { return raw_ks(st) + kBN * RS; };
   auto load_raw = [&](int j, int st) {
-    const uint8_t* kq = static_cast<const uint8_t*>(a.k_cache);
-    const uint8_t* vq = static_cast<const uint8_t*>(a.v_cache);
     constexpr int RC = RB / 16;  // 16-byte chunks of a row
-    for (int idx = tid; idx < kBN * RC; idx += kThreads) {
-      const int r = idx / RC, c = idx % RC;
-      const int64_t row = cache_row(k_begin + j * kBN + r);
-      const int64_t off = row >= 0 ? row * RB + c * 16 : 0;
-      const int cs = kFold ? fp8_chunk<D>(r, c) : c;
-      cp_async16(raw_k(st) + r * KLD + cs * 16, kq + off, row >= 0);
-      cp_async16(raw_v(st) + r * VLD + cs * 16, vq + off, row >= 0);
-    }
-    constexpr int SC = SB / 4;  // 4-byte chunks of a row's scales
+    // fp8's swizzle (chunk c of row r at c ^ (r & 7)) is the same for every row a thread copies:
+    // they are kThreads / RC apart.
+    static_assert(!kFold || !kFp8Swizzle<D> || (kThreads / RC) % 8 == 0);
+    const int cs = kFold ? fp8_chunk<D>(tid / RC, tid % RC) : tid % RC;
+    const int64_t row0 = tiles_in_pages ? tile_row(j) : 0;
+    copy_rows(
+        std::integral_constant<int, RB>{}, j, row0, a.k_cache, a.v_cache, smem_u32(raw_k(st)),
+        smem_u32(raw_v(st)), [&](int r) { return r * KLD + cs * 16; },
+        [&](int r) { return r * VLD + cs * 16; });
+    // The rows' scales (4-byte chunks).
+    constexpr int SC = SB / 4;
     const unsigned char* ksq = static_cast<const unsigned char*>(a.k_scales);
     const unsigned char* vsq = static_cast<const unsigned char*>(a.v_scales);
-    for (int idx = tid; idx < kBN * SC; idx += kThreads) {
-      const int r = idx / SC, c = idx % SC;
-      const int64_t row = cache_row(k_begin + j * kBN + r);
-      const int64_t off = row >= 0 ? row * SB + c * 4 : 0;
-      cp_async4(reinterpret_cast<unsigned char*>(raw_ks(st)) + idx * 4, ksq + off, row >= 0);
-      cp_async4(reinterpret_cast<unsigned char*>(raw_vs(st)) + idx * 4, vsq + off, row >= 0);
+#pragma unroll
+    for (int i = 0; i < (kBN * SC + kThreads - 1) / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / SC, c = idx % SC;
+      if (idx >= kBN * SC) break;
+      const int64_t row = !tiles_in_pages                 ? cache_row(j, r)
+                          : k_begin + j * kBN + r < k_end ? row0 + static_cast<int64_t>(r) * a.hk
+                                                          : -1;
+      const int64_t soff = row >= 0 ? row * SB + c * 4 : 0;
+      cp_async4(reinterpret_cast<unsigned char*>(raw_ks(st)) + idx * 4, ksq + soff, row >= 0);
+      cp_async4(reinterpret_cast<unsigned char*>(raw_vs(st)) + idx * 4, vsq + soff, row >= 0);
     }
   };
   // int4: raw stage `st` decoded and scaled per 32-element group into the bf16 K and V tiles.
@@ -440,8 +500,8 @@ __global__ void __launch_bounds__(kThreads,
           const uint32_t k0[4] = {w0.x, w0.y, w0.z, w0.w}, k1[4] = {w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const uint32_t af[4] = {e4m3x2_to_f16x2(k0[i]), e4m3x2_to_f16x2(k1[i]),
-                                    e4m3x2_to_f16x2(k0[i] >> 16), e4m3x2_to_f16x2(k1[i] >> 16)};
+            const uint32_t af[4] = {e4m3x2_to_f16x2<0>(k0[i]), e4m3x2_to_f16x2<0>(k1[i]),
+                                    e4m3x2_to_f16x2<1>(k0[i]), e4m3x2_to_f16x2<1>(k1[i])};
             mma_f16(s4, af, qb[kKeyRows ? 4 * c + i : 0][0], qb[kKeyRows ? 4 * c + i : 0][1]);
           }
         }
@@ -513,10 +573,10 @@ __global__ void __launch_bounds__(kThreads,
           for (int w = 0; w < kVWords; ++w) {
             const int mt = 8 * c + 2 * w;  // n-tiles 2 mt .. 2 mt + 3 of the head-rows form
             const VPairs v = pair_v_words(x, w);
-            const uint32_t a0[4] = {e4m3x2_to_f16x2(v.lo0), e4m3x2_to_f16x2(v.lo0 >> 16),
-                                    e4m3x2_to_f16x2(v.lo1), e4m3x2_to_f16x2(v.lo1 >> 16)};
-            const uint32_t a1[4] = {e4m3x2_to_f16x2(v.hi0), e4m3x2_to_f16x2(v.hi0 >> 16),
-                                    e4m3x2_to_f16x2(v.hi1), e4m3x2_to_f16x2(v.hi1 >> 16)};
+            const uint32_t a0[4] = {e4m3x2_to_f16x2<0>(v.lo0), e4m3x2_to_f16x2<1>(v.lo0),
+                                    e4m3x2_to_f16x2<0>(v.lo1), e4m3x2_to_f16x2<1>(v.lo1)};
+            const uint32_t a1[4] = {e4m3x2_to_f16x2<0>(v.hi0), e4m3x2_to_f16x2<1>(v.hi0),
+                                    e4m3x2_to_f16x2<0>(v.hi1), e4m3x2_to_f16x2<1>(v.hi1)};
             mma_f16(o[mt], a0, b0, b1);
             mma_f16(o[mt + 1], a1, b0, b1);
           }
@@ -597,8 +657,8 @@ __global__ void __launch_bounds__(kThreads,
             uint32_t qs[4];
             if constexpr (!kQInRegisters) q_frag(4 * c + i, qs);
             const uint32_t(&qf)[4] = kQInRegisters ? qa[kQInRegisters ? 4 * c + i : 0] : qs;
-            mma_f16(sc[0], qf, e4m3x2_to_f16x2(k0[i]), e4m3x2_to_f16x2(k0[i] >> 16));
-            mma_f16(sc[1], qf, e4m3x2_to_f16x2(k1[i]), e4m3x2_to_f16x2(k1[i] >> 16));
+            mma_f16(sc[0], qf, e4m3x2_to_f16x2<0>(k0[i]), e4m3x2_to_f16x2<1>(k0[i]));
+            mma_f16(sc[1], qf, e4m3x2_to_f16x2<0>(k1[i]), e4m3x2_to_f16x2<1>(k1[i]));
           }
         }
       }
@@ -693,10 +753,10 @@ __global__ void __launch_bounds__(kThreads,
           for (int w = 0; w < kVWords; ++w) {
             const int nt = 16 * c + 4 * w;
             const VPairs v = pair_v_words(x, w);
-            mma_f16(o[nt], pa, e4m3x2_to_f16x2(v.lo0), e4m3x2_to_f16x2(v.lo1));
-            mma_f16(o[nt + 1], pa, e4m3x2_to_f16x2(v.lo0 >> 16), e4m3x2_to_f16x2(v.lo1 >> 16));
-            mma_f16(o[nt + 2], pa, e4m3x2_to_f16x2(v.hi0), e4m3x2_to_f16x2(v.hi1));
-            mma_f16(o[nt + 3], pa, e4m3x2_to_f16x2(v.hi0 >> 16), e4m3x2_to_f16x2(v.hi1 >> 16));
+            mma_f16(o[nt], pa, e4m3x2_to_f16x2<0>(v.lo0), e4m3x2_to_f16x2<0>(v.lo1));
+            mma_f16(o[nt + 1], pa, e4m3x2_to_f16x2<1>(v.lo0), e4m3x2_to_f16x2<1>(v.lo1));
+            mma_f16(o[nt + 2], pa, e4m3x2_to_f16x2<0>(v.hi0), e4m3x2_to_f16x2<0>(v.hi1));
+            mma_f16(o[nt + 3], pa, e4m3x2_to_f16x2<1>(v.hi0), e4m3x2_to_f16x2<1>(v.hi1));
           }
         }
       }
