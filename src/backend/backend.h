@@ -241,6 +241,12 @@ class Backend {
   // name(), by default (right for backends that compute on the host); CUDA: its GPU.
   virtual DeviceFacts device_facts();
   virtual DeviceBuffer allocate(size_t bytes) = 0;
+  // `bytes` of host memory that ops read in place, at the buffer's address (a weight read a few
+  // rows a step and kept off the device: the input embedding table with --host-embeddings). Not
+  // counted as device memory. The default is allocate() (right for backends whose memory is host
+  // memory); CUDA: pinned host memory mapped into the device's address space (kernels read it
+  // over the bus). Released by ~DeviceBuffer like any other buffer.
+  virtual DeviceBuffer allocate_host_resident(size_t bytes) { return allocate(bytes); }
   virtual void release(void* data) = 0;  // called by ~DeviceBuffer
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;  // synchronizes

@@ -20,6 +20,7 @@
 
 #include "cli/bench.h"
 #include "cli/kv_cache_dtype.h"
+#include "cli/model_session.h"
 #include "cli/tensor_parallel_cli.h"
 #include "core/check.h"
 #include "core/dtype.h"
@@ -41,6 +42,7 @@ namespace {
 struct Options {
   std::string config;
   bool random_weights = false;
+  bool host_embeddings = false;  // --host-embeddings (LoadOptions::host_embeddings)
   uint64_t seed = 1;
   std::vector<int> batch{1, 8, 64, 256};
   std::vector<int> context{512, 8192};
@@ -76,6 +78,7 @@ void add_common(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   add_kv_cache_dtype_arg(app, o.kv_cache_dtype);
   add_tensor_parallel_arg(app, o.tensor_parallel_size);
+  add_host_embeddings_arg(app, o.host_embeddings);
 }
 
 #if SYV_HAVE_CUDA
@@ -233,6 +236,7 @@ int setup(const Options& o, Setup& s) {
   LoadOptions lo;
   lo.random_weights = o.random_weights;
   lo.seed = o.seed;
+  lo.host_embeddings = o.host_embeddings;
   auto prepared = prepare_model(dir, *s.gpu, lo);
   if (!prepared.ok()) return fail("--config: " + prepared.message());
   if (Status st = check_tp_model(prepared->config, o.tensor_parallel_size); !st.ok())

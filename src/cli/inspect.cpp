@@ -38,6 +38,7 @@ struct Options {
   std::string preset_name;    // --preset: the flags `syv serve --preset` would set, and their plan
   Preset preset;              // resolved (cli/preset.h)
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: the plan's and a KV line's dtype
+  std::string state_dtype = "fp32";     // --state-dtype: the plan's (plan.state_dtype)
 };
 
 // --preset: the plan of the preset's flags as `syv serve` would run them (its defaults where the
@@ -531,6 +532,21 @@ CommandRegistration reg{
                          "Tokens of the largest step, for the activation estimate (default 8192; "
                          "with --preset, the step budget `syv serve` would use)");
       CLI::Option* kv_flag = add_kv_cache_dtype_arg(app, o->kv_cache_dtype);
+      app.add_option("--state-dtype", o->state_dtype,
+                     "Hybrid models: the plan's delta-rule state dtype, as serve's --state-dtype "
+                     "(fp32 default, or bf16)")
+          ->check(CLI::IsMember({"fp32", "bf16"}));
+      app.add_option("--num-checkpoints", o->plan.num_checkpoints,
+                     "Hybrid models: checkpoint slots the plan reserves, as serve's "
+                     "--num-checkpoints (default 0: --checkpoint-cache-mb worth)")
+          ->check(CLI::NonNegativeNumber);
+      app.add_flag("--host-embeddings", o->plan.host_embeddings,
+                   "Plan as serve's --host-embeddings: the input embedding table in host "
+                   "memory (untied models), its device bytes given to the KV pool");
+      app.add_option("--checkpoint-cache-mb", o->plan.checkpoint_cache_mb,
+                     "Hybrid models: checkpoint budget in MiB when --num-checkpoints is 0, as "
+                     "serve's (default 1024)")
+          ->check(CLI::NonNegativeNumber);
       app.add_option("--preset", o->preset_name,
                      std::string("Print the flags `syv serve --preset NAME` sets (") +
                          kPresetNames +
@@ -556,6 +572,7 @@ CommandRegistration reg{
         auto kv = parse_kv_cache_dtype(o->kv_cache_dtype);
         if (!kv.ok()) return fail(kv.message());
         o->plan.kv_dtype = *kv;
+        o->plan.state_dtype = o->state_dtype == "bf16" ? DType::BF16 : DType::F32;
         return config->count() > 0 ? run_config_only(*o) : run(*o);
       };
     }};

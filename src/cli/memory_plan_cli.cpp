@@ -26,6 +26,14 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
           "--gpu-memory-utilization: no CUDA device here; give its memory with --gpu-memory-gib");
   }
   in.utilization = args.utilization;
+  if (args.host_embeddings) {  // as load_model keeps it: off the device (LoadOptions)
+    if (c.tie_word_embeddings) {
+      return Status::Error(
+          "--host-embeddings: the config ties lm_head to embed_tokens (tie_word_embeddings: "
+          "true), so the table stays on the device");
+    }
+    weight_bytes -= 2 * c.vocab_size * c.hidden_size;
+  }
   in.weight_bytes = static_cast<size_t>(weight_bytes);
   const ModelArch* arch = find_model_arch(c.model_type);
   if (arch == nullptr)
@@ -34,11 +42,15 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   SYV_RETURN_IF_ERROR(arch->validate(c));
   // K/V in bf16 (CUDA's activation dtype) unless --kv-cache-dtype says otherwise.
   const CacheSpec spec = arch->cache_spec(c, args.kv_dtype.value_or(DType::BF16));
-  in.kv_bytes_per_token = spec.kv_bytes_per_token;
-  in.state_bytes_per_slot = spec.state_bytes_per_seq;
-  EngineOptions engine;  // serve's defaults, with the sequences and drafts of the arguments
+  // serve's defaults, with the sequences, drafts and hybrid state flags of the arguments
+  EngineOptions engine;
   engine.max_num_seqs = static_cast<int32_t>(args.max_num_seqs);
   engine.num_speculative_tokens = args.num_speculative_tokens;
+  engine.state_dtype = args.state_dtype;
+  engine.num_checkpoints = args.num_checkpoints;
+  engine.checkpoint_cache_bytes = args.checkpoint_cache_mb << 20;
+  in.kv_bytes_per_token = spec.kv_bytes_per_token;
+  in.state_bytes_per_slot = engine_cache_spec(spec, engine).state_bytes_per_seq;
   in.state_slots = engine_state_slots(spec, engine);
   in.activation_peak_bytes = estimate_qwen3_activation_bytes(
       args.max_batch_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
@@ -54,11 +66,12 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   char buf[256];
   std::snprintf(
       buf, sizeof buf,
-      " (KV %s; device %.1f GiB x %.2f; weights %.2f GB; activations %.2f GB "
+      " (KV %s; device %.1f GiB x %.2f; weights %.2f GB%s; activations %.2f GB "
       "estimated for %lld batch tokens)",
       std::string(dtype_name(spec.kv_layers.empty() ? DType::BF16 : spec.kv_layers.front().dtype))
           .c_str(),
       in.total_bytes / 1073741824.0, in.utilization, in.weight_bytes / 1e9,
+      args.host_embeddings ? " on the device, the embedding table in host memory" : "",
       in.activation_peak_bytes / 1e9, static_cast<long long>(args.max_batch_tokens));
   return plan->summary() + buf;
 }

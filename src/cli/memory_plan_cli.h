@@ -22,6 +22,14 @@ struct PlanArgs {
   // serve's --kv-cache-dtype: the K/V dtype the pool is counted in (bf16, CUDA's, when unset);
   // quantized KV counts its real bytes, scales included (kv/cache_spec.h).
   std::optional<DType> kv_dtype;
+  // serve's hybrid state flags: --state-dtype (the delta-rule state's dtype), --num-checkpoints
+  // (0: --checkpoint-cache-mb worth) and --checkpoint-cache-mb: the recurrent-state slots the
+  // plan reserves before the pool.
+  DType state_dtype = DType::F32;
+  int32_t num_checkpoints = 0;
+  int64_t checkpoint_cache_mb = 1024;
+  // serve's --host-embeddings: the embedding table's bf16 bytes leave the device (untied only).
+  bool host_embeddings = false;
 };
 
 // "KV pool: N tokens (P pages of 64), B bytes/token, max context M" plus the inputs, or an error

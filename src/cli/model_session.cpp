@@ -21,6 +21,16 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
                "Ignore the safetensors files and use seeded random weights of the config's shapes\n"
                "(for timing; the output is noise).");
   app.add_option("--weight-seed", args.weight_seed, "Seed of --random-weights (default 0).");
+  add_host_embeddings_arg(app, args.host_embeddings);
+}
+
+void add_host_embeddings_arg(CLI::App& app, bool& host_embeddings) {
+  app.add_flag("--host-embeddings", host_embeddings,
+               "Keep the input embedding table in pinned host memory: the GPU reads the rows a\n"
+               "step looks up over the bus, and the table's device memory goes to the KV pool\n"
+               "(2.5 GB on Qwen3.5-27B). Models with untied embeddings only (a tied table is\n"
+               "also the lm_head, read whole every step); not with tensor parallelism. On the\n"
+               "CPU backend every weight is in host memory already.");
 }
 
 void add_device_arg(CLI::App& app, std::string& device) {
@@ -50,6 +60,7 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   options.random_weights = args.random_weights;
   options.seed = args.weight_seed;
   options.mtp = args.mtp;
+  options.host_embeddings = args.host_embeddings;
   auto prepared = prepare_model(args.model_dir, *loaded.backend, options);
   if (!prepared.ok()) return prepared.status().with_context("--model");
   SYV_RETURN_IF_ERROR(check_tp_model(prepared->config, args.tensor_parallel_size));

@@ -27,8 +27,11 @@ struct ModelArgs {
   std::string device = "cpu";    // --device (commands that offer it; see add_device_arg)
   bool mtp = false;  // also load the MTP head (LoadOptions::mtp): --speculative-method mtp
   int tensor_parallel_size = 1;  // --tensor-parallel-size (cli/tensor_parallel_cli.h)
+  bool host_embeddings = false;  // --host-embeddings (LoadOptions::host_embeddings)
 };
 void add_model_args(CLI::App& app, ModelArgs& args);
+// --host-embeddings (LoadOptions::host_embeddings), for every command that loads a model.
+void add_host_embeddings_arg(CLI::App& app, bool& host_embeddings);
 
 // --device auto|cpu|cuda, parsed by make_cli_backend(); `device` keeps its value as the default
 // shown in --help (serve: auto; logits, generate: cpu, the fp32 reference).

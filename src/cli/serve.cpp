@@ -69,6 +69,7 @@ struct ServeOptions {
   std::string served_model_name;
   std::string device = "auto";
   int tensor_parallel_size = 1;  // --tensor-parallel-size (cli/tensor_parallel_cli.h)
+  bool host_embeddings = false;  // --host-embeddings (LoadOptions::host_embeddings)
   std::string preset;            // --preset (cli/preset.h): applied to the flags before run_serve
   // Backend::set_batch_invariant.
   bool batch_invariant = false;
@@ -274,6 +275,7 @@ int run_serve(const ServeOptions& o) {
                 << " s";
   LoadOptions load_options;
   load_options.mtp = o.engine.wants_mtp();  // --speculative-method mtp: the checkpoint's MTP head
+  load_options.host_embeddings = o.host_embeddings;
   Result<PreparedModel> prepared = prepare_model(o.model_dir, **backend, load_options);
   if (!prepared.ok()) return fail("--model: " + prepared.message());
   if (Status st = check_tp_model(prepared->config, o.tensor_parallel_size); !st.ok())
@@ -475,6 +477,7 @@ CommandRegistration reg{
     [](CLI::App& app) {
       auto o = std::make_shared<ServeOptions>();
       app.add_option("--model", o->model_dir, "Hugging Face model folder")->required();
+      add_host_embeddings_arg(app, o->host_embeddings);
       app.add_option("--host", o->host, "Address to bind; non-loopback needs an explicit key")
           ->capture_default_str();
       app.add_option("--port", o->port, "Port to bind, 1..65535 (0 = any free port)")

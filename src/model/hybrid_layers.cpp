@@ -103,6 +103,7 @@ Result<std::unique_ptr<Model>> load_hybrid(const ModelConfig& c, const WeightSto
         check_mtp_config(c, store).with_context("the MTP head (--speculative-method mtp)"));
   }
   WeightLoader loader(backend, store, options.seed, c.quant);
+  loader.keep_embeddings_on_host(options.host_embeddings);
   HybridWeights w;
   SYV_RETURN_IF_ERROR(read(c, store, loader, options, &w));
   w.parameters = loader.parameters_loaded();

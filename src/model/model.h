@@ -24,6 +24,11 @@ struct LoadOptions {
   // the head's. Off: mtp.* tensors are ignored, the model is exactly as without them. Models
   // without such a head refuse it at load.
   bool mtp = false;
+  // --host-embeddings: the input embedding table in host-resident memory (the device reads the
+  // rows a step looks up over the bus; WeightLoader::keep_embeddings_on_host), which frees its
+  // bytes for the KV pool. Untied embeddings only: a model that ties lm_head to the table refuses
+  // it at load, as does tensor parallelism.
+  bool host_embeddings = false;
 };
 
 class Model {

@@ -173,8 +173,19 @@ Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
   }
 
   const WeightStore* store = p.store ? &*p.store : nullptr;
+  if (options.host_embeddings && p.config.tie_word_embeddings) {
+    return Status::Error(
+        "--host-embeddings: " + dir +
+        "/config.json ties lm_head to embed_tokens (tie_word_embeddings: true): the table is "
+        "also the output projection, read whole every step, so it stays on the device; drop the "
+        "flag for this model");
+  }
   if (std::optional<int64_t> bytes = weight_backend_bytes(*p.arch, p.config, store, backend)) {
     p.weight_bytes = *bytes;
+    if (options.host_embeddings) {  // the table leaves the device (WeightLoader)
+      p.weight_bytes -= p.config.vocab_size * p.config.hidden_size *
+                        static_cast<int64_t>(dtype_size(backend.weight_dtype(DType::BF16)));
+    }
   }
   const AvailableMemory available = backend.available_memory();
   const std::string what =

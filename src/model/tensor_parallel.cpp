@@ -542,6 +542,9 @@ Result<std::unique_ptr<Model>> load_tensor_parallel(const PreparedModel& prepare
                          " ranks for " + std::to_string(n) + " backends");
   }
   const bool hybrid = config.family != ModelFamily::kQwen3;
+  if (options.host_embeddings) {
+    return Status::Error("--host-embeddings: not supported with tensor parallelism yet");
+  }
   SYV_RETURN_IF_ERROR(check_tensor_parallel(config, n));
   SYV_RETURN_IF_ERROR(hybrid ? validate_hybrid_config(config) : validate_qwen3_config(config));
   Backend& first = *backends[0];

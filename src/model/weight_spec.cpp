@@ -262,18 +262,19 @@ Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>&
   return w;
 }
 
-DeviceWeight WeightLoader::allocate(const std::vector<int64_t>& shape, DType dtype) {
+DeviceWeight WeightLoader::allocate(const std::vector<int64_t>& shape, DType dtype, bool host) {
   SYV_CHECK(!shape.empty() && shape.size() <= 2) << "weights are 1-D or 2-D";
   SYV_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16)
       << "weight dtype " << dtype_name(dtype);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   DeviceWeight w;
-  w.buffer = backend_.allocate(static_cast<size_t>(n) * dtype_size(dtype));
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  w.buffer = host ? backend_.allocate_host_resident(bytes) : backend_.allocate(bytes);
   w.set_dense(shape.size() == 1 ? w.buffer.view(dtype, {shape[0]})
                                 : w.buffer.view(dtype, {shape[0], shape[1]}));
   parameters_ += n;
-  device_bytes_ += static_cast<int64_t>(w.buffer.bytes());
+  (host ? host_bytes_ : device_bytes_) += static_cast<int64_t>(w.buffer.bytes());
   pending_ = true;
   return w;
 }
@@ -312,9 +313,12 @@ Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& sp
     shape[0] += specs[i].shape[0];
   }
 
+  // An embedding table kept in host-resident memory (keep_embeddings_on_host).
+  const bool host = host_embeddings_ && specs.size() == 1 && rank == 2 &&
+                    specs[0].init == WeightInit::kEmbedding;
   if (store_ == nullptr) {  // random weights, drawn by the backend
     const DType dtype = backend_.weight_dtype(DType::BF16);
-    DeviceWeight w = allocate(shape, dtype);
+    DeviceWeight w = allocate(shape, dtype, host);
     size_t offset = 0;
     for (const WeightSpec& spec : specs) {
       const RandomWeightDraw draw = random_weight_draw(spec, seed_, next_index_++);
@@ -353,14 +357,15 @@ Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& sp
   }
   std::vector<RowRange> whole;  // every part's rows (1-D parts: elements, rows of width 1)
   for (size_t i = 0; i < specs.size(); ++i) whole.push_back({i, 0, specs[i].shape[0]});
-  return copy_file_rows(infos, whole, shape, rank == 2 ? shape[1] : 1);
+  return copy_file_rows(infos, whole, shape, rank == 2 ? shape[1] : 1, host);
 }
 
 DeviceWeight WeightLoader::copy_file_rows(const std::vector<const TensorInfo*>& infos,
                                           const std::vector<RowRange>& ranges,
-                                          const std::vector<int64_t>& shape, int64_t width) {
+                                          const std::vector<int64_t>& shape, int64_t width,
+                                          bool host) {
   const DType dtype = backend_.weight_dtype(infos[0]->dtype);
-  DeviceWeight w = allocate(shape, dtype);
+  DeviceWeight w = allocate(shape, dtype, host);
   // Orders the copies after anything the backend's own stream may still do to fresh memory.
   backend_.synchronize();
   const size_t esize = dtype_size(dtype);
@@ -479,6 +484,10 @@ void WeightLoader::finish() {
             std::to_string(store_->files().size()) + " file(s)";
   } else {
     line += " of random values drawn by the backend";
+  }
+  if (host_bytes_ > 0) {
+    line += "; " + human_bytes(static_cast<double>(host_bytes_)) +
+            " of embedding table in host memory (--host-embeddings)";
   }
   SYV_LOG(INFO) << line;
   if (dequantized_reads_ > 0) {

@@ -136,22 +136,30 @@ class WeightLoader {
   // follow (the next finish() reports the total).
   void finish();
 
+  // Later load()s of an embedding table (WeightInit::kEmbedding, stored in float) go to
+  // host-resident memory (Backend::allocate_host_resident) instead of the device: a lookup reads
+  // a few rows a step (--host-embeddings). Only for untied tables (the caller checks: a tied table
+  // is also the lm_head, read whole every step).
+  void keep_embeddings_on_host(bool on) { host_embeddings_ = on; }
+
   int64_t parameters_loaded() const { return parameters_; }
-  int64_t device_bytes() const { return device_bytes_; }
+  int64_t device_bytes() const { return device_bytes_; }  // host-resident bytes not included
+  int64_t host_resident_bytes() const { return host_bytes_; }
 
  private:
   Result<const TensorInfo*> checked(const WeightSpec& spec) const;
   bool quantized(const WeightSpec& spec) const;
   // Rows `ranges` of the file tensors `infos` (rows of `width` elements) into one new weight of
   // `shape`, converted to the backend's weight dtype: load_concat()'s and load_rows()' copy.
+  // host: into host-resident memory (keep_embeddings_on_host).
   DeviceWeight copy_file_rows(const std::vector<const TensorInfo*>& infos,
                               const std::vector<RowRange>& ranges,
-                              const std::vector<int64_t>& shape, int64_t width);
+                              const std::vector<int64_t>& shape, int64_t width, bool host = false);
   // load_concat() of specs of which at least one is stored quantized.
   Result<DeviceWeight> load_quantized(const std::vector<WeightSpec>& specs);
   DeviceBuffer upload_bytes(const void* src, size_t bytes);
   BulkUploader& uploader();
-  DeviceWeight allocate(const std::vector<int64_t>& shape, DType dtype);
+  DeviceWeight allocate(const std::vector<int64_t>& shape, DType dtype, bool host = false);
   void progress(size_t bytes);
 
   Backend& backend_;
@@ -161,6 +169,8 @@ class WeightLoader {
   uint64_t next_index_ = 0;
   int64_t parameters_ = 0;
   int64_t device_bytes_ = 0;
+  int64_t host_bytes_ = 0;  // host-resident weights (keep_embeddings_on_host)
+  bool host_embeddings_ = false;
   std::unique_ptr<BulkUploader> uploader_;
   std::chrono::steady_clock::time_point start_;
   double last_report_s_ = 0.0;

@@ -105,4 +105,43 @@ TEST(HybridCli, InspectGivesActiveParametersOfAMixtureOfExperts) {
   EXPECT_FALSE(d.contains("experts"));
 }
 
+// `syv inspect`'s memory plan reserves the recurrent-state slots `syv serve` would: --state-dtype
+// bf16 shrinks each slot and --num-checkpoints sets how many checkpoints there are, so the pool
+// grows by what they free.
+TEST(HybridCli, InspectPlansTheHybridStateFlags) {
+  const std::string base = std::string(SYV_BIN) + " inspect --model " + std::string(SYV_SOURCE_DIR) +
+                           "/models/tiny-hybrid --gpu-memory-gib 2 --gpu-memory-utilization 0.9" +
+                           " --max-num-seqs 2 --max-batch-tokens 256";
+  struct Plan {
+    long long tokens = 0, slots = 0;
+    double slot_mb = 0;
+  };
+  auto plan = [&](const std::string& flags) {
+    int status = -1;
+    const std::string out = run(base + " " + flags, &status);
+    EXPECT_EQ(status, 0) << flags << "\n" << out;
+    Plan p;
+    const size_t pool = out.find("KV pool: "), state = out.find("recurrent state: ");
+    EXPECT_NE(pool, std::string::npos) << out;
+    EXPECT_NE(state, std::string::npos) << out;
+    if (pool == std::string::npos || state == std::string::npos) return p;
+    p.tokens = std::stoll(out.substr(pool + 9));
+    // "recurrent state: S slots x B MB = G GB"
+    std::sscanf(out.c_str() + state, "recurrent state: %lld slots x %lf MB", &p.slots, &p.slot_mb);
+    return p;
+  };
+  const Plan fp32 = plan(""), bf16 = plan("--state-dtype bf16"),
+             one = plan("--state-dtype bf16 --num-checkpoints 1");
+  ASSERT_GT(fp32.slots, 2);  // 2 live slots and the derived checkpoints
+  EXPECT_EQ(bf16.slots, fp32.slots);
+  EXPECT_LT(bf16.slot_mb, 0.75 * fp32.slot_mb) << "the delta-rule state in bf16";
+  EXPECT_GT(bf16.tokens, fp32.tokens);
+  EXPECT_EQ(one.slots, 3);  // 2 live slots + 1 checkpoint
+  EXPECT_EQ(one.slot_mb, bf16.slot_mb);
+  EXPECT_GT(one.tokens, bf16.tokens);
+  int status = -1;
+  run(base + " --state-dtype f16", &status);
+  EXPECT_NE(status, 0) << "--state-dtype takes fp32 or bf16";
+}
+
 }  // namespace

@@ -172,6 +172,62 @@ TEST_P(Qwen3GpuGolden, GraphReplayMatchesEager) {
             kMaxRelL2);
 }
 
+// --host-embeddings (LoadOptions::host_embeddings): the embedding table in mapped host memory
+// leaves the device (allocated_bytes() drops by its bf16 bytes) and the model's logits are bit for
+// bit those of the table on the device, eagerly and replayed from a CUDA graph.
+TEST(Qwen3GpuHostEmbeddings, LogitsEqualTheDeviceTable) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Fixture fx = read_fixture("untied_gqa4_hd24");
+  const std::vector<int32_t>& seq = fx.tokens;
+  const int32_t T = static_cast<int32_t>(seq.size());
+  const std::vector<int32_t> pages = {5, 2, 8, 1};
+  struct Run {
+    std::vector<float> prefill, decode, replay;
+    size_t allocated = 0;
+  };
+  auto run = [&](bool host) {
+    Run r;
+    std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+    LoadOptions options;
+    options.host_embeddings = host;
+    auto loaded = load_model(fx.dir, *gpu, options);
+    EXPECT_TRUE(loaded.ok()) << loaded.message();
+    if (!loaded.ok()) return r;
+    std::unique_ptr<Model> model = std::move(loaded.value());
+    r.allocated = gpu->allocated_bytes();
+    CacheConfig cache;
+    cache.page_size = kPageSize;
+    cache.num_pages = 32;
+    auto store = make_cache_store(*model, cache);
+    EXPECT_TRUE(store.ok()) << store.message();
+    const ModelConfig& c = model->config();
+    gpu->reserve_attention_scratch(1, c.num_attention_heads, c.head_dim, 64);
+    auto down = [&](const Tensor& t) {
+      std::vector<float> h(static_cast<size_t>(t.numel()));
+      gpu->download(h.data(), t.data, h.size() * 4);
+      return h;
+    };
+    r.prefill = down(model->forward(one_seq(seq, 0, T - 1, pages, true)));
+    const Batch step = one_seq(seq, T - 1, T, pages, false);
+    r.decode = down(model->forward(step));
+    Tensor logits;
+    const int graph = gpu->capture_graph([&] { logits = model->forward(step); });
+    gpu->replay_graph(graph);
+    r.replay = down(logits);
+    return r;
+  };
+  const Run device = run(false), host = run(true);
+  ASSERT_FALSE(device.prefill.empty());
+  ASSERT_FALSE(host.prefill.empty());
+  EXPECT_EQ(device.allocated - host.allocated, static_cast<size_t>(fx.vocab) * 64 * 2)
+      << "vocab x hidden 64 bf16 table off the device";
+  EXPECT_EQ(host.prefill, device.prefill);
+  EXPECT_EQ(host.decode, device.decode);
+  EXPECT_EQ(host.replay, host.decode);
+  EXPECT_LE(rel_l2(host.decode.data(), fx.logits.data() + int64_t{T - 1} * fx.vocab, fx.vocab),
+            kMaxRelL2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3GpuGolden,
                          ::testing::Values("tied_gqa2", "tied_gqa4_kv1_hd64", "untied_gqa4_hd24",
                                            "untied_mha_hd32"));

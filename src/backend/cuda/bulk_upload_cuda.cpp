@@ -44,8 +44,9 @@ class CudaBulkUploader final : public BulkUploader {
       const size_t n = std::min(kChunk, bytes - off);
       SYV_CUDA_CHECK(cudaEventSynchronize(s.done));  // its previous copy has drained
       produce_in_parallel(produce, off, n, s.host);
-      SYV_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, s.host, n,
-                                     cudaMemcpyHostToDevice, stream_));
+      // cudaMemcpyDefault: dst may be host-resident (Backend::allocate_host_resident).
+      SYV_CUDA_CHECK(
+          cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, s.host, n, cudaMemcpyDefault, stream_));
       SYV_CUDA_CHECK(cudaEventRecord(s.done, stream_));
     }
   }

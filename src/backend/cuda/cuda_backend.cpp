@@ -208,7 +208,32 @@ class CudaBackendImpl final : public CudaBackend {
                                stream_);
     return DeviceBuffer(this, p, bytes);
   }
+  DeviceBuffer allocate_host_resident(size_t bytes) override {
+    if (bytes == 0) return DeviceBuffer();
+    DeviceScope on(device_);
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      SYV_FATAL() << "CUDA backend: cudaHostAlloc of " << bytes
+                  << " bytes of mapped host memory failed (" << cudaGetErrorString(err)
+                  << "); run without --host-embeddings";
+    }
+    void* dev = nullptr;
+    SYV_CUDA_CHECK(cudaHostGetDevicePointer(&dev, p, 0));
+    // Kernels get the buffer's own address: with unified addressing (every 64-bit platform CUDA
+    // 13 supports) the mapping is at the host address.
+    SYV_CHECK(dev == p) << "CUDA backend: mapped host memory at another device address";
+    host_resident_.push_back(p);
+    return DeviceBuffer(this, p, bytes);
+  }
   void release(void* data) override {
+    const auto host = std::find(host_resident_.begin(), host_resident_.end(), data);
+    if (host != host_resident_.end()) {
+      host_resident_.erase(host);
+      SYV_CUDA_CHECK(cudaFreeHost(data));
+      return;
+    }
     for (size_t i = 0; i < sizes_.size(); ++i) {
       if (sizes_[i].first == data) {
         allocated_ -= sizes_[i].second;
@@ -1704,9 +1729,10 @@ class CudaBackendImpl final : public CudaBackend {
   // kGatherMaxMeanBytes go as one batch (a host tier page: 2 x layers rows of ~128 KiB).
   static constexpr size_t kGatherMinOps = 4;
   static constexpr size_t kGatherMaxMeanBytes = size_t{4} << 20;
-  AddressRanges device_ranges_;   // allocate()d memory
-  AddressRanges host_ranges_;     // pinned host memory the device addresses at its host pointer
-  int host_pointer_mapped_ = -1;  // cudaDevAttrCanUseHostPointerForRegisteredMem; -1: not asked
+  AddressRanges device_ranges_;       // allocate()d memory
+  AddressRanges host_ranges_;         // pinned host memory the device addresses at its host pointer
+  std::vector<void*> host_resident_;  // allocate_host_resident()'s buffers (cudaFreeHost)
+  int host_pointer_mapped_ = -1;      // cudaDevAttrCanUseHostPointerForRegisteredMem; -1: not asked
   std::vector<cuda::CopySegment> segments_;  // gather_segments(): the batch's rows
   std::vector<cuda::StridedCopy> strided_;   // copy_engines_batch(): the batch's ops
   // set_batch_copy_path(): [0] loads (kIn), [1] write-backs (kOut).
