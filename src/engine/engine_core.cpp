@@ -602,13 +602,17 @@ bool EngineCore::between_steps(bool idle) {
   // the host tier holds at least two max_model_len sequences, the pages of one, which a host hit
   // that long allocates in its admission step (else that step writes back what it evicts as one
   // large batch). The window's pages are held in both tiers until evicted, hence the condition.
+  // Under pressure (fewer free and cached pages than the window) the registered pages of running
+  // sequences too, at most the next step's pages a gap, about what a step registers: when such a
+  // sequence ends, the pages it releases are stored already (PrefixCache::write_ahead).
   const int32_t ps = cache_.page_size();
   const int32_t next_step =
       scheduler_.num_running() + (options_.max_num_batched_tokens + ps - 1) / ps;
   const int32_t longest = (options_.max_model_len + ps - 1) / ps;
   const int32_t window =
       host_->num_pages() >= 2 * int64_t{longest} ? std::max(next_step, longest) : next_step;
-  const int32_t ahead = options_.host_write_ahead ? cache_.write_ahead(window) : 0;
+  const int32_t ahead =
+      options_.host_write_ahead ? cache_.write_ahead(window, /*max_in_use=*/next_step) : 0;
   const uint64_t pinned = host_->counters().pieces_pinned;
   const bool more = host_->between_steps(idle);
   if (ahead > 0 || host_->counters().pieces_pinned != pinned) update_gauges();

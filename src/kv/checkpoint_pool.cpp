@@ -105,11 +105,9 @@ CheckpointPool::CheckpointPool(int32_t num_slots, int32_t num_checkpoints)
       retained_(static_cast<size_t>(num_checkpoints), false),
       registered_(static_cast<size_t>(num_checkpoints), false),
       on_free_list_(static_cast<size_t>(num_checkpoints), true),
-      on_lru_(static_cast<size_t>(num_checkpoints), false),
       key_(static_cast<size_t>(num_checkpoints), 0),
       length_(static_cast<size_t>(num_checkpoints), 0),
-      lru_prev_(static_cast<size_t>(num_checkpoints), -1),
-      lru_next_(static_cast<size_t>(num_checkpoints), -1) {
+      lru_(num_checkpoints) {
   SYV_CHECK(num_slots >= 0 && num_checkpoints >= 0)
       << "checkpoint pool: " << num_slots << " slots, " << num_checkpoints << " checkpoints";
   for (int32_t s = num_slots - 1; s >= 0; --s) free_slots_.push_back(s);
@@ -143,9 +141,9 @@ int32_t CheckpointPool::find(uint64_t key, int32_t length) const {
 void CheckpointPool::touch(int32_t id) {
   SYV_CHECK(id >= 0 && id < num_checkpoints() && registered_[static_cast<size_t>(id)])
       << "touch of unregistered checkpoint " << id;
-  if (on_lru_[static_cast<size_t>(id)]) {
-    lru_remove(id);
-    lru_push_back(id);
+  if (lru_.contains(id)) {
+    lru_.remove(id);
+    lru_.push_newest(id);
   }
 }
 
@@ -157,8 +155,8 @@ int32_t CheckpointPool::acquire(uint64_t key, int32_t length, bool* fresh) {
     const size_t i = static_cast<size_t>(id);
     if (length_[i] != length) return -1;  // a colliding key of another length: skip, never mix
     if (refcount_[i] == 0) {
-      SYV_CHECK(on_lru_[i]) << "checkpoint " << id << " registered, unheld and not cached";
-      lru_remove(id);
+      SYV_CHECK(lru_.contains(id)) << "checkpoint " << id << " registered, unheld and not cached";
+      lru_.remove(id);
       --num_cached_;
     }
     ++refcount_[i];
@@ -169,9 +167,9 @@ int32_t CheckpointPool::acquire(uint64_t key, int32_t length, bool* fresh) {
     id = free_list_.back();
     free_list_.pop_back();
     on_free_list_[static_cast<size_t>(id)] = false;
-  } else if (lru_head_ >= 0) {
-    id = lru_head_;
-    lru_remove(id);
+  } else if (!lru_.empty()) {
+    id = lru_.oldest();
+    lru_.remove(id);
     --num_cached_;
     if (on_evict_) on_evict_(id, key_[static_cast<size_t>(id)], length_[static_cast<size_t>(id)]);
     unregister(id);
@@ -197,7 +195,7 @@ void CheckpointPool::release(int32_t id, bool keep) {
   if (keep) retained_[i] = true;
   if (--refcount_[i] > 0) return;
   if (retained_[i]) {
-    lru_push_back(id);
+    lru_.push_newest(id);
     ++num_cached_;
   } else {
     unregister(id);
@@ -215,33 +213,6 @@ void CheckpointPool::unregister(int32_t id) {
   retained_[i] = false;
 }
 
-void CheckpointPool::lru_push_back(int32_t id) {
-  const size_t i = static_cast<size_t>(id);
-  lru_prev_[i] = lru_tail_;
-  lru_next_[i] = -1;
-  if (lru_tail_ >= 0)
-    lru_next_[static_cast<size_t>(lru_tail_)] = id;
-  else
-    lru_head_ = id;
-  lru_tail_ = id;
-  on_lru_[i] = true;
-}
-
-void CheckpointPool::lru_remove(int32_t id) {
-  const size_t i = static_cast<size_t>(id);
-  const int32_t prev = lru_prev_[i], next = lru_next_[i];
-  if (prev >= 0)
-    lru_next_[static_cast<size_t>(prev)] = next;
-  else
-    lru_head_ = next;
-  if (next >= 0)
-    lru_prev_[static_cast<size_t>(next)] = prev;
-  else
-    lru_tail_ = prev;
-  lru_prev_[i] = lru_next_[i] = -1;
-  on_lru_[i] = false;
-}
-
 std::string CheckpointPool::check_integrity() const {
   std::ostringstream err;
   // Slots.
@@ -257,7 +228,7 @@ std::string CheckpointPool::check_integrity() const {
   int32_t registered = 0, lru_flagged = 0;
   for (int32_t c = 0; c < n && err.str().empty(); ++c) {
     const size_t i = static_cast<size_t>(c);
-    const bool f = on_free_list_[i], l = on_lru_[i];
+    const bool f = on_free_list_[i], l = lru_.contains(c);
     if (refcount_[i] < 0) err << "checkpoint " << c << " refcount " << refcount_[i] << "; ";
     if (f && (l || registered_[i] || refcount_[i] != 0))
       err << "free checkpoint " << c << " is also listed, registered or held; ";
@@ -282,19 +253,9 @@ std::string CheckpointPool::check_integrity() const {
   for (size_t i = 0; i < on_free_list_.size(); ++i) free_flagged += on_free_list_[i];
   if (free_flagged != num_free())
     err << "free list " << num_free() << " vs flagged " << free_flagged;
-  int32_t walked = 0, prev = -1;
-  for (int32_t c = lru_head_; c >= 0 && walked <= n; c = lru_next_[static_cast<size_t>(c)]) {
-    if (!on_lru_[static_cast<size_t>(c)] || lru_prev_[static_cast<size_t>(c)] != prev) {
-      err << "checkpoint LRU link broken at " << c << "; ";
-      break;
-    }
-    prev = c;
-    ++walked;
-  }
-  if (prev != lru_tail_)
-    err << "checkpoint LRU tail " << lru_tail_ << " vs walked " << prev << "; ";
-  if (walked != lru_flagged || lru_flagged != num_cached_)
-    err << "checkpoint LRU count " << num_cached_ << " vs walked " << walked << " vs flagged "
+  err << lru_.check_integrity("checkpoint LRU");
+  if (lru_.size() != lru_flagged || lru_flagged != num_cached_)
+    err << "checkpoint LRU count " << num_cached_ << " vs listed " << lru_.size() << " vs flagged "
         << lru_flagged;
   return err.str();
 }

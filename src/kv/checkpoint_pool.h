@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kv/id_list.h"
 
 namespace syv {
 
@@ -127,8 +128,6 @@ class CheckpointPool {
   std::string check_integrity() const;
 
  private:
-  void lru_push_back(int32_t id);
-  void lru_remove(int32_t id);
   void unregister(int32_t id);
 
   // Slots.
@@ -136,12 +135,12 @@ class CheckpointPool {
   std::vector<int32_t> free_slots_;  // stack; lowest id on top
   // Checkpoints.
   std::vector<int32_t> refcount_;
-  std::vector<bool> retained_, registered_, on_free_list_, on_lru_;
+  std::vector<bool> retained_, registered_, on_free_list_;
   std::vector<uint64_t> key_;
   std::vector<int32_t> length_;
   std::vector<int32_t> free_list_;
-  std::vector<int32_t> lru_prev_, lru_next_;
-  int32_t lru_head_ = -1, lru_tail_ = -1, num_cached_ = 0;
+  IdList lru_;  // cached checkpoints (retained, unheld), least recently released first
+  int32_t num_cached_ = 0;
   std::unordered_map<uint64_t, int32_t> by_key_;
   uint64_t evictions_ = 0;
   std::function<void(int32_t, uint64_t, int32_t)> on_evict_;

@@ -198,13 +198,22 @@ void HostTier::order_after_write_ahead(int32_t entry, bool load) {
       backend.order_copies_after_copy(w, CopyDir::kIn);
       return;  // kept: the eviction of the device page may still need it
     }
-    if (admitting_) {
-      admission_after_ahead_ = true;
-    } else {
-      backend.order_after_copy(w);
-    }
+    order_reuse_after(w);
   }
   w = CopyEvent();
+}
+
+void HostTier::order_reuse_after(const CopyEvent& ahead) {
+  if (admitting_) {
+    admission_after_ahead_ = true;  // last_ahead_ is at or after `ahead`: one in-order stream
+  } else {
+    store_.backend().order_after_copy(ahead);
+  }
+}
+
+void HostTier::order_unstored_after_write_ahead() {
+  if (!last_ahead_.empty() && !store_.backend().copy_done(last_ahead_))
+    order_reuse_after(last_ahead_);
 }
 
 int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
@@ -285,13 +294,18 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
       ++counters_.stores_present;
     } else {
       ++counters_.stores_dropped;  // another prefix under a colliding key: keep the older one
+      order_unstored_after_write_ahead();
     }
     return;
   }
-  if (!has_room(0)) return;
+  if (!has_room(0)) {
+    order_unstored_after_write_ahead();
+    return;
+  }
   const int32_t entry = take_page_entry(parent, key, tokens, admission_entries_, nullptr);
   if (entry < 0) {
     ++counters_.stores_dropped;
+    order_unstored_after_write_ahead();
     return;
   }
   if (admitting_) {

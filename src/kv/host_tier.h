@@ -62,7 +62,9 @@
 //     entry keeps its event, and when the device page is evicted later (store_page finds the
 //     key), the compute stream is ordered after it if it has not landed yet (inside an admission:
 //     the admission's loads and, without a load, the compute stream, as in 6); a load of an entry
-//     whose write-ahead may be in flight starts after it (the load stream waits for it).
+//     whose write-ahead may be in flight starts after it (the load stream waits for it). An
+//     eviction that stores nothing (dropped, short) is ordered after the latest write-ahead if it
+//     has not landed: the page's own write-ahead may be, its entry taken by a later one since.
 // No pin outlives an admission, which check_integrity() asserts, with every busy entry in use. On
 // the CPU backend the copies are synchronous (empty events: nothing is ever in flight or busy)
 // and the tier is a second budget of plain host memory.
@@ -95,11 +97,13 @@
 // would evict to this tier before they are evicted (PrefixCache::write_ahead, store_pages_ahead(),
 // sized by the engine: EngineCore::between_steps, the next step's pages or, with a host tier of
 // at least two max_model_len sequences, one such sequence's, which a host hit that long
-// allocates in its admission step), so the step that evicts them finds them stored
-// and waits for no copy; at eviction only pages the write-ahead missed are written back (and
-// waited for) as above. It copies nothing a plain write-back would not (the same pages, only
-// earlier; a page revived by a prefix hit meanwhile keeps its host copy, which stays valid: a
-// registered page is never written again), and it skips growing the pinned memory for itself.
+// allocates in its admission step; under pressure also registered pages still in use, so that a
+// sequence ending then releases pages stored already), so the step that evicts them finds them
+// stored and waits for no copy; at eviction only pages the write-ahead missed are written back (and
+// waited for) as above. Outside pressure it copies nothing a plain write-back would not (the same
+// pages, only earlier; a page revived by a prefix hit meanwhile keeps its host copy, which stays
+// valid: a registered page is never written again; under pressure a page in use may end up never
+// evicted, its copy spent), and it skips growing the pinned memory for itself.
 // Why: a step that evicted waited for its write-backs (they read pages the step reuses), which
 // kept the decode of other sequences under 95% of its speed while a host hit loaded
 // (docs/performance.md). EngineOptions::host_write_ahead (--host-write-ahead) turns it off.
@@ -320,6 +324,15 @@ class HostTier {
   // is still in flight ("Copies" 7). `load`: order the load stream, else the compute stream (or,
   // inside an admission, the admission's loads).
   void order_after_write_ahead(int32_t entry, bool load);
+  // What reuses an evicted device page follows the write-ahead `ahead`: the compute stream waits
+  // for it, or inside an admission the admission's loads (and without a load the compute stream)
+  // wait for last_ahead_ ("Copies" 6, 7).
+  void order_reuse_after(const CopyEvent& ahead);
+  // An evicted page not stored (dropped, or short of a pinned entry): a write-ahead that read it
+  // may still be in flight with its host entry taken by a later write-ahead since (page_write_ no
+  // longer names it; a page in use is written ahead long before its eviction), so what reuses the
+  // page follows the latest write-ahead if that has not landed.
+  void order_unstored_after_write_ahead();
   void count_copy_time(int64_t start_ns);
 
   CacheStore& store_;

@@ -10,9 +10,7 @@ PagePool::PagePool(int32_t num_pages)
     : refcount_(num_pages, 0),
       cached_(num_pages, false),
       on_free_list_(num_pages, true),
-      lru_prev_(num_pages, -1),
-      lru_next_(num_pages, -1),
-      on_lru_(num_pages, false),
+      lru_(num_pages),
       num_free_(num_pages) {
   SYV_CHECK_GE(num_pages, 0) << "page pool size";
   free_list_.reserve(num_pages);
@@ -27,9 +25,9 @@ int32_t PagePool::allocate() {
     free_list_.pop_back();
     on_free_list_[page] = false;
     --num_free_;
-  } else if (lru_head_ >= 0) {
-    page = lru_head_;
-    lru_remove(page);
+  } else if (!lru_.empty()) {
+    page = lru_.oldest();
+    lru_.remove(page);
     --num_cached_;
     if (on_evict_) on_evict_(page);
     cached_[page] = false;
@@ -44,8 +42,9 @@ void PagePool::retain(int32_t page) {
   SYV_CHECK(page >= 0 && page < num_pages()) << "page " << page;
   SYV_CHECK(!on_free_list_[page]) << "retain of free page " << page;
   if (refcount_[page] == 0) {
-    SYV_CHECK(on_lru_[page]) << "page " << page << " has refcount 0 but is neither free nor cached";
-    lru_remove(page);
+    SYV_CHECK(lru_.contains(page))
+        << "page " << page << " has refcount 0 but is neither free nor cached";
+    lru_.remove(page);
     --num_cached_;
   }
   ++refcount_[page];
@@ -56,7 +55,7 @@ void PagePool::release(int32_t page) {
   SYV_CHECK(refcount_[page] > 0) << "release of unreferenced page " << page;
   if (--refcount_[page] > 0) return;
   if (cached_[page]) {
-    lru_push_back(page);
+    lru_.push_newest(page);
     ++num_cached_;
   } else {
     free_list_.push_back(page);
@@ -69,8 +68,8 @@ void PagePool::set_cached(int32_t page, bool cached) {
   SYV_CHECK(page >= 0 && page < num_pages()) << "page " << page;
   if (cached_[page] == cached) return;
   cached_[page] = cached;
-  if (!cached && on_lru_[page]) {
-    lru_remove(page);
+  if (!cached && lru_.contains(page)) {
+    lru_.remove(page);
     --num_cached_;
     free_list_.push_back(page);
     on_free_list_[page] = true;
@@ -79,38 +78,13 @@ void PagePool::set_cached(int32_t page, bool cached) {
   SYV_CHECK(!cached || refcount_[page] > 0) << "only a used page can become cached, page " << page;
 }
 
-void PagePool::lru_push_back(int32_t page) {
-  lru_prev_[page] = lru_tail_;
-  lru_next_[page] = -1;
-  if (lru_tail_ >= 0)
-    lru_next_[lru_tail_] = page;
-  else
-    lru_head_ = page;
-  lru_tail_ = page;
-  on_lru_[page] = true;
-}
-
-void PagePool::lru_remove(int32_t page) {
-  const int32_t prev = lru_prev_[page], next = lru_next_[page];
-  if (prev >= 0)
-    lru_next_[prev] = next;
-  else
-    lru_head_ = next;
-  if (next >= 0)
-    lru_prev_[next] = prev;
-  else
-    lru_tail_ = prev;
-  lru_prev_[page] = lru_next_[page] = -1;
-  on_lru_[page] = false;
-}
-
 std::string PagePool::check_integrity() const {
   std::ostringstream err;
   const int32_t n = num_pages();
   int32_t free_count = 0, lru_count = 0;
   for (int32_t p = 0; p < n; ++p) {
     if (refcount_[p] < 0) err << "page " << p << " refcount " << refcount_[p] << "; ";
-    const bool f = on_free_list_[p], l = on_lru_[p];
+    const bool f = on_free_list_[p], l = lru_.contains(p);
     if (f && l) err << "page " << p << " both free and on LRU; ";
     if ((f || l) && refcount_[p] != 0)
       err << "page " << p << " listed with refcount " << refcount_[p] << "; ";
@@ -126,17 +100,10 @@ std::string PagePool::check_integrity() const {
         << free_list_.size();
   for (int32_t p : free_list_)
     if (p < 0 || p >= n || !on_free_list_[p]) err << "free list holds bad page " << p << "; ";
-  int32_t walked = 0, prev = -1;
-  for (int32_t p = lru_head_; p >= 0 && walked <= n; p = lru_next_[p], ++walked) {
-    if (!on_lru_[p] || lru_prev_[p] != prev) {
-      err << "LRU link broken at page " << p << "; ";
-      break;
-    }
-    prev = p;
-  }
-  if (prev != lru_tail_) err << "LRU tail " << lru_tail_ << " vs walked end " << prev << "; ";
-  if (walked != lru_count || lru_count != num_cached_)
-    err << "LRU count " << num_cached_ << " vs walked " << walked << " vs flagged " << lru_count;
+  err << lru_.check_integrity("LRU");
+  if (lru_.size() != lru_count || lru_count != num_cached_)
+    err << "LRU count " << num_cached_ << " vs listed " << lru_.size() << " vs flagged "
+        << lru_count;
   return err.str();
 }
 

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "kv/id_list.h"
+
 namespace syv {
 
 class PagePool {
@@ -46,8 +48,8 @@ class PagePool {
 
   // The cached pages allocate() evicts first, oldest first: lru_oldest(), then lru_newer() of
   // each (-1 past the newest). Not to be changed while walking.
-  int32_t lru_oldest() const { return lru_head_; }
-  int32_t lru_newer(int32_t page) const { return lru_next_[page]; }
+  int32_t lru_oldest() const { return lru_.oldest(); }
+  int32_t lru_newer(int32_t page) const { return lru_.newer(page); }
 
   int32_t refcount(int32_t page) const { return refcount_[page]; }
   bool is_cached(int32_t page) const { return cached_[page]; }
@@ -60,17 +62,11 @@ class PagePool {
   std::string check_integrity() const;
 
  private:
-  void lru_push_back(int32_t page);
-  void lru_remove(int32_t page);
-
   std::vector<int32_t> refcount_;
   std::vector<bool> cached_;
   std::vector<int32_t> free_list_;  // stack of free page ids
   std::vector<bool> on_free_list_;
-  // Intrusive doubly linked LRU of cached pages with refcount 0 (head = oldest). -1 = none.
-  std::vector<int32_t> lru_prev_, lru_next_;
-  std::vector<bool> on_lru_;
-  int32_t lru_head_ = -1, lru_tail_ = -1;
+  IdList lru_;  // cached pages with refcount 0, least recently released first
   int32_t num_free_ = 0, num_cached_ = 0;
   std::function<void(int32_t)> on_evict_;
 };

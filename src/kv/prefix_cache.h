@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kv/host_tier.h"
+#include "kv/id_list.h"
 #include "kv/page_pool.h"
 #include "kv/prefix_index.h"
 
@@ -63,6 +64,7 @@ class PrefixCache {
   void set_host_tier(HostTier* host) {
     host_ = host;
     host_entry_of_.assign(static_cast<size_t>(pool_.num_pages()), -1);
+    in_use_ = IdList(pool_.num_pages());
   }
   HostTier* host_tier() const { return host_; }
 
@@ -94,14 +96,23 @@ class PrefixCache {
   // would evict (the pool's free pages go first, then the LRU's oldest) to the host tier now, as
   // one batch that nothing waits for, unless the tier holds them already. When allocate() later
   // evicts such a page its write-back is already done (HostTier::store_page finds the key), so the
-  // step that evicts it does not wait for a copy (kv/host_tier.h "Write-ahead"). When some are
-  // copied, those the tier holds already are refreshed in its LRU first (so that storing the
-  // others does not evict them). Called after every step: a page's host entry, once found, is
-  // remembered (host_entry_of_), so a window the tier holds whole costs a key compare a page.
-  // Returns the pages copied.
-  int32_t write_ahead(int32_t pages);
+  // step that evicts it does not wait for a copy (kv/host_tier.h "Write-ahead").
+  // Under pressure (the free and cached pages are fewer than `pages`: some of those allocations
+  // would have to wait for pages in use now to be released, and would then evict them) the same
+  // batch also copies registered pages still in use (a running sequence's, immutable once
+  // registered, so the copy is final): of the newest `pages - pool().num_available()` of them (by
+  // registration or revival: a released sequence's tail is evicted first), those the tier does
+  // not hold, at most `max_in_use` a call and never more than `pages` copied in all. A sequence
+  // that ends under pressure thus releases pages the tier holds already, instead of a window's
+  // worth to copy at once, which the allocation evicting them would wait for. When some are copied,
+  // those the tier holds already are refreshed in its LRU first (so that storing the others does
+  // not evict them). Called after every step: a page's host entry, once found, is remembered
+  // (host_entry_of_), so a window the tier holds whole costs a key compare a page. Returns the
+  // pages copied.
+  int32_t write_ahead(int32_t pages, int32_t max_in_use = 0);
 
-  // Pool, index and host tier integrity, and that exactly the registered pages are marked cached.
+  // Pool, index and host tier integrity, that exactly the registered pages are marked cached and,
+  // with a host tier, that the in-use list is sound and holds every registered page in use.
   std::string check_integrity() const;
 
  private:
@@ -113,8 +124,19 @@ class PrefixCache {
   // Per device page: the host page entry last found holding its key (-1: none known). A hint
   // for write_ahead(), checked against the entry's key before use (HostTier::holds_page).
   std::vector<int32_t> host_entry_of_;
+  // With a host tier: the registered pages in use (write_ahead() under pressure), oldest
+  // registration or revival first. It holds every registered page with a reference and, until
+  // write_ahead() walks past them, pages released or evicted since (it unlinks those).
+  IdList in_use_;
   std::vector<HostTier::AheadPage> ahead_;  // write_ahead()'s lists, reused
   std::vector<int32_t> held_;
+
+  // Lists a registered `page` for write_ahead(): in ahead_ to copy, or in held_ (its entry) when
+  // the host tier holds it. Returns whether it was listed to copy.
+  bool plan_write_ahead(int32_t page);
+  // Links `page` (registered, in use) as the in-use list's newest; no-op without a host tier.
+  void mark_in_use(int32_t page);
+  std::string check_in_use() const;
 };
 
 }  // namespace syv

@@ -105,6 +105,10 @@ TEST(HostTierLoading, WriteAheadCoversALongHostHitsAdmission) {
   write_ahead_covers_a_long_host_hits_admission();
 }
 
+TEST(HostTierLoading, WriteAheadCoversARunningSequencesPages) {
+  write_ahead_covers_a_running_sequences_pages();
+}
+
 TEST(HostTierLoading, EvictionStormWithWriteAhead) {
   eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/6,
                                                /*write_ahead=*/true);

@@ -748,6 +748,16 @@ inline void write_ahead_leaves_evictions_nothing_to_write_back() {
   }
 }
 
+// A 10-page pool with the write-ahead's long window (EngineCore::between_steps): a token budget
+// and prefill chunk of 2 pages, max_model_len 160 (10 pages) and a host tier of 64 pages (at least
+// two such sequences; 16 checkpoints for hybrids).
+inline EngineOptions long_window_opts(const std::string& dir) {
+  EngineOptions o = opts(dir, 10, 1, 64, 16, /*budget=*/32, /*chunk=*/32);
+  o.max_model_len = 160;
+  o.host_write_ahead = true;
+  return o;
+}
+
 // The write-ahead's long window (EngineCore::between_steps): with a token budget of 2 pages the
 // next step could take 3 (C's new page and the budget), but A's resend allocates 7 pages in its
 // admission step. With max_model_len 160 (10 pages) and a host tier of 64 pages (at least two such
@@ -761,10 +771,7 @@ inline void write_ahead_covers_a_long_host_hits_admission() {
     SCOPED_TRACE(dir);
     Model& m = loading_model(dir, 3);
     std::mt19937 rng(7);
-    EngineOptions o = opts(dir, 10, 1, 64, 0, /*budget=*/32, /*chunk=*/32);
-    o.max_model_len = 160;
-    o.host_write_ahead = true;
-    Harness h(make_core(m, o));
+    Harness h(make_core(m, long_window_opts(dir)));
     const WrittenAhead w = evict_a_prefix_then_write_ahead_d(h, rng);
     if (::testing::Test::HasFatalFailure()) return;
     const EvictedPrefix& e = w.e;
@@ -781,6 +788,67 @@ inline void write_ahead_covers_a_long_host_hits_admission() {
       if (::testing::Test::HasFatalFailure()) return;
     }
     expect_a_and_c_exact(h, dir, e, a_id, w.c_id, w.c, w.before.host_page_hits);
+    expect_no_leaks(h);
+  }
+}
+
+// The write-ahead of running sequences' pages (PrefixCache::write_ahead, "under pressure"): with
+// the long window of write_ahead_covers_a_long_host_hits_admission (10 pages) and a 10-page pool,
+// D (100 tokens + 8: 6 full pages the host does not hold) keeps the pool under pressure (free +
+// evictable pages fewer than the window) while it runs, so each of its pages is copied to the
+// host tier in a gap soon after it was registered, at most the next step's pages (D's new page
+// and the 2-page token budget) a gap. When D ends its pages enter the LRU stored already: the gap
+// after its last step copies none (before, all 6 went then as one batch, which on a GPU the
+// admission evicting them waited for: docs/performance.md), and no later eviction (A's admission
+// and prefill evict D's pages) writes one back. A and D give their cold / solo tokens, A's
+// logprobs bit for bit; dense: A comes back from 96 tokens, 4 or more of D's pages evicted in its
+// admission step (a hybrid's A comes back from 32 tokens: its admission evicts other pages).
+inline void write_ahead_covers_a_running_sequences_pages() {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    SCOPED_TRACE(dir);
+    Model& m = loading_model(dir, 3);
+    std::mt19937 rng(7);
+    Harness h(make_core(m, long_window_opts(dir)));
+    const EvictedPrefix e = evict_a_prefix(h, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+    const HostTierCounters& c = h.core().host_tier()->counters();
+    const Request d = request(random_tokens(rng, 100), 8);
+    const uint64_t d_id = h.submit(d);
+    const uint64_t ahead_before_d = c.pages_written_ahead;
+    uint64_t ahead_while_d = 0, ahead_after_d = 0;
+    while (h.core().has_work()) {
+      const uint64_t ahead = c.pages_written_ahead;
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      EXPECT_LE(c.pages_written_ahead - ahead, 3u) << "a gap copied more than a step's pages";
+      if (h.core().has_work()) {
+        ahead_while_d = c.pages_written_ahead - ahead_before_d;
+      } else {
+        ahead_after_d = c.pages_written_ahead - ahead;
+      }
+    }
+    EXPECT_GE(ahead_while_d, 6u) << "D's pages were not written ahead while it ran";
+    EXPECT_EQ(ahead_after_d, 0u) << "D's pages were written ahead after it ended, as one batch";
+    EXPECT_EQ(h.output(d_id).samples.at(0).tokens, run_alone(dir, d));
+    const uint64_t stored = c.pages_stored, present = c.stores_present, hits = c.page_hits;
+    const uint64_t a_id = h.submit(e.a);
+    h.step();  // A's admission
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_TRUE(is_loading(running_with(h, e.a.prompt_ids)));
+    if (!is_hybrid(dir)) {
+      EXPECT_GE(c.stores_present - present, 4u)
+          << "A's admission evicted fewer of D's pages than the scenario needs";
+    }
+    h.run();
+    EXPECT_EQ(c.pages_stored, stored) << "an eviction wrote back a page of D";
+    EXPECT_GT(c.stores_present, present);
+    const SampleOutput& a = h.output(a_id).samples.at(0);
+    EXPECT_EQ(a.tokens, e.cold_tokens);
+    EXPECT_EQ(a.logprobs, e.cold_logprobs);  // bit for bit
+    if (!is_hybrid(dir)) {
+      EXPECT_EQ(a.cached_tokens, 96);
+      EXPECT_EQ(c.page_hits - hits, 6u);
+    }
     expect_no_leaks(h);
   }
 }

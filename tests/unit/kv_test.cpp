@@ -3,11 +3,37 @@
 
 #include <random>
 
+#include "kv/id_list.h"
 #include "kv/page_pool.h"
 #include "kv/prefix_cache.h"
 
 namespace syv {
 namespace {
+
+// The walk order after pushes and removals (head, middle, tail), and the integrity check.
+TEST(IdList, PushRemoveAndWalkBothWays) {
+  IdList list(6);
+  for (int32_t id : {4, 1, 5, 0}) list.push_newest(id);
+  list.remove(1);  // middle
+  list.remove(4);  // oldest
+  list.push_newest(4);
+  list.remove(4);  // newest
+  list.push_newest(2);
+  std::vector<int32_t> forward, backward;
+  for (int32_t id = list.oldest(); id >= 0; id = list.newer(id)) forward.push_back(id);
+  for (int32_t id = list.newest(); id >= 0; id = list.older(id)) backward.push_back(id);
+  EXPECT_EQ(forward, (std::vector<int32_t>{5, 0, 2}));
+  EXPECT_EQ(backward, (std::vector<int32_t>{2, 0, 5}));
+  EXPECT_EQ(list.size(), 3);
+  EXPECT_TRUE(list.contains(0));
+  EXPECT_FALSE(list.contains(4));
+  EXPECT_EQ(list.check_integrity("list"), "");
+  for (int32_t id : forward) list.remove(id);
+  EXPECT_TRUE(list.empty());
+  EXPECT_EQ(list.oldest(), -1);
+  EXPECT_EQ(list.newest(), -1);
+  EXPECT_EQ(list.check_integrity("list"), "");
+}
 
 TEST(PagePool, AllocateRetainReleaseAndLruEviction) {
   PagePool pool(4);
