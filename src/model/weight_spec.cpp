@@ -314,8 +314,8 @@ Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& sp
   }
 
   // An embedding table kept in host-resident memory (keep_embeddings_on_host).
-  const bool host = host_embeddings_ && specs.size() == 1 && rank == 2 &&
-                    specs[0].init == WeightInit::kEmbedding;
+  const bool host =
+      host_embeddings_ && specs.size() == 1 && rank == 2 && specs[0].init == WeightInit::kEmbedding;
   if (store_ == nullptr) {  // random weights, drawn by the backend
     const DType dtype = backend_.weight_dtype(DType::BF16);
     DeviceWeight w = allocate(shape, dtype, host);

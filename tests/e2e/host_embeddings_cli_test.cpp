@@ -56,7 +56,8 @@ TEST(HostEmbeddingsCli, InspectPlansTheTableIntoThePool) {
   const auto [device, device_line] = planned(base);
   const auto [host, host_line] = planned(base + " --host-embeddings");
   EXPECT_NEAR(static_cast<double>(host - device), 2.0 * 248320 * 5120 / 65536, 64.0)
-      << device_line << "\n" << host_line;
+      << device_line << "\n"
+      << host_line;
   EXPECT_NE(host_line.find("the embedding table in host memory"), std::string::npos) << host_line;
   auto [status, text] = run_command(std::string(SYV_BIN) + " inspect --model " + kTied +
                                         " --gpu-memory-gib 2 --gpu-memory-utilization 0.9"

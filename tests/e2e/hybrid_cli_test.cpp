@@ -109,7 +109,8 @@ TEST(HybridCli, InspectGivesActiveParametersOfAMixtureOfExperts) {
 // bf16 shrinks each slot and --num-checkpoints sets how many checkpoints there are, so the pool
 // grows by what they free.
 TEST(HybridCli, InspectPlansTheHybridStateFlags) {
-  const std::string base = std::string(SYV_BIN) + " inspect --model " + std::string(SYV_SOURCE_DIR) +
+  const std::string base = std::string(SYV_BIN) + " inspect --model " +
+                           std::string(SYV_SOURCE_DIR) +
                            "/models/tiny-hybrid --gpu-memory-gib 2 --gpu-memory-utilization 0.9" +
                            " --max-num-seqs 2 --max-batch-tokens 256";
   struct Plan {
