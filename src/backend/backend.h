@@ -247,6 +247,9 @@ class Backend {
   // memory); CUDA: pinned host memory mapped into the device's address space (kernels read it
   // over the bus). Released by ~DeviceBuffer like any other buffer.
   virtual DeviceBuffer allocate_host_resident(size_t bytes) { return allocate(bytes); }
+  // Whether allocate_host_resident() memory lies outside what allocate() draws from, i.e. frees
+  // device memory (CUDA: host vs device memory; the default: both are the same host memory).
+  virtual bool host_resident_frees_device_memory() const { return false; }
   virtual void release(void* data) = 0;  // called by ~DeviceBuffer
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;  // synchronizes

@@ -96,7 +96,8 @@ struct EngineOptions {
   bool host_fault_in_background = true;
   bool host_pin_all_while_idle = true;
   // Write-ahead (kv/host_tier.h "Write-ahead"): between steps, the cached device pages the next
-  // step could evict are copied to the host tier ahead of their eviction, so no step waits for a
+  // step could evict (and, when the pool is short of them, the newest registered pages of running
+  // sequences) are copied to the host tier ahead of their eviction, so no step waits for a
   // write-back; off: every page is written back when it is evicted (the step that evicts it waits
   // for the copy).
   bool host_write_ahead = true;

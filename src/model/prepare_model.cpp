@@ -182,7 +182,8 @@ Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
   }
   if (std::optional<int64_t> bytes = weight_backend_bytes(*p.arch, p.config, store, backend)) {
     p.weight_bytes = *bytes;
-    if (options.host_embeddings) {  // the table leaves the device (WeightLoader)
+    if (options.host_embeddings && backend.host_resident_frees_device_memory()) {
+      // the table leaves the device (WeightLoader::keep_embeddings_on_host)
       p.weight_bytes -= p.config.vocab_size * p.config.hidden_size *
                         static_cast<int64_t>(dtype_size(backend.weight_dtype(DType::BF16)));
     }

@@ -313,9 +313,10 @@ Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& sp
     shape[0] += specs[i].shape[0];
   }
 
-  // An embedding table kept in host-resident memory (keep_embeddings_on_host).
-  const bool host =
-      host_embeddings_ && specs.size() == 1 && rank == 2 && specs[0].init == WeightInit::kEmbedding;
+  // An embedding table kept in host-resident memory (keep_embeddings_on_host), where that frees
+  // device memory (on the CPU backend every weight is host memory already).
+  const bool host = host_embeddings_ && backend_.host_resident_frees_device_memory() &&
+                    specs.size() == 1 && rank == 2 && specs[0].init == WeightInit::kEmbedding;
   if (store_ == nullptr) {  // random weights, drawn by the backend
     const DType dtype = backend_.weight_dtype(DType::BF16);
     DeviceWeight w = allocate(shape, dtype, host);

@@ -25,6 +25,15 @@ TEST(HostEmbeddingsCli, GenerateGivesTheSameTokens) {
   ASSERT_EQ(s2, 0) << host;
   EXPECT_FALSE(plain.empty());
   EXPECT_EQ(host, plain);
+  // On the CPU backend the table is host memory either way: the start-up memory check counts it.
+  auto check = [&](const std::string& flags) {
+    auto [status, log] = run_command(cmd + flags, /*with_stderr=*/true);
+    EXPECT_EQ(status, 0) << log;
+    const size_t at = log.find("memory check: weights ");
+    EXPECT_NE(at, std::string::npos) << log;
+    return at == std::string::npos ? std::string() : log.substr(at, log.find(',', at) - at);
+  };
+  EXPECT_EQ(check(" --host-embeddings"), check(""));
 }
 
 TEST(HostEmbeddingsCli, TiedEmbeddingsAreRefusedByName) {

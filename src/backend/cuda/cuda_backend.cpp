@@ -227,6 +227,7 @@ class CudaBackendImpl final : public CudaBackend {
     host_resident_.push_back(p);
     return DeviceBuffer(this, p, bytes);
   }
+  bool host_resident_frees_device_memory() const override { return true; }
   void release(void* data) override {
     const auto host = std::find(host_resident_.begin(), host_resident_.end(), data);
     if (host != host_resident_.end()) {
