@@ -32,6 +32,7 @@ struct Options {
   std::string config_path;
   std::string weights_format = "bf16";  // bf16, or a `syv quantize --format` (fp8, awq, gptq)
   int32_t group_size = 128;             // awq / gptq: --group-size, as `syv quantize`'s
+  bool lm_head = false;                 // gptq: --lm-head, as `syv quantize`'s
   bool json = false;
   PlanArgs plan;              // --gpu-memory-utilization (memory_plan_cli.h)
   double host_cache_gb = -1;  // < 0: what serve would take here (engine/host_tier_setup.h)
@@ -229,6 +230,7 @@ int run_config_only(const Options& o) {
                : o.weights_format == "awq" ? QuantizeFormat::kAwq
                                            : QuantizeFormat::kGptq;
     q.group_size = o.group_size;
+    q.lm_head = o.lm_head;
     Result<int64_t> b = quantized_device_bytes(*specs, q);
     if (!b.ok()) return fail("--weights-format " + o.weights_format + ": " + b.message());
     device_bytes = *b;
@@ -241,7 +243,8 @@ int run_config_only(const Options& o) {
       : o.weights_format == "fp8"
           ? std::string("fp8 as `syv quantize --format fp8` writes it (128x128 blocks)")
           : o.weights_format + " int4 as `syv quantize --format " + o.weights_format +
-                " --group-size " + std::to_string(o.group_size) + "` writes it";
+                " --group-size " + std::to_string(o.group_size) + (o.lm_head ? " --lm-head" : "") +
+                "` writes it";
   std::string plan_line;
   if (o.plan.utilization > 0) {
     auto plan = describe_memory_plan(o.plan, c, device_bytes);
@@ -506,6 +509,9 @@ CommandRegistration reg{
                          "packed with their scales and zero points, the rest bf16)")
               ->check(CLI::IsMember({"bf16", "fp8", "awq", "gptq"}))
               ->needs(config);
+      app.add_flag("--lm-head", o->lm_head,
+                   "With --weights-format gptq: lm_head quantized too, as `syv quantize --lm-head`")
+          ->needs(weights_format);
       CLI::Option* group_size =
           app.add_option("--group-size", o->group_size,
                          "With --weights-format awq|gptq: input columns per scale (default 128)")

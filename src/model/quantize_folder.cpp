@@ -55,8 +55,9 @@ json quantization_config(const QuantizeOptions& o, const std::vector<std::string
           {"bits", 4},         {"group_size", o.group_size}, {"quant_method", "awq"},
           {"version", "gemm"}, {"zero_point", true},         {"modules_to_not_convert", nullptr}};
     case QuantizeFormat::kGptq:  // AutoGPTQ / optimum's layout fields
-      return {{"bits", 4},   {"group_size", o.group_size}, {"desc_act", false},
-              {"sym", true}, {"quant_method", "gptq"},     {"checkpoint_format", "gptq"}};
+      return {{"bits", 4},           {"group_size", o.group_size}, {"desc_act", false},
+              {"sym", true},         {"quant_method", "gptq"},     {"checkpoint_format", "gptq"},
+              {"lm_head", o.lm_head}};
   }
   return json::object();
 }
@@ -77,9 +78,24 @@ Status check_packable(const QuantizeOptions& o, const TensorInfo& t) {
                        " cannot be quantized: " + why);
 }
 
+// --lm-head: gptq only, and a model with an lm_head.weight (untied embeddings).
+Status check_lm_head_option(const QuantizeOptions& o, bool has_lm_head, const std::string& where) {
+  if (!o.lm_head) return Status::Ok();
+  if (o.format != QuantizeFormat::kGptq) {
+    return Status::Error("--lm-head: gptq only (GPTQModel's \"lm_head\": true)");
+  }
+  if (!has_lm_head) {
+    return Status::Error("--lm-head: " + where +
+                         ": the model has no lm_head.weight (tie_word_embeddings: lm_head is the "
+                         "embedding table, which stays in float)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-bool quantize_tensor_name(const std::string& name) {
+bool quantize_tensor_name(const std::string& name, bool lm_head) {
+  if (lm_head && name == "lm_head.weight") return true;
   if (name.find(".layers.") == std::string::npos || !ends_with(name, ".weight")) return false;
   const std::string stem = name.substr(0, name.size() - 7);
   const std::string module = stem.substr(stem.rfind('.') + 1);
@@ -92,13 +108,16 @@ Result<int64_t> quantized_device_bytes(const std::vector<WeightSpec>& specs,
   if (o.group_size <= 0 || o.block <= 0) {
     return Status::Error("--group-size must be positive, found " + std::to_string(o.group_size));
   }
+  bool has_lm_head = false;
+  for (const WeightSpec& spec : specs) has_lm_head |= spec.name == "lm_head.weight";
+  SYV_RETURN_IF_ERROR(check_lm_head_option(o, has_lm_head, "config.json"));
   // The quantization_config quantize_folder writes, as load_model parses it.
   SYV_ASSIGN_OR_RETURN(QuantConfig quant,
                        parse_quant_config(quantization_config(o, {}), "syv quantize"));
   int64_t bytes = 0;
   for (const WeightSpec& spec : specs) {
     if (spec.shape.size() == 2 && spec.init != WeightInit::kEmbedding &&
-        quantize_tensor_name(spec.name)) {
+        quantize_tensor_name(spec.name, o.lm_head)) {
       TensorInfo t;
       t.name = spec.name;
       t.shape = spec.shape;
@@ -127,6 +146,8 @@ Status quantize_folder(const QuantizeOptions& o) {
                          ": the model is already quantized (quantization_config is present)");
   }
   SYV_ASSIGN_OR_RETURN(WeightStore store, WeightStore::open_dir(o.in_dir));
+  SYV_RETURN_IF_ERROR(check_lm_head_option(o, store.find("lm_head.weight") != nullptr,
+                                           (in / "config.json").string()));
   // Every check before anything is written.
   std::vector<std::string> kept;
   for (const std::string& name : store.names()) {
@@ -135,7 +156,7 @@ Status quantize_folder(const QuantizeOptions& o) {
       return Status::Error(t.file + ": tensor \"" + name + "\" has dtype " +
                            std::string(dtype_name(t.dtype)) + "; syv quantize reads float models");
     }
-    if (t.shape.size() == 2 && quantize_tensor_name(name)) {
+    if (t.shape.size() == 2 && quantize_tensor_name(name, o.lm_head)) {
       SYV_RETURN_IF_ERROR(check_packable(o, t));
     } else if (t.shape.size() == 2 && ends_with(name, ".weight") &&
                name.find("embed_tokens") == std::string::npos) {
@@ -156,7 +177,7 @@ Status quantize_folder(const QuantizeOptions& o) {
     for (const std::string& name : store.names()) {
       const TensorInfo& t = *store.find(name);
       if (t.file != file) continue;
-      if (!(t.shape.size() == 2 && quantize_tensor_name(name))) {
+      if (!(t.shape.size() == 2 && quantize_tensor_name(name, o.lm_head))) {
         tensors.push_back({name, t.dtype, t.shape, t.data});
         continue;
       }

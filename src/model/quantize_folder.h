@@ -18,14 +18,17 @@ struct QuantizeOptions {
   QuantizeFormat format = QuantizeFormat::kFp8;
   int32_t group_size = 128;  // awq / gptq: K elements per scale
   int32_t block = 128;       // fp8: the square scale tile (weight_block_size [block, block])
+  // gptq: lm_head.weight quantized too, and "lm_head": true in quantization_config, as GPTQModel
+  // writes it with lm_head=True (untied models: a tied one has no lm_head.weight and is refused).
+  bool lm_head = false;
 };
 
 // Which checkpoint tensors are quantized: 2-D float "<...>.layers.<i>.<...>.<m>.weight" with <m>
 // "*_proj" or "in_proj_*" (in_proj_qkv, in_proj_z, in_proj_qkvz), except
 // the hybrids' small GDN projections (in_proj_a, in_proj_b, in_proj_ba); embeddings, lm_head,
 // norms, conv1d, the MoE router (mlp.gate) and shared_expert_gate stay as they are (as in Qwen's
-// own FP8 checkpoints, WAVE2-SPECS C.1).
-bool quantize_tensor_name(const std::string& name);
+// own FP8 checkpoints, WAVE2-SPECS C.1). lm_head: "lm_head.weight" too (QuantizeOptions::lm_head).
+bool quantize_tensor_name(const std::string& name, bool lm_head = false);
 
 // What a model of these tensors holds on a CUDA device once quantize_folder wrote it in
 // options.format (group_size / block) and load_model read it back: the modules

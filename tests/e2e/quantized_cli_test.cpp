@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -173,6 +174,70 @@ TEST_F(QuantizedCli, InspectConfigOnlyPlansWhatSyvQuantizeWrites) {
   refused(config + " --group-size 32", "--group-size");
   refused(" inspect --model " + kFixture.string() + " --weights-format awq", "--weights-format");
   refused(" inspect", "--model or --config needed");
+}
+
+// `syv quantize --format gptq --lm-head` on a model with untied embeddings: lm_head is written
+// quantized ("lm_head": true in quantization_config, GPTQModel's field), loads quantized (inspect
+// counts it), generates as the float folder of the dequantized weights does, and `syv inspect
+// --config --weights-format gptq --lm-head` counts the same device bytes. Other formats and tied
+// models are refused naming the flag.
+TEST_F(QuantizedCli, GptqLmHeadQuantizesTheOutputProjection) {
+  const fs::path untied = fs::path(SYV_SOURCE_DIR) / "tests/fixtures/qwen3/untied_gqa4_hd24";
+  const fs::path out = base_ / "gptq_lm_head";
+  auto quantize_untied = [&](const std::string& flags, const fs::path& dir) {
+    return run_command(std::string(SYV_BIN) + " quantize --in " + untied.string() + " --out " +
+                           dir.string() + " " + flags,
+                       /*with_stderr=*/true);
+  };
+  {
+    auto [status, text] = quantize_untied("--format gptq --group-size 32 --lm-head", out);
+    ASSERT_EQ(status, 0) << text;
+  }
+  std::ifstream cfg(out / "config.json");
+  const json config = json::parse(cfg);
+  EXPECT_EQ(config["quantization_config"]["lm_head"], true);
+  const json j = inspect_json(out);
+  ASSERT_TRUE(j.contains("quantization")) << j.dump();
+  const json& kinds = j["quantization"]["quantized"];
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "lm_head"), kinds.end()) << kinds.dump();
+  // Without the flag lm_head stays in bf16: the device bytes shrink by what packing it saves.
+  const fs::path plain = base_ / "gptq";
+  {
+    auto [status, text] = quantize_untied("--format gptq --group-size 32", plain);
+    ASSERT_EQ(status, 0) << text;
+  }
+  const json p = inspect_json(plain);
+  EXPECT_LT(j["weight_bytes_device"].get<int64_t>(), p["weight_bytes_device"].get<int64_t>());
+  {
+    auto [status, text] = run_command(std::string(SYV_BIN) + " inspect --json --config " +
+                                      (untied / "config.json").string() +
+                                      " --weights-format gptq --group-size 32 --lm-head");
+    ASSERT_EQ(status, 0) << text;
+    EXPECT_EQ(json::parse(text)["weight_bytes_device"], j["weight_bytes_device"]);
+  }
+  // The tokens of the float folder of the dequantized weights (lm_head included).
+  ASSERT_TRUE(syv::testing::write_dequantized_folder(untied, out, base_ / "dequantized"));
+  auto generate = [&](const fs::path& model) {
+    auto [status, text] = run_command(std::string(SYV_BIN) + " generate --model " + model.string() +
+                                      " --tokens 11,400,23,987,5 --max-tokens 12");
+    EXPECT_EQ(status, 0) << text;
+    return text;
+  };
+  const std::string tokens = generate(out);
+  EXPECT_FALSE(tokens.empty());
+  EXPECT_EQ(tokens, generate(base_ / "dequantized"));
+
+  auto refused = [&](const std::string& cmd, const std::string& why) {
+    auto [status, text] = run_command(std::string(SYV_BIN) + cmd, /*with_stderr=*/true);
+    EXPECT_NE(status, 0) << cmd;
+    EXPECT_NE(text.find(why), std::string::npos) << cmd << "\n" << text;
+  };
+  refused(" quantize --format fp8 --lm-head --in " + untied.string() + " --out " +
+              (base_ / "x").string(),
+          "--lm-head: gptq only");
+  refused(" quantize --format gptq --group-size 32 --lm-head --in " + kFixture.string() +
+              " --out " + (base_ / "y").string(),
+          "no lm_head.weight");
 }
 
 TEST_F(QuantizedCli, GeneratePromptsFileBatchedEqualsOneByOneAndTheDequantizedModel) {

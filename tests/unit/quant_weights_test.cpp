@@ -536,6 +536,8 @@ TEST(QuantizeFolder, WritesThePublishedConfigAndRefusesWhatItCannotPack) {
   EXPECT_FALSE(quantize_tensor_name("model.layers.3.mlp.gate.weight"));
   EXPECT_FALSE(quantize_tensor_name("model.layers.3.mlp.shared_expert_gate.weight"));
   EXPECT_FALSE(quantize_tensor_name("lm_head.weight"));
+  EXPECT_TRUE(quantize_tensor_name("lm_head.weight", /*lm_head=*/true));  // gptq --lm-head
+  EXPECT_FALSE(quantize_tensor_name("model.embed_tokens.weight", /*lm_head=*/true));
   fs::remove_all(out);
 }
 
