@@ -147,7 +147,6 @@ Status parse_gptq(const QFields& f, QuantConfig* q) {
   SYV_ASSIGN_OR_RETURN(q->group_size, f.group_size("group_size"));
   SYV_ASSIGN_OR_RETURN(q->symmetric, f.boolean("sym", true));
   SYV_ASSIGN_OR_RETURN(q->act_order, f.boolean("desc_act", false));
-  SYV_ASSIGN_OR_RETURN(q->lm_head, f.boolean("lm_head", false));
   SYV_ASSIGN_OR_RETURN(std::string format, f.string("checkpoint_format", "gptq"));
   if (format != "gptq" && format != "gptq_v2") {
     return f.unsupported("checkpoint_format", "syv reads \"gptq\" and \"gptq_v2\"");
@@ -288,7 +287,7 @@ std::string describe_quant_config(const QuantConfig& q) {
     case QuantMethod::kGptq:
       return std::string("gptq") + (q.gptq_v2 ? " v2" : "") + " (int4, " + groups +
              (q.symmetric ? ", symmetric" : ", zero points") + (q.act_order ? ", act-order" : "") +
-             (q.lm_head ? ", lm_head too" : "") + ")";
+             ")";
     case QuantMethod::kCtPackInt4:
       return "compressed-tensors pack-quantized (int4, " + groups +
              (q.symmetric ? ", symmetric" : ", zero points") + (q.act_order ? ", act-order" : "") +

@@ -47,8 +47,6 @@ struct QuantConfig {
   bool symmetric = true;   // GPTQ sym / compressed-tensors symmetric (AWQ: false, zero points)
   bool act_order = false;  // GPTQ desc_act / compressed-tensors actorder: g_idx tensors exist
   bool gptq_v2 = false;    // GPTQ checkpoint_format "gptq_v2": zeros stored exactly (v1: z - 1)
-  // GPTQ "lm_head" (GPTQModel): lm_head.weight is quantized too; informative, as not_converted.
-  bool lm_head = false;
   // Module names kept in float (modules_to_not_convert / ignore), as written; informative: the
   // loader goes by which tensors each module has.
   std::vector<std::string> not_converted;

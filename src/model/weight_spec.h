@@ -144,7 +144,6 @@ class WeightLoader {
 
   int64_t parameters_loaded() const { return parameters_; }
   int64_t device_bytes() const { return device_bytes_; }  // host-resident bytes not included
-  int64_t host_resident_bytes() const { return host_bytes_; }
 
  private:
   Result<const TensorInfo*> checked(const WeightSpec& spec) const;
