@@ -23,6 +23,7 @@
 #include "backend/kv_cache_view.h"
 #include "backend/tensor.h"
 #include "backend/weight.h"
+#include "core/status.h"
 
 namespace syv {
 
@@ -430,6 +431,23 @@ class Backend {
   // so the scratch exists when the memory plan is made and never grows during a step (CUDA: the
   // bf16 buffer its prefill path dequantizes into). The default does nothing.
   virtual void reserve_quantized_scratch(const Weight& w) { (void)w; }
+  // What the activations of a quantized weight's GEMM (more tokens than a GEMV's) are multiplied
+  // in (`--quantized-activations`; docs/cuda-backend.md "fp8 tensor-core GEMMs"):
+  //   kAuto  fp8 block-scaled weights multiply fp8 activations (W8A8: each token's 128-column
+  //          groups scaled to e4m3, as vLLM and SGLang run these checkpoints) where the backend
+  //          has that GEMM; int4 weights multiply the activations as they are (W4A16).
+  //   kOff   every quantized weight multiplies the activations as they are (its values
+  //          dequantized: exact to the weights; the reference).
+  //   kFp8   as kAuto, and int4 weights of 128-column groups multiply fp8 activations too (W4A8:
+  //          the weight's (q - z) values are exact in e4m3, its group scale is the GEMM's).
+  // A backend without fp8 GEMMs runs kAuto as kOff and refuses kFp8 (an error naming the reason).
+  // Batch-invariant mode always multiplies as kOff does. Applies to calls made after it.
+  enum class QuantizedActivations : uint8_t { kAuto, kOff, kFp8 };
+  virtual Status set_quantized_activations(QuantizedActivations mode) {
+    if (mode == QuantizedActivations::kFp8)
+      return Status::Error("fp8 activations (W4A8) are not implemented on backend " + name());
+    return Status::Ok();
+  }
   // Whether gated_delta_rule() takes a state of dtype `t` (CacheConfig::state_dtype). f32 always.
   virtual bool supports_state_dtype(DType t) const { return t == DType::F32; }
   // Whether a KV cache of dtype `t` (CacheConfig::kv_dtype) has kernels here: kv_write /

@@ -42,7 +42,8 @@ namespace {
 struct Options {
   std::string config;
   bool random_weights = false;
-  bool host_embeddings = false;  // --host-embeddings (LoadOptions::host_embeddings)
+  bool host_embeddings = false;                // --host-embeddings (LoadOptions::host_embeddings)
+  std::string quantized_activations = "auto";  // --quantized-activations
   uint64_t seed = 1;
   std::vector<int> batch{1, 8, 64, 256};
   std::vector<int> context{512, 8192};
@@ -79,6 +80,7 @@ void add_common(CLI::App& app, Options& o) {
   add_kv_cache_dtype_arg(app, o.kv_cache_dtype);
   add_tensor_parallel_arg(app, o.tensor_parallel_size);
   add_host_embeddings_arg(app, o.host_embeddings);
+  add_quantized_activations_arg(app, o.quantized_activations);
 }
 
 #if SYV_HAVE_CUDA
@@ -224,6 +226,9 @@ int setup(const Options& o, Setup& s) {
               s.gpu->device_name().c_str(), s.gpu->sm_count(), mem.total_bytes / 1073741824.0,
               mem.free_bytes / 1073741824.0, seconds_since(t0));
   std::printf("batch-invariant mode: %s\n", o.batch_invariant ? "on" : "off");
+  if (Status st = apply_quantized_activations(*s.gpu, o.quantized_activations); !st.ok())
+    return fail(st.message());
+  std::printf("quantized activations: %s\n", o.quantized_activations.c_str());
   t0 = std::chrono::steady_clock::now();
   s.copy_gbps = s.gpu->measure_copy_gbps(size_t{2} << 30, 20);
   s.gemm_tflops = s.gpu->measure_gemm_tflops(8192, 8192, 8192, 20);
@@ -244,6 +249,10 @@ int setup(const Options& o, Setup& s) {
   auto ranks = make_tp_ranks(*s.gpu, o.tensor_parallel_size);
   if (!ranks.ok()) return fail(ranks.message());
   s.ranks = std::move(*ranks);
+  for (auto& rank : s.ranks.owned) {
+    if (Status st = apply_quantized_activations(*rank, o.quantized_activations, false); !st.ok())
+      return fail(st.message());
+  }
   auto model = load_tp_model(*prepared, s.ranks, lo);
   if (!model.ok()) return fail("--config: " + model.message());
   s.model = std::move(*model);

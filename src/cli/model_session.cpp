@@ -22,6 +22,54 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
                "(for timing; the output is noise).");
   app.add_option("--weight-seed", args.weight_seed, "Seed of --random-weights (default 0).");
   add_host_embeddings_arg(app, args.host_embeddings);
+  add_quantized_activations_arg(app, args.quantized_activations);
+}
+
+void add_quantized_activations_arg(CLI::App& app, std::string& mode) {
+  app.add_option("--quantized-activations", mode,
+                 "What a quantized checkpoint's GEMMs (prefill, batches over 16 tokens) multiply:\n"
+                 "  auto  fp8 weights take fp8 activations (W8A8: each token's 128-column groups\n"
+                 "        scaled to e4m3, as vLLM runs these checkpoints; fp8 tensor cores on\n"
+                 "        Hopper, elsewhere as off); int4 weights take bf16 activations (W4A16)\n"
+                 "  off   bf16 activations for every format (weights dequantized: exact to them)\n"
+                 "  fp8   as auto, and int4 weights of group size 128 take fp8 activations too\n"
+                 "        (W4A8; Hopper only: refused elsewhere)")
+      ->check(CLI::IsMember({"auto", "off", "fp8"}))
+      ->capture_default_str();
+  app.add_flag_callback(
+      "--int8-activations",
+      [] {
+        throw CLI::ValidationError(
+            "--int8-activations",
+            "not implemented: syv's W4A8 quantizes activations to fp8 e4m3 (one scale per token "
+            "and 128 columns; on Hopper fp8 and int8 tensor cores run at the same rate, and e4m3 "
+            "holds int4 weights exactly). Use --quantized-activations fp8");
+      },
+      "Refused: see --quantized-activations fp8 (W4A8 with fp8 activations)");
+}
+
+Status apply_quantized_activations(Backend& backend, const std::string& mode, bool log) {
+  using Q = Backend::QuantizedActivations;
+  Q q;
+  if (mode == "auto") {
+    q = Q::kAuto;
+  } else if (mode == "off") {
+    q = Q::kOff;
+  } else if (mode == "fp8") {
+    q = Q::kFp8;
+  } else {
+    return Status::Error("--quantized-activations: expected auto, off or fp8, found \"" + mode +
+                         "\"");
+  }
+  Status st = backend.set_quantized_activations(q);
+  if (!st.ok()) return Status::Error("--quantized-activations " + mode + ": " + st.message());
+  if (log && mode != "auto") {
+    SYV_LOG(INFO) << "quantized activations: " << mode
+                  << (q == Q::kOff ? " (every quantized weight multiplies bf16 activations)"
+                                   : " (fp8 and int4 group-128 weights multiply fp8 activations "
+                                     "in GEMMs: W8A8 / W4A8)");
+  }
+  return Status::Ok();
 }
 
 void add_host_embeddings_arg(CLI::App& app, bool& host_embeddings) {
@@ -56,6 +104,7 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   LoadedModel loaded;
   SYV_ASSIGN_OR_RETURN(loaded.backend, make_cli_backend(args.device));
   apply_batch_invariant(*loaded.backend, args.batch_invariant);
+  SYV_RETURN_IF_ERROR(apply_quantized_activations(*loaded.backend, args.quantized_activations));
   LoadOptions options;
   options.random_weights = args.random_weights;
   options.seed = args.weight_seed;
@@ -67,6 +116,8 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   SYV_ASSIGN_OR_RETURN(TpRanks ranks, make_tp_ranks(*loaded.backend, args.tensor_parallel_size));
   auto model = load_tp_model(*prepared, ranks, options);
   if (!model.ok()) return model.status().with_context("--model");
+  for (auto& rank : ranks.owned)
+    SYV_RETURN_IF_ERROR(apply_quantized_activations(*rank, args.quantized_activations, false));
   loaded.rank_backends = std::move(ranks.owned);
   loaded.model = std::move(model.value());
   return loaded;

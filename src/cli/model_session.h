@@ -26,12 +26,20 @@ struct ModelArgs {
   bool batch_invariant = false;  // Backend::set_batch_invariant (commands that offer the flag)
   std::string device = "cpu";    // --device (commands that offer it; see add_device_arg)
   bool mtp = false;  // also load the MTP head (LoadOptions::mtp): --speculative-method mtp
-  int tensor_parallel_size = 1;  // --tensor-parallel-size (cli/tensor_parallel_cli.h)
-  bool host_embeddings = false;  // --host-embeddings (LoadOptions::host_embeddings)
+  int tensor_parallel_size = 1;                // --tensor-parallel-size (cli/tensor_parallel_cli.h)
+  bool host_embeddings = false;                // --host-embeddings (LoadOptions::host_embeddings)
+  std::string quantized_activations = "auto";  // --quantized-activations (Backend::set_...)
 };
 void add_model_args(CLI::App& app, ModelArgs& args);
 // --host-embeddings (LoadOptions::host_embeddings), for every command that loads a model.
 void add_host_embeddings_arg(CLI::App& app, bool& host_embeddings);
+
+// --quantized-activations auto|off|fp8 (Backend::set_quantized_activations), and
+// --int8-activations, which is refused naming what runs instead (W4A8 here is fp8 activations).
+void add_quantized_activations_arg(CLI::App& app, std::string& mode);
+// Parses `mode` (as the flag takes it) and sets it on `backend`; errors name
+// --quantized-activations. With `log`, the start-up line says what each weight format multiplies.
+Status apply_quantized_activations(Backend& backend, const std::string& mode, bool log = true);
 
 // --device auto|cpu|cuda, parsed by make_cli_backend(); `device` keeps its value as the default
 // shown in --help (serve: auto; logits, generate: cpu, the fp32 reference).

@@ -68,9 +68,10 @@ struct ServeOptions {
   std::string allowed_origins;  // CORS: "" = none, "*", or comma-separated origins
   std::string served_model_name;
   std::string device = "auto";
-  int tensor_parallel_size = 1;  // --tensor-parallel-size (cli/tensor_parallel_cli.h)
-  bool host_embeddings = false;  // --host-embeddings (LoadOptions::host_embeddings)
-  std::string preset;            // --preset (cli/preset.h): applied to the flags before run_serve
+  int tensor_parallel_size = 1;                // --tensor-parallel-size (cli/tensor_parallel_cli.h)
+  bool host_embeddings = false;                // --host-embeddings (LoadOptions::host_embeddings)
+  std::string quantized_activations = "auto";  // --quantized-activations
+  std::string preset;  // --preset (cli/preset.h): applied to the flags before run_serve
   // Backend::set_batch_invariant.
   bool batch_invariant = false;
   EngineArgs engine;  // --page-size, --kv-cache-mb, --max-num-seqs, --max-model-len ...
@@ -261,10 +262,16 @@ int run_serve(const ServeOptions& o) {
   const double backend_s = since(t0);
   SYV_LOG(INFO) << "backend: " << (*backend)->name() << ", up in " << backend_s << " s";
   apply_batch_invariant(**backend, o.batch_invariant);
+  if (Status st = apply_quantized_activations(**backend, o.quantized_activations); !st.ok())
+    return fail(st.message());
   // The other ranks' backends (devices 1..N-1 and the NCCL group on CUDA), before the port is
   // bound.
   Result<TpRanks> ranks = make_tp_ranks(**backend, o.tensor_parallel_size);
   if (!ranks.ok()) return fail(ranks.message());
+  for (auto& rank : ranks->owned) {
+    if (Status st = apply_quantized_activations(*rank, o.quantized_activations, false); !st.ok())
+      return fail(st.message());
+  }
   const auto t_tokenizer = std::chrono::steady_clock::now();
   Result<TextSide> text = load_text_side(o.model_dir);
   if (!text.ok()) return fail("--model: " + text.message());
@@ -478,6 +485,7 @@ CommandRegistration reg{
       auto o = std::make_shared<ServeOptions>();
       app.add_option("--model", o->model_dir, "Hugging Face model folder")->required();
       add_host_embeddings_arg(app, o->host_embeddings);
+      add_quantized_activations_arg(app, o->quantized_activations);
       app.add_option("--host", o->host, "Address to bind; non-loopback needs an explicit key")
           ->capture_default_str();
       app.add_option("--port", o->port, "Port to bind, 1..65535 (0 = any free port)")

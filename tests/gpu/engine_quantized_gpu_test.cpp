@@ -56,6 +56,9 @@ struct Case {
   int32_t group_size;   // awq / gptq
   const char* fixture;  // tests/fixtures/<fixture>, or "" for the random hidden-512 model
   double median_bound = 1e-2, worst_bound = 3e-2;  // per-row relative L2 of the logits
+  // What the GEMMs multiply (--quantized-activations): off, the CPU's exact product, for the
+  // bounds above; the fp8 cases carry their own.
+  Backend::QuantizedActivations activations = Backend::QuantizedActivations::kOff;
 };
 
 // A random-weight Qwen3 folder of hidden 512 (`syv demo-model --config`).
@@ -151,6 +154,8 @@ TEST_P(EngineQuantizedGpu, LogitsAndGreedyTokensMatchTheCpu) {
   ASSERT_TRUE(write_dequantized_folder(source, base_ / "q", base_ / "dq"));
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+  if (!gpu->set_quantized_activations(c.activations).ok())
+    GTEST_SKIP() << "this GPU has no block-scaled fp8 GEMMs (compute capability 9.x)";
   auto dm = load_model((base_ / "dq").string(), *gpu);  // bf16 alone: the tail's yardstick
   ASSERT_TRUE(dm.ok()) << dm.message();
   auto cm = load_model((base_ / "q").string(), *cpu);
@@ -252,7 +257,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gptq_h512", QuantizeFormat::kGptq, 128, ""},
         Case{"awq_h512", QuantizeFormat::kAwq, 64, ""},
         Case{"fp8_hybrid", QuantizeFormat::kFp8, 128, "hybrid/q35_r1_lllf", 2.4e-2, 0.15},
-        Case{"awq_hybrid", QuantizeFormat::kAwq, 32, "hybrid/q35_r1_lllf", 2.4e-2, 0.15}),
+        Case{"awq_hybrid", QuantizeFormat::kAwq, 32, "hybrid/q35_r1_lllf", 2.4e-2, 0.15},
+        Case{"fp8_h512_w8a8", QuantizeFormat::kFp8, 128, "", 5e-2, 0.15,
+             Backend::QuantizedActivations::kAuto},
+        Case{"gptq_h512_w4a8", QuantizeFormat::kGptq, 128, "", 5e-2, 0.15,
+             Backend::QuantizedActivations::kFp8}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -5,7 +5,11 @@
 // act-order g_idx, group sizes the GEMV does not take), at 1, 3, 16 and 300 tokens, with the GEMV
 // path and with everything through the dequantize + dense GEMM path; bf16 and f32 outputs; biases;
 // the fused norm ops on quantized weights; batch-invariant mode (a row's bits do not depend on the
-// token count); a CUDA graph replays the same bits. Skips cleanly without a CUDA device.
+// token count); a CUDA graph replays the same bits. Those run with --quantized-activations off
+// (bf16 activations: the CPU's exact product). The fp8 tensor-core GEMMs (W8A8 for fp8 weights,
+// W4A8 for int4 group-128 weights; LtGemm::run_fp8) are held to a reference that quantizes the
+// activations as the kernel does (one e4m3 scale per token and 128 columns, core/dtype.h's
+// rounding) and sums in f64. Skips cleanly without a CUDA device.
 //
 // Bounds. The GPU computes each output in fp32 from the exact dequantized values (the GEMV folds
 // the scale in per 16 / 32 products, so only the summation order and the scale's rounding
@@ -17,6 +21,7 @@
 // the dequantize path's, whose error has about 2^-9 / sqrt(3) rms(cpu) spread).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -130,6 +135,7 @@ class QuantLinearGpu : public CudaOps {
   // GPU vs CPU for tokens in {1, 3, 16, 300}, bf16 and f32 outputs, with and without a bias.
   // `gemv_path`: whether the GEMV takes this weight at <= 16 tokens (the bounds differ).
   void check(const HostQuant& h, bool gemv_path, const std::string& what) {
+    ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
     OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
     for (int64_t T : {1, 3, 16, 300}) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
@@ -150,6 +156,25 @@ class QuantLinearGpu : public CudaOps {
         }
       }
     }
+  }
+
+  // A step of two linears, x [T, a.k] -> a -> mid -> b -> out, run once, captured, and replayed
+  // with mid and out poisoned first: the replay must give the same bits.
+  void expect_graph_replays(const Weight& a, const Weight& b, int64_t T, const std::string& what) {
+    Pair x = make(random_vec(static_cast<size_t>(T * a.k), rng_), {T, a.k});
+    Pair mid = make_out({T, a.n}), out = make_out({T, b.n});
+    auto step = [&] {
+      gpu_->linear(x.g, a, Tensor(), mid.g);
+      gpu_->linear(mid.g, b, Tensor(), out.g);
+    };
+    step();
+    const std::vector<float> want = down_gpu(out.g);
+    const int id = gpu_->capture_graph(step);
+    poison(mid.g);
+    poison(out.g);
+    gpu_->replay_graph(id);
+    EXPECT_EQ(down_gpu(out.g), want) << what;
+    gpu_->destroy_graph(id);
   }
 
   void expect_elementwise(const Pair& out, const std::string& what) {
@@ -290,21 +315,125 @@ TEST_F(QuantLinearGpu, CudaGraphReplaysTheSameBits) {
   for (int64_t T : {1, 300}) {
     OnBackend a = put(*gpu_, random_int4(256, 512, 128, true, false, rng_));
     OnBackend b = put(*gpu_, random_fp8(256, 256, 128, 128, rng_));
-    Pair x = make(random_vec(static_cast<size_t>(T * 512), rng_), {T, 512});
-    Pair mid = make_out({T, 256}), out = make_out({T, 256});
-    auto step = [&] {
-      gpu_->linear(x.g, a.w, Tensor(), mid.g);
-      gpu_->linear(mid.g, b.w, Tensor(), out.g);
-    };
-    step();
-    const std::vector<float> want = down_gpu(out.g);
-    const int id = gpu_->capture_graph(step);
-    poison(mid.g);
-    poison(out.g);
-    gpu_->replay_graph(id);
-    EXPECT_EQ(down_gpu(out.g), want) << "T " << T;
-    gpu_->destroy_graph(id);
+    expect_graph_replays(a.w, b.w, T, "T " + std::to_string(T));
   }
+}
+
+// The weight of `h` dequantized to f32 [n, k] (fp8 tiles; int4 groups without g_idx).
+std::vector<float> dequantized(const HostQuant& h) {
+  std::vector<float> w(static_cast<size_t>(h.n * h.k));
+  for (int64_t n = 0; n < h.n; ++n) {
+    for (int64_t k = 0; k < h.k; ++k) {
+      float v;
+      if (h.format == WeightFormat::kFp8Block) {
+        v = fp8_e4m3_to_f32(h.data[static_cast<size_t>(n * h.k + k)]) *
+            h.scales[static_cast<size_t>((n / h.block_n) * h.scale_cols + k / h.block_k)];
+      } else {
+        const int64_t g = k / h.group_size;
+        const uint8_t byte = h.data[static_cast<size_t>(n * (h.k / 2) + k / 2)];
+        const int q = (k & 1) ? byte >> 4 : byte & 0xf;
+        const int z = h.zeros.empty() ? 8 : h.zeros[static_cast<size_t>(n * h.scale_cols + g)];
+        v = static_cast<float>(q - z) * h.scales[static_cast<size_t>(n * h.scale_cols + g)];
+      }
+      w[static_cast<size_t>(n * h.k + k)] = v;
+    }
+  }
+  return w;
+}
+
+// x [T, K] as the fp8 GEMM's activations: per (token, 128 columns), amax / 448 and the codes of
+// x * (448 / amax), rounded as launch_quantize_fp8_groups rounds them; dequantized.
+std::vector<float> fp8_activations(const std::vector<float>& x, int64_t T, int64_t K) {
+  std::vector<float> out(x.size());
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t g0 = 0; g0 < K; g0 += 128) {
+      const float* v = &x[static_cast<size_t>(t * K + g0)];
+      float amax = 0.f;
+      for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float scale = amax > 0.f ? amax / 448.f : 1.f, inv = amax > 0.f ? 448.f / amax : 0.f;
+      for (int i = 0; i < 128; ++i)
+        out[static_cast<size_t>(t * K + g0 + i)] =
+            fp8_e4m3_to_f32(f32_to_fp8_e4m3(v[i] * inv)) * scale;
+    }
+  }
+  return out;
+}
+
+class QuantLinearFp8Gemm : public QuantLinearGpu {
+ protected:
+  void SetUp() override {
+    QuantLinearGpu::SetUp();
+    if (IsSkipped()) return;
+    if (!gpu_->set_quantized_activations(Backend::QuantizedActivations::kFp8).ok())
+      GTEST_SKIP() << "this GPU has no block-scaled fp8 GEMMs (compute capability 9.x)";
+  }
+  // The GPU's [T, N] bf16 output of `mode` against the f64 product of the quantized activations
+  // and the dequantized weight, for T in {17, 99, 1000}. The first call on a fresh backend sizes
+  // the scratch for this weight alone (N x K x 2 bytes), so 1000 tokens run in row chunks.
+  // Bound: bf16 output rounding (2^-9 relative per element) plus fp32 accumulation: 3e-3
+  // relative L2; bf16 activations instead of fp8 (the other path) would be ~2e-2 off.
+  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what) {
+    ASSERT_TRUE(gpu_->set_quantized_activations(mode).ok());
+    OnBackend g = put(*gpu_, h);
+    const std::vector<float> w = dequantized(h);
+    for (int64_t T : {17, 99, 1000}) {
+      Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+      Pair out = make_out({T, h.n});
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
+      const std::vector<float> got = down_gpu(out.g);
+      double err = 0, ref = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t n = 0; n < h.n; ++n) {
+          double acc = 0;
+          for (int64_t k = 0; k < h.k; ++k)
+            acc +=
+                double(xq[static_cast<size_t>(t * h.k + k)]) * w[static_cast<size_t>(n * h.k + k)];
+          const double d = got[static_cast<size_t>(t * h.n + n)] - acc;
+          err += d * d;
+          ref += acc * acc;
+        }
+      }
+      const double rel = std::sqrt(err / std::max(ref, 1e-30));
+      EXPECT_LT(rel, 3e-3) << what << ", T " << T << ": relative L2 error " << rel;
+    }
+  }
+};
+
+TEST_F(QuantLinearFp8Gemm, Fp8WeightsTakeFp8ActivationsByDefault) {
+  check_fp8(random_fp8(256, 512, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
+            "fp8 [256, 512]");
+  check_fp8(random_fp8(200, 1024, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
+            "fp8 [200, 1024]");
+}
+
+TEST_F(QuantLinearFp8Gemm, Int4Group128TakesFp8ActivationsWhenAsked) {
+  check_fp8(random_int4(256, 512, 128, true, false, rng_), Backend::QuantizedActivations::kFp8,
+            "int4 g128 zeros");
+  check_fp8(random_int4(136, 1024, 128, false, false, rng_), Backend::QuantizedActivations::kFp8,
+            "int4 g128 symmetric");
+}
+
+// auto leaves int4 weights on bf16 activations (the dequantize path: the CPU's product within
+// check()'s bounds), as off does for fp8 weights.
+TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
+  const HostQuant h = random_int4(128, 512, 128, true, false, rng_);
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kAuto).ok());
+  OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
+  Pair x = make(random_vec(static_cast<size_t>(300 * h.k), rng_), {300, h.k});
+  Pair out = make_out({300, h.n});
+  cpu_->linear(x.c, c.w, Tensor(), out.c);
+  gpu_->linear(x.g, g.w, Tensor(), out.g);
+  expect_close(out, 6e-3, "int4 auto, T 300");
+}
+
+// A step of two fp8 GEMMs at 64 tokens (W4A8 int4 [512, 512], then W8A8 fp8 [256, 512] on its
+// output) captured in a graph replays the same bits.
+TEST_F(QuantLinearFp8Gemm, CudaGraphReplaysTheSameBits) {
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kFp8).ok());
+  OnBackend a = put(*gpu_, random_int4(512, 512, 128, true, false, rng_));
+  OnBackend b = put(*gpu_, random_fp8(256, 512, 128, 128, rng_));
+  expect_graph_replays(a.w, b.w, 64, "W4A8 then W8A8, T 64");
 }
 
 }  // namespace

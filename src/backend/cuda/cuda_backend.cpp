@@ -112,6 +112,7 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     device_name_ = prop.name;
     sm_count_ = prop.multiProcessorCount;
+    fp8_gemm_ = prop.major == 9;  // cuBLASLt's block-scaled fp8 GEMMs: Hopper only
     SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SYV_CUDA_CHECK(cudaEventCreateWithFlags(&staging_done_, cudaEventDisableTiming));
     SYV_CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspace));
@@ -614,6 +615,7 @@ class CudaBackendImpl final : public CudaBackend {
     bool done = false;
     if (!batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16)
       done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
+    if (!done) done = linear_fp8(x, q, T, out);
     if (!done) {
       ensure_dequant(N * K * 2);
       cuda::launch_quant_dequant(q, dequant_, stream_);
@@ -623,6 +625,91 @@ class CudaBackendImpl final : public CudaBackend {
       SYV_CHECK_EQ(bias.numel(), N) << "linear: bias size";
       cuda::launch_bias_add(out.data, out.dtype, bias.data, bias.dtype, T, N, stream_);
     }
+  }
+
+  Status set_quantized_activations(QuantizedActivations mode) override {
+    if (mode == QuantizedActivations::kFp8 && !fp8_gemm_) {
+      return Status::Error(
+          "fp8 activations (W4A8) need cuBLASLt's block-scaled fp8 GEMMs, which run on compute "
+          "capability 9.x (Hopper); " +
+          device_name_ + " is not one. Use --quantized-activations auto or off");
+    }
+    quantized_activations_ = mode;
+    return Status::Ok();
+  }
+
+  // The fp8 tensor-core path of linear_quantized() (docs/cuda-backend.md "fp8 tensor-core
+  // GEMMs"): fp8 128 x 128 block weights as they are (W8A8), int4 weights of 128-column groups
+  // re-expressed in e4m3 first (W4A8, kFp8 only); the activations quantized per (token, 128
+  // columns). Everything lives in the dequantization scratch (the int4 weight's e4m3 form, then
+  // the activations in row chunks that fit the rest), so the path needs no memory of its own.
+  // Returns false, having run nothing, where it does not apply.
+  bool linear_fp8(const Tensor& x, const cuda::QuantWeight& q, int64_t T, Tensor& out) {
+    using cuda::LtGemm;
+    if (!fp8_gemm_ || batch_invariant_ || quantized_activations_ == QuantizedActivations::kOff)
+      return false;
+    if (x.dtype != DType::BF16 || !cuda::fp8_activation_groups_supported(q.k, x.data)) return false;
+    const bool int4 = q.kind == cuda::QuantKind::kInt4Group;
+    const int64_t K = q.k, N = q.n, G = K / 128;
+    if (int4 &&
+        (quantized_activations_ != QuantizedActivations::kFp8 || !cuda::int4_to_fp8_supported(q)))
+      return false;
+    // cuBLASLt's tile scales: [ceil(N / 128)][K / 128] with rows padded to 4 scales; taken where
+    // the padding is none.
+    if (!int4 && (q.block_n != 128 || q.block_k != 128 || q.scale_cols != G || G % 4 != 0))
+      return false;
+    const auto kind = int4 ? LtGemm::Fp8WeightScales::kRow128 : LtGemm::Fp8WeightScales::kTile128;
+    ensure_dequant(N * K * 2);
+    auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+    auto round8 = [](int64_t rows) { return (rows + 7) / 8 * 8; };
+    auto* base = static_cast<uint8_t*>(dequant_);
+    const int64_t weight_bytes = int4 ? aligned(N * K) + aligned(G * N * 4) : 0;
+    // A chunk of rows (a multiple of 8: cuBLASLt's block-scaled kernels take no other token
+    // counts) needs its e4m3 rows, their scales and, for a last chunk padded to 8, its output
+    // rows before they are copied out.
+    const int64_t out_row = N * static_cast<int64_t>(dtype_size(out.dtype));
+    const int64_t room = static_cast<int64_t>(dequant_bytes_) - weight_bytes - 3 * 256;
+    const int64_t max_rows = room / (K + G * 4 + out_row) / 8 * 8;
+    if (max_rows < 8) return false;
+    const int64_t chunks = (T + max_rows - 1) / max_rows;
+    const int64_t rows = std::min(max_rows, round8((T + chunks - 1) / chunks));
+    const int64_t last = T - (T - 1) / rows * rows;
+    if (!gemm_.fp8_runs(rows, N, K, out.dtype, kind) ||
+        !gemm_.fp8_runs(round8(last), N, K, out.dtype, kind))
+      return false;
+    const void* w8 = q.data;
+    const float* w_scales = q.scales;
+    if (int4) {
+      auto* w_scales_fp8 = reinterpret_cast<float*>(base + aligned(N * K));
+      cuda::launch_int4_to_fp8(q, base, w_scales_fp8, stream_);
+      w8 = base;
+      w_scales = w_scales_fp8;
+    }
+    uint8_t* x8 = base + weight_bytes;
+    auto* x_scales = reinterpret_cast<float*>(x8 + aligned(rows * K));
+    uint8_t* padded_out = x8 + aligned(rows * K) + aligned(G * rows * 4);
+    for (int64_t t0 = 0; t0 < T; t0 += rows) {
+      const int64_t r = std::min(rows, T - t0), rp = round8(r);
+      uint8_t* dst = static_cast<uint8_t*>(out.data) + t0 * out_row;
+      cuda::launch_quantize_fp8_groups(static_cast<const uint8_t*>(x.data) + t0 * K * 2, x8,
+                                       x_scales, r, rp, K, stream_);
+      const bool ran = gemm_.run_fp8(x8, x_scales, w8, w_scales, kind, rp == r ? dst : padded_out,
+                                     out.dtype, rp, N, K, stream_);
+      SYV_CHECK(ran) << "fp8 GEMM [" << N << ", " << K << "] x " << rp << " rows: no algorithm";
+      if (rp != r) {
+        SYV_CUDA_CHECK(cudaMemcpyAsync(dst, padded_out, static_cast<size_t>(r * out_row),
+                                       cudaMemcpyDeviceToDevice, stream_));
+      }
+    }
+    if (!fp8_gemm_logged_[int4]) {
+      fp8_gemm_logged_[int4] = true;
+      SYV_LOG(INFO) << (int4 ? "int4 weights: GEMMs over " : "fp8 weights: GEMMs over ")
+                    << quant_gemv_max_tokens_ << " tokens run on fp8 tensor cores ("
+                    << (int4 ? "W4A8" : "W8A8")
+                    << ": activations scaled to e4m3 per token and 128 columns); "
+                       "--quantized-activations off keeps them bf16";
+    }
+    return true;
   }
 
   // ---- batch-invariant mode (backend.h; docs/cuda-backend.md "Batch invariance") -------------
@@ -1758,7 +1845,10 @@ class CudaBackendImpl final : public CudaBackend {
   unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
   unsigned* moe_ticket_ = nullptr;                   // moe_block(): 0 between launches
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
-  void* sample_dev_ = nullptr;                       // sample(): rows, penalties, ids
+  bool fp8_gemm_ = false;  // the device runs LtGemm::run_fp8 (compute capability 9.x)
+  bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)
+  QuantizedActivations quantized_activations_ = QuantizedActivations::kAuto;
+  void* sample_dev_ = nullptr;  // sample(): rows, penalties, ids
   size_t sample_dev_bytes_ = 0;
   void* sample_work_ = nullptr;  // sample(): penalised logits
   size_t sample_work_bytes_ = 0;

@@ -9,12 +9,14 @@ namespace syv::cuda {
 LtGemm::~LtGemm() {
   if (!handle_) return;  // never initialised: no plan exists, and cuBLASLt need not be opened
   const CublasLt& lt = cublaslt();
-  for (auto& [key, p] : plans_) {
+  auto destroy = [&lt](Plan& p) {
     if (p.desc) lt.cublasLtMatmulDescDestroy(p.desc);
     if (p.a) lt.cublasLtMatrixLayoutDestroy(p.a);
     if (p.b) lt.cublasLtMatrixLayoutDestroy(p.b);
     if (p.c) lt.cublasLtMatrixLayoutDestroy(p.c);
-  }
+  };
+  for (auto& [key, p] : plans_) destroy(p);
+  for (auto& [key, p] : fp8_plans_) destroy(p);
   lt.cublasLtDestroy(handle_);
 }
 
@@ -28,11 +30,33 @@ void LtGemm::init(void* workspace, size_t workspace_bytes) {
 // Column-major view of the row-major product: C (N x T, ld N) = op(A) · B with A = w stored as
 // K x N (ld K), transposed, and B = x stored as K x T (ld K).
 LtGemm::Plan& LtGemm::plan(int64_t tokens, int64_t n, int64_t k, DType out_t) {
-  const CublasLt& lt = cublaslt();
   auto key = std::make_tuple(tokens, n, k, static_cast<int>(out_t));
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   Plan& p = plans_[key];
+  create_plan(p, CUDA_R_16BF, tokens, n, k, out_t, nullptr, nullptr);
+  return p;
+}
+
+// The same view with e4m3 operands: A (the weight) scaled per 128 x 128 tile or per row and 128
+// columns, B (the activations) per token and 128 columns.
+LtGemm::Plan& LtGemm::fp8_plan(int64_t tokens, int64_t n, int64_t k, DType out_t,
+                               Fp8WeightScales ws) {
+  auto key = std::make_tuple(tokens, n, k, static_cast<int>(out_t), static_cast<int>(ws));
+  auto it = fp8_plans_.find(key);
+  if (it != fp8_plans_.end()) return it->second;
+  Plan& p = fp8_plans_[key];
+  const int32_t a_mode = ws == Fp8WeightScales::kTile128
+                             ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                             : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  create_plan(p, CUDA_R_8F_E4M3, tokens, n, k, out_t, &a_mode, &b_mode);
+  return p;
+}
+
+void LtGemm::create_plan(Plan& p, cudaDataType_t in_t, int64_t tokens, int64_t n, int64_t k,
+                         DType out_t, const int32_t* a_scale_mode, const int32_t* b_scale_mode) {
+  const CublasLt& lt = cublaslt();
   const cudaDataType_t ct = out_t == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -40,9 +64,24 @@ LtGemm::Plan& LtGemm::plan(int64_t tokens, int64_t n, int64_t k, DType out_t) {
       lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   SYV_CUBLAS_CHECK(
       lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, static_cast<uint64_t>(k),
+  // Scaled operands: the heuristic refuses block scales without scale pointers (INVALID_VALUE,
+  // measured), so the plan carries a placeholder (the workspace) until run_fp8 sets the real ones.
+  const void* placeholder = workspace_;
+  if (a_scale_mode) {
+    SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                       a_scale_mode, sizeof(*a_scale_mode)));
+    SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                       &placeholder, sizeof(placeholder)));
+  }
+  if (b_scale_mode) {
+    SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                                       b_scale_mode, sizeof(*b_scale_mode)));
+    SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                       &placeholder, sizeof(placeholder)));
+  }
+  SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.a, in_t, static_cast<uint64_t>(k),
                                                  static_cast<uint64_t>(n), k));
-  SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, static_cast<uint64_t>(k),
+  SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.b, in_t, static_cast<uint64_t>(k),
                                                  static_cast<uint64_t>(tokens), k));
   SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.c, ct, static_cast<uint64_t>(n),
                                                  static_cast<uint64_t>(tokens), n));
@@ -52,14 +91,16 @@ LtGemm::Plan& LtGemm::plan(int64_t tokens, int64_t n, int64_t k, DType out_t) {
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  SYV_CUBLAS_CHECK(lt.cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1,
-                                                     &result, &found));
+  // A scaled fp8 shape the library cannot run answers NOT_SUPPORTED rather than zero results
+  // (on the H200 with CUDA 13.0: token counts not a multiple of 8).
+  const cublasStatus_t st = lt.cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c,
+                                                              pref, 1, &result, &found);
   lt.cublasLtMatmulPreferenceDestroy(pref);
-  if (found > 0) {
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED) SYV_CUBLAS_CHECK(st);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
     p.algo = result.algo;
     p.ok = true;
   }
-  return p;
 }
 
 // The heuristic's first algorithm at kFixedAlgoTokens tokens that neither splits K nor reduces
@@ -147,6 +188,24 @@ bool LtGemm::run(const void* x, const void* w, void* out, DType out_t, int64_t t
   const float alpha = 1.f, beta = 0.f;
   SYV_CUBLAS_CHECK(lt.cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out,
                                      p.c, &p.algo, workspace_, workspace_bytes_, stream));
+  return true;
+}
+
+bool LtGemm::run_fp8(const void* x8, const float* x_scales, const void* w8, const float* w_scales,
+                     Fp8WeightScales w_scales_kind, void* out, DType out_t, int64_t tokens,
+                     int64_t n, int64_t k, cudaStream_t stream) {
+  const CublasLt& lt = cublaslt();
+  if ((out_t != DType::F32 && out_t != DType::BF16) || k % 128 != 0) return false;
+  Plan& p = fp8_plan(tokens, n, k, out_t, w_scales_kind);
+  if (!p.ok) return false;
+  // The scale pointers are per call (the plan is per shape): cublasLtMatmul reads them now.
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                     &w_scales, sizeof(w_scales)));
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                     &x_scales, sizeof(x_scales)));
+  const float alpha = 1.f, beta = 0.f;
+  SYV_CUBLAS_CHECK(lt.cublasLtMatmul(handle_, p.desc, &alpha, w8, p.a, x8, p.b, &beta, out, p.c,
+                                     out, p.c, &p.algo, workspace_, workspace_bytes_, stream));
   return true;
 }
 

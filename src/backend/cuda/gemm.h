@@ -1,7 +1,8 @@
 // cuBLASLt GEMMs for prefill and larger batches: row-major out[T, N] = x[T, K] · w[N, K]ᵀ with bf16
 // operands, fp32 accumulation, bf16 or f32 output. Plans (layouts + the heuristic's algorithm) are
-// cached per shape, so a step pays the heuristic once. Also the batch-invariant GEMMs (a fixed
-// cuBLASLt algorithm, and our own kernel in gemm_invariant.cu).
+// cached per shape, so a step pays the heuristic once. Also the block-scaled fp8 GEMM of quantized
+// weights (run_fp8; operands from fp8_operands.cu) and the batch-invariant GEMMs (a fixed cuBLASLt
+// algorithm, and our own kernel in gemm_invariant.cu).
 #pragma once
 
 #include <cublasLt.h>
@@ -36,6 +37,24 @@ class LtGemm {
                  int64_t k, cudaStream_t stream);
   static constexpr int64_t kFixedAlgoTokens = 256;
 
+  // Block-scaled fp8 GEMM (cuBLASLt's 1x128 / 128x128 scaling, sm_90; CUDA 12.9+):
+  // out[T, N] = (x8 * sx)[T, K] · (w8 * sw)[N, K]ᵀ, fp32 accumulation, bf16 or f32 out.
+  // x8 e4m3 [T, K], x_scales f32 [K / 128][T] (one per token and 128 columns, tokens contiguous);
+  // w8 e4m3 [N, K] with w_scales per `w_scales_kind`:
+  //   kTile128   f32 [ceil(N / 128)][K / 128], one per 128 x 128 tile (Qwen's FP8 checkpoints);
+  //   kRow128    f32 [K / 128][N], one per weight row and 128 columns (int4 groups as e4m3).
+  // K % 128 == 0; T a multiple of 8 (cuBLASLt 13.0 on the H200 refuses others). Returns false
+  // (running nothing) when cuBLASLt has no algorithm for it.
+  enum class Fp8WeightScales : uint8_t { kTile128, kRow128 };
+  bool run_fp8(const void* x8, const float* x_scales, const void* w8, const float* w_scales,
+               Fp8WeightScales w_scales_kind, void* out, DType out_t, int64_t tokens, int64_t n,
+               int64_t k, cudaStream_t stream);
+  // Whether run_fp8 has an algorithm for the shape (the plan is made and kept).
+  bool fp8_runs(int64_t tokens, int64_t n, int64_t k, DType out_t, Fp8WeightScales w_scales_kind) {
+    return (out_t == DType::F32 || out_t == DType::BF16) && k % 128 == 0 &&
+           fp8_plan(tokens, n, k, out_t, w_scales_kind).ok;
+  }
+
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
@@ -44,6 +63,9 @@ class LtGemm {
     bool ok = false;
   };
   Plan& plan(int64_t tokens, int64_t n, int64_t k, DType out_t);
+  Plan& fp8_plan(int64_t tokens, int64_t n, int64_t k, DType out_t, Fp8WeightScales ws);
+  void create_plan(Plan& p, cudaDataType_t in_t, int64_t tokens, int64_t n, int64_t k, DType out_t,
+                   const int32_t* a_scale_mode, const int32_t* b_scale_mode);
   struct Fixed {
     cublasLtMatmulAlgo_t algo{};
     bool ok = false;
@@ -57,7 +79,8 @@ class LtGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, Plan> plans_;
-  std::map<std::tuple<int64_t, int64_t, int>, Fixed> fixed_;             // (n, k, out dtype)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, Plan> fp8_plans_;  // + weight scales
+  std::map<std::tuple<int64_t, int64_t, int>, Fixed> fixed_;                   // (n, k, out dtype)
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, bool> fixed_ok_;  // it runs (tokens, ...)
 };
 

@@ -165,6 +165,21 @@ bool launch_quant_gemv(const QuantWeight& w, const void* x, void* out, DType out
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
 void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s);
 
+// fp8_operands.cu: the operands of LtGemm::run_fp8 (docs/cuda-backend.md "fp8 tensor-core GEMMs").
+// Scales are in cuBLASLt's VEC128 layout: f32 [k / 128][rows], rows contiguous.
+// Whether x (bf16 [tokens, k]) can be quantized: k % 128 == 0, x 8-byte aligned.
+bool fp8_activation_groups_supported(int64_t k, const void* x);
+// q e4m3 [padded, k] and scales [k / 128][padded]: each (token, 128 columns) group scaled by its
+// absolute maximum / 448 (a zero group: scale 1, zero codes), codes rounded to nearest; rows
+// [tokens, padded) zero codes with scale 1 (the GEMM takes token counts in multiples of 8).
+void launch_quantize_fp8_groups(const void* x, uint8_t* q, float* scales, int64_t tokens,
+                                int64_t padded, int64_t k, cudaStream_t s);
+// Whether launch_int4_to_fp8() takes w: int4 with group_size 128, no g_idx, k % 128 == 0.
+bool int4_to_fp8_supported(const QuantWeight& w);
+// q e4m3 [n, k] = q - z of each weight (exact), scales [k / 128][n] = the group scales: the same
+// weight as w, in the GEMM's operand form (W4A8).
+void launch_int4_to_fp8(const QuantWeight& w, uint8_t* q, float* scales, cudaStream_t s);
+
 // attention_decode.cu / attention_prefill.cu
 // -------------------------------------------------------
 // A quantized cache (cache_t F8E4M3 or U4X2, backend/kv_cache_view.h) also passes its scales;
