@@ -15,6 +15,10 @@
 // KV_DTYPE (the reference, e.g. auto = the float cache) and adds the mean over scored positions of
 // KL(reference || this run) of the full next-token distributions, and the reference's ppl: what a
 // quantized KV cache (--kv-cache-dtype fp8 / int4) costs, beyond the ppl.
+//
+// --kl-reference-model DIR does the same with another folder as the reference (on its own backend
+// of the same --device, with the same --kv-cache-dtype, so only the weights differ): what a
+// weight format costs, e.g. a `syv quantize`d copy scored against the bf16 folder it came from.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -45,6 +49,7 @@ struct Options {
   bool json = false;
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (cli/kv_cache_dtype.h)
   std::string kl_reference;             // --kl-reference KV_DTYPE ("": none)
+  std::string kl_reference_model;       // --kl-reference-model DIR ("": none)
 };
 
 // log sum exp(row), in double.
@@ -153,7 +158,28 @@ int run(const Options& o) {
   if (!kv_dtype.ok()) return fail(kv_dtype.message());
   auto seq = SingleSequence::create(model, context, *kv_dtype);
   if (!seq.ok()) return fail(seq.message());
+  std::optional<LoadedModel> ref_loaded;  // --kl-reference-model (declared first: outlives `ref`)
   std::optional<SingleSequence> ref;
+  if (!o.kl_reference_model.empty()) {
+    ModelArgs ref_args = o.model;
+    ref_args.model_dir = o.kl_reference_model;
+    auto ref_config = read_cli_config(ref_args);
+    if (!ref_config.ok()) return fail("--kl-reference-model: " + ref_config.message());
+    if (ref_config->vocab_size != config->vocab_size) {
+      return fail("--kl-reference-model: vocab_size " + std::to_string(ref_config->vocab_size) +
+                  " against --model's " + std::to_string(config->vocab_size) +
+                  "; the two folders must share a tokenizer");
+    }
+    auto r_model = load_cli_model(ref_args);
+    if (!r_model.ok()) return fail("--kl-reference-model: " + r_model.message());
+    ref_loaded.emplace(std::move(r_model.value()));
+    Model& ref_model = *ref_loaded->model;
+    auto ref_dtype = resolve_kv_cache_dtype(o.kv_cache_dtype, ref_model.backend(), *ref_config);
+    if (!ref_dtype.ok()) return fail("--kl-reference-model: " + ref_dtype.message());
+    auto r = SingleSequence::create(ref_model, context, *ref_dtype);
+    if (!r.ok()) return fail("--kl-reference-model: " + r.message());
+    ref.emplace(std::move(r.value()));
+  }
   if (!o.kl_reference.empty()) {
     auto ref_dtype = resolve_kv_cache_dtype(o.kl_reference, model.backend(), *config);
     if (!ref_dtype.ok()) return fail("--kl-reference: " + ref_dtype.message());
@@ -183,7 +209,8 @@ int run(const Options& o) {
     j["device"] = device;
     j["kv_cache_dtype"] = o.kv_cache_dtype;
     if (ref) {
-      j["kl_reference"] = o.kl_reference;
+      if (!o.kl_reference.empty()) j["kl_reference"] = o.kl_reference;
+      if (!o.kl_reference_model.empty()) j["kl_reference_model"] = o.kl_reference_model;
       j["reference_ppl"] = ref_ppl;
       j["delta_ppl_percent"] = delta_percent;
       j["mean_kl"] = mean_kl;
@@ -197,10 +224,13 @@ int run(const Options& o) {
         static_cast<long long>(context), seconds, device.c_str(),
         static_cast<double>(ids.size()) / seconds);
     if (ref) {
+      const std::string against = o.kl_reference.empty()
+                                      ? "--kl-reference-model " + o.kl_reference_model
+                                      : "--kl-reference " + o.kl_reference;
       std::printf(
-          "against --kl-reference %s (KV cache %s here): reference perplexity %.4f, delta "
-          "%+.3f%%, mean KL(reference || this) %.6g nats per scored token\n",
-          o.kl_reference.c_str(), o.kv_cache_dtype.c_str(), ref_ppl, delta_percent, mean_kl);
+          "against %s (KV cache %s here): reference perplexity %.4f, delta %+.3f%%, mean "
+          "KL(reference || this) %.6g nats per scored token\n",
+          against.c_str(), o.kv_cache_dtype.c_str(), ref_ppl, delta_percent, mean_kl);
     }
   }
   return 0;
@@ -224,6 +254,8 @@ CommandRegistration reg{
           "tests/fixtures/tiny/heldout_sample.txt --context 256\n"
           "  syv eval-ppl --model models/tiny-dense --text-file F --context 256 "
           "--kv-cache-dtype fp8 --kl-reference auto\n"
+          "  syv eval-ppl --model DIR-gptq --text-file F --context 256 --kl-reference-model "
+          "models/tiny-dense\n"
           "  syv eval-ppl --model DIR-fp8 --text-file F --device cuda --json   "
           "# {\"ppl\":...,\"tokens_scored\":...,\"seconds\":...}\n");
       add_model_args(app, o->model);
@@ -237,14 +269,19 @@ CommandRegistration reg{
       app.add_flag("--json", o->json,
                    "Print one JSON object: ppl, nll_sum, tokens_scored, tokens, windows, "
                    "context, seconds (the forwards and scoring, not the load), device, "
-                   "kv_cache_dtype (and with --kl-reference: kl_reference, reference_ppl, "
-                   "delta_ppl_percent, mean_kl).");
+                   "kv_cache_dtype (and with --kl-reference or --kl-reference-model: that "
+                   "flag's value, reference_ppl, delta_ppl_percent, mean_kl).");
       app.add_option("--kl-reference", o->kl_reference,
                      "Also run the text with the KV cache in this dtype (auto, bf16, f32, fp8, "
                      "int4; e.g. auto = the float cache) and print its ppl, this run's ppl "
                      "change against it, and the mean KL(reference || this run) of the full "
                      "next-token distributions over the scored positions (twice the time).")
           ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8", "int4"}));
+      app.add_option("--kl-reference-model", o->kl_reference_model,
+                     "As --kl-reference, with another model folder as the reference (same "
+                     "tokenizer; same --device and --kv-cache-dtype, so only the weights "
+                     "differ): e.g. a `syv quantize`d copy as --model, its bf16 source here.")
+          ->excludes("--kl-reference");
       return [o]() -> int { return run(*o); };
     }};
 

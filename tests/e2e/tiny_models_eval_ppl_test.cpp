@@ -1,11 +1,16 @@
 // `syv eval-ppl` on the trained tiny models (models/tiny-*) against transformers' perplexity of
 // the held-out sample (tests/fixtures/tiny/<model>/meta.json "sample": tools/train/eval.py's
 // window_nll at context 256): the same windows, tokens scored and, within 0.5%, the same ppl
-// (measured: ~1e-7 relative on the CPU); and the refusals of bad arguments.
+// (measured: ~1e-7 relative on the CPU); --kl-reference-model (a folder against itself: zero;
+// its fp8 copy against it: the copy's ppl and a small positive KL); and the refusals of bad
+// arguments.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,6 +59,39 @@ TEST_P(TinyEvalPpl, ReproducesTransformersPerplexity) {
 INSTANTIATE_TEST_SUITE_P(Models, TinyEvalPpl,
                          ::testing::Values("tiny-draft", "tiny-dense", "tiny-hybrid"));
 
+json eval_json(const std::string& flags) {
+  auto [status, out] = run_command(std::string(SYV_BIN) + " eval-ppl --text-file " + kSample +
+                                   " --context 256 --json " + flags);
+  EXPECT_EQ(status, 0) << flags << "\n" << out;
+  return status == 0 ? json::parse(out) : json::object();
+}
+
+TEST(TinyEvalPplCli, KlReferenceModelScoresOneFolderAgainstAnother) {
+  const std::string draft = kRoot + "/models/tiny-draft";
+  const json same = eval_json("--model " + draft + " --kl-reference-model " + draft);
+  ASSERT_TRUE(same.contains("mean_kl")) << same.dump();
+  EXPECT_EQ(same.at("mean_kl").get<double>(), 0.0);  // the same weights: identical logits
+  EXPECT_EQ(same.at("ppl").get<double>(), same.at("reference_ppl").get<double>());
+  EXPECT_EQ(same.at("kl_reference_model"), draft);
+
+  namespace fs = std::filesystem;
+  const fs::path fp8 =
+      fs::path(::testing::TempDir()) / ("syv_eval_kl_model_" + std::to_string(::getpid()));
+  auto [qs, qt] = run_command(std::string(SYV_BIN) + " quantize --format fp8 --in " + draft +
+                              " --out " + fp8.string());
+  ASSERT_EQ(qs, 0) << qt;
+  const json plain = eval_json("--model " + fp8.string());
+  const json vs = eval_json("--model " + fp8.string() + " --kl-reference-model " + draft);
+  fs::remove_all(fp8);
+  ASSERT_TRUE(vs.contains("mean_kl")) << vs.dump();
+  EXPECT_EQ(vs.at("ppl"), plain.at("ppl"));  // the reference changes nothing of this run
+  EXPECT_NEAR(vs.at("reference_ppl").get<double>(), 23.55197, 1e-3);  // tiny-draft's own
+  EXPECT_NE(vs.at("ppl").get<double>(), vs.at("reference_ppl").get<double>());
+  const double kl = vs.at("mean_kl").get<double>();
+  EXPECT_GT(kl, 0.0);
+  EXPECT_LT(kl, 0.05);  // fp8 weights: measured 0.0046 nats
+}
+
 TEST(TinyEvalPplCli, RefusesBadArgumentsByName) {
   const std::string base =
       std::string(SYV_BIN) + " eval-ppl --model " + kRoot + "/models/tiny-draft";
@@ -66,6 +104,18 @@ TEST(TinyEvalPplCli, RefusesBadArgumentsByName) {
   auto [s3, t3] = run_command(base + " --text-file /nonexistent/text.txt", true);
   EXPECT_NE(s3, 0);
   EXPECT_NE(t3.find("--text-file \"/nonexistent/text.txt\": cannot open"), std::string::npos) << t3;
+  // Another tokenizer's folder (vocab 512 against 8192) cannot be the reference.
+  auto [s4, t4] = run_command(base + " --text-file " + kSample + " --kl-reference-model " + kRoot +
+                                  "/tests/fixtures/qwen3/tied_gqa2",
+                              true);
+  EXPECT_NE(s4, 0);
+  EXPECT_NE(t4.find("--kl-reference-model: vocab_size"), std::string::npos) << t4;
+  auto [s5, t5] =
+      run_command(base + " --text-file " + kSample + " --kl-reference auto --kl-reference-model " +
+                      kRoot + "/models/tiny-draft",
+                  true);
+  EXPECT_NE(s5, 0);
+  EXPECT_NE(t5.find("--kl-reference"), std::string::npos) << t5;
 }
 
 }  // namespace

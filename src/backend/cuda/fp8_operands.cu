@@ -76,7 +76,7 @@ __global__ void int4_to_fp8_kernel(const QuantWeight w, uint8_t* __restrict__ q,
                                    float* __restrict__ scales) {
   pdl_wait();  // q and scales (scratch) may still be read by the previous GEMM
   pdl_trigger();
-  const int64_t words_per_row = w.k / 8, groups = w.k / kGroup;
+  const int64_t words_per_row = w.k / 8;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (item >= w.n * words_per_row) return;
   const int64_t n = item / words_per_row, j = item - n * words_per_row, g = j * 8 / kGroup;
