@@ -34,7 +34,8 @@ CommandRegistration reg{
               ->capture_default_str();
       app.footer(
           "Round-to-nearest quantization with one scale per 128x128 block (fp8) or per group of "
-          "--group-size inputs (awq: min/max scale and zero point; gptq: symmetric), no "
+          "--group-size inputs (awq: min/max scale and zero point; gptq: symmetric; the group's "
+          "range clipped to the fraction, 100% to 70%, that dequantizes nearest the weights), no "
           "calibration data: quality is below what AutoAWQ / GPTQ with calibration reach. "
           "Quantized: the decoder layers' *_proj weights (gptq --lm-head: and lm_head); kept as "
           "they are: embeddings, lm_head, "

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/check.h"
+#include "core/thread_pool.h"
 
 namespace syv {
 
@@ -29,6 +31,48 @@ uint8_t clamp_q(float x) {
   return static_cast<uint8_t>(std::clamp(std::nearbyint(x), 0.0f, 15.0f));
 }
 
+// The range fractions an int4 group's scale is searched over (GPTQ's quantizer with `mse`,
+// coarser): the full range, then ranges clipped by 5% steps down to 70%, keeping the one whose
+// dequantized group is nearest the weights (least squares). Clipping a few outliers buys the
+// rest of the group finer steps.
+constexpr float kClipFractions[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f, 0.7f};
+
+// One int4 group's (scale, zero) for the range [lo, hi] (f16-rounded scale) and its squared error.
+struct GroupFit {
+  float scale;
+  uint8_t zero;
+  double err;
+};
+GroupFit fit_group(const float* row, int64_t group, float lo, float hi, bool symmetric) {
+  GroupFit f;
+  if (symmetric) {
+    const float amax = std::max(std::fabs(lo), std::fabs(hi));
+    f.scale = amax > 0.0f ? to_f16_value(amax * 2.0f / 15.0f) : 1.0f;
+    f.zero = 8;
+  } else {
+    f.scale = to_f16_value(std::max(hi - lo, 1e-5f) / 15.0f);
+    f.zero = clamp_q(-lo / f.scale);
+  }
+  f.err = 0;
+  for (int64_t i = 0; i < group; ++i) {
+    const float q = static_cast<float>(clamp_q(row[i] / f.scale + f.zero));
+    const double d = double(row[i]) - double(q - f.zero) * f.scale;
+    f.err += d * d;
+  }
+  return f;
+}
+
+// The best fit of kClipFractions for a group (the first on ties: the widest range).
+GroupFit best_fit(const float* row, int64_t group, bool symmetric) {
+  const auto [lo, hi] = std::minmax_element(row, row + group);
+  GroupFit best{1.0f, 8, std::numeric_limits<double>::infinity()};
+  for (float p : kClipFractions) {
+    const GroupFit f = fit_group(row, group, p * *lo, p * *hi, symmetric);
+    if (f.err < best.err) best = f;
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<PackedTensor> pack_fp8_block(const float* w, int64_t N, int64_t K, int32_t block_n,
@@ -37,20 +81,23 @@ std::vector<PackedTensor> pack_fp8_block(const float* w, int64_t N, int64_t K, i
   const int64_t SR = (N + block_n - 1) / block_n, SC = (K + block_k - 1) / block_k;
   std::vector<float> scale(static_cast<size_t>(SR * SC));
   std::vector<uint8_t> q(static_cast<size_t>(N * K));
-  for (int64_t bi = 0; bi < SR; ++bi) {
-    for (int64_t bj = 0; bj < SC; ++bj) {
-      const int64_t n1 = std::min<int64_t>(N, (bi + 1) * block_n);
-      const int64_t k1 = std::min<int64_t>(K, (bj + 1) * block_k);
-      float amax = 0.0f;
-      for (int64_t n = bi * block_n; n < n1; ++n)
-        for (int64_t k = bj * block_k; k < k1; ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
-      const float s = std::max(amax, 1e-12f) / 448.0f;
-      scale[static_cast<size_t>(bi * SC + bj)] = s;
-      for (int64_t n = bi * block_n; n < n1; ++n)
-        for (int64_t k = bj * block_k; k < k1; ++k)
-          q[n * K + k] = f32_to_fp8_e4m3(w[n * K + k] / s);
+  ThreadPool::global().parallel_for(SR, [&](int64_t bi0, int64_t bi1) {
+    for (int64_t bi = bi0; bi < bi1; ++bi) {
+      for (int64_t bj = 0; bj < SC; ++bj) {
+        const int64_t n1 = std::min<int64_t>(N, (bi + 1) * block_n);
+        const int64_t k1 = std::min<int64_t>(K, (bj + 1) * block_k);
+        float amax = 0.0f;
+        for (int64_t n = bi * block_n; n < n1; ++n)
+          for (int64_t k = bj * block_k; k < k1; ++k)
+            amax = std::max(amax, std::fabs(w[n * K + k]));
+        const float s = std::max(amax, 1e-12f) / 448.0f;
+        scale[static_cast<size_t>(bi * SC + bj)] = s;
+        for (int64_t n = bi * block_n; n < n1; ++n)
+          for (int64_t k = bj * block_k; k < k1; ++k)
+            q[n * K + k] = f32_to_fp8_e4m3(w[n * K + k] / s);
+      }
     }
-  }
+  });
   return {{".weight", DType::F8E4M3, {N, K}, std::move(q)},
           {".weight_scale_inv", DType::F32, {SR, SC}, as_bytes(scale)}};
 }
@@ -61,17 +108,19 @@ std::vector<PackedTensor> pack_awq(const float* w, int64_t N, int64_t K, int32_t
   const int64_t G = K / group;
   std::vector<uint8_t> q(static_cast<size_t>(N * K)), z(static_cast<size_t>(N * G));
   std::vector<uint16_t> scales(static_cast<size_t>(G * N));  // [G, N] f16
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t g = 0; g < G; ++g) {
-      const float* row = w + n * K + g * group;
-      const auto [lo, hi] = std::minmax_element(row, row + group);
-      const float s = to_f16_value(std::max(*hi - *lo, 1e-5f) / 15.0f);
-      const uint8_t zero = clamp_q(-*lo / s);
-      scales[static_cast<size_t>(g * N + n)] = f32_to_f16(s);
-      z[static_cast<size_t>(n * G + g)] = zero;
-      for (int64_t i = 0; i < group; ++i) q[n * K + g * group + i] = clamp_q(row[i] / s + zero);
+  ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t g = 0; g < G; ++g) {
+        const float* row = w + n * K + g * group;
+        const GroupFit fit = best_fit(row, group, /*symmetric=*/false);
+        const float s = fit.scale;
+        const uint8_t zero = fit.zero;
+        scales[static_cast<size_t>(g * N + n)] = f32_to_f16(s);
+        z[static_cast<size_t>(n * G + g)] = zero;
+        for (int64_t i = 0; i < group; ++i) q[n * K + g * group + i] = clamp_q(row[i] / s + zero);
+      }
     }
-  }
+  });
   std::vector<int32_t> qweight(static_cast<size_t>(K * N / 8)),
       qzeros(static_cast<size_t>(G * N / 8));
   for (int64_t k = 0; k < K; ++k) {
@@ -99,16 +148,16 @@ std::vector<PackedTensor> pack_gptq(const float* w, int64_t N, int64_t K, int32_
   const int64_t G = K / group;
   std::vector<uint8_t> q(static_cast<size_t>(N * K));
   std::vector<uint16_t> scales(static_cast<size_t>(G * N));
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t g = 0; g < G; ++g) {
-      const float* row = w + n * K + g * group;
-      float amax = 0.0f;
-      for (int64_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(row[i]));
-      const float s = amax > 0.0f ? to_f16_value(amax * 2.0f / 15.0f) : 1.0f;
-      scales[static_cast<size_t>(g * N + n)] = f32_to_f16(s);
-      for (int64_t i = 0; i < group; ++i) q[n * K + g * group + i] = clamp_q(row[i] / s + 8.0f);
+  ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t g = 0; g < G; ++g) {
+        const float* row = w + n * K + g * group;
+        const float s = best_fit(row, group, /*symmetric=*/true).scale;
+        scales[static_cast<size_t>(g * N + n)] = f32_to_f16(s);
+        for (int64_t i = 0; i < group; ++i) q[n * K + g * group + i] = clamp_q(row[i] / s + 8.0f);
+      }
     }
-  }
+  });
   std::vector<int32_t> qweight(static_cast<size_t>(K / 8 * N)), g_idx(static_cast<size_t>(K));
   for (int64_t r = 0; r < K / 8; ++r) {
     for (int64_t n = 0; n < N; ++n) {

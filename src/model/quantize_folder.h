@@ -1,6 +1,7 @@
 // `syv quantize`: a float (bf16 / f16 / f32) model folder -> the same model in a published
 // pre-quantized layout (Qwen FP8, AutoAWQ GEMM, GPTQ v1) that syv and the usual tools load.
-// Round-to-nearest with per-block / per-group scales (model/quant_pack.h); no calibration.
+// Round-to-nearest with per-block / per-group scales (int4 groups: a least-squares clip of their
+// range; model/quant_pack.h); no calibration.
 #pragma once
 
 #include <cstdint>

@@ -384,6 +384,34 @@ TEST(QuantizedBytes, PreparedBytesEqualTheLoadsAllocations) {
 
 // ---- `syv quantize` folders -------------------------------------------------------------------
 
+double squared_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) e += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  return e;
+}
+
+// w [N, K] quantized to int4 groups of `group` over each group's whole range (round to nearest,
+// f16 scales: awq min/max with a zero point, gptq symmetric), dequantized.
+std::vector<float> full_range_int4(const std::vector<float>& w, int64_t group, QuantizeFormat f) {
+  std::vector<float> d(w.size());
+  auto f16 = [](float x) { return f16_to_f32(f32_to_f16(x)); };
+  auto q = [](float x) { return std::clamp(std::nearbyint(x), 0.0f, 15.0f); };
+  for (size_t g0 = 0; g0 < w.size(); g0 += static_cast<size_t>(group)) {
+    const auto [lo, hi] = std::minmax_element(w.begin() + g0, w.begin() + g0 + group);
+    float s, z;
+    if (f == QuantizeFormat::kAwq) {
+      s = f16(std::max(*hi - *lo, 1e-5f) / 15.0f);
+      z = q(-*lo / s);
+    } else {
+      const float amax = std::max(std::fabs(*lo), std::fabs(*hi));
+      s = amax > 0.0f ? f16(amax * 2.0f / 15.0f) : 1.0f;
+      z = 8.0f;
+    }
+    for (size_t i = g0; i < g0 + static_cast<size_t>(group); ++i) d[i] = (q(w[i] / s + z) - z) * s;
+  }
+  return d;
+}
+
 class QuantizedModel : public ::testing::TestWithParam<QuantizeFormat> {
  protected:
   void SetUp() override {
@@ -460,12 +488,34 @@ TEST_P(QuantizedModel, RoundTripsWithinTheFormatsBoundAndMatchesTheDequantizedMo
                 std::fabs(w[i]) / 16.0f +
                 q->scales[static_cast<size_t>((n / v.block_n) * q->scale_cols + k / v.block_k)] *
                     std::ldexp(1.0f, -10);
-          } else {  // half a step (awq's clamped zero point: a whole step)
-            const float s = q->scales[static_cast<size_t>(n * q->scale_cols + k / 32)];
-            bound = (GetParam() == QuantizeFormat::kAwq ? 1.0f : 0.51f) * s;  // f16 scale rounding
+          } else {
+            // The group's grid is (0 - z) s .. (15 - z) s. A weight inside it is within half a
+            // step (f16 scale rounding: 0.51); one outside (the range clipped for the rest of
+            // the group's sake) dequantizes to the grid's nearer end. And the grid spans at least
+            // the clip search's narrowest fraction, 70% of the group's range, less a step for
+            // awq's rounded zero point.
+            const size_t gi = static_cast<size_t>(n * q->scale_cols + k / 32);
+            const float s = q->scales[gi];
+            const float z = q->zeros.empty() ? 8.0f : static_cast<float>(q->zeros[gi]);
+            const float lo = -z * s, hi = (15.0f - z) * s;
+            const float outside = std::max({lo - w[i], w[i] - hi, 0.0f});
+            bound = 0.51f * s + outside;
+            const float* group = &w[static_cast<size_t>(n * t.shape[1] + k / 32 * 32)];
+            const auto [g_lo, g_hi] = std::minmax_element(group, group + 32);
+            const float span = GetParam() == QuantizeFormat::kAwq
+                                   ? *g_hi - *g_lo
+                                   : 2.0f * std::max(std::fabs(*g_lo), std::fabs(*g_hi));
+            ASSERT_GE(hi - lo + 2.0f * s, 0.7f * span * (14.0f / 15.0f))
+                << name << " [" << n << ", " << k << "]: clipped beyond 70%";
           }
           ASSERT_LE(std::fabs(d[i] - w[i]), bound) << name << " [" << n << ", " << k << "]";
         }
+      }
+      if (GetParam() != QuantizeFormat::kFp8) {
+        // The clip search keeps the full range unless a clip is nearer the weights: the
+        // tensor's squared error is at most the full range's round to nearest.
+        EXPECT_LE(squared_error(d, w), squared_error(full_range_int4(w, 32, GetParam()), w) + 1e-12)
+            << name;
       }
       keep.push_back(d);
     } else {
