@@ -10,7 +10,9 @@
 #                                               the dense linear tests of gpu_cuda_ops_test
 #   tools/device/quant_cuda_check.sh prep       the 8B bf16 folder (16.4 GB) and its fp8 / awq /
 #                                               gptq copies (`syv quantize`, one core each, at once)
-#   tools/device/quant_cuda_check.sh bench      syv bench decode on the four folders
+#   tools/device/quant_cuda_check.sh bench      syv bench decode on the four folders, b = 1, 16, 64
+#                                               and prefill 2K, each quantized folder with the
+#                                               GEMM activations it can take (W8A8 / W4A8 too)
 #   tools/device/quant_cuda_check.sh crossover  fp8 / awq with the quantized GEMV off (every step
 #                                               dequantizes to bf16 + cuBLASLt), b = 1 and 16
 #   tools/device/quant_cuda_check.sh all        all of them in order (more than 10 minutes)
@@ -65,12 +67,15 @@ if phase prep; then
   du -sh "$WORK"/* 2>/dev/null
 fi
 if phase bench; then
-  for f in bf16 fp8 awq gptq; do
+  # Each folder with the GEMM activations it can take (--quantized-activations): bf16 as is; fp8
+  # weights W8A8 (auto) and dequantized (off); int4 W4A16 (auto) and W4A8 (fp8).
+  for spec in "bf16 auto" "fp8 auto" "fp8 off" "awq auto" "awq fp8" "gptq auto" "gptq fp8"; do
+    read -r f acts <<<"$spec"
     [[ -f $WORK/$f/.done ]] || { echo "$f: no folder (run the prep phase)"; continue; }
-    echo "== $f"
-    timeout 140 $B/syv bench decode --config "$WORK/$f" --batch 1,16 --context 512 --steps 30 \
-      --lengths 2048 2>&1 | grep -E "^\| (decode|prefill)|ceilings|weights:|decode floor|rror" |
-      tail -8
+    echo "== $f, --quantized-activations $acts"
+    timeout 140 $B/syv bench decode --config "$WORK/$f" --batch 1,16,64 --context 512 --steps 30 \
+      --lengths 2048 --quantized-activations "$acts" 2>&1 |
+      grep -E "^\| (decode|prefill)|ceilings|weights:|decode floor|rror" | tail -8
   done
 fi
 if phase crossover; then
