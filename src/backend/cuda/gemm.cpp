@@ -46,11 +46,15 @@ LtGemm::Plan& LtGemm::fp8_plan(int64_t tokens, int64_t n, int64_t k, DType out_t
   auto it = fp8_plans_.find(key);
   if (it != fp8_plans_.end()) return it->second;
   Plan& p = fp8_plans_[key];
+#if CUBLAS_VERSION >= 120900  // the 1x128 / 128x128 scale modes came with cuBLAS 12.9
   const int32_t a_mode = ws == Fp8WeightScales::kTile128
                              ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
                              : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   create_plan(p, CUDA_R_8F_E4M3, tokens, n, k, out_t, &a_mode, &b_mode);
+#else
+  (void)ws;  // no plan (p.ok false): linear_quantized() dequantizes instead
+#endif
   return p;
 }
 
@@ -67,18 +71,23 @@ void LtGemm::create_plan(Plan& p, cudaDataType_t in_t, int64_t tokens, int64_t n
   // Scaled operands: the heuristic refuses block scales without scale pointers (INVALID_VALUE,
   // measured), so the plan carries a placeholder (the workspace) until run_fp8 sets the real ones.
   const void* placeholder = workspace_;
-  if (a_scale_mode) {
-    SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-                                                       a_scale_mode, sizeof(*a_scale_mode)));
-    SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                       &placeholder, sizeof(placeholder)));
-  }
-  if (b_scale_mode) {
-    SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
-                                                       b_scale_mode, sizeof(*b_scale_mode)));
-    SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                       &placeholder, sizeof(placeholder)));
-  }
+#if CUBLAS_VERSION >= 120900
+  // A cuBLASLt older than the headers (same major version) refuses the scale-mode attributes:
+  // then there is no plan, and linear_quantized() dequantizes instead.
+  auto set = [&](cublasLtMatmulDescAttributes_t attr, const void* value, size_t bytes) {
+    return lt.cublasLtMatmulDescSetAttribute(p.desc, attr, value, bytes) == CUBLAS_STATUS_SUCCESS;
+  };
+  if (a_scale_mode &&
+      !(set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_scale_mode, sizeof(int32_t)) &&
+        set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof(placeholder))))
+    return;
+  if (b_scale_mode &&
+      !(set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_scale_mode, sizeof(int32_t)) &&
+        set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof(placeholder))))
+    return;
+#else
+  (void)placeholder, (void)a_scale_mode, (void)b_scale_mode;  // fp8_plan() makes none
+#endif
   SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.a, in_t, static_cast<uint64_t>(k),
                                                  static_cast<uint64_t>(n), k));
   SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.b, in_t, static_cast<uint64_t>(k),
