@@ -147,7 +147,7 @@ int run(const Options& o) {
   if (options.host_cache_bytes == 0)
     return fail("--host-cache-gb 0: this benchmark measures the host tier; give it some memory");
   auto loaded = load_cli_model(o.model);
-  if (!loaded.ok()) return fail(loaded.message(), "--model takes a Hugging Face model folder");
+  if (!loaded.ok()) return fail(loaded.message(), model_load_hint(loaded.message()));
   Model& model = *loaded->model;
   Backend& backend = model.backend();
   auto kv_dtype = resolve_kv_cache_dtype(o.engine.kv_cache_dtype, backend, model.config());

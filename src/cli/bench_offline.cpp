@@ -42,7 +42,7 @@ int run(const Options& o) {
   ModelArgs load_args = o.model;
   load_args.mtp = o.engine.wants_mtp();
   auto loaded = load_cli_model(load_args);
-  if (!loaded.ok()) return fail(loaded.message(), "--model takes a Hugging Face model folder");
+  if (!loaded.ok()) return fail(loaded.message(), model_load_hint(loaded.message()));
   Model& model = *loaded->model;
   const int64_t vocab = model.config().vocab_size;
 

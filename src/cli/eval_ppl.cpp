@@ -152,7 +152,7 @@ int run(const Options& o) {
   }
 
   auto loaded = load_cli_model(o.model);
-  if (!loaded.ok()) return fail(loaded.message(), hint);
+  if (!loaded.ok()) return fail(loaded.message(), model_load_hint(loaded.message()));
   Model& model = *loaded->model;
   auto kv_dtype = resolve_kv_cache_dtype(o.kv_cache_dtype, model.backend(), *config);
   if (!kv_dtype.ok()) return fail(kv_dtype.message());

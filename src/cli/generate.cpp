@@ -95,7 +95,7 @@ int run(const Options& o) {
                 std::to_string(config.max_position_embeddings));
   }
   auto loaded = load_cli_model(o.model);
-  if (!loaded.ok()) return fail(loaded.message(), hint);
+  if (!loaded.ok()) return fail(loaded.message(), model_load_hint(loaded.message()));
   Model& model = *loaded->model;
   std::vector<int32_t> eos = config.eos_token_ids;
   if (tokenizer.ok() && (*tokenizer)->eos_token_id()) eos.push_back(*(*tokenizer)->eos_token_id());

@@ -118,7 +118,7 @@ int run_prompts_file(const ModelArgs& model_args, const BatchArgs& args, int64_t
   ModelArgs load_args = model_args;
   load_args.mtp = args.engine.wants_mtp();
   auto loaded = load_cli_model(load_args);
-  if (!loaded.ok()) return fail(loaded.message(), "--model takes a Hugging Face model folder");
+  if (!loaded.ok()) return fail(loaded.message(), model_load_hint(loaded.message()));
   auto tokenizer = Tokenizer::load(model_args.model_dir);
   const Tokenizer* tok = tokenizer.ok() ? tokenizer->get() : nullptr;
 

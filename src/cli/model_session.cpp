@@ -123,6 +123,12 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   return loaded;
 }
 
+std::string model_load_hint(const std::string& message) {
+  return message.rfind("--model", 0) == 0
+             ? "--model takes a Hugging Face model folder (config.json + *.safetensors)"
+             : "";
+}
+
 Result<std::unique_ptr<Model>> load_draft_model(const std::string& dir, Backend& backend) {
   if (dir.empty()) {
     return Status::Error(

@@ -58,6 +58,10 @@ struct LoadedModel {
 // prefixed with "--model": the folder, and what is wrong with it (or name --device or
 // --tensor-parallel-size).
 Result<LoadedModel> load_cli_model(const ModelArgs& args);
+// The hint a model command prints after load_cli_model() fails: what --model takes when the
+// error is about the folder ("--model: ..."), nothing for the other flags' errors (--device,
+// --quantized-activations, ...), whose messages say what to do.
+std::string model_load_hint(const std::string& message);
 
 // --speculative-method draft: loads `dir` (the --draft-model folder) on `backend`, the target's.
 // An empty dir is an error naming --draft-model; errors are prefixed with "--draft-model".

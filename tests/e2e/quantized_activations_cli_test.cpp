@@ -34,6 +34,8 @@ TEST(QuantizedActivationsCli, Fp8IsRefusedWhereTheBackendHasNoFp8Gemms) {
   EXPECT_NE(status, 0);
   EXPECT_NE(text.find("--quantized-activations fp8"), std::string::npos) << text;
   EXPECT_NE(text.find("backend cpu"), std::string::npos) << text;
+  // The folder is fine: no hint about what --model takes.
+  EXPECT_EQ(text.find("--model takes"), std::string::npos) << text;
 }
 
 TEST(QuantizedActivationsCli, UnknownValuesAndInt8AreRefused) {
