@@ -15,6 +15,9 @@
 #                                               GEMM activations it can take (W8A8 / W4A8 too)
 #   tools/device/quant_cuda_check.sh crossover  fp8 / awq with the quantized GEMV off (every step
 #                                               dequantizes to bf16 + cuBLASLt), b = 1 and 16
+#   tools/device/quant_cuda_check.sh profile    ncu on the quantized GEMVs at b = 1 (fp8, gptq
+#                                               folders): duration, DRAM and SM throughput,
+#                                               registers, occupancy, issue stalls (not in `all`)
 #   tools/device/quant_cuda_check.sh all        all of them in order (more than 10 minutes)
 # Later phases build first when build/gpu-carry/bin/syv is missing (a fresh machine). WORK
 # (default /tmp/syv-quant) holds the folders (about 37 GB); DEPS (default .devcarry-deps).
@@ -76,6 +79,20 @@ if phase bench; then
     timeout 140 $B/syv bench decode --config "$WORK/$f" --batch 1,16,64 --context 512 --steps 30 \
       --lengths 2048 --quantized-activations "$acts" 2>&1 |
       grep -E "^\| (decode|prefill)|ceilings|weights:|decode floor|rror" | tail -8
+  done
+fi
+if [[ $WHAT == profile ]]; then  # not part of `all`: ncu replays every kernel (minutes)
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [[ -x $NCU ]] || { echo "profile: ncu not found"; exit 1; }
+  for f in fp8 gptq; do
+    [[ -f $WORK/$f/.done ]] || { echo "$f: no folder (run the prep phase)"; continue; }
+    echo "== $f, b = 1: the quantized GEMV's launches (qkv, o, gate_up, down of one layer)"
+    timeout 240 "$NCU" --clock-control none --kernel-name regex:quant_gemv --launch-skip 40 \
+      --launch-count 4 --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats $B/syv bench decode --config "$WORK/$f" --no-graphs --batch 1 \
+      --context 512 --steps 1 2>&1 |
+      grep -E "quant_gemv|Duration|DRAM Throughput|Compute \(SM\)|Registers|Theoretical Occ|Achieved Occ|Cycles Per Issued|Grid Size" |
+      head -48
   done
 fi
 if phase crossover; then
