@@ -226,7 +226,8 @@ int setup(const Options& o, Setup& s) {
               s.gpu->device_name().c_str(), s.gpu->sm_count(), mem.total_bytes / 1073741824.0,
               mem.free_bytes / 1073741824.0, seconds_since(t0));
   std::printf("batch-invariant mode: %s\n", o.batch_invariant ? "on" : "off");
-  if (Status st = apply_quantized_activations(*s.gpu, o.quantized_activations); !st.ok())
+  if (Status st = apply_quantized_activations(*s.gpu, o.quantized_activations, /*log=*/false);
+      !st.ok())
     return fail(st.message());
   std::printf("quantized activations: %s\n", o.quantized_activations.c_str());
   t0 = std::chrono::steady_clock::now();
@@ -249,10 +250,8 @@ int setup(const Options& o, Setup& s) {
   auto ranks = make_tp_ranks(*s.gpu, o.tensor_parallel_size);
   if (!ranks.ok()) return fail(ranks.message());
   s.ranks = std::move(*ranks);
-  for (auto& rank : s.ranks.owned) {
-    if (Status st = apply_quantized_activations(*rank, o.quantized_activations, false); !st.ok())
-      return fail(st.message());
-  }
+  if (Status st = apply_quantized_activations(s.ranks.owned, o.quantized_activations); !st.ok())
+    return fail(st.message());
   auto model = load_tp_model(*prepared, s.ranks, lo);
   if (!model.ok()) return fail("--config: " + model.message());
   s.model = std::move(*model);

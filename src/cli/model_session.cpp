@@ -72,6 +72,13 @@ Status apply_quantized_activations(Backend& backend, const std::string& mode, bo
   return Status::Ok();
 }
 
+Status apply_quantized_activations(const std::vector<std::unique_ptr<Backend>>& ranks,
+                                   const std::string& mode) {
+  for (const auto& rank : ranks)
+    SYV_RETURN_IF_ERROR(apply_quantized_activations(*rank, mode, false));
+  return Status::Ok();
+}
+
 void add_host_embeddings_arg(CLI::App& app, bool& host_embeddings) {
   app.add_flag("--host-embeddings", host_embeddings,
                "Keep the input embedding table in pinned host memory: the GPU reads the rows a\n"
@@ -116,8 +123,7 @@ Result<LoadedModel> load_cli_model(const ModelArgs& args) {
   SYV_ASSIGN_OR_RETURN(TpRanks ranks, make_tp_ranks(*loaded.backend, args.tensor_parallel_size));
   auto model = load_tp_model(*prepared, ranks, options);
   if (!model.ok()) return model.status().with_context("--model");
-  for (auto& rank : ranks.owned)
-    SYV_RETURN_IF_ERROR(apply_quantized_activations(*rank, args.quantized_activations, false));
+  SYV_RETURN_IF_ERROR(apply_quantized_activations(ranks.owned, args.quantized_activations));
   loaded.rank_backends = std::move(ranks.owned);
   loaded.model = std::move(model.value());
   return loaded;

@@ -40,6 +40,9 @@ void add_quantized_activations_arg(CLI::App& app, std::string& mode);
 // Parses `mode` (as the flag takes it) and sets it on `backend`; errors name
 // --quantized-activations. With `log`, the start-up line says what each weight format multiplies.
 Status apply_quantized_activations(Backend& backend, const std::string& mode, bool log = true);
+// The same on each tensor-parallel rank's backend (ranks 1..; no log line).
+Status apply_quantized_activations(const std::vector<std::unique_ptr<Backend>>& ranks,
+                                   const std::string& mode);
 
 // --device auto|cpu|cuda, parsed by make_cli_backend(); `device` keeps its value as the default
 // shown in --help (serve: auto; logits, generate: cpu, the fp32 reference).

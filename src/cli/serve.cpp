@@ -268,10 +268,8 @@ int run_serve(const ServeOptions& o) {
   // bound.
   Result<TpRanks> ranks = make_tp_ranks(**backend, o.tensor_parallel_size);
   if (!ranks.ok()) return fail(ranks.message());
-  for (auto& rank : ranks->owned) {
-    if (Status st = apply_quantized_activations(*rank, o.quantized_activations, false); !st.ok())
-      return fail(st.message());
-  }
+  if (Status st = apply_quantized_activations(ranks->owned, o.quantized_activations); !st.ok())
+    return fail(st.message());
   const auto t_tokenizer = std::chrono::steady_clock::now();
   Result<TextSide> text = load_text_side(o.model_dir);
   if (!text.ok()) return fail("--model: " + text.message());

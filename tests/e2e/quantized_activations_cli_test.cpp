@@ -1,10 +1,13 @@
 // --quantized-activations (Backend::set_quantized_activations) from the command line on the CPU
-// backend: auto and off run (the CPU multiplies exact dequantized weights either way: the same
-// tokens), fp8 is refused naming the flag and the backend (no fp8 GEMMs there), an unknown value
-// is refused by the parser, and --int8-activations is refused saying what runs instead. The CUDA
-// paths are tests/gpu/quant_linear_gpu_test.cpp's and engine_quantized_gpu_test.cpp's.
+// backend: auto and off run on a quantized folder (the CPU multiplies exact dequantized weights
+// either way: the same tokens), fp8 is refused naming the flag and the backend (no fp8 GEMMs
+// there), an unknown value is refused by the parser, and --int8-activations is refused saying
+// what runs instead. The CUDA paths are tests/gpu/quant_linear_gpu_test.cpp's and
+// engine_quantized_gpu_test.cpp's.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include "e2e/cli_run.h"
@@ -17,16 +20,23 @@ const std::string kModel = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/qwen3/
 const std::string kGenerate =
     std::string(SYV_BIN) + " generate --model " + kModel + " --tokens 11,40,23,98,5 --max-tokens 6";
 
+// On a quantized folder (the CPU has no fp8 GEMMs, so auto multiplies exactly as off does).
 TEST(QuantizedActivationsCli, AutoAndOffGiveTheSameTokensOnTheCpu) {
-  auto [s1, plain] = run_command(kGenerate);
-  auto [s2, autos] = run_command(kGenerate + " --quantized-activations auto");
-  auto [s3, off] = run_command(kGenerate + " --quantized-activations off");
-  ASSERT_EQ(s1, 0) << plain;
-  ASSERT_EQ(s2, 0) << autos;
-  ASSERT_EQ(s3, 0) << off;
-  EXPECT_FALSE(plain.empty());
-  EXPECT_EQ(autos, plain);
-  EXPECT_EQ(off, plain);
+  namespace fs = std::filesystem;
+  const fs::path fp8 =
+      fs::path(::testing::TempDir()) / ("syv_qact_cli_" + std::to_string(::getpid()));
+  auto [qs, qt] = run_command(std::string(SYV_BIN) + " quantize --format fp8 --in " + kModel +
+                              " --out " + fp8.string());
+  ASSERT_EQ(qs, 0) << qt;
+  const std::string generate = std::string(SYV_BIN) + " generate --model " + fp8.string() +
+                               " --tokens 11,40,23,98,5 --max-tokens 6";
+  auto [s1, autos] = run_command(generate + " --quantized-activations auto");
+  auto [s2, off] = run_command(generate + " --quantized-activations off");
+  fs::remove_all(fp8);
+  ASSERT_EQ(s1, 0) << autos;
+  ASSERT_EQ(s2, 0) << off;
+  EXPECT_FALSE(autos.empty());
+  EXPECT_EQ(autos, off);
 }
 
 TEST(QuantizedActivationsCli, Fp8IsRefusedWhereTheBackendHasNoFp8Gemms) {

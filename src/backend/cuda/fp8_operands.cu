@@ -58,18 +58,6 @@ __global__ void quantize_fp8_groups_kernel(const bf16* __restrict__ x, uint8_t* 
   if (lane == 0) scales[g * padded + t] = scale;
 }
 
-// The e4m3 byte of each integer v in [-16, 15] (index v + 16): exact values.
-__device__ __forceinline__ uint32_t e4m3_of_int(int v) {
-  const uint32_t sign = v < 0 ? 0x80u : 0u;
-  const uint32_t a = static_cast<uint32_t>(v < 0 ? -v : v);
-  if (a == 0) return 0u;
-  // a = 1.m * 2^e with e = floor(log2 a) <= 4: exponent field e + 7, mantissa the 3 bits below
-  // the leading one (a < 16 has at most 4 significant bits; 16 is 2^4 exactly).
-  const int e = 31 - __clz(static_cast<int>(a));
-  const uint32_t mant = ((a << 3) >> e) & 7u;
-  return sign | (static_cast<uint32_t>(e + 7) << 3) | mant;
-}
-
 // One thread per 8 weights (a 32-bit word of nibbles); the first word of each group also moves
 // the group's scale to the transposed layout.
 __global__ void int4_to_fp8_kernel(const QuantWeight w, uint8_t* __restrict__ q,
@@ -82,11 +70,15 @@ __global__ void int4_to_fp8_kernel(const QuantWeight w, uint8_t* __restrict__ q,
   const int64_t n = item / words_per_row, j = item - n * words_per_row, g = j * 8 / kGroup;
   const uint32_t word = static_cast<const uint32_t*>(w.data)[item];
   const int z = w.zeros ? w.zeros[n * w.scale_cols + g] : 8;
+  // The e4m3 code of nibble q's weight q - z: an integer in [-16, 15], exact in e4m3.
+  auto code = [z](uint32_t nibble) {
+    return uint32_t{f32_to_e4m3(static_cast<float>(static_cast<int>(nibble & 0xfu) - z))};
+  };
   uint32_t lo = 0, hi = 0;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    lo |= e4m3_of_int(static_cast<int>((word >> (4 * e)) & 0xfu) - z) << (8 * e);
-    hi |= e4m3_of_int(static_cast<int>((word >> (16 + 4 * e)) & 0xfu) - z) << (8 * e);
+    lo |= code(word >> (4 * e)) << (8 * e);
+    hi |= code(word >> (16 + 4 * e)) << (8 * e);
   }
   reinterpret_cast<uint2*>(q)[item] = make_uint2(lo, hi);
   if ((j * 8) % kGroup == 0) scales[g * w.n + n] = w.scales[n * w.scale_cols + g];

@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cublaslt_api.h"
 #include "backend/cuda/cuda_check.h"
+#include "core/check.h"
 #include "core/log.h"
 
 namespace syv::cuda {
@@ -200,13 +201,13 @@ bool LtGemm::run(const void* x, const void* w, void* out, DType out_t, int64_t t
   return true;
 }
 
-bool LtGemm::run_fp8(const void* x8, const float* x_scales, const void* w8, const float* w_scales,
+void LtGemm::run_fp8(const void* x8, const float* x_scales, const void* w8, const float* w_scales,
                      Fp8WeightScales w_scales_kind, void* out, DType out_t, int64_t tokens,
                      int64_t n, int64_t k, cudaStream_t stream) {
   const CublasLt& lt = cublaslt();
-  if ((out_t != DType::F32 && out_t != DType::BF16) || k % 128 != 0) return false;
   Plan& p = fp8_plan(tokens, n, k, out_t, w_scales_kind);
-  if (!p.ok) return false;
+  SYV_CHECK(p.ok) << "fp8 GEMM [" << n << ", " << k << "] x " << tokens
+                  << " tokens: no algorithm (call fp8_runs() first)";
   // The scale pointers are per call (the plan is per shape): cublasLtMatmul reads them now.
   SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
                                                      &w_scales, sizeof(w_scales)));
@@ -215,7 +216,6 @@ bool LtGemm::run_fp8(const void* x8, const float* x_scales, const void* w8, cons
   const float alpha = 1.f, beta = 0.f;
   SYV_CUBLAS_CHECK(lt.cublasLtMatmul(handle_, p.desc, &alpha, w8, p.a, x8, p.b, &beta, out, p.c,
                                      out, p.c, &p.algo, workspace_, workspace_bytes_, stream));
-  return true;
 }
 
 }  // namespace syv::cuda

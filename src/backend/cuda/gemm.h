@@ -43,10 +43,10 @@ class LtGemm {
   // w8 e4m3 [N, K] with w_scales per `w_scales_kind`:
   //   kTile128   f32 [ceil(N / 128)][K / 128], one per 128 x 128 tile (Qwen's FP8 checkpoints);
   //   kRow128    f32 [K / 128][N], one per weight row and 128 columns (int4 groups as e4m3).
-  // K % 128 == 0; T a multiple of 8 (cuBLASLt 13.0 on the H200 refuses others). Returns false
-  // (running nothing) when cuBLASLt has no algorithm for it.
+  // K % 128 == 0; T a multiple of 8 (cuBLASLt 13.0 on the H200 refuses others). Precondition:
+  // fp8_runs() said yes for the shape.
   enum class Fp8WeightScales : uint8_t { kTile128, kRow128 };
-  bool run_fp8(const void* x8, const float* x_scales, const void* w8, const float* w_scales,
+  void run_fp8(const void* x8, const float* x_scales, const void* w8, const float* w_scales,
                Fp8WeightScales w_scales_kind, void* out, DType out_t, int64_t tokens, int64_t n,
                int64_t k, cudaStream_t stream);
   // Whether run_fp8 has an algorithm for the shape (the plan is made and kept).
