@@ -2,11 +2,12 @@
 // reference (backend/cpu/cpu_quantized.cpp: the weight dequantized to f32, one sgemm) on random
 // weights in backend/weight.h's canonical layouts: fp8 block-scaled (128x128, per-row, per-tensor,
 // K not a multiple of the block or of 16) and int4 groups (with and without zero points, zero 16,
-// act-order g_idx, group sizes the GEMV does not take), at 1, 3, 16 and 300 tokens, with the GEMV
-// path and with everything through the dequantize + dense GEMM path; bf16 and f32 outputs; biases;
-// the fused norm ops on quantized weights; batch-invariant mode (a row's bits do not depend on the
-// token count); a CUDA graph replays the same bits. Those run with --quantized-activations off
-// (bf16 activations: the CPU's exact product). The fp8 tensor-core GEMMs (W8A8 for fp8 weights,
+// act-order g_idx, group sizes the GEMV does not take), at 1, 3, 8, 9, 16 and 300 tokens, with the
+// GEMV paths (tensor-core where K and the groups / scale tiles are multiples of 128, SIMT
+// elsewhere) and with everything through the dequantize + dense GEMM path; bf16 and f32 outputs;
+// biases; the fused norm ops on quantized weights; batch-invariant mode (a row's bits do not depend
+// on the token count); a CUDA graph replays the same bits. Those run with --quantized-activations
+// off (bf16 activations: the CPU's exact product). The fp8 tensor-core GEMMs (W8A8 for fp8 weights,
 // W4A8 for int4 group-128 weights; LtGemm::run_fp8) are held to a reference that quantizes the
 // activations as the kernel does (one e4m3 scale per token and 128 columns, core/dtype.h's
 // rounding) and sums in f64. Skips cleanly without a CUDA device.
@@ -132,12 +133,12 @@ HostQuant random_int4(int64_t n, int64_t k, int32_t gs, bool zeros, bool act_ord
 
 class QuantLinearGpu : public CudaOps {
  protected:
-  // GPU vs CPU for tokens in {1, 3, 16, 300}, bf16 and f32 outputs, with and without a bias.
+  // GPU vs CPU for tokens in {1, 3, 8, 9, 16, 300}, bf16 and f32 outputs, with and without a bias.
   // `gemv_path`: whether the GEMV takes this weight at <= 16 tokens (the bounds differ).
   void check(const HostQuant& h, bool gemv_path, const std::string& what) {
     ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
     OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
-    for (int64_t T : {1, 3, 16, 300}) {
+    for (int64_t T : {1, 3, 8, 9, 16, 300}) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair bias = make(random_vec(static_cast<size_t>(h.n), rng_), {h.n});
       for (bool with_bias : {false, true}) {
@@ -196,6 +197,7 @@ class QuantLinearGpu : public CudaOps {
 TEST_F(QuantLinearGpu, Fp8Block128MatchesCpu) {
   check(random_fp8(300, 448, 128, 128, rng_), true, "fp8 128x128, K 448");
   check(random_fp8(257, 1024, 128, 128, rng_), true, "fp8 128x128, N 257");
+  check(random_fp8(150, 2560, 128, 128, rng_), true, "fp8 128x128, K 2560");
 }
 
 TEST_F(QuantLinearGpu, Fp8PerRowAndPerTensorScalesMatchCpu) {
@@ -208,7 +210,29 @@ TEST_F(QuantLinearGpu, Fp8OddShapesTakeTheDequantizePath) {
   check(random_fp8(40, 192, 128, 8, rng_), false, "fp8 8-wide blocks");
 }
 
-// Every e4m3 code (but NaN) decodes to the CPU's value: row n holds code n, x = e_0, scale 1.
+// Every e4m3 code (but NaN) decodes to the CPU's value, through the tensor-core GEMV (K 128)
+// at every byte position of a 32-bit word and both 16-byte vectors of a lane: row n holds code n
+// at column j and zeros elsewhere, x is all ones, scale 1.
+TEST_F(QuantLinearGpu, Fp8TensorCoreGemvDecodesEveryCodeExactly) {
+  HostQuant h = random_fp8(256, 128, 128, 128, rng_);
+  for (auto& s : h.scales) s = 1.f;
+  for (int64_t j : {0, 1, 2, 3, 21, 127}) {
+    std::fill(h.data.begin(), h.data.end(), uint8_t{0});
+    for (int64_t n = 0; n < 256; ++n)
+      h.data[static_cast<size_t>(n * 128 + j)] = (n & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(n);
+    OnBackend g = put(*gpu_, h);
+    Pair x = make(std::vector<float>(128, 1.f), {1, 128});
+    Pair out = make_out({1, 256}, DType::F32);
+    gpu_->linear(x.g, g.w, Tensor(), out.g);
+    const std::vector<float> got = down_gpu(out.g);
+    for (int n = 0; n < 256; ++n) {
+      const float want = (n & 0x7f) == 0x7f ? 0.f : fp8_e4m3_to_f32(static_cast<uint8_t>(n));
+      EXPECT_EQ(got[static_cast<size_t>(n)], want) << "e4m3 code " << n << " at column " << j;
+    }
+  }
+}
+
+// The same through the SIMT GEMV (K 16): row n holds code n, x = e_0, scale 1.
 TEST_F(QuantLinearGpu, Fp8DecodesEveryCodeExactly) {
   HostQuant h = random_fp8(256, 16, 128, 128, rng_);
   for (int64_t n = 0; n < 256; ++n)
@@ -230,6 +254,8 @@ TEST_F(QuantLinearGpu, Fp8DecodesEveryCodeExactly) {
 
 TEST_F(QuantLinearGpu, Int4GroupsMatchCpu) {
   check(random_int4(300, 384, 128, true, false, rng_), true, "int4 g128 zeros");
+  check(random_int4(200, 2560, 128, false, false, rng_), true, "int4 g128 symmetric, K 2560");
+  check(random_int4(100, 1024, 256, true, false, rng_), true, "int4 g256 zeros");
   check(random_int4(70, 256, 32, false, false, rng_), true, "int4 g32 symmetric");
   check(random_int4(129, 320, 64, true, false, rng_), true, "int4 g64 zeros");
   check(random_int4(64, 160, 160, true, false, rng_), true, "int4 one group per row");

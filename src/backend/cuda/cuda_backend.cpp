@@ -130,6 +130,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
+    if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_HOST_COPY")) {
       // PATH (both ways) or IN:OUT, each engines, kernel or calls; split = engines:kernel.
       std::string in = env == std::string("split") ? "engines:kernel" : env, out = in;
@@ -613,8 +614,11 @@ class CudaBackendImpl final : public CudaBackend {
     q.block_k = w.block_k;
     q.group_size = w.group_size;
     bool done = false;
-    if (!batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16)
-      done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
+    if (!batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16) {
+      if (quant_gemv_mma_)
+        done = cuda::launch_quant_gemv_mma(q, x.data, out.data, out.dtype, T, stream_);
+      if (!done) done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
+    }
     if (!done) done = linear_fp8(x, q, T, out);
     if (!done) {
       ensure_dequant(N * K * 2);
@@ -1844,7 +1848,8 @@ class CudaBackendImpl final : public CudaBackend {
   unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
   unsigned* moe_ticket_ = nullptr;                   // moe_block(): 0 between launches
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
-  bool fp8_gemm_ = false;  // the device runs LtGemm::run_fp8 (compute capability 9.x)
+  bool quant_gemv_mma_ = true;  // the tensor-core GEMVs first (SYV_QUANT_GEMV_MMA=0: SIMT only)
+  bool fp8_gemm_ = false;       // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)
   QuantizedActivations quantized_activations_ = QuantizedActivations::kAuto;
   void* sample_dev_ = nullptr;  // sample(): rows, penalties, ids
