@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "io/hf_config.h"
 #include "io/model_folder.h"
+#include "io/quant_config.h"
 #include "model/quant_weights.h"
 #include "model/qwen3.h"
 #include "model/qwen3_5.h"
@@ -136,6 +137,17 @@ Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
   if (p.arch->validate != nullptr) {
     Status valid = p.arch->validate(p.config);
     if (!valid.ok()) return valid.with_context(dir + "/config.json");
+  }
+  if (options.random_weights && p.config.quant.quantized()) {
+    // Random weights are made in the backend's float type: a quantized layout would not be
+    // benchmarked, only named.
+    return Status::Error(dir + "/config.json: quantization_config (" +
+                         describe_quant_config(p.config.quant) +
+                         ") with random weights: random weights are float, not quantized. "
+                         "Make a quantized folder (syv demo-model --config " +
+                         dir +
+                         " --out D, then syv quantize --in D) and use it without "
+                         "--random-weights");
   }
   if (options.random_weights) {
     SYV_LOG(INFO) << "weights: random (seed " << options.seed << "), not read from " << dir;

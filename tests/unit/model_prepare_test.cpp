@@ -100,6 +100,29 @@ TEST(PrepareModel, HugeRandomModelIsRefusedOnTheCpuBackend) {
   EXPECT_NE(prepared.message().find("as f32"), std::string::npos) << prepared.message();
 }
 
+// Random weights are float: a config with a quantization_config is refused, not benchmarked as
+// bf16 under the quantized folder's name.
+TEST(PrepareModel, RandomWeightsRefuseAQuantizationConfig) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("syv_prepare_quant_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "qwen3", "vocab_size": 256,
+    "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+    "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+    "tie_word_embeddings": false, "quantization_config": {"quant_method": "gptq", "bits": 4,
+    "group_size": 128, "desc_act": false, "sym": true, "checkpoint_format": "gptq"}})";
+  KeepDtypeBackend backend(DType::BF16);
+  auto prepared = prepare_model(dir.string(), backend, random_weights());
+  fs::remove_all(dir);
+  ASSERT_FALSE(prepared.ok());
+  const std::string& m = prepared.message();
+  EXPECT_NE(m.find("quantization_config"), std::string::npos) << m;
+  EXPECT_NE(m.find("random weights are float"), std::string::npos) << m;
+  EXPECT_NE(m.find("syv quantize"), std::string::npos) << "what to do: " << m;
+  EXPECT_EQ(backend.allocated_bytes(), 0);
+}
+
 TEST(PrepareModel, TensorErrorsComeFromThePreparation) {
   const fs::path dir =
       fs::temp_directory_path() / ("syv_prepare_tensor_" + std::to_string(getpid()));
