@@ -66,7 +66,9 @@ void add_common(CLI::App& app, Options& o) {
                  "A model folder, or the path of its config.json (tools/bench/configs/...)")
       ->required();
   app.add_flag("--random-weights", o.random_weights,
-               "Seeded random weights of the config's shapes instead of the safetensors files");
+               "Seeded random weights of the config's shapes instead of the safetensors files\n"
+               "(float only: a config with a quantization_config is refused; bench a\n"
+               "`syv quantize`d folder instead)");
   app.add_option("--weight-seed", o.seed, "Seed of --random-weights (default 1)");
   app.add_option("--gpu-memory-utilization", o.utilization,
                  "Fraction of device memory the plan may use (default 0.90)")

@@ -19,7 +19,8 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
       ->required();
   app.add_flag("--random-weights", args.random_weights,
                "Ignore the safetensors files and use seeded random weights of the config's shapes\n"
-               "(for timing; the output is noise).");
+               "(for timing; the output is noise). Float only: a config with a\n"
+               "quantization_config is refused (quantize a folder with `syv quantize`).");
   app.add_option("--weight-seed", args.weight_seed, "Seed of --random-weights (default 0).");
   add_host_embeddings_arg(app, args.host_embeddings);
   add_quantized_activations_arg(app, args.quantized_activations);
