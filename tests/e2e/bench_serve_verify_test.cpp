@@ -3,7 +3,8 @@
 // to the host tier and served from it; no timing values asserted), the SVG plot, the deployment's
 // facts in /metrics equal to the start-up log's, and verify: every check passing with --model
 // (the deployment facts, tool calls and the reasoning split included, and speculation equal to
-// none through a second launch), a failing check turning into FAIL and exit code 1 with --url.
+// none through a second launch), a failing check turning into FAIL and exit code 1 with --url;
+// verify on a trained tiny model whose vocabulary lacks the demo's words.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -244,6 +245,24 @@ TEST(Verify, PassesOnTheDemoModelWithAndWithoutSpeculation) {
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   }
   EXPECT_EQ(out.find("SKIP"), std::string::npos) << out;
+  EXPECT_NE(out.find(" passed, 0 failed\n"), std::string::npos) << out;
+}
+
+// A trained tiny model (models/tiny-dense): its small vocabulary has " reason" but no "reason"
+// token, so the reasoning checks write another one-token word first (they once failed here).
+TEST(Verify, PassesOnATrainedTinyModelWithASmallVocabulary) {
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/models/tiny-dense";
+  const auto [status, out] =
+      run_command(std::string(SYV_BIN) + " verify --model " + dir + " --device cpu");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  for (const char* line : {"PASS reasoning: the model's <think> token opens reasoning_content",
+                           "PASS reasoning: <think>reason</think>answer gives reasoning_content "
+                           "and content",
+                           "PASS reasoning: enable_thinking false keeps the output in content "
+                           "(the template closes the block in its prompt; \"The\" written first"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  }
   EXPECT_NE(out.find(" passed, 0 failed\n"), std::string::npos) << out;
 }
 
