@@ -38,13 +38,14 @@ bool wait_healthy(const OpenAiClient& client, const ServeChild& child, std::chro
   return false;
 }
 
-// The serve arguments without speculative decoding's flags (and their values).
+// The serve arguments without speculative decoding's flags (and their values): --speculative-*,
+// --num-speculative-*, --ngram-* and --draft-* (--draft-model alone is refused by serve).
 std::vector<std::string> without_speculation(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool spec = a.rfind("--speculative-", 0) == 0 || a.rfind("--num-speculative-", 0) == 0 ||
-                      a.rfind("--ngram-", 0) == 0;
+                      a.rfind("--ngram-", 0) == 0 || a.rfind("--draft-", 0) == 0;
     if (spec && a.find('=') == std::string::npos) {
       ++i;  // its value
     } else if (!spec) {

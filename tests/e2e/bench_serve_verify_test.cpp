@@ -266,5 +266,19 @@ TEST(Verify, PassesOnATrainedTinyModelWithASmallVocabulary) {
   EXPECT_NE(out.find(" passed, 0 failed\n"), std::string::npos) << out;
 }
 
+// Draft-model speculation: the second server, started without speculation, drops --draft-model
+// too (serve refuses it without --speculative-method; verify once failed there).
+TEST(Verify, DraftModelSpeculationEqualsNone) {
+  const std::string models = std::string(SYV_SOURCE_DIR) + "/models/";
+  const auto [status, out] = run_command(std::string(SYV_BIN) + " verify --model " + models +
+                                         "tiny-dense --device cpu --serve-args " +
+                                         "'--speculative-method draft --draft-model " + models +
+                                         "tiny-draft --num-speculative-tokens 3'");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace syv::testing
