@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "cli/openai_client.h"
+#include "cli/preset.h"
 #include "cli/serve_child.h"
 #include "cli/verify_checks.h"
 
@@ -55,6 +56,32 @@ std::vector<std::string> without_speculation(const std::vector<std::string>& arg
   return out;
 }
 
+// `args` with a `--preset NAME` replaced by the flags it resolves to for the folder (those the
+// command line does not give: explicit flags win, as in serve), so that speculation a preset turns
+// on is seen and can be left out of the second server. Unchanged without --preset.
+Result<std::vector<std::string>> with_preset_expanded(const std::vector<std::string>& args,
+                                                      const std::string& model_dir) {
+  std::vector<std::string> out;
+  std::string name;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--preset" && i + 1 < args.size()) {
+      name = args[++i];
+    } else if (args[i].rfind("--preset=", 0) == 0) {
+      name = args[i].substr(9);
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  if (name.empty()) return args;
+  SYV_ASSIGN_OR_RETURN(Preset preset, resolve_preset(name, model_dir));
+  for (const PresetFlag& f : preset.flags) {
+    bool given = false;
+    for (const std::string& a : out) given |= a == f.flag || a.rfind(f.flag + "=", 0) == 0;
+    if (!given) out.insert(out.end(), {f.flag, f.value});
+  }
+  return out;
+}
+
 const std::vector<std::string> kSpecPrompts = {"def quicksort(arr):", "1, 2, 3, 4, 5,",
                                                "The quick brown fox"};
 
@@ -95,7 +122,9 @@ int run_with_model(const Options& o) {
   args.insert(args.end(), {"--device", o.device});
   Verifier v;
   std::vector<std::string> spec_texts;
-  const bool speculation = without_speculation(args).size() != args.size();
+  auto expanded = with_preset_expanded(args, o.model_dir);
+  if (!expanded.ok()) return fail(expanded.message());
+  const bool speculation = without_speculation(*expanded).size() != expanded->size();
   {
     ServeChild child;
     std::fprintf(stderr, "syv verify: starting syv serve --model %s %s\n", o.model_dir.c_str(),
@@ -113,7 +142,7 @@ int run_with_model(const Options& o) {
     // Speculative decoding must not change greedy output: the same prompts on a second server
     // started without it.
     ServeChild plain;
-    if (start(plain, o, without_speculation(args), v, "syv serve without speculation")) {
+    if (start(plain, o, without_speculation(*expanded), v, "syv serve without speculation")) {
       Result<OpenAiClient> client = OpenAiClient::create(plain.url(), plain.api_key());
       v.set_client(*client);
       const std::vector<std::string> plain_texts = v.greedy_texts(kSpecPrompts, 32);

@@ -280,5 +280,17 @@ TEST(Verify, DraftModelSpeculationEqualsNone) {
       << out;
 }
 
+// Speculation a preset turns on (interactive: MTP on tiny-hybrid, which has the head) is
+// checked too: the second server gets the preset's other flags, without the speculative ones.
+TEST(Verify, PresetSpeculationEqualsNone) {
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/models/tiny-hybrid";
+  const auto [status, out] = run_command(std::string(SYV_BIN) + " verify --model " + dir +
+                                         " --device cpu --serve-args '--preset interactive'");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace syv::testing
