@@ -58,6 +58,22 @@ class Bench {
   Bench(const Options& o, OpenAiClient client, std::string model)
       : o_(o), client_(std::move(client)), model_(std::move(model)), rng_(o.seed) {}
 
+  // The prompts' largest token id must be one the model has: a 1-token request with it is
+  // refused where one with the smallest is answered.
+  Status probe_token_range() const {
+    auto one_token = [&](int id) {
+      return client_.post("/v1/completions",
+                          {{"model", model_}, {"prompt", json::array({id})}, {"max_tokens", 1}});
+    };
+    const int top = o_.max_token_id - 1;
+    const HttpReply r = one_token(top);
+    if (r.status != 400 || one_token(kTokenLo).status != 200) return Status::Ok();
+    return Status::Error("the server refuses prompt token id " + std::to_string(top) +
+                         " (HTTP 400: " + r.body.substr(0, 300) +
+                         "): give --max-token-id at most the model's vocabulary size (default " +
+                         std::to_string(Options{}.max_token_id) + ", for Qwen vocabularies)");
+  }
+
   // vLLM's ignore_eos, if the server takes it (a 1-token request with it answers 200).
   void probe_ignore_eos() {
     json body = {{"model", model_},
@@ -87,6 +103,11 @@ class Bench {
   void print() const {
     std::printf("%s\n", stats_table_header().c_str());
     for (const RunStats& r : runs_) std::printf("%s\n", stats_table_row(r).c_str());
+    // What the server said, once per run and kind of error (bodies cut to 300 bytes).
+    for (const RunStats& r : runs_)
+      for (const auto& [kind, body] : r.first_error)
+        std::printf("%s: %s x%lld, the first: %s\n", r.label.c_str(), kind.c_str(),
+                    static_cast<long long>(r.errors.at(kind)), body.substr(0, 300).c_str());
     for (const std::string& line : notes_) std::printf("%s\n", line.c_str());
     for (const json& j : lines_) std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
@@ -378,6 +399,7 @@ int run(Options o) {
     model = *served;
   }
   Bench bench(o, std::move(*client), model);
+  if (Status st = bench.probe_token_range(); !st.ok()) return fail(st.message());
   bench.probe_ignore_eos();
   for (const std::string& s : o.scenarios) {
     if (int rc = bench.run(s); rc != 0) return rc;

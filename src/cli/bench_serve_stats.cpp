@@ -44,7 +44,7 @@ void RunStats::add(const StreamReply& r) {
     kind = "no_output";
   }
   if (!kind.empty()) {
-    ++errors[kind];
+    if (++errors[kind] == 1) first_error[kind] = r.format_ok ? r.error : r.format_error;
     return;
   }
   ++completed;

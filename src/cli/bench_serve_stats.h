@@ -27,8 +27,9 @@ struct RunStats {
   int64_t completed = 0;  // answered 200 with a well-formed stream
   double wall_s = 0;      // first send to last answer
   int64_t prompt_tokens = 0, output_tokens = 0, cached_tokens = 0;
-  std::vector<double> ttft_s, itl_s, e2e_s;  // one per completed request; ITL: every gap
-  std::map<std::string, int64_t> errors;     // "http_429", "transport: Connection" ...
+  std::vector<double> ttft_s, itl_s, e2e_s;        // one per completed request; ITL: every gap
+  std::map<std::string, int64_t> errors;           // "http_429", "transport: Connection" ...
+  std::map<std::string, std::string> first_error;  // per kind: the first reply's body or message
 
   // Counts one reply: a completed request's times and tokens, or its error kind.
   void add(const StreamReply& reply);

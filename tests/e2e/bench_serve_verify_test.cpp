@@ -4,7 +4,8 @@
 // facts in /metrics equal to the start-up log's, and verify: every check passing with --model
 // (the deployment facts, tool calls and the reasoning split included, and speculation equal to
 // none through a second launch), a failing check turning into FAIL and exit code 1 with --url;
-// verify on a trained tiny model whose vocabulary lacks the demo's words.
+// verify on a trained tiny model whose vocabulary lacks the demo's words; bench serve naming
+// --max-token-id for a small vocabulary and quoting the server's errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -124,6 +125,44 @@ TEST_F(BenchServe, UnknownScenarioIsRefused) {
                   /*with_stderr=*/true);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("spill"), std::string::npos) << out;
+}
+
+// A model whose vocabulary is smaller than the random prompts' default token range (the trained
+// tiny-dense: 8192 ids): bench serve stops before the scenario, quoting the server's refusal and
+// naming --max-token-id, instead of timing 100% errors; with it, the scenario runs. A run's
+// errors are shown with the server's first answer of each kind.
+TEST(BenchServeTokenRange, ASmallVocabularyIsNamedBeforeTheScenario) {
+  const std::string dir = std::string(SYV_SOURCE_DIR) + "/models/tiny-dense";
+  ServerProcess server({"serve", "--model", dir, "--port", "0", "--api-key", kKey, "--device",
+                        "cpu", "--kv-cache-mb", "16", "--max-model-len", "1024"},
+                       "e2e_bench_serve_token_range.log");
+  const std::string port =
+      server.wait_for_line(R"(listening on http://127\.0\.0\.1:(\d+))", std::chrono::seconds(300));
+  ASSERT_FALSE(port.empty()) << server.log();
+  ASSERT_TRUE(wait_ready(std::stoi(port), kKey, std::chrono::seconds(120))) << server.log();
+  const std::string bench = std::string(SYV_BIN) + " bench serve --url http://127.0.0.1:" + port +
+                            " --api-key " + kKey + " --input-len 32 --output-len 4 ";
+  {
+    const auto [status, out] = run_command(bench + "--scenario c1 --c1-requests 2", true);
+    EXPECT_NE(status, 0) << out;
+    EXPECT_NE(out.find("refuses prompt token id 29999"), std::string::npos) << out;
+    EXPECT_NE(out.find("expected a token id in [0, 8192)"), std::string::npos) << out;
+    EXPECT_NE(out.find("--max-token-id"), std::string::npos) << out;
+  }
+  {
+    const auto [status, out] =
+        run_command(bench + "--scenario c1 --c1-requests 2 --max-token-id 8000");
+    EXPECT_EQ(status, 0) << out;
+    const std::vector<json> lines = json_lines(out);
+    ASSERT_EQ(lines.size(), 1u) << out;
+    EXPECT_EQ(lines[0]["completed"], 2) << out;
+  }
+  {  // prompts longer than --max-model-len: every request refused, the reason shown
+    const auto [status, out] =
+        run_command(bench + "--scenario resend --resend-len 2000 --max-token-id 8000");
+    EXPECT_NE(out.find("resend 1st: http_400 x1, the first: {\"error\""), std::string::npos) << out;
+    EXPECT_NE(out.find("context_length_exceeded"), std::string::npos) << out;
+  }
 }
 
 // A device pool of 1024 tokens (1 MiB of f32 KV) under a host tier: 4096 filler tokens evict
