@@ -146,8 +146,8 @@ Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,
                          ") with random weights: random weights are float, not quantized. "
                          "Make a quantized folder (syv demo-model --config " +
                          dir +
-                         " --out D, then syv quantize --in D) and use it without "
-                         "--random-weights");
+                         " --out D, then syv quantize --format fp8|awq|gptq --in D --out Q) and "
+                         "use it without --random-weights");
   }
   if (options.random_weights) {
     SYV_LOG(INFO) << "weights: random (seed " << options.seed << "), not read from " << dir;

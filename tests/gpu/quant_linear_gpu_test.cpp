@@ -13,7 +13,7 @@
 // rounding) and sums in f64. Skips cleanly without a CUDA device.
 //
 // Bounds. The GPU computes each output in fp32 from the exact dequantized values (the GEMV folds
-// the scale in per 16 / 32 products, so only the summation order and the scale's rounding
+// the scale in per 16 / 32 products, the tensor-core GEMV per 128, so only the summation order and the scale's rounding
 // differ from the reference): f32 outputs of the GEMV agree to 3e-5 relative L2. A bf16 output
 // adds its rounding (2^-9 relative per element: 3e-3 relative L2 covers it with margin). The
 // dequantize path rounds every weight to bf16 first (2^-9 relative each, summed over K with random

@@ -166,7 +166,6 @@ bool launch_quant_gemv(const QuantWeight& w, const void* x, void* out, DType out
 // accumulation), up to 8 tokens per launch: K % 128 == 0, int4 groups of a multiple of 128
 // columns without g_idx, fp8 scale tiles a multiple of 128 columns wide; data and x 16-byte
 // aligned. Returns false (launching nothing) otherwise.
-bool quant_gemv_mma_supports(const QuantWeight& w);
 bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType out_t,
                            int64_t tokens, cudaStream_t s);
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).

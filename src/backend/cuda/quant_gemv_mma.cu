@@ -1,9 +1,9 @@
 // Tensor-core GEMVs for quantized weights at few tokens (up to 8 per launch): the weight is
 // streamed once, dequantized in registers to exact bf16 values and multiplied on mma.sync
-// m16n8k16 (bf16 in, fp32 accumulation), the activations as the mma's 8 columns. The SIMT GEMV
-// of quant_linear.cu spends 4-5 thread instructions per int4 weight and token (decode, scale, FMA
-// per token); this one about 1.6 per int4 weight and 2.4 per fp8 weight for all 8 tokens at once
-// (our count of its PTX). docs/cuda-backend.md "Quantized weights" has the figures.
+// m16n8k16 (bf16 in, fp32 accumulation), the activations as the mma's 8 columns: the decode of a
+// weight is paid once for all 8 tokens, where quant_linear.cu's SIMT GEMV pays the multiply per
+// token (and re-reads the weight per 4 tokens). docs/cuda-backend.md "Quantized weights" has the
+// measured figures.
 //
 // Shapes taken: K % 128 == 0; int4 groups of a multiple of 128 columns without act-order g_idx;
 // fp8 scale tiles a multiple of 128 columns wide (any height). Everything else goes to
@@ -217,13 +217,13 @@ void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tok
   }
 }
 
-}  // namespace
-
 bool quant_gemv_mma_supports(const QuantWeight& w) {
   if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || w.k % kChunk != 0) return false;
   if (w.kind == QuantKind::kFp8Block) return w.block_k % kChunk == 0 && w.block_n > 0;
   return w.g_idx == nullptr && w.group_size > 0 && w.group_size % kChunk == 0;
 }
+
+}  // namespace
 
 bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType out_t,
                            int64_t tokens, cudaStream_t s) {
