@@ -59,6 +59,7 @@ struct Case {
   // What the GEMMs multiply (--quantized-activations): off, the CPU's exact product, for the
   // bounds above; the fp8 cases carry their own.
   Backend::QuantizedActivations activations = Backend::QuantizedActivations::kOff;
+  bool lm_head = false;  // gptq: lm_head.weight quantized too (`syv quantize --lm-head`)
 };
 
 // A random-weight Qwen3 folder of hidden 512 (`syv demo-model --config`).
@@ -144,6 +145,7 @@ TEST_P(EngineQuantizedGpu, LogitsAndGreedyTokensMatchTheCpu) {
     o.out_dir = (base_ / "q").string();
     o.format = c.format;
     o.group_size = c.group_size;
+    o.lm_head = c.lm_head;
     const Status s = quantize_folder(o);
     ASSERT_TRUE(s.ok()) << s.message();
   } else {
@@ -261,7 +263,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"fp8_h512_w8a8", QuantizeFormat::kFp8, 128, "", 5e-2, 0.15,
              Backend::QuantizedActivations::kAuto},
         Case{"gptq_h512_w4a8", QuantizeFormat::kGptq, 128, "", 5e-2, 0.15,
-             Backend::QuantizedActivations::kFp8}),
+             Backend::QuantizedActivations::kFp8},
+        Case{"gptq_h512_lm_head", QuantizeFormat::kGptq, 128, "", 1e-2, 3e-2,
+             Backend::QuantizedActivations::kOff, true}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -86,6 +86,14 @@ TEST_F(HostTierGpu, WriteAheadLeavesEvictionsNothingToWriteBack) {
   write_ahead_leaves_evictions_nothing_to_write_back();
 }
 
+TEST_F(HostTierGpu, WriteAheadCoversALongHostHitsAdmission) {
+  write_ahead_covers_a_long_host_hits_admission();
+}
+
+TEST_F(HostTierGpu, WriteAheadCoversARunningSequencesPages) {
+  write_ahead_covers_a_running_sequences_pages();
+}
+
 TEST_F(HostTierGpu, EvictionStormWithWriteAhead) {
   eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/2,
                                                /*write_ahead=*/true);

@@ -2,24 +2,25 @@
 // reference (backend/cpu/cpu_quantized.cpp: the weight dequantized to f32, one sgemm) on random
 // weights in backend/weight.h's canonical layouts: fp8 block-scaled (128x128, per-row, per-tensor,
 // K not a multiple of the block or of 16) and int4 groups (with and without zero points, zero 16,
-// act-order g_idx, group sizes the GEMV does not take), at 1, 3, 8, 9, 16 and 300 tokens, with the
-// GEMV paths (tensor-core where K and the groups / scale tiles are multiples of 128, SIMT
-// elsewhere) and with everything through the dequantize + dense GEMM path; bf16 and f32 outputs;
-// biases; the fused norm ops on quantized weights; batch-invariant mode (a row's bits do not depend
-// on the token count); a CUDA graph replays the same bits. Those run with --quantized-activations
-// off (bf16 activations: the CPU's exact product). The fp8 tensor-core GEMMs (W8A8 for fp8 weights,
-// W4A8 for int4 group-128 weights; LtGemm::run_fp8) are held to a reference that quantizes the
-// activations as the kernel does (one e4m3 scale per token and 128 columns, core/dtype.h's
-// rounding) and sums in f64. Skips cleanly without a CUDA device.
+// act-order g_idx, group sizes the GEMV does not take), at 1, 3, 8, 9, 12, 16 and 300 tokens, with
+// the GEMV paths (tensor-core where K and the groups / scale tiles are multiples of 128: one token
+// tile up to 8 tokens, two above, a single fp8 token with staged activations; SIMT elsewhere) and
+// with everything through the dequantize + dense GEMM path; bf16 and f32 outputs; biases; the fused
+// norm ops on quantized weights; batch-invariant mode (a row's bits do not depend on the token
+// count); a CUDA graph replays the same bits. Those run with --quantized-activations off (bf16
+// activations: the CPU's exact product). The fp8 tensor-core GEMMs (W8A8 for fp8 weights, W4A8 for
+// int4 group-128 weights; LtGemm::run_fp8) are held to a reference that quantizes the activations
+// as the kernel does (one e4m3 scale per token and 128 columns, core/dtype.h's rounding) and sums
+// in f64. Skips cleanly without a CUDA device.
 //
 // Bounds. The GPU computes each output in fp32 from the exact dequantized values (the GEMV folds
-// the scale in per 16 / 32 products, the tensor-core GEMV per 128, so only the summation order and the scale's rounding
-// differ from the reference): f32 outputs of the GEMV agree to 3e-5 relative L2. A bf16 output
-// adds its rounding (2^-9 relative per element: 3e-3 relative L2 covers it with margin). The
-// dequantize path rounds every weight to bf16 first (2^-9 relative each, summed over K with random
-// signs: about 2^-9 relative per output), hence 6e-3 there. Per element, |gpu - cpu| must also be
-// within 2^-7 |cpu| + 2^-6 rms(cpu) (the bf16 output's rounding, and 14 standard deviations of
-// the dequantize path's, whose error has about 2^-9 / sqrt(3) rms(cpu) spread).
+// the scale in per 16 / 32 products, the tensor-core GEMV per 128, so only the summation order and
+// the scale's rounding differ from the reference): f32 outputs of the GEMV agree to 3e-5 relative
+// L2. A bf16 output adds its rounding (2^-9 relative per element: 3e-3 relative L2 covers it with
+// margin). The dequantize path rounds every weight to bf16 first (2^-9 relative each, summed over K
+// with random signs: about 2^-9 relative per output), hence 6e-3 there. Per element, |gpu - cpu|
+// must also be within 2^-7 |cpu| + 2^-6 rms(cpu) (the bf16 output's rounding, and 14 standard
+// deviations of the dequantize path's, whose error has about 2^-9 / sqrt(3) rms(cpu) spread).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -133,12 +134,12 @@ HostQuant random_int4(int64_t n, int64_t k, int32_t gs, bool zeros, bool act_ord
 
 class QuantLinearGpu : public CudaOps {
  protected:
-  // GPU vs CPU for tokens in {1, 3, 8, 9, 16, 300}, bf16 and f32 outputs, with and without a bias.
-  // `gemv_path`: whether the GEMV takes this weight at <= 16 tokens (the bounds differ).
+  // GPU vs CPU for tokens in {1, 3, 8, 9, 12, 16, 300}, bf16 and f32 outputs, with and without a
+  // bias. `gemv_path`: whether the GEMV takes this weight at <= 16 tokens (the bounds differ).
   void check(const HostQuant& h, bool gemv_path, const std::string& what) {
     ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
     OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
-    for (int64_t T : {1, 3, 8, 9, 16, 300}) {
+    for (int64_t T : {1, 3, 8, 9, 12, 16, 300}) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair bias = make(random_vec(static_cast<size_t>(h.n), rng_), {h.n});
       for (bool with_bias : {false, true}) {

@@ -163,7 +163,7 @@ bool quant_gemv_supports(const QuantWeight& w);
 bool launch_quant_gemv(const QuantWeight& w, const void* x, void* out, DType out_t, int64_t tokens,
                        cudaStream_t s);
 // quant_gemv_mma.cu: the same product on tensor cores (mma.sync, exact bf16 weights, fp32
-// accumulation), up to 8 tokens per launch: K % 128 == 0, int4 groups of a multiple of 128
+// accumulation), up to 16 tokens per launch: K % 128 == 0, int4 groups of a multiple of 128
 // columns without g_idx, fp8 scale tiles a multiple of 128 columns wide; data and x 16-byte
 // aligned. Returns false (launching nothing) otherwise.
 bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType out_t,

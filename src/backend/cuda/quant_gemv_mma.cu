@@ -1,9 +1,9 @@
-// Tensor-core GEMVs for quantized weights at few tokens (up to 8 per launch): the weight is
+// Tensor-core GEMVs for quantized weights at few tokens (up to 16 per launch): the weight is
 // streamed once, dequantized in registers to exact bf16 values and multiplied on mma.sync
-// m16n8k16 (bf16 in, fp32 accumulation), the activations as the mma's 8 columns: the decode of a
-// weight is paid once for all 8 tokens, where quant_linear.cu's SIMT GEMV pays the multiply per
-// token (and re-reads the weight per 4 tokens). docs/cuda-backend.md "Quantized weights" has the
-// measured figures.
+// m16n8k16 (bf16 in, fp32 accumulation), the activations as the mma's 8 columns (two such token
+// tiles above 8 tokens): the decode of a weight is paid once for all the launch's tokens, where
+// quant_linear.cu's SIMT GEMV pays the multiply per token (and re-reads the weight per 4 tokens).
+// docs/cuda-backend.md "Quantized weights" has the measured figures.
 //
 // Shapes taken: K % 128 == 0; int4 groups of a multiple of 128 columns without act-order g_idx;
 // fp8 scale tiles a multiple of 128 columns wide (any height). Everything else goes to
@@ -26,7 +26,7 @@
 //    the e4m3's (the value times 2^-120, subnormals included), and a bf16x2 multiply by 2^120
 //    makes it exact. The scale tile's value multiplies the chunk's partial sums.
 //
-// Measured alternatives (H200, docs/cuda-backend-notes.md "Run 14"): blocks
+// Measured alternatives (H200, docs/cuda-backend-notes.md "Run 14", "Run 15"): blocks
 // that stay resident and walk several row tiles, and a cp.async shared-memory ring of 8 KB per
 // warp, were both slower than this one-tile-per-block kernel at 1-16 tokens.
 #include <algorithm>
@@ -38,9 +38,10 @@
 namespace syv::cuda {
 namespace {
 
-constexpr int kMmaWarps = 8;     // warps per block, splitting K
-constexpr int kMmaRows = 16;     // weight rows per block (the mma's M)
-constexpr int kMmaTokens = 8;    // tokens per launch (the mma's N)
+constexpr int kMmaWarps = 8;       // warps per block, splitting K
+constexpr int kMmaRows = 16;       // weight rows per block (the mma's M)
+constexpr int kMmaMaxTokens = 16;  // tokens per launch at most (two token tiles of the mma's N)
+constexpr int64_t kXsMaxBytes = 96 * 1024;  // the staged activations' shared memory at most
 constexpr int64_t kChunk = 128;  // columns per chunk: one int4 group, one fp8 scale column
 
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
@@ -74,15 +75,22 @@ __device__ __forceinline__ uint32_t fp8_pair(uint32_t w) {
   return bf16x2_mul((p << 4) & 0x87f087f0u, 0x7b807b80u);  // x 2^120
 }
 
-// out[t, n] = sum_k x[t, k] dequant(w)[n, k] for t < nt <= 8. FMT 0: fp8 tiles, 1: int4 groups.
-template <int FMT, typename TO>
-__global__ void __launch_bounds__(kMmaWarps * 32, 2)
+// out[t, n] = sum_k x[t, k] dequant(w)[n, k] for t < nt <= 8 NT. FMT 0: fp8 tiles, 1: int4 groups.
+// NT: token tiles of 8 per launch, sharing each decoded weight fragment (2: up to 16 tokens in one
+// pass over the weight). XS (NT = 1): the activations staged once per block in shared memory,
+// already in the mma's pair order, so each mma reads its two activation words with one LDS.64
+// instead of two PRMTs and the warp keeps no activation registers; dynamic shared memory
+// nt x (K / 2 + 8) words.
+template <int FMT, typename TO, int NT, bool XS>
+__global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && FMT == 0 ? 3 : 2))
     quant_gemv_mma_kernel(const QuantWeight w, const bf16* __restrict__ x, TO* __restrict__ out,
                           int nt) {
+  static_assert(!XS || NT == 1, "XS stages one token tile");
   constexpr int V = FMT == 0 ? 2 : 1;  // 16-byte vectors per lane, row and chunk
   constexpr int D = FMT == 0 ? 2 : 4;  // chunks in flight per warp (even: x is double-buffered)
   constexpr int64_t kRowChunkBytes = FMT == 0 ? kChunk : kChunk / 2;
-  __shared__ float partial[kMmaWarps][32][4];
+  extern __shared__ uint32_t xs[];  // XS: [nt][K / 2 + 8] words
+  __shared__ float partial[kMmaWarps][32][NT * 4];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -96,8 +104,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
     wrow[r] = static_cast<const uint8_t*>(w.data) + rows[r] * row_bytes + t * 16 * V;
   const int64_t chunks = K / kChunk;
   const int nc = chunks > warp ? static_cast<int>((chunks - warp + kMmaWarps - 1) / kMmaWarps) : 0;
-  const bool has_x = g < nt;
-  const bf16* xrow = x + static_cast<int64_t>(has_x ? g : 0) * K + t * 32;
+  bool has_x[NT];  // token g + 8 q exists
+  const bf16* xrow[NT];
+#pragma unroll
+  for (int q = 0; q < NT; ++q) {
+    has_x[q] = g + 8 * q < nt;
+    xrow[q] = x + static_cast<int64_t>(has_x[q] ? g + 8 * q : 0) * K + t * 32;
+  }
 
   uint4 wb[D][2][V];
   float sc[D][2];
@@ -120,13 +133,22 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
       }
     }
   };
-  uint4 xb[2][4];
+  uint4 xb[2][NT][4];
   auto load_x = [&](int slot, int j) {
     const int64_t c = warp + static_cast<int64_t>(j) * kMmaWarps;
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      xb[slot][i] = has_x ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kChunk) + i)
-                          : make_uint4(0, 0, 0, 0);
+    for (int q = 0; q < NT; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        xb[slot][q][i] = has_x[q] ? __ldg(reinterpret_cast<const uint4*>(xrow[q] + c * kChunk) + i)
+                                  : make_uint4(0, 0, 0, 0);
+  };
+  // The activation pair words of vector i, half h of a lane's 32 columns (see the file header).
+  auto pair_words = [](const uint32_t(&xw)[4][4], int i, int h, uint32_t& b0, uint32_t& b1) {
+    const uint32_t lo = FMT == 1 ? xw[i][h] : xw[i][2 * h];
+    const uint32_t hi = FMT == 1 ? xw[i][h + 2] : xw[i][2 * h + 1];
+    b0 = prmt(lo, hi, 0x5410u);
+    b1 = prmt(lo, hi, 0x7632u);
   };
 
 #pragma unroll
@@ -134,22 +156,61 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
     if (d < nc) load_w(d, d);
   pdl_wait();
   pdl_trigger();
-  if (nc > 0) load_x(0, 0);
+  const int64_t xs_row = K / 2 + 8;  // XS: words per token (8 of padding: other tokens' banks)
+  if constexpr (XS) {
+    // Segment = 32 columns of one token: 16 words, the pairs (b0, b1) of its 8 (i, h) steps.
+    const int64_t segs = K / 32;
+    for (int64_t sg = threadIdx.x; sg < nt * segs; sg += blockDim.x) {
+      const int64_t tok = sg / segs, s32 = sg - tok * segs;
+      uint4 xv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        xv[i] = __ldg(reinterpret_cast<const uint4*>(x + tok * K + s32 * 32) + i);
+      const uint32_t(&xw)[4][4] = reinterpret_cast<const uint32_t(&)[4][4]>(xv);
+      uint32_t o[16];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          pair_words(xw, i, h, o[(2 * i + h) * 2], o[(2 * i + h) * 2 + 1]);
+      uint4* dst = reinterpret_cast<uint4*>(xs + tok * xs_row + s32 * 16);
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        dst[q] = make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
+    }
+    __syncthreads();
+  } else {
+    if (nc > 0) load_x(0, 0);
+  }
 
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float acc[NT][4] = {};
   for (int j0 = 0; j0 < nc; j0 += D) {
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       const int j = j0 + d;
       if (j >= nc) break;
-      if (j + 1 < nc) load_x((d + 1) & 1, j + 1);
-      const uint32_t(&xw)[4][4] = reinterpret_cast<const uint32_t(&)[4][4]>(xb[d & 1]);
-      float part[4] = {0.f, 0.f, 0.f, 0.f};
+      if (!XS && j + 1 < nc) load_x((d + 1) & 1, j + 1);
+      const int64_t cj = warp + static_cast<int64_t>(j) * kMmaWarps;  // this chunk
+      float part[NT][4] = {};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // activations' vector i: columns 8 i .. 8 i + 7 of the 32
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          uint32_t a[4], b0, b1;
+          uint32_t b[NT][2];
+          if constexpr (XS) {
+            uint2 v = make_uint2(0u, 0u);
+            if (has_x[0])
+              v = *reinterpret_cast<const uint2*>(xs + g * xs_row + (cj * 4 + t) * 16 +
+                                                  (2 * i + h) * 2);
+            b[0][0] = v.x;
+            b[0][1] = v.y;
+          } else {
+#pragma unroll
+            for (int q = 0; q < NT; ++q)
+              pair_words(reinterpret_cast<const uint32_t(&)[4][4]>(xb[d & 1][q]), i, h, b[q][0],
+                         b[q][1]);
+          }
+          uint32_t a[4];
           if constexpr (FMT == 1) {
             // Word i of each row: pairs (2h, 2h + 4) at k positions 2t, 2t+1; (2h+1, 2h+5) at
             // 2t+8, 2t+9. Activations (e_2h, e_2h+4), (e_2h+1, e_2h+5) of vector i.
@@ -166,8 +227,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
               a[2] = int4_pair<3>(lo, zc[d][0]);
               a[3] = int4_pair<3>(hi, zc[d][1]);
             }
-            b0 = prmt(xw[i][h], xw[i][h + 2], 0x5410u);
-            b1 = prmt(xw[i][h], xw[i][h + 2], 0x7632u);
           } else {
             // Word s = 2i + h (columns 4s .. 4s + 3) of each row: bytes (0, 2) at k positions
             // 2t, 2t+1; (1, 3) at 2t+8, 2t+9. Activations (e_4h, e_4h+2), (e_4h+1, e_4h+3).
@@ -178,42 +237,72 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
             a[1] = fp8_pair<0xA280u>(hi);
             a[2] = fp8_pair<0xB391u>(lo);
             a[3] = fp8_pair<0xB391u>(hi);
-            b0 = prmt(xw[i][2 * h], xw[i][2 * h + 1], 0x5410u);
-            b1 = prmt(xw[i][2 * h], xw[i][2 * h + 1], 0x7632u);
           }
-          mma(part, a, b0, b1);
+#pragma unroll
+          for (int q = 0; q < NT; ++q) mma(part[q], a, b[q][0], b[q][1]);
         }
       }
-      // part: (row g, tokens 2t, 2t+1), (row g + 8, tokens 2t, 2t+1).
-      acc[0] = fmaf(part[0], sc[d][0], acc[0]);
-      acc[1] = fmaf(part[1], sc[d][0], acc[1]);
-      acc[2] = fmaf(part[2], sc[d][1], acc[2]);
-      acc[3] = fmaf(part[3], sc[d][1], acc[3]);
+      // part[q]: (row g, tokens 8q + 2t, + 1), (row g + 8, the same tokens).
+#pragma unroll
+      for (int q = 0; q < NT; ++q)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[q][e] = fmaf(part[q][e], sc[d][e >> 1], acc[q][e]);
       if (j + D < nc) load_w(d, j + D);
     }
   }
 
 #pragma unroll
-  for (int q = 0; q < 4; ++q) partial[warp][lane][q] = acc[q];
+  for (int q = 0; q < NT; ++q)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partial[warp][lane][q * 4 + e] = acc[q][e];
   __syncthreads();
-  if (threadIdx.x < 128) {
-    const int l = threadIdx.x >> 2, q = threadIdx.x & 3;
+  for (int o = threadIdx.x; o < 32 * NT * 4; o += kMmaWarps * 32) {
+    const int l = o / (NT * 4), rest = o % (NT * 4), q = rest / 4, e = rest % 4;
     float v = 0.f;
 #pragma unroll
-    for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][l][q];
-    const int64_t r = n0 + (l >> 2) + (q >= 2 ? 8 : 0);
-    const int tok = 2 * (l & 3) + (q & 1);
+    for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][l][rest];
+    const int64_t r = n0 + (l >> 2) + (e >= 2 ? 8 : 0);
+    const int tok = 8 * q + 2 * (l & 3) + (e & 1);
     if (tok < nt && r < N) out[static_cast<int64_t>(tok) * N + r] = from_f32<TO>(v);
   }
 }
 
+template <int FMT, typename TO, int NT, bool XS = false>
+void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, cudaStream_t s) {
+  size_t smem = 0;
+  if constexpr (XS) {
+    static const bool attr = [] {
+      SYV_CUDA_CHECK(cudaFuncSetAttribute(quant_gemv_mma_kernel<FMT, TO, NT, XS>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          kXsMaxBytes));
+      return true;
+    }();
+    (void)attr;
+    smem = static_cast<size_t>(nt) * (w.k / 2 + 8) * 4;
+  }
+  launch_k(quant_gemv_mma_kernel<FMT, TO, NT, XS>, ceil_div(w.n, kMmaRows), kMmaWarps * 32, smem, s,
+           w, x, out, nt);
+}
+
+// Launches of up to 16 tokens: one token tile up to 8, two above (one pass over the weight for
+// 16 tokens: 5.63 ms a step against 6.33 for two launches on the Qwen3-8B shape, gptq). A single
+// fp8 token takes the staged-activation kernel (3.12 ms against 3.51); for int4 it measured the
+// same as the plain one and at 8 tokens both formats were slower with it
+// (docs/cuda-backend-notes.md "Run 15").
 template <int FMT, typename TO>
 void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tokens,
                        cudaStream_t s) {
-  for (int64_t t0 = 0; t0 < tokens; t0 += kMmaTokens) {
-    const int nt = static_cast<int>(std::min<int64_t>(tokens - t0, kMmaTokens));
-    launch_k(quant_gemv_mma_kernel<FMT, TO>, ceil_div(w.n, kMmaRows), kMmaWarps * 32, 0, s, w,
-             x + t0 * w.k, out + t0 * w.n, nt);
+  if (FMT == 0 && tokens == 1 && (w.k / 2 + 8) * 4 <= kXsMaxBytes) {
+    launch_tile<FMT, TO, 1, true>(w, x, out, 1, s);
+    return;
+  }
+  for (int64_t t0 = 0; t0 < tokens; t0 += kMmaMaxTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(tokens - t0, kMmaMaxTokens));
+    if (nt > 8) {
+      launch_tile<FMT, TO, 2>(w, x + t0 * w.k, out + t0 * w.n, nt, s);
+    } else {
+      launch_tile<FMT, TO, 1>(w, x + t0 * w.k, out + t0 * w.n, nt, s);
+    }
   }
 }
 
