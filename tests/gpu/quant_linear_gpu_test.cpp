@@ -257,6 +257,7 @@ TEST_F(QuantLinearGpu, Int4GroupsMatchCpu) {
   check(random_int4(300, 384, 128, true, false, rng_), true, "int4 g128 zeros");
   check(random_int4(200, 2560, 128, false, false, rng_), true, "int4 g128 symmetric, K 2560");
   check(random_int4(100, 1024, 256, true, false, rng_), true, "int4 g256 zeros");
+  check(random_int4(40, 1152, 384, true, false, rng_), true, "int4 g384 zeros (3 chunks a group)");
   check(random_int4(70, 256, 32, false, false, rng_), true, "int4 g32 symmetric");
   check(random_int4(129, 320, 64, true, false, rng_), true, "int4 g64 zeros");
   check(random_int4(64, 160, 160, true, false, rng_), true, "int4 one group per row");

@@ -44,6 +44,24 @@ constexpr int kMmaMaxTokens = 16;  // tokens per launch at most (two token tiles
 constexpr int64_t kXsMaxBytes = 96 * 1024;  // the staged activations' shared memory at most
 constexpr int64_t kChunk = 128;  // columns per chunk: one int4 group, one fp8 scale column
 
+// n / d for 0 <= n < 2^31 by a multiply-high and a shift (d >= 1; CUTLASS's FastDivmod): a
+// chunk's scale column, chunk / (group or scale tile width / 128), without a 64-bit division per
+// chunk (3% of a gptq decode step at b = 16, docs/cuda-backend-notes.md "Run 15").
+struct ChunkDiv {
+  uint32_t d = 1, mul = 0, shift = 0;
+  explicit ChunkDiv(uint32_t divisor) : d(divisor) {
+    if (d > 1) {
+      uint32_t l = 0;  // ceil(log2 d)
+      while ((uint64_t{1} << l) < d) ++l;
+      mul = static_cast<uint32_t>(((uint64_t{1} << (31 + l)) + d - 1) / d);
+      shift = l - 1;  // 31 + l - 32
+    }
+  }
+  __device__ __forceinline__ uint32_t operator()(uint32_t n) const {
+    return d == 1 ? n : __umulhi(n, mul) >> shift;
+  }
+};
+
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
@@ -79,15 +97,16 @@ __device__ __forceinline__ uint32_t fp8_pair(uint32_t w) {
 // NT: token tiles of 8 per launch, sharing each decoded weight fragment (2: up to 16 tokens in one
 // pass over the weight). XS (NT = 1): the activations staged once per block in shared memory,
 // already in the mma's pair order, so each mma reads its two activation words with one LDS.64
-// instead of two PRMTs and the warp keeps no activation registers; dynamic shared memory
-// nt x (K / 2 + 8) words.
+// instead of two PRMTs and the warp keeps no activation registers (dynamic shared memory
+// nt x (K / 2 + 8) words); with two chunks in flight per warp it fits 3 blocks per SM.
+// cdiv: (fp8 block_k or int4 group_size) / 128.
 template <int FMT, typename TO, int NT, bool XS>
-__global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && FMT == 0 ? 3 : 2))
-    quant_gemv_mma_kernel(const QuantWeight w, const bf16* __restrict__ x, TO* __restrict__ out,
-                          int nt) {
+__global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS ? 3 : 2))
+    quant_gemv_mma_kernel(const QuantWeight w, const ChunkDiv cdiv, const bf16* __restrict__ x,
+                          TO* __restrict__ out, int nt) {
   static_assert(!XS || NT == 1, "XS stages one token tile");
-  constexpr int V = FMT == 0 ? 2 : 1;  // 16-byte vectors per lane, row and chunk
-  constexpr int D = FMT == 0 ? 2 : 4;  // chunks in flight per warp (even: x is double-buffered)
+  constexpr int V = FMT == 0 ? 2 : 1;        // 16-byte vectors per lane, row and chunk
+  constexpr int D = FMT == 0 || XS ? 2 : 4;  // chunks in flight per warp (even: x double-buffered)
   constexpr int64_t kRowChunkBytes = FMT == 0 ? kChunk : kChunk / 2;
   extern __shared__ uint32_t xs[];  // XS: [nt][K / 2 + 8] words
   __shared__ float partial[kMmaWarps][32][NT * 4];
@@ -99,9 +118,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && FMT == 0 ?
   const int64_t rows[2] = {min(n0 + g, N - 1), min(n0 + g + 8, N - 1)};  // clamped: never stored
   const int64_t row_bytes = FMT == 0 ? K : K / 2;
   const uint8_t* wrow[2];
+  const float* srow[2];    // the rows' scales
+  const uint8_t* zrow[2];  // int4: the rows' zero points, or null
 #pragma unroll
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < 2; ++r) {
     wrow[r] = static_cast<const uint8_t*>(w.data) + rows[r] * row_bytes + t * 16 * V;
+    srow[r] = w.scales + (FMT == 0 ? rows[r] / w.block_n : rows[r]) * w.scale_cols;
+    zrow[r] = w.zeros ? w.zeros + rows[r] * w.scale_cols : nullptr;
+  }
   const int64_t chunks = K / kChunk;
   const int nc = chunks > warp ? static_cast<int>((chunks - warp + kMmaWarps - 1) / kMmaWarps) : 0;
   bool has_x[NT];  // token g + 8 q exists
@@ -122,13 +146,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && FMT == 0 ?
 #pragma unroll
       for (int v = 0; v < V; ++v)
         wb[slot][r][v] = __ldcs(reinterpret_cast<const uint4*>(wrow[r] + c * kRowChunkBytes) + v);
-      if constexpr (FMT == 0) {
-        sc[slot][r] =
-            __ldg(w.scales + (rows[r] / w.block_n) * w.scale_cols + c * kChunk / w.block_k);
-      } else {
-        const int64_t i = rows[r] * w.scale_cols + c * kChunk / w.group_size;
-        sc[slot][r] = __ldg(w.scales + i);
-        const uint32_t z = w.zeros ? __ldg(w.zeros + i) : 8u;
+      const uint32_t col = cdiv(static_cast<uint32_t>(c));
+      sc[slot][r] = __ldg(srow[r] + col);
+      if constexpr (FMT == 1) {
+        const uint32_t z = zrow[r] ? __ldg(zrow[r] + col) : 8u;
         zc[slot][r] = (0x4300u + z) * 0x10001u;
       }
     }
@@ -281,18 +302,18 @@ void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, cudaStrea
     smem = static_cast<size_t>(nt) * (w.k / 2 + 8) * 4;
   }
   launch_k(quant_gemv_mma_kernel<FMT, TO, NT, XS>, ceil_div(w.n, kMmaRows), kMmaWarps * 32, smem, s,
-           w, x, out, nt);
+           w, ChunkDiv(static_cast<uint32_t>((FMT == 0 ? w.block_k : w.group_size) / kChunk)), x,
+           out, nt);
 }
 
 // Launches of up to 16 tokens: one token tile up to 8, two above (one pass over the weight for
 // 16 tokens: 5.63 ms a step against 6.33 for two launches on the Qwen3-8B shape, gptq). A single
-// fp8 token takes the staged-activation kernel (3.12 ms against 3.51); for int4 it measured the
-// same as the plain one and at 8 tokens both formats were slower with it
-// (docs/cuda-backend-notes.md "Run 15").
+// token takes the staged-activation kernel at 3 blocks per SM (fp8 3.05 ms a step against 3.51,
+// int4 2.73 against 2.82); at 2-8 tokens it was slower (docs/cuda-backend-notes.md "Run 15").
 template <int FMT, typename TO>
 void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tokens,
                        cudaStream_t s) {
-  if (FMT == 0 && tokens == 1 && (w.k / 2 + 8) * 4 <= kXsMaxBytes) {
+  if (tokens == 1 && (w.k / 2 + 8) * 4 <= kXsMaxBytes) {
     launch_tile<FMT, TO, 1, true>(w, x, out, 1, s);
     return;
   }
