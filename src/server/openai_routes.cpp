@@ -59,6 +59,31 @@ std::optional<ApiError> check_length(int prompt_len, std::optional<int> requeste
   return std::nullopt;
 }
 
+// vLLM's truncate_prompt_tokens: each prompt keeps its last `keep` tokens; -1 keeps what the
+// context leaves room for after max_tokens (after 1 token without it). More than the context is
+// a 400 (vLLM's refusal). An echoed prompt becomes the text of the tokens kept.
+std::optional<ApiError> truncate_prompts(int keep, std::optional<int> max_tokens, int max_model_len,
+                                         const Tokenizer& tok,
+                                         std::vector<std::vector<int32_t>>& prompts,
+                                         std::vector<std::string>& echo) {
+  if (keep > max_model_len) {
+    return ApiError::bad_param("truncate_prompt_tokens",
+                               "truncate_prompt_tokens: " + std::to_string(keep) +
+                                   " is greater than the model's maximum context length (" +
+                                   std::to_string(max_model_len) +
+                                   " tokens); send a smaller count, or -1 for as much of the "
+                                   "prompt as the context leaves room for");
+  }
+  if (keep == -1) keep = std::max(1, max_model_len - std::max(1, max_tokens.value_or(1)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<int32_t>& p = prompts[i];
+    if (p.size() <= static_cast<size_t>(keep)) continue;
+    p.erase(p.begin(), p.end() - keep);
+    if (i < echo.size()) echo[i] = tok.decode(p);
+  }
+  return std::nullopt;
+}
+
 syv::SamplingParams to_engine_params(const server::SamplingParams& s, int max_tokens) {
   syv::SamplingParams p;
   p.temperature = s.temperature;
@@ -301,6 +326,13 @@ ApiResult<std::shared_ptr<CompletionStream>> OpenAiRoutes::start(
     std::shared_ptr<Admission>& admission) {
   // Context length.
   const int max_model_len = model_.generator->max_model_len();
+  if (job.common.truncate_prompt_tokens.has_value()) {
+    if (auto err =
+            truncate_prompts(*job.common.truncate_prompt_tokens, job.common.sampling.max_tokens,
+                             max_model_len, *model_.tokenizer, job.prompts, job.setup.echo)) {
+      return *err;
+    }
+  }
   const auto& prompts = job.prompts;
   std::vector<int> max_tokens(prompts.size(), 0);
   for (size_t i = 0; i < prompts.size(); ++i) {

@@ -227,6 +227,14 @@ std::optional<ApiError> parse_common(const json& body, const SchemaLimits& limit
   SamplingParams& s = out.sampling;
   bool present = false;
   int64_t v = 0;
+  SYV_API_RETURN_IF(
+      f.integer("truncate_prompt_tokens", v, -1, std::numeric_limits<int32_t>::max(), present));
+  if (present && v == 0) {
+    return ApiError::bad_param("truncate_prompt_tokens",
+                               "truncate_prompt_tokens: expected -1 (as much of the prompt as the "
+                               "context leaves room for) or a count of tokens >= 1, found 0");
+  }
+  if (present) out.truncate_prompt_tokens = static_cast<int>(v);
   SYV_API_RETURN_IF(f.integer("n", v, 1, limits.max_n, present));
   if (present) s.n = static_cast<int>(v);
   // Completions: 0 scores the prompt (echo or prompt_logprobs, checked by its parser).

@@ -71,6 +71,9 @@ struct CommonRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   SamplingParams sampling;
+  // vLLM: keep only the last k prompt tokens (chat: of the rendered prompt); -1: as many as the
+  // context leaves room for after max_tokens. Unset: the prompt is never cut. >= 1 or -1.
+  std::optional<int> truncate_prompt_tokens;
 };
 
 struct ChatRequest : CommonRequest {

@@ -72,6 +72,7 @@ constexpr std::array kFields = {
     RequestField{"chat_template_kwargs", S, N, kAny, ""},
     RequestField{"add_generation_prompt", S, N, kAny, ""},
     RequestField{"prompt_logprobs", S, S, kAny, ""},
+    RequestField{"truncate_prompt_tokens", S, S, kAny, ""},
     // Structured outputs (server/structured_output.h): vLLM's and llama.cpp's names.
     RequestField{"guided_json", S, S, kAny, ""},
     RequestField{"guided_regex", S, S, kAny, ""},

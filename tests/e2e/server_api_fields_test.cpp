@@ -1,8 +1,9 @@
 // The API surface clients probe, in-process over loopback (test_server.h): GET /v1/models/{id},
 // the 501 of /v1/embeddings, the request-field policy through the live routes (refused and
 // unknown fields named; logit_bias, min_tokens, include_stop_str_in_output reaching the engine's
-// request), and CORS (--allowed-origins): preflights before auth, headers on answers, nothing for
-// other origins or when off; prompt logprobs in their shapes, streamed and whole.
+// request), truncate_prompt_tokens (the engine gets the prompt's tail), and CORS
+// (--allowed-origins): preflights before auth, headers on answers, nothing for other origins or
+// when off; prompt logprobs in their shapes, streamed and whole.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -125,6 +126,72 @@ TEST_F(ServerHttp, RequestFieldPolicyOnTheLiveRoutes) {
   res = s.post("/v1/completions", body);
   EXPECT_EQ(res->status, 400);
   EXPECT_EQ(error_of(res)["param"], "logit_bias");
+}
+
+// vLLM's truncate_prompt_tokens on the fake generator's 256-token context: the engine gets the
+// prompt's last k tokens (chat: of the rendered prompt); -1 keeps what max_tokens leaves room for;
+// an echoed prompt is the text of the tokens kept; 0 and more than the context are 400s naming it.
+TEST_F(ServerHttp, TruncatePromptTokensKeepsThePromptsLastTokens) {
+  TestServer s;
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 300; ++i) ids.push_back(1000 + i);
+  const std::vector<int32_t> last10(ids.end() - 10, ids.end());
+
+  // 300 tokens do not fit; the last 10 do, and usage counts them.
+  json body = {{"prompt", ids}, {"max_tokens", 2}};
+  auto res = s.post("/v1/completions", body);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(error_of(res)["code"], "context_length_exceeded");
+  body["truncate_prompt_tokens"] = 10;
+  res = s.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(s.generator.last_request().prompt_ids, last10);
+  EXPECT_EQ(json::parse(res->body)["usage"]["prompt_tokens"], 10);
+
+  // -1: the context less max_tokens (6), or less 1 token without max_tokens.
+  body["truncate_prompt_tokens"] = -1;
+  body["max_tokens"] = 6;
+  ASSERT_EQ(s.post("/v1/completions", body)->status, 200);
+  EXPECT_EQ(s.generator.last_request().prompt_ids,
+            std::vector<int32_t>(ids.end() - 250, ids.end()));
+  body.erase("max_tokens");
+  ASSERT_EQ(s.post("/v1/completions", body)->status, 200);
+  EXPECT_EQ(s.generator.last_request().prompt_ids.size(), 255u);
+
+  // A prompt shorter than k is untouched.
+  body = {{"prompt", last10}, {"max_tokens", 2}, {"truncate_prompt_tokens", 200}};
+  ASSERT_EQ(s.post("/v1/completions", body)->status, 200);
+  EXPECT_EQ(s.generator.last_request().prompt_ids, last10);
+
+  // echo returns the text of the tokens kept.
+  body = {{"prompt", ids}, {"max_tokens", 1}, {"echo", true}, {"truncate_prompt_tokens", 3}};
+  res = s.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const std::vector<int32_t> last3(ids.end() - 3, ids.end());
+  auto detok = s.post("/detokenize", {{"tokens", last3}});
+  ASSERT_EQ(detok->status, 200) << detok->body;
+  const std::string kept = json::parse(detok->body)["prompt"].get<std::string>();
+  const std::string text = json::parse(res->body)["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text.substr(0, kept.size()), kept) << text;
+  EXPECT_EQ(s.generator.last_request().prompt_ids, last3);
+
+  // Chat: the rendered prompt's tail.
+  ASSERT_EQ(s.post("/v1/chat/completions", kChat)->status, 200);
+  const std::vector<int32_t> full = s.generator.last_request().prompt_ids;
+  ASSERT_GT(full.size(), 5u);
+  json chat = kChat;
+  chat["truncate_prompt_tokens"] = 5;
+  ASSERT_EQ(s.post("/v1/chat/completions", chat)->status, 200);
+  EXPECT_EQ(s.generator.last_request().prompt_ids,
+            std::vector<int32_t>(full.end() - 5, full.end()));
+
+  // Refusals name the field.
+  for (const json& bad : {json(0), json(257), json(-2), json("5")}) {
+    chat["truncate_prompt_tokens"] = bad;
+    res = s.post("/v1/chat/completions", chat);
+    EXPECT_EQ(res->status, 400) << bad;
+    EXPECT_EQ(error_of(res)["param"], "truncate_prompt_tokens") << bad;
+  }
 }
 
 httplib::Headers preflight(const std::string& origin) {

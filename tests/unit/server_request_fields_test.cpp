@@ -104,6 +104,7 @@ std::vector<FieldCase> all_cases() {
       {"chat_template_kwargs", S, N, {{"enable_thinking", false}}, nullptr},
       {"add_generation_prompt", S, N, false, nullptr},
       {"prompt_logprobs", S, S, 1, nullptr, json::object(), true, nullptr},
+      {"truncate_prompt_tokens", S, S, 5, nullptr},
       {"guided_json",
        S,
        S,
@@ -173,6 +174,7 @@ json summary(const ChatRequest& r) {
           {"stream", r.stream},
           {"include_usage", r.include_usage},
           {"sampling", sampling_summary(r.sampling)},
+          {"truncate_prompt_tokens", r.truncate_prompt_tokens.value_or(0)},
           {"messages", r.messages},
           {"tools", r.tools},
           {"tool_choice", r.tool_choice},
@@ -187,6 +189,7 @@ json summary(const CompletionRequest& r) {
           {"stream", r.stream},
           {"include_usage", r.include_usage},
           {"sampling", sampling_summary(r.sampling)},
+          {"truncate_prompt_tokens", r.truncate_prompt_tokens.value_or(0)},
           {"prompts", prompts},
           {"echo", r.echo}};
 }
