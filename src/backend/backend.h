@@ -71,21 +71,25 @@ struct CopyOp {
   const char* row_src(size_t i) const { return static_cast<const char*>(src) + i * src_pitch; }
 };
 
-// Which of a backend's two copy streams a copy_async() runs on, named by its direction:
-//   kIn   copies into this backend's memory (a host-tier load: host -> device);
-//   kOut  copies out of it (a host-tier write-back at eviction: device -> host).
-// Each direction is its own in-order stream, and the two run independently of each other: a
-// write-back never queues behind a load in flight (a 32K-token load is ~75 ms on an H200, and the
-// step after a write-back waits for it), nor a load behind a write-back. What orders copies of
+// Which of a backend's three copy streams a copy_async() runs on, named by its direction:
+//   kIn    copies into this backend's memory (a host-tier load: host -> device);
+//   kOut   copies out of it that a step waits for (a host-tier write-back at eviction: device ->
+//          host);
+//   kAhead copies out of it that nothing waits for soon (the host tier's write-ahead: device ->
+//          host, ahead of an eviction).
+// Each is its own in-order stream, and the three run independently of each other: a write-back
+// never queues behind a load in flight (a 32K-token load is ~75 ms on an H200, and the step after
+// a write-back waits for it) nor behind a write-ahead batch (hundreds of pages), nor a load behind
+// either. What orders copies of
 // different streams is the compute stream: each copy starts after everything enqueued on the
 // compute stream before it, including the compute stream's waits on earlier copies
 // (order_after_copy), so a copy enqueued after order_after_copy(e) starts after e's copy landed,
 // whatever stream each is on (kv/host_tier.h "Copies" relies on that); and
 // order_copies_after_copy(e, dir) orders one stream after a copy of the other directly.
-enum class CopyDir : uint8_t { kIn, kOut };
+enum class CopyDir : uint8_t { kIn, kOut, kAhead };
 
 // A point on one of a backend's copy streams (Backend::copy_async()): complete once every copy
-// enqueued on that stream up to it has landed (copies on the other stream may land before or
+// enqueued on that stream up to it has landed (copies on the other streams may land before or
 // after it). Copyable (copies name the same point); an empty event is already complete. Backends
 // keep their own handle behind it (a cudaEvent_t on CUDA).
 class CopyEvent {
@@ -263,7 +267,7 @@ class Backend {
   // (CopyDir), a stream beside the one ops run on: the copy starts after every op enqueued before
   // this call has finished (it sees what they wrote, and after every copy the compute stream was
   // ordered after by then) and after every copy enqueued before it on the same stream; it runs
-  // concurrently with ops enqueued after it and with copies on the other stream, which it is not
+  // concurrently with ops enqueued after it and with copies on the other streams, which it is not
   // ordered against otherwise (two copies of different streams touching the same bytes must be
   // ordered through the compute stream: order_after_copy() of the first before enqueuing the
   // second). Either side may be this backend's memory, host memory (pinned for the copy to
@@ -306,7 +310,7 @@ class Backend {
   // (a copy into a page the next forward() reads). The default does nothing (copies are
   // synchronous there).
   virtual void order_after_copy(const CopyEvent& event) { (void)event; }
-  // Copies of stream `dir` enqueued after this call start only once `event` (a copy of the other
+  // Copies of stream `dir` enqueued after this call start only once `event` (a copy of another
   // stream) is complete; neither the host nor the compute stream waits (a load into device pages
   // that write-backs in flight still read: kv/host_tier.h "Copies"). The default does nothing
   // (copies are synchronous there).

@@ -304,6 +304,9 @@ CopyEvent CacheStore::copy_pages_out(const std::vector<PageCopy>& pages) {
 CopyEvent CacheStore::copy_pages_in(const std::vector<PageCopy>& pages) {
   return copy_pages(pages, CopyDir::kIn);
 }
+CopyEvent CacheStore::copy_pages_ahead(const std::vector<PageCopy>& pages) {
+  return copy_pages(pages, CopyDir::kAhead);
+}
 
 // Every page's parts, in the external layout, as one batch; then each mirror's parts of the same
 // externals (waited for on the mirror's backend, as with_mirrors() does for a slot).
@@ -317,8 +320,8 @@ CopyEvent CacheStore::copy_pages(const std::vector<PageCopy>& pages, CopyDir dir
       char* dev = first.base + pc.page * first.bytes;
       const size_t bytes = static_cast<size_t>(first.bytes), rows = static_cast<size_t>(run.rows);
       const size_t pitch = static_cast<size_t>(run.pitch);
-      copy_ops_.push_back(dir == CopyDir::kOut ? CopyOp{ext, dev, bytes, rows, bytes, pitch}
-                                               : CopyOp{dev, ext, bytes, rows, pitch, bytes});
+      copy_ops_.push_back(dir != CopyDir::kIn ? CopyOp{ext, dev, bytes, rows, bytes, pitch}
+                                              : CopyOp{dev, ext, bytes, rows, pitch, bytes});
       ext += bytes * rows;
     }
   }

@@ -42,8 +42,9 @@
 //    a graph is being captured. They are always safe for ids in range (checked; out of range is a
 //    CHECK failure) and for src == dst (a no-op).
 //  * copy_*_out / copy_*_in run on the backend's copy streams (Backend::copy_async()): *_out on
-//    the CopyDir::kOut stream, *_in on the CopyDir::kIn one, which run independently of each
-//    other (a copy out never waits for a copy in that is in flight, nor the other way round). A
+//    the CopyDir::kOut stream, *_in on the CopyDir::kIn one, copy_pages_ahead on the kAhead one
+//    (an out copy on a stream of its own), which run independently of each other (a copy out
+//    never waits for a copy in that is in flight, nor the other way round). A
 //    copy starts after everything enqueued on the compute stream before the call (and after the
 //    earlier copies of its own stream) and runs concurrently with what comes after. Until the
 //    returned event completes:
@@ -128,6 +129,9 @@ class CacheStore {
   };
   CopyEvent copy_pages_out(const std::vector<PageCopy>& pages);
   CopyEvent copy_pages_in(const std::vector<PageCopy>& pages);
+  // copy_pages_out() on the CopyDir::kAhead stream: copies nothing waits for soon (the host tier's
+  // write-ahead), which the kOut copies a step waits for never queue behind.
+  CopyEvent copy_pages_ahead(const std::vector<PageCopy>& pages);
   CopyEvent copy_slot_out(int32_t slot, void* external);
   CopyEvent copy_slot_in(const void* external, int32_t slot);
   CopyEvent copy_checkpoint_out(int32_t checkpoint, void* external);

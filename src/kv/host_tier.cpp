@@ -205,7 +205,7 @@ void HostTier::order_after_write_ahead(int32_t entry, bool load) {
 
 void HostTier::order_reuse_after(const CopyEvent& ahead) {
   if (admitting_) {
-    admission_after_ahead_ = true;  // last_ahead_ is at or after `ahead`: one in-order stream
+    admission_after_ahead_ = true;  // last_ahead_ is at or after `ahead`: an in-order stream
   } else {
     store_.backend().order_after_copy(ahead);
   }
@@ -224,14 +224,15 @@ int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
   for (const AheadPage& p : pages) {
     if (pages_.find(p.key) >= 0) continue;  // held (or a colliding key: left to the eviction)
     if (growing(0) && pages_.num_free() == 0) break;  // the free pinned entries are for evictions
-    const int32_t entry = take_page_entry(p.parent, p.key, p.tokens, ahead_entries_, &keep);
+    const int32_t entry =
+        take_page_entry(p.parent, p.key, p.tokens, ahead_entries_, &keep, CopyDir::kAhead);
     if (entry < 0) break;
     ahead_listed_.push_back({p.device_page, page_pieces_.at(entry)});
     ahead_entries_.push_back(entry);
   }
   if (ahead_listed_.empty()) return 0;
   const int64_t start = now_ns();
-  last_ahead_ = store_.copy_pages_out(ahead_listed_);
+  last_ahead_ = store_.copy_pages_ahead(ahead_listed_);
   count_copy_time(start);
   for (int32_t e : ahead_entries_) page_write_[static_cast<size_t>(e)] = last_ahead_;
   const int32_t n = static_cast<int32_t>(ahead_listed_.size());
@@ -241,7 +242,8 @@ int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
 }
 
 void HostTier::begin_admission() {
-  SYV_CHECK(!admitting_ && admission_wb_.empty() && !admission_after_ahead_)
+  SYV_CHECK(!admitting_ && admission_wb_.empty() && !admission_after_ahead_ &&
+            admission_ahead_.empty())
       << "host tier: admission already open";
   admitting_ = true;
 }
@@ -255,22 +257,30 @@ void HostTier::order_loads_after_admission() {
     admission_listed_.clear();
     admission_entries_.clear();
   }
-  // The write-back stream is in order: a batch enqueued now follows every write-ahead.
-  if (admission_wb_.empty() && admission_after_ahead_) admission_wb_ = last_ahead_;
+  Backend& backend = store_.backend();
+  if (!admission_wb_.empty()) backend.order_copies_after_copy(admission_wb_, CopyDir::kIn);
+  // The write-aheads have a stream of their own: the loads wait for the latest one too.
+  if (admission_after_ahead_) {
+    admission_ahead_ = last_ahead_;
+    backend.order_copies_after_copy(admission_ahead_, CopyDir::kIn);
+  }
   admission_after_ahead_ = false;
-  if (!admission_wb_.empty()) store_.backend().order_copies_after_copy(admission_wb_, CopyDir::kIn);
 }
 
 void HostTier::end_admission(bool own_load_pending) {
   SYV_CHECK(admitting_ && admission_listed_.empty())
       << "host tier: end_admission() without an admission open or before "
          "order_loads_after_admission()";
-  if (!own_load_pending && !admission_wb_.empty()) store_.backend().order_after_copy(admission_wb_);
+  if (!own_load_pending) {
+    if (!admission_wb_.empty()) store_.backend().order_after_copy(admission_wb_);
+    if (!admission_ahead_.empty()) store_.backend().order_after_copy(admission_ahead_);
+  }
   if (admission_after_ahead_) {  // an eviction after order_loads_after_admission(): as any store
     store_.backend().order_after_copy(last_ahead_);
     admission_after_ahead_ = false;
   }
   admission_wb_ = CopyEvent();
+  admission_ahead_ = CopyEvent();
   admitting_ = false;
 }
 
@@ -302,7 +312,8 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
     order_unstored_after_write_ahead();
     return;
   }
-  const int32_t entry = take_page_entry(parent, key, tokens, admission_entries_, nullptr);
+  const int32_t entry =
+      take_page_entry(parent, key, tokens, admission_entries_, nullptr, CopyDir::kOut);
   if (entry < 0) {
     ++counters_.stores_dropped;
     order_unstored_after_write_ahead();
@@ -321,7 +332,7 @@ void HostTier::store_page(int32_t device_page, uint64_t parent, uint64_t key,
 
 int32_t HostTier::take_page_entry(uint64_t parent, uint64_t key, const int32_t* tokens,
                                   const std::vector<int32_t>& listed,
-                                  const std::vector<int32_t>* keep) {
+                                  const std::vector<int32_t>* keep, CopyDir writer) {
   auto in = [](const std::vector<int32_t>& v, int32_t e) {
     return std::find(v.begin(), v.end(), e) != v.end();
   };
@@ -336,7 +347,12 @@ int32_t HostTier::take_page_entry(uint64_t parent, uint64_t key, const int32_t* 
   const size_t i = static_cast<size_t>(entry);
   page_parent_[i] = parent;
   std::copy(tokens, tokens + key_tokens_, &page_tokens_[i * key_tokens_]);
-  page_write_[i] = CopyEvent();  // the caller's copy is the entry's write now ("Copies" 2, 6, 7)
+  // A write-back into an entry whose write-ahead may be in flight follows it ("Copies" 7; a
+  // write-ahead follows it on its own stream).
+  CopyEvent& ahead = page_write_[i];
+  if (writer != CopyDir::kAhead && !ahead.empty() && !store_.backend().copy_done(ahead))
+    store_.backend().order_copies_after_copy(ahead, writer);
+  ahead = CopyEvent();  // the caller's copy is the entry's write now ("Copies" 2, 6, 7)
   return entry;
 }
 
@@ -422,7 +438,8 @@ std::string HostTier::check_integrity() const {
       out << "host page " << e << " has a write-ahead in flight but is not in use; ";
       break;
     }
-  if (admitting_ || !admission_wb_.empty() || !admission_listed_.empty() || admission_after_ahead_)
+  if (admitting_ || !admission_wb_.empty() || !admission_listed_.empty() ||
+      admission_after_ahead_ || !admission_ahead_.empty())
     out << "an admission open between steps (" << admission_listed_.size()
         << " write-backs listed); ";
   if (pages_.num_pinned() + checkpoints_.num_pinned() > 0)

@@ -13,9 +13,10 @@
 // device). A checkpoint entry carries the chain key of the page ending at its boundary and its
 // length (kv/checkpoint_pool.h), compared too.
 //
-// Copies go through the cache store's asynchronous copies (CacheStore::copy_*_out/in) on the
-// backend's two copy streams (backend.h CopyDir): write-backs (store_*) on the kOut stream, loads
-// (load_*) on the kIn one. The host never waits for either:
+// Copies go through the cache store's asynchronous copies (CacheStore::copy_*_out/in/ahead) on
+// the backend's three copy streams (backend.h CopyDir): write-backs at eviction (store_*) on the
+// kOut stream, write-aheads (store_pages_ahead) on the kAhead one, loads (load_*) on the kIn one.
+// The host never waits for any:
 //  * store_*: the device page / checkpoint is copied out, then the compute stream is ordered
 //    after the copy (Backend::order_after_copy), so whatever the next op writes into the device
 //    entry cannot overtake the copy that reads it;
@@ -27,7 +28,11 @@
 // decoding sequence crossing into a new page when the device pool is full) queued behind the
 // load, and so did the step ordered after it: the step waited for the whole load (~75 ms for a
 // 32K-token prompt on an H200; the others' decode over the loading steps fell to 0.15 of its
-// speed, docs/performance.md). On its own stream the write-back starts at once.
+// speed, docs/performance.md). On its own stream the write-back starts at once. Why a third for
+// the write-ahead: its batches are hundreds of pages (a sequence's, ~88 ms for 4.8 GB at the
+// pinned rate), and a checkpoint write-back or a page the write-ahead missed, which the step
+// waits for, queued behind the batch in flight on a shared stream (the suspected cause of the
+// 9B-class hybrid's others' decode at 0.35 while a host hit loaded, docs/hybrid-cache.md).
 // Ordering, stream against stream (every copy starts after what the compute stream was given
 // before it, its waits on copies included: backend.h CopyDir):
 //  1. a write-back starts after the ops that wrote the evicted page or checkpoint (they were
@@ -46,7 +51,7 @@
 //     settles when it landed or when the compute stream was ordered after it (a cancel, an abort,
 //     a preemption: kv/inflight_loads.h), after which every write-back starts after it (2);
 //  5. loads among themselves stay in order on their stream (one load settling settles every
-//     earlier one); write-backs among themselves too;
+//     earlier one); write-backs among themselves too, and write-aheads among themselves;
 //  6. except while a sequence is admitted (begin_admission() .. end_admission()): the pages its
 //     own allocation evicts go to it alone, and when it loads (its own load pending) nothing
 //     writes them before its load settles; so instead of the compute stream, its loads wait for
@@ -58,13 +63,17 @@
 //     resend evicting ~100 64-token pages of a 0.6B model: ~14 ms on an H200). When the
 //     sequence loads nothing, the compute stream waits for them at end_admission(), as for any
 //     other store. Checkpoint write-backs are never deferred.
-//  7. a write-ahead (below) is a write-back that nothing waits for when it is enqueued: the
-//     entry keeps its event, and when the device page is evicted later (store_page finds the
-//     key), the compute stream is ordered after it if it has not landed yet (inside an admission:
-//     the admission's loads and, without a load, the compute stream, as in 6); a load of an entry
-//     whose write-ahead may be in flight starts after it (the load stream waits for it). An
-//     eviction that stores nothing (dropped, short) is ordered after the latest write-ahead if it
-//     has not landed: the page's own write-ahead may be, its entry taken by a later one since.
+//  7. a write-ahead (below) is a write-back that nothing waits for when it is enqueued, on a
+//     stream of its own (kAhead) so that the write-backs a step waits for (pages the write-ahead
+//     missed, checkpoints) never queue behind a write-ahead batch: the entry keeps its event, and
+//     when the device page is evicted later (store_page finds the key), the compute stream is
+//     ordered after it if it has not landed yet (inside an admission: the admission's loads and,
+//     without a load, the compute stream, as in 6); a load of an entry whose write-ahead may be in
+//     flight starts after it (the load stream waits for it); a write-back into an entry whose
+//     write-ahead may be in flight (the host LRU took it) starts after it (the write-back stream
+//     waits for it: two writers of one host entry on two streams). An eviction that stores
+//     nothing (dropped, short) is ordered after the latest write-ahead if it has not landed: the
+//     page's own write-ahead may be, its entry taken by a later one since.
 // No pin outlives an admission, which check_integrity() asserts, with every busy entry in use. On
 // the CPU backend the copies are synchronous (empty events: nothing is ever in flight or busy)
 // and the tier is a second budget of plain host memory.
@@ -224,11 +233,11 @@ class HostTier {
     const int32_t* tokens = nullptr;  // key_tokens tokens
   };
   // Between steps (no admission open): copies each page whose key the tier does not hold into a
-  // host entry, all as one batch on the write-back stream that nothing is ordered after ("Copies"
-  // 7). It takes no entry in `keep` (the entries of other pages about to be evicted: a tier
-  // smaller than the window would otherwise trade them back and forth step after step). Stops at
-  // the first page without an entry to take, or without a pinned entry free while the tier still
-  // grows. Returns the pages copied.
+  // host entry, all as one batch on the write-ahead stream (CopyDir::kAhead) that nothing is
+  // ordered after ("Copies" 7). It takes no entry in `keep` (the entries of other pages about to be
+  // evicted: a tier smaller than the window would otherwise trade them back and forth step after
+  // step). Stops at the first page without an entry to take, or without a pinned entry free while
+  // the tier still grows. Returns the pages copied.
   int32_t store_pages_ahead(const std::vector<AheadPage>& pages, const std::vector<int32_t>& keep);
   void pin_page(int32_t entry) { pages_.pin(entry); }
   // Makes entry the most recently used page (its device page is about to be evicted: a
@@ -316,9 +325,11 @@ class HostTier {
   // A host page entry for the page keyed `key` after `parent` holding `tokens` (its key and
   // metadata set, no write-ahead pending), taken from the free or least recently used entries but
   // none a load in flight reads, none in `listed` (the batch being built) and none in `keep`
-  // (may be null); -1 when there is none.
+  // (may be null); -1 when there is none. `writer`: the stream that will write it (kOut: ordered
+  // after the entry's earlier write-ahead if that may be in flight).
   int32_t take_page_entry(uint64_t parent, uint64_t key, const int32_t* tokens,
-                          const std::vector<int32_t>& listed, const std::vector<int32_t>* keep);
+                          const std::vector<int32_t>& listed, const std::vector<int32_t>* keep,
+                          CopyDir writer);
   // The device page whose copy host page entry `entry` holds is being evicted (or the entry
   // loaded): what reuses the page (or reads the entry) must follow the entry's write-ahead, if it
   // is still in flight ("Copies" 7). `load`: order the load stream, else the compute stream (or,
@@ -352,11 +363,13 @@ class HostTier {
   std::vector<int32_t> admission_entries_;              // ... and their host entries
   CopyEvent admission_wb_;  // their batch once enqueued, until end_admission() orders it
   // The admission evicted a page whose write-ahead was in flight: its loads (or the compute
-  // stream) wait for last_ahead_ too.
+  // stream) wait for last_ahead_ too; admission_ahead_ is that write-ahead once its loads were
+  // ordered after it, until end_admission().
   bool admission_after_ahead_ = false;
+  CopyEvent admission_ahead_;
   // Per host page entry: the write-ahead that filled it, while it may be in flight (else empty).
   std::vector<CopyEvent> page_write_;
-  CopyEvent last_ahead_;  // the latest write-ahead batch (the write-back stream is in order)
+  CopyEvent last_ahead_;  // the latest write-ahead batch (the write-ahead stream is in order)
   std::vector<CacheStore::PageCopy> ahead_listed_;  // store_pages_ahead()'s batch, reused
   std::vector<int32_t> ahead_entries_;
 };

@@ -1,4 +1,4 @@
-// The CPU backend with two copy streams that land late, for the host tier's loading state
+// The CPU backend with three copy streams that land late, for the host tier's loading state
 // (kv/inflight_loads.h) and its write-backs (kv/host_tier.h "Copies"): the CPU backend's copies are
 // synchronous, so without this every load would have landed before anything could read too early,
 // and no write-back could overtake a load.
@@ -9,17 +9,17 @@
 // give other tokens), and its bytes land, in enqueue order within its stream, when
 //  * wait_copy or order_after_copy is called with its event or a later one of its stream, or
 //  * copy_done has been polled `polls_to_land` times with its event or a later one of its stream.
-// The two streams are independent: landing one lands nothing of the other, so a write-back
-// (kOut) ordered after at once lands before a load (kIn) enqueued earlier, as on CUDA. The compute
-// stream is the host here and order_after_copy lands at once, so a copy enqueued afterwards, on
-// either stream, is after it, as backend.h promises. After order_copies_after_copy(e, dir), the
-// next copy enqueued on `dir` lands e's stream through e first (a schedule a device may take:
-// the ordered-before copies finish before it starts).
+// The streams (kIn, kOut, kAhead) are independent: landing one lands nothing of the others, so a
+// write-back (kOut) ordered after at once lands before a load (kIn) or a write-ahead (kAhead)
+// enqueued earlier, as on CUDA. The compute stream is the host here and order_after_copy lands at
+// once, so a copy enqueued afterwards, on any stream, is after it, as backend.h promises. After
+// order_copies_after_copy(e, dir), the next copy enqueued on `dir` lands e's stream through e
+// first (a schedule a device may take: the ordered-before copies finish before it starts).
 // The 0xFF fill is skipped where an earlier pending copy of the same stream still reads the
-// destination (an in-order stream would not overwrite it before then). A pending copy of the
-// other stream gets no such grace: nothing orders the two streams but the compute stream, so a
-// copy enqueued while one of the other stream is pending and touches the same bytes (writes
-// what it reads or writes, or reads what it writes) races with it on a real device. Those are
+// destination (an in-order stream would not overwrite it before then). A pending copy of another
+// stream gets no such grace: nothing orders the streams but the compute stream, so a copy
+// enqueued while one of another stream is pending and touches the same bytes (writes what it
+// reads or writes, or reads what it writes) races with it on a real device. Those are
 // counted (num_hazards(); the tests expect 0) and the fill happens anyway, so that a load whose
 // source a write-back overwrote lands NaN. Sources are read when the copy lands, as a real copy
 // reads them when it runs.
@@ -46,16 +46,21 @@ class DeferredCopyBackend : public CpuBackend {
     polls_to_land_ = polls;
   }
   int32_t polls_to_land() const { return polls_to_land_; }
-  int64_t num_pending() const { return num_pending(CopyDir::kIn) + num_pending(CopyDir::kOut); }
+  int64_t num_pending() const {
+    return num_pending(CopyDir::kIn) + num_pending(CopyDir::kOut) + num_pending(CopyDir::kAhead);
+  }
   int64_t num_pending(CopyDir dir) const {
     return static_cast<int64_t>(stream(dir).pending.size());
   }
-  uint64_t num_landed() const { return landed_batches_; }  // batches landed so far, both streams
-  // Copies enqueued while a pending copy of the other stream touched the same bytes (see above).
+  uint64_t num_landed() const { return landed_batches_; }  // batches landed so far, all streams
+  // Copies enqueued while a pending copy of another stream touched the same bytes (see above).
   uint64_t num_hazards() const { return hazards_; }
-  // Write-back batches (kOut) enqueued while a load (kIn) was pending: those that one in-order
-  // stream would have queued behind a load.
+  // Write-back or write-ahead batches (kOut, kAhead) enqueued while a load (kIn) was pending:
+  // those that one in-order stream would have queued behind a load.
   uint64_t num_out_during_in() const { return out_during_in_; }
+  // Write-back batches (kOut) enqueued while a write-ahead (kAhead) was pending: those that a
+  // stream shared with the write-ahead would have queued behind it.
+  uint64_t num_out_during_ahead() const { return out_during_ahead_; }
   // order_after_copy() calls with an event of stream `dir` (the compute stream waiting for it).
   uint64_t num_compute_waits(CopyDir dir) const { return stream(dir).compute_waits; }
 
@@ -63,18 +68,23 @@ class DeferredCopyBackend : public CpuBackend {
     return copy_batch_async({CopyOp{dst, src, bytes}}, dir);
   }
   CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
-    Stream& other = stream(dir == CopyDir::kIn ? CopyDir::kOut : CopyDir::kIn);
-    land_through(other, stream(dir).after_other);
+    const size_t self = index(dir);
+    for (size_t o = 0; o < kStreams; ++o)
+      if (o != self) land_through(streams_[o], streams_[self].after[o]);
     for (const CopyOp& op : ops) {
       for (size_t r = 0; r < op.rows; ++r) {
-        if (touches(other, op.row_dst(r), op.bytes, /*reads=*/true, /*writes=*/true) ||
-            touches(other, op.row_src(r), op.bytes, /*reads=*/false, /*writes=*/true))
-          ++hazards_;
+        for (size_t o = 0; o < kStreams; ++o) {
+          if (o == self) continue;
+          if (touches(streams_[o], op.row_dst(r), op.bytes, /*reads=*/true, /*writes=*/true) ||
+              touches(streams_[o], op.row_src(r), op.bytes, /*reads=*/false, /*writes=*/true))
+            ++hazards_;
+        }
         if (!touches(stream(dir), op.row_dst(r), op.bytes, /*reads=*/true, /*writes=*/false))
           std::memset(op.row_dst(r), 0xFF, op.bytes);
       }
     }
-    if (dir == CopyDir::kOut && !stream(CopyDir::kIn).pending.empty()) ++out_during_in_;
+    if (dir != CopyDir::kIn && !stream(CopyDir::kIn).pending.empty()) ++out_during_in_;
+    if (dir == CopyDir::kOut && !stream(CopyDir::kAhead).pending.empty()) ++out_during_ahead_;
     stream(dir).pending.push_back({++enqueued_, ops, 0});
     return CopyEvent(std::make_shared<Point>(Point{dir, enqueued_}));
   }
@@ -97,7 +107,8 @@ class DeferredCopyBackend : public CpuBackend {
     if (event.empty()) return;
     const Point p = point_of(event);
     SYV_CHECK(p.dir != dir) << "order_copies_after_copy within one stream";
-    stream(dir).after_other = std::max(stream(dir).after_other, p.id);
+    uint64_t& after = stream(dir).after[index(p.dir)];
+    after = std::max(after, p.id);
   }
 
  private:
@@ -106,21 +117,23 @@ class DeferredCopyBackend : public CpuBackend {
     uint64_t id;
   };
   struct Batch {
-    uint64_t id = 0;  // ids increase across both streams (one counter), so within each too
+    uint64_t id = 0;  // ids increase across the streams (one counter), so within each too
     std::vector<CopyOp> ops;
     int32_t polls = 0;
   };
   struct Stream {
     std::deque<Batch> pending;  // enqueued, not landed, oldest first
     uint64_t landed = 0;        // every batch of this stream with id <= this has landed
-    uint64_t after_other = 0;   // its next copies start after the other's batches up to this
+    uint64_t after[3] = {};     // its next copies start after stream [i]'s batches up to this
     uint64_t compute_waits = 0;
   };
   static Point point_of(const CopyEvent& event) {
     return *static_cast<const Point*>(event.handle());
   }
-  Stream& stream(CopyDir dir) { return streams_[dir == CopyDir::kIn ? 0 : 1]; }
-  const Stream& stream(CopyDir dir) const { return streams_[dir == CopyDir::kIn ? 0 : 1]; }
+  static constexpr size_t kStreams = 3;
+  static size_t index(CopyDir dir) { return static_cast<size_t>(dir); }
+  Stream& stream(CopyDir dir) { return streams_[index(dir)]; }
+  const Stream& stream(CopyDir dir) const { return streams_[index(dir)]; }
   // Whether a pending copy of `s` reads (`reads`) or writes (`writes`) any of [p, p + bytes).
   static bool touches(const Stream& s, const void* p, size_t bytes, bool reads, bool writes) {
     const char* a = static_cast<const char*>(p);
@@ -153,11 +166,12 @@ class DeferredCopyBackend : public CpuBackend {
   }
 
   int32_t polls_to_land_ = 3;
-  Stream streams_[2];      // [0] CopyDir::kIn, [1] CopyDir::kOut
-  uint64_t enqueued_ = 0;  // ids of batches enqueued so far: 1 .. enqueued_
+  Stream streams_[kStreams];  // [CopyDir]: kIn, kOut, kAhead
+  uint64_t enqueued_ = 0;     // ids of batches enqueued so far: 1 .. enqueued_
   uint64_t landed_batches_ = 0;
   uint64_t hazards_ = 0;
   uint64_t out_during_in_ = 0;
+  uint64_t out_during_ahead_ = 0;
 };
 
 }  // namespace syv::testing

@@ -2,7 +2,10 @@
 // listed while the pages are allocated and enqueued as one batch by order_loads_after_admission()
 // (CacheStore::copy_pages_out: its copies run in no order), so a write-back listed later in the
 // same admission must never take the host entry of one listed earlier; a hit's pages come back as
-// one batch (load_pages) holding the bytes that were written back.
+// one batch (load_pages) holding the bytes that were written back. On deferred copy streams
+// (deferred_copy_backend.h): a write-back never queues behind a write-ahead in flight (their own
+// streams, CopyDir::kOut and kAhead), and one into a host entry whose write-ahead is in flight
+// follows it (two writers of one entry on two streams).
 #include "kv/host_tier.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +16,7 @@
 #include "core/check.h"
 #include "kv/cache_store.h"
 #include "kv/prefix_index.h"
+#include "unit/deferred_copy_backend.h"
 
 namespace syv::testing {
 namespace {
@@ -20,15 +24,16 @@ namespace {
 constexpr int32_t kPageSize = 4;
 
 struct Tier {
-  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::unique_ptr<Backend> cpu;
   std::unique_ptr<CacheStore> store;
   std::unique_ptr<HostTier> host;
 };
 
 // A store of 8 pages (one float KV layer) and a host tier of `host_pages` entries, all pinned
-// (pieces of one entry, faulted in on this thread).
-Tier make_tier(int32_t host_pages) {
+// (pieces of one entry, faulted in on this thread), on `backend` (default: the CPU's).
+Tier make_tier(int32_t host_pages, std::unique_ptr<Backend> backend = make_cpu_backend()) {
   Tier t;
+  t.cpu = std::move(backend);
   CacheSpec spec;
   spec.add_kv_layer({2, 8, DType::F32});
   CacheConfig c;
@@ -120,6 +125,72 @@ TEST(HostTierAdmission, OutsideAnAdmissionAFullTierEvictsItsOldestEntry) {
   EXPECT_EQ(t.host->counters().pages_evicted, 1u);
   t.cpu->wait_copy(t.host->load_pages({ec}, {7}));
   EXPECT_EQ(read_page(t, 7), bytes_c);
+  EXPECT_EQ(t.host->check_integrity(), "");
+}
+
+// A tier on deferred copy streams (nothing lands before it is waited for or polled 100 times).
+Tier make_deferred_tier(int32_t host_pages, DeferredCopyBackend*& copies) {
+  auto backend = std::make_unique<DeferredCopyBackend>();
+  backend->set_polls_to_land(100);
+  copies = backend.get();
+  return make_tier(host_pages, std::move(backend));
+}
+
+HostTier::AheadPage ahead_page(int32_t device_page, const Key& k) {
+  return {device_page, PrefixIndex::root_key(), k.key, k.tokens.data()};
+}
+
+// The write-ahead of two pages is in flight when a page it missed is evicted: its write-back goes
+// at once and the compute stream is ordered after it alone; the write-ahead stays in flight (on a
+// stream shared with it, the step would have waited for it too). Every page comes back whole.
+TEST(HostTierStreams, AWriteBackDoesNotQueueBehindAWriteAhead) {
+  DeferredCopyBackend* copies = nullptr;
+  Tier t = make_deferred_tier(4, copies);
+  const Key a = key_of(10), b = key_of(20), c = key_of(30);
+  const std::vector<unsigned char> bytes_a = fill_page(t, 0, 1), bytes_b = fill_page(t, 1, 2),
+                                   bytes_c = fill_page(t, 2, 3);
+  ASSERT_EQ(t.host->store_pages_ahead({ahead_page(0, a), ahead_page(1, b)}, {}), 2);
+  EXPECT_EQ(copies->num_pending(CopyDir::kAhead), 1);
+  t.host->store_page(2, PrefixIndex::root_key(), c.key, c.tokens.data());
+  EXPECT_EQ(copies->num_pending(CopyDir::kOut), 0) << "the step is ordered after the write-back";
+  EXPECT_EQ(copies->num_pending(CopyDir::kAhead), 1) << "the write-back waited for the write-ahead";
+  EXPECT_EQ(copies->num_out_during_ahead(), 1u);
+  const int32_t ea = t.host->find_page(PrefixIndex::root_key(), a.key, a.tokens.data());
+  const int32_t eb = t.host->find_page(PrefixIndex::root_key(), b.key, b.tokens.data());
+  const int32_t ec = t.host->find_page(PrefixIndex::root_key(), c.key, c.tokens.data());
+  ASSERT_GE(ea, 0);
+  ASSERT_GE(eb, 0);
+  ASSERT_GE(ec, 0);
+  t.cpu->wait_copy(t.host->load_pages({ea, eb, ec}, {5, 6, 7}));
+  EXPECT_EQ(read_page(t, 5), bytes_a);
+  EXPECT_EQ(read_page(t, 6), bytes_b);
+  EXPECT_EQ(read_page(t, 7), bytes_c);
+  EXPECT_EQ(copies->num_hazards(), 0u);
+  EXPECT_EQ(t.host->check_integrity(), "");
+}
+
+// A full tier of two entries, both written ahead and in flight: the eviction of a third page takes
+// the least recently used of them, and its write-back (another stream) starts after that entry's
+// write-ahead instead of racing it; the entry ends with the third page's bytes.
+TEST(HostTierStreams, AWriteBackIntoAnEntryWrittenAheadFollowsIt) {
+  DeferredCopyBackend* copies = nullptr;
+  Tier t = make_deferred_tier(2, copies);
+  const Key a = key_of(10), b = key_of(20), c = key_of(30);
+  fill_page(t, 0, 1);
+  const std::vector<unsigned char> bytes_b = fill_page(t, 1, 2), bytes_c = fill_page(t, 2, 3);
+  ASSERT_EQ(t.host->store_pages_ahead({ahead_page(0, a), ahead_page(1, b)}, {}), 2);
+  t.host->store_page(2, PrefixIndex::root_key(), c.key, c.tokens.data());
+  EXPECT_EQ(copies->num_hazards(), 0u) << "the write-back raced the entry's write-ahead";
+  EXPECT_EQ(t.host->counters().pages_evicted, 1u);
+  EXPECT_EQ(t.host->find_page(PrefixIndex::root_key(), a.key, a.tokens.data()), -1);
+  const int32_t eb = t.host->find_page(PrefixIndex::root_key(), b.key, b.tokens.data());
+  const int32_t ec = t.host->find_page(PrefixIndex::root_key(), c.key, c.tokens.data());
+  ASSERT_GE(eb, 0);
+  ASSERT_GE(ec, 0);
+  t.cpu->wait_copy(t.host->load_pages({eb, ec}, {5, 6}));
+  EXPECT_EQ(read_page(t, 5), bytes_b);
+  EXPECT_EQ(read_page(t, 6), bytes_c);
+  EXPECT_EQ(copies->num_hazards(), 0u);
   EXPECT_EQ(t.host->check_integrity(), "");
 }
 

@@ -275,12 +275,13 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  // ---- asynchronous copies: two copy streams (CopyDir::kIn, kOut), each ordered after the compute
-  // stream at each call --------------------------------------------------------------------------
-  // Two streams so that a write-back (device -> host, kOut) and the step ordered after it never
-  // queue behind a load in flight (host -> device, kIn): on one in-order stream, a step that
+  // ---- asynchronous copies: three copy streams (CopyDir::kIn, kOut, kAhead), each ordered after
+  // the compute stream at each call ---------------------------------------------------------------
+  // Separate streams so that a write-back (device -> host, kOut) and the step ordered after it
+  // never queue behind a load in flight (host -> device, kIn): on one in-order stream, a step that
   // evicted a page during a 32K-token load waited for the whole load (~75 ms on an H200; the other
-  // sequences' decode ran at 0.15 of its speed over the loading steps). Copies of different
+  // sequences' decode ran at 0.15 of its speed over the loading steps); nor behind a write-ahead
+  // batch (kAhead: device -> host too, hundreds of pages nothing waits for). Copies of different
   // streams are ordered only through the compute stream (backend.h CopyDir).
   CopyEvent copy_async(void* dst, const void* src, size_t bytes, CopyDir dir) override {
     cudaStream_t copies = copy_stream_after_compute(dir);
@@ -331,7 +332,7 @@ class CudaBackendImpl final : public CudaBackend {
     return false;
   }
   void set_batch_copy_path(CopyDir dir, BatchCopyPath path) override {
-    batch_copy_path_[dir == CopyDir::kIn ? 0 : 1] = path;
+    batch_copy_path_[dir == CopyDir::kIn ? 0 : 1] = path;  // kOut and kAhead: device -> host
   }
   BatchCopyPath batch_copy_path(CopyDir dir) const override {
     return batch_copy_path_[dir == CopyDir::kIn ? 0 : 1];
@@ -381,7 +382,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
   // The copy stream of `dir`, created on first use (with the compute mark).
   cudaStream_t copy_stream(CopyDir dir) {
-    cudaStream_t& copies = copy_streams_[dir == CopyDir::kIn ? 0 : 1];
+    cudaStream_t& copies = copy_streams_[static_cast<size_t>(dir)];
     if (copies == nullptr) {
       SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
       if (compute_mark_ == nullptr)
@@ -1803,7 +1804,7 @@ class CudaBackendImpl final : public CudaBackend {
   cudaEvent_t staging_done_ = nullptr;
   // copy_async()'s streams: [0] CopyDir::kIn (loads), [1] CopyDir::kOut (write-backs); each
   // created on first use.
-  cudaStream_t copy_streams_[2] = {nullptr, nullptr};
+  cudaStream_t copy_streams_[3] = {nullptr, nullptr, nullptr};  // [CopyDir]
   cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ at each copy_async()
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;
