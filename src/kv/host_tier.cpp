@@ -336,8 +336,9 @@ int32_t HostTier::take_page_entry(uint64_t parent, uint64_t key, const int32_t* 
   auto in = [](const std::vector<int32_t>& v, int32_t e) {
     return std::find(v.begin(), v.end(), e) != v.end();
   };
-  // Not an entry a load in flight reads: a write-back runs on the other stream ("Copies" 4); nor
-  // one a copy of the same batch targets (a batch's copies run in no order); nor one to keep.
+  // Not an entry a load in flight reads: a write-back or write-ahead runs on another stream
+  // ("Copies" 4); nor one a copy of the same batch targets (a batch's copies run in no order); nor
+  // one to keep.
   bool evicted = false;
   const int32_t entry = pages_.take(key, &evicted, [&](int32_t e) {
     return loads_.reads_host_page(e) || in(listed, e) || (keep != nullptr && in(*keep, e));

@@ -370,8 +370,8 @@ class CudaBackendImpl final : public CudaBackend {
         segments_.push_back({op.row_dst(r), op.row_src(r), op.bytes});
   }
   // The copy stream of `dir` (created on first use), made to wait for everything enqueued on the
-  // compute stream so far: its ops, and its waits on earlier copies of either stream
-  // (order_after_copy), which is what orders a copy after one of the other stream.
+  // compute stream so far: its ops, and its waits on earlier copies of any stream
+  // (order_after_copy), which is what orders a copy after one of another stream.
   cudaStream_t copy_stream_after_compute(CopyDir dir) {
     cudaStream_t copies = copy_stream(dir);
     // One mark event serves both streams: cudaStreamWaitEvent waits for the record made last
