@@ -321,6 +321,48 @@ std::optional<ApiError> OpenAiRoutes::chat_job(ChatRequest parsed, Job& job) con
   return std::nullopt;
 }
 
+namespace {
+
+// Drops the oldest turn of `messages` (see chat_job_fitted); false when only the last user turn
+// (and the leading system / developer messages) is left.
+bool drop_oldest_turn(nlohmann::json& messages) {
+  auto role = [&](size_t i) { return messages[i].value("role", std::string()); };
+  size_t first = 0;
+  while (first < messages.size() && (role(first) == "system" || role(first) == "developer"))
+    ++first;
+  size_t last_user = messages.size();
+  for (size_t i = messages.size(); i-- > first;) {
+    if (role(i) == "user") {
+      last_user = i;
+      break;
+    }
+  }
+  if (last_user == messages.size() || first >= last_user) return false;
+  size_t next = first + 1;
+  while (next < last_user && role(next) != "user") ++next;
+  messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(first),
+                 messages.begin() + static_cast<std::ptrdiff_t>(next));
+  return true;
+}
+
+}  // namespace
+
+std::optional<ApiError> OpenAiRoutes::chat_job_fitted(ChatRequest parsed, Job& job) const {
+  const int64_t room =
+      model_.generator->max_model_len() - std::max(1, parsed.sampling.max_tokens.value_or(1));
+  for (;;) {
+    Job attempt;
+    attempt.prompt_param = job.prompt_param;
+    attempt.max_tokens_param = job.max_tokens_param;
+    if (auto err = chat_job(parsed, attempt)) return err;
+    if (static_cast<int64_t>(attempt.prompts.at(0).size()) <= room ||
+        !drop_oldest_turn(parsed.messages)) {
+      job = std::move(attempt);
+      return std::nullopt;
+    }
+  }
+}
+
 ApiResult<std::shared_ptr<CompletionStream>> OpenAiRoutes::start(
     Job& job, std::chrono::steady_clock::time_point arrival,
     std::shared_ptr<Admission>& admission) {
@@ -552,7 +594,10 @@ void OpenAiRoutes::responses(const HttpRequest& req, HttpResponse& res) {
     job.prompt_param = "input";
     job.max_tokens_param = "max_output_tokens";
     stream = r.chat.stream;
-    if (auto err = chat_job(std::move(r.chat), job)) return write_error(res, *err);
+    if (auto err = r.truncate_auto ? chat_job_fitted(std::move(r.chat), job)
+                                   : chat_job(std::move(r.chat), job)) {
+      return write_error(res, *err);
+    }
     ApiResult<std::shared_ptr<CompletionStream>> chat = start(job, arrival, admission);
     if (!chat.ok()) return write_error(res, chat.error(), options_.retry_after_seconds);
 

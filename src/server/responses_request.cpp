@@ -369,12 +369,10 @@ std::optional<ApiError> read_options(const ordered_json& body, ordered_json& cha
     }
   }
   if (const ordered_json* v = field(body, "truncation")) {
-    if (*v == "auto") {
-      return ApiError::unsupported("truncation",
-                                   "truncation: syv does not drop input to fit the context (a "
-                                   "conversation that does not fit is a 400); send \"disabled\"");
+    if (*v != "disabled" && *v != "auto") {
+      return expected("truncation", "\"disabled\" or \"auto\"", *v);
     }
-    if (*v != "disabled") return expected("truncation", "\"disabled\" or \"auto\"", *v);
+    out.truncate_auto = *v == "auto";
   }
   if (const ordered_json* v = field(body, "stream_options")) {
     if (!v->is_object()) return expected("stream_options", "an object", *v);
@@ -576,7 +574,7 @@ ApiResult<ResponsesRequest> parse_responses_request(const json& body, const orde
   e["tools"] = tools_echo;
   e["top_logprobs"] = s.top_logprobs;
   e["top_p"] = s.top_p;
-  e["truncation"] = "disabled";
+  e["truncation"] = out.truncate_auto ? "auto" : "disabled";
   e["user"] = ordered.value("user", ordered_json());
   e["background"] = false;
   return out;

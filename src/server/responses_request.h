@@ -47,7 +47,10 @@ struct ResponsesRequest {
   // parallel_tool_calls, previous_response_id, reasoning, store, temperature, text, tool_choice,
   // tools, top_logprobs, top_p, truncation, user, background.
   nlohmann::ordered_json echo = nlohmann::ordered_json::object();
-  bool store = true;      // false: the response is not kept for previous_response_id
+  bool store = true;  // false: the response is not kept for previous_response_id
+  // truncation "auto": where the conversation does not fit the context, its oldest turns are
+  // dropped (OpenAI: items from the beginning), the instructions and the last user turn kept.
+  bool truncate_auto = false;
   bool logprobs = false;  // include "message.output_text.logprobs" (or top_logprobs > 0)
 };
 

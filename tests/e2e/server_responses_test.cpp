@@ -67,6 +67,50 @@ json error_of(const httplib::Result& res) {
   return json::parse(res->body)["error"];
 }
 
+// truncation "auto" on the fake generator's 256-token context: a conversation of five ~60-token
+// turns does not fit (400 without it); with it the oldest turns go until the prompt leaves room
+// for max_output_tokens, the instructions and the last turn kept, and the response says "auto";
+// a last turn that alone does not fit is still the 400.
+TEST_F(ServerHttp, ResponsesTruncationAutoDropsTheOldestTurns) {
+  TestServer s;
+  auto words = [](const std::string& w) {
+    std::string text;
+    for (int i = 0; i < 50; ++i) text += w + " ";
+    return text;
+  };
+  json input = json::array();
+  for (const char* w : {"alpha", "bravo", "charlie", "delta"}) {
+    input.push_back({{"role", "user"}, {"content", words(w)}});
+    input.push_back({{"role", "assistant"}, {"content", std::string("ok ") + w}});
+  }
+  input.push_back({{"role", "user"}, {"content", words("echo")}});
+  json body = {{"instructions", "Be brief."}, {"input", input}, {"max_output_tokens", 8}};
+  auto res = s.post("/v1/responses", body);
+  ASSERT_EQ(res->status, 400) << res->body;
+  EXPECT_EQ(error_of(res)["code"], "context_length_exceeded");
+
+  body["truncation"] = "auto";
+  res = s.post("/v1/responses", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["truncation"], "auto");
+  const std::vector<int32_t> prompt = prompt_of(s.generator.last_request());
+  EXPECT_LE(prompt.size() + 8, 256u);
+  auto detok = s.post("/detokenize", {{"tokens", prompt}});
+  ASSERT_EQ(detok->status, 200) << detok->body;
+  const std::string text = json::parse(detok->body)["prompt"].get<std::string>();
+  EXPECT_NE(text.find("Be brief."), std::string::npos) << text;
+  EXPECT_NE(text.find("echo echo"), std::string::npos) << text;
+  EXPECT_EQ(text.find("alpha"), std::string::npos) << "the oldest turn was kept: " << text;
+  EXPECT_NE(text.find("delta delta"), std::string::npos)
+      << "more than needed was dropped: " << text;
+
+  // The last turn alone is too long: nothing left to drop.
+  body["input"] = words("foxtrot foxtrot foxtrot foxtrot foxtrot foxtrot");
+  res = s.post("/v1/responses", body);
+  ASSERT_EQ(res->status, 400) << res->body;
+  EXPECT_EQ(error_of(res)["code"], "context_length_exceeded");
+}
+
 TEST_F(ServerHttp, ResponsesTextNonStreaming) {
   TestServer s;
   s.generator.set_script({"Hello", " there", "."}, /*finish_with_stop=*/true);
@@ -428,7 +472,7 @@ TEST_F(ServerHttp, ResponsesTextFormatAndFields) {
       {{{"input", "x"}, {"conversation", "conv_1"}}, "conversation", "unsupported_parameter"},
       {{{"input", "x"}, {"user", 5}}, "user", "invalid_value"},
       {{{"input", "x"}, {"background", true}}, "background", "unsupported_parameter"},
-      {{{"input", "x"}, {"truncation", "auto"}}, "truncation", "unsupported_parameter"},
+      {{{"input", "x"}, {"truncation", "middle"}}, "truncation", "invalid_value"},
       {{{"input", "x"}, {"include", {"file_search_call.results"}}},
        "include[0]",
        "unsupported_parameter"},

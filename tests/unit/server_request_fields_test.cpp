@@ -391,7 +391,7 @@ std::vector<ResponsesCase> all_cases() {
       {"metadata", S, {{"k", "v"}}},
       {"stream", S, true},
       {"stream_options", S, {{"include_obfuscation", false}}, {{"stream", true}}, false},
-      {"truncation", S, "disabled", json::object(), false, "auto"},
+      {"truncation", S, "auto"},
       {"background", S, false, json::object(), false, true},
       {"user", I, "someone"},
       {"safety_identifier", I, "hash"},
