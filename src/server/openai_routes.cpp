@@ -323,26 +323,20 @@ std::optional<ApiError> OpenAiRoutes::chat_job(ChatRequest parsed, Job& job) con
 
 namespace {
 
-// Drops the oldest turn of `messages` (see chat_job_fitted); false when only the last user turn
-// (and the leading system / developer messages) is left.
-bool drop_oldest_turn(nlohmann::json& messages) {
+// Where the turns of `messages` start (see chat_job_fitted): [0] after the leading system /
+// developer messages, then each later user message up to the last one, which is the last entry;
+// dropping k turns erases [starts[0], starts[k]). Empty when there is no user message.
+std::vector<size_t> turn_starts(const nlohmann::json& messages) {
   auto role = [&](size_t i) { return messages[i].value("role", std::string()); };
   size_t first = 0;
   while (first < messages.size() && (role(first) == "system" || role(first) == "developer"))
     ++first;
-  size_t last_user = messages.size();
-  for (size_t i = messages.size(); i-- > first;) {
-    if (role(i) == "user") {
-      last_user = i;
-      break;
-    }
-  }
-  if (last_user == messages.size() || first >= last_user) return false;
-  size_t next = first + 1;
-  while (next < last_user && role(next) != "user") ++next;
-  messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(first),
-                 messages.begin() + static_cast<std::ptrdiff_t>(next));
-  return true;
+  std::vector<size_t> starts = {first};
+  for (size_t i = first + 1; i < messages.size(); ++i)
+    if (role(i) == "user") starts.push_back(i);
+  while (!starts.empty() && starts.back() < messages.size() && role(starts.back()) != "user")
+    starts.pop_back();  // no user message at all
+  return starts;
 }
 
 }  // namespace
@@ -350,17 +344,46 @@ bool drop_oldest_turn(nlohmann::json& messages) {
 std::optional<ApiError> OpenAiRoutes::chat_job_fitted(ChatRequest parsed, Job& job) const {
   const int64_t room =
       model_.generator->max_model_len() - std::max(1, parsed.sampling.max_tokens.value_or(1));
-  for (;;) {
-    Job attempt;
-    attempt.prompt_param = job.prompt_param;
-    attempt.max_tokens_param = job.max_tokens_param;
-    if (auto err = chat_job(parsed, attempt)) return err;
-    if (static_cast<int64_t>(attempt.prompts.at(0).size()) <= room ||
-        !drop_oldest_turn(parsed.messages)) {
-      job = std::move(attempt);
-      return std::nullopt;
+  const std::vector<size_t> starts = turn_starts(parsed.messages);
+  const size_t droppable = starts.empty() ? 0 : starts.size() - 1;
+  // The prompt without the oldest k turns, and whether it fits.
+  auto attempt = [&](size_t k, Job& out) -> std::optional<ApiError> {
+    ChatRequest r = parsed;
+    if (k > 0) {
+      r.messages.erase(r.messages.begin() + static_cast<std::ptrdiff_t>(starts[0]),
+                       r.messages.begin() + static_cast<std::ptrdiff_t>(starts[k]));
+    }
+    out = Job();
+    out.prompt_param = job.prompt_param;
+    out.max_tokens_param = job.max_tokens_param;
+    return chat_job(std::move(r), out);
+  };
+  auto fits = [&](const Job& j) { return static_cast<int64_t>(j.prompts.at(0).size()) <= room; };
+  // Dropping more turns only shortens the prompt: the fewest that fit, by bisection (a few
+  // renders however long the conversation), else all of them (start() then gives the 400).
+  Job best;
+  if (auto err = attempt(0, best)) return err;
+  if (fits(best) || droppable == 0) {
+    job = std::move(best);
+    return std::nullopt;
+  }
+  if (auto err = attempt(droppable, best)) return err;
+  size_t lo = 0, hi = droppable;  // lo does not fit; hi fits, or is all there is to drop
+  if (fits(best)) {
+    while (hi - lo > 1) {
+      const size_t mid = lo + (hi - lo) / 2;
+      Job j;
+      if (auto err = attempt(mid, j)) return err;
+      if (fits(j)) {
+        hi = mid;
+        best = std::move(j);
+      } else {
+        lo = mid;
+      }
     }
   }
+  job = std::move(best);
+  return std::nullopt;
 }
 
 ApiResult<std::shared_ptr<CompletionStream>> OpenAiRoutes::start(

@@ -117,10 +117,11 @@ class OpenAiRoutes {
   void generate(const HttpRequest& req, HttpResponse& res, bool chat);
   // The chat template and tokenizer applied to a validated chat request.
   std::optional<ApiError> chat_job(ChatRequest parsed, Job& job) const;
-  // chat_job() for /v1/responses' truncation "auto": while the rendered prompt leaves no room for
-  // max_output_tokens (1 token without it), the conversation's oldest turn goes (a user message
-  // and what follows it up to the next one, after the leading system / developer messages); the
-  // last user turn is never dropped, so a conversation that still does not fit is the usual 400.
+  // chat_job() for /v1/responses' truncation "auto": when the rendered prompt leaves no room for
+  // max_output_tokens (1 token without it), the fewest of the conversation's oldest turns that
+  // make it fit are dropped (a turn: a user message and what follows it up to the next one, after
+  // the leading system / developer messages; found by bisection); the last user turn is never
+  // dropped, so a conversation that still does not fit is the usual 400.
   std::optional<ApiError> chat_job_fitted(ChatRequest parsed, Job& job) const;
   // Context length, admission (429), submission: the stream of the running request.
   ApiResult<std::shared_ptr<CompletionStream>> start(Job& job,
