@@ -85,7 +85,7 @@ struct CopyOp {
 // compute stream before it, including the compute stream's waits on earlier copies
 // (order_after_copy), so a copy enqueued after order_after_copy(e) starts after e's copy landed,
 // whatever stream each is on (kv/host_tier.h "Copies" relies on that); and
-// order_copies_after_copy(e, dir) orders one stream after a copy of the other directly.
+// order_copies_after_copy(e, dir) orders one stream after a copy of another directly.
 enum class CopyDir : uint8_t { kIn, kOut, kAhead };
 
 // A point on one of a backend's copy streams (Backend::copy_async()): complete once every copy
@@ -312,7 +312,8 @@ class Backend {
   virtual void order_after_copy(const CopyEvent& event) { (void)event; }
   // Copies of stream `dir` enqueued after this call start only once `event` (a copy of another
   // stream) is complete; neither the host nor the compute stream waits (a load into device pages
-  // that write-backs in flight still read: kv/host_tier.h "Copies"). The default does nothing
+  // that write-backs in flight still read, a write-back into a host entry a write-ahead in flight
+  // fills: kv/host_tier.h "Copies"). The default does nothing
   // (copies are synchronous there).
   virtual void order_copies_after_copy(const CopyEvent& event, CopyDir dir) {
     (void)event;

@@ -243,7 +243,7 @@ int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
 
 void HostTier::begin_admission() {
   SYV_CHECK(!admitting_ && admission_wb_.empty() && !admission_after_ahead_ &&
-            admission_ahead_.empty())
+            !admission_loads_after_ahead_)
       << "host tier: admission already open";
   admitting_ = true;
 }
@@ -260,10 +260,8 @@ void HostTier::order_loads_after_admission() {
   Backend& backend = store_.backend();
   if (!admission_wb_.empty()) backend.order_copies_after_copy(admission_wb_, CopyDir::kIn);
   // The write-aheads have a stream of their own: the loads wait for the latest one too.
-  if (admission_after_ahead_) {
-    admission_ahead_ = last_ahead_;
-    backend.order_copies_after_copy(admission_ahead_, CopyDir::kIn);
-  }
+  if (admission_after_ahead_) backend.order_copies_after_copy(last_ahead_, CopyDir::kIn);
+  admission_loads_after_ahead_ = admission_after_ahead_;
   admission_after_ahead_ = false;
 }
 
@@ -271,16 +269,14 @@ void HostTier::end_admission(bool own_load_pending) {
   SYV_CHECK(admitting_ && admission_listed_.empty())
       << "host tier: end_admission() without an admission open or before "
          "order_loads_after_admission()";
-  if (!own_load_pending) {
-    if (!admission_wb_.empty()) store_.backend().order_after_copy(admission_wb_);
-    if (!admission_ahead_.empty()) store_.backend().order_after_copy(admission_ahead_);
-  }
-  if (admission_after_ahead_) {  // an eviction after order_loads_after_admission(): as any store
+  if (!own_load_pending && !admission_wb_.empty()) store_.backend().order_after_copy(admission_wb_);
+  // Without its own load the compute stream follows the write-ahead its loads would have; an
+  // eviction after order_loads_after_admission() is followed as any store.
+  if ((!own_load_pending && admission_loads_after_ahead_) || admission_after_ahead_)
     store_.backend().order_after_copy(last_ahead_);
-    admission_after_ahead_ = false;
-  }
+  admission_after_ahead_ = false;
+  admission_loads_after_ahead_ = false;
   admission_wb_ = CopyEvent();
-  admission_ahead_ = CopyEvent();
   admitting_ = false;
 }
 
@@ -440,7 +436,7 @@ std::string HostTier::check_integrity() const {
       break;
     }
   if (admitting_ || !admission_wb_.empty() || !admission_listed_.empty() ||
-      admission_after_ahead_ || !admission_ahead_.empty())
+      admission_after_ahead_ || admission_loads_after_ahead_)
     out << "an admission open between steps (" << admission_listed_.size()
         << " write-backs listed); ";
   if (pages_.num_pinned() + checkpoints_.num_pinned() > 0)

@@ -363,10 +363,11 @@ class HostTier {
   std::vector<int32_t> admission_entries_;              // ... and their host entries
   CopyEvent admission_wb_;  // their batch once enqueued, until end_admission() orders it
   // The admission evicted a page whose write-ahead was in flight: its loads (or the compute
-  // stream) wait for last_ahead_ too; admission_ahead_ is that write-ahead once its loads were
-  // ordered after it, until end_admission().
+  // stream) wait for last_ahead_ too (no write-ahead is enqueued during an admission, so
+  // last_ahead_ stays that one); admission_loads_after_ahead_: order_loads_after_admission() made
+  // them wait, until end_admission().
   bool admission_after_ahead_ = false;
-  CopyEvent admission_ahead_;
+  bool admission_loads_after_ahead_ = false;
   // Per host page entry: the write-ahead that filled it, while it may be in flight (else empty).
   std::vector<CopyEvent> page_write_;
   CopyEvent last_ahead_;  // the latest write-ahead batch (the write-ahead stream is in order)

@@ -324,8 +324,8 @@ std::optional<ApiError> OpenAiRoutes::chat_job(ChatRequest parsed, Job& job) con
 namespace {
 
 // Where the turns of `messages` start (see chat_job_fitted): [0] after the leading system /
-// developer messages, then each later user message up to the last one, which is the last entry;
-// dropping k turns erases [starts[0], starts[k]). Empty when there is no user message.
+// developer messages, then each later user message (the last entry is the last one, never
+// dropped); dropping k turns erases [starts[0], starts[k]).
 std::vector<size_t> turn_starts(const nlohmann::json& messages) {
   auto role = [&](size_t i) { return messages[i].value("role", std::string()); };
   size_t first = 0;
@@ -334,8 +334,6 @@ std::vector<size_t> turn_starts(const nlohmann::json& messages) {
   std::vector<size_t> starts = {first};
   for (size_t i = first + 1; i < messages.size(); ++i)
     if (role(i) == "user") starts.push_back(i);
-  while (!starts.empty() && starts.back() < messages.size() && role(starts.back()) != "user")
-    starts.pop_back();  // no user message at all
   return starts;
 }
 
@@ -345,7 +343,7 @@ std::optional<ApiError> OpenAiRoutes::chat_job_fitted(ChatRequest parsed, Job& j
   const int64_t room =
       model_.generator->max_model_len() - std::max(1, parsed.sampling.max_tokens.value_or(1));
   const std::vector<size_t> starts = turn_starts(parsed.messages);
-  const size_t droppable = starts.empty() ? 0 : starts.size() - 1;
+  const size_t droppable = starts.size() - 1;
   // The prompt without the oldest k turns, and whether it fits.
   auto attempt = [&](size_t k, Job& out) -> std::optional<ApiError> {
     ChatRequest r = parsed;

@@ -374,7 +374,7 @@ class CudaBackendImpl final : public CudaBackend {
   // (order_after_copy), which is what orders a copy after one of another stream.
   cudaStream_t copy_stream_after_compute(CopyDir dir) {
     cudaStream_t copies = copy_stream(dir);
-    // One mark event serves both streams: cudaStreamWaitEvent waits for the record made last
+    // One mark event serves every stream: cudaStreamWaitEvent waits for the record made last
     // before it, and each call records afresh.
     SYV_CUDA_CHECK(cudaEventRecord(compute_mark_, stream_));
     SYV_CUDA_CHECK(cudaStreamWaitEvent(copies, compute_mark_, 0));
@@ -1802,9 +1802,9 @@ class CudaBackendImpl final : public CudaBackend {
   int sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staging_done_ = nullptr;
-  // copy_async()'s streams: [0] CopyDir::kIn (loads), [1] CopyDir::kOut (write-backs); each
-  // created on first use.
-  cudaStream_t copy_streams_[3] = {nullptr, nullptr, nullptr};  // [CopyDir]
+  // copy_async()'s streams, indexed by CopyDir: [0] kIn (loads), [1] kOut (write-backs), [2]
+  // kAhead (write-aheads); each created on first use.
+  cudaStream_t copy_streams_[3] = {nullptr, nullptr, nullptr};
   cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ at each copy_async()
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;

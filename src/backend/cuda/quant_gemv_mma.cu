@@ -308,8 +308,9 @@ void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, cudaStrea
 
 // Launches of up to 16 tokens: one token tile up to 8, two above (one pass over the weight for
 // 16 tokens: 5.63 ms a step against 6.33 for two launches on the Qwen3-8B shape, gptq). A single
-// token takes the staged-activation kernel at 3 blocks per SM (fp8 3.05 ms a step against 3.51,
-// int4 2.73 against 2.82); at 2-8 tokens it was slower (docs/cuda-backend-notes.md "Run 15").
+// token takes the staged-activation kernel at 3 blocks per SM (fp8 3.12 ms a step against 3.51,
+// int4 2.73 against 2.82, each against the unstaged kernel in the same run); at 2-8 tokens it was
+// slower (docs/cuda-backend-notes.md "Run 15").
 template <int FMT, typename TO>
 void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tokens,
                        cudaStream_t s) {
