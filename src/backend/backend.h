@@ -569,15 +569,15 @@ class Backend {
                           NormKind kind, Tensor& residual_out, Tensor& normed, const Weight& w,
                           const Tensor& bias, Tensor& out) {
     if (w.format != WeightFormat::kDense) {
-      add_rmsnorm_quantized(residual, x, norm_w, eps, kind, residual_out, normed, w, bias, out);
+      add_rmsnorm_quantized(residual, x, norm_w, eps, kind, residual_out, normed, w, bias, out,
+                            nullptr);
       return;
     }
     add_rmsnorm_linear(residual, x, norm_w, eps, kind, residual_out, normed, w.tensor, bias, out);
   }
   void linear_silu_mul(const Tensor& x, const Weight& w, Tensor& gate_up, Tensor& out) {
     if (w.format != WeightFormat::kDense) {
-      linear_quantized(x, w, Tensor(), gate_up);
-      silu_mul(gate_up, out);
+      linear_quantized_silu_mul(x, w, gate_up, out);
       return;
     }
     linear_silu_mul(x, w.tensor, gate_up, out);
@@ -587,8 +587,7 @@ class Backend {
                                    const Weight& w, Tensor& gate_up, Tensor& out) {
     if (w.format != WeightFormat::kDense) {
       add_rmsnorm_quantized(residual, x, norm_w, eps, kind, residual_out, normed, w, Tensor(),
-                            gate_up);
-      silu_mul(gate_up, out);
+                            gate_up, &out);
       return;
     }
     add_rmsnorm_linear_silu_mul(residual, x, norm_w, eps, kind, residual_out, normed, w.tensor,
@@ -631,12 +630,17 @@ class Backend {
   // (refuse_weight("linear", w)); a backend with kernels for a format overrides this.
   virtual void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out);
   // add_rmsnorm_linear's sequence with a quantized w: residual_out = residual + x, normed =
-  // rmsnorm(residual_out), out = linear_quantized(normed, w, bias). The default copies residual to
-  // residual_out (when they differ) and runs add_rmsnorm(); CUDA reads one and writes the other in
-  // its norm kernel (no copy).
+  // rmsnorm(residual_out), out = linear_quantized(normed, w, bias), then, when act is given,
+  // *act = silu_mul(out) (add_rmsnorm_linear_silu_mul's sequence: out is gate_up). The default
+  // copies residual to residual_out (when they differ) and runs add_rmsnorm(); CUDA reads one and
+  // writes the other in its norm kernel (no copy) and fuses the SiLU into its GEMV.
   virtual void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
                                      float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
-                                     const Weight& w, const Tensor& bias, Tensor& out);
+                                     const Weight& w, const Tensor& bias, Tensor& out, Tensor* act);
+  // linear_silu_mul's sequence with a quantized w: gate_up = linear_quantized(x, w), out =
+  // silu_mul(gate_up). CUDA fuses the product into its GEMV at few tokens.
+  virtual void linear_quantized_silu_mul(const Tensor& x, const Weight& w, Tensor& gate_up,
+                                         Tensor& out);
   // kv_write / paged_attention on a quantized KV cache (cache.dtype F8E4M3 or U4X2 with scales,
   // layouts in backend/kv_cache_view.h): kv_write quantizes each (token, kv head) row exactly as
   // backend/kv_quant.h does and writes its scales; paged_attention reads the stored values times

@@ -62,12 +62,19 @@ void Backend::add_rmsnorm_linear(const Tensor& residual, const Tensor& x, const 
 
 void Backend::add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
                                     float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
-                                    const Weight& w, const Tensor& bias, Tensor& out) {
+                                    const Weight& w, const Tensor& bias, Tensor& out, Tensor* act) {
   SYV_CHECK(residual.dtype == residual_out.dtype && residual.numel() == residual_out.numel())
       << "add_rmsnorm_linear: residual_out must match residual";
   if (residual_out.data != residual.data) copy(residual_out.data, residual.data, residual.bytes());
   add_rmsnorm(residual_out, x, norm_w, eps, kind, normed);
   linear_quantized(normed, w, bias, out);
+  if (act != nullptr) silu_mul(out, *act);
+}
+
+void Backend::linear_quantized_silu_mul(const Tensor& x, const Weight& w, Tensor& gate_up,
+                                        Tensor& out) {
+  linear_quantized(x, w, Tensor(), gate_up);
+  silu_mul(gate_up, out);
 }
 
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out) {

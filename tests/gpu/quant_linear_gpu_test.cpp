@@ -313,6 +313,56 @@ TEST_F(QuantLinearGpu, FusedNormOpsOnQuantizedWeightsMatchCpu) {
   }
 }
 
+// The tensor-core GEMV's SiLU epilogue (K 512, int4 groups of 128 with zero points, fp8 128x128;
+// I = 200 leaves a partial block) at 1, 3 and 12 tokens, through linear_silu_mul and behind the
+// norm (add_rmsnorm_linear_silu_mul): against the CPU, and bit for bit against the same GPU with
+// the fusion off (the same sums, then silu_mul's own kernel).
+TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
+  const int64_t H = 512, I = 200;
+  for (const bool fp8 : {false, true}) {
+    const HostQuant gate_up =
+        fp8 ? random_fp8(2 * I, H, 128, 128, rng_) : random_int4(2 * I, H, 128, true, false, rng_);
+    OnBackend gu_c = put(*cpu_, gate_up), gu_g = put(*gpu_, gate_up);
+    Pair nw = make(random_vec(static_cast<size_t>(H), rng_), {H});
+    for (int64_t T : {1, 3, 12}) {
+      const std::string at = std::string(fp8 ? "fp8" : "int4") + ", T " + std::to_string(T);
+      Pair res = make(random_vec(static_cast<size_t>(T * H), rng_), {T, H});
+      Pair add = make(random_vec(static_cast<size_t>(T * H), rng_, 2.f), {T, H});
+      // Index 0: the CPU and the fused GPU run (Pair::c, Pair::g); 1: the unfused GPU run (g).
+      Pair ro[2] = {make_out({T, H}), make_out({T, H})};
+      Pair normed[2] = {make_out({T, H}), make_out({T, H})};
+      Pair gu[2] = {make_out({T, 2 * I}), make_out({T, 2 * I})};
+      Pair act[2] = {make_out({T, I}), make_out({T, I})};
+      auto expect_same_on_gpu = [&](const std::string& what) {
+        EXPECT_EQ(down_gpu(gu[0].g), down_gpu(gu[1].g)) << what << " gate_up, " << at;
+        EXPECT_EQ(down_gpu(act[0].g), down_gpu(act[1].g)) << what << " out, " << at;
+      };
+      cpu_->add_rmsnorm_linear_silu_mul(res.c, add.c, nw.c, 1e-6f, NormKind::kOnePlus, ro[0].c,
+                                        normed[0].c, gu_c.w, gu[0].c, act[0].c);
+      for (int u = 0; u < 2; ++u) {
+        gpu_->set_quant_fuse(u == 0);
+        gpu_->add_rmsnorm_linear_silu_mul(res.g, add.g, nw.g, 1e-6f, NormKind::kOnePlus, ro[u].g,
+                                          normed[u].g, gu_g.w, gu[u].g, act[u].g);
+      }
+      expect_close(ro[0], 8e-3, "add_rmsnorm_linear_silu_mul residual, " + at);
+      expect_close(normed[0], 1.2e-2, "add_rmsnorm_linear_silu_mul normed, " + at);
+      expect_close(gu[0], 1.2e-2, "add_rmsnorm_linear_silu_mul gate_up, " + at);
+      expect_close(act[0], 1.2e-2, "add_rmsnorm_linear_silu_mul out, " + at);
+      expect_same_on_gpu("add_rmsnorm_linear_silu_mul");
+
+      cpu_->linear_silu_mul(normed[0].c, gu_c.w, gu[0].c, act[0].c);
+      for (int u = 0; u < 2; ++u) {
+        gpu_->set_quant_fuse(u == 0);
+        gpu_->linear_silu_mul(normed[0].g, gu_g.w, gu[u].g, act[u].g);
+      }
+      gpu_->set_quant_fuse(true);
+      expect_close(gu[0], 1.2e-2, "linear_silu_mul gate_up, " + at);
+      expect_close(act[0], 1.2e-2, "linear_silu_mul out, " + at);
+      expect_same_on_gpu("linear_silu_mul");
+    }
+  }
+}
+
 // With the GEMV off every token count goes through dequantize + dense GEMM.
 TEST_F(QuantLinearGpu, DequantizePathAtFewTokensMatchesCpu) {
   gpu_->set_quant_gemv_max_tokens(0);

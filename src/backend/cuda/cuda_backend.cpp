@@ -131,6 +131,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_HOST_COPY")) {
       // PATH (both ways) or IN:OUT, each engines, kernel or calls; split = engines:kernel.
       std::string in = env == std::string("split") ? "engines:kernel" : env, out = in;
@@ -579,15 +580,55 @@ class CudaBackendImpl final : public CudaBackend {
   // weight into the bf16 scratch and running linear() on it: cuBLASLt, or the batch-invariant GEMM.
   bool supports_quantized_weights() const override { return true; }
   // The norm kernel reads `residual` and writes `residual_out` (the default sequence copies first),
-  // then the quantized linear: what norm_linear() does for a dense weight beyond the GEMV sizes.
+  // then the quantized linear (with the SiLU in its epilogue when `act` is given): what
+  // norm_linear() does for a dense weight beyond the GEMV sizes. The norm is not fused into the
+  // GEMV as it is for a dense weight: every block of the one-tile-per-block tensor-core GEMV
+  // recomputing it made a gptq decode step 0.9 ms slower (docs/cuda-backend-notes.md "Run 16").
   void add_rmsnorm_quantized(const Tensor& residual, const Tensor& x, const Tensor& norm_w,
                              float eps, NormKind kind, Tensor& residual_out, Tensor& normed,
-                             const Weight& w, const Tensor& bias, Tensor& out) override {
+                             const Weight& w, const Tensor& bias, Tensor& out,
+                             Tensor* act) override {
     check_add_norm(residual, x, norm_w, residual_out, normed);
     cuda::launch_add_rmsnorm(x.data, x.dtype, residual.data, residual_out.data, residual.dtype,
                              norm_w.data, norm_w.dtype, eps, kind == NormKind::kOnePlus,
                              normed.data, normed.dtype, rows_of(x), last_dim(x), stream_);
-    linear_quantized(normed, w, bias, out);
+    if (act != nullptr) {
+      SYV_CHECK(bias.empty()) << "add_rmsnorm_linear_silu_mul: no bias";
+      linear_quantized_silu_mul(normed, w, out, *act);
+    } else {
+      linear_quantized(normed, w, bias, out);
+    }
+  }
+  // The SiLU·mul in the tensor-core GEMV's epilogue where linear_quantized() would take that
+  // GEMV (gate_up still written); else the two ops.
+  void linear_quantized_silu_mul(const Tensor& x, const Weight& w, Tensor& gate_up,
+                                 Tensor& out) override {
+    const int64_t T = rows_of(x);
+    if (quant_fuse_ && quant_gemv_mma_ && !batch_invariant_ && T <= quant_gemv_max_tokens_ &&
+        last_dim(x) == w.k && gate_up.numel() == T * w.n && out.numel() * 2 == T * w.n &&
+        all_bf16({&x, &gate_up, &out})) {
+      check_quantized_layout(w);
+      if (cuda::launch_quant_gemv_mma_silu(quant_weight(w), x.data, gate_up.data, out.data, T,
+                                           stream_))
+        return;
+    }
+    Backend::linear_quantized_silu_mul(x, w, gate_up, out);
+  }
+  static cuda::QuantWeight quant_weight(const Weight& w) {
+    cuda::QuantWeight q;
+    q.kind = w.format == WeightFormat::kFp8Block ? cuda::QuantKind::kFp8Block
+                                                 : cuda::QuantKind::kInt4Group;
+    q.data = w.tensor.data;
+    q.scales = w.scales.as<float>();
+    q.zeros = w.zeros.empty() ? nullptr : static_cast<const uint8_t*>(w.zeros.data);
+    q.g_idx = w.g_idx.empty() ? nullptr : w.g_idx.as<int32_t>();
+    q.n = w.n;
+    q.k = w.k;
+    q.scale_cols = w.scales.dim(1);
+    q.block_n = w.block_n;
+    q.block_k = w.block_k;
+    q.group_size = w.group_size;
+    return q;
   }
   // The dequantization scratch is sized at load for the largest quantized weight, so the memory
   // plan (made after the load) counts it and no step grows it.
@@ -601,19 +642,7 @@ class CudaBackendImpl final : public CudaBackend {
                                 << "] vs x [.., " << last_dim(x) << "]";
     SYV_CHECK_EQ(out.numel(), T * N) << "linear: out must be [T, N]";
     if (T == 0 || N == 0) return;
-    cuda::QuantWeight q;
-    q.kind = w.format == WeightFormat::kFp8Block ? cuda::QuantKind::kFp8Block
-                                                 : cuda::QuantKind::kInt4Group;
-    q.data = w.tensor.data;
-    q.scales = w.scales.as<float>();
-    q.zeros = w.zeros.empty() ? nullptr : static_cast<const uint8_t*>(w.zeros.data);
-    q.g_idx = w.g_idx.empty() ? nullptr : w.g_idx.as<int32_t>();
-    q.n = N;
-    q.k = K;
-    q.scale_cols = w.scales.dim(1);
-    q.block_n = w.block_n;
-    q.block_k = w.block_k;
-    q.group_size = w.group_size;
+    const cuda::QuantWeight q = quant_weight(w);
     bool done = false;
     if (!batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16) {
       if (quant_gemv_mma_)
@@ -1428,6 +1457,7 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CHECK(tokens >= 0) << "quant gemv max tokens " << tokens;
     quant_gemv_max_tokens_ = tokens;
   }
+  void set_quant_fuse(bool on) override { quant_fuse_ = on; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
@@ -1850,7 +1880,9 @@ class CudaBackendImpl final : public CudaBackend {
   unsigned* moe_ticket_ = nullptr;                   // moe_block(): 0 between launches
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
   bool quant_gemv_mma_ = true;  // the tensor-core GEMVs first (SYV_QUANT_GEMV_MMA=0: SIMT only)
-  bool fp8_gemm_ = false;       // the device runs LtGemm::run_fp8 (compute capability 9.x)
+  // The SiLU·mul in the tensor-core GEMV's epilogue (SYV_QUANT_FUSE=0: its own kernel).
+  bool quant_fuse_ = true;
+  bool fp8_gemm_ = false;  // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)
   QuantizedActivations quantized_activations_ = QuantizedActivations::kAuto;
   void* sample_dev_ = nullptr;  // sample(): rows, penalties, ids

@@ -86,6 +86,10 @@ class CudaBackend : public Backend {
   // SYV_QUANT_GEMV_MAX_TOKENS sets the initial one (A/B timing).
   virtual void set_quant_gemv_max_tokens(int tokens) = 0;
   static constexpr int kQuantGemvMaxTokens = 16;
+  // Whether the tensor-core quantized GEMV of a gate_up projection runs the SiLU·mul in its
+  // epilogue (up to kQuantGemvMaxTokens tokens) instead of silu_mul's own kernel. On by default;
+  // SYV_QUANT_FUSE=0 starts with it off (A/B timing, tests).
+  virtual void set_quant_fuse(bool on) = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens
   // take the chunked kernel, shorter ones the token-by-token one (0: always token by token).
   // Default kGdnChunkedFrom; batch-invariant mode always runs token by token (bit-identical

@@ -168,6 +168,11 @@ bool launch_quant_gemv(const QuantWeight& w, const void* x, void* out, DType out
 // aligned. Returns false (launching nothing) otherwise.
 bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType out_t,
                            int64_t tokens, cudaStream_t s);
+// launch_quant_gemv_mma with the SiLU·mul in its epilogue: w holds 2n' rows (gate rows, then up
+// rows); gate_up bf16 [tokens, 2n'] receives the products, out bf16 [tokens, n'] silu(gate) * up
+// as launch_silu_mul computes it. False (launching nothing) where launch_quant_gemv_mma would be.
+bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_up, void* out,
+                                int64_t tokens, cudaStream_t s);
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
 void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s);
 

@@ -100,10 +100,10 @@ __device__ __forceinline__ uint32_t fp8_pair(uint32_t w) {
 // instead of two PRMTs and the warp keeps no activation registers (dynamic shared memory
 // nt x (K / 2 + 8) words); with two chunks in flight per warp it fits 3 blocks per SM.
 // cdiv: (fp8 block_k or int4 group_size) / 128.
-template <int FMT, typename TO, int NT, bool XS>
+template <int FMT, typename TO, int NT, bool XS, bool SILU>
 __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS ? 3 : 2))
     quant_gemv_mma_kernel(const QuantWeight w, const ChunkDiv cdiv, const bf16* __restrict__ x,
-                          TO* __restrict__ out, int nt) {
+                          TO* __restrict__ out, int nt, void* __restrict__ gate_up) {
   static_assert(!XS || NT == 1, "XS stages one token tile");
   constexpr int V = FMT == 0 ? 2 : 1;        // 16-byte vectors per lane, row and chunk
   constexpr int D = FMT == 0 || XS ? 2 : 4;  // chunks in flight per warp (even: x double-buffered)
@@ -114,8 +114,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS ? 3 : 2))
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t N = w.n, K = w.k;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaRows;
-  const int64_t rows[2] = {min(n0 + g, N - 1), min(n0 + g + 8, N - 1)};  // clamped: never stored
+  // SILU: the block owns outputs [n0, n0 + 8) of the I = N / 2; its rows g are gate rows n0 + g,
+  // its rows g + 8 the up rows I + n0 + g, so one lane's acc holds a gate and its up.
+  const int64_t I = N / 2;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (SILU ? kMmaRows / 2 : kMmaRows);
+  auto tile_row = [&](int i) -> int64_t {  // the block's weight row i < 16, clamped: never stored
+    if constexpr (SILU) return (i < 8 ? 0 : I) + min(n0 + (i & 7), I - 1);
+    return min(n0 + i, N - 1);
+  };
+  const int64_t rows[2] = {tile_row(g), tile_row(g + 8)};
   const int64_t row_bytes = FMT == 0 ? K : K / 2;
   const uint8_t* wrow[2];
   const float* srow[2];    // the rows' scales
@@ -277,53 +284,82 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS ? 3 : 2))
 #pragma unroll
     for (int e = 0; e < 4; ++e) partial[warp][lane][q * 4 + e] = acc[q][e];
   __syncthreads();
-  for (int o = threadIdx.x; o < 32 * NT * 4; o += kMmaWarps * 32) {
-    const int l = o / (NT * 4), rest = o % (NT * 4), q = rest / 4, e = rest % 4;
-    float v = 0.f;
+  if constexpr (SILU) {
+    // linear() then silu_mul(): gate and up rounded to bf16 (and stored to gate_up), the
+    // activation rounded to bf16 before the product.
+    for (int o = threadIdx.x; o < 32 * NT * 2; o += kMmaWarps * 32) {
+      const int l = o / (NT * 2), q = (o % (NT * 2)) / 2, e = o % 2;
+      float gv = 0.f, uv = 0.f;
 #pragma unroll
-    for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][l][rest];
-    const int64_t r = n0 + (l >> 2) + (e >= 2 ? 8 : 0);
-    const int tok = 8 * q + 2 * (l & 3) + (e & 1);
-    if (tok < nt && r < N) out[static_cast<int64_t>(tok) * N + r] = from_f32<TO>(v);
+      for (int wi = 0; wi < kMmaWarps; ++wi) {
+        gv += partial[wi][l][q * 4 + e];
+        uv += partial[wi][l][q * 4 + e + 2];
+      }
+      const int64_t col = n0 + (l >> 2);
+      const int tok = 8 * q + 2 * (l & 3) + e;
+      if (tok < nt && col < I) {
+        const bf16 gb = __float2bfloat16_rn(gv), ub = __float2bfloat16_rn(uv);
+        bf16* gu = static_cast<bf16*>(gate_up) + static_cast<int64_t>(tok) * N;
+        gu[col] = gb;
+        gu[I + col] = ub;
+        const float gf = __bfloat162float(gb);
+        const float act = __bfloat162float(__float2bfloat16_rn(gf / (1.f + __expf(-gf))));
+        out[static_cast<int64_t>(tok) * I + col] = from_f32<TO>(act * __bfloat162float(ub));
+      }
+    }
+  } else {
+    for (int o = threadIdx.x; o < 32 * NT * 4; o += kMmaWarps * 32) {
+      const int l = o / (NT * 4), rest = o % (NT * 4), q = rest / 4, e = rest % 4;
+      float v = 0.f;
+#pragma unroll
+      for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][l][rest];
+      const int64_t r = n0 + (l >> 2) + (e >= 2 ? 8 : 0);
+      const int tok = 8 * q + 2 * (l & 3) + (e & 1);
+      if (tok < nt && r < N) out[static_cast<int64_t>(tok) * N + r] = from_f32<TO>(v);
+    }
   }
 }
 
-template <int FMT, typename TO, int NT, bool XS = false>
-void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, cudaStream_t s) {
+template <int FMT, typename TO, int NT, bool XS, bool SILU>
+void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gate_up,
+                 cudaStream_t s) {
+  auto* kernel = quant_gemv_mma_kernel<FMT, TO, NT, XS, SILU>;
   size_t smem = 0;
   if constexpr (XS) {
-    static const bool attr = [] {
-      SYV_CUDA_CHECK(cudaFuncSetAttribute(quant_gemv_mma_kernel<FMT, TO, NT, XS>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          kXsMaxBytes));
+    static const bool attr = [kernel] {
+      SYV_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kXsMaxBytes));
       return true;
     }();
     (void)attr;
     smem = static_cast<size_t>(nt) * (w.k / 2 + 8) * 4;
   }
-  launch_k(quant_gemv_mma_kernel<FMT, TO, NT, XS>, ceil_div(w.n, kMmaRows), kMmaWarps * 32, smem, s,
-           w, ChunkDiv(static_cast<uint32_t>((FMT == 0 ? w.block_k : w.group_size) / kChunk)), x,
-           out, nt);
+  const unsigned grid = SILU ? ceil_div(w.n / 2, kMmaRows / 2) : ceil_div(w.n, kMmaRows);
+  launch_k(kernel, grid, kMmaWarps * 32, smem, s, w,
+           ChunkDiv(static_cast<uint32_t>((FMT == 0 ? w.block_k : w.group_size) / kChunk)), x, out,
+           nt, gate_up);
 }
 
 // Launches of up to 16 tokens: one token tile up to 8, two above (one pass over the weight for
 // 16 tokens: 5.63 ms a step against 6.33 for two launches on the Qwen3-8B shape, gptq). A single
 // token takes the staged-activation kernel at 3 blocks per SM (fp8 3.12 ms a step against 3.51,
 // int4 2.73 against 2.82, each against the unstaged kernel in the same run); at 2-8 tokens it was
-// slower (docs/cuda-backend-notes.md "Run 15").
-template <int FMT, typename TO>
-void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tokens,
+// slower (docs/cuda-backend-notes.md "Run 15"). SILU: gate_up [tokens, w.n], out [tokens, w.n / 2].
+template <int FMT, typename TO, bool SILU>
+void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tokens, bf16* gate_up,
                        cudaStream_t s) {
   if (tokens == 1 && (w.k / 2 + 8) * 4 <= kXsMaxBytes) {
-    launch_tile<FMT, TO, 1, true>(w, x, out, 1, s);
+    launch_tile<FMT, TO, 1, true, SILU>(w, x, out, 1, gate_up, s);
     return;
   }
+  const int64_t out_cols = SILU ? w.n / 2 : w.n;
   for (int64_t t0 = 0; t0 < tokens; t0 += kMmaMaxTokens) {
     const int nt = static_cast<int>(std::min<int64_t>(tokens - t0, kMmaMaxTokens));
+    bf16* gu = SILU ? gate_up + t0 * w.n : nullptr;
     if (nt > 8) {
-      launch_tile<FMT, TO, 2>(w, x + t0 * w.k, out + t0 * w.n, nt, s);
+      launch_tile<FMT, TO, 2, false, SILU>(w, x + t0 * w.k, out + t0 * out_cols, nt, gu, s);
     } else {
-      launch_tile<FMT, TO, 1>(w, x + t0 * w.k, out + t0 * w.n, nt, s);
+      launch_tile<FMT, TO, 1, false, SILU>(w, x + t0 * w.k, out + t0 * out_cols, nt, gu, s);
     }
   }
 }
@@ -345,11 +381,26 @@ bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType
   const bool fp8 = w.kind == QuantKind::kFp8Block;
   if (out_t == DType::BF16) {
     auto* o = static_cast<bf16*>(out);
-    fp8 ? launch_mma_tokens<0>(w, xb, o, tokens, s) : launch_mma_tokens<1>(w, xb, o, tokens, s);
+    fp8 ? launch_mma_tokens<0, bf16, false>(w, xb, o, tokens, nullptr, s)
+        : launch_mma_tokens<1, bf16, false>(w, xb, o, tokens, nullptr, s);
   } else {
     auto* o = static_cast<float*>(out);
-    fp8 ? launch_mma_tokens<0>(w, xb, o, tokens, s) : launch_mma_tokens<1>(w, xb, o, tokens, s);
+    fp8 ? launch_mma_tokens<0, float, false>(w, xb, o, tokens, nullptr, s)
+        : launch_mma_tokens<1, float, false>(w, xb, o, tokens, nullptr, s);
   }
+  return true;
+}
+
+bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_up, void* out,
+                                int64_t tokens, cudaStream_t s) {
+  if (!quant_gemv_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0 || w.n % 2 != 0)
+    return false;
+  if (tokens == 0 || w.n == 0) return true;
+  const auto* xb = static_cast<const bf16*>(x);
+  auto* o = static_cast<bf16*>(out);
+  auto* gu = static_cast<bf16*>(gate_up);
+  w.kind == QuantKind::kFp8Block ? launch_mma_tokens<0, bf16, true>(w, xb, o, tokens, gu, s)
+                                 : launch_mma_tokens<1, bf16, true>(w, xb, o, tokens, gu, s);
   return true;
 }
 
