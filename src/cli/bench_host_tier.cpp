@@ -255,6 +255,7 @@ int run(const Options& o) {
     j["loading_step_times_s"] = ld->loading_step_times_s;
     j["loading_step_stored"] = ld->loading_step_stored;
     j["loading_step_written_ahead"] = ld->loading_step_written_ahead;
+    j["loading_step_ahead_waits"] = ld->loading_step_ahead_waits;
     j["loading_step_pieces"] = ld->loading_step_pieces;
     j["loading_run_pieces_pinned"] = ld->pieces_pinned;
     j["loading_run_pin_s"] = ld->pin_s;

@@ -126,6 +126,7 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
   for (int32_t waited = 0;; ++waited) {
     const uint64_t stored = stores(d.core().stats());
     const uint64_t ahead = d.core().stats().host_pages_written_ahead;
+    const uint64_t ahead_waits = d.core().stats().host_write_ahead_waits;
     const uint64_t pinned = pieces();
     const double s = d.step();
     const Sequence* seq = d.running(resend);
@@ -145,6 +146,7 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
     r.loading_step_times_s.push_back(s);
     r.loading_step_stored.push_back(stores(d.core().stats()) != stored);
     r.loading_step_written_ahead.push_back(d.core().stats().host_pages_written_ahead - ahead);
+    r.loading_step_ahead_waits.push_back(d.core().stats().host_write_ahead_waits - ahead_waits);
     r.loading_step_pieces.push_back(pieces() - pinned);
     if (stores(d.core().stats()) != stored) {
       ++r.loading_steps_with_stores;

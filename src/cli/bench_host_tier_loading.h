@@ -44,8 +44,10 @@ struct LoadingDecode {
   std::vector<double> loading_step_times_s;
   std::vector<bool> loading_step_stored;
   std::vector<uint64_t> loading_step_written_ahead;  // pages the write-ahead copied after it
-  std::vector<uint64_t> loading_step_pieces;         // host tier pieces pinned after it
-  std::vector<double> before_step_times_s;           // the steps before the resend, likewise
+  // Evictions in it (and the write-ahead after it) that followed a write-ahead batch in flight.
+  std::vector<uint64_t> loading_step_ahead_waits;
+  std::vector<uint64_t> loading_step_pieces;  // host tier pieces pinned after it
+  std::vector<double> before_step_times_s;    // the steps before the resend, likewise
   std::vector<uint64_t> before_step_pieces;
   double ratio() const { return loading_step_s > 0 ? before_step_s / loading_step_s : 0; }
   double ratio_no_stores() const {

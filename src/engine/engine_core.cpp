@@ -1036,6 +1036,7 @@ void EngineCore::update_gauges() {
     stats_.host_checkpoint_hits = c.checkpoint_hits;
     stats_.host_pages_stored = c.pages_stored;
     stats_.host_pages_written_ahead = c.pages_written_ahead;
+    stats_.host_write_ahead_waits = c.write_ahead_waits;
     stats_.host_checkpoints_stored = c.checkpoints_stored;
     stats_.host_bytes_to_host = c.bytes_to_host;
     stats_.host_bytes_from_host = c.bytes_from_host;

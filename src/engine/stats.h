@@ -85,9 +85,10 @@ struct EngineStats {
   uint64_t host_checkpoint_hits = 0;      // counter: checkpoints copied back into a state slot
   uint64_t host_pages_stored = 0;         // counter: evicted pages written to the host
   uint64_t host_pages_written_ahead = 0;  // counter: pages written to the host before eviction
-  uint64_t host_checkpoints_stored = 0;   // counter: evicted checkpoints written to the host
-  uint64_t host_bytes_to_host = 0;        // counter: bytes copied device -> host
-  uint64_t host_bytes_from_host = 0;      // counter: bytes copied host -> device
+  uint64_t host_write_ahead_waits = 0;   // counter: evictions that followed a write-ahead in flight
+  uint64_t host_checkpoints_stored = 0;  // counter: evicted checkpoints written to the host
+  uint64_t host_bytes_to_host = 0;       // counter: bytes copied device -> host
+  uint64_t host_bytes_from_host = 0;     // counter: bytes copied host -> device
   double host_copy_seconds = 0;     // counter: host time issuing those copies (CPU: the copies)
   int64_t host_pinned_bytes = 0;    // gauge: host tier memory pinned so far
   uint64_t host_pieces_pinned = 0;  // counter: pieces pinned (between steps)

@@ -204,6 +204,7 @@ void HostTier::order_after_write_ahead(int32_t entry, bool load) {
 }
 
 void HostTier::order_reuse_after(const CopyEvent& ahead) {
+  ++counters_.write_ahead_waits;
   if (admitting_) {
     admission_after_ahead_ = true;  // last_ahead_ is at or after `ahead`: an in-order stream
   } else {
@@ -231,11 +232,22 @@ int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
     ahead_entries_.push_back(entry);
   }
   if (ahead_listed_.empty()) return 0;
+  // In the order given (the next evictions first), in batches of kFirstAheadBatch pages, then
+  // twice as many each: a page's reuse follows its own batch (page_write_), so the step that
+  // evicts the first pages waits for a few pages' copy, not for all of a long write-ahead.
   const int64_t start = now_ns();
-  last_ahead_ = store_.copy_pages_ahead(ahead_listed_);
+  const size_t total = ahead_listed_.size();
+  size_t batch = kFirstAheadBatch;
+  for (size_t begin = 0; begin < total; begin += batch, batch *= 2) {
+    const size_t end = std::min(total, begin + batch);
+    ahead_batch_.assign(ahead_listed_.begin() + static_cast<std::ptrdiff_t>(begin),
+                        ahead_listed_.begin() + static_cast<std::ptrdiff_t>(end));
+    last_ahead_ = store_.copy_pages_ahead(ahead_batch_);
+    for (size_t i = begin; i < end; ++i)
+      page_write_[static_cast<size_t>(ahead_entries_[i])] = last_ahead_;
+  }
   count_copy_time(start);
-  for (int32_t e : ahead_entries_) page_write_[static_cast<size_t>(e)] = last_ahead_;
-  const int32_t n = static_cast<int32_t>(ahead_listed_.size());
+  const int32_t n = static_cast<int32_t>(total);
   counters_.pages_written_ahead += static_cast<uint64_t>(n);
   counters_.bytes_to_host += static_cast<uint64_t>(n * store_.external_page_bytes());
   return n;

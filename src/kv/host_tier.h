@@ -162,6 +162,9 @@ struct HostTierCounters {
   uint64_t pages_written_ahead = 0;  // device pages copied to the host before their eviction
   uint64_t checkpoints_stored = 0;   // device checkpoints copied to the host at eviction
   uint64_t stores_present = 0;       // evictions the host already held (nothing copied)
+  // Evictions whose device page's reuse had to follow a write-ahead batch still in flight (the
+  // compute stream, or an admission's loads, ordered after it).
+  uint64_t write_ahead_waits = 0;
   // Evictions not stored: every entry pinned or busy (read by a load in flight), or a colliding
   // key.
   uint64_t stores_dropped = 0;
@@ -233,12 +236,16 @@ class HostTier {
     const int32_t* tokens = nullptr;  // key_tokens tokens
   };
   // Between steps (no admission open): copies each page whose key the tier does not hold into a
-  // host entry, all as one batch on the write-ahead stream (CopyDir::kAhead) that nothing is
-  // ordered after ("Copies" 7). It takes no entry in `keep` (the entries of other pages about to be
-  // evicted: a tier smaller than the window would otherwise trade them back and forth step after
-  // step). Stops at the first page without an entry to take, or without a pinned entry free while
-  // the tier still grows. Returns the pages copied.
+  // host entry, on the write-ahead stream (CopyDir::kAhead) that nothing is ordered after
+  // ("Copies" 7), in `pages`' order (the next evictions first) and in batches of
+  // kFirstAheadBatch pages, then twice as many each: the reuse of an evicted page follows its own
+  // batch, so a step that evicts a few pages waits for the first batch, not the whole write-ahead.
+  // It takes no entry in `keep` (the entries of other pages about to be evicted: a tier smaller
+  // than the window would otherwise trade them back and forth step after step). Stops at the first
+  // page without an entry to take, or without a pinned entry free while the tier still grows.
+  // Returns the pages copied.
   int32_t store_pages_ahead(const std::vector<AheadPage>& pages, const std::vector<int32_t>& keep);
+  static constexpr size_t kFirstAheadBatch = 8;
   void pin_page(int32_t entry) { pages_.pin(entry); }
   // Makes entry the most recently used page (its device page is about to be evicted: a
   // write-ahead found it stored).
@@ -371,7 +378,8 @@ class HostTier {
   // Per host page entry: the write-ahead that filled it, while it may be in flight (else empty).
   std::vector<CopyEvent> page_write_;
   CopyEvent last_ahead_;  // the latest write-ahead batch (the write-ahead stream is in order)
-  std::vector<CacheStore::PageCopy> ahead_listed_;  // store_pages_ahead()'s batch, reused
+  std::vector<CacheStore::PageCopy> ahead_listed_;  // store_pages_ahead()'s pages, reused
+  std::vector<CacheStore::PageCopy> ahead_batch_;   // and one batch of them, reused
   std::vector<int32_t> ahead_entries_;
 };
 

@@ -4,8 +4,9 @@
 // same admission must never take the host entry of one listed earlier; a hit's pages come back as
 // one batch (load_pages) holding the bytes that were written back. On deferred copy streams
 // (deferred_copy_backend.h): a write-back never queues behind a write-ahead in flight (their own
-// streams, CopyDir::kOut and kAhead), and one into a host entry whose write-ahead is in flight
-// follows it (two writers of one entry on two streams).
+// streams, CopyDir::kOut and kAhead), one into a host entry whose write-ahead is in flight
+// follows it (two writers of one entry on two streams), and an eviction waits for the write-ahead
+// batch that copied its page, not for later ones.
 #include "kv/host_tier.h"
 
 #include <gtest/gtest.h>
@@ -29,16 +30,17 @@ struct Tier {
   std::unique_ptr<HostTier> host;
 };
 
-// A store of 8 pages (one float KV layer) and a host tier of `host_pages` entries, all pinned
-// (pieces of one entry, faulted in on this thread), on `backend` (default: the CPU's).
-Tier make_tier(int32_t host_pages, std::unique_ptr<Backend> backend = make_cpu_backend()) {
+// A store of `device_pages` pages (one float KV layer) and a host tier of `host_pages` entries, all
+// pinned (pieces of one entry, faulted in on this thread), on `backend` (default: the CPU's).
+Tier make_tier(int32_t host_pages, std::unique_ptr<Backend> backend = make_cpu_backend(),
+               int32_t device_pages = 8) {
   Tier t;
   t.cpu = std::move(backend);
   CacheSpec spec;
   spec.add_kv_layer({2, 8, DType::F32});
   CacheConfig c;
   c.page_size = kPageSize;
-  c.num_pages = 8;
+  c.num_pages = device_pages;
   auto store = CacheStore::create(spec, c, *t.cpu);
   SYV_CHECK(store.ok()) << store.message();
   t.store = std::move(*store);
@@ -129,11 +131,12 @@ TEST(HostTierAdmission, OutsideAnAdmissionAFullTierEvictsItsOldestEntry) {
 }
 
 // A tier on deferred copy streams (nothing lands before it is waited for or polled 100 times).
-Tier make_deferred_tier(int32_t host_pages, DeferredCopyBackend*& copies) {
+Tier make_deferred_tier(int32_t host_pages, DeferredCopyBackend*& copies,
+                        int32_t device_pages = 8) {
   auto backend = std::make_unique<DeferredCopyBackend>();
   backend->set_polls_to_land(100);
   copies = backend.get();
-  return make_tier(host_pages, std::move(backend));
+  return make_tier(host_pages, std::move(backend), device_pages);
 }
 
 HostTier::AheadPage ahead_page(int32_t device_page, const Key& k) {
@@ -190,6 +193,54 @@ TEST(HostTierStreams, AWriteBackIntoAnEntryWrittenAheadFollowsIt) {
   t.cpu->wait_copy(t.host->load_pages({eb, ec}, {5, 6}));
   EXPECT_EQ(read_page(t, 5), bytes_b);
   EXPECT_EQ(read_page(t, 6), bytes_c);
+  EXPECT_EQ(copies->num_hazards(), 0u);
+  EXPECT_EQ(t.host->check_integrity(), "");
+}
+
+// A write-ahead of 12 pages goes as two batches (the first kFirstAheadBatch pages, then the
+// rest): evicting the first page orders the compute stream after the first batch only, the
+// second staying in flight; evicting a page of the second orders it after that one. (As one
+// batch, the first eviction after a long write-ahead waited for all of it: a 512-page write-ahead
+// before a decode step.) Every page comes back whole.
+TEST(HostTierStreams, AnEvictionWaitsForItsOwnWriteAheadBatchOnly) {
+  static_assert(HostTier::kFirstAheadBatch == 8);
+  DeferredCopyBackend* copies = nullptr;
+  Tier t = make_deferred_tier(16, copies, 16);
+  std::vector<Key> keys;
+  std::vector<std::vector<unsigned char>> bytes;
+  std::vector<HostTier::AheadPage> pages;
+  keys.reserve(12);
+  for (int32_t p = 0; p < 12; ++p) {
+    keys.push_back(key_of(100 + 10 * p));
+    bytes.push_back(fill_page(t, p, p + 1));
+    pages.push_back(ahead_page(p, keys.back()));
+  }
+  ASSERT_EQ(t.host->store_pages_ahead(pages, {}), 12);
+  EXPECT_EQ(copies->num_pending(CopyDir::kAhead), 2);
+  auto evict = [&](int32_t p) {
+    const Key& k = keys[static_cast<size_t>(p)];
+    t.host->store_page(p, PrefixIndex::root_key(), k.key, k.tokens.data());
+  };
+  evict(0);
+  EXPECT_EQ(copies->num_pending(CopyDir::kAhead), 1)
+      << "the first page's eviction waited for the second batch too";
+  EXPECT_EQ(t.host->counters().stores_present, 1u);
+  evict(11);
+  EXPECT_EQ(copies->num_pending(CopyDir::kAhead), 0);
+  std::vector<int32_t> entries, dst;
+  for (int32_t p = 0; p < 12; ++p) {
+    const Key& k = keys[static_cast<size_t>(p)];
+    entries.push_back(t.host->find_page(PrefixIndex::root_key(), k.key, k.tokens.data()));
+    ASSERT_GE(entries.back(), 0) << "page " << p;
+  }
+  for (int32_t round = 0; round < 3; ++round) {  // 4 pages a load into pages 12-15
+    dst = {12, 13, 14, 15};
+    std::vector<int32_t> some(entries.begin() + 4 * round, entries.begin() + 4 * round + 4);
+    t.cpu->wait_copy(t.host->load_pages(some, dst));
+    for (int32_t i = 0; i < 4; ++i)
+      EXPECT_EQ(read_page(t, 12 + i), bytes[static_cast<size_t>(4 * round + i)])
+          << "page " << 4 * round + i;
+  }
   EXPECT_EQ(copies->num_hazards(), 0u);
   EXPECT_EQ(t.host->check_integrity(), "");
 }

@@ -4,7 +4,7 @@
 # prefix evicted to the host tier and resent, 8 decoders) once per variant, printing the serve
 # ratio, the loading figure and every step's time (before the hit; while it loads, * = wrote an
 # eviction back, +N = the write-ahead copied N pages after it, pN = N pieces of host memory
-# pinned after it). A variant is an SYV_HOST_COPY value ("default": unset) with an optional "/off"
+# pinned after it, wN = N evictions that waited for a write-ahead batch still in flight). A variant is an SYV_HOST_COPY value ("default": unset) with an optional "/off"
 # for --host-write-ahead off and an optional "@reserve" for --host-pin-idle reserve, e.g. default
 # default/off default@reserve engines:kernel calls:engines (docs/cuda-backend.md "Host tier
 # copies", docs/hybrid-cache.md "Host tier"). Carry .devcarry-deps (tools/device/pack_deps.sh) and
@@ -40,7 +40,8 @@ print(sys.argv[1] + ": " + ", ".join(f"{k}={j.get(k)}" for k in keys))
 print("  before ms: " + " ".join(f"{x * 1e3:.1f}" + (f"p{p}" if p else "")
                                  for x, p in zip(j["before_step_times_s"], j["before_step_pieces"])))
 steps = zip(j["loading_step_times_s"], j["loading_step_stored"], j["loading_step_written_ahead"],
-            j["loading_step_pieces"])
+            j["loading_step_pieces"], j["loading_step_ahead_waits"])
 print("  loading ms: " + " ".join(f"{t * 1e3:.1f}" + ("*" if s else "") + (f"+{a}" if a else "")
-                                  + (f"p{p}" if p else "") for t, s, a, p in steps))' "$variant"
+                                  + (f"p{p}" if p else "") + (f"w{w}" if w else "")
+                                  for t, s, a, p, w in steps))' "$variant"
 done
