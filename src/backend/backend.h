@@ -536,8 +536,10 @@ class Backend {
   // What models call. Each overload dispatches on the weight's format / the cache's dtype with
   // one branch and no other work: a dense weight (a float KV cache) runs the Tensor op above
   // unchanged; a quantized weight runs the op's sequence of plain ops (fused_ops_default.cpp)
-  // with its projection through linear_quantized(), the only quantized hook: the CPU backend
-  // computes it (the reference), CUDA too; a backend without it refuses by name: "backend X linear:
+  // with its projection through linear_quantized(), the one hook a backend must have for a format
+  // (add_rmsnorm_quantized and linear_quantized_silu_mul default to the plain sequence around
+  // it; CUDA overrides them to fuse): the CPU backend computes it (the reference), CUDA too; a
+  // backend without it refuses by name: "backend X linear:
   // fp8 block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet" (a CHECK failure). The
   // MoE experts are refused when quantized (the loader keeps them dense).
   void linear(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) {
