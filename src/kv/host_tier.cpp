@@ -232,12 +232,12 @@ int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
     ahead_entries_.push_back(entry);
   }
   if (ahead_listed_.empty()) return 0;
-  // In the order given (the next evictions first), in batches of kFirstAheadBatch pages, then
+  // In the order given (the next evictions first), in batches of first_ahead_batch_ pages, then
   // twice as many each: a page's reuse follows its own batch (page_write_), so the step that
   // evicts the first pages waits for a few pages' copy, not for all of a long write-ahead.
   const int64_t start = now_ns();
   const size_t total = ahead_listed_.size();
-  size_t batch = kFirstAheadBatch;
+  size_t batch = first_ahead_batch_;
   for (size_t begin = 0; begin < total; begin += batch, batch *= 2) {
     const size_t end = std::min(total, begin + batch);
     ahead_batch_.assign(ahead_listed_.begin() + static_cast<std::ptrdiff_t>(begin),
@@ -251,6 +251,11 @@ int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
   counters_.pages_written_ahead += static_cast<uint64_t>(n);
   counters_.bytes_to_host += static_cast<uint64_t>(n * store_.external_page_bytes());
   return n;
+}
+
+void HostTier::set_first_ahead_batch(size_t pages) {
+  SYV_CHECK(pages >= 1) << "host tier: a first write-ahead batch of " << pages << " pages";
+  first_ahead_batch_ = pages;
 }
 
 void HostTier::begin_admission() {

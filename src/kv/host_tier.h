@@ -246,6 +246,8 @@ class HostTier {
   // Returns the pages copied.
   int32_t store_pages_ahead(const std::vector<AheadPage>& pages, const std::vector<int32_t>& keep);
   static constexpr size_t kFirstAheadBatch = 8;
+  // The first batch's pages (>= 1; kFirstAheadBatch by default): tests split every write-ahead.
+  void set_first_ahead_batch(size_t pages);
   void pin_page(int32_t entry) { pages_.pin(entry); }
   // Makes entry the most recently used page (its device page is about to be evicted: a
   // write-ahead found it stored).
@@ -380,6 +382,7 @@ class HostTier {
   CopyEvent last_ahead_;  // the latest write-ahead batch (the write-ahead stream is in order)
   std::vector<CacheStore::PageCopy> ahead_listed_;  // store_pages_ahead()'s pages, reused
   std::vector<CacheStore::PageCopy> ahead_batch_;   // and one batch of them, reused
+  size_t first_ahead_batch_ = kFirstAheadBatch;
   std::vector<int32_t> ahead_entries_;
 };
 

@@ -114,5 +114,16 @@ TEST(HostTierLoading, EvictionStormWithWriteAhead) {
                                                /*write_ahead=*/true);
 }
 
+// The same with every write-ahead of two pages or more split into batches (1, 2, 4, ... pages:
+// HostTier::store_pages_ahead), each landing on its own (17 such write-aheads, of 2-3 pages):
+// integrity every step, no copy racing another, every sample equal to its solo run. Which event
+// a page's reuse follows is checked by host_tier_admission_test's
+// AnEvictionWaitsForItsOwnWriteAheadBatchOnly (this storm does not catch a page naming an
+// earlier batch: no host hit reads such a page back here).
+TEST(HostTierLoading, EvictionStormWithWriteAheadInSmallBatches) {
+  eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/6,
+                                               /*write_ahead=*/true, /*first_ahead_batch=*/1);
+}
+
 }  // namespace
 }  // namespace syv::testing

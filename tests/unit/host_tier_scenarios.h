@@ -411,7 +411,8 @@ inline bool is_loading(const Sequence* seq) {
 // polls late, so cancels, preemptions and write-backs meet loads in flight; with polls >= 4 some
 // write-backs must have been enqueued while a load was in flight, on the CPU).
 inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false, int32_t polls = 2,
-                                                         bool write_ahead = false) {
+                                                         bool write_ahead = false,
+                                                         size_t first_ahead_batch = 0) {
   uint64_t out_during_in = 0;
   for (const std::string dir : {"qwen3/tied_gqa2", "hybrid/q35_r2_flfl_tied"}) {
     Model& m = loading ? loading_model(dir, polls) : model(dir);
@@ -432,6 +433,8 @@ inline void eviction_storm_with_cancels_keeps_invariants(bool loading = false, i
         o.host_fault_in_background = seed == 3;  // and the faulting thread (timing-dependent)
       }
       Harness h(make_core(m, o));
+      if (first_ahead_batch > 0 && h.core().cache().host_tier() != nullptr)
+        h.core().cache().host_tier()->set_first_ahead_batch(first_ahead_batch);
       std::vector<std::pair<uint64_t, Request>> submitted;
       std::vector<bool> cancelled;
       std::vector<std::vector<int32_t>> prefixes = {random_tokens(rng, 48)};
