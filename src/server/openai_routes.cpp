@@ -340,8 +340,8 @@ std::vector<size_t> turn_starts(const nlohmann::json& messages) {
 }  // namespace
 
 std::optional<ApiError> OpenAiRoutes::chat_job_fitted(ChatRequest parsed, Job& job) const {
-  const int64_t room =
-      model_.generator->max_model_len() - std::max(1, parsed.sampling.max_tokens.value_or(1));
+  const int max_model_len = model_.generator->max_model_len();
+  const std::optional<int> max_tokens = parsed.sampling.max_tokens;
   const std::vector<size_t> starts = turn_starts(parsed.messages);
   const size_t droppable = starts.size() - 1;
   // The prompt without the oldest k turns, and whether it fits.
@@ -356,7 +356,12 @@ std::optional<ApiError> OpenAiRoutes::chat_job_fitted(ChatRequest parsed, Job& j
     out.max_tokens_param = job.max_tokens_param;
     return chat_job(std::move(r), out);
   };
-  auto fits = [&](const Job& j) { return static_cast<int64_t>(j.prompts.at(0).size()) <= room; };
+  // Fits: start()'s own length check passes.
+  auto fits = [&](const Job& j) {
+    int left = 0;
+    return !check_length(static_cast<int>(j.prompts.at(0).size()), max_tokens, max_model_len,
+                         job.prompt_param.c_str(), job.max_tokens_param, left);
+  };
   // Dropping more turns only shortens the prompt: the fewest that fit, by bisection (a few
   // renders however long the conversation), else all of them (start() then gives the 400).
   Job best;

@@ -6,7 +6,8 @@
 // the GEMV paths (tensor-core where K and the groups / scale tiles are multiples of 128: one token
 // tile up to 8 tokens, two above, a single fp8 token with staged activations; SIMT elsewhere) and
 // with everything through the dequantize + dense GEMM path; bf16 and f32 outputs; biases; the fused
-// norm ops on quantized weights; batch-invariant mode (a row's bits do not depend on the token
+// norm ops on quantized weights; the tensor-core GEMV's SiLU epilogue (bit for bit the unfused
+// kernels); batch-invariant mode (a row's bits do not depend on the token
 // count); a CUDA graph replays the same bits. Those run with --quantized-activations off (bf16
 // activations: the CPU's exact product). The fp8 tensor-core GEMMs (W8A8 for fp8 weights, W4A8 for
 // int4 group-128 weights; LtGemm::run_fp8) are held to a reference that quantizes the activations
