@@ -38,16 +38,27 @@ class Driver {
     return id;
   }
   // One step and the gap after it (the host tier's work between steps: pinning, write-ahead);
-  // returns their wall time in seconds.
-  double step() {
+  // returns their wall time in seconds, and in `parts` (when given) where it went.
+  double step(LoadingStepParts* parts = nullptr) {
+    const EngineStats s0 = core_->stats();
     const auto t0 = Clock::now();
     core_->step();
+    const auto t1 = Clock::now();
     Event e;
     for (auto& h : handles_)
       while (h->try_next(e) == NextStatus::kEvent) {
       }
     core_->between_steps(/*idle=*/!core_->has_work());
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    const auto t2 = Clock::now();
+    if (parts != nullptr) {
+      const EngineStats s1 = core_->stats();
+      parts->schedule_s = s1.schedule_seconds - s0.schedule_seconds;
+      parts->forward_s = s1.forward_seconds - s0.forward_seconds;
+      parts->output_s = s1.output_seconds - s0.output_seconds;
+      parts->step_s = std::chrono::duration<double>(t1 - t0).count();
+      parts->between_s = std::chrono::duration<double>(t2 - t1).count();
+    }
+    return std::chrono::duration<double>(t2 - t0).count();
   }
   void run() {
     while (core_->has_work()) step();
@@ -128,7 +139,8 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
     const uint64_t ahead = d.core().stats().host_pages_written_ahead;
     const uint64_t ahead_waits = d.core().stats().host_write_ahead_waits;
     const uint64_t pinned = pieces();
-    const double s = d.step();
+    LoadingStepParts parts;
+    const double s = d.step(&parts);
     const Sequence* seq = d.running(resend);
     if (seq == nullptr && d.waiting(resend)) {  // not admitted yet: no step of its load
       if (waited > kMaxWaitSteps)
@@ -148,6 +160,7 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
     r.loading_step_written_ahead.push_back(d.core().stats().host_pages_written_ahead - ahead);
     r.loading_step_ahead_waits.push_back(d.core().stats().host_write_ahead_waits - ahead_waits);
     r.loading_step_pieces.push_back(pieces() - pinned);
+    r.loading_step_parts.push_back(parts);
     if (stores(d.core().stats()) != stored) {
       ++r.loading_steps_with_stores;
     } else {

@@ -23,6 +23,15 @@
 
 namespace syv::cli {
 
+// Where one step's wall time went: EngineCore::step() (of it, the engine's own schedule, forward
+// and output phases: EngineStats) and between_steps() after it (the host tier's pinning and
+// write-ahead).
+struct LoadingStepParts {
+  double schedule_s = 0, forward_s = 0, output_s = 0;  // EngineStats' phases of the step
+  double step_s = 0;                                   // step() in all
+  double between_s = 0;                                // the events drained, between_steps()
+};
+
 struct LoadingDecode {
   int32_t decoders = 0;
   int32_t before_steps = 0;
@@ -47,7 +56,8 @@ struct LoadingDecode {
   // Evictions in it (and the write-ahead after it) that followed a write-ahead batch in flight.
   std::vector<uint64_t> loading_step_ahead_waits;
   std::vector<uint64_t> loading_step_pieces;  // host tier pieces pinned after it
-  std::vector<double> before_step_times_s;    // the steps before the resend, likewise
+  std::vector<LoadingStepParts> loading_step_parts;
+  std::vector<double> before_step_times_s;  // the steps before the resend, likewise
   std::vector<uint64_t> before_step_pieces;
   double ratio() const { return loading_step_s > 0 ? before_step_s / loading_step_s : 0; }
   double ratio_no_stores() const {

@@ -4,8 +4,10 @@
 # prefix evicted to the host tier and resent, 8 decoders) once per variant, printing the serve
 # ratio, the loading figure and every step's time (before the hit; while it loads, * = wrote an
 # eviction back, +N = the write-ahead copied N pages after it, pN = N pieces of host memory
-# pinned after it, wN = N evictions that waited for a write-ahead batch still in flight). A variant is an SYV_HOST_COPY value ("default": unset) with an optional "/off"
-# for --host-write-ahead off and an optional "@reserve" for --host-pin-idle reserve, e.g. default
+# pinned after it, wN = N evictions that waited for a write-ahead batch still in flight), and
+# each loading step's parts (the engine's schedule / forward / output phases | between_steps).
+# A variant is an SYV_HOST_COPY value ("default": unset) with an optional "/off" for
+# --host-write-ahead off and an optional "@reserve" for --host-pin-idle reserve, e.g. default
 # default/off default@reserve engines:kernel calls:engines (docs/cuda-backend.md "Host tier
 # copies", docs/hybrid-cache.md "Host tier"). Carry .devcarry-deps (tools/device/pack_deps.sh) and
 # third_party/qwen3-tokenizer.
@@ -43,5 +45,8 @@ steps = zip(j["loading_step_times_s"], j["loading_step_stored"], j["loading_step
             j["loading_step_pieces"], j["loading_step_ahead_waits"])
 print("  loading ms: " + " ".join(f"{t * 1e3:.1f}" + ("*" if s else "") + (f"+{a}" if a else "")
                                   + (f"p{p}" if p else "") + (f"w{w}" if w else "")
-                                  for t, s, a, p, w in steps))' "$variant"
+                                  for t, s, a, p, w in steps))
+print("  loading parts ms (schedule/forward/output | between): " + "  ".join(
+    f"{sc * 1e3:.1f}/{fw * 1e3:.1f}/{ou * 1e3:.1f}|{bt * 1e3:.1f}"
+    for sc, fw, ou, st, bt in j.get("loading_step_parts_s", [])))' "$variant"
 done
