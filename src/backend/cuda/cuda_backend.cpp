@@ -167,6 +167,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (moe_ticket_) cudaFree(moe_ticket_);
     if (sample_dev_) cudaFree(sample_dev_);
     if (sample_work_) cudaFree(sample_work_);
+    if (sample_ids_host_) cudaFreeHost(sample_ids_host_);
     if (workspace_) cudaFree(workspace_);
     if (counters_) cudaFree(counters_);
     cudaEventDestroy(staging_done_);
@@ -1297,12 +1298,11 @@ class CudaBackendImpl final : public CudaBackend {
       any_penalty |= r.penalty_end > r.penalty_begin;
       any_random |= r.temperature != 0.0f;
     }
-    // One device buffer: rows, penalties, ids (each 16-byte aligned).
+    // One device buffer: rows, penalties (each 16-byte aligned).
     auto align16 = [](size_t b) { return (b + 15) & ~size_t{15}; };
     const size_t rows_b = align16(rows.size() * sizeof(SampleRow));
     const size_t pen_b = align16(penalties.size() * sizeof(SamplePenalty));
-    const size_t ids_b = align16(static_cast<size_t>(R) * sizeof(int32_t));
-    const size_t need = rows_b + pen_b + ids_b;
+    const size_t need = rows_b + pen_b;
     if (need > sample_dev_bytes_) {
       if (sample_dev_) SYV_CUDA_CHECK(cudaFree(sample_dev_));
       sample_dev_bytes_ = std::max(need * 2, size_t{1} << 16);
@@ -1311,7 +1311,7 @@ class CudaBackendImpl final : public CudaBackend {
     char* d = static_cast<char*>(sample_dev_);
     auto* d_rows = reinterpret_cast<SampleRow*>(d);
     auto* d_pen = reinterpret_cast<SamplePenalty*>(d + rows_b);
-    auto* d_ids = reinterpret_cast<int32_t*>(d + rows_b + pen_b);
+    int32_t* d_ids = mapped_sample_ids(R);
     upload(d_rows, rows.data(), rows.size() * sizeof(SampleRow));
     upload(d_pen, penalties.data(), penalties.size() * sizeof(SamplePenalty));
     float* work = nullptr;
@@ -1330,7 +1330,32 @@ class CudaBackendImpl final : public CudaBackend {
     }
     cuda::launch_sample(logits.as<float>(), R, V, d_rows, d_pen, any_penalty, any_random, work,
                         d_ids, stream_);
-    download(host_ids, d_ids, static_cast<size_t>(R) * sizeof(int32_t));
+    // The kernel wrote the ids into mapped host memory: no copy to wait for behind others.
+    SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(host_ids, sample_ids_host_, static_cast<size_t>(R) * sizeof(int32_t));
+  }
+  // Pinned, mapped host memory for `rows` sampled ids, which the sampling kernel writes itself
+  // (through the device pointer returned). A step's ids used to come back by cudaMemcpyAsync,
+  // which takes a device -> host copy engine: there it queued behind the host tier's write-ahead
+  // (on the Qwen3.5-9B class shape a 1 GiB batch held one decode step ~16 ms,
+  // docs/cuda-backend.md "Host tier copies").
+  int32_t* mapped_sample_ids(int64_t rows) {
+    const size_t need = static_cast<size_t>(rows);
+    if (need > sample_ids_cap_) {
+      DeviceScope on(device_);
+      if (sample_ids_host_ != nullptr) {
+        SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no kernel still writes the old one
+        SYV_CUDA_CHECK(cudaFreeHost(sample_ids_host_));
+      }
+      sample_ids_cap_ = std::max<size_t>(need * 2, 1024);
+      void* p = nullptr;
+      SYV_CUDA_CHECK(cudaHostAlloc(&p, sample_ids_cap_ * sizeof(int32_t),
+                                   cudaHostAllocMapped | cudaHostAllocPortable));
+      sample_ids_host_ = static_cast<int32_t*>(p);
+    }
+    void* dev = nullptr;
+    SYV_CUDA_CHECK(cudaHostGetDevicePointer(&dev, sample_ids_host_, 0));
+    return static_cast<int32_t*>(dev);
   }
 
   std::vector<float> time_ms(const std::function<void()>& step, int warmup, int iters) override {
@@ -1885,9 +1910,11 @@ class CudaBackendImpl final : public CudaBackend {
   bool fp8_gemm_ = false;  // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)
   QuantizedActivations quantized_activations_ = QuantizedActivations::kAuto;
-  void* sample_dev_ = nullptr;  // sample(): rows, penalties, ids
+  void* sample_dev_ = nullptr;  // sample(): rows, penalties
   size_t sample_dev_bytes_ = 0;
-  void* sample_work_ = nullptr;  // sample(): penalised logits
+  int32_t* sample_ids_host_ = nullptr;  // sample(): the ids, pinned and mapped (mapped_sample_ids)
+  size_t sample_ids_cap_ = 0;           // in ids
+  void* sample_work_ = nullptr;         // sample(): penalised logits
   size_t sample_work_bytes_ = 0;
   int64_t fixed_max_context_ = 0;
 
