@@ -100,13 +100,15 @@ __device__ __forceinline__ uint32_t fp8_pair(uint32_t w) {
 // instead of two PRMTs and the warp keeps no activation registers (dynamic shared memory
 // nt x (K / 2 + 8) words); with two chunks in flight per warp it fits 3 blocks per SM.
 // cdiv: (fp8 block_k or int4 group_size) / 128.
-template <int FMT, typename TO, int NT, bool XS, bool SILU>
-__global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS ? 3 : 2))
+template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0>
+__global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2))
     quant_gemv_mma_kernel(const QuantWeight w, const ChunkDiv cdiv, const bf16* __restrict__ x,
                           TO* __restrict__ out, int nt, void* __restrict__ gate_up) {
   static_assert(!XS || NT == 1, "XS stages one token tile");
-  constexpr int V = FMT == 0 ? 2 : 1;        // 16-byte vectors per lane, row and chunk
-  constexpr int D = FMT == 0 || XS ? 2 : 4;  // chunks in flight per warp (even: x double-buffered)
+  constexpr int V = FMT == 0 ? 2 : 1;  // 16-byte vectors per lane, row and chunk
+  // chunks in flight per warp (even: x double-buffered); DEEP > 0: that many (XS only, 2 blocks
+  // per SM)
+  constexpr int D = DEEP > 0 ? DEEP : (FMT == 0 || XS ? 2 : 4);
   constexpr int64_t kRowChunkBytes = FMT == 0 ? kChunk : kChunk / 2;
   extern __shared__ uint32_t xs[];  // XS: [nt][K / 2 + 8] words
   __shared__ float partial[kMmaWarps][32][NT * 4];
@@ -320,10 +322,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS ? 3 : 2))
   }
 }
 
-template <int FMT, typename TO, int NT, bool XS, bool SILU>
+template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0>
 void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gate_up,
                  cudaStream_t s) {
-  auto* kernel = quant_gemv_mma_kernel<FMT, TO, NT, XS, SILU>;
+  auto* kernel = quant_gemv_mma_kernel<FMT, TO, NT, XS, SILU, DEEP>;
   size_t smem = 0;
   if constexpr (XS) {
     static const bool attr = [kernel] {
@@ -349,6 +351,15 @@ template <int FMT, typename TO, bool SILU>
 void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tokens, bf16* gate_up,
                        cudaStream_t s) {
   if (tokens == 1 && (w.k / 2 + 8) * 4 <= kXsMaxBytes) {
+    // Up to 8192 rows (the o, q|k|v and down projections: a grid of at most 512 blocks), four
+    // chunks in flight per warp at 2 blocks per SM: Qwen3-8B gptq 2.85 -> 2.65 ms a step, fp8
+    // 3.05 -> 3.03 (docs/cuda-backend-notes.md "Run 17"); wider launches (gate_up) keep two at 3.
+    if constexpr (!SILU) {
+      if (w.n <= 8192) {
+        launch_tile<FMT, TO, 1, true, false, 4>(w, x, out, 1, gate_up, s);
+        return;
+      }
+    }
     launch_tile<FMT, TO, 1, true, SILU>(w, x, out, 1, gate_up, s);
     return;
   }
