@@ -257,11 +257,15 @@ int run(const Options& o) {
     j["loading_step_written_ahead"] = ld->loading_step_written_ahead;
     j["loading_step_ahead_waits"] = ld->loading_step_ahead_waits;
     j["loading_step_pieces"] = ld->loading_step_pieces;
-    // Each loading step's parts in seconds: [schedule, forward, output, step, between].
-    nlohmann::json parts = nlohmann::json::array();
-    for (const LoadingStepParts& p : ld->loading_step_parts)
-      parts.push_back({p.schedule_s, p.forward_s, p.output_s, p.step_s, p.between_s});
-    j["loading_step_parts_s"] = parts;
+    // Each step's parts in seconds: [schedule, forward, output, step, between].
+    auto parts = [](const std::vector<LoadingStepParts>& steps) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const LoadingStepParts& p : steps)
+        a.push_back({p.schedule_s, p.forward_s, p.output_s, p.step_s, p.between_s});
+      return a;
+    };
+    j["loading_step_parts_s"] = parts(ld->loading_step_parts);
+    j["before_step_parts_s"] = parts(ld->before_step_parts);
     j["loading_run_pieces_pinned"] = ld->pieces_pinned;
     j["loading_run_pin_s"] = ld->pin_s;
     j["before_step_times_s"] = ld->before_step_times_s;

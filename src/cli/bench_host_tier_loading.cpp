@@ -125,8 +125,10 @@ Result<LoadingDecode> measure_loading_decode(Model& model, const EngineOptions& 
   auto pieces = [&] { return d.core().stats().host_pieces_pinned; };
   for (; r.before_steps < kBeforeSteps; ++r.before_steps) {
     const uint64_t pinned = pieces();
-    r.before_step_times_s.push_back(d.step());
+    LoadingStepParts parts;
+    r.before_step_times_s.push_back(d.step(&parts));
     r.before_step_pieces.push_back(pieces() - pinned);
+    r.before_step_parts.push_back(parts);
     before += r.before_step_times_s.back();
   }
   r.before_step_s = before / r.before_steps;

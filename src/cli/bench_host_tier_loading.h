@@ -59,6 +59,7 @@ struct LoadingDecode {
   std::vector<LoadingStepParts> loading_step_parts;
   std::vector<double> before_step_times_s;  // the steps before the resend, likewise
   std::vector<uint64_t> before_step_pieces;
+  std::vector<LoadingStepParts> before_step_parts;
   double ratio() const { return loading_step_s > 0 ? before_step_s / loading_step_s : 0; }
   double ratio_no_stores() const {
     return loading_step_s_no_stores > 0 ? before_step_s / loading_step_s_no_stores : 0;

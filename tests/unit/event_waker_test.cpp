@@ -1,7 +1,7 @@
 // engine/event_waker.h: events queued quietly reach a client blocked in next() once the waker has
 // their handles, in order; the waker keeps a handle alive until it has woken it and wakes what it
-// was handed before it is destroyed. The timeouts are hang bounds, never the outcome: a lost
-// wake-up would leave the client waiting its whole 60 s and then report a timeout.
+// was handed before it is destroyed; try_next() only looks. The timeouts are hang bounds, never the
+// outcome: a lost wake-up would leave the client waiting its whole 60 s and then report a timeout.
 #include "engine/event_waker.h"
 
 #include <gtest/gtest.h>
@@ -46,6 +46,24 @@ TEST(EventWaker, WakesAClientBlockedOnAQuietPush) {
   to_wake.push_back(handle);
   waker.wake(to_wake);
   EXPECT_EQ(client.get(), (std::vector<int32_t>{11, 12, 13})) << "in order, then the end";
+}
+
+// try_next() only looks (no timed wait): nothing queued is a timeout, queued events come in order
+// without a wake-up, and once every sample finished and the queue is drained, the end.
+TEST(EventChannel, TryNextLooksWithoutWaiting) {
+  RequestHandle handle(3, 2);
+  Event e;
+  EXPECT_EQ(handle.try_next(e), NextStatus::kTimeout);
+  for (int32_t sample : {0, 1}) {
+    Event done;
+    done.sample_index = sample;
+    done.token_id = 20 + sample;
+    done.finish_reason = "stop";
+    handle.channel().push_quiet(std::move(done));
+    ASSERT_EQ(handle.try_next(e), NextStatus::kEvent) << "queued, never woken";
+    EXPECT_EQ(e.token_id, 20 + sample);
+  }
+  EXPECT_EQ(handle.try_next(e), NextStatus::kEnd) << "both samples finished, nothing queued";
 }
 
 TEST(EventWaker, KeepsHandlesAliveAndWakesWhatItHoldsWhenDestroyed) {
