@@ -5,7 +5,8 @@
 # ratio, the loading figure and every step's time (before the hit; while it loads, * = wrote an
 # eviction back, +N = the write-ahead copied N pages after it, pN = N pieces of host memory
 # pinned after it, wN = N evictions that waited for a write-ahead batch still in flight), and
-# each loading step's parts (the engine's schedule / forward / output phases | between_steps).
+# each loading step's parts (the engine's schedule / forward / output phases | between_steps; the
+# steps before: their mean).
 # A variant is an SYV_HOST_COPY value ("default": unset) with an optional "/off" for
 # --host-write-ahead off and an optional "@reserve" for --host-pin-idle reserve, e.g. default
 # default/off default@reserve engines:kernel calls:engines (docs/cuda-backend.md "Host tier
@@ -46,6 +47,10 @@ steps = zip(j["loading_step_times_s"], j["loading_step_stored"], j["loading_step
 print("  loading ms: " + " ".join(f"{t * 1e3:.1f}" + ("*" if s else "") + (f"+{a}" if a else "")
                                   + (f"p{p}" if p else "") + (f"w{w}" if w else "")
                                   for t, s, a, p, w in steps))
+bp = j.get("before_step_parts_s", [])
+if bp:
+    mean = [sum(p[i] for p in bp) / len(bp) * 1e3 for i in range(5)]
+    print(f"  before parts ms, mean (schedule/forward/output | between): {mean[0]:.2f}/{mean[1]:.2f}/{mean[2]:.2f}|{mean[4]:.2f}")
 print("  loading parts ms (schedule/forward/output | between): " + "  ".join(
     f"{sc * 1e3:.1f}/{fw * 1e3:.1f}/{ou * 1e3:.1f}|{bt * 1e3:.1f}"
     for sc, fw, ou, st, bt in j.get("loading_step_parts_s", [])))' "$variant"
