@@ -317,7 +317,8 @@ TEST_F(QuantLinearGpu, FusedNormOpsOnQuantizedWeightsMatchCpu) {
 // The tensor-core GEMV's SiLU epilogue (K 512, int4 groups of 128 with zero points, fp8 128x128;
 // I = 200 leaves a partial block) at 1, 3 and 12 tokens, through linear_silu_mul and behind the
 // norm (add_rmsnorm_linear_silu_mul): against the CPU, and bit for bit against the same GPU with
-// the fusion off (the same sums, then silu_mul's own kernel).
+// the fusion off (the same sums, then silu_mul's own kernel); the fused runs counted as epilogue
+// calls (quant_silu_epilogues), the unfused ones not.
 TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
   const int64_t H = 512, I = 200;
   for (const bool fp8 : {false, true}) {
@@ -338,12 +339,19 @@ TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
         EXPECT_EQ(down_gpu(gu[0].g), down_gpu(gu[1].g)) << what << " gate_up, " << at;
         EXPECT_EQ(down_gpu(act[0].g), down_gpu(act[1].g)) << what << " out, " << at;
       };
+      // Run u = 0 fused (one epilogue call more), u = 1 unfused (none).
+      auto expect_fused = [&](int u, uint64_t before, const std::string& what) {
+        EXPECT_EQ(gpu_->quant_silu_epilogues(), before + (u == 0 ? 1 : 0))
+            << what << (u == 0 ? " did not run the epilogue, " : " ran the epilogue, ") << at;
+      };
       cpu_->add_rmsnorm_linear_silu_mul(res.c, add.c, nw.c, 1e-6f, NormKind::kOnePlus, ro[0].c,
                                         normed[0].c, gu_c.w, gu[0].c, act[0].c);
       for (int u = 0; u < 2; ++u) {
         gpu_->set_quant_fuse(u == 0);
+        const uint64_t before = gpu_->quant_silu_epilogues();
         gpu_->add_rmsnorm_linear_silu_mul(res.g, add.g, nw.g, 1e-6f, NormKind::kOnePlus, ro[u].g,
                                           normed[u].g, gu_g.w, gu[u].g, act[u].g);
+        expect_fused(u, before, "add_rmsnorm_linear_silu_mul");
       }
       expect_close(ro[0], 8e-3, "add_rmsnorm_linear_silu_mul residual, " + at);
       expect_close(normed[0], 1.2e-2, "add_rmsnorm_linear_silu_mul normed, " + at);
@@ -354,7 +362,9 @@ TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
       cpu_->linear_silu_mul(normed[0].c, gu_c.w, gu[0].c, act[0].c);
       for (int u = 0; u < 2; ++u) {
         gpu_->set_quant_fuse(u == 0);
+        const uint64_t before = gpu_->quant_silu_epilogues();
         gpu_->linear_silu_mul(normed[0].g, gu_g.w, gu[u].g, act[u].g);
+        expect_fused(u, before, "linear_silu_mul");
       }
       gpu_->set_quant_fuse(true);
       expect_close(gu[0], 1.2e-2, "linear_silu_mul gate_up, " + at);

@@ -605,15 +605,22 @@ class CudaBackendImpl final : public CudaBackend {
   void linear_quantized_silu_mul(const Tensor& x, const Weight& w, Tensor& gate_up,
                                  Tensor& out) override {
     const int64_t T = rows_of(x);
-    if (quant_fuse_ && quant_gemv_mma_ && !batch_invariant_ && T <= quant_gemv_max_tokens_ &&
-        last_dim(x) == w.k && gate_up.numel() == T * w.n && out.numel() * 2 == T * w.n &&
-        all_bf16({&x, &gate_up, &out})) {
+    if (quant_fuse_ && quant_gemv_mma_ && takes_quant_gemv(T, x) && last_dim(x) == w.k &&
+        gate_up.numel() == T * w.n && out.numel() * 2 == T * w.n && all_bf16({&gate_up, &out})) {
       check_quantized_layout(w);
       if (cuda::launch_quant_gemv_mma_silu(quant_weight(w), x.data, gate_up.data, out.data, T,
-                                           stream_))
+                                           stream_)) {
+        ++quant_silu_epilogues_;
         return;
+      }
     }
     Backend::linear_quantized_silu_mul(x, w, gate_up, out);
+  }
+  uint64_t quant_silu_epilogues() const override { return quant_silu_epilogues_; }
+  // Whether linear_quantized() tries the quantized GEMVs for T tokens of x (else the fp8 GEMM or
+  // the dequantized dense GEMM).
+  bool takes_quant_gemv(int64_t T, const Tensor& x) const {
+    return !batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16;
   }
   static cuda::QuantWeight quant_weight(const Weight& w) {
     cuda::QuantWeight q;
@@ -645,7 +652,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (T == 0 || N == 0) return;
     const cuda::QuantWeight q = quant_weight(w);
     bool done = false;
-    if (!batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16) {
+    if (takes_quant_gemv(T, x)) {
       if (quant_gemv_mma_)
         done = cuda::launch_quant_gemv_mma(q, x.data, out.data, out.dtype, T, stream_);
       if (!done) done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
@@ -1352,10 +1359,11 @@ class CudaBackendImpl final : public CudaBackend {
       SYV_CUDA_CHECK(cudaHostAlloc(&p, sample_ids_cap_ * sizeof(int32_t),
                                    cudaHostAllocMapped | cudaHostAllocPortable));
       sample_ids_host_ = static_cast<int32_t*>(p);
+      void* dev = nullptr;
+      SYV_CUDA_CHECK(cudaHostGetDevicePointer(&dev, p, 0));
+      sample_ids_dev_ = static_cast<int32_t*>(dev);
     }
-    void* dev = nullptr;
-    SYV_CUDA_CHECK(cudaHostGetDevicePointer(&dev, sample_ids_host_, 0));
-    return static_cast<int32_t*>(dev);
+    return sample_ids_dev_;
   }
 
   std::vector<float> time_ms(const std::function<void()>& step, int warmup, int iters) override {
@@ -1907,12 +1915,14 @@ class CudaBackendImpl final : public CudaBackend {
   bool quant_gemv_mma_ = true;  // the tensor-core GEMVs first (SYV_QUANT_GEMV_MMA=0: SIMT only)
   // The SiLU·mul in the tensor-core GEMV's epilogue (SYV_QUANT_FUSE=0: its own kernel).
   bool quant_fuse_ = true;
-  bool fp8_gemm_ = false;  // the device runs LtGemm::run_fp8 (compute capability 9.x)
+  uint64_t quant_silu_epilogues_ = 0;  // quant_silu_epilogues()
+  bool fp8_gemm_ = false;              // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)
   QuantizedActivations quantized_activations_ = QuantizedActivations::kAuto;
   void* sample_dev_ = nullptr;  // sample(): rows, penalties
   size_t sample_dev_bytes_ = 0;
   int32_t* sample_ids_host_ = nullptr;  // sample(): the ids, pinned and mapped (mapped_sample_ids)
+  int32_t* sample_ids_dev_ = nullptr;   // the same memory as the device addresses it
   size_t sample_ids_cap_ = 0;           // in ids
   void* sample_work_ = nullptr;         // sample(): penalised logits
   size_t sample_work_bytes_ = 0;

@@ -90,6 +90,8 @@ class CudaBackend : public Backend {
   // epilogue (up to kQuantGemvMaxTokens tokens) instead of silu_mul's own kernel. On by default;
   // SYV_QUANT_FUSE=0 starts with it off (A/B timing, tests).
   virtual void set_quant_fuse(bool on) = 0;
+  // Calls that ran the SiLU·mul in the GEMV's epilogue so far (tests: the fused path did run).
+  virtual uint64_t quant_silu_epilogues() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens
   // take the chunked kernel, shorter ones the token-by-token one (0: always token by token).
   // Default kGdnChunkedFrom; batch-invariant mode always runs token by token (bit-identical
