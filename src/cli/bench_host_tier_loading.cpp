@@ -40,7 +40,7 @@ class Driver {
   // One step and the gap after it (the host tier's work between steps: pinning, write-ahead);
   // returns their wall time in seconds, and in `parts` (when given) where it went.
   double step(LoadingStepParts* parts = nullptr) {
-    const EngineStats s0 = core_->stats();
+    const EngineStats s0 = parts != nullptr ? core_->stats() : EngineStats();
     const auto t0 = Clock::now();
     core_->step();
     const auto t1 = Clock::now();

@@ -293,24 +293,26 @@ CopyEvent CacheStore::with_mirrors(CopyEvent own, const void* external, const Co
 }
 
 CopyEvent CacheStore::copy_page_out(int32_t page, void* external) {
-  return copy_pages({{page, external}}, CopyDir::kOut);
+  const PageCopy one[] = {{page, external}};
+  return copy_pages(one, CopyDir::kOut);
 }
 CopyEvent CacheStore::copy_page_in(const void* external, int32_t page) {
-  return copy_pages({{page, const_cast<void*>(external)}}, CopyDir::kIn);
+  const PageCopy one[] = {{page, const_cast<void*>(external)}};
+  return copy_pages(one, CopyDir::kIn);
 }
-CopyEvent CacheStore::copy_pages_out(const std::vector<PageCopy>& pages) {
+CopyEvent CacheStore::copy_pages_out(std::span<const PageCopy> pages) {
   return copy_pages(pages, CopyDir::kOut);
 }
-CopyEvent CacheStore::copy_pages_in(const std::vector<PageCopy>& pages) {
+CopyEvent CacheStore::copy_pages_in(std::span<const PageCopy> pages) {
   return copy_pages(pages, CopyDir::kIn);
 }
-CopyEvent CacheStore::copy_pages_ahead(const std::vector<PageCopy>& pages) {
+CopyEvent CacheStore::copy_pages_ahead(std::span<const PageCopy> pages) {
   return copy_pages(pages, CopyDir::kAhead);
 }
 
 // Every page's parts, in the external layout, as one batch; then each mirror's parts of the same
 // externals (waited for on the mirror's backend, as with_mirrors() does for a slot).
-CopyEvent CacheStore::copy_pages(const std::vector<PageCopy>& pages, CopyDir dir) {
+CopyEvent CacheStore::copy_pages(std::span<const PageCopy> pages, CopyDir dir) {
   copy_ops_.clear();
   for (const PageCopy& pc : pages) {
     check_index(pc.page, config_.num_pages, "page");
@@ -327,7 +329,7 @@ CopyEvent CacheStore::copy_pages(const std::vector<PageCopy>& pages, CopyDir dir
   }
   CopyEvent own = pages.empty() ? CopyEvent() : backend_.copy_batch_async(copy_ops_, dir);
   if (mirrors_.empty() || pages.empty()) return own;
-  std::vector<PageCopy> parts = pages;
+  std::vector<PageCopy> parts(pages.begin(), pages.end());
   int64_t offset = page_bytes();
   for (CacheStore* m : mirrors_) {
     for (size_t i = 0; i < pages.size(); ++i)

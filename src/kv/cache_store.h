@@ -61,6 +61,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -127,11 +128,11 @@ class CacheStore {
     int32_t page = -1;
     void* external = nullptr;
   };
-  CopyEvent copy_pages_out(const std::vector<PageCopy>& pages);
-  CopyEvent copy_pages_in(const std::vector<PageCopy>& pages);
+  CopyEvent copy_pages_out(std::span<const PageCopy> pages);
+  CopyEvent copy_pages_in(std::span<const PageCopy> pages);
   // copy_pages_out() on the CopyDir::kAhead stream: copies nothing waits for soon (the host tier's
   // write-ahead), which the kOut copies a step waits for never queue behind.
-  CopyEvent copy_pages_ahead(const std::vector<PageCopy>& pages);
+  CopyEvent copy_pages_ahead(std::span<const PageCopy> pages);
   CopyEvent copy_slot_out(int32_t slot, void* external);
   CopyEvent copy_slot_in(const void* external, int32_t slot);
   CopyEvent copy_checkpoint_out(int32_t checkpoint, void* external);
@@ -163,7 +164,7 @@ class CacheStore {
                   const std::vector<StateBuffers>& to, int32_t dst);
   template <typename Copy>
   CopyEvent with_mirrors(CopyEvent own, const void* external, const Copy& copy);
-  CopyEvent copy_pages(const std::vector<PageCopy>& pages, CopyDir dir);
+  CopyEvent copy_pages(std::span<const PageCopy> pages, CopyDir dir);
 
   CacheSpec spec_;
   CacheConfig config_;

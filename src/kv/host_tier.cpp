@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <sstream>
 
 #include "backend/available_memory.h"
@@ -240,9 +241,8 @@ int32_t HostTier::store_pages_ahead(const std::vector<AheadPage>& pages,
   size_t batch = first_ahead_batch_;
   for (size_t begin = 0; begin < total; begin += batch, batch *= 2) {
     const size_t end = std::min(total, begin + batch);
-    ahead_batch_.assign(ahead_listed_.begin() + static_cast<std::ptrdiff_t>(begin),
-                        ahead_listed_.begin() + static_cast<std::ptrdiff_t>(end));
-    last_ahead_ = store_.copy_pages_ahead(ahead_batch_);
+    last_ahead_ = store_.copy_pages_ahead(
+        std::span<const CacheStore::PageCopy>(ahead_listed_).subspan(begin, end - begin));
     for (size_t i = begin; i < end; ++i)
       page_write_[static_cast<size_t>(ahead_entries_[i])] = last_ahead_;
   }

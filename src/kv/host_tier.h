@@ -381,7 +381,6 @@ class HostTier {
   std::vector<CopyEvent> page_write_;
   CopyEvent last_ahead_;  // the latest write-ahead batch (the write-ahead stream is in order)
   std::vector<CacheStore::PageCopy> ahead_listed_;  // store_pages_ahead()'s pages, reused
-  std::vector<CacheStore::PageCopy> ahead_batch_;   // and one batch of them, reused
   size_t first_ahead_batch_ = kFirstAheadBatch;
   std::vector<int32_t> ahead_entries_;
 };

@@ -133,8 +133,8 @@ TEST(CacheStore, PagesCopiedAsOneBatchEqualPageByPage) {
   }
   // Three of them out as one batch into buffers of their own.
   std::vector<std::vector<unsigned char>> out(3, std::vector<unsigned char>(bytes));
-  cpu->wait_copy(
-      store.copy_pages_out({{4, out[0].data()}, {1, out[1].data()}, {2, out[2].data()}}));
+  const CacheStore::PageCopy three[] = {{4, out[0].data()}, {1, out[1].data()}, {2, out[2].data()}};
+  cpu->wait_copy(store.copy_pages_out(three));
   EXPECT_EQ(out[0], in[4]);
   EXPECT_EQ(out[1], in[1]);
   EXPECT_EQ(out[2], in[2]);

@@ -1,7 +1,8 @@
 // engine/event_waker.h: events queued quietly reach a client blocked in next() once the waker has
 // their handles, in order; the waker keeps a handle alive until it has woken it and wakes what it
-// was handed before it is destroyed; try_next() only looks. The timeouts are hang bounds, never the
-// outcome: a lost wake-up would leave the client waiting its whole 60 s and then report a timeout.
+// was handed before it is destroyed; try_next() gives what is queued. The timeouts are hang bounds,
+// never the outcome: a lost wake-up would leave the client waiting its whole 60 s and then report a
+// timeout.
 #include "engine/event_waker.h"
 
 #include <gtest/gtest.h>
@@ -48,9 +49,10 @@ TEST(EventWaker, WakesAClientBlockedOnAQuietPush) {
   EXPECT_EQ(client.get(), (std::vector<int32_t>{11, 12, 13})) << "in order, then the end";
 }
 
-// try_next() only looks (no timed wait): nothing queued is a timeout, queued events come in order
-// without a wake-up, and once every sample finished and the queue is drained, the end.
-TEST(EventChannel, TryNextLooksWithoutWaiting) {
+// try_next(): nothing queued is a timeout, queued events come in order without a wake-up, and
+// once every sample finished and the queue is drained, the end. (That it no longer pays a timed
+// wait for the timeout is a cost, not an outcome: `syv bench host-tier`'s step parts show it.)
+TEST(EventChannel, TryNextGivesWhatIsQueuedThenTheEnd) {
   RequestHandle handle(3, 2);
   Event e;
   EXPECT_EQ(handle.try_next(e), NextStatus::kTimeout);
