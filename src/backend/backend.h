@@ -319,6 +319,18 @@ class Backend {
     (void)event;
     (void)dir;
   }
+  // Deferred issue: from defer_copies() until flush_copies(), a backend that takes it (CUDA, with
+  // SYV_DEFER_COPIES=1) records copy_async(), copy_batch_async() and order_copies_after_copy()
+  // instead of issuing them, and flush_copies() issues them in call order. Nothing else changes:
+  // each copy still starts after what the compute stream was given before its call (an event is
+  // recorded there at the call), and the events returned are those of the copies. A call that
+  // waits for or asks about a recorded copy's event (wait_copy, copy_done, order_after_copy), and
+  // the release of memory a recorded copy touches, issues every recorded call first. The engine
+  // defers its step's copies until the step's forward is launched (EngineCore::step), so the host
+  // time spent issuing a host hit's page copies (hundreds of calls) overlaps the GPU's forward
+  // instead of delaying its launch. The default (synchronous copies) has nothing to defer.
+  virtual void defer_copies() {}
+  virtual void flush_copies() {}
   // Fills n elements of a float buffer (F32, BF16, F16) with the uniform values of
   // backend/random_fill.h: element i = random_uniform(seed, i, scale) rounded to dtype, in
   // [-scale, scale). The same values on every backend, machine and thread count (random weights,

@@ -611,8 +611,13 @@ bool EngineCore::between_steps(bool idle) {
   const int32_t longest = (options_.max_model_len + ps - 1) / ps;
   const int32_t window =
       host_->num_pages() >= 2 * int64_t{longest} ? std::max(next_step, longest) : next_step;
+  // The write-ahead's copies are issued after the next step's forward is launched (step()), or
+  // now when no step follows (Backend::defer_copies()).
+  Backend& backend = model_.backend();
+  if (!idle) backend.defer_copies();
   const int32_t ahead =
       options_.host_write_ahead ? cache_.write_ahead(window, /*max_in_use=*/next_step) : 0;
+  if (idle) backend.flush_copies();
   const uint64_t pinned = host_->counters().pieces_pinned;
   const bool more = host_->between_steps(idle);
   if (ahead > 0 || host_->counters().pieces_pinned != pinned) update_gauges();
@@ -622,6 +627,10 @@ bool EngineCore::between_steps(bool idle) {
 void EngineCore::step() {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t_begin = Clock::now();
+  // The schedule phase's copies (a host hit's loads, an admission's write-backs) are issued once
+  // the forward is launched, so issuing them overlaps the GPU's work (Backend::defer_copies()).
+  Backend& backend = model_.backend();
+  if (host_ != nullptr) backend.defer_copies();
   if (drafter_ != nullptr && options_.num_speculative_tokens > 0) propose_drafts();
   scheduler_.schedule(step_);
   stats_.preemptions += static_cast<uint64_t>(step_.num_preempted);
@@ -637,6 +646,7 @@ void EngineCore::step() {
     // Only loading sequences run (kv/inflight_loads.h): let their copies land for a moment
     // rather than spin the engine thread on the poll; a request that arrives meanwhile waits at
     // most this long to be admitted.
+    backend.flush_copies();
     if (host_ != nullptr && host_->loads().num_unsettled() > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     return;
@@ -660,6 +670,7 @@ void EngineCore::step() {
   } else {
     model_.forward(batch, outputs);
   }
+  backend.flush_copies();
   const Tensor logits = outputs.logits;
   if (as_graph) {
     ++stats_.graph_steps;

@@ -6,7 +6,8 @@
 // streams that do not wait for each other); every byte lands both ways, the bytes around the
 // segments stay untouched, the batch is ordered after the compute stream's earlier work and before
 // work after order_after_copy(), and batches neither path takes (misaligned, or to pageable memory)
-// fall back to cudaMemcpyAsync exactly. The *Timing test prints the copy rates
+// fall back to cudaMemcpyAsync exactly; deferred copies (Backend::defer_copies()) are issued in
+// call order when flushed or waited for. The *Timing test prints the copy rates
 // (cudaMemcpy3DBatchAsync, gather kernel, one cudaMemcpyAsync per row, one large copy); the
 // regression run excludes it. Skipped cleanly when no CUDA device is present.
 #include <gtest/gtest.h>
@@ -255,6 +256,66 @@ TEST(HostCopyGpu, WriteBacksDoNotQueueBehindLoadsAndOrderThroughTheComputeStream
   gpu->order_after_copy(gpu->copy_async(small.data(), h, kRegion, CopyDir::kIn));
   gpu->download(got.data(), small.data(), kRegion);
   expect_same(got, bytes, "host bytes loaded after the write-back, ordered stream to stream");
+}
+
+// Deferred issue (Backend::defer_copies()): with it off, defer_copies() defers nothing; with it
+// on, copies and stream-to-stream waits are kept until flush_copies() or until something waits
+// for or asks about one (copy_done, wait_copy, order_after_copy), then issued in call order, each
+// still after the compute stream's work before its call.
+TEST(HostCopyGpu, DeferredCopiesIssueInCallOrderWhenFlushedOrWaitedFor) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
+  auto host = gpu->allocate_pinned(kRegion);
+  ASSERT_TRUE(host.ok()) << host.message();
+  DeviceBuffer dev = gpu->allocate(kRegion), small = gpu->allocate(kRegion);
+  char* h = static_cast<char*>(host->data());
+  std::vector<unsigned char> bytes(kRegion), got(kRegion);
+  // Off (the default unless SYV_DEFER_COPIES=1): issued at the call.
+  gpu->set_defer_copies(false);
+  const uint64_t calls = gpu->deferred_copy_calls();
+  gpu->defer_copies();
+  gpu->wait_copy(gpu->copy_async(h, dev.data(), kRegion, CopyDir::kOut));
+  EXPECT_EQ(gpu->deferred_copy_calls(), calls);
+  gpu->flush_copies();
+  gpu->set_defer_copies(true);
+  // A deferred write-back, polled until it lands: the poll issues it; it read what the compute
+  // stream wrote before the call.
+  fill(bytes, 51);
+  std::memset(h, 0, kRegion);
+  gpu->defer_copies();
+  gpu->upload(dev.data(), bytes.data(), kRegion);
+  const CopyEvent out = gpu->copy_async(h, dev.data(), kRegion, CopyDir::kOut);
+  EXPECT_EQ(gpu->deferred_copy_calls(), calls + 1);
+  while (!gpu->copy_done(out)) {
+  }
+  EXPECT_EQ(std::memcmp(h, bytes.data(), kRegion), 0) << "polled deferred write-back";
+  gpu->flush_copies();
+  // A write-back, the load stream's wait for it and a load, all deferred, then flushed: the load
+  // reads what the write-back wrote (the wait replayed after the write-back's event is recorded).
+  fill(bytes, 52);
+  std::memset(h, 0, kRegion);
+  gpu->upload(dev.data(), bytes.data(), kRegion);
+  gpu->defer_copies();
+  const CopyEvent wb = gpu->copy_async(h, dev.data(), kRegion, CopyDir::kOut);
+  gpu->order_copies_after_copy(wb, CopyDir::kIn);
+  const CopyEvent load = gpu->copy_async(small.data(), h, kRegion, CopyDir::kIn);
+  gpu->flush_copies();
+  gpu->order_after_copy(load);
+  gpu->download(got.data(), small.data(), kRegion);
+  expect_same(got, bytes, "deferred load after a deferred write-back, stream to stream");
+  // A deferred batch the compute stream is ordered after: order_after_copy() issues it first.
+  fill(bytes, 53);
+  std::memcpy(h, bytes.data(), kRegion);
+  gpu->fill_zero(small.data(), kRegion);
+  gpu->defer_copies();
+  const std::vector<CopyOp> ops = {
+      {small.data(), h, kRegion / 2},
+      {static_cast<char*>(small.data()) + kRegion / 2, h + kRegion / 2, kRegion / 2}};
+  gpu->order_after_copy(gpu->copy_batch_async(ops, CopyDir::kIn));
+  gpu->download(got.data(), small.data(), kRegion);
+  expect_same(got, bytes, "deferred batch waited for by the compute stream");
+  gpu->flush_copies();
+  gpu->set_defer_copies(false);
 }
 
 // The kernel itself, on a stream of the test's own, between two device buffers.

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/deferred_copies.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/host_copy.h"
 #include "backend/cuda/kernels.h"
@@ -132,6 +133,13 @@ class CudaBackendImpl final : public CudaBackend {
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_DEFER_COPIES"))
+      defer_copies_enabled_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_STEP_UPLOADS")) {
+      SYV_CHECK(env == std::string("mapped") || env == std::string("copies"))
+          << "SYV_STEP_UPLOADS: expected mapped or copies, found " << env;
+      step_uploads_mapped_ = env == std::string("mapped");
+    }
     if (const char* env = std::getenv("SYV_HOST_COPY")) {
       // PATH (both ways) or IN:OUT, each engines, kernel or calls; split = engines:kernel.
       std::string in = env == std::string("split") ? "engines:kernel" : env, out = in;
@@ -155,6 +163,7 @@ class CudaBackendImpl final : public CudaBackend {
 
   ~CudaBackendImpl() override {
     DeviceScope on(device_);
+    issue_deferred();
     cudaStreamSynchronize(stream_);
     for (size_t id = 0; id < graphs_.size(); ++id) free_graph(graphs_[id]);
     for (auto& r : retired_partials_) cudaFree(r.first);
@@ -168,6 +177,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (sample_dev_) cudaFree(sample_dev_);
     if (sample_work_) cudaFree(sample_work_);
     if (sample_ids_host_) cudaFreeHost(sample_ids_host_);
+    if (sample_in_host_) cudaFreeHost(sample_in_host_);
     if (workspace_) cudaFree(workspace_);
     if (counters_) cudaFree(counters_);
     cudaEventDestroy(staging_done_);
@@ -233,6 +243,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
   bool host_resident_frees_device_memory() const override { return true; }
   void release(void* data) override {
+    issue_deferred();  // a deferred copy may still name it
     const auto host = std::find(host_resident_.begin(), host_resident_.end(), data);
     if (host != host_resident_.end()) {
       host_resident_.erase(host);
@@ -286,6 +297,7 @@ class CudaBackendImpl final : public CudaBackend {
   // batch (kAhead: device -> host too, hundreds of pages nothing waits for). Copies of different
   // streams are ordered only through the compute stream (backend.h CopyDir).
   CopyEvent copy_async(void* dst, const void* src, size_t bytes, CopyDir dir) override {
+    if (deferring_) return defer_copy({CopyOp{dst, src, bytes}}, dir);
     cudaStream_t copies = copy_stream_after_compute(dir);
     if (bytes > 0) SYV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copies));
     return record_copy_event(copies);
@@ -296,7 +308,13 @@ class CudaBackendImpl final : public CudaBackend {
   // kernel of their rows, host_copy.h), else as cudaMemcpyAsync / cudaMemcpy2DAsync calls back to
   // back.
   CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
+    if (deferring_) return defer_copy(ops, dir);
     cudaStream_t copies = copy_stream_after_compute(dir);
+    issue_batch(ops, copies, dir);
+    return record_copy_event(copies);
+  }
+  // `ops` on `copies` (ordered already), the way copy_batch_async() documents.
+  void issue_batch(const std::vector<CopyOp>& ops, cudaStream_t copies, CopyDir dir) {
     if (batch_copy_path(dir) != BatchCopyPath::kCopyCalls && gather_fits(ops)) {
       ++batched_copies_;
       if (!copy_engines_batch(ops, copies, dir)) {
@@ -315,7 +333,44 @@ class CudaBackendImpl final : public CudaBackend {
         }
       }
     }
-    return record_copy_event(copies);
+  }
+
+  // ---- deferred issue (Backend::defer_copies(), deferred_copies.h) ---------------------------
+  void defer_copies() override { deferring_ = defer_copies_enabled_; }
+  void flush_copies() override {
+    issue_deferred();
+    deferring_ = false;
+  }
+  CopyEvent defer_copy(const std::vector<CopyOp>& ops, CopyDir dir) {
+    copy_stream(dir);  // creates the stream now, as an issued copy would
+    CopyEvent event = new_copy_event();
+    deferred_.add_copy(dir, ops, event, stream_);
+    ++deferred_calls_;
+    return event;
+  }
+  // Issues every deferred call (a wait or query on one of them, a release of memory, the
+  // flush); deferring goes on until flush_copies().
+  void issue_deferred() {
+    if (deferred_.empty()) return;
+    DeviceScope on(device_);
+    deferred_.issue_all([&](const cuda::DeferredCopies::Command& c) {
+      cudaStream_t copies = copy_stream(c.dir);
+      if (c.mark == nullptr) {
+        SYV_CUDA_CHECK(cudaStreamWaitEvent(copies, static_cast<cudaEvent_t>(c.event.handle()), 0));
+        return;
+      }
+      SYV_CUDA_CHECK(cudaStreamWaitEvent(copies, c.mark, 0));
+      issue_batch(c.ops, copies, c.dir);
+      SYV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(c.event.handle()), copies));
+    });
+  }
+  void issue_deferred_if_holds(const CopyEvent& event) {
+    if (deferred_.holds(event)) issue_deferred();
+  }
+  uint64_t deferred_copy_calls() const override { return deferred_calls_; }
+  void set_defer_copies(bool on) override {
+    if (!on) flush_copies();
+    defer_copies_enabled_ = on;
   }
   // `ops` as one cudaMemcpy3DBatchAsync on `copies` when that is the path of `dir`; false
   // otherwise, or where the call fails (then the kernel copies the batch, and every batch from now
@@ -393,9 +448,13 @@ class CudaBackendImpl final : public CudaBackend {
     return copies;
   }
   CopyEvent record_copy_event(cudaStream_t copies) {
+    CopyEvent event = new_copy_event();
+    SYV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event.handle()), copies));
+    return event;
+  }
+  static CopyEvent new_copy_event() {
     cudaEvent_t done = nullptr;
     SYV_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    SYV_CUDA_CHECK(cudaEventRecord(done, copies));
     return CopyEvent(std::shared_ptr<void>(
         static_cast<void*>(done), [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }));
   }
@@ -415,6 +474,7 @@ class CudaBackendImpl final : public CudaBackend {
     }
     host_ranges_.add(p, bytes);  // cudaHostAlloc memory is mapped at its host address (UVA)
     return PinnedBuffer(p, bytes, [this](void* q) {
+      issue_deferred();  // a deferred copy may still name it
       host_ranges_.remove(q);
       cudaFreeHost(q);
     });
@@ -444,17 +504,20 @@ class CudaBackendImpl final : public CudaBackend {
     void* p = pages.release();
     if (host_pointer_mapped_ == 1) host_ranges_.add(p, bytes);
     return PinnedBuffer(p, bytes, [this, bytes](void* q) {
+      issue_deferred();  // a deferred copy may still name it
       host_ranges_.remove(q);
       cudaHostUnregister(q);
       free_host_pages(q, bytes);
     });
   }
   void wait_copy(const CopyEvent& event) override {
+    issue_deferred_if_holds(event);
     if (!event.empty())
       SYV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event.handle())));
   }
   bool copy_done(const CopyEvent& event) override {
     if (event.empty()) return true;
+    issue_deferred_if_holds(event);  // else a poll would wait for a copy never issued
     const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event.handle()));
     if (err == cudaErrorNotReady) {
       cudaGetLastError();  // not an error: clear it, as allocate_pinned() does after a failure
@@ -464,10 +527,15 @@ class CudaBackendImpl final : public CudaBackend {
     return true;
   }
   void order_after_copy(const CopyEvent& event) override {
+    issue_deferred_if_holds(event);
     if (!event.empty())
       SYV_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event.handle()), 0));
   }
   void order_copies_after_copy(const CopyEvent& event, CopyDir dir) override {
+    if (deferring_ && !event.empty()) {
+      deferred_.add_wait(dir, event);
+      return;
+    }
     if (!event.empty())
       SYV_CUDA_CHECK(
           cudaStreamWaitEvent(copy_stream(dir), static_cast<cudaEvent_t>(event.handle()), 0));
@@ -483,9 +551,8 @@ class CudaBackendImpl final : public CudaBackend {
       SYV_CHECK(g->prepares++ == 0) << "CUDA graph capture: the step calls prepare_batch() twice";
     }
     const Staged st = stage(batch, page_size, g);
-    void* host = g ? g->host : staging_;
     void* dev = g ? g->dev : meta_dev_;
-    SYV_CUDA_CHECK(cudaMemcpyAsync(dev, host, st.bytes, cudaMemcpyHostToDevice, stream_));
+    upload_staged(dev, g ? g->host : staging_, g ? g->host_dev : staging_dev_, st.bytes);
     if (g == nullptr) SYV_CUDA_CHECK(cudaEventRecord(staging_done_, stream_));
 
     const int64_t T = batch.num_tokens(), S = batch.num_seqs();
@@ -1319,8 +1386,22 @@ class CudaBackendImpl final : public CudaBackend {
     auto* d_rows = reinterpret_cast<SampleRow*>(d);
     auto* d_pen = reinterpret_cast<SamplePenalty*>(d + rows_b);
     int32_t* d_ids = mapped_sample_ids(R);
-    upload(d_rows, rows.data(), rows.size() * sizeof(SampleRow));
-    upload(d_pen, penalties.data(), penalties.size() * sizeof(SamplePenalty));
+    if (step_uploads_mapped_) {
+      // Staged in mapped memory (the previous sample() synchronized: nothing reads it now).
+      if (need > sample_in_cap_) {
+        if (sample_in_host_ != nullptr) SYV_CUDA_CHECK(cudaFreeHost(sample_in_host_));
+        sample_in_cap_ = std::max(need * 2, size_t{1} << 16);
+        sample_in_host_ = alloc_mapped(sample_in_cap_, &sample_in_dev_);
+      }
+      char* h = static_cast<char*>(sample_in_host_);
+      std::memcpy(h, rows.data(), rows.size() * sizeof(SampleRow));
+      if (!penalties.empty())
+        std::memcpy(h + rows_b, penalties.data(), penalties.size() * sizeof(SamplePenalty));
+      upload_staged(d, h, sample_in_dev_, need);
+    } else {
+      upload(d_rows, rows.data(), rows.size() * sizeof(SampleRow));
+      upload(d_pen, penalties.data(), penalties.size() * sizeof(SamplePenalty));
+    }
     float* work = nullptr;
     if (processed) {
       SYV_CHECK(processed->dtype == DType::F32 && processed->numel() == R * V)
@@ -1340,6 +1421,27 @@ class CudaBackendImpl final : public CudaBackend {
     // The kernel wrote the ids into mapped host memory: no copy to wait for behind others.
     SYV_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(host_ids, sample_ids_host_, static_cast<size_t>(R) * sizeof(int32_t));
+  }
+  // `bytes` (a multiple of 16) from pinned, mapped `host` (the device's address `host_dev`) to
+  // device memory `dev`, in order on the compute stream: a host-to-device copy, or with
+  // step_uploads_mapped_ the gather kernel reading `host` (no copy engine: a copy of a step's
+  // metadata or sampling rows queued there behind a host tier load's page copies).
+  void upload_staged(void* dev, const void* host, const void* host_dev, size_t bytes) {
+    if (!step_uploads_mapped_) {
+      SYV_CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_));
+      return;
+    }
+    const cuda::CopySegment seg{dev, host_dev, bytes};
+    SYV_CHECK(cuda::gather_copy_fits(seg)) << "upload_staged: " << bytes << " bytes unaligned";
+    cuda::launch_gather_copy(&seg, 1, stream_);
+  }
+  // `bytes` of pinned host memory mapped into the device's address space (its device address in
+  // *dev).
+  static void* alloc_mapped(size_t bytes, void** dev) {
+    void* p = nullptr;
+    SYV_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    SYV_CUDA_CHECK(cudaHostGetDevicePointer(dev, p, 0));
+    return p;
   }
   // Pinned, mapped host memory for `rows` sampled ids, which the sampling kernel writes itself
   // (through the device pointer returned). A step's ids used to come back by cudaMemcpyAsync,
@@ -1427,7 +1529,7 @@ class CudaBackendImpl final : public CudaBackend {
     graphs_.emplace_back();
     Graph& g = graphs_.back();
     g.bytes = std::max<size_t>(last_meta_bytes_, 16);
-    SYV_CUDA_CHECK(cudaMallocHost(&g.host, g.bytes));
+    g.host = alloc_mapped(g.bytes, &g.host_dev);
     SYV_CUDA_CHECK(cudaMalloc(&g.dev, g.bytes));
     scratch_bytes_ += g.bytes;
     SYV_CUDA_CHECK(cudaEventCreateWithFlags(&g.done, cudaEventDisableTiming));
@@ -1608,7 +1710,8 @@ class CudaBackendImpl final : public CudaBackend {
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     cudaEvent_t done = nullptr;  // recorded after each launch
-    void* host = nullptr;
+    void* host = nullptr;        // pinned and mapped (alloc_mapped)
+    void* host_dev = nullptr;    // the device's address of `host`
     void* dev = nullptr;
     size_t bytes = 0;
     int prepares = 0;  // prepare_batch() calls during the capture (0 or 1)
@@ -1711,7 +1814,7 @@ class CudaBackendImpl final : public CudaBackend {
         if (meta_dev_) SYV_CUDA_CHECK(cudaFree(meta_dev_));
         scratch_bytes_ -= meta_capacity_;
         meta_capacity_ = std::max(st.bytes * 2, size_t{1} << 16);
-        SYV_CUDA_CHECK(cudaMallocHost(&staging_, meta_capacity_));
+        staging_ = alloc_mapped(meta_capacity_, &staging_dev_);
         SYV_CUDA_CHECK(cudaMalloc(&meta_dev_, meta_capacity_));
         scratch_bytes_ += meta_capacity_;
       }
@@ -1869,6 +1972,12 @@ class CudaBackendImpl final : public CudaBackend {
   // kAhead (write-aheads); each created on first use.
   cudaStream_t copy_streams_[3] = {nullptr, nullptr, nullptr};
   cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ at each copy_async()
+  // Deferred issue (defer_copies()): enabled by SYV_DEFER_COPIES=1 or set_defer_copies(); on
+  // between defer_copies() and flush_copies(); the calls kept meanwhile; how many were deferred.
+  bool defer_copies_enabled_ = false;
+  bool deferring_ = false;
+  cuda::DeferredCopies deferred_;
+  uint64_t deferred_calls_ = 0;
   void* workspace_ = nullptr;
   cuda::LtGemm gemm_;
   int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it
@@ -1898,7 +2007,8 @@ class CudaBackendImpl final : public CudaBackend {
   std::vector<int32_t> tiles_host_;
   int32_t num_tiles_ = 0;
   const int32_t* tiles_dev_ = nullptr;
-  void* staging_ = nullptr;
+  void* staging_ = nullptr;      // pinned and mapped (alloc_mapped)
+  void* staging_dev_ = nullptr;  // the device's address of staging_
   void* meta_dev_ = nullptr;
   size_t meta_capacity_ = 0;
 
@@ -1924,7 +2034,13 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t* sample_ids_host_ = nullptr;  // sample(): the ids, pinned and mapped (mapped_sample_ids)
   int32_t* sample_ids_dev_ = nullptr;   // the same memory as the device addresses it
   size_t sample_ids_cap_ = 0;           // in ids
-  void* sample_work_ = nullptr;         // sample(): penalised logits
+  // With step_uploads_mapped_ (SYV_STEP_UPLOADS=mapped): sample()'s rows and penalties staged in
+  // mapped memory, and its device address; capacity in bytes.
+  void* sample_in_host_ = nullptr;
+  void* sample_in_dev_ = nullptr;
+  size_t sample_in_cap_ = 0;
+  bool step_uploads_mapped_ = false;
+  void* sample_work_ = nullptr;  // sample(): penalised logits
   size_t sample_work_bytes_ = 0;
   int64_t fixed_max_context_ = 0;
 

@@ -119,6 +119,11 @@ class CudaBackend : public Backend {
   // so far, and those of them the gather kernel took (tests: which path a batch took).
   virtual uint64_t batched_copies() const = 0;
   virtual uint64_t gather_batches() const = 0;
+  // Whether defer_copies() defers (Backend::defer_copies(); SYV_DEFER_COPIES=1 sets it at start,
+  // off by default until measured on a GPU: docs/cuda-backend.md "Host tier copies"); off issues
+  // what is deferred. deferred_copy_calls(): copies deferred so far (tests).
+  virtual void set_defer_copies(bool on) = 0;
+  virtual uint64_t deferred_copy_calls() const = 0;
 
   // Benchmarks only: from now on every allocate() is filled with uniform random bf16 values in
   // [-1, 1] (so a KV pool never holds zeros or NaN garbage); seed 0 turns it off.
