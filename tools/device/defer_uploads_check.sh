@@ -1,37 +1,47 @@
 #!/usr/bin/env bash
-# On the GPU machine: the two A/B options of docs/cuda-backend.md "Host tier copies"
+# On the GPU machine: the A/B options of docs/cuda-backend.md "Host tier copies"
 # (SYV_DEFER_COPIES=1: a step's copies issued after its forward is launched; SYV_STEP_UPLOADS=mapped:
-# a step's metadata and sampling rows read from mapped memory by a kernel). Builds syv and the GPU
-# tests, runs the tests that cover copies, graphs and the host tier with each option set (exactness
-# must not change), then times the host tier's loading steps with and without them on both shapes
-# (tools/device/host_tier_steps.sh). Progress is printed as it goes; every phase has its own timeout.
+# a step's metadata and sampling rows read from mapped memory by a kernel; SYV_AHEAD_STREAM=out: the
+# write-ahead on the write-backs' stream). Builds syv and the GPU tests, runs the tests that cover
+# copies, graphs and the host tier with each option set (exactness must not change; the first set,
+# the defaults, also runs gpu_quant_linear_gpu_test), or times the host tier's loading steps with
+# and without them on one shape (tools/device/host_tier_steps.sh). Progress is printed as it goes; every phase has its own timeout.
 # Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
-#   tools/device/defer_uploads_check.sh [tests|steps|all]   (default all)
+# Each part fits one 10-minute device call:
+#   tools/device/defer_uploads_check.sh tests
+#   tools/device/defer_uploads_check.sh steps qwen3-8b [variant ...]
+#   tools/device/defer_uploads_check.sh steps qwen3.5-9b-class [variant ...]
+# (variants as host_tier_steps.sh takes them; default: default, +defer, +mapped, +defer+mapped,
+# +aheadout)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
 export SYV_SOURCE_DIR=$PWD
-WHAT=${1:-all}
-T="gpu_host_copy_gpu_test gpu_engine_graphs_gpu_test gpu_engine_qwen3_gpu_test gpu_sampling_gpu_test gpu_host_tier_engine_gpu_test gpu_engine_mtp_gpu_test gpu_quant_linear_gpu_test"
+WHAT=${1:?tests or steps CONFIG}
+T="gpu_host_copy_gpu_test gpu_engine_graphs_gpu_test gpu_engine_qwen3_gpu_test gpu_sampling_gpu_test gpu_host_tier_engine_gpu_test gpu_engine_mtp_gpu_test"
 echo "== build $(date +%T)"
-timeout 280 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T 2>&1 | tail -1
+timeout 280 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T gpu_quant_linear_gpu_test \
+  2>&1 | tail -1
 B=build/gpu-carry/bin
 [[ -x $B/syv ]] || { echo "build failed"; exit 1; }
-if [[ $WHAT == tests || $WHAT == all ]]; then
-  for opts in "" "SYV_DEFER_COPIES=1" "SYV_STEP_UPLOADS=mapped" "SYV_DEFER_COPIES=1 SYV_STEP_UPLOADS=mapped"; do
+if [[ $WHAT == tests ]]; then
+  for opts in "" "SYV_DEFER_COPIES=1" "SYV_STEP_UPLOADS=mapped" \
+    "SYV_DEFER_COPIES=1 SYV_STEP_UPLOADS=mapped SYV_AHEAD_STREAM=out"; do
     echo "== tests with [${opts:-defaults}] $(date +%T)"
-    for t in $T; do
+    tests=$T
+    [[ -z $opts ]] && tests="$T gpu_quant_linear_gpu_test"
+    for t in $tests; do
       r=$(env $opts timeout 90 $B/$t --gtest_filter='-*Timing*' 2>&1 |
         grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')
       echo "$t: $r"
     done
   done
 fi
-if [[ $WHAT == steps || $WHAT == all ]]; then
-  for config in qwen3-8b qwen3.5-9b-class; do
-    echo "== host tier steps, $config $(date +%T)"
-    CONFIG=$config timeout 420 tools/device/host_tier_steps.sh default default+defer \
-      default+mapped default+defer+mapped
-  done
+if [[ $WHAT == steps ]]; then
+  config=${2:?steps CONFIG}
+  shift 2
+  (($#)) || set -- default default+defer default+mapped default+defer+mapped default+aheadout
+  echo "== host tier steps, $config $(date +%T)"
+  CONFIG=$config timeout 500 tools/device/host_tier_steps.sh "$@"
 fi
 echo "== done $(date +%T)"

@@ -10,8 +10,9 @@
 # A variant is an SYV_HOST_COPY value ("default": unset) with an optional "/off" for
 # --host-write-ahead off and an optional "@reserve" for --host-pin-idle reserve, e.g. default
 # default/off default@reserve engines:kernel calls:engines (docs/cuda-backend.md "Host tier
-# copies", docs/hybrid-cache.md "Host tier"), then optionally "+defer" (SYV_DEFER_COPIES=1) and
-# "+mapped" (SYV_STEP_UPLOADS=mapped), e.g. default+defer default+defer+mapped. Carry
+# copies", docs/hybrid-cache.md "Host tier"), then optionally "+defer" (SYV_DEFER_COPIES=1),
+# "+mapped" (SYV_STEP_UPLOADS=mapped) and "+aheadout" (SYV_AHEAD_STREAM=out), e.g. default+defer
+# default+defer+mapped. Carry
 # .devcarry-deps (tools/device/pack_deps.sh) and third_party/qwen3-tokenizer.
 #   [CONFIG=qwen3.5-9b-class] tools/device/host_tier_steps.sh [variant ...]
 #   (default: the default paths, twice, on tools/bench/configs/$CONFIG, qwen3-8b by default)
@@ -29,12 +30,14 @@ D=/tmp/$CONFIG-random
 for variant in "$@"; do
   pin=""
   [[ $variant == *@* ]] && pin=${variant##*@} && pin=${pin%%+*}
-  copy=${variant%%[/@+]*} ahead=on defer="" mapped=""
+  copy=${variant%%[/@+]*} ahead=on defer="" mapped="" aheadout=""
   [[ $variant == */off* ]] && ahead=off
   [[ $variant == *+defer* ]] && defer=1
   [[ $variant == *+mapped* ]] && mapped=mapped
+  [[ $variant == *+aheadout* ]] && aheadout=out
   [[ $copy == default ]] && copy=""
   env ${copy:+SYV_HOST_COPY=$copy} ${defer:+SYV_DEFER_COPIES=1} ${mapped:+SYV_STEP_UPLOADS=mapped} \
+    ${aheadout:+SYV_AHEAD_STREAM=out} \
     timeout 120 $B/syv bench host-tier --model $D --prefix-len 32768 \
     --max-model-len 40960 --kv-cache-mb 6144 --host-cache-gb 16 --max-batched-tokens 8192 \
     --host-write-ahead $ahead ${pin:+--host-pin-idle $pin} --json 2>/dev/null | python3 -c '

@@ -135,6 +135,11 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_DEFER_COPIES"))
       defer_copies_enabled_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_AHEAD_STREAM")) {
+      SYV_CHECK(env == std::string("out") || env == std::string("own"))
+          << "SYV_AHEAD_STREAM: expected own or out, found " << env;
+      ahead_on_out_stream_ = env == std::string("out");
+    }
     if (const char* env = std::getenv("SYV_STEP_UPLOADS")) {
       SYV_CHECK(env == std::string("mapped") || env == std::string("copies"))
           << "SYV_STEP_UPLOADS: expected mapped or copies, found " << env;
@@ -439,6 +444,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
   // The copy stream of `dir`, created on first use (with the compute mark).
   cudaStream_t copy_stream(CopyDir dir) {
+    if (dir == CopyDir::kAhead && ahead_on_out_stream_) dir = CopyDir::kOut;
     cudaStream_t& copies = copy_streams_[static_cast<size_t>(dir)];
     if (copies == nullptr) {
       SYV_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
@@ -1972,6 +1978,9 @@ class CudaBackendImpl final : public CudaBackend {
   // kAhead (write-aheads); each created on first use.
   cudaStream_t copy_streams_[3] = {nullptr, nullptr, nullptr};
   cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ at each copy_async()
+  // SYV_AHEAD_STREAM=out: write-aheads share the write-backs' stream (A/B: whether the kAhead
+  // stream of its own gains anything, docs/cuda-backend.md "Host tier copies").
+  bool ahead_on_out_stream_ = false;
   // Deferred issue (defer_copies()): enabled by SYV_DEFER_COPIES=1 or set_defer_copies(); on
   // between defer_copies() and flush_copies(); the calls kept meanwhile; how many were deferred.
   bool defer_copies_enabled_ = false;
