@@ -331,6 +331,10 @@ class Backend {
   // instead of delaying its launch. The default (synchronous copies) has nothing to defer.
   virtual void defer_copies() {}
   virtual void flush_copies() {}
+  // Whether enqueued ops return before they run (a device's stream): host work done after
+  // enqueuing a forward overlaps it (EngineOptions::emit_after_launch). The default runs them
+  // where they are called.
+  virtual bool asynchronous() const { return false; }
   // Fills n elements of a float buffer (F32, BF16, F16) with the uniform values of
   // backend/random_fill.h: element i = random_uniform(seed, i, scale) rounded to dtype, in
   // [-scale, scale). The same values on every backend, machine and thread count (random weights,

@@ -30,8 +30,9 @@ struct EngineArgs {
   // Pinned reserve of the host tier in GiB (kv/host_tier.h "Memory"): < 0 (the default) = 4 GiB
   // or, when larger, the KV pages of one max_model_len sequence.
   double host_pin_reserve_gb = -1;
-  std::string host_write_ahead = "on";  // --host-write-ahead on|off
-  std::string host_pin_idle = "tier";   // --host-pin-idle tier|reserve
+  std::string host_write_ahead = "on";     // --host-write-ahead on|off
+  std::string host_pin_idle = "tier";      // --host-pin-idle tier|reserve
+  std::string emit_after_launch = "auto";  // --emit-after-launch auto|on|off
   // --draft-model DIR (--speculative-method draft): loaded by the command (load_draft_model) and
   // set as options.draft_model before the engine starts.
   std::string draft_model_dir;
@@ -50,6 +51,7 @@ struct EngineArgs {
         host_cache_gb < 0 ? -1 : static_cast<int64_t>(host_cache_gb * static_cast<double>(1 << 30));
     o.host_write_ahead = host_write_ahead == "on";
     o.host_pin_all_while_idle = host_pin_idle == "tier";
+    o.emit_after_launch = emit_after_launch == "auto" ? -1 : emit_after_launch == "on" ? 1 : 0;
     o.host_pin_reserve_bytes =
         host_pin_reserve_gb < 0
             ? -1
@@ -125,6 +127,13 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
                  "(only --host-pin-reserve-gb; the rest is pinned in busy gaps as evictions need "
                  "it, each 128 MiB piece stalling its gap ~3.5 ms on an H200 machine).")
       ->check(CLI::IsMember({"tier", "reserve"}));
+  app.add_option("--emit-after-launch", args.emit_after_launch,
+                 "Emit a token that does not end its request (detokenize it, queue its event) "
+                 "after the next step's forward is launched, overlapping the GPU's work instead "
+                 "of adding to the gap between steps: auto (default: on with CUDA, off on the "
+                 "CPU, where it would only delay events), on or off (docs/engine.md \"Emit after "
+                 "the next launch\").")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   // CUDA graphs for decode steps, one per batch-size bucket (docs/engine.md "CUDA graphs").
   app.add_option("--cuda-graphs", args.cuda_graphs,
                  "CUDA graphs for decode steps: eager (the default: capture every bucket at "

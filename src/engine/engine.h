@@ -144,6 +144,14 @@ struct EngineOptions {
   // sequences and 1 + num_speculative_tokens tokens each), so the padding runs on the CPU backend,
   // which has no graphs.
   bool force_verify_padding = false;
+  // A token that does not end its sample (no stop token, no length limit reached, and a request
+  // without stop strings), other than the first of its sample, is emitted (detokenized, its event
+  // queued for the client) after the next step's forward is launched rather than before it, so that
+  // work overlaps the GPU's instead of leaving it idle between steps; every event still reaches the
+  // client in order, before any later one of its request (an abort emits what is pending first).
+  // -1: on where the backend is asynchronous (Backend::asynchronous(): CUDA; on the CPU backend it
+  // would only delay the events), 0: off, 1: on (tests).
+  int32_t emit_after_launch = -1;
 };
 
 // One submitted request. Shared between the submitting thread (reads events) and the engine

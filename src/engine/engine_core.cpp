@@ -285,6 +285,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << options.max_num_seqs << ", token budget " << options.max_num_batched_tokens
                 << ", prefix caching " << (options.enable_prefix_caching ? "on" : "off")
                 << ", max_model_len " << options.max_model_len;
+  {
+    const bool async = model.backend().asynchronous();
+    const bool on = options.emit_after_launch < 0 ? async : options.emit_after_launch > 0;
+    SYV_LOG(INFO) << "engine: emit after launch " << (on ? "on" : "off") << " ("
+                  << (options.emit_after_launch >= 0 ? "asked"
+                      : async                        ? "auto: the backend runs ahead of the host"
+                              : "auto: the backend runs ops as they are called")
+                  << ")";
+  }
   if (options.num_speculative_tokens > 0) {
     const int64_t verify_entries = int64_t{options.max_num_seqs} * options.num_speculative_tokens;
     SYV_LOG(INFO)
@@ -445,6 +454,8 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
       scheduler_(cache_, scheduler_config(options)) {
   if (options.speculative_adaptive && options.num_speculative_tokens > 0)
     spec_policy_ = std::make_unique<SpecPolicy>(spec_policy_options(options));
+  emit_after_launch_ = options.emit_after_launch < 0 ? model.backend().asynchronous()
+                                                     : options.emit_after_launch > 0;
   eos_ids_ = model.config().eos_token_ids;
   if (tokenizer_ != nullptr) {
     if (auto eos = tokenizer_->eos_token_id()) eos_ids_.push_back(*eos);
@@ -566,6 +577,7 @@ void EngineCore::abort_request(uint64_t id) {
   auto it = groups_.find(id);
   if (it == groups_.end()) return;
   RequestGroup& group = *it->second;
+  emit_pending(&group);  // its tokens so far reach the client before the abort
   for (auto& seq : group.seqs) {
     if (seq->is_done()) continue;
     scheduler_.abort(seq.get());
@@ -647,6 +659,7 @@ void EngineCore::step() {
     // rather than spin the engine thread on the poll; a request that arrives meanwhile waits at
     // most this long to be admitted.
     backend.flush_copies();
+    emit_pending();
     if (host_ != nullptr && host_->loads().num_unsettled() > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     return;
@@ -671,6 +684,7 @@ void EngineCore::step() {
     model_.forward(batch, outputs);
   }
   backend.flush_copies();
+  emit_pending();  // the previous step's, while the device runs this one
   const Tensor logits = outputs.logits;
   if (as_graph) {
     ++stats_.graph_steps;
@@ -758,10 +772,21 @@ void EngineCore::step() {
     Sequence& seq = *step_.seqs[i].seq;
     RequestGroup& group = *seq.group();
     const int32_t length_before = seq.length() - static_cast<int32_t>(end - begin);
+    // Either all of the step's tokens of the sequence wait for the next launch, or none (its
+    // events stay in order).
+    bool wait = emit_after_launch_;
+    for (size_t t = begin; wait && t < end; ++t)
+      wait = emit_can_wait(group, seq, results_[t],
+                           length_before + static_cast<int32_t>(t - begin) + 1);
     for (size_t t = begin; t < end; ++t) {
       if (seq.params().max_tokens > 0) ++stats_.generated_tokens;  // 0: nothing is returned
+      const int32_t length = length_before + static_cast<int32_t>(t - begin) + 1;
+      if (wait) {
+        pending_emits_.push_back({&group, &seq, results_[t], length, group.seqs[0]->cached_tokens});
+        continue;
+      }
       // may end the sample and destroy the sequence and its group
-      if (emit(group, seq, results_[t], length_before + static_cast<int32_t>(t - begin) + 1)) break;
+      if (emit(group, seq, results_[t], length)) break;
     }
   }
   waker_.wake(to_wake_);  // the clients wake on the waker's thread while this one goes on
@@ -942,8 +967,39 @@ void EngineCore::sample_sequence(size_t i, size_t row, const float* host_rows, i
     seq.tokens.push_back(results_[t].token_id);
 }
 
+bool EngineCore::emit_can_wait(const RequestGroup& group, const Sequence& seq,
+                               const SampleResult& sample, int32_t length) const {
+  // emit()'s ways of ending a sample, each ruled out.
+  const SamplingParams& params = seq.params();
+  if (!params.stop.empty() || params.max_tokens <= 0) return false;
+  const int32_t generated = length - seq.prompt_len();
+  // The first token goes at once (time to first token unchanged).
+  if (generated <= 1) return false;
+  if (generated >= params.max_tokens || length >= options_.max_model_len) return false;
+  const bool may_stop = generated > params.min_tokens;
+  return !may_stop || std::find(group.stop_ids.begin(), group.stop_ids.end(), sample.token_id) ==
+                          group.stop_ids.end();
+}
+
+void EngineCore::emit_pending(const RequestGroup* group) {
+  if (pending_emits_.empty()) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_emits_.size(); ++i) {
+    PendingEmit& p = pending_emits_[i];
+    if (group != nullptr && p.group != group) {
+      pending_emits_[kept++] = std::move(p);
+      continue;
+    }
+    const bool ended = emit(*p.group, *p.seq, p.sample, p.length, p.cached_tokens);
+    SYV_CHECK(!ended) << "seq " << p.seq->id() << ": a token emitted after the next launch ended "
+                      << "its sample (emit_can_wait let it wait)";
+  }
+  pending_emits_.resize(kept);
+  waker_.wake(to_wake_);
+}
+
 bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sample,
-                      int32_t length) {
+                      int32_t length, int32_t cached_tokens) {
   const SamplingParams& params = seq.params();
   SampleStream& stream = group.streams[static_cast<size_t>(seq.sample_index())];
   Event event;
@@ -952,7 +1008,8 @@ bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
   event.logprob = params.logprobs ? sample.logprob : std::nullopt;
   event.top_logprobs = sample.top_logprobs;
   event.prompt_tokens = seq.prompt_len();
-  event.cached_tokens = group.seqs[0]->cached_tokens;  // the request's prompt (sample 0)
+  // The request's prompt (sample 0), as when the token was drawn.
+  event.cached_tokens = cached_tokens >= 0 ? cached_tokens : group.seqs[0]->cached_tokens;
   if (params.prompt_logprobs >= 0 && seq.sample_index() == 0 && length - seq.prompt_len() == 1) {
     SYV_CHECK_EQ(static_cast<int32_t>(group.prompt_logprobs.size()), seq.prompt_len() - 1)
         << "seq " << seq.id() << ": prompt logprobs missing at its first token";

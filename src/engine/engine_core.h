@@ -141,7 +141,18 @@ class EngineCore {
   // Emits one token; `length` is the sequence's length with this token (the stop and length
   // checks see the sequence as it was when this token was generated). Returns true when the
   // sample ended (the sequence, and maybe its group, are gone).
-  bool emit(RequestGroup& group, Sequence& seq, const SampleResult& sample, int32_t length);
+  // `cached_tokens`: the event's (the request's prompt tokens served from the cache), -1 for the
+  // group's current figure.
+  bool emit(RequestGroup& group, Sequence& seq, const SampleResult& sample, int32_t length,
+            int32_t cached_tokens = -1);
+  // Whether emit() of this token (the sequence's `length` with it) cannot end the sample and the
+  // request has no stop strings, so it may wait for the next step's launch
+  // (EngineOptions::emit_after_launch).
+  bool emit_can_wait(const RequestGroup& group, const Sequence& seq, const SampleResult& sample,
+                     int32_t length) const;
+  // Emits the tokens kept for after this step's launch (of `group` only, when given), in order,
+  // and hands the channels to the waker.
+  void emit_pending(const RequestGroup* group = nullptr);
   // Queues `event` on the group's channel without waking its client; the step hands the handles
   // to waker_ after its last emit (engine/event_waker.h).
   void push_quiet(RequestGroup& group, Event event);
@@ -174,6 +185,18 @@ class EngineCore {
   std::vector<std::shared_ptr<RequestHandle>> to_wake_;  // channels this step pushed to quietly
   EventWaker waker_;  // its thread wakes the handles step() hands it (engine/event_waker.h)
   std::vector<size_t> result_begin_;  // [step_.seqs.size() + 1] offsets into results_
+  // Tokens whose emit() waits for the next step's launch (EngineOptions::emit_after_launch), in
+  // step order; their sequences keep running (only emit_pending() or an abort of their request,
+  // which emits them first, takes them out).
+  struct PendingEmit {
+    RequestGroup* group = nullptr;
+    Sequence* seq = nullptr;
+    SampleResult sample;
+    int32_t length = 0;
+    int32_t cached_tokens = 0;
+  };
+  std::vector<PendingEmit> pending_emits_;
+  bool emit_after_launch_ = false;  // EngineOptions::emit_after_launch resolved
   std::unordered_map<uint64_t, std::unique_ptr<RequestGroup>> groups_;
   uint64_t next_seq_id_ = 1;
   EngineStats stats_;

@@ -12,16 +12,10 @@
 #include "tokenizer/tokenizer.h"
 #include "unit/engine_harness.h"
 #include "unit/fake_model.h"
+#include "unit/qwen3_tokenizer.h"
 
 namespace syv::testing {
 namespace {
-
-std::unique_ptr<Tokenizer> load_tokenizer() {
-  const std::string dir = std::string(SYV_SOURCE_DIR) + "/third_party/qwen3-tokenizer";
-  auto tokenizer = Tokenizer::load(dir);
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.message() << " (run tools/setup/fetch-tokenizer.sh)";
-  return tokenizer.ok() ? std::move(tokenizer.value()) : nullptr;
-}
 
 SampleOutput generate(Model& model, const Tokenizer& tokenizer, const Request& request) {
   set_log_level(LogLevel::WARN);
@@ -38,7 +32,7 @@ SampleOutput generate(Model& model, const Tokenizer& tokenizer, const Request& r
 }
 
 TEST(EngineText, DeltasConcatenateToTheDecodedTokensAndStopStringsAreWithheld) {
-  auto tokenizer = load_tokenizer();
+  auto tokenizer = load_qwen3_tokenizer();
   ASSERT_TRUE(tokenizer);
   FakeModel model(tokenizer->vocab_size());
   Request r;
@@ -97,7 +91,7 @@ Reference reference(Model& model, const Tokenizer& tokenizer) {
 }
 
 TEST(EngineText, IncludeStopStrInOutputKeepsTheMatchedStopString) {
-  auto tokenizer = load_tokenizer();
+  auto tokenizer = load_qwen3_tokenizer();
   ASSERT_TRUE(tokenizer);
   FakeModel model(tokenizer->vocab_size());
   const Reference ref = reference(model, *tokenizer);
@@ -133,7 +127,7 @@ TEST(EngineText, IncludeStopStrInOutputKeepsTheMatchedStopString) {
 }
 
 TEST(EngineText, MinTokensDefersStopStringsThatCompleteInTheFirstTokens) {
-  auto tokenizer = load_tokenizer();
+  auto tokenizer = load_qwen3_tokenizer();
   ASSERT_TRUE(tokenizer);
   FakeModel model(tokenizer->vocab_size());
   const Reference ref = reference(model, *tokenizer);
@@ -171,7 +165,7 @@ TEST(EngineText, MinTokensDefersStopStringsThatCompleteInTheFirstTokens) {
 }
 
 TEST(EngineText, MinTokensMasksStopTokens) {
-  auto tokenizer = load_tokenizer();
+  auto tokenizer = load_qwen3_tokenizer();
   ASSERT_TRUE(tokenizer);
   FakeModel model(tokenizer->vocab_size());
   const Reference ref = reference(model, *tokenizer);
@@ -209,7 +203,7 @@ TEST(EngineText, MinTokensMasksStopTokens) {
 }
 
 TEST(EngineText, LogitBiasSteersTheTokens) {
-  auto tokenizer = load_tokenizer();
+  auto tokenizer = load_qwen3_tokenizer();
   ASSERT_TRUE(tokenizer);
   FakeModel model(tokenizer->vocab_size());
   const Reference ref = reference(model, *tokenizer);

@@ -1526,6 +1526,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   bool supports_graphs() const override { return true; }
+  bool asynchronous() const override { return true; }
 
   int capture_graph(const std::function<void()>& step) override {
     SYV_CHECK(!capturing_) << "capture_graph() inside a capture";
