@@ -1,0 +1,66 @@
+// `syv bench schedule`: the engine's schedule on a model that computes nothing. With a pool that
+// holds every request at full length nothing is preempted or recomputed and the steps are what
+// the budget and lengths give; with a pool too small for them the engine preempts, and what it
+// reports adds up (computed = once + recomputed); a larger host tier serves more of the victims'
+// pages back, so less is recomputed; a pool given in bytes only is refused with the way out.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "e2e/cli_run.h"
+
+namespace syv::testing {
+namespace {
+
+using nlohmann::json;
+
+json schedule(const std::string& flags) {
+  auto [status, out] =
+      run_command(std::string(SYV_BIN) + " bench schedule --json --page-size 16 " + flags);
+  EXPECT_EQ(status, 0) << out;
+  return json_lines(out).empty() ? json() : json_lines(out).front();
+}
+
+TEST(BenchSchedule, RoomyPoolRunsEachRequestOnce) {
+  // 16 x (64 in, 32 out) = 96 tokens = 6 pages each; a 128-token budget admits two prompts a
+  // step, so 8 prefill steps (the last with the first decodes), then the decodes.
+  const json j = schedule(
+      "--num-pages 200 --num-requests 16 --input-len 64 --output-len 32 --max-batched-tokens 128 "
+      "--max-num-seqs 16");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["preemptions"], 0);
+  EXPECT_EQ(j["recomputed_tokens"], 0);
+  EXPECT_EQ(j["computed_tokens"], 16 * (64 + 32 - 1));
+  // Every token fed runs in a plain decode step or in another (prefill chunks with decodes).
+  EXPECT_EQ(j["decode_rows"].get<int>() + j["other_tokens"].get<int>(), j["computed_tokens"]);
+  EXPECT_GE(j["steps"].get<int>(), 31 + 8);
+}
+
+TEST(BenchSchedule, TightPoolPreemptsAndRecomputes) {
+  // 32 x (64 in, 64 out) need 32 x 8 = 256 pages at the end; 160 hold them until ~40 tokens in.
+  const std::string tight =
+      "--num-pages 160 --num-requests 32 --input-len 64 --output-len 64 --max-batched-tokens 512 "
+      "--max-num-seqs 32";
+  const json j = schedule(tight);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_GT(j["preemptions"].get<int>(), 0);
+  EXPECT_GT(j["recomputed_tokens"].get<int>(), 0);
+  EXPECT_EQ(j["computed_tokens"].get<int>(),
+            32 * (64 + 64 - 1) + j["recomputed_tokens"].get<int>());
+  // A host tier as large as the pool takes the victims' pages and gives them back.
+  const json host = schedule(tight + " --host-pages 160");
+  ASSERT_TRUE(host.is_object());
+  EXPECT_GT(host["host_page_hits"].get<int>(), 0);
+  EXPECT_LT(host["recomputed_tokens"].get<int>(), j["recomputed_tokens"].get<int>());
+}
+
+TEST(BenchSchedule, RefusesAPoolNotGivenInPages) {
+  auto [status, out] =
+      run_command(std::string(SYV_BIN) + " bench schedule --kv-cache-mb 64", /*with_stderr=*/true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("--num-pages"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace syv::testing
