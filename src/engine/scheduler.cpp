@@ -128,6 +128,12 @@ void Scheduler::preempt(Sequence* seq) {
   remove_running(seq);
   stop_loading(seq);
   seq->drafts.clear();
+  // Its registered pages, kept in the host tier until it resumes (kv/host_tier.h "Kept for
+  // preempted sequences"); a sequence preempted again while waiting for them wants them once.
+  if (HostTier* host = cache_.host_tier(); host != nullptr && seq->wanted_host_keys.empty()) {
+    seq->wanted_host_keys = seq->page_keys;
+    host->want_pages(seq->wanted_host_keys);
+  }
   release_pages(seq);
   if (hybrid_ != nullptr) hybrid_->preempt(seq);
   seq->state = SequenceState::kWaiting;
@@ -248,7 +254,8 @@ void Scheduler::schedule(SchedulerOutput& out) {
     // Host-tier pages of the hit need device pages too (they are copied in below).
     const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
     if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) break;
-    cache_.acquire(hit);  // retains the device pages, pins the host entries
+    cache_.acquire(hit);     // retains the device pages, pins the host entries
+    unwant_host_pages(seq);  // what it gets back is pinned now, the rest is computed
     seq->pages = hit.pages;
     seq->page_keys = hit.keys;
     seq->num_computed = hit.length;
@@ -373,8 +380,15 @@ void Scheduler::commit(const SchedulerOutput& out) {
   }
 }
 
+void Scheduler::unwant_host_pages(Sequence* seq) {
+  if (seq->wanted_host_keys.empty()) return;
+  cache_.host_tier()->unwant_pages(seq->wanted_host_keys);
+  seq->wanted_host_keys.clear();
+}
+
 void Scheduler::finish(Sequence* seq) {
   if (seq->is_done()) return;
+  unwant_host_pages(seq);
   if (seq->state == SequenceState::kWaiting) {
     auto it = std::find(waiting_.begin(), waiting_.end(), seq);
     if (it != waiting_.end()) waiting_.erase(it);
@@ -409,6 +423,9 @@ std::string Scheduler::check_integrity() const {
     if (seq->state != SequenceState::kLoading && seq->state != SequenceState::kPrefilling &&
         seq->state != SequenceState::kDecoding)
       out << "running seq " << seq->id() << " in state " << to_string(seq->state) << "; ";
+    if (!seq->wanted_host_keys.empty())
+      out << "running seq " << seq->id() << " still wants " << seq->wanted_host_keys.size()
+          << " host pages kept; ";
     if ((seq->state == SequenceState::kLoading) != seq->load.pending())
       out << "seq " << seq->id() << " " << to_string(seq->state) << " with load " << seq->load.id
           << "; ";

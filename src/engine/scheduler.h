@@ -180,6 +180,8 @@ class Scheduler {
   // load (no-op for other states).
   void stop_loading(Sequence* seq);
   std::string check_loads() const;
+  // Drops seq's claim on its pages in the host tier (HostTier::unwant_pages), if it has one.
+  void unwant_host_pages(Sequence* seq);
   void release_pages(Sequence* seq);
   void preempt(Sequence* seq);
   // For an n > 1 sample: true while it should wait for sample 0's prompt pages.

@@ -70,6 +70,9 @@ class Sequence {
   // pages[i] for the full pages registered (or matched) so far (page_keys.size() <= pages.size()).
   std::vector<int32_t> pages;
   std::vector<uint64_t> page_keys;
+  // Preempted and waiting with a host tier: the keys of the pages it registered, which the tier
+  // keeps for it until it is admitted again or ends (HostTier::want_pages).
+  std::vector<uint64_t> wanted_host_keys;
   // Hybrid models (engine/hybrid_state.h): the live recurrent state's slot while running (-1
   // otherwise), and the checkpoints this sequence saved or shared, by increasing length (kept
   // across preemption, released by the retention policy when the sequence ends).

@@ -10,6 +10,7 @@ namespace syv {
 HostEntries::HostEntries(int32_t size, int32_t open)
     : key_(static_cast<size_t>(size), 0),
       pins_(static_cast<size_t>(size), 0),
+      keeps_(static_cast<size_t>(size), 0),
       pos_(static_cast<size_t>(size)),
       used_(static_cast<size_t>(size), false) {
   SYV_CHECK(size >= 0 && open >= 0 && open <= size)
@@ -69,7 +70,24 @@ int32_t HostEntries::take(uint64_t key, bool* evicted, const std::function<bool(
 void HostEntries::touch(int32_t id) {
   check_used(id);
   const size_t i = static_cast<size_t>(id);
-  lru_.splice(lru_.end(), lru_, pos_[i]);
+  if (keeps_[i] == 0) lru_.splice(lru_.end(), lru_, pos_[i]);
+}
+
+void HostEntries::keep(int32_t id) {
+  check_used(id);
+  const size_t i = static_cast<size_t>(id);
+  if (keeps_[i]++ > 0) return;
+  lru_.erase(pos_[i]);
+  ++num_kept_;
+}
+
+void HostEntries::unkeep(int32_t id) {
+  check_used(id);
+  const size_t i = static_cast<size_t>(id);
+  SYV_CHECK(keeps_[i] > 0) << "unkeep of host entry " << id << ", which is not kept";
+  if (--keeps_[i] > 0) return;
+  pos_[i] = lru_.insert(lru_.end(), id);
+  --num_kept_;
 }
 
 void HostEntries::pin(int32_t id) {
@@ -88,6 +106,7 @@ void HostEntries::shrink(int32_t n) {
   for (int32_t id = n; id < size(); ++id) {
     const size_t i = static_cast<size_t>(id);
     SYV_CHECK_EQ(pins_[i], 0) << "host entries: shrink drops pinned entry " << id;
+    SYV_CHECK_EQ(keeps_[i], 0) << "host entries: shrink drops kept entry " << id;
     if (!used_[i]) continue;
     by_key_.erase(key_[i]);
     lru_.erase(pos_[i]);
@@ -97,6 +116,7 @@ void HostEntries::shrink(int32_t n) {
   const size_t m = static_cast<size_t>(n);
   key_.resize(m);
   pins_.resize(m);
+  keeps_.resize(m);
   pos_.resize(m);
   used_.resize(m);
 }
@@ -128,14 +148,28 @@ std::string HostEntries::check_integrity() const {
     if (it == by_key_.end() || it->second != id)
       err << "entry " << id << " not mapped by its key; ";
   }
+  int32_t kept = 0;
+  for (size_t i = 0; i < keeps_.size(); ++i) {
+    if (keeps_[i] < 0 || (keeps_[i] > 0 && !used_[i]))
+      err << "entry " << i << " has " << keeps_[i] << " keeps, used " << used_[i] << "; ";
+    if (keeps_[i] > 0 && used_[i]) {
+      ++seen[i];  // off the LRU, but held
+      ++kept;
+      auto it = by_key_.find(key_[i]);
+      if (it == by_key_.end() || it->second != static_cast<int32_t>(i))
+        err << "kept entry " << i << " not mapped by its key; ";
+    }
+  }
+  if (kept != num_kept_) err << "kept entries " << kept << ", counted " << num_kept_ << "; ";
   for (size_t i = 0; i < seen.size(); ++i) {
     const int32_t want = static_cast<int32_t>(i) < open_ ? 1 : 0;  // closed: on no list
     if (seen[i] != want) err << "entry " << i << " listed " << seen[i] << " times; ";
     if (pins_[i] < 0 || (pins_[i] > 0 && !used_[i]))
       err << "entry " << i << " has " << pins_[i] << " pins, used " << used_[i] << "; ";
   }
-  if (by_key_.size() != lru_.size())
-    err << "key map holds " << by_key_.size() << " keys for " << lru_.size() << " used entries";
+  if (by_key_.size() != lru_.size() + static_cast<size_t>(num_kept_))
+    err << "key map holds " << by_key_.size() << " keys for " << lru_.size()
+        << " entries on the LRU and " << num_kept_ << " kept";
   return err.str();
 }
 

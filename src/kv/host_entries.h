@@ -10,6 +10,9 @@
 // while an admission is between its lookup and its copy back; from then until the copy back
 // settles the entry is *busy* (read by a load in flight, kv/inflight_loads.h), which the caller
 // tells take() (kv/host_tier.h "Copies" says why both are needed and why that is all).
+// A used entry may be *kept* (keeps > 0: a preempted sequence will want it back, kv/host_tier.h
+// "Kept for preempted sequences"): it leaves the LRU until its last keep is dropped, so take()
+// never evicts it and never walks past it.
 //
 // Not thread-safe: owned by the engine thread.
 #pragma once
@@ -48,6 +51,12 @@ class HostEntries {
   void pin(int32_t id);
   void unpin(int32_t id);  // pins must be > 0
   int32_t pins(int32_t id) const { return pins_[static_cast<size_t>(id)]; }
+  // Keeps used entry `id` off the LRU (see above); unkeep() (keeps must be > 0) puts it back, as
+  // the most recently used, with its last keep.
+  void keep(int32_t id);
+  void unkeep(int32_t id);
+  int32_t keeps(int32_t id) const { return keeps_[static_cast<size_t>(id)]; }
+  int32_t num_kept() const { return num_kept_; }
   uint64_t key(int32_t id) const { return key_[static_cast<size_t>(id)]; }
   bool used(int32_t id) const { return used_[static_cast<size_t>(id)]; }
   int32_t num_pinned() const;
@@ -66,8 +75,10 @@ class HostEntries {
   int32_t open_ = 0;
   std::vector<uint64_t> key_;
   std::vector<int32_t> pins_;
-  std::vector<int32_t> free_;  // stack; lowest id on top
-  std::list<int32_t> lru_;     // used entries, least recently used first
+  std::vector<int32_t> keeps_;  // > 0: off the LRU
+  int32_t num_kept_ = 0;        // entries with keeps > 0
+  std::vector<int32_t> free_;   // stack; lowest id on top
+  std::list<int32_t> lru_;      // used entries not kept, least recently used first
   std::vector<std::list<int32_t>::iterator> pos_;
   std::vector<bool> used_;  // on the LRU (registered under key_)
   std::unordered_map<uint64_t, int32_t> by_key_;

@@ -357,6 +357,7 @@ int32_t HostTier::take_page_entry(uint64_t parent, uint64_t key, const int32_t* 
     return loads_.reads_host_page(e) || in(listed, e) || (keep != nullptr && in(*keep, e));
   });
   if (entry < 0) return -1;
+  if (wanted_.count(key) > 0) pages_.keep(entry);  // a waiting sequence's page, stored now
   counters_.pages_evicted += evicted;
   const size_t i = static_cast<size_t>(entry);
   page_parent_[i] = parent;
@@ -432,6 +433,23 @@ CopyEvent HostTier::load_checkpoint(int32_t entry, int32_t state_slot) {
   return event;
 }
 
+void HostTier::want_pages(const std::vector<uint64_t>& keys) {
+  for (uint64_t key : keys) {
+    if (wanted_[key]++ > 0) continue;
+    if (const int32_t entry = pages_.find(key); entry >= 0) pages_.keep(entry);
+  }
+}
+
+void HostTier::unwant_pages(const std::vector<uint64_t>& keys) {
+  for (uint64_t key : keys) {
+    auto it = wanted_.find(key);
+    SYV_CHECK(it != wanted_.end()) << "host tier: unwant of page key " << key << " not wanted";
+    if (--it->second > 0) continue;
+    wanted_.erase(it);
+    if (const int32_t entry = pages_.find(key); entry >= 0) pages_.unkeep(entry);
+  }
+}
+
 std::string HostTier::check_integrity() const {
   std::string err = pages_.check_integrity();
   if (!err.empty()) return "host pages: " + err;
@@ -459,6 +477,18 @@ std::string HostTier::check_integrity() const {
   if (pages_.num_pinned() + checkpoints_.num_pinned() > 0)
     out << pages_.num_pinned() << " host pages and " << checkpoints_.num_pinned()
         << " host checkpoints pinned between steps; ";
+  int32_t kept = 0;
+  for (const auto& [key, wanting] : wanted_) {
+    const int32_t entry = pages_.find(key);
+    if (wanting <= 0 || (entry >= 0 && pages_.keeps(entry) != 1)) {
+      out << "wanted page key " << key << " (" << wanting << " waiting) held by entry " << entry
+          << " with " << (entry >= 0 ? pages_.keeps(entry) : 0) << " keeps; ";
+      break;
+    }
+    kept += entry >= 0;
+  }
+  if (kept != pages_.num_kept())
+    out << pages_.num_kept() << " host pages kept for " << kept << " wanted keys held; ";
   err = loads_.check_integrity();
   if (!err.empty()) out << "host loads in flight: " << err;
   for (const auto& [entry, load] : loads_.host_page_reads())

@@ -121,12 +121,23 @@
 // recently used, a hit refreshes it, and storing a key the tier already holds (an entry loaded
 // back and evicted again) copies nothing.
 //
+// Kept for preempted sequences: a preempted sequence resumes from its registered pages (a prefix
+// hit) or computes them again. While it waits (want_pages() at its preemption, unwant_pages() at
+// its admission or abort), the entry holding each of its page keys, whether stored already or
+// once its device page is evicted, is kept off the LRU (HostEntries::keep): no later store evicts
+// it. Why: under a pool too small for its running sequences (issue 19's 512 x 1k/1k in bf16, 131
+// preemptions), the LRU let the write-ahead of the running sequences' pages and the finished
+// requests' pages push the victims' pages out before they resumed: 15.5% of the tokens were
+// computed twice with the run's 3,541-page tier (`syv bench schedule`, docs/performance.md). When
+// every entry is kept, pinned or busy, a store is dropped (stores_dropped), as before.
+//
 // Not thread-safe: owned by the engine thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -269,6 +280,13 @@ class HostTier {
   // until the returned event settles) and refreshes the entry.
   CopyEvent load_checkpoint(int32_t entry, int32_t state_slot);
   void pin_checkpoint(int32_t entry) { checkpoints_.pin(entry); }
+
+  // ---- kept for preempted sequences ("Kept for preempted sequences" above) -------------------
+  // A waiting sequence wants the pages of these chain keys back; each want_pages() is undone by
+  // one unwant_pages() of the same keys.
+  void want_pages(const std::vector<uint64_t>& keys);
+  void unwant_pages(const std::vector<uint64_t>& keys);
+  int32_t num_pages_kept() const { return pages_.num_kept(); }
   void unpin_checkpoint(int32_t entry) { checkpoints_.unpin(entry); }
 
   // ---- one admission (Scheduler; "Copies" 6) ------------------------------------------------
@@ -365,6 +383,9 @@ class HostTier {
   std::vector<uint64_t> page_parent_;  // [num_pages]
   std::vector<int32_t> page_tokens_;   // [num_pages * key_tokens]
   std::vector<int32_t> ckpt_length_;   // [num_checkpoints]
+  // Page keys waiting sequences want (want_pages), with how many want each; the entry holding
+  // one is kept (HostEntries::keep) once.
+  std::unordered_map<uint64_t, int32_t> wanted_;
   HostTierCounters counters_;
   InflightLoads loads_;
   bool admitting_ = false;  // between begin_admission() and end_admission()

@@ -1,6 +1,6 @@
 // The host tier's entry bookkeeping (kv/host_entries.h): free entries first, then the least
-// recently used unpinned one; hits refresh; pinned entries are never evicted; closed entries
-// (memory not pinned yet) are never taken.
+// recently used unpinned one; hits refresh; pinned and kept entries are never evicted; closed
+// entries (memory not pinned yet) are never taken.
 #include "kv/host_entries.h"
 
 #include <gtest/gtest.h>
@@ -58,6 +58,39 @@ TEST(HostEntries, BusyEntriesAreNotTaken) {
   EXPECT_EQ(e.take(14, &evicted), 0);  // no longer busy: the oldest goes
   EXPECT_EQ(e.find(10), -1);
   e.unpin(1);
+  EXPECT_EQ(e.check_integrity(), "");
+}
+
+// Kept entries (a preempted sequence's pages, kv/host_tier.h "Kept for preempted sequences") leave
+// the LRU: never taken, not moved by a hit; with their last keep dropped they come back as the
+// most recently used. Every entry kept is a miss, as every entry pinned is.
+TEST(HostEntries, KeptEntriesLeaveTheLruUntilTheirLastKeepIsDropped) {
+  HostEntries e(3);
+  bool evicted = false;
+  for (uint64_t key : {10u, 11u, 12u}) e.take(key, &evicted);  // LRU order 0, 1, 2
+  e.keep(0);
+  e.keep(0);  // two keeps: one unkeep leaves it kept
+  EXPECT_EQ(e.num_kept(), 1);
+  e.touch(0);  // a hit on a kept entry: still off the LRU
+  EXPECT_EQ(e.check_integrity(), "");
+  EXPECT_EQ(e.take(13, &evicted), 1);  // 0 is kept: the oldest on the LRU, 1, goes
+  EXPECT_EQ(e.find(10), 0);
+  EXPECT_EQ(e.find(11), -1);
+  e.unkeep(0);
+  EXPECT_EQ(e.keeps(0), 1);
+  EXPECT_EQ(e.take(14, &evicted), 2);  // still kept
+  e.keep(1);
+  e.keep(2);
+  EXPECT_EQ(e.take(15, &evicted), -1);  // all kept: nothing registered
+  EXPECT_EQ(e.find(15), -1);
+  e.unkeep(0);  // back as the most recently used: LRU order 0
+  e.unkeep(2);  // LRU order 0, 2
+  EXPECT_EQ(e.num_kept(), 1);
+  EXPECT_EQ(e.check_integrity(), "");
+  EXPECT_EQ(e.take(15, &evicted), 0);  // the first one unkept is now the oldest
+  EXPECT_EQ(e.find(10), -1);
+  e.unkeep(1);
+  EXPECT_EQ(e.num_kept(), 0);
   EXPECT_EQ(e.check_integrity(), "");
 }
 
