@@ -632,13 +632,18 @@ inline void other_sequences_step_while_host_hit_loads() {
     const uint64_t a_id = h.submit(e.a);
     int loading_steps = 0;
     for (;;) {
-      const size_t c_before =
-          h.output(c_id).samples.empty() ? 0 : h.output(c_id).samples[0].tokens.size();
+      // C's tokens as the engine has them (its client may see one a step later:
+      // EngineOptions::emit_after_launch).
+      const Sequence* c_seq = running_with(h, c.prompt_ids);
+      ASSERT_NE(c_seq, nullptr) << "C is not running";
+      const int32_t c_before = c_seq->length();
       h.step();
       if (::testing::Test::HasFatalFailure()) return;
       if (!is_loading(running_with(h, e.a.prompt_ids))) break;
       ++loading_steps;
-      EXPECT_EQ(h.output(c_id).samples.at(0).tokens.size(), c_before + 1)
+      c_seq = running_with(h, c.prompt_ids);
+      ASSERT_NE(c_seq, nullptr) << "C ended while A loads";
+      EXPECT_EQ(c_seq->length(), c_before + 1)
           << "C got no token in loading step " << loading_steps;
       EXPECT_TRUE(h.output(a_id).samples.empty()) << "A produced a token while loading";
       if (deferred != nullptr) {
@@ -683,7 +688,11 @@ inline void write_backs_during_a_load_do_not_wait_for_it() {
     const uint64_t a_id = h.submit(e.a);
     int loading_steps = 0, loading_steps_storing = 0;
     for (;;) {
-      const size_t c_before = h.output(c_id).samples.at(0).tokens.size();
+      // C's tokens as the engine has them (its client may see one a step later:
+      // EngineOptions::emit_after_launch).
+      const Sequence* c_seq = running_with(h, c.prompt_ids);
+      ASSERT_NE(c_seq, nullptr) << "C is not running";
+      const int32_t c_before = c_seq->length();
       const uint64_t stored =
           h.core().stats().host_pages_stored + h.core().stats().host_checkpoints_stored;
       const uint64_t waits = deferred != nullptr ? deferred->num_compute_waits(CopyDir::kOut) : 0;
@@ -700,7 +709,9 @@ inline void write_backs_during_a_load_do_not_wait_for_it() {
       ++loading_steps;
       loading_steps_storing +=
           h.core().stats().host_pages_stored + h.core().stats().host_checkpoints_stored > stored;
-      EXPECT_EQ(h.output(c_id).samples.at(0).tokens.size(), c_before + 1)
+      c_seq = running_with(h, c.prompt_ids);
+      ASSERT_NE(c_seq, nullptr) << "C ended while A loads";
+      EXPECT_EQ(c_seq->length(), c_before + 1)
           << "C got no token in loading step " << loading_steps;
       EXPECT_TRUE(h.output(a_id).samples.empty()) << "A produced a token while loading";
     }
