@@ -1098,6 +1098,7 @@ void EngineCore::update_gauges() {
     const HostTierCounters& c = host_->counters();
     stats_.host_pages_total = host_->num_pages();
     stats_.host_pages_used = host_->num_pages_used();
+    stats_.host_pages_kept = host_->num_pages_kept();
     stats_.host_checkpoints_total = host_->num_checkpoints();
     stats_.host_checkpoints_used = host_->num_checkpoints_used();
     stats_.host_page_hits = c.page_hits;

@@ -76,8 +76,10 @@ struct EngineStats {
   uint64_t checkpoints_loaded = 0;   // counter: prefix hits restored from a checkpoint
 
   // Host tier (kv/host_tier.h; 0 when off) ------------------------------------------------------
-  int32_t host_pages_total = 0;           // gauge: capacity in pages
-  int32_t host_pages_used = 0;            // gauge: pages resident
+  int32_t host_pages_total = 0;  // gauge: capacity in pages
+  int32_t host_pages_used = 0;   // gauge: pages resident
+  int32_t host_pages_kept =
+      0;  // gauge: of those, kept for preempted sequences (HostTier::want_pages)
   int32_t host_checkpoints_total = 0;     // gauge: capacity in checkpoints (hybrids)
   int32_t host_checkpoints_used = 0;      // gauge: checkpoints resident
   uint64_t prefix_host_hit_tokens = 0;    // counter: of prefix_hit_tokens, served from the host

@@ -173,6 +173,9 @@ const EngineSample kEngineSamples[] = {
      &EngineGauges::host_pages_capacity},
     {"syv_host_tier_pages_resident", "gauge", "KV pages held by the host tier.",
      &EngineGauges::host_pages_resident},
+    {"syv_host_tier_pages_kept", "gauge",
+     "Of the host tier's KV pages, those kept for preempted sequences until they resume.",
+     &EngineGauges::host_pages_kept},
     {"syv_host_tier_checkpoints_capacity", "gauge",
      "Host tier size in state checkpoints (hybrid models).",
      &EngineGauges::host_checkpoints_capacity},
@@ -253,6 +256,7 @@ EngineGauges EngineGauges::from(const EngineStats& s) {
   g.graphs_captured = s.graphs_captured;
   g.host_pages_capacity = s.host_pages_total;
   g.host_pages_resident = s.host_pages_used;
+  g.host_pages_kept = s.host_pages_kept;
   g.host_checkpoints_capacity = s.host_checkpoints_total;
   g.host_checkpoints_resident = s.host_checkpoints_used;
   g.host_hit_tokens = static_cast<int64_t>(s.prefix_host_hit_tokens);

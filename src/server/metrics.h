@@ -97,6 +97,7 @@ struct EngineGauges {
   // Host tier (kv/host_tier.h; 0 when off).
   int64_t host_pages_capacity = 0;
   int64_t host_pages_resident = 0;
+  int64_t host_pages_kept = 0;
   int64_t host_checkpoints_capacity = 0;
   int64_t host_checkpoints_resident = 0;
   int64_t host_hit_tokens = 0;           // cumulative: prefix-hit tokens served from the host tier

@@ -132,6 +132,7 @@ TEST(ServerMetrics, ExportsTheHostTier) {
   EngineStats s;
   s.host_pages_total = 4096;
   s.host_pages_used = 300;
+  s.host_pages_kept = 40;
   s.host_checkpoints_total = 64;
   s.host_checkpoints_used = 9;
   s.prefix_host_hit_tokens = 1024;
@@ -153,6 +154,7 @@ TEST(ServerMetrics, ExportsTheHostTier) {
       const char* line : {
           "# TYPE syv_host_tier_pages_capacity gauge\nsyv_host_tier_pages_capacity 4096\n",
           "# TYPE syv_host_tier_pages_resident gauge\nsyv_host_tier_pages_resident 300\n",
+          "# TYPE syv_host_tier_pages_kept gauge\nsyv_host_tier_pages_kept 40\n",
           "syv_host_tier_checkpoints_capacity 64\n",
           "syv_host_tier_checkpoints_resident 9\n",
           "# TYPE syv_host_tier_hit_tokens_total counter\nsyv_host_tier_hit_tokens_total 1024\n",
