@@ -5,8 +5,12 @@
 // 16-token vocabulary (greedy: token 0, EOS ignored) and its K/V is 8 bytes a token, so pool and
 // host tier are sized in pages, not bytes. What it cannot say is time: a step's cost on a GPU
 // depends on its rows and contexts, which it reports (decode rows and the K/V positions they
-// read) for a cost model. On the H200's Qwen3-8B run of 512 x (1,024 in, 1,024 out) with a
-// 780,992-token pool it gives the steps and preemptions measured there (docs/performance.md).
+// read) and, given a model's config and a machine's ceilings (--config, --copy-gbps,
+// --gemm-tflops), the schedule's floor: per step, the GEMMs at the GEMM rate or the weights at
+// the copy rate, whichever is longer, plus the decode rows' K/V reads at the copy rate (prefill
+// attention, norms and the other small kernels not counted). On the H200's Qwen3-8B run of
+// 512 x (1,024 in, 1,024 out) with a 780,992-token pool it gives the steps and preemptions
+// measured there (docs/performance.md).
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,9 +21,13 @@
 #include "backend/cpu/cpu_backend.h"
 #include "cli/bench.h"
 #include "cli/engine_args.h"
+#include "cli/kv_cache_dtype.h"
 #include "engine/engine_core.h"
+#include "io/hf_config.h"
 #include "kv/host_tier.h"
 #include "model/model.h"
+#include "model/prepare_model.h"
+#include "model/registry.h"
 
 namespace syv::cli {
 namespace {
@@ -66,7 +74,53 @@ struct Options {
   int32_t output_len = 1024;
   int32_t host_pages = 0;
   bool json = false;
+  // The floor (all three, or none): a dense model's config folder, the machine's ceilings.
+  std::string config;
+  double copy_gbps = 0, gemm_tflops = 0;
 };
+
+// What a step costs at the ceilings, from a dense model's config (bf16 weights): FLOPs per token
+// fed (every linear but the lm_head) and per row sampled (the lm_head), weight bytes a step reads,
+// K/V bytes a position holds in the flag's --kv-cache-dtype.
+struct FloorModel {
+  double flops_per_token = 0, flops_per_sampled = 0;
+  double weight_bytes = 0, kv_bytes = 0;
+  double copy_bytes_per_s = 0, gemm_flops_per_s = 0;
+  // Seconds of one step: `tokens` fed, `sampled` rows with logits, `kv_positions` read by decode.
+  double step_seconds(double tokens, double sampled, double kv_positions) const {
+    const double gemm = (tokens * flops_per_token + sampled * flops_per_sampled) / gemm_flops_per_s;
+    return std::max(gemm, weight_bytes / copy_bytes_per_s) +
+           kv_positions * kv_bytes / copy_bytes_per_s;
+  }
+};
+
+Result<FloorModel> floor_model(const Options& o) {
+  auto config = load_model_config(o.config);
+  if (!config.ok()) return Status::Error("--config: " + config.message());
+  const ModelConfig& c = *config;
+  const ModelArch* arch = find_model_arch(c.model_type);
+  if (arch == nullptr || c.model_type != "qwen3")
+    return Status::Error("--config: the floor is for dense qwen3 configs, found model_type \"" +
+                         c.model_type + "\"");
+  auto specs = config_weight_specs(c);
+  if (!specs.ok()) return Status::Error("--config: " + specs.message());
+  double parameters = 0;
+  for (const WeightSpec& w : *specs) parameters += static_cast<double>(w.numel());
+  auto kv = parse_kv_cache_dtype(o.engine.kv_cache_dtype);
+  if (!kv.ok()) return kv.status();
+  const double table = static_cast<double>(c.vocab_size) * static_cast<double>(c.hidden_size);
+  // The embedding is read by rows; the lm_head (tied or not) is a GEMM of the sampled rows.
+  const double body = parameters - table - (c.tie_word_embeddings ? 0.0 : table);
+  FloorModel f;
+  f.flops_per_token = 2 * body;
+  f.flops_per_sampled = 2 * table;
+  f.weight_bytes = 2 * (body + table);
+  f.kv_bytes =
+      static_cast<double>(arch->cache_spec(c, kv->value_or(DType::BF16)).kv_bytes_per_token);
+  f.copy_bytes_per_s = o.copy_gbps * 1e9;
+  f.gemm_flops_per_s = o.gemm_tflops * 1e12;
+  return f;
+}
 
 int run(const Options& o) {
   if (o.num_requests < 1 || o.input_len < 1 || o.output_len < 1)
@@ -79,6 +133,17 @@ int run(const Options& o) {
         "study in pages, e.g. 780992 tokens / 64 = 12203");
   if (o.host_pages < 0)
     return fail("--host-pages: expected >= 0, found " + std::to_string(o.host_pages));
+  const bool with_floor = !o.config.empty() || o.copy_gbps > 0 || o.gemm_tflops > 0;
+  if (with_floor && (o.config.empty() || o.copy_gbps <= 0 || o.gemm_tflops <= 0))
+    return fail("the floor needs --config, --copy-gbps and --gemm-tflops together",
+                "take the ceilings from `syv bench kernels` on the GPU (docs/performance.md "
+                "lists the H200's: ~4250 GB/s, ~800 TFLOP/s)");
+  FloorModel floor;
+  if (with_floor) {
+    auto f = floor_model(o);
+    if (!f.ok()) return fail(f.message());
+    floor = *f;
+  }
   options.host_num_pages = o.host_pages;
   options.host_cache_bytes = 0;
   options.host_fault_in_background = false;  // deterministic
@@ -103,8 +168,17 @@ int run(const Options& o) {
     core.add_request(static_cast<uint64_t>(i), std::move(r), handles.back());
   }
   uint64_t max_rows = 0;
+  double floor_s = 0;
   while (core.has_work()) {
+    const EngineStats before = core.stats();
     core.step();
+    if (with_floor) {
+      const EngineStats& after = core.stats();
+      floor_s += floor.step_seconds(
+          static_cast<double>(after.computed_tokens - before.computed_tokens),
+          static_cast<double>(after.generated_tokens - before.generated_tokens),
+          static_cast<double>(after.decode_context_tokens - before.decode_context_tokens));
+    }
     Event e;
     for (auto& h : handles)
       while (h->try_next(e) == NextStatus::kEvent) {
@@ -133,6 +207,10 @@ int run(const Options& o) {
                         {"decode_context_tokens", s.decode_context_tokens},
                         {"other_tokens", s.other_tokens},
                         {"host_page_hits", host ? host->counters().page_hits : 0}};
+    if (with_floor) {
+      j["floor_s"] = floor_s;
+      j["floor_output_tokens_per_s"] = static_cast<double>(o.num_requests) * o.output_len / floor_s;
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -156,6 +234,12 @@ int run(const Options& o) {
     std::printf("; host tier: %llu pages loaded back",
                 static_cast<unsigned long long>(host->counters().page_hits));
   std::printf("\n");
+  if (with_floor)
+    std::printf(
+        "floor at %.0f GB/s and %.0f TFLOP/s (%s, %.0f bytes of K/V a token): %.2f s, %.0f "
+        "output tok/s\n",
+        o.copy_gbps, o.gemm_tflops, o.config.c_str(), floor.kv_bytes, floor_s,
+        static_cast<double>(o.num_requests) * o.output_len / floor_s);
   return 0;
 }
 
@@ -173,6 +257,14 @@ BenchRegistration reg{
       app.add_option("--host-pages", o->host_pages,
                      "Host tier pages under the pool (default 0: off).");
       app.add_flag("--json", o->json, "Print the figures as one JSON object.");
+      app.add_option("--config", o->config,
+                     "With --copy-gbps and --gemm-tflops: a dense Qwen3 config folder whose "
+                     "floor for this schedule to print (bf16 weights; K/V bytes in "
+                     "--kv-cache-dtype, which does not change the schedule: the pool is in pages)");
+      app.add_option("--copy-gbps", o->copy_gbps,
+                     "The machine's copy ceiling (GB/s) for the floor.");
+      app.add_option("--gemm-tflops", o->gemm_tflops,
+                     "The machine's GEMM ceiling (TFLOP/s) for the floor.");
       return [o]() -> int { return run(*o); };
     }};
 

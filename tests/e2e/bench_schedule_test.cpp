@@ -62,6 +62,27 @@ TEST(BenchSchedule, TightPoolPreemptsAndRecomputes) {
   }
 }
 
+// The floor at given ceilings (dense Qwen3 config): positive, lower with faster ceilings, lower
+// with smaller K/V; refused unless --config, --copy-gbps and --gemm-tflops come together.
+TEST(BenchSchedule, FloorAtGivenCeilings) {
+  const std::string base =
+      "--num-pages 200 --num-requests 16 --input-len 64 --output-len 32 "
+      "--config " SYV_SOURCE_DIR "/tools/bench/configs/qwen3-0.6b ";
+  const json slow = schedule(base + "--copy-gbps 1000 --gemm-tflops 100");
+  const json fast = schedule(base + "--copy-gbps 2000 --gemm-tflops 200");
+  const json fp8 = schedule(base + "--copy-gbps 1000 --gemm-tflops 100 --kv-cache-dtype fp8");
+  ASSERT_TRUE(slow.contains("floor_s") && fast.contains("floor_s") && fp8.contains("floor_s"));
+  EXPECT_GT(slow["floor_s"].get<double>(), 0.0);
+  EXPECT_NEAR(fast["floor_s"].get<double>(), slow["floor_s"].get<double>() / 2, 1e-9);
+  EXPECT_LT(fp8["floor_s"].get<double>(), slow["floor_s"].get<double>());
+  EXPECT_EQ(fp8["steps"], slow["steps"]);  // the K/V dtype does not change the schedule
+  auto [status, out] =
+      run_command(std::string(SYV_BIN) + " bench schedule --num-pages 200 " + "--copy-gbps 1000",
+                  /*with_stderr=*/true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("--config, --copy-gbps and --gemm-tflops together"), std::string::npos) << out;
+}
+
 TEST(BenchSchedule, RefusesAPoolNotGivenInPages) {
   auto [status, out] =
       run_command(std::string(SYV_BIN) + " bench schedule --kv-cache-mb 64", /*with_stderr=*/true);
