@@ -72,6 +72,7 @@ struct Options {
   int32_t num_requests = 512;
   int32_t input_len = 1024;
   int32_t output_len = 1024;
+  double range_ratio = 0;  // lengths uniform over [L(1 - r), L(1 + r)] (0: every request alike)
   int32_t host_pages = 0;
   bool json = false;
   // The floor (all three, or none): a dense model's config folder, the machine's ceilings.
@@ -123,6 +124,8 @@ Result<FloorModel> floor_model(const Options& o) {
 }
 
 int run(const Options& o) {
+  if (o.range_ratio < 0 || o.range_ratio >= 1)
+    return fail("--range-ratio: expected [0, 1), found " + std::to_string(o.range_ratio));
   if (o.num_requests < 1 || o.input_len < 1 || o.output_len < 1)
     return fail("--num-requests, --input-len and --output-len must be >= 1");
   EngineOptions options = o.engine.resolved();
@@ -155,13 +158,23 @@ int run(const Options& o) {
   EngineCore& core = **created;
 
   std::mt19937 rng(1);
+  // A length drawn around `len` (>= 1), as `syv bench serve --range-ratio` draws them.
+  auto draw = [&](int32_t len) {
+    const int32_t lo = std::max(1, static_cast<int32_t>(len * (1 - o.range_ratio)));
+    const int32_t hi = std::max(lo, static_cast<int32_t>(len * (1 + o.range_ratio)));
+    return lo + static_cast<int32_t>(rng() % static_cast<uint32_t>(hi - lo + 1));
+  };
+  uint64_t ideal = 0, output_tokens = 0;  // tokens each request computes once; tokens it returns
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int32_t i = 0; i < o.num_requests; ++i) {
     Request r;
-    r.prompt_ids.resize(static_cast<size_t>(o.input_len));
+    const int32_t in = draw(o.input_len), out = draw(o.output_len);
+    ideal += static_cast<uint64_t>(in + out - 1);
+    output_tokens += static_cast<uint64_t>(out);
+    r.prompt_ids.resize(static_cast<size_t>(in));
     for (int32_t& t : r.prompt_ids) t = static_cast<int32_t>(rng() % 16);
     r.params.temperature = 0.0f;
-    r.params.max_tokens = o.output_len;
+    r.params.max_tokens = out;
     r.params.ignore_eos = true;
     if (Status s = core.validate(r); !s.ok()) return fail(s.message());
     handles.push_back(std::make_shared<RequestHandle>(static_cast<uint64_t>(i), 1));
@@ -188,8 +201,6 @@ int run(const Options& o) {
   }
   const EngineStats& s = core.stats();
   // Each request feeds its prompt and all but its last generated token once.
-  const uint64_t ideal =
-      static_cast<uint64_t>(o.num_requests) * static_cast<uint64_t>(o.input_len + o.output_len - 1);
   const uint64_t recomputed = s.computed_tokens > ideal ? s.computed_tokens - ideal : 0;
   const double mean_rows =
       s.decode_steps > 0 ? static_cast<double>(s.decode_rows) / static_cast<double>(s.decode_steps)
@@ -209,18 +220,19 @@ int run(const Options& o) {
                         {"host_page_hits", host ? host->counters().page_hits : 0}};
     if (with_floor) {
       j["floor_s"] = floor_s;
-      j["floor_output_tokens_per_s"] = static_cast<double>(o.num_requests) * o.output_len / floor_s;
+      j["floor_output_tokens_per_s"] = static_cast<double>(output_tokens) / floor_s;
     }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf(
-      "%d x (%d in, %d out), %d pages of %d tokens, max_num_seqs %d, budget %d, host pages %d\n"
+      "%d x (%d in, %d out, +-%.0f%%), %d pages of %d tokens, max_num_seqs %d, budget %d, host "
+      "pages %d\n"
       "steps %llu: %llu decode (mean %.1f rows, %llu K/V positions read), %llu other (%llu "
       "tokens)\npreemptions %llu; computed %llu tokens, %llu of them recomputed (%.1f%% more than "
       "the %llu the requests need)",
-      o.num_requests, o.input_len, o.output_len, options.num_pages, options.page_size,
-      options.max_num_seqs, options.max_num_batched_tokens, o.host_pages,
+      o.num_requests, o.input_len, o.output_len, 100 * o.range_ratio, options.num_pages,
+      options.page_size, options.max_num_seqs, options.max_num_batched_tokens, o.host_pages,
       static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(s.decode_steps),
       mean_rows, static_cast<unsigned long long>(s.decode_context_tokens),
       static_cast<unsigned long long>(s.other_steps),
@@ -239,7 +251,7 @@ int run(const Options& o) {
         "floor at %.0f GB/s and %.0f TFLOP/s (%s, %.0f bytes of K/V a token): %.2f s, %.0f "
         "output tok/s\n",
         o.copy_gbps, o.gemm_tflops, o.config.c_str(), floor.kv_bytes, floor_s,
-        static_cast<double>(o.num_requests) * o.output_len / floor_s);
+        static_cast<double>(output_tokens) / floor_s);
   return 0;
 }
 
@@ -254,6 +266,9 @@ BenchRegistration reg{
                      "Requests, submitted at once (default 512).");
       app.add_option("--input-len", o->input_len, "Prompt tokens each (default 1024).");
       app.add_option("--output-len", o->output_len, "Generated tokens each (default 1024).");
+      app.add_option("--range-ratio", o->range_ratio,
+                     "Spread each request's lengths uniformly over [L(1-r), L(1+r)] (default 0: "
+                     "all alike, the worst case for a pool: every sequence grows in lockstep).");
       app.add_option("--host-pages", o->host_pages,
                      "Host tier pages under the pool (default 0: off).");
       app.add_flag("--json", o->json, "Print the figures as one JSON object.");

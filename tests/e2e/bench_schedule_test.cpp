@@ -62,6 +62,25 @@ TEST(BenchSchedule, TightPoolPreemptsAndRecomputes) {
   }
 }
 
+// Lengths spread by --range-ratio: the figures still add up over the drawn lengths (the JSON's
+// computed = what each request computes once + recomputed, every token fed in some step), the
+// same draw gives the same schedule, and a ratio outside [0, 1) is refused.
+TEST(BenchSchedule, SpreadLengthsAddUp) {
+  const std::string spread =
+      "--num-pages 160 --num-requests 32 --input-len 64 --output-len 64 --max-batched-tokens 512 "
+      "--max-num-seqs 32 --range-ratio 0.5";
+  const json j = schedule(spread);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["decode_rows"].get<int>() + j["other_tokens"].get<int>(), j["computed_tokens"]);
+  EXPECT_GE(j["computed_tokens"].get<int>(), j["recomputed_tokens"].get<int>());
+  EXPECT_EQ(schedule(spread), j);
+  EXPECT_NE(j["steps"], schedule(spread.substr(0, spread.find(" --range-ratio")))["steps"]);
+  auto [status, out] =
+      run_command(std::string(SYV_BIN) + " bench schedule --num-pages 160 --range-ratio 1", true);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("--range-ratio"), std::string::npos) << out;
+}
+
 // The floor at given ceilings (dense Qwen3 config): positive, lower with faster ceilings, lower
 // with smaller K/V; refused unless --config, --copy-gbps and --gemm-tflops come together.
 TEST(BenchSchedule, FloorAtGivenCeilings) {
