@@ -164,7 +164,9 @@ int run(const Options& o) {
     const int32_t hi = std::max(lo, static_cast<int32_t>(len * (1 + o.range_ratio)));
     return lo + static_cast<int32_t>(rng() % static_cast<uint32_t>(hi - lo + 1));
   };
-  uint64_t ideal = 0, output_tokens = 0;  // tokens each request computes once; tokens it returns
+  // Tokens the requests compute once (each its prompt and all but its last generated token), and
+  // the tokens they return.
+  uint64_t ideal = 0, output_tokens = 0;
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int32_t i = 0; i < o.num_requests; ++i) {
     Request r;
@@ -180,27 +182,23 @@ int run(const Options& o) {
     handles.push_back(std::make_shared<RequestHandle>(static_cast<uint64_t>(i), 1));
     core.add_request(static_cast<uint64_t>(i), std::move(r), handles.back());
   }
-  uint64_t max_rows = 0;
   double floor_s = 0;
   while (core.has_work()) {
-    const EngineStats before = core.stats();
+    const EngineStats& s = core.stats();
+    const uint64_t computed = s.computed_tokens, sampled = s.generated_tokens,
+                   kv_positions = s.decode_context_tokens;
     core.step();
-    if (with_floor) {
-      const EngineStats& after = core.stats();
-      floor_s += floor.step_seconds(
-          static_cast<double>(after.computed_tokens - before.computed_tokens),
-          static_cast<double>(after.generated_tokens - before.generated_tokens),
-          static_cast<double>(after.decode_context_tokens - before.decode_context_tokens));
-    }
+    if (with_floor)
+      floor_s += floor.step_seconds(static_cast<double>(s.computed_tokens - computed),
+                                    static_cast<double>(s.generated_tokens - sampled),
+                                    static_cast<double>(s.decode_context_tokens - kv_positions));
     Event e;
     for (auto& h : handles)
       while (h->try_next(e) == NextStatus::kEvent) {
       }
-    max_rows = std::max<uint64_t>(max_rows, static_cast<uint64_t>(core.stats().running));
     core.between_steps(/*idle=*/!core.has_work());
   }
   const EngineStats& s = core.stats();
-  // Each request feeds its prompt and all but its last generated token once.
   const uint64_t recomputed = s.computed_tokens > ideal ? s.computed_tokens - ideal : 0;
   const double mean_rows =
       s.decode_steps > 0 ? static_cast<double>(s.decode_rows) / static_cast<double>(s.decode_steps)
@@ -213,6 +211,7 @@ int run(const Options& o) {
                         {"preemptions", s.preemptions},
                         {"computed_tokens", s.computed_tokens},
                         {"recomputed_tokens", recomputed},
+                        {"tokens_needed", ideal},
                         {"decode_rows", s.decode_rows},
                         {"decode_mean_rows", mean_rows},
                         {"decode_context_tokens", s.decode_context_tokens},
@@ -280,7 +279,26 @@ BenchRegistration reg{
                      "The machine's copy ceiling (GB/s) for the floor.");
       app.add_option("--gemm-tflops", o->gemm_tflops,
                      "The machine's GEMM ceiling (TFLOP/s) for the floor.");
-      return [o]() -> int { return run(*o); };
+      // Engine flags this command cannot honour (its model has no bytes, no graphs, no GPU):
+      // refused with what to give instead, never ignored.
+      std::vector<std::pair<CLI::Option*, std::string>> refused;
+      for (const auto& [flag, instead] :
+           {std::pair<const char*, const char*>{"--kv-cache-mb",
+                                                "give the pool in pages: --num-pages"},
+            {"--host-cache-gb", "give the host tier in pages: --host-pages"},
+            {"--cuda-graphs", "graphs do not change the schedule"},
+            {"--emit-after-launch", "when events are made does not change the schedule"}})
+        refused.push_back({app.get_option(flag), instead});
+      CLI::Option* kv_dtype = app.get_option("--kv-cache-dtype");
+      return [o, refused, kv_dtype]() -> int {
+        for (const auto& [option, instead] : refused)
+          if (option->count() > 0)
+            return fail(option->get_name() + " is not taken by bench schedule", instead);
+        if (kv_dtype->count() > 0 && o->config.empty())
+          return fail("--kv-cache-dtype is only the floor's K/V bytes here: give --config too",
+                      "the pool is in pages (--num-pages), whatever the K/V dtype");
+        return run(*o);
+      };
     }};
 
 }  // namespace

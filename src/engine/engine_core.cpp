@@ -151,6 +151,11 @@ int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o) {
          derived_checkpoints(engine_cache_spec(spec, o), o);
 }
 
+// EngineOptions::emit_after_launch resolved: -1 follows the backend.
+static bool emits_after_launch(const EngineOptions& options, const Backend& backend) {
+  return options.emit_after_launch < 0 ? backend.asynchronous() : options.emit_after_launch > 0;
+}
+
 Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Tokenizer* tokenizer,
                                                        EngineOptions options) {
   const CacheSpec spec = engine_cache_spec(model.cache_spec(), options);
@@ -285,15 +290,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << options.max_num_seqs << ", token budget " << options.max_num_batched_tokens
                 << ", prefix caching " << (options.enable_prefix_caching ? "on" : "off")
                 << ", max_model_len " << options.max_model_len;
-  {
-    const bool async = model.backend().asynchronous();
-    const bool on = options.emit_after_launch < 0 ? async : options.emit_after_launch > 0;
-    SYV_LOG(INFO) << "engine: emit after launch " << (on ? "on" : "off") << " ("
-                  << (options.emit_after_launch >= 0 ? "asked"
-                      : async                        ? "auto: the backend runs ahead of the host"
-                              : "auto: the backend runs ops as they are called")
-                  << ")";
-  }
+  SYV_LOG(INFO) << "engine: emit after launch "
+                << (emits_after_launch(options, model.backend()) ? "on" : "off") << " ("
+                << (options.emit_after_launch >= 0 ? "asked"
+                    : model.backend().asynchronous()
+                        ? "auto: the backend runs ahead of the host"
+                        : "auto: the backend runs ops as they are called")
+                << ")";
   if (options.num_speculative_tokens > 0) {
     const int64_t verify_entries = int64_t{options.max_num_seqs} * options.num_speculative_tokens;
     SYV_LOG(INFO)
@@ -454,8 +457,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
       scheduler_(cache_, scheduler_config(options)) {
   if (options.speculative_adaptive && options.num_speculative_tokens > 0)
     spec_policy_ = std::make_unique<SpecPolicy>(spec_policy_options(options));
-  emit_after_launch_ = options.emit_after_launch < 0 ? model.backend().asynchronous()
-                                                     : options.emit_after_launch > 0;
+  emit_after_launch_ = emits_after_launch(options, model.backend());
   eos_ids_ = model.config().eos_token_ids;
   if (tokenizer_ != nullptr) {
     if (auto eos = tokenizer_->eos_token_id()) eos_ids_.push_back(*eos);
@@ -782,7 +784,8 @@ void EngineCore::step() {
       if (seq.params().max_tokens > 0) ++stats_.generated_tokens;  // 0: nothing is returned
       const int32_t length = length_before + static_cast<int32_t>(t - begin) + 1;
       if (wait) {
-        pending_emits_.push_back({&group, &seq, results_[t], length, group.seqs[0]->cached_tokens});
+        pending_emits_.push_back(
+            {&group, &seq, std::move(results_[t]), length, group.seqs[0]->cached_tokens});
         continue;
       }
       // may end the sample and destroy the sequence and its group
@@ -967,18 +970,28 @@ void EngineCore::sample_sequence(size_t i, size_t row, const float* host_rows, i
     seq.tokens.push_back(results_[t].token_id);
 }
 
+bool EngineCore::past_min_tokens(const Sequence& seq, int32_t length) {
+  // The first min_tokens tokens never end the sample (the sampler masks the stop ids for them).
+  return length - seq.prompt_len() > seq.params().min_tokens;
+}
+
+bool EngineCore::is_stop_token(const RequestGroup& group, const Sequence& seq, int32_t token,
+                               int32_t length) {
+  return past_min_tokens(seq, length) &&
+         std::find(group.stop_ids.begin(), group.stop_ids.end(), token) != group.stop_ids.end();
+}
+
+bool EngineCore::at_length_limit(const Sequence& seq, int32_t length) const {
+  return length - seq.prompt_len() >= seq.params().max_tokens || length >= options_.max_model_len;
+}
+
 bool EngineCore::emit_can_wait(const RequestGroup& group, const Sequence& seq,
                                const SampleResult& sample, int32_t length) const {
-  // emit()'s ways of ending a sample, each ruled out.
+  // emit()'s ways of ending a sample, each ruled out; the first token goes at once (time to
+  // first token unchanged).
   const SamplingParams& params = seq.params();
-  if (!params.stop.empty() || params.max_tokens <= 0) return false;
-  const int32_t generated = length - seq.prompt_len();
-  // The first token goes at once (time to first token unchanged).
-  if (generated <= 1) return false;
-  if (generated >= params.max_tokens || length >= options_.max_model_len) return false;
-  const bool may_stop = generated > params.min_tokens;
-  return !may_stop || std::find(group.stop_ids.begin(), group.stop_ids.end(), sample.token_id) ==
-                          group.stop_ids.end();
+  return params.stop.empty() && params.max_tokens > 0 && length - seq.prompt_len() > 1 &&
+         !at_length_limit(seq, length) && !is_stop_token(group, seq, sample.token_id, length);
 }
 
 void EngineCore::emit_pending(const RequestGroup* group) {
@@ -1024,10 +1037,8 @@ bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
     return true;
   }
 
-  // The first min_tokens tokens never end the sample (the sampler masks the stop ids for them).
-  const bool may_stop = length - seq.prompt_len() > params.min_tokens;
-  const bool stop_token = may_stop && std::find(group.stop_ids.begin(), group.stop_ids.end(),
-                                                sample.token_id) != group.stop_ids.end();
+  const bool may_stop = past_min_tokens(seq, length);
+  const bool stop_token = is_stop_token(group, seq, sample.token_id, length);
   if (stop_token) {
     event.finish_reason = "stop";  // the stop token's own text is emitted only when asked for
     if (params.include_stop_str_in_output && stream.detokenizer)
@@ -1053,10 +1064,7 @@ bool EngineCore::emit(RequestGroup& group, Sequence& seq, const SampleResult& sa
       stream.held.clear();
     }
   }
-  if (!event.finished() &&
-      (length - seq.prompt_len() >= params.max_tokens || length >= options_.max_model_len)) {
-    event.finish_reason = "length";
-  }
+  if (!event.finished() && at_length_limit(seq, length)) event.finish_reason = "length";
   if (event.finished() && event.finish_reason != "stop" && stream.detokenizer) {
     // Nothing can match any more: release what was held back.
     event.text += stream.held + stream.detokenizer->flush();

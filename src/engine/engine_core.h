@@ -150,6 +150,13 @@ class EngineCore {
   // (EngineOptions::emit_after_launch).
   bool emit_can_wait(const RequestGroup& group, const Sequence& seq, const SampleResult& sample,
                      int32_t length) const;
+  // emit()'s finishing rules for a token that makes the sequence `length` long: a stop token or
+  // stop string ends it only past min_tokens; one of the request's stop ids; max_tokens or
+  // max_model_len reached.
+  static bool past_min_tokens(const Sequence& seq, int32_t length);
+  static bool is_stop_token(const RequestGroup& group, const Sequence& seq, int32_t token,
+                            int32_t length);
+  bool at_length_limit(const Sequence& seq, int32_t length) const;
   // Emits the tokens kept for after this step's launch (of `group` only, when given), in order,
   // and hands the channels to the waker.
   void emit_pending(const RequestGroup* group = nullptr);

@@ -129,8 +129,8 @@ void Scheduler::preempt(Sequence* seq) {
   stop_loading(seq);
   seq->drafts.clear();
   // Its registered pages, kept in the host tier until it resumes (kv/host_tier.h "Kept for
-  // preempted sequences"); a sequence preempted again while waiting for them wants them once.
-  if (HostTier* host = cache_.host_tier(); host != nullptr && seq->wanted_host_keys.empty()) {
+  // preempted sequences"; a running sequence wants none: check_integrity()).
+  if (HostTier* host = cache_.host_tier(); host != nullptr) {
     seq->wanted_host_keys = seq->page_keys;
     host->want_pages(seq->wanted_host_keys);
   }

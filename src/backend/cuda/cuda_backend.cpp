@@ -347,7 +347,6 @@ class CudaBackendImpl final : public CudaBackend {
     deferring_ = false;
   }
   CopyEvent defer_copy(const std::vector<CopyOp>& ops, CopyDir dir) {
-    copy_stream(dir);  // creates the stream now, as an issued copy would
     CopyEvent event = new_copy_event();
     deferred_.add_copy(dir, ops, event, stream_);
     ++deferred_calls_;
@@ -1463,12 +1462,9 @@ class CudaBackendImpl final : public CudaBackend {
         SYV_CUDA_CHECK(cudaFreeHost(sample_ids_host_));
       }
       sample_ids_cap_ = std::max<size_t>(need * 2, 1024);
-      void* p = nullptr;
-      SYV_CUDA_CHECK(cudaHostAlloc(&p, sample_ids_cap_ * sizeof(int32_t),
-                                   cudaHostAllocMapped | cudaHostAllocPortable));
-      sample_ids_host_ = static_cast<int32_t*>(p);
       void* dev = nullptr;
-      SYV_CUDA_CHECK(cudaHostGetDevicePointer(&dev, p, 0));
+      sample_ids_host_ =
+          static_cast<int32_t*>(alloc_mapped(sample_ids_cap_ * sizeof(int32_t), &dev));
       sample_ids_dev_ = static_cast<int32_t*>(dev);
     }
     return sample_ids_dev_;
