@@ -104,6 +104,7 @@ Result<std::unique_ptr<Model>> load_hybrid(const ModelConfig& c, const WeightSto
   }
   WeightLoader loader(backend, store, options.seed, c.quant);
   loader.keep_embeddings_on_host(options.host_embeddings);
+  loader.record_sources(options.weight_sources);
   HybridWeights w;
   SYV_RETURN_IF_ERROR(read(c, store, loader, options, &w));
   w.parameters = loader.parameters_loaded();
@@ -169,6 +170,8 @@ Status load_gated_attention(WeightLoader& loader, const ModelConfig& c, const st
   std::copy(v.begin(), v.end(), qkv.begin() + (Hq + Hk) * D * H);
   out->qkv = loader.upload({(Hq + 2 * Hk) * D, H}, dtype, qkv.data());
   out->gate = loader.upload({Hq * D, H}, dtype, gate.data());
+  loader.note_sources(out->qkv, {specs[0].name, specs[1].name, specs[2].name});
+  loader.note_sources(out->gate, {specs[0].name});
   return load_attention_rest(loader, c, p, out);
 }
 

@@ -12,6 +12,7 @@
 #include "io/model_config.h"
 #include "kv/cache_spec.h"
 #include "kv/cache_store.h"
+#include "model/weight_spec.h"
 
 namespace syv {
 
@@ -29,6 +30,9 @@ struct LoadOptions {
   // bytes for the KV pool. Untied embeddings only: a model that ties lm_head to the table refuses
   // it at load, as does tensor parallelism.
   bool host_embeddings = false;
+  // Where non-null, filled with the checkpoint tensors each loaded weight holds rows of
+  // (WeightLoader::record_sources): `syv quantize --calibration-file`.
+  WeightSources* weight_sources = nullptr;
 };
 
 class Model {

@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/thread_pool.h"
+#include "model/gptq.h"
 
 namespace syv {
 
@@ -73,6 +74,44 @@ GroupFit best_fit(const float* row, int64_t group, bool symmetric) {
   return best;
 }
 
+// One int4 row's codes q [K], scales [K / group] (f16-rounded) and zero points: each group's fit
+// (best_fit) and round to nearest, or with `gptq` GPTQ's walk over the columns (model/gptq.h): a
+// group's fit from the row's values as the errors before it left them, each column's error spread
+// over the columns after it.
+void quantize_int4_row(const float* w, int64_t K, int32_t group, bool symmetric,
+                       const GptqFactor* gptq, uint8_t* q, float* scales, uint8_t* zeros) {
+  if (gptq == nullptr) {
+    for (int64_t g = 0; g < K / group; ++g) {
+      const float* part = w + g * group;
+      const GroupFit fit = best_fit(part, group, symmetric);
+      scales[g] = fit.scale;
+      zeros[g] = fit.zero;
+      for (int64_t i = 0; i < group; ++i)
+        q[g * group + i] = clamp_q(part[i] / fit.scale + fit.zero);
+    }
+    return;
+  }
+  std::vector<double> cur(w, w + K);
+  for (int64_t i = 0; i < K; ++i)
+    if (gptq->dead[i]) cur[i] = 0.0;
+  std::vector<float> part(static_cast<size_t>(group));
+  float s = 1.0f;
+  uint8_t z = 8;
+  for (int64_t i = 0; i < K; ++i) {
+    if (i % group == 0) {
+      for (int64_t j = 0; j < group; ++j) part[j] = static_cast<float>(cur[i + j]);
+      const GroupFit fit = best_fit(part.data(), group, symmetric);
+      s = scales[i / group] = fit.scale;
+      z = zeros[i / group] = fit.zero;
+    }
+    const uint8_t code = clamp_q(static_cast<float>(cur[i]) / s + z);
+    q[i] = code;
+    const double* ui = gptq->u.data() + i * K;
+    const double err = (cur[i] - double(int(code) - int(z)) * s) / ui[i];
+    for (int64_t j = i + 1; j < K; ++j) cur[j] -= err * ui[j];
+  }
+}
+
 }  // namespace
 
 std::vector<PackedTensor> pack_fp8_block(const float* w, int64_t N, int64_t K, int32_t block_n,
@@ -102,23 +141,22 @@ std::vector<PackedTensor> pack_fp8_block(const float* w, int64_t N, int64_t K, i
           {".weight_scale_inv", DType::F32, {SR, SC}, as_bytes(scale)}};
 }
 
-std::vector<PackedTensor> pack_awq(const float* w, int64_t N, int64_t K, int32_t group) {
+std::vector<PackedTensor> pack_awq(const float* w, int64_t N, int64_t K, int32_t group,
+                                   const GptqFactor* gptq) {
   SYV_CHECK(N % 8 == 0 && group > 0 && K % group == 0)
       << "awq: N " << N << ", K " << K << ", group " << group;
+  SYV_CHECK(gptq == nullptr || gptq->k == K)
+      << "awq: GPTQ factor of K " << gptq->k << " for K " << K;
   const int64_t G = K / group;
   std::vector<uint8_t> q(static_cast<size_t>(N * K)), z(static_cast<size_t>(N * G));
   std::vector<uint16_t> scales(static_cast<size_t>(G * N));  // [G, N] f16
   ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
+    std::vector<float> row_scales(static_cast<size_t>(G));
     for (int64_t n = n0; n < n1; ++n) {
-      for (int64_t g = 0; g < G; ++g) {
-        const float* row = w + n * K + g * group;
-        const GroupFit fit = best_fit(row, group, /*symmetric=*/false);
-        const float s = fit.scale;
-        const uint8_t zero = fit.zero;
-        scales[static_cast<size_t>(g * N + n)] = f32_to_f16(s);
-        z[static_cast<size_t>(n * G + g)] = zero;
-        for (int64_t i = 0; i < group; ++i) q[n * K + g * group + i] = clamp_q(row[i] / s + zero);
-      }
+      quantize_int4_row(w + n * K, K, group, /*symmetric=*/false, gptq, &q[n * K],
+                        row_scales.data(), &z[n * G]);
+      for (int64_t g = 0; g < G; ++g)
+        scales[static_cast<size_t>(g * N + n)] = f32_to_f16(row_scales[g]);
     }
   });
   std::vector<int32_t> qweight(static_cast<size_t>(K * N / 8)),
@@ -142,20 +180,23 @@ std::vector<PackedTensor> pack_awq(const float* w, int64_t N, int64_t K, int32_t
           {".scales", DType::F16, {G, N}, as_bytes(scales)}};
 }
 
-std::vector<PackedTensor> pack_gptq(const float* w, int64_t N, int64_t K, int32_t group) {
+std::vector<PackedTensor> pack_gptq(const float* w, int64_t N, int64_t K, int32_t group,
+                                    const GptqFactor* gptq) {
   SYV_CHECK(N % 8 == 0 && K % 8 == 0 && group > 0 && K % group == 0)
       << "gptq: N " << N << ", K " << K << ", group " << group;
+  SYV_CHECK(gptq == nullptr || gptq->k == K)
+      << "gptq: GPTQ factor of K " << gptq->k << " for K " << K;
   const int64_t G = K / group;
   std::vector<uint8_t> q(static_cast<size_t>(N * K));
   std::vector<uint16_t> scales(static_cast<size_t>(G * N));
   ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
+    std::vector<float> row_scales(static_cast<size_t>(G));
+    std::vector<uint8_t> row_zeros(static_cast<size_t>(G));  // 8: symmetric
     for (int64_t n = n0; n < n1; ++n) {
-      for (int64_t g = 0; g < G; ++g) {
-        const float* row = w + n * K + g * group;
-        const float s = best_fit(row, group, /*symmetric=*/true).scale;
-        scales[static_cast<size_t>(g * N + n)] = f32_to_f16(s);
-        for (int64_t i = 0; i < group; ++i) q[n * K + g * group + i] = clamp_q(row[i] / s + 8.0f);
-      }
+      quantize_int4_row(w + n * K, K, group, /*symmetric=*/true, gptq, &q[n * K], row_scales.data(),
+                        row_zeros.data());
+      for (int64_t g = 0; g < G; ++g)
+        scales[static_cast<size_t>(g * N + n)] = f32_to_f16(row_scales[g]);
     }
   });
   std::vector<int32_t> qweight(static_cast<size_t>(K / 8 * N)), g_idx(static_cast<size_t>(K));

@@ -14,6 +14,8 @@
 
 namespace syv {
 
+struct GptqFactor;  // model/gptq.h
+
 // One tensor of a quantized module, ready for write_safetensors.
 struct PackedTensor {
   std::string suffix;  // ".weight", ".weight_scale_inv", ".qweight", ".qzeros", ".scales", ".g_idx"
@@ -32,13 +34,19 @@ std::vector<PackedTensor> pack_fp8_block(const float* w, int64_t N, int64_t K, i
 // zero = clamp(round(-min / scale), 0, 15), q = clamp(round(W / scale) + zero, 0, 15);
 // qweight i32 [K, N/8] (AWQ nibble order), qzeros i32 [K/G, N/8], scales f16 [K/G, N].
 // Needs N % 8 == 0 and K % G == 0.
-std::vector<PackedTensor> pack_awq(const float* w, int64_t N, int64_t K, int32_t group);
+//
+// gptq (both int4 layouts): GPTQ's error feedback (model/gptq.h) with this module's factor
+// (K = gptq->k) instead of rounding each weight to nearest; null: round to nearest.
+std::vector<PackedTensor> pack_awq(const float* w, int64_t N, int64_t K, int32_t group,
+                                   const GptqFactor* gptq = nullptr);
 
 // GPTQ format v1 ("gptq"), symmetric, no act-order: scale = max(|W| over the group) * 2 / 15
 // times the clip fraction chosen (above) (f16; 1 when the group is all zeros), zero 8 (stored as
 // 7), q = clamp(round(W / scale) + 8, 0,
 // 15); qweight i32 [K/8, N], qzeros i32 [K/G, N/8], scales f16 [K/G, N], g_idx i32 [K] = k / G.
 // Needs N % 8 == 0, K % 8 == 0 and K % G == 0.
-std::vector<PackedTensor> pack_gptq(const float* w, int64_t N, int64_t K, int32_t group);
+// gptq: as pack_awq's.
+std::vector<PackedTensor> pack_gptq(const float* w, int64_t N, int64_t K, int32_t group,
+                                    const GptqFactor* gptq = nullptr);
 
 }  // namespace syv

@@ -54,10 +54,13 @@ json quantization_config(const QuantizeOptions& o, const std::vector<std::string
       return {
           {"bits", 4},         {"group_size", o.group_size}, {"quant_method", "awq"},
           {"version", "gemm"}, {"zero_point", true},         {"modules_to_not_convert", nullptr}};
-    case QuantizeFormat::kGptq:  // AutoGPTQ / optimum's layout fields
-      return {{"bits", 4},           {"group_size", o.group_size}, {"desc_act", false},
-              {"sym", true},         {"quant_method", "gptq"},     {"checkpoint_format", "gptq"},
-              {"lm_head", o.lm_head}};
+    case QuantizeFormat::kGptq: {  // AutoGPTQ / optimum's layout fields
+      json c = {{"bits", 4},           {"group_size", o.group_size}, {"desc_act", false},
+                {"sym", true},         {"quant_method", "gptq"},     {"checkpoint_format", "gptq"},
+                {"lm_head", o.lm_head}};
+      if (o.gptq != nullptr) c["damp_percent"] = o.gptq_damp;  // calibrated (AutoGPTQ's field)
+      return c;
+    }
   }
   return json::object();
 }
@@ -170,6 +173,8 @@ Status quantize_folder(const QuantizeOptions& o) {
     if (ends_with(f, ".safetensors") || f == "model.safetensors.index.json") fs::remove(e.path());
   }
   json weight_map = json::object();
+  int64_t calibrated = 0;                 // tensors quantized with a GPTQ factor
+  std::vector<std::string> uncalibrated;  // quantized to nearest though factors were given
   for (const std::string& file : store.files()) {
     std::vector<PackedTensor> packed;  // owns the quantized bytes of this file
     std::vector<TensorToWrite> tensors;
@@ -184,10 +189,20 @@ Status quantize_folder(const QuantizeOptions& o) {
       std::vector<float> w(static_cast<size_t>(t.numel()));
       convert_to_f32(t.dtype, t.data, w.data(), w.size());
       const int64_t N = t.shape[0], K = t.shape[1];
+      const GptqFactor* factor = nullptr;
+      if (o.gptq != nullptr && o.format != QuantizeFormat::kFp8) {
+        auto it = o.gptq->find(name);
+        if (it != o.gptq->end()) {
+          factor = it->second.get();
+          ++calibrated;
+        } else {
+          uncalibrated.push_back(name);
+        }
+      }
       std::vector<PackedTensor> parts =
           o.format == QuantizeFormat::kFp8   ? pack_fp8_block(w.data(), N, K, o.block, o.block)
-          : o.format == QuantizeFormat::kAwq ? pack_awq(w.data(), N, K, o.group_size)
-                                             : pack_gptq(w.data(), N, K, o.group_size);
+          : o.format == QuantizeFormat::kAwq ? pack_awq(w.data(), N, K, o.group_size, factor)
+                                             : pack_gptq(w.data(), N, K, o.group_size, factor);
       const std::string module = name.substr(0, name.size() - 7);
       for (PackedTensor& p : parts) {
         p.suffix = module + p.suffix;  // now the full name
@@ -201,6 +216,16 @@ Status quantize_folder(const QuantizeOptions& o) {
     for (const TensorToWrite& t : tensors) weight_map[t.name] = target.filename().string();
     SYV_LOG(INFO) << "quantize: wrote " << target.string() << " (" << tensors.size() << " tensors, "
                   << packed.size() << " of them quantized)";
+  }
+  if (o.gptq != nullptr && o.format != QuantizeFormat::kFp8) {
+    std::string names;
+    for (size_t i = 0; i < uncalibrated.size() && i < 4; ++i) names += " " + uncalibrated[i];
+    SYV_LOG(INFO) << "quantize: " << calibrated << " tensor(s) by GPTQ over the calibration inputs"
+                  << (uncalibrated.empty()
+                          ? std::string()
+                          : ", " + std::to_string(uncalibrated.size()) +
+                                " rounded to nearest (no linear() saw their inputs:" + names +
+                                (uncalibrated.size() > 4 ? " ..." : "") + ")");
   }
   if (fs::exists(in / "model.safetensors.index.json")) {
     SYV_ASSIGN_OR_RETURN(json index, read_json(in / "model.safetensors.index.json"));

@@ -1,13 +1,17 @@
 // `syv quantize`: a float (bf16 / f16 / f32) model folder -> the same model in a published
 // pre-quantized layout (Qwen FP8, AutoAWQ GEMM, GPTQ v1) that syv and the usual tools load.
 // Round-to-nearest with per-block / per-group scales (int4 groups: a least-squares clip of their
-// range; model/quant_pack.h); no calibration.
+// range; model/quant_pack.h), or for int4 GPTQ's error feedback over calibration inputs
+// (QuantizeOptions::gptq; gathered by cli/quantize_calibration.h).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "core/status.h"
+#include "model/gptq.h"
 #include "model/weight_spec.h"
 
 namespace syv {
@@ -22,6 +26,12 @@ struct QuantizeOptions {
   // gptq: lm_head.weight quantized too, and "lm_head": true in quantization_config, as GPTQModel
   // writes it with lm_head=True (untied models: a tied one has no lm_head.weight and is refused).
   bool lm_head = false;
+  // awq / gptq: the GPTQ factor (model/gptq.h) of each checkpoint tensor whose calibration inputs
+  // were gathered, by tensor name ("model.layers.0.mlp.down_proj.weight"; tensors sharing an input
+  // share one). A quantized tensor without one is rounded to nearest (the log names how many).
+  // Null: every tensor rounded to nearest.
+  const std::unordered_map<std::string, std::shared_ptr<const GptqFactor>>* gptq = nullptr;
+  double gptq_damp = 0.01;  // written as quantization_config's damp_percent (gptq, with factors)
 };
 
 // Which checkpoint tensors are quantized: 2-D float "<...>.layers.<i>.<...>.<m>.weight" with <m>

@@ -132,6 +132,7 @@ Result<std::unique_ptr<Model>> load_qwen3(const ModelConfig& config, const Weigh
   {
     WeightLoader loader(backend, store, options.seed, config.quant);
     loader.keep_embeddings_on_host(options.host_embeddings);
+    loader.record_sources(options.weight_sources);
     SYV_RETURN_IF_ERROR(load_qwen3_weights(config, loader, &weights));
     loader.finish();
     weights.parameters = loader.parameters_loaded();

@@ -72,6 +72,8 @@ Status load_qwen3_next_weights(const ModelConfig& c, const WeightStore* store, W
       Reordered r = reorder_fused(qkvz, ba, c);
       layer.gdn.qkv = loader.upload({2 * key_dim + value_dim, H}, qd, r.qkv.data());
       layer.gdn.z = loader.upload({value_dim, H}, qd, r.z.data());
+      loader.note_sources(layer.gdn.qkv, {a + "in_proj_qkvz.weight"});
+      loader.note_sources(layer.gdn.z, {a + "in_proj_qkvz.weight"});
       layer.gdn.ba = loader.upload({2 * Hv, H}, bd, r.ba.data());
       SYV_RETURN_IF_ERROR(load_gdn_common(loader, c, a, &layer.gdn));
     } else {

@@ -302,6 +302,23 @@ Result<DeviceWeight> WeightLoader::load(const WeightSpec& spec) {
 }
 
 Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& specs) {
+  SYV_ASSIGN_OR_RETURN(DeviceWeight w, load_concat_unnoted(specs));
+  std::vector<std::string> names;
+  for (const WeightSpec& spec : specs) names.push_back(spec.name);
+  note_sources(w, std::move(names));
+  return w;
+}
+
+void WeightLoader::note_sources(const DeviceWeight& w, std::vector<std::string> names) {
+  if (sources_ == nullptr || w.tensor.data == nullptr) return;
+  std::vector<std::string>& noted = (*sources_)[w.tensor.data];
+  for (std::string& name : names) {
+    if (std::find(noted.begin(), noted.end(), name) == noted.end())
+      noted.push_back(std::move(name));
+  }
+}
+
+Result<DeviceWeight> WeightLoader::load_concat_unnoted(const std::vector<WeightSpec>& specs) {
   SYV_CHECK(!specs.empty()) << "load_concat of no weights";
   const size_t rank = specs[0].shape.size();
   std::vector<int64_t> shape = specs[0].shape;
@@ -402,6 +419,15 @@ bool WeightLoader::slices_rows(const std::vector<WeightSpec>& specs) const {
 
 Result<DeviceWeight> WeightLoader::load_rows(const std::vector<WeightSpec>& specs,
                                              const std::vector<RowRange>& ranges) {
+  SYV_ASSIGN_OR_RETURN(DeviceWeight w, load_rows_unnoted(specs, ranges));
+  std::vector<std::string> names;
+  for (const RowRange& r : ranges) names.push_back(specs[r.part].name);
+  note_sources(w, std::move(names));
+  return w;
+}
+
+Result<DeviceWeight> WeightLoader::load_rows_unnoted(const std::vector<WeightSpec>& specs,
+                                                     const std::vector<RowRange>& ranges) {
   SYV_CHECK(slices_rows(specs)) << "load_rows: random or quantized weights (read_f32 them)";
   SYV_CHECK(!specs.empty() && !ranges.empty()) << "load_rows of no rows";
   const int64_t width = specs[0].shape[1];

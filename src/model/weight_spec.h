@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -97,6 +98,12 @@ struct DeviceWeight : Weight {
 // dequantizes (finish() logs how many it did).
 //
 // Logs a progress line about every 2 s and, at finish(), "load: 16.38 GB in 3.10 s (5.28 GB/s)".
+// Which checkpoint tensors ("model.layers.0.self_attn.q_proj.weight", ...) each loaded weight holds
+// rows of, keyed by the weight's data pointer (WeightLoader::record_sources,
+// LoadOptions::weight_sources): `syv quantize --calibration-file` maps the weight of a linear() it
+// observes back to the tensors whose inputs those are.
+using WeightSources = std::unordered_map<const void*, std::vector<std::string>>;
+
 class WeightLoader {
  public:
   // store == nullptr: random weights from `seed` (they count as bf16 "file" weights).
@@ -145,8 +152,19 @@ class WeightLoader {
   int64_t parameters_loaded() const { return parameters_; }
   int64_t device_bytes() const { return device_bytes_; }  // host-resident bytes not included
 
+  // Later loads note which checkpoint tensors each weight holds rows of, in `sources` (keyed by
+  // the weight's data pointer; load(), load_concat() and load_rows() note their specs' names,
+  // a weight built by upload() only what note_sources() says). Null: nothing is noted.
+  void record_sources(WeightSources* sources) { sources_ = sources; }
+  // Notes `names` as the checkpoint tensors `w` holds rows of (weights split or interleaved on
+  // the host and then upload()ed), when record_sources() asked for it.
+  void note_sources(const DeviceWeight& w, std::vector<std::string> names);
+
  private:
   Result<const TensorInfo*> checked(const WeightSpec& spec) const;
+  Result<DeviceWeight> load_concat_unnoted(const std::vector<WeightSpec>& specs);
+  Result<DeviceWeight> load_rows_unnoted(const std::vector<WeightSpec>& specs,
+                                         const std::vector<RowRange>& ranges);
   bool quantized(const WeightSpec& spec) const;
   // Rows `ranges` of the file tensors `infos` (rows of `width` elements) into one new weight of
   // `shape`, converted to the backend's weight dtype: load_concat()'s and load_rows()' copy.
@@ -179,7 +197,8 @@ class WeightLoader {
   int64_t dequantized_reads_ = 0;
   std::string first_dequantized_;
   int64_t tensors_ = 0;
-  bool pending_ = false;  // loads since the last finish()
+  bool pending_ = false;              // loads since the last finish()
+  WeightSources* sources_ = nullptr;  // record_sources()
 };
 
 }  // namespace syv

@@ -10,6 +10,7 @@
 // cpu_norm.cpp, cpu_linear.cpp, cpu_attention.cpp, cpu_kv_quantized.cpp.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "backend/backend.h"
@@ -58,6 +59,12 @@ class CpuBackend : public Backend {
 
   // Batch-invariant mode: linear() and the MoE experts take cpu::linear_invariant() at every T
   // (OpenBLAS rows change with T); every other op already computes each row on its own.
+  // Called by every dense linear() (and so every fused op built on it) with its input x [T, K]
+  // (f32) and weight w [N, K] before the product: `syv quantize --calibration-file` gathers each
+  // weight's input statistics this way. Empty (the default): nothing is called.
+  using LinearObserver = std::function<void(const Tensor& x, const Tensor& w)>;
+  void set_linear_observer(LinearObserver observer) { linear_observer_ = std::move(observer); }
+
   void set_batch_invariant(bool on) override { batch_invariant_ = on; }
   bool batch_invariant() const override { return batch_invariant_; }
 
@@ -91,6 +98,7 @@ class CpuBackend : public Backend {
   HostBatchMeta host_;  // arrays the BatchMeta tensors view
   std::vector<int32_t> token_ids_, positions_, seq_starts_, logit_rows_;
   bool batch_invariant_ = false;
+  LinearObserver linear_observer_;
 };
 
 // Small helpers shared by the op files.

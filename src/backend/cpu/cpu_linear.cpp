@@ -28,6 +28,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
   const int64_t N = w.dim(0);
   SYV_CHECK(out.numel() == T * N) << "linear: out " << out.numel() << " vs " << T << "x" << N;
   if (T == 0 || N == 0) return;
+  if (linear_observer_) linear_observer_(x, w);
 
   // Weights are f32 after load (weight_dtype()); other dtypes are widened here, one call at a time.
   const float* wf = w.as<const float>();

@@ -1,0 +1,159 @@
+// The calibration pass of cli/quantize_calibration.h.
+#include "cli/quantize_calibration.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "cli/model_session.h"
+#include "core/log.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "model/quantize_folder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace syv::cli {
+namespace {
+
+// A weight whose inputs are gathered: the tensors it holds rows of, and its width K.
+struct Observed {
+  const void* data;
+  std::vector<std::string> names;  // the quantizable ones
+  int64_t k;
+  int64_t bytes() const { return k * k * static_cast<int64_t>(sizeof(double)); }
+};
+
+Result<std::vector<int32_t>> calibration_tokens(const CalibrationOptions& o, int64_t vocab) {
+  std::ifstream in(o.text_file, std::ios::binary);
+  if (!in) return Status::Error("--calibration-file \"" + o.text_file + "\": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto tokenizer = Tokenizer::load(o.model_dir);
+  if (!tokenizer.ok()) {
+    return Status::Error("--calibration-file needs the model's tokenizer: " + tokenizer.message());
+  }
+  std::vector<int32_t> ids = (*tokenizer)->encode(text.str(), /*add_special_tokens=*/false);
+  if (static_cast<int64_t>(ids.size()) > o.max_tokens)
+    ids.resize(static_cast<size_t>(o.max_tokens));
+  if (ids.size() < 2) {
+    return Status::Error("--calibration-file \"" + o.text_file + "\": encodes to " +
+                         std::to_string(ids.size()) + " token(s); calibration needs text");
+  }
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) {
+      return Status::Error("--calibration-file: token " + std::to_string(id) +
+                           " is outside the model's vocabulary [0, " + std::to_string(vocab) +
+                           ") (tokenizer and model disagree)");
+    }
+  }
+  return ids;
+}
+
+// Groups of `weights` whose Gram matrices fit `budget` together (one each at least), in order.
+std::vector<std::vector<Observed>> passes(const std::vector<Observed>& weights, int64_t budget) {
+  std::vector<std::vector<Observed>> out;
+  int64_t used = 0;
+  for (const Observed& w : weights) {
+    if (out.empty() || used + w.bytes() > budget) {
+      out.emplace_back();
+      used = 0;
+    }
+    out.back().push_back(w);
+    used += w.bytes();
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
+  if (o.context < 2) {
+    return Status::Error("--calibration-context: expected >= 2, found " +
+                         std::to_string(o.context));
+  }
+  if (o.max_tokens < 2) {
+    return Status::Error("--calibration-tokens: expected >= 2, found " +
+                         std::to_string(o.max_tokens));
+  }
+  if (!(o.damp > 0.0)) {
+    return Status::Error("--gptq-damp: expected > 0, found " + std::to_string(o.damp));
+  }
+  auto store = WeightStore::open_dir(o.model_dir);
+  if (!store.ok()) return Status::Error("--in: " + store.message());
+  CpuBackend backend;
+  WeightSources sources;
+  LoadOptions load;
+  load.weight_sources = &sources;
+  auto model = load_model(o.model_dir, backend, load);
+  if (!model.ok()) return Status::Error("--in: " + model.message());
+  const ModelConfig& config = (*model)->config();
+  SYV_ASSIGN_OR_RETURN(std::vector<int32_t> ids, calibration_tokens(o, config.vocab_size));
+  int64_t context = o.context;
+  if (config.max_position_embeddings > 0)
+    context = std::min(context, config.max_position_embeddings);
+
+  std::vector<Observed> weights;
+  bool lm_head = false;
+  for (const auto& [data, names] : sources) {
+    Observed w{data, {}, 0};
+    for (const std::string& name : names) {
+      const TensorInfo* t = store->find(name);
+      if (t == nullptr || t->shape.size() != 2 || !quantize_tensor_name(name, /*lm_head=*/true))
+        continue;
+      w.names.push_back(name);
+      w.k = t->shape[1];
+      lm_head = lm_head || name == "lm_head.weight";
+    }
+    if (!w.names.empty()) weights.push_back(std::move(w));
+  }
+  // In checkpoint order (the log and the passes' grouping do not depend on a hash map's order).
+  std::sort(weights.begin(), weights.end(),
+            [](const Observed& a, const Observed& b) { return a.names[0] < b.names[0]; });
+
+  auto seq = SingleSequence::create(**model, context);
+  if (!seq.ok()) return Status::Error(seq.message());
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const std::vector<std::vector<Observed>> groups = passes(weights, o.memory_budget_bytes);
+  GptqFactors factors;
+  for (size_t p = 0; p < groups.size(); ++p) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unordered_map<const void*, InputGram> grams;
+    for (const Observed& w : groups[p]) grams.emplace(w.data, InputGram(w.k));
+    backend.set_linear_observer([&grams](const Tensor& x, const Tensor& w) {
+      auto it = grams.find(w.data);
+      if (it == grams.end()) return;
+      SYV_CHECK(x.dtype == DType::F32 && x.dim(-1) == it->second.k())
+          << "calibration: input of width " << x.dim(-1) << " for a weight of K " << it->second.k();
+      it->second.add(x.as<const float>(), x.numel() / it->second.k());
+    });
+    int64_t windows = 0;
+    for (int64_t start = 0; start < n - 1; start += context) {
+      const int64_t end = std::min(n, start + context);
+      seq->restart();
+      // Every row's logits when lm_head is quantizable: its input is then every token's.
+      seq->forward(std::vector<int32_t>(ids.begin() + start, ids.begin() + end), lm_head);
+      ++windows;
+    }
+    backend.set_linear_observer(nullptr);
+    for (const Observed& w : groups[p]) {
+      const InputGram& gram = grams.at(w.data);
+      auto factor = gptq_factor(gram.symmetric(), w.k, o.damp, gram.tokens());
+      if (!factor.ok()) {
+        return Status::Error("calibration of " + w.names[0] + ": " + factor.message());
+      }
+      auto shared = std::make_shared<const GptqFactor>(std::move(factor.value()));
+      for (const std::string& name : w.names) factors.emplace(name, shared);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    SYV_LOG(INFO) << "calibration: pass " << (p + 1) << "/" << groups.size() << ": " << windows
+                  << " window(s) of up to " << context << " tokens (" << n << " in all), inputs of "
+                  << groups[p].size() << " weight(s) gathered and factored in " << seconds << " s";
+  }
+  return factors;
+}
+
+}  // namespace syv::cli

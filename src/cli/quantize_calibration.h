@@ -1,0 +1,44 @@
+// `syv quantize --calibration-file`: the inputs of every linear layer of a float model over a
+// text, gathered on the CPU backend, as the GPTQ factor of each checkpoint tensor they multiply
+// (model/gptq.h; quantize_folder() then quantizes those tensors by GPTQ's error feedback).
+//
+// The text is tokenized with the folder's tokenizer (no special tokens) and cut into windows of
+// `context` tokens (at most `max_tokens` in all), each run from position 0 as a fresh sequence,
+// as `syv eval-ppl` runs its windows. Every dense linear() the CPU backend computes reports its
+// input x [T, K] and weight (CpuBackend::set_linear_observer); H = sum x x^T is kept per weight,
+// and the loader's sources (LoadOptions::weight_sources) name the checkpoint tensors whose rows
+// that weight holds: q_proj, k_proj and v_proj of one layer (one fused weight, one input) share
+// one H. The inputs are the float model's own (GPTQ's reference runs its layers in order on the
+// already quantized layers' outputs; this takes every layer's inputs from one float pass). Tensors
+// no dense linear() reads (MoE experts, the MTP head, tied tables) get no factor.
+//
+// The Gram matrices take K^2 doubles per weight; when they exceed `memory_budget_bytes` together
+// the weights are split into groups that fit, one pass over the text per group.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "core/status.h"
+#include "model/gptq.h"
+
+namespace syv::cli {
+
+struct CalibrationOptions {
+  std::string model_dir;
+  std::string text_file;
+  int64_t context = 512;       // tokens per window (capped by max_position_embeddings)
+  int64_t max_tokens = 32768;  // of the file, from its start
+  double damp = 0.01;          // GPTQ's percdamp
+  int64_t memory_budget_bytes = int64_t{8} << 30;
+};
+
+using GptqFactors = std::unordered_map<std::string, std::shared_ptr<const GptqFactor>>;
+
+// Errors name the flag (--calibration-file, --calibration-tokens, --calibration-context) or the
+// model folder, and what is wrong.
+Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& options);
+
+}  // namespace syv::cli
