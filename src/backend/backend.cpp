@@ -71,6 +71,12 @@ void Backend::linear_quantized(const Tensor& x, const Weight& w, const Tensor& b
   refuse_weight("linear", w);
 }
 
+void Backend::moe_experts_quantized(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                    const Weight& gate_up, const Weight& down, Tensor& out) {
+  (void)x, (void)ids, (void)weights, (void)out;
+  refuse_weight("moe_experts", gate_up.format != WeightFormat::kDense ? gate_up : down);
+}
+
 void Backend::refuse_weight(const char* op, const Weight& w) const {
   SYV_FATAL() << "backend " << name() << " " << op << ": " << w.describe()
               << " are not supported yet";

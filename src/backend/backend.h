@@ -452,6 +452,10 @@ class Backend {
   // so the scratch exists when the memory plan is made and never grows during a step (CUDA: the
   // bf16 buffer its prefill path dequantizes into). The default does nothing.
   virtual void reserve_quantized_scratch(const Weight& w) { (void)w; }
+  // Whether the loader keeps a MoE layer's experts quantized when the checkpoint stores them so
+  // (moe_experts() on quantized Weights: moe_experts_quantized()), instead of dequantizing them at
+  // load. An 80B-class MoE model in fp8 fits one GPU only this way.
+  virtual bool keeps_moe_experts_quantized() const { return false; }
   // What the activations of a quantized weight's GEMM (more tokens than a GEMV's) are multiplied
   // in (`--quantized-activations`; docs/cuda-backend.md "fp8 tensor-core GEMMs"):
   //   kAuto  fp8 block-scaled weights multiply fp8 activations (W8A8: each token's 128-column
@@ -557,7 +561,8 @@ class Backend {
   // it; CUDA overrides them to fuse): the CPU backend computes it (the reference), CUDA too; a
   // backend without it refuses by name: "backend X linear:
   // fp8 block-scaled weights (f8e4m3, 128x128 blocks) are not supported yet" (a CHECK failure). The
-  // MoE experts are refused when quantized (the loader keeps them dense).
+  // MoE experts are quantized only where keeps_moe_experts_quantized() (else the loader keeps them
+  // dense).
   void linear(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) {
     if (w.format == WeightFormat::kDense) {
       linear(x, w.tensor, bias, out);
@@ -611,11 +616,17 @@ class Backend {
     add_rmsnorm_linear_silu_mul(residual, x, norm_w, eps, kind, residual_out, normed, w.tensor,
                                 gate_up, out);
   }
+  // Dense experts: gate_up [E, 2I, H], down [E, H, I] (the Tensor op above). Quantized experts
+  // (where keeps_moe_experts_quantized()): both quantized, stacked along their rows: gate_up
+  // [E * 2I, H] (expert e's gate rows, then its up rows, at rows [e * 2I, (e + 1) * 2I)), down
+  // [E * H, I] (expert e's at rows [e * H, (e + 1) * H)); moe_experts_quantized() computes them.
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Weight& gate_up,
                    const Weight& down, Tensor& out) {
-    if (gate_up.format != WeightFormat::kDense) refuse_weight("moe_experts", gate_up);
-    if (down.format != WeightFormat::kDense) refuse_weight("moe_experts", down);
-    moe_experts(x, ids, weights, gate_up.tensor, down.tensor, out);
+    if (gate_up.format == WeightFormat::kDense && down.format == WeightFormat::kDense) {
+      moe_experts(x, ids, weights, gate_up.tensor, down.tensor, out);
+    } else {
+      moe_experts_quantized(x, ids, weights, gate_up, down, out);
+    }
   }
   // The attention ops on a KvCacheView: float KV (f32, f16, bf16; no scales) runs the Tensor ops
   // above on cache.k / cache.v; a quantized KV dtype (fp8, int4: backend/kv_cache_view.h) runs the
@@ -647,6 +658,10 @@ class Backend {
   // out = x · dequant(w)ᵀ (+ bias) for a weight whose format is not kDense. The default refuses
   // (refuse_weight("linear", w)); a backend with kernels for a format overrides this.
   virtual void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out);
+  // moe_experts() with quantized experts (the stacked layout above): the same sum as the dense
+  // op over the dequantized weights. The default refuses by name (refuse_weight).
+  virtual void moe_experts_quantized(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                     const Weight& gate_up, const Weight& down, Tensor& out);
   // add_rmsnorm_linear's sequence with a quantized w: residual_out = residual + x, normed =
   // rmsnorm(residual_out), out = linear_quantized(normed, w, bias), then, when act is given,
   // *act = silu_mul(out) (add_rmsnorm_linear_silu_mul's sequence: out is gate_up). The default

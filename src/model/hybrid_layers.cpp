@@ -189,6 +189,22 @@ Status load_gdn_common(WeightLoader& loader, const ModelConfig& c, const std::st
   return Status::Ok();
 }
 
+// Whether the experts of the MoE MLP at prefix p stay quantized: the backend keeps MoE experts
+// quantized and the checkpoint stores every one of them quantized.
+static bool keeps_experts_quantized(const WeightLoader& loader, const ModelConfig& c,
+                                    const std::string& p) {
+  if (!loader.backend().keeps_moe_experts_quantized()) return false;
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string q = p + "experts." + std::to_string(e) + ".";
+    for (const WeightSpec& spec :
+         {WeightSpec{q + "gate_proj.weight", {I, H}}, WeightSpec{q + "up_proj.weight", {I, H}},
+          WeightSpec{q + "down_proj.weight", {H, I}}})
+      if (!loader.quantized(spec)) return false;
+  }
+  return true;
+}
+
 Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfig& c,
                 const std::string& p, MlpWeights* out) {
   const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
@@ -202,10 +218,12 @@ Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfi
         load_reshaped(loader, {p + "experts.gate_up_proj", {E, 2 * I, H}}, {E, 2 * I, H}));
     SYV_ASSIGN_OR_RETURN(out->experts_down,
                          load_reshaped(loader, {p + "experts.down_proj", {E, H, I}}, {E, H, I}));
-  } else if (store == nullptr) {
-    // Random weights (`syv bench --random-weights`): drawn on the device, each expert's gate and
-    // up rows then the next expert's, as the files' path below stacks them (no host copy: a real
-    // shape's experts are tens of GB).
+  } else if (store == nullptr || keeps_experts_quantized(loader, c, p)) {
+    // Random weights (`syv bench --random-weights`), drawn on the device (no host copy: a real
+    // shape's experts are tens of GB); or quantized experts the backend keeps quantized. Each
+    // expert's gate and up rows, then the next expert's, as the files' path below stacks them.
+    // Quantized: gate_up [E * 2I, H] and down [E * H, I] (Backend::moe_experts); dense (random
+    // weights, or quantized parts whose layouts differ): viewed [E, 2I, H] and [E, H, I].
     std::vector<WeightSpec> gate_up, down;
     for (int64_t e = 0; e < E; ++e) {
       const std::string q = p + "experts." + std::to_string(e) + ".";
@@ -214,9 +232,11 @@ Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfi
       down.push_back({q + "down_proj.weight", {H, I}});
     }
     SYV_ASSIGN_OR_RETURN(out->experts_gate_up, loader.load_concat(gate_up));
-    out->experts_gate_up.set_dense(out->experts_gate_up.tensor.reshape({E, 2 * I, H}));
     SYV_ASSIGN_OR_RETURN(out->experts_down, loader.load_concat(down));
-    out->experts_down.set_dense(out->experts_down.tensor.reshape({E, H, I}));
+    if (out->experts_gate_up.dense() && out->experts_down.dense()) {
+      out->experts_gate_up.set_dense(out->experts_gate_up.tensor.reshape({E, 2 * I, H}));
+      out->experts_down.set_dense(out->experts_down.tensor.reshape({E, H, I}));
+    }  // one dense and one quantized: moe_experts_quantized() takes the dense one as it is
   } else {
     std::vector<float> gate_up, down;
     gate_up.reserve(static_cast<size_t>(E * 2 * I * H));

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "backend/available_memory.h"
 #include "core/log.h"
@@ -50,17 +51,49 @@ std::string widening(const Backend& backend) {
          std::string(dtype_name(kept)) + ")";
 }
 
+// The bytes of a MoE expert's projection (the data tensor of "....mlp.experts.<e>.<gate|up|
+// down>_proj", stored quantized) as the loader keeps it quantized, stacked with the layer's other
+// experts (model/hybrid_layers.cpp): its canonical bytes, and for fp8 one scale row per weight row
+// where its rows do not fill whole scale tiles (concat_quantized); nullopt for any other tensor.
+std::optional<int64_t> kept_expert_bytes(const std::string& name, const ModelConfig& config,
+                                         const WeightStore& store) {
+  // The module's data tensor: "weight" (fp8), "qweight" (awq, gptq), "weight_packed" (ct).
+  static const std::regex kExpert(R"((.*\.mlp\.experts\.[0-9]+\.(gate|up|down)_proj)\.[a-z_]+)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kExpert)) return std::nullopt;
+  const int64_t H = config.hidden_size, I = config.moe_intermediate_size;
+  const bool down = m[2] == "down";
+  const WeightSpec spec{m[1].str() + ".weight",
+                        down ? std::vector<int64_t>{H, I} : std::vector<int64_t>{I, H}};
+  std::optional<int64_t> bytes = quantized_spec_bytes(spec, &store, config.quant);
+  if (!bytes) return std::nullopt;
+  const QuantConfig& q = config.quant;
+  if (q.method == QuantMethod::kFp8 || q.method == QuantMethod::kCtFloatFp8) {
+    // The tile quantized_weight_bytes counts (fp8_strategy as read_quantized takes it).
+    const int64_t n = spec.shape[0], k = spec.shape[1];
+    const bool block = q.method == QuantMethod::kFp8 || q.fp8_strategy == Fp8ScaleStrategy::kBlock;
+    const int64_t bn = block ? q.block_n : q.fp8_strategy == Fp8ScaleStrategy::kChannel ? 1 : n;
+    const int64_t bk = block ? q.block_k : k;
+    if (bn > 1 && n % bn != 0) {
+      *bytes += (n - (n + bn - 1) / bn) * ((k + bk - 1) / bk) * static_cast<int64_t>(sizeof(float));
+    }
+  }
+  return bytes;
+}
+
 }  // namespace
 
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store, const Backend& backend) {
-  return weight_backend_bytes(arch, config, store,
-                              [&backend](DType file) { return backend.weight_dtype(file); });
+  return weight_backend_bytes(
+      arch, config, store, [&backend](DType file) { return backend.weight_dtype(file); },
+      backend.keeps_moe_experts_quantized());
 }
 
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store,
-                                            const std::function<DType(DType)>& kept) {
+                                            const std::function<DType(DType)>& kept,
+                                            bool moe_experts_quantized) {
   int64_t bytes = 0;
   if (arch.weight_specs != nullptr) {
     for (const WeightSpec& spec : arch.weight_specs(config)) {
@@ -80,6 +113,12 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
     const TensorInfo* info = store->find(name);
     const StoredTensorRole role = stored_tensor_role(name, *info, *store, config.quant);
     if (role.role == StoredRole::kQuantizedAux) continue;
+    if (role.role == StoredRole::kQuantizedData && moe_experts_quantized) {
+      if (std::optional<int64_t> b = kept_expert_bytes(name, config, *store)) {
+        bytes = add_product(bytes, {*b}, 1);
+        continue;
+      }
+    }
     const DType file = role.role == StoredRole::kQuantizedData ? DType::BF16 : info->dtype;
     bytes = add_product(bytes, {role.parameters}, dtype_size(kept(file)));
   }

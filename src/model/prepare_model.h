@@ -47,14 +47,18 @@ Result<std::unique_ptr<Model>> load_prepared_model(const PreparedModel& prepared
 // weights); a module the loader keeps quantized in its canonical layout (quantized_spec_bytes).
 // Architectures without a list count every tensor of the checkpoint (an upper bound: e.g. a
 // vision tower the model does not read; quantized modules as if loaded dequantized, their scales
-// as nothing); with random weights they are not known (nullopt).
+// as nothing), except MoE experts the backend keeps quantized (keeps_moe_experts_quantized: each
+// at its canonical bytes, fp8 scales per row where the experts' stacking needs it, as
+// concat_quantized lays them out); with random weights they are not known (nullopt).
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store, const Backend& backend);
-// The same for a backend that keeps a float file dtype as `kept(file dtype)` (`syv inspect`
-// plans for CUDA, which keeps bf16, without a CUDA backend at hand).
+// The same for a backend that keeps a float file dtype as `kept(file dtype)` and MoE experts
+// quantized or not (`syv inspect` plans for CUDA, which keeps bf16, without a CUDA backend at
+// hand).
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store,
-                                            const std::function<DType(DType)>& kept);
+                                            const std::function<DType(DType)>& kept,
+                                            bool moe_experts_quantized = false);
 
 // The tensors of a dense qwen3 or qwen3_5_text checkpoint of `config` (no mtp.* head, no vision
 // tower), for what writes or counts a model without its files (`syv demo-model`, `syv inspect

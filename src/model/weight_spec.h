@@ -152,6 +152,10 @@ class WeightLoader {
   int64_t parameters_loaded() const { return parameters_; }
   int64_t device_bytes() const { return device_bytes_; }  // host-resident bytes not included
 
+  // Whether `spec` is stored quantized in the checkpoint (load() then keeps it quantized).
+  bool quantized(const WeightSpec& spec) const;
+  Backend& backend() const { return backend_; }
+
   // Later loads note which checkpoint tensors each weight holds rows of, in `sources` (keyed by
   // the weight's data pointer; load(), load_concat() and load_rows() note their specs' names,
   // a weight built by upload() only what note_sources() says). Null: nothing is noted.
@@ -165,7 +169,6 @@ class WeightLoader {
   Result<DeviceWeight> load_concat_unnoted(const std::vector<WeightSpec>& specs);
   Result<DeviceWeight> load_rows_unnoted(const std::vector<WeightSpec>& specs,
                                          const std::vector<RowRange>& ranges);
-  bool quantized(const WeightSpec& spec) const;
   // Rows `ranges` of the file tensors `infos` (rows of `width` elements) into one new weight of
   // `shape`, converted to the backend's weight dtype: load_concat()'s and load_rows()' copy.
   // host: into host-resident memory (keep_embeddings_on_host).

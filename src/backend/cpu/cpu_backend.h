@@ -25,6 +25,7 @@ class CpuBackend : public Backend {
   bool supports_hybrid_ops() const override { return true; }
   bool supports_moe_ops() const override { return true; }
   bool supports_quantized_weights() const override { return true; }  // cpu_quantized.cpp
+  bool keeps_moe_experts_quantized() const override { return true; }  // cpu_quantized.cpp
   DType activation_dtype() const override { return DType::F32; }
   DType weight_dtype(DType) const override { return DType::F32; }
   // f32 KV, and the quantized KV dtypes (fp8 e4m3, int4 u4x2) of cpu_kv_quantized.cpp.
@@ -86,6 +87,10 @@ class CpuBackend : public Backend {
   // fp8 block-scaled and int4 group-quantized weights (backend/weight.h): the reference.
   // Dequantizes the weight into f32 row blocks and runs linear() on each (cpu_quantized.cpp).
   void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& out) override;
+  // The experts this call routes to, dequantized to f32 (compacted, ids renumbered) and run
+  // through the dense moe_experts(): the same arithmetic as the model on the dequantized weights.
+  void moe_experts_quantized(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                             const Weight& gate_up, const Weight& down, Tensor& out) override;
   // fp8 and int4 KV (backend/kv_cache_view.h): kv_quant.h's quantizers, and attention dequantizing
   // one key/value row at a time (cpu_kv_quantized.cpp).
   void kv_write_quantized(const Tensor& k, const Tensor& v, const KvCacheView& cache,

@@ -133,6 +133,7 @@ class CudaBackendImpl final : public CudaBackend {
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_QUANT_MOE")) quant_moe_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_DEFER_COPIES"))
       defer_copies_enabled_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_AHEAD_STREAM")) {
@@ -177,6 +178,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (partial_) cudaFree(partial_);
     if (dequant_) cudaFree(dequant_);
     if (moe_scratch_) cudaFree(moe_scratch_);
+    if (moe_dequant_) cudaFree(moe_dequant_);
     if (moe_routed_) cudaFree(moe_routed_);
     if (moe_ticket_) cudaFree(moe_ticket_);
     if (sample_dev_) cudaFree(sample_dev_);
@@ -1303,6 +1305,49 @@ class CudaBackendImpl final : public CudaBackend {
                              stream_);
   }
 
+  bool keeps_moe_experts_quantized() const override { return quant_moe_; }
+
+  // The routed experts' rows dequantized to bf16 (an expert mask from ids, then one kernel per
+  // weight whose blocks of unrouted experts exit at once), then the dense moe_experts() over them:
+  // memory as quantized, traffic per step the routed experts' quantized bytes plus twice their
+  // bf16 bytes (a fused quantized grouped GEMV would read the quantized bytes only: not done).
+  // gate_up's rows go to dequant_ (sized at load for it), down's and the mask to moe_dequant_.
+  void moe_experts_quantized(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                             const Weight& gate_up, const Weight& down, Tensor& out) override {
+    const int64_t H = last_dim(x), I = down.k;
+    SYV_CHECK(H > 0 && down.n % H == 0 && I > 0)
+        << "moe_experts: quantized down [" << down.n << ", " << I << "] for H " << H;
+    const int64_t E = down.n / H;
+    SYV_CHECK(gate_up.n == E * 2 * I && gate_up.k == H)
+        << "moe_experts: quantized gate_up [" << gate_up.n << ", " << gate_up.k << "] for " << E
+        << " experts of [" << 2 * I << ", " << H << "]";
+    SYV_CHECK(ids.dtype == DType::I32) << "moe ids must be i32";
+    if (rows_of(x) == 0) return;
+    const int64_t down_bytes = (E * H * I * 2 + 255) / 256 * 256;
+    grow_scratch(moe_dequant_, moe_dequant_bytes_, down_bytes + E * 4, "quantized MoE scratch");
+    auto* mask = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(moe_dequant_) + down_bytes);
+    cuda::launch_moe_expert_mask(ids.as<int32_t>(), ids.numel(), E, mask, stream_);
+    // A part the loader kept dense (its experts' layouts differed) is used as it is.
+    const void* gu = gate_up.tensor.data;
+    if (!gate_up.dense()) {
+      check_quantized_layout(gate_up);
+      ensure_dequant(E * 2 * I * H * 2);
+      cuda::launch_quant_dequant_experts(quant_weight(gate_up), 2 * I, E, mask, dequant_, stream_);
+      gu = dequant_;
+    }
+    const void* dn = down.tensor.data;
+    if (!down.dense()) {
+      check_quantized_layout(down);
+      cuda::launch_quant_dequant_experts(quant_weight(down), H, E, mask, moe_dequant_, stream_);
+      dn = moe_dequant_;
+    }
+    SYV_CHECK((gate_up.dense() ? gate_up.tensor.dtype : DType::BF16) == DType::BF16 &&
+              (down.dense() ? down.tensor.dtype : DType::BF16) == DType::BF16)
+        << "CUDA moe_experts takes bf16 expert weights";
+    moe_experts(x, ids, weights, Tensor(const_cast<void*>(gu), DType::BF16, {E, 2 * I, H}),
+                Tensor(const_cast<void*>(dn), DType::BF16, {E, H, I}), out);
+  }
+
   // Up to kMoeBlockMaxTokens tokens outside batch-invariant mode, with every weight dense bf16 and
   // expert widths multiples of 8: three launches (moe.cuh launch_moe_block(): the
   // router's GEMV with the softmax + top-k in its last block, then the routed experts' two GEMVs
@@ -2025,6 +2070,12 @@ class CudaBackendImpl final : public CudaBackend {
   size_t dequant_bytes_ = 0;
   void* moe_scratch_ = nullptr;  // moe_experts(): routing lists, activations (moe.cuh)
   size_t moe_scratch_bytes_ = 0;
+  // Quantized experts kept quantized (SYV_QUANT_MOE=1; off until measured on a GPU: the loader
+  // then dequantizes them at load, as before) and moe_experts_quantized()'s scratch: the routed
+  // experts' down rows in bf16, then the expert mask (their gate_up rows go to dequant_).
+  bool quant_moe_ = false;
+  void* moe_dequant_ = nullptr;
+  size_t moe_dequant_bytes_ = 0;
   unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
   unsigned* moe_ticket_ = nullptr;                   // moe_block(): 0 between launches
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()

@@ -175,6 +175,15 @@ bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_
                                 int64_t tokens, cudaStream_t s);
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
 void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s);
+// Quantized MoE experts (Backend::moe_experts_quantized): mask i32 [experts] = 1 for every expert
+// among ids[0, count) (i32), 0 for the others; one block.
+void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, int32_t* mask,
+                            cudaStream_t s);
+// dense bf16 rows [e * rows_per_expert, (e + 1) * rows_per_expert) = dequant(w) there, for each
+// expert e with mask[e] != 0 (w.n = experts * rows_per_expert, experts <= 65535); the other
+// experts' rows are not written (the MoE kernels read only routed experts).
+void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
+                                  const int32_t* mask, void* dense, cudaStream_t s);
 
 // fp8_operands.cu: the operands of LtGemm::run_fp8 (docs/cuda-backend.md "fp8 tensor-core GEMMs").
 // Scales are in cuBLASLt's VEC128 layout: f32 [k / 128][rows], rows contiguous.

@@ -199,29 +199,62 @@ __global__ void __launch_bounds__(kQWarps * 32) quant_gemv_kernel(const QGemvPar
     }
 }
 
+// dequant(w)[n, k] for every format (g_idx included).
+__device__ __forceinline__ float dequant_at(const QuantWeight& w, int64_t n, int64_t k) {
+  const auto* q = static_cast<const uint8_t*>(w.data);
+  if (w.kind == QuantKind::kFp8Block) {
+    float f[4];
+    fp8x4_to_f32(q[n * w.k + k], f);
+    return f[0] * w.scales[(n / w.block_n) * w.scale_cols + k / w.block_k];
+  }
+  const int64_t g = w.g_idx ? w.g_idx[k] : k / w.group_size;
+  const uint8_t byte = q[n * (w.k / 2) + k / 2];
+  const int32_t u = (k & 1) ? byte >> 4 : byte & 0xf;
+  const int32_t z = w.zeros ? w.zeros[n * w.scale_cols + g] : 8;
+  return static_cast<float>(u - z) * w.scales[n * w.scale_cols + g];
+}
+
 // dense[n, k] = bf16(dequant(w)[n, k]) for every format and shape (g_idx included); one thread
 // per element, grid-stride.
 __global__ void quant_dequant_kernel(const QuantWeight w, bf16* __restrict__ dense) {
   pdl_wait();  // `dense` (scratch) may still be read by the previous GEMM
   pdl_trigger();
-  const int64_t N = w.n, K = w.k, total = N * K;
-  const auto* q = static_cast<const uint8_t*>(w.data);
+  const int64_t K = w.k, total = w.n * K;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t n = e / K, k = e - n * K;
-    float v;
-    if (w.kind == QuantKind::kFp8Block) {
-      float f[4];
-      fp8x4_to_f32(q[e], f);
-      v = f[0] * w.scales[(n / w.block_n) * w.scale_cols + k / w.block_k];
-    } else {
-      const int64_t g = w.g_idx ? w.g_idx[k] : k / w.group_size;
-      const uint8_t byte = q[n * (K / 2) + k / 2];
-      const int32_t u = (k & 1) ? byte >> 4 : byte & 0xf;
-      const int32_t z = w.zeros ? w.zeros[n * w.scale_cols + g] : 8;
-      v = static_cast<float>(u - z) * w.scales[n * w.scale_cols + g];
-    }
-    dense[e] = __float2bfloat16_rn(v);
+    const int64_t n = e / K;
+    dense[e] = __float2bfloat16_rn(dequant_at(w, n, e - n * K));
+  }
+}
+
+// mask[e] = 1 where expert e is among ids[0, count), else 0; one block (the zeroing and the
+// marking ordered by its barrier).
+__global__ void moe_expert_mask_kernel(const int32_t* __restrict__ ids, int64_t count,
+                                       int64_t experts, int32_t* __restrict__ mask) {
+  pdl_wait();  // ids come from the router's kernel; mask may still be read by the last dequant
+  pdl_trigger();
+  for (int64_t e = threadIdx.x; e < experts; e += blockDim.x) mask[e] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const int32_t e = ids[i];
+    if (e >= 0 && e < experts) mask[e] = 1;
+  }
+}
+
+// The rows of the experts `mask` marks: dense rows [e * rows, (e + 1) * rows) of dequant(w), for
+// blockIdx.y = e; an unmarked expert's blocks return at once (its rows are left as they were).
+__global__ void quant_dequant_experts_kernel(const QuantWeight w, int64_t rows,
+                                             const int32_t* __restrict__ mask,
+                                             bf16* __restrict__ dense) {
+  pdl_wait();  // mask from the kernel before; `dense` may still be read by the previous MoE
+  pdl_trigger();
+  const int64_t expert = blockIdx.y;
+  if (mask[expert] == 0) return;
+  const int64_t K = w.k, first = expert * rows * K, count = rows * K;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = first + i, n = e / K;
+    dense[e] = __float2bfloat16_rn(dequant_at(w, n, e - n * K));
   }
 }
 
@@ -286,6 +319,26 @@ void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s) {
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, int64_t{1} << 16);
   launch_k(quant_dequant_kernel, static_cast<unsigned>(blocks), 256, 0, s, w,
            static_cast<bf16*>(dense));
+}
+
+void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, int32_t* mask,
+                            cudaStream_t s) {
+  launch_k(moe_expert_mask_kernel, 1, 1024, 0, s, ids, count, experts, mask);
+}
+
+void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
+                                  const int32_t* mask, void* dense, cudaStream_t s) {
+  SYV_CHECK(experts > 0 && experts <= 65535 && w.n == experts * rows_per_expert)
+      << "dequantize experts: " << w.n << " rows for " << experts << " experts of "
+      << rows_per_expert;
+  const int64_t per_expert = rows_per_expert * w.k;
+  if (per_expert == 0) return;
+  // Enough blocks per expert to fill the GPU when a few experts are marked (decode), few enough
+  // that the unmarked ones' early exits cost little.
+  const int64_t chunks = std::min<int64_t>((per_expert + 255) / 256, 64);
+  launch_k(quant_dequant_experts_kernel,
+           dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(experts)), 256, 0, s, w,
+           rows_per_expert, mask, static_cast<bf16*>(dense));
 }
 
 }  // namespace syv::cuda

@@ -1,0 +1,123 @@
+// Quantized MoE experts kept quantized (Backend::keeps_moe_experts_quantized): a `syv quantize`d
+// MoE fixture (Qwen3.5-MoE, Qwen3-Next; fp8, awq, gptq) loaded on the CPU with its experts kept
+// quantized gives the logits of the same folder with its experts dequantized at load, and the
+// load takes fewer bytes; the experts of the kept load are quantized Weights stacked along their
+// rows (Backend::moe_experts), and prepare_model()'s count of the weights shrinks by exactly the
+// bytes the kept experts save.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/log.h"
+#include "kv/cache_store.h"
+#include "model/model.h"
+#include "model/prepare_model.h"
+#include "model/quantize_folder.h"
+
+namespace syv {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The CPU backend, counting what it allocates, with the MoE experts kept quantized or not.
+class CountingCpuBackend final : public CpuBackend {
+ public:
+  explicit CountingCpuBackend(bool keep_moe_quantized) : keep_(keep_moe_quantized) {}
+  bool keeps_moe_experts_quantized() const override { return keep_; }
+  DeviceBuffer allocate(size_t bytes) override {
+    allocated_ += static_cast<int64_t>(bytes);
+    return CpuBackend::allocate(bytes);
+  }
+  int64_t allocated() const { return allocated_; }
+
+ private:
+  bool keep_;
+  int64_t allocated_ = 0;
+};
+
+struct LoadRun {
+  std::vector<float> logits;
+  int64_t weight_bytes = 0;    // what the load allocated
+  int64_t prepared_bytes = 0;  // what prepare_model() counted for it beforehand
+};
+
+// Logits of every position of `tokens` (one sequence) and the bytes the load allocated.
+LoadRun run(const fs::path& dir, bool keep_moe_quantized, const std::vector<int32_t>& tokens) {
+  CountingCpuBackend backend(keep_moe_quantized);
+  auto prepared = prepare_model(dir.string(), backend);
+  EXPECT_TRUE(prepared.ok()) << prepared.message();
+  if (!prepared.ok()) return {};
+  auto model = load_prepared_model(*prepared, backend);
+  EXPECT_TRUE(model.ok()) << model.message();
+  if (!model.ok()) return {};
+  LoadRun r;
+  r.weight_bytes = backend.allocated();
+  r.prepared_bytes = prepared->weight_bytes;
+  CacheConfig cache;
+  cache.page_size = 16;
+  cache.num_pages = 2;
+  cache.num_state_slots = 1;
+  auto store = make_cache_store(**model, cache);
+  EXPECT_TRUE(store.ok()) << store.message();
+  Batch b;
+  const int32_t T = static_cast<int32_t>(tokens.size());
+  b.token_ids = tokens;
+  for (int32_t i = 0; i < T; ++i) b.positions.push_back(i), b.logit_rows.push_back(i);
+  b.seq_starts = {0, T};
+  b.context_lens = {T};
+  b.page_table = {0, 1};
+  b.max_pages_per_seq = 2;
+  b.state_slots = {0};
+  Tensor t = (*model)->forward(b);
+  r.logits.resize(static_cast<size_t>(t.numel()));
+  backend.download(r.logits.data(), t.data, r.logits.size() * sizeof(float));
+  return r;
+}
+
+class MoeQuantized : public ::testing::TestWithParam<std::tuple<const char*, QuantizeFormat>> {};
+
+TEST_P(MoeQuantized, KeptQuantizedEqualsDequantizedAtLoadInFewerBytes) {
+  set_log_level(LogLevel::WARN);
+  const auto [fixture, format] = GetParam();
+  const fs::path src = fs::path(SYV_SOURCE_DIR) / "tests/fixtures/hybrid" / fixture;
+  const fs::path out =
+      fs::path(::testing::TempDir()) / ("syv_moeq_" + std::to_string(::getpid()) + "_" + fixture +
+                                        "_" + std::to_string(static_cast<int>(format)));
+  fs::remove_all(out);
+  QuantizeOptions o;
+  o.in_dir = src.string();
+  o.out_dir = out.string();
+  o.format = format;
+  o.group_size = 8;  // divides every K of the fixtures (hidden 64, expert widths 24 / 32)
+  o.block = 32;
+  ASSERT_TRUE(quantize_folder(o).ok());
+  const std::vector<int32_t> tokens = {3, 17, 40, 9, 25, 1, 77, 5, 60, 2, 11};
+  const LoadRun kept = run(out, /*keep_moe_quantized=*/true, tokens);
+  const LoadRun dense = run(out, /*keep_moe_quantized=*/false, tokens);
+  ASSERT_FALSE(kept.logits.empty());
+  ASSERT_EQ(kept.logits.size(), dense.logits.size());
+  // The same f32 products over the same dequantized values, in the same order.
+  for (size_t i = 0; i < kept.logits.size(); ++i)
+    ASSERT_EQ(kept.logits[i], dense.logits[i]) << fixture << " logit " << i;
+  // fp8: 1 byte + scales per weight against 4 (the CPU keeps f32); int4: half a byte.
+  EXPECT_LT(kept.weight_bytes, dense.weight_bytes) << fixture;
+  // The start-up memory check counts the kept experts at the bytes they take (the rest of a
+  // hybrid's count is an upper bound either way: prepare_model.h).
+  EXPECT_EQ(dense.prepared_bytes - kept.prepared_bytes, dense.weight_bytes - kept.weight_bytes)
+      << fixture;
+  fs::remove_all(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MoeQuantized,
+                         ::testing::Combine(::testing::Values("q35moe_top2_r2", "qnext_top2_r1"),
+                                            ::testing::Values(QuantizeFormat::kFp8,
+                                                              QuantizeFormat::kAwq,
+                                                              QuantizeFormat::kGptq)));
+
+}  // namespace
+}  // namespace syv
