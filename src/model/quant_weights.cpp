@@ -503,4 +503,43 @@ std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> par
   return out;
 }
 
+HostQuantWeight slice_rows(const HostQuantWeight& w, int64_t first, int64_t count) {
+  SYV_CHECK(first >= 0 && count >= 0 && first + count <= w.n)
+      << "slice_rows [" << first << ", +" << count << ") of " << w.n << " rows";
+  HostQuantWeight out;
+  out.format = w.format;
+  out.n = count;
+  out.k = w.k;
+  out.block_k = w.block_k;
+  out.group_size = w.group_size;
+  out.g_idx = w.g_idx;
+  out.scale_cols = w.scale_cols;
+  const int64_t row_bytes = w.format == WeightFormat::kFp8Block ? w.k : w.k / 2;
+  out.data.assign(w.data.begin() + first * row_bytes, w.data.begin() + (first + count) * row_bytes);
+  const int64_t S = w.scale_cols;
+  if (w.format == WeightFormat::kInt4Group) {  // per-row scales and zeros
+    out.scales.assign(w.scales.begin() + first * S, w.scales.begin() + (first + count) * S);
+    if (!w.zeros.empty())
+      out.zeros.assign(w.zeros.begin() + first * S, w.zeros.begin() + (first + count) * S);
+    out.scale_rows = count;
+    return out;
+  }
+  // fp8: whole tiles stay tiles when the slice starts on a tile boundary and ends on one (or at
+  // the last row); otherwise one scale row per weight row, each its tile's (exact).
+  const int64_t bn = w.block_n;
+  if (first % bn == 0 && (count % bn == 0 || first + count == w.n)) {
+    out.block_n = w.block_n;
+    const int64_t r0 = first / bn, r1 = (first + count + bn - 1) / bn;
+    out.scales.assign(w.scales.begin() + r0 * S, w.scales.begin() + r1 * S);
+  } else {
+    out.block_n = 1;
+    for (int64_t r = first; r < first + count; ++r) {
+      const float* row = w.scales.data() + (r / bn) * S;
+      out.scales.insert(out.scales.end(), row, row + S);
+    }
+  }
+  out.scale_rows = static_cast<int64_t>(out.scales.size()) / S;
+  return out;
+}
+
 }  // namespace syv

@@ -86,4 +86,9 @@ StoredTensorRole stored_tensor_role(const std::string& name, const TensorInfo& t
 // one scale row per weight row (block_n 1), which is exact.
 std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> parts);
 
+// Rows [first, first + count) of w, exactly (a hybrid's interleaved query / gate rows of q_proj):
+// int4 rows keep their scales, zeros and g_idx; fp8 keeps whole scale tiles when the slice starts
+// and ends on tile boundaries (or ends at the last row), else one scale row per weight row.
+HostQuantWeight slice_rows(const HostQuantWeight& w, int64_t first, int64_t count);
+
 }  // namespace syv

@@ -202,6 +202,26 @@ DeviceBuffer WeightLoader::upload_bytes(const void* src, size_t bytes) {
   return buf;
 }
 
+DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h) {
+  DeviceWeight w;
+  backend_.synchronize();
+  w.buffer = upload_bytes(h.data.data(), h.data.size());
+  w.scale_buffer = upload_bytes(h.scales.data(), h.scales.size() * sizeof(float));
+  if (!h.zeros.empty()) w.zero_buffer = upload_bytes(h.zeros.data(), h.zeros.size());
+  if (!h.g_idx.empty()) {
+    w.index_buffer = upload_bytes(h.g_idx.data(), h.g_idx.size() * sizeof(int32_t));
+  }
+  const Weight v = h.view();
+  static_cast<Weight&>(w) = v;
+  w.tensor.data = w.buffer.data();
+  w.scales.data = w.scale_buffer.data();
+  if (!w.zeros.empty()) w.zeros.data = w.zero_buffer.data();
+  if (!w.g_idx.empty()) w.g_idx.data = w.index_buffer.data();
+  backend_.reserve_quantized_scratch(w);
+  pending_ = true;
+  return w;
+}
+
 Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>& specs) {
   std::vector<HostQuantWeight> parts;
   bool all = specs[0].init != WeightInit::kEmbedding;  // a table lookup takes dense rows
@@ -236,22 +256,7 @@ Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>&
     }
     return upload(shape, DType::BF16, values.data());
   }
-  HostQuantWeight& h = *joined;
-  DeviceWeight w;
-  backend_.synchronize();
-  w.buffer = upload_bytes(h.data.data(), h.data.size());
-  w.scale_buffer = upload_bytes(h.scales.data(), h.scales.size() * sizeof(float));
-  if (!h.zeros.empty()) w.zero_buffer = upload_bytes(h.zeros.data(), h.zeros.size());
-  if (!h.g_idx.empty()) {
-    w.index_buffer = upload_bytes(h.g_idx.data(), h.g_idx.size() * sizeof(int32_t));
-  }
-  const Weight v = h.view();
-  static_cast<Weight&>(w) = v;
-  w.tensor.data = w.buffer.data();
-  w.scales.data = w.scale_buffer.data();
-  if (!w.zeros.empty()) w.zeros.data = w.zero_buffer.data();
-  if (!w.g_idx.empty()) w.g_idx.data = w.index_buffer.data();
-  backend_.reserve_quantized_scratch(w);
+  DeviceWeight w = upload_quantized(*joined);
   for (const WeightSpec& spec : specs) {
     parameters_ += spec.numel();
     ++next_index_;
@@ -410,11 +415,51 @@ DeviceWeight WeightLoader::copy_file_rows(const std::vector<const TensorInfo*>& 
 }
 
 bool WeightLoader::slices_rows(const std::vector<WeightSpec>& specs) const {
-  if (store_ == nullptr) return false;
+  if (store_ == nullptr || specs.empty()) return false;
+  const bool first_quantized = quantized(specs[0]);
   for (const WeightSpec& spec : specs) {
-    if (spec.shape.size() != 2 || quantized(spec)) return false;
+    if (spec.shape.size() != 2 || quantized(spec) != first_quantized) return false;
   }
   return true;
+}
+
+Result<DeviceWeight> WeightLoader::load_rows_quantized(const std::vector<WeightSpec>& specs,
+                                                       const std::vector<RowRange>& ranges) {
+  std::vector<HostQuantWeight> parts;
+  for (const WeightSpec& spec : specs) {
+    SYV_ASSIGN_OR_RETURN(HostQuantWeight w, read_quantized(spec.name, spec.shape, *store_, quant_));
+    parts.push_back(std::move(w));
+  }
+  std::vector<HostQuantWeight> slices;
+  int64_t rows = 0;
+  for (const RowRange& r : ranges) {
+    slices.push_back(slice_rows(parts[r.part], r.first, r.count));
+    rows += r.count;
+    if (r.first == 0) {  // a weight counts once, with its first row
+      ++next_index_;
+      ++tensors_;
+    }
+  }
+  const int64_t width = specs[0].shape[1];
+  parameters_ += rows * width;
+  std::optional<HostQuantWeight> joined = concat_quantized(std::move(slices));
+  if (!joined) {  // the parts' layouts differ: their rows dequantized
+    std::string names;
+    for (const WeightSpec& spec : specs) names += (names.empty() ? "" : ", ") + spec.name;
+    SYV_LOG(INFO) << "load: " << names
+                  << " loaded dequantized (the parts' quantized layouts differ)";
+    std::vector<float> values;
+    for (const RowRange& r : ranges) {
+      const size_t at = values.size();
+      values.resize(at + static_cast<size_t>(r.count * width));
+      dequantize_rows(parts[r.part].view(), r.first, r.count, values.data() + at);
+    }
+    parameters_ -= rows * width;  // upload() counts them
+    return upload({rows, width}, DType::BF16, values.data());
+  }
+  DeviceWeight w = upload_quantized(*joined);
+  progress(w.bytes());
+  return w;
 }
 
 Result<DeviceWeight> WeightLoader::load_rows(const std::vector<WeightSpec>& specs,
@@ -428,8 +473,17 @@ Result<DeviceWeight> WeightLoader::load_rows(const std::vector<WeightSpec>& spec
 
 Result<DeviceWeight> WeightLoader::load_rows_unnoted(const std::vector<WeightSpec>& specs,
                                                      const std::vector<RowRange>& ranges) {
-  SYV_CHECK(slices_rows(specs)) << "load_rows: random or quantized weights (read_f32 them)";
+  SYV_CHECK(slices_rows(specs)) << "load_rows: random weights, or quantized and float ones mixed "
+                                   "(read_f32 them)";
   SYV_CHECK(!specs.empty() && !ranges.empty()) << "load_rows of no rows";
+  if (quantized(specs[0])) {
+    for (const RowRange& r : ranges) {
+      SYV_CHECK(r.part < specs.size() && r.first >= 0 && r.count >= 0 &&
+                r.first + r.count <= specs[r.part].shape[0])
+          << "load_rows: rows [" << r.first << ", " << r.first + r.count << ") of part " << r.part;
+    }
+    return load_rows_quantized(specs, ranges);
+  }
   const int64_t width = specs[0].shape[1];
   std::vector<const TensorInfo*> infos;
   for (const WeightSpec& spec : specs) {

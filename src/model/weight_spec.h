@@ -98,6 +98,8 @@ struct DeviceWeight : Weight {
 // dequantizes (finish() logs how many it did).
 //
 // Logs a progress line about every 2 s and, at finish(), "load: 16.38 GB in 3.10 s (5.28 GB/s)".
+struct HostQuantWeight;  // model/quant_weights.h
+
 // Which checkpoint tensors ("model.layers.0.self_attn.q_proj.weight", ...) each loaded weight holds
 // rows of, keyed by the weight's data pointer (WeightLoader::record_sources,
 // LoadOptions::weight_sources): `syv quantize --calibration-file` maps the weight of a linear() it
@@ -131,7 +133,9 @@ class WeightLoader {
   };
   Result<DeviceWeight> load_rows(const std::vector<WeightSpec>& specs,
                                  const std::vector<RowRange>& ranges);
-  // Whether load_rows() takes `specs`: weights read from a store, none of them quantized.
+  // Whether load_rows() takes `specs`: weights read from a store, all of them float or all stored
+  // quantized (the rows then stay quantized: slice_rows + concat_quantized, exact; parts whose
+  // layouts differ load dequantized, with a log line).
   bool slices_rows(const std::vector<WeightSpec>& specs) const;
   // Uploads host f32 values (e.g. weights split or interleaved on the host) in the backend's
   // weight dtype.
@@ -177,6 +181,11 @@ class WeightLoader {
                               const std::vector<int64_t>& shape, int64_t width, bool host = false);
   // load_concat() of specs of which at least one is stored quantized.
   Result<DeviceWeight> load_quantized(const std::vector<WeightSpec>& specs);
+  // load_rows() of specs that are all stored quantized.
+  Result<DeviceWeight> load_rows_quantized(const std::vector<WeightSpec>& specs,
+                                           const std::vector<RowRange>& ranges);
+  // A canonical quantized weight into backend memory (its scratch reserved).
+  DeviceWeight upload_quantized(HostQuantWeight& h);
   DeviceBuffer upload_bytes(const void* src, size_t bytes);
   BulkUploader& uploader();
   DeviceWeight allocate(const std::vector<int64_t>& shape, DType dtype, bool host = false);

@@ -14,10 +14,10 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/log.h"
-#include "kv/cache_store.h"
 #include "model/model.h"
 #include "model/prepare_model.h"
 #include "model/quantize_folder.h"
+#include "unit/quantized_fixture.h"
 
 namespace syv {
 namespace {
@@ -58,24 +58,7 @@ LoadRun run(const fs::path& dir, bool keep_moe_quantized, const std::vector<int3
   LoadRun r;
   r.weight_bytes = backend.allocated();
   r.prepared_bytes = prepared->weight_bytes;
-  CacheConfig cache;
-  cache.page_size = 16;
-  cache.num_pages = 2;
-  cache.num_state_slots = 1;
-  auto store = make_cache_store(**model, cache);
-  EXPECT_TRUE(store.ok()) << store.message();
-  Batch b;
-  const int32_t T = static_cast<int32_t>(tokens.size());
-  b.token_ids = tokens;
-  for (int32_t i = 0; i < T; ++i) b.positions.push_back(i), b.logit_rows.push_back(i);
-  b.seq_starts = {0, T};
-  b.context_lens = {T};
-  b.page_table = {0, 1};
-  b.max_pages_per_seq = 2;
-  b.state_slots = {0};
-  Tensor t = (*model)->forward(b);
-  r.logits.resize(static_cast<size_t>(t.numel()));
-  backend.download(r.logits.data(), t.data, r.logits.size() * sizeof(float));
+  r.logits = testing::sequence_logits(**model, backend, tokens);
   return r;
 }
 

@@ -23,6 +23,7 @@
 #include "model/quant_weights.h"
 #include "model/quantize_folder.h"
 #include "unit/keep_dtype_backend.h"
+#include "unit/quantized_fixture.h"
 
 namespace syv {
 namespace {
@@ -430,23 +431,7 @@ class QuantizedModel : public ::testing::TestWithParam<QuantizeFormat> {
     auto model = load_model(dir.string(), *backend);
     EXPECT_TRUE(model.ok()) << model.message();
     if (!model.ok()) return {};
-    CacheConfig cache;
-    cache.page_size = 16;
-    cache.num_pages = 2;
-    auto store = make_cache_store(**model, cache);
-    EXPECT_TRUE(store.ok());
-    Batch b;
-    const int32_t T = static_cast<int32_t>(tokens.size());
-    b.token_ids = tokens;
-    for (int32_t i = 0; i < T; ++i) b.positions.push_back(i), b.logit_rows.push_back(i);
-    b.seq_starts = {0, T};
-    b.context_lens = {T};
-    b.page_table = {0, 1};
-    b.max_pages_per_seq = 2;
-    Tensor t = (*model)->forward(b);
-    std::vector<float> host(static_cast<size_t>(t.numel()));
-    backend->download(host.data(), t.data, host.size() * 4);
-    return host;
+    return testing::sequence_logits(**model, *backend, tokens);
   }
 
   fs::path base_, src_;

@@ -14,6 +14,8 @@
 #include "core/dtype.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "kv/cache_store.h"
+#include "model/model.h"
 #include "model/quant_weights.h"
 #include "model/quantize_folder.h"
 
@@ -65,6 +67,32 @@ inline ::testing::AssertionResult write_dequantized_folder(const std::filesystem
   if (!s.ok()) return ::testing::AssertionFailure() << s.message();
   std::filesystem::copy_file(source / "config.json", out / "config.json");
   return ::testing::AssertionSuccess();
+}
+
+// Logits of every position of `tokens`, run as one fresh sequence (its own two pages of 16
+// positions and, for hybrids, one state slot) through `model` on `backend`, on the host.
+inline std::vector<float> sequence_logits(Model& model, Backend& backend,
+                                          const std::vector<int32_t>& tokens) {
+  CacheConfig cache;
+  cache.page_size = 16;
+  cache.num_pages = 2;
+  cache.num_state_slots = model.cache_spec().has_recurrent_state() ? 1 : 0;
+  auto store = make_cache_store(model, cache);
+  EXPECT_TRUE(store.ok()) << store.message();
+  if (!store.ok()) return {};
+  Batch b;
+  const int32_t T = static_cast<int32_t>(tokens.size());
+  b.token_ids = tokens;
+  for (int32_t i = 0; i < T; ++i) b.positions.push_back(i), b.logit_rows.push_back(i);
+  b.seq_starts = {0, T};
+  b.context_lens = {T};
+  b.page_table = {0, 1};
+  b.max_pages_per_seq = 2;
+  if (model.cache_spec().has_recurrent_state()) b.state_slots = {0};
+  Tensor t = model.forward(b);
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  backend.download(host.data(), t.data, host.size() * sizeof(float));
+  return host;
 }
 
 }  // namespace syv::testing
