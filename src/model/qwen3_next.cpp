@@ -44,6 +44,25 @@ Reordered reorder_fused(const std::vector<float>& qkvz, const std::vector<float>
   return out;
 }
 
+// The same re-arrangement as rows of the checkpoint's tensors, for WeightLoader::load_rows.
+struct FusedRows {
+  std::vector<WeightLoader::RowRange> qkv, z, ba;
+};
+
+FusedRows fused_rows(const ModelConfig& c) {
+  const int64_t Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
+  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim, r = Hv / Hk;
+  const int64_t group = 2 * dk + 2 * r * dv;
+  FusedRows f;
+  for (int64_t g = 0; g < Hk; ++g) f.qkv.push_back({0, g * group, dk});               // q
+  for (int64_t g = 0; g < Hk; ++g) f.qkv.push_back({0, g * group + dk, dk});          // k
+  for (int64_t g = 0; g < Hk; ++g) f.qkv.push_back({0, g * group + 2 * dk, r * dv});  // v
+  for (int64_t g = 0; g < Hk; ++g) f.z.push_back({0, g * group + 2 * dk + r * dv, r * dv});
+  for (int64_t g = 0; g < Hk; ++g) f.ba.push_back({0, g * 2 * r, r});      // b
+  for (int64_t g = 0; g < Hk; ++g) f.ba.push_back({0, g * 2 * r + r, r});  // a
+  return f;
+}
+
 }  // namespace
 
 Status load_qwen3_next_weights(const ModelConfig& c, const WeightStore* store, WeightLoader& loader,
@@ -63,18 +82,25 @@ Status load_qwen3_next_weights(const ModelConfig& c, const WeightStore* store, W
                          loader.load({p + "input_layernorm.weight", {H}, WeightInit::kZero}));
     if (layer.type == LayerType::kLinearAttention) {
       const std::string a = p + "linear_attn.";
-      DType qd = DType::BF16, bd = DType::BF16;
-      SYV_ASSIGN_OR_RETURN(
-          std::vector<float> qkvz,
-          loader.read_f32({a + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, H}}, &qd));
-      SYV_ASSIGN_OR_RETURN(std::vector<float> ba,
-                           loader.read_f32({a + "in_proj_ba.weight", {2 * Hv, H}}, &bd));
-      Reordered r = reorder_fused(qkvz, ba, c);
-      layer.gdn.qkv = loader.upload({2 * key_dim + value_dim, H}, qd, r.qkv.data());
-      layer.gdn.z = loader.upload({value_dim, H}, qd, r.z.data());
-      loader.note_sources(layer.gdn.qkv, {a + "in_proj_qkvz.weight"});
-      loader.note_sources(layer.gdn.z, {a + "in_proj_qkvz.weight"});
-      layer.gdn.ba = loader.upload({2 * Hv, H}, bd, r.ba.data());
+      const WeightSpec qkvz_spec{a + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, H}};
+      const WeightSpec ba_spec{a + "in_proj_ba.weight", {2 * Hv, H}};
+      if (loader.slices_rows({qkvz_spec}) && loader.slices_rows({ba_spec})) {
+        // Straight from the files (quantized rows stay quantized): reorder_fused's rows.
+        const FusedRows f = fused_rows(c);
+        SYV_ASSIGN_OR_RETURN(layer.gdn.qkv, loader.load_rows({qkvz_spec}, f.qkv));
+        SYV_ASSIGN_OR_RETURN(layer.gdn.z, loader.load_rows({qkvz_spec}, f.z));
+        SYV_ASSIGN_OR_RETURN(layer.gdn.ba, loader.load_rows({ba_spec}, f.ba));
+      } else {  // random weights: drawn, then re-arranged on the host
+        DType qd = DType::BF16, bd = DType::BF16;
+        SYV_ASSIGN_OR_RETURN(std::vector<float> qkvz, loader.read_f32(qkvz_spec, &qd));
+        SYV_ASSIGN_OR_RETURN(std::vector<float> ba, loader.read_f32(ba_spec, &bd));
+        Reordered r = reorder_fused(qkvz, ba, c);
+        layer.gdn.qkv = loader.upload({2 * key_dim + value_dim, H}, qd, r.qkv.data());
+        layer.gdn.z = loader.upload({value_dim, H}, qd, r.z.data());
+        loader.note_sources(layer.gdn.qkv, {qkvz_spec.name});
+        loader.note_sources(layer.gdn.z, {qkvz_spec.name});
+        layer.gdn.ba = loader.upload({2 * Hv, H}, bd, r.ba.data());
+      }
       SYV_RETURN_IF_ERROR(load_gdn_common(loader, c, a, &layer.gdn));
     } else {
       SYV_RETURN_IF_ERROR(load_gated_attention(loader, c, p, &layer.attn));

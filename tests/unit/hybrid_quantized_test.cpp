@@ -3,7 +3,8 @@
 // WeightLoader::load_rows (rows sliced exactly: slice_rows, then concat_quantized) instead of
 // loading dequantized, and the model's logits equal those of the float folder of the dequantized
 // weights, bit for bit (Qwen3.5, Qwen3.5-MoE, Qwen3-Next fixtures; fp8, awq, gptq). The MLP's
-// gate|up stays quantized too (one load_concat).
+// gate|up stays quantized too (one load_concat), and Qwen3-Next's in_proj_qkvz, whose rows the
+// model re-orders into q|k|v and z (load_rows too).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -70,6 +71,12 @@ TEST_P(HybridQuantized, GatedAttentionStaysQuantizedAndEqualsTheDequantizedFolde
   // So are the MLP's gate|up (the dense MLP's, or the shared expert's).
   const int64_t I = c->num_experts > 0 ? c->shared_expert_intermediate_size : c->intermediate_size;
   EXPECT_TRUE(has(2 * I)) << fixture << ": gate|up not kept quantized";
+  if (c->model_type == "qwen3_next") {  // in_proj_qkvz's rows re-ordered into q|k|v and z
+    const int64_t key_dim = c->linear_num_key_heads * c->linear_key_head_dim;
+    const int64_t value_dim = c->linear_num_value_heads * c->linear_value_head_dim;
+    EXPECT_TRUE(has(2 * key_dim + value_dim)) << fixture << ": GDN q|k|v not kept quantized";
+    EXPECT_TRUE(has(value_dim)) << fixture << ": GDN z not kept quantized";
+  }
   fs::remove_all(base);
 }
 
