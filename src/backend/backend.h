@@ -456,6 +456,10 @@ class Backend {
   // (moe_experts() on quantized Weights: moe_experts_quantized()), instead of dequantizing them at
   // load. An 80B-class MoE model in fp8 fits one GPU only this way.
   virtual bool keeps_moe_experts_quantized() const { return false; }
+  // Whether the loader re-lays act-order int4 weights (a g_idx) with their groups contiguous and
+  // a column permutation (backend/weight.h `perm`; model/quant_weights.h permute_act_order), which
+  // the backend's quantized ops then take (reading x gathered by perm), instead of the g_idx.
+  virtual bool takes_permuted_act_order() const { return false; }
   // What the activations of a quantized weight's GEMM (more tokens than a GEMV's) are multiplied
   // in (`--quantized-activations`; docs/cuda-backend.md "fp8 tensor-core GEMMs"):
   //   kAuto  fp8 block-scaled weights multiply fp8 activations (W8A8: each token's 128-column

@@ -30,7 +30,8 @@ std::string Weight::describe() const {
       break;
     case WeightFormat::kInt4Group:
       s += ", groups of " + std::to_string(group_size) +
-           (zeros.empty() ? "" : " with zero points") + (g_idx.empty() ? "" : ", act-order");
+           (zeros.empty() ? "" : " with zero points") + (g_idx.empty() ? "" : ", act-order") +
+           (perm.empty() ? "" : ", act-order permuted");
       break;
   }
   return s + ")";
@@ -59,6 +60,14 @@ void check_quantized_layout(const Weight& w) {
   SYV_CHECK(w.zeros.empty() || (w.zeros.dtype == DType::U8 && w.zeros.ndim == 2 &&
                                 w.zeros.dim(0) == N && w.zeros.dim(1) == G))
       << "dequantize: int4 zeros must be u8 [" << N << ", " << G << "]";
+  SYV_CHECK(w.perm.empty() ||
+            (w.g_idx.empty() && w.perm.dtype == DType::I32 && w.perm.numel() == K))
+      << "dequantize: perm must be i32 [" << K << "], and g_idx empty beside it";
+  if (!w.perm.empty()) {
+    const int32_t* perm = w.perm.as<const int32_t>();
+    for (int64_t k = 0; k < K; ++k)
+      SYV_CHECK(perm[k] >= 0 && perm[k] < K) << "dequantize: perm[" << k << "] = " << perm[k];
+  }
   if (w.g_idx.empty()) {
     SYV_CHECK(w.group_size > 0 && K % w.group_size == 0 && G == K / w.group_size)
         << "dequantize: int4 groups of " << w.group_size << " over K " << K << " vs " << G
@@ -98,16 +107,17 @@ void dequantize_rows(const Weight& w, int64_t row0, int64_t rows, float* out) {
   const auto* q = static_cast<const uint8_t*>(w.tensor.data);
   const auto* z = w.zeros.empty() ? nullptr : static_cast<const uint8_t*>(w.zeros.data);
   const int32_t* g_idx = w.g_idx.empty() ? nullptr : w.g_idx.as<const int32_t>();
+  const int32_t* perm = w.perm.empty() ? nullptr : w.perm.as<const int32_t>();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = row0 + r;
-    for (int64_t k = 0; k < K; ++k) {
+    for (int64_t k = 0; k < K; ++k) {  // k: the stored column (the input column perm[k])
       const int64_t g = g_idx ? g_idx[k] : k / w.group_size;
       SYV_CHECK(g >= 0 && g < S) << "dequantize: g_idx[" << k << "] = " << g << " outside [0, " << S
                                  << ")";
       const uint8_t byte = q[n * (K / 2) + k / 2];
       const int32_t v = (k % 2 == 0) ? u4_low(byte) : u4_high(byte);
       const int32_t zero = z ? z[n * S + g] : 8;
-      out[r * K + k] = static_cast<float>(v - zero) * scales[n * S + g];
+      out[r * K + (perm ? perm[k] : k)] = static_cast<float>(v - zero) * scales[n * S + g];
     }
   }
 }

@@ -23,7 +23,12 @@
 //              storage of 15), or empty: symmetric, z = 8;
 //              g_idx: I32 [K], the group of each input column k (GPTQ act-order), or empty: group
 //              k / group_size (G = K / group_size);
-//              weight[n, k] = (q[n, k] - z[n, g]) * scale[n, g], g = g_idx[k] or k / group_size.
+//              weight[n, k] = (q[n, k] - z[n, g]) * scale[n, g], g = g_idx[k] or k / group_size;
+//              perm: I32 [K] or empty: act-order permuted at load (the loader, where
+//              Backend::takes_permuted_act_order()): stored column j holds input column perm[j],
+//              the groups are contiguous (j / group_size, g_idx empty), and the product reads x
+//              gathered by perm: weight[n, perm[j]] = (q[n, j] - z[n, g]) * scale[n, g],
+//              g = j / group_size.
 //              (AWQ's [K, N/8] interleaved words and GPTQ's [K/8, N] words are unpacked to this
 //              at load; see model/quant_weights.cpp for each source layout.)
 // n and k are the logical [N, K] of the (last) matrix, whatever the storage packs.
@@ -50,6 +55,7 @@ struct Weight {
   Tensor scales;                     // kFp8Block, kInt4Group (see above); empty for kDense
   Tensor zeros;                      // kInt4Group with zero points; empty otherwise
   Tensor g_idx;                      // kInt4Group with act-order groups; empty otherwise
+  Tensor perm;                       // kInt4Group with act-order permuted at load; else empty
   int64_t n = 0;                     // logical output rows N of the (last) matrix
   int64_t k = 0;                     // logical input columns K
   int32_t block_n = 0, block_k = 0;  // kFp8Block: the scale tile, e.g. 128 x 128
@@ -65,17 +71,18 @@ struct Weight {
   void set_dense(const Tensor& t) {
     tensor = t;
     format = WeightFormat::kDense;
-    scales = zeros = g_idx = Tensor();
+    scales = zeros = g_idx = perm = Tensor();
     n = t.ndim >= 2 ? t.dim(-2) : 1;
     k = t.ndim >= 1 ? t.dim(-1) : 0;
     block_n = block_k = group_size = 0;
   }
   bool empty() const { return tensor.empty(); }
   bool dense() const { return format == WeightFormat::kDense; }
-  // Bytes of the data, scales, zeros and g_idx together (what the weight costs in memory).
+  // Bytes of the data, scales, zeros, g_idx and perm together (what the weight costs in memory).
   size_t bytes() const {
     size_t b = 0;
-    for (const Tensor* t : {&tensor, &scales, &zeros, &g_idx}) b += t->empty() ? 0 : t->bytes();
+    for (const Tensor* t : {&tensor, &scales, &zeros, &g_idx, &perm})
+      b += t->empty() ? 0 : t->bytes();
     return b;
   }
   // "fp8 block-scaled weights (f8e4m3, 128x128 blocks)": what refusals name.

@@ -16,10 +16,13 @@
 //  * compressed-tensors float-quantized: weight e4m3, weight_scale per tensor / channel / block.
 #include "model/quant_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <numeric>
 
+#include "core/thread_pool.h"
 #include "model/weight_spec.h"
 
 namespace syv {
@@ -341,6 +344,7 @@ Weight HostQuantWeight::view() {
     w.tensor = Tensor(data.data(), DType::U4X2, {n, k / 2});
     if (!zeros.empty()) w.zeros = Tensor(zeros.data(), DType::U8, {n, scale_cols});
     if (!g_idx.empty()) w.g_idx = Tensor(g_idx.data(), DType::I32, {k});
+    if (!perm.empty()) w.perm = Tensor(perm.data(), DType::I32, {k});
   }
   w.scales = Tensor(scales.data(), DType::F32, {scale_rows, scale_cols});
   return w;
@@ -454,7 +458,8 @@ std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> par
     if (p.format != a.format || p.k != a.k) return std::nullopt;
     if (p.format == WeightFormat::kFp8Block && p.block_k != a.block_k) return std::nullopt;
     if (p.format == WeightFormat::kInt4Group &&
-        (p.group_size != a.group_size || p.g_idx != a.g_idx || p.scale_cols != a.scale_cols)) {
+        (p.group_size != a.group_size || p.g_idx != a.g_idx || p.perm != a.perm ||
+         p.scale_cols != a.scale_cols)) {
       return std::nullopt;
     }
   }
@@ -464,6 +469,7 @@ std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> par
   out.block_k = a.block_k;
   out.group_size = a.group_size;
   out.g_idx = a.g_idx;
+  out.perm = a.perm;
   out.scale_cols = a.scale_cols;
   if (a.format == WeightFormat::kFp8Block) {
     // Tiles stay whole when every part but the last ends on a block_n boundary.
@@ -503,6 +509,36 @@ std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> par
   return out;
 }
 
+bool permute_act_order(HostQuantWeight& w) {
+  if (w.format != WeightFormat::kInt4Group || w.g_idx.empty() || w.group_size <= 0 ||
+      w.k % w.group_size != 0 || w.scale_cols != w.k / w.group_size) {
+    return false;
+  }
+  const int64_t K = w.k, N = w.n;
+  std::vector<int32_t> perm(static_cast<size_t>(K));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int32_t a, int32_t b) { return w.g_idx[a] < w.g_idx[b]; });
+  for (int64_t j = 0; j < K; ++j)
+    if (w.g_idx[perm[j]] != j / w.group_size) return false;  // uneven groups
+  std::vector<uint8_t> data(w.data.size(), 0);
+  ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      const uint8_t* from = w.data.data() + n * (K / 2);
+      uint8_t* to = data.data() + n * (K / 2);
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t k = perm[j];
+        const uint8_t v = (k % 2 == 0) ? u4_low(from[k / 2]) : u4_high(from[k / 2]);
+        to[j / 2] |= (j % 2 == 0) ? v : static_cast<uint8_t>(v << 4);
+      }
+    }
+  });
+  w.data = std::move(data);
+  w.perm = std::move(perm);
+  w.g_idx.clear();
+  return true;
+}
+
 HostQuantWeight slice_rows(const HostQuantWeight& w, int64_t first, int64_t count) {
   SYV_CHECK(first >= 0 && count >= 0 && first + count <= w.n)
       << "slice_rows [" << first << ", +" << count << ") of " << w.n << " rows";
@@ -513,6 +549,7 @@ HostQuantWeight slice_rows(const HostQuantWeight& w, int64_t first, int64_t coun
   out.block_k = w.block_k;
   out.group_size = w.group_size;
   out.g_idx = w.g_idx;
+  out.perm = w.perm;
   out.scale_cols = w.scale_cols;
   const int64_t row_bytes = w.format == WeightFormat::kFp8Block ? w.k : w.k / 2;
   out.data.assign(w.data.begin() + first * row_bytes, w.data.begin() + (first + count) * row_bytes);

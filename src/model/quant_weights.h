@@ -41,6 +41,7 @@ struct HostQuantWeight {
   int64_t scale_rows = 0, scale_cols = 0;
   std::vector<uint8_t> zeros;  // kInt4Group: u8 [N, scale_cols]; empty: z = 8
   std::vector<int32_t> g_idx;  // kInt4Group: [K] or empty (k / group_size)
+  std::vector<int32_t> perm;   // kInt4Group: [K] after permute_act_order(), else empty
 
   // A Weight viewing this object's vectors (valid while it lives, unmoved).
   Weight view();
@@ -85,6 +86,12 @@ StoredTensorRole stored_tensor_role(const std::string& name, const TensorInfo& t
 // loads the dequantized parts densely. fp8 parts whose N does not fall on block_n boundaries get
 // one scale row per weight row (block_n 1), which is exact.
 std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> parts);
+
+// Act-order int4 (a g_idx) re-laid so that its groups are contiguous, as backend/weight.h's perm
+// describes: the columns stably sorted by group, perm = that order, each row's nibbles moved
+// with them, g_idx cleared. False (w unchanged) when there is no g_idx or its groups are not all
+// group_size columns.
+bool permute_act_order(HostQuantWeight& w);
 
 // Rows [first, first + count) of w, exactly (a hybrid's interleaved query / gate rows of q_proj):
 // int4 rows keep their scales, zeros and g_idx; fp8 keeps whole scale tiles when the slice starts

@@ -203,6 +203,7 @@ DeviceBuffer WeightLoader::upload_bytes(const void* src, size_t bytes) {
 }
 
 DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h) {
+  if (!h.g_idx.empty() && backend_.takes_permuted_act_order()) permute_act_order(h);
   DeviceWeight w;
   backend_.synchronize();
   w.buffer = upload_bytes(h.data.data(), h.data.size());
@@ -210,6 +211,8 @@ DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h) {
   if (!h.zeros.empty()) w.zero_buffer = upload_bytes(h.zeros.data(), h.zeros.size());
   if (!h.g_idx.empty()) {
     w.index_buffer = upload_bytes(h.g_idx.data(), h.g_idx.size() * sizeof(int32_t));
+  } else if (!h.perm.empty()) {  // (a weight has one or the other)
+    w.index_buffer = upload_bytes(h.perm.data(), h.perm.size() * sizeof(int32_t));
   }
   const Weight v = h.view();
   static_cast<Weight&>(w) = v;
@@ -217,6 +220,7 @@ DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h) {
   w.scales.data = w.scale_buffer.data();
   if (!w.zeros.empty()) w.zeros.data = w.zero_buffer.data();
   if (!w.g_idx.empty()) w.g_idx.data = w.index_buffer.data();
+  if (!w.perm.empty()) w.perm.data = w.index_buffer.data();
   backend_.reserve_quantized_scratch(w);
   pending_ = true;
   return w;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "gpu/cuda_ops_fixture.h"
+#include "model/quant_weights.h"
 
 namespace syv {
 namespace {
@@ -44,11 +45,12 @@ struct HostQuant {
   std::vector<uint8_t> data, zeros;
   std::vector<float> scales;
   std::vector<int32_t> g_idx;
+  std::vector<int32_t> perm;  // act-order permuted (backend/weight.h perm)
   int64_t scale_rows = 0, scale_cols = 0;
 };
 
 struct OnBackend {
-  DeviceBuffer data, scales, zeros, g_idx;
+  DeviceBuffer data, scales, zeros, g_idx, perm;
   Weight w;
 };
 
@@ -80,6 +82,10 @@ OnBackend put(Backend& b, const HostQuant& h) {
   if (!h.g_idx.empty()) {
     up(o.g_idx, h.g_idx.data(), h.g_idx.size() * 4);
     w.g_idx = Tensor(o.g_idx.data(), DType::I32, {h.k});
+  }
+  if (!h.perm.empty()) {
+    up(o.perm, h.perm.data(), h.perm.size() * 4);
+    w.perm = Tensor(o.perm.data(), DType::I32, {h.k});
   }
   b.synchronize();
   return o;
@@ -131,6 +137,28 @@ HostQuant random_int4(int64_t n, int64_t k, int32_t gs, bool zeros, bool act_ord
     std::shuffle(h.g_idx.begin(), h.g_idx.end(), rng);
   }
   return h;
+}
+
+// An act-order weight re-laid as the loader does where the backend takes it
+// (SYV_ACT_ORDER_PERM=1 on CUDA): permute_act_order (model/quant_weights.h).
+HostQuant permuted(const HostQuant& h) {
+  HostQuantWeight w;
+  w.format = h.format;
+  w.n = h.n;
+  w.k = h.k;
+  w.group_size = h.group_size;
+  w.data = h.data;
+  w.scales = h.scales;
+  w.scale_rows = h.scale_rows;
+  w.scale_cols = h.scale_cols;
+  w.zeros = h.zeros;
+  w.g_idx = h.g_idx;
+  EXPECT_TRUE(permute_act_order(w));
+  HostQuant out = h;
+  out.data = w.data;
+  out.g_idx.clear();
+  out.perm = w.perm;
+  return out;
 }
 
 class QuantLinearGpu : public CudaOps {
@@ -262,6 +290,15 @@ TEST_F(QuantLinearGpu, Int4GroupsMatchCpu) {
   check(random_int4(70, 256, 32, false, false, rng_), true, "int4 g32 symmetric");
   check(random_int4(129, 320, 64, true, false, rng_), true, "int4 g64 zeros");
   check(random_int4(64, 160, 160, true, false, rng_), true, "int4 one group per row");
+}
+
+// Act-order permuted at load: linear_quantized() gathers x by perm, then the GEMVs (plain
+// contiguous groups) at up to 16 tokens and the dequantize path above, against the CPU, which
+// dequantizes the permuted layout itself.
+TEST_F(QuantLinearGpu, Int4ActOrderPermutedTakesTheGemvAfterAGather) {
+  check(permuted(random_int4(64, 256, 64, true, true, rng_)), true, "int4 g64 act-order permuted");
+  check(permuted(random_int4(96, 1024, 128, false, true, rng_)), true,
+        "int4 g128 symmetric act-order permuted");
 }
 
 TEST_F(QuantLinearGpu, Int4ActOrderAndOddGroupsTakeTheDequantizePath) {

@@ -232,6 +232,60 @@ TEST_F(HandPacked, GptqSequentialNibblesV1V2AndActOrder) {
       << e.message();
 }
 
+// Act-order re-laid with contiguous groups (permute_act_order, what the loader does where the
+// backend takes it, e.g. the CPU): the same logical weight, the groups contiguous, perm the
+// stable order by group; loaded through the WeightLoader on the CPU, the weight carries perm
+// and its product with x equals the product with the dequantized weight.
+TEST_F(HandPacked, ActOrderPermutedAtLoadIsTheSameWeight) {
+  std::vector<int32_t> qweight(K / 8 * N);
+  for (size_t i = 0; i < qweight.size(); ++i)
+    qweight[i] = static_cast<int32_t>(0x9e3779b9u * static_cast<uint32_t>(i + 1));  // all codes
+  std::vector<int32_t> qz = {0x10101010, 0x76543210};
+  std::vector<uint16_t> scales(2 * N);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = i % 2 ? kF16One : kF16Half;
+  std::vector<int32_t> g_idx(K);
+  for (int64_t k = 0; k < K; ++k) g_idx[k] = static_cast<int32_t>((k / 2) % 2);  // 8 and 8
+  WeightStore s = write({{"m.qweight", DType::I32, {K / 8, N}, qweight.data()},
+                         {"m.qzeros", DType::I32, {2, N / 8}, qz.data()},
+                         {"m.scales", DType::F16, {2, N}, scales.data()},
+                         {"m.g_idx", DType::I32, {K}, g_idx.data()}});
+  const QuantConfig q = int4_config(
+      R"({"quant_method": "gptq", "bits": 4, "group_size": 8, "desc_act": true, "sym": false})");
+  auto w = read_quantized("m.weight", {N, K}, s, q);
+  ASSERT_TRUE(w.ok()) << w.message();
+  const std::vector<float> want = w->dequantize();
+  HostQuantWeight permuted = *w;
+  ASSERT_TRUE(permute_act_order(permuted));
+  EXPECT_TRUE(permuted.g_idx.empty());
+  ASSERT_EQ(permuted.perm.size(), static_cast<size_t>(K));
+  for (int64_t j = 0; j < K; ++j) {
+    EXPECT_EQ(g_idx[permuted.perm[j]], j / 8) << "stored column " << j;
+    if (j > 0 && j % 8 != 0) EXPECT_LT(permuted.perm[j - 1], permuted.perm[j]) << "stable";
+  }
+  EXPECT_EQ(permuted.dequantize(), want);
+  // Groups of unequal size stay as they are.
+  HostQuantWeight uneven = *w;
+  uneven.g_idx[0] = 1;
+  EXPECT_FALSE(permute_act_order(uneven));
+  EXPECT_EQ(uneven.g_idx.size(), static_cast<size_t>(K));
+
+  // Through the loader on the CPU, which takes the permuted layout.
+  auto cpu = make_cpu_backend();
+  ASSERT_TRUE(cpu->takes_permuted_act_order());
+  WeightLoader loader(*cpu, &s, 0, q);
+  auto loaded = loader.load({"m.weight", {N, K}});
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_FALSE(loaded->perm.empty());
+  EXPECT_TRUE(loaded->g_idx.empty());
+  std::vector<float> x(3 * K), out(3 * N), ref(3 * N);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  Tensor xt(x.data(), DType::F32, {3, K}), ot(out.data(), DType::F32, {3, N});
+  Tensor rt(ref.data(), DType::F32, {3, N});
+  cpu->linear(xt, *loaded, Tensor(), ot);
+  cpu->linear(xt, Tensor(const_cast<float*>(want.data()), DType::F32, {N, K}), Tensor(), rt);
+  EXPECT_EQ(out, ref);
+}
+
 TEST_F(HandPacked, CompressedTensorsPackQuantized) {
   // weight_packed [N, K/8]: nibble i = column 8j + i, stored as signed q + 8: q_u = k % 8.
   std::vector<int32_t> packed(N * K / 8, 0x76543210);

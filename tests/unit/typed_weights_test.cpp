@@ -175,14 +175,17 @@ TEST_F(TypedWeights, QuantizedWeightsRunAsTheirDequantizedDenseWeights) {
                                    NormKind::kOnePlus, trc, tnc, *w, tgc, toc);
     EXPECT_TRUE(same_bits(o_a, o_c) && same_bits(r_a, r_c)) << w->describe();
   }
-  // The MoE experts stay dense (the loader dequantizes them); a quantized one is refused.
+  // Quantized MoE experts (Backend::moe_experts' stacked layout) run on the CPU
+  // (tests/unit/moe_quantized_test.cpp: whole models against their dequantized experts); a
+  // backend without moe_experts_quantized() refuses them by name.
   std::vector<float> out(T * N);
   Tensor to = t(out, {T, N});
   std::vector<int32_t> ids(T, 0);
   std::vector<float> wts(T, 1.0f);
   Tensor tids(ids.data(), DType::I32, {T, 1});
-  EXPECT_DEATH(b->moe_experts(t(x, {T, K}), tids, t(wts, {T, 1}), fp8.w, int4.w, to),
-               "backend cpu moe_experts: fp8 block-scaled weights");
+  KeepDtypeBackend plain(DType::F32);
+  EXPECT_DEATH(plain.moe_experts(t(x, {T, K}), tids, t(wts, {T, 1}), fp8.w, int4.w, to),
+               "backend keep-f32 moe_experts: fp8 block-scaled weights");
 }
 
 // ---- KV ----------------------------------------------------------------------------------------

@@ -24,8 +24,9 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   bool supports_hybrid_ops() const override { return true; }
   bool supports_moe_ops() const override { return true; }
-  bool supports_quantized_weights() const override { return true; }  // cpu_quantized.cpp
+  bool supports_quantized_weights() const override { return true; }   // cpu_quantized.cpp
   bool keeps_moe_experts_quantized() const override { return true; }  // cpu_quantized.cpp
+  bool takes_permuted_act_order() const override { return true; }     // dequantize_rows
   DType activation_dtype() const override { return DType::F32; }
   DType weight_dtype(DType) const override { return DType::F32; }
   // f32 KV, and the quantized KV dtypes (fp8 e4m3, int4 u4x2) of cpu_kv_quantized.cpp.

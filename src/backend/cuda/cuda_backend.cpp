@@ -134,6 +134,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_MOE")) quant_moe_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_ACT_ORDER_PERM")) act_order_perm_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_DEFER_COPIES"))
       defer_copies_enabled_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_AHEAD_STREAM")) {
@@ -179,6 +180,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (dequant_) cudaFree(dequant_);
     if (moe_scratch_) cudaFree(moe_scratch_);
     if (moe_dequant_) cudaFree(moe_dequant_);
+    if (perm_x_) cudaFree(perm_x_);
     if (moe_routed_) cudaFree(moe_routed_);
     if (moe_ticket_) cudaFree(moe_ticket_);
     if (sample_dev_) cudaFree(sample_dev_);
@@ -679,8 +681,9 @@ class CudaBackendImpl final : public CudaBackend {
   void linear_quantized_silu_mul(const Tensor& x, const Weight& w, Tensor& gate_up,
                                  Tensor& out) override {
     const int64_t T = rows_of(x);
-    if (quant_fuse_ && quant_gemv_mma_ && takes_quant_gemv(T, x) && last_dim(x) == w.k &&
-        gate_up.numel() == T * w.n && out.numel() * 2 == T * w.n && all_bf16({&gate_up, &out})) {
+    if (w.perm.empty() && quant_fuse_ && quant_gemv_mma_ && takes_quant_gemv(T, x) &&
+        last_dim(x) == w.k && gate_up.numel() == T * w.n && out.numel() * 2 == T * w.n &&
+        all_bf16({&gate_up, &out})) {
       check_quantized_layout(w);
       if (cuda::launch_quant_gemv_mma_silu(quant_weight(w), x.data, gate_up.data, out.data, T,
                                            stream_)) {
@@ -719,6 +722,17 @@ class CudaBackendImpl final : public CudaBackend {
   void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias,
                         Tensor& out) override {
     check_quantized_layout(w);
+    if (!w.perm.empty()) {  // act-order permuted at load: x gathered by perm, then plain groups
+      SYV_CHECK(x.dtype == DType::BF16 && last_dim(x) == w.k)
+          << "linear: " << w.describe() << " takes bf16 x of K " << w.k;
+      const int64_t T = rows_of(x);
+      grow_scratch(perm_x_, perm_x_bytes_, T * w.k * 2, "act-order input scratch");
+      cuda::launch_gather_columns(x.data, w.perm.as<int32_t>(), T, w.k, perm_x_, stream_);
+      Weight plain = w;
+      plain.perm = Tensor();
+      linear_quantized(Tensor(perm_x_, DType::BF16, {T, w.k}), plain, bias, out);
+      return;
+    }
     const int64_t K = w.k, N = w.n, T = rows_of(x);
     SYV_CHECK(last_dim(x) == K) << "linear: " << w.describe() << " [" << N << ", " << K
                                 << "] vs x [.., " << last_dim(x) << "]";
@@ -1306,6 +1320,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   bool keeps_moe_experts_quantized() const override { return quant_moe_; }
+  bool takes_permuted_act_order() const override { return act_order_perm_; }
 
   // The routed experts' rows dequantized to bf16 (an expert mask from ids, then one kernel per
   // weight whose blocks of unrouted experts exit at once), then the dense moe_experts() over them:
@@ -1322,6 +1337,9 @@ class CudaBackendImpl final : public CudaBackend {
         << "moe_experts: quantized gate_up [" << gate_up.n << ", " << gate_up.k << "] for " << E
         << " experts of [" << 2 * I << ", " << H << "]";
     SYV_CHECK(ids.dtype == DType::I32) << "moe ids must be i32";
+    SYV_CHECK(gate_up.perm.empty() && down.perm.empty())
+        << "moe_experts: act-order experts permuted at load are not supported on CUDA yet (run "
+           "without SYV_ACT_ORDER_PERM=1)";
     if (rows_of(x) == 0) return;
     const int64_t down_bytes = (E * H * I * 2 + 255) / 256 * 256;
     grow_scratch(moe_dequant_, moe_dequant_bytes_, down_bytes + E * 4, "quantized MoE scratch");
@@ -2076,6 +2094,12 @@ class CudaBackendImpl final : public CudaBackend {
   bool quant_moe_ = false;
   void* moe_dequant_ = nullptr;
   size_t moe_dequant_bytes_ = 0;
+  // Act-order int4 permuted at load (SYV_ACT_ORDER_PERM=1; off until measured on a GPU: the
+  // loader then keeps the g_idx, which takes the dequantize path at every step) and the scratch
+  // linear_quantized() gathers x into for such a weight.
+  bool act_order_perm_ = false;
+  void* perm_x_ = nullptr;
+  size_t perm_x_bytes_ = 0;
   unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
   unsigned* moe_ticket_ = nullptr;                   // moe_block(): 0 between launches
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()

@@ -175,6 +175,10 @@ bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_
                                 int64_t tokens, cudaStream_t s);
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
 void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s);
+// out bf16 [tokens, k] = x bf16 [tokens, k] with its columns gathered by perm i32 [k]
+// (out[t, j] = x[t, perm[j]]): the input of an act-order int4 weight permuted at load.
+void launch_gather_columns(const void* x, const int32_t* perm, int64_t tokens, int64_t k, void* out,
+                           cudaStream_t s);
 // Quantized MoE experts (Backend::moe_experts_quantized): mask i32 [experts] = 1 for every expert
 // among ids[0, count) (i32), 0 for the others; one block.
 void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, int32_t* mask,

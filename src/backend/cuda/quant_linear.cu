@@ -258,6 +258,19 @@ __global__ void quant_dequant_experts_kernel(const QuantWeight w, int64_t rows,
   }
 }
 
+// out[t, j] = x[t, perm[j]]: the input of an act-order weight permuted at load (backend/weight.h
+// perm), so that its groups are contiguous for the GEMVs.
+__global__ void gather_columns_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ perm,
+                                      int64_t tokens, int64_t k, bf16* __restrict__ out) {
+  pdl_wait();  // x from the kernel before; `out` (scratch) may still be read by the last GEMV
+  pdl_trigger();
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < tokens * k;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = e / k;
+    out[e] = x[t * k + perm[e - t * k]];
+  }
+}
+
 template <int NT, typename TO, int FMT>
 void launch_q(const QGemvParams& p, cudaStream_t s) {
   launch_k(quant_gemv_kernel<NT, TO, FMT>, ceil_div(p.w.n, kQWarps * kQRows), kQWarps * 32, 0, s,
@@ -319,6 +332,15 @@ void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s) {
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, int64_t{1} << 16);
   launch_k(quant_dequant_kernel, static_cast<unsigned>(blocks), 256, 0, s, w,
            static_cast<bf16*>(dense));
+}
+
+void launch_gather_columns(const void* x, const int32_t* perm, int64_t tokens, int64_t k, void* out,
+                           cudaStream_t s) {
+  const int64_t total = tokens * k;
+  if (total == 0) return;
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, int64_t{1} << 16);
+  launch_k(gather_columns_kernel, static_cast<unsigned>(blocks), 256, 0, s,
+           static_cast<const bf16*>(x), perm, tokens, k, static_cast<bf16*>(out));
 }
 
 void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, int32_t* mask,
