@@ -4,8 +4,10 @@
 # a step's metadata and sampling rows read from mapped memory by a kernel; SYV_AHEAD_STREAM=out: the
 # write-ahead on the write-backs' stream). Builds syv and the GPU tests, runs the tests that cover
 # copies, graphs and the host tier with each option set (exactness must not change; the first set,
-# the defaults, also runs gpu_quant_linear_gpu_test and gpu_moe_quantized_gpu_test, the
-# SYV_QUANT_MOE option's check), or times the host tier's loading steps with
+# the defaults, also runs gpu_quant_linear_gpu_test (with the act-order permuted case of
+# SYV_ACT_ORDER_PERM), gpu_moe_quantized_gpu_test (SYV_QUANT_MOE's check) and
+# gpu_engine_quantized_gpu_test (quantized hybrids now keep their gated attention quantized)), or
+# times the host tier's loading steps with
 # and without them on one shape (tools/device/host_tier_steps.sh). Progress is printed as it goes; every phase has its own timeout.
 # Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
 # Each part fits one 10-minute device call:
@@ -21,8 +23,8 @@ export SYV_SOURCE_DIR=$PWD
 WHAT=${1:?tests or steps CONFIG}
 T="gpu_host_copy_gpu_test gpu_engine_graphs_gpu_test gpu_engine_qwen3_gpu_test gpu_sampling_gpu_test gpu_host_tier_engine_gpu_test gpu_engine_mtp_gpu_test"
 echo "== build $(date +%T)"
-timeout 280 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T gpu_quant_linear_gpu_test \
-  gpu_moe_quantized_gpu_test \
+Q="gpu_quant_linear_gpu_test gpu_moe_quantized_gpu_test gpu_engine_quantized_gpu_test"
+timeout 280 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T $Q \
   2>&1 | tail -1
 B=build/gpu-carry/bin
 [[ -x $B/syv ]] || { echo "build failed"; exit 1; }
@@ -31,7 +33,7 @@ if [[ $WHAT == tests ]]; then
     "SYV_DEFER_COPIES=1 SYV_STEP_UPLOADS=mapped SYV_AHEAD_STREAM=out"; do
     echo "== tests with [${opts:-defaults}] $(date +%T)"
     tests=$T
-    [[ -z $opts ]] && tests="$T gpu_quant_linear_gpu_test gpu_moe_quantized_gpu_test"
+    [[ -z $opts ]] && tests="$T $Q"
     for t in $tests; do
       r=$(env $opts timeout 90 $B/$t --gtest_filter='-*Timing*' 2>&1 |
         grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')
