@@ -56,6 +56,11 @@ CommandRegistration reg{
                          "--calibration-file: GPTQ's damping, a fraction of the mean diagonal of "
                          "each layer's input Gram matrix added to it (damp_percent)")
               ->capture_default_str();
+      CLI::Option* act_order = app.add_flag(
+          "--act-order", o->calibration.act_order,
+          "--calibration-file: quantize each weight's columns in order of decreasing input "
+          "energy (diag of H; GPTQ's desc_act) with every group's scale fixed beforehand (static "
+          "groups), so the folder keeps plain contiguous groups: no g_idx to gather at run time");
       app.footer(
           "Round-to-nearest quantization with one scale per 128x128 block (fp8) or per group of "
           "--group-size inputs (awq: min/max scale and zero point; gptq: symmetric; the group's "
@@ -71,13 +76,14 @@ CommandRegistration reg{
           "they are: embeddings, lm_head, "
           "norms, the GDN in_proj_a / in_proj_b / in_proj_ba, the MoE router and "
           "shared_expert_gate.");
-      return [o, group, calibration_file, calibration_tokens, calibration_context, damp]() -> int {
+      return [o, group, calibration_file, calibration_tokens, calibration_context, damp,
+              act_order]() -> int {
         if (group->count() > 0 && o->format == "fp8") {
           return fail("--group-size applies to awq and gptq; fp8 uses 128x128 blocks");
         }
         const bool calibrated = calibration_file->count() > 0;
         if (!calibrated) {
-          for (CLI::Option* opt : {calibration_tokens, calibration_context, damp}) {
+          for (CLI::Option* opt : {calibration_tokens, calibration_context, damp, act_order}) {
             if (opt->count() > 0) return fail(opt->get_name() + " needs --calibration-file");
           }
         } else if (o->format == "fp8") {
@@ -96,6 +102,7 @@ CommandRegistration reg{
           factors = std::move(gathered.value());
           o->q.gptq = &factors;
           o->q.gptq_damp = o->calibration.damp;
+          o->q.gptq_act_order = o->calibration.act_order;
         }
         Status s = quantize_folder(o->q);
         if (!s.ok()) return fail(s.message());

@@ -140,7 +140,7 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
     backend.set_linear_observer(nullptr);
     for (const Observed& w : groups[p]) {
       const InputGram& gram = grams.at(w.data);
-      auto factor = gptq_factor(gram.symmetric(), w.k, o.damp, gram.tokens());
+      auto factor = gptq_factor(gram.symmetric(), w.k, o.damp, gram.tokens(), o.act_order);
       if (!factor.ok()) {
         return Status::Error("calibration of " + w.names[0] + ": " + factor.message());
       }

@@ -32,6 +32,7 @@ struct CalibrationOptions {
   int64_t context = 512;       // tokens per window (capped by max_position_embeddings)
   int64_t max_tokens = 32768;  // of the file, from its start
   double damp = 0.01;          // GPTQ's percdamp
+  bool act_order = false;      // columns by decreasing diag(H), static groups (gptq_factor)
   int64_t memory_budget_bytes = int64_t{8} << 30;
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "core/check.h"
@@ -78,7 +79,8 @@ void invert_lower(double* l, int64_t n) {
 
 }  // namespace
 
-Result<GptqFactor> gptq_factor(std::vector<double> h, int64_t k, double damp, int64_t tokens) {
+Result<GptqFactor> gptq_factor(std::vector<double> h, int64_t k, double damp, int64_t tokens,
+                               bool act_order) {
   SYV_CHECK(k > 0 && static_cast<int64_t>(h.size()) == k * k)
       << "gptq_factor: H of " << h.size() << " for K " << k;
   GptqFactor f;
@@ -100,6 +102,16 @@ Result<GptqFactor> gptq_factor(std::vector<double> h, int64_t k, double damp, in
                          std::to_string(mean_diag) + ")");
   }
   for (int64_t i = 0; i < k; ++i) h[i * k + i] += damp * mean_diag;
+  if (act_order) {  // H[order][order], order by decreasing diagonal (after the dead columns' 1)
+    f.order.resize(static_cast<size_t>(k));
+    std::iota(f.order.begin(), f.order.end(), 0);
+    std::stable_sort(f.order.begin(), f.order.end(),
+                     [&](int32_t a, int32_t b) { return h[a * k + a] > h[b * k + b]; });
+    std::vector<double> p(static_cast<size_t>(k * k));
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < k; ++j) p[i * k + j] = h[f.order[i] * k + f.order[j]];
+    h = std::move(p);
+  }
   // H = L L^T;  H^-1 = L^-T L^-1;  H^-1 = U^T U with U = (lower factor of H^-1)^T.
   int64_t bad = cholesky_lower(h.data(), k);
   if (bad >= 0) {

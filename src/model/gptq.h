@@ -27,6 +27,9 @@ namespace syv {
 
 struct GptqFactor {
   int64_t k = 0;
+  // act_order (GPTQ's desc_act with static_groups): the columns in the order they are quantized,
+  // by decreasing diag(H); u is then the factor of H permuted so (H[order][order]). Empty: 0..K-1.
+  std::vector<int32_t> order;
   std::vector<double> u;      // [K, K] row-major, upper triangular: H^-1 = U^T U
   std::vector<uint8_t> dead;  // [K]: 1 where the column's input was always zero (weight zeroed)
   int64_t tokens = 0;         // calibration tokens H was gathered over (for logs)
@@ -34,8 +37,11 @@ struct GptqFactor {
 
 // The factor of H ([K, K] row-major, symmetric; `tokens` rows gathered into it). Errors when H
 // is not positive definite after damping (NaN inputs, damp <= 0 with too few tokens), naming the
-// column where the factorization failed.
-Result<GptqFactor> gptq_factor(std::vector<double> h, int64_t k, double damp, int64_t tokens);
+// column where the factorization failed. act_order: the columns quantized in order of decreasing
+// diag(H) (ties in column order), each group's scale fitted beforehand on the weights as they are
+// (static groups), so the checkpoint keeps plain contiguous groups (no g_idx).
+Result<GptqFactor> gptq_factor(std::vector<double> h, int64_t k, double damp, int64_t tokens,
+                               bool act_order = false);
 
 // H = sum of x x^T over rows x of the inputs added (f32 rows of K), accumulated in double.
 class InputGram {

@@ -74,6 +74,32 @@ GroupFit best_fit(const float* row, int64_t group, bool symmetric) {
   return best;
 }
 
+// GPTQ with act-order and static groups (GPTQModel's desc_act + static_groups): every group's
+// fit first, on the row as it is (dead columns zeroed), then the walk over the columns in
+// gptq.order, each rounded with its own group's fit and its error spread over the columns after
+// it in that order (u is the factor of H in that order).
+void quantize_int4_row_static(const float* w, int64_t K, int32_t group, bool symmetric,
+                              const GptqFactor& gptq, uint8_t* q, float* scales, uint8_t* zeros) {
+  std::vector<float> row(w, w + K);
+  for (int64_t i = 0; i < K; ++i)
+    if (gptq.dead[i]) row[i] = 0.0f;
+  for (int64_t g = 0; g < K / group; ++g) {
+    const GroupFit fit = best_fit(row.data() + g * group, group, symmetric);
+    scales[g] = fit.scale;
+    zeros[g] = fit.zero;
+  }
+  std::vector<double> cur(static_cast<size_t>(K));  // in walk order
+  for (int64_t j = 0; j < K; ++j) cur[j] = row[gptq.order[j]];
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t k = gptq.order[j], g = k / group;
+    const uint8_t code = clamp_q(static_cast<float>(cur[j]) / scales[g] + zeros[g]);
+    q[k] = code;
+    const double* uj = gptq.u.data() + j * K;
+    const double err = (cur[j] - double(int(code) - int(zeros[g])) * scales[g]) / uj[j];
+    for (int64_t i = j + 1; i < K; ++i) cur[i] -= err * uj[i];
+  }
+}
+
 // One int4 row's codes q [K], scales [K / group] (f16-rounded) and zero points: each group's fit
 // (best_fit) and round to nearest, or with `gptq` GPTQ's walk over the columns (model/gptq.h): a
 // group's fit from the row's values as the errors before it left them, each column's error spread
@@ -89,6 +115,10 @@ void quantize_int4_row(const float* w, int64_t K, int32_t group, bool symmetric,
       for (int64_t i = 0; i < group; ++i)
         q[g * group + i] = clamp_q(part[i] / fit.scale + fit.zero);
     }
+    return;
+  }
+  if (!gptq->order.empty()) {
+    quantize_int4_row_static(w, K, group, symmetric, *gptq, q, scales, zeros);
     return;
   }
   std::vector<double> cur(w, w + K);

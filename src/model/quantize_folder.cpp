@@ -59,6 +59,10 @@ json quantization_config(const QuantizeOptions& o, const std::vector<std::string
                 {"sym", true},         {"quant_method", "gptq"},     {"checkpoint_format", "gptq"},
                 {"lm_head", o.lm_head}};
       if (o.gptq != nullptr) c["damp_percent"] = o.gptq_damp;  // calibrated (AutoGPTQ's field)
+      if (o.gptq != nullptr && o.gptq_act_order) {
+        c["desc_act"] = true;
+        c["static_groups"] = true;
+      }
       return c;
     }
   }

@@ -32,6 +32,10 @@ struct QuantizeOptions {
   // Null: every tensor rounded to nearest.
   const std::unordered_map<std::string, std::shared_ptr<const GptqFactor>>* gptq = nullptr;
   double gptq_damp = 0.01;  // written as quantization_config's damp_percent (gptq, with factors)
+  // The factors quantized the columns in act-order with static groups: gptq writes
+  // "desc_act": true and "static_groups": true (GPTQModel's fields; the layout keeps plain
+  // groups, g_idx = k / group_size).
+  bool gptq_act_order = false;
 };
 
 // Which checkpoint tensors are quantized: 2-D float "<...>.layers.<i>.<...>.<m>.weight" with <m>

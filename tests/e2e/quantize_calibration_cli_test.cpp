@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "e2e/cli_run.h"
+#include "io/safetensors.h"
 
 namespace {
 
@@ -64,6 +66,7 @@ TEST_F(QuantizeCalibration, RefusesWhatItCannotHonour) {
            {"--format awq --calibration-context 64",
             "--calibration-context needs --calibration-file"},
            {"--format gptq --gptq-damp 0.1", "--gptq-damp needs --calibration-file"},
+           {"--format gptq --act-order", "--act-order needs --calibration-file"},
            {"--format fp8" + file, "--calibration-file applies to awq and gptq"},
            {"--format gptq --calibration-file " + (base_ / "missing.txt").string(),
             "missing.txt\": cannot open"},
@@ -103,6 +106,40 @@ TEST_F(QuantizeCalibration, CalibratedInt4SitsCloserToTheFloatModel) {
     // Measured with these 8,192 tokens: awq 0.0620 -> 0.0454; the whole file (29,905): 0.0394.
     EXPECT_LT(kl_cal, 0.8 * kl_rtn) << format << ": calibrated " << kl_cal << ", rtn " << kl_rtn;
   }
+}
+
+// --act-order: GPTQ's desc_act with static groups, so the folder keeps plain groups (the
+// loader finds g_idx = k / group_size and drops it) while its config says how it was made.
+TEST_F(QuantizeCalibration, ActOrderWritesPlainGroupsAndSaysSo) {
+  const fs::path rtn = base_ / "rtn", cal = base_ / "ao";
+  auto [rtn_status, rtn_text] = quantize("--format gptq", rtn);
+  ASSERT_EQ(rtn_status, 0) << rtn_text;
+  auto [status, text] = quantize(
+      "--format gptq --act-order --calibration-tokens 8192 "
+      "--calibration-file " +
+          kCalibration.string(),
+      cal);
+  ASSERT_EQ(status, 0) << text;
+  std::ifstream config(cal / "config.json");
+  const json q = json::parse(config)["quantization_config"];
+  EXPECT_EQ(q["desc_act"], true);
+  EXPECT_EQ(q["static_groups"], true);
+  // Every g_idx is the plain k / group_size (the loader then drops it: no gather at run time).
+  auto store = syv::WeightStore::open_dir(cal.string());
+  ASSERT_TRUE(store.ok()) << store.message();
+  int checked = 0;
+  for (const std::string& name : store->names()) {
+    if (name.size() < 6 || name.compare(name.size() - 6, 6, ".g_idx") != 0) continue;
+    const syv::TensorInfo& t = *store->find(name);
+    std::vector<int32_t> g(static_cast<size_t>(t.numel()));
+    std::memcpy(g.data(), t.data, g.size() * sizeof(int32_t));
+    for (size_t k = 0; k < g.size(); ++k) ASSERT_EQ(g[k], static_cast<int32_t>(k / 128)) << name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 14);
+  const double kl_rtn = mean_kl(rtn), kl_cal = mean_kl(cal);
+  ASSERT_GT(kl_cal, 0.0);
+  EXPECT_LT(kl_cal, 0.8 * kl_rtn) << "act-order " << kl_cal << ", rtn " << kl_rtn;
 }
 
 }  // namespace
