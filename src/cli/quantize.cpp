@@ -21,9 +21,10 @@ CommandRegistration reg{
     "int4 by GPTQ over a calibration text)",
     [](CLI::App& app) {
       auto o = std::make_shared<Options>();
-      app.add_option("--format", o->format,
-                     "fp8: Qwen FP8 (e4m3, weight_scale_inv per 128x128 block); awq: AutoAWQ GEMM "
-                     "int4 with zero points; gptq: GPTQ v1 int4, symmetric, no act-order")
+      app.add_option(
+             "--format", o->format,
+             "fp8: Qwen FP8 (e4m3, weight_scale_inv per 128x128 block); awq: AutoAWQ GEMM "
+             "int4 with zero points; gptq: GPTQ v1 int4, symmetric, plain groups (no g_idx order)")
           ->required()
           ->check(CLI::IsMember({"fp8", "awq", "gptq"}));
       app.add_option("--in", o->q.in_dir, "the float (bf16/f16/f32) model folder")->required();
@@ -67,7 +68,8 @@ CommandRegistration reg{
           "range clipped to the fraction, 100% to 70%, that dequantizes nearest the weights). "
           "With --calibration-file the int4 formats take GPTQ's algorithm instead (columns in "
           "order, each one's rounding error spread over the rest through the inverse of the "
-          "layer's input Gram matrix; no act-order; every layer's inputs from one pass of the "
+          "layer's input Gram matrix; in act-order with static groups under --act-order; every "
+          "layer's inputs from one pass of the "
           "float model, not layer by layer through the quantized ones), in either layout; "
           "AutoAWQ's "
           "activation-aware scaling is not implemented. Tensors no dense linear reads (MoE "
