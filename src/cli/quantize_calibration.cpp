@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "cli/model_session.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "kv/cache_store.h"
 #include "model/model.h"
 #include "model/quantize_folder.h"
 #include "tokenizer/tokenizer.h"
@@ -52,6 +52,63 @@ Result<std::vector<int32_t>> calibration_tokens(const CalibrationOptions& o, int
   return ids;
 }
 
+// Runs windows, each from position 0, through the model and, where it has one, its MTP head (the
+// head's rows as the drafter feeds them: token p + 1 with the target's final hidden state of p),
+// so that every linear of both sees its inputs.
+class WindowRunner {
+ public:
+  static constexpr int32_t kPageSize = 64;
+  static Result<WindowRunner> create(Model& model, int64_t context) {
+    WindowRunner r(model);
+    CacheConfig cache;
+    cache.page_size = kPageSize;
+    cache.num_pages = static_cast<int32_t>((context + kPageSize - 1) / kPageSize);
+    cache.num_state_slots = 1;
+    SYV_ASSIGN_OR_RETURN(r.store_, make_cache_store(model, cache));
+    for (int32_t p = 0; p < cache.num_pages; ++p) r.pages_.push_back(p);
+    return r;
+  }
+  // all_rows: logits for every row (the lm_head's input is then every token's), else the last.
+  void run(const std::vector<int32_t>& tokens, bool all_rows) {
+    const bool recurrent = model_->cache_spec().has_recurrent_state();
+    if (recurrent) store_->reset_slot(0);
+    const int32_t T = static_cast<int32_t>(tokens.size());
+    Batch b = batch(tokens);
+    if (recurrent) b.state_slots = {0};
+    if (all_rows) {
+      b.logit_rows.clear();
+      for (int32_t i = 0; i < T; ++i) b.logit_rows.push_back(i);
+    }
+    Model::Outputs out;
+    model_->forward(b, out);
+    if (!model_->has_mtp() || T < 2) return;
+    const Batch m = batch(std::vector<int32_t>(tokens.begin() + 1, tokens.end()));
+    const Tensor hidden(out.token_hidden.data, out.token_hidden.dtype,
+                        {T - 1, out.token_hidden.dim(-1)});
+    Model::Outputs head;
+    model_->mtp_forward(m, hidden, head);
+  }
+
+ private:
+  explicit WindowRunner(Model& model) : model_(&model) {}
+  // tokens at positions 0.., one sequence over the pages, the last row's logits.
+  Batch batch(const std::vector<int32_t>& tokens) const {
+    Batch b;
+    const int32_t T = static_cast<int32_t>(tokens.size());
+    b.token_ids = tokens;
+    for (int32_t i = 0; i < T; ++i) b.positions.push_back(i);
+    b.seq_starts = {0, T};
+    b.context_lens = {T};
+    b.page_table = pages_;
+    b.max_pages_per_seq = static_cast<int32_t>(pages_.size());
+    b.logit_rows = {T - 1};
+    return b;
+  }
+  Model* model_;
+  std::unique_ptr<CacheStore> store_;
+  std::vector<int32_t> pages_;
+};
+
 // Groups of `weights` whose Gram matrices fit `budget` together (one each at least), in order.
 std::vector<std::vector<Observed>> passes(const std::vector<Observed>& weights, int64_t budget) {
   std::vector<std::vector<Observed>> out;
@@ -87,7 +144,16 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
   WeightSources sources;
   LoadOptions load;
   load.weight_sources = &sources;
+  // The MTP head too, where the checkpoint ships one (its projections are quantized as well).
+  for (const std::string& name : store->names()) load.mtp = load.mtp || name.rfind("mtp.", 0) == 0;
   auto model = load_model(o.model_dir, backend, load);
+  if (!model.ok() && load.mtp) {  // a head syv cannot load: the rest is still calibrated
+    SYV_LOG(WARN) << "calibration: the MTP head does not load (" << model.message()
+                  << "); its tensors will be rounded to nearest";
+    load.mtp = false;
+    sources.clear();
+    model = load_model(o.model_dir, backend, load);
+  }
   if (!model.ok()) return Status::Error("--in: " + model.message());
   const ModelConfig& config = (*model)->config();
   SYV_ASSIGN_OR_RETURN(std::vector<int32_t> ids, calibration_tokens(o, config.vocab_size));
@@ -113,8 +179,8 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
   std::sort(weights.begin(), weights.end(),
             [](const Observed& a, const Observed& b) { return a.names[0] < b.names[0]; });
 
-  auto seq = SingleSequence::create(**model, context);
-  if (!seq.ok()) return Status::Error(seq.message());
+  auto runner = WindowRunner::create(**model, context);
+  if (!runner.ok()) return Status::Error(runner.message());
   const int64_t n = static_cast<int64_t>(ids.size());
   const std::vector<std::vector<Observed>> groups = passes(weights, o.memory_budget_bytes);
   GptqFactors factors;
@@ -132,9 +198,8 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
     int64_t windows = 0;
     for (int64_t start = 0; start < n - 1; start += context) {
       const int64_t end = std::min(n, start + context);
-      seq->restart();
       // Every row's logits when lm_head is quantizable: its input is then every token's.
-      seq->forward(std::vector<int32_t>(ids.begin() + start, ids.begin() + end), lm_head);
+      runner->run(std::vector<int32_t>(ids.begin() + start, ids.begin() + end), lm_head);
       ++windows;
     }
     backend.set_linear_observer(nullptr);

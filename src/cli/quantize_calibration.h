@@ -9,8 +9,10 @@
 // and the loader's sources (LoadOptions::weight_sources) name the checkpoint tensors whose rows
 // that weight holds: q_proj, k_proj and v_proj of one layer (one fused weight, one input) share
 // one H. The inputs are the float model's own (GPTQ's reference runs its layers in order on the
-// already quantized layers' outputs; this takes every layer's inputs from one float pass). Tensors
-// no dense linear() reads (MoE experts, the MTP head, tied tables) get no factor.
+// already quantized layers' outputs; this takes every layer's inputs from one float pass). A
+// checkpoint's MTP head runs too, on each window's rows as the drafter feeds it (token p + 1 with
+// the target's hidden state of p). Tensors no dense linear() reads (MoE experts, tied tables)
+// get no factor.
 //
 // The Gram matrices take K^2 doubles per weight; when they exceed `memory_budget_bytes` together
 // the weights are split into groups that fit, one pass over the text per group.

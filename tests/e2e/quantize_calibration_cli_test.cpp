@@ -108,6 +108,21 @@ TEST_F(QuantizeCalibration, CalibratedInt4SitsCloserToTheFloatModel) {
   }
 }
 
+// A hybrid with an MTP head: the head runs in the calibration too, so every quantized tensor of
+// tiny-hybrid (its 7 head projections included) takes GPTQ.
+TEST_F(QuantizeCalibration, TheMtpHeadIsCalibratedToo) {
+  const fs::path out = base_ / "hybrid";
+  auto [status, text] =
+      run_command(std::string(SYV_BIN) + " quantize --format gptq --group-size 64 --in " +
+                      (kSource / "models/tiny-hybrid").string() + " --out " + out.string() +
+                      " --calibration-tokens 1024 --calibration-file " + kCalibration.string(),
+                  /*with_stderr=*/true);
+  ASSERT_EQ(status, 0) << text;
+  EXPECT_NE(text.find("quantize: 32 tensor(s) by GPTQ over the calibration inputs\n"),
+            std::string::npos)
+      << text;
+}
+
 // --act-order: GPTQ's desc_act with static groups, so the folder keeps plain groups (the
 // loader finds g_idx = k / group_size and drops it) while its config says how it was made.
 TEST_F(QuantizeCalibration, ActOrderWritesPlainGroupsAndSaysSo) {
