@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -175,9 +176,19 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
     }
     if (!w.names.empty()) weights.push_back(std::move(w));
   }
-  // In checkpoint order (the log and the passes' grouping do not depend on a hash map's order).
-  std::sort(weights.begin(), weights.end(),
-            [](const Observed& a, const Observed& b) { return a.names[0] < b.names[0]; });
+  // In checkpoint order (the log and the passes' grouping do not depend on a hash map's order),
+  // the weight holding more tensors first; a weight whose tensors another already covers (the
+  // gated attention's gate rows of q_proj, beside q|k|v: one input) is not gathered twice.
+  std::sort(weights.begin(), weights.end(), [](const Observed& a, const Observed& b) {
+    return a.names[0] != b.names[0] ? a.names[0] < b.names[0] : a.names.size() > b.names.size();
+  });
+  std::set<std::string> covered;
+  std::erase_if(weights, [&covered](const Observed& w) {
+    const bool all = std::all_of(w.names.begin(), w.names.end(),
+                                 [&](const std::string& name) { return covered.count(name) > 0; });
+    covered.insert(w.names.begin(), w.names.end());
+    return all;
+  });
 
   auto runner = WindowRunner::create(**model, context);
   if (!runner.ok()) return Status::Error(runner.message());

@@ -74,24 +74,33 @@ GroupFit best_fit(const float* row, int64_t group, bool symmetric) {
   return best;
 }
 
-// GPTQ with act-order and static groups (GPTQModel's desc_act + static_groups): every group's
-// fit first, on the row as it is (dead columns zeroed), then the walk over the columns in
-// gptq.order, each rounded with its own group's fit and its error spread over the columns after
-// it in that order (u is the factor of H in that order).
-void quantize_int4_row_static(const float* w, int64_t K, int32_t group, bool symmetric,
-                              const GptqFactor& gptq, uint8_t* q, float* scales, uint8_t* zeros) {
+// GPTQ's walk over one row (model/gptq.h): each column rounded with its group's fit and its error
+// spread over the columns after it. In natural order a group's fit is made at its first column,
+// on the row as the errors before it left it; in act-order (gptq.order; GPTQModel's desc_act +
+// static_groups) every group's fit is made first on the row as it is, and the walk takes the
+// columns in that order (u is the factor of H in that order).
+void quantize_int4_row_gptq(const float* w, int64_t K, int32_t group, bool symmetric,
+                            const GptqFactor& gptq, uint8_t* q, float* scales, uint8_t* zeros) {
+  const bool act_order = !gptq.order.empty();
+  auto column = [&](int64_t j) { return act_order ? int64_t{gptq.order[j]} : j; };
   std::vector<float> row(w, w + K);
   for (int64_t i = 0; i < K; ++i)
     if (gptq.dead[i]) row[i] = 0.0f;
-  for (int64_t g = 0; g < K / group; ++g) {
-    const GroupFit fit = best_fit(row.data() + g * group, group, symmetric);
-    scales[g] = fit.scale;
-    zeros[g] = fit.zero;
-  }
+  auto fit = [&](const float* values, int64_t g) {
+    const GroupFit f = best_fit(values, group, symmetric);
+    scales[g] = f.scale;
+    zeros[g] = f.zero;
+  };
+  if (act_order)
+    for (int64_t g = 0; g < K / group; ++g) fit(row.data() + g * group, g);
   std::vector<double> cur(static_cast<size_t>(K));  // in walk order
-  for (int64_t j = 0; j < K; ++j) cur[j] = row[gptq.order[j]];
+  for (int64_t j = 0; j < K; ++j) cur[j] = row[column(j)];
   for (int64_t j = 0; j < K; ++j) {
-    const int64_t k = gptq.order[j], g = k / group;
+    const int64_t k = column(j), g = k / group;
+    if (!act_order && j % group == 0) {
+      for (int64_t i = 0; i < group; ++i) row[j + i] = static_cast<float>(cur[j + i]);
+      fit(row.data() + j, g);
+    }
     const uint8_t code = clamp_q(static_cast<float>(cur[j]) / scales[g] + zeros[g]);
     q[k] = code;
     const double* uj = gptq.u.data() + j * K;
@@ -101,44 +110,19 @@ void quantize_int4_row_static(const float* w, int64_t K, int32_t group, bool sym
 }
 
 // One int4 row's codes q [K], scales [K / group] (f16-rounded) and zero points: each group's fit
-// (best_fit) and round to nearest, or with `gptq` GPTQ's walk over the columns (model/gptq.h): a
-// group's fit from the row's values as the errors before it left them, each column's error spread
-// over the columns after it.
+// (best_fit) and round to nearest, or with `gptq` GPTQ's walk (quantize_int4_row_gptq).
 void quantize_int4_row(const float* w, int64_t K, int32_t group, bool symmetric,
                        const GptqFactor* gptq, uint8_t* q, float* scales, uint8_t* zeros) {
-  if (gptq == nullptr) {
-    for (int64_t g = 0; g < K / group; ++g) {
-      const float* part = w + g * group;
-      const GroupFit fit = best_fit(part, group, symmetric);
-      scales[g] = fit.scale;
-      zeros[g] = fit.zero;
-      for (int64_t i = 0; i < group; ++i)
-        q[g * group + i] = clamp_q(part[i] / fit.scale + fit.zero);
-    }
+  if (gptq != nullptr) {
+    quantize_int4_row_gptq(w, K, group, symmetric, *gptq, q, scales, zeros);
     return;
   }
-  if (!gptq->order.empty()) {
-    quantize_int4_row_static(w, K, group, symmetric, *gptq, q, scales, zeros);
-    return;
-  }
-  std::vector<double> cur(w, w + K);
-  for (int64_t i = 0; i < K; ++i)
-    if (gptq->dead[i]) cur[i] = 0.0;
-  std::vector<float> part(static_cast<size_t>(group));
-  float s = 1.0f;
-  uint8_t z = 8;
-  for (int64_t i = 0; i < K; ++i) {
-    if (i % group == 0) {
-      for (int64_t j = 0; j < group; ++j) part[j] = static_cast<float>(cur[i + j]);
-      const GroupFit fit = best_fit(part.data(), group, symmetric);
-      s = scales[i / group] = fit.scale;
-      z = zeros[i / group] = fit.zero;
-    }
-    const uint8_t code = clamp_q(static_cast<float>(cur[i]) / s + z);
-    q[i] = code;
-    const double* ui = gptq->u.data() + i * K;
-    const double err = (cur[i] - double(int(code) - int(z)) * s) / ui[i];
-    for (int64_t j = i + 1; j < K; ++j) cur[j] -= err * ui[j];
+  for (int64_t g = 0; g < K / group; ++g) {
+    const float* part = w + g * group;
+    const GroupFit fit = best_fit(part, group, symmetric);
+    scales[g] = fit.scale;
+    zeros[g] = fit.zero;
+    for (int64_t i = 0; i < group; ++i) q[g * group + i] = clamp_q(part[i] / fit.scale + fit.zero);
   }
 }
 

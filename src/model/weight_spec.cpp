@@ -428,24 +428,22 @@ bool WeightLoader::slices_rows(const std::vector<WeightSpec>& specs) const {
 }
 
 Result<DeviceWeight> WeightLoader::load_rows_quantized(const std::vector<WeightSpec>& specs,
-                                                       const std::vector<RowRange>& ranges) {
+                                                       const std::vector<RowRange>& ranges,
+                                                       int64_t rows) {
   std::vector<HostQuantWeight> parts;
   for (const WeightSpec& spec : specs) {
     SYV_ASSIGN_OR_RETURN(HostQuantWeight w, read_quantized(spec.name, spec.shape, *store_, quant_));
     parts.push_back(std::move(w));
   }
   std::vector<HostQuantWeight> slices;
-  int64_t rows = 0;
   for (const RowRange& r : ranges) {
     slices.push_back(slice_rows(parts[r.part], r.first, r.count));
-    rows += r.count;
     if (r.first == 0) {  // a weight counts once, with its first row
       ++next_index_;
       ++tensors_;
     }
   }
   const int64_t width = specs[0].shape[1];
-  parameters_ += rows * width;
   std::optional<HostQuantWeight> joined = concat_quantized(std::move(slices));
   if (!joined) {  // the parts' layouts differ: their rows dequantized
     std::string names;
@@ -458,9 +456,9 @@ Result<DeviceWeight> WeightLoader::load_rows_quantized(const std::vector<WeightS
       values.resize(at + static_cast<size_t>(r.count * width));
       dequantize_rows(parts[r.part].view(), r.first, r.count, values.data() + at);
     }
-    parameters_ -= rows * width;  // upload() counts them
-    return upload({rows, width}, DType::BF16, values.data());
+    return upload({rows, width}, DType::BF16, values.data());  // (counts the parameters)
   }
+  parameters_ += rows * width;
   DeviceWeight w = upload_quantized(*joined);
   progress(w.bytes());
   return w;
@@ -480,14 +478,14 @@ Result<DeviceWeight> WeightLoader::load_rows_unnoted(const std::vector<WeightSpe
   SYV_CHECK(slices_rows(specs)) << "load_rows: random weights, or quantized and float ones mixed "
                                    "(read_f32 them)";
   SYV_CHECK(!specs.empty() && !ranges.empty()) << "load_rows of no rows";
-  if (quantized(specs[0])) {
-    for (const RowRange& r : ranges) {
-      SYV_CHECK(r.part < specs.size() && r.first >= 0 && r.count >= 0 &&
-                r.first + r.count <= specs[r.part].shape[0])
-          << "load_rows: rows [" << r.first << ", " << r.first + r.count << ") of part " << r.part;
-    }
-    return load_rows_quantized(specs, ranges);
+  int64_t rows = 0;
+  for (const RowRange& r : ranges) {
+    SYV_CHECK(r.part < specs.size() && r.first >= 0 && r.count >= 0 &&
+              r.first + r.count <= specs[r.part].shape[0])
+        << "load_rows: rows [" << r.first << ", " << r.first + r.count << ") of part " << r.part;
+    rows += r.count;
   }
+  if (quantized(specs[0])) return load_rows_quantized(specs, ranges, rows);
   const int64_t width = specs[0].shape[1];
   std::vector<const TensorInfo*> infos;
   for (const WeightSpec& spec : specs) {
@@ -496,13 +494,6 @@ Result<DeviceWeight> WeightLoader::load_rows_unnoted(const std::vector<WeightSpe
         << specs[0].name << " " << shape_string(specs[0].shape);
     SYV_ASSIGN_OR_RETURN(const TensorInfo* info, checked(spec));
     infos.push_back(info);
-  }
-  int64_t rows = 0;
-  for (const RowRange& r : ranges) {
-    SYV_CHECK(r.part < specs.size() && r.first >= 0 && r.count >= 0 &&
-              r.first + r.count <= specs[r.part].shape[0])
-        << "load_rows: rows [" << r.first << ", " << r.first + r.count << ") of part " << r.part;
-    rows += r.count;
   }
   return copy_file_rows(infos, ranges, {rows, width}, width);
 }

@@ -82,6 +82,14 @@ struct DeviceWeight : Weight {
   DeviceBuffer index_buffer;               // g_idx (act-order int4); empty otherwise
 };
 
+struct HostQuantWeight;  // model/quant_weights.h
+
+// Which checkpoint tensors ("model.layers.0.self_attn.q_proj.weight", ...) each loaded weight holds
+// rows of, keyed by the weight's data pointer (WeightLoader::record_sources,
+// LoadOptions::weight_sources): `syv quantize --calibration-file` maps the weight of a linear() it
+// observes back to the tensors whose inputs those are.
+using WeightSources = std::unordered_map<const void*, std::vector<std::string>>;
+
 // Reads weights from a checkpoint (store != nullptr) or draws them at random, checks them against
 // their spec, and uploads them in the backend's preferred dtype.
 //
@@ -93,19 +101,11 @@ struct DeviceWeight : Weight {
 // spec, seed, k), so the model is the same whichever backend draws it.
 //
 // Quantized checkpoints (`quant` from config.json): a module stored quantized loads in its
-// canonical quantized layout through load() / load_concat() (parts that cannot share one layout,
-// and the embedding, which is a table lookup, load dequantized, with a log line); read_f32()
-// dequantizes (finish() logs how many it did).
+// canonical quantized layout through load() / load_concat() / load_rows() (parts that cannot
+// share one layout, and the embedding, which is a table lookup, load dequantized, with a log
+// line); read_f32() dequantizes (finish() logs how many it did).
 //
 // Logs a progress line about every 2 s and, at finish(), "load: 16.38 GB in 3.10 s (5.28 GB/s)".
-struct HostQuantWeight;  // model/quant_weights.h
-
-// Which checkpoint tensors ("model.layers.0.self_attn.q_proj.weight", ...) each loaded weight holds
-// rows of, keyed by the weight's data pointer (WeightLoader::record_sources,
-// LoadOptions::weight_sources): `syv quantize --calibration-file` maps the weight of a linear() it
-// observes back to the tensors whose inputs those are.
-using WeightSources = std::unordered_map<const void*, std::vector<std::string>>;
-
 class WeightLoader {
  public:
   // store == nullptr: random weights from `seed` (they count as bf16 "file" weights).
@@ -181,9 +181,9 @@ class WeightLoader {
                               const std::vector<int64_t>& shape, int64_t width, bool host = false);
   // load_concat() of specs of which at least one is stored quantized.
   Result<DeviceWeight> load_quantized(const std::vector<WeightSpec>& specs);
-  // load_rows() of specs that are all stored quantized.
+  // load_rows() of specs that are all stored quantized (ranges checked; `rows` their sum).
   Result<DeviceWeight> load_rows_quantized(const std::vector<WeightSpec>& specs,
-                                           const std::vector<RowRange>& ranges);
+                                           const std::vector<RowRange>& ranges, int64_t rows);
   // A canonical quantized weight into backend memory (its scratch reserved).
   DeviceWeight upload_quantized(HostQuantWeight& h);
   DeviceBuffer upload_bytes(const void* src, size_t bytes);

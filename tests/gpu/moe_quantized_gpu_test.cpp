@@ -20,6 +20,7 @@
 #include "kv/cache_store.h"
 #include "model/model.h"
 #include "model/quantize_folder.h"
+#include "unit/quantized_fixture.h"
 
 namespace syv {
 namespace {
@@ -81,14 +82,7 @@ TEST_P(MoeQuantizedGpu, KeptQuantizedEqualsDequantizedAtLoadBitForBit) {
   const fs::path out =
       fs::path(::testing::TempDir()) / ("syv_moeqgpu_" + std::to_string(::getpid()) + "_" +
                                         fixture + "_" + std::to_string(static_cast<int>(format)));
-  fs::remove_all(out);
-  QuantizeOptions o;
-  o.in_dir = (fs::path(SYV_SOURCE_DIR) / "tests/fixtures/hybrid" / fixture).string();
-  o.out_dir = out.string();
-  o.format = format;
-  o.group_size = 8;
-  o.block = 32;
-  ASSERT_TRUE(quantize_folder(o).ok());
+  ASSERT_TRUE(testing::quantize_fixture(std::string("hybrid/") + fixture, format, 8, out, 32));
   const LoadRun kept = run(out, true), dense = run(out, false);
   ASSERT_FALSE(kept.prefill.empty());
   ASSERT_EQ(kept.prefill, dense.prefill) << fixture;

@@ -67,18 +67,11 @@ class MoeQuantized : public ::testing::TestWithParam<std::tuple<const char*, Qua
 TEST_P(MoeQuantized, KeptQuantizedEqualsDequantizedAtLoadInFewerBytes) {
   set_log_level(LogLevel::WARN);
   const auto [fixture, format] = GetParam();
-  const fs::path src = fs::path(SYV_SOURCE_DIR) / "tests/fixtures/hybrid" / fixture;
   const fs::path out =
       fs::path(::testing::TempDir()) / ("syv_moeq_" + std::to_string(::getpid()) + "_" + fixture +
                                         "_" + std::to_string(static_cast<int>(format)));
-  fs::remove_all(out);
-  QuantizeOptions o;
-  o.in_dir = src.string();
-  o.out_dir = out.string();
-  o.format = format;
-  o.group_size = 8;  // divides every K of the fixtures (hidden 64, expert widths 24 / 32)
-  o.block = 32;
-  ASSERT_TRUE(quantize_folder(o).ok());
+  // group 8 divides every K of the fixtures (hidden 64, expert widths 24 / 32)
+  ASSERT_TRUE(testing::quantize_fixture(std::string("hybrid/") + fixture, format, 8, out, 32));
   const std::vector<int32_t> tokens = {3, 17, 40, 9, 25, 1, 77, 5, 60, 2, 11};
   const LoadRun kept = run(out, /*keep_moe_quantized=*/true, tokens);
   const LoadRun dense = run(out, /*keep_moe_quantized=*/false, tokens);

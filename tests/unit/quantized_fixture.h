@@ -21,16 +21,19 @@
 
 namespace syv::testing {
 
-// tests/fixtures/<fixture> (e.g. "qwen3/tied_gqa2") quantized into `out` (replaced).
+// tests/fixtures/<fixture> (e.g. "qwen3/tied_gqa2") quantized into `out` (replaced); fp8 with
+// block x block scale tiles.
 inline ::testing::AssertionResult quantize_fixture(const std::string& fixture,
                                                    QuantizeFormat format, int32_t group_size,
-                                                   const std::filesystem::path& out) {
+                                                   const std::filesystem::path& out,
+                                                   int32_t block = 128) {
   std::filesystem::remove_all(out);
   QuantizeOptions o;
   o.in_dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + fixture;
   o.out_dir = out.string();
   o.format = format;
   o.group_size = group_size;
+  o.block = block;
   Status s = quantize_folder(o);
   if (!s.ok()) return ::testing::AssertionFailure() << "syv quantize: " << s.message();
   return ::testing::AssertionSuccess();

@@ -1340,6 +1340,9 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CHECK(gate_up.perm.empty() && down.perm.empty())
         << "moe_experts: act-order experts permuted at load are not supported on CUDA yet (run "
            "without SYV_ACT_ORDER_PERM=1)";
+    SYV_CHECK((gate_up.dense() ? gate_up.tensor.dtype : DType::BF16) == DType::BF16 &&
+              (down.dense() ? down.tensor.dtype : DType::BF16) == DType::BF16)
+        << "CUDA moe_experts takes bf16 expert weights";
     if (rows_of(x) == 0) return;
     const int64_t down_bytes = (E * H * I * 2 + 255) / 256 * 256;
     grow_scratch(moe_dequant_, moe_dequant_bytes_, down_bytes + E * 4, "quantized MoE scratch");
@@ -1359,9 +1362,6 @@ class CudaBackendImpl final : public CudaBackend {
       cuda::launch_quant_dequant_experts(quant_weight(down), H, E, mask, moe_dequant_, stream_);
       dn = moe_dequant_;
     }
-    SYV_CHECK((gate_up.dense() ? gate_up.tensor.dtype : DType::BF16) == DType::BF16 &&
-              (down.dense() ? down.tensor.dtype : DType::BF16) == DType::BF16)
-        << "CUDA moe_experts takes bf16 expert weights";
     moe_experts(x, ids, weights, Tensor(const_cast<void*>(gu), DType::BF16, {E, 2 * I, H}),
                 Tensor(const_cast<void*>(dn), DType::BF16, {E, H, I}), out);
   }
