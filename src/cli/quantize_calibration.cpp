@@ -28,15 +28,19 @@ struct Observed {
 };
 
 Result<std::vector<int32_t>> calibration_tokens(const CalibrationOptions& o, int64_t vocab) {
-  std::ifstream in(o.text_file, std::ios::binary);
-  if (!in) return Status::Error("--calibration-file \"" + o.text_file + "\": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto tokenizer = Tokenizer::load(o.model_dir);
-  if (!tokenizer.ok()) {
-    return Status::Error("--calibration-file needs the model's tokenizer: " + tokenizer.message());
+  std::vector<int32_t> ids = o.token_ids;
+  if (ids.empty()) {
+    std::ifstream in(o.text_file, std::ios::binary);
+    if (!in) return Status::Error("--calibration-file \"" + o.text_file + "\": cannot open");
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto tokenizer = Tokenizer::load(o.model_dir);
+    if (!tokenizer.ok()) {
+      return Status::Error("--calibration-file needs the model's tokenizer: " +
+                           tokenizer.message());
+    }
+    ids = (*tokenizer)->encode(text.str(), /*add_special_tokens=*/false);
   }
-  std::vector<int32_t> ids = (*tokenizer)->encode(text.str(), /*add_special_tokens=*/false);
   if (static_cast<int64_t>(ids.size()) > o.max_tokens)
     ids.resize(static_cast<size_t>(o.max_tokens));
   if (ids.size() < 2) {
@@ -195,6 +199,7 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
   const int64_t n = static_cast<int64_t>(ids.size());
   const std::vector<std::vector<Observed>> groups = passes(weights, o.memory_budget_bytes);
   GptqFactors factors;
+  int64_t unreached = 0;
   for (size_t p = 0; p < groups.size(); ++p) {
     const auto t0 = std::chrono::steady_clock::now();
     std::unordered_map<const void*, InputGram> grams;
@@ -216,6 +221,12 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
     backend.set_linear_observer(nullptr);
     for (const Observed& w : groups[p]) {
       const InputGram& gram = grams.at(w.data);
+      // An MoE expert the text routed no token to: no inputs to fit (every column would count
+      // as dead and be zeroed), so it is rounded to nearest (quantize_folder's log names it).
+      if (gram.tokens() == 0) {
+        ++unreached;
+        continue;
+      }
       auto factor = gptq_factor(gram.symmetric(), w.k, o.damp, gram.tokens(), o.act_order);
       if (!factor.ok()) {
         return Status::Error("calibration of " + w.names[0] + ": " + factor.message());
@@ -228,6 +239,11 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
     SYV_LOG(INFO) << "calibration: pass " << (p + 1) << "/" << groups.size() << ": " << windows
                   << " window(s) of up to " << context << " tokens (" << n << " in all), inputs of "
                   << groups[p].size() << " weight(s) gathered and factored in " << seconds << " s";
+  }
+  if (unreached > 0) {
+    SYV_LOG(INFO) << "calibration: " << unreached
+                  << " MoE expert weight(s) got no calibration token (the router sent none "
+                     "there); they are rounded to nearest";
   }
   return factors;
 }

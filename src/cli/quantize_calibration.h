@@ -11,8 +11,9 @@
 // one H. The inputs are the float model's own (GPTQ's reference runs its layers in order on the
 // already quantized layers' outputs; this takes every layer's inputs from one float pass). A
 // checkpoint's MTP head runs too, on each window's rows as the drafter feeds it (token p + 1 with
-// the target's hidden state of p). Tensors no dense linear() reads (MoE experts, tied tables)
-// get no factor.
+// the target's hidden state of p). MoE experts report the rows the router sends each of them
+// (cpu::moe_experts), so every expert is calibrated on its own tokens; one the text routes no
+// token to, and tensors no product reads (tied tables), get no factor (rounded to nearest).
 //
 // The Gram matrices take K^2 doubles per weight; when they exceed `memory_budget_bytes` together
 // the weights are split into groups that fit, one pass over the text per group.
@@ -22,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/status.h"
 #include "model/gptq.h"
@@ -31,6 +33,9 @@ namespace syv::cli {
 struct CalibrationOptions {
   std::string model_dir;
   std::string text_file;
+  // Token ids to calibrate on instead of text_file's (then unread, and the folder needs no
+  // tokenizer); cut to max_tokens like the text's.
+  std::vector<int32_t> token_ids;
   int64_t context = 512;       // tokens per window (capped by max_position_embeddings)
   int64_t max_tokens = 32768;  // of the file, from its start
   double damp = 0.01;          // GPTQ's percdamp

@@ -258,6 +258,12 @@ Status load_moe(WeightLoader& loader, const WeightStore* store, const ModelConfi
     out->experts_gate_up.set_dense(out->experts_gate_up.tensor.reshape({E, 2 * I, H}));
     out->experts_down = loader.upload({E * H, I}, dtype, down.data());
     out->experts_down.set_dense(out->experts_down.tensor.reshape({E, H, I}));
+    for (int64_t e = 0; e < E; ++e) {  // each expert by its slice, as the CPU backend reports it
+      const std::string q = p + "experts." + std::to_string(e) + ".";
+      loader.note_sources_from_row(out->experts_gate_up, e * 2 * I,
+                                   {q + "gate_proj.weight", q + "up_proj.weight"});
+      loader.note_sources_from_row(out->experts_down, e * H, {q + "down_proj.weight"});
+    }
   }
   MlpWeights shared;
   SYV_RETURN_IF_ERROR(load_dense_mlp(loader, H, Is, p + "shared_expert.", &shared));

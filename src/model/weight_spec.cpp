@@ -319,8 +319,18 @@ Result<DeviceWeight> WeightLoader::load_concat(const std::vector<WeightSpec>& sp
 }
 
 void WeightLoader::note_sources(const DeviceWeight& w, std::vector<std::string> names) {
+  note_sources_from_row(w, 0, std::move(names));
+}
+
+void WeightLoader::note_sources_from_row(const DeviceWeight& w, int64_t first_row,
+                                         std::vector<std::string> names) {
   if (sources_ == nullptr || w.tensor.data == nullptr) return;
-  std::vector<std::string>& noted = (*sources_)[w.tensor.data];
+  SYV_CHECK(first_row >= 0 && first_row * w.tensor.dim(-1) <= w.tensor.numel())
+      << "note_sources_from_row: row " << first_row << " of a weight of " << w.tensor.numel()
+      << " elements";
+  const void* at = static_cast<const char*>(w.tensor.data) +
+                   first_row * w.tensor.dim(-1) * static_cast<int64_t>(dtype_size(w.tensor.dtype));
+  std::vector<std::string>& noted = (*sources_)[at];
   for (std::string& name : names) {
     if (std::find(noted.begin(), noted.end(), name) == noted.end())
       noted.push_back(std::move(name));

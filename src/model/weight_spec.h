@@ -167,6 +167,11 @@ class WeightLoader {
   // Notes `names` as the checkpoint tensors `w` holds rows of (weights split or interleaved on
   // the host and then upload()ed), when record_sources() asked for it.
   void note_sources(const DeviceWeight& w, std::vector<std::string> names);
+  // Notes `names` for the rows of `w` from `first_row` on (rows of w's last dimension), keyed by
+  // the address of that row: the MoE experts stacked in one weight, each of which the CPU
+  // backend reports by its own slice (cpu::moe_experts).
+  void note_sources_from_row(const DeviceWeight& w, int64_t first_row,
+                             std::vector<std::string> names);
 
  private:
   Result<const TensorInfo*> checked(const WeightSpec& spec) const;

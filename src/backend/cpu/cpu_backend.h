@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_hybrid_ops.h"
 #include "backend/host_batch_meta.h"
 
 namespace syv {
@@ -62,9 +63,11 @@ class CpuBackend : public Backend {
   // Batch-invariant mode: linear() and the MoE experts take cpu::linear_invariant() at every T
   // (OpenBLAS rows change with T); every other op already computes each row on its own.
   // Called by every dense linear() (and so every fused op built on it) with its input x [T, K]
-  // (f32) and weight w [N, K] before the product: `syv quantize --calibration-file` gathers each
-  // weight's input statistics this way. Empty (the default): nothing is called.
-  using LinearObserver = std::function<void(const Tensor& x, const Tensor& w)>;
+  // (f32) and weight w [N, K] before the product, and by moe_experts() for each expert with its
+  // routed rows and its slice of the stacked weights (cpu::moe_experts): `syv quantize
+  // --calibration-file` gathers each weight's input statistics this way. Empty (the default):
+  // nothing is called. (moe_experts_quantized() reports nothing: its slices are scratch copies.)
+  using LinearObserver = cpu::LinearObserver;
   void set_linear_observer(LinearObserver observer) { linear_observer_ = std::move(observer); }
 
   void set_batch_invariant(bool on) override { batch_invariant_ = on; }

@@ -306,7 +306,8 @@ void moe_topk(const Tensor& logits, int32_t top_k, bool renormalize, Tensor& ids
 }
 
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
-                 const Tensor& down, Tensor& out, bool batch_invariant) {
+                 const Tensor& down, Tensor& out, bool batch_invariant,
+                 const LinearObserver& observe) {
   require_f32(x, "moe x");
   require_f32(weights, "moe weights");
   require_f32(out, "moe out");
@@ -343,6 +344,13 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, cons
     std::vector<float> wgu_tmp, wd_tmp;
     const float* wgu = f32_range(gate_up, e * I2 * H, I2 * H, &wgu_tmp);
     const float* wd = f32_range(down, e * H * I, H * I, &wd_tmp);
+    const auto slice = [](const Tensor& w, int64_t element) {
+      return static_cast<const char*>(w.data) + element * static_cast<int64_t>(dtype_size(w.dtype));
+    };
+    if (observe) {
+      observe(Tensor(xs.data(), DType::F32, {n, H}),
+              Tensor(const_cast<char*>(slice(gate_up, e * I2 * H)), gate_up.dtype, {I2, H}));
+    }
     gu.resize(n * I2);
     if (batch_invariant)
       linear_invariant(xs.data(), wgu, gu.data(), n, I2, H);
@@ -352,6 +360,10 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, cons
     act.resize(n * I);
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t i = 0; i < I; ++i) act[r * I + i] = silu(gu[r * I2 + i]) * gu[r * I2 + I + i];
+    }
+    if (observe) {
+      observe(Tensor(act.data(), DType::F32, {n, I}),
+              Tensor(const_cast<char*>(slice(down, e * H * I)), down.dtype, {H, I}));
     }
     ys.resize(n * H);
     if (batch_invariant)
@@ -412,7 +424,7 @@ void CpuBackend::moe_topk(const Tensor& logits, int32_t top_k, bool renormalize,
 
 void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                              const Tensor& gate_up, const Tensor& down, Tensor& out) {
-  cpu::moe_experts(x, ids, weights, gate_up, down, out, batch_invariant_);
+  cpu::moe_experts(x, ids, weights, gate_up, down, out, batch_invariant_, linear_observer_);
 }
 
 }  // namespace syv
