@@ -12,6 +12,8 @@
 # Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
 # Each part fits one 10-minute device call:
 #   tools/device/defer_uploads_check.sh tests
+#   tools/device/defer_uploads_check.sh quant   (the default set only, then the quantized MoE
+#                                                GEMV's timing at Qwen3-Next's shape)
 #   tools/device/defer_uploads_check.sh steps qwen3-8b [variant ...]
 #   tools/device/defer_uploads_check.sh steps qwen3.5-9b-class [variant ...]
 # (variants as host_tier_steps.sh takes them; default: default, +defer, +mapped, +defer+mapped,
@@ -23,14 +25,17 @@ export SYV_SOURCE_DIR=$PWD
 WHAT=${1:?tests or steps CONFIG}
 T="gpu_host_copy_gpu_test gpu_engine_graphs_gpu_test gpu_engine_qwen3_gpu_test gpu_sampling_gpu_test gpu_host_tier_engine_gpu_test gpu_engine_mtp_gpu_test"
 echo "== build $(date +%T)"
-Q="gpu_quant_linear_gpu_test gpu_moe_quantized_gpu_test gpu_engine_quantized_gpu_test"
+Q="gpu_quant_linear_gpu_test gpu_moe_quantized_gpu_test gpu_engine_quantized_gpu_test
+  gpu_moe_quant_gemv_gpu_test"
 timeout 280 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T $Q \
   2>&1 | tail -1
 B=build/gpu-carry/bin
 [[ -x $B/syv ]] || { echo "build failed"; exit 1; }
-if [[ $WHAT == tests ]]; then
-  for opts in "" "SYV_DEFER_COPIES=1" "SYV_STEP_UPLOADS=mapped" \
-    "SYV_DEFER_COPIES=1 SYV_STEP_UPLOADS=mapped SYV_AHEAD_STREAM=out"; do
+sets=("" "SYV_DEFER_COPIES=1" "SYV_STEP_UPLOADS=mapped"
+  "SYV_DEFER_COPIES=1 SYV_STEP_UPLOADS=mapped SYV_AHEAD_STREAM=out")
+[[ $WHAT == quant ]] && sets=("")
+if [[ $WHAT == tests || $WHAT == quant ]]; then
+  for opts in "${sets[@]}"; do
     echo "== tests with [${opts:-defaults}] $(date +%T)"
     tests=$T
     [[ -z $opts ]] && tests="$T $Q"
@@ -40,6 +45,11 @@ if [[ $WHAT == tests ]]; then
       echo "$t: $r"
     done
   done
+fi
+if [[ $WHAT == quant ]]; then
+  echo "== quantized MoE GEMV timing $(date +%T)"
+  timeout 120 $B/gpu_moe_quant_gemv_gpu_test --gtest_filter='*Timing*' 2>&1 |
+    grep -E "device copy|int4 moe|PASSED|FAILED|Failure"
 fi
 if [[ $WHAT == steps ]]; then
   config=${2:?steps CONFIG}

@@ -134,6 +134,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_MOE")) quant_moe_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_QUANT_MOE_GEMV")) quant_moe_gemv_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_ACT_ORDER_PERM")) act_order_perm_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_DEFER_COPIES"))
       defer_copies_enabled_ = std::atoi(env) != 0;
@@ -1322,11 +1323,14 @@ class CudaBackendImpl final : public CudaBackend {
   bool keeps_moe_experts_quantized() const override { return quant_moe_; }
   bool takes_permuted_act_order() const override { return act_order_perm_; }
 
-  // The routed experts' rows dequantized to bf16 (an expert mask from ids, then one kernel per
-  // weight whose blocks of unrouted experts exit at once), then the dense moe_experts() over them:
-  // memory as quantized, traffic per step the routed experts' quantized bytes plus twice their
-  // bf16 bytes (a fused quantized grouped GEMV would read the quantized bytes only: not done).
-  // gate_up's rows go to dequant_ (sized at load for it), down's and the mask to moe_dequant_.
+  // Up to cuda::kMoeGemvMaxTokens tokens outside batch-invariant mode, both parts quantized in one
+  // format the quantized GEMV takes: moe_quant_gemv.cu's two grouped GEMVs, which read the routed
+  // experts' packed rows only (SYV_QUANT_MOE_GEMV=0: off, for A/B). Otherwise the routed experts'
+  // rows dequantized to bf16 (an expert mask from ids, then one kernel per weight whose blocks of
+  // unrouted experts exit at once), then the dense moe_experts() over them: memory as quantized,
+  // traffic per step the routed experts' quantized bytes plus twice their bf16 bytes. gate_up's
+  // rows go to dequant_ (sized at load for it), down's and the mask (or the GEMV's act rows) to
+  // moe_dequant_.
   void moe_experts_quantized(const Tensor& x, const Tensor& ids, const Tensor& weights,
                              const Weight& gate_up, const Weight& down, Tensor& out) override {
     const int64_t H = last_dim(x), I = down.k;
@@ -1344,6 +1348,21 @@ class CudaBackendImpl final : public CudaBackend {
               (down.dense() ? down.tensor.dtype : DType::BF16) == DType::BF16)
         << "CUDA moe_experts takes bf16 expert weights";
     if (rows_of(x) == 0) return;
+    const int64_t T = rows_of(x), top_k = ids.numel() / T;
+    if (quant_moe_gemv_ && !batch_invariant_ && T <= cuda::kMoeGemvMaxTokens && !gate_up.dense() &&
+        !down.dense() && top_k >= 1 && top_k <= 32 && all_bf16({&x, &out}) &&
+        weights.dtype == DType::F32) {
+      check_quantized_layout(gate_up);
+      check_quantized_layout(down);
+      // Sized for the largest such call at once (a graph bucket captured first must not grow it).
+      grow_scratch(moe_dequant_, moe_dequant_bytes_, cuda::kMoeGemvMaxTokens * 32 * I * 2,
+                   "quantized MoE scratch");
+      if (cuda::launch_moe_quant_gemv(x.data, ids.as<int32_t>(), weights.as<float>(),
+                                      quant_weight(gate_up), quant_weight(down), out.data, T,
+                                      static_cast<int>(top_k), E, moe_dequant_, moe_routed_,
+                                      stream_))
+        return;
+    }
     const int64_t down_bytes = (E * H * I * 2 + 255) / 256 * 256;
     grow_scratch(moe_dequant_, moe_dequant_bytes_, down_bytes + E * 4, "quantized MoE scratch");
     auto* mask = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(moe_dequant_) + down_bytes);
@@ -2092,6 +2111,7 @@ class CudaBackendImpl final : public CudaBackend {
   // then dequantizes them at load, as before) and moe_experts_quantized()'s scratch: the routed
   // experts' down rows in bf16, then the expert mask (their gate_up rows go to dequant_).
   bool quant_moe_ = false;
+  bool quant_moe_gemv_ = true;  // its small-batch GEMVs (SYV_QUANT_MOE_GEMV=0: the dequantize path)
   void* moe_dequant_ = nullptr;
   size_t moe_dequant_bytes_ = 0;
   // Act-order int4 permuted at load (SYV_ACT_ORDER_PERM=1; off until measured on a GPU: the

@@ -189,6 +189,19 @@ void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, 
 void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
                                   const int32_t* mask, void* dense, cudaStream_t s);
 
+// moe_quant_gemv.cu: quantized MoE experts at small batches, streaming only the routed experts'
+// packed rows. x bf16 [tokens, H], ids i32 / weights f32 [tokens, top_k] as moe_topk() writes them
+// (an out-of-range id contributes nothing), gate_up [experts * 2I, H] and down [experts * H, I]
+// stacked as Backend::moe_experts() takes them (one format; each as launch_quant_gemv() takes it:
+// moe_quant_gemv_supports()), act bf16 [tokens * top_k, I] scratch, out bf16 [tokens, H]. Adds the
+// number of distinct valid experts routed to to *routed (null: not counted). Returns false
+// (launching nothing) when the weights or alignments are not supported.
+bool moe_quant_gemv_supports(const QuantWeight& gate_up, const QuantWeight& down);
+bool launch_moe_quant_gemv(const void* x, const int32_t* ids, const float* weights,
+                           const QuantWeight& gate_up, const QuantWeight& down, void* out,
+                           int64_t tokens, int top_k, int64_t experts, void* act,
+                           unsigned long long* routed, cudaStream_t s);
+
 // fp8_operands.cu: the operands of LtGemm::run_fp8 (docs/cuda-backend.md "fp8 tensor-core GEMMs").
 // Scales are in cuBLASLt's VEC128 layout: f32 [k / 128][rows], rows contiguous.
 // Whether x (bf16 [tokens, k]) can be quantized: k % 128 == 0, x 8-byte aligned.

@@ -1,6 +1,6 @@
 // Device conversions of the quantized formats, shared by the quantized-weight kernels
-// (quant_linear.cu) and the quantized KV cache kernels (rope_kv.cu, attention_decode.cu,
-// attention_prefill_mma.cu):
+// (quant_linear.cu, moe_quant_gemv.cu) and the quantized KV cache kernels (rope_kv.cu,
+// attention_decode.cu, attention_prefill_mma.cu):
 //  * fp8 e4m3 -> f32 four at a time (cvt.f16x2.e4m3x2 on sm_89+, the same bits by integer ops on
 //    sm_80/86), f32 -> e4m3 (cvt.rn.satfinite on sm_89+, integer rounding elsewhere: the bits of
 //    core/dtype.h's f32_to_fp8_e4m3 for every non-NaN input);
@@ -72,6 +72,20 @@ __device__ __forceinline__ void int4x8_kv_to_f32(uint32_t w, float* f) {
 #pragma unroll
   for (int e = 0; e < 8; ++e)
     f[e] = __uint_as_float(0x4b000000u | ((w >> (4 * e)) & 0xfu)) - 8388616.f;  // 2^23 + 8
+}
+
+// The 8 nibbles of an int4-group weight word `w` (k = 0..7 from the low nibble) as (q - z) * 16^j:
+// out[j] for nibble j and out[4 + j] for nibble 4 + j, j = 0..3, with c[j] = 2^23 + z * 16^j (the
+// nibble OR-ed into the mantissa of 2^23 at bit 4j; the GEMVs fold 16^-j in once per vector).
+// Exact. quant_linear.cu, moe_quant_gemv.cu.
+__device__ __forceinline__ void int4x8_to_f32(uint32_t w, const float* c, float* out) {
+  const uint32_t hi = w >> 16;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t m = 0xfu << (4 * j);
+    out[j] = __uint_as_float((w & m) | 0x4b000000u) - c[j];
+    out[4 + j] = __uint_as_float((hi & m) | 0x4b000000u) - c[j];
+  }
 }
 
 // ---- quantized KV rows (backend/kv_cache_view.h) ---------------------------------------------

@@ -37,18 +37,6 @@ struct QGemvParams {
   void* out;      // [NT, n]
 };
 
-// (q - z) * 16^j of the 8 nibbles of `w` (k = 0..7 from the low nibble): out[j] for nibble j and
-// out[4 + j] for nibble 4 + j, j = 0..3. c[j] = 2^23 + z * 16^j. Exact.
-__device__ __forceinline__ void int4x8_to_f32(uint32_t w, const float* c, float* out) {
-  const uint32_t hi = w >> 16;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t m = 0xfu << (4 * j);
-    out[j] = __uint_as_float((w & m) | 0x4b000000u) - c[j];
-    out[4 + j] = __uint_as_float((hi & m) | 0x4b000000u) - c[j];
-  }
-}
-
 template <int FMT>
 constexpr int64_t k_per_vector() {
   return FMT == 0 ? 16 : 32;

@@ -1,0 +1,228 @@
+// Quantized MoE experts on CUDA (CudaBackend::moe_experts_quantized) against the CPU reference
+// (cpu_quantized.cpp: the routed experts dequantized to f32, then the f32 experts), on random
+// stacked expert weights in backend/weight.h's layouts: int4 groups of 32 with zero points, int4
+// groups of 128 symmetric, fp8 128x128 tiles; int4 groups of 8 (which the GEMV does not take).
+// At 1, 2, 5 and 8 tokens the grouped GEMVs of moe_quant_gemv.cu run (where the format allows),
+// at 9 and 20 the dequantize-to-bf16 path; several tokens share experts. Also: the GEMV's results
+// are run-to-run identical and a token's row does not depend on the batch around it; it counts
+// the distinct experts routed to as the dense path does; a CUDA graph replays its bits. Skips
+// cleanly without a CUDA device.
+//
+// Bounds. The GEMV takes the exact dequantized weights and sums in fp32; its act rows are rounded
+// to bf16 (2^-9 relative each) and so is its output: 4e-3 relative L2 covers both. The dequantize
+// path also rounds every weight to bf16 first: 6e-3 (quant_linear_gpu_test.cpp's bound for it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/moe.cuh"
+#include "gpu/cuda_ops_fixture.h"
+#include "gpu/host_quant.h"
+
+namespace syv {
+namespace {
+
+constexpr int64_t kE = 8, kH = 256, kI = 128;
+
+class MoeQuantGemvGpu : public CudaOps {
+ protected:
+  struct Ids {
+    DeviceBuffer c, g;
+    Tensor tc, tg;
+  };
+  // top_k distinct experts of `experts` per token (of kE: tokens share some).
+  std::vector<int32_t> random_ids(int64_t T, int64_t top_k, int64_t experts) {
+    std::vector<int32_t> ids, all(static_cast<size_t>(experts));
+    std::iota(all.begin(), all.end(), 0);
+    for (int64_t t = 0; t < T; ++t) {
+      std::shuffle(all.begin(), all.end(), rng_);
+      ids.insert(ids.end(), all.begin(), all.begin() + top_k);
+    }
+    return ids;
+  }
+  Ids routing(int64_t T, int64_t top_k, std::vector<int32_t>* host = nullptr) {
+    const std::vector<int32_t> ids = random_ids(T, top_k, kE);
+    if (host) *host = ids;
+    Ids r;
+    r.c = cpu_->allocate(ids.size() * 4 + 16);
+    r.g = gpu_->allocate(ids.size() * 4 + 16);
+    cpu_->upload(r.c.data(), ids.data(), ids.size() * 4);
+    gpu_->upload(r.g.data(), ids.data(), ids.size() * 4);
+    r.tc = Tensor(r.c.data(), DType::I32, {T, top_k});
+    r.tg = Tensor(r.g.data(), DType::I32, {T, top_k});
+    return r;
+  }
+  Pair routing_weights(int64_t T, int64_t top_k) {
+    std::vector<float> w(static_cast<size_t>(T * top_k));
+    std::uniform_real_distribution<float> d(0.05f, 1.f);
+    for (float& v : w) v = d(rng_);
+    return make(w, {T, top_k}, DType::F32);
+  }
+
+  // GPU vs CPU at every token count; `gemv`: whether the format takes the GEMV at <= 8 tokens.
+  void check(const HostQuant& gate_up, const HostQuant& down, bool gemv, const std::string& what) {
+    OnBackend cg = put(*cpu_, gate_up), cd = put(*cpu_, down);
+    OnBackend gg = put(*gpu_, gate_up), gd = put(*gpu_, down);
+    for (int64_t top_k : {2, 4}) {
+      for (int64_t T : {1, 2, 5, 8, 9, 20}) {
+        Pair x = make(random_vec(static_cast<size_t>(T * kH), rng_), {T, kH});
+        Ids ids = routing(T, top_k);
+        Pair w = routing_weights(T, top_k);
+        Pair out = make_out({T, kH});
+        cpu_->moe_experts(x.c, ids.tc, w.c, cg.w, cd.w, out.c);
+        gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
+        const bool on_gemv = gemv && T <= cuda::kMoeGemvMaxTokens;
+        expect_close(out, on_gemv ? 4e-3 : 6e-3,
+                     what + ", top_k " + std::to_string(top_k) + ", T " + std::to_string(T) +
+                         (on_gemv ? " (gemv)" : " (dequantize)"));
+      }
+    }
+  }
+};
+
+TEST_F(MoeQuantGemvGpu, Int4Group32WithZeros) {
+  check(random_int4(kE * 2 * kI, kH, 32, true, false, rng_),
+        random_int4(kE * kH, kI, 32, true, false, rng_), true, "int4 g32 zeros");
+}
+
+TEST_F(MoeQuantGemvGpu, Int4Group128Symmetric) {
+  check(random_int4(kE * 2 * kI, kH, 128, false, false, rng_),
+        random_int4(kE * kH, kI, 128, false, false, rng_), true, "int4 g128");
+}
+
+TEST_F(MoeQuantGemvGpu, Fp8Tiles128) {
+  check(random_fp8(kE * 2 * kI, kH, 128, 128, rng_), random_fp8(kE * kH, kI, 128, 128, rng_), true,
+        "fp8 128x128");
+}
+
+TEST_F(MoeQuantGemvGpu, Int4Group8TakesTheDequantizePath) {
+  check(random_int4(kE * 2 * kI, kH, 8, true, false, rng_),
+        random_int4(kE * kH, kI, 8, true, false, rng_), false, "int4 g8");
+}
+
+// Run-to-run identical bits; token 0 alone gives the bits of token 0 in a batch of 5; the
+// routed-experts counter adds the number of distinct experts; a graph replays the same bits.
+TEST_F(MoeQuantGemvGpu, DeterministicBatchIndependentCountedAndCapturable) {
+  const HostQuant gu = random_int4(kE * 2 * kI, kH, 128, false, false, rng_);
+  const HostQuant dn = random_int4(kE * kH, kI, 128, false, false, rng_);
+  OnBackend gg = put(*gpu_, gu), gd = put(*gpu_, dn);
+  const int64_t T = 5, top_k = 2;
+  const std::vector<float> xs = random_vec(static_cast<size_t>(T * kH), rng_);
+  Pair x = make(xs, {T, kH});
+  std::vector<int32_t> host_ids;
+  Ids ids = routing(T, top_k, &host_ids);
+  Pair w = routing_weights(T, top_k);
+  Pair out = make_out({T, kH});
+
+  const uint64_t routed0 = gpu_->moe_experts_routed();
+  gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
+  const std::vector<float> first = down_gpu(out.g);
+  std::vector<int32_t> distinct = host_ids;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  EXPECT_EQ(gpu_->moe_experts_routed() - routed0, distinct.size());
+
+  poison(out.g);
+  gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
+  EXPECT_EQ(down_gpu(out.g), first) << "run to run";
+
+  // Token 0 alone: its ids and routing weights are the batch's first row.
+  Pair x1 = make(std::vector<float>(xs.begin(), xs.begin() + kH), {1, kH});
+  Ids ids1 = routing(1, top_k);
+  gpu_->upload(ids1.g.data(), host_ids.data(), static_cast<size_t>(top_k) * 4);
+  Pair w1 = make(std::vector<float>(static_cast<size_t>(top_k)), {1, top_k}, DType::F32);
+  std::vector<float> wrow(static_cast<size_t>(top_k));
+  gpu_->download(wrow.data(), w.g.data, wrow.size() * 4);
+  gpu_->upload(w1.g.data, wrow.data(), wrow.size() * 4);
+  Pair out1 = make_out({1, kH});
+  gpu_->moe_experts(x1.g, ids1.tg, w1.g, gg.w, gd.w, out1.g);
+  EXPECT_EQ(down_gpu(out1.g), std::vector<float>(first.begin(), first.begin() + kH))
+      << "token 0 alone and in the batch";
+
+  const int id =
+      gpu_->capture_graph([&] { gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g); });
+  poison(out.g);
+  gpu_->replay_graph(id);
+  EXPECT_EQ(down_gpu(out.g), first) << "graph replay";
+  gpu_->destroy_graph(id);
+}
+
+// Qwen3-Next's expert shape (512 experts of [2 x 512, 2048] and [2048, 512], top-10) in int4
+// groups of 128: the grouped GEMVs against the dequantize path (SYV_QUANT_MOE_GEMV=0) and the bf16
+// experts, per call, with the routed experts' packed bytes per second against the device's copy
+// rate (a benchmark: it prints, asserts nothing; the correctness runs filter it out).
+TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
+  constexpr int64_t E = 512, H = 2048, I = 512, k = 10, group = 128;
+  const double copy_gbps = gpu_->measure_copy_gbps(size_t{1} << 30, 10);
+  std::printf("device copy %.0f GB/s\n", copy_gbps);
+  setenv("SYV_QUANT_MOE_GEMV", "0", 1);
+  std::unique_ptr<CudaBackend> dequant_path = make_cuda_backend(0);
+  unsetenv("SYV_QUANT_MOE_GEMV");
+  const HostQuant gu = random_int4(E * 2 * I, H, group, false, false, rng_);
+  const HostQuant dn = random_int4(E * H, I, group, false, false, rng_);
+  OnBackend gg = put(*gpu_, gu), gd = put(*gpu_, dn);
+  OnBackend qg = put(*dequant_path, gu), qd = put(*dequant_path, dn);
+  DeviceBuffer gub = gpu_->allocate(static_cast<size_t>(E * 2 * I * H) * 2);
+  DeviceBuffer dnb = gpu_->allocate(static_cast<size_t>(E * H * I) * 2);
+  gpu_->fill_random(gub.data(), DType::BF16, E * 2 * I * H, 1, 0.2f);
+  gpu_->fill_random(dnb.data(), DType::BF16, E * H * I, 2, 0.2f);
+  const Tensor bf16_gu(gub.data(), DType::BF16, {E, 2 * I, H});
+  const Tensor bf16_dn(dnb.data(), DType::BF16, {E, H, I});
+  auto us = [](CudaBackend& b, const std::function<void()>& op) {
+    std::vector<float> ms = b.time_ms(op, 3, 50);
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1e3;
+  };
+  for (int64_t T : {1, 2, 4, 8}) {
+    const std::vector<int32_t> routing = random_ids(T, k, E);
+    std::vector<int32_t> distinct = routing;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    // Per backend: x, ids, weights, out.
+    struct Io {
+      DeviceBuffer x, ids, w, out;
+      Tensor tx, tids, tw, tout;
+    };
+    auto io = [&](CudaBackend& b) {
+      Io r;
+      r.x = b.allocate(static_cast<size_t>(T * H) * 2);
+      r.ids = b.allocate(routing.size() * 4);
+      r.w = b.allocate(routing.size() * 4);
+      r.out = b.allocate(static_cast<size_t>(T * H) * 2);
+      b.fill_random(r.x.data(), DType::BF16, T * H, 3, 1.f);
+      b.upload(r.ids.data(), routing.data(), routing.size() * 4);
+      const std::vector<float> w(routing.size(), 0.1f);
+      b.upload(r.w.data(), w.data(), w.size() * 4);
+      r.tx = Tensor(r.x.data(), DType::BF16, {T, H});
+      r.tids = Tensor(r.ids.data(), DType::I32, {T, k});
+      r.tw = Tensor(r.w.data(), DType::F32, {T, k});
+      r.tout = Tensor(r.out.data(), DType::BF16, {T, H});
+      return r;
+    };
+    Io a = io(*gpu_), b = io(*dequant_path);
+    const double gemv_us =
+        us(*gpu_, [&] { gpu_->moe_experts(a.tx, a.tids, a.tw, gg.w, gd.w, a.tout); });
+    const double dequant_us = us(
+        *dequant_path, [&] { dequant_path->moe_experts(b.tx, b.tids, b.tw, qg.w, qd.w, b.tout); });
+    const double bf16_us =
+        us(*gpu_, [&] { gpu_->moe_experts(a.tx, a.tids, a.tw, bf16_gu, bf16_dn, a.tout); });
+    // Packed nibbles plus one f32 scale per 128 of them, of the experts routed to.
+    const double bytes = static_cast<double>(distinct.size()) * 3 * I * H * (0.5 + 4.0 / group);
+    std::printf(
+        "int4 moe, %lld tokens, %3zu experts (%.1f MB packed): gemv %6.1f us (%.0f GB/s = %.0f%% "
+        "of copy) | dequantize path %6.1f us | bf16 experts %6.1f us (gemv %.2fx faster)\n",
+        static_cast<long long>(T), distinct.size(), bytes / 1e6, gemv_us, bytes / (gemv_us * 1e3),
+        100.0 * bytes / (gemv_us * 1e3) / copy_gbps, dequant_us, bf16_us, bf16_us / gemv_us);
+  }
+}
+
+}  // namespace
+}  // namespace syv
