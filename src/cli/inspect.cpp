@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/available_memory.h"
+#include "backend/cuda_choices.h"
 #include "cli/command.h"
 #include "cli/kv_cache_dtype.h"
 #include "cli/memory_plan_cli.h"
@@ -108,18 +109,19 @@ struct Holdings {
 // A mixture-of-experts model's per-token figures: the parameters a token runs through (every
 // parameter but the routed experts it is not sent to: top_k of num_experts in each MoE layer; the
 // MTP head left out), and the weight bytes a batch-1 decode step reads for it on CUDA (the device
-// bytes less the unused experts' bf16 bytes and, with untied embeddings, all but one row of
-// embed_tokens).
+// bytes less the unused experts' share of `expert_bytes`, the routed experts' device bytes, and,
+// with untied embeddings, all but one row of embed_tokens).
 struct ActivePerToken {
   int64_t parameters = 0, bytes = 0;
 };
-ActivePerToken active_per_token(const ModelConfig& c, const Holdings& h, int64_t device_bytes) {
-  const int64_t unused = h.routed_expert_parameters - h.routed_expert_parameters *
-                                                          c.num_experts_per_tok /
-                                                          std::max<int64_t>(c.num_experts, 1);
+ActivePerToken active_per_token(const ModelConfig& c, const Holdings& h, int64_t device_bytes,
+                                int64_t expert_bytes) {
+  const int64_t experts = std::max<int64_t>(c.num_experts, 1);
+  const int64_t unused =
+      h.routed_expert_parameters - h.routed_expert_parameters * c.num_experts_per_tok / experts;
   ActivePerToken a;
   a.parameters = h.parameters - unused;
-  a.bytes = device_bytes - 2 * unused;
+  a.bytes = device_bytes - (expert_bytes - expert_bytes * c.num_experts_per_tok / experts);
   if (!c.tie_word_embeddings) a.bytes -= 2 * (c.vocab_size - 1) * c.hidden_size;
   return a;
 }
@@ -312,6 +314,7 @@ int run(const Options& o) {
   // What the weights take on a CUDA device (bf16; quantized modules in their packed layouts):
   // the memory plan's figure. Without a valid architecture: every parameter in bf16.
   int64_t device_bytes = 2 * parameters;
+  int64_t expert_bytes = 2 * held.routed_expert_parameters;  // on the device (bf16 by default)
   if (arch == nullptr) {
     status = "model_type \"" + c.model_type + "\" is not served by this build";
   } else if (Status valid = arch->validate(c); !valid.ok()) {
@@ -320,9 +323,16 @@ int run(const Options& o) {
     kv_bf16 = arch->cache_spec(c, DType::BF16).kv_bytes_per_token;
     kv_f32 = arch->cache_spec(c, DType::F32).kv_bytes_per_token;
     if (o.plan.kv_dtype) kv_chosen = arch->cache_spec(c, *o.plan.kv_dtype).kv_bytes_per_token;
+    const auto bf16 = [](DType) { return DType::BF16; };
     if (std::optional<int64_t> b =
-            weight_backend_bytes(*arch, c, &*store, [](DType) { return DType::BF16; })) {
+            weight_backend_bytes(*arch, c, &*store, bf16, cuda_keeps_moe_experts_quantized())) {
       device_bytes = *b;
+      // Experts kept quantized: theirs are the packed bytes, not bf16 (the difference of the
+      // two counts, which agree on everything else).
+      if (c.is_moe() && cuda_keeps_moe_experts_quantized()) {
+        if (std::optional<int64_t> dequantized = weight_backend_bytes(*arch, c, &*store, bf16))
+          expert_bytes += *b - *dequantized;
+      }
     }
     if (arch->weight_specs != nullptr) {
       int64_t expected = 0;
@@ -333,7 +343,7 @@ int run(const Options& o) {
     }
   }
 
-  const ActivePerToken active = active_per_token(c, held, device_bytes);
+  const ActivePerToken active = active_per_token(c, held, device_bytes, expert_bytes);
   if (o.json) {
     nlohmann::json j;
     j["model_type"] = c.model_type;

@@ -5,10 +5,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -103,6 +106,40 @@ TEST(HybridCli, InspectGivesActiveParametersOfAMixtureOfExperts) {
       run(std::string(SYV_BIN) + " inspect --json --model " + dense, &status), nullptr, false);
   ASSERT_EQ(status, 0);
   EXPECT_FALSE(d.contains("experts"));
+}
+
+// A quantized MoE folder: with SYV_QUANT_MOE=1 (CUDA keeps its experts quantized) `syv inspect`
+// counts the experts at their packed bytes, on the device and in the bytes a token reads (the
+// unused experts' share of those packed bytes), as the CUDA backend would hold them.
+TEST(HybridCli, InspectCountsQuantizedExpertsAsCudaKeepsThem) {
+  const std::string source = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/qnext_top2_r1";
+  const std::string dir = ::testing::TempDir() + "/syv_inspect_moeq_" + std::to_string(getpid());
+  int status = -1;
+  const std::string made =
+      run(std::string(SYV_BIN) + " quantize --format gptq --group-size 8 --in " + source +
+              " --out " + dir,
+          &status);
+  ASSERT_EQ(status, 0) << made;
+  auto inspect = [&](const std::string& env) {
+    const std::string out = run(env + " " + SYV_BIN + " inspect --json --model " + dir, &status);
+    EXPECT_EQ(status, 0) << out;
+    return nlohmann::json::parse(out, nullptr, false);
+  };
+  const nlohmann::json dequantized = inspect("SYV_QUANT_MOE=0"), kept = inspect("SYV_QUANT_MOE=1");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(dequantized.contains("experts") && kept.contains("experts"));
+  const int64_t routed = 4 * 8 * 3 * 64 * 24;
+  const int64_t bf16_device = dequantized["weight_bytes_device"].get<int64_t>();
+  const int64_t kept_device = kept["weight_bytes_device"].get<int64_t>();
+  ASSERT_LT(kept_device, bf16_device);
+  // The experts' packed bytes: their bf16 bytes less what keeping them quantized saves.
+  const int64_t packed = 2 * routed - (bf16_device - kept_device);
+  EXPECT_GT(packed, 0);
+  EXPECT_EQ(dequantized["experts"]["active_bytes_per_token"].get<int64_t>(),
+            bf16_device - (2 * routed - 2 * routed * 2 / 8) - 2 * 399 * 64);
+  EXPECT_EQ(kept["experts"]["active_bytes_per_token"].get<int64_t>(),
+            kept_device - (packed - packed * 2 / 8) - 2 * 399 * 64);
+  EXPECT_EQ(kept["experts"]["active_parameters"], dequantized["experts"]["active_parameters"]);
 }
 
 // `syv inspect`'s memory plan reserves the recurrent-state slots `syv serve` would: --state-dtype

@@ -17,6 +17,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/moe.cuh"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda_choices.h"
 #include "backend/host_batch_meta.h"
 #include "backend/quant_layout.h"
 #include "core/check.h"
@@ -133,7 +134,7 @@ class CudaBackendImpl final : public CudaBackend {
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
-    if (const char* env = std::getenv("SYV_QUANT_MOE")) quant_moe_ = std::atoi(env) != 0;
+    quant_moe_ = cuda_keeps_moe_experts_quantized();
     if (const char* env = std::getenv("SYV_QUANT_MOE_GEMV")) quant_moe_gemv_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_ACT_ORDER_PERM")) act_order_perm_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_DEFER_COPIES"))
