@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/quant_weights.h"
 
 namespace syv {
 
@@ -112,6 +113,28 @@ inline HostQuant random_int4(int64_t n, int64_t k, int32_t gs, bool zeros, bool 
     std::shuffle(h.g_idx.begin(), h.g_idx.end(), rng);
   }
   return h;
+}
+
+// An act-order weight re-laid as the loader does where the backend takes it
+// (SYV_ACT_ORDER_PERM=1 on CUDA): permute_act_order (model/quant_weights.h).
+inline HostQuant permuted(const HostQuant& h) {
+  HostQuantWeight w;
+  w.format = h.format;
+  w.n = h.n;
+  w.k = h.k;
+  w.group_size = h.group_size;
+  w.data = h.data;
+  w.scales = h.scales;
+  w.scale_rows = h.scale_rows;
+  w.scale_cols = h.scale_cols;
+  w.zeros = h.zeros;
+  w.g_idx = h.g_idx;
+  EXPECT_TRUE(permute_act_order(w));
+  HostQuant out = h;
+  out.data = w.data;
+  out.g_idx.clear();
+  out.perm = w.perm;
+  return out;
 }
 
 }  // namespace syv

@@ -1,7 +1,8 @@
 // Quantized MoE experts on CUDA (CudaBackend::moe_experts_quantized) against the CPU reference
 // (cpu_quantized.cpp: the routed experts dequantized to f32, then the f32 experts), on random
 // stacked expert weights in backend/weight.h's layouts: int4 groups of 32 with zero points, int4
-// groups of 128 symmetric, fp8 128x128 tiles; int4 groups of 8 (which the GEMV does not take).
+// groups of 128 symmetric, fp8 128x128 tiles; int4 groups of 8 and act-order int4 permuted at load
+// (which the GEMV does not take).
 // At 1, 2, 5 and 8 tokens the grouped GEMVs of moe_quant_gemv.cu run (where the format allows),
 // at 9 and 20 the dequantize-to-bf16 path; several tokens share experts. Also: the GEMV's results
 // are run-to-run identical and a token's row does not depend on the batch around it; it counts
@@ -106,6 +107,14 @@ TEST_F(MoeQuantGemvGpu, Fp8Tiles128) {
 TEST_F(MoeQuantGemvGpu, Int4Group8TakesTheDequantizePath) {
   check(random_int4(kE * 2 * kI, kH, 8, true, false, rng_),
         random_int4(kE * kH, kI, 8, true, false, rng_), false, "int4 g8");
+}
+
+// Act-order int4 permuted at load (SYV_ACT_ORDER_PERM=1; every expert of a weight sharing one
+// order, as concat_quantized requires): the GEMV does not take it, the dequantize path writes the
+// rows back in input column order.
+TEST_F(MoeQuantGemvGpu, ActOrderPermutedTakesTheDequantizePath) {
+  check(permuted(random_int4(kE * 2 * kI, kH, 32, true, true, rng_)),
+        permuted(random_int4(kE * kH, kI, 32, false, true, rng_)), false, "int4 g32 act-order");
 }
 
 // Run-to-run identical bits; token 0 alone gives the bits of token 0 in a batch of 5; the

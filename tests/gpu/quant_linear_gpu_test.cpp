@@ -38,28 +38,6 @@
 namespace syv {
 namespace {
 
-// An act-order weight re-laid as the loader does where the backend takes it
-// (SYV_ACT_ORDER_PERM=1 on CUDA): permute_act_order (model/quant_weights.h).
-HostQuant permuted(const HostQuant& h) {
-  HostQuantWeight w;
-  w.format = h.format;
-  w.n = h.n;
-  w.k = h.k;
-  w.group_size = h.group_size;
-  w.data = h.data;
-  w.scales = h.scales;
-  w.scale_rows = h.scale_rows;
-  w.scale_cols = h.scale_cols;
-  w.zeros = h.zeros;
-  w.g_idx = h.g_idx;
-  EXPECT_TRUE(permute_act_order(w));
-  HostQuant out = h;
-  out.data = w.data;
-  out.g_idx.clear();
-  out.perm = w.perm;
-  return out;
-}
-
 class QuantLinearGpu : public CudaOps {
  protected:
   // GPU vs CPU for tokens in {1, 3, 8, 9, 12, 16, 300}, bf16 and f32 outputs, with and without a

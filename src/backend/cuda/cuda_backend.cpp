@@ -709,6 +709,7 @@ class CudaBackendImpl final : public CudaBackend {
     q.scales = w.scales.as<float>();
     q.zeros = w.zeros.empty() ? nullptr : static_cast<const uint8_t*>(w.zeros.data);
     q.g_idx = w.g_idx.empty() ? nullptr : w.g_idx.as<int32_t>();
+    q.perm = w.perm.empty() ? nullptr : w.perm.as<int32_t>();
     q.n = w.n;
     q.k = w.k;
     q.scale_cols = w.scales.dim(1);
@@ -1342,9 +1343,6 @@ class CudaBackendImpl final : public CudaBackend {
         << "moe_experts: quantized gate_up [" << gate_up.n << ", " << gate_up.k << "] for " << E
         << " experts of [" << 2 * I << ", " << H << "]";
     SYV_CHECK(ids.dtype == DType::I32) << "moe ids must be i32";
-    SYV_CHECK(gate_up.perm.empty() && down.perm.empty())
-        << "moe_experts: act-order experts permuted at load are not supported on CUDA yet (run "
-           "without SYV_ACT_ORDER_PERM=1)";
     SYV_CHECK((gate_up.dense() ? gate_up.tensor.dtype : DType::BF16) == DType::BF16 &&
               (down.dense() ? down.tensor.dtype : DType::BF16) == DType::BF16)
         << "CUDA moe_experts takes bf16 expert weights";

@@ -151,6 +151,10 @@ struct QuantWeight {
   const float* scales = nullptr;
   const uint8_t* zeros = nullptr;
   const int32_t* g_idx = nullptr;
+  // Act-order permuted at load (backend/weight.h perm): stored column j holds input column
+  // perm[j]. Only launch_quant_dequant_experts() reads it (its dense rows come out in input
+  // order); the GEMVs and launch_quant_dequant() work in stored order on x gathered by it.
+  const int32_t* perm = nullptr;
   int64_t n = 0, k = 0, scale_cols = 0;
   int32_t block_n = 0, block_k = 0, group_size = 0;
 };
@@ -183,19 +187,20 @@ void launch_gather_columns(const void* x, const int32_t* perm, int64_t tokens, i
 // among ids[0, count) (i32), 0 for the others; one block.
 void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, int32_t* mask,
                             cudaStream_t s);
-// dense bf16 rows [e * rows_per_expert, (e + 1) * rows_per_expert) = dequant(w) there, for each
-// expert e with mask[e] != 0 (w.n = experts * rows_per_expert, experts <= 65535); the other
-// experts' rows are not written (the MoE kernels read only routed experts).
+// dense bf16 rows [e * rows_per_expert, (e + 1) * rows_per_expert) = dequant(w) there, in input
+// column order (w.perm undone), for each expert e with mask[e] != 0 (w.n = experts *
+// rows_per_expert, experts <= 65535); the other experts' rows are not written (the MoE kernels
+// read only routed experts).
 void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
                                   const int32_t* mask, void* dense, cudaStream_t s);
 
 // moe_quant_gemv.cu: quantized MoE experts at small batches, streaming only the routed experts'
 // packed rows. x bf16 [tokens, H], ids i32 / weights f32 [tokens, top_k] as moe_topk() writes them
 // (an out-of-range id contributes nothing), gate_up [experts * 2I, H] and down [experts * H, I]
-// stacked as Backend::moe_experts() takes them (one format; each as launch_quant_gemv() takes it:
-// moe_quant_gemv_supports()), act bf16 [tokens * top_k, I] scratch, out bf16 [tokens, H]. Adds the
-// number of distinct valid experts routed to to *routed (null: not counted). Returns false
-// (launching nothing) when the weights or alignments are not supported.
+// stacked as Backend::moe_experts() takes them (one format; each as launch_quant_gemv() takes it,
+// not act-order permuted: moe_quant_gemv_supports()), act bf16 [tokens * top_k, I] scratch, out
+// bf16 [tokens, H]. Adds the number of distinct valid experts routed to to *routed (null: not
+// counted). Returns false (launching nothing) when the weights or alignments are not supported.
 bool moe_quant_gemv_supports(const QuantWeight& gate_up, const QuantWeight& down);
 bool launch_moe_quant_gemv(const void* x, const int32_t* ids, const float* weights,
                            const QuantWeight& gate_up, const QuantWeight& down, void* out,

@@ -192,7 +192,8 @@ void launch(const void* x, const int32_t* ids, const float* weights, const Quant
 }  // namespace
 
 bool moe_quant_gemv_supports(const QuantWeight& gate_up, const QuantWeight& down) {
-  return gate_up.kind == down.kind && quant_gemv_supports(gate_up) && quant_gemv_supports(down);
+  return gate_up.kind == down.kind && gate_up.perm == nullptr && down.perm == nullptr &&
+         quant_gemv_supports(gate_up) && quant_gemv_supports(down);
 }
 
 bool launch_moe_quant_gemv(const void* x, const int32_t* ids, const float* weights,

@@ -229,8 +229,9 @@ __global__ void moe_expert_mask_kernel(const int32_t* __restrict__ ids, int64_t 
   }
 }
 
-// The rows of the experts `mask` marks: dense rows [e * rows, (e + 1) * rows) of dequant(w), for
-// blockIdx.y = e; an unmarked expert's blocks return at once (its rows are left as they were).
+// The rows of the experts `mask` marks: dense rows [e * rows, (e + 1) * rows) of dequant(w) (in
+// input column order where w.perm is set), for blockIdx.y = e; an unmarked expert's blocks return
+// at once (its rows are left as they were).
 __global__ void quant_dequant_experts_kernel(const QuantWeight w, int64_t rows,
                                              const int32_t* __restrict__ mask,
                                              bf16* __restrict__ dense) {
@@ -241,8 +242,8 @@ __global__ void quant_dequant_experts_kernel(const QuantWeight w, int64_t rows,
   const int64_t K = w.k, first = expert * rows * K, count = rows * K;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t e = first + i, n = e / K;
-    dense[e] = __float2bfloat16_rn(dequant_at(w, n, e - n * K));
+    const int64_t e = first + i, n = e / K, c = e - n * K;  // c: the stored column
+    dense[n * K + (w.perm ? w.perm[c] : c)] = __float2bfloat16_rn(dequant_at(w, n, c));
   }
 }
 
