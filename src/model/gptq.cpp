@@ -9,7 +9,6 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/thread_pool.h"
 
 namespace syv {
 
@@ -37,44 +36,13 @@ std::vector<double> InputGram::symmetric() const {
   return h;
 }
 
-int64_t cholesky_lower(double* a, int64_t n) {
-  // Row by row (Cholesky-Banachiewicz): each entry of row i is a dot product of two row prefixes
-  // (contiguous in row-major) and needs the entries before it in its row, so a row runs in order.
-  for (int64_t i = 0; i < n; ++i) {
-    double* ri = a + i * n;
-    for (int64_t j = 0; j < i; ++j) {
-      const double* rj = a + j * n;
-      double s = ri[j];
-      for (int64_t k = 0; k < j; ++k) s -= ri[k] * rj[k];
-      ri[j] = s / rj[j];
-    }
-    double d = ri[i];
-    for (int64_t k = 0; k < i; ++k) d -= ri[k] * ri[k];
-    if (!(d > 0.0)) return i;
-    ri[i] = std::sqrt(d);
-    std::fill(ri + i + 1, ri + n, 0.0);
-  }
-  return -1;
-}
-
 namespace {
 
-// L^-1 of a lower triangular L, in place (lower triangular), by columns: column j of L^-1 solves
-// L y = e_j, independent of the others, so columns run in parallel.
-void invert_lower(double* l, int64_t n) {
-  std::vector<double> inv(static_cast<size_t>(n * n), 0.0);
-  ThreadPool::global().parallel_for(n, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      inv[j * n + j] = 1.0 / l[j * n + j];
-      for (int64_t i = j + 1; i < n; ++i) {
-        const double* li = l + i * n;
-        double s = 0.0;
-        for (int64_t k = j; k < i; ++k) s -= li[k] * inv[k * n + j];
-        inv[i * n + j] = s / li[i];
-      }
-    }
-  });
-  std::copy(inv.begin(), inv.end(), l);
+// LAPACK's Cholesky factorization and inverse from it (OpenBLAS carries LAPACK: blocked and
+// threaded). Column-major: on a row-major symmetric matrix, uplo 'L' works on its upper triangle.
+extern "C" {
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
+void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info);
 }
 
 }  // namespace
@@ -112,26 +80,30 @@ Result<GptqFactor> gptq_factor(std::vector<double> h, int64_t k, double damp, in
       for (int64_t j = 0; j < k; ++j) p[i * k + j] = h[f.order[i] * k + f.order[j]];
     h = std::move(p);
   }
-  // H = L L^T;  H^-1 = L^-T L^-1;  H^-1 = U^T U with U = (lower factor of H^-1)^T.
-  int64_t bad = cholesky_lower(h.data(), k);
-  if (bad >= 0) {
-    return Status::Error("H is not positive definite at column " + std::to_string(bad) +
+  // GPTQ's cholesky, cholesky_inverse, cholesky(upper=True), by LAPACK. H is symmetric, so the
+  // row-major array is also H in column-major: dpotrf('L') leaves there the lower factor L of H
+  // (H = L L^T), dpotri('L') the lower triangle of H^-1 from it, and dpotrf('L') again the lower
+  // factor L' of H^-1; read row-major, that triangle is L'^T = U, the upper factor with H^-1 =
+  // U^T U. Blocked and threaded: K = 4096 takes seconds where a scalar loop took minutes.
+  const int n = static_cast<int>(k);
+  int info = 0;
+  dpotrf_("L", &n, h.data(), &n, &info);
+  if (info > 0) {
+    return Status::Error("H is not positive definite at column " + std::to_string(info - 1) +
                          " after a damping of " + std::to_string(damp) +
                          " x its mean diagonal; more calibration tokens or a larger damping");
   }
-  invert_lower(h.data(), k);  // M = L^-1
-  std::vector<double> hinv(static_cast<size_t>(k * k), 0.0);
-  // hinv (lower triangle) = M^T M
-  cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, static_cast<int>(k), static_cast<int>(k), 1.0,
-              h.data(), static_cast<int>(k), 0.0, hinv.data(), static_cast<int>(k));
-  bad = cholesky_lower(hinv.data(), k);
-  if (bad >= 0) {
-    return Status::Error("H^-1 is not positive definite at column " + std::to_string(bad) +
+  SYV_CHECK(info == 0) << "dpotrf: argument " << -info;
+  dpotri_("L", &n, h.data(), &n, &info);
+  SYV_CHECK(info >= 0) << "dpotri: argument " << -info;
+  if (info == 0) dpotrf_("L", &n, h.data(), &n, &info);
+  if (info > 0) {
+    return Status::Error("H^-1 is not positive definite at column " + std::to_string(info - 1) +
                          " (ill-conditioned calibration inputs); a larger damping");
   }
-  f.u.assign(static_cast<size_t>(k * k), 0.0);
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j <= i; ++j) f.u[j * k + i] = hinv[i * k + j];
+  SYV_CHECK(info == 0) << "dpotrf: argument " << -info;
+  for (int64_t i = 0; i < k; ++i) std::fill(h.begin() + i * k, h.begin() + i * k + i, 0.0);
+  f.u = std::move(h);
   return f;
 }
 

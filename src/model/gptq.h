@@ -61,9 +61,4 @@ class InputGram {
   std::vector<double> rows_;   // scratch: x widened to double
 };
 
-// In place: the lower Cholesky factor L of a ([n, n] row-major, symmetric positive definite;
-// only the lower triangle is read), a = L L^T, zeros above the diagonal. Returns the first column
-// whose pivot is not positive (a is then garbage), or -1.
-int64_t cholesky_lower(double* a, int64_t n);
-
 }  // namespace syv

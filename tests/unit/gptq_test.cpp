@@ -32,23 +32,6 @@ std::vector<double> random_spd(int64_t n, uint32_t seed) {
   return a;
 }
 
-TEST(Gptq, CholeskyLowerRebuildsTheMatrixAndNamesAFailedPivot) {
-  const int64_t n = 37;
-  const std::vector<double> a = random_spd(n, 1);
-  std::vector<double> l = a;
-  ASSERT_EQ(cholesky_lower(l.data(), n), -1);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      if (j > i) EXPECT_EQ(l[i * n + j], 0.0);
-      double s = 0.0;
-      for (int64_t k = 0; k < n; ++k) s += l[i * n + k] * l[j * n + k];
-      EXPECT_NEAR(s, a[i * n + j], 1e-9 * std::fabs(a[i * i + i])) << i << ", " << j;
-    }
-  }
-  std::vector<double> bad = {4, 2, 2, 1};  // rank 1: the second pivot is 0
-  EXPECT_EQ(cholesky_lower(bad.data(), 2), 1);
-}
-
 TEST(Gptq, InputGramIsTheSumOfOuterProducts) {
   const int64_t k = 11, t = 300;  // over the accumulator's 256-row chunks
   std::mt19937 rng(2);
@@ -98,6 +81,11 @@ TEST(Gptq, FactorIsTheUpperCholeskyOfTheDampedInverse) {
       for (int64_t k = 0; k < n; ++k) s += hinv[i * n + k] * h[k * n + j];
       EXPECT_NEAR(s, i == j ? 1.0 : 0.0, 1e-9) << i << ", " << j;
     }
+  // An H that is not positive definite (rank 1, no damping) is refused, naming the column.
+  auto singular = gptq_factor({4, 2, 2, 1}, 2, 0.0, 1);
+  ASSERT_FALSE(singular.ok());
+  EXPECT_NE(singular.message().find("not positive definite at column 1"), std::string::npos)
+      << singular.message();
   // A non-finite input is refused, naming it.
   h[0] = std::nan("");
   auto nan = gptq_factor(h, n, damp, 1);
