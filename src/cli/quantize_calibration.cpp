@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "backend/available_memory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/log.h"
 #include "io/safetensors.h"
@@ -129,6 +130,26 @@ std::vector<std::vector<Observed>> passes(const std::vector<Observed>& weights, 
   return out;
 }
 
+// The Gram matrices' bytes per pass: `requested`, or (0) half the host memory available now, the
+// float model loaded (at least 1 GiB; 8 GiB where the kernel does not say). Logged with the passes
+// it makes.
+int64_t gram_budget(int64_t requested, const std::vector<Observed>& weights) {
+  int64_t total = 0;
+  for (const Observed& w : weights) total += w.bytes();
+  int64_t budget = requested;
+  std::string why = "as given";
+  if (budget <= 0) {
+    const AvailableMemory available = host_available_memory();
+    budget = available.bytes > 0 ? std::max<int64_t>(available.bytes / 2, int64_t{1} << 30)
+                                 : int64_t{8} << 30;
+    why = available.bytes > 0 ? "half of " + format_bytes(available.bytes) + " available"
+                              : "host memory unknown";
+  }
+  SYV_LOG(INFO) << "calibration: " << weights.size() << " weight(s), " << format_bytes(total)
+                << " of Gram matrices; " << format_bytes(budget) << " a pass (" << why << ")";
+  return budget;
+}
+
 }  // namespace
 
 Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
@@ -197,7 +218,8 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
   auto runner = WindowRunner::create(**model, context);
   if (!runner.ok()) return Status::Error(runner.message());
   const int64_t n = static_cast<int64_t>(ids.size());
-  const std::vector<std::vector<Observed>> groups = passes(weights, o.memory_budget_bytes);
+  const std::vector<std::vector<Observed>> groups =
+      passes(weights, gram_budget(o.memory_budget_bytes, weights));
   GptqFactors factors;
   int64_t unreached = 0;
   for (size_t p = 0; p < groups.size(); ++p) {

@@ -15,8 +15,9 @@
 // (cpu::moe_experts), so every expert is calibrated on its own tokens; one the text routes no
 // token to, and tensors no product reads (tied tables), get no factor (rounded to nearest).
 //
-// The Gram matrices take K^2 doubles per weight; when they exceed `memory_budget_bytes` together
-// the weights are split into groups that fit, one pass over the text per group.
+// The Gram matrices take K^2 doubles per weight (an 8B model's: about 58 GB); when they exceed
+// `memory_budget_bytes` together (by default half the host memory available) the weights are
+// split into groups that fit, one pass over the text per group.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,9 @@ struct CalibrationOptions {
   int64_t max_tokens = 32768;  // of the file, from its start
   double damp = 0.01;          // GPTQ's percdamp
   bool act_order = false;      // columns by decreasing diag(H), static groups (gptq_factor)
-  int64_t memory_budget_bytes = int64_t{8} << 30;
+  // The Gram matrices' bytes per pass over the text; 0: half the host memory available once the
+  // float model is loaded (at least 1 GiB).
+  int64_t memory_budget_bytes = 0;
 };
 
 using GptqFactors = std::unordered_map<std::string, std::shared_ptr<const GptqFactor>>;

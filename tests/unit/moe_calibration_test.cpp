@@ -205,6 +205,30 @@ TEST(MoeCalibrationFewTokens, AnExpertNoTokenReachesIsLeftToNearest) {
   EXPECT_GE(unreached, 2);
 }
 
+// With a Gram budget smaller than any one weight's, every weight takes its own pass over the
+// tokens: the factors are those of the single pass, bit for bit.
+TEST(MoeCalibrationPasses, OnePassPerWeightGivesTheSameFactors) {
+  set_log_level(LogLevel::WARN);
+  cli::CalibrationOptions o;
+  o.model_dir = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/qnext_top1_r2";
+  o.context = 64;
+  o.token_ids = random_tokens(9, 128, 384);
+  o.memory_budget_bytes = int64_t{1} << 30;
+  auto one = cli::gather_gptq_factors(o);
+  ASSERT_TRUE(one.ok()) << one.message();
+  o.memory_budget_bytes = 1;
+  auto many = cli::gather_gptq_factors(o);
+  ASSERT_TRUE(many.ok()) << many.message();
+  ASSERT_EQ(one->size(), many->size());
+  for (const auto& [name, factor] : *one) {
+    ASSERT_EQ(many->count(name), 1u) << name;
+    const GptqFactor& other = *many->at(name);
+    EXPECT_EQ(factor->tokens, other.tokens) << name;
+    EXPECT_EQ(factor->u, other.u) << name;
+    EXPECT_EQ(factor->dead, other.dead) << name;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, MoeCalibration,
                          ::testing::Values("q35moe_top2_r2", "qnext_top1_r2", "qnext_top2_r1"));
 
