@@ -11,11 +11,11 @@
 //   dead columns (H_ii == 0: an input that was always zero): H_ii = 1, their weights zeroed
 //   H += damp * mean(diag H) * I                                   (percdamp, default 0.01)
 //   U = the upper Cholesky factor of H^-1  (H^-1 = U^T U)
-// and quantize_row_gptq() (quant_pack.cpp) then walks one row:
+// and quantize_int4_rows_gptq() (quant_pack.cpp) then walks every row:
 //   for i in 0..K-1: (at a group's first column: its scale from the row's current values)
 //     q_i = round(w_i / s + z);  e = (w_i - (q_i - z) s) / U_ii;  w_j -= e U_ij for j > i
-// Rows are independent (they share U), so they run in parallel, each in full precision; the
-// reference's lazy block updates are only a schedule of the same arithmetic.
+// in full precision, with the reference's lazy block updates (the columns after a block of 128
+// updated by one matrix product for all rows: the same arithmetic, summed in another order).
 #pragma once
 
 #include <cstdint>

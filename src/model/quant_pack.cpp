@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include <cblas.h>
+
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "model/gptq.h"
@@ -74,49 +76,10 @@ GroupFit best_fit(const float* row, int64_t group, bool symmetric) {
   return best;
 }
 
-// GPTQ's walk over one row (model/gptq.h): each column rounded with its group's fit and its error
-// spread over the columns after it. In natural order a group's fit is made at its first column,
-// on the row as the errors before it left it; in act-order (gptq.order; GPTQModel's desc_act +
-// static_groups) every group's fit is made first on the row as it is, and the walk takes the
-// columns in that order (u is the factor of H in that order).
-void quantize_int4_row_gptq(const float* w, int64_t K, int32_t group, bool symmetric,
-                            const GptqFactor& gptq, uint8_t* q, float* scales, uint8_t* zeros) {
-  const bool act_order = !gptq.order.empty();
-  auto column = [&](int64_t j) { return act_order ? int64_t{gptq.order[j]} : j; };
-  std::vector<float> row(w, w + K);
-  for (int64_t i = 0; i < K; ++i)
-    if (gptq.dead[i]) row[i] = 0.0f;
-  auto fit = [&](const float* values, int64_t g) {
-    const GroupFit f = best_fit(values, group, symmetric);
-    scales[g] = f.scale;
-    zeros[g] = f.zero;
-  };
-  if (act_order)
-    for (int64_t g = 0; g < K / group; ++g) fit(row.data() + g * group, g);
-  std::vector<double> cur(static_cast<size_t>(K));  // in walk order
-  for (int64_t j = 0; j < K; ++j) cur[j] = row[column(j)];
-  for (int64_t j = 0; j < K; ++j) {
-    const int64_t k = column(j), g = k / group;
-    if (!act_order && j % group == 0) {
-      for (int64_t i = 0; i < group; ++i) row[j + i] = static_cast<float>(cur[j + i]);
-      fit(row.data() + j, g);
-    }
-    const uint8_t code = clamp_q(static_cast<float>(cur[j]) / scales[g] + zeros[g]);
-    q[k] = code;
-    const double* uj = gptq.u.data() + j * K;
-    const double err = (cur[j] - double(int(code) - int(zeros[g])) * scales[g]) / uj[j];
-    for (int64_t i = j + 1; i < K; ++i) cur[i] -= err * uj[i];
-  }
-}
-
 // One int4 row's codes q [K], scales [K / group] (f16-rounded) and zero points: each group's fit
-// (best_fit) and round to nearest, or with `gptq` GPTQ's walk (quantize_int4_row_gptq).
-void quantize_int4_row(const float* w, int64_t K, int32_t group, bool symmetric,
-                       const GptqFactor* gptq, uint8_t* q, float* scales, uint8_t* zeros) {
-  if (gptq != nullptr) {
-    quantize_int4_row_gptq(w, K, group, symmetric, *gptq, q, scales, zeros);
-    return;
-  }
+// (best_fit) and round to nearest.
+void quantize_int4_row(const float* w, int64_t K, int32_t group, bool symmetric, uint8_t* q,
+                       float* scales, uint8_t* zeros) {
   for (int64_t g = 0; g < K / group; ++g) {
     const float* part = w + g * group;
     const GroupFit fit = best_fit(part, group, symmetric);
@@ -124,6 +87,92 @@ void quantize_int4_row(const float* w, int64_t K, int32_t group, bool symmetric,
     zeros[g] = fit.zero;
     for (int64_t i = 0; i < group; ++i) q[g * group + i] = clamp_q(part[i] / fit.scale + fit.zero);
   }
+}
+
+// GPTQ's walk over rows [0, rows) of w [rows, K] (model/gptq.h): each column rounded with its
+// group's fit and its error spread over the columns after it. In natural order a group's fit is
+// made at its first column, on the row as the errors before it left it; in act-order
+// (gptq.order; GPTQModel's desc_act + static_groups) every group's fit is made first on the row as
+// it is, and the walk takes the columns in that order (u is the factor of H in that order).
+// The columns go in blocks of kGptqBlock (GPTQ's lazy batch updates, `blocksize` 128; in natural
+// order a whole number of groups): inside a block each error updates the block's later columns at
+// once, and at its end the block's errors update every later column by one product
+// (cblas_dgemm, threaded), so u is streamed once per block of rows, not once per row. The same
+// sums as a column-by-column walk, in another order. q [rows, K], scales / zeros [rows, K / group].
+constexpr int64_t kGptqBlock = 128;
+void quantize_int4_rows_gptq(const float* w, int64_t rows, int64_t K, int32_t group, bool symmetric,
+                             const GptqFactor& gptq, uint8_t* q, float* scales, uint8_t* zeros) {
+  const bool act_order = !gptq.order.empty();
+  const int64_t G = K / group;
+  const int64_t B = act_order ? kGptqBlock : std::max<int64_t>(1, kGptqBlock / group) * group;
+  auto column = [&](int64_t j) { return act_order ? int64_t{gptq.order[j]} : j; };
+  std::vector<float> row(static_cast<size_t>(rows * K));   // natural order: the fits' input
+  std::vector<double> cur(static_cast<size_t>(rows * K));  // walk order
+  std::vector<double> err(static_cast<size_t>(rows * B));  // the block's errors / u_jj
+  auto fit = [&](int64_t r, const float* values, int64_t g) {
+    const GroupFit f = best_fit(values, group, symmetric);
+    scales[r * G + g] = f.scale;
+    zeros[r * G + g] = f.zero;
+  };
+  ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* rr = row.data() + r * K;
+      for (int64_t i = 0; i < K; ++i) rr[i] = gptq.dead[i] ? 0.0f : w[r * K + i];
+      if (act_order)
+        for (int64_t g = 0; g < G; ++g) fit(r, rr + g * group, g);
+      for (int64_t j = 0; j < K; ++j) cur[r * K + j] = rr[column(j)];
+    }
+  });
+  for (int64_t b = 0; b < K; b += B) {
+    const int64_t e = std::min(K, b + B);
+    ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        double* c = cur.data() + r * K;
+        float* rr = row.data() + r * K;
+        for (int64_t j = b; j < e; ++j) {
+          const int64_t k = column(j), g = k / group;
+          if (!act_order && j % group == 0) {
+            for (int64_t i = 0; i < group; ++i) rr[j + i] = static_cast<float>(c[j + i]);
+            fit(r, rr + j, g);
+          }
+          const float scale = scales[r * G + g];
+          const uint8_t zero = zeros[r * G + g];
+          const uint8_t code = clamp_q(static_cast<float>(c[j]) / scale + zero);
+          q[r * K + k] = code;
+          const double* uj = gptq.u.data() + j * K;
+          const double e_j = (c[j] - double(int(code) - int(zero)) * scale) / uj[j];
+          err[r * B + (j - b)] = e_j;
+          for (int64_t i = j + 1; i < e; ++i) c[i] -= e_j * uj[i];
+        }
+      }
+    });
+    if (e < K) {  // cur[:, e:] -= err[:, :e - b] u[b:e, e:]
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
+                  static_cast<int>(K - e), static_cast<int>(e - b), -1.0, err.data(),
+                  static_cast<int>(B), gptq.u.data() + b * K + e, static_cast<int>(K), 1.0,
+                  cur.data() + e, static_cast<int>(K));
+    }
+  }
+}
+
+// Rows [0, N) of w through quantize_int4_rows_gptq in chunks (its scratch is 12 bytes per weight
+// of a chunk), or each row to nearest (quantize_int4_row): q [N, K], scales / zeros [N, K / group].
+constexpr int64_t kGptqRowChunk = 4096;
+void quantize_int4_rows(const float* w, int64_t N, int64_t K, int32_t group, bool symmetric,
+                        const GptqFactor* gptq, uint8_t* q, float* scales, uint8_t* zeros) {
+  const int64_t G = K / group;
+  if (gptq != nullptr) {
+    for (int64_t n = 0; n < N; n += kGptqRowChunk) {
+      const int64_t rows = std::min(kGptqRowChunk, N - n);
+      quantize_int4_rows_gptq(w + n * K, rows, K, group, symmetric, *gptq, q + n * K,
+                              scales + n * G, zeros + n * G);
+    }
+    return;
+  }
+  ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n)
+      quantize_int4_row(w + n * K, K, group, symmetric, q + n * K, scales + n * G, zeros + n * G);
+  });
 }
 
 }  // namespace
@@ -164,15 +213,12 @@ std::vector<PackedTensor> pack_awq(const float* w, int64_t N, int64_t K, int32_t
   const int64_t G = K / group;
   std::vector<uint8_t> q(static_cast<size_t>(N * K)), z(static_cast<size_t>(N * G));
   std::vector<uint16_t> scales(static_cast<size_t>(G * N));  // [G, N] f16
-  ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
-    std::vector<float> row_scales(static_cast<size_t>(G));
-    for (int64_t n = n0; n < n1; ++n) {
-      quantize_int4_row(w + n * K, K, group, /*symmetric=*/false, gptq, &q[n * K],
-                        row_scales.data(), &z[n * G]);
-      for (int64_t g = 0; g < G; ++g)
-        scales[static_cast<size_t>(g * N + n)] = f32_to_f16(row_scales[g]);
-    }
-  });
+  std::vector<float> row_scales(static_cast<size_t>(N * G));
+  quantize_int4_rows(w, N, K, group, /*symmetric=*/false, gptq, q.data(), row_scales.data(),
+                     z.data());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g)
+      scales[static_cast<size_t>(g * N + n)] = f32_to_f16(row_scales[n * G + g]);
   std::vector<int32_t> qweight(static_cast<size_t>(K * N / 8)),
       qzeros(static_cast<size_t>(G * N / 8));
   for (int64_t k = 0; k < K; ++k) {
@@ -203,16 +249,13 @@ std::vector<PackedTensor> pack_gptq(const float* w, int64_t N, int64_t K, int32_
   const int64_t G = K / group;
   std::vector<uint8_t> q(static_cast<size_t>(N * K));
   std::vector<uint16_t> scales(static_cast<size_t>(G * N));
-  ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
-    std::vector<float> row_scales(static_cast<size_t>(G));
-    std::vector<uint8_t> row_zeros(static_cast<size_t>(G));  // 8: symmetric
-    for (int64_t n = n0; n < n1; ++n) {
-      quantize_int4_row(w + n * K, K, group, /*symmetric=*/true, gptq, &q[n * K], row_scales.data(),
-                        row_zeros.data());
-      for (int64_t g = 0; g < G; ++g)
-        scales[static_cast<size_t>(g * N + n)] = f32_to_f16(row_scales[g]);
-    }
-  });
+  std::vector<float> row_scales(static_cast<size_t>(N * G));
+  std::vector<uint8_t> row_zeros(static_cast<size_t>(N * G));  // 8: symmetric
+  quantize_int4_rows(w, N, K, group, /*symmetric=*/true, gptq, q.data(), row_scales.data(),
+                     row_zeros.data());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g)
+      scales[static_cast<size_t>(g * N + n)] = f32_to_f16(row_scales[n * G + g]);
   std::vector<int32_t> qweight(static_cast<size_t>(K / 8 * N)), g_idx(static_cast<size_t>(K));
   for (int64_t r = 0; r < K / 8; ++r) {
     for (int64_t n = 0; n < N; ++n) {
