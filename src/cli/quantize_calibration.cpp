@@ -166,7 +166,7 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
   }
   auto store = WeightStore::open_dir(o.model_dir);
   if (!store.ok()) return Status::Error("--in: " + store.message());
-  CpuBackend backend;
+  CpuBackend backend(/*keep_float_weights=*/true);  // bf16 weights: half the memory of f32
   WeightSources sources;
   LoadOptions load;
   load.weight_sources = &sources;

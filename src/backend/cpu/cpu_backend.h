@@ -22,6 +22,12 @@ namespace syv {
 // Not final: tests/unit/deferred_copy_backend.h derives a copy stream that lands late.
 class CpuBackend : public Backend {
  public:
+  CpuBackend() = default;
+  // keep_float_weights: float weights stay in their file dtype (bf16 / f16) instead of f32, half
+  // the memory at the cost of widening each weight per call (the same values and products):
+  // `syv quantize --calibration-file`, whose float model may be large.
+  explicit CpuBackend(bool keep_float_weights) : keep_float_weights_(keep_float_weights) {}
+
   std::string name() const override { return "cpu"; }
   bool supports_hybrid_ops() const override { return true; }
   bool supports_moe_ops() const override { return true; }
@@ -29,7 +35,9 @@ class CpuBackend : public Backend {
   bool keeps_moe_experts_quantized() const override { return true; }  // cpu_quantized.cpp
   bool takes_permuted_act_order() const override { return true; }     // dequantize_rows
   DType activation_dtype() const override { return DType::F32; }
-  DType weight_dtype(DType) const override { return DType::F32; }
+  DType weight_dtype(DType file) const override {
+    return keep_float_weights_ && (file == DType::BF16 || file == DType::F16) ? file : DType::F32;
+  }
   // f32 KV, and the quantized KV dtypes (fp8 e4m3, int4 u4x2) of cpu_kv_quantized.cpp.
   bool supports_kv_dtype(DType t) const override {
     return t == DType::F32 || t == DType::F8E4M3 || t == DType::U4X2;
@@ -107,6 +115,7 @@ class CpuBackend : public Backend {
   HostBatchMeta host_;  // arrays the BatchMeta tensors view
   std::vector<int32_t> token_ids_, positions_, seq_starts_, logit_rows_;
   bool batch_invariant_ = false;
+  bool keep_float_weights_ = false;
   LinearObserver linear_observer_;
 };
 
