@@ -42,7 +42,9 @@ CommandRegistration reg{
           "awq / gptq: a text whose tokens calibrate the int4 rounding by GPTQ's error feedback "
           "(each layer's inputs on it, from the float model run on the CPU); without it every "
           "weight is rounded to nearest. Use text like what the model will see, not the text you "
-          "evaluate on");
+          "evaluate on. Memory: the model in bf16 plus K^2 doubles per weight's input Gram matrix "
+          "(~58 GB for an 8B model), run in several passes over the text when they exceed half "
+          "the available memory; many cores help (minutes for small models)");
       CLI::Option* calibration_tokens =
           app.add_option("--calibration-tokens", o->calibration.max_tokens,
                          "--calibration-file: tokens of it used, from its start")
@@ -74,7 +76,7 @@ CommandRegistration reg{
           "AutoAWQ's "
           "activation-aware scaling is not implemented. An MTP head runs too (on each window's "
           "rows as the drafter feeds it). MoE experts are calibrated each on the rows the router "
-          "sends it; an expert no calibration token reaches is rounded to nearest, and the log "
+          "sends to it; an expert no calibration token reaches is rounded to nearest, and the log "
           "says how many. "
           "Quantized: the decoder layers' *_proj weights (gptq --lm-head: and lm_head); kept as "
           "they are: embeddings, lm_head, "
