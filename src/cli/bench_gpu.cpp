@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -286,6 +287,27 @@ int setup(const Options& o, Setup& s) {
         "expert a step routes to (counted on the device, summed over its %lld MoE layers)\n",
         s.step_weight_bytes / 1e9, s.expert_bytes / 1e6, static_cast<long long>(moe_layers(mc)));
   if (mc.quant.quantized() && !o.random_weights) {
+    // Experts the backend keeps quantized: one expert's packed bytes. The counts with the experts
+    // kept and dequantized differ only in the experts (every one of the checkpoint's, an MTP
+    // head's included), all of one shape.
+    if (mc.is_moe() && s.gpu->keeps_moe_experts_quantized() && prepared->store) {
+      const auto bf16 = [](DType) { return DType::BF16; };
+      const std::optional<int64_t> kept =
+          weight_backend_bytes(*prepared->arch, mc, &*prepared->store, bf16, true);
+      const std::optional<int64_t> dequantized =
+          weight_backend_bytes(*prepared->arch, mc, &*prepared->store, bf16, false);
+      std::set<std::string> experts;  // "model.layers.3.mlp.experts.17."
+      for (const std::string& name : prepared->store->names()) {
+        const size_t at = name.find(".down_proj.");
+        if (name.find(".mlp.experts.") != std::string::npos && at != std::string::npos)
+          experts.insert(name.substr(0, at));
+      }
+      if (kept && dequantized && !experts.empty()) {
+        s.expert_bytes += double(*kept - *dequantized) / double(experts.size());
+        std::printf("decode floor: the experts kept quantized, %.2f MB per expert routed to\n",
+                    s.expert_bytes / 1e6);
+      }
+    }
     const double table =
         mc.tie_word_embeddings ? 0.0 : 2.0 * double(mc.vocab_size) * double(mc.hidden_size);
     s.step_weight_bytes = static_cast<double>(s.weight_bytes) - table -
