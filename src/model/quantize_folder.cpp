@@ -196,6 +196,12 @@ Status quantize_folder(const QuantizeOptions& o) {
       const TensorInfo& t = *store.find(name);
       if (t.file != file) continue;
       if (!(t.shape.size() == 2 && quantize_tensor_name(name, o.lm_head))) {
+        if (t.shape.size() == 3 && name.find(".experts.") != std::string::npos) {
+          SYV_LOG(WARN) << "quantize: " << name
+                        << " holds every expert in one 3-D tensor: kept as it is (syv quantize "
+                           "quantizes 2-D projections; a checkpoint with one tensor per expert, "
+                           "as transformers saves them, gets its experts quantized)";
+        }
         tensors.push_back({name, t.dtype, t.shape, t.data});
         continue;
       }
