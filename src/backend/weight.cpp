@@ -63,11 +63,6 @@ void check_quantized_layout(const Weight& w) {
   SYV_CHECK(w.perm.empty() ||
             (w.g_idx.empty() && w.perm.dtype == DType::I32 && w.perm.numel() == K))
       << "dequantize: perm must be i32 [" << K << "], and g_idx empty beside it";
-  if (!w.perm.empty()) {
-    const int32_t* perm = w.perm.as<const int32_t>();
-    for (int64_t k = 0; k < K; ++k)
-      SYV_CHECK(perm[k] >= 0 && perm[k] < K) << "dequantize: perm[" << k << "] = " << perm[k];
-  }
   if (w.g_idx.empty()) {
     SYV_CHECK(w.group_size > 0 && K % w.group_size == 0 && G == K / w.group_size)
         << "dequantize: int4 groups of " << w.group_size << " over K " << K << " vs " << G
@@ -91,6 +86,12 @@ void dequantize_rows(const Weight& w, int64_t row0, int64_t rows, float* out) {
     return;
   }
   check_quantized_layout(w);
+  if (!w.perm.empty()) {  // (host memory here; the layout check reads no values: CUDA's are on
+                          // the device)
+    const int32_t* perm = w.perm.as<const int32_t>();
+    for (int64_t k = 0; k < K; ++k)
+      SYV_CHECK(perm[k] >= 0 && perm[k] < K) << "dequantize: perm[" << k << "] = " << perm[k];
+  }
   const float* scales = w.scales.as<const float>();
   const int64_t S = w.scales.dim(1);
   if (w.format == WeightFormat::kFp8Block) {
