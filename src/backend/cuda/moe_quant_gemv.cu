@@ -84,8 +84,11 @@ __device__ __forceinline__ const uint4* row_vectors(const QuantWeight& w, int64_
 }
 
 // x bf16 [T, H], ids [P = T * k], gate_up [E * 2I, H] quantized, act bf16 [P, I].
-template <int FMT>
-__global__ void __launch_bounds__(kWarps * 32)
+// U: vectors in flight per lane and row (2 where a row has at most 64 vectors, as int4 at H =
+// 2,048: no lane has more, and the registers it frees fit 3 blocks per SM instead of 2). The sums
+// are the same for every U (each lane adds its vectors in the same order).
+template <int FMT, int U>
+__global__ void __launch_bounds__(kWarps * 32, U <= 2 ? 3 : 2)
     moe_quant_gate_up_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ ids, int k,
                              int E, const QuantWeight gate_up, int64_t I, bf16* __restrict__ act,
                              unsigned long long* __restrict__ routed) {
@@ -108,16 +111,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint4* ur = row_vectors<FMT>(gate_up, up_row);
   const bf16* xr = x + static_cast<int64_t>(p / k) * H;
   float g = 0.f, u = 0.f;
-  for (int64_t base = lane; base < kv; base += 32 * kUnroll) {
-    uint4 gv[kUnroll], uv[kUnroll];
+  for (int64_t base = lane; base < kv; base += 32 * U) {
+    uint4 gv[U], uv[U];
 #pragma unroll
-    for (int r = 0; r < kUnroll; ++r) {
+    for (int r = 0; r < U; ++r) {
       const int64_t v = base + 32 * r;
       gv[r] = v < kv ? __ldcs(gr + v) : make_uint4(0, 0, 0, 0);
       uv[r] = v < kv ? __ldcs(ur + v) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int r = 0; r < kUnroll; ++r) {
+    for (int r = 0; r < U; ++r) {
       const int64_t v = base + 32 * r;
       if (v >= kv) break;
       const int64_t k0 = v * k_per_vector<FMT>();
@@ -179,10 +182,11 @@ void launch(const void* x, const int32_t* ids, const float* weights, const Quant
             const QuantWeight& down, void* out, int64_t tokens, int top_k, int64_t experts,
             void* act, unsigned long long* routed, cudaStream_t s) {
   const int64_t H = gate_up.k, I = down.k, P = tokens * top_k;
-  launch_k(moe_quant_gate_up_kernel<FMT>,
-           dim3(static_cast<unsigned>(P), static_cast<unsigned>(ceil_div(I, kWarps))), kWarps * 32,
-           0, s, static_cast<const bf16*>(x), ids, top_k, static_cast<int>(experts), gate_up, I,
-           static_cast<bf16*>(act), routed);
+  const dim3 grid(static_cast<unsigned>(P), static_cast<unsigned>(ceil_div(I, kWarps)));
+  auto* gate_up_kernel = H / k_per_vector<FMT>() <= 64 ? moe_quant_gate_up_kernel<FMT, 2>
+                                                       : moe_quant_gate_up_kernel<FMT, kUnroll>;
+  launch_k(gate_up_kernel, grid, kWarps * 32, 0, s, static_cast<const bf16*>(x), ids, top_k,
+           static_cast<int>(experts), gate_up, I, static_cast<bf16*>(act), routed);
   launch_k(moe_quant_down_kernel<FMT>,
            dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(ceil_div(H, kWarps))),
            kWarps * 32, 0, s, static_cast<const bf16*>(act), ids, weights, top_k,
