@@ -456,6 +456,10 @@ class Backend {
   // (moe_experts() on quantized Weights: moe_experts_quantized()), instead of dequantizing them at
   // load. An 80B-class MoE model in fp8 fits one GPU only this way.
   virtual bool keeps_moe_experts_quantized() const { return false; }
+  // Whether that choice is the backend's to make per model (CUDA: unless SYV_QUANT_MOE forces it),
+  // and making it (before a load; prepare_model() decides from the memory the weights take).
+  virtual bool chooses_moe_experts_quantized() const { return false; }
+  virtual void set_moe_experts_quantized(bool keep) { (void)keep; }
   // Whether the loader re-lays act-order int4 weights (a g_idx) with their groups contiguous and
   // a column permutation (backend/weight.h `perm`; model/quant_weights.h permute_act_order), which
   // the backend's quantized ops then take (reading x gathered by perm), instead of the g_idx.

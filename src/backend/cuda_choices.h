@@ -4,15 +4,21 @@
 #pragma once
 
 #include <cstdlib>
+#include <optional>
 
 namespace syv {
 
-// Whether CUDA keeps quantized MoE experts quantized (Backend::keeps_moe_experts_quantized);
-// SYV_QUANT_MOE=1 / 0 (default: off until measured on a GPU; docs/cuda-backend.md "Quantized MoE
-// experts").
-inline bool cuda_keeps_moe_experts_quantized() {
+// Whether CUDA keeps quantized MoE experts quantized (Backend::keeps_moe_experts_quantized) as
+// SYV_QUANT_MOE=1 / 0 forces it; unset (nullopt): chosen per model by prepare_model() from the
+// memory the dequantized weights would take (docs/cuda-backend.md "Quantized MoE experts").
+inline std::optional<bool> cuda_forced_moe_experts_quantized() {
   const char* env = std::getenv("SYV_QUANT_MOE");
-  return env != nullptr && std::atoi(env) != 0;
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  return std::atoi(env) != 0;
+}
+// What `syv inspect` (no device at hand) counts: the forced choice, else dequantized.
+inline bool cuda_keeps_moe_experts_quantized() {
+  return cuda_forced_moe_experts_quantized().value_or(false);
 }
 
 }  // namespace syv

@@ -112,7 +112,12 @@ Result<std::unique_ptr<Model>> load_tp_model(const PreparedModel& prepared, TpRa
     return load_prepared_model(prepared, *ranks.backends[0], options);
   }
   std::string names;
-  for (Backend* b : ranks.backends) names += (names.empty() ? "" : ", ") + b->name();
+  for (Backend* b : ranks.backends) {
+    names += (names.empty() ? "" : ", ") + b->name();
+    // prepare_model() made rank 0's choice of keeping quantized MoE experts: every rank's
+    if (b->chooses_moe_experts_quantized())
+      b->set_moe_experts_quantized(ranks.backends[0]->keeps_moe_experts_quantized());
+  }
   SYV_LOG(INFO) << "tensor parallel: " << ranks.size << " ranks on " << names;
   return load_tensor_parallel(prepared, ranks.backends, options, std::move(ranks.group));
 }

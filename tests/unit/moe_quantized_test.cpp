@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/available_memory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/log.h"
 #include "model/model.h"
@@ -86,6 +87,42 @@ TEST_P(MoeQuantized, KeptQuantizedEqualsDequantizedAtLoadInFewerBytes) {
   // hybrid's count is an upper bound either way: prepare_model.h).
   EXPECT_EQ(dense.prepared_bytes - kept.prepared_bytes, dense.weight_bytes - kept.weight_bytes)
       << fixture;
+  fs::remove_all(out);
+}
+
+// A backend that chooses per model whether to keep the experts quantized (as CUDA does without
+// SYV_QUANT_MOE), with `available` bytes of memory: prepare_model() keeps them quantized when the
+// dequantized weights would take more than half of it.
+class ChoosingCpuBackend final : public CpuBackend {
+ public:
+  explicit ChoosingCpuBackend(int64_t available) : available_(available) {}
+  bool keeps_moe_experts_quantized() const override { return keep_; }
+  bool chooses_moe_experts_quantized() const override { return true; }
+  void set_moe_experts_quantized(bool keep) override { keep_ = keep; }
+  AvailableMemory available_memory() override { return {available_, "test memory"}; }
+
+ private:
+  int64_t available_;
+  bool keep_ = false;
+};
+
+TEST(MoeQuantizedChoice, KeptQuantizedWhenDequantizedTheyWouldTakeMoreThanHalfTheMemory) {
+  set_log_level(LogLevel::WARN);
+  const fs::path out =
+      fs::path(::testing::TempDir()) / ("syv_moeq_choice_" + std::to_string(::getpid()));
+  ASSERT_TRUE(testing::quantize_fixture("hybrid/qnext_top2_r1", QuantizeFormat::kGptq, 8, out));
+  ChoosingCpuBackend roomy(int64_t{1} << 40);
+  auto dequantized = prepare_model(out.string(), roomy);
+  ASSERT_TRUE(dequantized.ok()) << dequantized.message();
+  EXPECT_FALSE(roomy.keeps_moe_experts_quantized());
+  // Memory for 1.5x the dequantized weights: they would take more than half of it.
+  ChoosingCpuBackend tight(dequantized->weight_bytes * 3 / 2);
+  auto kept = prepare_model(out.string(), tight);
+  ASSERT_TRUE(kept.ok()) << kept.message();
+  EXPECT_TRUE(tight.keeps_moe_experts_quantized());
+  EXPECT_LT(kept->weight_bytes, dequantized->weight_bytes);
+  auto model = load_prepared_model(*kept, tight);
+  ASSERT_TRUE(model.ok()) << model.message();
   fs::remove_all(out);
 }
 

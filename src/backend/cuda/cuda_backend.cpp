@@ -134,7 +134,10 @@ class CudaBackendImpl final : public CudaBackend {
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
-    quant_moe_ = cuda_keeps_moe_experts_quantized();
+    if (std::optional<bool> forced = cuda_forced_moe_experts_quantized()) {
+      quant_moe_ = *forced;
+      quant_moe_forced_ = true;
+    }
     if (const char* env = std::getenv("SYV_QUANT_MOE_GEMV")) quant_moe_gemv_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_ACT_ORDER_PERM")) act_order_perm_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_DEFER_COPIES"))
@@ -1323,6 +1326,8 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   bool keeps_moe_experts_quantized() const override { return quant_moe_; }
+  bool chooses_moe_experts_quantized() const override { return !quant_moe_forced_; }
+  void set_moe_experts_quantized(bool keep) override { quant_moe_ = keep; }
   bool takes_permuted_act_order() const override { return act_order_perm_; }
 
   // Up to cuda::kMoeGemvMaxTokens tokens outside batch-invariant mode, both parts quantized in one
@@ -2106,17 +2111,19 @@ class CudaBackendImpl final : public CudaBackend {
   size_t dequant_bytes_ = 0;
   void* moe_scratch_ = nullptr;  // moe_experts(): routing lists, activations (moe.cuh)
   size_t moe_scratch_bytes_ = 0;
-  // Quantized experts kept quantized (SYV_QUANT_MOE=1; off until measured on a GPU: the loader
-  // then dequantizes them at load, as before) and moe_experts_quantized()'s scratch: the routed
-  // experts' down rows in bf16, then the expert mask (their gate_up rows go to dequant_).
+  // Quantized experts kept quantized (chosen per model by prepare_model(), or forced by
+  // SYV_QUANT_MOE; else the loader dequantizes them at load) and moe_experts_quantized()'s
+  // scratch: the routed experts' down rows in bf16 and the expert mask, or the GEMV's act rows
+  // (their gate_up rows go to dequant_).
   bool quant_moe_ = false;
+  bool quant_moe_forced_ = false;  // by SYV_QUANT_MOE (else prepare_model() chooses per model)
   bool quant_moe_gemv_ = true;  // its small-batch GEMVs (SYV_QUANT_MOE_GEMV=0: the dequantize path)
   void* moe_dequant_ = nullptr;
   size_t moe_dequant_bytes_ = 0;
-  // Act-order int4 permuted at load (SYV_ACT_ORDER_PERM=1; off until measured on a GPU: the
-  // loader then keeps the g_idx, which takes the dequantize path at every step) and the scratch
+  // Act-order int4 permuted at load (on since its GPU run, 2026-12-05; SYV_ACT_ORDER_PERM=0: the
+  // loader keeps the g_idx, which takes the dequantize path at every step) and the scratch
   // linear_quantized() gathers x into for such a weight.
-  bool act_order_perm_ = false;
+  bool act_order_perm_ = true;
   void* perm_x_ = nullptr;
   size_t perm_x_bytes_ = 0;
   unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
