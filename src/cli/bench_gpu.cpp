@@ -291,19 +291,16 @@ int setup(const Options& o, Setup& s) {
     // kept and dequantized differ only in the experts (every one of the checkpoint's, an MTP
     // head's included), all of one shape.
     if (mc.is_moe() && s.gpu->keeps_moe_experts_quantized() && prepared->store) {
-      const auto bf16 = [](DType) { return DType::BF16; };
-      const std::optional<int64_t> kept =
-          weight_backend_bytes(*prepared->arch, mc, &*prepared->store, bf16, true);
-      const std::optional<int64_t> dequantized =
-          weight_backend_bytes(*prepared->arch, mc, &*prepared->store, bf16, false);
-      std::set<std::string> experts;  // "model.layers.3.mlp.experts.17."
+      const std::optional<int64_t> saved = moe_experts_quantized_saving(
+          *prepared->arch, mc, &*prepared->store, [](DType) { return DType::BF16; });
+      std::set<std::string> experts;  // "model.layers.3.mlp.experts.17"
       for (const std::string& name : prepared->store->names()) {
         const size_t at = name.find(".down_proj.");
         if (name.find(".mlp.experts.") != std::string::npos && at != std::string::npos)
           experts.insert(name.substr(0, at));
       }
-      if (kept && dequantized && !experts.empty()) {
-        s.expert_bytes += double(*kept - *dequantized) / double(experts.size());
+      if (saved && !experts.empty()) {
+        s.expert_bytes -= double(*saved) / double(experts.size());
         std::printf("decode floor: the experts kept quantized, %.2f MB per expert routed to\n",
                     s.expert_bytes / 1e6);
       }

@@ -327,11 +327,10 @@ int run(const Options& o) {
     if (std::optional<int64_t> b =
             weight_backend_bytes(*arch, c, &*store, bf16, cuda_keeps_moe_experts_quantized())) {
       device_bytes = *b;
-      // Experts kept quantized: theirs are the packed bytes, not bf16 (the difference of the
-      // two counts, which agree on everything else).
+      // Experts kept quantized: theirs are the packed bytes, not bf16.
       if (c.is_moe() && cuda_keeps_moe_experts_quantized()) {
-        if (std::optional<int64_t> dequantized = weight_backend_bytes(*arch, c, &*store, bf16))
-          expert_bytes += *b - *dequantized;
+        if (std::optional<int64_t> saved = moe_experts_quantized_saving(*arch, c, &*store, bf16))
+          expert_bytes -= *saved;
       }
     }
     if (arch->weight_specs != nullptr) {

@@ -125,6 +125,16 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
   return bytes;
 }
 
+std::optional<int64_t> moe_experts_quantized_saving(const ModelArch& arch,
+                                                    const ModelConfig& config,
+                                                    const WeightStore* store,
+                                                    const std::function<DType(DType)>& kept) {
+  const std::optional<int64_t> dequantized = weight_backend_bytes(arch, config, store, kept, false);
+  const std::optional<int64_t> quantized = weight_backend_bytes(arch, config, store, kept, true);
+  if (!dequantized || !quantized) return std::nullopt;
+  return *dequantized - *quantized;
+}
+
 Result<std::vector<WeightSpec>> config_weight_specs(const ModelConfig& config) {
   if (config.model_type != "qwen3" && config.model_type != "qwen3_5_text") {
     return Status::Error("model_type \"" + config.model_type +

@@ -60,6 +60,14 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
                                             const std::function<DType(DType)>& kept,
                                             bool moe_experts_quantized = false);
 
+// The bytes keeping a quantized checkpoint's MoE experts quantized saves against dequantizing
+// them at load (the two counts above agree on every other tensor; an MTP head's experts included);
+// nullopt when either count is unknown.
+std::optional<int64_t> moe_experts_quantized_saving(const ModelArch& arch,
+                                                    const ModelConfig& config,
+                                                    const WeightStore* store,
+                                                    const std::function<DType(DType)>& kept);
+
 // The tensors of a dense qwen3 or qwen3_5_text checkpoint of `config` (no mtp.* head, no vision
 // tower), for what writes or counts a model without its files (`syv demo-model`, `syv inspect
 // --config`). `config` must have passed its architecture's checks; other model types and MoE

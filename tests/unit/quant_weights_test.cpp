@@ -124,6 +124,8 @@ TEST(QuantConfig, RefusesNamingTheFieldAndValue) {
 
 // ---- loaders against hand-packed words --------------------------------------------------------
 
+constexpr int64_t N = 8, K = 16;
+
 class HandPacked : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -142,10 +144,18 @@ class HandPacked : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.message();
     return *s;
   }
+  // A GPTQ module "m" [N, K] of 2 groups: qweight [K / 8, N], qzeros [2, N / 8], f16 scales
+  // [2, N], g_idx [K].
+  WeightStore write_gptq(const int32_t* qweight, const int32_t* qzeros, const uint16_t* scales,
+                         const int32_t* g_idx) {
+    return write({{"m.qweight", DType::I32, {K / 8, N}, qweight},
+                  {"m.qzeros", DType::I32, {2, N / 8}, qzeros},
+                  {"m.scales", DType::F16, {2, N}, scales},
+                  {"m.g_idx", DType::I32, {K}, g_idx}});
+  }
   fs::path dir_;
 };
 
-constexpr int64_t N = 8, K = 16;
 const uint16_t kF16One = 0x3C00, kF16Half = 0x3800;
 
 QuantConfig int4_config(const char* text) {
@@ -182,10 +192,8 @@ TEST_F(HandPacked, GptqSequentialNibblesV1V2AndActOrder) {
   for (int64_t k = 0; k < K; ++k) g_idx[k] = static_cast<int32_t>(k / 8);
   for (const char* format : {"gptq", "gptq_v2"}) {
     const bool v2 = std::string(format) == "gptq_v2";
-    WeightStore s = write({{"m.qweight", DType::I32, {K / 8, N}, qweight.data()},
-                           {"m.qzeros", DType::I32, {2, N / 8}, v2 ? v2_sym.data() : v1_sym.data()},
-                           {"m.scales", DType::F16, {2, N}, scales.data()},
-                           {"m.g_idx", DType::I32, {K}, g_idx.data()}});
+    WeightStore s =
+        write_gptq(qweight.data(), v2 ? v2_sym.data() : v1_sym.data(), scales.data(), g_idx.data());
     const QuantConfig q = int4_config(
         (std::string(
              R"({"quant_method": "gptq", "bits": 4, "group_size": 8, "checkpoint_format": ")") +
@@ -203,10 +211,7 @@ TEST_F(HandPacked, GptqSequentialNibblesV1V2AndActOrder) {
   // along N in group 0; group 1 keeps 8 (stored 7).
   for (int64_t k = 0; k < K; ++k) g_idx[k] = static_cast<int32_t>(k % 2);
   std::vector<int32_t> qz = {0x10101010, 0x77777777};
-  WeightStore s = write({{"m.qweight", DType::I32, {K / 8, N}, qweight.data()},
-                         {"m.qzeros", DType::I32, {2, N / 8}, qz.data()},
-                         {"m.scales", DType::F16, {2, N}, scales.data()},
-                         {"m.g_idx", DType::I32, {K}, g_idx.data()}});
+  WeightStore s = write_gptq(qweight.data(), qz.data(), scales.data(), g_idx.data());
   const QuantConfig q = int4_config(
       R"({"quant_method": "gptq", "bits": 4, "group_size": 8, "desc_act": true, "sym": false})");
   auto w = read_quantized("m.weight", {N, K}, s, q);
@@ -221,10 +226,7 @@ TEST_F(HandPacked, GptqSequentialNibblesV1V2AndActOrder) {
   }
   // A g_idx entry outside the groups is refused naming the tensor.
   g_idx[3] = 5;
-  WeightStore bad = write({{"m.qweight", DType::I32, {K / 8, N}, qweight.data()},
-                           {"m.qzeros", DType::I32, {2, N / 8}, qz.data()},
-                           {"m.scales", DType::F16, {2, N}, scales.data()},
-                           {"m.g_idx", DType::I32, {K}, g_idx.data()}});
+  WeightStore bad = write_gptq(qweight.data(), qz.data(), scales.data(), g_idx.data());
   auto e = read_quantized("m.weight", {N, K}, bad, q);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.message().find("tensor \"m.g_idx\": entry 3 is group 5, expected a group in [0, 2)"),
@@ -245,10 +247,7 @@ TEST_F(HandPacked, ActOrderPermutedAtLoadIsTheSameWeight) {
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = i % 2 ? kF16One : kF16Half;
   std::vector<int32_t> g_idx(K);
   for (int64_t k = 0; k < K; ++k) g_idx[k] = static_cast<int32_t>((k / 2) % 2);  // 8 and 8
-  WeightStore s = write({{"m.qweight", DType::I32, {K / 8, N}, qweight.data()},
-                         {"m.qzeros", DType::I32, {2, N / 8}, qz.data()},
-                         {"m.scales", DType::F16, {2, N}, scales.data()},
-                         {"m.g_idx", DType::I32, {K}, g_idx.data()}});
+  WeightStore s = write_gptq(qweight.data(), qz.data(), scales.data(), g_idx.data());
   const QuantConfig q = int4_config(
       R"({"quant_method": "gptq", "bits": 4, "group_size": 8, "desc_act": true, "sym": false})");
   auto w = read_quantized("m.weight", {N, K}, s, q);
