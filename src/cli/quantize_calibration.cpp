@@ -11,6 +11,7 @@
 #include "backend/available_memory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/log.h"
+#include "core/progress_log.h"
 #include "io/safetensors.h"
 #include "kv/cache_store.h"
 #include "model/model.h"
@@ -130,24 +131,6 @@ std::vector<std::vector<Observed>> passes(const std::vector<Observed>& weights, 
   return out;
 }
 
-// A line about every 10 s through a long loop: "calibration: pass 1/2: window 40/64 in 61 s,
-// ~31 s left".
-class Progress {
- public:
-  void report(const std::string& what, int64_t done, int64_t total) {
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    if (t - last_ < 10.0 || done <= 0) return;
-    last_ = t;
-    const double left = t / static_cast<double>(done) * static_cast<double>(total - done);
-    SYV_LOG(INFO) << "calibration: " << what << " " << done << "/" << total << " in "
-                  << static_cast<int64_t>(t) << " s, ~" << static_cast<int64_t>(left) << " s left";
-  }
-
- private:
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-  double last_ = 0.0;
-};
-
 std::string pass_name(size_t p, size_t passes) {
   return "pass " + std::to_string(p + 1) + "/" + std::to_string(passes);
 }
@@ -256,19 +239,20 @@ Result<GptqFactors> gather_gptq_factors(const CalibrationOptions& o) {
       it->second.add(x.as<const float>(), x.numel() / it->second.k());
     });
     int64_t windows = 0;
-    Progress progress;
+    ProgressLog progress;
     const int64_t total_windows = (n - 2) / context + 1;
     for (int64_t start = 0; start < n - 1; start += context) {
       const int64_t end = std::min(n, start + context);
       // Every row's logits when lm_head is quantizable: its input is then every token's.
       runner->run(std::vector<int32_t>(ids.begin() + start, ids.begin() + end), lm_head);
       ++windows;
-      progress.report(pass_name(p, groups.size()) + ": window", windows, total_windows);
+      progress.report("calibration: " + pass_name(p, groups.size()) + ": window", windows,
+                      total_windows);
     }
     backend.set_linear_observer(nullptr);
     int64_t factored = 0;
     for (const Observed& w : groups[p]) {
-      progress.report(pass_name(p, groups.size()) + ": factor", factored++,
+      progress.report("calibration: " + pass_name(p, groups.size()) + ": factor", factored++,
                       static_cast<int64_t>(groups[p].size()));
       const InputGram& gram = grams.at(w.data);
       // An MoE expert the text routed no token to: no inputs to fit (every column would count

@@ -2,13 +2,13 @@
 // quantized modules with model/quant_pack.h and writes the file again under the same name.
 #include "model/quantize_folder.h"
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/log.h"
+#include "core/progress_log.h"
 #include "io/quant_config.h"
 #include "io/safetensors.h"
 #include "model/quant_pack.h"
@@ -184,8 +184,7 @@ Status quantize_folder(const QuantizeOptions& o) {
     const TensorInfo& t = *store.find(name);
     to_quantize += t.shape.size() == 2 && quantize_tensor_name(name, o.lm_head);
   }
-  const auto started = std::chrono::steady_clock::now();
-  double last_report = 0.0;
+  ProgressLog progress;
   int64_t calibrated = 0;                 // tensors quantized with a GPTQ factor
   std::vector<std::string> uncalibrated;  // quantized to nearest though factors were given
   for (const std::string& file : store.files()) {
@@ -222,17 +221,7 @@ Status quantize_folder(const QuantizeOptions& o) {
           o.format == QuantizeFormat::kFp8   ? pack_fp8_block(w.data(), N, K, o.block, o.block)
           : o.format == QuantizeFormat::kAwq ? pack_awq(w.data(), N, K, o.group_size, factor)
                                              : pack_gptq(w.data(), N, K, o.group_size, factor);
-      ++quantized;
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      if (elapsed - last_report >= 10.0) {
-        last_report = elapsed;
-        SYV_LOG(INFO) << "quantize: " << quantized << "/" << to_quantize << " tensors in "
-                      << static_cast<int64_t>(elapsed) << " s, ~"
-                      << static_cast<int64_t>(elapsed / static_cast<double>(quantized) *
-                                              static_cast<double>(to_quantize - quantized))
-                      << " s left";
-      }
+      progress.report("quantize: tensor", ++quantized, to_quantize);
       const std::string module = name.substr(0, name.size() - 7);
       for (PackedTensor& p : parts) {
         p.suffix = module + p.suffix;  // now the full name
