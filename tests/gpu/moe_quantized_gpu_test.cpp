@@ -4,7 +4,8 @@
 // default): both give the dense kernels the same bf16 weights (each dequantized value rounded to
 // bf16 once, the load's on the host, the kernel's on the device), so the logits must be equal bit
 // for bit, at prefill (a grouped GEMM) and at one token (the GEMV path); the kept load's weights
-// take fewer bytes (its dequantization scratch, one layer's experts in bf16, aside). `syv
+// take fewer bytes (its dequantization scratch, one layer's experts in bf16, aside); the same with
+// the rows dequantized 8 columns a thread. `syv
 // quantize`d MoE fixtures (Qwen3.5-MoE, Qwen3-Next; fp8, awq, gptq). The small-batch grouped
 // GEMVs that read the quantized rows directly (moe_quant_gemv.cu) are off here (SYV_QUANT_MOE_GEMV
 // =0): they take the exact dequantized values, not bf16-rounded ones, so their bits differ;
@@ -35,12 +36,14 @@ struct LoadRun {
   size_t weights = 0;  // the backend's bytes after the load, its scratch buffers not counted
 };
 
-LoadRun run(const fs::path& dir, bool keep_quantized) {
+// vectorized: the experts' rows dequantized 8 columns a thread (set_quant_dequant_vectorized).
+LoadRun run(const fs::path& dir, bool keep_quantized, bool vectorized = false) {
   setenv("SYV_QUANT_MOE", keep_quantized ? "1" : "0", 1);
   setenv("SYV_QUANT_MOE_GEMV", "0", 1);  // its grouped GEMVs have their own bounds (see above)
   std::unique_ptr<CudaBackend> gpu = make_cuda_backend(0);
   unsetenv("SYV_QUANT_MOE");
   unsetenv("SYV_QUANT_MOE_GEMV");
+  gpu->set_quant_dequant_vectorized(vectorized);
   EXPECT_EQ(gpu->keeps_moe_experts_quantized(), keep_quantized);
   auto model = load_model(dir.string(), *gpu);
   EXPECT_TRUE(model.ok()) << model.message();
@@ -92,6 +95,9 @@ TEST_P(MoeQuantizedGpu, KeptQuantizedEqualsDequantizedAtLoadBitForBit) {
   ASSERT_FALSE(kept.prefill.empty());
   ASSERT_EQ(kept.prefill, dense.prefill) << fixture;
   ASSERT_EQ(kept.decode, dense.decode) << fixture;
+  const LoadRun vectorized = run(out, true, true);
+  EXPECT_EQ(vectorized.prefill, dense.prefill) << fixture << ", vectorized dequantize";
+  EXPECT_EQ(vectorized.decode, dense.decode) << fixture << ", vectorized dequantize";
   EXPECT_LT(kept.weights, dense.weights) << fixture;
   fs::remove_all(out);
 }

@@ -295,6 +295,45 @@ TEST_F(QuantLinearGpu, DequantizePathAtFewTokensMatchesCpu) {
   check(random_int4(128, 256, 128, true, false, rng_), false, "int4, gemv off");
 }
 
+// The dequantize path 8 columns a thread (set_quant_dequant_vectorized) writes the same bf16
+// weights as one element a thread, so the GEMM after it gives the same bits, in every format and
+// shape (those it does not take, g_idx and K % 8 != 0, fall back to the element kernel); and it
+// matches the CPU within the dequantize path's bounds.
+TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
+  gpu_->set_quant_gemv_max_tokens(0);
+  const HostQuant weights[] = {random_fp8(300, 448, 128, 128, rng_),
+                               random_fp8(96, 256, 1, 256, rng_),
+                               random_fp8(64, 320, 64, 320, rng_),
+                               random_fp8(40, 192, 128, 8, rng_),
+                               random_fp8(33, 200, 128, 128, rng_),
+                               random_int4(300, 384, 128, true, false, rng_),
+                               random_int4(70, 256, 32, false, false, rng_),
+                               random_int4(50, 96, 16, true, false, rng_),
+                               random_int4(48, 80, 40, false, false, rng_),
+                               random_int4(64, 256, 64, true, true, rng_),
+                               permuted(random_int4(96, 1024, 128, false, true, rng_))};
+  for (const HostQuant& h : weights) {
+    OnBackend g = put(*gpu_, h);
+    const std::string what = std::string(weight_format_name(h.format)) + " [" +
+                             std::to_string(h.n) + ", " + std::to_string(h.k) + "]";
+    for (int64_t T : {3, 300}) {
+      Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+      Pair out = make_out({T, h.n}, DType::F32);
+      gpu_->set_quant_dequant_vectorized(false);
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      const std::vector<float> element = down_gpu(out.g);
+      poison(out.g);
+      gpu_->set_quant_dequant_vectorized(true);
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      EXPECT_EQ(down_gpu(out.g), element) << what << ", T " << T;
+    }
+  }
+  gpu_->set_quant_dequant_vectorized(true);
+  check(random_fp8(128, 256, 128, 128, rng_), false, "fp8, vectorized dequantize");
+  check(random_int4(128, 256, 128, true, false, rng_), false, "int4, vectorized dequantize");
+  gpu_->set_quant_dequant_vectorized(false);
+}
+
 // Batch-invariant mode: a token's row has the same bits alone and among 300 tokens.
 TEST_F(QuantLinearGpu, BatchInvariantRowsDoNotDependOnTheTokenCount) {
   gpu_->set_batch_invariant(true);

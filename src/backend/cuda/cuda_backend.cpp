@@ -134,6 +134,8 @@ class CudaBackendImpl final : public CudaBackend {
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_QUANT_DEQUANT_VEC"))
+      quant_dequant_vec_ = std::atoi(env) != 0;
     if (std::optional<bool> forced = cuda_forced_moe_experts_quantized()) {
       quant_moe_ = *forced;
       quant_moe_forced_ = true;
@@ -754,7 +756,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (!done) done = linear_fp8(x, q, T, out);
     if (!done) {
       ensure_dequant(N * K * 2);
-      cuda::launch_quant_dequant(q, dequant_, stream_);
+      cuda::launch_quant_dequant(q, dequant_, stream_, quant_dequant_vec_);
       linear(x, Tensor(dequant_, DType::BF16, {N, K}), Tensor(), out);
     }
     if (!bias.empty()) {
@@ -1376,13 +1378,15 @@ class CudaBackendImpl final : public CudaBackend {
     if (!gate_up.dense()) {
       check_quantized_layout(gate_up);
       ensure_dequant(E * 2 * I * H * 2);
-      cuda::launch_quant_dequant_experts(quant_weight(gate_up), 2 * I, E, mask, dequant_, stream_);
+      cuda::launch_quant_dequant_experts(quant_weight(gate_up), 2 * I, E, mask, dequant_, stream_,
+                                         quant_dequant_vec_);
       gu = dequant_;
     }
     const void* dn = down.tensor.data;
     if (!down.dense()) {
       check_quantized_layout(down);
-      cuda::launch_quant_dequant_experts(quant_weight(down), H, E, mask, moe_dequant_, stream_);
+      cuda::launch_quant_dequant_experts(quant_weight(down), H, E, mask, moe_dequant_, stream_,
+                                         quant_dequant_vec_);
       dn = moe_dequant_;
     }
     moe_experts(x, ids, weights, Tensor(const_cast<void*>(gu), DType::BF16, {E, 2 * I, H}),
@@ -1682,6 +1686,7 @@ class CudaBackendImpl final : public CudaBackend {
     quant_gemv_max_tokens_ = tokens;
   }
   void set_quant_fuse(bool on) override { quant_fuse_ = on; }
+  void set_quant_dequant_vectorized(bool on) override { quant_dequant_vec_ = on; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
@@ -2132,6 +2137,9 @@ class CudaBackendImpl final : public CudaBackend {
   bool quant_gemv_mma_ = true;  // the tensor-core GEMVs first (SYV_QUANT_GEMV_MMA=0: SIMT only)
   // The SiLU·mul in the tensor-core GEMV's epilogue (SYV_QUANT_FUSE=0: its own kernel).
   bool quant_fuse_ = true;
+  // The dequantize path 8 columns a thread (SYV_QUANT_DEQUANT_VEC=1; off until a GPU run has
+  // checked and timed it: docs/cuda-backend.md "Dequantize + dense GEMM").
+  bool quant_dequant_vec_ = false;
   uint64_t quant_silu_epilogues_ = 0;  // quant_silu_epilogues()
   bool fp8_gemm_ = false;              // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)

@@ -90,6 +90,11 @@ class CudaBackend : public Backend {
   // epilogue (up to kQuantGemvMaxTokens tokens) instead of silu_mul's own kernel. On by default;
   // SYV_QUANT_FUSE=0 starts with it off (A/B timing, tests).
   virtual void set_quant_fuse(bool on) = 0;
+  // Whether the dequantize path (more tokens than the GEMVs take, shapes they do not take,
+  // batch-invariant mode; the MoE experts' rows) dequantizes 8 columns a thread where the shape
+  // allows instead of one element a thread: the same bf16 values either way. Off by default until
+  // a GPU run has timed it (SYV_QUANT_DEQUANT_VEC=1 starts with it on).
+  virtual void set_quant_dequant_vectorized(bool on) = 0;
   // Calls that ran the SiLU·mul in the GEMV's epilogue so far (tests: the fused path did run).
   virtual uint64_t quant_silu_epilogues() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens

@@ -178,7 +178,9 @@ bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType
 bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_up, void* out,
                                 int64_t tokens, cudaStream_t s);
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
-void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s);
+// vectorized: 8 columns a thread where the shape allows (K % 8 == 0, scale tiles / groups a
+// multiple of 8 wide, no g_idx; the same bf16 values), else one element a thread.
+void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s, bool vectorized);
 // out bf16 [tokens, k] = x bf16 [tokens, k] with its columns gathered by perm i32 [k]
 // (out[t, j] = x[t, perm[j]]): the input of an act-order int4 weight permuted at load.
 void launch_gather_columns(const void* x, const int32_t* perm, int64_t tokens, int64_t k, void* out,
@@ -192,7 +194,8 @@ void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, 
 // rows_per_expert, experts <= 65535); the other experts' rows are not written (the MoE kernels
 // read only routed experts).
 void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
-                                  const int32_t* mask, void* dense, cudaStream_t s);
+                                  const int32_t* mask, void* dense, cudaStream_t s,
+                                  bool vectorized);
 
 // moe_quant_gemv.cu: quantized MoE experts at small batches, streaming only the routed experts'
 // packed rows. x bf16 [tokens, H], ids i32 / weights f32 [tokens, top_k] as moe_topk() writes them

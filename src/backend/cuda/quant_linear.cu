@@ -215,6 +215,79 @@ __global__ void quant_dequant_kernel(const QuantWeight w, bf16* __restrict__ den
   }
 }
 
+// Row n of dequant(w) rounded to bf16, 8 columns a thread (one 16-byte store each): the same values
+// as dequant_at() (f32 (q - z) * scale, or e4m3 * scale, each rounded once). FMT 0: fp8 (K % 8 ==
+// 0, block_k % 8 == 0), 1: int4 (K % 8 == 0, group_size % 8 == 0, no g_idx).
+template <int FMT>
+__device__ __forceinline__ void dequant_row(const QuantWeight& w, int64_t n,
+                                            bf16* __restrict__ dense) {
+  const auto* q = static_cast<const uint8_t*>(w.data) + n * (FMT == 0 ? w.k : w.k / 2);
+  const float* srow = w.scales + (FMT == 0 ? n / w.block_n : n) * w.scale_cols;
+  const uint8_t* zrow = FMT == 1 && w.zeros ? w.zeros + n * w.scale_cols : nullptr;
+  const int32_t per_scale = (FMT == 0 ? w.block_k : w.group_size) / 8;  // vectors per scale
+  uint4* dst = reinterpret_cast<uint4*>(dense + n * w.k);
+  const auto cols8 = static_cast<int32_t>(w.k / 8);
+  for (int32_t c = threadIdx.x; c < cols8; c += blockDim.x) {
+    const int32_t g = c / per_scale;
+    const float s = __ldg(srow + g);
+    float f[8];
+    if constexpr (FMT == 0) {
+      const uint2 v = __ldcs(reinterpret_cast<const uint2*>(q) + c);
+      fp8x4_to_f32(v.x, f);
+      fp8x4_to_f32(v.y, f + 4);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[j] = f[j] * s;
+    } else {
+      const uint32_t v = __ldcs(reinterpret_cast<const uint32_t*>(q) + c);
+      const int32_t z = zrow ? __ldg(zrow + g) : 8;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        f[j] = static_cast<float>(static_cast<int32_t>((v >> (4 * j)) & 0xfu) - z) * s;
+    }
+    uint4 out;
+    uint32_t* o = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __nv_bfloat162 b = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+      o[j] = *reinterpret_cast<const uint32_t*>(&b);
+    }
+    dst[c] = out;
+  }
+}
+
+// dense rows of dequant(w) (dequant_row), a block per row at a time, grid-stride over the rows.
+// Without a mask: every row of w. With one: the rows [e * rows, (e + 1) * rows) of expert e =
+// blockIdx.y where mask[e] != 0 (the other experts' blocks return at once).
+template <int FMT>
+__global__ void quant_dequant_rows_kernel(const QuantWeight w, int64_t rows,
+                                          const int32_t* __restrict__ mask,
+                                          bf16* __restrict__ dense) {
+  pdl_wait();  // mask from the kernel before; `dense` may still be read by the previous GEMM
+  pdl_trigger();
+  if (mask && mask[blockIdx.y] == 0) return;
+  const int64_t first = mask ? static_cast<int64_t>(blockIdx.y) * rows : 0;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) dequant_row<FMT>(w, first + r, dense);
+}
+
+// Whether quant_dequant_rows_kernel takes w (in stored column order: w.perm is not undone).
+bool dequant_rows_supports(const QuantWeight& w, const void* dense) {
+  if (w.k % 8 != 0 || w.k > INT32_MAX || reinterpret_cast<uintptr_t>(dense) % 16 != 0) return false;
+  if (w.kind == QuantKind::kFp8Block)
+    return w.block_k % 8 == 0 && reinterpret_cast<uintptr_t>(w.data) % 8 == 0;
+  return w.g_idx == nullptr && w.group_size % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(w.data) % 4 == 0;
+}
+
+void launch_dequant_rows(const QuantWeight& w, int64_t rows, dim3 grid, const int32_t* mask,
+                         void* dense, cudaStream_t s) {
+  auto* d = static_cast<bf16*>(dense);
+  if (w.kind == QuantKind::kFp8Block) {
+    launch_k(quant_dequant_rows_kernel<0>, grid, 256, 0, s, w, rows, mask, d);
+  } else {
+    launch_k(quant_dequant_rows_kernel<1>, grid, 256, 0, s, w, rows, mask, d);
+  }
+}
+
 // mask[e] = 1 where expert e is among ids[0, count), else 0; one block (the zeroing and the
 // marking ordered by its barrier).
 __global__ void moe_expert_mask_kernel(const int32_t* __restrict__ ids, int64_t count,
@@ -315,9 +388,14 @@ bool launch_quant_gemv(const QuantWeight& w, const void* x, void* out, DType out
   return true;
 }
 
-void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s) {
+void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s, bool vectorized) {
   const int64_t total = w.n * w.k;
   if (total == 0) return;
+  if (vectorized && dequant_rows_supports(w, dense)) {
+    launch_dequant_rows(w, w.n, dim3(static_cast<unsigned>(std::min<int64_t>(w.n, 65535))), nullptr,
+                        dense, s);
+    return;
+  }
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, int64_t{1} << 16);
   launch_k(quant_dequant_kernel, static_cast<unsigned>(blocks), 256, 0, s, w,
            static_cast<bf16*>(dense));
@@ -338,12 +416,20 @@ void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, 
 }
 
 void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
-                                  const int32_t* mask, void* dense, cudaStream_t s) {
+                                  const int32_t* mask, void* dense, cudaStream_t s,
+                                  bool vectorized) {
   SYV_CHECK(experts > 0 && experts <= 65535 && w.n == experts * rows_per_expert)
       << "dequantize experts: " << w.n << " rows for " << experts << " experts of "
       << rows_per_expert;
   const int64_t per_expert = rows_per_expert * w.k;
   if (per_expert == 0) return;
+  if (vectorized && w.perm == nullptr && dequant_rows_supports(w, dense)) {
+    // Up to 64 blocks an expert, as below: the GPU full when a few experts are marked.
+    const auto x = static_cast<unsigned>(std::min<int64_t>(rows_per_expert, 64));
+    launch_dequant_rows(w, rows_per_expert, dim3(x, static_cast<unsigned>(experts)), mask, dense,
+                        s);
+    return;
+  }
   // Enough blocks per expert to fill the GPU when a few experts are marked (decode), few enough
   // that the unmarked ones' early exits cost little.
   const int64_t chunks = std::min<int64_t>((per_expert + 255) / 256, 64);
