@@ -334,6 +334,65 @@ TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
   gpu_->set_quant_dequant_vectorized(false);
 }
 
+// The tensor-core GEMM (set_quant_gemm_max_tokens; quant_gemm_mma.cu) above the GEMVs' 16 tokens,
+// against the CPU within the GEMVs' bounds (exact weights, fp32 sums): one token tile of 32 and of
+// 64, part-filled ones, several tiles, rows past a multiple of 64, and K split across blocks
+// where the grid would not fill the GPU (2 splits for [300, 1024] at 17 tokens, 5 for [200, 2560]:
+// the splits' sums added by the second kernel) or not (K 512: 4 chunks; 300 tokens on K 1024: the
+// workspace, N x K x 2 bytes, holds one split's sums); both outputs; a bias.
+TEST_F(QuantLinearGpu, TensorCoreGemmMatchesCpu) {
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
+  gpu_->set_quant_gemm_max_tokens(1024);
+  const HostQuant weights[] = {random_int4(300, 1024, 128, true, false, rng_),
+                               random_int4(200, 2560, 128, false, false, rng_),
+                               random_int4(100, 1024, 256, true, false, rng_),
+                               random_int4(40, 1152, 384, true, false, rng_),
+                               random_int4(4096, 512, 128, true, false, rng_),
+                               random_fp8(257, 1024, 128, 128, rng_),
+                               random_fp8(150, 2560, 128, 128, rng_),
+                               random_fp8(96, 256, 1, 256, rng_),
+                               permuted(random_int4(96, 1024, 128, false, true, rng_))};
+  for (const HostQuant& h : weights) {
+    OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
+    const std::string what = std::string(weight_format_name(h.format)) + " [" +
+                             std::to_string(h.n) + ", " + std::to_string(h.k) + "]";
+    for (int64_t T : {17, 24, 32, 33, 64, 65, 100, 300}) {
+      Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+      Pair bias = make(random_vec(static_cast<size_t>(h.n), rng_), {h.n});
+      for (DType out_t : {DType::BF16, DType::F32}) {
+        const bool with_bias = out_t == DType::BF16;
+        Pair out = make_out({T, h.n}, out_t);
+        const uint64_t calls = gpu_->quant_gemm_calls();
+        cpu_->linear(x.c, c.w, with_bias ? bias.c : Tensor(), out.c);
+        gpu_->linear(x.g, g.w, with_bias ? bias.g : Tensor(), out.g);
+        const std::string label =
+            what + ", T " + std::to_string(T) + ", out " + std::string(dtype_name(out_t));
+        EXPECT_EQ(gpu_->quant_gemm_calls(), calls + 1) << label << ": the GEMM did not run";
+        expect_close(out, out_t == DType::F32 ? 3e-5 : 3e-3, label);
+        expect_elementwise(out, label);
+      }
+    }
+  }
+}
+
+// The GEMM's bits do not change run to run, and a CUDA graph replays them (one split and several).
+TEST_F(QuantLinearGpu, TensorCoreGemmIsDeterministicAndReplays) {
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
+  gpu_->set_quant_gemm_max_tokens(1024);
+  for (int64_t T : {40, 200}) {
+    OnBackend a = put(*gpu_, random_int4(256, 1024, 128, true, false, rng_));
+    OnBackend b = put(*gpu_, random_fp8(4096, 256, 128, 128, rng_));
+    Pair x = make(random_vec(static_cast<size_t>(T * 1024), rng_), {T, 1024});
+    Pair mid = make_out({T, 256}), out = make_out({T, 4096});
+    gpu_->linear(x.g, a.w, Tensor(), mid.g);
+    const std::vector<float> first = down_gpu(mid.g);
+    poison(mid.g);
+    gpu_->linear(x.g, a.w, Tensor(), mid.g);
+    EXPECT_EQ(down_gpu(mid.g), first) << "T " << T << ": run to run";
+    expect_graph_replays(a.w, b.w, T, "quantized GEMM, T " + std::to_string(T));
+  }
+}
+
 // Batch-invariant mode: a token's row has the same bits alone and among 300 tokens.
 TEST_F(QuantLinearGpu, BatchInvariantRowsDoNotDependOnTheTokenCount) {
   gpu_->set_batch_invariant(true);

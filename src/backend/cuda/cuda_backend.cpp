@@ -134,6 +134,8 @@ class CudaBackendImpl final : public CudaBackend {
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_QUANT_GEMM_MAX_TOKENS"))
+      quant_gemm_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_DEQUANT_VEC"))
       quant_dequant_vec_ = std::atoi(env) != 0;
     if (std::optional<bool> forced = cuda_forced_moe_experts_quantized()) {
@@ -706,6 +708,11 @@ class CudaBackendImpl final : public CudaBackend {
   bool takes_quant_gemv(int64_t T, const Tensor& x) const {
     return !batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16;
   }
+  // Whether linear_quantized() tries the tensor-core GEMM for T tokens (after the GEMVs and the
+  // fp8 GEMM, before the dequantize path).
+  bool takes_quant_gemm(int64_t T, const Tensor& x) const {
+    return !batch_invariant_ && T <= quant_gemm_max_tokens_ && x.dtype == DType::BF16;
+  }
   static cuda::QuantWeight quant_weight(const Weight& w) {
     cuda::QuantWeight q;
     q.kind = w.format == WeightFormat::kFp8Block ? cuda::QuantKind::kFp8Block
@@ -754,6 +761,12 @@ class CudaBackendImpl final : public CudaBackend {
       if (!done) done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
     }
     if (!done) done = linear_fp8(x, q, T, out);
+    if (!done && takes_quant_gemm(T, x)) {
+      ensure_dequant(N * K * 2);  // the K splits' workspace
+      done = cuda::launch_quant_gemm_mma(q, x.data, out.data, out.dtype, T, sm_count_, dequant_,
+                                         dequant_bytes_, stream_);
+      if (done) ++quant_gemm_calls_;
+    }
     if (!done) {
       ensure_dequant(N * K * 2);
       cuda::launch_quant_dequant(q, dequant_, stream_, quant_dequant_vec_);
@@ -1687,6 +1700,10 @@ class CudaBackendImpl final : public CudaBackend {
   }
   void set_quant_fuse(bool on) override { quant_fuse_ = on; }
   void set_quant_dequant_vectorized(bool on) override { quant_dequant_vec_ = on; }
+  void set_quant_gemm_max_tokens(int tokens) override {
+    quant_gemm_max_tokens_ = std::max(0, tokens);
+  }
+  uint64_t quant_gemm_calls() const override { return quant_gemm_calls_; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
@@ -2140,6 +2157,9 @@ class CudaBackendImpl final : public CudaBackend {
   // The dequantize path 8 columns a thread (SYV_QUANT_DEQUANT_VEC=1; off until a GPU run has
   // checked and timed it: docs/cuda-backend.md "Dequantize + dense GEMM").
   bool quant_dequant_vec_ = false;
+  // set_quant_gemm_max_tokens(): 0 (off) until a GPU run has checked and timed the GEMM.
+  int quant_gemm_max_tokens_ = 0;
+  uint64_t quant_gemm_calls_ = 0;      // quant_gemm_calls()
   uint64_t quant_silu_epilogues_ = 0;  // quant_silu_epilogues()
   bool fp8_gemm_ = false;              // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)

@@ -95,6 +95,13 @@ class CudaBackend : public Backend {
   // allows instead of one element a thread: the same bf16 values either way. Off by default until
   // a GPU run has timed it (SYV_QUANT_DEQUANT_VEC=1 starts with it on).
   virtual void set_quant_dequant_vectorized(bool on) = 0;
+  // The largest token count that takes the tensor-core GEMM for quantized weights (the weight
+  // decoded in registers, never written out: quant_gemm_mma.cu) for the calls the GEMVs do not
+  // take and the fp8 GEMM does not apply to, instead of the dequantize path. 0 (off) by default
+  // until a GPU run has checked and timed it (SYV_QUANT_GEMM_MAX_TOKENS sets the initial one).
+  // Not in batch-invariant mode. quant_gemm_calls(): linear calls it ran so far (tests).
+  virtual void set_quant_gemm_max_tokens(int tokens) = 0;
+  virtual uint64_t quant_gemm_calls() const = 0;
   // Calls that ran the SiLU·mul in the GEMV's epilogue so far (tests: the fused path did run).
   virtual uint64_t quant_silu_epilogues() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens

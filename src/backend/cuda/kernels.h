@@ -177,6 +177,19 @@ bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType
 // as launch_silu_mul computes it. False (launching nothing) where launch_quant_gemv_mma would be.
 bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_up, void* out,
                                 int64_t tokens, cudaStream_t s);
+// quant_gemm_mma.cu: the same product for tens of tokens on tensor cores (the weight decoded in
+// registers once per 64 tokens; K split across blocks where the grid would not fill the GPU, the
+// splits' f32 partial sums in `workspace` and added in order by a second kernel). The shapes of
+// launch_quant_gemv_mma; x and the weight 16-byte aligned; out bf16 or f32 [tokens, n]. Returns
+// false (launching nothing) otherwise. Not batch-invariant (the split count depends on tokens).
+bool quant_gemm_mma_supports(const QuantWeight& w);
+// The K splits launch_quant_gemm_mma takes for `tokens` (1: none; each needs tokens x n x 4 bytes
+// of workspace).
+int quant_gemm_mma_splits(const QuantWeight& w, int64_t tokens, int sm_count,
+                          size_t workspace_bytes);
+bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType out_t,
+                           int64_t tokens, int sm_count, void* workspace, size_t workspace_bytes,
+                           cudaStream_t s);
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
 // vectorized: 8 columns a thread where the shape allows (K % 8 == 0, scale tiles / groups a
 // multiple of 8 wide, no g_idx; the same bf16 values), else one element a thread.

@@ -15,16 +15,7 @@
 // (lane / 4, lane % 4) loads 32 consecutive columns [128 c + 32 t, + 32) of rows g and g + 8 (16
 // bytes of int4 or 32 of fp8 per row), and the same 32 columns of token g's activations.
 //
-// The mma sums over k in any order, so the 32 columns a lane holds are assigned to the mma's k
-// positions in whatever order makes the decode cheapest, and the activations are permuted the
-// same way (one PRMT per bf16 pair):
-//  * int4: the pair (nibble j, nibble j + 4) of a 32-bit word is one LOP3 from bf16 pairs
-//    128 + q (the nibble OR-ed into the mantissa of 2^7), minus 128 + z by one bf16x2 subtract:
-//    q - z exactly. The group's scale multiplies the chunk's fp32 partial sums.
-//  * fp8: bytes (b0, b2) and (b1, b3) of a word: one PRMT that also replicates each byte's sign
-//    into the byte above, a shift and a mask give the bf16 whose exponent and mantissa fields are
-//    the e4m3's (the value times 2^-120, subnormals included), and a bf16x2 multiply by 2^120
-//    makes it exact. The scale tile's value multiplies the chunk's partial sums.
+// The decode of the weights and the pair order of the activations: quant_mma_decode.cuh.
 //
 // Measured alternatives (H200, docs/cuda-backend-notes.md "Run 14", "Run 15"): blocks
 // that stay resident and walk several row tiles, and a cp.async shared-memory ring of 8 KB per
@@ -34,6 +25,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/quant_mma_decode.cuh"
 
 namespace syv::cuda {
 namespace {
@@ -43,55 +35,6 @@ constexpr int kMmaRows = 16;       // weight rows per block (the mma's M)
 constexpr int kMmaMaxTokens = 16;  // tokens per launch at most (two token tiles of the mma's N)
 constexpr int64_t kXsMaxBytes = 96 * 1024;  // the staged activations' shared memory at most
 constexpr int64_t kChunk = 128;  // columns per chunk: one int4 group, one fp8 scale column
-
-// n / d for 0 <= n < 2^31 by a multiply-high and a shift (d >= 1; CUTLASS's FastDivmod): a
-// chunk's scale column, chunk / (group or scale tile width / 128), without a 64-bit division per
-// chunk (3% of a gptq decode step at b = 16, docs/cuda-backend-notes.md "Run 15").
-struct ChunkDiv {
-  uint32_t d = 1, mul = 0, shift = 0;
-  explicit ChunkDiv(uint32_t divisor) : d(divisor) {
-    if (d > 1) {
-      uint32_t l = 0;  // ceil(log2 d)
-      while ((uint64_t{1} << l) < d) ++l;
-      mul = static_cast<uint32_t>(((uint64_t{1} << (31 + l)) + d - 1) / d);
-      shift = l - 1;  // 31 + l - 32
-    }
-  }
-  __device__ __forceinline__ uint32_t operator()(uint32_t n) const {
-    return d == 1 ? n : __umulhi(n, mul) >> shift;
-  }
-};
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-__device__ __forceinline__ uint32_t bf16x2_sub(uint32_t a, uint32_t b) {
-  __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a),
-                             *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<uint32_t*>(&r);
-}
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
-                             *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<uint32_t*>(&r);
-}
-
-// bf16 pair (q_j - z, q_{j+4} - z) of the nibbles of `w`; c2 = bf16x2(128 + z).
-template <int J>
-__device__ __forceinline__ uint32_t int4_pair(uint32_t w, uint32_t c2) {
-  return bf16x2_sub(((w >> (4 * J)) & 0x000f000fu) | 0x43004300u, c2);
-}
-
-// bf16 pair of two e4m3 bytes of `w`, exact: SEL 0xA280 takes bytes (0, 2), 0xB391 bytes (1, 3)
-// (each byte with its sign replicated into the byte above).
-template <uint32_t SEL>
-__device__ __forceinline__ uint32_t fp8_pair(uint32_t w) {
-  const uint32_t p = prmt(w, 0u, SEL);
-  return bf16x2_mul((p << 4) & 0x87f087f0u, 0x7b807b80u);  // x 2^120
-}
 
 // out[t, n] = sum_k x[t, k] dequant(w)[n, k] for t < nt <= 8 NT. FMT 0: fp8 tiles, 1: int4 groups.
 // NT: token tiles of 8 per launch, sharing each decoded weight fragment (2: up to 16 tokens in one
@@ -159,7 +102,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
       sc[slot][r] = __ldg(srow[r] + col);
       if constexpr (FMT == 1) {
         const uint32_t z = zrow[r] ? __ldg(zrow[r] + col) : 8u;
-        zc[slot][r] = (0x4300u + z) * 0x10001u;
+        zc[slot][r] = int4_zero_pair(z);
       }
     }
   };
@@ -173,12 +116,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
         xb[slot][q][i] = has_x[q] ? __ldg(reinterpret_cast<const uint4*>(xrow[q] + c * kChunk) + i)
                                   : make_uint4(0, 0, 0, 0);
   };
-  // The activation pair words of vector i, half h of a lane's 32 columns (see the file header).
+  // The activation pair words of vector i, half h of a lane's 32 columns.
   auto pair_words = [](const uint32_t(&xw)[4][4], int i, int h, uint32_t& b0, uint32_t& b1) {
-    const uint32_t lo = FMT == 1 ? xw[i][h] : xw[i][2 * h];
-    const uint32_t hi = FMT == 1 ? xw[i][h + 2] : xw[i][2 * h + 1];
-    b0 = prmt(lo, hi, 0x5410u);
-    b1 = prmt(lo, hi, 0x7632u);
+    activation_fragment<FMT>(xw[i], h, b0, b1);
   };
 
 #pragma unroll
@@ -241,33 +181,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
                          b[q][1]);
           }
           uint32_t a[4];
-          if constexpr (FMT == 1) {
-            // Word i of each row: pairs (2h, 2h + 4) at k positions 2t, 2t+1; (2h+1, 2h+5) at
-            // 2t+8, 2t+9. Activations (e_2h, e_2h+4), (e_2h+1, e_2h+5) of vector i.
-            const uint32_t lo = reinterpret_cast<const uint32_t*>(&wb[d][0][0])[i];
-            const uint32_t hi = reinterpret_cast<const uint32_t*>(&wb[d][1][0])[i];
-            if (h == 0) {
-              a[0] = int4_pair<0>(lo, zc[d][0]);
-              a[1] = int4_pair<0>(hi, zc[d][1]);
-              a[2] = int4_pair<1>(lo, zc[d][0]);
-              a[3] = int4_pair<1>(hi, zc[d][1]);
-            } else {
-              a[0] = int4_pair<2>(lo, zc[d][0]);
-              a[1] = int4_pair<2>(hi, zc[d][1]);
-              a[2] = int4_pair<3>(lo, zc[d][0]);
-              a[3] = int4_pair<3>(hi, zc[d][1]);
-            }
-          } else {
-            // Word s = 2i + h (columns 4s .. 4s + 3) of each row: bytes (0, 2) at k positions
-            // 2t, 2t+1; (1, 3) at 2t+8, 2t+9. Activations (e_4h, e_4h+2), (e_4h+1, e_4h+3).
-            const int s = 2 * i + h;
-            const uint32_t lo = reinterpret_cast<const uint32_t*>(&wb[d][0][0])[s];
-            const uint32_t hi = reinterpret_cast<const uint32_t*>(&wb[d][1][0])[s];
-            a[0] = fp8_pair<0xA280u>(lo);
-            a[1] = fp8_pair<0xA280u>(hi);
-            a[2] = fp8_pair<0xB391u>(lo);
-            a[3] = fp8_pair<0xB391u>(hi);
-          }
+          weight_fragment<FMT>(reinterpret_cast<const uint32_t*>(&wb[d][0][0]),
+                               reinterpret_cast<const uint32_t*>(&wb[d][1][0]),
+                               FMT == 1 ? zc[d][0] : 0u, FMT == 1 ? zc[d][1] : 0u, i, h, a);
 #pragma unroll
           for (int q = 0; q < NT; ++q) mma(part[q], a, b[q][0], b[q][1]);
         }
