@@ -184,10 +184,12 @@ CommandRegistration reg{
           "/metrics, 401 on every route without and with a wrong key, chat and completions,\n"
           "a forced tool call and its round trip, the <think> split into reasoning_content\n"
           "with the model's template, the SSE format, stop strings, cached tokens on a resend,\n"
-          "/metrics names, batched = sequential greedy output, an OpenAI-shaped 400 naming the\n"
-          "field, a disconnected stream leaving the server serving with its pages freed. With\n"
-          "--model also the start, the SIGTERM exit and, when --serve-args turns speculative\n"
-          "decoding on, greedy output equal to a second server's without it.\n"
+          "/metrics names, batched = sequential greedy output, a prompt served back from the\n"
+          "host tier = its first greedy output (on a pool of up to 32,768 tokens), an\n"
+          "OpenAI-shaped 400 naming the field, a disconnected stream leaving the server serving\n"
+          "with its pages freed. With --model also the start, the SIGTERM exit and, when\n"
+          "--serve-args turns speculative decoding on, greedy output equal to a second\n"
+          "server's without it.\n"
           "The server should be otherwise idle (docs/benchmarking.md).");
       CLI::Option* url = app.add_option("--url", o->url, "A running server: http://HOST:PORT");
       app.add_option("--api-key", o->api_key, "Its key (default: $SYV_API_KEY)")->needs(url);

@@ -1,5 +1,6 @@
 #include "cli/verify_checks.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -26,6 +27,12 @@ bool utf8_boundary(const std::string& s, size_t i) {
 }
 
 // ~n tokens of plain English words.
+// The device pools syv verify's offload check evicts at most (tokens of other prompts it sends:
+// the pool and twice its prompt).
+constexpr int64_t kOffloadMaxPoolTokens = 32768;
+// Their prompts' length at most (attention's cost grows with it; a CPU server takes seconds).
+constexpr int64_t kOffloadFillerTokens = 2048;
+
 std::string long_text(int words) {
   static const char* kWords[] = {"the",   "quiet",  "river", "runs",  "past",
                                  "an",    "old",    "mill",  "where", "children",
@@ -69,6 +76,7 @@ void Verifier::run_all() {
       {"prefix cache", &Verifier::resend},
       {"metrics", &Verifier::metrics},
       {"batching", &Verifier::batched_equals_sequential},
+      {"offload", &Verifier::offload},
       {"errors", &Verifier::bad_request},
       {"cancel", &Verifier::cancel}};
   for (const auto& [name, fn] : groups) {
@@ -366,12 +374,114 @@ void Verifier::bad_request() {
         ok ? "param \"temperature\": " + j["error"].value("message", "") : describe(r));
 }
 
+// A prompt whose KV pages (and, on a hybrid, recurrent-state checkpoints) were evicted to the host
+// tier by other prompts and then served back from it must give its first greedy output. The
+// other prompts must overflow the device pool, so the check runs where that pool holds at most
+// kOffloadMaxPoolTokens and the host tier can keep the prompt; elsewhere it is skipped, saying why.
+void Verifier::offload() {
+  const std::string name =
+      "offload: a prompt served back from the host tier gives its first greedy output";
+  const std::string before = client_->get("/metrics").body;
+  const double host_pages = prometheus_sum(before, "syv_host_tier_pages_capacity");
+  const double pool = prometheus_sum(before, "syv_kv_pool_tokens");
+  const double page = prometheus_sum(before, "syv_kv_page_size_tokens");
+  if (!(host_pages > 0))
+    return skip(name,
+                "no host tier (syv_host_tier_pages_capacity 0: --host-cache-gb 0, or "
+                "prefix caching off)");
+  if (!(pool > 0) || !(page > 0) || pool > kOffloadMaxPoolTokens) {
+    // The pool that would do: kOffloadMaxPoolTokens of this server's bytes per token.
+    const double per_token = prometheus_sum(before, "syv_kv_bytes_per_token");
+    const std::string small =
+        per_token > 0 ? std::to_string(std::max<int64_t>(
+                            1, static_cast<int64_t>(kOffloadMaxPoolTokens * per_token) >> 20))
+                      : "N";
+    return skip(name, "a device pool of " + std::to_string(static_cast<int64_t>(pool)) +
+                          " tokens: evicting it takes more than the " +
+                          std::to_string(kOffloadMaxPoolTokens) +
+                          " tokens of traffic this check sends (syv verify --model DIR "
+                          "--serve-args '--kv-cache-mb " +
+                          small + "' checks it on a small pool)");
+  }
+  // The prompt: its tokens per word measured on its first run, to size the other prompts.
+  const int64_t limit = max_model_len_ > 0 ? max_model_len_ : static_cast<int64_t>(pool);
+  const int words = static_cast<int>(
+      std::clamp<int64_t>(std::min<int64_t>(limit / 4, static_cast<int64_t>(pool) / 8), 16, 400));
+  const std::string prompt = "Offload check. " + long_text(words);
+  auto complete = [&](const std::string& text, int max_tokens, int64_t* prompt_tokens) {
+    const HttpReply r = client_->post("/v1/completions", {{"model", model_},
+                                                          {"prompt", text},
+                                                          {"max_tokens", max_tokens},
+                                                          {"temperature", 0},
+                                                          {"ignore_eos", true}});
+    json j = parse_object(r.body);
+    if (r.status != 200 || !j.contains("choices")) return std::string("\x01") + describe(r);
+    if (prompt_tokens) *prompt_tokens = j["usage"].value("prompt_tokens", int64_t{0});
+    return j["choices"][0].value("text", "");
+  };
+  int64_t prompt_tokens = 0;
+  const std::string first = complete(prompt, 16, &prompt_tokens);
+  if (first.rfind("\x01", 0) == 0) return check(name, false, "the prompt: " + first.substr(1));
+  const double host_tokens = host_pages * page;
+  if (host_tokens < 3.0 * static_cast<double>(prompt_tokens)) {
+    return skip(name, "a host tier of " + std::to_string(static_cast<int64_t>(host_tokens)) +
+                          " tokens, under 3x the " + std::to_string(prompt_tokens) +
+                          "-token prompt it must keep among the others' pages");
+  }
+  // Other prompts, each up to half the pool, the model length and kOffloadFillerTokens, together
+  // the pool plus twice the prompt (so every page of the prompt leaves the device), 4 at a time.
+  const double per_word = static_cast<double>(std::max<int64_t>(prompt_tokens, 1)) / (words + 3);
+  const int64_t filler_tokens = std::max<int64_t>(
+      16, std::min({static_cast<int64_t>(pool) / 2, limit - 32, kOffloadFillerTokens}));
+  const int filler_words = std::max(8, static_cast<int>(filler_tokens / per_word) - 8);
+  const int64_t fillers =
+      (static_cast<int64_t>(pool) + 2 * prompt_tokens + filler_tokens - 1) / filler_tokens + 1;
+  const double hits_before = prometheus_sum(before, "syv_host_tier_hit_tokens_total");
+  std::string filler_error;
+  for (int64_t f0 = 0; f0 < fillers; f0 += 4) {
+    std::vector<std::future<std::string>> batch;
+    for (int64_t f = f0; f < std::min<int64_t>(fillers, f0 + 4); ++f) {
+      batch.push_back(std::async(std::launch::async, [&, f] {
+        // Each filler starts differently, so no two share a cached prefix.
+        return complete("Filler " + std::to_string(f) + " of the offload check. " +
+                            long_text(filler_words + static_cast<int>(f % 5)),
+                        1, nullptr);
+      }));
+    }
+    for (auto& b : batch) {
+      const std::string r = b.get();
+      if (r.rfind("\x01", 0) == 0 && filler_error.empty()) filler_error = r.substr(1);
+    }
+  }
+  if (!filler_error.empty()) return check(name, false, "another prompt: " + filler_error);
+  const std::string second = complete(prompt, 16, nullptr);
+  const double hits =
+      prometheus_sum(client_->get("/metrics").body, "syv_host_tier_hit_tokens_total") - hits_before;
+  if (second.rfind("\x01", 0) == 0) return check(name, false, "the resend: " + second.substr(1));
+  if (!(hits > 0)) {
+    return check(name, false,
+                 std::to_string(fillers) + " other prompts of ~" + std::to_string(filler_tokens) +
+                     " tokens did not bring the " + std::to_string(prompt_tokens) +
+                     "-token prompt back from the host tier (syv_host_tier_hit_tokens_total "
+                     "unchanged)");
+  }
+  check(name, second == first,
+        second == first
+            ? std::to_string(static_cast<int64_t>(hits)) + " of its " +
+                  std::to_string(prompt_tokens) + " prompt tokens from the host tier after " +
+                  std::to_string(fillers) + " other prompts; 16 tokens equal"
+            : "first " + json(first).dump() + ", after the host tier " + json(second).dump());
+}
+
 // A stream whose client goes away after two chunks: the server goes on serving, and its
 // running requests and held KV pages return to 0.
 void Verifier::cancel() {
-  const json body = {{"model", model_},    {"prompt", "Tell me a long story."},
-                     {"max_tokens", 2000}, {"temperature", 0},
-                     {"ignore_eos", true}, {"stream", true}};
+  // Long enough to be cut mid-way, within the server's model length (a small pool caps it).
+  const int64_t max_tokens =
+      max_model_len_ > 0 ? std::min<int64_t>(2000, max_model_len_ - 64) : 2000;
+  const json body = {{"model", model_},          {"prompt", "Tell me a long story."},
+                     {"max_tokens", max_tokens}, {"temperature", 0},
+                     {"ignore_eos", true},       {"stream", true}};
   const StreamReply s = client_->stream("/v1/completions", body, /*stop_after=*/2);
   if (s.output_times.size() < 2) {
     check("cancel: a disconnected stream leaves the server serving", false,

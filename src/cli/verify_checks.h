@@ -21,8 +21,9 @@ class Verifier {
   // /metrics (build, device, KV pool and memory plan), auth on every route, chat and completions,
   // a forced tool call and its round trip, the reasoning split with the model's template, the
   // streaming format, stop strings, cached tokens on resend, /metrics names, batched =
-  // sequential greedy, an OpenAI-shaped 400 naming the field, a disconnected stream leaving the
-  // server serving with its pages freed.
+  // sequential greedy, a prompt served back from the host tier = its first greedy output (where
+  // the device pool is small enough to evict), an OpenAI-shaped 400 naming the field, a
+  // disconnected stream leaving the server serving with its pages freed.
   void run_all();
   // Greedy texts of `prompts` (completions, `max_tokens` each, ignore_eos), one request at a
   // time; "" for a failed request.
@@ -51,6 +52,7 @@ class Verifier {
   void resend();
   void metrics();
   void batched_equals_sequential();
+  void offload();
   void bad_request();
   void cancel();
 

@@ -243,7 +243,8 @@ TEST_F(BenchServe, MetricsStateWhatTheStartUpLogStates) {
   EXPECT_EQ(text.find("syv_memory_plan_"), std::string::npos) << "no GPU plan on the CPU";
 }
 
-// This server leaves /health public: verify's auth check on it fails, the rest pass.
+// This server leaves /health public: verify's auth check on it fails, the rest pass but the
+// offload check, skipped (its 65,536-token pool is more than the check evicts).
 TEST_F(BenchServe, VerifyReportsAFailedCheckAndExits1) {
   const auto [status, out] =
       run_command(std::string(SYV_BIN) + " verify --url " + url_ + " --api-key " + kKey);
@@ -253,20 +254,26 @@ TEST_F(BenchServe, VerifyReportsAFailedCheckAndExits1) {
   EXPECT_NE(out.find("PASS batching"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS responses: POST /v1/responses"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS auth: POST /v1/responses refuses"), std::string::npos) << out;
-  EXPECT_NE(out.find(" passed, 1 failed\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("SKIP offload: "), std::string::npos) << out;
+  EXPECT_NE(out.find(" passed, 1 failed, 1 skipped\n"), std::string::npos) << out;
 }
 
 TEST(Verify, PassesOnTheDemoModelWithAndWithoutSpeculation) {
   ensure_demo_model();
   const auto [status, out] = run_command(
       std::string(SYV_BIN) + " verify --model " + kDemoDir +
-      " --device cpu --serve-args '--kv-cache-mb 64 --max-num-seqs 16 --speculative-method "
+      " --device cpu --serve-args '--kv-cache-mb 8 --max-num-seqs 16 --speculative-method "
       "ngram --num-speculative-tokens 3 --speculative-adaptive off'");
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)
       << out;
   EXPECT_NE(out.find("PASS shutdown: SIGTERM drains and exits 0"), std::string::npos) << out;
+  // An 8 MiB pool (8,192 tokens) is small enough for the offload check to evict its prompt.
+  EXPECT_NE(out.find("PASS offload: a prompt served back from the host tier gives its first "
+                     "greedy output"),
+            std::string::npos)
+      << out;
   // The checks of issue 18's list that read /metrics' deployment facts and use the template.
   for (const char* line : {"PASS deployment: /metrics states the build (syv_build_info) (syv 0.1.0",
                            "PASS deployment: /metrics names the device (syv_device_info) (cpu",
@@ -289,17 +296,33 @@ TEST(Verify, PassesOnTheDemoModelWithAndWithoutSpeculation) {
 
 // A trained tiny model (models/tiny-dense): its small vocabulary has " reason" but no "reason"
 // token, so the reasoning checks write another one-token word first (they once failed here).
+// Its default pool is too large for the offload check to evict (skipped, naming the
+// --kv-cache-mb that would do); a 4 MiB one is not.
 TEST(Verify, PassesOnATrainedTinyModelWithASmallVocabulary) {
   const std::string dir = std::string(SYV_SOURCE_DIR) + "/models/tiny-dense";
-  const auto [status, out] =
-      run_command(std::string(SYV_BIN) + " verify --model " + dir + " --device cpu");
+  {
+    const auto [status, out] =
+        run_command(std::string(SYV_BIN) + " verify --model " + dir + " --device cpu");
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+    EXPECT_TRUE(std::regex_search(
+        out, std::regex(R"(SKIP offload: [^\n]*: a device pool of \d+ tokens: evicting it takes )"
+                        R"(more than the 32768 tokens of traffic this check sends \(syv verify )"
+                        R"(--model DIR --serve-args '--kv-cache-mb \d+' checks it)")))
+        << out;
+    EXPECT_NE(out.find(" passed, 0 failed, 1 skipped\n"), std::string::npos) << out;
+  }
+  const auto [status, out] = run_command(std::string(SYV_BIN) + " verify --model " + dir +
+                                         " --device cpu --serve-args '--kv-cache-mb 4'");
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   for (const char* line : {"PASS reasoning: the model's <think> token opens reasoning_content",
                            "PASS reasoning: <think>reason</think>answer gives reasoning_content "
                            "and content",
                            "PASS reasoning: enable_thinking false keeps the output in content "
-                           "(the template closes the block in its prompt; \"The\" written first"}) {
+                           "(the template closes the block in its prompt; \"The\" written first",
+                           "PASS offload: a prompt served back from the host tier gives its first "
+                           "greedy output"}) {
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   }
   EXPECT_NE(out.find(" passed, 0 failed\n"), std::string::npos) << out;
@@ -321,13 +344,20 @@ TEST(Verify, DraftModelSpeculationEqualsNone) {
 
 // Speculation a preset turns on (interactive: MTP on tiny-hybrid, which has the head) is
 // checked too: the second server gets the preset's other flags, without the speculative ones.
+// A 1 MiB pool: the offload check evicts the hybrid's pages and checkpoints to the host tier and
+// serves its prompt back from there; the cancel check keeps within the 1,024-token model length.
 TEST(Verify, PresetSpeculationEqualsNone) {
   const std::string dir = std::string(SYV_SOURCE_DIR) + "/models/tiny-hybrid";
-  const auto [status, out] = run_command(std::string(SYV_BIN) + " verify --model " + dir +
-                                         " --device cpu --serve-args '--preset interactive'");
+  const auto [status, out] =
+      run_command(std::string(SYV_BIN) + " verify --model " + dir +
+                  " --device cpu --serve-args '--preset interactive --kv-cache-mb 1'");
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("PASS offload: a prompt served back from the host tier gives its first "
+                     "greedy output"),
+            std::string::npos)
       << out;
 }
 
