@@ -4,10 +4,11 @@
 // groups of 128 symmetric, fp8 128x128 tiles; int4 groups of 8 and act-order int4 permuted at load
 // (which the GEMV does not take).
 // At 1, 2, 5 and 8 tokens the grouped GEMVs of moe_quant_gemv.cu run (where the format allows),
-// at 9 and 20 the dequantize-to-bf16 path; several tokens share experts. Also: the GEMV's results
-// are run-to-run identical and a token's row does not depend on the batch around it; it counts
-// the distinct experts routed to as the dense path does; a CUDA graph replays its bits. Skips
-// cleanly without a CUDA device.
+// at 9 and 20 the dequantize-to-bf16 path (or, with set_quant_moe_gemm, the tiled path on the
+// packed rows, at 9-300 tokens in the formats it takes); several tokens share experts. Also: the
+// GEMV's results are run-to-run identical and a token's row does not depend on the batch around it;
+// it counts the distinct experts routed to as the dense path does; a CUDA graph replays its bits.
+// Skips cleanly without a CUDA device.
 //
 // Bounds. The GEMV takes the exact dequantized weights and sums in fp32; its act rows are rounded
 // to bf16 (2^-9 relative each) and so is its output: 4e-3 relative L2 covers both. The dequantize
@@ -68,12 +69,63 @@ class MoeQuantGemvGpu : public CudaOps {
     return make(w, {T, top_k}, DType::F32);
   }
 
+  // T tokens, top_k each, on gate_up / down: the routed-experts counter adds the number of
+  // distinct experts; run-to-run identical bits; the first `first` tokens alone (their ids and
+  // routing weights the batch's first rows) give the batch's first rows' bits; a graph replays
+  // the same bits.
+  void expect_bits(const HostQuant& gate_up, const HostQuant& down, int64_t T, int64_t top_k,
+                   int64_t first) {
+    OnBackend gg = put(*gpu_, gate_up), gd = put(*gpu_, down);
+    const std::vector<float> xs = random_vec(static_cast<size_t>(T * kH), rng_);
+    Pair x = make(xs, {T, kH});
+    std::vector<int32_t> host_ids;
+    Ids ids = routing(T, top_k, &host_ids);
+    Pair w = routing_weights(T, top_k);
+    Pair out = make_out({T, kH});
+    const uint64_t routed0 = gpu_->moe_experts_routed();
+    gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
+    const std::vector<float> all = down_gpu(out.g);
+    std::vector<int32_t> distinct = host_ids;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    EXPECT_EQ(gpu_->moe_experts_routed() - routed0, distinct.size());
+
+    poison(out.g);
+    gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
+    EXPECT_EQ(down_gpu(out.g), all) << "run to run";
+
+    Pair xf = make(std::vector<float>(xs.begin(), xs.begin() + first * kH), {first, kH});
+    Ids idsf = routing(first, top_k);
+    gpu_->upload(idsf.g.data(), host_ids.data(), static_cast<size_t>(first * top_k) * 4);
+    Pair wf =
+        make(std::vector<float>(static_cast<size_t>(first * top_k)), {first, top_k}, DType::F32);
+    std::vector<float> wrows(static_cast<size_t>(first * top_k));
+    gpu_->download(wrows.data(), w.g.data, wrows.size() * 4);
+    gpu_->upload(wf.g.data, wrows.data(), wrows.size() * 4);
+    Pair outf = make_out({first, kH});
+    gpu_->moe_experts(xf.g, idsf.tg, wf.g, gg.w, gd.w, outf.g);
+    EXPECT_EQ(down_gpu(outf.g), std::vector<float>(all.begin(), all.begin() + first * kH))
+        << first << " tokens alone and among " << T;
+
+    const int id =
+        gpu_->capture_graph([&] { gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g); });
+    poison(out.g);
+    gpu_->replay_graph(id);
+    EXPECT_EQ(down_gpu(out.g), all) << "graph replay";
+    gpu_->destroy_graph(id);
+  }
+
   // GPU vs CPU at every token count; `gemv`: whether the format takes the GEMV at <= 8 tokens.
-  void check(const HostQuant& gate_up, const HostQuant& down, bool gemv, const std::string& what) {
+  // tiled: 9-300 tokens on the tiled path over the packed rows (set_quant_moe_gemm), whose bound
+  // is the GEMV's.
+  void check(const HostQuant& gate_up, const HostQuant& down, bool gemv, const std::string& what,
+             bool tiled = false) {
     OnBackend cg = put(*cpu_, gate_up), cd = put(*cpu_, down);
     OnBackend gg = put(*gpu_, gate_up), gd = put(*gpu_, down);
+    const std::vector<int64_t> tokens =
+        tiled ? std::vector<int64_t>{9, 20, 64, 300} : std::vector<int64_t>{1, 2, 5, 8, 9, 20};
     for (int64_t top_k : {2, 4}) {
-      for (int64_t T : {1, 2, 5, 8, 9, 20}) {
+      for (int64_t T : tokens) {
         Pair x = make(random_vec(static_cast<size_t>(T * kH), rng_), {T, kH});
         Ids ids = routing(T, top_k);
         Pair w = routing_weights(T, top_k);
@@ -81,9 +133,9 @@ class MoeQuantGemvGpu : public CudaOps {
         cpu_->moe_experts(x.c, ids.tc, w.c, cg.w, cd.w, out.c);
         gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
         const bool on_gemv = gemv && T <= cuda::kMoeGemvMaxTokens;
-        expect_close(out, on_gemv ? 4e-3 : 6e-3,
-                     what + ", top_k " + std::to_string(top_k) + ", T " + std::to_string(T) +
-                         (on_gemv ? " (gemv)" : " (dequantize)"));
+        const char* path = tiled ? " (tiled)" : on_gemv ? " (gemv)" : " (dequantize)";
+        expect_close(out, on_gemv || tiled ? 4e-3 : 6e-3,
+                     what + ", top_k " + std::to_string(top_k) + ", T " + std::to_string(T) + path);
       }
     }
   }
@@ -117,57 +169,34 @@ TEST_F(MoeQuantGemvGpu, ActOrderPermutedTakesTheDequantizePath) {
         permuted(random_int4(kE * kH, kI, 32, false, true, rng_)), false, "int4 g32 act-order");
 }
 
+// The tiled path on the packed rows (set_quant_moe_gemm; moe_quant_gemm.cu) above 8 tokens, in the
+// formats its tile takes, against the CPU (the GEMV's bound: exact weights, bf16 act rows): tiles
+// of 16 (few rows per expert), 32 and 64 rows; then run to run, a token's row alone in a batch of
+// 9 and among 100, the routed-experts counter, and a graph replay.
+TEST_F(MoeQuantGemvGpu, TiledPathOnPackedRowsMatchesCpu) {
+  gpu_->set_quant_moe_gemm(true);
+  check(random_int4(kE * 2 * kI, kH, 128, false, false, rng_),
+        random_int4(kE * kH, kI, 128, false, false, rng_), true, "int4 g128", true);
+  check(random_int4(kE * 2 * kI, kH, 128, true, false, rng_),
+        random_int4(kE * kH, kI, 128, true, false, rng_), true, "int4 g128 zeros", true);
+  check(random_fp8(kE * 2 * kI, kH, 128, 128, rng_), random_fp8(kE * kH, kI, 128, 128, rng_), true,
+        "fp8 128x128", true);
+  expect_bits(random_int4(kE * 2 * kI, kH, 128, true, false, rng_),
+              random_int4(kE * kH, kI, 128, true, false, rng_), 100, 4, 9);
+}
+
 // Run-to-run identical bits; token 0 alone gives the bits of token 0 in a batch of 5; the
 // routed-experts counter adds the number of distinct experts; a graph replays the same bits.
 TEST_F(MoeQuantGemvGpu, DeterministicBatchIndependentCountedAndCapturable) {
-  const HostQuant gu = random_int4(kE * 2 * kI, kH, 128, false, false, rng_);
-  const HostQuant dn = random_int4(kE * kH, kI, 128, false, false, rng_);
-  OnBackend gg = put(*gpu_, gu), gd = put(*gpu_, dn);
-  const int64_t T = 5, top_k = 2;
-  const std::vector<float> xs = random_vec(static_cast<size_t>(T * kH), rng_);
-  Pair x = make(xs, {T, kH});
-  std::vector<int32_t> host_ids;
-  Ids ids = routing(T, top_k, &host_ids);
-  Pair w = routing_weights(T, top_k);
-  Pair out = make_out({T, kH});
-
-  const uint64_t routed0 = gpu_->moe_experts_routed();
-  gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
-  const std::vector<float> first = down_gpu(out.g);
-  std::vector<int32_t> distinct = host_ids;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  EXPECT_EQ(gpu_->moe_experts_routed() - routed0, distinct.size());
-
-  poison(out.g);
-  gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
-  EXPECT_EQ(down_gpu(out.g), first) << "run to run";
-
-  // Token 0 alone: its ids and routing weights are the batch's first row.
-  Pair x1 = make(std::vector<float>(xs.begin(), xs.begin() + kH), {1, kH});
-  Ids ids1 = routing(1, top_k);
-  gpu_->upload(ids1.g.data(), host_ids.data(), static_cast<size_t>(top_k) * 4);
-  Pair w1 = make(std::vector<float>(static_cast<size_t>(top_k)), {1, top_k}, DType::F32);
-  std::vector<float> wrow(static_cast<size_t>(top_k));
-  gpu_->download(wrow.data(), w.g.data, wrow.size() * 4);
-  gpu_->upload(w1.g.data, wrow.data(), wrow.size() * 4);
-  Pair out1 = make_out({1, kH});
-  gpu_->moe_experts(x1.g, ids1.tg, w1.g, gg.w, gd.w, out1.g);
-  EXPECT_EQ(down_gpu(out1.g), std::vector<float>(first.begin(), first.begin() + kH))
-      << "token 0 alone and in the batch";
-
-  const int id =
-      gpu_->capture_graph([&] { gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g); });
-  poison(out.g);
-  gpu_->replay_graph(id);
-  EXPECT_EQ(down_gpu(out.g), first) << "graph replay";
-  gpu_->destroy_graph(id);
+  expect_bits(random_int4(kE * 2 * kI, kH, 128, false, false, rng_),
+              random_int4(kE * kH, kI, 128, false, false, rng_), 5, 2, 1);
 }
 
 // Qwen3-Next's expert shape (512 experts of [2 x 512, 2048] and [2048, 512], top-10) in int4
-// groups of 128: the grouped GEMVs against the dequantize path (SYV_QUANT_MOE_GEMV=0) and the bf16
-// experts, per call, with the routed experts' packed bytes per second against the device's copy
-// rate (a benchmark: it prints, asserts nothing; the correctness runs filter it out).
+// groups of 128: the grouped GEMVs (1-8 tokens) and the tiled path on the packed rows (16-256)
+// against the dequantize path (SYV_QUANT_MOE_GEMV=0; one element and 8 columns a thread) and the
+// bf16 experts, per call, with the routed experts' packed bytes per second against the device's
+// copy rate (a benchmark: it prints, asserts nothing; the correctness runs filter it out).
 TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
   constexpr int64_t E = 512, H = 2048, I = 512, k = 10, group = 128;
   const double copy_gbps = gpu_->measure_copy_gbps(size_t{1} << 30, 10);
@@ -190,7 +219,8 @@ TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2] * 1e3;
   };
-  for (int64_t T : {1, 2, 4, 8}) {
+  gpu_->set_quant_moe_gemm(true);  // above 8 tokens: the tiled path on the packed rows
+  for (int64_t T : {1, 2, 4, 8, 16, 32, 64, 256}) {
     const std::vector<int32_t> routing = random_ids(T, k, E);
     std::vector<int32_t> distinct = routing;
     std::sort(distinct.begin(), distinct.end());
@@ -219,17 +249,23 @@ TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
     Io a = io(*gpu_), b = io(*dequant_path);
     const double gemv_us =
         us(*gpu_, [&] { gpu_->moe_experts(a.tx, a.tids, a.tw, gg.w, gd.w, a.tout); });
-    const double dequant_us = us(
-        *dequant_path, [&] { dequant_path->moe_experts(b.tx, b.tids, b.tw, qg.w, qd.w, b.tout); });
+    auto dequant_op = [&] { dequant_path->moe_experts(b.tx, b.tids, b.tw, qg.w, qd.w, b.tout); };
+    dequant_path->set_quant_dequant_vectorized(false);
+    const double dequant_us = us(*dequant_path, dequant_op);
+    dequant_path->set_quant_dequant_vectorized(true);
+    const double dequant_vec_us = us(*dequant_path, dequant_op);
     const double bf16_us =
         us(*gpu_, [&] { gpu_->moe_experts(a.tx, a.tids, a.tw, bf16_gu, bf16_dn, a.tout); });
     // Packed nibbles plus one f32 scale per 128 of them, of the experts routed to.
     const double bytes = static_cast<double>(distinct.size()) * 3 * I * H * (0.5 + 4.0 / group);
     std::printf(
-        "int4 moe, %lld tokens, %3zu experts (%.1f MB packed): gemv %6.1f us (%.0f GB/s = %.0f%% "
-        "of copy) | dequantize path %6.1f us | bf16 experts %6.1f us (gemv %.2fx faster)\n",
-        static_cast<long long>(T), distinct.size(), bytes / 1e6, gemv_us, bytes / (gemv_us * 1e3),
-        100.0 * bytes / (gemv_us * 1e3) / copy_gbps, dequant_us, bf16_us, bf16_us / gemv_us);
+        "int4 moe, %lld tokens, %3zu experts (%.1f MB packed): %s %6.1f us (%.0f GB/s = %.0f%% "
+        "of copy) | dequantize path %6.1f us (8 columns a thread: %6.1f) | bf16 experts %6.1f us "
+        "(%.2fx slower)\n",
+        static_cast<long long>(T), distinct.size(), bytes / 1e6,
+        T <= cuda::kMoeGemvMaxTokens ? "gemv" : "tiled", gemv_us, bytes / (gemv_us * 1e3),
+        100.0 * bytes / (gemv_us * 1e3) / copy_gbps, dequant_us, dequant_vec_us, bf16_us,
+        bf16_us / gemv_us);
   }
 }
 

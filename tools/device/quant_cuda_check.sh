@@ -15,12 +15,14 @@
 #                                               GEMM activations it can take (W8A8 / W4A8 too)
 #   tools/device/quant_cuda_check.sh crossover  fp8 / awq with the quantized GEMV off (every step
 #                                               dequantizes to bf16 + cuBLASLt), b = 1 and 16
-#   tools/device/quant_cuda_check.sh gemm       the two paths off by default until measured: the
+#   tools/device/quant_cuda_check.sh gemm       the paths off by default until measured: the
 #                                               tensor-core GEMM above 16 tokens
-#                                               (SYV_QUANT_GEMM_MAX_TOKENS) and the vectorized
-#                                               dequantize (SYV_QUANT_DEQUANT_VEC): their tests,
-#                                               then gptq and fp8 (W8A8 off) decode at b = 17-128
-#                                               and prefill 2K under each (not in `all`)
+#                                               (SYV_QUANT_GEMM_MAX_TOKENS), the vectorized
+#                                               dequantize (SYV_QUANT_DEQUANT_VEC) and the MoE
+#                                               experts' tiled path on packed rows
+#                                               (SYV_QUANT_MOE_GEMM): their tests and the MoE
+#                                               timing, then gptq and fp8 (W8A8 off) decode at
+#                                               b = 17-128 and prefill 2K under each (not in `all`)
 #   tools/device/quant_cuda_check.sh profile    ncu on the quantized GEMVs at b = 1 (fp8, gptq
 #                                               folders): duration, DRAM and SM throughput,
 #                                               registers, occupancy, issue stalls (not in `all`)
@@ -35,7 +37,8 @@ WORK=${WORK:-/tmp/syv-quant}
 CFG=tools/bench/configs/qwen3-8b
 B=build/gpu-carry/bin
 export SYV_SOURCE_DIR=$PWD
-TESTS="gpu_quant_linear_gpu_test gpu_engine_quantized_gpu_test gpu_moe_quantized_gpu_test"
+TESTS="gpu_quant_linear_gpu_test gpu_engine_quantized_gpu_test gpu_moe_quantized_gpu_test
+  gpu_moe_quant_gemv_gpu_test"
 phase() { [[ $WHAT == "$1" || $WHAT == all ]]; }
 
 if phase build || [[ ! -x $B/syv ]]; then
@@ -104,13 +107,20 @@ fi
 if [[ $WHAT == gemm ]]; then  # not part of `all` until the two paths are on by default
   timeout 150 $B/gpu_quant_linear_gpu_test --gtest_filter='*Gemm*:*Vectorized*:*Dequantize*' 2>&1 |
     grep -E "^\[ +(OK|FAILED|PASSED) |Failure|error" | head -40
-  for env in "SYV_QUANT_DEQUANT_VEC=1" "SYV_QUANT_GEMM_MAX_TOKENS=256 SYV_QUANT_DEQUANT_VEC=1"; do
+  # The quantized MoE experts' tiled path on the packed rows (SYV_QUANT_MOE_GEMM), then its
+  # timing at Qwen3-Next's shape against the dequantize path (both kernels) and bf16 experts.
+  timeout 200 $B/gpu_moe_quant_gemv_gpu_test 2>&1 |
+    grep -E "^\[ +(OK|FAILED|PASSED) |Failure|error|int4 moe|device copy" | head -40
+  for env in "SYV_QUANT_DEQUANT_VEC=1" \
+    "SYV_QUANT_GEMM_MAX_TOKENS=256 SYV_QUANT_DEQUANT_VEC=1 SYV_QUANT_MOE_GEMM=1"; do
     echo "== $env"
     env $env timeout 200 $B/gpu_engine_quantized_gpu_test 2>&1 |
       grep -E "^\[ +(FAILED|PASSED) |Failure|error" | head -20
-    env $env timeout 200 $B/gpu_moe_quantized_gpu_test 2>&1 |
-      grep -E "^\[ +(FAILED|PASSED) |Failure|error" | head -20
   done
+  # Kept-quantized experts = dequantized at load bit for bit (the dequantize path's bf16 weights;
+  # not with SYV_QUANT_MOE_GEMM, whose exact weights give other bits).
+  SYV_QUANT_DEQUANT_VEC=1 timeout 200 $B/gpu_moe_quantized_gpu_test 2>&1 |
+    grep -E "^\[ +(FAILED|PASSED) |Failure|error" | head -20
   for f in gptq fp8; do
     [[ -f $WORK/$f/.done ]] || { echo "$f: no folder (run the prep phase)"; continue; }
     for env in "SYV_QUANT_DEQUANT_VEC=0" "SYV_QUANT_DEQUANT_VEC=1" \

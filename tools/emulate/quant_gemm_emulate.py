@@ -7,6 +7,7 @@
 # splits (quant_gemm_mma_splits and the reduce), against x @ dequant(w)^T in float64; then checks
 # that the kernel's 16-byte shared-memory reads are free of bank conflicts. Written to check the
 # kernel's index logic where no GPU was at hand; it mirrors the kernel, so keep the two in step.
+# The same for moe_quant_gemm.cu's routing, row mappings and epilogues (run_moe, below).
 # Needs python3-numpy (Debian). Run: /usr/bin/python3 tools/emulate/quant_gemm_emulate.py
 import numpy as np, sys
 rng = np.random.default_rng(1)
@@ -170,5 +171,63 @@ for WU, WRU in ((4, 4), (8, 9)):
           units = [((16 * warp + (l >> 2) + r8) * WRU + (l & 3) * (WU // 4) + v) % 8 for l in lanes]
           bad += len(set(units)) != 8
 print("conflicting phases:", bad)
+
+# moe_quant_gemm.cu: the tile list of launch_moe_route (tiles of at most bm rows of one expert's
+# sorted pairs), the kernels' weight rows (gate_up: a warp's rows 0-7 gate rows, 8-15 up rows of
+# its 8 outputs), x rows (the pair's token; act rows by sorted position), epilogues and the
+# combine in ascending expert id, with the tile main loop taken as checked above (acc[q][e] = the
+# dot product of tile row 16 w + g + 8 (e >= 2) and tile token 8 q + 2 t + (e & 1)).
+def run_moe(E, H, I, T, k):
+    rng2 = np.random.default_rng(T * 7 + k)
+    Wgu = rng2.standard_normal((E * 2 * I, H)); Wdn = rng2.standard_normal((E * H, I))
+    x = rng2.standard_normal((T, H))
+    ids = np.array([rng2.permutation(E)[:k] for _ in range(T)]); wts = rng2.uniform(0.1, 1, (T, k))
+    silu = lambda v: v / (1 + np.exp(-v))
+    ref = np.zeros((T, H))
+    for t in range(T):
+        for j in range(k):
+            e = ids[t, j]; gu = Wgu[e * 2 * I:(e + 1) * 2 * I] @ x[t]
+            ref[t] += wts[t, j] * (Wdn[e * H:(e + 1) * H] @ (silu(gu[:I]) * gu[I:]))
+    P = T * k; rpe = P // min(E, P)
+    NT = 2 if rpe <= 16 else 4 if rpe <= 32 else 8; bm = 8 * NT
+    flat = ids.reshape(-1); sorted_ = []; tiles = []
+    for e in range(E):
+        pairs = [p for p in range(P) if flat[p] == e]; base = len(sorted_); sorted_ += pairs
+        for r in range(0, len(pairs), bm): tiles.append((e, base + r, min(bm, len(pairs) - r)))
+    act = np.zeros((P, I)); y = np.zeros((P, H))
+    for gate_up in (True, False):
+        K = H if gate_up else I; W = Wgu if gate_up else Wdn
+        per_block = kGemmRows // 2 if gate_up else kGemmRows
+        for (e, r0, rows) in tiles:
+            xr = [x[sorted_[r0 + min(r, rows - 1)] // k] if gate_up else act[r0 + min(r, rows - 1)] for r in range(bm)]
+            for by in range(ceil_div(I if gate_up else H, per_block)):
+                o0 = by * per_block
+                def weight_row(r):
+                    if gate_up: return e * 2 * I + (I if r & 8 else 0) + min(o0 + 8 * (r >> 4) + (r & 7), I - 1)
+                    return e * H + min(o0 + r, H - 1)
+                for warp in range(kGemmWarps):
+                    for lane in range(32):
+                        g, t = lane >> 2, lane & 3
+                        acc = [[W[weight_row(16 * warp + g + (8 if ee >= 2 else 0))] @ xr[8 * q + 2 * t + (ee & 1)] for ee in range(4)] for q in range(NT)]
+                        for q in range(NT):
+                            if gate_up:
+                                col = o0 + 8 * warp + g
+                                for ee in range(2):
+                                    tok = 8 * q + 2 * t + ee
+                                    if tok < rows and col < I: act[r0 + tok, col] = silu(acc[q][ee]) * acc[q][ee + 2]
+                            else:
+                                for ee in range(4):
+                                    tok = 8 * q + 2 * t + (ee & 1); n = o0 + 16 * warp + g + (8 if ee >= 2 else 0)
+                                    if tok < rows and n < H: y[sorted_[r0 + tok], n] = acc[q][ee]
+    out = np.zeros((T, H))
+    for t in range(T):
+        for j in sorted(range(k), key=lambda j: ids[t, j]): out[t] += wts[t, j] * y[t * k + j]
+    err = np.abs(out - ref).max() / np.abs(ref).max()
+    print(f"MoE E {E} H {H} I {I} T {T} top_k {k}: tiles of {bm}, max rel err {err:.2e}")
+    return err < 1e-9
+
+ok &= run_moe(8, 256, 96, 9, 2)
+ok &= run_moe(8, 128, 128, 40, 4)
+ok &= run_moe(4, 128, 40, 70, 4)
 print("ALL OK" if ok and bad == 0 else "MISMATCH")
 sys.exit(0 if ok and bad == 0 else 1)

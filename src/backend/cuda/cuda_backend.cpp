@@ -143,6 +143,7 @@ class CudaBackendImpl final : public CudaBackend {
       quant_moe_forced_ = true;
     }
     if (const char* env = std::getenv("SYV_QUANT_MOE_GEMV")) quant_moe_gemv_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_QUANT_MOE_GEMM")) quant_moe_gemm_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_ACT_ORDER_PERM")) act_order_perm_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_DEFER_COPIES"))
       defer_copies_enabled_ = std::atoi(env) != 0;
@@ -1347,7 +1348,9 @@ class CudaBackendImpl final : public CudaBackend {
 
   // Up to cuda::kMoeGemvMaxTokens tokens outside batch-invariant mode, both parts quantized in one
   // format the quantized GEMV takes: moe_quant_gemv.cu's two grouped GEMVs, which read the routed
-  // experts' packed rows only (SYV_QUANT_MOE_GEMV=0: off, for A/B). Otherwise the routed experts'
+  // experts' packed rows only (SYV_QUANT_MOE_GEMV=0: off, for A/B). More tokens, with
+  // set_quant_moe_gemm (off until a GPU run has checked it): moe_quant_gemm.cu's tiled path, the
+  // routed experts' packed rows decoded in registers. Otherwise the routed experts'
   // rows dequantized to bf16 (an expert mask from ids, then one kernel per weight whose blocks of
   // unrouted experts exit at once), then the dense moe_experts() over them: memory as quantized,
   // traffic per step the routed experts' quantized bytes plus twice their bf16 bytes. gate_up's
@@ -1380,6 +1383,23 @@ class CudaBackendImpl final : public CudaBackend {
                                       quant_weight(gate_up), quant_weight(down), out.data, T,
                                       static_cast<int>(top_k), E, moe_dequant_, moe_routed_,
                                       stream_))
+        return;
+    }
+    if (quant_moe_gemm_ && !batch_invariant_ && !gate_up.dense() && !down.dense() && top_k >= 1 &&
+        top_k <= 32 && all_bf16({&x, &out}) && weights.dtype == DType::F32) {
+      check_quantized_layout(gate_up);
+      check_quantized_layout(down);
+      cuda::MoeShape s;
+      s.tokens = T;
+      s.top_k = top_k;
+      s.experts = E;
+      s.hidden = H;
+      s.inter = I;
+      grow_scratch(moe_scratch_, moe_scratch_bytes_,
+                   static_cast<int64_t>(cuda::moe_scratch_bytes(s)), "MoE scratch");
+      if (cuda::launch_moe_quant_gemm(x.data, ids.as<int32_t>(), weights.as<float>(),
+                                      quant_weight(gate_up), quant_weight(down), out.data, s,
+                                      moe_scratch_, moe_routed_, stream_))
         return;
     }
     const int64_t down_bytes = (E * H * I * 2 + 255) / 256 * 256;
@@ -1704,6 +1724,7 @@ class CudaBackendImpl final : public CudaBackend {
     quant_gemm_max_tokens_ = std::max(0, tokens);
   }
   uint64_t quant_gemm_calls() const override { return quant_gemm_calls_; }
+  void set_quant_moe_gemm(bool on) override { quant_moe_gemm_ = on; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
@@ -2159,7 +2180,10 @@ class CudaBackendImpl final : public CudaBackend {
   bool quant_dequant_vec_ = false;
   // set_quant_gemm_max_tokens(): 0 (off) until a GPU run has checked and timed the GEMM.
   int quant_gemm_max_tokens_ = 0;
-  uint64_t quant_gemm_calls_ = 0;      // quant_gemm_calls()
+  uint64_t quant_gemm_calls_ = 0;  // quant_gemm_calls()
+  // Quantized MoE experts above kMoeGemvMaxTokens on moe_quant_gemm.cu's tiled path
+  // (set_quant_moe_gemm, SYV_QUANT_MOE_GEMM=1): off until a GPU run has checked and timed it.
+  bool quant_moe_gemm_ = false;
   uint64_t quant_silu_epilogues_ = 0;  // quant_silu_epilogues()
   bool fp8_gemm_ = false;              // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)

@@ -102,6 +102,11 @@ class CudaBackend : public Backend {
   // Not in batch-invariant mode. quant_gemm_calls(): linear calls it ran so far (tests).
   virtual void set_quant_gemm_max_tokens(int tokens) = 0;
   virtual uint64_t quant_gemm_calls() const = 0;
+  // Whether quantized MoE experts above the grouped GEMVs' 8 tokens (outside batch-invariant
+  // mode) take the tiled path that decodes the routed experts' packed rows in registers
+  // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first. Off by default until a GPU run
+  // has checked and timed it (SYV_QUANT_MOE_GEMM=1 starts with it on).
+  virtual void set_quant_moe_gemm(bool on) = 0;
   // Calls that ran the SiLU·mul in the GEMV's epilogue so far (tests: the fused path did run).
   virtual uint64_t quant_silu_epilogues() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens

@@ -210,6 +210,19 @@ void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert,
                                   const int32_t* mask, void* dense, cudaStream_t s,
                                   bool vectorized);
 
+// moe_quant_gemm.cu: quantized MoE experts on the tiled path (moe.cuh's launch_moe_experts with
+// the routed experts' packed rows decoded in registers: quant_gemm_tile.cuh), any token count, in
+// passes of moe_pass_tokens(s). Operands as launch_moe_quant_gemv's, `scratch` of
+// moe_scratch_bytes(s). Both weights in one format the tile takes (K % 128 == 0, int4 groups /
+// fp8 scale tiles a multiple of 128 columns, no g_idx, not act-order permuted). Returns false
+// (launching nothing) otherwise.
+struct MoeShape;
+bool moe_quant_gemm_supports(const QuantWeight& gate_up, const QuantWeight& down);
+bool launch_moe_quant_gemm(const void* x, const int32_t* ids, const float* weights,
+                           const QuantWeight& gate_up, const QuantWeight& down, void* out,
+                           const MoeShape& s, void* scratch, unsigned long long* routed,
+                           cudaStream_t stream);
+
 // moe_quant_gemv.cu: quantized MoE experts at small batches, streaming only the routed experts'
 // packed rows. x bf16 [tokens, H], ids i32 / weights f32 [tokens, top_k] as moe_topk() writes them
 // (an out-of-range id contributes nothing), gate_up [experts * 2I, H] and down [experts * H, I]

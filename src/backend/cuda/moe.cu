@@ -30,6 +30,7 @@
 #include "backend/cuda/gemm_tile.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/moe.cuh"
+#include "core/check.h"
 
 namespace syv::cuda {
 namespace {
@@ -371,39 +372,56 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES>
 void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, const float* weights,
               const bf16* gate_up, const bf16* down, bf16* out, char* scratch,
               unsigned long long* routed, cudaStream_t st) {
-  const Layout l = layout(s, T);
-  const int64_t P = T * s.top_k, E = s.experts;
-  const int64_t tiles = max_tiles(P, E, BM);
-  int32_t* num_tiles = reinterpret_cast<int32_t*>(scratch + l.num_tiles);
+  const MoeRouting r = launch_moe_route(s, T, ids, BM, scratch, routed, st);
   GemmArgs a;
-  a.tiles = reinterpret_cast<const int4*>(scratch + l.tiles);
-  a.num_tiles = num_tiles;
-  a.sorted = reinterpret_cast<const int32_t*>(scratch + l.sorted);
+  a.tiles = r.tiles;
+  a.num_tiles = r.num_tiles;
+  a.sorted = r.sorted;
   a.top_k = static_cast<int>(s.top_k);
   a.inter = s.inter;
-  a.act = reinterpret_cast<bf16*>(scratch + l.act);
-  a.y = reinterpret_cast<float*>(scratch + l.y);
-  launch_k(moe_route_kernel, dim3(1), dim3(kRouteThreads), 2 * E * sizeof(int), st, ids,
-           static_cast<int>(P), static_cast<int>(E), BM,
-           reinterpret_cast<int32_t*>(scratch + l.sorted),
-           reinterpret_cast<int4*>(scratch + l.tiles), num_tiles, routed);
+  a.act = static_cast<bf16*>(r.act);
+  a.y = r.y;
   a.a = x;
   a.w = gate_up;
   a.N = 2 * s.inter;
   a.K = s.hidden;
-  launch_gemm<BM, BN, BK, WM, WN, STAGES, true>(a, tiles, st);
+  launch_gemm<BM, BN, BK, WM, WN, STAGES, true>(a, r.max_tiles, st);
   a.a = a.act;
   a.w = down;
   a.N = s.hidden;
   a.K = s.inter;
-  launch_gemm<BM, BN, BK, WM, WN, STAGES, false>(a, tiles, st);
-  constexpr int kCombineThreads = 256;
-  launch_k(moe_combine_kernel, dim3(static_cast<unsigned>(T), ceil_div(s.hidden, kCombineThreads)),
-           dim3(kCombineThreads), 0, st, a.y, ids, weights, static_cast<int>(s.top_k),
-           static_cast<int>(E), s.hidden, out);
+  launch_gemm<BM, BN, BK, WM, WN, STAGES, false>(a, r.max_tiles, st);
+  launch_moe_combine(a.y, ids, weights, s, T, out, st);
 }
 
 }  // namespace
+
+MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
+                            unsigned long long* routed, cudaStream_t st) {
+  SYV_CHECK(bm >= kMinTileRows) << "moe route: tiles of " << bm << " rows (at least "
+                                << kMinTileRows << ": the tile list is sized for them)";
+  const Layout l = layout(s, T);
+  char* sc = static_cast<char*>(scratch);
+  const int64_t P = T * s.top_k, E = s.experts;
+  MoeRouting r;
+  r.sorted = reinterpret_cast<int32_t*>(sc + l.sorted);
+  r.tiles = reinterpret_cast<int4*>(sc + l.tiles);
+  r.num_tiles = reinterpret_cast<int32_t*>(sc + l.num_tiles);
+  r.act = sc + l.act;
+  r.y = reinterpret_cast<float*>(sc + l.y);
+  r.max_tiles = max_tiles(P, E, bm);
+  launch_k(moe_route_kernel, dim3(1), dim3(kRouteThreads), 2 * E * sizeof(int), st, ids,
+           static_cast<int>(P), static_cast<int>(E), bm, r.sorted, r.tiles, r.num_tiles, routed);
+  return r;
+}
+
+void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const MoeShape& s,
+                        int64_t T, void* out, cudaStream_t st) {
+  constexpr int kCombineThreads = 256;
+  launch_k(moe_combine_kernel, dim3(static_cast<unsigned>(T), ceil_div(s.hidden, kCombineThreads)),
+           dim3(kCombineThreads), 0, st, y, ids, weights, static_cast<int>(s.top_k),
+           static_cast<int>(s.experts), s.hidden, static_cast<bf16*>(out));
+}
 
 void launch_moe_topk(const float* logits, int64_t tokens, int64_t experts, int top_k,
                      bool renormalize, int32_t* ids, float* weights, cudaStream_t s) {

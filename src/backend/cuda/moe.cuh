@@ -51,6 +51,26 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
                         bool batch_invariant, void* scratch, unsigned long long* routed,
                         cudaStream_t stream);
 
+// The tiled path's first and last launches, shared with the quantized experts' tiled path
+// (moe_quant_gemm.cu). launch_moe_route: one pass's counting sort of its T * k (token, slot) pairs
+// by expert into `scratch` (moe_scratch_bytes of a shape of at least T tokens) and its list of row
+// tiles of at most bm >= 16 rows; adds the experts it routes to to *routed. The launches after it
+// read the tile list's first *num_tiles entries of max_tiles (the grid is sized for max_tiles:
+// blocks past the count exit). launch_moe_combine: out bf16 [T, H] = each token's sum over its
+// slots, in ascending expert id, of weight * y[pair].
+struct MoeRouting {
+  int32_t* sorted = nullptr;     // [T * k] pair ids grouped by expert
+  int4* tiles = nullptr;         // (expert, first sorted row, rows, 0)
+  int32_t* num_tiles = nullptr;  // device
+  void* act = nullptr;           // bf16 [T * k, I] (sorted rows): gate_up's output
+  float* y = nullptr;            // f32 [T * k, H] (by pair): down's output
+  int64_t max_tiles = 0;
+};
+MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
+                            unsigned long long* routed, cudaStream_t st);
+void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const MoeShape& s,
+                        int64_t T, void* out, cudaStream_t st);
+
 // A shared expert run beside the routed ones by launch_moe_gemv(): bf16 gate_up [2Is, H] and down
 // [H, Is] (Is = inter, a multiple of 8, may differ from the routed experts' I), its output added
 // to each token's sum gated by sigmoid(gate[t]) (gate: f32 [T] logits, device memory, written
