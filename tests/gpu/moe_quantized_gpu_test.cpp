@@ -44,6 +44,7 @@ LoadRun run(const fs::path& dir, bool keep_quantized, bool vectorized = false) {
   unsetenv("SYV_QUANT_MOE");
   unsetenv("SYV_QUANT_MOE_GEMV");
   gpu->set_quant_dequant_vectorized(vectorized);
+  gpu->set_quant_moe_gemm(false);  // the tiled path on packed rows: exact weights, other bits
   EXPECT_EQ(gpu->keeps_moe_experts_quantized(), keep_quantized);
   auto model = load_model(dir.string(), *gpu);
   EXPECT_TRUE(model.ok()) << model.message();

@@ -12,8 +12,9 @@
 # Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
 # Each part fits one 10-minute device call:
 #   tools/device/defer_uploads_check.sh tests
-#   tools/device/defer_uploads_check.sh quant   (the default set only, then the quantized MoE
-#                                                GEMV's timing at Qwen3-Next's shape)
+#   tools/device/defer_uploads_check.sh quant   (the default set and the quantized paths still
+#                                                off by default, then the quantized MoE GEMV's
+#                                                and tiled path's timing at Qwen3-Next's shape)
 #   tools/device/defer_uploads_check.sh steps qwen3-8b [variant ...]
 #   tools/device/defer_uploads_check.sh steps qwen3.5-9b-class [variant ...]
 # (variants as host_tier_steps.sh takes them; default: default, +defer, +mapped, +defer+mapped,
@@ -33,12 +34,16 @@ B=build/gpu-carry/bin
 [[ -x $B/syv ]] || { echo "build failed"; exit 1; }
 sets=("" "SYV_DEFER_COPIES=1" "SYV_STEP_UPLOADS=mapped"
   "SYV_DEFER_COPIES=1 SYV_STEP_UPLOADS=mapped SYV_AHEAD_STREAM=out")
-[[ $WHAT == quant ]] && sets=("")
+# quant: the defaults, then the quantized paths written without a GPU (off by default until this
+# run: the vectorized dequantize, the tensor-core GEMM above 16 tokens, MoE experts' tiled path
+# on packed rows), whose own tests turn them on themselves; here the other tests under them.
+[[ $WHAT == quant ]] &&
+  sets=("" "SYV_QUANT_DEQUANT_VEC=1 SYV_QUANT_GEMM_MAX_TOKENS=256 SYV_QUANT_MOE_GEMM=1")
 if [[ $WHAT == tests || $WHAT == quant ]]; then
   for opts in "${sets[@]}"; do
     echo "== tests with [${opts:-defaults}] $(date +%T)"
     tests=$T
-    [[ -z $opts ]] && tests="$T $Q"
+    [[ -z $opts || $WHAT == quant ]] && tests="$T $Q"
     for t in $tests; do
       r=$(env $opts timeout 90 $B/$t --gtest_filter='-*Timing*' 2>&1 |
         grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')
@@ -47,7 +52,7 @@ if [[ $WHAT == tests || $WHAT == quant ]]; then
   done
 fi
 if [[ $WHAT == quant ]]; then
-  echo "== quantized MoE GEMV timing $(date +%T)"
+  echo "== quantized MoE GEMV / tiled path timing $(date +%T)"
   timeout 120 $B/gpu_moe_quant_gemv_gpu_test --gtest_filter='*Timing*' 2>&1 |
     grep -E "device copy|int4 moe|PASSED|FAILED|Failure"
 fi
