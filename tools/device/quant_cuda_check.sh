@@ -132,6 +132,12 @@ if [[ $WHAT == gemm ]]; then  # not part of `all` until the two paths are on by 
         grep -E "^\| (decode|prefill)|rror" | tail -6
     done
   done
+  # The fp8 tensor-core GEMM (W8A8, the default for fp8 weights) against the W8A16 GEMM above.
+  if [[ -f $WORK/fp8/.done ]]; then
+    echo "== fp8 (--quantized-activations auto: W8A8)"
+    timeout 140 $B/syv bench decode --config "$WORK/fp8" --batch 17,32,64,128 --context 512 \
+      --steps 20 --lengths 2048 2>&1 | grep -E "^\| (decode|prefill)|rror" | tail -6
+  fi
 fi
 if phase crossover; then
   for f in fp8 awq; do
