@@ -14,53 +14,12 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Output in one chunk: choice 0's text (completions), content, reasoning or a tool call (chat).
-bool chunk_output(const nlohmann::json& chunk, std::string* text, std::string* finish) {
-  if (!chunk.is_object() || !chunk.contains("choices") || !chunk["choices"].is_array() ||
-      chunk["choices"].empty())
-    return false;
-  const nlohmann::json& c = chunk["choices"][0];
-  if (c.contains("finish_reason") && c["finish_reason"].is_string())
-    *finish = c["finish_reason"].get<std::string>();
-  bool output = false;
-  auto take = [&](const nlohmann::json& obj, const char* key, bool keep) {
-    if (obj.contains(key) && obj[key].is_string() && !obj[key].get<std::string>().empty()) {
-      if (keep) *text += obj[key].get<std::string>();
-      output = true;
-    }
-  };
-  take(c, "text", true);
-  if (c.contains("delta") && c["delta"].is_object()) {
-    const nlohmann::json& d = c["delta"];
-    take(d, "content", true);
-    take(d, "reasoning_content", false);
-    if (d.contains("tool_calls") && d["tool_calls"].is_array() && !d["tool_calls"].empty())
-      output = true;
-  }
-  return output;
-}
-
 }  // namespace
 
 std::string HttpReply::header(const std::string& name) const {
   for (const auto& [k, v] : headers)
     if (strcasecmp(k.c_str(), name.c_str()) == 0) return v;
   return "";
-}
-
-int64_t StreamReply::completion_tokens() const {
-  if (usage.is_object() && usage.contains("completion_tokens") &&
-      usage["completion_tokens"].is_number_integer())
-    return usage["completion_tokens"].get<int64_t>();
-  return static_cast<int64_t>(output_times.size());
-}
-
-int64_t StreamReply::cached_tokens() const {
-  if (!usage.is_object()) return 0;
-  const nlohmann::json d = usage.value("prompt_tokens_details", nlohmann::json());
-  if (!d.is_object() || !d.contains("cached_tokens") || !d["cached_tokens"].is_number_integer())
-    return 0;
-  return d["cached_tokens"].get<int64_t>();
 }
 
 Result<OpenAiClient> OpenAiClient::create(const std::string& url, const std::string& api_key) {
@@ -129,7 +88,8 @@ StreamReply OpenAiClient::stream(const std::string& path, const nlohmann::json& 
   req.headers.emplace("Content-Type", "application/json");
   req.headers.emplace("Accept", "text/event-stream");
   req.body = body.dump();
-  std::string buffer, error_body;
+  std::string error_body;
+  SseReader reader(&out);
   int status = 0;
   bool stopped = false;
   const Clock::time_point t0 = Clock::now();
@@ -142,44 +102,10 @@ StreamReply OpenAiClient::stream(const std::string& path, const nlohmann::json& 
       error_body.append(data, n);
       return true;
     }
-    buffer.append(data, n);
-    size_t nl;
-    while ((nl = buffer.find('\n')) != std::string::npos) {
-      std::string line = buffer.substr(0, nl);
-      buffer.erase(0, nl + 1);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.empty() || line[0] == ':') continue;
-      if (line.rfind("data:", 0) != 0) {
-        if (out.format_ok) out.format_error = "not an SSE line: " + line.substr(0, 80);
-        out.format_ok = false;
-        continue;
-      }
-      std::string payload = line.substr(5);
-      if (!payload.empty() && payload[0] == ' ') payload.erase(0, 1);
-      if (payload == "[DONE]") {
-        out.done = true;
-        continue;
-      }
-      if (out.done && out.format_ok) {
-        out.format_ok = false;
-        out.format_error = "data after [DONE]";
-      }
-      nlohmann::json chunk = nlohmann::json::parse(payload, nullptr, false);
-      if (chunk.is_discarded()) {
-        if (out.format_ok) out.format_error = "not JSON: " + payload.substr(0, 80);
-        out.format_ok = false;
-        continue;
-      }
-      if (chunk.contains("usage") && chunk["usage"].is_object()) out.usage = chunk["usage"];
-      if (chunk_output(chunk, &out.text, &out.finish_reason)) {
-        const double t = seconds_since(t0);
-        if (out.ttft < 0) out.ttft = t;
-        out.output_times.push_back(t);
-        if (stop_after > 0 && static_cast<int>(out.output_times.size()) >= stop_after) {
-          stopped = true;
-          return false;
-        }
-      }
+    const size_t outputs = reader.feed(std::string_view(data, n), seconds_since(t0));
+    if (stop_after > 0 && outputs >= static_cast<size_t>(stop_after)) {
+      stopped = true;
+      return false;
     }
     return true;
   };
@@ -193,9 +119,8 @@ StreamReply OpenAiClient::stream(const std::string& path, const nlohmann::json& 
     out.error = httplib::to_string(err);
   } else if (out.status != 200) {
     out.error = error_body.empty() ? res.body : error_body;
-  } else if (!buffer.empty()) {
-    out.format_ok = false;
-    out.format_error = "the stream ended inside a line: " + buffer.substr(0, 80);
+  } else {
+    reader.finish();
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/sse_reader.h"
 #include "core/status.h"
 
 namespace syv::cli {
@@ -19,23 +20,6 @@ struct HttpReply {
   std::string error;  // transport error ("Connection", "Read"...); "" when answered
   std::string header(const std::string& name) const;
   std::vector<std::pair<std::string, std::string>> headers;
-};
-
-// One streamed completion as the client saw it. Times are seconds since the request was sent.
-struct StreamReply {
-  int status = 0;
-  std::string error;  // transport error, or the body of a non-200 answer
-  double ttft = -1;   // the first chunk carrying output (text, reasoning or a tool call)
-  double e2e = -1;    // the end of the stream
-  std::vector<double> output_times;  // every chunk carrying output, in order
-  std::string text;                  // choice 0's text / content, joined
-  std::string finish_reason;
-  nlohmann::json usage;      // the last "usage" object seen (stream_options.include_usage), or null
-  bool done = false;         // "data: [DONE]" ended the stream
-  bool format_ok = true;     // every line was "data: ...", ": comment" or blank; every payload JSON
-  std::string format_error;  // the first line or payload that was not
-  int64_t completion_tokens() const;  // usage.completion_tokens, else the output chunks
-  int64_t cached_tokens() const;      // usage.prompt_tokens_details.cached_tokens, else 0
 };
 
 class OpenAiClient {

@@ -68,9 +68,10 @@ std::vector<PrometheusSample> prometheus_samples(const std::string& text, const 
 }
 
 double prometheus_sum(const std::string& text, const std::string& name) {
-  double sum = -1;
-  for (const PrometheusSample& s : prometheus_samples(text, name))
-    sum = (sum < 0 ? 0 : sum) + s.value;
+  const std::vector<PrometheusSample> samples = prometheus_samples(text, name);
+  if (samples.empty()) return -1;
+  double sum = 0;
+  for (const PrometheusSample& s : samples) sum += s.value;
   return sum;
 }
 
