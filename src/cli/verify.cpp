@@ -39,20 +39,35 @@ bool wait_healthy(const OpenAiClient& client, const ServeChild& child, std::chro
   return false;
 }
 
-// The serve arguments without speculative decoding's flags (and their values): --speculative-*,
-// --num-speculative-*, --ngram-* and --draft-* (--draft-model alone is refused by serve).
-std::vector<std::string> without_speculation(const std::vector<std::string>& args) {
+// The serve arguments without the flags (and their values) whose name starts with one of
+// `prefixes` (every such flag of serve takes a value).
+std::vector<std::string> without_flags(const std::vector<std::string>& args,
+                                       std::initializer_list<const char*> prefixes) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    const bool spec = a.rfind("--speculative-", 0) == 0 || a.rfind("--num-speculative-", 0) == 0 ||
-                      a.rfind("--ngram-", 0) == 0 || a.rfind("--draft-", 0) == 0;
-    if (spec && a.find('=') == std::string::npos) {
+    bool drop = false;
+    for (const char* p : prefixes) drop |= a.rfind(p, 0) == 0;
+    if (drop && a.find('=') == std::string::npos) {
       ++i;  // its value
-    } else if (!spec) {
+    } else if (!drop) {
       out.push_back(a);
     }
   }
+  return out;
+}
+
+// Without speculative decoding's flags: --speculative-*, --num-speculative-*, --ngram-* and
+// --draft-* (--draft-model alone is refused by serve).
+std::vector<std::string> without_speculation(const std::vector<std::string>& args) {
+  return without_flags(args, {"--speculative-", "--num-speculative-", "--ngram-", "--draft-"});
+}
+
+// With a KV pool of `mb` MiB in place of whatever sized it (and of a model length it may not hold).
+std::vector<std::string> with_small_pool(const std::vector<std::string>& args, int64_t mb) {
+  std::vector<std::string> out = without_flags(
+      args, {"--kv-cache-mb", "--num-pages", "--gpu-memory-utilization", "--max-model-len"});
+  out.insert(out.end(), {"--kv-cache-mb", std::to_string(mb)});
   return out;
 }
 
@@ -132,11 +147,23 @@ int run_with_model(const Options& o) {
     if (!start(child, o, args, v, "syv serve")) return summary(v);
     Result<OpenAiClient> client = OpenAiClient::create(child.url(), child.api_key());
     v.set_client(*client);
+    v.defer_offload_to_a_small_pool(true);
     v.run_all();
     if (speculation) spec_texts = v.greedy_texts(kSpecPrompts, 32);
     const int rc = child.stop(std::chrono::seconds(60));
     v.check("shutdown: SIGTERM drains and exits 0", rc == 0,
             rc == 0 ? "" : "exit status " + std::to_string(rc) + "\n" + child.log_tail(10));
+  }
+  if (const int64_t mb = v.small_pool_mb(); mb > 0) {
+    // The pool was too large for the offload check to evict: a second server with a small one.
+    ServeChild small;
+    const std::string what = "syv serve with a " + std::to_string(mb) + " MiB KV pool";
+    if (start(small, o, with_small_pool(*expanded, mb), v, what)) {
+      Result<OpenAiClient> client = OpenAiClient::create(small.url(), small.api_key());
+      v.set_client(*client);
+      v.offload_check("a second server with a " + std::to_string(mb) + " MiB KV pool");
+      small.stop(std::chrono::seconds(60));
+    }
   }
   if (speculation) {
     // Speculative decoding must not change greedy output: the same prompts on a second server
@@ -187,9 +214,10 @@ CommandRegistration reg{
           "/metrics names, batched = sequential greedy output, a prompt served back from the\n"
           "host tier = its first greedy output (on a pool of up to 32,768 tokens), an\n"
           "OpenAI-shaped 400 naming the field, a disconnected stream leaving the server serving\n"
-          "with its pages freed. With --model also the start, the SIGTERM exit and, when\n"
-          "--serve-args turns speculative decoding on, greedy output equal to a second\n"
-          "server's without it.\n"
+          "with its pages freed. With --model also the start, the SIGTERM exit, the offload\n"
+          "check on a second server with a small KV pool when the first one's is too large\n"
+          "to evict, and, when --serve-args turns speculative decoding on, greedy output\n"
+          "equal to a second server's without it.\n"
           "The server should be otherwise idle (docs/benchmarking.md).");
       CLI::Option* url = app.add_option("--url", o->url, "A running server: http://HOST:PORT");
       app.add_option("--api-key", o->api_key, "Its key (default: $SYV_API_KEY)")->needs(url);

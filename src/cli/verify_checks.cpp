@@ -377,10 +377,18 @@ void Verifier::bad_request() {
 // A prompt whose KV pages (and, on a hybrid, recurrent-state checkpoints) were evicted to the host
 // tier by other prompts and then served back from it must give its first greedy output. The
 // other prompts must overflow the device pool, so the check runs where that pool holds at most
-// kOffloadMaxPoolTokens and the host tier can keep the prompt; elsewhere it is skipped, saying why.
-void Verifier::offload() {
+// kOffloadMaxPoolTokens and the host tier can keep the prompt; elsewhere it is skipped, saying why
+// (or, deferred, left to a second server with a small pool). `where`: that server, for the line.
+void Verifier::offload_check(const std::string& where) {
   const std::string name =
       "offload: a prompt served back from the host tier gives its first greedy output";
+  if (!where.empty()) {  // another server: its model length
+    json j = parse_object(client_->get("/v1/models").body);
+    if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+        j["data"][0].is_object() && j["data"][0].contains("max_model_len") &&
+        j["data"][0]["max_model_len"].is_number())
+      max_model_len_ = j["data"][0]["max_model_len"].get<int64_t>();
+  }
   const std::string before = client_->get("/metrics").body;
   const double host_pages = prometheus_sum(before, "syv_host_tier_pages_capacity");
   const double pool = prometheus_sum(before, "syv_kv_pool_tokens");
@@ -396,12 +404,17 @@ void Verifier::offload() {
         per_token > 0 ? std::to_string(std::max<int64_t>(
                             1, static_cast<int64_t>(kOffloadMaxPoolTokens * per_token) >> 20))
                       : "N";
+    if (defer_offload_ && where.empty() && per_token > 0) {
+      // ~2K tokens: evicted in seconds on a CPU too (8K tokens took a minute on 2 cores).
+      small_pool_mb_ =
+          std::max<int64_t>(1, (static_cast<int64_t>(2048 * per_token) + (1 << 20) - 1) >> 20);
+      return;
+    }
     return skip(name, "a device pool of " + std::to_string(static_cast<int64_t>(pool)) +
                           " tokens: evicting it takes more than the " +
                           std::to_string(kOffloadMaxPoolTokens) +
-                          " tokens of traffic this check sends (syv verify --model DIR "
-                          "--serve-args '--kv-cache-mb " +
-                          small + "' checks it on a small pool)");
+                          " tokens of traffic this check sends (a server with --kv-cache-mb " +
+                          small + " would do; syv verify --model DIR starts one for this check)");
   }
   // The prompt: its tokens per word measured on its first run, to size the other prompts.
   const int64_t limit = max_model_len_ > 0 ? max_model_len_ : static_cast<int64_t>(pool);
@@ -467,7 +480,8 @@ void Verifier::offload() {
   }
   check(name, second == first,
         second == first
-            ? std::to_string(static_cast<int64_t>(hits)) + " of its " +
+            ? (where.empty() ? "" : "on " + where + ": ") +
+                  std::to_string(static_cast<int64_t>(hits)) + " of its " +
                   std::to_string(prompt_tokens) + " prompt tokens from the host tier after " +
                   std::to_string(fillers) + " other prompts; 16 tokens equal"
             : "first " + json(first).dump() + ", after the host tier " + json(second).dump());

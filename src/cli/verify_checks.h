@@ -31,6 +31,14 @@ class Verifier {
   std::vector<std::string> greedy_texts(const std::vector<std::string>& prompts,
                                         int max_tokens) const;
 
+  // The offload check needs a device pool small enough to evict. With this on, a larger pool
+  // does not SKIP it: run_all() records the pool that would do (small_pool_mb() > 0, MiB of KV for
+  // ~2K tokens) for `syv verify --model` to start a second server with, whose offload_check() then
+  // runs it (re-reading the model's card there).
+  void defer_offload_to_a_small_pool(bool on) { defer_offload_ = on; }
+  int64_t small_pool_mb() const { return small_pool_mb_; }
+  void offload_check(const std::string& where);
+
   // Records one result and prints its line.
   void check(const std::string& name, bool ok, const std::string& detail);
   // A check that cannot apply to this model (its tokenizer or template lacks what it tests):
@@ -52,7 +60,7 @@ class Verifier {
   void resend();
   void metrics();
   void batched_equals_sequential();
-  void offload();
+  void offload() { offload_check(""); }
   void bad_request();
   void cancel();
 
@@ -60,6 +68,8 @@ class Verifier {
   std::string model_;           // from /v1/models ("" if that failed)
   int64_t max_model_len_ = -1;  // from /v1/models (-1 if it had none)
   bool reachable_ = true;       // false when GET /health got no answer at all
+  bool defer_offload_ = false;  // defer_offload_to_a_small_pool()
+  int64_t small_pool_mb_ = 0;
   int passed_ = 0, failed_ = 0, skipped_ = 0;
 };
 
