@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli/bench.h"
+#include "cli/bench_device.h"
 #include "cli/kv_cache_dtype.h"
 #include "cli/model_session.h"
 #include "cli/tensor_parallel_cli.h"
@@ -703,26 +704,13 @@ int run_prefill(const Options& o) {
 // `syv bench kernels`: every linear shape of the config at 1 and 4 tokens, each GEMV launch shape
 // and cuBLASLt, over rotating weight copies (more than the L2 holds), in GB/s of weights read.
 int run_kernels(const Options& o) {
-  namespace fs = std::filesystem;
-  std::string dir = o.config;
-  if (fs::is_regular_file(dir)) dir = fs::path(dir).parent_path().string();
-  auto config = load_model_config(dir);
-  if (!config.ok()) return fail("--config: " + config.message());
-  if (cuda_device_count() == 0) return fail("no CUDA device: `syv bench` needs a GPU");
-  auto gpu = make_cuda_backend(0);
-  const double copy_gbps = gpu->measure_copy_gbps(size_t{2} << 30, 20);
-  std::printf("device: %s; copy %.0f GB/s measured now\n", gpu->device_name().c_str(), copy_gbps);
-  const ModelConfig& c = *config;
-  const int64_t H = c.hidden_size, q = c.num_attention_heads * c.head_dim,
-                kv = c.num_key_value_heads * c.head_dim, I = c.intermediate_size;
-  struct Shape {
-    const char* name;
-    int64_t n, k;
-  };
-  const Shape shapes[] = {{"q_proj", q, H},      {"k_proj", kv, H}, {"o_proj", H, q},
-                          {"gate_up", 2 * I, H}, {"down", H, I},    {"lm_head", c.vocab_size, H}};
+  auto dev = open_bench_device(o.config);
+  if (!dev.ok()) return fail(dev.message());
+  CudaBackend* gpu = dev->gpu.get();
+  const double copy_gbps = dev->copy_gbps;
   std::vector<std::string> rows;
-  for (const Shape& sh : shapes) {
+  for (const LinearShape& sh : linear_shapes(dev->config)) {
+    if (std::string(sh.name) == "qkv") continue;  // its parts are timed
     const size_t wbytes = static_cast<size_t>(sh.n * sh.k * 2);
     const int copies = static_cast<int>(std::max<size_t>(2, (size_t{1} << 30) / wbytes + 1));
     DeviceBuffer wb = gpu->allocate(wbytes * copies);
@@ -767,6 +755,33 @@ int run_kernels(const Options& o) {
   gpu->set_gemv_variant(4);  // back to auto
   return 0;
 }
+
+}  // namespace
+
+Result<BenchDevice> open_bench_device(const std::string& config_path) {
+  namespace fs = std::filesystem;
+  std::string dir = config_path;
+  if (fs::is_regular_file(dir)) dir = fs::path(dir).parent_path().string();
+  auto config = load_model_config(dir);
+  if (!config.ok()) return Status::Error("--config: " + config.message());
+  if (cuda_device_count() == 0) return Status::Error("no CUDA device: `syv bench` needs a GPU");
+  BenchDevice d;
+  d.config = std::move(*config);
+  d.gpu = make_cuda_backend(0);
+  d.copy_gbps = d.gpu->measure_copy_gbps(size_t{2} << 30, 20);
+  std::printf("device: %s; copy %.0f GB/s measured now\n", d.gpu->device_name().c_str(),
+              d.copy_gbps);
+  return d;
+}
+
+std::vector<LinearShape> linear_shapes(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim, I = c.intermediate_size;
+  return {{"q_proj", q, H},      {"k_proj", kv, H}, {"qkv", q + 2 * kv, H},      {"o_proj", H, q},
+          {"gate_up", 2 * I, H}, {"down", H, I},    {"lm_head", c.vocab_size, H}};
+}
+
+namespace {
 
 #else
 

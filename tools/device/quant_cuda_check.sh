@@ -15,6 +15,10 @@
 #                                               GEMM activations it can take (W8A8 / W4A8 too)
 #   tools/device/quant_cuda_check.sh crossover  fp8 / awq with the quantized GEMV off (every step
 #                                               dequantizes to bf16 + cuBLASLt), b = 1 and 16
+#   tools/device/quant_cuda_check.sh kernels    `syv bench quant-kernels` on the 8B's shapes: each
+#                                               quantized path (GEMV, GEMM, dequantize with either
+#                                               kernel, fp8 GEMM) and bf16 at 1-256 tokens; no
+#                                               folders needed (not in `all`)
 #   tools/device/quant_cuda_check.sh gemm       the paths off by default until measured: the
 #                                               tensor-core GEMM above 16 tokens
 #                                               (SYV_QUANT_GEMM_MAX_TOKENS), the vectorized
@@ -103,6 +107,11 @@ if [[ $WHAT == profile ]]; then  # not part of `all`: ncu replays every kernel (
       grep -E "quant_gemv|Duration|DRAM Throughput|Compute \(SM\)|Registers|Theoretical Occ|Achieved Occ|Cycles Per Issued|Grid Size" |
       head -48
   done
+fi
+if [[ $WHAT == kernels || $WHAT == gemm ]]; then
+  # Every quantized path at the 8B's projection shapes, random packed weights (no folders).
+  timeout 300 $B/syv bench quant-kernels --config $CFG --tokens 1,8,16,17,32,64,128,256 2>&1 |
+    grep -E "^\||device:|rror"
 fi
 if [[ $WHAT == gemm ]]; then  # not part of `all` until the two paths are on by default
   timeout 150 $B/gpu_quant_linear_gpu_test --gtest_filter='*Gemm*:*Vectorized*:*Dequantize*' 2>&1 |

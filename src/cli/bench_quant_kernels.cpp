@@ -1,0 +1,199 @@
+// `syv bench quant-kernels`: the quantized linear's paths on every projection shape of a config,
+// random packed weights made on the device (no model folder, no `syv quantize`), at several token
+// counts: the GEMVs (up to 16 tokens), the tensor-core GEMM (set_quant_gemm_max_tokens), the
+// dequantize path with each dequantization kernel (set_quant_dequant_vectorized), the fp8 GEMM
+// (W8A8, fp8 weights on Hopper), and the bf16 weight of the same shape for reference. Each call
+// rotates over weight copies that together exceed the L2, as consecutive layers would. Reports
+// microseconds a call, the packed bytes' rate against the copy rate measured in the same run, and
+// TFLOP/s. docs/benchmarking.md.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/bench.h"
+#include "cli/bench_device.h"
+#if SYV_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace syv::cli {
+namespace {
+
+struct Options {
+  std::string config;
+  std::vector<std::string> formats = {"int4", "fp8"};
+  std::vector<int> tokens = {1, 8, 16, 17, 32, 64, 128, 256};
+};
+
+#if SYV_HAVE_CUDA
+
+// A weight of `copies` rotating copies on the device: int4 groups of 128 (symmetric) or fp8
+// 128 x 128 tiles, random data, scales of 1/64; or bf16 (format kDense).
+struct Copies {
+  DeviceBuffer data, scales;
+  std::vector<Weight> w;
+  size_t bytes = 0;  // one copy's packed data + scales
+};
+
+Copies make_copies(CudaBackend& gpu, WeightFormat format, int64_t n, int64_t k) {
+  Copies c;
+  const bool int4 = format == WeightFormat::kInt4Group, fp8 = format == WeightFormat::kFp8Block;
+  const int64_t data_bytes = int4 ? n * k / 2 : fp8 ? n * k : n * k * 2;
+  const int64_t scale_rows = int4 ? n : (n + 127) / 128, scale_cols = k / 128;
+  const int64_t scale_bytes = int4 || fp8 ? scale_rows * scale_cols * 4 : 0;
+  const auto stride = static_cast<size_t>((data_bytes + 255) / 256 * 256);
+  const auto sstride = static_cast<size_t>((scale_bytes + 255) / 256 * 256);
+  c.bytes = static_cast<size_t>(data_bytes + scale_bytes);
+  const int copies = static_cast<int>(std::max<size_t>(2, (size_t{1} << 30) / c.bytes + 1));
+  c.data = gpu.allocate(stride * copies);
+  // Random bf16 values' bytes: any nibble pair is an int4 pair; e4m3 NaN codes only slow nothing.
+  gpu.fill_random(c.data.data(), DType::BF16, static_cast<int64_t>(stride / 2) * copies, 7, 1.f);
+  if (scale_bytes > 0) {
+    c.scales = gpu.allocate(sstride * copies);
+    const std::vector<float> ones(static_cast<size_t>(scale_rows * scale_cols), 1.f / 64);
+    for (int i = 0; i < copies; ++i)
+      gpu.upload(static_cast<char*>(c.scales.data()) + sstride * i, ones.data(),
+                 static_cast<size_t>(scale_bytes));
+  }
+  for (int i = 0; i < copies; ++i) {
+    void* d = static_cast<char*>(c.data.data()) + stride * i;
+    Weight w;
+    if (!int4 && !fp8) {
+      w = Weight::dense(Tensor(d, DType::BF16, {n, k}));
+    } else {
+      w.format = format;
+      w.n = n;
+      w.k = k;
+      w.tensor = int4 ? Tensor(d, DType::U4X2, {n, k / 2}) : Tensor(d, DType::F8E4M3, {n, k});
+      w.scales = Tensor(static_cast<char*>(c.scales.data()) + sstride * i, DType::F32,
+                        {scale_rows, scale_cols});
+      if (int4) {
+        w.group_size = 128;
+      } else {
+        w.block_n = w.block_k = 128;
+      }
+      gpu.reserve_quantized_scratch(w);
+    }
+    c.w.push_back(w);
+  }
+  return c;
+}
+
+int run(const Options& o) {
+  for (const std::string& f : o.formats)
+    if (f != "int4" && f != "fp8") return fail("--formats: expected int4 or fp8, found " + f);
+  for (int t : o.tokens)
+    if (t < 1) return fail("--tokens: expected counts >= 1, found " + std::to_string(t));
+  auto dev = open_bench_device(o.config);
+  if (!dev.ok()) return fail(dev.message());
+  CudaBackend* gpu = dev->gpu.get();
+  const double copy_gbps = dev->copy_gbps;
+  struct Variant {
+    const char* name;
+    int gemv_max, gemm_max;
+    bool vectorized;
+    Backend::QuantizedActivations acts;
+    bool bf16;  // the bf16 weight instead
+  };
+  using QA = Backend::QuantizedActivations;
+  const Variant variants[] = {{"gemv", CudaBackend::kQuantGemvMaxTokens, 0, false, QA::kOff, false},
+                              {"gemm", 0, 1 << 20, false, QA::kOff, false},
+                              {"dequant", 0, 0, false, QA::kOff, false},
+                              {"dequant-vec", 0, 0, true, QA::kOff, false},
+                              {"fp8-gemm", 0, 0, false, QA::kFp8, false},
+                              {"bf16", 0, 0, false, QA::kOff, true}};
+  std::printf(
+      "| format | shape    | N      | K      | T    | path        | us a call | GB/s (packed) | "
+      "of copy | TFLOP/s |\n");
+  for (const std::string& f : o.formats) {
+    const WeightFormat format = f == "int4" ? WeightFormat::kInt4Group : WeightFormat::kFp8Block;
+    for (const LinearShape& sh : linear_shapes(dev->config)) {
+      const std::string name = sh.name;
+      if (name != "qkv" && name != "o_proj" && name != "gate_up" && name != "down") continue;
+      if (sh.k % 128 != 0) {
+        std::printf("| %s | %-8s | K %lld is not a multiple of 128: skipped |\n", f.c_str(),
+                    sh.name, static_cast<long long>(sh.k));
+        continue;
+      }
+      Copies quant = make_copies(*gpu, format, sh.n, sh.k);
+      Copies dense = make_copies(*gpu, WeightFormat::kDense, sh.n, sh.k);
+      for (int tokens : o.tokens) {
+        DeviceBuffer xb = gpu->allocate(static_cast<size_t>(tokens) * sh.k * 2);
+        DeviceBuffer ob = gpu->allocate(static_cast<size_t>(tokens) * sh.n * 2);
+        gpu->fill_random(xb.data(), DType::BF16, tokens * sh.k, 6, 1.f);
+        Tensor x(xb.data(), DType::BF16, {tokens, sh.k});
+        Tensor out(ob.data(), DType::BF16, {tokens, sh.n});
+        for (const Variant& v : variants) {
+          if (v.gemv_max > 0 && tokens > v.gemv_max) continue;  // the GEMVs stop at 16 tokens
+          // The fp8 GEMM: Hopper, above the GEMVs, K / 128 a multiple of 4 (cuBLASLt's tile
+          // scales; docs/cuda-backend.md "fp8 tensor-core GEMMs"), where it surely runs.
+          if (v.acts == QA::kFp8 && (!gpu->set_quantized_activations(QA::kFp8).ok() ||
+                                     tokens <= CudaBackend::kQuantGemvMaxTokens || sh.k % 512 != 0))
+            continue;
+          if (!gpu->set_quantized_activations(v.acts).ok()) continue;
+          gpu->set_quant_gemv_max_tokens(v.gemv_max);
+          gpu->set_quant_gemm_max_tokens(v.gemm_max);
+          gpu->set_quant_dequant_vectorized(v.vectorized);
+          const Copies& cw = v.bf16 ? dense : quant;
+          size_t next = 0;
+          auto step = [&] {  // 8 calls on successive copies, as consecutive layers would
+            for (int r = 0; r < 8; ++r) gpu->linear(x, cw.w[next++ % cw.w.size()], Tensor(), out);
+          };
+          const uint64_t gemm_calls = gpu->quant_gemm_calls();
+          std::vector<float> ms = gpu->time_ms(step, 3, 20);
+          // A GEMM the shape does not take falls back to the dequantize path: not timed as it.
+          if (v.gemm_max > 0 && gpu->quant_gemm_calls() == gemm_calls) {
+            std::printf("| %-6s | %-8s | T %d | gemm: not taken (the dequantize path ran) |\n",
+                        f.c_str(), sh.name, tokens);
+            continue;
+          }
+          std::sort(ms.begin(), ms.end());
+          const double us = ms[ms.size() / 2] * 1e3 / 8;
+          const double gbps = static_cast<double>(cw.bytes) / (us * 1e3);
+          const double tflops = 2.0 * tokens * sh.n * sh.k / (us * 1e6);
+          std::printf(
+              "| %-6s | %-8s | %6lld | %6lld | %4d | %-11s | %9.2f | %13.0f | %6.1f%% | %7.1f |\n",
+              f.c_str(), sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k),
+              tokens, v.name, us, gbps, 100.0 * gbps / copy_gbps, tflops);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  // Back to the defaults.
+  gpu->set_quant_gemv_max_tokens(CudaBackend::kQuantGemvMaxTokens);
+  gpu->set_quant_gemm_max_tokens(0);
+  gpu->set_quant_dequant_vectorized(false);
+  return 0;
+}
+
+#else
+
+int run(const Options&) {
+  return fail("`syv bench quant-kernels` needs the CUDA backend; this syv was built without CUDA",
+              "configure with -DSYV_CUDA=ON on a machine with nvcc");
+}
+
+#endif
+
+BenchRegistration quant_kernels_reg{
+    "quant-kernels",
+    "Quantized linear paths (GEMVs, tensor-core GEMM, dequantize + GEMM, fp8 GEMM) vs bf16 on "
+    "every projection shape of a config, random packed weights (us, GB/s, TFLOP/s)",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Options>();
+      app.add_option("--config", o->config, "A model folder, or the path of its config.json")
+          ->required();
+      app.add_option("--formats", o->formats, "int4 (groups of 128) and / or fp8 (128 x 128)")
+          ->delimiter(',')
+          ->capture_default_str();
+      app.add_option("--tokens", o->tokens, "Token counts, comma-separated")
+          ->delimiter(',')
+          ->capture_default_str();
+      return [o]() -> int { return run(*o); };
+    }};
+
+}  // namespace
+}  // namespace syv::cli
