@@ -13,10 +13,7 @@
 #include <vector>
 
 #include "cli/bench.h"
-#include "cli/bench_device.h"
-#if SYV_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "cli/bench_device.h"  // (with CUDA) the backend
 
 namespace syv::cli {
 namespace {
