@@ -435,11 +435,11 @@ void Verifier::offload_check(const std::string& where) {
   int64_t prompt_tokens = 0;
   const std::string first = complete(prompt, 16, &prompt_tokens);
   if (first.rfind("\x01", 0) == 0) return check(name, false, "the prompt: " + first.substr(1));
-  const double host_tokens = host_pages * page;
-  if (host_tokens < 3.0 * static_cast<double>(prompt_tokens)) {
-    return skip(name, "a host tier of " + std::to_string(static_cast<int64_t>(host_tokens)) +
-                          " tokens, under 3x the " + std::to_string(prompt_tokens) +
-                          "-token prompt it must keep among the others' pages");
+  if (prompt_tokens < 2 * static_cast<int64_t>(page)) {  // only whole pages are cached
+    return skip(name, "a device pool of " + std::to_string(static_cast<int64_t>(pool)) +
+                          " tokens leaves room for a prompt of " + std::to_string(prompt_tokens) +
+                          " tokens, under two of its " +
+                          std::to_string(static_cast<int64_t>(page)) + "-token pages");
   }
   // Other prompts, each up to half the pool, the model length and kOffloadFillerTokens, together
   // the pool plus twice the prompt (so every page of the prompt leaves the device), 4 at a time.
@@ -449,6 +449,17 @@ void Verifier::offload_check(const std::string& where) {
   const int filler_words = std::max(8, static_cast<int>(filler_tokens / per_word) - 8);
   const int64_t fillers =
       (static_cast<int64_t>(pool) + 2 * prompt_tokens + filler_tokens - 1) / filler_tokens + 1;
+  // The host tier takes what leaves the device, the prompt first: it keeps the prompt (its oldest
+  // entry) only if it holds everything the others push out after it, with a page's slack each.
+  const double host_tokens = host_pages * page;
+  const double pushed =
+      static_cast<double>(prompt_tokens + fillers * (filler_tokens + page)) - pool;
+  if (host_tokens < pushed) {
+    return skip(name, "a host tier of " + std::to_string(static_cast<int64_t>(host_tokens)) +
+                          " tokens, under the " + std::to_string(static_cast<int64_t>(pushed)) +
+                          " this check's prompts push out of the device pool (it would drop the "
+                          "prompt first)");
+  }
   const double hits_before = prometheus_sum(before, "syv_host_tier_hit_tokens_total");
   std::string filler_error;
   for (int64_t f0 = 0; f0 < fillers; f0 += 4) {
