@@ -301,8 +301,11 @@ void Verifier::stop_strings() {
 }
 
 void Verifier::resend() {
+  // ~400 words, fewer where the model length is shorter (a word is 1-2 tokens).
+  const int words =
+      max_model_len_ > 0 ? static_cast<int>(std::clamp<int64_t>(max_model_len_ / 3, 16, 400)) : 400;
   const json body = {
-      {"model", model_}, {"prompt", long_text(400)}, {"max_tokens", 1}, {"temperature", 0}};
+      {"model", model_}, {"prompt", long_text(words)}, {"max_tokens", 1}, {"temperature", 0}};
   const HttpReply first = client_->post("/v1/completions", body);
   const HttpReply second = client_->post("/v1/completions", body);
   json j = parse_object(second.body);
