@@ -16,15 +16,14 @@ kGemmWarps, kGemmRows, kStages, kChunk, kXUnits, kXRowUnits, kMinChunks = 4, 64,
 def x_unit(u): return u ^ (((u >> 3) & 1) << 1)
 def ceil_div(a, b): return -(-a // b)
 
-def splits_for(N, K, T, sms, ws_bytes):
+def chunks_per_split(N, K, T, sms, ws_bytes):
     tile = 32 if T <= 32 else 64
     blocks = ceil_div(N, kGemmRows) * ceil_div(T, tile)
     chunks = K // kChunk
     s = max(1, ceil_div(2 * sms, blocks))
     s = min(s, max(1, chunks // kMinChunks))
     while s > 1 and s * T * N * 4 > ws_bytes: s -= 1
-    per = ceil_div(chunks, s)
-    return ceil_div(chunks, per)
+    return ceil_div(chunks, s)  # chunks_per_split
 
 def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
     chunks = K // kChunk
@@ -52,8 +51,8 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
     NT = 4 if T <= 32 else 8
     tile_tokens = 8 * NT
     ws_bytes = N * K * 2
-    S = splits_for(N, K, T, sms, ws_bytes)
-    cps = ceil_div(chunks, S)
+    cps = chunks_per_split(N, K, T, sms, ws_bytes)
+    S = ceil_div(chunks, cps)
     out = np.zeros((S, T, N))
     stage_units = kGemmRows * WRU + tile_tokens * kXRowUnits
     for bx in range(ceil_div(N, kGemmRows)):

@@ -180,13 +180,9 @@ bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_
 // quant_gemm_mma.cu: the same product for tens of tokens on tensor cores (the weight decoded in
 // registers once per 64 tokens; K split across blocks where the grid would not fill the GPU, the
 // splits' f32 partial sums in `workspace` and added in order by a second kernel). The shapes of
-// launch_quant_gemv_mma; x and the weight 16-byte aligned; out bf16 or f32 [tokens, n]. Returns
-// false (launching nothing) otherwise. Not batch-invariant (the split count depends on tokens).
-bool quant_gemm_mma_supports(const QuantWeight& w);
-// The K splits launch_quant_gemm_mma takes for `tokens` (1: none; each needs tokens x n x 4 bytes
-// of workspace).
-int quant_gemm_mma_splits(const QuantWeight& w, int64_t tokens, int sm_count,
-                          size_t workspace_bytes);
+// launch_quant_gemv_mma; x and the weight 16-byte aligned; out bf16 or f32 [tokens, n]; each split
+// needs tokens x n x 4 bytes of `workspace` (fewer splits where it is short). Returns false
+// (launching nothing) otherwise. Not batch-invariant (the split count depends on tokens).
 bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType out_t,
                            int64_t tokens, int sm_count, void* workspace, size_t workspace_bytes,
                            cudaStream_t s);
@@ -217,7 +213,6 @@ void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert,
 // fp8 scale tiles a multiple of 128 columns, no g_idx, not act-order permuted). Returns false
 // (launching nothing) otherwise.
 struct MoeShape;
-bool moe_quant_gemm_supports(const QuantWeight& gate_up, const QuantWeight& down);
 bool launch_moe_quant_gemm(const void* x, const int32_t* ids, const float* weights,
                            const QuantWeight& gate_up, const QuantWeight& down, void* out,
                            const MoeShape& s, void* scratch, unsigned long long* routed,

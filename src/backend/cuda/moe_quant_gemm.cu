@@ -27,14 +27,10 @@ namespace {
 struct MoeQArgs {
   QuantWeight w;  // gate_up [E * 2I, H] or down [E * H, I]
   ChunkDiv cdiv{1};
-  const bf16* a;  // gate_up: x [T, H]; down: act [P, I] (sorted rows)
-  const int4* tiles;
-  const int32_t* num_tiles;
-  const int32_t* sorted;
+  const bf16* a;     // gate_up: x [T, H]; down: the route's act [P, I] (sorted rows)
+  MoeRouting route;  // tiles, sorted pairs; gate_up writes its act, down its y
   int top_k;
   int64_t inter, hidden;
-  bf16* act;  // gate_up's output [P, I]
-  float* y;   // down's output [T * k, H], by pair
 };
 
 template <int FMT, int NT, bool kGateUp>
@@ -42,14 +38,14 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) moe_quant_gemm_kernel(con
   extern __shared__ uint4 smem[];
   __shared__ const bf16* x_rows[8 * NT];
   pdl_wait();  // the tile list comes from the route kernel (the tile's mainloop waits again)
-  if (static_cast<int>(blockIdx.x) >= *p.num_tiles) return;
-  const int4 tile = p.tiles[blockIdx.x];
+  if (static_cast<int>(blockIdx.x) >= *p.route.num_tiles) return;
+  const int4 tile = p.route.tiles[blockIdx.x];
   const int64_t expert = tile.x;
   const int r0 = tile.y, rows = tile.z;
   const int64_t I = p.inter, H = p.hidden, K = p.w.k;
   for (int r = threadIdx.x; r < 8 * NT; r += kQGemmWarps * 32) {
     const int rr = min(r, rows - 1);  // tokens past the tile's rows read its last one
-    x_rows[r] = kGateUp ? p.a + static_cast<int64_t>(p.sorted[r0 + rr] / p.top_k) * K
+    x_rows[r] = kGateUp ? p.a + static_cast<int64_t>(p.route.sorted[r0 + rr] / p.top_k) * K
                         : p.a + static_cast<int64_t>(r0 + rr) * K;
   }
   __syncthreads();
@@ -67,8 +63,8 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) moe_quant_gemm_kernel(con
   };
   float acc[NT][4];
   qgemm_tile_mainloop<FMT, NT>(
-      p.w, p.cdiv, 0, static_cast<int>(K / kQChunk), weight_row, [&](int r) { return x_rows[r]; },
-      smem, acc);
+      p.w, p.cdiv, 0, static_cast<int>(K / kQuantChunk), weight_row,
+      [&](int r) { return x_rows[r]; }, smem, acc);
 
   // acc[q]: (row g, tokens 8q + 2t, + 1), (row g + 8, the same tokens).
 #pragma unroll
@@ -81,56 +77,46 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) moe_quant_gemm_kernel(con
         if (tok >= rows || col >= I) continue;
         const float gate = acc[q][e], up = acc[q][e + 2];
         const float silu = gate / (1.f + expf(-gate));
-        p.act[static_cast<int64_t>(r0 + tok) * I + col] = __float2bfloat16_rn(silu * up);
+        static_cast<bf16*>(p.route.act)[static_cast<int64_t>(r0 + tok) * I + col] =
+            __float2bfloat16_rn(silu * up);
       }
     } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int tok = 8 * q + 2 * t + (e & 1);
         const int64_t n = o0 + 16 * warp + g + (e >= 2 ? 8 : 0);
-        if (tok < rows && n < H) p.y[static_cast<int64_t>(p.sorted[r0 + tok]) * H + n] = acc[q][e];
+        if (tok < rows && n < H)
+          p.route.y[static_cast<int64_t>(p.route.sorted[r0 + tok]) * H + n] = acc[q][e];
       }
     }
   }
 }
 
 template <int FMT, int NT, bool kGateUp>
-void launch_part(const MoeQArgs& a, int64_t tiles, int64_t out_rows, cudaStream_t s) {
-  auto* kernel = moe_quant_gemm_kernel<FMT, NT, kGateUp>;
-  constexpr size_t smem = qgemm_smem_bytes<FMT, NT>();
-  static const bool attr = [kernel] {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    return true;
-  }();
-  (void)attr;
+void launch_part(const MoeQArgs& a, int64_t out_rows, cudaStream_t s) {
   const int64_t per_block = kGateUp ? kQGemmRows / 2 : kQGemmRows;
-  launch_k(kernel, dim3(static_cast<unsigned>(tiles), ceil_div(out_rows, per_block)),
-           kQGemmWarps * 32, smem, s, a);
+  launch_qgemm<moe_quant_gemm_kernel<FMT, NT, kGateUp>, FMT, NT>(
+      dim3(static_cast<unsigned>(a.route.max_tiles), ceil_div(out_rows, per_block)), s, a);
 }
 
 template <int FMT, int NT>
 void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, const float* weights,
               const QuantWeight& gate_up, const QuantWeight& down, bf16* out, void* scratch,
               unsigned long long* routed, cudaStream_t st) {
-  const MoeRouting r = launch_moe_route(s, T, ids, 8 * NT, scratch, routed, st);
   MoeQArgs a;
-  a.tiles = r.tiles;
-  a.num_tiles = r.num_tiles;
-  a.sorted = r.sorted;
+  a.route = launch_moe_route(s, T, ids, 8 * NT, scratch, routed, st);
   a.top_k = static_cast<int>(s.top_k);
   a.inter = s.inter;
   a.hidden = s.hidden;
-  a.act = static_cast<bf16*>(r.act);
-  a.y = r.y;
   a.w = gate_up;
-  a.cdiv = qgemm_chunk_div(gate_up);
+  a.cdiv = quant_chunk_div(gate_up);
   a.a = x;
-  launch_part<FMT, NT, true>(a, r.max_tiles, s.inter, st);
+  launch_part<FMT, NT, true>(a, s.inter, st);
   a.w = down;
-  a.cdiv = qgemm_chunk_div(down);
-  a.a = a.act;
-  launch_part<FMT, NT, false>(a, r.max_tiles, s.hidden, st);
-  launch_moe_combine(r.y, ids, weights, s, T, out, st);
+  a.cdiv = quant_chunk_div(down);
+  a.a = static_cast<const bf16*>(a.route.act);
+  launch_part<FMT, NT, false>(a, s.hidden, st);
+  launch_moe_combine(a.route.y, ids, weights, s, T, out, st);
 }
 
 template <int FMT>
@@ -150,16 +136,12 @@ void run_pass_rows(const MoeShape& s, int64_t T, const bf16* x, const int32_t* i
 
 }  // namespace
 
-bool moe_quant_gemm_supports(const QuantWeight& gate_up, const QuantWeight& down) {
-  return gate_up.kind == down.kind && qgemm_supports(gate_up) && qgemm_supports(down) &&
-         gate_up.perm == nullptr && down.perm == nullptr;
-}
-
 bool launch_moe_quant_gemm(const void* x, const int32_t* ids, const float* weights,
                            const QuantWeight& gate_up, const QuantWeight& down, void* out,
                            const MoeShape& s, void* scratch, unsigned long long* routed,
                            cudaStream_t stream) {
-  if (!moe_quant_gemm_supports(gate_up, down) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+  if (gate_up.kind != down.kind || !quant_mma_supports(gate_up) || !quant_mma_supports(down) ||
+      gate_up.perm != nullptr || down.perm != nullptr || reinterpret_cast<uintptr_t>(x) % 16 != 0)
     return false;
   SYV_CHECK(gate_up.n == s.experts * 2 * s.inter && gate_up.k == s.hidden &&
             down.n == s.experts * s.hidden && down.k == s.inter)

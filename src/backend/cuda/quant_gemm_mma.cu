@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(con
   const int g = lane >> 2, t = lane & 3;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kQGemmRows;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * (8 * NT);
-  const int64_t chunks = K / kQChunk;
+  const int64_t chunks = K / kQuantChunk;
   const int64_t c_begin = static_cast<int64_t>(blockIdx.z) * p.chunks_per_split;
   const int nc = static_cast<int>(min(static_cast<int64_t>(p.chunks_per_split), chunks - c_begin));
   float acc[NT][4];
@@ -80,14 +80,7 @@ __global__ void quant_gemm_reduce_kernel(const float* __restrict__ ws, int split
 
 template <int FMT, int NT, typename TO>
 void launch_gemm(const GemmArgs& p, dim3 grid, cudaStream_t s) {
-  auto* kernel = quant_gemm_mma_kernel<FMT, NT, TO>;
-  constexpr size_t smem = qgemm_smem_bytes<FMT, NT>();
-  static const bool attr = [kernel] {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    return true;
-  }();
-  (void)attr;
-  launch_k(kernel, grid, kQGemmWarps * 32, smem, s, p);
+  launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO>, FMT, NT>(grid, s, p);
 }
 
 template <int FMT, typename TO>
@@ -95,44 +88,40 @@ void launch_gemm_tokens(const GemmArgs& p, int nt, dim3 grid, cudaStream_t s) {
   nt == 4 ? launch_gemm<FMT, 4, TO>(p, grid, s) : launch_gemm<FMT, 8, TO>(p, grid, s);
 }
 
-}  // namespace
-
-bool quant_gemm_mma_supports(const QuantWeight& w) {
-  return qgemm_supports(w);
+// Tokens a block takes: 32 (NT = 4) up to 32 tokens, else 64 (NT = 8).
+int64_t tile_tokens(int64_t tokens) {
+  return tokens <= 32 ? 32 : 64;
 }
 
-int quant_gemm_mma_splits(const QuantWeight& w, int64_t tokens, int sm_count,
-                          size_t workspace_bytes) {
-  const int64_t tile_tokens = tokens <= 32 ? 32 : 64;
-  const int64_t blocks = ceil_div(w.n, kQGemmRows) * ceil_div(tokens, tile_tokens);
-  const int64_t chunks = w.k / kQChunk;
-  // Two blocks per SM at least where the K range allows, each split kMinChunksPerSplit chunks or
-  // more, and the workspace within its bytes.
+// Chunks of K each split takes: two blocks per SM at least where the K range allows, each split
+// kMinChunksPerSplit chunks or more, the splits' sums within the workspace; equal ranges, so the
+// last split is not left with a sliver. All of K (one split) where the grid fills the GPU.
+int64_t chunks_per_split(const QuantWeight& w, int64_t tokens, int sm_count,
+                         size_t workspace_bytes) {
+  const int64_t blocks = ceil_div(w.n, kQGemmRows) * ceil_div(tokens, tile_tokens(tokens));
+  const int64_t chunks = w.k / kQuantChunk;
   int64_t splits = std::max<int64_t>(1, ceil_div(2 * static_cast<int64_t>(sm_count), blocks));
   splits = std::min(splits, std::max<int64_t>(1, chunks / kMinChunksPerSplit));
   while (splits > 1 && static_cast<size_t>(splits * tokens * w.n * 4) > workspace_bytes) --splits;
-  // Equal ranges: the last split is not left with a sliver.
-  const int64_t per = ceil_div(chunks, splits);
-  return static_cast<int>(ceil_div(chunks, per));
+  return ceil_div(chunks, splits);
 }
+
+}  // namespace
 
 bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType out_t,
                            int64_t tokens, int sm_count, void* workspace, size_t workspace_bytes,
                            cudaStream_t s) {
-  if (!quant_gemm_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
+  if (!quant_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
   if (out_t != DType::BF16 && out_t != DType::F32) return false;
   if (tokens == 0 || w.n == 0) return true;
-  const int splits = quant_gemm_mma_splits(w, tokens, sm_count, workspace_bytes);
-  const int64_t chunks = w.k / kQChunk;
-  const int nt = tokens <= 32 ? 4 : 8;
+  const int64_t per_split = chunks_per_split(w, tokens, sm_count, workspace_bytes);
+  const int64_t splits = ceil_div(w.k / kQuantChunk, per_split);
+  const int nt = static_cast<int>(tile_tokens(tokens) / 8);
   const dim3 grid(static_cast<unsigned>(ceil_div(w.n, kQGemmRows)),
                   static_cast<unsigned>(ceil_div(tokens, 8 * nt)), static_cast<unsigned>(splits));
-  GemmArgs p{w,
-             qgemm_chunk_div(w),
-             static_cast<const bf16*>(x),
-             splits > 1 ? workspace : out,
-             tokens,
-             static_cast<int>(ceil_div(chunks, splits))};
+  GemmArgs p{
+      w,      quant_chunk_div(w),         static_cast<const bf16*>(x), splits > 1 ? workspace : out,
+      tokens, static_cast<int>(per_split)};
   const bool fp8 = w.kind == QuantKind::kFp8Block;
   if (splits > 1) {
     fp8 ? launch_gemm_tokens<0, float>(p, nt, grid, s)
@@ -141,11 +130,11 @@ bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType
     const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(count, 256), 4096));
     const auto* ws = static_cast<const float*>(workspace);
     if (out_t == DType::BF16) {
-      launch_k(quant_gemm_reduce_kernel<bf16>, blocks, 256, 0, s, ws, splits, count,
-               static_cast<bf16*>(out));
+      launch_k(quant_gemm_reduce_kernel<bf16>, blocks, 256, 0, s, ws, static_cast<int>(splits),
+               count, static_cast<bf16*>(out));
     } else {
-      launch_k(quant_gemm_reduce_kernel<float>, blocks, 256, 0, s, ws, splits, count,
-               static_cast<float*>(out));
+      launch_k(quant_gemm_reduce_kernel<float>, blocks, 256, 0, s, ws, static_cast<int>(splits),
+               count, static_cast<float*>(out));
     }
   } else if (out_t == DType::BF16) {
     fp8 ? launch_gemm_tokens<0, bf16>(p, nt, grid, s) : launch_gemm_tokens<1, bf16>(p, nt, grid, s);

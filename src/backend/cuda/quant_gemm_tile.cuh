@@ -27,8 +27,7 @@ namespace syv::cuda {
 constexpr int kQGemmWarps = 4;                // warps per block, 16 weight rows each
 constexpr int kQGemmRows = 16 * kQGemmWarps;  // weight rows per block
 constexpr int kQStages = 3;                   // cp.async ring depth
-constexpr int64_t kQChunk = 128;              // columns per chunk
-constexpr int kQXUnits = kQChunk / 8;         // 16-byte units of a token's chunk
+constexpr int kQXUnits = kQuantChunk / 8;     // 16-byte units of a token's chunk
 constexpr int kQXRowUnits = kQXUnits + 1;     // padded
 
 template <int FMT>
@@ -47,6 +46,19 @@ constexpr int qgemm_stage_units() {
 template <int FMT, int NT>
 constexpr size_t qgemm_smem_bytes() {
   return static_cast<size_t>(qgemm_stage_units<FMT, NT>()) * kQStages * 16;
+}
+
+// Launches Kernel, a kernel of the tile (kQGemmWarps warps, qgemm_smem_bytes<FMT, NT>() of dynamic
+// shared memory, allowed on its first launch), with its one argument.
+template <auto Kernel, int FMT, int NT, typename Args>
+void launch_qgemm(dim3 grid, cudaStream_t s, const Args& args) {
+  constexpr size_t smem = qgemm_smem_bytes<FMT, NT>();
+  static const bool allowed = [] {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)allowed;
+  launch_k(Kernel, grid, kQGemmWarps * 32, smem, s, args);
 }
 
 __device__ __forceinline__ int qgemm_x_unit(int u) {
@@ -85,7 +97,7 @@ __device__ __forceinline__ void qgemm_tile_mainloop(const QuantWeight& w, const 
     uint4* xs = x_stage(s);
     for (int i = threadIdx.x; i < kTileTokens * kQXUnits; i += kQGemmWarps * 32) {
       const int r = i / kQXUnits, u = i % kQXUnits;
-      cp_async16(xs + r * kQXRowUnits + qgemm_x_unit(u), x_row(r) + c * kQChunk + u * 8, true);
+      cp_async16(xs + r * kQXRowUnits + qgemm_x_unit(u), x_row(r) + c * kQuantChunk + u * 8, true);
     }
   };
 
@@ -168,20 +180,6 @@ __device__ __forceinline__ void qgemm_tile_mainloop(const QuantWeight& w, const 
       for (int e = 0; e < 4; ++e) acc[q][e] = fmaf(part[q][e], sc[e >> 1], acc[q][e]);
   }
   cp_wait<0>();
-}
-
-// Whether the tile takes w: K % 128 == 0; int4 groups a multiple of 128 columns without g_idx; fp8
-// scale tiles a multiple of 128 columns wide; the data 16-byte aligned.
-inline bool qgemm_supports(const QuantWeight& w) {
-  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || w.k % kQChunk != 0) return false;
-  if (w.kind == QuantKind::kFp8Block) return w.block_k % kQChunk == 0 && w.block_n > 0;
-  return w.g_idx == nullptr && w.group_size > 0 && w.group_size % kQChunk == 0;
-}
-
-// The chunk -> scale column divider of w.
-inline ChunkDiv qgemm_chunk_div(const QuantWeight& w) {
-  return ChunkDiv(
-      static_cast<uint32_t>((w.kind == QuantKind::kFp8Block ? w.block_k : w.group_size) / kQChunk));
 }
 
 }  // namespace syv::cuda

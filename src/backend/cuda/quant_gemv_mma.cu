@@ -34,7 +34,6 @@ constexpr int kMmaWarps = 8;       // warps per block, splitting K
 constexpr int kMmaRows = 16;       // weight rows per block (the mma's M)
 constexpr int kMmaMaxTokens = 16;  // tokens per launch at most (two token tiles of the mma's N)
 constexpr int64_t kXsMaxBytes = 96 * 1024;  // the staged activations' shared memory at most
-constexpr int64_t kChunk = 128;  // columns per chunk: one int4 group, one fp8 scale column
 
 // out[t, n] = sum_k x[t, k] dequant(w)[n, k] for t < nt <= 8 NT. FMT 0: fp8 tiles, 1: int4 groups.
 // NT: token tiles of 8 per launch, sharing each decoded weight fragment (2: up to 16 tokens in one
@@ -52,7 +51,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
   // chunks in flight per warp (even: x double-buffered); DEEP > 0: that many (XS only, 2 blocks
   // per SM)
   constexpr int D = DEEP > 0 ? DEEP : (FMT == 0 || XS ? 2 : 4);
-  constexpr int64_t kRowChunkBytes = FMT == 0 ? kChunk : kChunk / 2;
+  constexpr int64_t kRowChunkBytes = FMT == 0 ? kQuantChunk : kQuantChunk / 2;
   extern __shared__ uint32_t xs[];  // XS: [nt][K / 2 + 8] words
   __shared__ float partial[kMmaWarps][32][NT * 4];
 
@@ -78,7 +77,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
     srow[r] = w.scales + (FMT == 0 ? rows[r] / w.block_n : rows[r]) * w.scale_cols;
     zrow[r] = w.zeros ? w.zeros + rows[r] * w.scale_cols : nullptr;
   }
-  const int64_t chunks = K / kChunk;
+  const int64_t chunks = K / kQuantChunk;
   const int nc = chunks > warp ? static_cast<int>((chunks - warp + kMmaWarps - 1) / kMmaWarps) : 0;
   bool has_x[NT];  // token g + 8 q exists
   const bf16* xrow[NT];
@@ -113,8 +112,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
     for (int q = 0; q < NT; ++q)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        xb[slot][q][i] = has_x[q] ? __ldg(reinterpret_cast<const uint4*>(xrow[q] + c * kChunk) + i)
-                                  : make_uint4(0, 0, 0, 0);
+        xb[slot][q][i] = has_x[q]
+                             ? __ldg(reinterpret_cast<const uint4*>(xrow[q] + c * kQuantChunk) + i)
+                             : make_uint4(0, 0, 0, 0);
   };
   // The activation pair words of vector i, half h of a lane's 32 columns.
   auto pair_words = [](const uint32_t(&xw)[4][4], int i, int h, uint32_t& b0, uint32_t& b1) {
@@ -253,9 +253,7 @@ void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gat
     smem = static_cast<size_t>(nt) * (w.k / 2 + 8) * 4;
   }
   const unsigned grid = SILU ? ceil_div(w.n / 2, kMmaRows / 2) : ceil_div(w.n, kMmaRows);
-  launch_k(kernel, grid, kMmaWarps * 32, smem, s, w,
-           ChunkDiv(static_cast<uint32_t>((FMT == 0 ? w.block_k : w.group_size) / kChunk)), x, out,
-           nt, gate_up);
+  launch_k(kernel, grid, kMmaWarps * 32, smem, s, w, quant_chunk_div(w), x, out, nt, gate_up);
 }
 
 // Launches of up to 16 tokens: one token tile up to 8, two above (one pass over the weight for
@@ -291,17 +289,11 @@ void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tok
   }
 }
 
-bool quant_gemv_mma_supports(const QuantWeight& w) {
-  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || w.k % kChunk != 0) return false;
-  if (w.kind == QuantKind::kFp8Block) return w.block_k % kChunk == 0 && w.block_n > 0;
-  return w.g_idx == nullptr && w.group_size > 0 && w.group_size % kChunk == 0;
-}
-
 }  // namespace
 
 bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType out_t,
                            int64_t tokens, cudaStream_t s) {
-  if (!quant_gemv_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
+  if (!quant_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
   if (out_t != DType::BF16 && out_t != DType::F32) return false;
   if (tokens == 0 || w.n == 0) return true;
   const auto* xb = static_cast<const bf16*>(x);
@@ -320,7 +312,7 @@ bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType
 
 bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_up, void* out,
                                 int64_t tokens, cudaStream_t s) {
-  if (!quant_gemv_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0 || w.n % 2 != 0)
+  if (!quant_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0 || w.n % 2 != 0)
     return false;
   if (tokens == 0 || w.n == 0) return true;
   const auto* xb = static_cast<const bf16*>(x);

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
 
 namespace syv::cuda {
 
@@ -113,6 +114,24 @@ __device__ __forceinline__ void activation_fragment(const uint32_t (&xw)[4], int
   const uint32_t hi = FMT == 1 ? xw[h + 2] : xw[2 * h + 1];
   b0 = prmt(lo, hi, 0x5410u);
   b1 = prmt(lo, hi, 0x7632u);
+}
+
+// Columns per chunk: one int4 group, one fp8 scale column (at least).
+constexpr int64_t kQuantChunk = 128;
+
+// Whether the tensor-core kernels take w: K % 128 == 0; int4 groups a multiple of 128 columns
+// without g_idx; fp8 scale tiles a multiple of 128 columns wide (any height); the data 16-byte
+// aligned.
+inline bool quant_mma_supports(const QuantWeight& w) {
+  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || w.k % kQuantChunk != 0) return false;
+  if (w.kind == QuantKind::kFp8Block) return w.block_k % kQuantChunk == 0 && w.block_n > 0;
+  return w.g_idx == nullptr && w.group_size > 0 && w.group_size % kQuantChunk == 0;
+}
+
+// A chunk's scale column for w: chunk / (group or scale tile width / 128).
+inline ChunkDiv quant_chunk_div(const QuantWeight& w) {
+  return ChunkDiv(static_cast<uint32_t>(
+      (w.kind == QuantKind::kFp8Block ? w.block_k : w.group_size) / kQuantChunk));
 }
 
 // int4's zero-point word for weight_fragment: bf16x2(128 + z).
