@@ -26,13 +26,18 @@ bool utf8_boundary(const std::string& s, size_t i) {
   return i >= s.size() || (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
 }
 
-// ~n tokens of plain English words.
 // The device pools syv verify's offload check evicts at most (tokens of other prompts it sends:
 // the pool and twice its prompt).
 constexpr int64_t kOffloadMaxPoolTokens = 32768;
 // Their prompts' length at most (attention's cost grows with it; a CPU server takes seconds).
 constexpr int64_t kOffloadFillerTokens = 2048;
+// The pool a server for the check should have: ~2K tokens, evicted in seconds on a CPU too (8K
+// took a minute on 2 cores). MiB for `bytes_per_token`.
+int64_t offload_pool_mb(double bytes_per_token) {
+  return std::max<int64_t>(1, (static_cast<int64_t>(2048 * bytes_per_token) + (1 << 20) - 1) >> 20);
+}
 
+// ~n tokens of plain English words.
 std::string long_text(int words) {
   static const char* kWords[] = {"the",   "quiet",  "river", "runs",  "past",
                                  "an",    "old",    "mill",  "where", "children",
@@ -97,22 +102,29 @@ void Verifier::facts() {
   const HttpReply h = client_->get("/health");
   reachable_ = h.status != 0;
   check("health: GET /health answers 200", h.status == 200, describe(h));
-  const HttpReply m = client_->get("/v1/models");
-  json j = parse_object(m.body);
-  const bool ok = m.status == 200 && j.is_object() && j.value("object", "") == "list" &&
-                  j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
-                  j["data"][0].contains("id") && j["data"][0]["id"].is_string();
-  if (ok) model_ = j["data"][0]["id"].get<std::string>();
+  HttpReply m;
+  const bool ok = read_models(&m);
   std::string facts = ok ? "model \"" + model_ + "\"" : describe(m);
-  if (ok && j["data"][0].contains("max_model_len") && j["data"][0]["max_model_len"].is_number()) {
-    max_model_len_ = j["data"][0]["max_model_len"].get<int64_t>();
-    facts += ", max_model_len " + std::to_string(max_model_len_);
-  }
+  if (ok && max_model_len_ > 0) facts += ", max_model_len " + std::to_string(max_model_len_);
   check("models: GET /v1/models lists the served model", ok, facts);
   if (!ok) return;
   const HttpReply card = client_->get("/v1/models/" + model_);
   check("models: GET /v1/models/{id} answers its card",
         card.status == 200 && parse_object(card.body).value("id", "") == model_, describe(card));
+}
+
+bool Verifier::read_models(HttpReply* reply) {
+  const HttpReply m = client_->get("/v1/models");
+  if (reply) *reply = m;
+  json j = parse_object(m.body);
+  if (m.status != 200 || j.value("object", "") != "list" || !j.contains("data") ||
+      !j["data"].is_array() || j["data"].empty() || !j["data"][0].is_object() ||
+      !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
+    return false;
+  model_ = j["data"][0]["id"].get<std::string>();
+  if (j["data"][0].contains("max_model_len") && j["data"][0]["max_model_len"].is_number())
+    max_model_len_ = j["data"][0]["max_model_len"].get<int64_t>();
+  return true;
 }
 
 void Verifier::auth() {
@@ -229,19 +241,28 @@ void Verifier::streaming() {
   }
 }
 
+Verifier::Greedy Verifier::greedy(const std::string& prompt, int max_tokens) const {
+  const HttpReply r = client_->post("/v1/completions", {{"model", model_},
+                                                        {"prompt", prompt},
+                                                        {"max_tokens", max_tokens},
+                                                        {"temperature", 0},
+                                                        {"ignore_eos", true}});
+  json j = parse_object(r.body);
+  Greedy g;
+  if (r.status != 200 || !j["choices"].is_array() || j["choices"].empty()) {
+    g.error = describe(r);
+    return g;
+  }
+  g.ok = true;
+  g.text = j["choices"][0].value("text", "");
+  if (j["usage"].is_object()) g.prompt_tokens = j["usage"].value("prompt_tokens", int64_t{0});
+  return g;
+}
+
 std::vector<std::string> Verifier::greedy_texts(const std::vector<std::string>& prompts,
                                                 int max_tokens) const {
   std::vector<std::string> out;
-  for (const std::string& p : prompts) {
-    const HttpReply r = client_->post("/v1/completions", {{"model", model_},
-                                                          {"prompt", p},
-                                                          {"max_tokens", max_tokens},
-                                                          {"temperature", 0},
-                                                          {"ignore_eos", true}});
-    json j = parse_object(r.body);
-    out.push_back(r.status == 200 && j.contains("choices") ? j["choices"][0].value("text", "")
-                                                           : "");
-  }
+  for (const std::string& p : prompts) out.push_back(greedy(p, max_tokens).text);
   return out;
 }
 
@@ -385,13 +406,7 @@ void Verifier::bad_request() {
 void Verifier::offload_check(const std::string& where) {
   const std::string name =
       "offload: a prompt served back from the host tier gives its first greedy output";
-  if (!where.empty()) {  // another server: its model length
-    json j = parse_object(client_->get("/v1/models").body);
-    if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
-        j["data"][0].is_object() && j["data"][0].contains("max_model_len") &&
-        j["data"][0]["max_model_len"].is_number())
-      max_model_len_ = j["data"][0]["max_model_len"].get<int64_t>();
-  }
+  if (!where.empty()) read_models();  // another server: its model length
   const std::string before = client_->get("/metrics").body;
   const double host_pages = prometheus_sum(before, "syv_host_tier_pages_capacity");
   const double pool = prometheus_sum(before, "syv_kv_pool_tokens");
@@ -401,18 +416,12 @@ void Verifier::offload_check(const std::string& where) {
                 "no host tier (syv_host_tier_pages_capacity 0: --host-cache-gb 0, or "
                 "prefix caching off)");
   if (!(pool > 0) || !(page > 0) || pool > kOffloadMaxPoolTokens) {
-    // The pool that would do: kOffloadMaxPoolTokens of this server's bytes per token.
     const double per_token = prometheus_sum(before, "syv_kv_bytes_per_token");
-    const std::string small =
-        per_token > 0 ? std::to_string(std::max<int64_t>(
-                            1, static_cast<int64_t>(kOffloadMaxPoolTokens * per_token) >> 20))
-                      : "N";
     if (defer_offload_ && where.empty() && per_token > 0) {
-      // ~2K tokens: evicted in seconds on a CPU too (8K tokens took a minute on 2 cores).
-      small_pool_mb_ =
-          std::max<int64_t>(1, (static_cast<int64_t>(2048 * per_token) + (1 << 20) - 1) >> 20);
+      small_pool_mb_ = offload_pool_mb(per_token);
       return;
     }
+    const std::string small = per_token > 0 ? std::to_string(offload_pool_mb(per_token)) : "N";
     return skip(name, "a device pool of " + std::to_string(static_cast<int64_t>(pool)) +
                           " tokens: evicting it takes more than the " +
                           std::to_string(kOffloadMaxPoolTokens) +
@@ -424,20 +433,9 @@ void Verifier::offload_check(const std::string& where) {
   const int words = static_cast<int>(
       std::clamp<int64_t>(std::min<int64_t>(limit / 4, static_cast<int64_t>(pool) / 8), 16, 400));
   const std::string prompt = "Offload check. " + long_text(words);
-  auto complete = [&](const std::string& text, int max_tokens, int64_t* prompt_tokens) {
-    const HttpReply r = client_->post("/v1/completions", {{"model", model_},
-                                                          {"prompt", text},
-                                                          {"max_tokens", max_tokens},
-                                                          {"temperature", 0},
-                                                          {"ignore_eos", true}});
-    json j = parse_object(r.body);
-    if (r.status != 200 || !j.contains("choices")) return std::string("\x01") + describe(r);
-    if (prompt_tokens) *prompt_tokens = j["usage"].value("prompt_tokens", int64_t{0});
-    return j["choices"][0].value("text", "");
-  };
-  int64_t prompt_tokens = 0;
-  const std::string first = complete(prompt, 16, &prompt_tokens);
-  if (first.rfind("\x01", 0) == 0) return check(name, false, "the prompt: " + first.substr(1));
+  const Greedy first = greedy(prompt, 16);
+  if (!first.ok) return check(name, false, "the prompt: " + first.error);
+  const int64_t prompt_tokens = first.prompt_tokens;
   if (prompt_tokens < 2 * static_cast<int64_t>(page)) {  // only whole pages are cached
     return skip(name, "a device pool of " + std::to_string(static_cast<int64_t>(pool)) +
                           " tokens leaves room for a prompt of " + std::to_string(prompt_tokens) +
@@ -466,25 +464,25 @@ void Verifier::offload_check(const std::string& where) {
   const double hits_before = prometheus_sum(before, "syv_host_tier_hit_tokens_total");
   std::string filler_error;
   for (int64_t f0 = 0; f0 < fillers; f0 += 4) {
-    std::vector<std::future<std::string>> batch;
+    std::vector<std::future<Greedy>> batch;
     for (int64_t f = f0; f < std::min<int64_t>(fillers, f0 + 4); ++f) {
       batch.push_back(std::async(std::launch::async, [&, f] {
         // Each filler starts differently, so no two share a cached prefix.
-        return complete("Filler " + std::to_string(f) + " of the offload check. " +
-                            long_text(filler_words + static_cast<int>(f % 5)),
-                        1, nullptr);
+        return greedy("Filler " + std::to_string(f) + " of the offload check. " +
+                          long_text(filler_words + static_cast<int>(f % 5)),
+                      1);
       }));
     }
     for (auto& b : batch) {
-      const std::string r = b.get();
-      if (r.rfind("\x01", 0) == 0 && filler_error.empty()) filler_error = r.substr(1);
+      const Greedy r = b.get();
+      if (!r.ok && filler_error.empty()) filler_error = r.error;
     }
   }
   if (!filler_error.empty()) return check(name, false, "another prompt: " + filler_error);
-  const std::string second = complete(prompt, 16, nullptr);
+  const Greedy second = greedy(prompt, 16);
   const double hits =
       prometheus_sum(client_->get("/metrics").body, "syv_host_tier_hit_tokens_total") - hits_before;
-  if (second.rfind("\x01", 0) == 0) return check(name, false, "the resend: " + second.substr(1));
+  if (!second.ok) return check(name, false, "the resend: " + second.error);
   if (!(hits > 0)) {
     return check(name, false,
                  std::to_string(fillers) + " other prompts of ~" + std::to_string(filler_tokens) +
@@ -492,13 +490,14 @@ void Verifier::offload_check(const std::string& where) {
                      "-token prompt back from the host tier (syv_host_tier_hit_tokens_total "
                      "unchanged)");
   }
-  check(name, second == first,
-        second == first
+  check(name, second.text == first.text,
+        second.text == first.text
             ? (where.empty() ? "" : "on " + where + ": ") +
                   std::to_string(static_cast<int64_t>(hits)) + " of its " +
                   std::to_string(prompt_tokens) + " prompt tokens from the host tier after " +
                   std::to_string(fillers) + " other prompts; 16 tokens equal"
-            : "first " + json(first).dump() + ", after the host tier " + json(second).dump());
+            : "first " + json(first.text).dump() + ", after the host tier " +
+                  json(second.text).dump());
 }
 
 // A stream whose client goes away after two chunks: the server goes on serving, and its

@@ -39,6 +39,14 @@ class Verifier {
   int64_t small_pool_mb() const { return small_pool_mb_; }
   void offload_check(const std::string& where);
 
+  // One greedy completion (`max_tokens`, ignore_eos): ok, its text and prompt tokens, or why not.
+  struct Greedy {
+    bool ok = false;
+    std::string text, error;
+    int64_t prompt_tokens = 0;
+  };
+  Greedy greedy(const std::string& prompt, int max_tokens) const;
+
   // Records one result and prints its line.
   void check(const std::string& name, bool ok, const std::string& detail);
   // A check that cannot apply to this model (its tokenizer or template lacks what it tests):
@@ -50,6 +58,8 @@ class Verifier {
 
  private:
   void facts();
+  // GET /v1/models: model_ and max_model_len_ from its first entry; false (unchanged) if none.
+  bool read_models(HttpReply* reply = nullptr);
   void deployment();  // verify_deployment.cpp
   void auth();
   void chat_and_completions();
