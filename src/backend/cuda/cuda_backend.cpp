@@ -860,6 +860,7 @@ class CudaBackendImpl final : public CudaBackend {
                     << ": activations scaled to e4m3 per token and 128 columns); "
                        "--quantized-activations off keeps them bf16";
     }
+    ++fp8_gemm_calls_;
     return true;
   }
 
@@ -1724,6 +1725,7 @@ class CudaBackendImpl final : public CudaBackend {
     quant_gemm_max_tokens_ = std::max(0, tokens);
   }
   uint64_t quant_gemm_calls() const override { return quant_gemm_calls_; }
+  uint64_t fp8_gemm_calls() const override { return fp8_gemm_calls_; }
   void set_quant_moe_gemm(bool on) override { quant_moe_gemm_ = on; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
@@ -2181,6 +2183,7 @@ class CudaBackendImpl final : public CudaBackend {
   // set_quant_gemm_max_tokens(): 0 (off) until a GPU run has checked and timed the GEMM.
   int quant_gemm_max_tokens_ = 0;
   uint64_t quant_gemm_calls_ = 0;  // quant_gemm_calls()
+  uint64_t fp8_gemm_calls_ = 0;    // fp8_gemm_calls()
   // Quantized MoE experts above kMoeGemvMaxTokens on moe_quant_gemm.cu's tiled path
   // (set_quant_moe_gemm, SYV_QUANT_MOE_GEMM=1): off until a GPU run has checked and timed it.
   bool quant_moe_gemm_ = false;

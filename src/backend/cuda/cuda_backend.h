@@ -102,6 +102,8 @@ class CudaBackend : public Backend {
   // Not in batch-invariant mode. quant_gemm_calls(): linear calls it ran so far (tests).
   virtual void set_quant_gemm_max_tokens(int tokens) = 0;
   virtual uint64_t quant_gemm_calls() const = 0;
+  // Linear calls the fp8 tensor-core GEMM (W8A8 / W4A8, --quantized-activations) ran so far.
+  virtual uint64_t fp8_gemm_calls() const = 0;
   // Whether quantized MoE experts above the grouped GEMVs' 8 tokens (outside batch-invariant
   // mode) take the tiled path that decodes the routed experts' packed rows in registers
   // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first. Off by default until a GPU run
