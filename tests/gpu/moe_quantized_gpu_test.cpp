@@ -33,7 +33,8 @@ namespace fs = std::filesystem;
 
 struct LoadRun {
   std::vector<float> prefill, decode;  // logits of every prompt position; of one more token
-  size_t weights = 0;  // the backend's bytes after the load, its scratch buffers not counted
+  size_t weights = 0;       // the backend's bytes after the load, its scratch buffers not counted
+  uint64_t vectorized = 0;  // dequantizations by the 8-column kernel
 };
 
 // vectorized: the experts' rows dequantized 8 columns a thread (set_quant_dequant_vectorized).
@@ -75,6 +76,7 @@ LoadRun run(const fs::path& dir, bool keep_quantized, bool vectorized = false) {
   };
   r.prefill = step(tokens, 0);
   r.decode = step({42}, static_cast<int32_t>(tokens.size()));
+  r.vectorized = gpu->quant_dequant_vectorized_calls();
   return r;
 }
 
@@ -99,6 +101,8 @@ TEST_P(MoeQuantizedGpu, KeptQuantizedEqualsDequantizedAtLoadBitForBit) {
   const LoadRun vectorized = run(out, true, true);
   EXPECT_EQ(vectorized.prefill, dense.prefill) << fixture << ", vectorized dequantize";
   EXPECT_EQ(vectorized.decode, dense.decode) << fixture << ", vectorized dequantize";
+  EXPECT_GT(vectorized.vectorized, 0u) << fixture << ": the 8-column kernel did not run";
+  EXPECT_EQ(kept.vectorized, 0u) << fixture;
   EXPECT_LT(kept.weights, dense.weights) << fixture;
   fs::remove_all(out);
 }

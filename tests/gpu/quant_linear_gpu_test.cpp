@@ -300,6 +300,7 @@ TEST_F(QuantLinearGpu, DequantizePathAtFewTokensMatchesCpu) {
 // shape (those it does not take, g_idx and K % 8 != 0, fall back to the element kernel); and it
 // matches the CPU within the dequantize path's bounds.
 TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
   gpu_->set_quant_gemv_max_tokens(0);
   const HostQuant weights[] = {random_fp8(300, 448, 128, 128, rng_),
                                random_fp8(96, 256, 1, 256, rng_),
@@ -324,8 +325,12 @@ TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
       const std::vector<float> element = down_gpu(out.g);
       poison(out.g);
       gpu_->set_quant_dequant_vectorized(true);
+      const uint64_t vectorized = gpu_->quant_dequant_vectorized_calls();
       gpu_->linear(x.g, g.w, Tensor(), out.g);
       EXPECT_EQ(down_gpu(out.g), element) << what << ", T " << T;
+      // Every shape here but the g_idx one takes the 8-column kernel.
+      EXPECT_EQ(gpu_->quant_dequant_vectorized_calls() - vectorized, h.g_idx.empty() ? 1u : 0u)
+          << what << ", T " << T;
     }
   }
   gpu_->set_quant_dequant_vectorized(true);

@@ -770,7 +770,8 @@ class CudaBackendImpl final : public CudaBackend {
     }
     if (!done) {
       ensure_dequant(N * K * 2);
-      cuda::launch_quant_dequant(q, dequant_, stream_, quant_dequant_vec_);
+      quant_dequant_vec_calls_ +=
+          cuda::launch_quant_dequant(q, dequant_, stream_, quant_dequant_vec_);
       linear(x, Tensor(dequant_, DType::BF16, {N, K}), Tensor(), out);
     }
     if (!bias.empty()) {
@@ -1412,15 +1413,15 @@ class CudaBackendImpl final : public CudaBackend {
     if (!gate_up.dense()) {
       check_quantized_layout(gate_up);
       ensure_dequant(E * 2 * I * H * 2);
-      cuda::launch_quant_dequant_experts(quant_weight(gate_up), 2 * I, E, mask, dequant_, stream_,
-                                         quant_dequant_vec_);
+      quant_dequant_vec_calls_ += cuda::launch_quant_dequant_experts(
+          quant_weight(gate_up), 2 * I, E, mask, dequant_, stream_, quant_dequant_vec_);
       gu = dequant_;
     }
     const void* dn = down.tensor.data;
     if (!down.dense()) {
       check_quantized_layout(down);
-      cuda::launch_quant_dequant_experts(quant_weight(down), H, E, mask, moe_dequant_, stream_,
-                                         quant_dequant_vec_);
+      quant_dequant_vec_calls_ += cuda::launch_quant_dequant_experts(
+          quant_weight(down), H, E, mask, moe_dequant_, stream_, quant_dequant_vec_);
       dn = moe_dequant_;
     }
     moe_experts(x, ids, weights, Tensor(const_cast<void*>(gu), DType::BF16, {E, 2 * I, H}),
@@ -1726,6 +1727,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
   uint64_t quant_gemm_calls() const override { return quant_gemm_calls_; }
   uint64_t fp8_gemm_calls() const override { return fp8_gemm_calls_; }
+  uint64_t quant_dequant_vectorized_calls() const override { return quant_dequant_vec_calls_; }
   void set_quant_moe_gemm(bool on) override { quant_moe_gemm_ = on; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
@@ -2182,8 +2184,9 @@ class CudaBackendImpl final : public CudaBackend {
   bool quant_dequant_vec_ = false;
   // set_quant_gemm_max_tokens(): 0 (off) until a GPU run has checked and timed the GEMM.
   int quant_gemm_max_tokens_ = 0;
-  uint64_t quant_gemm_calls_ = 0;  // quant_gemm_calls()
-  uint64_t fp8_gemm_calls_ = 0;    // fp8_gemm_calls()
+  uint64_t quant_gemm_calls_ = 0;         // quant_gemm_calls()
+  uint64_t fp8_gemm_calls_ = 0;           // fp8_gemm_calls()
+  uint64_t quant_dequant_vec_calls_ = 0;  // quant_dequant_vectorized_calls() (MoE parts too)
   // Quantized MoE experts above kMoeGemvMaxTokens on moe_quant_gemm.cu's tiled path
   // (set_quant_moe_gemm, SYV_QUANT_MOE_GEMM=1): off until a GPU run has checked and timed it.
   bool quant_moe_gemm_ = false;

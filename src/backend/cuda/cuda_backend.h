@@ -93,8 +93,11 @@ class CudaBackend : public Backend {
   // Whether the dequantize path (more tokens than the GEMVs take, shapes they do not take,
   // batch-invariant mode; the MoE experts' rows) dequantizes 8 columns a thread where the shape
   // allows instead of one element a thread: the same bf16 values either way. Off by default until
-  // a GPU run has timed it (SYV_QUANT_DEQUANT_VEC=1 starts with it on).
+  // a GPU run has timed it (SYV_QUANT_DEQUANT_VEC=1 starts with it on). Dequantizations (a
+  // linear's weight, an MoE layer's part) that ran that kernel so far:
+  // quant_dequant_vectorized_calls() (tests).
   virtual void set_quant_dequant_vectorized(bool on) = 0;
+  virtual uint64_t quant_dequant_vectorized_calls() const = 0;
   // The largest token count that takes the tensor-core GEMM for quantized weights (the weight
   // decoded in registers, never written out: quant_gemm_mma.cu) for the calls the GEMVs do not
   // take and the fp8 GEMM does not apply to, instead of the dequantize path. 0 (off) by default

@@ -188,8 +188,9 @@ bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType
                            cudaStream_t s);
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
 // vectorized: 8 columns a thread where the shape allows (K % 8 == 0, scale tiles / groups a
-// multiple of 8 wide, no g_idx; the same bf16 values), else one element a thread.
-void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s, bool vectorized);
+// multiple of 8 wide, no g_idx; the same bf16 values), else one element a thread. Returns whether
+// the 8-column kernel ran.
+bool launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s, bool vectorized);
 // out bf16 [tokens, k] = x bf16 [tokens, k] with its columns gathered by perm i32 [k]
 // (out[t, j] = x[t, perm[j]]): the input of an act-order int4 weight permuted at load.
 void launch_gather_columns(const void* x, const int32_t* perm, int64_t tokens, int64_t k, void* out,
@@ -202,7 +203,9 @@ void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, 
 // column order (w.perm undone), for each expert e with mask[e] != 0 (w.n = experts *
 // rows_per_expert, experts <= 65535); the other experts' rows are not written (the MoE kernels
 // read only routed experts).
-void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
+// vectorized as launch_quant_dequant's (not for act-order permuted rows); returns whether the
+// 8-column kernel ran.
+bool launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
                                   const int32_t* mask, void* dense, cudaStream_t s,
                                   bool vectorized);
 

@@ -388,17 +388,18 @@ bool launch_quant_gemv(const QuantWeight& w, const void* x, void* out, DType out
   return true;
 }
 
-void launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s, bool vectorized) {
+bool launch_quant_dequant(const QuantWeight& w, void* dense, cudaStream_t s, bool vectorized) {
   const int64_t total = w.n * w.k;
-  if (total == 0) return;
+  if (total == 0) return false;
   if (vectorized && dequant_rows_supports(w, dense)) {
     launch_dequant_rows(w, w.n, dim3(static_cast<unsigned>(std::min<int64_t>(w.n, 65535))), nullptr,
                         dense, s);
-    return;
+    return true;
   }
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, int64_t{1} << 16);
   launch_k(quant_dequant_kernel, static_cast<unsigned>(blocks), 256, 0, s, w,
            static_cast<bf16*>(dense));
+  return false;
 }
 
 void launch_gather_columns(const void* x, const int32_t* perm, int64_t tokens, int64_t k, void* out,
@@ -415,20 +416,20 @@ void launch_moe_expert_mask(const int32_t* ids, int64_t count, int64_t experts, 
   launch_k(moe_expert_mask_kernel, 1, 1024, 0, s, ids, count, experts, mask);
 }
 
-void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
+bool launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert, int64_t experts,
                                   const int32_t* mask, void* dense, cudaStream_t s,
                                   bool vectorized) {
   SYV_CHECK(experts > 0 && experts <= 65535 && w.n == experts * rows_per_expert)
       << "dequantize experts: " << w.n << " rows for " << experts << " experts of "
       << rows_per_expert;
   const int64_t per_expert = rows_per_expert * w.k;
-  if (per_expert == 0) return;
+  if (per_expert == 0) return false;
   if (vectorized && w.perm == nullptr && dequant_rows_supports(w, dense)) {
     // Up to 64 blocks an expert, as below: the GPU full when a few experts are marked.
     const auto x = static_cast<unsigned>(std::min<int64_t>(rows_per_expert, 64));
     launch_dequant_rows(w, rows_per_expert, dim3(x, static_cast<unsigned>(experts)), mask, dense,
                         s);
-    return;
+    return true;
   }
   // Enough blocks per expert to fill the GPU when a few experts are marked (decode), few enough
   // that the unmarked ones' early exits cost little.
@@ -436,6 +437,7 @@ void launch_quant_dequant_experts(const QuantWeight& w, int64_t rows_per_expert,
   launch_k(quant_dequant_experts_kernel,
            dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(experts)), 256, 0, s, w,
            rows_per_expert, mask, static_cast<bf16*>(dense));
+  return false;
 }
 
 }  // namespace syv::cuda
