@@ -136,11 +136,12 @@ int run(const Options& o) {
           auto step = [&] {  // 8 calls on successive copies, as consecutive layers would
             for (int r = 0; r < 8; ++r) gpu->linear(x, cw.w[next++ % cw.w.size()], Tensor(), out);
           };
-          const uint64_t gemm_calls = gpu->quant_gemm_calls(), fp8_calls = gpu->fp8_gemm_calls();
+          const CudaBackend::QuantPathCalls before = gpu->quant_path_calls();
           std::vector<float> ms = gpu->time_ms(step, 3, 20);
           // A GEMM the shape does not take falls back to the dequantize path: not timed as it.
-          if ((v.gemm_max > 0 && gpu->quant_gemm_calls() == gemm_calls) ||
-              (v.acts == QA::kFp8 && gpu->fp8_gemm_calls() == fp8_calls)) {
+          const CudaBackend::QuantPathCalls after = gpu->quant_path_calls();
+          if ((v.gemm_max > 0 && after.gemm == before.gemm) ||
+              (v.acts == QA::kFp8 && after.fp8_gemm == before.fp8_gemm)) {
             std::printf("| %-6s | %-8s | T %d | %s: not taken (the dequantize path ran) |\n",
                         f.c_str(), sh.name, tokens, v.name);
             continue;

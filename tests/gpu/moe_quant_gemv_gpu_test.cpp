@@ -116,14 +116,14 @@ class MoeQuantGemvGpu : public CudaOps {
   }
 
   // GPU vs CPU at every token count; `gemv`: whether the format takes the GEMV at <= 8 tokens.
-  // tiled: 9-300 tokens on the tiled path over the packed rows (set_quant_moe_gemm), whose bound
-  // is the GEMV's.
+  // tiled_path: 9-300 tokens on the tiled path over the packed rows (set_quant_moe_gemm), whose
+  // bound is the GEMV's.
   void check(const HostQuant& gate_up, const HostQuant& down, bool gemv, const std::string& what,
-             bool tiled = false) {
+             bool tiled_path = false) {
     OnBackend cg = put(*cpu_, gate_up), cd = put(*cpu_, down);
     OnBackend gg = put(*gpu_, gate_up), gd = put(*gpu_, down);
     const std::vector<int64_t> tokens =
-        tiled ? std::vector<int64_t>{9, 20, 64, 300} : std::vector<int64_t>{1, 2, 5, 8, 9, 20};
+        tiled_path ? std::vector<int64_t>{9, 20, 64, 300} : std::vector<int64_t>{1, 2, 5, 8, 9, 20};
     for (int64_t top_k : {2, 4}) {
       for (int64_t T : tokens) {
         Pair x = make(random_vec(static_cast<size_t>(T * kH), rng_), {T, kH});
@@ -131,10 +131,13 @@ class MoeQuantGemvGpu : public CudaOps {
         Pair w = routing_weights(T, top_k);
         Pair out = make_out({T, kH});
         cpu_->moe_experts(x.c, ids.tc, w.c, cg.w, cd.w, out.c);
+        const uint64_t tiled = gpu_->quant_path_calls().moe_tiled;
         gpu_->moe_experts(x.g, ids.tg, w.g, gg.w, gd.w, out.g);
+        EXPECT_EQ(gpu_->quant_path_calls().moe_tiled - tiled, tiled_path ? 1u : 0u)
+            << what << ", T " << T << ": the tiled path " << (tiled_path ? "did not run" : "ran");
         const bool on_gemv = gemv && T <= cuda::kMoeGemvMaxTokens;
-        const char* path = tiled ? " (tiled)" : on_gemv ? " (gemv)" : " (dequantize)";
-        expect_close(out, on_gemv || tiled ? 4e-3 : 6e-3,
+        const char* path = tiled_path ? " (tiled)" : on_gemv ? " (gemv)" : " (dequantize)";
+        expect_close(out, on_gemv || tiled_path ? 4e-3 : 6e-3,
                      what + ", top_k " + std::to_string(top_k) + ", T " + std::to_string(T) + path);
       }
     }
@@ -247,8 +250,13 @@ TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
       return r;
     };
     Io a = io(*gpu_), b = io(*dequant_path);
+    const uint64_t tiled = gpu_->quant_path_calls().moe_tiled;
     const double gemv_us =
         us(*gpu_, [&] { gpu_->moe_experts(a.tx, a.tids, a.tw, gg.w, gd.w, a.tout); });
+    // The path the packed rows took (the tiled one's call counter says whether it ran).
+    const char* path = T <= cuda::kMoeGemvMaxTokens                 ? "gemv"
+                       : gpu_->quant_path_calls().moe_tiled > tiled ? "tiled"
+                                                                    : "dequantize (not tiled)";
     auto dequant_op = [&] { dequant_path->moe_experts(b.tx, b.tids, b.tw, qg.w, qd.w, b.tout); };
     dequant_path->set_quant_dequant_vectorized(false);
     const double dequant_us = us(*dequant_path, dequant_op);
@@ -262,10 +270,9 @@ TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
         "int4 moe, %lld tokens, %3zu experts (%.1f MB packed): %s %6.1f us (%.0f GB/s = %.0f%% "
         "of copy) | dequantize path %6.1f us (8 columns a thread: %6.1f) | bf16 experts %6.1f us "
         "(%.2fx slower)\n",
-        static_cast<long long>(T), distinct.size(), bytes / 1e6,
-        T <= cuda::kMoeGemvMaxTokens ? "gemv" : "tiled", gemv_us, bytes / (gemv_us * 1e3),
-        100.0 * bytes / (gemv_us * 1e3) / copy_gbps, dequant_us, dequant_vec_us, bf16_us,
-        bf16_us / gemv_us);
+        static_cast<long long>(T), distinct.size(), bytes / 1e6, path, gemv_us,
+        bytes / (gemv_us * 1e3), 100.0 * bytes / (gemv_us * 1e3) / copy_gbps, dequant_us,
+        dequant_vec_us, bf16_us, bf16_us / gemv_us);
   }
 }
 

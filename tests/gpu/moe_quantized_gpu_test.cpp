@@ -76,7 +76,7 @@ LoadRun run(const fs::path& dir, bool keep_quantized, bool vectorized = false) {
   };
   r.prefill = step(tokens, 0);
   r.decode = step({42}, static_cast<int32_t>(tokens.size()));
-  r.vectorized = gpu->quant_dequant_vectorized_calls();
+  r.vectorized = gpu->quant_path_calls().dequant_vectorized;
   return r;
 }
 

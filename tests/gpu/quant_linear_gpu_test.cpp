@@ -232,7 +232,7 @@ TEST_F(QuantLinearGpu, FusedNormOpsOnQuantizedWeightsMatchCpu) {
 // I = 200 leaves a partial block) at 1, 3 and 12 tokens, through linear_silu_mul and behind the
 // norm (add_rmsnorm_linear_silu_mul): against the CPU, and bit for bit against the same GPU with
 // the fusion off (the same sums, then silu_mul's own kernel); the fused runs counted as epilogue
-// calls (quant_silu_epilogues), the unfused ones not.
+// calls (quant_path_calls), the unfused ones not.
 TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
   const int64_t H = 512, I = 200;
   for (const bool fp8 : {false, true}) {
@@ -255,14 +255,14 @@ TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
       };
       // Run u = 0 fused (one epilogue call more), u = 1 unfused (none).
       auto expect_fused = [&](int u, uint64_t before, const std::string& what) {
-        EXPECT_EQ(gpu_->quant_silu_epilogues(), before + (u == 0 ? 1 : 0))
+        EXPECT_EQ(gpu_->quant_path_calls().silu_epilogues, before + (u == 0 ? 1 : 0))
             << what << (u == 0 ? " did not run the epilogue, " : " ran the epilogue, ") << at;
       };
       cpu_->add_rmsnorm_linear_silu_mul(res.c, add.c, nw.c, 1e-6f, NormKind::kOnePlus, ro[0].c,
                                         normed[0].c, gu_c.w, gu[0].c, act[0].c);
       for (int u = 0; u < 2; ++u) {
         gpu_->set_quant_fuse(u == 0);
-        const uint64_t before = gpu_->quant_silu_epilogues();
+        const uint64_t before = gpu_->quant_path_calls().silu_epilogues;
         gpu_->add_rmsnorm_linear_silu_mul(res.g, add.g, nw.g, 1e-6f, NormKind::kOnePlus, ro[u].g,
                                           normed[u].g, gu_g.w, gu[u].g, act[u].g);
         expect_fused(u, before, "add_rmsnorm_linear_silu_mul");
@@ -276,7 +276,7 @@ TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
       cpu_->linear_silu_mul(normed[0].c, gu_c.w, gu[0].c, act[0].c);
       for (int u = 0; u < 2; ++u) {
         gpu_->set_quant_fuse(u == 0);
-        const uint64_t before = gpu_->quant_silu_epilogues();
+        const uint64_t before = gpu_->quant_path_calls().silu_epilogues;
         gpu_->linear_silu_mul(normed[0].g, gu_g.w, gu[u].g, act[u].g);
         expect_fused(u, before, "linear_silu_mul");
       }
@@ -325,11 +325,11 @@ TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
       const std::vector<float> element = down_gpu(out.g);
       poison(out.g);
       gpu_->set_quant_dequant_vectorized(true);
-      const uint64_t vectorized = gpu_->quant_dequant_vectorized_calls();
+      const uint64_t vectorized = gpu_->quant_path_calls().dequant_vectorized;
       gpu_->linear(x.g, g.w, Tensor(), out.g);
       EXPECT_EQ(down_gpu(out.g), element) << what << ", T " << T;
       // Every shape here but the g_idx one takes the 8-column kernel.
-      EXPECT_EQ(gpu_->quant_dequant_vectorized_calls() - vectorized, h.g_idx.empty() ? 1u : 0u)
+      EXPECT_EQ(gpu_->quant_path_calls().dequant_vectorized - vectorized, h.g_idx.empty() ? 1u : 0u)
           << what << ", T " << T;
     }
   }
@@ -367,12 +367,12 @@ TEST_F(QuantLinearGpu, TensorCoreGemmMatchesCpu) {
       for (DType out_t : {DType::BF16, DType::F32}) {
         const bool with_bias = out_t == DType::BF16;
         Pair out = make_out({T, h.n}, out_t);
-        const uint64_t calls = gpu_->quant_gemm_calls();
+        const uint64_t calls = gpu_->quant_path_calls().gemm;
         cpu_->linear(x.c, c.w, with_bias ? bias.c : Tensor(), out.c);
         gpu_->linear(x.g, g.w, with_bias ? bias.g : Tensor(), out.g);
         const std::string label =
             what + ", T " + std::to_string(T) + ", out " + std::string(dtype_name(out_t));
-        EXPECT_EQ(gpu_->quant_gemm_calls(), calls + 1) << label << ": the GEMM did not run";
+        EXPECT_EQ(gpu_->quant_path_calls().gemm, calls + 1) << label << ": the GEMM did not run";
         expect_close(out, out_t == DType::F32 ? 3e-5 : 3e-3, label);
         expect_elementwise(out, label);
       }

@@ -697,13 +697,12 @@ class CudaBackendImpl final : public CudaBackend {
       check_quantized_layout(w);
       if (cuda::launch_quant_gemv_mma_silu(quant_weight(w), x.data, gate_up.data, out.data, T,
                                            stream_)) {
-        ++quant_silu_epilogues_;
+        ++quant_calls_.silu_epilogues;
         return;
       }
     }
     Backend::linear_quantized_silu_mul(x, w, gate_up, out);
   }
-  uint64_t quant_silu_epilogues() const override { return quant_silu_epilogues_; }
   // Whether linear_quantized() tries the quantized GEMVs for T tokens of x (else the fp8 GEMM or
   // the dequantized dense GEMM).
   bool takes_quant_gemv(int64_t T, const Tensor& x) const {
@@ -766,11 +765,11 @@ class CudaBackendImpl final : public CudaBackend {
       ensure_dequant(N * K * 2);  // the K splits' workspace
       done = cuda::launch_quant_gemm_mma(q, x.data, out.data, out.dtype, T, sm_count_, dequant_,
                                          dequant_bytes_, stream_);
-      if (done) ++quant_gemm_calls_;
+      if (done) ++quant_calls_.gemm;
     }
     if (!done) {
       ensure_dequant(N * K * 2);
-      quant_dequant_vec_calls_ +=
+      quant_calls_.dequant_vectorized +=
           cuda::launch_quant_dequant(q, dequant_, stream_, quant_dequant_vec_);
       linear(x, Tensor(dequant_, DType::BF16, {N, K}), Tensor(), out);
     }
@@ -861,7 +860,7 @@ class CudaBackendImpl final : public CudaBackend {
                     << ": activations scaled to e4m3 per token and 128 columns); "
                        "--quantized-activations off keeps them bf16";
     }
-    ++fp8_gemm_calls_;
+    ++quant_calls_.fp8_gemm;
     return true;
   }
 
@@ -1401,8 +1400,10 @@ class CudaBackendImpl final : public CudaBackend {
                    static_cast<int64_t>(cuda::moe_scratch_bytes(s)), "MoE scratch");
       if (cuda::launch_moe_quant_gemm(x.data, ids.as<int32_t>(), weights.as<float>(),
                                       quant_weight(gate_up), quant_weight(down), out.data, s,
-                                      moe_scratch_, moe_routed_, stream_))
+                                      moe_scratch_, moe_routed_, stream_)) {
+        ++quant_calls_.moe_tiled;
         return;
+      }
     }
     const int64_t down_bytes = (E * H * I * 2 + 255) / 256 * 256;
     grow_scratch(moe_dequant_, moe_dequant_bytes_, down_bytes + E * 4, "quantized MoE scratch");
@@ -1413,14 +1414,14 @@ class CudaBackendImpl final : public CudaBackend {
     if (!gate_up.dense()) {
       check_quantized_layout(gate_up);
       ensure_dequant(E * 2 * I * H * 2);
-      quant_dequant_vec_calls_ += cuda::launch_quant_dequant_experts(
+      quant_calls_.dequant_vectorized += cuda::launch_quant_dequant_experts(
           quant_weight(gate_up), 2 * I, E, mask, dequant_, stream_, quant_dequant_vec_);
       gu = dequant_;
     }
     const void* dn = down.tensor.data;
     if (!down.dense()) {
       check_quantized_layout(down);
-      quant_dequant_vec_calls_ += cuda::launch_quant_dequant_experts(
+      quant_calls_.dequant_vectorized += cuda::launch_quant_dequant_experts(
           quant_weight(down), H, E, mask, moe_dequant_, stream_, quant_dequant_vec_);
       dn = moe_dequant_;
     }
@@ -1725,9 +1726,7 @@ class CudaBackendImpl final : public CudaBackend {
   void set_quant_gemm_max_tokens(int tokens) override {
     quant_gemm_max_tokens_ = std::max(0, tokens);
   }
-  uint64_t quant_gemm_calls() const override { return quant_gemm_calls_; }
-  uint64_t fp8_gemm_calls() const override { return fp8_gemm_calls_; }
-  uint64_t quant_dequant_vectorized_calls() const override { return quant_dequant_vec_calls_; }
+  QuantPathCalls quant_path_calls() const override { return quant_calls_; }
   void set_quant_moe_gemm(bool on) override { quant_moe_gemm_ = on; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
@@ -2184,14 +2183,11 @@ class CudaBackendImpl final : public CudaBackend {
   bool quant_dequant_vec_ = false;
   // set_quant_gemm_max_tokens(): 0 (off) until a GPU run has checked and timed the GEMM.
   int quant_gemm_max_tokens_ = 0;
-  uint64_t quant_gemm_calls_ = 0;         // quant_gemm_calls()
-  uint64_t fp8_gemm_calls_ = 0;           // fp8_gemm_calls()
-  uint64_t quant_dequant_vec_calls_ = 0;  // quant_dequant_vectorized_calls() (MoE parts too)
   // Quantized MoE experts above kMoeGemvMaxTokens on moe_quant_gemm.cu's tiled path
   // (set_quant_moe_gemm, SYV_QUANT_MOE_GEMM=1): off until a GPU run has checked and timed it.
   bool quant_moe_gemm_ = false;
-  uint64_t quant_silu_epilogues_ = 0;  // quant_silu_epilogues()
-  bool fp8_gemm_ = false;              // the device runs LtGemm::run_fp8 (compute capability 9.x)
+  QuantPathCalls quant_calls_;  // quant_path_calls()
+  bool fp8_gemm_ = false;       // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)
   QuantizedActivations quantized_activations_ = QuantizedActivations::kAuto;
   void* sample_dev_ = nullptr;  // sample(): rows, penalties

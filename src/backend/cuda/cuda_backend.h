@@ -93,27 +93,29 @@ class CudaBackend : public Backend {
   // Whether the dequantize path (more tokens than the GEMVs take, shapes they do not take,
   // batch-invariant mode; the MoE experts' rows) dequantizes 8 columns a thread where the shape
   // allows instead of one element a thread: the same bf16 values either way. Off by default until
-  // a GPU run has timed it (SYV_QUANT_DEQUANT_VEC=1 starts with it on). Dequantizations (a
-  // linear's weight, an MoE layer's part) that ran that kernel so far:
-  // quant_dequant_vectorized_calls() (tests).
+  // a GPU run has timed it (SYV_QUANT_DEQUANT_VEC=1 starts with it on).
   virtual void set_quant_dequant_vectorized(bool on) = 0;
-  virtual uint64_t quant_dequant_vectorized_calls() const = 0;
   // The largest token count that takes the tensor-core GEMM for quantized weights (the weight
   // decoded in registers, never written out: quant_gemm_mma.cu) for the calls the GEMVs do not
   // take and the fp8 GEMM does not apply to, instead of the dequantize path. 0 (off) by default
   // until a GPU run has checked and timed it (SYV_QUANT_GEMM_MAX_TOKENS sets the initial one).
-  // Not in batch-invariant mode. quant_gemm_calls(): linear calls it ran so far (tests).
+  // Not in batch-invariant mode.
   virtual void set_quant_gemm_max_tokens(int tokens) = 0;
-  virtual uint64_t quant_gemm_calls() const = 0;
-  // Linear calls the fp8 tensor-core GEMM (W8A8 / W4A8, --quantized-activations) ran so far.
-  virtual uint64_t fp8_gemm_calls() const = 0;
   // Whether quantized MoE experts above the grouped GEMVs' 8 tokens (outside batch-invariant
   // mode) take the tiled path that decodes the routed experts' packed rows in registers
   // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first. Off by default until a GPU run
   // has checked and timed it (SYV_QUANT_MOE_GEMM=1 starts with it on).
   virtual void set_quant_moe_gemm(bool on) = 0;
-  // Calls that ran the SiLU·mul in the GEMV's epilogue so far (tests: the fused path did run).
-  virtual uint64_t quant_silu_epilogues() const = 0;
+  // Which of the quantized paths ran, counted since the backend started (tests and benchmarks
+  // check that the path they meant did run).
+  struct QuantPathCalls {
+    uint64_t silu_epilogues = 0;      // GEMVs with the SiLU·mul in their epilogue
+    uint64_t gemm = 0;                // linears on the tensor-core GEMM (quant_gemm_mma.cu)
+    uint64_t fp8_gemm = 0;            // linears on the fp8 GEMM (W8A8 / W4A8)
+    uint64_t dequant_vectorized = 0;  // dequantizations (a linear, an MoE part) 8 columns a thread
+    uint64_t moe_tiled = 0;           // MoE layers on the tiled path over packed rows
+  };
+  virtual QuantPathCalls quant_path_calls() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens
   // take the chunked kernel, shorter ones the token-by-token one (0: always token by token).
   // Default kGdnChunkedFrom; batch-invariant mode always runs token by token (bit-identical
