@@ -262,8 +262,8 @@ TEST(Verify, PassesOnTheDemoModelWithAndWithoutSpeculation) {
   ensure_demo_model();
   const auto [status, out] = run_command(
       std::string(SYV_BIN) + " verify --model " + kDemoDir +
-      " --device cpu --serve-args '--kv-cache-mb 8 --max-num-seqs 16 --speculative-method "
-      "ngram --num-speculative-tokens 3 --speculative-adaptive off'");
+      " --device cpu --serve-args '--kv-cache-mb 8 --host-cache-gb 0.25 --max-num-seqs 16 "
+      "--speculative-method ngram --num-speculative-tokens 3 --speculative-adaptive off'");
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)
@@ -300,8 +300,9 @@ TEST(Verify, PassesOnTheDemoModelWithAndWithoutSpeculation) {
 // second server with a small pool (the --url form skips it instead: VerifyReportsAFailedCheck...).
 TEST(Verify, PassesOnATrainedTinyModelWithASmallVocabulary) {
   const std::string dir = std::string(SYV_SOURCE_DIR) + "/models/tiny-dense";
-  const auto [status, out] =
-      run_command(std::string(SYV_BIN) + " verify --model " + dir + " --device cpu");
+  // The host tier's size given (its default follows the machine's free memory).
+  const auto [status, out] = run_command(std::string(SYV_BIN) + " verify --model " + dir +
+                                         " --device cpu --serve-args '--host-cache-gb 0.25'");
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   EXPECT_EQ(out.find("SKIP"), std::string::npos) << out;
@@ -342,7 +343,8 @@ TEST(Verify, PresetSpeculationEqualsNone) {
   const std::string dir = std::string(SYV_SOURCE_DIR) + "/models/tiny-hybrid";
   const auto [status, out] =
       run_command(std::string(SYV_BIN) + " verify --model " + dir +
-                  " --device cpu --serve-args '--preset interactive --kv-cache-mb 1'");
+                  " --device cpu --serve-args '--preset interactive --kv-cache-mb 1 "
+                  "--host-cache-gb 0.25'");
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS speculation: greedy output with it = without it"), std::string::npos)
