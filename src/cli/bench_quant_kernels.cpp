@@ -45,7 +45,7 @@ Copies make_copies(CudaBackend& gpu, WeightFormat format, int64_t n, int64_t k) 
   c.bytes = static_cast<size_t>(data_bytes + scale_bytes);
   const int copies = static_cast<int>(std::max<size_t>(2, (size_t{1} << 30) / c.bytes + 1));
   c.data = gpu.allocate(stride * copies);
-  // Random bf16 values' bytes: any nibble pair is an int4 pair; e4m3 NaN codes only slow nothing.
+  // Random bf16 values' bytes: any byte is an int4 pair; e4m3 NaN codes change no timing.
   gpu.fill_random(c.data.data(), DType::BF16, static_cast<int64_t>(stride / 2) * copies, 7, 1.f);
   if (scale_bytes > 0) {
     c.scales = gpu.allocate(sstride * copies);
