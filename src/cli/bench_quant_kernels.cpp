@@ -161,8 +161,8 @@ int run(const Options& o) {
   }
   // Back to the defaults.
   gpu->set_quant_gemv_max_tokens(CudaBackend::kQuantGemvMaxTokens);
-  gpu->set_quant_gemm_max_tokens(0);
-  gpu->set_quant_dequant_vectorized(false);
+  gpu->set_quant_gemm_max_tokens(CudaBackend::kQuantGemmMaxTokens);
+  gpu->set_quant_dequant_vectorized(true);
   return 0;
 }
 

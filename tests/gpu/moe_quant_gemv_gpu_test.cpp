@@ -4,8 +4,9 @@
 // groups of 128 symmetric, fp8 128x128 tiles; int4 groups of 8 and act-order int4 permuted at load
 // (which the GEMV does not take).
 // At 1, 2, 5 and 8 tokens the grouped GEMVs of moe_quant_gemv.cu run (where the format allows),
-// at 9 and 20 the dequantize-to-bf16 path (or, with set_quant_moe_gemm, the tiled path on the
-// packed rows, at 9-300 tokens in the formats it takes); several tokens share experts. Also: the
+// at 9 and 20 the dequantize-to-bf16 path (set_quant_moe_gemm off) or the tiled path on the
+// packed rows (on, its default; at 9-300 tokens in the formats it takes); several tokens share
+// experts. Also: the
 // GEMV's results are run-to-run identical and a token's row does not depend on the batch around it;
 // it counts the distinct experts routed to as the dense path does; a CUDA graph replays its bits.
 // Skips cleanly without a CUDA device.
@@ -122,6 +123,7 @@ class MoeQuantGemvGpu : public CudaOps {
              bool tiled_path = false) {
     OnBackend cg = put(*cpu_, gate_up), cd = put(*cpu_, down);
     OnBackend gg = put(*gpu_, gate_up), gd = put(*gpu_, down);
+    gpu_->set_quant_moe_gemm(tiled_path);  // on by default: off, 9 and 20 take the dequantize path
     const std::vector<int64_t> tokens =
         tiled_path ? std::vector<int64_t>{9, 20, 64, 300} : std::vector<int64_t>{1, 2, 5, 8, 9, 20};
     for (int64_t top_k : {2, 4}) {
@@ -207,6 +209,7 @@ TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
   setenv("SYV_QUANT_MOE_GEMV", "0", 1);
   std::unique_ptr<CudaBackend> dequant_path = make_cuda_backend(0);
   unsetenv("SYV_QUANT_MOE_GEMV");
+  dequant_path->set_quant_moe_gemm(false);
   const HostQuant gu = random_int4(E * 2 * I, H, group, false, false, rng_);
   const HostQuant dn = random_int4(E * H, I, group, false, false, rng_);
   OnBackend gg = put(*gpu_, gu), gd = put(*gpu_, dn);

@@ -288,9 +288,10 @@ TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
   }
 }
 
-// With the GEMV off every token count goes through dequantize + dense GEMM.
+// With the GEMV and the GEMM off every token count goes through dequantize + dense GEMM.
 TEST_F(QuantLinearGpu, DequantizePathAtFewTokensMatchesCpu) {
   gpu_->set_quant_gemv_max_tokens(0);
+  gpu_->set_quant_gemm_max_tokens(0);
   check(random_fp8(128, 256, 128, 128, rng_), false, "fp8, gemv off");
   check(random_int4(128, 256, 128, true, false, rng_), false, "int4, gemv off");
 }
@@ -302,6 +303,7 @@ TEST_F(QuantLinearGpu, DequantizePathAtFewTokensMatchesCpu) {
 TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
   gpu_->set_quant_gemv_max_tokens(0);
+  gpu_->set_quant_gemm_max_tokens(0);
   const HostQuant weights[] = {random_fp8(300, 448, 128, 128, rng_),
                                random_fp8(96, 256, 1, 256, rng_),
                                random_fp8(64, 320, 64, 320, rng_),

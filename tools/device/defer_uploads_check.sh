@@ -12,9 +12,10 @@
 # Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
 # Each part fits one 10-minute device call:
 #   tools/device/defer_uploads_check.sh tests
-#   tools/device/defer_uploads_check.sh quant   (the default set and the quantized paths still
-#                                                off by default, then the quantized MoE GEMV's
-#                                                and tiled path's timing at Qwen3-Next's shape)
+#   tools/device/defer_uploads_check.sh quant   (the default set and the quantized paths the
+#                                                defaults replaced since 2026-12-05, then the
+#                                                quantized MoE GEMV's and tiled path's timing at
+#                                                Qwen3-Next's shape)
 #   tools/device/defer_uploads_check.sh steps qwen3-8b [variant ...]
 #   tools/device/defer_uploads_check.sh steps qwen3.5-9b-class [variant ...]
 # (variants as host_tier_steps.sh takes them; default: default, +defer, +mapped, +defer+mapped,
@@ -34,11 +35,11 @@ B=build/gpu-carry/bin
 [[ -x $B/syv ]] || { echo "build failed"; exit 1; }
 sets=("" "SYV_DEFER_COPIES=1" "SYV_STEP_UPLOADS=mapped"
   "SYV_DEFER_COPIES=1 SYV_STEP_UPLOADS=mapped SYV_AHEAD_STREAM=out")
-# quant: the defaults, then the quantized paths written without a GPU (off by default until this
-# run: the vectorized dequantize, the tensor-core GEMM above 16 tokens, MoE experts' tiled path
-# on packed rows), whose own tests turn them on themselves; here the other tests under them.
+# quant: the defaults, then the quantized paths they replaced on 2026-12-05 (the one-element
+# dequantize, the dequantize path instead of the tensor-core GEMM at 17-128 tokens and of MoE
+# experts' tiled path on packed rows), still reachable for A/B; here the other tests under them.
 [[ $WHAT == quant ]] &&
-  sets=("" "SYV_QUANT_DEQUANT_VEC=1 SYV_QUANT_GEMM_MAX_TOKENS=256 SYV_QUANT_MOE_GEMM=1")
+  sets=("" "SYV_QUANT_DEQUANT_VEC=0 SYV_QUANT_GEMM_MAX_TOKENS=0 SYV_QUANT_MOE_GEMM=0")
 if [[ $WHAT == tests || $WHAT == quant ]]; then
   for opts in "${sets[@]}"; do
     echo "== tests with [${opts:-defaults}] $(date +%T)"

@@ -19,14 +19,15 @@
 #                                               quantized path (GEMV, GEMM, dequantize with either
 #                                               kernel, fp8 GEMM) and bf16 at 1-256 tokens; no
 #                                               folders needed (not in `all`)
-#   tools/device/quant_cuda_check.sh gemm       the paths off by default until measured: the
-#                                               tensor-core GEMM above 16 tokens
-#                                               (SYV_QUANT_GEMM_MAX_TOKENS), the vectorized
-#                                               dequantize (SYV_QUANT_DEQUANT_VEC) and the MoE
-#                                               experts' tiled path on packed rows
-#                                               (SYV_QUANT_MOE_GEMM): their tests and the MoE
-#                                               timing, then gptq and fp8 (W8A8 off) decode at
-#                                               b = 17-128 and prefill 2K under each (not in `all`)
+#   tools/device/quant_cuda_check.sh gemm       the paths measured on 2026-12-05 and on since (the
+#                                               tensor-core GEMM to 128 tokens, the vectorized
+#                                               dequantize, the MoE experts' tiled path on packed
+#                                               rows): their tests, the MoE timing, `bench
+#                                               quant-kernels` (no folders needed; not in `all`)
+#   tools/device/quant_cuda_check.sh ab         decode at b = 1-128 and prefill 2K, bf16, gptq and
+#                                               fp8 (W8A8) folders under the defaults, gptq also
+#                                               as before 2026-12-05 (SYV_QUANT_GEMM_MAX_TOKENS=0
+#                                               SYV_QUANT_DEQUANT_VEC=0); needs `prep` (not in `all`)
 #   tools/device/quant_cuda_check.sh profile    ncu on the quantized GEMVs at b = 1 (fp8, gptq
 #                                               folders): duration, DRAM and SM throughput,
 #                                               registers, occupancy, issue stalls (not in `all`)
@@ -108,51 +109,43 @@ if [[ $WHAT == profile ]]; then  # not part of `all`: ncu replays every kernel (
       head -48
   done
 fi
+if [[ $WHAT == gemm ]]; then  # not part of `all`
+  timeout 150 $B/gpu_quant_linear_gpu_test 2>&1 |
+    grep -E "^\[ +(FAILED|PASSED) |Failure|error" | head -20
+  # The quantized MoE experts' tiled path on the packed rows, then its timing at Qwen3-Next's
+  # shape against the dequantize path (both kernels) and bf16 experts.
+  timeout 200 $B/gpu_moe_quant_gemv_gpu_test 2>&1 |
+    grep -E "^\[ +(FAILED|PASSED) |Failure|error|int4 moe|device copy" | head -40
+  for t in gpu_moe_quantized_gpu_test gpu_engine_quantized_gpu_test; do
+    echo "$t: $(timeout 200 $B/$t 2>&1 | grep -E "^\[ +(FAILED|PASSED) |Failure|error" | head -8 |
+      tr '\n' ' ')"
+  done
+fi
 if [[ $WHAT == kernels || $WHAT == gemm ]]; then
   # Every quantized path at the 8B's projection shapes, random packed weights (no folders).
-  timeout 300 $B/syv bench quant-kernels --config $CFG --tokens 1,8,16,17,32,64,128,256 2>&1 |
-    grep -E "^\||device:|rror"
+  timeout 300 $B/syv bench quant-kernels --config $CFG \
+    --tokens 1,8,16,17,24,32,48,64,96,128,192,256,512 2>&1 | grep -E "^\||device:|rror"
 fi
-if [[ $WHAT == gemm ]]; then  # not part of `all` until the two paths are on by default
-  timeout 150 $B/gpu_quant_linear_gpu_test --gtest_filter='*Gemm*:*Vectorized*:*Dequantize*' 2>&1 |
-    grep -E "^\[ +(OK|FAILED|PASSED) |Failure|error" | head -40
-  # The quantized MoE experts' tiled path on the packed rows (SYV_QUANT_MOE_GEMM), then its
-  # timing at Qwen3-Next's shape against the dequantize path (both kernels) and bf16 experts.
-  timeout 200 $B/gpu_moe_quant_gemv_gpu_test 2>&1 |
-    grep -E "^\[ +(OK|FAILED|PASSED) |Failure|error|int4 moe|device copy" | head -40
-  for env in "SYV_QUANT_DEQUANT_VEC=1" \
-    "SYV_QUANT_GEMM_MAX_TOKENS=256 SYV_QUANT_DEQUANT_VEC=1 SYV_QUANT_MOE_GEMM=1"; do
-    echo "== $env"
-    env $env timeout 200 $B/gpu_engine_quantized_gpu_test 2>&1 |
-      grep -E "^\[ +(FAILED|PASSED) |Failure|error" | head -20
-  done
-  # Kept-quantized experts = dequantized at load bit for bit (the dequantize path's bf16 weights;
-  # not with SYV_QUANT_MOE_GEMM, whose exact weights give other bits).
-  SYV_QUANT_DEQUANT_VEC=1 timeout 200 $B/gpu_moe_quantized_gpu_test 2>&1 |
-    grep -E "^\[ +(FAILED|PASSED) |Failure|error" | head -20
-  for f in gptq fp8; do
-    [[ -f $WORK/$f/.done ]] || { echo "$f: no folder (run the prep phase)"; continue; }
-    for env in "SYV_QUANT_DEQUANT_VEC=0" "SYV_QUANT_DEQUANT_VEC=1" \
-      "SYV_QUANT_DEQUANT_VEC=1 SYV_QUANT_GEMM_MAX_TOKENS=64" \
-      "SYV_QUANT_DEQUANT_VEC=1 SYV_QUANT_GEMM_MAX_TOKENS=2048"; do
-      echo "== $f (--quantized-activations off), $env"
-      env $env timeout 140 $B/syv bench decode --config "$WORK/$f" --batch 17,32,64,128 \
-        --context 512 --steps 20 --lengths 2048 --quantized-activations off 2>&1 |
-        grep -E "^\| (decode|prefill)|rror" | tail -6
-    done
-  done
-  # The fp8 tensor-core GEMM (W8A8, the default for fp8 weights) against the W8A16 GEMM above.
-  if [[ -f $WORK/fp8/.done ]]; then
-    echo "== fp8 (--quantized-activations auto: W8A8)"
-    timeout 140 $B/syv bench decode --config "$WORK/fp8" --batch 17,32,64,128 --context 512 \
-      --steps 20 --lengths 2048 2>&1 | grep -E "^\| (decode|prefill)|rror" | tail -6
-  fi
+if [[ $WHAT == ab ]]; then  # not part of `all`
+  run() {  # FOLDER ACTS [ENV...]
+    local f=$1 acts=$2
+    shift 2
+    [[ -f $WORK/$f/.done ]] || { echo "$f: no folder (run the prep phase)"; return; }
+    echo "== $f, --quantized-activations $acts${*:+, $*}"
+    env "$@" timeout 150 $B/syv bench decode --config "$WORK/$f" --batch 1,16,32,64,128 \
+      --context 512 --steps 20 --lengths 2048 --quantized-activations "$acts" 2>&1 |
+      grep -E "^\| (decode|prefill)|ceilings|decode floor|rror" | tail -9
+  }
+  run bf16 auto
+  run gptq auto
+  run gptq auto SYV_QUANT_GEMM_MAX_TOKENS=0 SYV_QUANT_DEQUANT_VEC=0
+  run fp8 auto
 fi
 if phase crossover; then
   for f in fp8 awq; do
     [[ -f $WORK/$f/.done ]] || continue
     echo "== $f, quantized GEMV off"
-    SYV_QUANT_GEMV_MAX_TOKENS=0 timeout 140 $B/syv bench decode --config "$WORK/$f" --batch 1,16 \
+    SYV_QUANT_GEMV_MAX_TOKENS=0 SYV_QUANT_GEMM_MAX_TOKENS=0 timeout 140 $B/syv bench decode --config "$WORK/$f" --batch 1,16 \
       --context 512 --steps 20 2>&1 | grep -E "^\| decode|rror" | tail -3
   done
 fi

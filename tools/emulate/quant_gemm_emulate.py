@@ -72,8 +72,8 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
               xb = base + kGemmRows * WRU
               for i in range(tile_tokens * kXUnits):
                   r, u = i // kXUnits, i % kXUnits
-                  tok = min(t0 + r, T - 1)
-                  smem[xb + r * kXRowUnits + x_unit(u)] = x[tok, c * kChunk + u * 8: c * kChunk + u * 8 + 8].copy()
+                  tok = t0 + r  # past T: zero-filled
+                  smem[xb + r * kXRowUnits + x_unit(u)] = x[tok, c * kChunk + u * 8: c * kChunk + u * 8 + 8].copy() if tok < T else np.zeros(8)
           acc = np.zeros((kGemmWarps, 32, NT, 4))
           for s in range(kStages - 1):
               if s < nc: load(s, s)
@@ -198,7 +198,7 @@ def run_moe(E, H, I, T, k):
         K = H if gate_up else I; W = Wgu if gate_up else Wdn
         per_block = kGemmRows // 2 if gate_up else kGemmRows
         for (e, r0, rows) in tiles:
-            xr = [x[sorted_[r0 + min(r, rows - 1)] // k] if gate_up else act[r0 + min(r, rows - 1)] for r in range(bm)]
+            xr = [(x[sorted_[r0 + r] // k] if gate_up else act[r0 + r]) if r < rows else np.zeros(K) for r in range(bm)]
             for by in range(ceil_div(I if gate_up else H, per_block)):
                 o0 = by * per_block
                 def weight_row(r):

@@ -1350,7 +1350,7 @@ class CudaBackendImpl final : public CudaBackend {
   // Up to cuda::kMoeGemvMaxTokens tokens outside batch-invariant mode, both parts quantized in one
   // format the quantized GEMV takes: moe_quant_gemv.cu's two grouped GEMVs, which read the routed
   // experts' packed rows only (SYV_QUANT_MOE_GEMV=0: off, for A/B). More tokens, with
-  // set_quant_moe_gemm (off until a GPU run has checked it): moe_quant_gemm.cu's tiled path, the
+  // set_quant_moe_gemm (on by default): moe_quant_gemm.cu's tiled path, the
   // routed experts' packed rows decoded in registers. Otherwise the routed experts'
   // rows dequantized to bf16 (an expert mask from ids, then one kernel per weight whose blocks of
   // unrouted experts exit at once), then the dense moe_experts() over them: memory as quantized,
@@ -2178,14 +2178,13 @@ class CudaBackendImpl final : public CudaBackend {
   bool quant_gemv_mma_ = true;  // the tensor-core GEMVs first (SYV_QUANT_GEMV_MMA=0: SIMT only)
   // The SiLU·mul in the tensor-core GEMV's epilogue (SYV_QUANT_FUSE=0: its own kernel).
   bool quant_fuse_ = true;
-  // The dequantize path 8 columns a thread (SYV_QUANT_DEQUANT_VEC=1; off until a GPU run has
-  // checked and timed it: docs/cuda-backend.md "Dequantize + dense GEMM").
-  bool quant_dequant_vec_ = false;
-  // set_quant_gemm_max_tokens(): 0 (off) until a GPU run has checked and timed the GEMM.
-  int quant_gemm_max_tokens_ = 0;
+  // The dequantize path 8 columns a thread (SYV_QUANT_DEQUANT_VEC=0: one element a thread;
+  // docs/cuda-backend.md "Dequantize + dense GEMM").
+  bool quant_dequant_vec_ = true;
+  int quant_gemm_max_tokens_ = kQuantGemmMaxTokens;  // set_quant_gemm_max_tokens()
   // Quantized MoE experts above kMoeGemvMaxTokens on moe_quant_gemm.cu's tiled path
-  // (set_quant_moe_gemm, SYV_QUANT_MOE_GEMM=1): off until a GPU run has checked and timed it.
-  bool quant_moe_gemm_ = false;
+  // (set_quant_moe_gemm; SYV_QUANT_MOE_GEMM=0: the dequantize path).
+  bool quant_moe_gemm_ = true;
   QuantPathCalls quant_calls_;  // quant_path_calls()
   bool fp8_gemm_ = false;       // the device runs LtGemm::run_fp8 (compute capability 9.x)
   bool fp8_gemm_logged_[2] = {false, false};  // linear_fp8's first run said so (fp8, int4)

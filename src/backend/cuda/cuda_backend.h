@@ -92,19 +92,24 @@ class CudaBackend : public Backend {
   virtual void set_quant_fuse(bool on) = 0;
   // Whether the dequantize path (more tokens than the GEMVs take, shapes they do not take,
   // batch-invariant mode; the MoE experts' rows) dequantizes 8 columns a thread where the shape
-  // allows instead of one element a thread: the same bf16 values either way. Off by default until
-  // a GPU run has timed it (SYV_QUANT_DEQUANT_VEC=1 starts with it on).
+  // allows instead of one element a thread: the same bf16 values either way, 2.6-3x faster on an
+  // H100 (2026-12-05). On by default; SYV_QUANT_DEQUANT_VEC=0 starts with it off (A/B timing).
   virtual void set_quant_dequant_vectorized(bool on) = 0;
   // The largest token count that takes the tensor-core GEMM for quantized weights (the weight
   // decoded in registers, never written out: quant_gemm_mma.cu) for the calls the GEMVs do not
-  // take and the fp8 GEMM does not apply to, instead of the dequantize path. 0 (off) by default
-  // until a GPU run has checked and timed it (SYV_QUANT_GEMM_MAX_TOKENS sets the initial one).
-  // Not in batch-invariant mode.
+  // take and the fp8 GEMM does not apply to, instead of the dequantize path (0: never).
+  // kQuantGemmMaxTokens by default (SYV_QUANT_GEMM_MAX_TOKENS sets the initial one). Not in
+  // batch-invariant mode.
   virtual void set_quant_gemm_max_tokens(int tokens) = 0;
+  // Up to 128 tokens the GEMM beats the vectorized dequantize + cuBLASLt on every projection of
+  // the Qwen3-8B shape on an H100; at 192 it loses on some (`syv bench quant-kernels`,
+  // docs/performance.md).
+  static constexpr int kQuantGemmMaxTokens = 128;
   // Whether quantized MoE experts above the grouped GEMVs' 8 tokens (outside batch-invariant
   // mode) take the tiled path that decodes the routed experts' packed rows in registers
-  // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first. Off by default until a GPU run
-  // has checked and timed it (SYV_QUANT_MOE_GEMM=1 starts with it on).
+  // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first: 2.1-2.3x faster than bf16
+  // experts at Qwen3-Next's shape, 16-256 tokens, on an H100. On by default; SYV_QUANT_MOE_GEMM=0
+  // starts with it off.
   virtual void set_quant_moe_gemm(bool on) = 0;
   // Which of the quantized paths ran, counted since the backend started (tests and benchmarks
   // check that the path they meant did run).

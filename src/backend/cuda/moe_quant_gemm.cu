@@ -43,10 +43,10 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) moe_quant_gemm_kernel(con
   const int64_t expert = tile.x;
   const int r0 = tile.y, rows = tile.z;
   const int64_t I = p.inter, H = p.hidden, K = p.w.k;
-  for (int r = threadIdx.x; r < 8 * NT; r += kQGemmWarps * 32) {
-    const int rr = min(r, rows - 1);  // tokens past the tile's rows read its last one
-    x_rows[r] = kGateUp ? p.a + static_cast<int64_t>(p.route.sorted[r0 + rr] / p.top_k) * K
-                        : p.a + static_cast<int64_t>(r0 + rr) * K;
+  for (int r = threadIdx.x; r < 8 * NT; r += kQGemmWarps * 32) {  // nullptr: zero-filled
+    x_rows[r] = r >= rows ? nullptr
+                : kGateUp ? p.a + static_cast<int64_t>(p.route.sorted[r0 + r] / p.top_k) * K
+                          : p.a + static_cast<int64_t>(r0 + r) * K;
   }
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -48,10 +48,10 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(con
   const int64_t c_begin = static_cast<int64_t>(blockIdx.z) * p.chunks_per_split;
   const int nc = static_cast<int>(min(static_cast<int64_t>(p.chunks_per_split), chunks - c_begin));
   float acc[NT][4];
-  // Rows past N and tokens past T read the last ones (their results are not stored).
+  // Rows past N read the last one, tokens past T are zero-filled (their results are not stored).
   qgemm_tile_mainloop<FMT, NT>(
       w, p.cdiv, c_begin, nc, [&](int r) { return min(n0 + r, N - 1); },
-      [&](int r) { return p.x + min(t0 + r, T - 1) * K; }, smem, acc);
+      [&](int r) { return t0 + r < T ? p.x + (t0 + r) * K : nullptr; }, smem, acc);
 
   TO* out = static_cast<TO*>(p.out) + static_cast<int64_t>(blockIdx.z) * T * N;
 #pragma unroll

@@ -67,9 +67,12 @@ __device__ __forceinline__ int qgemm_x_unit(int u) {
 
 // The tile's main loop over chunks [c_begin, c_begin + nc) of K (nc >= 0): acc[q] (zeroed here)
 // gets (row g, tokens 8q + 2t, + 1) and (row g + 8, the same tokens) of the warp's 16 rows.
-// weight_row(r): the row of w (0 <= row < w.n) that tile row r < 64 reads; x_row(r): the
-// activations (K bf16, 16-byte aligned) of tile token r < 8 NT. Rows and tokens past the real ones
-// must map to valid ones (their results are not stored). Reads the weight's scales before
+// weight_row(r): the row of w (0 <= row < w.n) that tile row r < 64 reads (rows past the real
+// ones map to valid ones; their results are not stored); x_row(r): the activations (K bf16,
+// 16-byte aligned) of tile token r < 8 NT, nullptr for tokens past the real ones, which are
+// zero-filled without a read (mapping them all to one real token made every block read that row
+// up to 32 more times, an L2 hot spot: 17 tokens took twice as long as 32 on an H100, 2026-12-05).
+// Reads the weight's scales before
 // pdl_wait() (weights never change), everything else after. All the block's threads must call it.
 template <int FMT, int NT, typename WeightRow, typename XRow>
 __device__ __forceinline__ void qgemm_tile_mainloop(const QuantWeight& w, const ChunkDiv& cdiv,
@@ -97,7 +100,10 @@ __device__ __forceinline__ void qgemm_tile_mainloop(const QuantWeight& w, const 
     uint4* xs = x_stage(s);
     for (int i = threadIdx.x; i < kTileTokens * kQXUnits; i += kQGemmWarps * 32) {
       const int r = i / kQXUnits, u = i % kQXUnits;
-      cp_async16(xs + r * kQXRowUnits + qgemm_x_unit(u), x_row(r) + c * kQuantChunk + u * 8, true);
+      const bf16* xr = x_row(r);
+      cp_async16(xs + r * kQXRowUnits + qgemm_x_unit(u),
+                 xr ? static_cast<const void*>(xr + c * kQuantChunk + u * 8) : wdata,
+                 xr != nullptr);
     }
   };
 
