@@ -25,7 +25,7 @@ def chunks_per_split(N, K, T, sms, ws_bytes):
     while s > 1 and s * T * N * 4 > ws_bytes: s -= 1
     return ceil_div(chunks, s)  # chunks_per_split
 
-def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
+def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False):
     chunks = K // kChunk
     if FMT == 1:
         q = rng.integers(0, 16, size=(N, K))
@@ -73,7 +73,12 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
               for i in range(tile_tokens * kXUnits):
                   r, u = i // kXUnits, i % kXUnits
                   tok = t0 + r  # past T: zero-filled
-                  smem[xb + r * kXRowUnits + x_unit(u)] = x[tok, c * kChunk + u * 8: c * kChunk + u * 8 + 8].copy() if tok < T else np.zeros(8)
+                  v = x[tok, c * kChunk + u * 8: c * kChunk + u * 8 + 8].copy() if tok < T else np.zeros(8)
+                  if pairs:  # activation_pairs<FMT>: words (lo, hi) of each half -> PRMT 5410, 7632
+                      w = [(v[2 * m], v[2 * m + 1]) for m in range(4)]
+                      halves = [(w[0], w[2]), (w[1], w[3])] if FMT == 1 else [(w[0], w[1]), (w[2], w[3])]
+                      v = np.array([e for lo, hi in halves for e in (lo[0], hi[0], lo[1], hi[1])])
+                  smem[xb + r * kXRowUnits + x_unit(u)] = v
           acc = np.zeros((kGemmWarps, 32, NT, 4))
           for s in range(kStages - 1):
               if s < nc: load(s, s)
@@ -113,9 +118,11 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
                         A[g, 2*t+8], A[g, 2*t+9] = a[2]; A[g+8, 2*t+8], A[g+8, 2*t+9] = a[3]
                         for qq in range(NT):
                             xv = smem[xb + (8 * qq + g) * kXRowUnits + x_unit(4 * t + i)]  # 8 values
-                            if FMT == 1: lo, hi = (xv[2*h], xv[2*h+1]), (xv[2*h+4], xv[2*h+5])
-                            else: lo, hi = (xv[4*h], xv[4*h+1]), (xv[4*h+2], xv[4*h+3])
-                            b0 = (lo[0], hi[0]); b1 = (lo[1], hi[1])
+                            if pairs: b0, b1 = (xv[4*h], xv[4*h+1]), (xv[4*h+2], xv[4*h+3])
+                            else:
+                                if FMT == 1: lo, hi = (xv[2*h], xv[2*h+1]), (xv[2*h+4], xv[2*h+5])
+                                else: lo, hi = (xv[4*h], xv[4*h+1]), (xv[4*h+2], xv[4*h+3])
+                                b0 = (lo[0], hi[0]); b1 = (lo[1], hi[1])
                             Bs[qq, 2*t, g], Bs[qq, 2*t+1, g] = b0
                             Bs[qq, 2*t+8, g], Bs[qq, 2*t+9, g] = b1
                     for qq in range(NT):
@@ -152,6 +159,8 @@ ok &= run(0, 65, 256, 33, 256, False, block_n=1)
 ok &= run(1, 70, 2048, 17, 128, True)
 ok &= run(0, 90, 2048, 100, 128, False, sms=200)
 ok &= run(1, 64, 1536, 64, 128, False)
+ok &= run(1, 100, 1024, 40, 256, True, pairs=True)  # the activations staged in pair order
+ok &= run(0, 90, 2048, 100, 128, False, sms=200, pairs=True)
 
 bad = 0  # 16-byte shared loads: 8 lanes at a time, conflict-free when their units fall in 8 bank groups
 for NT in (4, 8):

@@ -13,6 +13,7 @@
 // in order, so the result does not depend on timing (but does on the split count, hence on the
 // token count: not for batch-invariant mode).
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -34,9 +35,11 @@ struct GemmArgs {
 
 // out[t, n] = sum_k x[t, k] dequant(w)[n, k] over the block's K range, for the block's 64 rows
 // (blockIdx.x) and 8 NT tokens (blockIdx.y); split blockIdx.z of gridDim.z. TO: the output type
-// (float for the workspace). FMT 0: fp8 tiles, 1: int4 groups.
-template <int FMT, int NT, typename TO>
-__global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(const GemmArgs p) {
+// (float for the workspace). FMT 0: fp8 tiles, 1: int4 groups. kMinBlocks: blocks per SM the
+// registers are capped for; kPairs: qgemm_tile_mainloop's pair-order staging (gemm_variant()).
+template <int FMT, int NT, typename TO, int kMinBlocks, bool kPairs>
+__global__ void __launch_bounds__(kQGemmWarps * 32, kMinBlocks)
+    quant_gemm_mma_kernel(const GemmArgs p) {
   extern __shared__ uint4 smem[];
   const QuantWeight& w = p.w;
   const int64_t N = w.n, K = w.k, T = p.tokens;
@@ -49,7 +52,7 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(con
   const int nc = static_cast<int>(min(static_cast<int64_t>(p.chunks_per_split), chunks - c_begin));
   float acc[NT][4];
   // Rows past N read the last one, tokens past T are zero-filled (their results are not stored).
-  qgemm_tile_mainloop<FMT, NT>(
+  qgemm_tile_mainloop<FMT, NT, kPairs>(
       w, p.cdiv, c_begin, nc, [&](int r) { return min(n0 + r, N - 1); },
       [&](int r) { return t0 + r < T ? p.x + (t0 + r) * K : nullptr; }, smem, acc);
 
@@ -78,9 +81,33 @@ __global__ void quant_gemm_reduce_kernel(const float* __restrict__ ws, int split
   }
 }
 
+// The variant for an A/B not yet run on a GPU (SYV_QUANT_GEMM_VARIANT, read once; 0 the measured
+// kernel, the default): bit 0, 3 blocks per SM (registers capped at 168: 8-40 bytes spilled at 64
+// tokens); bit 1, the activations staged in the mma's pair order (no PRMT per mma, 2 per staged
+// vector instead). tools/device/gemm_variant_ab.sh times them; the loser goes.
+int gemm_variant() {
+  static const int v = [] {
+    const char* env = std::getenv("SYV_QUANT_GEMM_VARIANT");
+    return env ? std::atoi(env) : 0;
+  }();
+  return v;
+}
+
 template <int FMT, int NT, typename TO>
 void launch_gemm(const GemmArgs& p, dim3 grid, cudaStream_t s) {
-  launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO>, FMT, NT>(grid, s, p);
+  switch (gemm_variant() & 3) {
+    case 0:
+      launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, 2, false>, FMT, NT>(grid, s, p);
+      break;
+    case 1:
+      launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, 3, false>, FMT, NT>(grid, s, p);
+      break;
+    case 2:
+      launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, 2, true>, FMT, NT>(grid, s, p);
+      break;
+    default:
+      launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, 3, true>, FMT, NT>(grid, s, p);
+  }
 }
 
 template <int FMT, typename TO>
