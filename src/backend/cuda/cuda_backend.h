@@ -107,9 +107,9 @@ class CudaBackend : public Backend {
   static constexpr int kQuantGemmMaxTokens = 128;
   // Whether quantized MoE experts above the grouped GEMVs' 8 tokens (outside batch-invariant
   // mode) take the tiled path that decodes the routed experts' packed rows in registers
-  // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first: 2.1-2.3x faster than bf16
-  // experts at Qwen3-Next's shape, 16-256 tokens, on an H100. On by default; SYV_QUANT_MOE_GEMM=0
-  // starts with it off.
+  // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first: 2.0-2.3x faster than bf16
+  // experts at Qwen3-Next's shape, 16-256 tokens, on an H100 (two runs). On by default;
+  // SYV_QUANT_MOE_GEMM=0 starts with it off.
   virtual void set_quant_moe_gemm(bool on) = 0;
   // Which of the quantized paths ran, counted since the backend started (tests and benchmarks
   // check that the path they meant did run).

@@ -72,8 +72,8 @@ __device__ __forceinline__ int qgemm_x_unit(int u) {
 // 16-byte aligned) of tile token r < 8 NT, nullptr for tokens past the real ones, which are
 // zero-filled without a read (mapping them all to one real token made every block read that row
 // up to 32 more times, an L2 hot spot: 17 tokens took twice as long as 32 on an H100, 2026-12-05).
-// Reads the weight's scales before
-// pdl_wait() (weights never change), everything else after. All the block's threads must call it.
+// Reads the weight's scales before pdl_wait() (weights never change), everything else after. All
+// the block's threads must call it.
 // kPairs: each thread rewrites the activation vectors it copied into the mma's pair order
 // (activation_pairs) once they land, so the mmas read B fragments without PRMTs.
 template <int FMT, int NT, bool kPairs = false, typename WeightRow, typename XRow>
