@@ -476,18 +476,23 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
       GTEST_SKIP() << "this GPU has no block-scaled fp8 GEMMs (compute capability 9.x)";
   }
   // The GPU's [T, N] bf16 output of `mode` against the f64 product of the quantized activations
-  // and the dequantized weight, for T in {17, 99, 1000}. The first call on a fresh backend sizes
-  // the scratch for this weight alone (N x K x 2 bytes), so 1000 tokens run in row chunks.
-  // Bound: bf16 output rounding (2^-9 relative per element) plus fp32 accumulation: 3e-3
-  // relative L2; bf16 activations instead of fp8 (the other path) would be ~2e-2 off.
+  // and the dequantized weight, for T in {17, 99, 1000} (int4: {65, 99, 1000}; up to
+  // kQuantGemmBeforeW4A8MaxTokens it takes the W4A16 GEMM, Int4TakesTheGemmBeforeW4A8). The
+  // first call on a fresh backend sizes the scratch for this weight alone (N x K x 2 bytes), so
+  // 1000 tokens run in row chunks. Bound: bf16 output rounding (2^-9 relative per element) plus
+  // fp32 accumulation: 3e-3 relative L2; bf16 activations instead of fp8 (the other path) would
+  // be ~2e-2 off. Each call must take the fp8 GEMM.
   void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what) {
     ASSERT_TRUE(gpu_->set_quantized_activations(mode).ok());
     OnBackend g = put(*gpu_, h);
     const std::vector<float> w = dequantized(h);
-    for (int64_t T : {17, 99, 1000}) {
+    const bool int4 = h.format != WeightFormat::kFp8Block;
+    for (int64_t T : {int4 ? int64_t{65} : int64_t{17}, int64_t{99}, int64_t{1000}}) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair out = make_out({T, h.n});
+      const uint64_t fp8_calls = gpu_->quant_path_calls().fp8_gemm;
       gpu_->linear(x.g, g.w, Tensor(), out.g);
+      EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, fp8_calls + 1) << what << ", T " << T;
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       const std::vector<float> got = down_gpu(out.g);
       double err = 0, ref = 0;
@@ -522,6 +527,25 @@ TEST_F(QuantLinearFp8Gemm, Int4Group128TakesFp8ActivationsWhenAsked) {
             "int4 g128 symmetric");
 }
 
+// With fp8 activations asked for, int4 steps of 17 to kQuantGemmBeforeW4A8MaxTokens tokens take
+// the W4A16 tensor-core GEMM (faster there, and exact: the CPU's product within the GEMVs'
+// bounds), not the fp8 GEMM.
+TEST_F(QuantLinearFp8Gemm, Int4TakesTheGemmBeforeW4A8) {
+  const HostQuant h = random_int4(256, 512, 128, true, false, rng_);
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kFp8).ok());
+  OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
+  for (int64_t T : {int64_t{17}, int64_t{CudaBackend::kQuantGemmBeforeW4A8MaxTokens}}) {
+    Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+    Pair out = make_out({T, h.n}, DType::F32);
+    const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
+    cpu_->linear(x.c, c.w, Tensor(), out.c);
+    gpu_->linear(x.g, g.w, Tensor(), out.g);
+    EXPECT_EQ(gpu_->quant_path_calls().gemm, before.gemm + 1) << "T " << T;
+    EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm) << "T " << T;
+    expect_close(out, 3e-5, "int4 with fp8 activations asked for, T " + std::to_string(T));
+  }
+}
+
 // auto leaves int4 weights on bf16 activations (the dequantize path: the CPU's product within
 // check()'s bounds), as off does for fp8 weights.
 TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
@@ -535,13 +559,15 @@ TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
   expect_close(out, 6e-3, "int4 auto, T 300");
 }
 
-// A step of two fp8 GEMMs at 64 tokens (W4A8 int4 [512, 512], then W8A8 fp8 [256, 512] on its
+// A step of two fp8 GEMMs at 96 tokens (W4A8 int4 [512, 512], then W8A8 fp8 [256, 512] on its
 // output) captured in a graph replays the same bits.
 TEST_F(QuantLinearFp8Gemm, CudaGraphReplaysTheSameBits) {
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kFp8).ok());
   OnBackend a = put(*gpu_, random_int4(512, 512, 128, true, false, rng_));
   OnBackend b = put(*gpu_, random_fp8(256, 512, 128, 128, rng_));
-  expect_graph_replays(a.w, b.w, 64, "W4A8 then W8A8, T 64");
+  const uint64_t fp8_calls = gpu_->quant_path_calls().fp8_gemm;
+  expect_graph_replays(a.w, b.w, 96, "W4A8 then W8A8, T 96");
+  EXPECT_GT(gpu_->quant_path_calls().fp8_gemm, fp8_calls) << "the fp8 GEMMs did not run";
 }
 
 }  // namespace

@@ -760,13 +760,21 @@ class CudaBackendImpl final : public CudaBackend {
         done = cuda::launch_quant_gemv_mma(q, x.data, out.data, out.dtype, T, stream_);
       if (!done) done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
     }
-    if (!done) done = linear_fp8(x, q, T, out);
-    if (!done && takes_quant_gemm(T, x)) {
+    auto tensor_core_gemm = [&] {
+      if (!takes_quant_gemm(T, x)) return false;
       ensure_dequant(N * K * 2);  // the K splits' workspace
-      done = cuda::launch_quant_gemm_mma(q, x.data, out.data, out.dtype, T, sm_count_, dequant_,
-                                         dequant_bytes_, stream_);
-      if (done) ++quant_calls_.gemm;
-    }
+      const bool ran = cuda::launch_quant_gemm_mma(q, x.data, out.data, out.dtype, T, sm_count_,
+                                                   dequant_, dequant_bytes_, stream_);
+      if (ran) ++quant_calls_.gemm;
+      return ran;
+    };
+    // The GEMM before the fp8 GEMM for int4 at few tokens (kQuantGemmBeforeW4A8MaxTokens): faster
+    // there than W4A8; fp8 weights' W8A8 is faster at every token count.
+    const bool gemm_first =
+        q.kind == cuda::QuantKind::kInt4Group && T <= kQuantGemmBeforeW4A8MaxTokens;
+    if (!done && gemm_first) done = tensor_core_gemm();
+    if (!done) done = linear_fp8(x, q, T, out);
+    if (!done && !gemm_first) done = tensor_core_gemm();
     if (!done) {
       ensure_dequant(N * K * 2);
       quant_calls_.dequant_vectorized +=

@@ -105,6 +105,10 @@ class CudaBackend : public Backend {
   // the Qwen3-8B shape on an H100; at 192 it loses on some (`syv bench quant-kernels`,
   // docs/performance.md).
   static constexpr int kQuantGemmMaxTokens = 128;
+  // int4 weights with fp8 activations (W4A8) take that GEMM (W4A16: exact activations) before the
+  // fp8 GEMM up to this many tokens: summed over the 8B shape's four projections on an H100, 1.9x
+  // faster than W4A8 at 32 tokens and 1.17x at 64, 1.31x slower at 128 (docs/performance.md).
+  static constexpr int kQuantGemmBeforeW4A8MaxTokens = 64;
   // Whether quantized MoE experts above the grouped GEMVs' 8 tokens (outside batch-invariant
   // mode) take the tiled path that decodes the routed experts' packed rows in registers
   // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first: 2.0-2.3x faster than bf16
