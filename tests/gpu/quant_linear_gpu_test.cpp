@@ -343,7 +343,8 @@ TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
 
 // The tensor-core GEMM (set_quant_gemm_max_tokens; quant_gemm_mma.cu) above the GEMVs' 16 tokens,
 // against the CPU within the GEMVs' bounds (exact weights, fp32 sums): one token tile of 32 and of
-// 64, part-filled ones, several tiles, rows past a multiple of 64, and K split across blocks
+// 64, part-filled ones, several tiles (and, under SYV_QUANT_GEMM_VARIANT's fitted tile, widths of
+// 3, 4, 5, 6 and 8 mma columns), rows past a multiple of 64, and K split across blocks
 // where the grid would not fill the GPU (2 splits for [300, 1024] at 17 tokens, 5 for [200, 2560]:
 // the splits' sums added by the second kernel) or not (K 512: 4 chunks; 300 tokens on K 1024: the
 // workspace, N x K x 2 bytes, holds one split's sums); both outputs; a bias.
@@ -363,7 +364,7 @@ TEST_F(QuantLinearGpu, TensorCoreGemmMatchesCpu) {
     OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
     const std::string what = std::string(weight_format_name(h.format)) + " [" +
                              std::to_string(h.n) + ", " + std::to_string(h.k) + "]";
-    for (int64_t T : {17, 24, 32, 33, 64, 65, 100, 300}) {
+    for (int64_t T : {17, 24, 32, 33, 48, 64, 65, 96, 100, 300}) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair bias = make(random_vec(static_cast<size_t>(h.n), rng_), {h.n});
       for (DType out_t : {DType::BF16, DType::F32}) {

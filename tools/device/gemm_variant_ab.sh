@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine: A/B of the quantized tensor-core GEMM's variants (quant_gemm_mma.cu,
-# SYV_QUANT_GEMM_VARIANT: 0 the default; bit 0, 3 blocks per SM at 64 tokens, registers capped at
-# 168; bit 2^1, the activations staged in the mma's pair order, no PRMT per mma) in one build:
-# each variant's GEMM tests (against the CPU), then `syv bench quant-kernels` at 32, 64 and 128
-# tokens (the "gemm" rows: us a call and TFLOP/s per projection of the 8B shape). Written
+# SYV_QUANT_GEMM_VARIANT: 0 the default; bit 0, the activations staged in the mma's pair order, no
+# PRMT per mma; bit 1, the tile's token width fitted to the step) in one build: each variant's
+# GEMM tests (against the CPU), then `syv bench quant-kernels` at 24-128 tokens (the "gemm" rows:
+# us a call and TFLOP/s per projection of the 8B shape; 24, 48 and 96 are graph buckets). Written
 # 2026-12-05 without a GPU to run it on (the device time went to checking the paths now on by
 # default). Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok. About 5 minutes.
 #   tools/device/gemm_variant_ab.sh
@@ -21,6 +21,6 @@ for v in 0 1 2 3; do
     --gtest_filter='*TensorCoreGemm*' 2>&1 | grep -E "^\[ +(PASSED|FAILED) |Failure" | head -4 |
     tr '\n' ' ')"
   SYV_QUANT_GEMM_VARIANT=$v timeout 100 $B/syv bench quant-kernels \
-    --config tools/bench/configs/qwen3-8b --formats int4,fp8 --tokens 32,64,128 2>&1 |
+    --config tools/bench/configs/qwen3-8b --formats int4,fp8 --tokens 24,32,48,64,96,128 2>&1 |
     grep -E "\| gemm " | tee "${OUT:-/tmp}/gemm_variant_$v.txt"
 done

@@ -16,8 +16,13 @@ kGemmWarps, kGemmRows, kStages, kChunk, kXUnits, kXRowUnits, kMinChunks = 4, 64,
 def x_unit(u): return u ^ (((u >> 3) & 1) << 1)
 def ceil_div(a, b): return -(-a // b)
 
-def chunks_per_split(N, K, T, sms, ws_bytes):
-    tile = 32 if T <= 32 else 64
+def tile_nt(T, fitted):  # quant_gemm_mma.cu's tile_nt (fitted: kVariantFittedTile)
+    if not fitted: return 4 if T <= 32 else 8
+    tiles = ceil_div(T, 64); nt = ceil_div(ceil_div(T, tiles), 8)
+    return 2 if nt <= 2 else 8 if nt == 7 else nt
+
+def chunks_per_split(N, K, T, sms, ws_bytes, fitted=False):
+    tile = 8 * tile_nt(T, fitted)
     blocks = ceil_div(N, kGemmRows) * ceil_div(T, tile)
     chunks = K // kChunk
     s = max(1, ceil_div(2 * sms, blocks))
@@ -25,7 +30,7 @@ def chunks_per_split(N, K, T, sms, ws_bytes):
     while s > 1 and s * T * N * 4 > ws_bytes: s -= 1
     return ceil_div(chunks, s)  # chunks_per_split
 
-def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False):
+def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False, fitted=False):
     chunks = K // kChunk
     if FMT == 1:
         q = rng.integers(0, 16, size=(N, K))
@@ -48,10 +53,10 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False):
     x = rng.standard_normal((T, K))
     ref = x @ deq.T
     WU, WRU = (8, 9) if FMT == 0 else (4, 4)
-    NT = 4 if T <= 32 else 8
+    NT = tile_nt(T, fitted)
     tile_tokens = 8 * NT
     ws_bytes = N * K * 2
-    cps = chunks_per_split(N, K, T, sms, ws_bytes)
+    cps = chunks_per_split(N, K, T, sms, ws_bytes, fitted)
     S = ceil_div(chunks, cps)
     out = np.zeros((S, T, N))
     stage_units = kGemmRows * WRU + tile_tokens * kXRowUnits
@@ -147,7 +152,7 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False):
                           if tok < T and r < N: out[bz, tok, r] = acc[warp, lane, qq, e]
     got = out.sum(axis=0)
     err = np.abs(got - ref).max() / np.abs(ref).max()
-    print(f"FMT {FMT} N {N} K {K} T {T} group/bk {gsz} zeros {zeros}: splits {S}, NT {NT}, max rel err {err:.2e}")
+    print(f"FMT {FMT} N {N} K {K} T {T} group/bk {gsz} zeros {zeros}{' pairs' if pairs else ''}: splits {S}, NT {NT}, max rel err {err:.2e}")
     return err < 1e-9
 
 ok = True
@@ -161,9 +166,15 @@ ok &= run(0, 90, 2048, 100, 128, False, sms=200)
 ok &= run(1, 64, 1536, 64, 128, False)
 ok &= run(1, 100, 1024, 40, 256, True, pairs=True)  # the activations staged in pair order
 ok &= run(0, 90, 2048, 100, 128, False, sms=200, pairs=True)
+# The tile's width fitted to the step: NT 3 (17-24 tokens), 5, 6 (41-48; 96 as two tiles of 6).
+ok &= run(1, 70, 512, 20, 128, True, fitted=True)
+ok &= run(0, 65, 1024, 40, 128, False, fitted=True, pairs=True)
+ok &= run(1, 100, 1024, 48, 256, False, fitted=True)
+ok &= run(1, 64, 1536, 96, 128, True, fitted=True)
+ok &= run(0, 70, 512, 9, 128, False, fitted=True)
 
 bad = 0  # 16-byte shared loads: 8 lanes at a time, conflict-free when their units fall in 8 bank groups
-for NT in (4, 8):
+for NT in (2, 3, 4, 5, 6, 8):
   for q in range(NT):
     for i in range(4):
       for phase in range(4):

@@ -35,11 +35,10 @@ struct GemmArgs {
 
 // out[t, n] = sum_k x[t, k] dequant(w)[n, k] over the block's K range, for the block's 64 rows
 // (blockIdx.x) and 8 NT tokens (blockIdx.y); split blockIdx.z of gridDim.z. TO: the output type
-// (float for the workspace). FMT 0: fp8 tiles, 1: int4 groups. kMinBlocks: blocks per SM the
-// registers are capped for; kPairs: qgemm_tile_mainloop's pair-order staging (gemm_variant()).
-template <int FMT, int NT, typename TO, int kMinBlocks, bool kPairs>
-__global__ void __launch_bounds__(kQGemmWarps * 32, kMinBlocks)
-    quant_gemm_mma_kernel(const GemmArgs p) {
+// (float for the workspace). FMT 0: fp8 tiles, 1: int4 groups. kPairs: qgemm_tile_mainloop's
+// pair-order staging (gemm_variant()).
+template <int FMT, int NT, typename TO, bool kPairs>
+__global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(const GemmArgs p) {
   extern __shared__ uint4 smem[];
   const QuantWeight& w = p.w;
   const int64_t N = w.n, K = w.k, T = p.tokens;
@@ -82,9 +81,10 @@ __global__ void quant_gemm_reduce_kernel(const float* __restrict__ ws, int split
 }
 
 // The variant for an A/B not yet run on a GPU (SYV_QUANT_GEMM_VARIANT, read once; 0 the measured
-// kernel, the default): bit 0, 3 blocks per SM (registers capped at 168: 8-40 bytes spilled at 64
-// tokens); bit 1, the activations staged in the mma's pair order (no PRMT per mma, 2 per staged
-// vector instead). tools/device/gemm_variant_ab.sh times them; the loser goes.
+// kernel, the default): bit 0 (kVariantPairs), the activations staged in the mma's pair order (no
+// PRMT per mma, 2 per staged vector instead); bit 1 (kVariantFittedTile), the tile's token width
+// fitted to the step (below). tools/device/gemm_variant_ab.sh times them; the loser goes.
+constexpr int kVariantPairs = 1, kVariantFittedTile = 2;
 int gemm_variant() {
   static const int v = [] {
     const char* env = std::getenv("SYV_QUANT_GEMM_VARIANT");
@@ -95,29 +95,48 @@ int gemm_variant() {
 
 template <int FMT, int NT, typename TO>
 void launch_gemm(const GemmArgs& p, dim3 grid, cudaStream_t s) {
-  switch (gemm_variant() & 3) {
-    case 0:
-      launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, 2, false>, FMT, NT>(grid, s, p);
-      break;
-    case 1:
-      launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, 3, false>, FMT, NT>(grid, s, p);
-      break;
-    case 2:
-      launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, 2, true>, FMT, NT>(grid, s, p);
-      break;
-    default:
-      launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, 3, true>, FMT, NT>(grid, s, p);
+  if (gemm_variant() & kVariantPairs) {
+    launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, true>, FMT, NT>(grid, s, p);
+  } else {
+    launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, false>, FMT, NT>(grid, s, p);
   }
 }
 
 template <int FMT, typename TO>
 void launch_gemm_tokens(const GemmArgs& p, int nt, dim3 grid, cudaStream_t s) {
-  nt == 4 ? launch_gemm<FMT, 4, TO>(p, grid, s) : launch_gemm<FMT, 8, TO>(p, grid, s);
+  switch (nt) {  // tile_nt()'s widths
+    case 2:
+      launch_gemm<FMT, 2, TO>(p, grid, s);
+      break;
+    case 3:
+      launch_gemm<FMT, 3, TO>(p, grid, s);
+      break;
+    case 4:
+      launch_gemm<FMT, 4, TO>(p, grid, s);
+      break;
+    case 5:
+      launch_gemm<FMT, 5, TO>(p, grid, s);
+      break;
+    case 6:
+      launch_gemm<FMT, 6, TO>(p, grid, s);
+      break;
+    default:
+      launch_gemm<FMT, 8, TO>(p, grid, s);
+  }
 }
 
-// Tokens a block takes: 32 (NT = 4) up to 32 tokens, else 64 (NT = 8).
-int64_t tile_tokens(int64_t tokens) {
-  return tokens <= 32 ? 32 : 64;
+// The tile's width in mma columns of 8 tokens (NT). Measured kernel: 4 (32 tokens) up to 32
+// tokens, else 8. The kernel is bound by its mma and decode work, which grows with NT whether the
+// columns hold tokens or padding (gate_up int4 on an H100: 55 us at 17 and at 32 tokens, 95 at 48
+// and at 64), so kVariantFittedTile takes as many 64-token tiles as the step needs and the fewest
+// columns that cover each one's share: 17-24 tokens 3, 33-40 5, 41-48 6, 96 two tiles of 6 (the
+// graph buckets 24, 48 and 96 pad 8, 16 and 32 tokens a tile now). NT 1 becomes 2, 7 becomes 8
+// (the widths compiled).
+int tile_nt(int64_t tokens) {
+  if (!(gemm_variant() & kVariantFittedTile)) return tokens <= 32 ? 4 : 8;
+  const int64_t tiles = ceil_div(tokens, int64_t{64});
+  const int nt = static_cast<int>(ceil_div(ceil_div(tokens, tiles), int64_t{8}));
+  return nt <= 2 ? 2 : nt == 7 ? 8 : nt;
 }
 
 // Chunks of K each split takes: two blocks per SM at least where the K range allows, each split
@@ -125,7 +144,7 @@ int64_t tile_tokens(int64_t tokens) {
 // last split is not left with a sliver. All of K (one split) where the grid fills the GPU.
 int64_t chunks_per_split(const QuantWeight& w, int64_t tokens, int sm_count,
                          size_t workspace_bytes) {
-  const int64_t blocks = ceil_div(w.n, kQGemmRows) * ceil_div(tokens, tile_tokens(tokens));
+  const int64_t blocks = ceil_div(w.n, kQGemmRows) * ceil_div(tokens, int64_t{8} * tile_nt(tokens));
   const int64_t chunks = w.k / kQuantChunk;
   int64_t splits = std::max<int64_t>(1, ceil_div(2 * static_cast<int64_t>(sm_count), blocks));
   splits = std::min(splits, std::max<int64_t>(1, chunks / kMinChunksPerSplit));
@@ -143,7 +162,7 @@ bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType
   if (tokens == 0 || w.n == 0) return true;
   const int64_t per_split = chunks_per_split(w, tokens, sm_count, workspace_bytes);
   const int64_t splits = ceil_div(w.k / kQuantChunk, per_split);
-  const int nt = static_cast<int>(tile_tokens(tokens) / 8);
+  const int nt = tile_nt(tokens);
   const dim3 grid(static_cast<unsigned>(ceil_div(w.n, kQGemmRows)),
                   static_cast<unsigned>(ceil_div(tokens, 8 * nt)), static_cast<unsigned>(splits));
   GemmArgs p{
