@@ -14,6 +14,7 @@
 // token count: not for batch-invariant mode).
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -102,27 +103,15 @@ void launch_gemm(const GemmArgs& p, dim3 grid, cudaStream_t s) {
   }
 }
 
+// The tile widths compiled (NT): tile_nt() returns one of them.
+using TileWidths = std::integer_sequence<int, 2, 3, 4, 5, 6, 8>;
+
 template <int FMT, typename TO>
 void launch_gemm_tokens(const GemmArgs& p, int nt, dim3 grid, cudaStream_t s) {
-  switch (nt) {  // tile_nt()'s widths
-    case 2:
-      launch_gemm<FMT, 2, TO>(p, grid, s);
-      break;
-    case 3:
-      launch_gemm<FMT, 3, TO>(p, grid, s);
-      break;
-    case 4:
-      launch_gemm<FMT, 4, TO>(p, grid, s);
-      break;
-    case 5:
-      launch_gemm<FMT, 5, TO>(p, grid, s);
-      break;
-    case 6:
-      launch_gemm<FMT, 6, TO>(p, grid, s);
-      break;
-    default:
-      launch_gemm<FMT, 8, TO>(p, grid, s);
+  [&]<int... NT>(std::integer_sequence<int, NT...>) {
+    ((nt == NT ? launch_gemm<FMT, NT, TO>(p, grid, s) : void()), ...);
   }
+  (TileWidths{});
 }
 
 // The tile's width in mma columns of 8 tokens (NT). Measured kernel: 4 (32 tokens) up to 32
