@@ -85,6 +85,17 @@ class QuantLinearGpu : public CudaOps {
     gpu_->destroy_graph(id);
   }
 
+  // Two runs of linear(x, w) on T random tokens give the same bits.
+  void expect_run_to_run(const Weight& w, int64_t T, const std::string& what) {
+    Pair x = make(random_vec(static_cast<size_t>(T * w.k), rng_), {T, w.k});
+    Pair out = make_out({T, w.n});
+    gpu_->linear(x.g, w, Tensor(), out.g);
+    const std::vector<float> first = down_gpu(out.g);
+    poison(out.g);
+    gpu_->linear(x.g, w, Tensor(), out.g);
+    EXPECT_EQ(down_gpu(out.g), first) << what << ": run to run";
+  }
+
   void expect_elementwise(const Pair& out, const std::string& what) {
     const std::vector<float> got = down_gpu(out.g), ref = down_cpu(out.c);
     double ss = 0;
@@ -390,13 +401,7 @@ TEST_F(QuantLinearGpu, TensorCoreGemmIsDeterministicAndReplays) {
   for (int64_t T : {40, 200}) {
     OnBackend a = put(*gpu_, random_int4(256, 1024, 128, true, false, rng_));
     OnBackend b = put(*gpu_, random_fp8(4096, 256, 128, 128, rng_));
-    Pair x = make(random_vec(static_cast<size_t>(T * 1024), rng_), {T, 1024});
-    Pair mid = make_out({T, 256}), out = make_out({T, 4096});
-    gpu_->linear(x.g, a.w, Tensor(), mid.g);
-    const std::vector<float> first = down_gpu(mid.g);
-    poison(mid.g);
-    gpu_->linear(x.g, a.w, Tensor(), mid.g);
-    EXPECT_EQ(down_gpu(mid.g), first) << "T " << T << ": run to run";
+    expect_run_to_run(a.w, T, "quantized GEMM, T " + std::to_string(T));
     expect_graph_replays(a.w, b.w, T, "quantized GEMM, T " + std::to_string(T));
   }
 }
@@ -482,18 +487,24 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
   // first call on a fresh backend sizes the scratch for this weight alone (N x K x 2 bytes), so
   // 1000 tokens run in row chunks. Bound: bf16 output rounding (2^-9 relative per element) plus
   // fp32 accumulation: 3e-3 relative L2; bf16 activations instead of fp8 (the other path) would
-  // be ~2e-2 off. Each call must take the fp8 GEMM.
-  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what) {
+  // be ~2e-2 off. Each call must take an fp8 GEMM; `mma`: fp8_gemm_mma.cu's kernel (also at 48
+  // tokens, a fitted tile of 6 columns).
+  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what,
+                 bool mma = false) {
     ASSERT_TRUE(gpu_->set_quantized_activations(mode).ok());
     OnBackend g = put(*gpu_, h);
     const std::vector<float> w = dequantized(h);
     const bool int4 = h.format != WeightFormat::kFp8Block;
-    for (int64_t T : {int4 ? int64_t{65} : int64_t{17}, int64_t{99}, int64_t{1000}}) {
+    std::vector<int64_t> tokens = {int4 ? int64_t{65} : int64_t{17}, 99, 1000};
+    if (mma) tokens.push_back(48);
+    for (int64_t T : tokens) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair out = make_out({T, h.n});
-      const uint64_t fp8_calls = gpu_->quant_path_calls().fp8_gemm;
+      const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
       gpu_->linear(x.g, g.w, Tensor(), out.g);
-      EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, fp8_calls + 1) << what << ", T " << T;
+      EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm + 1) << what << ", T " << T;
+      EXPECT_EQ(gpu_->quant_path_calls().fp8_mma_gemm, before.fp8_mma_gemm + (mma ? 1 : 0))
+          << what << ", T " << T;
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       const std::vector<float> got = down_gpu(out.g);
       double err = 0, ref = 0;
@@ -526,6 +537,27 @@ TEST_F(QuantLinearFp8Gemm, Int4Group128TakesFp8ActivationsWhenAsked) {
             "int4 g128 zeros");
   check_fp8(random_int4(136, 1024, 128, false, false, rng_), Backend::QuantizedActivations::kFp8,
             "int4 g128 symmetric");
+}
+
+// fp8_gemm_mma.cu's W8A8 kernel (set_fp8_mma_gemm_max_tokens) against the cuBLASLt path's
+// reference: 128 x 128 tiles and tiles cuBLASLt's path does not take (64 x 256: K split in 2-chunk
+// scale columns), 17-1000 tokens (fitted tile widths, many tiles, K splits); then its bits run to
+// run and under a graph replay.
+TEST_F(QuantLinearFp8Gemm, MmaKernelMatchesFp8Activations) {
+  gpu_->set_fp8_mma_gemm_max_tokens(1 << 20);
+  check_fp8(random_fp8(256, 512, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
+            "fp8 [256, 512], mma kernel", true);
+  check_fp8(random_fp8(200, 1024, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
+            "fp8 [200, 1024], mma kernel", true);
+  check_fp8(random_fp8(150, 2560, 64, 256, rng_), Backend::QuantizedActivations::kAuto,
+            "fp8 [150, 2560] 64x256 tiles, mma kernel", true);
+  OnBackend a = put(*gpu_, random_fp8(512, 512, 128, 128, rng_));
+  OnBackend b = put(*gpu_, random_fp8(256, 512, 128, 128, rng_));
+  for (int64_t T : {40, 200}) {
+    expect_run_to_run(a.w, T, "fp8 mma kernel, T " + std::to_string(T));
+    expect_graph_replays(a.w, b.w, T, "fp8 mma kernel, T " + std::to_string(T));
+  }
+  gpu_->set_fp8_mma_gemm_max_tokens(0);
 }
 
 // With fp8 activations asked for, int4 steps of 17 to kQuantGemmBeforeW4A8MaxTokens tokens take

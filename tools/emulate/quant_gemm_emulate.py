@@ -248,5 +248,97 @@ def run_moe(E, H, I, T, k):
 ok &= run_moe(8, 256, 96, 9, 2)
 ok &= run_moe(8, 128, 128, 40, 4)
 ok &= run_moe(4, 128, 40, 70, 4)
+# fp8_gemm_mma.cu (W8A8 on mma.sync m16n8k32 e4m3): bytes emulated by distinct values (code c ->
+# (c - 128) / 7 for weights, (c - 128) / 5 for activations), the ring's 16-byte units of 128-byte
+# row chunks padded to 9 units, each lane's two units of rows g / g + 8 and of token 8 q + g, the
+# fragments as CUTLASS's SM89_16x8x32 layouts place their bytes (A: reg 0 row g k 4t..4t+3, reg 1
+# row g + 8, regs 2 / 3 the same rows at k + 16; B: reg 0 column g k 4t..4t+3, reg 1 k + 16; C as
+# m16n8k16's), the per-chunk weight-tile and token-group scales, the fitted tile width and the K
+# splits, against x @ w^T in float64.
+def run_fp8(N, K, T, block_n, block_k, sms=132):
+    r3 = np.random.default_rng(N * 31 + T)
+    wc = r3.integers(0, 256, size=(N, K)); xc = r3.integers(0, 256, size=(T, K))
+    wv = lambda c: (c - 128) / 7.0; xv = lambda c: (c - 128) / 5.0
+    chunks = K // kChunk
+    wsc = r3.uniform(0.5, 2, size=(ceil_div(N, block_n), K // block_k))
+    xsc = r3.uniform(0.5, 2, size=(chunks, T))  # [K / 128][tokens]
+    W = wv(wc) * np.repeat(np.repeat(wsc, block_n, axis=0)[:N], block_k, axis=1)
+    X = xv(xc) * np.repeat(xsc.T, kChunk, axis=1)
+    ref = X @ W.T
+    tiles = ceil_div(T, 64); NT = ceil_div(ceil_div(T, tiles), 8)
+    NT = 2 if NT <= 2 else 8 if NT == 7 else NT
+    cps = chunks_per_split(N, K, T, sms, N * K * 2, fitted=True)
+    S = ceil_div(chunks, cps); RU = 9
+    out = np.zeros((S, T, N))
+    for bx in range(ceil_div(N, kGemmRows)):
+      for by in range(ceil_div(T, 8 * NT)):
+        for bz in range(S):
+          n0, t0 = bx * kGemmRows, by * 8 * NT
+          c_begin = bz * cps; nc = min(cps, chunks - c_begin)
+          acc = np.zeros((kGemmWarps, 32, NT, 4))
+          for j in range(nc):
+            c = c_begin + j
+            # stage: unit (row r, u) = 16 codes; weights rows clamped, tokens past T zero codes
+            wsm = {}; xsm = {}
+            for r in range(kGemmRows):
+              row = min(n0 + r, N - 1)
+              for u in range(8): wsm[r * RU + u] = wc[row, c * 128 + u * 16: c * 128 + u * 16 + 16]
+            for r in range(8 * NT):
+              for u in range(8):
+                xsm[r * RU + u] = xc[t0 + r, c * 128 + u * 16: c * 128 + u * 16 + 16] if t0 + r < T else None
+            for warp in range(kGemmWarps):
+              part = np.zeros((32, NT, 4))
+              for q in range(NT):
+                for s in range(4):
+                  A = np.zeros((16, 32)); B = np.zeros((32, 8)); seen = np.zeros((16, 32), bool)
+                  for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    lo = np.concatenate([wsm[(16 * warp + g) * RU + 2 * t + v] for v in range(2)])  # 32 codes
+                    hi = np.concatenate([wsm[(16 * warp + g + 8) * RU + 2 * t + v] for v in range(2)])
+                    xs = [xsm[(8 * q + g) * RU + 2 * t + v] for v in range(2)]
+                    xb = np.concatenate([np.full(16, 128) if u is None else u for u in xs])  # zero value
+                    word = lambda b, i: b[4 * i: 4 * i + 4]
+                    a = [word(lo, 2 * s), word(hi, 2 * s), word(lo, 2 * s + 1), word(hi, 2 * s + 1)]
+                    for byte in range(4):
+                      A[g, 4 * t + byte] = wv(a[0][byte]); A[g + 8, 4 * t + byte] = wv(a[1][byte])
+                      A[g, 4 * t + 16 + byte] = wv(a[2][byte]); A[g + 8, 4 * t + 16 + byte] = wv(a[3][byte])
+                      B[4 * t + byte, g] = xv(word(xb, 2 * s)[byte]); B[4 * t + 16 + byte, g] = xv(word(xb, 2 * s + 1)[byte])
+                  C = A @ B
+                  for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    part[lane, q] += [C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]]
+              for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                rows = [min(n0 + 16 * warp + g + 8 * r, N - 1) for r in range(2)]
+                ws_ = [wsc[rows[r] // block_n, c // (block_k // kChunk)] for r in range(2)]
+                for q in range(NT):
+                  for e in range(4):
+                    tok = t0 + 8 * q + 2 * t + (e & 1)
+                    xs_ = xsc[c, tok] if tok < T else 0.0
+                    acc[warp, lane, q, e] += part[lane, q, e] * ws_[e >> 1] * xs_
+          for warp in range(kGemmWarps):
+            for lane in range(32):
+              g, t = lane >> 2, lane & 3
+              for q in range(NT):
+                for e in range(4):
+                  r = n0 + 16 * warp + g + (8 if e >= 2 else 0); tok = t0 + 8 * q + 2 * t + (e & 1)
+                  if tok < T and r < N: out[bz, tok, r] = acc[warp, lane, q, e]
+    got = out.sum(axis=0)
+    err = np.abs(got - ref).max() / np.abs(ref).max()
+    print(f"fp8 W8A8 N {N} K {K} T {T} tiles {block_n}x{block_k}: splits {S}, NT {NT}, max rel err {err:.2e}")
+    return err < 1e-9
+
+ok &= run_fp8(70, 512, 20, 128, 128)
+ok &= run_fp8(96, 1024, 48, 64, 256, sms=200)
+ok &= run_fp8(130, 256, 70, 1, 128)
+bad_fp8 = 0  # the lanes' 16-byte reads of 9-unit rows: 8 lanes a phase in 8 bank groups
+for r0 in (0, 8):
+  for v in range(2):
+    for phase in range(4):
+      units = [((l >> 2) + r0) * 9 + 2 * (l & 3) + v for l in range(8 * phase, 8 * phase + 8)]
+      bad_fp8 += len({u % 8 for u in units}) != 8
+print("fp8 conflicting phases:", bad_fp8)
+bad += bad_fp8
+
 print("ALL OK" if ok and bad == 0 else "MISMATCH")
 sys.exit(0 if ok and bad == 0 else 1)

@@ -14,8 +14,11 @@
 // bank groups and the next token's 4 others (tools/emulate/quant_gemm_emulate.py checks both).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -59,6 +62,98 @@ void launch_qgemm(dim3 grid, cudaStream_t s, const Args& args) {
   }();
   (void)allowed;
   launch_k(Kernel, grid, kQGemmWarps * 32, smem, s, args);
+}
+
+// The tile's token width in mma columns of 8 (NT) fitted to a step of `tokens`: as many 64-token
+// tiles as it needs, the fewest columns that cover each one's share (17-24 tokens 3, 33-40 5,
+// 41-48 6, 96 two tiles of 6), rounded to the widths compiled (QTileWidths: 1 -> 2, 7 -> 8). The
+// kernels' work grows with their columns whether these hold tokens or padding.
+using QTileWidths = std::integer_sequence<int, 2, 3, 4, 5, 6, 8>;
+inline int qgemm_fitted_nt(int64_t tokens) {
+  const int64_t tiles = ceil_div(tokens, int64_t{64});
+  const int nt = static_cast<int>(ceil_div(ceil_div(tokens, tiles), int64_t{8}));
+  return nt <= 2 ? 2 : nt == 7 ? 8 : nt;
+}
+// Calls launch(std::integral_constant<int, NT>) for nt, one of QTileWidths.
+template <typename Launch>
+void qgemm_dispatch_nt(int nt, Launch&& launch) {
+  [&]<int... NT>(std::integer_sequence<int, NT...>) {
+    ((nt == NT ? launch(std::integral_constant<int, NT>{}) : void()), ...);
+  }
+  (QTileWidths{});
+}
+
+// Split-K of the tile GEMMs (quant_gemm_mma.cu, fp8_gemm_mma.cu): where the grid would not give
+// two blocks per SM, K is split across blocks (grid.z), each split writing fp32 partial sums
+// [split][tokens][n] to a workspace that a second kernel adds in split order (deterministic, but
+// the split count depends on the token count). Chunks of K each split takes: two blocks per SM
+// at least where the K range allows, each split kQMinChunksPerSplit chunks or more (the ring's
+// warm-up), the splits' sums within the workspace; equal ranges, so the last split is not left
+// with a sliver. All of K (one split) where the grid fills the GPU.
+constexpr int kQMinChunksPerSplit = 4;
+inline int64_t qgemm_chunks_per_split(int64_t n, int64_t k, int64_t tokens, int64_t tile_tokens,
+                                      int sm_count, size_t workspace_bytes) {
+  const int64_t blocks = int64_t{ceil_div(n, kQGemmRows)} * ceil_div(tokens, tile_tokens);
+  const int64_t chunks = k / kQuantChunk;
+  int64_t splits = std::max<int64_t>(1, ceil_div(2 * static_cast<int64_t>(sm_count), blocks));
+  splits = std::min(splits, std::max<int64_t>(1, chunks / kQMinChunksPerSplit));
+  while (splits > 1 && static_cast<size_t>(splits * tokens * n * 4) > workspace_bytes) --splits;
+  return ceil_div(chunks, splits);
+}
+
+// out[t, n] = sum over the splits s (in order) of ws[s][t][n].
+template <typename TO>
+__global__ void qgemm_reduce_kernel(const float* __restrict__ ws, int splits, int64_t count,
+                                    TO* __restrict__ out) {
+  pdl_wait();  // the splits' kernel
+  pdl_trigger();
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v = ws[e];
+    for (int s = 1; s < splits; ++s) v += ws[s * count + e];
+    out[e] = from_f32<TO>(v);
+  }
+}
+// out (bf16 or f32 [tokens, n]) = the sum of `splits` workspaces of tokens x n f32.
+inline void launch_qgemm_reduce(const float* ws, int splits, int64_t count, void* out, DType out_t,
+                                cudaStream_t s) {
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(count, 256), 4096));
+  if (out_t == DType::BF16) {
+    launch_k(qgemm_reduce_kernel<bf16>, blocks, 256, 0, s, ws, splits, count,
+             static_cast<bf16*>(out));
+  } else {
+    launch_k(qgemm_reduce_kernel<float>, blocks, 256, 0, s, ws, splits, count,
+             static_cast<float*>(out));
+  }
+}
+
+// The ring's step after chunk j has landed for this thread (cp_wait): everyone's copies of it
+// visible and stage (j - 1) % kQStages free, then chunk j + kQStages - 1's copies issued into it
+// (load(chunk, stage)) and committed (a possibly empty group keeps the count uniform).
+template <typename Load>
+__device__ __forceinline__ void qgemm_ring_advance(int j, int nc, Load&& load) {
+  __syncthreads();
+  const int next = j + kQStages - 1;
+  if (next < nc) load(next, next % kQStages);
+  cp_commit();
+}
+
+// out [T, N] (TO) of the block's rows [n0, n0 + 64) and tokens [t0, t0 + 8 NT) from acc as the
+// tile's main loops leave it (warp w's acc[q]: (row 16 w + g, tokens 8q + 2t, + 1), (row
+// 16 w + g + 8, the same tokens)), where both are real.
+template <int NT, typename TO>
+__device__ __forceinline__ void qgemm_store(TO* out, const float (&acc)[NT][4], int64_t n0,
+                                            int64_t t0, int64_t N, int64_t T) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int q = 0; q < NT; ++q)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t r = n0 + 16 * warp + g + (e >= 2 ? 8 : 0);
+      const int64_t tok = t0 + 8 * q + 2 * t + (e & 1);
+      if (tok < T && r < N) out[tok * N + r] = from_f32<TO>(acc[q][e]);
+    }
 }
 
 __device__ __forceinline__ int qgemm_x_unit(int u) {
@@ -155,10 +250,7 @@ __device__ __forceinline__ void qgemm_tile_mainloop(const QuantWeight& w, const 
         *v = activation_pairs<FMT>(*v);
       }
     }
-    __syncthreads();  // everyone's; and stage (j - 1) % kQStages is no longer read
-    const int next = j + kQStages - 1;
-    if (next < nc) load(next, next % kQStages);
-    cp_commit();  // possibly empty: keeps the group count uniform
+    qgemm_ring_advance(j, nc, load);
 
     const uint4* ws = w_stage(j % kQStages);
     const uint4* xs = x_stage(j % kQStages);
