@@ -43,8 +43,9 @@ constexpr size_t fp8_gemm_smem_bytes() {
   return static_cast<size_t>(kQGemmRows + 8 * NT) * kFp8RowUnits * kQStages * 16;
 }
 
-// out[t, n] = sum over the block's chunks c of (sum_k x8[t, k] w8[n, k]) x_scale[c, t] w_scale[n,
-// c] for the block's 64 rows (blockIdx.x) and 8 NT tokens (blockIdx.y); split blockIdx.z.
+// out[t, n] = the sum over the block's chunks c of x_scale[c, t] w_scale(n, c) times the chunk's
+// sum of x8[t, k] w8[n, k], for the block's 64 rows (blockIdx.x) and 8 NT tokens (blockIdx.y);
+// split blockIdx.z.
 template <int NT, typename TO>
 __global__ void __launch_bounds__(kQGemmWarps * 32, 2) fp8_gemm_mma_kernel(const Fp8GemmArgs p) {
   extern __shared__ uint4 smem[];
