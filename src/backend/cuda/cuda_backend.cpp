@@ -880,6 +880,7 @@ class CudaBackendImpl final : public CudaBackend {
   // K splits' sums after them. Returns false, having run nothing, where it does not apply.
   bool linear_fp8_mma(const Tensor& x, const cuda::QuantWeight& q, int64_t T, Tensor& out) {
     if (!cuda::fp8_gemm_mma_supports(q)) return false;
+    if (out.dtype != DType::BF16 && out.dtype != DType::F32) return false;
     const int64_t K = q.k, N = q.n, G = K / 128;
     auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
     ensure_dequant(N * K * 2);
