@@ -877,22 +877,31 @@ class CudaBackendImpl final : public CudaBackend {
 
   // linear_fp8() on fp8_gemm_mma.cu's kernel (fp8 weights, set_fp8_mma_gemm_max_tokens): the
   // activations quantized per (token, 128 columns) into the dequantization scratch, the kernel's
-  // K splits' sums after them. Returns false, having run nothing, where it does not apply.
+  // K splits' sums after them; in row chunks whose activations take at most half the scratch
+  // (one chunk at decode sizes: the scratch holds the largest weight in bf16). Returns false,
+  // having run nothing, where it does not apply.
   bool linear_fp8_mma(const Tensor& x, const cuda::QuantWeight& q, int64_t T, Tensor& out) {
     if (!cuda::fp8_gemm_mma_supports(q)) return false;
     if (out.dtype != DType::BF16 && out.dtype != DType::F32) return false;
     const int64_t K = q.k, N = q.n, G = K / 128;
     auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
     ensure_dequant(N * K * 2);
-    const int64_t used = aligned(T * K) + aligned(G * T * 4);
-    if (used + 256 > static_cast<int64_t>(dequant_bytes_)) return false;
+    const int64_t rows =
+        std::min<int64_t>(T, (static_cast<int64_t>(dequant_bytes_) / 2 - 512) / (K + G * 4));
+    if (rows < 1) return false;
     auto* base = static_cast<uint8_t*>(dequant_);
-    auto* x_scales = reinterpret_cast<float*>(base + aligned(T * K));
-    cuda::launch_quantize_fp8_groups(x.data, base, x_scales, T, T, K, stream_);
-    const bool ran =
-        cuda::launch_fp8_gemm_mma(q, base, x_scales, T, out.data, out.dtype, T, sm_count_,
-                                  base + used, dequant_bytes_ - used, stream_);
-    SYV_CHECK(ran) << "fp8_gemm_mma: " << q.n << " x " << q.k << " was supported, then refused";
+    const int64_t out_row = N * static_cast<int64_t>(dtype_size(out.dtype));
+    for (int64_t t0 = 0; t0 < T; t0 += rows) {
+      const int64_t r = std::min(rows, T - t0);
+      auto* x_scales = reinterpret_cast<float*>(base + aligned(r * K));
+      const int64_t used = aligned(r * K) + aligned(G * r * 4);
+      cuda::launch_quantize_fp8_groups(static_cast<const uint8_t*>(x.data) + t0 * K * 2, base,
+                                       x_scales, r, r, K, stream_);
+      const bool ran = cuda::launch_fp8_gemm_mma(
+          q, base, x_scales, r, static_cast<uint8_t*>(out.data) + t0 * out_row, out.dtype, r,
+          sm_count_, base + used, dequant_bytes_ - static_cast<size_t>(used), stream_);
+      SYV_CHECK(ran) << "fp8_gemm_mma: " << q.n << " x " << q.k << " was supported, then refused";
+    }
     ++quant_calls_.fp8_gemm;
     ++quant_calls_.fp8_mma_gemm;
     return true;
