@@ -74,13 +74,15 @@ inline int qgemm_fitted_nt(int64_t tokens) {
   const int nt = static_cast<int>(ceil_div(ceil_div(tokens, tiles), int64_t{8}));
   return nt <= 2 ? 2 : nt == 7 ? 8 : nt;
 }
-// Calls launch(std::integral_constant<int, NT>) for nt, one of QTileWidths.
+// Calls launch(std::integral_constant<int, NT>) for nt, one of QTileWidths (CUDA sources are
+// C++17 here: no template lambdas).
+template <typename Launch, int... NT>
+void qgemm_dispatch_nt_in(int nt, Launch& launch, std::integer_sequence<int, NT...>) {
+  ((nt == NT ? launch(std::integral_constant<int, NT>{}) : void()), ...);
+}
 template <typename Launch>
 void qgemm_dispatch_nt(int nt, Launch&& launch) {
-  [&]<int... NT>(std::integer_sequence<int, NT...>) {
-    ((nt == NT ? launch(std::integral_constant<int, NT>{}) : void()), ...);
-  }
-  (QTileWidths{});
+  qgemm_dispatch_nt_in(nt, launch, QTileWidths{});
 }
 
 // Split-K of the tile GEMMs (quant_gemm_mma.cu, fp8_gemm_mma.cu): where the grid would not give
