@@ -7,7 +7,8 @@
 # splits (quant_gemm_mma_splits and the reduce), against x @ dequant(w)^T in float64; then checks
 # that the kernel's 16-byte shared-memory reads are free of bank conflicts. Written to check the
 # kernel's index logic where no GPU was at hand; it mirrors the kernel, so keep the two in step.
-# The same for moe_quant_gemm.cu's routing, row mappings and epilogues (run_moe, below).
+# The same for moe_quant_gemm.cu's routing, row mappings and epilogues (run_moe, below), and for
+# fp8_gemm_mma.cu's W8A8 tile on mma.sync m16n8k32 e4m3 (run_fp8, below).
 # Needs python3-numpy (Debian). Run: /usr/bin/python3 tools/emulate/quant_gemm_emulate.py
 import numpy as np, sys
 rng = np.random.default_rng(1)
