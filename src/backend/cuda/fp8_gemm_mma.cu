@@ -55,11 +55,9 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) fp8_gemm_mma_kernel(const
   const int64_t N = w.n, K = w.k, T = p.tokens;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kQGemmRows;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTileTokens;
-  const int64_t c_begin = static_cast<int64_t>(blockIdx.z) * p.chunks_per_split;
-  const int nc =
-      static_cast<int>(min(static_cast<int64_t>(p.chunks_per_split), K / kQuantChunk - c_begin));
+  const QGemmBlock b = qgemm_block<NT>(K, p.chunks_per_split);
+  const int64_t n0 = b.n0, t0 = b.t0, c_begin = b.c_begin;
+  const int nc = b.nc;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
 
   auto w_stage = [&](int s) { return smem + s * kStageUnits; };
@@ -165,29 +163,18 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) fp8_gemm_mma_kernel(const
                   N, T);
 }
 
-template <int NT, typename TO>
-void launch_fp8_tile(const Fp8GemmArgs& p, dim3 grid, cudaStream_t s) {
-  constexpr size_t smem = fp8_gemm_smem_bytes<NT>();
-  static const bool allowed = [] {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(fp8_gemm_mma_kernel<NT, TO>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    return true;
-  }();
-  (void)allowed;
-  launch_k(fp8_gemm_mma_kernel<NT, TO>, grid, kQGemmWarps * 32, smem, s, p);
-}
-
 template <typename TO>
 void launch_fp8_tokens(const Fp8GemmArgs& p, int nt, dim3 grid, cudaStream_t s) {
-  qgemm_dispatch_nt(nt,
-                    [&](auto width) { launch_fp8_tile<decltype(width)::value, TO>(p, grid, s); });
+  qgemm_dispatch_nt(nt, [&](auto width) {
+    constexpr int NT = decltype(width)::value;
+    launch_qgemm_smem<fp8_gemm_mma_kernel<NT, TO>, fp8_gemm_smem_bytes<NT>()>(grid, s, p);
+  });
 }
 
 }  // namespace
 
 bool fp8_gemm_mma_supports(const QuantWeight& w) {
-  return w.kind == QuantKind::kFp8Block && w.k % kQuantChunk == 0 && w.block_n > 0 &&
-         w.block_k % kQuantChunk == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  return w.kind == QuantKind::kFp8Block && quant_mma_supports(w);
 }
 
 bool launch_fp8_gemm_mma(const QuantWeight& w, const uint8_t* x, const float* x_scales,
@@ -197,28 +184,13 @@ bool launch_fp8_gemm_mma(const QuantWeight& w, const uint8_t* x, const float* x_
   if (out_t != DType::BF16 && out_t != DType::F32) return false;
   if (tokens == 0 || w.n == 0) return true;
   const int nt = qgemm_fitted_nt(tokens);
-  const int64_t per_split =
-      qgemm_chunks_per_split(w.n, w.k, tokens, int64_t{8} * nt, sm_count, workspace_bytes);
-  const int64_t splits = ceil_div(w.k / kQuantChunk, per_split);
-  const dim3 grid(ceil_div(w.n, kQGemmRows), ceil_div(tokens, int64_t{8} * nt),
-                  static_cast<unsigned>(splits));
-  Fp8GemmArgs p{w,
-                ChunkDiv(static_cast<uint32_t>(w.block_k / kQuantChunk)),
-                x,
-                x_scales,
-                x_scale_stride,
-                splits > 1 ? workspace : out,
-                tokens,
-                static_cast<int>(per_split)};
-  if (splits > 1) {
-    launch_fp8_tokens<float>(p, nt, grid, s);
-    launch_qgemm_reduce(static_cast<const float*>(workspace), static_cast<int>(splits),
-                        tokens * w.n, out, out_t, s);
-  } else if (out_t == DType::BF16) {
-    launch_fp8_tokens<bf16>(p, nt, grid, s);
-  } else {
-    launch_fp8_tokens<float>(p, nt, grid, s);
-  }
+  const QGemmGrid g = qgemm_grid(w.n, w.k, tokens, nt, sm_count, workspace_bytes);
+  Fp8GemmArgs p{w,      quant_chunk_div(w), x, x_scales, x_scale_stride, nullptr,
+                tokens, g.chunks_per_split};
+  qgemm_run(g, workspace, out, out_t, tokens * w.n, s, [&](auto to, void* dst) {
+    p.out = dst;
+    launch_fp8_tokens<decltype(to)>(p, nt, g.grid, s);
+  });
   return true;
 }
 

@@ -39,19 +39,14 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(con
   extern __shared__ uint4 smem[];
   const QuantWeight& w = p.w;
   const int64_t N = w.n, K = w.k, T = p.tokens;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kQGemmRows;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * (8 * NT);
-  const int64_t chunks = K / kQuantChunk;
-  const int64_t c_begin = static_cast<int64_t>(blockIdx.z) * p.chunks_per_split;
-  const int nc = static_cast<int>(min(static_cast<int64_t>(p.chunks_per_split), chunks - c_begin));
+  const QGemmBlock b = qgemm_block<NT>(K, p.chunks_per_split);
   float acc[NT][4];
   // Rows past N read the last one, tokens past T are zero-filled (their results are not stored).
   qgemm_tile_mainloop<FMT, NT, kPairs>(
-      w, p.cdiv, c_begin, nc, [&](int r) { return min(n0 + r, N - 1); },
-      [&](int r) { return t0 + r < T ? p.x + (t0 + r) * K : nullptr; }, smem, acc);
-
-  qgemm_store<NT>(static_cast<TO*>(p.out) + static_cast<int64_t>(blockIdx.z) * T * N, acc, n0, t0,
-                  N, T);
+      w, p.cdiv, b.c_begin, b.nc, [&](int r) { return min(b.n0 + r, N - 1); },
+      [&](int r) { return b.t0 + r < T ? p.x + (b.t0 + r) * K : nullptr; }, smem, acc);
+  qgemm_store<NT>(static_cast<TO*>(p.out) + static_cast<int64_t>(blockIdx.z) * T * N, acc, b.n0,
+                  b.t0, N, T);
 }
 
 // The variant for an A/B not yet run on a GPU (SYV_QUANT_GEMM_VARIANT, read once; 0 the measured
@@ -99,26 +94,15 @@ bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType
   if (out_t != DType::BF16 && out_t != DType::F32) return false;
   if (tokens == 0 || w.n == 0) return true;
   const int nt = tile_nt(tokens);
-  const int64_t per_split =
-      qgemm_chunks_per_split(w.n, w.k, tokens, int64_t{8} * nt, sm_count, workspace_bytes);
-  const int64_t splits = ceil_div(w.k / kQuantChunk, per_split);
-  const dim3 grid(static_cast<unsigned>(ceil_div(w.n, kQGemmRows)),
-                  static_cast<unsigned>(ceil_div(tokens, 8 * nt)), static_cast<unsigned>(splits));
-  GemmArgs p{
-      w,      quant_chunk_div(w),         static_cast<const bf16*>(x), splits > 1 ? workspace : out,
-      tokens, static_cast<int>(per_split)};
+  const QGemmGrid g = qgemm_grid(w.n, w.k, tokens, nt, sm_count, workspace_bytes);
+  GemmArgs p{w,      quant_chunk_div(w), static_cast<const bf16*>(x), nullptr,
+             tokens, g.chunks_per_split};
   const bool fp8 = w.kind == QuantKind::kFp8Block;
-  if (splits > 1) {
-    fp8 ? launch_gemm_tokens<0, float>(p, nt, grid, s)
-        : launch_gemm_tokens<1, float>(p, nt, grid, s);
-    launch_qgemm_reduce(static_cast<const float*>(workspace), static_cast<int>(splits),
-                        tokens * w.n, out, out_t, s);
-  } else if (out_t == DType::BF16) {
-    fp8 ? launch_gemm_tokens<0, bf16>(p, nt, grid, s) : launch_gemm_tokens<1, bf16>(p, nt, grid, s);
-  } else {
-    fp8 ? launch_gemm_tokens<0, float>(p, nt, grid, s)
-        : launch_gemm_tokens<1, float>(p, nt, grid, s);
-  }
+  qgemm_run(g, workspace, out, out_t, tokens * w.n, s, [&](auto to, void* dst) {
+    using TO = decltype(to);
+    p.out = dst;
+    fp8 ? launch_gemm_tokens<0, TO>(p, nt, g.grid, s) : launch_gemm_tokens<1, TO>(p, nt, g.grid, s);
+  });
   return true;
 }
 

@@ -51,17 +51,22 @@ constexpr size_t qgemm_smem_bytes() {
   return static_cast<size_t>(qgemm_stage_units<FMT, NT>()) * kQStages * 16;
 }
 
-// Launches Kernel, a kernel of the tile (kQGemmWarps warps, qgemm_smem_bytes<FMT, NT>() of dynamic
-// shared memory, allowed on its first launch), with its one argument.
-template <auto Kernel, int FMT, int NT, typename Args>
-void launch_qgemm(dim3 grid, cudaStream_t s, const Args& args) {
-  constexpr size_t smem = qgemm_smem_bytes<FMT, NT>();
+// Launches Kernel, a kernel of kQGemmWarps warps with kSmem bytes of dynamic shared memory
+// (allowed on its first launch), with its one argument.
+template <auto Kernel, size_t kSmem, typename Args>
+void launch_qgemm_smem(dim3 grid, cudaStream_t s, const Args& args) {
   static const bool allowed = [] {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    SYV_CUDA_CHECK(
+        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)allowed;
-  launch_k(Kernel, grid, kQGemmWarps * 32, smem, s, args);
+  launch_k(Kernel, grid, kQGemmWarps * 32, kSmem, s, args);
+}
+// The same for a kernel of this tile (qgemm_smem_bytes<FMT, NT>()).
+template <auto Kernel, int FMT, int NT, typename Args>
+void launch_qgemm(dim3 grid, cudaStream_t s, const Args& args) {
+  launch_qgemm_smem<Kernel, qgemm_smem_bytes<FMT, NT>()>(grid, s, args);
 }
 
 // The tile's token width in mma columns of 8 (NT) fitted to a step of `tokens`: as many 64-token
@@ -103,6 +108,25 @@ inline int64_t qgemm_chunks_per_split(int64_t n, int64_t k, int64_t tokens, int6
   return ceil_div(chunks, splits);
 }
 
+// The grid of a tile GEMM of n rows, k columns and `tokens` tokens in tiles of 8 nt: 64-row
+// blocks (x), token tiles (y), K splits (z) of chunks_per_split chunks each.
+struct QGemmGrid {
+  dim3 grid;
+  int64_t splits = 1;
+  int chunks_per_split = 0;
+};
+inline QGemmGrid qgemm_grid(int64_t n, int64_t k, int64_t tokens, int nt, int sm_count,
+                            size_t workspace_bytes) {
+  QGemmGrid g;
+  const int64_t per_split =
+      qgemm_chunks_per_split(n, k, tokens, int64_t{8} * nt, sm_count, workspace_bytes);
+  g.splits = ceil_div(k / kQuantChunk, per_split);
+  g.chunks_per_split = static_cast<int>(per_split);
+  g.grid = dim3(ceil_div(n, kQGemmRows), ceil_div(tokens, int64_t{8} * nt),
+                static_cast<unsigned>(g.splits));
+  return g;
+}
+
 // out[t, n] = sum over the splits s (in order) of ws[s][t][n].
 template <typename TO>
 __global__ void qgemm_reduce_kernel(const float* __restrict__ ws, int splits, int64_t count,
@@ -127,6 +151,39 @@ inline void launch_qgemm_reduce(const float* ws, int splits, int64_t count, void
     launch_k(qgemm_reduce_kernel<float>, blocks, 256, 0, s, ws, splits, count,
              static_cast<float*>(out));
   }
+}
+
+// Runs one call of a tile GEMM: launch(TO{}, dst) with the output type and target each launch
+// needs (f32 into the workspace when K is split, then the ordered reduce into out; else out in
+// out_t, bf16 or f32).
+template <typename Launch>
+void qgemm_run(const QGemmGrid& g, void* workspace, void* out, DType out_t, int64_t count,
+               cudaStream_t s, Launch&& launch) {
+  if (g.splits > 1) {
+    launch(float{}, workspace);
+    launch_qgemm_reduce(static_cast<const float*>(workspace), static_cast<int>(g.splits), count,
+                        out, out_t, s);
+  } else if (out_t == DType::BF16) {
+    launch(bf16{}, out);
+  } else {
+    launch(float{}, out);
+  }
+}
+
+// The block's place in a tile GEMM's grid: rows [n0, + 64) (blockIdx.x), tokens [t0, + 8 NT)
+// (blockIdx.y), chunks [c_begin, + nc) of K (split blockIdx.z).
+struct QGemmBlock {
+  int64_t n0, t0, c_begin;
+  int nc;
+};
+template <int NT>
+__device__ __forceinline__ QGemmBlock qgemm_block(int64_t k, int chunks_per_split) {
+  QGemmBlock b;
+  b.n0 = static_cast<int64_t>(blockIdx.x) * kQGemmRows;
+  b.t0 = static_cast<int64_t>(blockIdx.y) * (8 * NT);
+  b.c_begin = static_cast<int64_t>(blockIdx.z) * chunks_per_split;
+  b.nc = static_cast<int>(min(static_cast<int64_t>(chunks_per_split), k / kQuantChunk - b.c_begin));
+  return b;
 }
 
 // The ring's step after chunk j has landed for this thread (cp_wait): everyone's copies of it
