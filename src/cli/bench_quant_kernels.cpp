@@ -2,7 +2,8 @@
 // random packed weights made on the device (no model folder, no `syv quantize`), at several token
 // counts: the GEMVs (up to 16 tokens), the tensor-core GEMM (set_quant_gemm_max_tokens), the
 // dequantize path with each dequantization kernel (set_quant_dequant_vectorized), the fp8 GEMM
-// (W8A8, fp8 weights on Hopper), and the bf16 weight of the same shape for reference. Each call
+// (W8A8 / W4A8 on Hopper) on cuBLASLt and, for fp8 weights, on fp8_gemm_mma.cu's kernel
+// (set_fp8_mma_gemm_max_tokens), and the bf16 weight of the same shape for reference. Each call
 // rotates over weight copies that together exceed the L2, as consecutive layers would. Reports
 // microseconds a call, the packed bytes' rate against the copy rate measured in the same run, and
 // TFLOP/s. docs/benchmarking.md.
@@ -164,11 +165,6 @@ int run(const Options& o) {
       }
     }
   }
-  // Back to the defaults.
-  gpu->set_quant_gemv_max_tokens(CudaBackend::kQuantGemvMaxTokens);
-  gpu->set_quant_gemm_max_tokens(CudaBackend::kQuantGemmMaxTokens);
-  gpu->set_quant_dequant_vectorized(true);
-  gpu->set_fp8_mma_gemm_max_tokens(0);
   return 0;
 }
 
@@ -183,7 +179,7 @@ int run(const Options&) {
 
 BenchRegistration quant_kernels_reg{
     "quant-kernels",
-    "Quantized linear paths (GEMVs, tensor-core GEMM, dequantize + GEMM, fp8 GEMM) vs bf16 on "
+    "Quantized linear paths (GEMVs, tensor-core GEMM, dequantize + GEMM, fp8 GEMMs) vs bf16 on "
     "every projection shape of a config, random packed weights (us, GB/s, TFLOP/s)",
     [](CLI::App& app) {
       auto o = std::make_shared<Options>();

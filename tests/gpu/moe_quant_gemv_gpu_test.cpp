@@ -201,7 +201,8 @@ TEST_F(MoeQuantGemvGpu, DeterministicBatchIndependentCountedAndCapturable) {
 // groups of 128: the grouped GEMVs (1-8 tokens) and the tiled path on the packed rows (16-256)
 // against the dequantize path (SYV_QUANT_MOE_GEMV=0; one element and 8 columns a thread) and the
 // bf16 experts, per call, with the routed experts' packed bytes per second against the device's
-// copy rate (a benchmark: it prints, asserts nothing; the correctness runs filter it out).
+// copy rate (a benchmark: it prints, and fails only where the tiled path did not run; the
+// correctness runs filter it out).
 TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
   constexpr int64_t E = 512, H = 2048, I = 512, k = 10, group = 128;
   const double copy_gbps = gpu_->measure_copy_gbps(size_t{1} << 30, 10);
@@ -260,6 +261,8 @@ TEST_F(MoeQuantGemvGpu, QwenNextInt4Timing) {
     const char* path = T <= cuda::kMoeGemvMaxTokens                 ? "gemv"
                        : gpu_->quant_path_calls().moe_tiled > tiled ? "tiled"
                                                                     : "dequantize (not tiled)";
+    // Timed as what it is, but a fallback from the path this shape should take is a failure.
+    EXPECT_STRNE(path, "dequantize (not tiled)") << T << " tokens";
     auto dequant_op = [&] { dequant_path->moe_experts(b.tx, b.tids, b.tw, qg.w, qd.w, b.tout); };
     dequant_path->set_quant_dequant_vectorized(false);
     const double dequant_us = us(*dequant_path, dequant_op);

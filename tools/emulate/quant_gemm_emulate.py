@@ -4,7 +4,8 @@
 # units), each lane's fragment reads, the decode's pair order (quant_mma_decode.cuh), the
 # mma.sync m16n8k16 fragment layout of PTX (A rows g / g + 8 at k 2t, 2t+1, 2t+8, 2t+9; B column g;
 # C rows g / g + 8 at columns 2t, 2t + 1), the per-chunk scales, the epilogue's bounds and the K
-# splits (quant_gemm_mma_splits and the reduce), against x @ dequant(w)^T in float64; then checks
+# splits (quant_gemm_tile.cuh's qgemm_chunks_per_split and the reduce), against x @ dequant(w)^T
+# in float64; then checks
 # that the kernel's 16-byte shared-memory reads are free of bank conflicts. Written to check the
 # kernel's index logic where no GPU was at hand; it mirrors the kernel, so keep the two in step.
 # The same for moe_quant_gemm.cu's routing, row mappings and epilogues (run_moe, below), and for

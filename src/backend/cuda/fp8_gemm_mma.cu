@@ -3,8 +3,9 @@
 // fed to the tensor cores as they are (no decode, no PRMT), the fp32 sums of each 128-column
 // chunk scaled by the weight tile's and the token group's scales. The same product as cuBLASLt's
 // block-scaled fp8 GEMM (the W8A8 path above 16 tokens), for the decode batch sizes where that
-// one leaves much of the GPU idle on the narrower projections (o_proj at 64 tokens: 32% of the
-// copy rate on an H100, 2026-12-05): K split across blocks where the grid would not fill the GPU.
+// one reads the narrower projections' weights far below the copy rate (o_proj at 64 tokens: 32%
+// on an H100, 2026-12-05; why is not profiled): K split across blocks where the grid would not
+// fill the GPU.
 //
 // Work split as quant_gemm_mma.cu's: a block per 64 weight rows (4 warps of 16) and 8 NT tokens,
 // K in 128-column chunks through a kQStages-deep cp.async ring (each stage the chunk's 128 bytes

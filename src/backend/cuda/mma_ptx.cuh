@@ -1,6 +1,6 @@
-// PTX wrappers of the tensor-core kernels (prefill attention, the batch-invariant GEMM):
-// ldmatrix, mma.sync m16n8k16 (bf16 in, fp32 accumulation) and cp.async. sm_80 and later; the
-// e4m3 mma sm_89 and later.
+// PTX wrappers of the tensor-core kernels (prefill attention, the batch-invariant GEMM, the
+// quantized GEMVs and GEMMs): ldmatrix, mma.sync m16n8k16 (bf16 in, fp32 accumulation) and
+// cp.async, sm_80 and later; mma.sync m16n8k32 (e4m3 in), sm_89 and later.
 #pragma once
 
 #include <cstdint>
