@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -573,6 +574,45 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
         us([&] { gpu_->Backend::moe_block(x, block_w, k, true, run.buf, run.out); });
     std::printf("moe block, %3lld tokens: fused %6.1f us | op sequence %6.1f us\n",
                 static_cast<long long>(T), fused_us, seq_us);
+  }
+}
+
+// Not a check: the routed experts at prefill sizes (2K and 8K tokens, Qwen3-Next's shape, random
+// distinct experts per token: ~40 and ~160 rows an expert) in TFLOP/s of their active FLOPs (6 H I
+// a token and slot: gate/up and down) against cuBLASLt's bf16 GEMM measured in the same process
+// (8192^3), eager, median of 10. The tiled path's prefill tile is SYV_MOE_PREFILL_TILE (moe.cu):
+// tools/device/moe_prefill_check.sh runs this once per tile.
+TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
+  const MoeDims d{512, 2048, 512};
+  const int32_t k = 10;
+  const double gemm = gpu_->measure_gemm_tflops(8192, 8192, 8192, 10);
+  auto dev = [&](int64_t n, DType t) {
+    DeviceBuffer b = gpu_->allocate(static_cast<size_t>(n) * dtype_size(t));
+    gpu_->fill_random(b.data(), t, n, rng_(), 0.2f);
+    return b;
+  };
+  DeviceBuffer gub = dev(d.E * 2 * d.I * d.H, DType::BF16), dnb = dev(d.E * d.H * d.I, DType::BF16);
+  Tensor gate_up(gub.data(), DType::BF16, {d.E, 2 * d.I, d.H});
+  Tensor down(dnb.data(), DType::BF16, {d.E, d.H, d.I});
+  const char* tile = std::getenv("SYV_MOE_PREFILL_TILE");
+  for (int64_t T : {2048, 8192}) {
+    const std::vector<int32_t> routing = random_routing(T, k, d.E);
+    DeviceBuffer xb = dev(T * d.H, DType::BF16), wb = dev(T * k, DType::F32),
+                 ob = dev(T * d.H, DType::BF16),
+                 ib = gpu_->allocate(static_cast<size_t>(T * k) * 4);
+    gpu_->upload(ib.data(), routing.data(), routing.size() * 4);
+    Tensor x(xb.data(), DType::BF16, {T, d.H}), w(wb.data(), DType::F32, {T, k});
+    Tensor out(ob.data(), DType::BF16, {T, d.H}), ids(ib.data(), DType::I32, {T, k});
+    std::vector<float> ms =
+        gpu_->time_ms([&] { gpu_->moe_experts(x, ids, w, gate_up, down, out); }, 2, 10);
+    std::sort(ms.begin(), ms.end());
+    const double t_ms = ms[ms.size() / 2];
+    const double tflops = 6.0 * static_cast<double>(T * k) * d.H * d.I / (t_ms * 1e9);
+    std::printf(
+        "moe prefill tile %s, %5lld tokens: experts %8.3f ms, %6.1f TFLOP/s = %.1f%% of "
+        "the GEMM's %.0f\n",
+        tile != nullptr ? tile : "0", static_cast<long long>(T), t_ms, tflops,
+        100.0 * tflops / gemm, gemm);
   }
 }
 

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm_tile.cuh"
@@ -394,6 +395,19 @@ void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, c
   launch_moe_combine(a.y, ids, weights, s, T, out, st);
 }
 
+// The tile of passes whose experts get more than 16 rows each (prefill), an A/B switch until
+// timed on a GPU (written 2026-12-05 without one): SYV_MOE_PREFILL_TILE=0 (default) 64 x 64 of 4
+// warps, 1 128 x 128 of 8 warps, 2 64 x 128 of 4 warps, 3 64 x 128 of 8 warps. Results do not
+// depend on the tile (one accumulator per element in K order).
+int prefill_tile() {
+  static const int tile = [] {
+    const char* e = std::getenv("SYV_MOE_PREFILL_TILE");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v >= 0 && v <= 3 ? v : 0;
+  }();
+  return tile;
+}
+
 }  // namespace
 
 MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
@@ -467,12 +481,25 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
     char* sc = static_cast<char*>(scratch);
     // Rows per routed expert at most T*k / min(E, T*k): few -> the decode tile.
     const int64_t P = T * k, rows_per_expert = P / std::min(s.experts, P);
-    if (rows_per_expert <= 16)
-      run_pass<16, 64, 64, 16, 16, 4>(s, T, xp, ids + t0 * k, weights + t0 * k, gu, dn, op, sc,
-                                      routed, stream);
-    else
-      run_pass<64, 64, 64, 32, 32, 4>(s, T, xp, ids + t0 * k, weights + t0 * k, gu, dn, op, sc,
-                                      routed, stream);
+    const int32_t* ip = ids + t0 * k;
+    const float* wp = weights + t0 * k;
+    if (rows_per_expert <= 16) {
+      run_pass<16, 64, 64, 16, 16, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+      continue;
+    }
+    switch (prefill_tile()) {
+      case 1:  // 8 warps of 64 x 32: the batch-invariant GEMM's large tile (110 KB, 3 stages)
+        run_pass<128, 128, 64, 64, 32, 3>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+        break;
+      case 2:  // 4 warps of 32 x 64 (110 KB, 4 stages)
+        run_pass<64, 128, 64, 32, 64, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+        break;
+      case 3:  // 8 warps of 32 x 32 (110 KB, 4 stages)
+        run_pass<64, 128, 64, 32, 32, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+        break;
+      default:
+        run_pass<64, 64, 64, 32, 32, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+    }
   }
 }
 
