@@ -303,6 +303,28 @@ class CudaMoeOps : public CudaOps {
     return ids;
   }
 
+  // A device buffer of n random values of type t (scale 0.2).
+  DeviceBuffer random_device(int64_t n, DType t) {
+    DeviceBuffer b = gpu_->allocate(static_cast<size_t>(n) * dtype_size(t));
+    gpu_->fill_random(b.data(), t, n, rng_(), 0.2f);
+    return b;
+  }
+
+  // Random routed experts of a timing test's shape: gate_up [E, 2I, H] and down [E, H, I].
+  struct TimingExperts {
+    DeviceBuffer gate_up_buf, down_buf;
+    Tensor gate_up, down;
+  };
+  TimingExperts timing_experts(const MoeDims& d) {
+    TimingExperts e{random_device(d.E * 2 * d.I * d.H, DType::BF16),
+                    random_device(d.E * d.H * d.I, DType::BF16),
+                    {},
+                    {}};
+    e.gate_up = Tensor(e.gate_up_buf.data(), DType::BF16, {d.E, 2 * d.I, d.H});
+    e.down = Tensor(e.down_buf.data(), DType::BF16, {d.E, d.H, d.I});
+    return e;
+  }
+
   // k distinct experts per token drawn from [0, limit).
   std::vector<int32_t> random_routing(int64_t T, int32_t k, int64_t limit) {
     std::vector<int32_t> all(static_cast<size_t>(limit)), out;
@@ -511,14 +533,9 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
   const int32_t k = 10;
   const double copy_gbps = gpu_->measure_copy_gbps(size_t{1} << 30, 10);
   std::printf("device copy %.0f GB/s\n", copy_gbps);
-  auto dev = [&](int64_t n, DType t) {
-    DeviceBuffer b = gpu_->allocate(static_cast<size_t>(n) * dtype_size(t));
-    gpu_->fill_random(b.data(), t, n, rng_(), 0.2f);
-    return b;
-  };
-  DeviceBuffer gub = dev(d.E * 2 * d.I * d.H, DType::BF16), dnb = dev(d.E * d.H * d.I, DType::BF16);
-  Tensor gate_up(gub.data(), DType::BF16, {d.E, 2 * d.I, d.H});
-  Tensor down(dnb.data(), DType::BF16, {d.E, d.H, d.I});
+  auto dev = [&](int64_t n, DType t) { return random_device(n, t); };
+  const TimingExperts ex = timing_experts(d);
+  const Tensor &gate_up = ex.gate_up, &down = ex.down;
   DeviceBuffer rb = dev(d.E * d.H, DType::BF16), sgub = dev(2 * d.I * d.H, DType::BF16),
                sdnb = dev(d.H * d.I, DType::BF16), sgb = dev(d.H, DType::BF16);
   const std::vector<Weight> bw = {Weight::dense(Tensor(rb.data(), DType::BF16, {d.E, d.H})),
@@ -586,14 +603,9 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
   const MoeDims d{512, 2048, 512};
   const int32_t k = 10;
   const double gemm = gpu_->measure_gemm_tflops(8192, 8192, 8192, 10);
-  auto dev = [&](int64_t n, DType t) {
-    DeviceBuffer b = gpu_->allocate(static_cast<size_t>(n) * dtype_size(t));
-    gpu_->fill_random(b.data(), t, n, rng_(), 0.2f);
-    return b;
-  };
-  DeviceBuffer gub = dev(d.E * 2 * d.I * d.H, DType::BF16), dnb = dev(d.E * d.H * d.I, DType::BF16);
-  Tensor gate_up(gub.data(), DType::BF16, {d.E, 2 * d.I, d.H});
-  Tensor down(dnb.data(), DType::BF16, {d.E, d.H, d.I});
+  auto dev = [&](int64_t n, DType t) { return random_device(n, t); };
+  const TimingExperts ex = timing_experts(d);
+  const Tensor &gate_up = ex.gate_up, &down = ex.down;
   const char* tile = std::getenv("SYV_MOE_PREFILL_TILE");
   for (int64_t T : {2048, 8192}) {
     const std::vector<int32_t> routing = random_routing(T, k, d.E);
