@@ -2,8 +2,7 @@
 // random packed weights made on the device (no model folder, no `syv quantize`), at several token
 // counts: the GEMVs (up to 16 tokens), the tensor-core GEMM (set_quant_gemm_max_tokens), the
 // dequantize path with each dequantization kernel (set_quant_dequant_vectorized), the fp8 GEMM
-// (W8A8 / W4A8 on Hopper) on cuBLASLt and, for fp8 weights, on fp8_gemm_mma.cu's kernel
-// (set_fp8_mma_gemm_max_tokens), and the bf16 weight of the same shape for reference. Each call
+// (W8A8 / W4A8 on Hopper, cuBLASLt), and the bf16 weight of the same shape for reference. Each call
 // rotates over weight copies that together exceed the L2, as consecutive layers would. Reports
 // microseconds a call, the packed bytes' rate against the copy rate measured in the same run, and
 // TFLOP/s. docs/benchmarking.md.
@@ -93,8 +92,7 @@ int run(const Options& o) {
     int gemv_max, gemm_max;
     bool vectorized;
     Backend::QuantizedActivations acts;
-    bool bf16;             // the bf16 weight instead
-    bool fp8_mma = false;  // the fp8 GEMM on fp8_gemm_mma.cu's kernel (fp8 weights)
+    bool bf16;  // the bf16 weight instead
   };
   using QA = Backend::QuantizedActivations;
   const Variant variants[] = {{"gemv", CudaBackend::kQuantGemvMaxTokens, 0, false, QA::kOff, false},
@@ -102,7 +100,6 @@ int run(const Options& o) {
                               {"dequant", 0, 0, false, QA::kOff, false},
                               {"dequant-vec", 0, 0, true, QA::kOff, false},
                               {"fp8-gemm", 0, 0, false, QA::kFp8, false},
-                              {"fp8-mma", 0, 0, false, QA::kFp8, false, true},
                               {"bf16", 0, 0, false, QA::kOff, true}};
   std::printf(
       "| format | shape    | N      | K      | T    | path        | us a call | GB/s (packed) | "
@@ -130,12 +127,10 @@ int run(const Options& o) {
           // The fp8 GEMM: Hopper (set_quantized_activations refuses fp8 elsewhere), above the
           // GEMVs.
           if (v.acts == QA::kFp8 && tokens <= CudaBackend::kQuantGemvMaxTokens) continue;
-          if (v.fp8_mma && format != WeightFormat::kFp8Block) continue;
           if (!gpu->set_quantized_activations(v.acts).ok()) continue;
           gpu->set_quant_gemv_max_tokens(v.gemv_max);
           gpu->set_quant_gemm_max_tokens(v.gemm_max);
           gpu->set_quant_dequant_vectorized(v.vectorized);
-          gpu->set_fp8_mma_gemm_max_tokens(v.fp8_mma ? 1 << 20 : 0);
           const Copies& cw = v.bf16 ? dense : quant;
           size_t next = 0;
           auto step = [&] {  // 8 calls on successive copies, as consecutive layers would
@@ -146,8 +141,7 @@ int run(const Options& o) {
           // A GEMM the shape does not take falls back to the dequantize path: not timed as it.
           const CudaBackend::QuantPathCalls after = gpu->quant_path_calls();
           if ((v.gemm_max > 0 && after.gemm == before.gemm) ||
-              (v.acts == QA::kFp8 && after.fp8_gemm == before.fp8_gemm) ||
-              (v.fp8_mma && after.fp8_mma_gemm == before.fp8_mma_gemm)) {
+              (v.acts == QA::kFp8 && after.fp8_gemm == before.fp8_gemm)) {
             std::printf("| %-6s | %-8s | T %d | %s: not taken (the dequantize path ran) |\n",
                         f.c_str(), sh.name, tokens, v.name);
             continue;

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -369,6 +368,17 @@ TEST_F(CudaMoeOps, ExpertsMatchCpuAtEveryTokenCount) {
   }
 }
 
+// Each prefill tile of the tiled path (moe.cu: 64 x 128 below kLargeTileRows rows an expert on
+// average, 128 x 128 from there; 64 x 64 on devices with less shared memory): 37, 75 and 150 rows
+// an expert, none a whole number of tiles.
+TEST_F(CudaMoeOps, ExpertsMatchCpuOnEveryPrefillTile) {
+  const MoeDims d{8, 64, 24};
+  const Experts ex = make_experts(d);
+  check_experts(d, ex, 300, 1, random_routing(300, 1, d.E));
+  check_experts(d, ex, 300, 2, random_routing(300, 2, d.E));
+  check_experts(d, ex, 600, 2, random_routing(600, 2, d.E));
+}
+
 // Rows longer than one 32-lane chunk of the GEMVs, with a partial last chunk (I = 264: 33 vectors)
 // and H not a multiple of their 128-vector pipeline step (H = 1096: 137 vectors).
 TEST_F(CudaMoeOps, ExpertsMatchCpuWithPartialChunks) {
@@ -597,8 +607,7 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
 // Not a check: the routed experts at prefill sizes (2K and 8K tokens, Qwen3-Next's shape, random
 // distinct experts per token: ~40 and ~160 rows an expert) in TFLOP/s of their active FLOPs (6 H I
 // a token and slot: gate/up and down) against cuBLASLt's bf16 GEMM measured in the same process
-// (8192^3), eager, median of 10. The tiled path's prefill tile is SYV_MOE_PREFILL_TILE (moe.cu):
-// tools/device/moe_prefill_check.sh runs this once per tile.
+// (8192^3), eager, median of 10 (the tiled path's prefill tiles: moe.cu).
 TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
   const MoeDims d{512, 2048, 512};
   const int32_t k = 10;
@@ -606,7 +615,6 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
   auto dev = [&](int64_t n, DType t) { return random_device(n, t); };
   const TimingExperts ex = timing_experts(d);
   const Tensor &gate_up = ex.gate_up, &down = ex.down;
-  const char* tile = std::getenv("SYV_MOE_PREFILL_TILE");
   for (int64_t T : {2048, 8192}) {
     const std::vector<int32_t> routing = random_routing(T, k, d.E);
     DeviceBuffer xb = dev(T * d.H, DType::BF16), wb = dev(T * k, DType::F32),
@@ -621,10 +629,9 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
     const double t_ms = ms[ms.size() / 2];
     const double tflops = 6.0 * static_cast<double>(T * k) * d.H * d.I / (t_ms * 1e9);
     std::printf(
-        "moe prefill tile %s, %5lld tokens: experts %8.3f ms, %6.1f TFLOP/s = %.1f%% of "
-        "the GEMM's %.0f\n",
-        tile != nullptr ? tile : "0", static_cast<long long>(T), t_ms, tflops,
-        100.0 * tflops / gemm, gemm);
+        "moe prefill, %5lld tokens: experts %8.3f ms, %6.1f TFLOP/s = %.1f%% of the "
+        "GEMM's %.0f\n",
+        static_cast<long long>(T), t_ms, tflops, 100.0 * tflops / gemm, gemm);
   }
 }
 

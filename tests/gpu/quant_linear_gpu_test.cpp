@@ -354,7 +354,7 @@ TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
 
 // The tensor-core GEMM (set_quant_gemm_max_tokens; quant_gemm_mma.cu) above the GEMVs' 16 tokens,
 // against the CPU within the GEMVs' bounds (exact weights, fp32 sums): one token tile of 32 and of
-// 64, part-filled ones, several tiles (and, under SYV_QUANT_GEMM_VARIANT's fitted tile, widths of
+// 64, part-filled ones, several tiles (the fitted tile's widths of
 // 3, 4, 5, 6 and 8 mma columns), rows past a multiple of 64, and K split across blocks
 // where the grid would not fill the GPU (2 splits for [300, 1024] at 17 tokens, 5 for [200, 2560]:
 // the splits' sums added by the second kernel) or not (K 512: 4 chunks; 300 tokens on K 1024: the
@@ -487,24 +487,18 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
   // first call on a fresh backend sizes the scratch for this weight alone (N x K x 2 bytes), so
   // 1000 tokens run in row chunks. Bound: bf16 output rounding (2^-9 relative per element) plus
   // fp32 accumulation: 3e-3 relative L2; bf16 activations instead of fp8 (the other path) would
-  // be ~2e-2 off. Each call must take an fp8 GEMM; `mma`: fp8_gemm_mma.cu's kernel (also at 48
-  // tokens, a fitted tile of 6 columns).
-  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what,
-                 bool mma = false) {
+  // be ~2e-2 off. Each call must take an fp8 GEMM.
+  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what) {
     ASSERT_TRUE(gpu_->set_quantized_activations(mode).ok());
     OnBackend g = put(*gpu_, h);
     const std::vector<float> w = dequantized(h);
     const bool int4 = h.format != WeightFormat::kFp8Block;
-    std::vector<int64_t> tokens = {int4 ? int64_t{65} : int64_t{17}, 99, 1000};
-    if (mma) tokens.push_back(48);
-    for (int64_t T : tokens) {
+    for (int64_t T : {int4 ? int64_t{65} : int64_t{17}, int64_t{99}, int64_t{1000}}) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair out = make_out({T, h.n});
       const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
       gpu_->linear(x.g, g.w, Tensor(), out.g);
       EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm + 1) << what << ", T " << T;
-      EXPECT_EQ(gpu_->quant_path_calls().fp8_mma_gemm, before.fp8_mma_gemm + (mma ? 1 : 0))
-          << what << ", T " << T;
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       const std::vector<float> got = down_gpu(out.g);
       double err = 0, ref = 0;
@@ -537,27 +531,6 @@ TEST_F(QuantLinearFp8Gemm, Int4Group128TakesFp8ActivationsWhenAsked) {
             "int4 g128 zeros");
   check_fp8(random_int4(136, 1024, 128, false, false, rng_), Backend::QuantizedActivations::kFp8,
             "int4 g128 symmetric");
-}
-
-// fp8_gemm_mma.cu's W8A8 kernel (set_fp8_mma_gemm_max_tokens) against the cuBLASLt path's
-// reference: 128 x 128 tiles and tiles cuBLASLt's path does not take (64 x 256: K split in 2-chunk
-// scale columns), 17-1000 tokens (fitted tile widths, many tiles, K splits); then its bits run to
-// run and under a graph replay.
-TEST_F(QuantLinearFp8Gemm, MmaKernelMatchesFp8Activations) {
-  gpu_->set_fp8_mma_gemm_max_tokens(1 << 20);
-  check_fp8(random_fp8(256, 512, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
-            "fp8 [256, 512], mma kernel", true);
-  check_fp8(random_fp8(200, 1024, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
-            "fp8 [200, 1024], mma kernel", true);
-  check_fp8(random_fp8(150, 2560, 64, 256, rng_), Backend::QuantizedActivations::kAuto,
-            "fp8 [150, 2560] 64x256 tiles, mma kernel", true);
-  OnBackend a = put(*gpu_, random_fp8(512, 512, 128, 128, rng_));
-  OnBackend b = put(*gpu_, random_fp8(256, 512, 128, 128, rng_));
-  for (int64_t T : {40, 200}) {
-    expect_run_to_run(a.w, T, "fp8 mma kernel, T " + std::to_string(T));
-    expect_graph_replays(a.w, b.w, T, "fp8 mma kernel, T " + std::to_string(T));
-  }
-  gpu_->set_fp8_mma_gemm_max_tokens(0);
 }
 
 // With fp8 activations asked for, int4 steps of 17 to kQuantGemmBeforeW4A8MaxTokens tokens take

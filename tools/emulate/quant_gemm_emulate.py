@@ -8,8 +8,7 @@
 # in float64; then checks
 # that the kernel's 16-byte shared-memory reads are free of bank conflicts. Written to check the
 # kernel's index logic where no GPU was at hand; it mirrors the kernel, so keep the two in step.
-# The same for moe_quant_gemm.cu's routing, row mappings and epilogues (run_moe, below), and for
-# fp8_gemm_mma.cu's W8A8 tile on mma.sync m16n8k32 e4m3 (run_fp8, below).
+# The same for moe_quant_gemm.cu's routing, row mappings and epilogues (run_moe, below).
 # Needs python3-numpy (Debian). Run: /usr/bin/python3 tools/emulate/quant_gemm_emulate.py
 import numpy as np, sys
 rng = np.random.default_rng(1)
@@ -18,13 +17,12 @@ kGemmWarps, kGemmRows, kStages, kChunk, kXUnits, kXRowUnits, kMinChunks = 4, 64,
 def x_unit(u): return u ^ (((u >> 3) & 1) << 1)
 def ceil_div(a, b): return -(-a // b)
 
-def tile_nt(T, fitted):  # quant_gemm_mma.cu's tile_nt (fitted: kVariantFittedTile)
-    if not fitted: return 4 if T <= 32 else 8
+def tile_nt(T):  # quant_gemm_tile.cuh's qgemm_fitted_nt
     tiles = ceil_div(T, 64); nt = ceil_div(ceil_div(T, tiles), 8)
     return 2 if nt <= 2 else 8 if nt == 7 else nt
 
-def chunks_per_split(N, K, T, sms, ws_bytes, fitted=False):
-    tile = 8 * tile_nt(T, fitted)
+def chunks_per_split(N, K, T, sms, ws_bytes):
+    tile = 8 * tile_nt(T)
     blocks = ceil_div(N, kGemmRows) * ceil_div(T, tile)
     chunks = K // kChunk
     s = max(1, ceil_div(2 * sms, blocks))
@@ -32,7 +30,7 @@ def chunks_per_split(N, K, T, sms, ws_bytes, fitted=False):
     while s > 1 and s * T * N * 4 > ws_bytes: s -= 1
     return ceil_div(chunks, s)  # chunks_per_split
 
-def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False, fitted=False):
+def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
     chunks = K // kChunk
     if FMT == 1:
         q = rng.integers(0, 16, size=(N, K))
@@ -55,10 +53,10 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False, fitted=Fals
     x = rng.standard_normal((T, K))
     ref = x @ deq.T
     WU, WRU = (8, 9) if FMT == 0 else (4, 4)
-    NT = tile_nt(T, fitted)
+    NT = tile_nt(T)
     tile_tokens = 8 * NT
     ws_bytes = N * K * 2
-    cps = chunks_per_split(N, K, T, sms, ws_bytes, fitted)
+    cps = chunks_per_split(N, K, T, sms, ws_bytes)
     S = ceil_div(chunks, cps)
     out = np.zeros((S, T, N))
     stage_units = kGemmRows * WRU + tile_tokens * kXRowUnits
@@ -81,10 +79,6 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False, fitted=Fals
                   r, u = i // kXUnits, i % kXUnits
                   tok = t0 + r  # past T: zero-filled
                   v = x[tok, c * kChunk + u * 8: c * kChunk + u * 8 + 8].copy() if tok < T else np.zeros(8)
-                  if pairs:  # activation_pairs<FMT>: words (lo, hi) of each half -> PRMT 5410, 7632
-                      w = [(v[2 * m], v[2 * m + 1]) for m in range(4)]
-                      halves = [(w[0], w[2]), (w[1], w[3])] if FMT == 1 else [(w[0], w[1]), (w[2], w[3])]
-                      v = np.array([e for lo, hi in halves for e in (lo[0], hi[0], lo[1], hi[1])])
                   smem[xb + r * kXRowUnits + x_unit(u)] = v
           acc = np.zeros((kGemmWarps, 32, NT, 4))
           for s in range(kStages - 1):
@@ -125,11 +119,9 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False, fitted=Fals
                         A[g, 2*t+8], A[g, 2*t+9] = a[2]; A[g+8, 2*t+8], A[g+8, 2*t+9] = a[3]
                         for qq in range(NT):
                             xv = smem[xb + (8 * qq + g) * kXRowUnits + x_unit(4 * t + i)]  # 8 values
-                            if pairs: b0, b1 = (xv[4*h], xv[4*h+1]), (xv[4*h+2], xv[4*h+3])
-                            else:
-                                if FMT == 1: lo, hi = (xv[2*h], xv[2*h+1]), (xv[2*h+4], xv[2*h+5])
-                                else: lo, hi = (xv[4*h], xv[4*h+1]), (xv[4*h+2], xv[4*h+3])
-                                b0 = (lo[0], hi[0]); b1 = (lo[1], hi[1])
+                            if FMT == 1: lo, hi = (xv[2*h], xv[2*h+1]), (xv[2*h+4], xv[2*h+5])
+                            else: lo, hi = (xv[4*h], xv[4*h+1]), (xv[4*h+2], xv[4*h+3])
+                            b0 = (lo[0], hi[0]); b1 = (lo[1], hi[1])
                             Bs[qq, 2*t, g], Bs[qq, 2*t+1, g] = b0
                             Bs[qq, 2*t+8, g], Bs[qq, 2*t+9, g] = b1
                     for qq in range(NT):
@@ -154,7 +146,7 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, pairs=False, fitted=Fals
                           if tok < T and r < N: out[bz, tok, r] = acc[warp, lane, qq, e]
     got = out.sum(axis=0)
     err = np.abs(got - ref).max() / np.abs(ref).max()
-    print(f"FMT {FMT} N {N} K {K} T {T} group/bk {gsz} zeros {zeros}{' pairs' if pairs else ''}: splits {S}, NT {NT}, max rel err {err:.2e}")
+    print(f"FMT {FMT} N {N} K {K} T {T} group/bk {gsz} zeros {zeros}: splits {S}, NT {NT}, max rel err {err:.2e}")
     return err < 1e-9
 
 ok = True
@@ -166,14 +158,12 @@ ok &= run(0, 65, 256, 33, 256, False, block_n=1)
 ok &= run(1, 70, 2048, 17, 128, True)
 ok &= run(0, 90, 2048, 100, 128, False, sms=200)
 ok &= run(1, 64, 1536, 64, 128, False)
-ok &= run(1, 100, 1024, 40, 256, True, pairs=True)  # the activations staged in pair order
-ok &= run(0, 90, 2048, 100, 128, False, sms=200, pairs=True)
 # The tile's width fitted to the step: NT 3 (17-24 tokens), 5, 6 (41-48; 96 as two tiles of 6).
-ok &= run(1, 70, 512, 20, 128, True, fitted=True)
-ok &= run(0, 65, 1024, 40, 128, False, fitted=True, pairs=True)
-ok &= run(1, 100, 1024, 48, 256, False, fitted=True)
-ok &= run(1, 64, 1536, 96, 128, True, fitted=True)
-ok &= run(0, 70, 512, 9, 128, False, fitted=True)
+ok &= run(1, 70, 512, 20, 128, True)
+ok &= run(0, 65, 1024, 40, 128, False)
+ok &= run(1, 100, 1024, 48, 256, False)
+ok &= run(1, 64, 1536, 96, 128, True)
+ok &= run(0, 70, 512, 9, 128, False)
 
 bad = 0  # 16-byte shared loads: 8 lanes at a time, conflict-free when their units fall in 8 bank groups
 for NT in (2, 3, 4, 5, 6, 8):
@@ -250,97 +240,5 @@ def run_moe(E, H, I, T, k):
 ok &= run_moe(8, 256, 96, 9, 2)
 ok &= run_moe(8, 128, 128, 40, 4)
 ok &= run_moe(4, 128, 40, 70, 4)
-# fp8_gemm_mma.cu (W8A8 on mma.sync m16n8k32 e4m3): bytes emulated by distinct values (code c ->
-# (c - 128) / 7 for weights, (c - 128) / 5 for activations), the ring's 16-byte units of 128-byte
-# row chunks padded to 9 units, each lane's two units of rows g / g + 8 and of token 8 q + g, the
-# fragments as CUTLASS's SM89_16x8x32 layouts place their bytes (A: reg 0 row g k 4t..4t+3, reg 1
-# row g + 8, regs 2 / 3 the same rows at k + 16; B: reg 0 column g k 4t..4t+3, reg 1 k + 16; C as
-# m16n8k16's), the per-chunk weight-tile and token-group scales, the fitted tile width and the K
-# splits, against x @ w^T in float64.
-def run_fp8(N, K, T, block_n, block_k, sms=132):
-    r3 = np.random.default_rng(N * 31 + T)
-    wc = r3.integers(0, 256, size=(N, K)); xc = r3.integers(0, 256, size=(T, K))
-    wv = lambda c: (c - 128) / 7.0; xv = lambda c: (c - 128) / 5.0
-    chunks = K // kChunk
-    wsc = r3.uniform(0.5, 2, size=(ceil_div(N, block_n), K // block_k))
-    xsc = r3.uniform(0.5, 2, size=(chunks, T))  # [K / 128][tokens]
-    W = wv(wc) * np.repeat(np.repeat(wsc, block_n, axis=0)[:N], block_k, axis=1)
-    X = xv(xc) * np.repeat(xsc.T, kChunk, axis=1)
-    ref = X @ W.T
-    tiles = ceil_div(T, 64); NT = ceil_div(ceil_div(T, tiles), 8)
-    NT = 2 if NT <= 2 else 8 if NT == 7 else NT
-    cps = chunks_per_split(N, K, T, sms, N * K * 2, fitted=True)
-    S = ceil_div(chunks, cps); RU = 9
-    out = np.zeros((S, T, N))
-    for bx in range(ceil_div(N, kGemmRows)):
-      for by in range(ceil_div(T, 8 * NT)):
-        for bz in range(S):
-          n0, t0 = bx * kGemmRows, by * 8 * NT
-          c_begin = bz * cps; nc = min(cps, chunks - c_begin)
-          acc = np.zeros((kGemmWarps, 32, NT, 4))
-          for j in range(nc):
-            c = c_begin + j
-            # stage: unit (row r, u) = 16 codes; weights rows clamped, tokens past T zero codes
-            wsm = {}; xsm = {}
-            for r in range(kGemmRows):
-              row = min(n0 + r, N - 1)
-              for u in range(8): wsm[r * RU + u] = wc[row, c * 128 + u * 16: c * 128 + u * 16 + 16]
-            for r in range(8 * NT):
-              for u in range(8):
-                xsm[r * RU + u] = xc[t0 + r, c * 128 + u * 16: c * 128 + u * 16 + 16] if t0 + r < T else None
-            for warp in range(kGemmWarps):
-              part = np.zeros((32, NT, 4))
-              for q in range(NT):
-                for s in range(4):
-                  A = np.zeros((16, 32)); B = np.zeros((32, 8)); seen = np.zeros((16, 32), bool)
-                  for lane in range(32):
-                    g, t = lane >> 2, lane & 3
-                    lo = np.concatenate([wsm[(16 * warp + g) * RU + 2 * t + v] for v in range(2)])  # 32 codes
-                    hi = np.concatenate([wsm[(16 * warp + g + 8) * RU + 2 * t + v] for v in range(2)])
-                    xs = [xsm[(8 * q + g) * RU + 2 * t + v] for v in range(2)]
-                    xb = np.concatenate([np.full(16, 128) if u is None else u for u in xs])  # zero value
-                    word = lambda b, i: b[4 * i: 4 * i + 4]
-                    a = [word(lo, 2 * s), word(hi, 2 * s), word(lo, 2 * s + 1), word(hi, 2 * s + 1)]
-                    for byte in range(4):
-                      A[g, 4 * t + byte] = wv(a[0][byte]); A[g + 8, 4 * t + byte] = wv(a[1][byte])
-                      A[g, 4 * t + 16 + byte] = wv(a[2][byte]); A[g + 8, 4 * t + 16 + byte] = wv(a[3][byte])
-                      B[4 * t + byte, g] = xv(word(xb, 2 * s)[byte]); B[4 * t + 16 + byte, g] = xv(word(xb, 2 * s + 1)[byte])
-                  C = A @ B
-                  for lane in range(32):
-                    g, t = lane >> 2, lane & 3
-                    part[lane, q] += [C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]]
-              for lane in range(32):
-                g, t = lane >> 2, lane & 3
-                rows = [min(n0 + 16 * warp + g + 8 * r, N - 1) for r in range(2)]
-                ws_ = [wsc[rows[r] // block_n, c // (block_k // kChunk)] for r in range(2)]
-                for q in range(NT):
-                  for e in range(4):
-                    tok = t0 + 8 * q + 2 * t + (e & 1)
-                    xs_ = xsc[c, tok] if tok < T else 0.0
-                    acc[warp, lane, q, e] += part[lane, q, e] * ws_[e >> 1] * xs_
-          for warp in range(kGemmWarps):
-            for lane in range(32):
-              g, t = lane >> 2, lane & 3
-              for q in range(NT):
-                for e in range(4):
-                  r = n0 + 16 * warp + g + (8 if e >= 2 else 0); tok = t0 + 8 * q + 2 * t + (e & 1)
-                  if tok < T and r < N: out[bz, tok, r] = acc[warp, lane, q, e]
-    got = out.sum(axis=0)
-    err = np.abs(got - ref).max() / np.abs(ref).max()
-    print(f"fp8 W8A8 N {N} K {K} T {T} tiles {block_n}x{block_k}: splits {S}, NT {NT}, max rel err {err:.2e}")
-    return err < 1e-9
-
-ok &= run_fp8(70, 512, 20, 128, 128)
-ok &= run_fp8(96, 1024, 48, 64, 256, sms=200)
-ok &= run_fp8(130, 256, 70, 1, 128)
-bad_fp8 = 0  # the lanes' 16-byte reads of 9-unit rows: 8 lanes a phase in 8 bank groups
-for r0 in (0, 8):
-  for v in range(2):
-    for phase in range(4):
-      units = [((l >> 2) + r0) * 9 + 2 * (l & 3) + v for l in range(8 * phase, 8 * phase + 8)]
-      bad_fp8 += len({u % 8 for u in units}) != 8
-print("fp8 conflicting phases:", bad_fp8)
-bad += bad_fp8
-
 print("ALL OK" if ok and bad == 0 else "MISMATCH")
 sys.exit(0 if ok and bad == 0 else 1)

@@ -136,8 +136,6 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_GEMM_MAX_TOKENS"))
       quant_gemm_max_tokens_ = std::max(0, std::atoi(env));
-    if (const char* env = std::getenv("SYV_FP8_MMA_GEMM_MAX_TOKENS"))
-      fp8_mma_gemm_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_DEQUANT_VEC"))
       quant_dequant_vec_ = std::atoi(env) != 0;
     if (std::optional<bool> forced = cuda_forced_moe_experts_quantized()) {
@@ -816,7 +814,6 @@ class CudaBackendImpl final : public CudaBackend {
     if (int4 &&
         (quantized_activations_ != QuantizedActivations::kFp8 || !cuda::int4_to_fp8_supported(q)))
       return false;
-    if (!int4 && T <= fp8_mma_gemm_max_tokens_ && linear_fp8_mma(x, q, T, out)) return true;
     // cuBLASLt's tile scales: [ceil(N / 128)][K / 128] with rows padded to 4 scales; taken where
     // the padding is none.
     if (!int4 && (q.block_n != 128 || q.block_k != 128 || q.scale_cols != G || G % 4 != 0))
@@ -872,38 +869,6 @@ class CudaBackendImpl final : public CudaBackend {
                        "--quantized-activations off keeps them bf16";
     }
     ++quant_calls_.fp8_gemm;
-    return true;
-  }
-
-  // linear_fp8() on fp8_gemm_mma.cu's kernel (fp8 weights, set_fp8_mma_gemm_max_tokens): the
-  // activations quantized per (token, 128 columns) into the dequantization scratch, the kernel's
-  // K splits' sums after them; in row chunks whose activations take at most half the scratch
-  // (one chunk at decode sizes: the scratch holds the largest weight in bf16). Returns false,
-  // having run nothing, where it does not apply.
-  bool linear_fp8_mma(const Tensor& x, const cuda::QuantWeight& q, int64_t T, Tensor& out) {
-    if (!cuda::fp8_gemm_mma_supports(q)) return false;
-    if (out.dtype != DType::BF16 && out.dtype != DType::F32) return false;
-    const int64_t K = q.k, N = q.n, G = K / 128;
-    auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-    ensure_dequant(N * K * 2);
-    const int64_t rows =
-        std::min<int64_t>(T, (static_cast<int64_t>(dequant_bytes_) / 2 - 512) / (K + G * 4));
-    if (rows < 1) return false;
-    auto* base = static_cast<uint8_t*>(dequant_);
-    const int64_t out_row = N * static_cast<int64_t>(dtype_size(out.dtype));
-    for (int64_t t0 = 0; t0 < T; t0 += rows) {
-      const int64_t r = std::min(rows, T - t0);
-      auto* x_scales = reinterpret_cast<float*>(base + aligned(r * K));
-      const int64_t used = aligned(r * K) + aligned(G * r * 4);
-      cuda::launch_quantize_fp8_groups(static_cast<const uint8_t*>(x.data) + t0 * K * 2, base,
-                                       x_scales, r, r, K, stream_);
-      const bool ran = cuda::launch_fp8_gemm_mma(
-          q, base, x_scales, r, static_cast<uint8_t*>(out.data) + t0 * out_row, out.dtype, r,
-          sm_count_, base + used, dequant_bytes_ - static_cast<size_t>(used), stream_);
-      SYV_CHECK(ran) << "fp8_gemm_mma: " << q.n << " x " << q.k << " was supported, then refused";
-    }
-    ++quant_calls_.fp8_gemm;
-    ++quant_calls_.fp8_mma_gemm;
     return true;
   }
 
@@ -1771,9 +1736,6 @@ class CudaBackendImpl final : public CudaBackend {
   }
   QuantPathCalls quant_path_calls() const override { return quant_calls_; }
   void set_quant_moe_gemm(bool on) override { quant_moe_gemm_ = on; }
-  void set_fp8_mma_gemm_max_tokens(int tokens) override {
-    fp8_mma_gemm_max_tokens_ = std::max(0, tokens);
-  }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
   bool pdl() const override { return cuda::pdl_enabled(); }
   void fill_random_on_allocate(uint64_t seed) override { fill_seed_ = seed; }
@@ -2228,7 +2190,6 @@ class CudaBackendImpl final : public CudaBackend {
   // docs/cuda-backend.md "Dequantize + dense GEMM").
   bool quant_dequant_vec_ = true;
   int quant_gemm_max_tokens_ = kQuantGemmMaxTokens;  // set_quant_gemm_max_tokens()
-  int fp8_mma_gemm_max_tokens_ = 0;                  // set_fp8_mma_gemm_max_tokens()
   // Quantized MoE experts above kMoeGemvMaxTokens on moe_quant_gemm.cu's tiled path
   // (set_quant_moe_gemm; SYV_QUANT_MOE_GEMM=0: the dequantize path).
   bool quant_moe_gemm_ = true;

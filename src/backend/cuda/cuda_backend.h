@@ -109,11 +109,6 @@ class CudaBackend : public Backend {
   // fp8 GEMM up to this many tokens: summed over the 8B shape's four projections on an H100, 1.9x
   // faster than W4A8 at 32 tokens and 1.17x at 64, 1.31x slower at 128 (docs/performance.md).
   static constexpr int kQuantGemmBeforeW4A8MaxTokens = 64;
-  // The largest token count whose W8A8 GEMM (fp8 weights, fp8 activations; Hopper) runs on
-  // fp8_gemm_mma.cu's mma.sync e4m3 kernel instead of cuBLASLt's block-scaled GEMM. 0 (cuBLASLt
-  // always) until a GPU run has checked and timed it (SYV_FP8_MMA_GEMM_MAX_TOKENS sets the
-  // initial one). Not in batch-invariant mode.
-  virtual void set_fp8_mma_gemm_max_tokens(int tokens) = 0;
   // Whether quantized MoE experts above the grouped GEMVs' 8 tokens (outside batch-invariant
   // mode) take the tiled path that decodes the routed experts' packed rows in registers
   // (moe_quant_gemm.cu) instead of dequantizing them to bf16 first: 2.0-2.3x faster than bf16
@@ -126,7 +121,6 @@ class CudaBackend : public Backend {
     uint64_t silu_epilogues = 0;      // GEMVs with the SiLU·mul in their epilogue
     uint64_t gemm = 0;                // linears on the tensor-core GEMM (quant_gemm_mma.cu)
     uint64_t fp8_gemm = 0;            // linears on an fp8 GEMM (W8A8 / W4A8)
-    uint64_t fp8_mma_gemm = 0;        // of those, on fp8_gemm_mma.cu's kernel
     uint64_t dequant_vectorized = 0;  // dequantizations (a linear, an MoE part) 8 columns a thread
     uint64_t moe_tiled = 0;           // MoE layers on the tiled path over packed rows
   };

@@ -186,16 +186,6 @@ bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_
 bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType out_t,
                            int64_t tokens, int sm_count, void* workspace, size_t workspace_bytes,
                            cudaStream_t s);
-// fp8_gemm_mma.cu: W8A8 for tens of tokens on mma.sync e4m3 (sm_89 and later; the caller checks
-// the device): out bf16 or f32 [tokens, n] = x e4m3 [tokens, k] with scales
-// [k / 128][x_scale_stride] (launch_quantize_fp8_groups' layout) times w (fp8 tiles a multiple of
-// 128 columns wide, any height), the fp32 sums of each 128-column chunk scaled by both scales; K
-// split across blocks as launch_quant_gemm_mma's (tokens x n x 4 bytes of `workspace` a split).
-// Returns false (launching nothing) for shapes it does not take. Not batch-invariant.
-bool fp8_gemm_mma_supports(const QuantWeight& w);
-bool launch_fp8_gemm_mma(const QuantWeight& w, const uint8_t* x, const float* x_scales,
-                         int64_t x_scale_stride, void* out, DType out_t, int64_t tokens,
-                         int sm_count, void* workspace, size_t workspace_bytes, cudaStream_t s);
 // dense bf16 [n, k] = dequant(w), every format and shape (the prefill path: then a dense GEMM).
 // vectorized: 8 columns a thread where the shape allows (K % 8 == 0, scale tiles / groups a
 // multiple of 8 wide, no g_idx; the same bf16 values), else one element a thread. Returns whether

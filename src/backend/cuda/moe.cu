@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm_tile.cuh"
@@ -361,14 +360,20 @@ void launch_gemm(const GemmArgs& a, int64_t tiles, cudaStream_t s) {
   launch_k(kernel, grid, L::kThreads, L::kSmem, s, a);
 }
 
-// The two tile shapes: 16 rows x 64 weight rows, K in steps of 64 through 4 stages (4 warps, 46 KB
-// of shared memory: 4 blocks and 16 warps per multiprocessor) when the experts get few rows each
-// (decode: weight-bandwidth-bound, many blocks), 64 x 64 (4 warps) otherwise (prefill). The decode
-// tile streams the routed experts at 84% of the device copy rate at 64 tokens of Qwen3-Next's
-// shape (658 us for 373 experts, 2.35 GB), 64% at 8 and 30% at 1 (2026-12-02, H200,
-// gpu_cuda_moe_ops_test QwenNextExpertsTiming); the 16 x 32 x 128 tile of 6 stages (2 warps, 78 KB:
-// 2 blocks per multiprocessor) it replaced ran at 40%, 37% and 20%. Results do not depend on the
-// tile (gemm_tile.cuh: one accumulator per element in K order).
+// The tile shapes (results do not depend on the tile: gemm_tile.cuh, one accumulator per element
+// in K order). Decode, the experts getting at most 16 rows each: 16 rows x 64 weight rows, K in
+// steps of 64 through 4 stages (4 warps, 46 KB of shared memory: 4 blocks and 16 warps per
+// multiprocessor; weight-bandwidth-bound, many blocks). It streams the routed experts at 84% of
+// the device copy rate at 64 tokens of Qwen3-Next's shape (658 us for 373 experts, 2.35 GB), 64% at
+// 8 and 30% at 1 (2026-12-02, H200, gpu_cuda_moe_ops_test QwenNextExpertsTiming); the 16 x 32 x
+// 128 tile of 6 stages it replaced ran at 40%, 37% and 20%. Prefill: 64 x 128 of 8 warps, and
+// 128 x 128 of 8 warps from kLargeTileRows rows an expert on average; where the device has less
+// than their 110 KB of shared memory a block (sm_86 / 89 / 120), 64 x 64 of 4 warps. Measured
+// 2026-12-05 on an H200 (QwenNextPrefillTiming, the routed experts alone, random distinct experts
+// per token): 2K tokens (40 rows an expert) 64 x 64 1.940 ms, 64 x 128 of 8 warps 1.437, 128 x
+// 128 1.871; 8K tokens (160 rows) 5.244, 4.334, 4.072 (a 64 x 128 tile of 4 warps: 1.590 / 4.524).
+constexpr int64_t kLargeTileRows = 128;
+
 template <int BM, int BN, int BK, int WM, int WN, int STAGES>
 void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, const float* weights,
               const bf16* gate_up, const bf16* down, bf16* out, char* scratch,
@@ -393,19 +398,6 @@ void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, c
   a.K = s.inter;
   launch_gemm<BM, BN, BK, WM, WN, STAGES, false>(a, r.max_tiles, st);
   launch_moe_combine(a.y, ids, weights, s, T, out, st);
-}
-
-// The tile of passes whose experts get more than 16 rows each (prefill), an A/B switch until
-// timed on a GPU (written 2026-12-05 without one): SYV_MOE_PREFILL_TILE=0 (default) 64 x 64 of 4
-// warps, 1 128 x 128 of 8 warps, 2 64 x 128 of 4 warps, 3 64 x 128 of 8 warps. Results do not
-// depend on the tile (one accumulator per element in K order).
-int prefill_tile() {
-  static const int tile = [] {
-    const char* e = std::getenv("SYV_MOE_PREFILL_TILE");
-    const int v = e != nullptr ? std::atoi(e) : 0;
-    return v >= 0 && v <= 3 ? v : 0;
-  }();
-  return tile;
 }
 
 }  // namespace
@@ -487,18 +479,16 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
       run_pass<16, 64, 64, 16, 16, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
       continue;
     }
-    switch (prefill_tile()) {
-      case 1:  // 8 warps of 64 x 32: the batch-invariant GEMM's large tile (110 KB, 3 stages)
-        run_pass<128, 128, 64, 64, 32, 3>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
-        break;
-      case 2:  // 4 warps of 32 x 64 (110 KB, 4 stages)
-        run_pass<64, 128, 64, 32, 64, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
-        break;
-      case 3:  // 8 warps of 32 x 32 (110 KB, 4 stages)
-        run_pass<64, 128, 64, 32, 32, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
-        break;
-      default:
-        run_pass<64, 64, 64, 32, 32, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+    using Large = Tile<128, 128, 64, 64, 32, 3>;  // 8 warps of 64 x 32 (110 KB, 3 stages)
+    using Wide = Tile<64, 128, 64, 32, 32, 4>;    // 8 warps of 32 x 32 (110 KB, 4 stages)
+    if (Wide::kSmem > device_smem_optin()) {      // sm_86 / 89 / 120: 99 KB
+      run_pass<64, 64, 64, 32, 32, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+    } else if (rows_per_expert >= kLargeTileRows) {
+      run_pass<Large::BM, Large::BN, Large::BK, Large::WM, Large::WN, Large::STAGES>(
+          s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+    } else {
+      run_pass<Wide::BM, Wide::BN, Wide::BK, Wide::WM, Wide::WN, Wide::STAGES>(
+          s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
     }
   }
 }

@@ -12,7 +12,6 @@
 // split-K: deterministic, but the split count depends on the token count: not for batch-invariant
 // mode).
 #include <algorithm>
-#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -32,9 +31,8 @@ struct GemmArgs {
 
 // out[t, n] = sum_k x[t, k] dequant(w)[n, k] over the block's K range, for the block's 64 rows
 // (blockIdx.x) and 8 NT tokens (blockIdx.y); split blockIdx.z of gridDim.z. TO: the output type
-// (float for the workspace). FMT 0: fp8 tiles, 1: int4 groups. kPairs: qgemm_tile_mainloop's
-// pair-order staging (gemm_variant()).
-template <int FMT, int NT, typename TO, bool kPairs>
+// (float for the workspace). FMT 0: fp8 tiles, 1: int4 groups.
+template <int FMT, int NT, typename TO>
 __global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(const GemmArgs p) {
   extern __shared__ uint4 smem[];
   const QuantWeight& w = p.w;
@@ -42,47 +40,19 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(con
   const QGemmBlock b = qgemm_block<NT>(K, p.chunks_per_split);
   float acc[NT][4];
   // Rows past N read the last one, tokens past T are zero-filled (their results are not stored).
-  qgemm_tile_mainloop<FMT, NT, kPairs>(
+  qgemm_tile_mainloop<FMT, NT>(
       w, p.cdiv, b.c_begin, b.nc, [&](int r) { return min(b.n0 + r, N - 1); },
       [&](int r) { return b.t0 + r < T ? p.x + (b.t0 + r) * K : nullptr; }, smem, acc);
   qgemm_store<NT>(static_cast<TO*>(p.out) + static_cast<int64_t>(blockIdx.z) * T * N, acc, b.n0,
                   b.t0, N, T);
 }
 
-// The variant for an A/B not yet run on a GPU (SYV_QUANT_GEMM_VARIANT, read once; 0 the measured
-// kernel, the default): bit 0 (kVariantPairs), the activations staged in the mma's pair order (no
-// PRMT per mma, 2 per staged vector instead); bit 1 (kVariantFittedTile), the tile's token width
-// fitted to the step (below). tools/device/gemm_variant_ab.sh times them; the loser goes.
-constexpr int kVariantPairs = 1, kVariantFittedTile = 2;
-int gemm_variant() {
-  static const int v = [] {
-    const char* env = std::getenv("SYV_QUANT_GEMM_VARIANT");
-    return env ? std::atoi(env) : 0;
-  }();
-  return v;
-}
-
-template <int FMT, int NT, typename TO>
-void launch_gemm(const GemmArgs& p, dim3 grid, cudaStream_t s) {
-  if (gemm_variant() & kVariantPairs) {
-    launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, true>, FMT, NT>(grid, s, p);
-  } else {
-    launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO, false>, FMT, NT>(grid, s, p);
-  }
-}
-
 template <int FMT, typename TO>
 void launch_gemm_tokens(const GemmArgs& p, int nt, dim3 grid, cudaStream_t s) {
-  qgemm_dispatch_nt(nt,
-                    [&](auto width) { launch_gemm<FMT, decltype(width)::value, TO>(p, grid, s); });
-}
-
-// The tile's width in mma columns of 8 tokens (NT). Measured kernel: 4 (32 tokens) up to 32
-// tokens, else 8; kVariantFittedTile: qgemm_fitted_nt() (gate_up int4 on an H100 took 55 us at
-// 17 tokens as at 32, 95 at 48 as at 64: the work grows with the padding).
-int tile_nt(int64_t tokens) {
-  if (!(gemm_variant() & kVariantFittedTile)) return tokens <= 32 ? 4 : 8;
-  return qgemm_fitted_nt(tokens);
+  qgemm_dispatch_nt(nt, [&](auto width) {
+    constexpr int NT = decltype(width)::value;
+    launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO>, FMT, NT>(grid, s, p);
+  });
 }
 
 }  // namespace
@@ -93,7 +63,10 @@ bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType
   if (!quant_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
   if (out_t != DType::BF16 && out_t != DType::F32) return false;
   if (tokens == 0 || w.n == 0) return true;
-  const int nt = tile_nt(tokens);
+  // The tile's token width fitted to the step (qgemm_fitted_nt): against 4 columns up to 32
+  // tokens and 8 above, 1.25-1.35x faster at 48 and 96 tokens on an H200 (2026-12-05, bench
+  // quant-kernels; gate_up int4 95.2 -> 70.4 us at 48, 173.8 -> 135.3 at 96), the same elsewhere.
+  const int nt = qgemm_fitted_nt(tokens);
   const QGemmGrid g = qgemm_grid(w.n, w.k, tokens, nt, sm_count, workspace_bytes);
   GemmArgs p{w,      quant_chunk_div(w), static_cast<const bf16*>(x), nullptr,
              tokens, g.chunks_per_split};

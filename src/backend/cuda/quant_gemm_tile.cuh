@@ -228,9 +228,7 @@ __device__ __forceinline__ int qgemm_x_unit(int u) {
 // up to 32 more times, an L2 hot spot: 17 tokens took twice as long as 32 on an H100, 2026-12-05).
 // Reads the weight's scales before pdl_wait() (weights never change), everything else after. All
 // the block's threads must call it.
-// kPairs: each thread rewrites the activation vectors it copied into the mma's pair order
-// (activation_pairs) once they land, so the mmas read B fragments without PRMTs.
-template <int FMT, int NT, bool kPairs = false, typename WeightRow, typename XRow>
+template <int FMT, int NT, typename WeightRow, typename XRow>
 __device__ __forceinline__ void qgemm_tile_mainloop(const QuantWeight& w, const ChunkDiv& cdiv,
                                                     int64_t c_begin, int nc, WeightRow weight_row,
                                                     XRow x_row, uint4* smem, float (&acc)[NT][4]) {
@@ -302,13 +300,6 @@ __device__ __forceinline__ void qgemm_tile_mainloop(const QuantWeight& w, const 
     const uint32_t zc[2] = {zc_next[0], zc_next[1]};
     if (j + 1 < nc) load_scales(j + 1);
     cp_wait<kQStages - 2>();  // chunk j has landed (this thread's copies)
-    if constexpr (kPairs) {   // this thread's copies of chunk j's activations, in place
-      uint4* xs = x_stage(j % kQStages);
-      for (int i = threadIdx.x; i < kTileTokens * kQXUnits; i += kQGemmWarps * 32) {
-        uint4* v = xs + (i / kQXUnits) * kQXRowUnits + qgemm_x_unit(i % kQXUnits);
-        *v = activation_pairs<FMT>(*v);
-      }
-    }
     qgemm_ring_advance(j, nc, load);
 
     const uint4* ws = w_stage(j % kQStages);
@@ -334,12 +325,7 @@ __device__ __forceinline__ void qgemm_tile_mainloop(const QuantWeight& w, const 
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           uint32_t b0, b1;
-          if constexpr (kPairs) {
-            b0 = xw[2 * h];
-            b1 = xw[2 * h + 1];
-          } else {
-            activation_fragment<FMT>(xw, h, b0, b1);
-          }
+          activation_fragment<FMT>(xw, h, b0, b1);
           mma(part[q], a[h], b0, b1);
         }
       }

@@ -116,18 +116,6 @@ __device__ __forceinline__ void activation_fragment(const uint32_t (&xw)[4], int
   b1 = prmt(lo, hi, 0x7632u);
 }
 
-// One activation vector xw (8 columns) rewritten in place so that its half h's B fragment is
-// (xw[2 h], xw[2 h + 1]): the two PRMTs of activation_fragment<FMT> for both halves, done once
-// per staged vector instead of per mma (the GEMM tile's permuted staging).
-template <int FMT>
-__device__ __forceinline__ uint4 activation_pairs(uint4 v) {
-  const uint32_t a = v.x, b = v.y, c = v.z, d = v.w;
-  // int4: half h pairs words (h, h + 2); fp8: words (2 h, 2 h + 1).
-  const uint32_t l0 = a, h0 = FMT == 1 ? c : b, l1 = FMT == 1 ? b : c, h1 = d;
-  return make_uint4(prmt(l0, h0, 0x5410u), prmt(l0, h0, 0x7632u), prmt(l1, h1, 0x5410u),
-                    prmt(l1, h1, 0x7632u));
-}
-
 // Columns per chunk: one int4 group, one fp8 scale column (at least).
 constexpr int64_t kQuantChunk = 128;
 
