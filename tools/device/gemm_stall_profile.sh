@@ -11,7 +11,10 @@
 #         qkv, o_proj, gate_up, down; launch 368 is gate_up's first.
 #   3.    gpu_cuda_moe_ops_test QwenNextPrefillTiming: moe_gemm_kernel's launches come in
 #         (gate_up, down) pairs, 12 pairs at 2K tokens, then 8K's: launches 24 and 25.
-# The full reports go to $OUT; the lines that matter are printed. Carry .devcarry-deps. About 3
+# First, the A/B of SYV_QUANT_GEMM_WAVES=1 (quant_gemm_tile.cuh: K splits that fill the last wave,
+# from the kernel's occupancy): the GEMM's tests under it, then the "gemm" rows of both formats at
+# 24-128 tokens with it off and on.
+# The full reports go to $OUT; the lines that matter are printed. Carry .devcarry-deps. About 4
 # minutes after the build.
 #   tools/device/gemm_stall_profile.sh
 set -uo pipefail
@@ -20,9 +23,18 @@ export SYV_SOURCE_DIR=$PWD
 B=build/gpu-carry/bin
 OUTDIR=${OUT:-/tmp}
 t0=$SECONDS
-timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_ops_test 2>&1 |
-  tail -1
+timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_ops_test \
+  gpu_quant_linear_gpu_test 2>&1 | tail -1
 echo "build: $((SECONDS - t0)) s"
+echo "== GEMM tests, SYV_QUANT_GEMM_WAVES=1: $(SYV_QUANT_GEMM_WAVES=1 timeout 100 \
+  $B/gpu_quant_linear_gpu_test --gtest_filter='*TensorCoreGemm*:*Int4TakesTheGemm*' 2>&1 |
+  grep -E "^\[ +(PASSED|FAILED) |Failure" | head -4 | tr '\n' ' ')"
+for waves in 0 1; do
+  echo "== SYV_QUANT_GEMM_WAVES=$waves"
+  SYV_QUANT_GEMM_WAVES=$waves timeout 100 $B/syv bench quant-kernels \
+    --config tools/bench/configs/qwen3-8b --formats int4,fp8 --tokens 24,32,48,64,96,128 2>&1 |
+    grep -E "\| gemm " | tee "$OUTDIR/gemm_waves_$waves.txt"
+done
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 [[ -x $NCU ]] || { echo "gemm_stall_profile: ncu not found"; exit 1; }
 SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats

@@ -12,6 +12,7 @@
 // split-K: deterministic, but the split count depends on the token count: not for batch-invariant
 // mode).
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -47,11 +48,30 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(con
                   b.t0, N, T);
 }
 
-template <int FMT, typename TO>
-void launch_gemm_tokens(const GemmArgs& p, int nt, dim3 grid, cudaStream_t s) {
-  qgemm_dispatch_nt(nt, [&](auto width) {
-    constexpr int NT = decltype(width)::value;
-    launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO>, FMT, NT>(grid, s, p);
+// SYV_QUANT_GEMM_WAVES=1: K splits chosen by qgemm_chunks_per_split's wave rule from the kernel's
+// occupancy (an A/B not yet run on a GPU; read once).
+bool wave_splits() {
+  static const bool on = [] {
+    const char* env = std::getenv("SYV_QUANT_GEMM_WAVES");
+    return env != nullptr && std::atoi(env) != 0;
+  }();
+  return on;
+}
+
+// One call at tile width NT: the grid and K splits, then the kernel (and the splits' reduce).
+template <int FMT, int NT>
+void run_gemm(GemmArgs p, void* out, DType out_t, int sm_count, void* workspace,
+              size_t workspace_bytes, cudaStream_t s) {
+  const int64_t slots =
+      wave_splits() ? int64_t{sm_count} * qgemm_blocks_per_sm<quant_gemm_mma_kernel<FMT, NT, float>,
+                                                              qgemm_smem_bytes<FMT, NT>()>()
+                    : 0;
+  const QGemmGrid g = qgemm_grid(p.w.n, p.w.k, p.tokens, NT, sm_count, workspace_bytes, slots);
+  p.chunks_per_split = g.chunks_per_split;
+  qgemm_run(g, workspace, out, out_t, p.tokens * p.w.n, s, [&](auto to, void* dst) {
+    using TO = decltype(to);
+    p.out = dst;
+    launch_qgemm<quant_gemm_mma_kernel<FMT, NT, TO>, FMT, NT>(g.grid, s, p);
   });
 }
 
@@ -67,14 +87,15 @@ bool launch_quant_gemm_mma(const QuantWeight& w, const void* x, void* out, DType
   // tokens and 8 above, 1.25-1.35x faster at 48 and 96 tokens on an H200 (2026-12-05, bench
   // quant-kernels; gate_up int4 95.2 -> 70.4 us at 48, 173.8 -> 135.3 at 96), the same elsewhere.
   const int nt = qgemm_fitted_nt(tokens);
-  const QGemmGrid g = qgemm_grid(w.n, w.k, tokens, nt, sm_count, workspace_bytes);
-  GemmArgs p{w,      quant_chunk_div(w), static_cast<const bf16*>(x), nullptr,
-             tokens, g.chunks_per_split};
+  const GemmArgs p{w, quant_chunk_div(w), static_cast<const bf16*>(x), nullptr, tokens, 0};
   const bool fp8 = w.kind == QuantKind::kFp8Block;
-  qgemm_run(g, workspace, out, out_t, tokens * w.n, s, [&](auto to, void* dst) {
-    using TO = decltype(to);
-    p.out = dst;
-    fp8 ? launch_gemm_tokens<0, TO>(p, nt, g.grid, s) : launch_gemm_tokens<1, TO>(p, nt, g.grid, s);
+  qgemm_dispatch_nt(nt, [&](auto width) {
+    constexpr int NT = decltype(width)::value;
+    if (fp8) {
+      run_gemm<0, NT>(p, out, out_t, sm_count, workspace, workspace_bytes, s);
+    } else {
+      run_gemm<1, NT>(p, out, out_t, sm_count, workspace, workspace_bytes, s);
+    }
   });
   return true;
 }

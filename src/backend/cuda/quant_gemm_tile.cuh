@@ -68,6 +68,20 @@ template <auto Kernel, int FMT, int NT, typename Args>
 void launch_qgemm(dim3 grid, cudaStream_t s, const Args& args) {
   launch_qgemm_smem<Kernel, qgemm_smem_bytes<FMT, NT>()>(grid, s, args);
 }
+// Blocks of Kernel (kQGemmWarps warps, kSmem bytes of dynamic shared memory) an SM holds at once,
+// by the CUDA runtime's occupancy (registers, shared memory); asked once per kernel.
+template <auto Kernel, size_t kSmem>
+int qgemm_blocks_per_sm() {
+  static const int blocks = [] {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmem)));
+    int b = 0;
+    SYV_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, kQGemmWarps * 32, kSmem));
+    return std::max(b, 1);
+  }();
+  return blocks;
+}
 
 // The tile's token width in mma columns of 8 (NT) fitted to a step of `tokens`: as many 64-token
 // tiles as it needs, the fewest columns that cover each one's share (17-24 tokens 3, 33-40 5,
@@ -98,13 +112,34 @@ void qgemm_dispatch_nt(int nt, Launch&& launch) {
 // warm-up), the splits' sums within the workspace; equal ranges, so the last split is not left
 // with a sliver. All of K (one split) where the grid fills the GPU.
 constexpr int kQMinChunksPerSplit = 4;
+// slots > 0 (the blocks the GPU holds at once: SMs x the kernel's blocks per SM): the split count
+// instead minimizes the waves times each block's chunks (plus the ring's kQStages - 1 chunks of
+// fill), over 1 .. chunks / kQMinChunksPerSplit splits within the workspace, the fewest splits on
+// ties. The default rule ignores the last wave: 384 blocks of the 8B's int4 gate_up at 64 tokens
+// on 132 SMs holding 2 blocks each (176 registers a thread) take two waves, the second 45% full
+// (arithmetic, 2026-12-05); two splits would make it 3 waves of half the chunks. An A/B not yet
+// run on a GPU (SYV_QUANT_GEMM_WAVES=1, quant_gemm_mma.cu).
 inline int64_t qgemm_chunks_per_split(int64_t n, int64_t k, int64_t tokens, int64_t tile_tokens,
-                                      int sm_count, size_t workspace_bytes) {
+                                      int sm_count, size_t workspace_bytes, int64_t slots = 0) {
   const int64_t blocks = int64_t{ceil_div(n, kQGemmRows)} * ceil_div(tokens, tile_tokens);
   const int64_t chunks = k / kQuantChunk;
+  auto fits = [&](int64_t splits) {
+    return splits == 1 || static_cast<size_t>(splits * tokens * n * 4) <= workspace_bytes;
+  };
+  if (slots > 0) {
+    int64_t best_per = chunks, best_cost = -1;
+    for (int64_t splits = 1; splits <= std::max<int64_t>(1, chunks / kQMinChunksPerSplit);
+         ++splits) {
+      const int64_t per = ceil_div(chunks, splits), used = ceil_div(chunks, per);
+      if (!fits(used)) break;
+      const int64_t cost = ceil_div(blocks * used, slots) * (per + kQStages - 1);
+      if (best_cost < 0 || cost < best_cost) best_cost = cost, best_per = per;
+    }
+    return best_per;
+  }
   int64_t splits = std::max<int64_t>(1, ceil_div(2 * static_cast<int64_t>(sm_count), blocks));
   splits = std::min(splits, std::max<int64_t>(1, chunks / kQMinChunksPerSplit));
-  while (splits > 1 && static_cast<size_t>(splits * tokens * n * 4) > workspace_bytes) --splits;
+  while (!fits(splits)) --splits;
   return ceil_div(chunks, splits);
 }
 
@@ -116,10 +151,10 @@ struct QGemmGrid {
   int chunks_per_split = 0;
 };
 inline QGemmGrid qgemm_grid(int64_t n, int64_t k, int64_t tokens, int nt, int sm_count,
-                            size_t workspace_bytes) {
+                            size_t workspace_bytes, int64_t slots = 0) {
   QGemmGrid g;
   const int64_t per_split =
-      qgemm_chunks_per_split(n, k, tokens, int64_t{8} * nt, sm_count, workspace_bytes);
+      qgemm_chunks_per_split(n, k, tokens, int64_t{8} * nt, sm_count, workspace_bytes, slots);
   g.splits = ceil_div(k / kQuantChunk, per_split);
   g.chunks_per_split = static_cast<int>(per_split);
   g.grid = dim3(ceil_div(n, kQGemmRows), ceil_div(tokens, int64_t{8} * nt),
