@@ -41,6 +41,12 @@ constexpr int64_t kGemvMax = cuda::kMoeGemvMaxTokens;
 // Token counts on both sides of the small-batch path's limit, and the tiled path's shapes.
 const std::vector<int64_t> kTokenCounts = {1, 2, kGemvMax, kGemvMax + 1, 7, 64, 300};
 
+// How many distinct experts `ids` names (what the routed-experts counter adds for one pass).
+size_t distinct_experts(std::vector<int32_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  return static_cast<size_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+}
+
 class CudaMoeOps : public CudaOps {
  protected:
   // An i32 tensor pair holding `v` on both backends.
@@ -97,17 +103,15 @@ class CudaMoeOps : public CudaOps {
     auto x = make(random_vec(T * d.H, rng_), {T, d.H});
     auto ids = make_i32(routing, {T, k});
     std::vector<float> wv = random_vec(T * k, rng_);
-    std::vector<int32_t> cpu_routing = routing, distinct;
+    std::vector<int32_t> cpu_routing = routing, valid;
     for (size_t i = 0; i < routing.size(); ++i) {
       if (routing[i] < 0 || routing[i] >= d.E) {
         cpu_routing[i] = 0;
         wv[i] = 0.f;
       } else {
-        distinct.push_back(routing[i]);
+        valid.push_back(routing[i]);
       }
     }
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     auto w = make(wv, {T, k}, DType::F32);
     cpu_->upload(ids.c.data, cpu_routing.data(), cpu_routing.size() * 4);
     auto out = make_out({T, d.H});
@@ -119,7 +123,7 @@ class CudaMoeOps : public CudaOps {
       poison(out.g);
       const uint64_t routed_before = gpu_->moe_experts_routed();
       gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
-      EXPECT_EQ(gpu_->moe_experts_routed() - routed_before, distinct.size())
+      EXPECT_EQ(gpu_->moe_experts_routed() - routed_before, distinct_experts(valid))
           << "routed-experts counter";
       expect_close(out, 1e-2, "moe_experts out");
       const std::vector<float> first = down_gpu(out.g);
@@ -282,10 +286,7 @@ class CudaMoeOps : public CudaOps {
         << "routing weights differ from moe_topk's";
     EXPECT_EQ(ids, down_raw<int32_t>(cpu.buf.ids, *cpu_)) << "ids differ from the CPU's";
     const std::vector<float> got = down_gpu(one.out), ref = down_gpu(seq.out);
-    std::vector<int32_t> distinct = ids;
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    EXPECT_EQ(routed, distinct.size()) << "routed-experts counter";
+    EXPECT_EQ(routed, distinct_experts(ids)) << "routed-experts counter";
     EXPECT_TRUE(same_bits(got, ref))
         << "out differs from the op sequence's: relative L2 " << rel_l2(got, ref);
     const double ec = rel_l2(got, down_cpu(cpu.out));
@@ -563,9 +564,7 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
   block_w.shared_gate = &bw[5];
   for (int64_t T : {1, 2, 4, 8, 64}) {
     const std::vector<int32_t> routing = random_routing(T, k, d.E);
-    std::vector<int32_t> distinct = routing;
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    const size_t routed = distinct_experts(routing);
     DeviceBuffer xb = dev(T * d.H, DType::BF16), lb = dev(T * d.E, DType::F32),
                  wb = dev(T * k, DType::F32), ob = dev(T * d.H, DType::BF16),
                  ib = gpu_->allocate(static_cast<size_t>(T * k) * 4);
@@ -581,7 +580,7 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
       return ms[ms.size() / 2] * 1e3;
     };
     const double topk_us = us([&] { gpu_->moe_topk(logits, k, true, topk_ids, w); });
-    const double bytes = static_cast<double>(distinct.size()) * 3 * d.I * d.H * 2;
+    const double bytes = static_cast<double>(routed) * 3 * d.I * d.H * 2;
     for (bool invariant : {false, true}) {
       if (invariant && T > kGemvMax) break;  // both modes take the tiled path
       gpu_->set_batch_invariant(invariant);
@@ -590,7 +589,7 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
           "moe, %3lld tokens: topk %6.1f us | experts (%s) %7.1f us for %3zu experts (%.1f MB: "
           "%.0f GB/s = %.0f%% of copy)\n",
           static_cast<long long>(T), topk_us, T <= kGemvMax && !invariant ? "gemv " : "tiled",
-          experts_us, distinct.size(), bytes / 1e6, bytes / (experts_us * 1e3),
+          experts_us, routed, bytes / 1e6, bytes / (experts_us * 1e3),
           100.0 * bytes / (experts_us * 1e3) / copy_gbps);
     }
     gpu_->set_batch_invariant(false);
@@ -604,10 +603,11 @@ TEST_F(CudaMoeOps, QwenNextExpertsTiming) {
   }
 }
 
-// Not a check: the routed experts at prefill sizes (2K and 8K tokens, Qwen3-Next's shape, random
-// distinct experts per token: ~40 and ~160 rows an expert) in TFLOP/s of their active FLOPs (6 H I
-// a token and slot: gate/up and down) against cuBLASLt's bf16 GEMM measured in the same process
-// (8192^3), eager, median of 10 (the tiled path's prefill tiles: moe.cu).
+// A timing more than a check: the routed experts at prefill sizes (2K and 8K tokens, Qwen3-Next's
+// shape, random distinct experts per token: ~40 and ~160 rows an expert) in TFLOP/s of their
+// active FLOPs (6 H I a token and slot: gate/up and down) against cuBLASLt's bf16 GEMM measured in
+// the same process (8192^3), eager, median of 10 (the tiled path's prefill tiles: moe.cu). It
+// fails only where a call did not route every token in one pass (the routed-experts counter).
 TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
   const MoeDims d{512, 2048, 512};
   const int32_t k = 10;
@@ -628,6 +628,10 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
     std::sort(ms.begin(), ms.end());
     const double t_ms = ms[ms.size() / 2];
     const double tflops = 6.0 * static_cast<double>(T * k) * d.H * d.I / (t_ms * 1e9);
+    const uint64_t routed_before = gpu_->moe_experts_routed();
+    gpu_->moe_experts(x, ids, w, gate_up, down, out);
+    EXPECT_EQ(gpu_->moe_experts_routed() - routed_before, distinct_experts(routing))
+        << T << " tokens: one pass over the routed experts";
     std::printf(
         "moe prefill, %5lld tokens: experts %8.3f ms, %6.1f TFLOP/s = %.1f%% of the "
         "GEMM's %.0f\n",

@@ -11,7 +11,7 @@
 #         qkv, o_proj, gate_up, down; launch 368 is gate_up's first.
 #   3.    gpu_cuda_moe_ops_test QwenNextPrefillTiming: moe_gemm_kernel's launches come in
 #         (gate_up, down) pairs, 12 pairs at 2K tokens, then 8K's: launches 24 and 25.
-# First, the A/B of SYV_QUANT_GEMM_WAVES=1 (quant_gemm_tile.cuh: K splits that fill the last wave,
+# First, the A/B of SYV_QUANT_GEMM_WAVES=1 (quant_gemm_mma.cu: K splits that fill the last wave,
 # from the kernel's occupancy): the GEMM's tests under it, then the "gemm" rows of both formats at
 # 24-128 tokens with it off and on.
 # The full reports go to $OUT; the lines that matter are printed. Carry .devcarry-deps. About 4

@@ -4,7 +4,7 @@
 # units), each lane's fragment reads, the decode's pair order (quant_mma_decode.cuh), the
 # mma.sync m16n8k16 fragment layout of PTX (A rows g / g + 8 at k 2t, 2t+1, 2t+8, 2t+9; B column g;
 # C rows g / g + 8 at columns 2t, 2t + 1), the per-chunk scales, the epilogue's bounds and the K
-# splits (quant_gemm_tile.cuh's qgemm_chunks_per_split and the reduce), against x @ dequant(w)^T
+# splits (quant_gemm_mma.cu's qgemm_chunks_per_split, default rule, and the reduce), against x @ dequant(w)^T
 # in float64; then checks
 # that the kernel's 16-byte shared-memory reads are free of bank conflicts. Written to check the
 # kernel's index logic where no GPU was at hand; it mirrors the kernel, so keep the two in step.
@@ -17,7 +17,7 @@ kGemmWarps, kGemmRows, kStages, kChunk, kXUnits, kXRowUnits, kMinChunks = 4, 64,
 def x_unit(u): return u ^ (((u >> 3) & 1) << 1)
 def ceil_div(a, b): return -(-a // b)
 
-def tile_nt(T):  # quant_gemm_tile.cuh's qgemm_fitted_nt
+def tile_nt(T):  # quant_gemm_mma.cu's qgemm_fitted_nt
     tiles = ceil_div(T, 64); nt = ceil_div(ceil_div(T, tiles), 8)
     return 2 if nt <= 2 else 8 if nt == 7 else nt
 

@@ -1,6 +1,6 @@
 // PTX wrappers of the tensor-core kernels (prefill attention, the batch-invariant GEMM, the
 // quantized GEMVs and GEMMs): ldmatrix, mma.sync m16n8k16 (bf16 in, fp32 accumulation) and
-// cp.async, sm_80 and later; mma.sync m16n8k32 (e4m3 in), sm_89 and later.
+// cp.async. sm_80 and later.
 #pragma once
 
 #include <cstdint>
@@ -37,22 +37,6 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// c += a b (m16n8k32, e4m3 in, fp32 accumulation; sm_89 and later, a no-op before). Lane
-// (g, t) = (lane / 4, lane % 4) holds in a[0] row g's k 4t..4t + 3 (a byte each, k ascending), in
-// a[1] row g + 8's, in a[2] / a[3] the same rows' k 4t + 16..4t + 19; in b0 column g's k
-// 4t..4t + 3, in b1 its k 4t + 16..4t + 19; c as mma()'s (CUTLASS SM89_16x8x32 layouts).
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  (void)c, (void)a, (void)b0, (void)b1;
-#endif
 }
 // 16 bytes global -> shared, asynchronously; zero-filled when !valid (nothing is read then).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
