@@ -354,11 +354,11 @@ TEST_F(QuantLinearGpu, VectorizedDequantizeGivesTheElementKernelsBits) {
 
 // The tensor-core GEMM (set_quant_gemm_max_tokens; quant_gemm_mma.cu) above the GEMVs' 16 tokens,
 // against the CPU within the GEMVs' bounds (exact weights, fp32 sums): one token tile of 32 and of
-// 64, part-filled ones, several tiles (the fitted tile's widths of
-// 3, 4, 5, 6 and 8 mma columns), rows past a multiple of 64, and K split across blocks
-// where the grid would not fill the GPU (2 splits for [300, 1024] at 17 tokens, 5 for [200, 2560]:
-// the splits' sums added by the second kernel) or not (K 512: 4 chunks; 300 tokens on K 1024: the
-// workspace, N x K x 2 bytes, holds one split's sums); both outputs; a bias.
+// 64, part-filled ones, several tiles (the fitted tile's widths of 3, 4, 5, 6 and 8 mma columns),
+// rows past a multiple of 64, and K split across blocks where the grid would not fill the GPU (2
+// splits for [300, 1024] at 17 tokens, 5 for [200, 2560]: the splits' sums added by the second
+// kernel) or not (K 512: 4 chunks; 300 tokens on K 1024: the workspace, N x K x 2 bytes, holds one
+// split's sums); both outputs; a bias.
 TEST_F(QuantLinearGpu, TensorCoreGemmMatchesCpu) {
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
   gpu_->set_quant_gemm_max_tokens(1024);
