@@ -319,8 +319,8 @@ class Backend {
     (void)event;
     (void)dir;
   }
-  // Deferred issue: from defer_copies() until flush_copies(), a backend that takes it (CUDA, with
-  // SYV_DEFER_COPIES=1) records copy_async(), copy_batch_async() and order_copies_after_copy()
+  // Deferred issue: from defer_copies() until flush_copies(), a backend that takes it (CUDA, unless
+  // SYV_DEFER_COPIES=0) records copy_async(), copy_batch_async() and order_copies_after_copy()
   // instead of issuing them, and flush_copies() issues them in call order. Nothing else changes:
   // each copy still starts after what the compute stream was given before its call (an event is
   // recorded there at the call), and the events returned are those of the copies. A call that

@@ -270,7 +270,7 @@ TEST(HostCopyGpu, DeferredCopiesIssueInCallOrderWhenFlushedOrWaitedFor) {
   DeviceBuffer dev = gpu->allocate(kRegion), small = gpu->allocate(kRegion);
   char* h = static_cast<char*>(host->data());
   std::vector<unsigned char> bytes(kRegion), got(kRegion);
-  // Off (the default unless SYV_DEFER_COPIES=1): issued at the call.
+  // Off (SYV_DEFER_COPIES=0; on by default): issued at the call.
   gpu->set_defer_copies(false);
   const uint64_t calls = gpu->deferred_copy_calls();
   gpu->defer_copies();

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the A/B options of docs/cuda-backend.md "Host tier copies"
-# (SYV_DEFER_COPIES=1: a step's copies issued after its forward is launched; SYV_STEP_UPLOADS=mapped:
+# (SYV_DEFER_COPIES=0: a step's copies issued at their calls, not after its forward is launched
+# as by default since 2026-12-05; SYV_STEP_UPLOADS=mapped:
 # a step's metadata and sampling rows read from mapped memory by a kernel; SYV_AHEAD_STREAM=out: the
 # write-ahead on the write-backs' stream). Builds syv and the GPU tests, runs the tests that cover
 # copies, graphs and the host tier with each option set (exactness must not change; the first set,
@@ -18,8 +19,8 @@
 #                                                Qwen3-Next's shape)
 #   tools/device/defer_uploads_check.sh steps qwen3-8b [variant ...]
 #   tools/device/defer_uploads_check.sh steps qwen3.5-9b-class [variant ...]
-# (variants as host_tier_steps.sh takes them; default: default, +defer, +mapped, +defer+mapped,
-# +aheadout)
+# (variants as host_tier_steps.sh takes them; default: default (deferred copies), -defer, +mapped,
+# -defer+mapped, +aheadout)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
@@ -33,8 +34,8 @@ timeout 280 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T $Q \
   2>&1 | tail -1
 B=build/gpu-carry/bin
 [[ -x $B/syv ]] || { echo "build failed"; exit 1; }
-sets=("" "SYV_DEFER_COPIES=1" "SYV_STEP_UPLOADS=mapped"
-  "SYV_DEFER_COPIES=1 SYV_STEP_UPLOADS=mapped SYV_AHEAD_STREAM=out")
+sets=("" "SYV_DEFER_COPIES=0" "SYV_STEP_UPLOADS=mapped"
+  "SYV_STEP_UPLOADS=mapped SYV_AHEAD_STREAM=out")
 # quant: the defaults, then the quantized paths they replaced on 2026-12-05 (the one-element
 # dequantize, the dequantize path instead of the tensor-core GEMM at 17-128 tokens and of MoE
 # experts' tiled path on packed rows), still reachable for A/B; here the other tests under them.
@@ -60,7 +61,7 @@ fi
 if [[ $WHAT == steps ]]; then
   config=${2:?steps CONFIG}
   shift 2
-  (($#)) || set -- default default+defer default+mapped default+defer+mapped default+aheadout
+  (($#)) || set -- default default-defer default+mapped default-defer+mapped default+aheadout
   echo "== host tier steps, $config $(date +%T)"
   CONFIG=$config timeout 500 tools/device/host_tier_steps.sh "$@"
 fi

@@ -10,7 +10,9 @@
 #         GEMM's launches come 184 per projection (3 warm-up + 20 timed calls of 8) in the order
 #         qkv, o_proj, gate_up, down; launch 368 is gate_up's first.
 #   3.    gpu_cuda_moe_ops_test QwenNextPrefillTiming: moe_gemm_kernel's launches come in
-#         (gate_up, down) pairs, 12 pairs at 2K tokens, then 8K's: launches 24 and 25.
+#         (gate_up, down) pairs, 13 at 2K tokens (2 warm-up, 10 timed, the routed-experts
+#         counter's check), then 8K's: launches 26 and 27 (24 and 25, profiled on 2026-12-05,
+#         were 2K's last pair).
 # First, the A/B of SYV_QUANT_GEMM_WAVES=1 (quant_gemm_mma.cu: K splits that fill the last wave,
 # from the kernel's occupancy): the GEMM's tests under it, then the "gemm" rows of both formats at
 # 24-128 tokens with it off and on.
@@ -54,6 +56,6 @@ for T in 32 64; do
   profile "quant_gemm_int4_gate_up_$T" quant_gemm_mma_kernel 368 1 \
     $B/syv bench quant-kernels --config tools/bench/configs/qwen3-8b --formats int4 --tokens $T
 done
-profile moe_gemm_8k moe_gemm_kernel 24 2 \
+profile moe_gemm_8k moe_gemm_kernel 26 2 \
   $B/gpu_cuda_moe_ops_test --gtest_filter='*QwenNextPrefillTiming*'
 echo "total: $((SECONDS - t0)) s"

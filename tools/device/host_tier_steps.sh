@@ -10,7 +10,8 @@
 # A variant is an SYV_HOST_COPY value ("default": unset) with an optional "/off" for
 # --host-write-ahead off and an optional "@reserve" for --host-pin-idle reserve, e.g. default
 # default/off default@reserve engines:kernel calls:engines (docs/cuda-backend.md "Host tier
-# copies", docs/hybrid-cache.md "Host tier"), then optionally "+defer" (SYV_DEFER_COPIES=1),
+# copies", docs/hybrid-cache.md "Host tier"), then optionally "+defer" (SYV_DEFER_COPIES=1, the
+# default since 2026-12-05), "-defer" (SYV_DEFER_COPIES=0: the copies issued at their calls),
 # "+mapped" (SYV_STEP_UPLOADS=mapped) and "+aheadout" (SYV_AHEAD_STREAM=out), e.g. default+defer
 # default+defer+mapped. Carry
 # .devcarry-deps (tools/device/pack_deps.sh) and third_party/qwen3-tokenizer.
@@ -33,10 +34,11 @@ for variant in "$@"; do
   copy=${variant%%[/@+]*} ahead=on defer="" mapped="" aheadout=""
   [[ $variant == */off* ]] && ahead=off
   [[ $variant == *+defer* ]] && defer=1
+  [[ $variant == *-defer* ]] && defer=0
   [[ $variant == *+mapped* ]] && mapped=mapped
   [[ $variant == *+aheadout* ]] && aheadout=out
   [[ $copy == default ]] && copy=""
-  env ${copy:+SYV_HOST_COPY=$copy} ${defer:+SYV_DEFER_COPIES=1} ${mapped:+SYV_STEP_UPLOADS=mapped} \
+  env ${copy:+SYV_HOST_COPY=$copy} ${defer:+SYV_DEFER_COPIES=$defer} ${mapped:+SYV_STEP_UPLOADS=mapped} \
     ${aheadout:+SYV_AHEAD_STREAM=out} \
     timeout 120 $B/syv bench host-tier --model $D --prefix-len 32768 \
     --max-model-len 40960 --kv-cache-mb 6144 --host-cache-gb 16 --max-batched-tokens 8192 \

@@ -2118,9 +2118,10 @@ class CudaBackendImpl final : public CudaBackend {
   // SYV_AHEAD_STREAM=out: write-aheads share the write-backs' stream (A/B: whether the kAhead
   // stream of its own gains anything, docs/cuda-backend.md "Host tier copies").
   bool ahead_on_out_stream_ = false;
-  // Deferred issue (defer_copies()): enabled by SYV_DEFER_COPIES=1 or set_defer_copies(); on
-  // between defer_copies() and flush_copies(); the calls kept meanwhile; how many were deferred.
-  bool defer_copies_enabled_ = false;
+  // Deferred issue (defer_copies()): enabled by default (SYV_DEFER_COPIES=0 or
+  // set_defer_copies(false) turns it off); on between defer_copies() and flush_copies(); the calls
+  // kept meanwhile; how many were deferred.
+  bool defer_copies_enabled_ = true;
   bool deferring_ = false;
   cuda::DeferredCopies deferred_;
   uint64_t deferred_calls_ = 0;

@@ -152,8 +152,8 @@ class CudaBackend : public Backend {
   // so far, and those of them the gather kernel took (tests: which path a batch took).
   virtual uint64_t batched_copies() const = 0;
   virtual uint64_t gather_batches() const = 0;
-  // Whether defer_copies() defers (Backend::defer_copies(); SYV_DEFER_COPIES=1 sets it at start,
-  // off by default until measured on a GPU: docs/cuda-backend.md "Host tier copies"); off issues
+  // Whether defer_copies() defers (Backend::defer_copies(); on by default since 2026-12-05,
+  // SYV_DEFER_COPIES=0 clears it at start: docs/cuda-backend.md "Host tier copies"); off issues
   // what is deferred. deferred_copy_calls(): copies deferred so far (tests).
   virtual void set_defer_copies(bool on) = 0;
   virtual uint64_t deferred_copy_calls() const = 0;

@@ -17,6 +17,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_gemm_split.h"
 #include "backend/cuda/quant_gemm_tile.cuh"
 
 namespace syv::cuda {
@@ -57,59 +58,21 @@ void qgemm_dispatch_nt(int nt, Launch&& launch) {
   qgemm_dispatch_nt_in(nt, launch, QTileWidths{});
 }
 
-// Split-K: where the grid would not give
-// two blocks per SM, K is split across blocks (grid.z), each split writing fp32 partial sums
-// [split][tokens][n] to a workspace that a second kernel adds in split order (deterministic, but
-// the split count depends on the token count). Chunks of K each split takes: two blocks per SM
-// at least where the K range allows, each split kQMinChunksPerSplit chunks or more (the ring's
-// warm-up), the splits' sums within the workspace; equal ranges, so the last split is not left
-// with a sliver. All of K (one split) where the grid fills the GPU.
-constexpr int kQMinChunksPerSplit = 4;
-// slots > 0 (the blocks the GPU holds at once: SMs x the kernel's blocks per SM): the split count
-// instead minimizes the waves times each block's chunks (plus the ring's kQStages - 1 chunks of
-// fill), over 1 .. chunks / kQMinChunksPerSplit splits within the workspace, the fewest splits on
-// ties. The default rule ignores the last wave: 384 blocks of the 8B's int4 gate_up at 64 tokens
-// on 132 SMs holding 2 blocks each (176 registers a thread) take two waves, the second 45% full
-// (arithmetic, 2026-12-05); two splits would make it 3 waves of half the chunks. An A/B not yet
-// run on a GPU (SYV_QUANT_GEMM_WAVES=1, wave_splits() below).
-inline int64_t qgemm_chunks_per_split(int64_t n, int64_t k, int64_t tokens, int64_t tile_tokens,
-                                      int sm_count, size_t workspace_bytes, int64_t slots = 0) {
-  const int64_t blocks = int64_t{ceil_div(n, kQGemmRows)} * ceil_div(tokens, tile_tokens);
-  const int64_t chunks = k / kQuantChunk;
-  auto fits = [&](int64_t splits) {
-    return splits == 1 || static_cast<size_t>(splits * tokens * n * 4) <= workspace_bytes;
-  };
-  if (slots > 0) {
-    int64_t best_per = chunks, best_cost = -1;
-    for (int64_t splits = 1; splits <= std::max<int64_t>(1, chunks / kQMinChunksPerSplit);
-         ++splits) {
-      const int64_t per = ceil_div(chunks, splits), used = ceil_div(chunks, per);
-      if (!fits(used)) break;
-      const int64_t cost = ceil_div(blocks * used, slots) * (per + kQStages - 1);
-      if (best_cost < 0 || cost < best_cost) best_cost = cost, best_per = per;
-    }
-    return best_per;
-  }
-  int64_t splits = std::max<int64_t>(1, ceil_div(2 * static_cast<int64_t>(sm_count), blocks));
-  splits = std::min(splits, std::max<int64_t>(1, chunks / kQMinChunksPerSplit));
-  while (!fits(splits)) --splits;
-  return ceil_div(chunks, splits);
-}
-
 // The grid of a tile GEMM of n rows, k columns and `tokens` tokens in tiles of 8 nt: 64-row
-// blocks (x), token tiles (y), K splits (z) of chunks_per_split chunks each.
+// blocks (x), token tiles (y), K splits (z) of chunks_per_split chunks each (quant_gemm_split.h).
+constexpr QGemmSplitShape kQGemmSplitShape{kQGemmRows, kQuantChunk, kQStages, 4};
 struct QGemmGrid {
   dim3 grid;
   int64_t splits = 1;
   int chunks_per_split = 0;
 };
 inline QGemmGrid qgemm_grid(int64_t n, int64_t k, int64_t tokens, int nt, int sm_count,
-                            size_t workspace_bytes, int64_t slots = 0) {
+                            size_t workspace_bytes, int64_t slots) {
+  const QGemmSplit split = qgemm_split(kQGemmSplitShape, n, k, tokens, int64_t{8} * nt, sm_count,
+                                       workspace_bytes, slots);
   QGemmGrid g;
-  const int64_t per_split =
-      qgemm_chunks_per_split(n, k, tokens, int64_t{8} * nt, sm_count, workspace_bytes, slots);
-  g.splits = ceil_div(k / kQuantChunk, per_split);
-  g.chunks_per_split = static_cast<int>(per_split);
+  g.splits = split.splits;
+  g.chunks_per_split = static_cast<int>(split.chunks_per_split);
   g.grid = dim3(ceil_div(n, kQGemmRows), ceil_div(tokens, int64_t{8} * nt),
                 static_cast<unsigned>(g.splits));
   return g;
@@ -219,12 +182,12 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) quant_gemm_mma_kernel(con
                   b.t0, N, T);
 }
 
-// SYV_QUANT_GEMM_WAVES=1: K splits chosen by qgemm_chunks_per_split's wave rule from the kernel's
-// occupancy (an A/B not yet run on a GPU; read once).
+// K splits by the wave rule (quant_gemm_split.h) unless SYV_QUANT_GEMM_WAVES=0 (the rule before
+// 2026-12-05, for A/B; read once).
 bool wave_splits() {
   static const bool on = [] {
     const char* env = std::getenv("SYV_QUANT_GEMM_WAVES");
-    return env != nullptr && std::atoi(env) != 0;
+    return env == nullptr || std::atoi(env) != 0;
   }();
   return on;
 }
