@@ -3,6 +3,7 @@
 // a GPU) counts the weights the same way.
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 
@@ -19,6 +20,25 @@ inline std::optional<bool> cuda_forced_moe_experts_quantized() {
 // What `syv inspect` (no device at hand) counts: the forced choice, else dequantized.
 inline bool cuda_keeps_moe_experts_quantized() {
   return cuda_forced_moe_experts_quantized().value_or(false);
+}
+
+// The scratch CudaBackend holds once a model is loaded, which its allocated_bytes() (the figure
+// `syv serve`'s memory plan takes as the weights, cli/kv_pool_plan.cpp) includes besides the
+// weights. Mirrors backend/cuda/cuda_backend.cpp; tests/gpu/cuda_load_scratch_gpu_test.cpp holds
+// the backend to it.
+//  * From its constructor: the cuBLASLt workspace (kGemmWorkspace, 32 MiB), the attention
+//    arrival counters (kCounterSlots = 65536 u32) and the MoE routing flags (a u64 and a u32).
+inline constexpr int64_t kCudaConstructionScratchBytes =
+    (int64_t{32} << 20) + (int64_t{1} << 16) * 4 + 8 + 4;
+//  * At load (reserve_quantized_scratch): the bf16 buffer the largest quantized weight is
+//    dequantized into, n x k x 2 bytes of that weight as the loader lays it out (gate|up fused,
+//    a MoE layer's experts stacked: model/prepare_model.h quantized_load_shapes); none
+//    without quantized weights.
+inline int64_t cuda_dequant_scratch_bytes(int64_t n, int64_t k) {
+  return n * k * 2;
+}
+inline int64_t cuda_load_scratch_bytes(int64_t largest_n, int64_t largest_k) {
+  return kCudaConstructionScratchBytes + cuda_dequant_scratch_bytes(largest_n, largest_k);
 }
 
 }  // namespace syv

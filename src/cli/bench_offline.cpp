@@ -28,6 +28,7 @@ struct Options {
   // --num-pages is given: the CPU default of 1 GiB would hold a few thousand tokens of an 8B
   // model and turn a throughput run into a preemption storm.
   double gpu_memory_utilization = 0.90;
+  double gpu_memory_gib = 0.0;  // 0: the device's total
   bool pool_flag_given = false;
   bool utilization_given = false;
 };
@@ -69,7 +70,7 @@ int run(const Options& o) {
     options.draft_model = draft.get();
   }
   auto planned = size_kv_pool(model.backend(), model, &options, o.pool_flag_given,
-                              o.gpu_memory_utilization, o.utilization_given);
+                              {o.gpu_memory_utilization, o.gpu_memory_gib, o.utilization_given});
   if (!planned.ok()) return fail(planned.message());
   Engine engine(model, nullptr, options);
   if (Status s = engine.start(); !s.ok()) return fail(s.message());
@@ -215,10 +216,15 @@ BenchRegistration reg{
                  "pool, as `syv serve` (default 0.90; --kv-cache-mb or --num-pages override "
                  "it)")
               ->check(CLI::Range(0.05, 1.0));
+      CLI::Option* memory_gib =
+          app.add_option("--gpu-memory-gib", o->gpu_memory_gib,
+                         "On a GPU, plan as if the device had this many GiB (at most its own), "
+                         "as `syv serve`")
+              ->check(CLI::PositiveNumber);
       CLI::Option* kv_cache_mb = app.get_option("--kv-cache-mb");
-      return [o, kv_cache_mb, utilization]() -> int {
+      return [o, kv_cache_mb, utilization, memory_gib]() -> int {
         o->pool_flag_given = kv_cache_mb->count() > 0;
-        o->utilization_given = utilization->count() > 0;
+        o->utilization_given = utilization->count() > 0 || memory_gib->count() > 0;
         return run(*o);
       };
     }};

@@ -202,6 +202,22 @@ std::string describe_holdings(const Holdings& h, const QuantConfig& quant) {
   return line;
 }
 
+// "CUDA scratch     390332428 bytes (0.39 GB) beside the weights: ..." (`syv serve`'s plan counts
+// it in its runtime reserve).
+void print_scratch(int64_t scratch_bytes, const WeightShape2d& largest) {
+  std::printf(
+      "CUDA scratch     %lld bytes (%.2f GB) beside the weights: GEMM workspace and "
+      "counters %.1f MB",
+      static_cast<long long>(scratch_bytes), scratch_bytes / 1e9,
+      kCudaConstructionScratchBytes / 1e6);
+  if (largest.n > 0) {
+    std::printf(", dequantization buffer of the largest quantized weight [%lld, %lld] %.1f MB",
+                static_cast<long long>(largest.n), static_cast<long long>(largest.k),
+                cuda_dequant_scratch_bytes(largest.n, largest.k) / 1e6);
+  }
+  std::printf("; the memory plan counts it in the runtime reserve, as serve does\n");
+}
+
 // --config: no safetensors. The architecture's tensor list (model/prepare_model.h:
 // config_weight_specs) gives the parameters; the device bytes are the list in bf16, or as
 // `syv quantize --format F` would write and load_model would hold it (quantized_device_bytes).
@@ -226,7 +242,14 @@ int run_config_only(const Options& o) {
   int64_t parameters = 0;
   for (const WeightSpec& w : *specs) parameters += w.numel();
   int64_t device_bytes = 2 * parameters;  // bf16
-  if (o.weights_format != "bf16") {
+  // CUDA's scratch beside the weights: the dequantization buffer of the largest weight that
+  // stays quantized (none in bf16).
+  const bool quantized = o.weights_format != "bf16";
+  const WeightShape2d largest = largest_weight(quantized_load_shapes(
+      *arch, c, *specs,
+      [&](const WeightSpec& w) { return quantized && quantizes_spec(w, o.lm_head); }, false));
+  const int64_t scratch_bytes = cuda_load_scratch_bytes(largest.n, largest.k);
+  if (quantized) {
     QuantizeOptions q;
     q.format = o.weights_format == "fp8"   ? QuantizeFormat::kFp8
                : o.weights_format == "awq" ? QuantizeFormat::kAwq
@@ -249,7 +272,7 @@ int run_config_only(const Options& o) {
                 "` writes it";
   std::string plan_line;
   if (o.plan.utilization > 0) {
-    auto plan = describe_memory_plan(o.plan, c, device_bytes);
+    auto plan = describe_memory_plan(o.plan, c, device_bytes, scratch_bytes);
     if (!plan.ok()) return fail(plan.message());
     plan_line = *plan;
   }
@@ -261,6 +284,7 @@ int run_config_only(const Options& o) {
     j["parameters"] = parameters;
     j["weights_format"] = o.weights_format;
     j["weight_bytes_device"] = device_bytes;
+    j["cuda_scratch_bytes"] = scratch_bytes;
     j["kv_cache_dtype"] = o.kv_cache_dtype;
     j["kv_bytes_per_token"] = kv_bytes;
     j["kv_bytes_per_token_bf16"] = bf16.kv_bytes_per_token;
@@ -280,6 +304,7 @@ int run_config_only(const Options& o) {
               static_cast<long long>(parameters), parameters / 1e9);
   std::printf("on the device    %lld bytes (%.2f GB): weights %s\n",
               static_cast<long long>(device_bytes), device_bytes / 1e9, weights.c_str());
+  print_scratch(scratch_bytes, largest);
   std::printf("KV per token     %lld bytes bf16", static_cast<long long>(bf16.kv_bytes_per_token));
   if (o.plan.kv_dtype) {
     std::printf(", %lld bytes %s (--kv-cache-dtype %s, scales included)",
@@ -312,9 +337,13 @@ int run(const Options& o) {
   int64_t kv_bf16 = 0, kv_f32 = 0, kv_chosen = 0;  // kv_chosen: --kv-cache-dtype's (not auto)
   if (Status head = check_kv_head_dim(o.plan.kv_dtype, c); !head.ok()) return fail(head.message());
   // What the weights take on a CUDA device (bf16; quantized modules in their packed layouts):
-  // the memory plan's figure. Without a valid architecture: every parameter in bf16.
+  // the memory plan's figure, with the scratch below. Without a valid architecture: every
+  // parameter in bf16.
   int64_t device_bytes = 2 * parameters;
   int64_t expert_bytes = 2 * held.routed_expert_parameters;  // on the device (bf16 by default)
+  // CUDA's scratch beside them (cuda_load_scratch_bytes); without a valid architecture, the
+  // constructor's only.
+  WeightShape2d largest;
   if (arch == nullptr) {
     status = "model_type \"" + c.model_type + "\" is not served by this build";
   } else if (Status valid = arch->validate(c); !valid.ok()) {
@@ -333,6 +362,8 @@ int run(const Options& o) {
           expert_bytes -= *saved;
       }
     }
+    largest =
+        largest_weight(quantized_load_shapes(*arch, c, *store, cuda_keeps_moe_experts_quantized()));
     if (arch->weight_specs != nullptr) {
       int64_t expected = 0;
       for (const WeightSpec& w : arch->weight_specs(c)) expected += w.numel();
@@ -342,6 +373,7 @@ int run(const Options& o) {
     }
   }
 
+  const int64_t scratch_bytes = cuda_load_scratch_bytes(largest.n, largest.k);
   const ActivePerToken active = active_per_token(c, held, device_bytes, expert_bytes);
   if (o.json) {
     nlohmann::json j;
@@ -358,6 +390,7 @@ int run(const Options& o) {
     j["parameters_by_dtype"] = held.params_by_dtype;
     j["weight_bytes"] = store->total_bytes();
     j["weight_bytes_device"] = device_bytes;
+    j["cuda_scratch_bytes"] = scratch_bytes;
     if (c.is_moe()) {
       j["experts"] = {{"num_experts", c.num_experts},
                       {"experts_per_token", c.num_experts_per_tok},
@@ -392,7 +425,7 @@ int run(const Options& o) {
       j["preset"] = {{"name", o.preset.name}, {"flags", flags}, {"why", o.preset.why}};
     }
     if (o.plan.utilization > 0) {
-      auto plan = describe_memory_plan(o.plan, c, device_bytes);
+      auto plan = describe_memory_plan(o.plan, c, device_bytes, scratch_bytes);
       if (plan.ok()) {
         j["memory_plan"] = *plan;
       } else if (o.preset_name.empty()) {
@@ -434,11 +467,13 @@ int run(const Options& o) {
                 store->total_bytes() / 1e9, store->files().size());
   }
   const bool table = arch != nullptr && arch->weight_specs != nullptr;
-  std::printf("on the device    %lld bytes (%.2f GB) on CUDA (%s); the memory plan's figure\n",
+  std::printf("on the device    %lld bytes (%.2f GB) on CUDA (%s)\n",
               static_cast<long long>(device_bytes), device_bytes / 1e9,
               !c.quant.quantized() ? "bf16"
               : table              ? "quantized modules packed, the rest bf16"
-                                   : "at most: quantized modules counted dequantized to bf16");
+                                   : "quantized modules packed, the rest bf16; at most: every "
+                                     "tensor of the files, an MTP head included");
+  print_scratch(scratch_bytes, largest);
   if (c.is_moe()) {
     std::printf("experts          %lld routed, %lld per token; %lld routed-expert parameters\n",
                 static_cast<long long>(c.num_experts),
@@ -470,7 +505,7 @@ int run(const Options& o) {
     std::printf("preset %-9s %s\n", o.preset.name.c_str(), preset_flags(o.preset).c_str());
   }
   if (o.plan.utilization > 0) {
-    auto plan = describe_memory_plan(o.plan, c, device_bytes);
+    auto plan = describe_memory_plan(o.plan, c, device_bytes, scratch_bytes);
     // With --preset the plan is extra: without a GPU (and no --gpu-memory-gib) say so.
     if (!plan.ok() && o.preset_name.empty()) return fail(plan.message());
     std::printf("%s\n", plan.ok() ? plan->c_str() : ("memory plan: " + plan.message()).c_str());

@@ -20,15 +20,27 @@ struct PlannedPool {
 };
 
 Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const EngineOptions& e,
-                                       double utilization) {
+                                       const GpuMemoryShare& share) {
+  const double utilization = share.utilization;
   // A draft model's pool has as many pages as the target's: plan both, return the target's share.
   const int64_t target_kv = engine_cache_spec(model.cache_spec(), e).kv_bytes_per_token;
   const int64_t draft_kv = e.draft_model ? e.draft_model->cache_spec().kv_bytes_per_token : 0;
   const ModelConfig& c = model.config();
   MemoryPlanInput in;
   in.total_bytes = gpu.memory_info().total_bytes;
+  if (share.memory_gib > 0) {
+    const auto capped = static_cast<size_t>(share.memory_gib * 1073741824.0);
+    if (capped > in.total_bytes) {
+      return Status::Error("--gpu-memory-gib " + std::to_string(share.memory_gib) +
+                           ": the device has " + std::to_string(in.total_bytes / 1073741824.0) +
+                           " GiB; give at most that, or leave it out");
+    }
+    in.total_bytes = capped;
+  }
   in.utilization = utilization;
-  in.weight_bytes = gpu.allocated_bytes();
+  // The weights alone: the backend's scratch (the load's dequantization buffer, the cuBLASLt
+  // workspace) is in the runtime reserve below (it was counted in both until 2026-12-05).
+  in.weight_bytes = gpu.allocated_bytes() - gpu.peak_scratch_bytes();
   const int64_t step_tokens = std::max(e.max_num_batched_tokens, e.max_num_seqs);
   in.activation_peak_bytes = estimate_qwen3_activation_bytes(
       step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
@@ -43,9 +55,11 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
   in.max_position = c.max_position_embeddings;
   SYV_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(in));
   SYV_LOG(INFO) << "memory plan: " << plan.summary() << " (device " << in.total_bytes / 1073741824.0
-                << " GiB x " << utilization << "; weights " << in.weight_bytes / 1e9
-                << " GB; activations " << in.activation_peak_bytes / 1e9 << " GB estimated for "
-                << step_tokens << " batch tokens; --kv-cache-mb overrides"
+                << " GiB" << (share.memory_gib > 0 ? " (--gpu-memory-gib)" : "") << " x "
+                << utilization << "; weights " << in.weight_bytes / 1e9 << " GB; runtime reserve "
+                << in.other_bytes / 1e9 << " GB, " << gpu.peak_scratch_bytes() / 1e9
+                << " GB of it the backend's scratch; activations " << in.activation_peak_bytes / 1e9
+                << " GB estimated for " << step_tokens << " batch tokens; --kv-cache-mb overrides"
                 << (draft_kv > 0 ? "; the draft model's KV pool included" : "") << ")";
   PlannedPool out;
   out.kv_bytes = plan.kv_bytes / (target_kv + draft_kv) * target_kv;
@@ -64,24 +78,23 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
 Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Model& model,
                                                             EngineOptions* options,
                                                             bool pool_flag_given,
-                                                            double utilization,
-                                                            bool utilization_given) {
+                                                            const GpuMemoryShare& share) {
   std::optional<server::MemoryPlanFacts> facts;
 #if SYV_HAVE_CUDA
   if (!pool_flag_given && options->num_pages == 0) {
     if (auto* gpu = dynamic_cast<CudaBackend*>(&backend)) {
-      Result<PlannedPool> pool = plan_kv_pool_bytes(*gpu, model, *options, utilization);
+      Result<PlannedPool> pool = plan_kv_pool_bytes(*gpu, model, *options, share);
       if (!pool.ok()) return Status::Error("--gpu-memory-utilization: " + pool.message());
       options->kv_cache_bytes = pool->kv_bytes;
       facts = pool->facts;
     }
   }
 #else
-  (void)model, (void)utilization;
+  (void)model;
 #endif
-  if (utilization_given && !facts) {
+  if (share.given && !facts) {
     const bool sized = pool_flag_given || options->num_pages > 0;
-    SYV_LOG(WARN) << "--gpu-memory-utilization: not used ("
+    SYV_LOG(WARN) << "--gpu-memory-utilization / --gpu-memory-gib: not used ("
                   << (sized ? "--kv-cache-mb / --num-pages size the pool"
                             : "the " + backend.name() + " backend's pool is --kv-cache-mb")
                   << ")";

@@ -14,17 +14,26 @@
 
 namespace syv::cli {
 
-// The pool of an engine about to run on `backend`: sized by the plan (utilization, 0.05..1) on a
-// CUDA backend when neither --kv-cache-mb nor --num-pages was given (`pool_flag_given`), else left
-// as `options` has it (a warning says --gpu-memory-utilization is not used when
-// `utilization_given`). The target's share when options->draft_model is set (both pools get as
-// many pages). Sets options->kv_cache_bytes and logs the plan; returns the plan's facts when the
-// plan sized the pool. Fails with the plan's message when the weights, activations and reserve
-// leave no room for one sequence.
+// --gpu-memory-utilization and --gpu-memory-gib as given to serve / bench offline.
+struct GpuMemoryShare {
+  double utilization = 0.90;  // of the device total, 0.05..1
+  // --gpu-memory-gib: the device total the plan takes, in GiB (0: the device's own, read by
+  // cudaMemGetInfo); at most the device's. For sharing a GPU with other processes, or planning a
+  // smaller card's pool on a larger one.
+  double memory_gib = 0.0;
+  bool given = false;  // either flag given on the command line (warned about when not used)
+};
+
+// The pool of an engine about to run on `backend`: sized by the plan (`share`) on a CUDA backend
+// when neither --kv-cache-mb nor --num-pages was given (`pool_flag_given`), else left as `options`
+// has it (a warning says the flags are not used when share.given). The target's share when
+// options->draft_model is set (both pools get as many pages). Sets options->kv_cache_bytes and
+// logs the plan; returns the plan's facts when the plan sized the pool. Fails with the plan's
+// message when the weights, activations and reserve leave no room for one sequence, or when
+// --gpu-memory-gib exceeds the device.
 Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Model& model,
                                                             EngineOptions* options,
                                                             bool pool_flag_given,
-                                                            double utilization,
-                                                            bool utilization_given);
+                                                            const GpuMemoryShare& share);
 
 }  // namespace syv::cli

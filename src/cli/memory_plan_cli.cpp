@@ -13,7 +13,7 @@
 namespace syv::cli {
 
 Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig& c,
-                                         int64_t weight_bytes) {
+                                         int64_t weight_bytes, int64_t scratch_bytes) {
   MemoryPlanInput in;
   if (args.gpu_memory_gib > 0) {
     in.total_bytes = static_cast<size_t>(args.gpu_memory_gib * 1073741824.0);
@@ -58,21 +58,23 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
       std::min<int64_t>(args.max_num_seqs * (1 + args.num_speculative_tokens),
                         args.max_batch_tokens) +
           engine.max_prompt_logprob_rows);
-  in.other_bytes = kRuntimeReserveBytes;
+  in.other_bytes =
+      std::max(kRuntimeReserveBytes, static_cast<size_t>(scratch_bytes) + (size_t{1} << 30));
   in.page_size = 64;
   in.max_position = c.max_position_embeddings;
   auto plan = plan_memory(in);
   if (!plan.ok()) return plan.status();
-  char buf[256];
+  char buf[320];
   std::snprintf(
       buf, sizeof buf,
-      " (KV %s; device %.1f GiB x %.2f; weights %.2f GB%s; activations %.2f GB "
-      "estimated for %lld batch tokens)",
+      " (KV %s; device %.1f GiB x %.2f; weights %.2f GB%s; runtime reserve %.2f GB, %.2f GB of "
+      "it CUDA scratch; activations %.2f GB estimated for %lld batch tokens)",
       std::string(dtype_name(spec.kv_layers.empty() ? DType::BF16 : spec.kv_layers.front().dtype))
           .c_str(),
       in.total_bytes / 1073741824.0, in.utilization, in.weight_bytes / 1e9,
       args.host_embeddings ? " on the device, the embedding table in host memory" : "",
-      in.activation_peak_bytes / 1e9, static_cast<long long>(args.max_batch_tokens));
+      in.other_bytes / 1e9, scratch_bytes / 1e9, in.activation_peak_bytes / 1e9,
+      static_cast<long long>(args.max_batch_tokens));
   return plan->summary() + buf;
 }
 

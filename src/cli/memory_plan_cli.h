@@ -36,7 +36,10 @@ struct PlanArgs {
 // naming the argument (no GPU and no --gpu-memory-gib, utilization out of range, no room).
 // `weight_bytes`: what the weights take on the device (model/prepare_model.h's
 // weight_backend_bytes with CUDA's dtypes: bf16, quantized modules in their packed layouts).
+// `scratch_bytes`: what CudaBackend holds besides them once the model is loaded
+// (backend/cuda_choices.h cuda_load_scratch_bytes). serve's plan (cli/kv_pool_plan.cpp) counts
+// it in the runtime reserve (scratch + 1 GiB, at least kRuntimeReserveBytes): so does this.
 Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig& config,
-                                         int64_t weight_bytes);
+                                         int64_t weight_bytes, int64_t scratch_bytes);
 
 }  // namespace syv::cli

@@ -79,7 +79,8 @@ struct ServeOptions {
   // activations and the runtime reserve, unless --kv-cache-mb or --num-pages says otherwise.
   double gpu_memory_utilization = 0.90;
   bool kv_cache_mb_given = false;
-  bool gpu_memory_utilization_given = false;
+  double gpu_memory_gib = 0.0;    // 0: the device's total
+  bool gpu_memory_given = false;  // --gpu-memory-utilization or --gpu-memory-gib given
   int max_waiting = 256;
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
@@ -370,7 +371,7 @@ int run_serve(const ServeOptions& o) {
   engine_options.draft_model = draft.get();
   Result<std::optional<server::MemoryPlanFacts>> planned_pool =
       size_kv_pool(**backend, **model, &engine_options, o.kv_cache_mb_given,
-                   o.gpu_memory_utilization, o.gpu_memory_utilization_given);
+                   {o.gpu_memory_utilization, o.gpu_memory_gib, o.gpu_memory_given});
   if (!planned_pool.ok()) return fail(planned_pool.message());
   std::optional<server::MemoryPlanFacts> plan_facts = *planned_pool;  // when the plan sized it
   const bool planned = plan_facts.has_value();
@@ -516,6 +517,11 @@ CommandRegistration reg{
                  "--num-pages override it). The CPU backend keeps --kv-cache-mb's 1024 MiB.")
               ->check(CLI::Range(0.05, 1.0))
               ->capture_default_str();
+      CLI::Option* memory_gib =
+          app.add_option("--gpu-memory-gib", o->gpu_memory_gib,
+                         "On a GPU, plan as if the device had this many GiB (at most its own): "
+                         "the rest is left to other processes. Default: the device's total.")
+              ->check(CLI::PositiveNumber);
       app.add_option("--max-waiting", o->max_waiting,
                      "Requests queued beyond --max-num-seqs before 429")
           ->capture_default_str();
@@ -598,7 +604,7 @@ CommandRegistration reg{
                      std::string("Named flags for one kind of use (") + kPresetNames +
                          "), printed at start-up; flags given on the command line win "
                          "(docs/configuration.md \"Presets\")");
-      return [o, kv_cache_mb, utilization, &app]() -> int {
+      return [o, kv_cache_mb, utilization, memory_gib, &app]() -> int {
         if (!o->preset.empty()) {
           Result<Preset> preset = resolve_preset(o->preset, o->model_dir);
           if (!preset.ok()) return fail(preset.message());
@@ -608,7 +614,7 @@ CommandRegistration reg{
           std::fflush(stdout);
         }
         o->kv_cache_mb_given = kv_cache_mb->count() > 0;
-        o->gpu_memory_utilization_given = utilization->count() > 0;
+        o->gpu_memory_given = utilization->count() > 0 || memory_gib->count() > 0;
         return run_serve(*o);
       };
     }};

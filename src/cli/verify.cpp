@@ -65,8 +65,9 @@ std::vector<std::string> without_speculation(const std::vector<std::string>& arg
 
 // With a KV pool of `mb` MiB in place of whatever sized it (and of a model length it may not hold).
 std::vector<std::string> with_small_pool(const std::vector<std::string>& args, int64_t mb) {
-  std::vector<std::string> out = without_flags(
-      args, {"--kv-cache-mb", "--num-pages", "--gpu-memory-utilization", "--max-model-len"});
+  std::vector<std::string> out =
+      without_flags(args, {"--kv-cache-mb", "--num-pages", "--gpu-memory-utilization",
+                           "--gpu-memory-gib", "--max-model-len"});
   out.insert(out.end(), {"--kv-cache-mb", std::to_string(mb)});
   return out;
 }

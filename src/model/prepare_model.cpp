@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -81,7 +82,147 @@ std::optional<int64_t> kept_expert_bytes(const std::string& name, const ModelCon
   return bytes;
 }
 
+// "<prefix>" and "<module>" of "<prefix><module>.weight" ("model.layers.0.mlp." and "gate_proj").
+struct ModuleName {
+  std::string prefix, module;
+};
+ModuleName split_weight_name(const std::string& weight_name) {
+  std::string m = weight_name;
+  if (m.size() > 7 && m.compare(m.size() - 7, 7, ".weight") == 0) m.resize(m.size() - 7);
+  const size_t dot = m.rfind('.');
+  if (dot == std::string::npos) return {"", m};
+  return {m.substr(0, dot + 1), m.substr(dot + 1)};
+}
+
+// Whether the loaders read this module's values (WeightLoader::read_f32: dequantized) even when
+// it is stored quantized: an embedding table (a lookup takes rows), qwen3_5's in_proj_b and
+// in_proj_a (stacked on the host as one ba weight) and the MTP head's fc (split in halves).
+bool loaded_dequantized(const WeightSpec& spec) {
+  const std::string module = split_weight_name(spec.name).module;
+  return spec.init == WeightInit::kEmbedding || module == "embed_tokens" || module == "in_proj_a" ||
+         module == "in_proj_b" || spec.name == "mtp.fc.weight";
+}
+
+// The module of a stored-quantized data tensor ("<m>.qweight" [K/8, N] -> "<m>.weight" [N, K]).
+WeightSpec stored_module_spec(const std::string& name, const TensorInfo& data,
+                              const QuantConfig& quant) {
+  WeightSpec spec{name.substr(0, name.rfind('.')) + ".weight",
+                  quantized_logical_shape(data, quant)};
+  if (split_weight_name(spec.name).module == "embed_tokens") spec.init = WeightInit::kEmbedding;
+  return spec;
+}
+
+// The bytes of the module whose stored-quantized data tensor is `name`, where the loader keeps it
+// quantized (MoE experts: where the backend keeps them so); nullopt where it loads dequantized.
+std::optional<int64_t> kept_quantized_bytes(const std::string& name, const TensorInfo& data,
+                                            const ModelConfig& config, const WeightStore& store,
+                                            bool moe_experts_quantized) {
+  if (name.find(".experts.") != std::string::npos) {
+    return moe_experts_quantized ? kept_expert_bytes(name, config, store) : std::nullopt;
+  }
+  const WeightSpec spec = stored_module_spec(name, data, config.quant);
+  if (spec.shape.size() != 2 || loaded_dequantized(spec)) return std::nullopt;
+  return quantized_spec_bytes(spec, &store, config.quant);
+}
+
+// One weight the loader builds from checkpoint modules: its rows and K, and whether it stays
+// quantized (every part stored quantized, none of them a module the loader dequantizes).
+struct FusedWeight {
+  int64_t rows = 0, k = 0;
+  bool quantized = true;
+};
+
+// Each spec's rows added to the weight the loader puts them in (keyed by "<prefix><weight>").
+std::map<std::string, FusedWeight> fused_weights(
+    const ModelArch& arch, const ModelConfig& c, const std::vector<WeightSpec>& specs,
+    const std::function<bool(const WeightSpec&)>& quantized, bool moe_experts_quantized) {
+  std::map<std::string, FusedWeight> fused;
+  auto add = [&](const std::string& key, int64_t rows, int64_t k, bool q) {
+    FusedWeight& f = fused[key];
+    f.rows += rows;
+    f.k = k;
+    f.quantized = f.quantized && q;
+  };
+  const bool gated = arch.needs_hybrid_ops;  // the hybrids' attention: load_gated_attention
+  const int64_t value_dim = c.linear_num_value_heads * c.linear_value_head_dim;
+  for (const WeightSpec& spec : specs) {
+    if (spec.shape.size() != 2) continue;
+    const int64_t n = spec.shape[0], k = spec.shape[1];
+    const bool q = quantized(spec) && !loaded_dequantized(spec);
+    const ModuleName m = split_weight_name(spec.name);
+    const size_t experts = spec.name.find(".experts.");
+    if (experts != std::string::npos) {  // load_moe: every expert's gate|up rows, its down rows
+      const std::string layer = spec.name.substr(0, experts + 9);
+      add(layer + (m.module == "down_proj" ? "down" : "gate_up"), n, k, q && moe_experts_quantized);
+    } else if (m.module == "gate_proj" || m.module == "up_proj") {
+      add(m.prefix + "gate_up", n, k, q);
+    } else if (m.module == "q_proj" || m.module == "k_proj" || m.module == "v_proj") {
+      // Gated: q_proj [2 Hq D, H] holds each head's query rows, then its gate rows.
+      const bool split = gated && m.module == "q_proj";
+      add(m.prefix + "qkv", split ? n / 2 : n, k, q);
+      if (split) add(m.prefix + "gate", n / 2, k, q);
+    } else if (m.module == "in_proj_qkvz") {  // qwen3_next: q|k|v rows and z rows (fused_rows)
+      add(m.prefix + "qkv", n - value_dim, k, q);
+      add(m.prefix + "z", value_dim, k, q);
+    } else {
+      add(spec.name, n, k, q);
+    }
+  }
+  // The gate of a gated attention loads as its q|k|v does (one WeightLoader::slices_rows).
+  for (auto& [key, f] : fused) {
+    const std::string gate = "self_attn.gate";
+    if (key.size() > gate.size() && key.compare(key.size() - gate.size(), gate.size(), gate) == 0)
+      f.quantized = f.quantized && fused.at(key.substr(0, key.size() - 4) + "qkv").quantized;
+  }
+  return fused;
+}
+
 }  // namespace
+
+std::vector<WeightShape2d> quantized_load_shapes(
+    const ModelArch& arch, const ModelConfig& config, const std::vector<WeightSpec>& specs,
+    const std::function<bool(const WeightSpec&)>& quantized, bool moe_experts_quantized) {
+  std::vector<WeightShape2d> shapes;
+  for (const auto& [key, f] :
+       fused_weights(arch, config, specs, quantized, moe_experts_quantized)) {
+    if (f.quantized) shapes.push_back({f.rows, f.k});
+  }
+  return shapes;
+}
+
+std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const ModelConfig& config,
+                                                 const WeightStore& store,
+                                                 bool moe_experts_quantized) {
+  auto stored = [&](const WeightSpec& spec) {
+    return stored_quantized(spec.name, store, config.quant);
+  };
+  if (arch.weight_specs != nullptr) {
+    return quantized_load_shapes(arch, config, arch.weight_specs(config), stored,
+                                 moe_experts_quantized);
+  }
+  // The modules of the files: stored quantized, or 2-D float (which may share a fused weight
+  // with quantized ones, making it dense).
+  std::vector<WeightSpec> specs;
+  for (const std::string& name : store.names()) {
+    if (name.rfind("mtp.", 0) == 0 || name.find("visual.") != std::string::npos) continue;
+    const TensorInfo* t = store.find(name);
+    const StoredRole role = stored_tensor_role(name, *t, store, config.quant).role;
+    if (role == StoredRole::kQuantizedData) {
+      specs.push_back(stored_module_spec(name, *t, config.quant));
+    } else if (role == StoredRole::kFloat && t->shape.size() == 2) {
+      specs.push_back({name, t->shape});
+    }
+  }
+  return quantized_load_shapes(arch, config, specs, stored, moe_experts_quantized);
+}
+
+WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes) {
+  WeightShape2d largest;
+  for (const WeightShape2d& s : shapes) {
+    if (s.n * s.k > largest.n * largest.k) largest = s;
+  }
+  return largest;
+}
 
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store, const Backend& backend) {
@@ -113,8 +254,9 @@ std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelCo
     const TensorInfo* info = store->find(name);
     const StoredTensorRole role = stored_tensor_role(name, *info, *store, config.quant);
     if (role.role == StoredRole::kQuantizedAux) continue;
-    if (role.role == StoredRole::kQuantizedData && moe_experts_quantized) {
-      if (std::optional<int64_t> b = kept_expert_bytes(name, config, *store)) {
+    if (role.role == StoredRole::kQuantizedData) {
+      if (std::optional<int64_t> b =
+              kept_quantized_bytes(name, *info, config, *store, moe_experts_quantized)) {
         bytes = add_product(bytes, {*b}, 1);
         continue;
       }

@@ -46,10 +46,13 @@ Result<std::unique_ptr<Model>> load_prepared_model(const PreparedModel& prepared
 // (ModelArch::weight_specs), in backend.weight_dtype() of its file dtype (bf16 for random
 // weights); a module the loader keeps quantized in its canonical layout (quantized_spec_bytes).
 // Architectures without a list count every tensor of the checkpoint (an upper bound: e.g. a
-// vision tower the model does not read; quantized modules as if loaded dequantized, their scales
-// as nothing), except MoE experts the backend keeps quantized (keeps_moe_experts_quantized: each
-// at its canonical bytes, fp8 scales per row where the experts' stacking needs it, as
-// concat_quantized lays them out); with random weights they are not known (nullopt).
+// vision tower or an MTP head the model does not load): a module stored quantized at its
+// canonical bytes where the loader keeps it quantized, else (an embedding table, the modules the
+// hybrid loaders re-lay on the host: in_proj_a / in_proj_b, mtp.fc) as if dequantized, its scales
+// as nothing; MoE experts at their canonical bytes where the backend keeps them quantized
+// (keeps_moe_experts_quantized: fp8 scales per row where the experts' stacking needs it, as
+// concat_quantized lays them out), else dequantized; with random weights they are not known
+// (nullopt). The backend's own scratch is not in it (quantized_load_shapes below).
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,
                                             const WeightStore* store, const Backend& backend);
 // The same for a backend that keeps a float file dtype as `kept(file dtype)` and MoE experts
@@ -67,6 +70,32 @@ std::optional<int64_t> moe_experts_quantized_saving(const ModelArch& arch,
                                                     const ModelConfig& config,
                                                     const WeightStore* store,
                                                     const std::function<DType(DType)>& kept);
+
+// The weights the loader keeps quantized, [n, k] each as it lays the modules out on the backend
+// (WeightLoader announces each: Backend::reserve_quantized_scratch): gate_proj|up_proj as one
+// weight; qwen3's q|k|v as one; the hybrids' gated attention (load_gated_attention) as q|k|v of
+// q_proj's query rows and a gate of its gate rows; qwen3_next's in_proj_qkvz as its q|k|v rows
+// and its z rows; a MoE layer's experts stacked (gate|up [E x 2I, H], down [E x H, I]) where the
+// backend keeps them quantized; every other module as it is. A fused weight with a part stored in
+// float loads dense, as do the modules the loader dequantizes (an embedding table, in_proj_a /
+// in_proj_b, mtp.fc). In no particular order.
+struct WeightShape2d {
+  int64_t n = 0, k = 0;
+  bool operator==(const WeightShape2d&) const = default;
+};
+// Of a tensor list: `quantized(spec)` says which of them the checkpoint stores quantized.
+std::vector<WeightShape2d> quantized_load_shapes(
+    const ModelArch& arch, const ModelConfig& config, const std::vector<WeightSpec>& specs,
+    const std::function<bool(const WeightSpec&)>& quantized, bool moe_experts_quantized);
+// Of a checkpoint: the architecture's list, or without one every module of its files that the
+// text model loads (not an MTP head, which only --speculative-method mtp loads, nor a vision
+// tower).
+std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const ModelConfig& config,
+                                                 const WeightStore& store,
+                                                 bool moe_experts_quantized);
+// The largest of them by n x k ({0, 0} for none): CUDA sizes its dequantization scratch for it
+// (backend/cuda_choices.h).
+WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes);
 
 // The tensors of a dense qwen3 or qwen3_5_text checkpoint of `config` (no mtp.* head, no vision
 // tower), for what writes or counts a model without its files (`syv demo-model`, `syv inspect

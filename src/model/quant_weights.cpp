@@ -17,6 +17,7 @@
 #include "model/quant_weights.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
@@ -232,10 +233,26 @@ HostQuantWeight read_fp8(const Found& f, int64_t N, int64_t K) {
   return w;
 }
 
-// Sets q[n, k] (u4x2 [N, K / 2]).
-void put_q(HostQuantWeight& w, int64_t n, int64_t k, uint8_t v) {
-  uint8_t& b = w.data[static_cast<size_t>(n * (w.k / 2) + k / 2)];
-  b = (k % 2 == 0) ? u4_pack(v, u4_high(b)) : u4_pack(u4_low(b), v);
+// The int4 packings read below are little-endian words of nibbles, low nibble first, as our layout
+// (two values a byte, the even column low): whole words copy where the orders agree.
+static_assert(std::endian::native == std::endian::little, "int4 unpacking assumes little-endian");
+
+// dst[c][r] = src[r][c] for 32-bit words (src rows x cols), in tiles, in parallel over tiles of
+// columns.
+void transpose_words(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
+  constexpr int64_t kTile = 32;
+  ThreadPool::global().parallel_for(ceil_div(cols, kTile), [&](int64_t t0, int64_t t1) {
+    for (int64_t c0 = t0 * kTile; c0 < std::min(cols, t1 * kTile); c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+        const int64_t r1 = std::min(rows, r0 + kTile);
+        for (int64_t c = c0; c < c1; ++c) {
+          for (int64_t r = r0; r < r1; ++r)
+            std::memcpy(dst + (c * rows + r) * 4, src + (r * cols + c) * 4, 4);
+        }
+      }
+    }
+  });
 }
 
 Result<HostQuantWeight> read_int4(const Found& f, const std::string& m, int64_t N, int64_t K,
@@ -253,12 +270,20 @@ Result<HostQuantWeight> read_int4(const Found& f, const std::string& m, int64_t 
   std::vector<uint8_t> zeros(static_cast<size_t>(N * G), 8);
   switch (q.method) {
     case QuantMethod::kAwq:
-      for (int64_t k = 0; k < K; ++k) {
-        for (int64_t j = 0; j < N / 8; ++j) {
-          const uint32_t wd = word(*f.data, k * (N / 8) + j);
-          for (int i = 0; i < 8; ++i) put_q(w, 8 * j + kAwqOrder[i], k, nibble(wd, i));
+      // Rows k and k + 1 of W^T make the byte k / 2 of each of their columns: each byte
+      // written once, in parallel over pairs of rows.
+      ThreadPool::global().parallel_for(K / 2, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          for (int64_t j = 0; j < N / 8; ++j) {
+            const uint32_t lo = word(*f.data, 2 * p * (N / 8) + j);
+            const uint32_t hi = word(*f.data, (2 * p + 1) * (N / 8) + j);
+            for (int i = 0; i < 8; ++i) {
+              w.data[static_cast<size_t>((8 * j + kAwqOrder[i]) * (K / 2) + p)] =
+                  u4_pack(nibble(lo, i), nibble(hi, i));
+            }
+          }
         }
-      }
+      });
       for (int64_t g = 0; g < G; ++g) {
         for (int64_t j = 0; j < N / 8; ++j) {
           const uint32_t wd = word(*f.zeros, g * (N / 8) + j);
@@ -269,12 +294,9 @@ Result<HostQuantWeight> read_int4(const Found& f, const std::string& m, int64_t 
         for (int64_t n = 0; n < N; ++n) w.scales[n * G + g] = load(*f.scales, g * N + n);
       break;
     case QuantMethod::kGptq:
-      for (int64_t r = 0; r < K / 8; ++r) {
-        for (int64_t n = 0; n < N; ++n) {
-          const uint32_t wd = word(*f.data, r * N + n);
-          for (int i = 0; i < 8; ++i) put_q(w, n, 8 * r + i, nibble(wd, i));
-        }
-      }
+      // qweight[r, n]'s nibble i is row 8r + i of column n, low nibbles first: as little-endian
+      // bytes, exactly the 4 bytes of W[n, 8r .. 8r + 7] in our layout. A transpose of words.
+      transpose_words(static_cast<const uint8_t*>(f.data->data), K / 8, N, w.data.data());
       for (int64_t g = 0; g < G; ++g) {
         for (int64_t j = 0; j < N / 8; ++j) {
           const uint32_t wd = word(*f.zeros, g * (N / 8) + j);
@@ -287,12 +309,9 @@ Result<HostQuantWeight> read_int4(const Found& f, const std::string& m, int64_t 
         for (int64_t n = 0; n < N; ++n) w.scales[n * G + g] = load(*f.scales, g * N + n);
       break;
     case QuantMethod::kCtPackInt4:
-      for (int64_t n = 0; n < N; ++n) {
-        for (int64_t j = 0; j < K / 8; ++j) {
-          const uint32_t wd = word(*f.data, n * (K / 8) + j);
-          for (int i = 0; i < 8; ++i) put_q(w, n, 8 * j + i, nibble(wd, i));
-        }
-      }
+      // weight_packed[n, j]'s nibble i is column 8j + i of row n, low nibbles first: as
+      // little-endian bytes, our layout already.
+      std::memcpy(w.data.data(), f.data->data, w.data.size());
       if (f.zeros != nullptr) {
         for (int64_t r = 0; r < ceil_div(N, 8); ++r) {
           for (int64_t g = 0; g < G; ++g) {
@@ -448,6 +467,21 @@ StoredTensorRole stored_tensor_role(const std::string& name, const TensorInfo& t
     }
   }
   return as_float;
+}
+
+std::vector<int64_t> quantized_logical_shape(const TensorInfo& t, const QuantConfig& q) {
+  if (t.shape.size() != 2) return {};
+  const int64_t r = t.shape[0], c = t.shape[1];
+  switch (q.method) {
+    case QuantMethod::kGptq:
+      return {c, 8 * r};
+    case QuantMethod::kAwq:
+      return {8 * c, r};
+    case QuantMethod::kCtPackInt4:
+      return {r, 8 * c};
+    default:  // fp8: the weight itself
+      return {r, c};
+  }
 }
 
 std::optional<HostQuantWeight> concat_quantized(std::vector<HostQuantWeight> parts) {

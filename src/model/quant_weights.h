@@ -80,6 +80,10 @@ struct StoredTensorRole {
 };
 StoredTensorRole stored_tensor_role(const std::string& name, const TensorInfo& tensor,
                                     const WeightStore& store, const QuantConfig& quant);
+// The logical [N, K] of a module's data tensor (kQuantizedData above) as the config's format packs
+// it: fp8 weight [N, K] as it is, gptq qweight [K/8, N], awq qweight [K, N/8], compressed-tensors
+// weight_packed [N, K/8] (8 int4 a word); empty for a tensor that is not 2-D.
+std::vector<int64_t> quantized_logical_shape(const TensorInfo& data, const QuantConfig& quant);
 
 // Parts stacked along N (q|k|v, gate|up) as one canonical weight, or nullopt when they cannot
 // share one (a part in another format, different K / block_k / groups / g_idx): the caller then

@@ -111,6 +111,11 @@ bool quantize_tensor_name(const std::string& name, bool lm_head) {
   return ends_with(module, "_proj") || module.rfind("in_proj_", 0) == 0;
 }
 
+bool quantizes_spec(const WeightSpec& spec, bool lm_head) {
+  return spec.shape.size() == 2 && spec.init != WeightInit::kEmbedding &&
+         quantize_tensor_name(spec.name, lm_head);
+}
+
 Result<int64_t> quantized_device_bytes(const std::vector<WeightSpec>& specs,
                                        const QuantizeOptions& o) {
   if (o.group_size <= 0 || o.block <= 0) {
@@ -124,8 +129,7 @@ Result<int64_t> quantized_device_bytes(const std::vector<WeightSpec>& specs,
                        parse_quant_config(quantization_config(o, {}), "syv quantize"));
   int64_t bytes = 0;
   for (const WeightSpec& spec : specs) {
-    if (spec.shape.size() == 2 && spec.init != WeightInit::kEmbedding &&
-        quantize_tensor_name(spec.name, o.lm_head)) {
+    if (quantizes_spec(spec, o.lm_head)) {
       TensorInfo t;
       t.name = spec.name;
       t.shape = spec.shape;

@@ -45,6 +45,10 @@ struct QuantizeOptions {
 // own FP8 checkpoints, WAVE2-SPECS C.1). lm_head: "lm_head.weight" too (QuantizeOptions::lm_head).
 bool quantize_tensor_name(const std::string& name, bool lm_head = false);
 
+// Whether quantize_folder writes this tensor quantized: a 2-D module quantize_tensor_name picks,
+// not an embedding table.
+bool quantizes_spec(const WeightSpec& spec, bool lm_head = false);
+
 // What a model of these tensors holds on a CUDA device once quantize_folder wrote it in
 // options.format (group_size / block) and load_model read it back: the modules
 // quantize_tensor_name picks (2-D, not an embedding table) in the format's canonical layout

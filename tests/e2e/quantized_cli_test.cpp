@@ -128,9 +128,14 @@ TEST_F(QuantizedCli, InspectCountsLogicalParametersAndTheBytesAsStored) {
         << text;
     EXPECT_NE(text.find("status           servable\n"), std::string::npos) << text;
 
-    // The memory plan takes the device bytes: the KV pool grows by what the weights save (to
-    // the page of 64 tokens, 256 bytes per token).
+    // The memory plan takes the device bytes: the KV pool grows by what the weights save (to the
+    // page of 64 tokens, 256 bytes per token). CUDA's dequantization buffer of the largest
+    // quantized weight (gate|up [256, 64] in bf16) is scratch, which serve's plan counts in its
+    // runtime reserve: max(kRuntimeReserveBytes, scratch + 1 GiB), so a scratch this small
+    // takes nothing from the pool.
     const std::string plan_args = "--gpu-memory-utilization 0.9 --gpu-memory-gib 2";
+    EXPECT_EQ(j["cuda_scratch_bytes"].get<int64_t>() - plain["cuda_scratch_bytes"].get<int64_t>(),
+              256 * 64 * 2);
     const int64_t saved = 2 * params - (w.device + float_kept);
     const int64_t grown = pool_tokens(inspect_json(dir, plan_args)["memory_plan"]) -
                           pool_tokens(inspect_json(kFixture, plan_args)["memory_plan"]);
@@ -162,6 +167,26 @@ TEST_F(QuantizedCli, InspectConfigOnlyPlansWhatSyvQuantizeWrites) {
     EXPECT_EQ(j["kv_bytes_per_token"], real["kv_bytes_per_token"]);
     EXPECT_EQ(j["memory_plan"], real["memory_plan"]);
   }
+  // A hybrid (no tensor list in the registry: `--model` counts the files' tensors) the same.
+  const fs::path hybrid = fs::path(SYV_SOURCE_DIR) / "tests/fixtures/hybrid/q35_r1_lllf";
+  const fs::path q35 = base_ / "q35_gptq";
+  {
+    auto [status, text] =
+        run_command(std::string(SYV_BIN) + " quantize --format gptq --group-size 32 --in " +
+                        hybrid.string() + " --out " + q35.string(),
+                    /*with_stderr=*/true);
+    ASSERT_EQ(status, 0) << text;
+  }
+  const json real = inspect_json(q35, plan_args);
+  auto [status, text] =
+      run_command(std::string(SYV_BIN) + " inspect --json --config " + hybrid.string() +
+                  " --weights-format gptq --group-size 32 " + plan_args);
+  ASSERT_EQ(status, 0) << text;
+  const json j = json::parse(text);
+  EXPECT_EQ(j["weight_bytes_device"], real["weight_bytes_device"]);
+  EXPECT_EQ(j["cuda_scratch_bytes"], real["cuda_scratch_bytes"]);
+  EXPECT_EQ(j["memory_plan"], real["memory_plan"]);
+
   const std::string config = " inspect --config " + kFixture.string();
   auto refused = [](const std::string& args, const std::string& why) {
     auto [status, text] = run_command(std::string(SYV_BIN) + args, /*with_stderr=*/true);
