@@ -7,7 +7,9 @@
 # GEMM"), then, where nsys is installed, the kernels of one 8K prefill of a 4-layer copy summed by
 # name (nsys's cuda_gpu_kern_sum: where the prefill goes). ncu was tried for that split on
 # 2026-12-05 and did not finish in 200 s (it replays every kernel of the bench's warm-up too).
-# Carry .devcarry-deps. About 3 minutes after the build.
+# Each of the first three under the default grid order and under SYV_MOE_GRID=n (moe.cu: the
+# blocks of one tile of rows together; an A/B first written 2026-12-05, not yet run).
+# Carry .devcarry-deps. About 4 minutes after the build.
 #   tools/device/moe_prefill_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -17,10 +19,6 @@ t0=$SECONDS
 timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_ops_test 2>&1 |
   tail -1
 echo "build: $((SECONDS - t0)) s"
-echo "== tests: $(timeout 100 $B/gpu_cuda_moe_ops_test --gtest_filter='*Experts*:*Tiled*:-*Timing*' \
-  2>&1 | grep -E "^\[ +(PASSED|FAILED) |Failure" | head -4 | tr '\n' ' ')"
-timeout 100 $B/gpu_cuda_moe_ops_test --gtest_filter='*QwenNextPrefillTiming*' 2>&1 |
-  grep -E "^moe prefill|FAILED"
 mk_config() {  # mk_config LAYERS DIR: the 24-layer config cut to its first LAYERS layers
   mkdir -p "$2"
   python3 - "$1" tools/bench/configs/qwen3-next-24l/config.json "$2/config.json" <<'PY'
@@ -31,9 +29,19 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)
 PY
 }
 mk_config 8 /tmp/qnext-8l
-timeout 150 $B/syv bench decode --config /tmp/qnext-8l --random-weights --batch 1 --context 64 \
-  --steps 5 --lengths 2048,8192 2>&1 | grep -E "^\| |ceilings|rror" | sort -u
-echo "bench: $((SECONDS - t0)) s"
+for grid in default n; do
+  g=""
+  [[ $grid == n ]] && g="SYV_MOE_GRID=n"
+  echo "== grid order: $grid"
+  echo "tests: $(env $g timeout 100 $B/gpu_cuda_moe_ops_test \
+    --gtest_filter='*Experts*:*Tiled*:-*Timing*' 2>&1 | grep -E "^\[ +(PASSED|FAILED) |Failure" |
+    head -4 | tr '\n' ' ')"
+  env $g timeout 100 $B/gpu_cuda_moe_ops_test --gtest_filter='*QwenNextPrefillTiming*' 2>&1 |
+    grep -E "^moe prefill|FAILED"
+  env $g timeout 150 $B/syv bench decode --config /tmp/qnext-8l --random-weights --batch 1 \
+    --context 64 --steps 5 --lengths 2048,8192 2>&1 | grep -E "^\| |ceilings|rror" | sort -u
+  echo "bench: $((SECONDS - t0)) s"
+done
 NSYS=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
 if [[ -x $NSYS ]]; then
   mk_config 4 /tmp/qnext-4l

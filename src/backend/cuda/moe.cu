@@ -25,6 +25,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm_tile.cuh"
@@ -177,14 +179,17 @@ struct GemmArgs {
   const int32_t* num_tiles;
   const int32_t* sorted;  // pair ids grouped by expert
   int top_k;
+  // Which grid dimension walks the weight's N tiles: 0 = y (the tiles of rows in x, the order
+  // before 2026-12-05), 1 = x (moe_grid_n_fastest()).
+  int n_fastest;
   int64_t N, K, inter;  // N = 2I (gate_up) or H (down); K = H or I
   bf16* act;            // gate_up's output [P, I]
   float* y;             // down's output [T * k, H], by pair
 };
 
 // One block: tile blockIdx.x of the list (BM rows of one expert) x weight rows
-// [blockIdx.y * BN, +BN). gate_up: column c of the block's N range is gate row c / 2 for even c
-// and up row c / 2 for odd c (of 2I interleaved columns).
+// [blockIdx.y * BN, +BN) (the two swapped with g.n_fastest). gate_up: column c of the block's N
+// range is gate row c / 2 for even c and up row c / 2 for odd c (of 2I interleaved columns).
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool kGateUp>
 __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
     moe_gemm_kernel(GemmArgs g) {
@@ -195,13 +200,14 @@ __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
   bf16* smem = reinterpret_cast<bf16*>(moe_smem_raw);
   pdl_wait();
   pdl_trigger();
-  if (static_cast<int>(blockIdx.x) >= *g.num_tiles) return;
-  const int4 tile = g.tiles[blockIdx.x];
+  const unsigned tile_index = g.n_fastest ? blockIdx.y : blockIdx.x;
+  if (static_cast<int>(tile_index) >= *g.num_tiles) return;
+  const int4 tile = g.tiles[tile_index];
   const int expert = tile.x, r0 = tile.y, rows = tile.z;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wm = warp / L::kWarpsN, wn = warp % L::kWarpsN;
   const int64_t N = g.N, K = g.K;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * BN;
+  const int64_t n0 = static_cast<int64_t>(g.n_fastest ? blockIdx.x : blockIdx.y) * BN;
   const bf16* w = g.w + static_cast<int64_t>(expert) * N * K;
   for (int r = tid; r < BM; r += L::kThreads) {
     const bf16* row = nullptr;
@@ -346,6 +352,20 @@ Layout layout(const MoeShape& s, int64_t tokens) {
   return l;
 }
 
+// SYV_MOE_GRID=n: the grid's x walks the weight's N tiles, so the blocks of one tile of rows run
+// together (its activation rows read once from DRAM, then from L2) and one expert's tiles of rows
+// follow each other (its weights read again from L2). The default (x walks the tiles of rows)
+// sweeps every routed row once per N tile: at 8K tokens of Qwen3-Next's shape, 8 sweeps of 335
+// MB of gate_up's rows beside 2.1 GB of weights (arithmetic, not measured; an A/B not yet run on a
+// GPU). Either order computes the same values (each output element by one block, in K order).
+bool moe_grid_n_fastest() {
+  static const bool on = [] {
+    const char* env = std::getenv("SYV_MOE_GRID");
+    return env != nullptr && std::string(env) == "n";
+  }();
+  return on;
+}
+
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool kGateUp>
 void launch_gemm(const GemmArgs& a, int64_t tiles, cudaStream_t s) {
   using L = Tile<BM, BN, BK, WM, WN, STAGES>;
@@ -356,8 +376,12 @@ void launch_gemm(const GemmArgs& a, int64_t tiles, cudaStream_t s) {
                                         static_cast<int>(L::kSmem)));
     configured = true;
   }
-  const dim3 grid(static_cast<unsigned>(tiles), ceil_div(a.N, BN));
-  launch_k(kernel, grid, L::kThreads, L::kSmem, s, a);
+  const unsigned n_tiles = ceil_div(a.N, BN);
+  GemmArgs g = a;
+  g.n_fastest = moe_grid_n_fastest() && tiles <= 65535 ? 1 : 0;  // (gridDim.y's limit)
+  const dim3 grid = g.n_fastest ? dim3(n_tiles, static_cast<unsigned>(tiles))
+                                : dim3(static_cast<unsigned>(tiles), n_tiles);
+  launch_k(kernel, grid, L::kThreads, L::kSmem, s, g);
 }
 
 // The tile shapes (results do not depend on the tile: gemm_tile.cuh, one accumulator per element
