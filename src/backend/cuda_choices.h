@@ -3,6 +3,7 @@
 // a GPU) counts the weights the same way.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -30,15 +31,17 @@ inline bool cuda_keeps_moe_experts_quantized() {
 //    arrival counters (kCounterSlots = 65536 u32) and the MoE routing flags (a u64 and a u32).
 inline constexpr int64_t kCudaConstructionScratchBytes =
     (int64_t{32} << 20) + (int64_t{1} << 16) * 4 + 8 + 4;
-//  * At load (reserve_quantized_scratch): the bf16 buffer the largest quantized weight is
-//    dequantized into, n x k x 2 bytes of that weight as the loader lays it out (gate|up fused,
-//    a MoE layer's experts stacked: model/prepare_model.h quantized_load_shapes); none
-//    without quantized weights.
-inline int64_t cuda_dequant_scratch_bytes(int64_t n, int64_t k) {
-  return n * k * 2;
+//  * At load (reserve_quantized_scratch): the bf16 buffer the quantized weights are dequantized
+//    into, the largest of their n x k x 2 bytes as the loader lays them out (gate|up fused, a MoE
+//    layer's experts stacked: model/prepare_model.h quantized_load_shapes), a weight that may be
+//    dequantized in row chunks (the output projection) counting at most kCudaDequantRowChunkCap;
+//    none without quantized weights.
+inline constexpr int64_t kCudaDequantRowChunkCap = int64_t{256} << 20;
+inline int64_t cuda_dequant_scratch_bytes(int64_t n, int64_t k, bool row_chunks = false) {
+  return row_chunks ? std::min(n * k * 2, kCudaDequantRowChunkCap) : n * k * 2;
 }
-inline int64_t cuda_load_scratch_bytes(int64_t largest_n, int64_t largest_k) {
-  return kCudaConstructionScratchBytes + cuda_dequant_scratch_bytes(largest_n, largest_k);
+inline int64_t cuda_load_scratch_bytes(int64_t dequant_scratch_bytes) {
+  return kCudaConstructionScratchBytes + dequant_scratch_bytes;
 }
 
 }  // namespace syv

@@ -211,9 +211,10 @@ void print_scratch(int64_t scratch_bytes, const WeightShape2d& largest) {
       static_cast<long long>(scratch_bytes), scratch_bytes / 1e9,
       kCudaConstructionScratchBytes / 1e6);
   if (largest.n > 0) {
-    std::printf(", dequantization buffer of the largest quantized weight [%lld, %lld] %.1f MB",
+    std::printf(", dequantization buffer of the largest quantized weight [%lld, %lld]%s %.1f MB",
                 static_cast<long long>(largest.n), static_cast<long long>(largest.k),
-                cuda_dequant_scratch_bytes(largest.n, largest.k) / 1e6);
+                largest.row_chunks ? " (the output projection, in row chunks)" : "",
+                cuda_dequant_scratch_bytes(largest.n, largest.k, largest.row_chunks) / 1e6);
   }
   std::printf("; the memory plan counts it in the runtime reserve, as serve does\n");
 }
@@ -248,7 +249,8 @@ int run_config_only(const Options& o) {
   const WeightShape2d largest = largest_weight(quantized_load_shapes(
       *arch, c, *specs,
       [&](const WeightSpec& w) { return quantized && quantizes_spec(w, o.lm_head); }, false));
-  const int64_t scratch_bytes = cuda_load_scratch_bytes(largest.n, largest.k);
+  const int64_t scratch_bytes =
+      cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(largest.n, largest.k, largest.row_chunks));
   if (quantized) {
     QuantizeOptions q;
     q.format = o.weights_format == "fp8"   ? QuantizeFormat::kFp8
@@ -373,7 +375,8 @@ int run(const Options& o) {
     }
   }
 
-  const int64_t scratch_bytes = cuda_load_scratch_bytes(largest.n, largest.k);
+  const int64_t scratch_bytes =
+      cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(largest.n, largest.k, largest.row_chunks));
   const ActivePerToken active = active_per_token(c, held, device_bytes, expert_bytes);
   if (o.json) {
     nlohmann::json j;

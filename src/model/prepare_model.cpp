@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "backend/available_memory.h"
+#include "backend/cuda_choices.h"
 #include "core/log.h"
 #include "io/hf_config.h"
 #include "io/model_folder.h"
@@ -185,7 +186,7 @@ std::vector<WeightShape2d> quantized_load_shapes(
   std::vector<WeightShape2d> shapes;
   for (const auto& [key, f] :
        fused_weights(arch, config, specs, quantized, moe_experts_quantized)) {
-    if (f.quantized) shapes.push_back({f.rows, f.k});
+    if (f.quantized) shapes.push_back({f.rows, f.k, is_output_projection(key)});
   }
   return shapes;
 }
@@ -218,10 +219,17 @@ std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const Mo
 
 WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes) {
   WeightShape2d largest;
+  int64_t bytes = 0;
   for (const WeightShape2d& s : shapes) {
-    if (s.n * s.k > largest.n * largest.k) largest = s;
+    const int64_t b = cuda_dequant_scratch_bytes(s.n, s.k, s.row_chunks);
+    if (b > bytes) largest = s, bytes = b;
   }
   return largest;
+}
+
+int64_t dequant_scratch_bytes(const std::vector<WeightShape2d>& shapes) {
+  const WeightShape2d w = largest_weight(shapes);
+  return cuda_dequant_scratch_bytes(w.n, w.k, w.row_chunks);
 }
 
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,

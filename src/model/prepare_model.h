@@ -81,6 +81,7 @@ std::optional<int64_t> moe_experts_quantized_saving(const ModelArch& arch,
 // in_proj_b, mtp.fc). In no particular order.
 struct WeightShape2d {
   int64_t n = 0, k = 0;
+  bool row_chunks = false;  // the output projection: announced with row chunks allowed
   bool operator==(const WeightShape2d&) const = default;
 };
 // Of a tensor list: `quantized(spec)` says which of them the checkpoint stores quantized.
@@ -93,9 +94,10 @@ std::vector<WeightShape2d> quantized_load_shapes(
 std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const ModelConfig& config,
                                                  const WeightStore& store,
                                                  bool moe_experts_quantized);
-// The largest of them by n x k ({0, 0} for none): CUDA sizes its dequantization scratch for it
-// (backend/cuda_choices.h).
+// The one of them that sizes CUDA's dequantization scratch (the largest
+// cuda_dequant_scratch_bytes, backend/cuda_choices.h; {0, 0} for none), and that scratch's bytes.
 WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes);
+int64_t dequant_scratch_bytes(const std::vector<WeightShape2d>& shapes);
 
 // The tensors of a dense qwen3 or qwen3_5_text checkpoint of `config` (no mtp.* head, no vision
 // tower), for what writes or counts a model without its files (`syv demo-model`, `syv inspect

@@ -177,6 +177,10 @@ bool kept_g_idx(const TensorInfo* t, int64_t K, const QuantConfig& quant) {
 
 }  // namespace
 
+bool is_output_projection(const std::string& weight_name) {
+  return weight_name == "lm_head.weight";
+}
+
 std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const WeightStore* store,
                                             const QuantConfig& quant) {
   if (store == nullptr || spec.shape.size() != 2 || spec.init == WeightInit::kEmbedding ||
@@ -202,7 +206,7 @@ DeviceBuffer WeightLoader::upload_bytes(const void* src, size_t bytes) {
   return buf;
 }
 
-DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h) {
+DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h, bool row_chunks) {
   if (!h.g_idx.empty() && backend_.takes_permuted_act_order()) permute_act_order(h);
   DeviceWeight w;
   backend_.synchronize();
@@ -221,7 +225,7 @@ DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h) {
   if (!w.zeros.empty()) w.zeros.data = w.zero_buffer.data();
   if (!w.g_idx.empty()) w.g_idx.data = w.index_buffer.data();
   if (!w.perm.empty()) w.perm.data = w.index_buffer.data();
-  backend_.reserve_quantized_scratch(w);
+  backend_.reserve_quantized_scratch(w, row_chunks);
   pending_ = true;
   return w;
 }
@@ -260,7 +264,9 @@ Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>&
     }
     return upload(shape, DType::BF16, values.data());
   }
-  DeviceWeight w = upload_quantized(*joined);
+  // The output projection (lm_head, also the MTP head's) may dequantize in row chunks.
+  const bool output_projection = specs.size() == 1 && is_output_projection(specs[0].name);
+  DeviceWeight w = upload_quantized(*joined, output_projection);
   for (const WeightSpec& spec : specs) {
     parameters_ += spec.numel();
     ++next_index_;

@@ -68,6 +68,9 @@ Result<const TensorInfo*> check_weight_in_store(const WeightSpec& spec, const We
 // (model/quant_weights.h) has its quantized tensors checked instead.
 Status check_spec_in_store(const WeightSpec& spec, const WeightStore& store,
                            const QuantConfig& quant);
+// Whether `weight_name` is the output projection ("lm_head.weight"; an MTP head shares it): the
+// one weight the loader lets the backend dequantize in row chunks (reserve_quantized_scratch).
+bool is_output_projection(const std::string& weight_name);
 // Bytes `spec` takes in backend memory when the loader keeps it quantized (its canonical layout,
 // backend/weight.h); nullopt when it loads dense.
 std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const WeightStore* store,
@@ -189,8 +192,9 @@ class WeightLoader {
   // load_rows() of specs that are all stored quantized (ranges checked; `rows` their sum).
   Result<DeviceWeight> load_rows_quantized(const std::vector<WeightSpec>& specs,
                                            const std::vector<RowRange>& ranges, int64_t rows);
-  // A canonical quantized weight into backend memory (its scratch reserved).
-  DeviceWeight upload_quantized(HostQuantWeight& h);
+  // A canonical quantized weight into backend memory (its scratch reserved; `row_chunks`: as
+  // Backend::reserve_quantized_scratch takes it, for the output projection).
+  DeviceWeight upload_quantized(HostQuantWeight& h, bool row_chunks = false);
   DeviceBuffer upload_bytes(const void* src, size_t bytes);
   BulkUploader& uploader();
   DeviceWeight allocate(const std::vector<int64_t>& shape, DType dtype, bool host = false);

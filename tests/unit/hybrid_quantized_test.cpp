@@ -28,7 +28,9 @@ namespace fs = std::filesystem;
 // The CPU backend, noting the [N, K] of every quantized weight the loader uploads.
 class RecordingCpuBackend final : public CpuBackend {
  public:
-  void reserve_quantized_scratch(const Weight& w) override { quantized.push_back({w.n, w.k}); }
+  void reserve_quantized_scratch(const Weight& w, bool) override {
+    quantized.push_back({w.n, w.k});
+  }
   std::vector<std::pair<int64_t, int64_t>> quantized;
 };
 

@@ -45,7 +45,9 @@ class AnnouncedCpuBackend final : public CpuBackend {
     allocated_ += static_cast<int64_t>(bytes);
     return CpuBackend::allocate(bytes);
   }
-  void reserve_quantized_scratch(const Weight& w) override { announced_.push_back({w.n, w.k}); }
+  void reserve_quantized_scratch(const Weight& w, bool row_chunks) override {
+    announced_.push_back({w.n, w.k, row_chunks});
+  }
   int64_t allocated() const { return allocated_; }
   const std::vector<WeightShape2d>& announced() const { return announced_; }
 
@@ -174,10 +176,18 @@ TEST(QuantizedLoadShapes, Qwen35At27BPlansServesWeightsAndScratch) {
         false));
   };
   EXPECT_EQ(largest(false), (WeightShape2d{2 * 17408, 5120}));
-  EXPECT_EQ(cuda_load_scratch_bytes(2 * 17408, 5120), 390332428);
+  EXPECT_EQ(cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(2 * 17408, 5120)), 390332428);
   EXPECT_EQ(kCudaConstructionScratchBytes, 33816588);
-  EXPECT_EQ(*bytes + cuda_load_scratch_bytes(2 * 17408, 5120), 18452102156);  // serve's 18.4521
-  EXPECT_EQ(largest(true), (WeightShape2d{248320, 5120}));
+  EXPECT_EQ(*bytes + cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(2 * 17408, 5120)),
+            18452102156);  // serve's 18.4521 (its scratch then counted with the weights)
+  // A quantized lm_head [248320, 5120] (2.54 GB in bf16) dequantizes in row chunks of at most
+  // kCudaDequantRowChunkCap: the MLP's gate|up still sizes the buffer.
+  EXPECT_EQ(largest(true), (WeightShape2d{2 * 17408, 5120}));
+  auto shapes = quantized_load_shapes(
+      *arch, *config, *specs, [&](const WeightSpec& w) { return quantizes_spec(w, true); }, false);
+  EXPECT_NE(std::find(shapes.begin(), shapes.end(), WeightShape2d{248320, 5120, true}),
+            shapes.end());
+  EXPECT_EQ(dequant_scratch_bytes(shapes), int64_t{2} * 17408 * 5120 * 2);
   // bf16: nothing stays quantized, no dequantization buffer.
   EXPECT_EQ(largest_weight(quantized_load_shapes(
                 *arch, *config, *specs, [](const WeightSpec&) { return false; }, false)),

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <numeric>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/deferred_copies.h"
@@ -731,8 +732,12 @@ class CudaBackendImpl final : public CudaBackend {
     return q;
   }
   // The dequantization scratch is sized at load for the largest quantized weight, so the memory
-  // plan (made after the load) counts it and no step grows it.
-  void reserve_quantized_scratch(const Weight& w) override { ensure_dequant(w.n * w.k * 2); }
+  // plan (made after the load) counts it and no step grows it; the output projection
+  // (`row_chunks`) counts at most dequant_row_chunk_cap_ (cuda_choices.h): larger, it dequantizes
+  // in row chunks (linear_dequantized_in_row_chunks).
+  void reserve_quantized_scratch(const Weight& w, bool row_chunks) override {
+    ensure_dequant(row_chunks ? std::min(w.n * w.k * 2, dequant_row_chunk_cap_) : w.n * w.k * 2);
+  }
 
   void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias,
                         Tensor& out) override {
@@ -762,7 +767,9 @@ class CudaBackendImpl final : public CudaBackend {
     }
     auto tensor_core_gemm = [&] {
       if (!takes_quant_gemm(T, x)) return false;
-      ensure_dequant(N * K * 2);  // the K splits' workspace
+      // The K splits' workspace: what the scratch holds (the split rule fits its splits to it),
+      // grown only for a weight not announced at load (tests).
+      ensure_dequant(std::min(N * K * 2, dequant_row_chunk_cap_));
       const bool ran = cuda::launch_quant_gemm_mma(q, x.data, out.data, out.dtype, T, sm_count_,
                                                    dequant_, dequant_bytes_, stream_);
       if (ran) ++quant_calls_.gemm;
@@ -776,15 +783,66 @@ class CudaBackendImpl final : public CudaBackend {
     if (!done) done = linear_fp8(x, q, T, out);
     if (!done && !gemm_first) done = tensor_core_gemm();
     if (!done) {
-      ensure_dequant(N * K * 2);
-      quant_calls_.dequant_vectorized +=
-          cuda::launch_quant_dequant(q, dequant_, stream_, quant_dequant_vec_);
-      linear(x, Tensor(dequant_, DType::BF16, {N, K}), Tensor(), out);
+      if (N * K * 2 <= std::max<int64_t>(dequant_bytes_, dequant_row_chunk_cap_)) {
+        ensure_dequant(N * K * 2);  // (announced at load; grown only for a weight that was not)
+        quant_calls_.dequant_vectorized +=
+            cuda::launch_quant_dequant(q, dequant_, stream_, quant_dequant_vec_);
+        linear(x, Tensor(dequant_, DType::BF16, {N, K}), Tensor(), out);
+      } else {
+        linear_dequantized_in_row_chunks(x, q, out);
+      }
     }
     if (!bias.empty()) {
       SYV_CHECK_EQ(bias.numel(), N) << "linear: bias size";
       cuda::launch_bias_add(out.data, out.dtype, bias.data, bias.dtype, T, N, stream_);
     }
+  }
+
+  // The dequantize path of a weight larger than the scratch (an output projection announced with
+  // row chunks): rows [n0, n0 + R) of the weight dequantized into the scratch's first part, then
+  // for tokens [t0, t0 + Tc) the dense GEMM into its second part and a 2-D copy into out's
+  // columns [n0, n0 + R). R a multiple of 128 (and of fp8's scale tile rows), the weight's part at
+  // most half the scratch; each output element is the same dot product as unchunked.
+  void linear_dequantized_in_row_chunks(const Tensor& x, const cuda::QuantWeight& q, Tensor& out) {
+    const int64_t N = q.n, K = q.k, T = rows_of(x);
+    const size_t osz = dtype_size(out.dtype);
+    const bool fp8 = q.kind == cuda::QuantKind::kFp8Block;
+    const int64_t align = fp8 && q.block_n < N ? std::lcm<int64_t>(128, q.block_n) : 128;
+    auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+    int64_t budget = std::max<int64_t>(dequant_bytes_, dequant_row_chunk_cap_);
+    int64_t R = std::max<int64_t>(align, budget / 2 / (K * 2) / align * align);
+    R = std::min(R, N);
+    // At least 8 tokens a chunk (all of them when fewer): grown only for a weight not announced.
+    const int64_t min_tokens = std::min<int64_t>(T, 8);
+    const int64_t need = aligned(R * K * 2) + R * static_cast<int64_t>(osz) * min_tokens;
+    if (need > static_cast<int64_t>(dequant_bytes_)) ensure_dequant(need);
+    budget = static_cast<int64_t>(dequant_bytes_);
+    auto* w_part = static_cast<uint8_t*>(dequant_);
+    uint8_t* out_part = w_part + aligned(R * K * 2);
+    const int64_t Tc = std::min<int64_t>(T, (budget - aligned(R * K * 2)) / (R * osz));
+    const int64_t row_bytes = fp8 ? K : K / 2;  // packed data of one weight row
+    for (int64_t n0 = 0; n0 < N; n0 += R) {
+      const int64_t rows = std::min(R, N - n0);
+      cuda::QuantWeight part = q;
+      part.n = rows;
+      part.data = static_cast<const uint8_t*>(q.data) + n0 * row_bytes;
+      part.scales = q.scales + (fp8 ? n0 / q.block_n : n0) * q.scale_cols;
+      if (q.zeros != nullptr) part.zeros = q.zeros + n0 * q.scale_cols;
+      quant_calls_.dequant_vectorized +=
+          cuda::launch_quant_dequant(part, w_part, stream_, quant_dequant_vec_);
+      const Tensor w_rows(w_part, DType::BF16, {rows, K});
+      for (int64_t t0 = 0; t0 < T; t0 += Tc) {
+        const int64_t tokens = std::min(Tc, T - t0);
+        const Tensor x_rows(static_cast<uint8_t*>(x.data) + t0 * K * dtype_size(x.dtype), x.dtype,
+                            {tokens, K});
+        Tensor o(out_part, out.dtype, {tokens, rows});
+        linear(x_rows, w_rows, Tensor(), o);
+        SYV_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<uint8_t*>(out.data) + (t0 * N + n0) * osz,
+                                         N * osz, out_part, rows * osz, rows * osz, tokens,
+                                         cudaMemcpyDeviceToDevice, stream_));
+      }
+    }
+    ++quant_calls_.dequant_row_chunks;
   }
 
   Status set_quantized_activations(QuantizedActivations mode) override {
@@ -819,7 +877,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (!int4 && (q.block_n != 128 || q.block_k != 128 || q.scale_cols != G || G % 4 != 0))
       return false;
     const auto kind = int4 ? LtGemm::Fp8WeightScales::kRow128 : LtGemm::Fp8WeightScales::kTile128;
-    ensure_dequant(N * K * 2);
+    ensure_dequant(std::min(N * K * 2, dequant_row_chunk_cap_));  // (the room is checked below)
     auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
     auto round8 = [](int64_t rows) { return (rows + 7) / 8 * 8; };
     auto* base = static_cast<uint8_t*>(dequant_);
@@ -1734,6 +1792,9 @@ class CudaBackendImpl final : public CudaBackend {
   void set_quant_gemm_max_tokens(int tokens) override {
     quant_gemm_max_tokens_ = std::max(0, tokens);
   }
+  void set_dequant_row_chunk_cap(int64_t bytes) override {
+    dequant_row_chunk_cap_ = std::max<int64_t>(bytes, 0);
+  }
   QuantPathCalls quant_path_calls() const override { return quant_calls_; }
   void set_quant_moe_gemm(bool on) override { quant_moe_gemm_ = on; }
   void set_pdl(bool on) override { cuda::set_pdl_enabled(on); }
@@ -2191,6 +2252,8 @@ class CudaBackendImpl final : public CudaBackend {
   // docs/cuda-backend.md "Dequantize + dense GEMM").
   bool quant_dequant_vec_ = true;
   int quant_gemm_max_tokens_ = kQuantGemmMaxTokens;  // set_quant_gemm_max_tokens()
+  // The output projection's share of the dequantization scratch (set_dequant_row_chunk_cap).
+  int64_t dequant_row_chunk_cap_ = kCudaDequantRowChunkCap;
   // Quantized MoE experts above kMoeGemvMaxTokens on moe_quant_gemm.cu's tiled path
   // (set_quant_moe_gemm; SYV_QUANT_MOE_GEMM=0: the dequantize path).
   bool quant_moe_gemm_ = true;

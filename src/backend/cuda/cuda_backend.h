@@ -101,6 +101,11 @@ class CudaBackend : public Backend {
   // kQuantGemmMaxTokens by default (SYV_QUANT_GEMM_MAX_TOKENS sets the initial one). Not in
   // batch-invariant mode.
   virtual void set_quant_gemm_max_tokens(int tokens) = 0;
+  // The output projection's share of the dequantization scratch: announced at load with row
+  // chunks (Backend::reserve_quantized_scratch), it counts at most this many bytes, and a weight
+  // larger than the scratch and this dequantizes in row chunks of at most half of either (tests
+  // set it small; kCudaDequantRowChunkCap, backend/cuda_choices.h, by default).
+  virtual void set_dequant_row_chunk_cap(int64_t bytes) = 0;
   // Up to 128 tokens the GEMM beats the vectorized dequantize + cuBLASLt on every projection of
   // the Qwen3-8B shape on an H100; at 192 it loses on some (`syv bench quant-kernels`,
   // docs/performance.md).
@@ -123,6 +128,7 @@ class CudaBackend : public Backend {
     uint64_t fp8_gemm = 0;            // linears on an fp8 GEMM (W8A8 / W4A8)
     uint64_t dequant_vectorized = 0;  // dequantizations (a linear, an MoE part) 8 columns a thread
     uint64_t moe_tiled = 0;           // MoE layers on the tiled path over packed rows
+    uint64_t dequant_row_chunks = 0;  // linears dequantized in row chunks (an output projection)
   };
   virtual QuantPathCalls quant_path_calls() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens
