@@ -7,9 +7,11 @@
 # copies, graphs and the host tier with each option set (exactness must not change; the first set,
 # the defaults, also runs gpu_quant_linear_gpu_test (with the act-order permuted case of
 # SYV_ACT_ORDER_PERM), gpu_moe_quantized_gpu_test (SYV_QUANT_MOE's check) and
-# gpu_engine_quantized_gpu_test (quantized hybrids now keep their gated attention quantized)), or
-# times the host tier's loading steps with
-# and without them on one shape (tools/device/host_tier_steps.sh). Progress is printed as it goes; every phase has its own timeout.
+# gpu_engine_quantized_gpu_test (quantized hybrids now keep their gated attention quantized),
+# gpu_moe_quant_gemv_gpu_test and gpu_cuda_load_scratch_gpu_test (the scratch syv inspect
+# counts)), or times the host tier's loading steps with and without them on one shape
+# (tools/device/host_tier_steps.sh). Progress is printed as it goes; every phase has its own
+# timeout.
 # Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
 # Each part fits one 10-minute device call:
 #   tools/device/defer_uploads_check.sh tests
@@ -29,7 +31,7 @@ WHAT=${1:?tests or steps CONFIG}
 T="gpu_host_copy_gpu_test gpu_engine_graphs_gpu_test gpu_engine_qwen3_gpu_test gpu_sampling_gpu_test gpu_host_tier_engine_gpu_test gpu_engine_mtp_gpu_test"
 echo "== build $(date +%T)"
 Q="gpu_quant_linear_gpu_test gpu_moe_quantized_gpu_test gpu_engine_quantized_gpu_test
-  gpu_moe_quant_gemv_gpu_test"
+  gpu_moe_quant_gemv_gpu_test gpu_cuda_load_scratch_gpu_test"
 timeout 280 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $T $Q \
   2>&1 | tail -1
 B=build/gpu-carry/bin
