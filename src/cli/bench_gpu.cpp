@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -454,6 +455,15 @@ void prefill_points(const Options& o, Setup& s, std::vector<std::string>& rows,
       Batch batch = prefill_batch(n, pps);
       const int iters = n >= 16384 ? 3 : 10;
       Stats st = stats_of(s.gpu->time_ms([&] { s.model->forward(batch); }, 1, iters));
+      if (std::getenv("SYV_BENCH_PROFILE_RANGE") != nullptr) {
+        // One more prefill inside the profiler's capture range: a profiler started with capture
+        // off records exactly one prefill of each length (tools/device/prefill_kernel_split.sh).
+        s.gpu->synchronize();
+        cuda_profiler_range(true);
+        s.model->forward(batch);
+        s.gpu->synchronize();
+        cuda_profiler_range(false);
+      }
       const double lin = 2.0 * double(s.linear_params) * n;
       // Causal: token i attends to i + 1 keys, n^2 / 2 on average; the delta rule per token.
       const double attn = mixer_flops_per_token(c, n / 2.0) * n;

@@ -58,6 +58,8 @@ print(f"nsys: {len(body)} kernels, {total / 1e6:.1f} ms in all (the whole bench,
 for r in sorted(body, key=lambda r: -float(r[ti]))[:25]:
     print(f"| {float(r[ti]) / 1e6:8.2f} ms | {100 * float(r[ti]) / total:5.1f}% | {r[ci]:>5} | {r[ni][:110]} |")'
 else
-  echo "no nsys on this machine"
+  echo "no nsys on this machine: the split by ncu (tools/device/prefill_kernel_split.sh)"
+  CONFIG=tools/bench/configs/qwen3-next-24l LAYERS=4 LENGTHS=8192 timeout 300 \
+    tools/device/prefill_kernel_split.sh 2>&1 | grep -vE "^build"
 fi
 echo "total: $((SECONDS - t0)) s"

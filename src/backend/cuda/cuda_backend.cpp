@@ -1,6 +1,7 @@
 // The CUDA backend: memory, batch metadata, op dispatch to the kernels, timing and graphs.
 #include "backend/cuda/cuda_backend.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -2306,6 +2307,10 @@ size_t cuda_device_total_memory(int device) {
     return 0;
   }
   return total_b;
+}
+
+void cuda_profiler_range(bool start) {
+  SYV_CUDA_CHECK(start ? cudaProfilerStart() : cudaProfilerStop());
 }
 
 std::unique_ptr<CudaBackend> make_cuda_backend(int device) {

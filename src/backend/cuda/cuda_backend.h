@@ -182,6 +182,10 @@ int cuda_device_count();
 // Total memory of `device` in bytes (0 when it cannot be queried); creates no backend.
 size_t cuda_device_total_memory(int device);
 
+// The profiler's capture range (cudaProfilerStart / Stop): tools that start profiling off (ncu
+// --profile-from-start off, nsys --capture-range=cudaProfilerApi) record only what runs between.
+void cuda_profiler_range(bool start);
+
 // Creates the backend on `device`; aborts with the CUDA error when the device cannot be used.
 std::unique_ptr<CudaBackend> make_cuda_backend(int device = 0);
 
