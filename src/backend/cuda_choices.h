@@ -23,10 +23,11 @@ inline bool cuda_keeps_moe_experts_quantized() {
   return cuda_forced_moe_experts_quantized().value_or(false);
 }
 
-// The scratch CudaBackend holds once a model is loaded, which its allocated_bytes() (the figure
-// `syv serve`'s memory plan takes as the weights, cli/kv_pool_plan.cpp) includes besides the
-// weights. Mirrors backend/cuda/cuda_backend.cpp; tests/gpu/cuda_load_scratch_gpu_test.cpp holds
-// the backend to it.
+// The scratch CudaBackend holds once a model is loaded (its peak_scratch_bytes(), which
+// allocated_bytes() includes besides the weights): `syv serve`'s memory plan counts it in the
+// runtime reserve (cli/kv_pool_plan.cpp, backend/memory_plan.h runtime_reserve_bytes), and `syv
+// inspect` the same from these figures. cuda_backend.cpp static_asserts its constructor's share;
+// tests/gpu/cuda_load_scratch_gpu_test.cpp holds the backend to the rest.
 //  * From its constructor: the cuBLASLt workspace (kGemmWorkspace, 32 MiB), the attention
 //    arrival counters (kCounterSlots = 65536 u32) and the MoE routing flags (a u64 and a u32).
 inline constexpr int64_t kCudaConstructionScratchBytes =

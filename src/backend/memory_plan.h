@@ -3,6 +3,8 @@
 // tests can print the same plan the server uses.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -13,6 +15,12 @@ namespace syv {
 // Reserved beside weights, activations and KV: the CUDA context and libraries (1 GiB) and the
 // backend's scratch (cuBLASLt workspace, batch metadata, attention partials).
 constexpr size_t kRuntimeReserveBytes = (size_t{1} << 30) + (size_t{96} << 20);
+// The reserve of a backend holding `scratch_bytes` of scratch (CUDA: the cuBLASLt workspace, the
+// load's dequantization buffer, attention partials): 1 GiB for the context and libraries beside
+// it, at least kRuntimeReserveBytes. What serve, bench and inspect all plan with.
+inline size_t runtime_reserve_bytes(size_t scratch_bytes) {
+  return std::max(kRuntimeReserveBytes, scratch_bytes + (size_t{1} << 30));
+}
 
 struct MemoryPlanInput {
   size_t total_bytes = 0;            // device memory (cudaMemGetInfo total)

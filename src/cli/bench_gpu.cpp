@@ -348,7 +348,7 @@ int allocate_pool(const Options& o, Setup& s, int64_t pages_needed, size_t activ
   in.utilization = o.utilization;
   in.weight_bytes = static_cast<size_t>(s.weight_bytes);
   in.activation_peak_bytes = activation_peak;
-  in.other_bytes = std::max(kRuntimeReserveBytes, s.gpu->peak_scratch_bytes() + (size_t{1} << 30));
+  in.other_bytes = runtime_reserve_bytes(s.gpu->peak_scratch_bytes());
   in.state_bytes_per_slot = s.state_per_seq;
   in.state_slots = s.state_per_seq > 0 ? s.state_slots : 0;
   in.kv_bytes_per_token = s.kv_per_token;

@@ -214,7 +214,7 @@ void print_scratch(int64_t scratch_bytes, const WeightShape2d& largest) {
     std::printf(", dequantization buffer of the largest quantized weight [%lld, %lld]%s %.1f MB",
                 static_cast<long long>(largest.n), static_cast<long long>(largest.k),
                 largest.row_chunks ? " (the output projection, in row chunks)" : "",
-                cuda_dequant_scratch_bytes(largest.n, largest.k, largest.row_chunks) / 1e6);
+                dequant_scratch_bytes(largest) / 1e6);
   }
   std::printf("; the memory plan counts it in the runtime reserve, as serve does\n");
 }
@@ -249,8 +249,7 @@ int run_config_only(const Options& o) {
   const WeightShape2d largest = largest_weight(quantized_load_shapes(
       *arch, c, *specs,
       [&](const WeightSpec& w) { return quantized && quantizes_spec(w, o.lm_head); }, false));
-  const int64_t scratch_bytes =
-      cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(largest.n, largest.k, largest.row_chunks));
+  const int64_t scratch_bytes = cuda_load_scratch_bytes(dequant_scratch_bytes(largest));
   if (quantized) {
     QuantizeOptions q;
     q.format = o.weights_format == "fp8"   ? QuantizeFormat::kFp8
@@ -375,8 +374,7 @@ int run(const Options& o) {
     }
   }
 
-  const int64_t scratch_bytes =
-      cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(largest.n, largest.k, largest.row_chunks));
+  const int64_t scratch_bytes = cuda_load_scratch_bytes(dequant_scratch_bytes(largest));
   const ActivePerToken active = active_per_token(c, held, device_bytes, expert_bytes);
   if (o.json) {
     nlohmann::json j;

@@ -1,6 +1,7 @@
 #include "cli/kv_pool_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "backend/memory_plan.h"
 #include "core/log.h"
@@ -31,9 +32,12 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
   if (share.memory_gib > 0) {
     const auto capped = static_cast<size_t>(share.memory_gib * 1073741824.0);
     if (capped > in.total_bytes) {
-      return Status::Error("--gpu-memory-gib " + std::to_string(share.memory_gib) +
-                           ": the device has " + std::to_string(in.total_bytes / 1073741824.0) +
-                           " GiB; give at most that, or leave it out");
+      char why[160];
+      std::snprintf(why, sizeof why,
+                    "--gpu-memory-gib %.2f: the device has %.2f GiB; give at most that, or leave "
+                    "it out",
+                    share.memory_gib, in.total_bytes / 1073741824.0);
+      return Status::Error(why);
     }
     in.total_bytes = capped;
   }
@@ -47,7 +51,7 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
       std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
           e.max_prompt_logprob_rows);
-  in.other_bytes = std::max(kRuntimeReserveBytes, gpu.peak_scratch_bytes() + (size_t{1} << 30));
+  in.other_bytes = runtime_reserve_bytes(gpu.peak_scratch_bytes());
   in.kv_bytes_per_token = target_kv + draft_kv;
   in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;
   in.state_slots = engine_state_slots(model.cache_spec(), e);

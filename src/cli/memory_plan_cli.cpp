@@ -58,8 +58,7 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
       std::min<int64_t>(args.max_num_seqs * (1 + args.num_speculative_tokens),
                         args.max_batch_tokens) +
           engine.max_prompt_logprob_rows);
-  in.other_bytes =
-      std::max(kRuntimeReserveBytes, static_cast<size_t>(scratch_bytes) + (size_t{1} << 30));
+  in.other_bytes = runtime_reserve_bytes(static_cast<size_t>(scratch_bytes));
   in.page_size = 64;
   in.max_position = c.max_position_embeddings;
   auto plan = plan_memory(in);

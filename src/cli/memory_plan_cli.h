@@ -38,7 +38,7 @@ struct PlanArgs {
 // weight_backend_bytes with CUDA's dtypes: bf16, quantized modules in their packed layouts).
 // `scratch_bytes`: what CudaBackend holds besides them once the model is loaded
 // (backend/cuda_choices.h cuda_load_scratch_bytes). serve's plan (cli/kv_pool_plan.cpp) counts
-// it in the runtime reserve (scratch + 1 GiB, at least kRuntimeReserveBytes): so does this.
+// it in the runtime reserve (backend/memory_plan.h runtime_reserve_bytes): so does this.
 Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig& config,
                                          int64_t weight_bytes, int64_t scratch_bytes);
 

@@ -217,19 +217,16 @@ std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const Mo
   return quantized_load_shapes(arch, config, specs, stored, moe_experts_quantized);
 }
 
-WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes) {
-  WeightShape2d largest;
-  int64_t bytes = 0;
-  for (const WeightShape2d& s : shapes) {
-    const int64_t b = cuda_dequant_scratch_bytes(s.n, s.k, s.row_chunks);
-    if (b > bytes) largest = s, bytes = b;
-  }
-  return largest;
+int64_t dequant_scratch_bytes(const WeightShape2d& w) {
+  return cuda_dequant_scratch_bytes(w.n, w.k, w.row_chunks);
 }
 
-int64_t dequant_scratch_bytes(const std::vector<WeightShape2d>& shapes) {
-  const WeightShape2d w = largest_weight(shapes);
-  return cuda_dequant_scratch_bytes(w.n, w.k, w.row_chunks);
+WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes) {
+  WeightShape2d largest;
+  for (const WeightShape2d& s : shapes) {
+    if (dequant_scratch_bytes(s) > dequant_scratch_bytes(largest)) largest = s;
+  }
+  return largest;
 }
 
 std::optional<int64_t> weight_backend_bytes(const ModelArch& arch, const ModelConfig& config,

@@ -94,10 +94,11 @@ std::vector<WeightShape2d> quantized_load_shapes(
 std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const ModelConfig& config,
                                                  const WeightStore& store,
                                                  bool moe_experts_quantized);
-// The one of them that sizes CUDA's dequantization scratch (the largest
-// cuda_dequant_scratch_bytes, backend/cuda_choices.h; {0, 0} for none), and that scratch's bytes.
+// A weight's share of CUDA's dequantization scratch (backend/cuda_choices.h
+// cuda_dequant_scratch_bytes), and the one of them that sizes it (the largest share; {0, 0} for
+// none).
+int64_t dequant_scratch_bytes(const WeightShape2d& w);
 WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes);
-int64_t dequant_scratch_bytes(const std::vector<WeightShape2d>& shapes);
 
 // The tensors of a dense qwen3 or qwen3_5_text checkpoint of `config` (no mtp.* head, no vision
 // tower), for what writes or counts a model without its files (`syv demo-model`, `syv inspect

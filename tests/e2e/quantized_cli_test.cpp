@@ -131,8 +131,8 @@ TEST_F(QuantizedCli, InspectCountsLogicalParametersAndTheBytesAsStored) {
     // The memory plan takes the device bytes: the KV pool grows by what the weights save (to the
     // page of 64 tokens, 256 bytes per token). CUDA's dequantization buffer of the largest
     // quantized weight (gate|up [256, 64] in bf16) is scratch, which serve's plan counts in its
-    // runtime reserve: max(kRuntimeReserveBytes, scratch + 1 GiB), so a scratch this small
-    // takes nothing from the pool.
+    // runtime reserve (runtime_reserve_bytes: at least kRuntimeReserveBytes), so a scratch this
+    // small takes nothing from the pool.
     const std::string plan_args = "--gpu-memory-utilization 0.9 --gpu-memory-gib 2";
     EXPECT_EQ(j["cuda_scratch_bytes"].get<int64_t>() - plain["cuda_scratch_bytes"].get<int64_t>(),
               256 * 64 * 2);

@@ -45,8 +45,7 @@ TEST(CudaLoadScratch, AQuantizedLoadHoldsTheCountedWeightsAndScratch) {
         *prepared->arch, prepared->config, *prepared->store, gpu->keeps_moe_experts_quantized()));
     EXPECT_GT(largest.n * largest.k, 0);
     EXPECT_EQ(static_cast<int64_t>(gpu->allocated_bytes()),
-              prepared->weight_bytes + cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(
-                                           largest.n, largest.k, largest.row_chunks)));
+              prepared->weight_bytes + cuda_load_scratch_bytes(dequant_scratch_bytes(largest)));
     fs::remove_all(out);
   }
 }

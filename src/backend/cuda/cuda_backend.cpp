@@ -2038,6 +2038,11 @@ class CudaBackendImpl final : public CudaBackend {
     return st;
   }
   static constexpr int64_t kCounterSlots = 1 << 16;  // attention arrival counters (u32)
+  // The constructor's scratch as backend/cuda_choices.h counts it for `syv inspect`: the cuBLASLt
+  // workspace, these counters and the two MoE routing flags (a u64 and a u32).
+  static_assert(static_cast<int64_t>(kGemmWorkspace) + kCounterSlots * 4 + 8 + 4 ==
+                    kCudaConstructionScratchBytes,
+                "backend/cuda_choices.h kCudaConstructionScratchBytes");
 
   // Whether moe_block() takes the fused path (see there): anything else, including shapes the op
   // sequence refuses, goes to the sequence and its checks.
