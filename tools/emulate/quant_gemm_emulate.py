@@ -4,8 +4,8 @@
 # units), each lane's fragment reads, the decode's pair order (quant_mma_decode.cuh), the
 # mma.sync m16n8k16 fragment layout of PTX (A rows g / g + 8 at k 2t, 2t+1, 2t+8, 2t+9; B column g;
 # C rows g / g + 8 at columns 2t, 2t + 1), the per-chunk scales, the epilogue's bounds and the K
-# splits (quant_gemm_mma.cu's qgemm_chunks_per_split, default rule, and the reduce), against x @ dequant(w)^T
-# in float64; then checks
+# splits (quant_gemm_split.h's qgemm_split, the wave rule by default and the two-blocks rule of
+# SYV_QUANT_GEMM_WAVES=0, and the reduce), against x @ dequant(w)^T in float64; then checks
 # that the kernel's 16-byte shared-memory reads are free of bank conflicts. Written to check the
 # kernel's index logic where no GPU was at hand; it mirrors the kernel, so keep the two in step.
 # The same for moe_quant_gemm.cu's routing, row mappings and epilogues (run_moe, below).
@@ -21,16 +21,26 @@ def tile_nt(T):  # quant_gemm_mma.cu's qgemm_fitted_nt
     tiles = ceil_div(T, 64); nt = ceil_div(ceil_div(T, tiles), 8)
     return 2 if nt <= 2 else 8 if nt == 7 else nt
 
-def chunks_per_split(N, K, T, sms, ws_bytes):
+def chunks_per_split(N, K, T, sms, ws_bytes, slots):  # quant_gemm_split.h's qgemm_split
     tile = 8 * tile_nt(T)
     blocks = ceil_div(N, kGemmRows) * ceil_div(T, tile)
     chunks = K // kChunk
-    s = max(1, ceil_div(2 * sms, blocks))
-    s = min(s, max(1, chunks // kMinChunks))
-    while s > 1 and s * T * N * 4 > ws_bytes: s -= 1
-    return ceil_div(chunks, s)  # chunks_per_split
+    max_splits = max(1, chunks // kMinChunks)
+    fits = lambda s: s == 1 or s * T * N * 4 <= ws_bytes
+    if slots > 0:  # the wave rule: fewest waves x (chunks a block + the ring's fill)
+        per, best = chunks, None
+        for s in range(1, max_splits + 1):
+            p = ceil_div(chunks, s); used = ceil_div(chunks, p)
+            if not fits(used): break
+            cost = ceil_div(blocks * used, slots) * (p + kStages - 1)
+            if best is None or cost < best: best, per = cost, p
+        return per
+    s = min(max(1, ceil_div(2 * sms, blocks)), max_splits)
+    while not fits(s): s -= 1
+    return ceil_div(chunks, s)
 
-def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
+def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128, slots=None):
+    slots = 2 * sms if slots is None else slots  # the wave rule at 2 blocks an SM (0: the old rule)
     chunks = K // kChunk
     if FMT == 1:
         q = rng.integers(0, 16, size=(N, K))
@@ -56,7 +66,7 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
     NT = tile_nt(T)
     tile_tokens = 8 * NT
     ws_bytes = N * K * 2
-    cps = chunks_per_split(N, K, T, sms, ws_bytes)
+    cps = chunks_per_split(N, K, T, sms, ws_bytes, slots)
     S = ceil_div(chunks, cps)
     out = np.zeros((S, T, N))
     stage_units = kGemmRows * WRU + tile_tokens * kXRowUnits
@@ -146,7 +156,7 @@ def run(FMT, N, K, T, gsz, zeros, sms=132, block_n=128):
                           if tok < T and r < N: out[bz, tok, r] = acc[warp, lane, qq, e]
     got = out.sum(axis=0)
     err = np.abs(got - ref).max() / np.abs(ref).max()
-    print(f"FMT {FMT} N {N} K {K} T {T} group/bk {gsz} zeros {zeros}: splits {S}, NT {NT}, max rel err {err:.2e}")
+    print(f"FMT {FMT} N {N} K {K} T {T} group/bk {gsz} zeros {zeros} slots {slots}: splits {S} of {cps} chunks, NT {NT}, max rel err {err:.2e}")
     return err < 1e-9
 
 ok = True
@@ -164,6 +174,11 @@ ok &= run(0, 65, 1024, 40, 128, False)
 ok &= run(1, 100, 1024, 48, 256, False)
 ok &= run(1, 64, 1536, 96, 128, True)
 ok &= run(0, 70, 512, 9, 128, False)
+# The old two-blocks rule (SYV_QUANT_GEMM_WAVES=0), and a wave rule whose last split is short
+# (2176 columns: 17 chunks in splits of 6, 6 and 5).
+ok &= run(1, 70, 2048, 17, 128, True, slots=0)
+ok &= run(0, 90, 2048, 100, 128, False, sms=200, slots=0)
+ok &= run(1, 64, 2176, 24, 128, False, slots=3)
 
 bad = 0  # 16-byte shared loads: 8 lanes at a time, conflict-free when their units fall in 8 bank groups
 for NT in (2, 3, 4, 5, 6, 8):
