@@ -553,9 +553,11 @@ TEST_F(QuantLinearFp8Gemm, Int4Group128TakesFp8ActivationsWhenAsked) {
 
 // With fp8 activations asked for, int4 steps of 17 to kQuantGemmBeforeW4A8MaxTokens tokens take
 // the W4A16 tensor-core GEMM (faster there, and exact: the CPU's product within the GEMVs'
-// bounds), not the fp8 GEMM.
+// bounds), not the fp8 GEMM. (The GEMM's own default token limit, whatever
+// SYV_QUANT_GEMM_MAX_TOKENS says: an A/B run with the GEMM off would otherwise fail this.)
 TEST_F(QuantLinearFp8Gemm, Int4TakesTheGemmBeforeW4A8) {
   const HostQuant h = random_int4(256, 512, 128, true, false, rng_);
+  gpu_->set_quant_gemm_max_tokens(CudaBackend::kQuantGemmMaxTokens);
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kFp8).ok());
   OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
   for (int64_t T : {int64_t{17}, int64_t{CudaBackend::kQuantGemmBeforeW4A8MaxTokens}}) {

@@ -7,8 +7,8 @@
 # GEMM"), then, where nsys is installed, the kernels of one 8K prefill of a 4-layer copy summed by
 # name (nsys's cuda_gpu_kern_sum: where the prefill goes). ncu was tried for that split on
 # 2026-12-05 and did not finish in 200 s (it replays every kernel of the bench's warm-up too).
-# Each of the first three under the default grid order and under SYV_MOE_GRID=n (moe.cu: the
-# blocks of one tile of rows together; an A/B first written 2026-12-05, not yet run).
+# Each of the first three under the default grid order (moe.cu: the blocks of one tile of rows
+# together, the default since 2026-12-05) and under SYV_MOE_GRID=m (the order before).
 # Carry .devcarry-deps. About 4 minutes after the build.
 #   tools/device/moe_prefill_check.sh
 set -uo pipefail
@@ -29,9 +29,9 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)
 PY
 }
 mk_config 8 /tmp/qnext-8l
-for grid in default n; do
+for grid in default m; do
   g=""
-  [[ $grid == n ]] && g="SYV_MOE_GRID=n"
+  [[ $grid == m ]] && g="SYV_MOE_GRID=m"
   echo "== grid order: $grid"
   echo "tests: $(env $g timeout 100 $B/gpu_cuda_moe_ops_test \
     --gtest_filter='*Experts*:*Tiled*:-*Timing*' 2>&1 | grep -E "^\[ +(PASSED|FAILED) |Failure" |

@@ -41,13 +41,21 @@ python3 - /tmp/prefill_split.csv <<'PY'
 import csv, sys, collections
 lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
 rows = list(csv.DictReader(lines))
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
+         "second": 1e6, "s": 1e6}
 us, count = collections.Counter(), collections.Counter()
 for r in rows:
     if r.get("Metric Name") != "gpu__time_duration.sum":
         continue
-    name = r["Kernel Name"].split("(")[0].split("<")[0][:60]
-    us[name] += float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1.0)
+    # "void syv::cuda::(anonymous namespace)::kernel<...>(...)" (or "<unnamed>::") ->
+    # "syv::cuda::kernel"
+    name = r["Kernel Name"].replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    name = name.removeprefix("void ")
+    name = name.split("(")[0].split("<")[0][:60]
+    unit = r["Metric Unit"]
+    if unit not in scale:
+        sys.exit(f"unknown time unit {unit!r}")
+    us[name] += float(r["Metric Value"].replace(",", "")) * scale[unit]
     count[name] += 1
 total = sum(us.values())
 print(f"{sum(count.values())} kernels, {total / 1e3:.2f} ms under ncu (every length's prefill)")

@@ -179,8 +179,8 @@ struct GemmArgs {
   const int32_t* num_tiles;
   const int32_t* sorted;  // pair ids grouped by expert
   int top_k;
-  // Which grid dimension walks the weight's N tiles: 0 = y (the tiles of rows in x, the order
-  // before 2026-12-05), 1 = x (moe_grid_n_fastest()).
+  // Which grid dimension walks the weight's N tiles: 1 = x (moe_grid_n_fastest(), the default),
+  // 0 = y (the tiles of rows in x: SYV_MOE_GRID=m, the order before 2026-12-05).
   int n_fastest;
   int64_t N, K, inter;  // N = 2I (gate_up) or H (down); K = H or I
   bf16* act;            // gate_up's output [P, I]
@@ -352,16 +352,19 @@ Layout layout(const MoeShape& s, int64_t tokens) {
   return l;
 }
 
-// SYV_MOE_GRID=n: the grid's x walks the weight's N tiles, so the blocks of one tile of rows run
-// together (its activation rows read once from DRAM, then from L2) and one expert's tiles of rows
-// follow each other (its weights read again from L2). The default (x walks the tiles of rows)
-// sweeps every routed row once per N tile: at 8K tokens of Qwen3-Next's shape, 8 sweeps of 335
-// MB of gate_up's rows beside 2.1 GB of weights (arithmetic, not measured; an A/B not yet run on a
-// GPU). Either order computes the same values (each output element by one block, in K order).
+// The grid's x walks the weight's N tiles (the default since 2026-12-05; SYV_MOE_GRID=m goes
+// back to x walking the tiles of rows), so the blocks of one tile of rows run together (its
+// activation rows read once from DRAM, then from L2) and one expert's tiles of rows follow each
+// other (its weights read again from L2). The other order sweeps every routed row once per N
+// tile: at 8K tokens of Qwen3-Next's shape, 8 sweeps of 335 MB of gate_up's rows beside 2.1 GB of
+// weights. Measured on an H100 (tools/device/moe_prefill_check.sh, 2026-12-05 17:01 UTC): the
+// routed experts 1.680 -> 1.495 ms at 2K tokens, 4.110 -> 4.004 ms at 8K; an 8-layer Qwen3-Next
+// prefill 24.6 -> 23.4 ms at 2K, 76.6 -> 75.2 ms at 8K. Either order computes the same values
+// (each output element by one block, in K order).
 bool moe_grid_n_fastest() {
   static const bool on = [] {
     const char* env = std::getenv("SYV_MOE_GRID");
-    return env != nullptr && std::string(env) == "n";
+    return env == nullptr || std::string(env) != "m";
   }();
   return on;
 }
