@@ -103,6 +103,10 @@ TEST_F(CudaHybridOps, Conv1dParallelPathAcrossChunkBoundaries) {
   check_conv({1, 63, 64, 65, 17}, {1, 6, 3, 0, 4}, 96, 4);
   check_conv({1000, 2}, {7, 2}, 72, 3);
   check_conv({71}, {4}, 80, 4);
+  // Channels not a multiple of 8 (the element-a-thread kernel) and more than one block of
+  // channel vectors (the 8-channel kernel's grid y).
+  check_conv({70, 3}, {2, 5}, 100, 4);
+  check_conv({70, 3}, {2, 5}, 2056, 4);
 }
 
 TEST_F(CudaHybridOps, GatedDeltaRuleSmallHeads) {
