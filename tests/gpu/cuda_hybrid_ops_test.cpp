@@ -176,6 +176,24 @@ TEST_F(CudaHybridOps, GatedDeltaRuleBf16State) {
   check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);  // the chunked kernel too
 }
 
+// The chunked rule in three phases (gated_delta_phases.cu, CudaBackend::set_gdn_phases) on the
+// chunked kernel's cases: beside token-by-token sequences, other head dims, dv under one slice,
+// state saves inside and on the edges of chunks, a bf16 state.
+TEST_F(CudaHybridOps, GatedDeltaRulePhases) {
+  gpu_->set_gdn_phases(true);
+  const GdnShape g{16, 32, 128, 128};
+  check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
+  check_gdn({5, 64, 1000}, {0, 7, 3}, g, DType::F32, 1e-2, 1e-4);
+  check_gdn({300, 64}, {1, 4}, GdnShape{4, 8, 64, 96}, DType::F32, 1e-2, 1e-4);
+  check_gdn({200}, {2}, GdnShape{2, 4, 16, 12}, DType::F32, 1e-2, 1e-4);
+  check_gdn({71, 1}, {1, 0}, GdnShape{2, 4, 8, 12}, DType::F32, 1e-2, 1e-4);  // dk 8
+  check_gdn({15, 200, 3}, {5, 0, 7}, g, DType::F32, 1e-2, 1e-4,
+            {{4, 15}, {1, 63, 64, 100, 199, 200}, {2}});
+  check_gdn({130, 1}, {2, 4}, g, DType::BF16, 2e-2, 1e-2, {{16, 80, 128}, {}});
+  check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);
+  gpu_->set_gdn_phases(false);
+}
+
 TEST_F(CudaHybridOps, GatedRmsNorm) {
   for (int64_t D : {128, 12}) {
     const int64_t N = 301;
@@ -277,6 +295,12 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
         "GB/s = %.0f%% of copy)\n",
         cs.seqs, cs.tokens_each, conv_us, gdn_us, state_bytes / (gdn_us * 1e3),
         100.0 * state_bytes / (gdn_us * 1e3) / copy_gbps);
+    if (cs.tokens_each >= CudaBackend::kGdnChunkedFrom) {  // the three-phase form's
+      gpu_->set_gdn_phases(true);
+      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule in three phases %8.1f us\n",
+                  cs.seqs, cs.tokens_each, us(gdn));
+      gpu_->set_gdn_phases(false);
+    }
     if (cs.tokens_each == 1) {  // the token-by-token kernel's two thread layouts (kernels.h)
       for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {
         cuda::set_gdn_recurrent_form(form);

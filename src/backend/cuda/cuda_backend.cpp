@@ -132,6 +132,7 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaMemsetAsync(moe_ticket_, 0, sizeof(unsigned), stream_));
     scratch_bytes_ += sizeof(unsigned);
     if (const char* env = std::getenv("SYV_GEMV_MAX_TOKENS")) gemv_max_tokens_ = std::atoi(env);
+    if (const char* env = std::getenv("SYV_GDN_PHASES")) gdn_phases_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
@@ -188,6 +189,7 @@ class CudaBackendImpl final : public CudaBackend {
     for (auto& r : retired_partials_) cudaFree(r.first);
     if (staging_) cudaFreeHost(staging_);
     if (meta_dev_) cudaFree(meta_dev_);
+    if (gdn_scratch_) cudaFree(gdn_scratch_);
     if (partial_) cudaFree(partial_);
     if (dequant_) cudaFree(dequant_);
     if (moe_scratch_) cudaFree(moe_scratch_);
@@ -1324,7 +1326,15 @@ class CudaBackendImpl final : public CudaBackend {
     a.chunked_from = chunked ? gdn_chunked_from_ : 0;
     a.batch_invariant = batch_invariant_;
     cuda::launch_gdn_recurrent(a, qkv.dtype, state.dtype, stream_);
-    if (a.chunked_from > 0) cuda::launch_gdn_chunked(a, qkv.dtype, state.dtype, stream_);
+    if (a.chunked_from > 0) {
+      if (gdn_phases_) {
+        grow_scratch(gdn_scratch_, gdn_scratch_bytes_, cuda::gdn_phases_scratch_bytes(a, T),
+                     "gated delta rule scratch");
+        cuda::launch_gdn_phases(a, qkv.dtype, state.dtype, T, gdn_scratch_, stream_);
+      } else {
+        cuda::launch_gdn_chunked(a, qkv.dtype, state.dtype, stream_);
+      }
+    }
   }
 
   void gated_rmsnorm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
@@ -1776,6 +1786,7 @@ class CudaBackendImpl final : public CudaBackend {
   void set_fixed_max_context(int64_t max_context) override { fixed_max_context_ = max_context; }
 
   void set_gemv_variant(int variant) override { cuda::set_gemv_variant(variant); }
+  void set_gdn_phases(bool on) override { gdn_phases_ = on; }
   void set_gdn_chunked_from(int tokens) override {
     SYV_CHECK(tokens >= 0) << "gdn chunked_from " << tokens;
     gdn_chunked_from_ = tokens;
@@ -2196,6 +2207,9 @@ class CudaBackendImpl final : public CudaBackend {
   cuda::LtGemm gemm_;
   int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it
   int gdn_chunked_from_ = kGdnChunkedFrom;  // see set_gdn_chunked_from()
+  bool gdn_phases_ = false;                 // see set_gdn_phases()
+  void* gdn_scratch_ = nullptr;             // launch_gdn_phases()'s
+  size_t gdn_scratch_bytes_ = 0;
   bool batch_invariant_ = false;
   int saved_gemv_max_tokens_ = 0;    // gemv_max_tokens_ of the other mode
   bool invariant_gemm_mma_ = false;  // gemm_invariant.cu instead of LtGemm::run_fixed

@@ -137,6 +137,10 @@ class CudaBackend : public Backend {
   // however a prompt is split into steps).
   virtual void set_gdn_chunked_from(int tokens) = 0;
   static constexpr int kGdnChunkedFrom = 16;
+  // The chunked gated delta rule in three phases (gated_delta_phases.cu) instead of the one-kernel
+  // walk of gated_delta_chunked.cu. Off by default; SYV_GDN_PHASES=1 sets the initial state (A/B
+  // timing, tests).
+  virtual void set_gdn_phases(bool on) = 0;
   // How copy_batch_async() moves a batch between this device and pinned host memory (a host tier
   // hit: one strided op per page, 2 x layers rows of ~128 KiB; backend/cuda/host_copy.h), per
   // copy stream (CopyDir):

@@ -21,20 +21,13 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/gated_delta_chunk.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace syv::cuda {
 namespace {
 
-constexpr int kChunk = 64;  // tokens per chunk
-constexpr int kDK = 128;    // key head dim capacity (a smaller dk is padded with zeros)
-constexpr int kBV = 32;     // state columns per block
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kQKStride = kDK + 4;     // Qs / Ks rows: float4 reads of 8 rows hit 8 bank groups
-constexpr int kAStride = kChunk + 16;  // A / P rows: a warp's two row groups write disjoint banks
-constexpr int kDStride = kBV + 4;      // V -> R -> Δ rows
-constexpr int kSub = 16;               // the solve's diagonal blocks: kChunk / kSub of kSub x kSub
+using namespace gdn_chunk;  // kChunk, kDK, kBV (state columns per block), strides, helpers
 
 // Shared memory, in floats.
 constexpr int kSmemFloats = 2 * kChunk * kQKStride   // Qs, Ks
@@ -46,10 +39,6 @@ constexpr int kSmemFloats = 2 * kChunk * kQKStride   // Qs, Ks
                             + kSub * kDStride        // the solve's right-hand sides
                             + 5 * kChunk;            // g, G, Γ, Λ, β
 constexpr size_t kSmemBytes = kSmemFloats * sizeof(float);
-
-__device__ __forceinline__ float dot4(const float4& a, const float4& b) {
-  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-}
 
 template <typename TX, typename TS>
 __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
@@ -94,13 +83,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
   // This thread's state elements: rows rg * 8 + r, columns v0 + 2 cp + e.
   const int rg = tid >> 4, cp = tid & 15;
   float st[8][2];
-#pragma unroll
-  for (int r = 0; r < 8; ++r)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int d = rg * 8 + r, col = v0 + 2 * cp + e;
-      st[r][e] = d < dk && col < dv ? to_f32(S[static_cast<int64_t>(d) * dv + col]) : 0.f;
-    }
+  load_state_slice(S, dk, dv, v0, rg, cp, st);
 
   // State saves cut the chunking: chunks restart at each save point, whose state is then written.
   int next_save = a.num_saves > 0 ? a.save_starts[s] : 0;
@@ -139,20 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
 #pragma unroll
       for (int rr = 0; rr < kRows; ++rr) {
         const int r = warp + kWarps * rr;
-        float qq = 0.f, kk = 0.f;
-#pragma unroll
-        for (int m = 0; m < kPer; ++m) {
-          qq += qv[rr][m] * qv[rr][m];
-          kk += kv[rr][m] * kv[rr][m];
-        }
-        qq = warp_sum(qq);
-        kk = warp_sum(kk);
-        const float qn = rsqrtf(qq + 1e-6f) * q_scale, kn = rsqrtf(kk + 1e-6f);
-#pragma unroll
-        for (int m = 0; m < kPer; ++m) {
-          Qs[r * kQKStride + lane + 32 * m] = qv[rr][m] * qn;
-          Ks[r * kQKStride + lane + 32 * m] = kv[rr][m] * kn;
-        }
+        store_normalized<kPer>(qv[rr], kv[rr], r, lane, q_scale, Qs, Ks);
         Dm[r * kDStride + lane] = vv[rr];
         if (lane == 0) {
           float bb = 0.f, gg = 0.f;
@@ -167,47 +137,19 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
       }
     }
     __syncthreads();
-    if (warp == 0) {  // G = inclusive prefix sum of g (padding rows add 0), and its exponentials
-      const float g0 = g[2 * lane], g1 = g[2 * lane + 1];
-      float incl = g0 + g1;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const float n = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += n;
-      }
-      const float G1 = incl, G0 = incl - g1;
-      const float last = __shfl_sync(0xffffffffu, incl, 31);
-      G[2 * lane] = G0;
-      G[2 * lane + 1] = G1;
-      gam[2 * lane] = __expf(G0);
-      gam[2 * lane + 1] = __expf(G1);
-      lam[2 * lane] = __expf(last - G0);
-      lam[2 * lane + 1] = __expf(last - G1);
-    }
+    // G = inclusive prefix sum of g (padding rows add 0), and its exponentials
+    if (warp == 0) gate_scan(g, G, gam, lam, lane);
     __syncthreads();
 
     // 2a. A and P: thread (ti, tj) owns rows ti + 16 m and columns tj + 16 m' (m' <= m: the rest is
     // above the diagonal and zero).
     {
       const int ti = tid >> 4, tj = tid & 15;
-      float acc_a[4][4] = {}, acc_p[4][4] = {};
-#pragma unroll 2
-      for (int d = 0; d < dk4; d += 4) {
-        float4 qi[4], ki[4], kj[4];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          qi[m] = *reinterpret_cast<const float4*>(&Qs[(ti + 16 * m) * kQKStride + d]);
-          ki[m] = *reinterpret_cast<const float4*>(&Ks[(ti + 16 * m) * kQKStride + d]);
-          kj[m] = *reinterpret_cast<const float4*>(&Ks[(tj + 16 * m) * kQKStride + d]);
-        }
-#pragma unroll
-        for (int m = 0; m < 4; ++m)
-#pragma unroll
-          for (int mp = 0; mp <= m; ++mp) {
-            acc_a[m][mp] += dot4(ki[m], kj[mp]);
-            acc_p[m][mp] += dot4(qi[m], kj[mp]);
-          }
-      }
+      float acc[2][4][4] = {};  // A's k_i·k_j, P's q_i·k_j
+      const float* const rows[2] = {Ks, Qs};
+      lower_dots<2>(rows, Ks, dk4, ti, tj, acc);
+      const auto& acc_a = acc[0];
+      const auto& acc_p = acc[1];
 #pragma unroll
       for (int m = 0; m < 4; ++m)
 #pragma unroll
@@ -227,22 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
     {
       const int ri = tid >> 4;
       float ks[4][2] = {}, qs[4][2] = {};
-#pragma unroll 2
-      for (int d = 0; d < dk4; d += 4) {
-        float2 sv[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          sv[e] = *reinterpret_cast<const float2*>(&S0[(d + e) * kBV + 2 * cp]);
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const float4 q = *reinterpret_cast<const float4*>(&Qs[(ri + 16 * m) * kQKStride + d]);
-          const float4 k = *reinterpret_cast<const float4*>(&Ks[(ri + 16 * m) * kQKStride + d]);
-          ks[m][0] += k.x * sv[0].x + k.y * sv[1].x + k.z * sv[2].x + k.w * sv[3].x;
-          ks[m][1] += k.x * sv[0].y + k.y * sv[1].y + k.z * sv[2].y + k.w * sv[3].y;
-          qs[m][0] += q.x * sv[0].x + q.y * sv[1].x + q.z * sv[2].x + q.w * sv[3].x;
-          qs[m][1] += q.x * sv[0].y + q.y * sv[1].y + q.z * sv[2].y + q.w * sv[3].y;
-        }
-      }
+      s0_products(Ks, Qs, S0, dk4, ri, cp, ks, qs);
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         const int i = ri + 16 * m;
@@ -259,45 +186,9 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
     // 3. Δ = (I + A)^-1 R, blocked: the inverses T_b of the four 16 x 16 diagonal blocks of I + A
     // by forward substitution (one thread per column, all four at once), then block by block
     // Δ_b = T_b (R_b - Σ_{c<b} A_bc Δ_c).
-    if (tid < kChunk) {
-      const int b = tid / kSub, cc = tid % kSub;
-      const float* Ab = Am + (b * kSub) * kAStride + b * kSub;
-      float t[kSub];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-        float acc = 0.f;
-#pragma unroll
-        for (int j = 0; j < i; ++j) acc += Ab[i * kAStride + j] * t[j];
-        t[i] = i == cc ? 1.f : (i < cc ? 0.f : -acc);
-        Tb[(b * kSub + i) * kSub + cc] = t[i];
-      }
-    }
+    diagonal_inverses(Am, Tb, tid);
     __syncthreads();
-    {
-      const int r = tid >> 4;  // row within the block; columns 2 cp, 2 cp + 1
-      for (int b = 0; b * kSub < L; ++b) {
-        const int i = b * kSub + r;
-        float x0 = Dm[i * kDStride + 2 * cp], x1 = Dm[i * kDStride + 2 * cp + 1];
-        for (int j = 0; j < b * kSub; ++j) {
-          const float aij = Am[i * kAStride + j];
-          const float2 dj = *reinterpret_cast<const float2*>(&Dm[j * kDStride + 2 * cp]);
-          x0 -= aij * dj.x;
-          x1 -= aij * dj.y;
-        }
-        *reinterpret_cast<float2*>(&Xb[r * kDStride + 2 * cp]) = make_float2(x0, x1);
-        __syncthreads();
-        float y0 = 0.f, y1 = 0.f;
-#pragma unroll
-        for (int j = 0; j < kSub; ++j) {
-          const float tij = Tb[i * kSub + j];
-          const float2 xj = *reinterpret_cast<const float2*>(&Xb[j * kDStride + 2 * cp]);
-          y0 += tij * xj.x;
-          y1 += tij * xj.y;
-        }
-        *reinterpret_cast<float2*>(&Dm[i * kDStride + 2 * cp]) = make_float2(y0, y1);
-        __syncthreads();
-      }
-    }
+    blocked_solve(Am, Tb, Dm, Xb, L, tid >> 4, cp);
 
     // 4a. o = Γ S0ᵀq + P Δ for the chunk's rows.
     {
@@ -307,18 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
       for (int m = 0; m < 4; ++m)
 #pragma unroll
         for (int e = 0; e < 2; ++e) o[m][e] = Oq[(ri + 16 * m) * kBV + 2 * cp + e];
-      for (int j = 0; j < L; j += 4) {
-        float2 dd[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          dd[e] = *reinterpret_cast<const float2*>(&Dm[(j + e) * kDStride + 2 * cp]);
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const float4 p = *reinterpret_cast<const float4*>(&Pm[(ri + 16 * m) * kAStride + j]);
-          o[m][0] += p.x * dd[0].x + p.y * dd[1].x + p.z * dd[2].x + p.w * dd[3].x;
-          o[m][1] += p.x * dd[0].y + p.y * dd[1].y + p.z * dd[2].y + p.w * dd[3].y;
-        }
-      }
+      p_delta(Pm, Dm, L, ri, cp, o);
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         const int i = ri + 16 * m;
@@ -339,43 +219,20 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
         st[r][0] *= decay;
         st[r][1] *= decay;
       }
-      for (int j = 0; j < L; ++j) {
-        const float2 dd = *reinterpret_cast<const float2*>(&Dm[j * kDStride + 2 * cp]);
-        const float l = lam[j], d0 = l * dd.x, d1 = l * dd.y;
-        const float4 k0 = *reinterpret_cast<const float4*>(&Ks[j * kQKStride + rg * 8]);
-        const float4 k1 = *reinterpret_cast<const float4*>(&Ks[j * kQKStride + rg * 8 + 4]);
-        const float kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-          st[r][0] += kr[r] * d0;
-          st[r][1] += kr[r] * d1;
-        }
-      }
+      state_update(st, Dm, Ks, lam, L, rg, cp);
     }
     __syncthreads();  // the next chunk overwrites the shared arrays
     c0 += L;
     if (c0 == segment_end && next_save < save_end) {
       TS* dst = static_cast<TS*>(a.saves) +
                 (static_cast<int64_t>(a.save_dests[next_save]) * hv + h) * dk * dv;
-#pragma unroll
-      for (int r = 0; r < 8; ++r)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int d = rg * 8 + r, col = v0 + 2 * cp + e;
-          if (d < dk && col < dv) dst[static_cast<int64_t>(d) * dv + col] = from_f32<TS>(st[r][e]);
-        }
+      store_state_slice(dst, dk, dv, v0, rg, cp, st);
       ++next_save;
       segment_end = next_save < save_end ? a.save_after[next_save] : len;
     }
   }
 
-#pragma unroll
-  for (int r = 0; r < 8; ++r)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int d = rg * 8 + r, col = v0 + 2 * cp + e;
-      if (d < dk && col < dv) S[static_cast<int64_t>(d) * dv + col] = from_f32<TS>(st[r][e]);
-    }
+  store_state_slice(S, dk, dv, v0, rg, cp, st);
 }
 
 template <typename TX, typename TS>

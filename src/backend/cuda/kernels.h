@@ -411,6 +411,14 @@ void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t
 // Whether the chunked kernel runs this dk here (dk <= 128, and its 146.5 KiB of shared memory fit
 // the device: not on sm_86 / 89 / 120).
 bool gdn_chunked_supports(int32_t dk);
+// The chunked rule in three phases (gated_delta_phases.cu: U and W per chunk in parallel, the
+// state walk, the output per chunk in parallel), instead of launch_gdn_chunked where
+// CudaBackend::set_gdn_phases says so: the same sequences (GdnArgs::chunked_from), `tokens` the
+// batch's token count, `scratch` at least gdn_phases_scratch_bytes(a, tokens) bytes (16-byte
+// aligned). Takes what gdn_chunked_supports() takes.
+int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t tokens);
+void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t tokens, void* scratch,
+                       cudaStream_t s);
 
 // Causal depthwise conv1d + SiLU over each sequence's new tokens (Backend::causal_conv1d_silu):
 // x, out [T, C] in the activation dtype; weight [C, K] (any float dtype); state f32

@@ -1,0 +1,550 @@
+// The chunked gated delta rule in three phases (FLA's split, ../shared/reference/WAVE2-SPECS.md
+// A.1), for prefill: the same math as gated_delta_chunked.cu (its header has the notation), with
+// the work that does not depend on the state taken out of the sequential walk over chunks, so
+// that it runs in parallel over every chunk of the batch. SYV_GDN_PHASES=1 / set_gdn_phases()
+// selects it instead of gated_delta_chunked.cu (off by default until measured).
+//
+// Per chunk of L <= 64 tokens, T = (I + A)^-1 with A_ij = β_i exp(G_i - G_j) k_i·k_j (j < i):
+//   Δ = T R = U - W S0,   U = T diag(β) V  [L, dv],   W = T diag(β Γ) K  [L, dk]
+//   o_i = Γ_i S0ᵀq_i + Σ_{j<=i} exp(G_i - G_j) (q_i·k_j) Δ_j
+//   S   = Γ_{L-1} S0 + Σ_j Λ_j k_j Δ_jᵀ
+// 0. gdn_chunk_table_kernel (one thread): the batch's chunks in sequence order (a sequence's
+//    chunks restart at its state saves, as gated_delta_chunked.cu cuts them), each sequence's first
+//    chunk index.
+// 1. gdn_wu_kernel, one block per (chunk, value head): A, the diagonal blocks' inverses, and U and
+//    W by blocked forward substitution over 32 columns at a time of [β v | β Γ k]; also Γ q, Λ k
+//    and Γ_{L-1}, so that the walk needs no norms, gates or exponentials.
+// 2. gdn_state_kernel, one block per (sequence, value head, 32 state columns), walking the
+//    sequence's chunks: W, Γ q and Λ k staged by batched 16-byte loads, Δ = U - W S0 and
+//    Oq = (Γ q) S0 into the scratch, then S = Γ_{L-1} S0 + (Λ k)ᵀ Δ.
+// 3. gdn_output_kernel, one block per (chunk, value head): P and o = Oq + P Δ.
+// Every product is fp32 on the CUDA cores. Sequences shorter than GdnArgs::chunked_from are the
+// token-by-token kernel's, as with gated_delta_chunked.cu.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/gated_delta_chunk.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace syv::cuda {
+namespace {
+
+using namespace gdn_chunk;  // kChunk, kDK, kBV (columns a pass / state columns a walk block), ...
+
+// A chunk of the table: sequence, first token within the sequence, length, and the save index
+// whose state is the one after this chunk (-1: none).
+struct ChunkRec {
+  int32_t seq, c0, len, save;
+};
+
+// The scratch of the phases, per (chunk, value head): U [64][dv], W [64][dk], Δ [64][dv] and
+// Oq [64][dv], f32.
+struct PhaseScratch {
+  ChunkRec* chunks;    // [max_chunks]
+  int32_t* count;      // [1]
+  int32_t* seq_first;  // [S + 1]: sequence s's chunks are [seq_first[s], seq_first[s + 1])
+  float* u;            // [chunk][hv][64][dv]
+  float* w;            // [chunk][hv][64][kDK] (columns past dk zero)
+  float* qt;           // [chunk][hv][64][kDK]: Γ_i q_i (normalised, scaled)
+  float* kt;           // [chunk][hv][64][kDK]: Λ_i k_i (normalised)
+  float* gl;           // [chunk][hv]: Γ_{L-1}, the chunk's decay of the state
+  float* delta;        // [chunk][hv][64][dv]
+  float* oq;           // [chunk][hv][64][dv]
+};
+
+__device__ __forceinline__ bool chunked_sequence(const GdnArgs& a, int s, int& slot, int& begin,
+                                                 int& len) {
+  slot = a.slots[s];
+  begin = a.seq_starts[s];
+  len = a.seq_starts[s + 1] - begin;
+  return slot >= 0 && len > 0 && len >= a.chunked_from;
+}
+
+// What a (chunk, value head) block of phases 1 and 3 works on: the chunk's length, its first
+// token row in the batch, the key head, dk rounded up to 4. False past the table's chunks.
+struct ChunkWork {
+  int L, kh, dk4;
+  int64_t t0;
+};
+__device__ __forceinline__ bool chunk_work(const GdnArgs& a, const PhaseScratch& p, int chunk,
+                                           int h, ChunkWork& w) {
+  if (chunk >= *p.count) return false;
+  const ChunkRec rec = p.chunks[chunk];
+  w.L = rec.len;
+  w.kh = h / (a.hv / a.hk);
+  w.dk4 = (a.dk + 3) & ~3;
+  w.t0 = int64_t{a.seq_starts[rec.seq]} + rec.c0;
+  return true;
+}
+
+__global__ void gdn_chunk_table_kernel(GdnArgs a, PhaseScratch p) {
+  pdl_wait();
+  pdl_trigger();
+  if (threadIdx.x != 0) return;
+  int n = 0;
+  for (int s = 0; s < a.num_seqs; ++s) {
+    p.seq_first[s] = n;
+    int slot, begin, len;
+    if (!chunked_sequence(a, s, slot, begin, len)) continue;
+    int next_save = a.num_saves > 0 ? a.save_starts[s] : 0;
+    const int save_end = a.num_saves > 0 ? a.save_starts[s + 1] : 0;
+    int segment_end = next_save < save_end ? a.save_after[next_save] : len;
+    for (int c0 = 0; c0 < len;) {
+      const int L = min(kChunk, segment_end - c0);
+      ChunkRec r{s, c0, L, -1};
+      c0 += L;
+      if (c0 == segment_end && next_save < save_end) {
+        r.save = next_save;
+        ++next_save;
+        segment_end = next_save < save_end ? a.save_after[next_save] : len;
+      }
+      p.chunks[n++] = r;
+    }
+  }
+  p.seq_first[a.num_seqs] = n;
+  *p.count = n;
+}
+
+// The chunk's gates into shared memory: β (when `beta` is not null), g, G (inclusive prefix sum),
+// Γ = exp(G), Λ = exp(G_last - G); padding rows have β = 0, g = 0. Rows of the chunk are
+// token rows t0 .. t0 + L - 1 of the batch. Ends with __syncthreads().
+template <typename TX>
+__device__ void chunk_gates(const GdnArgs& a, int64_t t0, int L, int h, float* beta, float* g,
+                            float* G, float* gam, float* lam) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float A = __expf(load_any(a.a_log, a.param_t, h));
+  const float dt_bias = load_any(a.dt_bias, a.param_t, h);
+  const int hv = a.hv;
+  if (tid < kChunk) {
+    float bb = 0.f, gg = 0.f;
+    if (tid < L) {
+      const int64_t t = t0 + tid;
+      const float braw = load_any(a.ba, a.ba_t, t * 2 * hv + h);
+      const float x = load_any(a.ba, a.ba_t, t * 2 * hv + hv + h) + dt_bias;
+      bb = 1.f / (1.f + __expf(-braw));
+      gg = -A * (x > 20.f ? x : log1pf(__expf(x)));
+    }
+    if (beta) beta[tid] = bb;
+    g[tid] = gg;
+  }
+  __syncthreads();
+  if (warp == 0) gate_scan(g, G, gam, lam, lane);
+  __syncthreads();
+}
+
+// Normalised k (and q scaled by 1/sqrt(dk) when Qs is not null) of the chunk's rows into
+// [kChunk][kQKStride] (rows past L and columns past dk zero). Ends with __syncthreads().
+template <typename TX>
+__device__ void chunk_qk(const GdnArgs& a, int64_t t0, int L, int kh, float* Qs, float* Ks) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int dk = a.dk;
+  const int64_t key_dim = int64_t{a.hk} * dk, width = 2 * key_dim + int64_t{a.hv} * a.dv;
+  const float q_scale = rsqrtf(static_cast<float>(dk));
+  const TX* qkv = static_cast<const TX*>(a.qkv);
+  constexpr int kRows = kChunk / kWarps, kPer = kDK / 32;
+  float qv[kRows][kPer], kv[kRows][kPer];
+#pragma unroll
+  for (int rr = 0; rr < kRows; ++rr) {
+    const int r = warp + kWarps * rr;
+    const bool valid = r < L;
+    const TX* row = qkv + (t0 + (valid ? r : 0)) * width;
+#pragma unroll
+    for (int m = 0; m < kPer; ++m) {
+      const int d = lane + 32 * m;
+      qv[rr][m] = Qs && valid && d < dk ? to_f32(row[int64_t{kh} * dk + d]) : 0.f;
+      kv[rr][m] = valid && d < dk ? to_f32(row[key_dim + int64_t{kh} * dk + d]) : 0.f;
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < kRows; ++rr) {
+    store_normalized<kPer>(qv[rr], kv[rr], warp + kWarps * rr, lane, q_scale, Qs, Ks);
+  }
+  __syncthreads();
+}
+
+// ---- phase 1: U and W ---------------------------------------------------------------------------
+constexpr int kWuSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
+                              + kChunk * kAStride     // A
+                              + kChunk * kSub         // diagonal blocks' inverses
+                              + kChunk * kDStride     // right-hand sides -> solution
+                              + kSub * kDStride       // one block's right-hand sides
+                              + 5 * kChunk;           // β, g, G, Γ, Λ
+constexpr size_t kWuSmemBytes = kWuSmemFloats * sizeof(float);
+
+template <typename TX>
+__global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScratch p) {
+  extern __shared__ float4 smem4[];
+  float* Qs = reinterpret_cast<float*>(smem4);
+  float* Ks = Qs + kChunk * kQKStride;
+  float* Am = Ks + kChunk * kQKStride;
+  float* Tb = Am + kChunk * kAStride;
+  float* Dm = Tb + kChunk * kSub;
+  float* Xb = Dm + kChunk * kDStride;
+  float* beta = Xb + kSub * kDStride;
+  float* g = beta + kChunk;
+  float* G = g + kChunk;
+  float* gam = G + kChunk;
+  float* lam = gam + kChunk;
+
+  const int tid = threadIdx.x;
+  const int chunk = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y);
+  pdl_wait();
+  pdl_trigger();
+  ChunkWork cw;
+  if (!chunk_work(a, p, chunk, h, cw)) return;
+  const int L = cw.L, dk = a.dk, dv = a.dv, kh = cw.kh, dk4 = cw.dk4;
+  const int64_t t0 = cw.t0;
+  const int64_t key_dim = int64_t{a.hk} * dk, width = 2 * key_dim + int64_t{a.hv} * dv;
+  const TX* qkv = static_cast<const TX*>(a.qkv);
+
+  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
+  chunk_gates<TX>(a, t0, L, h, beta, g, G, gam, lam);
+  {  // The walk's inputs that need no solve: Γ q, Λ k (all kDK columns: zeros past dk), Γ_{L-1}.
+    const int64_t at = (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
+    for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
+      const int i = f / (kDK / 4), d = 4 * (f % (kDK / 4));
+      const float4 q = *reinterpret_cast<const float4*>(&Qs[i * kQKStride + d]);
+      const float4 k = *reinterpret_cast<const float4*>(&Ks[i * kQKStride + d]);
+      const float gi = gam[i], li = lam[i];
+      *reinterpret_cast<float4*>(p.qt + at + i * kDK + d) =
+          make_float4(gi * q.x, gi * q.y, gi * q.z, gi * q.w);
+      *reinterpret_cast<float4*>(p.kt + at + i * kDK + d) =
+          make_float4(li * k.x, li * k.y, li * k.z, li * k.w);
+    }
+    if (tid == 0) p.gl[static_cast<int64_t>(chunk) * a.hv + h] = gam[kChunk - 1];
+  }
+
+  // A (strictly lower): thread (ti, tj) owns rows ti + 16 m, columns tj + 16 m' (m' <= m).
+  {
+    const int ti = tid >> 4, tj = tid & 15;
+    float acc[1][4][4] = {};
+    const float* const rows[1] = {Ks};
+    lower_dots<1>(rows, Ks, dk4, ti, tj, acc);
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int mp = 0; mp < 4; ++mp) {
+        const int i = ti + 16 * m, j = tj + 16 * mp;
+        Am[i * kAStride + j] =
+            mp <= m && j < i ? beta[i] * __expf(G[i] - G[j]) * acc[0][m][mp] : 0.f;
+      }
+  }
+  __syncthreads();
+  diagonal_inverses(Am, Tb, tid);
+  __syncthreads();
+
+  // Right-hand sides 32 columns at a time: columns [0, dv) of β v (-> U), then [0, dk) of β Γ k
+  // (-> W).
+  const int r = tid >> 4, cp = tid & 15;
+  const int v_passes = (dv + kBV - 1) / kBV, k_passes = kDK / kBV;  // W: all kDK columns
+  float* u_out = p.u + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * dv;
+  float* w_out = p.w + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
+  for (int pass = 0; pass < v_passes + k_passes; ++pass) {
+    const bool is_v = pass < v_passes;
+    const int col0 = (is_v ? pass : pass - v_passes) * kBV, ncol = is_v ? dv : kDK;
+#pragma unroll
+    for (int rr = 0; rr < kChunk / 16; ++rr) {
+      const int i = r + 16 * rr;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = col0 + 2 * cp + e;
+        float x = 0.f;
+        if (i < L && col < ncol) {
+          x = is_v ? beta[i] * to_f32(qkv[(t0 + i) * width + 2 * key_dim + int64_t{h} * dv + col])
+                   : beta[i] * gam[i] * Ks[i * kQKStride + col];
+        }
+        Dm[i * kDStride + 2 * cp + e] = x;
+      }
+    }
+    __syncthreads();
+    blocked_solve(Am, Tb, Dm, Xb, L, r, cp);
+    // Rows past L stay as they are (zero right-hand sides: zero); written for every row.
+    float* dst = is_v ? u_out : w_out;
+#pragma unroll
+    for (int rr = 0; rr < kChunk / 16; ++rr) {
+      const int i = r + 16 * rr;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = col0 + 2 * cp + e;
+        if (col < ncol)
+          dst[static_cast<int64_t>(i) * ncol + col] = i < L ? Dm[i * kDStride + 2 * cp + e] : 0.f;
+      }
+    }
+    __syncthreads();  // Dm is the next pass's
+  }
+}
+
+// ---- phase 2: the state walk ------------------------------------------------------------------
+constexpr int kStateSmemFloats = 2 * kChunk * kQKStride  // Γ q, Λ k rows
+                                 + kChunk * kQKStride    // W rows
+                                 + kDK * kBV             // S0
+                                 + kChunk * kDStride;    // Δ
+constexpr size_t kStateSmemBytes = kStateSmemFloats * sizeof(float);
+
+template <typename TX, typename TS>
+__global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(GdnArgs a, PhaseScratch p) {
+  extern __shared__ float4 smem4[];
+  float* Qs = reinterpret_cast<float*>(smem4);
+  float* Ks = Qs + kChunk * kQKStride;
+  float* Ws = Ks + kChunk * kQKStride;
+  float* S0 = Ws + kChunk * kQKStride;
+  float* Dm = S0 + kDK * kBV;
+
+  const int tid = threadIdx.x;
+  const int slices = (a.dv + kBV - 1) / kBV;
+  const int slice = static_cast<int>(blockIdx.x % slices);
+  const int h = static_cast<int>((blockIdx.x / slices) % a.hv);
+  const int s = static_cast<int>(blockIdx.x / (static_cast<unsigned>(slices) * a.hv));
+  pdl_wait();
+  pdl_trigger();
+  if (s >= a.num_seqs) return;
+  int slot, begin, len;
+  if (!chunked_sequence(a, s, slot, begin, len)) return;
+  const int dk = a.dk, dv = a.dv, hv = a.hv, v0 = slice * kBV;
+  const int dk4 = (dk + 3) & ~3;
+  TS* S = static_cast<TS*>(a.state) + (static_cast<int64_t>(slot) * hv + h) * dk * dv;
+  // A [64][kDK] f32 matrix of the scratch into shared rows of kQKStride: each thread's 8 float4
+  // loads issued before any store (one latency, not 8).
+  auto stage = [&](const float* src, float* dst) {
+    constexpr int kPer = kChunk * kDK / 4 / kThreads;
+    float4 v[kPer];
+#pragma unroll
+    for (int q = 0; q < kPer; ++q)
+      v[q] = __ldcs(reinterpret_cast<const float4*>(src) + tid + q * kThreads);
+#pragma unroll
+    for (int q = 0; q < kPer; ++q) {
+      const int f = tid + q * kThreads, i = f / (kDK / 4), d = 4 * (f % (kDK / 4));
+      *reinterpret_cast<float4*>(&dst[i * kQKStride + d]) = v[q];
+    }
+  };
+
+  const int rg = tid >> 4, cp = tid & 15;
+  float st[8][2];
+  load_state_slice(S, dk, dv, v0, rg, cp, st);
+
+  for (int chunk = p.seq_first[s]; chunk < p.seq_first[s + 1]; ++chunk) {
+    const ChunkRec rec = p.chunks[chunk];
+    const int L = rec.len;
+    const int64_t base = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+      *reinterpret_cast<float2*>(&S0[(rg * 8 + r) * kBV + 2 * cp]) =
+          make_float2(st[r][0], st[r][1]);
+    stage(p.w + base * kDK, Ws);
+    stage(p.qt + base * kDK, Qs);
+    stage(p.kt + base * kDK, Ks);
+    const float decay = p.gl[static_cast<int64_t>(chunk) * hv + h];
+    __syncthreads();
+
+    // Δ = U - W S0 and Oq = Γ S0ᵀq for this block's columns (gated_delta_chunked.cu step 2b).
+    {
+      const int ri = tid >> 4;
+      float ws[4][2] = {}, qs[4][2] = {};
+      s0_products(Ws, Qs, S0, dk4, ri, cp, ws, qs);
+      const float* u = p.u + base * dv;
+      float* delta = p.delta + base * dv;
+      float* oq = p.oq + base * dv;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int i = ri + 16 * m;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = v0 + 2 * cp + e;
+          const float uv = col < dv ? u[static_cast<int64_t>(i) * dv + col] : 0.f;
+          const float dl = i < L ? uv - ws[m][e] : 0.f;
+          Dm[i * kDStride + 2 * cp + e] = dl;
+          if (col < dv) {
+            delta[static_cast<int64_t>(i) * dv + col] = dl;
+            oq[static_cast<int64_t>(i) * dv + col] = qs[m][e];  // Γ_i is in q̃_i
+          }
+        }
+      }
+    }
+    __syncthreads();
+    // S = Γ_last S0 + Σ_j (Λ_j k_j) Δ_jᵀ (gated_delta_chunked.cu step 4b; Λ_j is in k̃_j).
+    {
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+        st[r][0] *= decay;
+        st[r][1] *= decay;
+      }
+      state_update(st, Dm, Ks, nullptr, L, rg, cp);  // Λ is in k̃
+    }
+    __syncthreads();  // the next chunk overwrites the shared arrays
+    if (rec.save >= 0) {
+      TS* dst = static_cast<TS*>(a.saves) +
+                (static_cast<int64_t>(a.save_dests[rec.save]) * hv + h) * dk * dv;
+      store_state_slice(dst, dk, dv, v0, rg, cp, st);
+    }
+  }
+  store_state_slice(S, dk, dv, v0, rg, cp, st);
+}
+
+// ---- phase 3: the output ------------------------------------------------------------------------
+constexpr int kOutSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
+                               + kChunk * kAStride     // P
+                               + kChunk * kDStride     // Δ columns
+                               + 4 * kChunk;           // g, G, Γ, Λ
+constexpr size_t kOutSmemBytes = kOutSmemFloats * sizeof(float);
+// Every phase fits where gated_delta_chunked.cu's kernel (150,016 bytes) does
+// (gdn_chunked_supports() decides for both).
+static_assert(kWuSmemBytes <= 150016 && kStateSmemBytes <= 150016 && kOutSmemBytes <= 150016);
+
+template <typename TX>
+__global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, PhaseScratch p) {
+  extern __shared__ float4 smem4[];
+  float* Qs = reinterpret_cast<float*>(smem4);
+  float* Ks = Qs + kChunk * kQKStride;
+  float* Pm = Ks + kChunk * kQKStride;
+  float* Dm = Pm + kChunk * kAStride;
+  float* g = Dm + kChunk * kDStride;
+  float* G = g + kChunk;
+  float* gam = G + kChunk;
+  float* lam = gam + kChunk;
+
+  const int tid = threadIdx.x;
+  const int chunk = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y);
+  pdl_wait();
+  pdl_trigger();
+  ChunkWork cw;
+  if (!chunk_work(a, p, chunk, h, cw)) return;
+  const int L = cw.L, dv = a.dv, hv = a.hv, kh = cw.kh, dk4 = cw.dk4;
+  const int64_t t0 = cw.t0;
+  const int64_t base = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
+
+  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
+  chunk_gates<TX>(a, t0, L, h, nullptr, g, G, gam, lam);
+  {  // P (gated_delta_chunked.cu step 2a), zero above the diagonal
+    const int ti = tid >> 4, tj = tid & 15;
+    float acc[1][4][4] = {};
+    const float* const rows[1] = {Qs};
+    lower_dots<1>(rows, Ks, dk4, ti, tj, acc);
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int mp = 0; mp < 4; ++mp) {
+        const int i = ti + 16 * m, j = tj + 16 * mp;
+        Pm[i * kAStride + j] = mp <= m && j <= i ? __expf(G[i] - G[j]) * acc[0][m][mp] : 0.f;
+      }
+  }
+  const int ri = tid >> 4, cp = tid & 15;
+  const float* delta = p.delta + base * dv;
+  const float* oq = p.oq + base * dv;
+  TX* out = static_cast<TX*>(a.out);
+  for (int v0 = 0; v0 < dv; v0 += kBV) {
+    __syncthreads();  // P written; the previous pass's Δ read
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int i = ri + 16 * m;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = v0 + 2 * cp + e;
+        Dm[i * kDStride + 2 * cp + e] =
+            i < L && col < dv ? delta[static_cast<int64_t>(i) * dv + col] : 0.f;
+      }
+    }
+    __syncthreads();
+    float o[4][2];
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int i = ri + 16 * m, col = v0 + 2 * cp + e;
+        o[m][e] = col < dv ? oq[static_cast<int64_t>(i) * dv + col] : 0.f;
+      }
+    p_delta(Pm, Dm, L, ri, cp, o);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int i = ri + 16 * m;
+      if (i >= L) continue;
+      TX* orow = out + (t0 + i) * hv * dv + int64_t{h} * dv;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = v0 + 2 * cp + e;
+        if (col < dv) orow[col] = from_f32<TX>(o[m][e]);
+      }
+    }
+  }
+}
+
+template <typename K>
+void configure(K* kernel, size_t smem) {
+  SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)));
+}
+
+int64_t max_chunks(const GdnArgs& a, int64_t tokens) {
+  return (tokens + kChunk - 1) / kChunk + a.num_seqs + a.num_saves;
+}
+
+PhaseScratch carve(const GdnArgs& a, int64_t tokens, void* scratch) {
+  const int64_t n = max_chunks(a, tokens);
+  auto* at = static_cast<char*>(scratch);
+  auto take = [&](int64_t bytes) {
+    char* here = at;
+    at += (bytes + 255) / 256 * 256;
+    return here;
+  };
+  PhaseScratch p;
+  p.chunks = reinterpret_cast<ChunkRec*>(take(n * static_cast<int64_t>(sizeof(ChunkRec))));
+  p.count = reinterpret_cast<int32_t*>(take(4));
+  p.seq_first = reinterpret_cast<int32_t*>(take((int64_t{a.num_seqs} + 1) * 4));
+  const int64_t rows = n * a.hv * kChunk;
+  p.u = reinterpret_cast<float*>(take(rows * a.dv * 4));
+  p.w = reinterpret_cast<float*>(take(rows * kDK * 4));
+  p.qt = reinterpret_cast<float*>(take(rows * kDK * 4));
+  p.kt = reinterpret_cast<float*>(take(rows * kDK * 4));
+  p.gl = reinterpret_cast<float*>(take(n * a.hv * 4));
+  p.delta = reinterpret_cast<float*>(take(rows * a.dv * 4));
+  p.oq = reinterpret_cast<float*>(take(rows * a.dv * 4));
+  return p;
+}
+
+template <typename TX, typename TS>
+void launch_typed(const GdnArgs& a, int64_t tokens, void* scratch, cudaStream_t s) {
+  static const bool configured = [] {
+    configure(gdn_wu_kernel<TX>, kWuSmemBytes);
+    configure(gdn_state_kernel<TX, TS>, kStateSmemBytes);
+    configure(gdn_output_kernel<TX>, kOutSmemBytes);
+    return true;
+  }();
+  (void)configured;
+  const PhaseScratch p = carve(a, tokens, scratch);
+  const unsigned chunks = static_cast<unsigned>(max_chunks(a, tokens));
+  launch_k(gdn_chunk_table_kernel, 1, 32, 0, s, a, p);
+  launch_k(gdn_wu_kernel<TX>, dim3(chunks, static_cast<unsigned>(a.hv)), kThreads, kWuSmemBytes, s,
+           a, p);
+  const int64_t blocks = int64_t{a.num_seqs} * a.hv * ceil_div(a.dv, kBV);
+  launch_k(gdn_state_kernel<TX, TS>, static_cast<unsigned>(blocks), kThreads, kStateSmemBytes, s, a,
+           p);
+  launch_k(gdn_output_kernel<TX>, dim3(chunks, static_cast<unsigned>(a.hv)), kThreads,
+           kOutSmemBytes, s, a, p);
+}
+
+}  // namespace
+
+int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t tokens) {
+  const int64_t n = max_chunks(a, tokens);
+  const int64_t rows = n * a.hv * kChunk;
+  auto round = [](int64_t b) { return (b + 255) / 256 * 256; };
+  return round(n * static_cast<int64_t>(sizeof(ChunkRec))) + round(4) +
+         round((int64_t{a.num_seqs} + 1) * 4) + round(rows * a.dv * 4) * 3 +
+         round(rows * kDK * 4) * 3 + round(n * a.hv * 4);
+}
+
+void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t tokens, void* scratch,
+                       cudaStream_t s) {
+  if (a.num_seqs == 0 || tokens == 0) return;
+  if (a.dk > kDK)
+    cuda_fail(__FILE__, __LINE__, "dk",
+              "the chunked gated delta rule supports key head dims <= 128");
+  SYV_DISPATCH_FLOAT(x_t, TX, [&] {
+    if (state_t == DType::F32) {
+      launch_typed<TX, float>(a, tokens, scratch, s);
+    } else if (state_t == DType::BF16) {
+      launch_typed<TX, bf16>(a, tokens, scratch, s);
+    } else {
+      cuda_fail(__FILE__, __LINE__, "state_t", "gated delta rule state must be f32 or bf16");
+    }
+  });
+}
+
+}  // namespace syv::cuda
