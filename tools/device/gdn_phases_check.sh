@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# On the GPU machine: the chunked gated delta rule, the fused kernel (gated_delta_chunked.cu, the
+# default) against FLA's three phases (gated_delta_phases.cu, SYV_GDN_PHASES=1). Builds the
+# hybrid tests and syv, runs the hybrid op tests (the phases' own GatedDeltaRulePhases included)
+# and the hybrid golden tests under both, the op timing (its "three phases" rows against the fused
+# kernel's), then `syv bench decode --lengths 2048,8192` on an 8-layer copy of the Qwen3-Next
+# 24-layer shape and on the Qwen3.5 9B-class shape under both. docs/cuda-backend-notes.md "Run 20"
+# has the first measurement. Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
+# About 5 minutes on a fresh machine.
+#   tools/device/gdn_phases_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
+export SYV_SOURCE_DIR=$PWD
+B=build/gpu-carry/bin
+echo "== build $(date +%T)"
+timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_hybrid_ops_test \
+  gpu_hybrid_golden_gpu_test 2>&1 | tail -1
+[[ -x $B/syv ]] || {
+  echo "build failed"
+  exit 1
+}
+for on in 0 1; do
+  echo "== tests, SYV_GDN_PHASES=$on $(date +%T)"
+  for t in gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test; do
+    r=$(SYV_GDN_PHASES=$on timeout 120 $B/$t --gtest_filter='-*Timing*' 2>&1 |
+      grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')
+    echo "$t: $r"
+  done
+done
+echo "== op timing $(date +%T)"
+timeout 90 $B/gpu_cuda_hybrid_ops_test --gtest_filter='*Timing*' 2>&1 | grep -E "delta rule"
+mkdir -p /tmp/qnext-8l
+python3 - tools/bench/configs/qwen3-next-24l/config.json /tmp/qnext-8l/config.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["num_hidden_layers"] = 8; c["layer_types"] = c["layer_types"][:8]
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+for cfg in /tmp/qnext-8l tools/bench/configs/qwen3.5-9b-class; do
+  for on in 0 1; do
+    echo "== prefill $(basename $cfg), SYV_GDN_PHASES=$on $(date +%T)"
+    SYV_GDN_PHASES=$on timeout 150 $B/syv bench decode --config $cfg --random-weights --batch 1 \
+      --context 64 --lengths 2048,8192 --steps 5 2>&1 | grep -E "^\| prefill"
+  done
+done
+echo "== done $(date +%T)"
