@@ -181,6 +181,7 @@ TEST_F(CudaHybridOps, GatedDeltaRuleBf16State) {
 // state saves inside and on the edges of chunks, a bf16 state.
 TEST_F(CudaHybridOps, GatedDeltaRulePhases) {
   gpu_->set_gdn_phases(true);
+  const uint64_t calls0 = gpu_->gdn_phases_calls();
   const GdnShape g{16, 32, 128, 128};
   check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
   check_gdn({5, 64, 1000}, {0, 7, 3}, g, DType::F32, 1e-2, 1e-4);
@@ -191,6 +192,7 @@ TEST_F(CudaHybridOps, GatedDeltaRulePhases) {
             {{4, 15}, {1, 63, 64, 100, 199, 200}, {2}});
   check_gdn({130, 1}, {2, 4}, g, DType::BF16, 2e-2, 1e-2, {{16, 80, 128}, {}});
   check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);
+  EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, 8u);  // every case took the phases
   gpu_->set_gdn_phases(false);
 }
 

@@ -6,7 +6,7 @@
 # kernel's), then `syv bench decode --lengths 2048,8192` on an 8-layer copy of the Qwen3-Next
 # 24-layer shape and on the Qwen3.5 9B-class shape under both. docs/cuda-backend-notes.md "Run 20"
 # has the first measurement. Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
-# About 5 minutes on a fresh machine.
+# Expected to take about 5 minutes on a fresh machine (an estimate: not yet run).
 #   tools/device/gdn_phases_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1

@@ -1331,6 +1331,7 @@ class CudaBackendImpl final : public CudaBackend {
         grow_scratch(gdn_scratch_, gdn_scratch_bytes_, cuda::gdn_phases_scratch_bytes(a, T),
                      "gated delta rule scratch");
         cuda::launch_gdn_phases(a, qkv.dtype, state.dtype, T, gdn_scratch_, stream_);
+        ++gdn_phases_calls_;
       } else {
         cuda::launch_gdn_chunked(a, qkv.dtype, state.dtype, stream_);
       }
@@ -1787,6 +1788,7 @@ class CudaBackendImpl final : public CudaBackend {
 
   void set_gemv_variant(int variant) override { cuda::set_gemv_variant(variant); }
   void set_gdn_phases(bool on) override { gdn_phases_ = on; }
+  uint64_t gdn_phases_calls() const override { return gdn_phases_calls_; }
   void set_gdn_chunked_from(int tokens) override {
     SYV_CHECK(tokens >= 0) << "gdn chunked_from " << tokens;
     gdn_chunked_from_ = tokens;
@@ -2208,6 +2210,7 @@ class CudaBackendImpl final : public CudaBackend {
   int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it
   int gdn_chunked_from_ = kGdnChunkedFrom;  // see set_gdn_chunked_from()
   bool gdn_phases_ = false;                 // see set_gdn_phases()
+  uint64_t gdn_phases_calls_ = 0;           // gated_delta_rule() calls that took them
   void* gdn_scratch_ = nullptr;             // launch_gdn_phases()'s
   size_t gdn_scratch_bytes_ = 0;
   bool batch_invariant_ = false;

@@ -141,6 +141,7 @@ class CudaBackend : public Backend {
   // walk of gated_delta_chunked.cu. Off by default; SYV_GDN_PHASES=1 sets the initial state (A/B
   // timing, tests).
   virtual void set_gdn_phases(bool on) = 0;
+  virtual uint64_t gdn_phases_calls() const = 0;  // gated_delta_rule() calls that took them
   // How copy_batch_async() moves a batch between this device and pinned host memory (a host tier
   // hit: one strided op per page, 2 x layers rows of ~128 KiB; backend/cuda/host_copy.h), per
   // copy stream (CopyDir):

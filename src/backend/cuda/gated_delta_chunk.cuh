@@ -7,6 +7,7 @@
 #pragma once
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
 
 namespace syv::cuda::gdn_chunk {
 
@@ -22,6 +23,27 @@ constexpr int kSub = 16;               // the solve's diagonal blocks: kChunk / 
 
 __device__ __forceinline__ float dot4(const float4& a, const float4& b) {
   return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+// The walk of the state over a sequence's chunks is one block per (sequence, value head, kBV
+// state columns), blockIdx.x = (s * hv + h) * slices + slice.
+struct WalkBlock {
+  int s, h, slice;
+};
+__device__ __forceinline__ WalkBlock walk_block(int hv, int dv) {
+  const int slices = (dv + kBV - 1) / kBV;
+  return {static_cast<int>(blockIdx.x / (static_cast<unsigned>(slices) * hv)),
+          static_cast<int>((blockIdx.x / slices) % hv), static_cast<int>(blockIdx.x % slices)};
+}
+
+// Whether sequence s is the chunked kernels' (a state slot, new tokens, at least chunked_from of
+// them; the others are gated_delta.cu's), with its slot, first token row and length.
+__device__ __forceinline__ bool chunked_sequence(const GdnArgs& a, int s, int& slot, int& begin,
+                                                 int& len) {
+  slot = a.slots[s];
+  begin = a.seq_starts[s];
+  len = a.seq_starts[s + 1] - begin;
+  return slot >= 0 && len > 0 && len >= a.chunked_from;
 }
 
 // Warp 0 only: G = the inclusive prefix sum of the chunk's 64 log decays g (padding rows 0),

@@ -59,16 +59,12 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
   float* beta = lam + kChunk;       // [kChunk]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int slices = (a.dv + kBV - 1) / kBV;
-  const int slice = static_cast<int>(blockIdx.x % slices);
-  const int h = static_cast<int>((blockIdx.x / slices) % a.hv);
-  const int s = static_cast<int>(blockIdx.x / (static_cast<unsigned>(slices) * a.hv));
+  const auto [s, h, slice] = walk_block(a.hv, a.dv);
   pdl_wait();
   pdl_trigger();
   if (s >= a.num_seqs) return;
-  const int slot = a.slots[s];
-  const int begin = a.seq_starts[s], len = a.seq_starts[s + 1] - begin;
-  if (slot < 0 || len <= 0 || len < a.chunked_from) return;
+  int slot, begin, len;
+  if (!chunked_sequence(a, s, slot, begin, len)) return;
 
   const int dk = a.dk, dv = a.dv, hv = a.hv, kh = h / (hv / a.hk), v0 = slice * kBV;
   const int dk4 = (dk + 3) & ~3;

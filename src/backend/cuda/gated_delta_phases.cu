@@ -35,8 +35,8 @@ struct ChunkRec {
   int32_t seq, c0, len, save;
 };
 
-// The scratch of the phases, per (chunk, value head): U [64][dv], W [64][dk], Δ [64][dv] and
-// Oq [64][dv], f32.
+// The scratch of the phases (gdn_phases_scratch_bytes), per (chunk, value head) f32: U, Δ and Oq
+// [64][dv], W, Γq and Λk [64][kDK], Γ_{L-1}; before them the chunk table.
 struct PhaseScratch {
   ChunkRec* chunks;    // [max_chunks]
   int32_t* count;      // [1]
@@ -49,14 +49,6 @@ struct PhaseScratch {
   float* delta;        // [chunk][hv][64][dv]
   float* oq;           // [chunk][hv][64][dv]
 };
-
-__device__ __forceinline__ bool chunked_sequence(const GdnArgs& a, int s, int& slot, int& begin,
-                                                 int& len) {
-  slot = a.slots[s];
-  begin = a.seq_starts[s];
-  len = a.seq_starts[s + 1] - begin;
-  return slot >= 0 && len > 0 && len >= a.chunked_from;
-}
 
 // What a (chunk, value head) block of phases 1 and 3 works on: the chunk's length, its first
 // token row in the batch, the key head, dk rounded up to 4. False past the table's chunks.
@@ -289,10 +281,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(GdnArgs a, Phase
   float* Dm = S0 + kDK * kBV;
 
   const int tid = threadIdx.x;
-  const int slices = (a.dv + kBV - 1) / kBV;
-  const int slice = static_cast<int>(blockIdx.x % slices);
-  const int h = static_cast<int>((blockIdx.x / slices) % a.hv);
-  const int s = static_cast<int>(blockIdx.x / (static_cast<unsigned>(slices) * a.hv));
+  const auto [s, h, slice] = walk_block(a.hv, a.dv);
   pdl_wait();
   pdl_trigger();
   if (s >= a.num_seqs) return;
