@@ -60,4 +60,15 @@ size_t estimate_qwen3_activation_bytes(int64_t tokens, int64_t hidden, int64_t q
                                        int64_t kv_dim, int64_t intermediate, int64_t vocab,
                                        int64_t logit_rows);
 
+// Chunks a step's chunked gated delta rule may have beyond ceil(tokens / 64) and still take the
+// three phases (CUDA gated_delta_phases.cu); a batch with more (many short sequences, state saves
+// inside chunks) takes the one-kernel walk, which needs no scratch.
+constexpr int64_t kGdnPhasesSpareChunks = 32;
+// The three phases' scratch for a step of `tokens` tokens (hybrids; 0 without linear-attention
+// value heads): per chunk and value head U/Δ and Oq [64][dv] and W, Γq, Λk [64][128] f32, the
+// chunk table and Γ_last. The CUDA test GdnPhasesScratchWithinThePlan checks it bounds
+// cuda::gdn_phases_scratch_bytes().
+size_t estimate_gdn_phases_scratch_bytes(int64_t tokens, int64_t value_heads,
+                                         int64_t value_head_dim);
+
 }  // namespace syv

@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/memory_plan.h"
 #include "gpu/cuda_ops_fixture.h"
 
 namespace syv {
@@ -51,7 +52,9 @@ class CudaHybridOps : public CudaOps {
  protected:
   void check_conv(const std::vector<int>& news, const std::vector<int32_t>& slots, int64_t C,
                   int64_t K, const std::vector<std::vector<int32_t>>& saves = {}) {
-    const int64_t T = std::accumulate(news.begin(), news.end(), int64_t{0}), num_slots = 8;
+    const int64_t T = std::accumulate(news.begin(), news.end(), int64_t{0});
+    const int64_t num_slots =
+        std::max<int64_t>(8, *std::max_element(slots.begin(), slots.end()) + 1);
     Batch batch = hybrid_batch(news, slots, rng_);
     const int64_t N = std::max<int64_t>(add_saves(batch, saves), 1);
     BatchMeta mc = cpu_->prepare_batch(batch, 16);
@@ -71,7 +74,9 @@ class CudaHybridOps : public CudaOps {
   void check_gdn(const std::vector<int>& news, const std::vector<int32_t>& slots, GdnShape g,
                  DType state_dtype, double out_bound, double state_bound,
                  const std::vector<std::vector<int32_t>>& saves = {}) {
-    const int64_t T = std::accumulate(news.begin(), news.end(), int64_t{0}), num_slots = 8;
+    const int64_t T = std::accumulate(news.begin(), news.end(), int64_t{0});
+    const int64_t num_slots =
+        std::max<int64_t>(8, *std::max_element(slots.begin(), slots.end()) + 1);
     const int64_t Hv = g.num_v_heads, dk = g.k_head_dim, dv = g.v_head_dim;
     Batch batch = hybrid_batch(news, slots, rng_);
     const int64_t N = std::max<int64_t>(add_saves(batch, saves), 1);
@@ -176,24 +181,64 @@ TEST_F(CudaHybridOps, GatedDeltaRuleBf16State) {
   check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);  // the chunked kernel too
 }
 
-// The chunked rule in three phases (gated_delta_phases.cu, CudaBackend::set_gdn_phases) on the
-// chunked kernel's cases: beside token-by-token sequences, other head dims, dv under one slice,
-// state saves inside and on the edges of chunks, a bf16 state.
-TEST_F(CudaHybridOps, GatedDeltaRulePhases) {
-  gpu_->set_gdn_phases(true);
-  const uint64_t calls0 = gpu_->gdn_phases_calls();
+// The chunked rule's kernels (CudaBackend::set_gdn_phases, cuda::set_gdn_walk): the three phases
+// with the CUDA-core walk (the default, so the cases above took them), with the tensor-core walk,
+// and the one-kernel walk (gated_delta_chunked.cu), on the same cases: beside token-by-token
+// sequences, other head dims, dv under one slice, state saves inside and on the edges of chunks, a
+// bf16 state. A batch of many short sequences takes the one kernel even with the phases on
+// (memory_plan.h kGdnPhasesSpareChunks).
+TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
   const GdnShape g{16, 32, 128, 128};
-  check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
-  check_gdn({5, 64, 1000}, {0, 7, 3}, g, DType::F32, 1e-2, 1e-4);
-  check_gdn({300, 64}, {1, 4}, GdnShape{4, 8, 64, 96}, DType::F32, 1e-2, 1e-4);
-  check_gdn({200}, {2}, GdnShape{2, 4, 16, 12}, DType::F32, 1e-2, 1e-4);
-  check_gdn({71, 1}, {1, 0}, GdnShape{2, 4, 8, 12}, DType::F32, 1e-2, 1e-4);  // dk 8
-  check_gdn({15, 200, 3}, {5, 0, 7}, g, DType::F32, 1e-2, 1e-4,
-            {{4, 15}, {1, 63, 64, 100, 199, 200}, {2}});
-  check_gdn({130, 1}, {2, 4}, g, DType::BF16, 2e-2, 1e-2, {{16, 80, 128}, {}});
-  check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);
-  EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, 8u);  // every case took the phases
-  gpu_->set_gdn_phases(false);
+  struct Form {
+    const char* name;
+    bool phases;
+    cuda::GdnWalk walk;
+  };
+  for (const Form& f :
+       {Form{"one kernel", false, cuda::GdnWalk::kCudaCores},
+        Form{"three phases, CUDA-core walk", true, cuda::GdnWalk::kCudaCores},
+        Form{"three phases, tensor-core walk", true, cuda::GdnWalk::kTensorCores}}) {
+    SCOPED_TRACE(f.name);
+    gpu_->set_gdn_phases(f.phases);
+    cuda::set_gdn_walk(f.walk);
+    const bool phases = f.phases;
+    const uint64_t calls0 = gpu_->gdn_phases_calls();
+    check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
+    check_gdn({5, 64, 1000}, {0, 7, 3}, g, DType::F32, 1e-2, 1e-4);
+    check_gdn({300, 64}, {1, 4}, GdnShape{4, 8, 64, 96}, DType::F32, 1e-2, 1e-4);
+    check_gdn({200}, {2}, GdnShape{2, 4, 16, 12}, DType::F32, 1e-2, 1e-4);
+    check_gdn({71, 1}, {1, 0}, GdnShape{2, 4, 8, 12}, DType::F32, 1e-2, 1e-4);  // dk 8
+    check_gdn({15, 200, 3}, {5, 0, 7}, g, DType::F32, 1e-2, 1e-4,
+              {{4, 15}, {1, 63, 64, 100, 199, 200}, {2}});
+    check_gdn({130, 1}, {2, 4}, g, DType::BF16, 2e-2, 1e-2, {{16, 80, 128}, {}});
+    check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);
+    EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, phases ? 8u : 0u);
+  }
+  cuda::set_gdn_walk(cuda::GdnWalk::kCudaCores);
+  // 60 sequences of 16 tokens: 60 chunks > ceil(960 / 64) + kGdnPhasesSpareChunks.
+  const uint64_t calls0 = gpu_->gdn_phases_calls();
+  std::vector<int32_t> slots(60);
+  std::iota(slots.begin(), slots.end(), 0);
+  check_gdn(std::vector<int>(60, 16), slots, GdnShape{2, 4, 32, 32}, DType::F32, 1e-2, 1e-4);
+  EXPECT_EQ(gpu_->gdn_phases_calls(), calls0);
+  static_assert(60 > (60 * 16 + 63) / 64 + kGdnPhasesSpareChunks);
+}
+
+// The memory plan's estimate of the three phases' scratch bounds what they take for any batch
+// allowed them: as many sequences as tokens, the most chunks (memory_plan.h).
+TEST(CudaHybridScratch, GdnPhasesScratchWithinThePlan) {
+  for (const int64_t T : {1, 16, 17, 1000, 8192, 32768}) {
+    for (const int32_t dv : {12, 128}) {
+      cuda::GdnArgs a{};
+      a.hv = 32;
+      a.dv = dv;
+      a.num_seqs = static_cast<int32_t>(T);
+      const int64_t chunks = (T + 63) / 64 + kGdnPhasesSpareChunks;
+      EXPECT_LE(cuda::gdn_phases_scratch_bytes(a, chunks),
+                static_cast<int64_t>(estimate_gdn_phases_scratch_bytes(T, 32, dv)))
+          << T << " tokens, dv " << dv;
+    }
+  }
 }
 
 TEST_F(CudaHybridOps, GatedRmsNorm) {
@@ -297,11 +342,15 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
         "GB/s = %.0f%% of copy)\n",
         cs.seqs, cs.tokens_each, conv_us, gdn_us, state_bytes / (gdn_us * 1e3),
         100.0 * state_bytes / (gdn_us * 1e3) / copy_gbps);
-    if (cs.tokens_each >= CudaBackend::kGdnChunkedFrom) {  // the three-phase form's
-      gpu_->set_gdn_phases(true);
-      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule in three phases %8.1f us\n",
-                  cs.seqs, cs.tokens_each, us(gdn));
+    if (cs.tokens_each >= CudaBackend::kGdnChunkedFrom) {  // the one-kernel and tensor-core walks'
       gpu_->set_gdn_phases(false);
+      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule in one kernel %8.1f us\n", cs.seqs,
+                  cs.tokens_each, us(gdn));
+      gpu_->set_gdn_phases(true);
+      cuda::set_gdn_walk(cuda::GdnWalk::kTensorCores);
+      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, tensor-core walk %8.1f us\n",
+                  cs.seqs, cs.tokens_each, us(gdn));
+      cuda::set_gdn_walk(cuda::GdnWalk::kCudaCores);
     }
     if (cs.tokens_each == 1) {  // the token-by-token kernel's two thread layouts (kernels.h)
       for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {

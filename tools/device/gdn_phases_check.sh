@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# On the GPU machine: the chunked gated delta rule, the fused kernel (gated_delta_chunked.cu, the
-# default) against FLA's three phases (gated_delta_phases.cu, SYV_GDN_PHASES=1). Builds the
-# hybrid tests and syv, runs the hybrid op tests (the phases' own GatedDeltaRulePhases included)
-# and the hybrid golden tests under both, the op timing (its "three phases" rows against the fused
-# kernel's), then `syv bench decode --lengths 2048,8192` on an 8-layer copy of the Qwen3-Next
-# 24-layer shape and on the Qwen3.5 9B-class shape under both. docs/cuda-backend-notes.md "Run 20"
-# has the first measurement. Carry .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok.
-# Expected to take about 5 minutes on a fresh machine (an estimate: not yet run).
+# On the GPU machine: the chunked gated delta rule's three forms, FLA's three phases
+# (gated_delta_phases.cu, the default) with the CUDA-core walk (the default) or the tensor-core
+# walk (SYV_GDN_WALK=mma), and the one-kernel walk (gated_delta_chunked.cu, SYV_GDN_PHASES=0).
+# Builds the hybrid tests and syv, runs the hybrid op tests (GatedDeltaRuleOneKernelAndThreePhases
+# takes all three forms itself) and the hybrid golden tests under each, the op timing (its "one
+# kernel" and "tensor-core walk" rows against the default's), then `syv bench decode --lengths
+# 2048,8192` on an 8-layer copy of the Qwen3-Next 24-layer shape and on the Qwen3.5 9B-class shape
+# under each. docs/cuda-backend-notes.md "Run 20" and "Run 21" have the measurements. Carry
+# .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok. About 3 minutes on a fresh H100
+# (2026-12-05, two forms).
 #   tools/device/gdn_phases_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -20,10 +22,11 @@ timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_hybr
   echo "build failed"
   exit 1
 }
-for on in 0 1; do
-  echo "== tests, SYV_GDN_PHASES=$on $(date +%T)"
+FORMS=("SYV_GDN_PHASES=0" "SYV_GDN_PHASES=1" "SYV_GDN_PHASES=1 SYV_GDN_WALK=mma")
+for form in "${FORMS[@]}"; do
+  echo "== tests, $form $(date +%T)"
   for t in gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test; do
-    r=$(SYV_GDN_PHASES=$on timeout 120 $B/$t --gtest_filter='-*Timing*' 2>&1 |
+    r=$(env $form timeout 120 $B/$t --gtest_filter='-*Timing*' 2>&1 |
       grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')
     echo "$t: $r"
   done
@@ -38,9 +41,9 @@ c["num_hidden_layers"] = 8; c["layer_types"] = c["layer_types"][:8]
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
 for cfg in /tmp/qnext-8l tools/bench/configs/qwen3.5-9b-class; do
-  for on in 0 1; do
-    echo "== prefill $(basename $cfg), SYV_GDN_PHASES=$on $(date +%T)"
-    SYV_GDN_PHASES=$on timeout 150 $B/syv bench decode --config $cfg --random-weights --batch 1 \
+  for form in "${FORMS[@]}"; do
+    echo "== prefill $(basename $cfg), $form $(date +%T)"
+    env $form timeout 150 $B/syv bench decode --config $cfg --random-weights --batch 1 \
       --context 64 --lengths 2048,8192 --steps 5 2>&1 | grep -E "^\| prefill"
   done
 done

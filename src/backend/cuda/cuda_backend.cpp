@@ -21,6 +21,7 @@
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda_choices.h"
 #include "backend/host_batch_meta.h"
+#include "backend/memory_plan.h"
 #include "backend/quant_layout.h"
 #include "core/check.h"
 #include "core/log.h"
@@ -1327,10 +1328,17 @@ class CudaBackendImpl final : public CudaBackend {
     a.batch_invariant = batch_invariant_;
     cuda::launch_gdn_recurrent(a, qkv.dtype, state.dtype, stream_);
     if (a.chunked_from > 0) {
-      if (gdn_phases_) {
-        grow_scratch(gdn_scratch_, gdn_scratch_bytes_, cuda::gdn_phases_scratch_bytes(a, T),
+      // A sequence's chunks: ceil(len / 64), one more at each state save inside a chunk.
+      SYV_CHECK(meta.host != nullptr) << "gated_delta_rule: the batch metadata has no host batch";
+      int64_t chunks = a.num_saves;
+      for (int32_t s = 0; s < meta.host->num_seqs(); ++s) {
+        const int32_t len = meta.host->seq_len(s);
+        if (len >= a.chunked_from) chunks += (len + 63) / 64;
+      }
+      if (gdn_phases_ && chunks <= (T + 63) / 64 + kGdnPhasesSpareChunks) {
+        grow_scratch(gdn_scratch_, gdn_scratch_bytes_, cuda::gdn_phases_scratch_bytes(a, chunks),
                      "gated delta rule scratch");
-        cuda::launch_gdn_phases(a, qkv.dtype, state.dtype, T, gdn_scratch_, stream_);
+        cuda::launch_gdn_phases(a, qkv.dtype, state.dtype, chunks, gdn_scratch_, stream_);
         ++gdn_phases_calls_;
       } else {
         cuda::launch_gdn_chunked(a, qkv.dtype, state.dtype, stream_);
@@ -2209,7 +2217,7 @@ class CudaBackendImpl final : public CudaBackend {
   cuda::LtGemm gemm_;
   int gemv_max_tokens_ = 4;  // 0 in batch-invariant mode: every GEMV path is gated by it
   int gdn_chunked_from_ = kGdnChunkedFrom;  // see set_gdn_chunked_from()
-  bool gdn_phases_ = false;                 // see set_gdn_phases()
+  bool gdn_phases_ = true;                  // see set_gdn_phases()
   uint64_t gdn_phases_calls_ = 0;           // gated_delta_rule() calls that took them
   void* gdn_scratch_ = nullptr;             // launch_gdn_phases()'s
   size_t gdn_scratch_bytes_ = 0;

@@ -137,9 +137,10 @@ class CudaBackend : public Backend {
   // however a prompt is split into steps).
   virtual void set_gdn_chunked_from(int tokens) = 0;
   static constexpr int kGdnChunkedFrom = 16;
-  // The chunked gated delta rule in three phases (gated_delta_phases.cu) instead of the one-kernel
-  // walk of gated_delta_chunked.cu. Off by default; SYV_GDN_PHASES=1 sets the initial state (A/B
-  // timing, tests).
+  // The chunked gated delta rule in three phases (gated_delta_phases.cu, the state walk on the
+  // tensor cores) or the one-kernel walk of gated_delta_chunked.cu. On by default (a batch of many
+  // short sequences takes the one kernel still: kernels.h kGdnPhasesSpareChunks); SYV_GDN_PHASES=0
+  // sets the initial state off (A/B timing, tests).
   virtual void set_gdn_phases(bool on) = 0;
   virtual uint64_t gdn_phases_calls() const = 0;  // gated_delta_rule() calls that took them
   // How copy_batch_async() moves a batch between this device and pinned host memory (a host tier

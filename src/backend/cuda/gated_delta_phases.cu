@@ -1,8 +1,9 @@
 // The chunked gated delta rule in three phases (FLA's split, ../shared/reference/WAVE2-SPECS.md
 // A.1), for prefill: the same math as gated_delta_chunked.cu (its header has the notation), with
 // the work that does not depend on the state taken out of the sequential walk over chunks, so
-// that it runs in parallel over every chunk of the batch. SYV_GDN_PHASES=1 / set_gdn_phases()
-// selects it instead of gated_delta_chunked.cu (off by default until measured).
+// that it runs in parallel over every chunk of the batch. The default for prefill since
+// 2026-12-05 (measured 1.45x faster than gated_delta_chunked.cu at 8K tokens, docs/performance.md);
+// SYV_GDN_PHASES=0 / CudaBackend::set_gdn_phases() selects the one-kernel walk.
 //
 // Per chunk of L <= 64 tokens, T = (I + A)^-1 with A_ij = β_i exp(G_i - G_j) k_i·k_j (j < i):
 //   Δ = T R = U - W S0,   U = T diag(β) V  [L, dv],   W = T diag(β Γ) K  [L, dk]
@@ -14,15 +15,30 @@
 // 1. gdn_wu_kernel, one block per (chunk, value head): A, the diagonal blocks' inverses, and U and
 //    W by blocked forward substitution over 32 columns at a time of [β v | β Γ k]; also Γ q, Λ k
 //    and Γ_{L-1}, so that the walk needs no norms, gates or exponentials.
-// 2. gdn_state_kernel, one block per (sequence, value head, 32 state columns), walking the
-//    sequence's chunks: W, Γ q and Λ k staged by batched 16-byte loads, Δ = U - W S0 and
-//    Oq = (Γ q) S0 into the scratch, then S = Γ_{L-1} S0 + (Λ k)ᵀ Δ.
+// 2. The walk, one block per (sequence, value head, 32 state columns) over the sequence's
+//    chunks: Δ = U - W S0 and Oq = (Γ q) S0 into the scratch (Δ over U), then
+//    S = Γ_{L-1} S0 + (Λ k)ᵀ Δ. Two forms (kernels.h GdnWalk, SYV_GDN_WALK):
+//    gdn_state_cores_kernel (the default), fp32 on the CUDA cores, W, Γ q and Λ k staged by
+//    batched 16-byte loads; gdn_state_mma_kernel (SYV_GDN_WALK=mma; written 2026-12-05, NOT yet
+//    run on a GPU: no device was lent after it was written), on the tensor cores, the state in
+//    the mma accumulators throughout.
 // 3. gdn_output_kernel, one block per (chunk, value head): P and o = Oq + P Δ.
-// Every product is fp32 on the CUDA cores. Sequences shorter than GdnArgs::chunked_from are the
-// token-by-token kernel's, as with gated_delta_chunked.cu.
+// Phases 1 and 3 are fp32 on the CUDA cores. The tensor-core walk's products are mma.sync m16n8k8
+// in 3xTF32: each f32 operand split into a tf32 value and a tf32 remainder, a b = a_lo b_hi +
+// a_hi b_lo + a_hi b_hi with fp32 accumulation, which keeps f32's accuracy where one tf32 product
+// (10 mantissa bits) would not (FLA's Triton kernels round to the input dtype instead). For it
+// phase 1 writes W, Γq and Λk in the mma's A-fragment order (frag_index below), so the walk loads
+// a warp's operands as 16-byte loads and fetches the next chunk's while it works on this one.
+// Sequences shorter than GdnArgs::chunked_from are the token-by-token kernel's, as with
+// gated_delta_chunked.cu.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gated_delta_chunk.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_ptx.cuh"
 
 namespace syv::cuda {
 namespace {
@@ -35,19 +51,21 @@ struct ChunkRec {
   int32_t seq, c0, len, save;
 };
 
-// The scratch of the phases (gdn_phases_scratch_bytes), per (chunk, value head) f32: U, Δ and Oq
-// [64][dv], W, Γq and Λk [64][kDK], Γ_{L-1}; before them the chunk table.
+// The scratch of the phases (gdn_phases_scratch_bytes), per (chunk, value head) f32: U (then Δ)
+// and Oq [64][dv], W, Γq and Λk [64][kDK] (rows for the CUDA-core walk, A-fragment order for the
+// tensor-core walk), Γ_{L-1}; before them the chunk table.
 struct PhaseScratch {
-  ChunkRec* chunks;    // [max_chunks]
+  int32_t capacity;    // the chunk bound the scratch was carved for
+  ChunkRec* chunks;    // [capacity]
   int32_t* count;      // [1]
   int32_t* seq_first;  // [S + 1]: sequence s's chunks are [seq_first[s], seq_first[s + 1])
-  float* u;            // [chunk][hv][64][dv]
-  float* w;            // [chunk][hv][64][kDK] (columns past dk zero)
-  float* qt;           // [chunk][hv][64][kDK]: Γ_i q_i (normalised, scaled)
-  float* kt;           // [chunk][hv][64][kDK]: Λ_i k_i (normalised)
-  float* gl;           // [chunk][hv]: Γ_{L-1}, the chunk's decay of the state
-  float* delta;        // [chunk][hv][64][dv]
-  float* oq;           // [chunk][hv][64][dv]
+  float* u;            // [chunk][hv][64][dv]: U, overwritten by the walk with Δ
+  float* w;            // [chunk][hv][64][kDK] W (columns past dk zero); mma: frag_index(i, d, 16)
+  float* qt;     // [chunk][hv][64][kDK] Γ_i q_i (normalised, scaled); mma: frag_index(i, d, 16)
+  float* kt;     // [chunk][hv][64][kDK] Λ_j k_j (normalised); mma: (Λk)ᵀ, frag_index(d, j, 8)
+  float* gl;     // [chunk][hv]: Γ_{L-1}, the chunk's decay of the state
+  float* delta;  // = u
+  float* oq;     // [chunk][hv][64][dv]
 };
 
 // What a (chunk, value head) block of phases 1 and 3 works on: the chunk's length, its first
@@ -65,6 +83,15 @@ __device__ __forceinline__ bool chunk_work(const GdnArgs& a, const PhaseScratch&
   w.dk4 = (a.dk + 3) & ~3;
   w.t0 = int64_t{a.seq_starts[rec.seq]} + rec.c0;
   return true;
+}
+
+// Where element (m, k) of an A operand [M][8 ks] of the walk's mma.sync m16n8k8 lies in its
+// fragment order: [M / 16 m-tiles][ks k-steps][32 lanes][4], lane (g, t) = (m % 8, k % 4) holding
+// rows g, g + 8 and columns t, t + 4 of the 16 x 8 tile (mma_tf32's a0..a3), so a warp's fragment
+// of one (m-tile, k-step) is one 16-byte load a lane.
+__device__ __forceinline__ int frag_index(int m, int k, int ks) {
+  const int lane = (m & 7) * 4 + (k & 3), part = ((m >> 3) & 1) + 2 * ((k >> 2) & 1);
+  return (((m >> 4) * ks + (k >> 3)) * 32 + lane) * 4 + part;
 }
 
 __global__ void gdn_chunk_table_kernel(GdnArgs a, PhaseScratch p) {
@@ -88,6 +115,7 @@ __global__ void gdn_chunk_table_kernel(GdnArgs a, PhaseScratch p) {
         ++next_save;
         segment_end = next_save < save_end ? a.save_after[next_save] : len;
       }
+      if (n >= p.capacity) __trap();  // the host's bound (gdn_phases_chunk_bound) was wrong
       p.chunks[n++] = r;
     }
   }
@@ -161,7 +189,8 @@ constexpr int kWuSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
                               + 5 * kChunk;           // β, g, G, Γ, Λ
 constexpr size_t kWuSmemBytes = kWuSmemFloats * sizeof(float);
 
-template <typename TX>
+// kFragments: W, Γq and Λk in the tensor-core walk's fragment order, else rows [64][kDK].
+template <typename TX, bool kFragments>
 __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScratch p) {
   extern __shared__ float4 smem4[];
   float* Qs = reinterpret_cast<float*>(smem4);
@@ -191,15 +220,36 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
   chunk_gates<TX>(a, t0, L, h, beta, g, G, gam, lam);
   {  // The walk's inputs that need no solve: Γ q, Λ k (all kDK columns: zeros past dk), Γ_{L-1}.
     const int64_t at = (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
-    for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
-      const int i = f / (kDK / 4), d = 4 * (f % (kDK / 4));
-      const float4 q = *reinterpret_cast<const float4*>(&Qs[i * kQKStride + d]);
-      const float4 k = *reinterpret_cast<const float4*>(&Ks[i * kQKStride + d]);
-      const float gi = gam[i], li = lam[i];
-      *reinterpret_cast<float4*>(p.qt + at + i * kDK + d) =
-          make_float4(gi * q.x, gi * q.y, gi * q.z, gi * q.w);
-      *reinterpret_cast<float4*>(p.kt + at + i * kDK + d) =
-          make_float4(li * k.x, li * k.y, li * k.z, li * k.w);
+    if constexpr (kFragments) {  // a float4 = one lane's fragment
+      for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
+        const int lane = f & 31, g = lane >> 2, t = lane & 3;
+        {  // Γ q: 4 m-tiles of rows i x 16 k-steps of d
+          const int ks = (f >> 5) & 15, i0 = (f >> 9) * 16 + g, i1 = i0 + 8, d0 = ks * 8 + t;
+          const float g0 = gam[i0], g1 = gam[i1];
+          *reinterpret_cast<float4*>(p.qt + at + 4 * f) =
+              make_float4(g0 * Qs[i0 * kQKStride + d0], g1 * Qs[i1 * kQKStride + d0],
+                          g0 * Qs[i0 * kQKStride + d0 + 4], g1 * Qs[i1 * kQKStride + d0 + 4]);
+        }
+        {  // (Λ k)ᵀ: 8 m-tiles of d x 8 k-steps of j
+          const int ks = (f >> 5) & 7, d0 = (f >> 8) * 16 + g, d1 = d0 + 8, j0 = ks * 8 + t;
+          const int j1 = j0 + 4;
+          const float l0 = lam[j0], l1 = lam[j1];
+          *reinterpret_cast<float4*>(p.kt + at + 4 * f) =
+              make_float4(l0 * Ks[j0 * kQKStride + d0], l0 * Ks[j0 * kQKStride + d1],
+                          l1 * Ks[j1 * kQKStride + d0], l1 * Ks[j1 * kQKStride + d1]);
+        }
+      }
+    } else {
+      for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
+        const int i = f / (kDK / 4), d = 4 * (f % (kDK / 4));
+        const float4 q = *reinterpret_cast<const float4*>(&Qs[i * kQKStride + d]);
+        const float4 k = *reinterpret_cast<const float4*>(&Ks[i * kQKStride + d]);
+        const float gi = gam[i], li = lam[i];
+        *reinterpret_cast<float4*>(p.qt + at + i * kDK + d) =
+            make_float4(gi * q.x, gi * q.y, gi * q.z, gi * q.w);
+        *reinterpret_cast<float4*>(p.kt + at + i * kDK + d) =
+            make_float4(li * k.x, li * k.y, li * k.z, li * k.w);
+      }
     }
     if (tid == 0) p.gl[static_cast<int64_t>(chunk) * a.hv + h] = gam[kChunk - 1];
   }
@@ -249,30 +299,235 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
     __syncthreads();
     blocked_solve(Am, Tb, Dm, Xb, L, r, cp);
     // Rows past L stay as they are (zero right-hand sides: zero); written for every row.
-    float* dst = is_v ? u_out : w_out;
+    if (is_v || !kFragments) {  // rows of ncol
+      float* dst = is_v ? u_out : w_out;
 #pragma unroll
-    for (int rr = 0; rr < kChunk / 16; ++rr) {
-      const int i = r + 16 * rr;
+      for (int rr = 0; rr < kChunk / 16; ++rr) {
+        const int i = r + 16 * rr;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = col0 + 2 * cp + e;
-        if (col < ncol)
-          dst[static_cast<int64_t>(i) * ncol + col] = i < L ? Dm[i * kDStride + 2 * cp + e] : 0.f;
+        for (int e = 0; e < 2; ++e) {
+          const int col = col0 + 2 * cp + e;
+          if (col < ncol)
+            dst[static_cast<int64_t>(i) * ncol + col] = i < L ? Dm[i * kDStride + 2 * cp + e] : 0.f;
+        }
+      }
+    } else {  // W's 4 m-tiles x 4 k-steps of this pass, a lane's fragment a thread and step
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int f = tid + q * kThreads, lane = f & 31, g = lane >> 2, t = lane & 3;
+        const int i0 = (f >> 7) * 16 + g, i1 = i0 + 8, c0 = ((f >> 5) & 3) * 8 + t;
+        auto at = [&](int i, int c) { return i < L ? Dm[i * kDStride + c] : 0.f; };
+        *reinterpret_cast<float4*>(w_out + frag_index(i0, col0 + c0, kDK / 8)) =
+            make_float4(at(i0, c0), at(i1, c0), at(i0, c0 + 4), at(i1, c0 + 4));
       }
     }
     __syncthreads();  // Dm is the next pass's
   }
 }
 
-// ---- phase 2: the state walk ------------------------------------------------------------------
-constexpr int kStateSmemFloats = 2 * kChunk * kQKStride  // Γ q, Λ k rows
-                                 + kChunk * kQKStride    // W rows
-                                 + kDK * kBV             // S0
-                                 + kChunk * kDStride;    // Δ
+// What a walk block (both forms) works on: its sequence, value head, first state column and the
+// sequence's state. Waits for the previous kernel (PDL); false when the block has no chunked
+// sequence.
+template <typename TS>
+struct WalkTarget {
+  int s, h, v0;
+  TS* state;
+};
+template <typename TS>
+__device__ __forceinline__ bool walk_target(const GdnArgs& a, WalkTarget<TS>& w) {
+  const WalkBlock wb = walk_block(a.hv, a.dv);
+  pdl_wait();
+  pdl_trigger();
+  int slot, begin, len;
+  if (wb.s >= a.num_seqs || !chunked_sequence(a, wb.s, slot, begin, len)) return false;
+  w = {wb.s, wb.h, wb.slice * kBV,
+       static_cast<TS*>(a.state) + (static_cast<int64_t>(slot) * a.hv + wb.h) * a.dk * a.dv};
+  return true;
+}
+
+// ---- phase 2: the state walk, on the tensor cores -----------------------------------------------
+// Shared S0 [kDK][kSStride] and Δ [64][kSStride], each as its tf32 part and its tf32 remainder:
+// a B fragment's reads (rows t, columns g) hit 32 distinct banks.
+constexpr int kSStride = kBV + 8;
+constexpr int kStateSmemFloats = 2 * (kDK * kSStride + kChunk * kSStride);
 constexpr size_t kStateSmemBytes = kStateSmemFloats * sizeof(float);
 
+// x as its tf32 value and the tf32 value of the remainder: {hi, lo}, x = hi + lo to ~21 bits.
+__device__ __forceinline__ float2 tf32_split(float x) {
+  const float hi = to_tf32(x);
+  return make_float2(hi, to_tf32(x - hi));
+}
+__device__ __forceinline__ void split_fragment(const float4& a, float4& hi, float4& lo) {
+  const float2 x = tf32_split(a.x), y = tf32_split(a.y), z = tf32_split(a.z), w = tf32_split(a.w);
+  hi = make_float4(x.x, y.x, z.x, w.x);
+  lo = make_float4(x.y, y.y, z.y, w.y);
+}
+// c += a b in 3xTF32, the B fragment read from shared memory at b (rows t and t + 4 of column g,
+// kSStride apart), its remainders `lo` floats after it.
+__device__ __forceinline__ void mma_3xtf32(float (&c)[4], const float4& ahi, const float4& alo,
+                                           const float* b, int lo) {
+  const float b0 = b[0], b1 = b[4 * kSStride], b0l = b[lo], b1l = b[lo + 4 * kSStride];
+  mma_tf32(c, alo, b0, b1);
+  mma_tf32(c, ahi, b0l, b1l);
+  mma_tf32(c, ahi, b0, b1);
+}
+
+// c += A B for a warp's 16 rows and 4 n-tiles of 8 columns, over KS k-steps of 8: A from the
+// lane's fragments `a`, B [KS * 8][kSStride] in shared memory (remainders `lo` floats after it).
+template <int KS>
+__device__ __forceinline__ void warp_product(float (&c)[4][4], const float4 (&a)[KS],
+                                             const float* b, int lo, int g, int t) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    float4 ahi, alo;
+    split_fragment(a[ks], ahi, alo);
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+      mma_3xtf32(c[n], ahi, alo, b + (ks * 8 + t) * kSStride + 8 * n + g, lo);
+  }
+}
+
+// Warp w's roles, the block's 8 warps: (a) rows 16 (w % 4) .. + 15 of Δ = U - W S0 (w < 4) or of
+// Oq = (Γq) S0 (w >= 4), 4 n-tiles of 8 columns, 16 k-steps over the key dim; (b) rows 16 w .. +
+// 15 of the state, 4 n-tiles, 8 k-steps over the chunk's tokens, its accumulators the state.
 template <typename TX, typename TS>
-__global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(GdnArgs a, PhaseScratch p) {
+__global__ void __launch_bounds__(kThreads, 1) gdn_state_mma_kernel(GdnArgs a, PhaseScratch p) {
+  static_assert(kThreads == 256 && kBV == 32 && kDK == 128 && kChunk == 64,
+                "the warp roles above are for 8 warps, 32 state columns, dk 128, 64 tokens");
+  extern __shared__ float4 smem4[];
+  float* S0 = reinterpret_cast<float*>(smem4);  // tf32 parts, then remainders
+  float* Ds = S0 + 2 * kDK * kSStride;          // likewise
+  constexpr int kS0Lo = kDK * kSStride, kDsLo = kChunk * kSStride;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  WalkTarget<TS> wt;
+  if (!walk_target(a, wt)) return;
+  const int s = wt.s, h = wt.h, v0 = wt.v0, dk = a.dk, dv = a.dv, hv = a.hv;
+  TS* S = wt.state;
+  const bool is_w = warp < 4;
+  const int ra = (warp & 3) * 16;  // role (a)'s first row
+
+  // The element of a 16 x 32 accumulator set a lane holds: n-tile n, part e (mma_tf32's c).
+  auto row_of = [&](int e) { return g + 8 * (e >> 1); };
+  auto col_of = [&](int n, int e) { return 8 * n + 2 * t + (e & 1); };
+  float st[4][4];  // the state, rows 16 warp + row_of(e), columns v0 + col_of(n, e)
+  auto state_io = [&](TS* base, bool store) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int d = 16 * warp + row_of(e), col = v0 + col_of(n, e);
+        const bool in = d < dk && col < dv;
+        const int64_t at = static_cast<int64_t>(d) * dv + col;
+        if (store) {
+          if (in) base[at] = from_f32<TS>(st[n][e]);
+        } else {
+          st[n][e] = in ? to_f32(base[at]) : 0.f;
+        }
+      }
+  };
+  state_io(S, false);
+
+  // The next chunk's operands, fetched a phase ahead: role (a)'s A fragments (W or Γq) and U,
+  // role (b)'s A fragments ((Λk)ᵀ).
+  float4 fa[kDK / 8], fk[kChunk / 8];
+  float un[4][4];
+  auto fetch_a = [&](int chunk) {
+    const int64_t at = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
+    const float4* src = reinterpret_cast<const float4*>((is_w ? p.w : p.qt) + at * kDK) +
+                        (ra / 16) * (kDK / 8) * 32 + lane;
+#pragma unroll
+    for (int ks = 0; ks < kDK / 8; ++ks) fa[ks] = __ldg(src + ks * 32);
+    if (is_w) {
+#pragma unroll
+      for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = v0 + col_of(n, e);
+          un[n][e] = col < dv ? p.u[(at + ra + row_of(e)) * dv + col] : 0.f;
+        }
+    }
+  };
+  auto fetch_k = [&](int chunk) {
+    const int64_t at = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
+    const float4* src = reinterpret_cast<const float4*>(p.kt + at * kDK) + warp * 8 * 32 + lane;
+#pragma unroll
+    for (int ks = 0; ks < kChunk / 8; ++ks) fk[ks] = __ldg(src + ks * 32);
+  };
+  const int first = p.seq_first[s], end = p.seq_first[s + 1];
+  if (first < end) {
+    fetch_a(first);
+    fetch_k(first);
+  }
+  for (int chunk = first; chunk < end; ++chunk) {
+    const ChunkRec rec = p.chunks[chunk];
+    const int L = rec.len;
+    const int64_t at = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
+    const float decay = p.gl[static_cast<int64_t>(chunk) * hv + h];
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int at = (16 * warp + g + 8 * hi) * kSStride + 8 * n + 2 * t;
+        const float2 x = tf32_split(st[n][2 * hi]), y = tf32_split(st[n][2 * hi + 1]);
+        *reinterpret_cast<float2*>(&S0[at]) = make_float2(x.x, y.x);
+        *reinterpret_cast<float2*>(&S0[kS0Lo + at]) = make_float2(x.y, y.y);
+      }
+    __syncthreads();  // S0 written (and the previous chunk's Δ read)
+
+    // (a) W S0 or (Γq) S0 for rows ra .. ra + 15.
+    float acc[4][4] = {};
+    warp_product(acc, fa, S0, kS0Lo, g, t);
+    float u[4][4];
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) u[n][e] = un[n][e];
+    if (chunk + 1 < end) fetch_a(chunk + 1);
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = ra + row_of(e), c = col_of(n, e), col = v0 + c;
+        const int64_t out = (at + i) * dv + col;
+        if (is_w) {
+          const float dl = i < L && col < dv ? u[n][e] - acc[n][e] : 0.f;
+          const float2 x = tf32_split(dl);
+          Ds[i * kSStride + c] = x.x;
+          Ds[kDsLo + i * kSStride + c] = x.y;
+          if (col < dv) p.delta[out] = dl;  // over U, which only this block reads
+        } else if (col < dv) {
+          p.oq[out] = acc[n][e];  // Γ_i is in the rows of Γq
+        }
+      }
+    __syncthreads();  // Δ written
+
+    // (b) S = Γ_{L-1} S0 + (Λk)ᵀ Δ.
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[n][e] *= decay;
+    warp_product(st, fk, Ds, kDsLo, g, t);
+    if (chunk + 1 < end) fetch_k(chunk + 1);
+    if (rec.save >= 0) {
+      state_io(static_cast<TS*>(a.saves) +
+                   (static_cast<int64_t>(a.save_dests[rec.save]) * hv + h) * dk * dv,
+               true);
+    }
+  }
+  state_io(S, true);
+}
+
+// ---- phase 2: the state walk on the CUDA cores (the default until the tensor-core walk is
+// measured)
+constexpr int kCoresStateSmemFloats = 2 * kChunk * kQKStride  // Γ q, Λ k rows
+                                      + kChunk * kQKStride    // W rows
+                                      + kDK * kBV             // S0
+                                      + kChunk * kDStride;    // Δ
+constexpr size_t kCoresStateSmemBytes = kCoresStateSmemFloats * sizeof(float);
+
+template <typename TX, typename TS>
+__global__ void __launch_bounds__(kThreads, 1) gdn_state_cores_kernel(GdnArgs a, PhaseScratch p) {
   extern __shared__ float4 smem4[];
   float* Qs = reinterpret_cast<float*>(smem4);
   float* Ks = Qs + kChunk * kQKStride;
@@ -281,15 +536,11 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(GdnArgs a, Phase
   float* Dm = S0 + kDK * kBV;
 
   const int tid = threadIdx.x;
-  const auto [s, h, slice] = walk_block(a.hv, a.dv);
-  pdl_wait();
-  pdl_trigger();
-  if (s >= a.num_seqs) return;
-  int slot, begin, len;
-  if (!chunked_sequence(a, s, slot, begin, len)) return;
-  const int dk = a.dk, dv = a.dv, hv = a.hv, v0 = slice * kBV;
+  WalkTarget<TS> wt;
+  if (!walk_target(a, wt)) return;
+  const int s = wt.s, h = wt.h, v0 = wt.v0, dk = a.dk, dv = a.dv, hv = a.hv;
+  TS* S = wt.state;
   const int dk4 = (dk + 3) & ~3;
-  TS* S = static_cast<TS*>(a.state) + (static_cast<int64_t>(slot) * hv + h) * dk * dv;
   // A [64][kDK] f32 matrix of the scratch into shared rows of kQKStride: each thread's 8 float4
   // loads issued before any store (one latency, not 8).
   auto stage = [&](const float* src, float* dst) {
@@ -375,7 +626,8 @@ constexpr int kOutSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
 constexpr size_t kOutSmemBytes = kOutSmemFloats * sizeof(float);
 // Every phase fits where gated_delta_chunked.cu's kernel (150,016 bytes) does
 // (gdn_chunked_supports() decides for both).
-static_assert(kWuSmemBytes <= 150016 && kStateSmemBytes <= 150016 && kOutSmemBytes <= 150016);
+static_assert(kWuSmemBytes <= 150016 && kStateSmemBytes <= 150016 &&
+              kCoresStateSmemBytes <= 150016 && kOutSmemBytes <= 150016);
 
 template <typename TX>
 __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, PhaseScratch p) {
@@ -460,12 +712,7 @@ void configure(K* kernel, size_t smem) {
                                       static_cast<int>(smem)));
 }
 
-int64_t max_chunks(const GdnArgs& a, int64_t tokens) {
-  return (tokens + kChunk - 1) / kChunk + a.num_seqs + a.num_saves;
-}
-
-PhaseScratch carve(const GdnArgs& a, int64_t tokens, void* scratch) {
-  const int64_t n = max_chunks(a, tokens);
+PhaseScratch carve(const GdnArgs& a, int64_t n, void* scratch) {
   auto* at = static_cast<char*>(scratch);
   auto take = [&](int64_t bytes) {
     char* here = at;
@@ -473,6 +720,7 @@ PhaseScratch carve(const GdnArgs& a, int64_t tokens, void* scratch) {
     return here;
   };
   PhaseScratch p;
+  p.capacity = static_cast<int32_t>(n);
   p.chunks = reinterpret_cast<ChunkRec*>(take(n * static_cast<int64_t>(sizeof(ChunkRec))));
   p.count = reinterpret_cast<int32_t*>(take(4));
   p.seq_first = reinterpret_cast<int32_t*>(take((int64_t{a.num_seqs} + 1) * 4));
@@ -482,54 +730,77 @@ PhaseScratch carve(const GdnArgs& a, int64_t tokens, void* scratch) {
   p.qt = reinterpret_cast<float*>(take(rows * kDK * 4));
   p.kt = reinterpret_cast<float*>(take(rows * kDK * 4));
   p.gl = reinterpret_cast<float*>(take(n * a.hv * 4));
-  p.delta = reinterpret_cast<float*>(take(rows * a.dv * 4));
+  p.delta = p.u;
   p.oq = reinterpret_cast<float*>(take(rows * a.dv * 4));
   return p;
 }
 
+// -1: not read from SYV_GDN_WALK yet; else a GdnWalk.
+std::atomic<int> g_walk{-1};
+
+GdnWalk walk() {
+  int v = g_walk.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_GDN_WALK");
+    v = static_cast<int>(e && std::strcmp(e, "mma") == 0 ? GdnWalk::kTensorCores
+                                                         : GdnWalk::kCudaCores);
+    g_walk.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<GdnWalk>(v);
+}
+
 template <typename TX, typename TS>
-void launch_typed(const GdnArgs& a, int64_t tokens, void* scratch, cudaStream_t s) {
+void launch_typed(const GdnArgs& a, int64_t chunk_bound, void* scratch, cudaStream_t s) {
   static const bool configured = [] {
-    configure(gdn_wu_kernel<TX>, kWuSmemBytes);
-    configure(gdn_state_kernel<TX, TS>, kStateSmemBytes);
+    configure(gdn_wu_kernel<TX, false>, kWuSmemBytes);
+    configure(gdn_wu_kernel<TX, true>, kWuSmemBytes);
+    configure(gdn_state_cores_kernel<TX, TS>, kCoresStateSmemBytes);
+    configure(gdn_state_mma_kernel<TX, TS>, kStateSmemBytes);
     configure(gdn_output_kernel<TX>, kOutSmemBytes);
     return true;
   }();
   (void)configured;
-  const PhaseScratch p = carve(a, tokens, scratch);
-  const unsigned chunks = static_cast<unsigned>(max_chunks(a, tokens));
+  const bool mma = walk() == GdnWalk::kTensorCores;
+  const PhaseScratch p = carve(a, chunk_bound, scratch);
+  const auto chunks = static_cast<unsigned>(chunk_bound);
+  const dim3 per_chunk(chunks, static_cast<unsigned>(a.hv));
   launch_k(gdn_chunk_table_kernel, 1, 32, 0, s, a, p);
-  launch_k(gdn_wu_kernel<TX>, dim3(chunks, static_cast<unsigned>(a.hv)), kThreads, kWuSmemBytes, s,
-           a, p);
-  const int64_t blocks = int64_t{a.num_seqs} * a.hv * ceil_div(a.dv, kBV);
-  launch_k(gdn_state_kernel<TX, TS>, static_cast<unsigned>(blocks), kThreads, kStateSmemBytes, s, a,
-           p);
-  launch_k(gdn_output_kernel<TX>, dim3(chunks, static_cast<unsigned>(a.hv)), kThreads,
-           kOutSmemBytes, s, a, p);
+  launch_k(mma ? gdn_wu_kernel<TX, true> : gdn_wu_kernel<TX, false>, per_chunk, kThreads,
+           kWuSmemBytes, s, a, p);
+  const auto blocks = static_cast<unsigned>(int64_t{a.num_seqs} * a.hv * ceil_div(a.dv, kBV));
+  if (mma) {
+    launch_k(gdn_state_mma_kernel<TX, TS>, blocks, kThreads, kStateSmemBytes, s, a, p);
+  } else {
+    launch_k(gdn_state_cores_kernel<TX, TS>, blocks, kThreads, kCoresStateSmemBytes, s, a, p);
+  }
+  launch_k(gdn_output_kernel<TX>, per_chunk, kThreads, kOutSmemBytes, s, a, p);
 }
 
 }  // namespace
 
-int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t tokens) {
-  const int64_t n = max_chunks(a, tokens);
+void set_gdn_walk(GdnWalk w) {
+  g_walk.store(static_cast<int>(w), std::memory_order_relaxed);
+}
+
+int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t n) {
   const int64_t rows = n * a.hv * kChunk;
   auto round = [](int64_t b) { return (b + 255) / 256 * 256; };
   return round(n * static_cast<int64_t>(sizeof(ChunkRec))) + round(4) +
-         round((int64_t{a.num_seqs} + 1) * 4) + round(rows * a.dv * 4) * 3 +
+         round((int64_t{a.num_seqs} + 1) * 4) + round(rows * a.dv * 4) * 2 +
          round(rows * kDK * 4) * 3 + round(n * a.hv * 4);
 }
 
-void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t tokens, void* scratch,
+void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t chunks, void* scratch,
                        cudaStream_t s) {
-  if (a.num_seqs == 0 || tokens == 0) return;
+  if (a.num_seqs == 0 || chunks == 0) return;
   if (a.dk > kDK)
     cuda_fail(__FILE__, __LINE__, "dk",
               "the chunked gated delta rule supports key head dims <= 128");
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
     if (state_t == DType::F32) {
-      launch_typed<TX, float>(a, tokens, scratch, s);
+      launch_typed<TX, float>(a, chunks, scratch, s);
     } else if (state_t == DType::BF16) {
-      launch_typed<TX, bf16>(a, tokens, scratch, s);
+      launch_typed<TX, bf16>(a, chunks, scratch, s);
     } else {
       cuda_fail(__FILE__, __LINE__, "state_t", "gated delta rule state must be f32 or bf16");
     }

@@ -413,11 +413,19 @@ void launch_gdn_chunked(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t
 bool gdn_chunked_supports(int32_t dk);
 // The chunked rule in three phases (gated_delta_phases.cu: U and W per chunk in parallel, the
 // state walk, the output per chunk in parallel), instead of launch_gdn_chunked where
-// CudaBackend::set_gdn_phases says so: the same sequences (GdnArgs::chunked_from), `tokens` the
-// batch's token count, `scratch` at least gdn_phases_scratch_bytes(a, tokens) bytes (16-byte
-// aligned). Takes what gdn_chunked_supports() takes.
-int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t tokens);
-void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t tokens, void* scratch,
+// CudaBackend::set_gdn_phases says so: the same sequences (GdnArgs::chunked_from), `chunks` at
+// least the batch's chunk count (gdn_phases_chunk_bound), `scratch` at least
+// gdn_phases_scratch_bytes(a, chunks) bytes (16-byte aligned). Takes what gdn_chunked_supports()
+// takes. The scratch is per chunk (U/Δ and Oq [64][dv], W, Γq and Λk [64][128] f32 a value head):
+// a batch whose chunk bound passes ceil(tokens / 64) + kGdnPhasesSpareChunks (memory_plan.h)
+// takes launch_gdn_chunked instead, so that the scratch stays within the memory plan's
+// estimate_gdn_phases_scratch_bytes().
+// The phases' state walk (gated_delta_phases.cu): fp32 on the CUDA cores (the default, measured)
+// or 3xTF32 on the tensor cores (SYV_GDN_WALK=mma; not yet run on a GPU, 2026-12-05).
+enum class GdnWalk { kCudaCores, kTensorCores };
+void set_gdn_walk(GdnWalk walk);
+int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t chunks);
+void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t chunks, void* scratch,
                        cudaStream_t s);
 
 // Causal depthwise conv1d + SiLU over each sequence's new tokens (Backend::causal_conv1d_silu):
