@@ -181,26 +181,27 @@ TEST_F(CudaHybridOps, GatedDeltaRuleBf16State) {
   check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);  // the chunked kernel too
 }
 
-// The chunked rule's kernels (CudaBackend::set_gdn_phases, cuda::set_gdn_walk): the three phases
-// with the CUDA-core walk (the default, so the cases above took them), with the tensor-core walk,
-// and the one-kernel walk (gated_delta_chunked.cu), on the same cases: beside token-by-token
-// sequences, other head dims, dv under one slice, state saves inside and on the edges of chunks, a
-// bf16 state. A batch of many short sequences takes the one kernel even with the phases on
-// (memory_plan.h kGdnPhasesSpareChunks).
+// The chunked rule's kernels (CudaBackend::set_gdn_phases, cuda::set_gdn_mma): the three phases
+// on the CUDA cores (the default, so the cases above took them), each phase's tensor-core form and
+// all three, and the one-kernel walk (gated_delta_chunked.cu), on the same cases: beside
+// token-by-token sequences, other head dims, dv under one slice, state saves inside and on the
+// edges of chunks, a bf16 state. A batch of many short sequences takes the one kernel even with
+// the phases on (memory_plan.h kGdnPhasesSpareChunks).
 TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
   const GdnShape g{16, 32, 128, 128};
   struct Form {
     const char* name;
     bool phases;
-    cuda::GdnWalk walk;
+    unsigned mma;
   };
-  for (const Form& f :
-       {Form{"one kernel", false, cuda::GdnWalk::kCudaCores},
-        Form{"three phases, CUDA-core walk", true, cuda::GdnWalk::kCudaCores},
-        Form{"three phases, tensor-core walk", true, cuda::GdnWalk::kTensorCores}}) {
+  for (const Form& f : {Form{"one kernel", false, 0}, Form{"three phases", true, 0},
+                        Form{"phase 1 on tensor cores", true, cuda::kGdnMmaWu},
+                        Form{"walk on tensor cores", true, cuda::kGdnMmaWalk},
+                        Form{"phase 3 on tensor cores", true, cuda::kGdnMmaOutput},
+                        Form{"all on tensor cores", true, cuda::kGdnMmaAll}}) {
     SCOPED_TRACE(f.name);
     gpu_->set_gdn_phases(f.phases);
-    cuda::set_gdn_walk(f.walk);
+    cuda::set_gdn_mma(f.mma);
     const bool phases = f.phases;
     const uint64_t calls0 = gpu_->gdn_phases_calls();
     check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
@@ -212,9 +213,11 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
               {{4, 15}, {1, 63, 64, 100, 199, 200}, {2}});
     check_gdn({130, 1}, {2, 4}, g, DType::BF16, 2e-2, 1e-2, {{16, 80, 128}, {}});
     check_gdn({100, 3}, {1, 6}, g, DType::BF16, 2e-2, 1e-2);
-    EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, phases ? 8u : 0u);
+    // dv 160: the tensor-core phases 1 and 3 take dv <= 128 (the CUDA cores' do this one).
+    check_gdn({130, 2}, {3, 1}, GdnShape{2, 4, 32, 160}, DType::F32, 1e-2, 1e-4);
+    EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, phases ? 9u : 0u);
   }
-  cuda::set_gdn_walk(cuda::GdnWalk::kCudaCores);
+  cuda::set_gdn_mma(0);
   // 60 sequences of 16 tokens: 60 chunks > ceil(960 / 64) + kGdnPhasesSpareChunks.
   const uint64_t calls0 = gpu_->gdn_phases_calls();
   std::vector<int32_t> slots(60);
@@ -342,15 +345,19 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
         "GB/s = %.0f%% of copy)\n",
         cs.seqs, cs.tokens_each, conv_us, gdn_us, state_bytes / (gdn_us * 1e3),
         100.0 * state_bytes / (gdn_us * 1e3) / copy_gbps);
-    if (cs.tokens_each >= CudaBackend::kGdnChunkedFrom) {  // the one-kernel and tensor-core walks'
+    if (cs.tokens_each >=
+        CudaBackend::kGdnChunkedFrom) {  // the one kernel's, the tensor-core forms'
       gpu_->set_gdn_phases(false);
       std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule in one kernel %8.1f us\n", cs.seqs,
                   cs.tokens_each, us(gdn));
       gpu_->set_gdn_phases(true);
-      cuda::set_gdn_walk(cuda::GdnWalk::kTensorCores);
-      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, tensor-core walk %8.1f us\n",
-                  cs.seqs, cs.tokens_each, us(gdn));
-      cuda::set_gdn_walk(cuda::GdnWalk::kCudaCores);
+      for (const unsigned mma :
+           {cuda::kGdnMmaWu, cuda::kGdnMmaWalk, cuda::kGdnMmaOutput, cuda::kGdnMmaAll}) {
+        cuda::set_gdn_mma(mma);
+        std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, SYV_GDN_MMA mask %u %8.1f us\n",
+                    cs.seqs, cs.tokens_each, mma, us(gdn));
+      }
+      cuda::set_gdn_mma(0);
     }
     if (cs.tokens_each == 1) {  // the token-by-token kernel's two thread layouts (kernels.h)
       for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {

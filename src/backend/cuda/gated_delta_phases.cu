@@ -15,21 +15,22 @@
 // 1. gdn_wu_kernel, one block per (chunk, value head): A, the diagonal blocks' inverses, and U and
 //    W by blocked forward substitution over 32 columns at a time of [β v | β Γ k]; also Γ q, Λ k
 //    and Γ_{L-1}, so that the walk needs no norms, gates or exponentials.
-// 2. The walk, one block per (sequence, value head, 32 state columns) over the sequence's
-//    chunks: Δ = U - W S0 and Oq = (Γ q) S0 into the scratch (Δ over U), then
-//    S = Γ_{L-1} S0 + (Λ k)ᵀ Δ. Two forms (kernels.h GdnWalk, SYV_GDN_WALK):
-//    gdn_state_cores_kernel (the default), fp32 on the CUDA cores, W, Γ q and Λ k staged by
-//    batched 16-byte loads; gdn_state_mma_kernel (SYV_GDN_WALK=mma; written 2026-12-05, NOT yet
-//    run on a GPU: no device was lent after it was written), on the tensor cores, the state in
-//    the mma accumulators throughout.
+// 2. gdn_state_cores_kernel, one block per (sequence, value head, 32 state columns) over the
+//    sequence's chunks: W, Γ q and Λ k staged by batched 16-byte loads, Δ = U - W S0 and
+//    Oq = (Γ q) S0 into the scratch (Δ over U), then S = Γ_{L-1} S0 + (Λ k)ᵀ Δ.
 // 3. gdn_output_kernel, one block per (chunk, value head): P and o = Oq + P Δ.
-// Phases 1 and 3 are fp32 on the CUDA cores. The tensor-core walk's products are mma.sync m16n8k8
-// in 3xTF32: each f32 operand split into a tf32 value and a tf32 remainder, a b = a_lo b_hi +
-// a_hi b_lo + a_hi b_hi with fp32 accumulation, which keeps f32's accuracy where one tf32 product
-// (10 mantissa bits) would not (FLA's Triton kernels round to the input dtype instead). For it
-// phase 1 writes W, Γq and Λk in the mma's A-fragment order (frag_index below), so the walk loads
-// a warp's operands as 16-byte loads and fetches the next chunk's while it works on this one.
-// Sequences shorter than GdnArgs::chunked_from are the token-by-token kernel's, as with
+// Those are fp32 on the CUDA cores (measured). Each phase has a tensor-core form besides
+// (kernels.h kGdnMma*, SYV_GDN_MMA=all or wu,walk,output; written 2026-12-05, NOT yet run on a
+// GPU: no device was lent after they were written): gdn_wu_mma_kernel (A, then T = (I + A)^-1
+// explicitly by the substitution on the identity, then U = T β v and W = T β Γ k as products),
+// gdn_state_mma_kernel (the state in the mma accumulators across chunks) and
+// gdn_output_mma_kernel (P and P Δ as products). Their products are mma.sync m16n8k8 in 3xTF32:
+// each f32 operand split into a tf32 value and a tf32 remainder, a b = a_lo b_hi + a_hi b_lo +
+// a_hi b_hi with fp32 accumulation, which keeps f32's accuracy where one tf32 product (10 mantissa
+// bits) would not (FLA's Triton kernels round to the input dtype instead). For the tensor-core
+// walk phase 1 writes W, Γq and Λk in the mma's A-fragment order (frag_index below), so the walk
+// loads a warp's operands as 16-byte loads and fetches the next chunk's while it works on this
+// one. Sequences shorter than GdnArgs::chunked_from are the token-by-token kernel's, as with
 // gated_delta_chunked.cu.
 #include <atomic>
 #include <cstdlib>
@@ -68,18 +69,22 @@ struct PhaseScratch {
   float* oq;     // [chunk][hv][64][dv]
 };
 
-// What a (chunk, value head) block of phases 1 and 3 works on: the chunk's length, its first
-// token row in the batch, the key head, dk rounded up to 4. False past the table's chunks.
+// What a (chunk, value head) block of phases 1 and 3 works on: its chunk (blockIdx.x) and value
+// head (blockIdx.y), the chunk's length, its first token row in the batch, the key head, dk
+// rounded up to 4. Waits for the previous kernel (PDL); false past the table's chunks.
 struct ChunkWork {
-  int L, kh, dk4;
+  int chunk, h, L, kh, dk4;
   int64_t t0;
 };
-__device__ __forceinline__ bool chunk_work(const GdnArgs& a, const PhaseScratch& p, int chunk,
-                                           int h, ChunkWork& w) {
-  if (chunk >= *p.count) return false;
-  const ChunkRec rec = p.chunks[chunk];
+__device__ __forceinline__ bool chunk_work(const GdnArgs& a, const PhaseScratch& p, ChunkWork& w) {
+  w.chunk = static_cast<int>(blockIdx.x);
+  w.h = static_cast<int>(blockIdx.y);
+  pdl_wait();
+  pdl_trigger();
+  if (w.chunk >= *p.count) return false;
+  const ChunkRec rec = p.chunks[w.chunk];
   w.L = rec.len;
-  w.kh = h / (a.hv / a.hk);
+  w.kh = w.h / (a.hv / a.hk);
   w.dk4 = (a.dk + 3) & ~3;
   w.t0 = int64_t{a.seq_starts[rec.seq]} + rec.c0;
   return true;
@@ -123,12 +128,21 @@ __global__ void gdn_chunk_table_kernel(GdnArgs a, PhaseScratch p) {
   *p.count = n;
 }
 
-// The chunk's gates into shared memory: β (when `beta` is not null), g, G (inclusive prefix sum),
-// Γ = exp(G), Λ = exp(G_last - G); padding rows have β = 0, g = 0. Rows of the chunk are
+// A chunk's gates in shared memory, kGateFloats floats from `at`: β, g, G (the inclusive prefix
+// sum of g), Γ = exp(G), Λ = exp(G_last - G), kChunk each.
+struct Gates {
+  float *beta, *g, *G, *gam, *lam;
+};
+constexpr int kGateFloats = 5 * kChunk;
+__device__ __forceinline__ Gates gates_at(float* at) {
+  return {at, at + kChunk, at + 2 * kChunk, at + 3 * kChunk, at + 4 * kChunk};
+}
+
+// The chunk's gates into shared memory (padding rows have β = 0, g = 0). Rows of the chunk are
 // token rows t0 .. t0 + L - 1 of the batch. Ends with __syncthreads().
 template <typename TX>
-__device__ void chunk_gates(const GdnArgs& a, int64_t t0, int L, int h, float* beta, float* g,
-                            float* G, float* gam, float* lam) {
+__device__ void chunk_gates(const GdnArgs& a, int64_t t0, int L, int h, const Gates& gt) {
+  float *beta = gt.beta, *g = gt.g, *G = gt.G, *gam = gt.gam, *lam = gt.lam;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const float A = __expf(load_any(a.a_log, a.param_t, h));
   const float dt_bias = load_any(a.dt_bias, a.param_t, h);
@@ -142,7 +156,7 @@ __device__ void chunk_gates(const GdnArgs& a, int64_t t0, int L, int h, float* b
       bb = 1.f / (1.f + __expf(-braw));
       gg = -A * (x > 20.f ? x : log1pf(__expf(x)));
     }
-    if (beta) beta[tid] = bb;
+    beta[tid] = bb;
     g[tid] = gg;
   }
   __syncthreads();
@@ -180,13 +194,98 @@ __device__ void chunk_qk(const GdnArgs& a, int64_t t0, int L, int kh, float* Qs,
   __syncthreads();
 }
 
+// ---- 3xTF32 on mma.sync m16n8k8 (the tensor-core forms) -----------------------------------------
+// x as its tf32 value and the tf32 value of the remainder: {hi, lo}, x = hi + lo to ~21 bits.
+__device__ __forceinline__ float2 tf32_split(float x) {
+  const float hi = to_tf32(x);
+  return make_float2(hi, to_tf32(x - hi));
+}
+__device__ __forceinline__ void split_fragment(const float4& a, float4& hi, float4& lo) {
+  const float2 x = tf32_split(a.x), y = tf32_split(a.y), z = tf32_split(a.z), w = tf32_split(a.w);
+  hi = make_float4(x.x, y.x, z.x, w.x);
+  lo = make_float4(x.y, y.y, z.y, w.y);
+}
+// c += a b in 3xTF32 with both operands f32 (split here).
+__device__ __forceinline__ void mma_3xtf32_f32(float (&c)[4], const float4& ahi, const float4& alo,
+                                               float b0, float b1) {
+  const float2 x = tf32_split(b0), y = tf32_split(b1);
+  mma_tf32(c, alo, x.x, y.x);
+  mma_tf32(c, ahi, x.y, y.y);
+  mma_tf32(c, ahi, x.x, y.x);
+}
+// The A fragment of rows m0 .. m0 + 15, columns k0 .. k0 + 7 of a row-major shared matrix.
+__device__ __forceinline__ float4 a_fragment(const float* A, int stride, int m0, int k0, int g,
+                                             int t) {
+  const float* r0 = A + (m0 + g) * stride + k0 + t;
+  const float* r1 = r0 + 8 * stride;
+  return make_float4(r0[0], r1[0], r0[4], r1[4]);
+}
+
+// acc[n] += rows m0 .. m0 + 15 of X Kᵀ, columns 8 (nb + n) .. + 7, over dk (X and K rows of
+// kQKStride, zero past dk); the n-tiles wholly above the diagonal are skipped (left as they are).
+__device__ __forceinline__ void lower_products(const float* X, const float* Ks, int dk, int m0,
+                                               int nb, int g, int t, float (&acc)[4][4]) {
+  for (int ks = 0; ks < (dk + 7) / 8; ++ks) {
+    float4 ahi, alo;
+    split_fragment(a_fragment(X, kQKStride, m0, 8 * ks, g, t), ahi, alo);
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const int n0 = 8 * (nb + n);
+      if (n0 > m0 + 15) continue;
+      const float* kr = Ks + (n0 + g) * kQKStride + 8 * ks + t;  // B[k][n] = K[n][k]
+      mma_3xtf32_f32(acc[n], ahi, alo, kr[0], kr[4]);
+    }
+  }
+}
+
+// The walk's inputs that need no solve, from the chunk's normalised rows and gates: Γ q, Λ k (all
+// kDK columns: zeros past dk) in rows or fragment order, and Γ_{L-1}. Every thread calls it.
+template <bool kFragments>
+__device__ void walk_inputs(const GdnArgs& a, const PhaseScratch& p, int chunk, int h,
+                            const float* Qs, const float* Ks, const float* gam, const float* lam) {
+  const int tid = threadIdx.x;
+  const int64_t at = (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
+  if constexpr (kFragments) {  // a float4 = one lane's fragment
+    for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
+      const int lane = f & 31, g = lane >> 2, t = lane & 3;
+      {  // Γ q: 4 m-tiles of rows i x 16 k-steps of d
+        const int ks = (f >> 5) & 15, i0 = (f >> 9) * 16 + g, i1 = i0 + 8, d0 = ks * 8 + t;
+        const float g0 = gam[i0], g1 = gam[i1];
+        *reinterpret_cast<float4*>(p.qt + at + 4 * f) =
+            make_float4(g0 * Qs[i0 * kQKStride + d0], g1 * Qs[i1 * kQKStride + d0],
+                        g0 * Qs[i0 * kQKStride + d0 + 4], g1 * Qs[i1 * kQKStride + d0 + 4]);
+      }
+      {  // (Λ k)ᵀ: 8 m-tiles of d x 8 k-steps of j
+        const int ks = (f >> 5) & 7, d0 = (f >> 8) * 16 + g, d1 = d0 + 8, j0 = ks * 8 + t;
+        const int j1 = j0 + 4;
+        const float l0 = lam[j0], l1 = lam[j1];
+        *reinterpret_cast<float4*>(p.kt + at + 4 * f) =
+            make_float4(l0 * Ks[j0 * kQKStride + d0], l0 * Ks[j0 * kQKStride + d1],
+                        l1 * Ks[j1 * kQKStride + d0], l1 * Ks[j1 * kQKStride + d1]);
+      }
+    }
+  } else {
+    for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
+      const int i = f / (kDK / 4), d = 4 * (f % (kDK / 4));
+      const float4 q = *reinterpret_cast<const float4*>(&Qs[i * kQKStride + d]);
+      const float4 k = *reinterpret_cast<const float4*>(&Ks[i * kQKStride + d]);
+      const float gi = gam[i], li = lam[i];
+      *reinterpret_cast<float4*>(p.qt + at + i * kDK + d) =
+          make_float4(gi * q.x, gi * q.y, gi * q.z, gi * q.w);
+      *reinterpret_cast<float4*>(p.kt + at + i * kDK + d) =
+          make_float4(li * k.x, li * k.y, li * k.z, li * k.w);
+    }
+  }
+  if (tid == 0) p.gl[static_cast<int64_t>(chunk) * a.hv + h] = gam[kChunk - 1];
+}
+
 // ---- phase 1: U and W ---------------------------------------------------------------------------
 constexpr int kWuSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
                               + kChunk * kAStride     // A
                               + kChunk * kSub         // diagonal blocks' inverses
                               + kChunk * kDStride     // right-hand sides -> solution
                               + kSub * kDStride       // one block's right-hand sides
-                              + 5 * kChunk;           // β, g, G, Γ, Λ
+                              + kGateFloats;
 constexpr size_t kWuSmemBytes = kWuSmemFloats * sizeof(float);
 
 // kFragments: W, Γq and Λk in the tensor-core walk's fragment order, else rows [64][kDK].
@@ -199,60 +298,21 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
   float* Tb = Am + kChunk * kAStride;
   float* Dm = Tb + kChunk * kSub;
   float* Xb = Dm + kChunk * kDStride;
-  float* beta = Xb + kSub * kDStride;
-  float* g = beta + kChunk;
-  float* G = g + kChunk;
-  float* gam = G + kChunk;
-  float* lam = gam + kChunk;
+  const Gates gt = gates_at(Xb + kSub * kDStride);
+  float *beta = gt.beta, *G = gt.G, *gam = gt.gam, *lam = gt.lam;
 
   const int tid = threadIdx.x;
-  const int chunk = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y);
-  pdl_wait();
-  pdl_trigger();
   ChunkWork cw;
-  if (!chunk_work(a, p, chunk, h, cw)) return;
+  if (!chunk_work(a, p, cw)) return;
+  const int chunk = cw.chunk, h = cw.h;
   const int L = cw.L, dk = a.dk, dv = a.dv, kh = cw.kh, dk4 = cw.dk4;
   const int64_t t0 = cw.t0;
   const int64_t key_dim = int64_t{a.hk} * dk, width = 2 * key_dim + int64_t{a.hv} * dv;
   const TX* qkv = static_cast<const TX*>(a.qkv);
 
   chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
-  chunk_gates<TX>(a, t0, L, h, beta, g, G, gam, lam);
-  {  // The walk's inputs that need no solve: Γ q, Λ k (all kDK columns: zeros past dk), Γ_{L-1}.
-    const int64_t at = (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
-    if constexpr (kFragments) {  // a float4 = one lane's fragment
-      for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
-        const int lane = f & 31, g = lane >> 2, t = lane & 3;
-        {  // Γ q: 4 m-tiles of rows i x 16 k-steps of d
-          const int ks = (f >> 5) & 15, i0 = (f >> 9) * 16 + g, i1 = i0 + 8, d0 = ks * 8 + t;
-          const float g0 = gam[i0], g1 = gam[i1];
-          *reinterpret_cast<float4*>(p.qt + at + 4 * f) =
-              make_float4(g0 * Qs[i0 * kQKStride + d0], g1 * Qs[i1 * kQKStride + d0],
-                          g0 * Qs[i0 * kQKStride + d0 + 4], g1 * Qs[i1 * kQKStride + d0 + 4]);
-        }
-        {  // (Λ k)ᵀ: 8 m-tiles of d x 8 k-steps of j
-          const int ks = (f >> 5) & 7, d0 = (f >> 8) * 16 + g, d1 = d0 + 8, j0 = ks * 8 + t;
-          const int j1 = j0 + 4;
-          const float l0 = lam[j0], l1 = lam[j1];
-          *reinterpret_cast<float4*>(p.kt + at + 4 * f) =
-              make_float4(l0 * Ks[j0 * kQKStride + d0], l0 * Ks[j0 * kQKStride + d1],
-                          l1 * Ks[j1 * kQKStride + d0], l1 * Ks[j1 * kQKStride + d1]);
-        }
-      }
-    } else {
-      for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
-        const int i = f / (kDK / 4), d = 4 * (f % (kDK / 4));
-        const float4 q = *reinterpret_cast<const float4*>(&Qs[i * kQKStride + d]);
-        const float4 k = *reinterpret_cast<const float4*>(&Ks[i * kQKStride + d]);
-        const float gi = gam[i], li = lam[i];
-        *reinterpret_cast<float4*>(p.qt + at + i * kDK + d) =
-            make_float4(gi * q.x, gi * q.y, gi * q.z, gi * q.w);
-        *reinterpret_cast<float4*>(p.kt + at + i * kDK + d) =
-            make_float4(li * k.x, li * k.y, li * k.z, li * k.w);
-      }
-    }
-    if (tid == 0) p.gl[static_cast<int64_t>(chunk) * a.hv + h] = gam[kChunk - 1];
-  }
+  chunk_gates<TX>(a, t0, L, h, gt);
+  walk_inputs<kFragments>(a, p, chunk, h, Qs, Ks, gam, lam);
 
   // A (strictly lower): thread (ti, tj) owns rows ti + 16 m, columns tj + 16 m' (m' <= m).
   {
@@ -325,6 +385,134 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
   }
 }
 
+// ---- phase 1 on the tensor cores (SYV_GDN_MMA=wu; written 2026-12-05, not yet run on a GPU) -----
+// gdn_wu_kernel's outputs by FLA's route: A as a 3xTF32 product, T = (I + A)^-1 explicitly (the
+// blocked forward substitution on the identity: 2 passes of 32 columns instead of 8 of the right-
+// hand sides), then U = T (β v) and W = T (β Γ k) as 3xTF32 products (T is lower triangular: the
+// k-steps past a row tile's diagonal are skipped). β v is staged over Q's rows once Γ q is out.
+constexpr int kTStride = kChunk + 4;                     // T rows: A-fragment reads hit 32 banks
+constexpr int kWuMmaSmemFloats = 2 * kChunk * kQKStride  // Qs (then β v), Ks
+                                 + kChunk * kAStride     // A
+                                 + kChunk * kSub         // diagonal blocks' inverses
+                                 + kChunk * kTStride     // T
+                                 + kChunk * kDStride     // identity columns -> T columns
+                                 + kSub * kDStride       // one block's right-hand sides
+                                 + kGateFloats;
+constexpr size_t kWuMmaSmemBytes = kWuMmaSmemFloats * sizeof(float);
+static_assert(kWuMmaSmemBytes <= 150016);
+
+template <typename TX, bool kFragments>
+__global__ void __launch_bounds__(kThreads, 1) gdn_wu_mma_kernel(GdnArgs a, PhaseScratch p) {
+  static_assert(kThreads == 256 && kChunk == 64 && kDK == 128, "8 warps, 64 rows, dv <= 128");
+  extern __shared__ float4 smem4[];
+  float* Qs = reinterpret_cast<float*>(smem4);
+  float* Vs = Qs;  // β v, once Γ q is written
+  float* Ks = Qs + kChunk * kQKStride;
+  float* Am = Ks + kChunk * kQKStride;
+  float* Tb = Am + kChunk * kAStride;
+  float* Tm = Tb + kChunk * kSub;
+  float* Dm = Tm + kChunk * kTStride;
+  float* Xb = Dm + kChunk * kDStride;
+  const Gates gt = gates_at(Xb + kSub * kDStride);
+  float *beta = gt.beta, *G = gt.G, *gam = gt.gam, *lam = gt.lam;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gi = lane >> 2, ti = lane & 3;
+  ChunkWork cw;
+  if (!chunk_work(a, p, cw)) return;
+  const int chunk = cw.chunk, h = cw.h;
+  const int L = cw.L, dk = a.dk, dv = a.dv, kh = cw.kh;
+  const int64_t t0 = cw.t0;
+  const int64_t key_dim = int64_t{a.hk} * dk, width = 2 * key_dim + int64_t{a.hv} * dv;
+  const TX* qkv = static_cast<const TX*>(a.qkv);
+
+  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
+  chunk_gates<TX>(a, t0, L, h, gt);
+  walk_inputs<kFragments>(a, p, chunk, h, Qs, Ks, gam, lam);
+
+  {  // A (strictly lower), as P in gdn_output_mma_kernel: rows 16 (w / 2), columns 32 (w % 2).
+    const int m0 = 16 * (warp >> 1), nb = 4 * (warp & 1);
+    float acc[4][4] = {};
+    lower_products(Ks, Ks, dk, m0, nb, gi, ti, acc);
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = m0 + gi + 8 * (e >> 1), j = 8 * (nb + n) + 2 * ti + (e & 1);
+        Am[i * kAStride + j] = j < i ? beta[i] * __expf(G[i] - G[j]) * acc[n][e] : 0.f;
+      }
+  }
+  __syncthreads();               // A written; Γ q out of Qs
+  const int n_u = (dv + 7) / 8;  // U's n-tiles (W has kDK / 8)
+  for (int f = tid; f < kChunk * n_u * 8; f += kThreads) {
+    const int i = f / (n_u * 8), c = f % (n_u * 8);
+    Vs[i * kQKStride + c] =
+        i < L && c < dv
+            ? beta[i] * to_f32(qkv[(t0 + i) * width + 2 * key_dim + int64_t{h} * dv + c])
+            : 0.f;
+  }
+  diagonal_inverses(Am, Tb, tid);
+  // T by blocked substitution on the identity's columns, 32 at a time (rows past L keep the
+  // identity's: their β v and β Γ k rows are zero).
+  const int r = tid >> 4, cp = tid & 15;
+  for (int col0 = 0; col0 < kChunk; col0 += kBV) {
+#pragma unroll
+    for (int rr = 0; rr < kChunk / 16; ++rr)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int i = r + 16 * rr;
+        Dm[i * kDStride + 2 * cp + e] = i == col0 + 2 * cp + e ? 1.f : 0.f;
+      }
+    __syncthreads();  // (the first pass: Tb and β v written too)
+    blocked_solve(Am, Tb, Dm, Xb, L, r, cp);
+#pragma unroll
+    for (int rr = 0; rr < kChunk / 16; ++rr)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int i = r + 16 * rr;
+        Tm[i * kTStride + col0 + 2 * cp + e] = Dm[i * kDStride + 2 * cp + e];
+      }
+    __syncthreads();  // Dm is the next pass's; T complete after the last
+  }
+
+  // U = T (β v) and W = T (β Γ k): warp w takes rows 16 (w % 4) .. + 15 and every other n-tile
+  // of [U | W] from w / 4.
+  const int m0 = 16 * (warp & 3), last_ks = m0 / 8 + 1;
+  float4 thi[kChunk / 8], tlo[kChunk / 8];
+#pragma unroll
+  for (int ks = 0; ks < kChunk / 8; ++ks)
+    if (ks <= last_ks)
+      split_fragment(a_fragment(Tm, kTStride, m0, 8 * ks, gi, ti), thi[ks], tlo[ks]);
+  float* u_out = p.u + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * dv;
+  float* w_out = p.w + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
+  for (int n = warp >> 2; n < n_u + kDK / 8; n += 2) {
+    const bool is_u = n < n_u;
+    const int n0 = 8 * (is_u ? n : n - n_u);
+    float acc[4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kChunk / 8; ++ks) {
+      if (ks > last_ks) break;
+      const int j0 = 8 * ks + ti, j1 = j0 + 4;
+      const float b0 =
+          is_u ? Vs[j0 * kQKStride + n0 + gi] : beta[j0] * gam[j0] * Ks[j0 * kQKStride + n0 + gi];
+      const float b1 =
+          is_u ? Vs[j1 * kQKStride + n0 + gi] : beta[j1] * gam[j1] * Ks[j1 * kQKStride + n0 + gi];
+      mma_3xtf32_f32(acc, thi[ks], tlo[ks], b0, b1);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = m0 + gi + 8 * (e >> 1), col = n0 + 2 * ti + (e & 1);
+      const float x = i < L ? acc[e] : 0.f;
+      if (is_u) {
+        if (col < dv) u_out[static_cast<int64_t>(i) * dv + col] = x;
+      } else if constexpr (kFragments) {
+        w_out[frag_index(i, col, kDK / 8)] = x;
+      } else {
+        w_out[static_cast<int64_t>(i) * kDK + col] = x;
+      }
+    }
+  }
+}
+
 // What a walk block (both forms) works on: its sequence, value head, first state column and the
 // sequence's state. Waits for the previous kernel (PDL); false when the block has no chunked
 // sequence.
@@ -345,23 +533,13 @@ __device__ __forceinline__ bool walk_target(const GdnArgs& a, WalkTarget<TS>& w)
   return true;
 }
 
-// ---- phase 2: the state walk, on the tensor cores -----------------------------------------------
+// ---- phase 2: the state walk, on the tensor cores (SYV_GDN_MMA=walk) ----------------------------
 // Shared S0 [kDK][kSStride] and Δ [64][kSStride], each as its tf32 part and its tf32 remainder:
 // a B fragment's reads (rows t, columns g) hit 32 distinct banks.
 constexpr int kSStride = kBV + 8;
 constexpr int kStateSmemFloats = 2 * (kDK * kSStride + kChunk * kSStride);
 constexpr size_t kStateSmemBytes = kStateSmemFloats * sizeof(float);
 
-// x as its tf32 value and the tf32 value of the remainder: {hi, lo}, x = hi + lo to ~21 bits.
-__device__ __forceinline__ float2 tf32_split(float x) {
-  const float hi = to_tf32(x);
-  return make_float2(hi, to_tf32(x - hi));
-}
-__device__ __forceinline__ void split_fragment(const float4& a, float4& hi, float4& lo) {
-  const float2 x = tf32_split(a.x), y = tf32_split(a.y), z = tf32_split(a.z), w = tf32_split(a.w);
-  hi = make_float4(x.x, y.x, z.x, w.x);
-  lo = make_float4(x.y, y.y, z.y, w.y);
-}
 // c += a b in 3xTF32, the B fragment read from shared memory at b (rows t and t + 4 of column g,
 // kSStride apart), its remainders `lo` floats after it.
 __device__ __forceinline__ void mma_3xtf32(float (&c)[4], const float4& ahi, const float4& alo,
@@ -518,8 +696,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_mma_kernel(GdnArgs a, P
   state_io(S, true);
 }
 
-// ---- phase 2: the state walk on the CUDA cores (the default until the tensor-core walk is
-// measured)
+// ---- phase 2: the state walk on the CUDA cores (the default) ------------------------------------
 constexpr int kCoresStateSmemFloats = 2 * kChunk * kQKStride  // Γ q, Λ k rows
                                       + kChunk * kQKStride    // W rows
                                       + kDK * kBV             // S0
@@ -622,7 +799,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_cores_kernel(GdnArgs a,
 constexpr int kOutSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
                                + kChunk * kAStride     // P
                                + kChunk * kDStride     // Δ columns
-                               + 4 * kChunk;           // g, G, Γ, Λ
+                               + kGateFloats;
 constexpr size_t kOutSmemBytes = kOutSmemFloats * sizeof(float);
 // Every phase fits where gated_delta_chunked.cu's kernel (150,016 bytes) does
 // (gdn_chunked_supports() decides for both).
@@ -636,23 +813,19 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, Phas
   float* Ks = Qs + kChunk * kQKStride;
   float* Pm = Ks + kChunk * kQKStride;
   float* Dm = Pm + kChunk * kAStride;
-  float* g = Dm + kChunk * kDStride;
-  float* G = g + kChunk;
-  float* gam = G + kChunk;
-  float* lam = gam + kChunk;
+  const Gates gt = gates_at(Dm + kChunk * kDStride);
+  const float* G = gt.G;
 
   const int tid = threadIdx.x;
-  const int chunk = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y);
-  pdl_wait();
-  pdl_trigger();
   ChunkWork cw;
-  if (!chunk_work(a, p, chunk, h, cw)) return;
+  if (!chunk_work(a, p, cw)) return;
+  const int chunk = cw.chunk, h = cw.h;
   const int L = cw.L, dv = a.dv, hv = a.hv, kh = cw.kh, dk4 = cw.dk4;
   const int64_t t0 = cw.t0;
   const int64_t base = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
 
   chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
-  chunk_gates<TX>(a, t0, L, h, nullptr, g, G, gam, lam);
+  chunk_gates<TX>(a, t0, L, h, gt);
   {  // P (gated_delta_chunked.cu step 2a), zero above the diagonal
     const int ti = tid >> 4, tj = tid & 15;
     float acc[1][4][4] = {};
@@ -706,6 +879,97 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, Phas
   }
 }
 
+// ---- phase 3 on the tensor cores (SYV_GDN_MMA=output; written 2026-12-05, not yet run on a GPU) -
+// P = Q Kᵀ and o = Oq + P Δ as 3xTF32 mma.sync products (gdn_output_kernel's math; dv <= kDK).
+// Shared P rows of kPStride and Δ rows of kVStride: A-fragment reads of P (rows g, columns t) and
+// B-fragment reads of Δ (rows t, columns g) hit 32 distinct banks, as do Q's and K's at kQKStride.
+constexpr int kPStride = kChunk + 4;
+constexpr int kVStride = kDK + 8;
+constexpr int kOutMmaSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
+                                  + kChunk * kPStride     // P
+                                  + kChunk * kVStride     // Δ
+                                  + kGateFloats;
+constexpr size_t kOutMmaSmemBytes = kOutMmaSmemFloats * sizeof(float);
+static_assert(kOutMmaSmemBytes <= 150016);
+
+template <typename TX>
+__global__ void __launch_bounds__(kThreads, 1) gdn_output_mma_kernel(GdnArgs a, PhaseScratch p) {
+  static_assert(kThreads == 256 && kChunk == 64 && kDK == 128, "8 warps, 64 rows, dv <= 128");
+  extern __shared__ float4 smem4[];
+  float* Qs = reinterpret_cast<float*>(smem4);
+  float* Ks = Qs + kChunk * kQKStride;
+  float* Pm = Ks + kChunk * kQKStride;
+  float* Dm = Pm + kChunk * kPStride;
+  const Gates gt = gates_at(Dm + kChunk * kVStride);
+  const float* G = gt.G;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gi = lane >> 2, ti = lane & 3;
+  ChunkWork cw;
+  if (!chunk_work(a, p, cw)) return;
+  const int chunk = cw.chunk, h = cw.h;
+  const int L = cw.L, dv = a.dv, hv = a.hv, kh = cw.kh;
+  const int64_t t0 = cw.t0;
+  const int64_t base = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
+  const int n_tiles = (dv + 7) / 8;  // of Δ's and o's columns
+
+  // Δ into shared memory (columns up to the last n-tile's end zero past dv).
+  const float* delta = p.delta + base * dv;
+  for (int f = tid; f < kChunk * n_tiles * 8; f += kThreads) {
+    const int i = f / (n_tiles * 8), c = f % (n_tiles * 8);
+    Dm[i * kVStride + c] = i < L && c < dv ? delta[static_cast<int64_t>(i) * dv + c] : 0.f;
+  }
+  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
+  chunk_gates<TX>(a, t0, L, h, gt);
+
+  {  // P: warp w takes rows 16 (w / 2) .. + 15, columns 32 (w % 2) .. + 31 (n-tiles past the
+     // diagonal skipped), k-steps over dk.
+    const int m0 = 16 * (warp >> 1), nb = 4 * (warp & 1);
+    float acc[4][4] = {};
+    lower_products(Qs, Ks, a.dk, m0, nb, gi, ti, acc);
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = m0 + gi + 8 * (e >> 1), j = 8 * (nb + n) + 2 * ti + (e & 1);
+        Pm[i * kPStride + j] = j <= i ? __expf(G[i] - G[j]) * acc[n][e] : 0.f;
+      }
+  }
+  __syncthreads();  // P and Δ written
+
+  // o = Oq + P Δ: warp w takes rows 16 (w % 4) .. + 15 and n-tiles w / 4, w / 4 + 2, ...; P's
+  // k-steps past the rows' diagonal are zero and skipped.
+  const int m0 = 16 * (warp & 3), nq = warp >> 2;
+  const float* oq = p.oq + base * dv;
+  TX* out = static_cast<TX*>(a.out);
+  float acc[8][4];
+#pragma unroll
+  for (int q = 0; q < 8; ++q)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = m0 + gi + 8 * (e >> 1), col = 8 * (nq + 2 * q) + 2 * ti + (e & 1);
+      acc[q][e] = col < dv ? oq[static_cast<int64_t>(i) * dv + col] : 0.f;
+    }
+  for (int ks = 0; ks <= m0 / 8 + 1; ++ks) {
+    float4 ahi, alo;
+    split_fragment(a_fragment(Pm, kPStride, m0, 8 * ks, gi, ti), ahi, alo);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const int n0 = 8 * (nq + 2 * q);
+      if (n0 >= n_tiles * 8) continue;
+      const float* d = Dm + (8 * ks + ti) * kVStride + n0 + gi;
+      mma_3xtf32_f32(acc[q], ahi, alo, d[0], d[4 * kVStride]);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < 8; ++q)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = m0 + gi + 8 * (e >> 1), col = 8 * (nq + 2 * q) + 2 * ti + (e & 1);
+      if (i < L && col < dv)
+        out[(t0 + i) * hv * dv + int64_t{h} * dv + col] = from_f32<TX>(acc[q][e]);
+    }
+}
+
 template <typename K>
 void configure(K* kernel, size_t smem) {
   SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -735,18 +999,21 @@ PhaseScratch carve(const GdnArgs& a, int64_t n, void* scratch) {
   return p;
 }
 
-// -1: not read from SYV_GDN_WALK yet; else a GdnWalk.
-std::atomic<int> g_walk{-1};
+// -1: not read from SYV_GDN_MMA yet; else a mask of kGdnMma* bits.
+std::atomic<int> g_mma{-1};
 
-GdnWalk walk() {
-  int v = g_walk.load(std::memory_order_relaxed);
+unsigned mma_mask() {
+  int v = g_mma.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* e = std::getenv("SYV_GDN_WALK");
-    v = static_cast<int>(e && std::strcmp(e, "mma") == 0 ? GdnWalk::kTensorCores
-                                                         : GdnWalk::kCudaCores);
-    g_walk.store(v, std::memory_order_relaxed);
+    const char* e = std::getenv("SYV_GDN_MMA");
+    v = 0;
+    if (e && std::strcmp(e, "all") == 0) v = kGdnMmaAll;
+    if (e && std::strstr(e, "wu")) v |= kGdnMmaWu;
+    if (e && std::strstr(e, "walk")) v |= kGdnMmaWalk;
+    if (e && std::strstr(e, "output")) v |= kGdnMmaOutput;
+    g_mma.store(v, std::memory_order_relaxed);
   }
-  return static_cast<GdnWalk>(v);
+  return static_cast<unsigned>(v);
 }
 
 template <typename TX, typename TS>
@@ -754,32 +1021,48 @@ void launch_typed(const GdnArgs& a, int64_t chunk_bound, void* scratch, cudaStre
   static const bool configured = [] {
     configure(gdn_wu_kernel<TX, false>, kWuSmemBytes);
     configure(gdn_wu_kernel<TX, true>, kWuSmemBytes);
+    configure(gdn_wu_mma_kernel<TX, false>, kWuMmaSmemBytes);
+    configure(gdn_wu_mma_kernel<TX, true>, kWuMmaSmemBytes);
     configure(gdn_state_cores_kernel<TX, TS>, kCoresStateSmemBytes);
     configure(gdn_state_mma_kernel<TX, TS>, kStateSmemBytes);
     configure(gdn_output_kernel<TX>, kOutSmemBytes);
+    configure(gdn_output_mma_kernel<TX>, kOutMmaSmemBytes);
     return true;
   }();
   (void)configured;
-  const bool mma = walk() == GdnWalk::kTensorCores;
+  const unsigned mask = mma_mask();
+  const bool walk_mma = (mask & kGdnMmaWalk) != 0, narrow = a.dv <= kDK;
+  const bool wu_mma = (mask & kGdnMmaWu) != 0 && narrow;
+  const bool out_mma = (mask & kGdnMmaOutput) != 0 && narrow;
   const PhaseScratch p = carve(a, chunk_bound, scratch);
   const auto chunks = static_cast<unsigned>(chunk_bound);
   const dim3 per_chunk(chunks, static_cast<unsigned>(a.hv));
   launch_k(gdn_chunk_table_kernel, 1, 32, 0, s, a, p);
-  launch_k(mma ? gdn_wu_kernel<TX, true> : gdn_wu_kernel<TX, false>, per_chunk, kThreads,
-           kWuSmemBytes, s, a, p);
+  // Phase 1 writes W, Γq and Λk in the order the walk reads them.
+  if (wu_mma) {
+    launch_k(walk_mma ? gdn_wu_mma_kernel<TX, true> : gdn_wu_mma_kernel<TX, false>, per_chunk,
+             kThreads, kWuMmaSmemBytes, s, a, p);
+  } else {
+    launch_k(walk_mma ? gdn_wu_kernel<TX, true> : gdn_wu_kernel<TX, false>, per_chunk, kThreads,
+             kWuSmemBytes, s, a, p);
+  }
   const auto blocks = static_cast<unsigned>(int64_t{a.num_seqs} * a.hv * ceil_div(a.dv, kBV));
-  if (mma) {
+  if (walk_mma) {
     launch_k(gdn_state_mma_kernel<TX, TS>, blocks, kThreads, kStateSmemBytes, s, a, p);
   } else {
     launch_k(gdn_state_cores_kernel<TX, TS>, blocks, kThreads, kCoresStateSmemBytes, s, a, p);
   }
-  launch_k(gdn_output_kernel<TX>, per_chunk, kThreads, kOutSmemBytes, s, a, p);
+  if (out_mma) {
+    launch_k(gdn_output_mma_kernel<TX>, per_chunk, kThreads, kOutMmaSmemBytes, s, a, p);
+  } else {
+    launch_k(gdn_output_kernel<TX>, per_chunk, kThreads, kOutSmemBytes, s, a, p);
+  }
 }
 
 }  // namespace
 
-void set_gdn_walk(GdnWalk w) {
-  g_walk.store(static_cast<int>(w), std::memory_order_relaxed);
+void set_gdn_mma(unsigned mask) {
+  g_mma.store(static_cast<int>(mask), std::memory_order_relaxed);
 }
 
 int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t n) {
