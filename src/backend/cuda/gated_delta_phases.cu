@@ -24,7 +24,8 @@
 // GPU: no device was lent after they were written): gdn_wu_mma_kernel (A, then T = (I + A)^-1
 // explicitly by the substitution on the identity, then U = T β v and W = T β Γ k as products),
 // gdn_state_mma_kernel (the state in the mma accumulators across chunks) and
-// gdn_output_mma_kernel (P and P Δ as products). Their products are mma.sync m16n8k8 in 3xTF32:
+// gdn_output_mma_kernel (P and P Δ as products); tools/emulate/gdn_phases_emulate.py checks
+// their index logic on the CPU. Their products are mma.sync m16n8k8 in 3xTF32:
 // each f32 operand split into a tf32 value and a tf32 remainder, a b = a_lo b_hi + a_hi b_lo +
 // a_hi b_hi with fp32 accumulation, which keeps f32's accuracy where one tf32 product (10 mantissa
 // bits) would not (FLA's Triton kernels round to the input dtype instead). For the tensor-core
