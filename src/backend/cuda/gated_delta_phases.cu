@@ -647,10 +647,10 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_mma_kernel(GdnArgs a, P
     for (int n = 0; n < 4; ++n)
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {
-        const int at = (16 * warp + g + 8 * hi) * kSStride + 8 * n + 2 * t;
+        const int sx = (16 * warp + g + 8 * hi) * kSStride + 8 * n + 2 * t;
         const float2 x = tf32_split(st[n][2 * hi]), y = tf32_split(st[n][2 * hi + 1]);
-        *reinterpret_cast<float2*>(&S0[at]) = make_float2(x.x, y.x);
-        *reinterpret_cast<float2*>(&S0[kS0Lo + at]) = make_float2(x.y, y.y);
+        *reinterpret_cast<float2*>(&S0[sx]) = make_float2(x.x, y.x);
+        *reinterpret_cast<float2*>(&S0[kS0Lo + sx]) = make_float2(x.y, y.y);
       }
     __syncthreads();  // S0 written (and the previous chunk's Δ read)
 
