@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-# Emulates the tensor-core forms of src/backend/cuda/gated_delta_phases.cu (SYV_GDN_MMA) on the
-# CPU at the level of indices: the mma.sync m16n8k8 fragment layout of PTX (A rows g / g + 8 at
-# columns t / t + 4; B rows t / t + 4 at column g; C rows g / g + 8 at columns 2t, 2t + 1), phase
-# 1's writes of Γq, (Λk)ᵀ and W in fragment order (frag_index), the walk's warp roles, fragment
+# Emulates the tensor-core forms of the delta rule's phases (src/backend/cuda/
+# gated_delta_phases_mma.cu, SYV_GDN_MMA) on the CPU at the level of indices: the mma.sync
+# m16n8k8 fragment layout of PTX (A rows g / g + 8 at columns t / t + 4; B rows t / t + 4 at
+# column g; C rows g / g + 8 at columns 2t, 2t + 1), phase 1's writes of Γq, (Λk)ᵀ and W in fragment order (frag_index), the walk's warp roles, fragment
 # loads and shared S0 / Δ reads, the accumulators' rows and columns, phase 1's A and T products
 # and phase 3's P and P Δ with their skipped tiles, for several dk / dv / L; each against plain
 # matrix products in float64. Then the 3xTF32 split's numerics (to_tf32's round to nearest, ties
