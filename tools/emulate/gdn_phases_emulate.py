@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 # Emulates the tensor-core forms of the delta rule's phases (src/backend/cuda/
-# gated_delta_phases_mma.cu, SYV_GDN_MMA) on the CPU at the level of indices: the mma.sync
-# m16n8k8 fragment layout of PTX (A rows g / g + 8 at columns t / t + 4; B rows t / t + 4 at
-# column g; C rows g / g + 8 at columns 2t, 2t + 1), phase 1's writes of Γq, (Λk)ᵀ and W in fragment order (frag_index), the walk's warp roles, fragment
-# loads and shared S0 / Δ reads, the accumulators' rows and columns, phase 1's A and T products
-# and phase 3's P and P Δ with their skipped tiles, for several dk / dv / L; each against plain
-# matrix products in float64. Then the 3xTF32 split's numerics (to_tf32's round to nearest, ties
-# away, of the mantissa to 10 bits; a b = a_lo b_hi + a_hi b_lo + a_hi b_hi) on the walk's state
-# recurrence over 128 chunks, against float64 and against one tf32 product.
+# gated_delta_phases_mma.cu, SYV_GDN_MMA) on the CPU at the level of indices: the mma.sync m16n8k8
+# fragment layout of PTX (A rows g / g + 8 at columns t / t + 4; B rows t / t + 4 at column g; C
+# rows g / g + 8 at columns 2t, 2t + 1), phase 1's writes of Γq, (Λk)ᵀ and W in fragment order
+# (frag_index), the walk's warp roles, fragment loads and shared S0 / Δ reads, the accumulators'
+# rows and columns, phase 1's A and T products and phase 3's P and P Δ with their skipped tiles,
+# for several dk / dv / L; each against plain matrix products in float64. Then the 3xTF32 split's
+# numerics (to_tf32's round to nearest, ties away, of the mantissa to 10 bits; a b = a_lo b_hi +
+# a_hi b_lo + a_hi b_hi) on the walk's state recurrence over 128 chunks, against float64 and against
+# one tf32 product.
 # Written to check the kernels' index logic where no GPU was at hand; it mirrors the kernels, so
 # keep the two in step. Needs python3-numpy (Debian). Run:
 #   /usr/bin/python3 tools/emulate/gdn_phases_emulate.py
