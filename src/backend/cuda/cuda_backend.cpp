@@ -20,6 +20,7 @@
 #include "backend/cuda/moe.cuh"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda_choices.h"
+#include "backend/gdn_chunks.h"
 #include "backend/host_batch_meta.h"
 #include "backend/memory_plan.h"
 #include "backend/quant_layout.h"
@@ -1328,13 +1329,9 @@ class CudaBackendImpl final : public CudaBackend {
     a.batch_invariant = batch_invariant_;
     cuda::launch_gdn_recurrent(a, qkv.dtype, state.dtype, stream_);
     if (a.chunked_from > 0) {
-      // A sequence's chunks: ceil(len / 64), one more at each state save inside a chunk.
+      // At least the chunk table's count (backend/gdn_chunks.h).
       SYV_CHECK(meta.host != nullptr) << "gated_delta_rule: the batch metadata has no host batch";
-      int64_t chunks = a.num_saves;
-      for (int32_t s = 0; s < meta.host->num_seqs(); ++s) {
-        const int32_t len = meta.host->seq_len(s);
-        if (len >= a.chunked_from) chunks += (len + 63) / 64;
-      }
+      const int64_t chunks = gdn_chunk_bound(*meta.host, a.chunked_from);
       if (gdn_phases_ && chunks <= (T + 63) / 64 + kGdnPhasesSpareChunks) {
         grow_scratch(gdn_scratch_, gdn_scratch_bytes_, cuda::gdn_phases_scratch_bytes(a, chunks),
                      "gated delta rule scratch");

@@ -38,6 +38,7 @@
 #include <cstring>
 
 #include "backend/cuda/gated_delta_phases.cuh"
+#include "backend/gdn_chunks.h"
 
 namespace syv::cuda {
 namespace gdn_phases {
@@ -52,21 +53,12 @@ __global__ void gdn_chunk_table_kernel(GdnArgs a, PhaseScratch p) {
     p.seq_first[s] = n;
     int slot, begin, len;
     if (!chunked_sequence(a, s, slot, begin, len)) continue;
-    int next_save = a.num_saves > 0 ? a.save_starts[s] : 0;
-    const int save_end = a.num_saves > 0 ? a.save_starts[s + 1] : 0;
-    int segment_end = next_save < save_end ? a.save_after[next_save] : len;
-    for (int c0 = 0; c0 < len;) {
-      const int L = min(kChunk, segment_end - c0);
-      ChunkRec r{s, c0, L, -1};
-      c0 += L;
-      if (c0 == segment_end && next_save < save_end) {
-        r.save = next_save;
-        ++next_save;
-        segment_end = next_save < save_end ? a.save_after[next_save] : len;
-      }
-      if (n >= p.capacity) __trap();  // the host's bound (gdn_phases_chunk_bound) was wrong
-      p.chunks[n++] = r;
-    }
+    const int first_save = a.num_saves > 0 ? a.save_starts[s] : 0;
+    const int n_saves = a.num_saves > 0 ? a.save_starts[s + 1] - first_save : 0;
+    for_each_gdn_chunk(len, a.save_after + first_save, n_saves, [&](int c0, int L, int save) {
+      if (n >= p.capacity) __trap();  // the host's gdn_chunk_bound() was wrong
+      p.chunks[n++] = ChunkRec{s, c0, L, save >= 0 ? first_save + save : -1};
+    });
   }
   p.seq_first[a.num_seqs] = n;
   *p.count = n;
