@@ -414,7 +414,7 @@ bool gdn_chunked_supports(int32_t dk);
 // The chunked rule in three phases (gated_delta_phases.cu: U and W per chunk in parallel, the
 // state walk, the output per chunk in parallel), instead of launch_gdn_chunked where
 // CudaBackend::set_gdn_phases says so: the same sequences (GdnArgs::chunked_from), `chunks` at
-// least the batch's chunk count (gdn_phases_chunk_bound), `scratch` at least
+// least the batch's chunk count (backend/gdn_chunks.h gdn_chunk_bound), `scratch` at least
 // gdn_phases_scratch_bytes(a, chunks) bytes (16-byte aligned). Takes what gdn_chunked_supports()
 // takes. The scratch is per chunk (U/Δ and Oq [64][dv], W, Γq and Λk [64][128] f32 a value head):
 // a batch whose chunk bound passes ceil(tokens / 64) + kGdnPhasesSpareChunks (memory_plan.h)
