@@ -59,8 +59,9 @@ size_t estimate_qwen3_activation_bytes(int64_t tokens, int64_t hidden, int64_t q
 size_t estimate_gdn_phases_scratch_bytes(int64_t tokens, int64_t value_heads,
                                          int64_t value_head_dim) {
   if (value_heads <= 0 || tokens <= 0) return 0;
-  const int64_t chunks = (tokens + 63) / 64 + kGdnPhasesSpareChunks;
-  const int64_t per_chunk_head = 64 * (2 * value_head_dim + 3 * 128) * 4 + 4;  // + Γ_last
+  const int64_t chunks = gdn_phases_max_chunks(tokens);
+  const int64_t per_chunk_head =
+      kGdnChunkTokens * (2 * value_head_dim + 3 * 128) * 4 + 4;  // + Γ_last
   // The chunk table (16 bytes a chunk), each sequence's first chunk (at most one a token) and
   // the 256-byte alignment of the scratch's nine arrays.
   return static_cast<size_t>(chunks * value_heads * per_chunk_head + chunks * 16 +

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/gdn_chunks.h"
 #include "core/status.h"
 
 namespace syv {
@@ -64,6 +65,10 @@ size_t estimate_qwen3_activation_bytes(int64_t tokens, int64_t hidden, int64_t q
 // three phases (CUDA gated_delta_phases.cu); a batch with more (many short sequences, state saves
 // inside chunks) takes the one-kernel walk, which needs no scratch.
 constexpr int64_t kGdnPhasesSpareChunks = 32;
+// The most chunks a step of `tokens` tokens may have and take the three phases.
+inline int64_t gdn_phases_max_chunks(int64_t tokens) {
+  return (tokens + kGdnChunkTokens - 1) / kGdnChunkTokens + kGdnPhasesSpareChunks;
+}
 // The three phases' scratch for a step of `tokens` tokens (hybrids; 0 without linear-attention
 // value heads): per chunk and value head U/Δ and Oq [64][dv] and W, Γq, Λk [64][128] f32, the
 // chunk table and Γ_last. The CUDA test GdnPhasesScratchWithinThePlan checks it bounds

@@ -224,7 +224,7 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
   std::iota(slots.begin(), slots.end(), 0);
   check_gdn(std::vector<int>(60, 16), slots, GdnShape{2, 4, 32, 32}, DType::F32, 1e-2, 1e-4);
   EXPECT_EQ(gpu_->gdn_phases_calls(), calls0);
-  static_assert(60 > (60 * 16 + 63) / 64 + kGdnPhasesSpareChunks);
+  EXPECT_GT(60, gdn_phases_max_chunks(60 * 16));
 }
 
 // The memory plan's estimate of the three phases' scratch bounds what they take for any batch
@@ -236,7 +236,7 @@ TEST(CudaHybridScratch, GdnPhasesScratchWithinThePlan) {
       a.hv = 32;
       a.dv = dv;
       a.num_seqs = static_cast<int32_t>(T);
-      const int64_t chunks = (T + 63) / 64 + kGdnPhasesSpareChunks;
+      const int64_t chunks = gdn_phases_max_chunks(T);
       EXPECT_LE(cuda::gdn_phases_scratch_bytes(a, chunks),
                 static_cast<int64_t>(estimate_gdn_phases_scratch_bytes(T, 32, dv)))
           << T << " tokens, dv " << dv;

@@ -1332,7 +1332,7 @@ class CudaBackendImpl final : public CudaBackend {
       // At least the chunk table's count (backend/gdn_chunks.h).
       SYV_CHECK(meta.host != nullptr) << "gated_delta_rule: the batch metadata has no host batch";
       const int64_t chunks = gdn_chunk_bound(*meta.host, a.chunked_from);
-      if (gdn_phases_ && chunks <= (T + 63) / 64 + kGdnPhasesSpareChunks) {
+      if (gdn_phases_ && chunks <= gdn_phases_max_chunks(T)) {
         grow_scratch(gdn_scratch_, gdn_scratch_bytes_, cuda::gdn_phases_scratch_bytes(a, chunks),
                      "gated delta rule scratch");
         cuda::launch_gdn_phases(a, qkv.dtype, state.dtype, chunks, gdn_scratch_, stream_);

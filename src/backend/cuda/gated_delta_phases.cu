@@ -33,9 +33,11 @@
 // frag_index), so the walk loads a warp's operands as 16-byte loads and fetches the next chunk's
 // while it works on this one. Sequences shorter than GdnArgs::chunked_from are the token-by-token
 // kernel's, as with gated_delta_chunked.cu.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backend/cuda/gated_delta_phases.cuh"
 #include "backend/gdn_chunks.h"
@@ -231,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_cores_kernel(GdnArgs a,
       float ws[4][2] = {}, qs[4][2] = {};
       s0_products(Ws, Qs, S0, dk4, ri, cp, ws, qs);
       const float* u = p.u + base * dv;
-      float* delta = p.delta + base * dv;
+      float* delta = p.u + base * dv;
       float* oq = p.oq + base * dv;
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
@@ -312,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, Phas
       }
   }
   const int ri = tid >> 4, cp = tid & 15;
-  const float* delta = p.delta + base * dv;
+  const float* delta = p.u + base * dv;
   const float* oq = p.oq + base * dv;
   TX* out = static_cast<TX*>(a.out);
   for (int v0 = 0; v0 < dv; v0 += kBV) {
@@ -369,7 +371,6 @@ PhaseScratch carve(const GdnArgs& a, int64_t n, void* scratch) {
   p.qt = reinterpret_cast<float*>(take(rows * kDK * 4));
   p.kt = reinterpret_cast<float*>(take(rows * kDK * 4));
   p.gl = reinterpret_cast<float*>(take(n * a.hv * 4));
-  p.delta = p.u;
   p.oq = reinterpret_cast<float*>(take(rows * a.dv * 4));
   return p;
 }
@@ -377,15 +378,35 @@ PhaseScratch carve(const GdnArgs& a, int64_t n, void* scratch) {
 // -1: not read from SYV_GDN_MMA yet; else a mask of kGdnMma* bits.
 std::atomic<int> g_mma{-1};
 
+// SYV_GDN_MMA: "all", or a comma list of wu, walk, output; anything else is refused by name.
+unsigned parse_mma(const char* e) {
+  if (e == nullptr || *e == 0) return 0;
+  if (std::strcmp(e, "all") == 0) return kGdnMmaAll;
+  unsigned v = 0;
+  const std::string list(e);
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string phase = list.substr(at, end - at);
+    if (phase == "wu") {
+      v |= kGdnMmaWu;
+    } else if (phase == "walk") {
+      v |= kGdnMmaWalk;
+    } else if (phase == "output") {
+      v |= kGdnMmaOutput;
+    } else {
+      const std::string why =
+          "unknown phase \"" + phase + "\": expected all, or a comma list of wu, walk, output";
+      cuda_fail(__FILE__, __LINE__, "SYV_GDN_MMA", why.c_str());
+    }
+    at = end + 1;
+  }
+  return v;
+}
+
 unsigned mma_mask() {
   int v = g_mma.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* e = std::getenv("SYV_GDN_MMA");
-    v = 0;
-    if (e && std::strcmp(e, "all") == 0) v = kGdnMmaAll;
-    if (e && std::strstr(e, "wu")) v |= kGdnMmaWu;
-    if (e && std::strstr(e, "walk")) v |= kGdnMmaWalk;
-    if (e && std::strstr(e, "output")) v |= kGdnMmaOutput;
+    v = static_cast<int>(parse_mma(std::getenv("SYV_GDN_MMA")));
     g_mma.store(v, std::memory_order_relaxed);
   }
   return static_cast<unsigned>(v);

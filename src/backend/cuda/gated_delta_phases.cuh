@@ -32,11 +32,10 @@ struct PhaseScratch {
   int32_t* seq_first;  // [S + 1]: sequence s's chunks are [seq_first[s], seq_first[s + 1])
   float* u;            // [chunk][hv][64][dv]: U, overwritten by the walk with Δ
   float* w;            // [chunk][hv][64][kDK] W (columns past dk zero); mma: frag_index(i, d, 16)
-  float* qt;     // [chunk][hv][64][kDK] Γ_i q_i (normalised, scaled); mma: frag_index(i, d, 16)
-  float* kt;     // [chunk][hv][64][kDK] Λ_j k_j (normalised); mma: (Λk)ᵀ, frag_index(d, j, 8)
-  float* gl;     // [chunk][hv]: Γ_{L-1}, the chunk's decay of the state
-  float* delta;  // = u
-  float* oq;     // [chunk][hv][64][dv]
+  float* qt;  // [chunk][hv][64][kDK] Γ_i q_i (normalised, scaled); mma: frag_index(i, d, 16)
+  float* kt;  // [chunk][hv][64][kDK] Λ_j k_j (normalised); mma: (Λk)ᵀ, frag_index(d, j, 8)
+  float* gl;  // [chunk][hv]: Γ_{L-1}, the chunk's decay of the state
+  float* oq;  // [chunk][hv][64][dv]
 };
 
 // What a (chunk, value head) block of phases 1 and 3 works on: its chunk (blockIdx.x) and value

@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_mma_kernel(GdnArgs a, P
           const float2 x = tf32_split(dl);
           Ds[i * kSStride + c] = x.x;
           Ds[kDsLo + i * kSStride + c] = x.y;
-          if (col < dv) p.delta[out] = dl;  // over U, which only this block reads
+          if (col < dv) p.u[out] = dl;  // over U, which only this block reads
         } else if (col < dv) {
           p.oq[out] = acc[n][e];  // Γ_i is in the rows of Γq
         }
@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_mma_kernel(GdnArgs a, 
   const int n_tiles = (dv + 7) / 8;  // of Δ's and o's columns
 
   // Δ into shared memory (columns up to the last n-tile's end zero past dv).
-  const float* delta = p.delta + base * dv;
+  const float* delta = p.u + base * dv;
   for (int f = tid; f < kChunk * n_tiles * 8; f += kThreads) {
     const int i = f / (n_tiles * 8), c = f % (n_tiles * 8);
     Dm[i * kVStride + c] = i < L && c < dv ? delta[static_cast<int64_t>(i) * dv + c] : 0.f;

@@ -420,11 +420,11 @@ bool gdn_chunked_supports(int32_t dk);
 // a batch whose chunk bound passes ceil(tokens / 64) + kGdnPhasesSpareChunks (memory_plan.h)
 // takes launch_gdn_chunked instead, so that the scratch stays within the memory plan's
 // estimate_gdn_phases_scratch_bytes().
-// The phases' tensor-core forms (gated_delta_phases.cu, 3xTF32 mma.sync; written 2026-12-05, not
-// yet run on a GPU), a mask of the phases that take them: 0, the default, keeps every phase fp32
-// on the CUDA cores (measured). SYV_GDN_MMA sets the initial mask: "all", or a comma list of "wu"
-// (phase 1), "walk" (phase 2), "output" (phase 3). Value head dims above 128 keep the CUDA cores
-// in phases 1 and 3.
+// The phases' tensor-core forms (gated_delta_phases_mma.cu, 3xTF32 mma.sync; written 2026-12-05,
+// not yet run on a GPU), a mask of the phases that take them: 0, the default, keeps every phase
+// fp32 on the CUDA cores (measured). SYV_GDN_MMA sets the initial mask: "all", or a comma list of
+// "wu" (phase 1), "walk" (phase 2), "output" (phase 3); anything else stops with its name. Value
+// head dims above 128 keep the CUDA cores in phases 1 and 3.
 constexpr unsigned kGdnMmaWu = 1, kGdnMmaWalk = 2, kGdnMmaOutput = 4, kGdnMmaAll = 7;
 void set_gdn_mma(unsigned mask);
 int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t chunks);
