@@ -182,10 +182,10 @@ TEST_F(CudaHybridOps, GatedDeltaRuleBf16State) {
 }
 
 // The chunked rule's kernels (CudaBackend::set_gdn_phases, cuda::set_gdn_mma): the three phases
-// on the CUDA cores (the default, so the cases above took them), each phase's tensor-core form and
-// all three, and the one-kernel walk (gated_delta_chunked.cu), on the same cases: beside
-// token-by-token sequences, other head dims, dv under one slice, state saves inside and on the
-// edges of chunks, a bf16 state. A batch of many short sequences takes the one kernel even with
+// on the CUDA cores, each phase's tensor-core form (the walk's is the default, so the cases above
+// took it) and all three, and the one-kernel walk (gated_delta_chunked.cu), on the same cases:
+// beside token-by-token sequences, other head dims, dv under one slice, state saves inside and on
+// the edges of chunks, a bf16 state. A batch of many short sequences takes the one kernel even with
 // the phases on (memory_plan.h kGdnPhasesSpareChunks).
 TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
   const GdnShape g{16, 32, 128, 128};
@@ -194,7 +194,7 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
     bool phases;
     unsigned mma;
   };
-  for (const Form& f : {Form{"one kernel", false, 0}, Form{"three phases", true, 0},
+  for (const Form& f : {Form{"one kernel", false, 0}, Form{"three phases on CUDA cores", true, 0},
                         Form{"phase 1 on tensor cores", true, cuda::kGdnMmaWu},
                         Form{"walk on tensor cores", true, cuda::kGdnMmaWalk},
                         Form{"phase 3 on tensor cores", true, cuda::kGdnMmaOutput},
@@ -217,7 +217,7 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
     check_gdn({130, 2}, {3, 1}, GdnShape{2, 4, 32, 160}, DType::F32, 1e-2, 1e-4);
     EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, phases ? 9u : 0u);
   }
-  cuda::set_gdn_mma(0);
+  cuda::set_gdn_mma(cuda::kGdnMmaDefault);
   // 60 sequences of 16 tokens: 60 chunks > ceil(960 / 64) + kGdnPhasesSpareChunks.
   const uint64_t calls0 = gpu_->gdn_phases_calls();
   std::vector<int32_t> slots(60);
@@ -352,12 +352,12 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
                   cs.tokens_each, us(gdn));
       gpu_->set_gdn_phases(true);
       for (const unsigned mma :
-           {cuda::kGdnMmaWu, cuda::kGdnMmaWalk, cuda::kGdnMmaOutput, cuda::kGdnMmaAll}) {
+           {0u, cuda::kGdnMmaWu, cuda::kGdnMmaWalk, cuda::kGdnMmaOutput, cuda::kGdnMmaAll}) {
         cuda::set_gdn_mma(mma);
         std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, SYV_GDN_MMA mask %u %8.1f us\n",
                     cs.seqs, cs.tokens_each, mma, us(gdn));
       }
-      cuda::set_gdn_mma(0);
+      cuda::set_gdn_mma(cuda::kGdnMmaDefault);
     }
     if (cs.tokens_each == 1) {  // the token-by-token kernel's two thread layouts (kernels.h)
       for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # On the GPU machine: the chunked gated delta rule's forms, FLA's three phases
-# (gated_delta_phases.cu, the default) on the CUDA cores (the default) or on the tensor cores
-# (SYV_GDN_MMA=all, or per phase: wu, walk, output), and the one-kernel walk
-# (gated_delta_chunked.cu, SYV_GDN_PHASES=0). Builds the hybrid tests and syv, runs the hybrid op
-# tests (GatedDeltaRuleOneKernelAndThreePhases takes every form itself) and the hybrid golden tests
-# under three, the op timing (its "one kernel" and "SYV_GDN_MMA mask" rows against the default's),
-# then `syv bench decode --lengths
+# (gated_delta_phases.cu, the default) with the walk on the tensor cores (the default), all three
+# on the CUDA cores (SYV_GDN_MMA=none) or all three on the tensor cores (SYV_GDN_MMA=all; per
+# phase: wu, walk, output), and the one-kernel walk (gated_delta_chunked.cu, SYV_GDN_PHASES=0).
+# Builds the hybrid tests and syv, runs the hybrid op tests (GatedDeltaRuleOneKernelAndThreePhases
+# takes every form itself) and the hybrid golden tests under each form, the op timing (its "one
+# kernel" and "SYV_GDN_MMA mask" rows against the default's), then `syv bench decode --lengths
 # 2048,8192` on an 8-layer copy of the Qwen3-Next 24-layer shape and on the Qwen3.5 9B-class shape
-# under each. docs/cuda-backend-notes.md "Run 20" and "Run 21" have the measurements. Carry
+# under each. docs/cuda-backend-notes.md "Run 20" to "Run 22" have the measurements. Carry
 # .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok. About 3 minutes on a fresh H100
-# (2026-12-05, two forms).
+# (2026-12-05, three forms).
 #   tools/device/gdn_phases_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -23,7 +23,7 @@ timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_hybr
   echo "build failed"
   exit 1
 }
-FORMS=("SYV_GDN_PHASES=0" "SYV_GDN_PHASES=1" "SYV_GDN_PHASES=1 SYV_GDN_MMA=all")
+FORMS=("SYV_GDN_PHASES=0" "SYV_GDN_MMA=none" "SYV_GDN_MMA=walk" "SYV_GDN_MMA=all")
 for form in "${FORMS[@]}"; do
   echo "== tests, $form $(date +%T)"
   for t in gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test; do

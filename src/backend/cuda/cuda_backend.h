@@ -139,8 +139,8 @@ class CudaBackend : public Backend {
   static constexpr int kGdnChunkedFrom = 16;
   // The chunked gated delta rule in three phases (gated_delta_phases.cu, the state walk on the
   // tensor cores) or the one-kernel walk of gated_delta_chunked.cu. On by default (a batch of many
-  // short sequences takes the one kernel still: kernels.h kGdnPhasesSpareChunks); SYV_GDN_PHASES=0
-  // sets the initial state off (A/B timing, tests).
+  // short sequences takes the one kernel still: memory_plan.h kGdnPhasesSpareChunks);
+  // SYV_GDN_PHASES=0 sets the initial state off (A/B timing, tests).
   virtual void set_gdn_phases(bool on) = 0;
   virtual uint64_t gdn_phases_calls() const = 0;  // gated_delta_rule() calls that took them
   // How copy_batch_async() moves a batch between this device and pinned host memory (a host tier

@@ -19,13 +19,15 @@
 //    sequence's chunks: W, Γ q and Λ k staged by batched 16-byte loads, Δ = U - W S0 and
 //    Oq = (Γ q) S0 into the scratch (Δ over U), then S = Γ_{L-1} S0 + (Λ k)ᵀ Δ.
 // 3. gdn_output_kernel, one block per (chunk, value head): P and o = Oq + P Δ.
-// Those are fp32 on the CUDA cores (measured). Each phase has a tensor-core form besides
-// (gated_delta_phases_mma.cu; kernels.h kGdnMma*, SYV_GDN_MMA=all or wu,walk,output; written
-// 2026-12-05, NOT yet run on a GPU: no device was lent after they were written): gdn_wu_mma_kernel
-// (A, then T = (I + A)^-1 explicitly by the substitution on the identity, then U = T β v and W = T
-// β Γ k as products), gdn_state_mma_kernel (the state in the mma accumulators across chunks) and
+// Those are fp32 on the CUDA cores. Each phase has a tensor-core form besides
+// (gated_delta_phases_mma.cu; kernels.h kGdnMma*, SYV_GDN_MMA): gdn_wu_mma_kernel (A, then
+// T = (I + A)^-1 explicitly by the substitution on the identity, then U = T β v and W = T β Γ k as
+// products), gdn_state_mma_kernel (the state in the mma accumulators across chunks) and
 // gdn_output_mma_kernel (P and P Δ as products); tools/emulate/gdn_phases_emulate.py checks
-// their index logic on the CPU. Their products are mma.sync m16n8k8 in 3xTF32:
+// their index logic on the CPU. The walk takes its tensor-core form by default, phases 1 and 3
+// their CUDA-core forms (H100, 2026-12-05, a layer of 8,192 tokens: the walk 17% faster on the
+// tensor cores, phases 1 and 3 slower; docs/cuda-backend-notes.md Run 22). Their products are
+// mma.sync m16n8k8 in 3xTF32:
 // each f32 operand split into a tf32 value and a tf32 remainder, a b = a_lo b_hi + a_hi b_lo +
 // a_hi b_hi with fp32 accumulation, which keeps f32's accuracy where one tf32 product (10 mantissa
 // bits) would not (FLA's Triton kernels round to the input dtype instead). For the tensor-core
@@ -375,13 +377,15 @@ PhaseScratch carve(const GdnArgs& a, int64_t n, void* scratch) {
   return p;
 }
 
-// -1: not read from SYV_GDN_MMA yet; else a mask of kGdnMma* bits.
+// -1: not read from SYV_GDN_MMA yet; else a mask of kGdnMma* bits (kGdnMmaDefault when unset).
 std::atomic<int> g_mma{-1};
 
-// SYV_GDN_MMA: "all", or a comma list of wu, walk, output; anything else is refused by name.
+// SYV_GDN_MMA: "all", "none", or a comma list of wu, walk, output; anything else is refused by
+// name. Unset or empty: kGdnMmaDefault.
 unsigned parse_mma(const char* e) {
-  if (e == nullptr || *e == 0) return 0;
+  if (e == nullptr || *e == 0) return kGdnMmaDefault;
   if (std::strcmp(e, "all") == 0) return kGdnMmaAll;
+  if (std::strcmp(e, "none") == 0) return 0;
   unsigned v = 0;
   const std::string list(e);
   for (size_t at = 0; at <= list.size();) {
@@ -394,8 +398,8 @@ unsigned parse_mma(const char* e) {
     } else if (phase == "output") {
       v |= kGdnMmaOutput;
     } else {
-      const std::string why =
-          "unknown phase \"" + phase + "\": expected all, or a comma list of wu, walk, output";
+      const std::string why = "unknown phase \"" + phase +
+                              "\": expected all, none, or a comma list of wu, walk, output";
       cuda_fail(__FILE__, __LINE__, "SYV_GDN_MMA", why.c_str());
     }
     at = end + 1;

@@ -1,6 +1,7 @@
 // The tensor-core forms of the chunked gated delta rule's three phases (kernels.h kGdnMma*,
 // SYV_GDN_MMA; gated_delta_phases.cu's header has the math, the notation and the 3xTF32 scheme).
-// Written 2026-12-05 and NOT yet run on a GPU (no device was lent after they were written);
+// The op tests pass every form (H100, 2026-12-05); the walk's is the default, phases 1's and 3's
+// measured slower than their CUDA-core forms (docs/cuda-backend-notes.md Run 22).
 // tools/emulate/gdn_phases_emulate.py checks their index logic and the split's numerics on the CPU.
 #include "backend/cuda/gated_delta_phases.cuh"
 #include "backend/cuda/mma_ptx.cuh"
@@ -52,7 +53,7 @@ __device__ __forceinline__ void lower_products(const float* X, const float* Ks, 
   }
 }
 
-// ---- phase 1 on the tensor cores (SYV_GDN_MMA=wu; written 2026-12-05, not yet run on a GPU) -----
+// ---- phase 1 on the tensor cores (SYV_GDN_MMA=wu; off: slower than the CUDA cores') -------------
 // gdn_wu_kernel's outputs by FLA's route: A as a 3xTF32 product, T = (I + A)^-1 explicitly (the
 // blocked forward substitution on the identity: 2 passes of 32 columns instead of 8 of the right-
 // hand sides), then U = T (β v) and W = T (β Γ k) as 3xTF32 products (T is lower triangular: the
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_mma_kernel(GdnArgs a, Phas
   }
 }
 
-// ---- phase 2: the state walk, on the tensor cores (SYV_GDN_MMA=walk) ----------------------------
+// ---- phase 2: the state walk on the tensor cores (SYV_GDN_MMA=walk; the default) ----------------
 // Shared S0 [kDK][kSStride] and Δ [64][kSStride], each as its tf32 part and its tf32 remainder:
 // a B fragment's reads (rows t, columns g) hit 32 distinct banks.
 constexpr int kSStride = kBV + 8;
@@ -344,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_mma_kernel(GdnArgs a, P
   state_io(S, true);
 }
 
-// ---- phase 3 on the tensor cores (SYV_GDN_MMA=output; written 2026-12-05, not yet run on a GPU) -
+// ---- phase 3 on the tensor cores (SYV_GDN_MMA=output; off: slower than the CUDA cores') ---------
 // P = Q Kᵀ and o = Oq + P Δ as 3xTF32 mma.sync products (gdn_output_kernel's math; dv <= kDK).
 // Shared P rows of kPStride and Δ rows of kVStride: A-fragment reads of P (rows g, columns t) and
 // B-fragment reads of Δ (rows t, columns g) hit 32 distinct banks, as do Q's and K's at kQKStride.

@@ -420,12 +420,14 @@ bool gdn_chunked_supports(int32_t dk);
 // a batch whose chunk bound passes ceil(tokens / 64) + kGdnPhasesSpareChunks (memory_plan.h)
 // takes launch_gdn_chunked instead, so that the scratch stays within the memory plan's
 // estimate_gdn_phases_scratch_bytes().
-// The phases' tensor-core forms (gated_delta_phases_mma.cu, 3xTF32 mma.sync; written 2026-12-05,
-// not yet run on a GPU), a mask of the phases that take them: 0, the default, keeps every phase
-// fp32 on the CUDA cores (measured). SYV_GDN_MMA sets the initial mask: "all", or a comma list of
-// "wu" (phase 1), "walk" (phase 2), "output" (phase 3); anything else stops with its name. Value
-// head dims above 128 keep the CUDA cores in phases 1 and 3.
+// The phases' tensor-core forms (gated_delta_phases_mma.cu, 3xTF32 mma.sync), a mask of the phases
+// that take them (0: every phase fp32 on the CUDA cores). The default is the walk's alone: on an
+// H100 (2026-12-05) it made a layer of 8,192 tokens 3.04 -> 2.53 ms, where phase 1's and phase 3's
+// forms made it slower (3.53, 3.70 ms). SYV_GDN_MMA sets the initial mask: "all", "none", or a
+// comma list of "wu" (phase 1), "walk" (phase 2), "output" (phase 3); anything else stops with its
+// name. Value head dims above 128 keep the CUDA cores in phases 1 and 3.
 constexpr unsigned kGdnMmaWu = 1, kGdnMmaWalk = 2, kGdnMmaOutput = 4, kGdnMmaAll = 7;
+constexpr unsigned kGdnMmaDefault = kGdnMmaWalk;
 void set_gdn_mma(unsigned mask);
 int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t chunks);
 void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t chunks, void* scratch,
