@@ -23,6 +23,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -380,6 +381,35 @@ TEST_F(CudaMoeOps, ExpertsMatchCpuOnEveryPrefillTile) {
   check_experts(d, ex, 600, 2, random_routing(600, 2, d.E));
 }
 
+// Every prefill tile forced in turn (moe.cuh MoeTile, SYV_MOE_TILE) gives the default's bits, and
+// those match the CPU: 128 and 37 rows an expert, gate_up's 2I = 192 and down's H = 200 columns
+// leaving partial weight tiles for every BN, K = 200 and 96 partial K steps for BK 64.
+TEST_F(CudaMoeOps, ExpertsBitIdenticalOnEveryPrefillTile) {
+  const MoeDims d{8, 200, 96};
+  const Experts ex = make_experts(d);
+  for (const auto& [T, k] : {std::pair<int64_t, int32_t>{512, 2}, {300, 1}}) {
+    SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k));
+    const std::vector<int32_t> routing = random_routing(T, k, d.E);
+    auto x = make(random_vec(T * d.H, rng_), {T, d.H});
+    auto ids = make_i32(routing, {T, k});
+    auto w = make(random_vec(T * k, rng_), {T, k}, DType::F32);
+    auto out = make_out({T, d.H});
+    cpu_->moe_experts(x.c, ids.c, w.c, ex.gate_up.c, ex.down.c, out.c);
+    cuda::set_moe_tile(cuda::MoeTile::kAuto);
+    gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
+    expect_close(out, 1e-2, "moe_experts out, default tile");
+    const std::vector<float> ref = down_gpu(out.g);
+    for (const cuda::MoeTile tile : cuda::kMoeTiles) {
+      SCOPED_TRACE(cuda::moe_tile_name(tile));
+      cuda::set_moe_tile(tile);
+      poison(out.g);
+      gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
+      EXPECT_TRUE(same_bits(down_gpu(out.g), ref)) << "differs from the default tile's bits";
+    }
+  }
+  cuda::set_moe_tile(cuda::MoeTile::kAuto);
+}
+
 // Rows longer than one 32-lane chunk of the GEMVs, with a partial last chunk (I = 264: 33 vectors)
 // and H not a multiple of their 128-vector pipeline step (H = 1096: 137 vectors).
 TEST_F(CudaMoeOps, ExpertsMatchCpuWithPartialChunks) {
@@ -623,19 +653,24 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
     gpu_->upload(ib.data(), routing.data(), routing.size() * 4);
     Tensor x(xb.data(), DType::BF16, {T, d.H}), w(wb.data(), DType::F32, {T, k});
     Tensor out(ob.data(), DType::BF16, {T, d.H}), ids(ib.data(), DType::I32, {T, k});
-    std::vector<float> ms =
-        gpu_->time_ms([&] { gpu_->moe_experts(x, ids, w, gate_up, down, out); }, 2, 10);
-    std::sort(ms.begin(), ms.end());
-    const double t_ms = ms[ms.size() / 2];
-    const double tflops = 6.0 * static_cast<double>(T * k) * d.H * d.I / (t_ms * 1e9);
     const uint64_t routed_before = gpu_->moe_experts_routed();
     gpu_->moe_experts(x, ids, w, gate_up, down, out);
     EXPECT_EQ(gpu_->moe_experts_routed() - routed_before, distinct_experts(routing))
         << T << " tokens: one pass over the routed experts";
-    std::printf(
-        "moe prefill, %5lld tokens: experts %8.3f ms, %6.1f TFLOP/s = %.1f%% of the "
-        "GEMM's %.0f\n",
-        static_cast<long long>(T), t_ms, tflops, 100.0 * tflops / gemm, gemm);
+    for (const cuda::MoeTile tile : cuda::kMoeTiles) {  // the default's, then each forced
+      cuda::set_moe_tile(tile);
+      std::vector<float> ms =
+          gpu_->time_ms([&] { gpu_->moe_experts(x, ids, w, gate_up, down, out); }, 2, 10);
+      std::sort(ms.begin(), ms.end());
+      const double t_ms = ms[ms.size() / 2];
+      const double tflops = 6.0 * static_cast<double>(T * k) * d.H * d.I / (t_ms * 1e9);
+      std::printf(
+          "moe prefill, %5lld tokens, tile %-10s: experts %8.3f ms, %6.1f TFLOP/s = %.1f%% of "
+          "the GEMM's %.0f\n",
+          static_cast<long long>(T), cuda::moe_tile_name(tile), t_ms, tflops, 100.0 * tflops / gemm,
+          gemm);
+    }
+    cuda::set_moe_tile(cuda::MoeTile::kAuto);
   }
 }
 

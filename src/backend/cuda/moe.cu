@@ -23,9 +23,11 @@
 // lands in, y is indexed by pair, and the combine sums in a fixed order, so results are run-to-run
 // identical.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "backend/cuda/common.cuh"
@@ -182,6 +184,8 @@ struct GemmArgs {
   // Which grid dimension walks the weight's N tiles: 1 = x (moe_grid_n_fastest(), the default),
   // 0 = y (the tiles of rows in x: SYV_MOE_GRID=m, the order before 2026-12-05).
   int n_fastest;
+  // 1: down writes y's columns n, n + 1 (n even) as one 8-byte store (N even, y 8-byte aligned).
+  int y_pairs;
   int64_t N, K, inter;  // N = 2I (gate_up) or H (down); K = H or I
   bf16* act;            // gate_up's output [P, I]
   float* y;             // down's output [T * k, H], by pair
@@ -275,8 +279,12 @@ __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
           g.act[static_cast<int64_t>(r0 + r) * g.inter + (n >> 1)] = __float2bfloat16_rn(silu * c1);
         } else {
           float* y = g.y + static_cast<int64_t>(g.sorted[r0 + r]) * N + n;
-          y[0] = c0;
-          if (n + 1 < N) y[1] = c1;
+          if (g.y_pairs && n + 1 < N) {
+            *reinterpret_cast<float2*>(y) = make_float2(c0, c1);
+          } else {
+            y[0] = c0;
+            if (n + 1 < N) y[1] = c1;
+          }
         }
       }
     }
@@ -424,6 +432,7 @@ void launch_gemm(const GemmArgs& a, int64_t tiles, cudaStream_t s) {
   const unsigned n_tiles = ceil_div(a.N, BN);
   GemmArgs g = a;
   g.n_fastest = moe_grid_n_fastest() && tiles <= 65535 ? 1 : 0;  // (gridDim.y's limit)
+  g.y_pairs = a.N % 2 == 0 && reinterpret_cast<uintptr_t>(a.y) % 8 == 0 ? 1 : 0;
   const dim3 grid = g.n_fastest ? dim3(n_tiles, static_cast<unsigned>(tiles))
                                 : dim3(static_cast<unsigned>(tiles), n_tiles);
   launch_k(kernel, grid, L::kThreads, L::kSmem, s, g);
@@ -441,6 +450,8 @@ void launch_gemm(const GemmArgs& a, int64_t tiles, cudaStream_t s) {
 // 2026-12-05 on an H200 (QwenNextPrefillTiming, the routed experts alone, random distinct experts
 // per token): 2K tokens (40 rows an expert) 64 x 64 1.940 ms, 64 x 128 of 8 warps 1.437, 128 x
 // 128 1.871; 8K tokens (160 rows) 5.244, 4.334, 4.072 (a 64 x 128 tile of 4 warps: 1.590 / 4.524).
+// Those two are MoeTile::kAuto's choice; moe.cuh MoeTile forces others (written 2026-12-06 after
+// ncu found the 128 x 128 tile latency-bound at 25% occupancy; not yet timed on a GPU).
 constexpr int64_t kLargeTileRows = 128;
 
 template <int BM, int BN, int BK, int WM, int WN, int STAGES>
@@ -469,7 +480,52 @@ void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, c
   launch_moe_combine(a.y, ids, weights, s, T, out, st);
 }
 
+// -1: not read from SYV_MOE_TILE yet; else a MoeTile.
+std::atomic<int> g_tile{-1};
+
+MoeTile parse_tile(const char* e) {
+  if (e == nullptr || *e == 0) return MoeTile::kAuto;
+  for (const MoeTile t : kMoeTiles)
+    if (std::strcmp(e, moe_tile_name(t)) == 0) return t;
+  std::string why = std::string("unknown tile \"") + e + "\": expected one of";
+  for (const MoeTile t : kMoeTiles) why += std::string(" ") + moe_tile_name(t);
+  cuda_fail(__FILE__, __LINE__, "SYV_MOE_TILE", why.c_str());
+}
+
+MoeTile moe_tile() {
+  int v = g_tile.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = static_cast<int>(parse_tile(std::getenv("SYV_MOE_TILE")));
+    g_tile.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<MoeTile>(v);
+}
+
 }  // namespace
+
+const char* moe_tile_name(MoeTile t) {
+  switch (t) {
+    case MoeTile::kAuto:
+      return "auto";
+    case MoeTile::kWide:
+      return "wide";
+    case MoeTile::kLarge:
+      return "large";
+    case MoeTile::kLargeK32:
+      return "large-k32";
+    case MoeTile::kWarp64:
+      return "warp64";
+    case MoeTile::kWarp64K64:
+      return "warp64-k64";
+    case MoeTile::kTall:
+      return "tall";
+  }
+  return "?";
+}
+
+void set_moe_tile(MoeTile t) {
+  g_tile.store(static_cast<int>(t), std::memory_order_relaxed);
+}
 
 MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
                             unsigned long long* routed, cudaStream_t st) {
@@ -556,17 +612,41 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
       run_pass<16, 64, 64, 16, 16, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
       continue;
     }
-    using Large = Tile<128, 128, 64, 64, 32, 3>;  // 8 warps of 64 x 32 (110 KB, 3 stages)
-    using Wide = Tile<64, 128, 64, 32, 32, 4>;    // 8 warps of 32 x 32 (110 KB, 4 stages)
-    if (Wide::kSmem > device_smem_optin()) {      // sm_86 / 89 / 120: 99 KB
-      run_pass<64, 64, 64, 32, 32, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
-    } else if (rows_per_expert >= kLargeTileRows) {
-      run_pass<Large::BM, Large::BN, Large::BK, Large::WM, Large::WN, Large::STAGES>(
-          s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
-    } else {
-      run_pass<Wide::BM, Wide::BN, Wide::BK, Wide::WM, Wide::WN, Wide::STAGES>(
-          s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+    // The pass on tile L, or false where the device's shared memory is short of it.
+    auto pass_on = [&](auto tile) {
+      using L = decltype(tile);
+      if (L::kSmem > device_smem_optin()) return false;
+      run_pass<L::BM, L::BN, L::BK, L::WM, L::WN, L::STAGES>(s, T, xp, ip, wp, gu, dn, op, sc,
+                                                             routed, stream);
+      return true;
+    };
+    MoeTile tile = moe_tile();
+    if (tile == MoeTile::kAuto)
+      tile = rows_per_expert >= kLargeTileRows ? MoeTile::kLarge : MoeTile::kWide;
+    bool ran = false;
+    switch (tile) {  // moe.cuh MoeTile has the shapes
+      case MoeTile::kWide:
+        ran = pass_on(Tile<64, 128, 64, 32, 32, 4>{});
+        break;  // 110 KB
+      case MoeTile::kLarge:
+        ran = pass_on(Tile<128, 128, 64, 64, 32, 3>{});
+        break;  // 110 KB
+      case MoeTile::kLargeK32:
+        ran = pass_on(Tile<128, 128, 32, 64, 32, 4>{});
+        break;  // 82 KB
+      case MoeTile::kWarp64:
+        ran = pass_on(Tile<128, 128, 32, 64, 64, 4>{});
+        break;  // 82 KB
+      case MoeTile::kWarp64K64:
+        ran = pass_on(Tile<128, 128, 64, 64, 64, 3>{});
+        break;  // 110 KB
+      case MoeTile::kTall:
+        ran = pass_on(Tile<128, 256, 32, 64, 64, 3>{});
+        break;  // 92 KB
+      case MoeTile::kAuto:
+        break;
     }
+    if (!ran) run_pass<64, 64, 64, 32, 32, 4>(s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
   }
 }
 

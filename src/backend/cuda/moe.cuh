@@ -30,6 +30,23 @@ int64_t moe_pass_tokens(const MoeShape& s);
 // Scratch bytes launch_moe_experts() needs for `s` (one pass of moe_pass_tokens(s) tokens).
 size_t moe_scratch_bytes(const MoeShape& s);
 
+// The tiled path's block tile where the experts get more than 16 rows each (prefill). The results
+// do not depend on it (gemm_tile.cuh: one fp32 accumulator an element, in K order). kAuto, the
+// default: kWide, or kLarge from 128 rows an expert on average. The others force one (A/B timing,
+// tests): rows x weight rows, K step, stages, warps of rows x weight rows:
+//   kWide 64 x 128, 64, 4, 8 of 32 x 32      kLarge 128 x 128, 64, 3, 8 of 64 x 32
+//   kLargeK32 128 x 128, 32, 4, 8 of 64 x 32  kWarp64 128 x 128, 32, 4, 4 of 64 x 64
+//   kWarp64K64 128 x 128, 64, 3, 4 of 64 x 64 kTall 128 x 256, 32, 3, 8 of 64 x 64
+// Each falls back to 64 x 64 of 4 warps where the device has less shared memory a block than it
+// needs (sm_86 / 89 / 120: 99 KB). SYV_MOE_TILE sets the initial choice by moe_tile_name();
+// anything else stops with its name.
+enum class MoeTile { kAuto, kWide, kLarge, kLargeK32, kWarp64, kWarp64K64, kTall };
+inline constexpr MoeTile kMoeTiles[] = {MoeTile::kAuto,     MoeTile::kWide,   MoeTile::kLarge,
+                                        MoeTile::kLargeK32, MoeTile::kWarp64, MoeTile::kWarp64K64,
+                                        MoeTile::kTall};
+const char* moe_tile_name(MoeTile t);  // "auto", "wide", "large", "large-k32", "warp64", ...
+void set_moe_tile(MoeTile t);
+
 // The small-batch path: outside batch-invariant mode, launch_moe_experts() runs up to this many
 // tokens through launch_moe_gemv() (weight-streaming GEMVs, 2 launches) instead of the routing
 // sort + tiled tensor-core GEMMs + combine (4 launches, 16-row tiles of which a decode token fills
