@@ -193,15 +193,20 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
     const char* name;
     bool phases;
     unsigned mma;
+    bool wu_columns = false;  // phase 1 solving by columns (cuda::set_gdn_wu_columns)
   };
-  for (const Form& f : {Form{"one kernel", false, 0}, Form{"three phases on CUDA cores", true, 0},
-                        Form{"phase 1 on tensor cores", true, cuda::kGdnMmaWu},
-                        Form{"walk on tensor cores", true, cuda::kGdnMmaWalk},
-                        Form{"phase 3 on tensor cores", true, cuda::kGdnMmaOutput},
-                        Form{"all on tensor cores", true, cuda::kGdnMmaAll}}) {
+  for (const Form& f :
+       {Form{"one kernel", false, 0}, Form{"three phases on CUDA cores", true, 0},
+        Form{"phase 1 on tensor cores", true, cuda::kGdnMmaWu},
+        Form{"walk on tensor cores", true, cuda::kGdnMmaWalk},
+        Form{"phase 3 on tensor cores", true, cuda::kGdnMmaOutput},
+        Form{"all on tensor cores", true, cuda::kGdnMmaAll},
+        Form{"phase 1 by columns", true, 0, true},
+        Form{"phase 1 by columns, walk on tensor cores", true, cuda::kGdnMmaWalk, true}}) {
     SCOPED_TRACE(f.name);
     gpu_->set_gdn_phases(f.phases);
     cuda::set_gdn_mma(f.mma);
+    cuda::set_gdn_wu_columns(f.wu_columns);
     const bool phases = f.phases;
     const uint64_t calls0 = gpu_->gdn_phases_calls();
     check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
@@ -218,6 +223,7 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
     EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, phases ? 9u : 0u);
   }
   cuda::set_gdn_mma(cuda::kGdnMmaDefault);
+  cuda::set_gdn_wu_columns(false);
   // 60 sequences of 16 tokens: 60 chunks > ceil(960 / 64) + kGdnPhasesSpareChunks.
   const uint64_t calls0 = gpu_->gdn_phases_calls();
   std::vector<int32_t> slots(60);
@@ -358,6 +364,10 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
                     cs.seqs, cs.tokens_each, mma, us(gdn));
       }
       cuda::set_gdn_mma(cuda::kGdnMmaDefault);
+      cuda::set_gdn_wu_columns(true);
+      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, phase 1 by columns %8.1f us\n",
+                  cs.seqs, cs.tokens_each, us(gdn));
+      cuda::set_gdn_wu_columns(false);
     }
     if (cs.tokens_each == 1) {  // the token-by-token kernel's two thread layouts (kernels.h)
       for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {

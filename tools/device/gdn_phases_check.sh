@@ -2,7 +2,8 @@
 # On the GPU machine: the chunked gated delta rule's forms, FLA's three phases
 # (gated_delta_phases.cu, the default) with the walk on the tensor cores (the default), all three
 # on the CUDA cores (SYV_GDN_MMA=none) or all three on the tensor cores (SYV_GDN_MMA=all; per
-# phase: wu, walk, output), and the one-kernel walk (gated_delta_chunked.cu, SYV_GDN_PHASES=0).
+# phase: wu, walk, output), phase 1 solving by columns (SYV_GDN_WU=columns; with the default walk),
+# and the one-kernel walk (gated_delta_chunked.cu, SYV_GDN_PHASES=0).
 # Builds the hybrid tests and syv, runs the hybrid op tests (GatedDeltaRuleOneKernelAndThreePhases
 # takes every form itself) and the hybrid golden tests under each form, the op timing (its "one
 # kernel" and "SYV_GDN_MMA mask" rows against the default's), then `syv bench decode --lengths
@@ -23,7 +24,8 @@ timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_hybr
   echo "build failed"
   exit 1
 }
-FORMS=("SYV_GDN_PHASES=0" "SYV_GDN_MMA=none" "SYV_GDN_MMA=walk" "SYV_GDN_MMA=all")
+FORMS=("SYV_GDN_PHASES=0" "SYV_GDN_MMA=none" "SYV_GDN_MMA=walk" "SYV_GDN_MMA=all"
+  "SYV_GDN_WU=columns")
 for form in "${FORMS[@]}"; do
   echo "== tests, $form $(date +%T)"
   for t in gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test; do

@@ -77,8 +77,61 @@ constexpr int kWuSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
                               + kGateFloats;
 constexpr size_t kWuSmemBytes = kWuSmemFloats * sizeof(float);
 
-// kFragments: W, Γq and Λk in the tensor-core walk's fragment order, else rows [64][kDK].
+// U and W of phase 1 by columns (gdn_wu_kernel<..., kColumns = true>): each thread takes whole
+// columns of the right-hand sides [β v | β Γ k] (dv + kDK of them) and solves (I + A) x = d down
+// the chunk's 64 rows by forward substitution, x in registers: x_i = d_i - Σ_{j<i} A_ij x_j, the
+// sum in four partial sums over j mod 4, A's row read as float4 broadcasts (entries j >= i are
+// zero). No block-wide synchronisation and no shared right-hand sides, against the blocked solve's
+// 8 passes of 4 synchronised steps (ncu, H100: gdn_wu_kernel bound by shared-memory traffic, L1
+// 69% busy). Written 2026-12-06, NOT yet run on a GPU. Rows past L are written as zeros.
 template <typename TX, bool kFragments>
+__device__ __forceinline__ void solve_by_columns(const GdnArgs& a, const float* Am, const float* Ks,
+                                                 const float* beta, const float* gam, int L,
+                                                 int64_t t0, int h, float* u_out, float* w_out) {
+  const int dv = a.dv;
+  const int64_t key_dim = int64_t{a.hk} * a.dk, width = 2 * key_dim + int64_t{a.hv} * dv;
+  const TX* v_rows = static_cast<const TX*>(a.qkv) + t0 * width + 2 * key_dim + int64_t{h} * dv;
+  for (int c = threadIdx.x; c < dv + kDK; c += kThreads) {
+    const bool is_v = c < dv;
+    const int col = is_v ? c : c - dv;
+    float x[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) x[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      float d = 0.f;
+      if (i < L) {
+        d = is_v ? beta[i] * to_f32(v_rows[int64_t{i} * width + col])
+                 : beta[i] * gam[i] * Ks[i * kQKStride + col];
+      }
+      float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int j = 0; j < i; j += 4) {
+        const float4 av = *reinterpret_cast<const float4*>(&Am[i * kAStride + j]);
+        s[0] += av.x * x[j];
+        s[1] += av.y * x[j + 1];
+        s[2] += av.z * x[j + 2];
+        s[3] += av.w * x[j + 3];
+      }
+      x[i] = d - ((s[0] + s[1]) + (s[2] + s[3]));
+    }
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const float xi = i < L ? x[i] : 0.f;
+      if (is_v) {
+        u_out[static_cast<int64_t>(i) * dv + col] = xi;
+      } else {
+        w_out[kFragments ? frag_index(i, col, kDK / 8) : i * kDK + col] = xi;
+      }
+    }
+  }
+}
+
+// kFragments: W, Γq and Λk in the tensor-core walk's fragment order, else rows [64][kDK].
+// kColumns: U and W by solve_by_columns instead of the blocked solve.
+// (kColumns takes 255 registers, no spills, so 1 block an SM: capped at 128 for 2 blocks it
+// spilled 328 bytes, sm_90a.)
+template <typename TX, bool kFragments, bool kColumns>
 __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScratch p) {
   extern __shared__ float4 smem4[];
   float* Qs = reinterpret_cast<float*>(smem4);
@@ -119,6 +172,12 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
       }
   }
   __syncthreads();
+  float* u_out = p.u + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * dv;
+  float* w_out = p.w + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
+  if constexpr (kColumns) {
+    solve_by_columns<TX, kFragments>(a, Am, Ks, beta, gam, L, t0, h, u_out, w_out);
+    return;
+  }
   diagonal_inverses(Am, Tb, tid);
   __syncthreads();
 
@@ -126,8 +185,6 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
   // (-> W).
   const int r = tid >> 4, cp = tid & 15;
   const int v_passes = (dv + kBV - 1) / kBV, k_passes = kDK / kBV;  // W: all kDK columns
-  float* u_out = p.u + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * dv;
-  float* w_out = p.w + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
   for (int pass = 0; pass < v_passes + k_passes; ++pass) {
     const bool is_v = pass < v_passes;
     const int col0 = (is_v ? pass : pass - v_passes) * kBV, ncol = is_v ? dv : kDK;
@@ -416,11 +473,35 @@ unsigned mma_mask() {
   return static_cast<unsigned>(v);
 }
 
+// -1: not read from SYV_GDN_WU yet; else 1 where phase 1 solves by columns.
+std::atomic<int> g_wu_columns{-1};
+
+// SYV_GDN_WU: "blocked" (the default) or "columns" (solve_by_columns); anything else is refused.
+bool wu_by_columns() {
+  int v = g_wu_columns.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_GDN_WU");
+    if (e == nullptr || *e == 0 || std::strcmp(e, "blocked") == 0) {
+      v = 0;
+    } else if (std::strcmp(e, "columns") == 0) {
+      v = 1;
+    } else {
+      const std::string why =
+          std::string("unknown solve \"") + e + "\": expected blocked or columns";
+      cuda_fail(__FILE__, __LINE__, "SYV_GDN_WU", why.c_str());
+    }
+    g_wu_columns.store(v, std::memory_order_relaxed);
+  }
+  return v != 0;
+}
+
 template <typename TX, typename TS>
 void launch_typed(const GdnArgs& a, int64_t chunk_bound, void* scratch, cudaStream_t s) {
   static const bool configured = [] {
-    configure(gdn_wu_kernel<TX, false>, kWuSmemBytes);
-    configure(gdn_wu_kernel<TX, true>, kWuSmemBytes);
+    configure(gdn_wu_kernel<TX, false, false>, kWuSmemBytes);
+    configure(gdn_wu_kernel<TX, true, false>, kWuSmemBytes);
+    configure(gdn_wu_kernel<TX, false, true>, kWuSmemBytes);
+    configure(gdn_wu_kernel<TX, true, true>, kWuSmemBytes);
     configure(gdn_state_cores_kernel<TX, TS>, kCoresStateSmemBytes);
     configure(gdn_output_kernel<TX>, kOutSmemBytes);
     return true;
@@ -438,8 +519,11 @@ void launch_typed(const GdnArgs& a, int64_t chunk_bound, void* scratch, cudaStre
   if (wu_mma) {
     launch_wu_mma<TX>(a, p, per_chunk, walk_mma, s);
   } else {
-    launch_k(walk_mma ? gdn_wu_kernel<TX, true> : gdn_wu_kernel<TX, false>, per_chunk, kThreads,
-             kWuSmemBytes, s, a, p);
+    const bool columns = wu_by_columns();
+    auto wu = walk_mma
+                  ? (columns ? gdn_wu_kernel<TX, true, true> : gdn_wu_kernel<TX, true, false>)
+                  : (columns ? gdn_wu_kernel<TX, false, true> : gdn_wu_kernel<TX, false, false>);
+    launch_k(wu, per_chunk, kThreads, kWuSmemBytes, s, a, p);
   }
   const auto blocks = static_cast<unsigned>(int64_t{a.num_seqs} * a.hv * ceil_div(a.dv, kBV));
   if (walk_mma) {
@@ -461,6 +545,10 @@ using namespace gdn_phases;
 
 void set_gdn_mma(unsigned mask) {
   g_mma.store(static_cast<int>(mask), std::memory_order_relaxed);
+}
+
+void set_gdn_wu_columns(bool on) {
+  g_wu_columns.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t n) {

@@ -429,6 +429,12 @@ bool gdn_chunked_supports(int32_t dk);
 constexpr unsigned kGdnMmaWu = 1, kGdnMmaWalk = 2, kGdnMmaOutput = 4, kGdnMmaAll = 7;
 constexpr unsigned kGdnMmaDefault = kGdnMmaWalk;
 void set_gdn_mma(unsigned mask);
+// Phase 1 on the CUDA cores solving for U and W by columns (a thread a column, forward
+// substitution in registers: gated_delta_phases.cu solve_by_columns) instead of the blocked solve
+// (the default). Written 2026-12-06, not yet run on a GPU. SYV_GDN_WU=columns / blocked sets the
+// initial choice; anything else stops with its name. The tensor-core phase 1 (kGdnMmaWu) ignores
+// it.
+void set_gdn_wu_columns(bool on);
 int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t chunks);
 void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t chunks, void* scratch,
                        cudaStream_t s);
