@@ -10,7 +10,7 @@
 # 2048,8192` on an 8-layer copy of the Qwen3-Next 24-layer shape and on the Qwen3.5 9B-class shape
 # under each. docs/cuda-backend-notes.md "Run 20" to "Run 22" have the measurements. Carry
 # .devcarry-deps (tools/device/pack_deps.sh) and .devcarry-tok. About 3 minutes on a fresh H100
-# (2026-12-05, three forms).
+# with three forms (2026-12-05); five now, not yet timed.
 #   tools/device/gdn_phases_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1

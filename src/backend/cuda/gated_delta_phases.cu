@@ -13,8 +13,9 @@
 //    chunks restart at its state saves, as gated_delta_chunked.cu cuts them), each sequence's first
 //    chunk index.
 // 1. gdn_wu_kernel, one block per (chunk, value head): A, the diagonal blocks' inverses, and U and
-//    W by blocked forward substitution over 32 columns at a time of [β v | β Γ k]; also Γ q, Λ k
-//    and Γ_{L-1}, so that the walk needs no norms, gates or exponentials.
+//    W by blocked forward substitution over 32 columns at a time of [β v | β Γ k] (or, with
+//    SYV_GDN_WU=columns, a column a thread: solve_by_columns); also Γ q, Λ k and Γ_{L-1}, so that
+//    the walk needs no norms, gates or exponentials.
 // 2. gdn_state_cores_kernel, one block per (sequence, value head, 32 state columns) over the
 //    sequence's chunks: W, Γ q and Λ k staged by batched 16-byte loads, Δ = U - W S0 and
 //    Oq = (Γ q) S0 into the scratch (Δ over U), then S = Γ_{L-1} S0 + (Λ k)ᵀ Δ.
