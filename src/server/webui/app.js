@@ -21,7 +21,7 @@
   let conversations = load(STORE.conversations, []);  // [{id, title, messages, updated}]
   let currentId = load(STORE.current, null);
   let settings = Object.assign({ system: "", temperature: 0.7, top_p: 0.95, max_tokens: 1024,
-    tools: "" }, load(STORE.settings, {}));
+    seed: "", tools: "" }, load(STORE.settings, {}));
   let modelId = null;
   let controller = null;  // the AbortController of the reply being streamed
 
@@ -221,6 +221,7 @@
     if (num(settings.temperature) != null) body.temperature = num(settings.temperature);
     if (num(settings.top_p) != null) body.top_p = num(settings.top_p);
     if (num(settings.max_tokens) != null) body.max_tokens = Math.round(num(settings.max_tokens));
+    if (num(settings.seed) != null) body.seed = Math.round(num(settings.seed));
     if (settings.tools.trim()) body.tools = JSON.parse(settings.tools);
     return body;
   }
@@ -385,6 +386,7 @@
     bindSetting("temperature", "temperature");
     bindSetting("top-p", "top_p");
     bindSetting("max-tokens", "max_tokens");
+    bindSetting("seed", "seed");
     bindSetting("tools", "tools");
     $("composer").addEventListener("submit", (ev) => { ev.preventDefault(); send(); });
     $("input").addEventListener("keydown", (ev) => {

@@ -86,10 +86,12 @@ await check("the right key names the model", async () => {
 });
 
 await check("a message gets a streamed reply with its numbers", async () => {
-  // The demo model's random weights repeat "\n" at low temperatures; at 2 it writes words.
+  // The demo model's random weights repeat "\n" at low temperatures; at 2 it writes words. A
+  // seed makes them the same words every run (unseeded, a reply of only newlines came once).
   await setField("#temperature", "2");
   await setField("#top-p", "1");
   await setField("#max-tokens", "24");
+  await setField("#seed", "7");
   await page.type("#input", "Hello there");
   await page.keyboard.press("Enter");
   await page.waitForSelector(".msg.assistant");
@@ -152,6 +154,7 @@ await check("a reload keeps the key, the settings and the conversation", async (
   assert.equal(await page.$eval("#key", (e) => e.value), key);
   assert.equal(await page.$eval("#system", (e) => e.value), "You are terse.");
   assert.equal(await page.$eval("#max-tokens", (e) => e.value), "8");
+  assert.equal(await page.$eval("#seed", (e) => e.value), "7");
   await page.click("#stats-panel summary");
   await page.waitForFunction(() => /running/.test(document.getElementById("stats").textContent));
   await page.screenshot({ path: `${shots}/webui-reload.png` });
