@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
 #include "gpu/cuda_ops_fixture.h"
 #include "gpu/host_quant.h"
 #include "model/quant_weights.h"
@@ -243,9 +244,11 @@ TEST_F(QuantLinearGpu, FusedNormOpsOnQuantizedWeightsMatchCpu) {
 // I = 200 leaves a partial block) at 1, 3 and 12 tokens, through linear_silu_mul and behind the
 // norm (add_rmsnorm_linear_silu_mul): against the CPU, and bit for bit against the same GPU with
 // the fusion off (the same sums, then silu_mul's own kernel); the fused runs counted as epilogue
-// calls (quant_path_calls), the unfused ones not.
+// calls (quant_path_calls), the unfused ones not. bf16 activations: with fp8 ones fp8 weights
+// take the W8A8 GEMM from 9 tokens (kFp8GemvMaxTokens), not the GEMV.
 TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
   const int64_t H = 512, I = 200;
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
   for (const bool fp8 : {false, true}) {
     const HostQuant gate_up =
         fp8 ? random_fp8(2 * I, H, 128, 128, rng_) : random_int4(2 * I, H, 128, true, false, rng_);
@@ -441,6 +444,62 @@ TEST_F(QuantLinearGpu, BatchInvariantRowsDoNotDependOnTheTokenCount) {
   }
 }
 
+// The single-token GEMV with its weight on the bulk-copy engine (quant_gemv_bulk.cu, switched on
+// here) against the CPU and bit for bit against the default single-token kernel: int4 with and
+// without zero points, groups of 128 and 256, fp8 128x128 and per-row tiles; K of 5 chunks (one
+// partial stage) and of 9 (a full stage and a partial one), N not a multiple of 16 and N of 6,400
+// rows (several row tiles per resident block on any GPU of up to 200 multiprocessors); bf16 and
+// f32 outputs, and the SiLU epilogue. Compute capability 9.x only (elsewhere it is refused).
+TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major != 9) GTEST_SKIP() << "the bulk-copy GEMV runs on compute capability 9.x only";
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
+  struct Shape {
+    HostQuant h;
+    std::string what;
+  };
+  std::vector<Shape> shapes;
+  for (int64_t k : {640, 1152}) {
+    const std::string kk = ", K " + std::to_string(k);
+    shapes.push_back({random_int4(200, k, 128, true, false, rng_), "int4 g128 zeros, N 200" + kk});
+    shapes.push_back({random_fp8(200, k, 128, 128, rng_), "fp8 128x128, N 200" + kk});
+  }
+  shapes.push_back({random_int4(6400, 1024, 256, false, false, rng_), "int4 g256, N 6400"});
+  shapes.push_back({random_fp8(6400, 1024, 1, 1024, rng_), "fp8 per-row, N 6400"});
+  for (const Shape& sh : shapes) {
+    const HostQuant& h = sh.h;
+    OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
+    Pair x = make(random_vec(static_cast<size_t>(h.k), rng_), {1, h.k});
+    for (DType out_t : {DType::BF16, DType::F32}) {
+      const std::string what = sh.what + ", out " + std::string(dtype_name(out_t));
+      Pair out = make_out({1, h.n}, out_t);
+      cpu_->linear(x.c, c.w, Tensor(), out.c);
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      const std::vector<float> want = down_gpu(out.g);
+      cuda::set_quant_gemv_bulk(true);
+      const uint64_t launches = cuda::quant_gemv_bulk_launches();
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      cuda::set_quant_gemv_bulk(false);
+      EXPECT_EQ(cuda::quant_gemv_bulk_launches(), launches + 1) << what << ": it did not run";
+      EXPECT_EQ(down_gpu(out.g), want) << what;
+      expect_close(out, out_t == DType::F32 ? 3e-5 : 3e-3, what);
+    }
+    const int64_t I = h.n / 2;
+    Pair gu[2] = {make_out({1, h.n}), make_out({1, h.n})};
+    Pair act[2] = {make_out({1, I}), make_out({1, I})};
+    cpu_->linear_silu_mul(x.c, c.w, gu[0].c, act[0].c);
+    for (int u = 0; u < 2; ++u) {
+      cuda::set_quant_gemv_bulk(u == 1);
+      gpu_->linear_silu_mul(x.g, g.w, gu[u].g, act[u].g);
+    }
+    cuda::set_quant_gemv_bulk(false);
+    EXPECT_EQ(down_gpu(gu[1].g), down_gpu(gu[0].g)) << sh.what << ", SiLU epilogue's gate_up";
+    EXPECT_EQ(down_gpu(act[1].g), down_gpu(act[0].g)) << sh.what << ", SiLU epilogue's out";
+    expect_close(act[0], 1.2e-2, sh.what + ", SiLU epilogue");
+  }
+}
+
 // A captured step (GEMV at 1 token, dequantize + GEMM at 300: int4 [256, 512], then fp8
 // [256, 256] on its output) replays to the same bits.
 TEST_F(QuantLinearGpu, CudaGraphReplaysTheSameBits) {
@@ -500,7 +559,8 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
       GTEST_SKIP() << "this GPU has no block-scaled fp8 GEMMs (compute capability 9.x)";
   }
   // The GPU's [T, N] bf16 output of `mode` against the f64 product of the quantized activations
-  // and the dequantized weight, for T in {17, 99, 1000} (int4: {65, 99, 1000}; up to
+  // and the dequantized weight, for T in {9, 16, 17, 99, 1000} (fp8 weights take that GEMM from
+  // kFp8GemvMaxTokens + 1 tokens, before the GEMV; int4: {65, 99, 1000}: up to
   // kQuantGemmBeforeW4A8MaxTokens it takes the W4A16 GEMM, Int4TakesTheGemmBeforeW4A8). The
   // first call on a fresh backend sizes the scratch for this weight alone (N x K x 2 bytes), so
   // 1000 tokens run in row chunks. Bound: bf16 output rounding (2^-9 relative per element) plus
@@ -511,7 +571,12 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
     OnBackend g = put(*gpu_, h);
     const std::vector<float> w = dequantized(h);
     const bool int4 = h.format != WeightFormat::kFp8Block;
-    for (int64_t T : {int4 ? int64_t{65} : int64_t{17}, int64_t{99}, int64_t{1000}}) {
+    std::vector<int64_t> tokens = {99, 1000};
+    if (int4)
+      tokens.insert(tokens.begin(), 65);
+    else
+      tokens.insert(tokens.begin(), {CudaBackend::kFp8GemvMaxTokens + 1, 16, 17});
+    for (int64_t T : tokens) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair out = make_out({T, h.n});
       const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
@@ -542,6 +607,23 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsTakeFp8ActivationsByDefault) {
             "fp8 [256, 512]");
   check_fp8(random_fp8(200, 1024, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
             "fp8 [200, 1024]");
+}
+
+// Up to kFp8GemvMaxTokens tokens fp8 weights keep the GEMV (bf16 activations: the CPU's
+// product within check()'s bounds), fp8 activations or not.
+TEST_F(QuantLinearFp8Gemm, Fp8WeightsKeepTheGemvUpToEightTokens) {
+  const HostQuant h = random_fp8(256, 512, 128, 128, rng_);
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kAuto).ok());
+  OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
+  for (int64_t T : {int64_t{1}, int64_t{CudaBackend::kFp8GemvMaxTokens}}) {
+    Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+    Pair out = make_out({T, h.n}, DType::F32);
+    const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
+    cpu_->linear(x.c, c.w, Tensor(), out.c);
+    gpu_->linear(x.g, g.w, Tensor(), out.g);
+    EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm) << "T " << T;
+    expect_close(out, 3e-5, "fp8 weights, auto activations, T " + std::to_string(T));
+  }
 }
 
 TEST_F(QuantLinearFp8Gemm, Int4Group128TakesFp8ActivationsWhenAsked) {

@@ -137,6 +137,8 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_GDN_PHASES")) gdn_phases_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MAX_TOKENS"))
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
+    if (const char* env = std::getenv("SYV_FP8_GEMV_MAX_TOKENS"))
+      fp8_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_GEMM_MAX_TOKENS"))
@@ -698,8 +700,8 @@ class CudaBackendImpl final : public CudaBackend {
                                  Tensor& out) override {
     const int64_t T = rows_of(x);
     if (w.perm.empty() && quant_fuse_ && quant_gemv_mma_ && takes_quant_gemv(T, x) &&
-        last_dim(x) == w.k && gate_up.numel() == T * w.n && out.numel() * 2 == T * w.n &&
-        all_bf16({&gate_up, &out})) {
+        !fp8_gemm_before_gemv(T, x, w) && last_dim(x) == w.k && gate_up.numel() == T * w.n &&
+        out.numel() * 2 == T * w.n && all_bf16({&gate_up, &out})) {
       check_quantized_layout(w);
       if (cuda::launch_quant_gemv_mma_silu(quant_weight(w), x.data, gate_up.data, out.data, T,
                                            stream_)) {
@@ -713,6 +715,15 @@ class CudaBackendImpl final : public CudaBackend {
   // the dequantized dense GEMM).
   bool takes_quant_gemv(int64_t T, const Tensor& x) const {
     return !batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16;
+  }
+  // Whether linear_quantized() tries the fp8 GEMM before the GEMVs for T tokens of x times fp8
+  // weight w (kFp8GemvMaxTokens): linear_fp8()'s conditions but the cuBLASLt heuristic's (where
+  // that refuses, linear_quantized() still takes the GEMV).
+  bool fp8_gemm_before_gemv(int64_t T, const Tensor& x, const Weight& w) const {
+    return w.format == WeightFormat::kFp8Block && T > fp8_gemv_max_tokens_ && fp8_gemm_ &&
+           !batch_invariant_ && quantized_activations_ != QuantizedActivations::kOff &&
+           x.dtype == DType::BF16 && w.block_n == 128 && w.block_k == 128 && w.k % 512 == 0 &&
+           w.scales.dim(1) == w.k / 128 && cuda::fp8_activation_groups_supported(w.k, x.data);
   }
   // Whether linear_quantized() tries the tensor-core GEMM for T tokens (after the GEMVs and the
   // fp8 GEMM, before the dequantize path).
@@ -765,7 +776,8 @@ class CudaBackendImpl final : public CudaBackend {
     if (T == 0 || N == 0) return;
     const cuda::QuantWeight q = quant_weight(w);
     bool done = false;
-    if (takes_quant_gemv(T, x)) {
+    if (takes_quant_gemv(T, x) && fp8_gemm_before_gemv(T, x, w)) done = linear_fp8(x, q, T, out);
+    if (!done && takes_quant_gemv(T, x)) {
       if (quant_gemv_mma_)
         done = cuda::launch_quant_gemv_mma(q, x.data, out.data, out.dtype, T, stream_);
       if (!done) done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
@@ -925,9 +937,14 @@ class CudaBackendImpl final : public CudaBackend {
     }
     if (!fp8_gemm_logged_[int4]) {
       fp8_gemm_logged_[int4] = true;
-      SYV_LOG(INFO) << (int4 ? "int4 weights: GEMMs over " : "fp8 weights: GEMMs over ")
-                    << quant_gemv_max_tokens_ << " tokens run on fp8 tensor cores ("
-                    << (int4 ? "W4A8" : "W8A8")
+      // From how many tokens on: the GEMVs' limit (fp8: kFp8GemvMaxTokens), int4 past the
+      // W4A16 GEMM's share too (kQuantGemmBeforeW4A8MaxTokens).
+      const int from =
+          int4 ? std::max(quant_gemv_max_tokens_,
+                          std::min<int>(kQuantGemmBeforeW4A8MaxTokens, quant_gemm_max_tokens_))
+               : std::min(quant_gemv_max_tokens_, fp8_gemv_max_tokens_);
+      SYV_LOG(INFO) << (int4 ? "int4 weights: GEMMs over " : "fp8 weights: GEMMs over ") << from
+                    << " tokens run on fp8 tensor cores (" << (int4 ? "W4A8" : "W8A8")
                     << ": activations scaled to e4m3 per token and 128 columns); "
                        "--quantized-activations off keeps them bf16";
     }
@@ -1806,6 +1823,7 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CHECK(tokens >= 0) << "quant gemv max tokens " << tokens;
     quant_gemv_max_tokens_ = tokens;
   }
+  void set_fp8_gemv_max_tokens(int tokens) override { fp8_gemv_max_tokens_ = std::max(0, tokens); }
   void set_quant_fuse(bool on) override { quant_fuse_ = on; }
   void set_quant_dequant_vectorized(bool on) override { quant_dequant_vec_ = on; }
   void set_quant_gemm_max_tokens(int tokens) override {
@@ -2273,6 +2291,7 @@ class CudaBackendImpl final : public CudaBackend {
   unsigned long long* moe_routed_ = nullptr;         // moe_experts_routed()
   unsigned* moe_ticket_ = nullptr;                   // moe_block(): 0 between launches
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
+  int fp8_gemv_max_tokens_ = kFp8GemvMaxTokens;      // set_fp8_gemv_max_tokens()
   bool quant_gemv_mma_ = true;  // the tensor-core GEMVs first (SYV_QUANT_GEMV_MMA=0: SIMT only)
   // The SiLU·mul in the tensor-core GEMV's epilogue (SYV_QUANT_FUSE=0: its own kernel).
   bool quant_fuse_ = true;

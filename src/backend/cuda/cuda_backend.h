@@ -86,6 +86,15 @@ class CudaBackend : public Backend {
   // SYV_QUANT_GEMV_MAX_TOKENS sets the initial one (A/B timing).
   virtual void set_quant_gemv_max_tokens(int tokens) = 0;
   static constexpr int kQuantGemvMaxTokens = 16;
+  // fp8 weights whose calls the fp8 GEMM takes (W8A8: Hopper, fp8 activations, 128x128 tiles):
+  // above this many tokens linear_quantized() tries that GEMM before the GEMV, which streams the
+  // weight once per 8 tokens (two token tiles from 9 to 16). On the Qwen3-8B shape on an H200
+  // (2026-12-05, docs/performance.md) a 16-sequence fp8 decode step took 6.06 ms through the GEMV
+  // against 5.00 ms for 32 sequences through the W8A8 GEMM, whose cuBLASLt time is flat from 17
+  // to 128 tokens. Default kFp8GemvMaxTokens; SYV_FP8_GEMV_MAX_TOKENS sets the initial one (A/B
+  // timing; kQuantGemvMaxTokens or more: the GEMV up to its own limit, as before 2026-12-06).
+  virtual void set_fp8_gemv_max_tokens(int tokens) = 0;
+  static constexpr int kFp8GemvMaxTokens = 8;
   // Whether the tensor-core quantized GEMV of a gate_up projection runs the SiLU·mul in its
   // epilogue (up to kQuantGemvMaxTokens tokens) instead of silu_mul's own kernel. On by default;
   // SYV_QUANT_FUSE=0 starts with it off (A/B timing, tests).

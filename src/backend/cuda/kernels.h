@@ -177,6 +177,16 @@ bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType
 // as launch_silu_mul computes it. False (launching nothing) where launch_quant_gemv_mma would be.
 bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_up, void* out,
                                 int64_t tokens, cudaStream_t s);
+// quant_gemv_bulk.cu: launch_quant_gemv_mma's single token (gate_up null) or
+// launch_quant_gemv_mma_silu's (gate_up [1, n], out bf16 [1, n / 2]) with the weight streamed by
+// the bulk-copy engine into a ring of shared-memory stages of resident blocks; the same bits.
+// Written 2026-12-06, not yet run on a GPU: off unless SYV_QUANT_GEMV_BULK=1 (anything but 0 / 1
+// stops with its name) or set_quant_gemv_bulk(true); compute capability 9.x only. False
+// (launching nothing) where it is off or does not take the shape.
+bool launch_quant_gemv_bulk(const QuantWeight& w, const void* x, void* out, DType out_t,
+                            void* gate_up, cudaStream_t s);
+void set_quant_gemv_bulk(bool on);
+uint64_t quant_gemv_bulk_launches();  // launches so far in this process (tests)
 // quant_gemm_mma.cu: the same product for tens of tokens on tensor cores (the weight decoded in
 // registers once per 64 tokens; K split across blocks where the grid would not fill the GPU, the
 // splits' f32 partial sums in `workspace` and added in order by a second kernel). The shapes of

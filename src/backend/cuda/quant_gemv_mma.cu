@@ -21,6 +21,7 @@
 // that stay resident and walk several row tiles, and a cp.async shared-memory ring of 8 KB per
 // warp, were both slower than this one-tile-per-block kernel at 1-16 tokens.
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -129,6 +130,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
   const int64_t xs_row = K / 2 + 8;  // XS: words per token (8 of padding: other tokens' banks)
   if constexpr (XS) {
     // Segment = 32 columns of one token: 16 words, the pairs (b0, b1) of its 8 (i, h) steps.
+    // (quant_mma_decode.cuh's stage_pair_order() does the same; written out here because calling
+    // it moved the int4 SiLU kernel from 72 to 78 registers with nvcc 13, untimed.)
     const int64_t segs = K / 32;
     for (int64_t sg = threadIdx.x; sg < nt * segs; sg += blockDim.x) {
       const int64_t tok = sg / segs, s32 = sg - tok * segs;
@@ -264,6 +267,10 @@ void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gat
 template <int FMT, typename TO, bool SILU>
 void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tokens, bf16* gate_up,
                        cudaStream_t s) {
+  if (tokens == 1 &&
+      launch_quant_gemv_bulk(w, x, out, std::is_same_v<TO, float> ? DType::F32 : DType::BF16,
+                             SILU ? gate_up : nullptr, s))
+    return;  // the bulk-copy form (quant_gemv_bulk.cu), where switched on
   if (tokens == 1 && (w.k / 2 + 8) * 4 <= kXsMaxBytes) {
     // Up to 8192 rows (the o, q|k|v and down projections: a grid of at most 512 blocks), four
     // chunks in flight per warp at 2 blocks per SM: Qwen3-8B gptq 2.85 -> 2.65 ms a step, fp8

@@ -116,6 +116,26 @@ __device__ __forceinline__ void activation_fragment(const uint32_t (&xw)[4], int
   b1 = prmt(lo, hi, 0x7632u);
 }
 
+// The activations of 32 consecutive columns x32 (16-byte aligned) staged in the pair order the
+// mma steps read them: dst[0..3], the words (b0, b1) of step (i, h) at word 2 (2 i + h), so a lane
+// reads a step's B fragment with one 8-byte load (the single-token kernels' staging).
+template <int FMT>
+__device__ __forceinline__ void stage_pair_order(const bf16* x32, uint4* dst) {
+  uint4 xv[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) xv[i] = __ldg(reinterpret_cast<const uint4*>(x32) + i);
+  const uint32_t(&xw)[4][4] = reinterpret_cast<const uint32_t(&)[4][4]>(xv);
+  uint32_t o[16];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      activation_fragment<FMT>(xw[i], h, o[(2 * i + h) * 2], o[(2 * i + h) * 2 + 1]);
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+    dst[q] = make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
+}
+
 // Columns per chunk: one int4 group, one fp8 scale column (at least).
 constexpr int64_t kQuantChunk = 128;
 
