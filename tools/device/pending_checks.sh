@@ -10,6 +10,7 @@
 #     to the default's, and the routed experts' time per tile at 2K / 8K tokens.
 #  3. The delta rule's phase 1 by columns (SYV_GDN_WU=columns, off): hybrid op and golden tests
 #     under it, and the op timing's "phase 1 by columns" row against the default's.
+# ONLY=quant: part 1 alone (syv and the quantized-linear test built; about 4 minutes).
 # Model-level follow-ups once a form wins: TILES="auto <tile>" tools/device/moe_prefill_check.sh,
 # tools/device/gdn_phases_check.sh, tools/device/quant_cuda_check.sh prep + ab. Carry
 # .devcarry-deps and .devcarry-tok; full logs under $OUT.
@@ -22,8 +23,10 @@ B=build/gpu-carry/bin
 O=${OUT:-/tmp}
 t0=$SECONDS
 echo "== build $(date +%T)"
-timeout 330 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_ops_test \
-  gpu_quant_linear_gpu_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test 2>&1 | tail -2
+TARGETS=(syv gpu_quant_linear_gpu_test)
+[[ ${ONLY:-} == quant ]] ||
+  TARGETS+=(gpu_cuda_moe_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test)
+timeout 330 tools/device/build_gpu.sh .devcarry-deps build/gpu "${TARGETS[@]}" 2>&1 | tail -2
 echo "build: $((SECONDS - t0)) s"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== quant linear tests $(date +%T)"
@@ -38,6 +41,10 @@ for b in 0 1; do
     --formats int4,fp8 --tokens 1 2>&1 | tee $O/qk_bulk$b.log | grep -E "\| gemv" |
     awk -F'|' -v b=$b '{print "bulk=" b, $2, $3, $8, $10}'
 done
+if [[ ${ONLY:-} == quant ]]; then
+  echo "total: $((SECONDS - t0)) s $(date +%T)"
+  exit 0
+fi
 echo "== moe tests $(date +%T)"
 timeout 100 $B/gpu_cuda_moe_ops_test --gtest_filter='-*Timing*' 2>&1 | tee $O/moe_tests.log |
   grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
