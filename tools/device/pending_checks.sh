@@ -30,7 +30,7 @@ timeout 330 tools/device/build_gpu.sh .devcarry-deps build/gpu "${TARGETS[@]}" 2
 echo "build: $((SECONDS - t0)) s"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== quant linear tests $(date +%T)"
-timeout 90 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
+timeout 150 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
   grep -E "^\[ +(PASSED|FAILED) |Failure" | head -8
 echo "== quant kernels fp8 crossover $(date +%T)"
 timeout 60 $B/syv bench quant-kernels --config tools/bench/configs/qwen3-8b --formats fp8 \
