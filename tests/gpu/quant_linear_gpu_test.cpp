@@ -448,7 +448,8 @@ TEST_F(QuantLinearGpu, BatchInvariantRowsDoNotDependOnTheTokenCount) {
 // here) against the CPU and bit for bit against the default single-token kernel: int4 with and
 // without zero points, groups of 128 and 256, fp8 128x128 and per-row tiles; K of 5 chunks (one
 // partial stage) and of 9 (a full stage and a partial one), N not a multiple of 16 and N of 6,400
-// rows (several row tiles per resident block on any GPU of up to 200 multiprocessors); bf16 and
+// rows (several row tiles per resident block on any GPU of up to 200 multiprocessors), K 7168 (the
+// ring wraps within a tile); the bulk output poisoned first; bf16 and
 // f32 outputs, and the SiLU epilogue. Compute capability 9.x only (elsewhere it is refused).
 TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
   int major = 0;
@@ -467,6 +468,9 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
   }
   shapes.push_back({random_int4(6400, 1024, 256, false, false, rng_), "int4 g256, N 6400"});
   shapes.push_back({random_fp8(6400, 1024, 1, 1024, rng_), "fp8 per-row, N 6400"});
+  // 7 stages a tile over two tiles a block: the ring (4 or 6 stages) wraps mid-tile.
+  shapes.push_back({random_int4(6400, 7168, 128, true, false, rng_), "int4 g128 zeros, K 7168"});
+  shapes.push_back({random_fp8(6400, 7168, 128, 128, rng_), "fp8 128x128, K 7168"});
   for (const Shape& sh : shapes) {
     const HostQuant& h = sh.h;
     OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
@@ -477,6 +481,7 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
       cpu_->linear(x.c, c.w, Tensor(), out.c);
       gpu_->linear(x.g, g.w, Tensor(), out.g);
       const std::vector<float> want = down_gpu(out.g);
+      poison(out.g);
       cuda::set_quant_gemv_bulk(true);
       const uint64_t launches = cuda::quant_gemv_bulk_launches();
       gpu_->linear(x.g, g.w, Tensor(), out.g);
@@ -489,11 +494,13 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
     Pair gu[2] = {make_out({1, h.n}), make_out({1, h.n})};
     Pair act[2] = {make_out({1, I}), make_out({1, I})};
     cpu_->linear_silu_mul(x.c, c.w, gu[0].c, act[0].c);
+    const uint64_t launches = cuda::quant_gemv_bulk_launches();
     for (int u = 0; u < 2; ++u) {
       cuda::set_quant_gemv_bulk(u == 1);
       gpu_->linear_silu_mul(x.g, g.w, gu[u].g, act[u].g);
     }
     cuda::set_quant_gemv_bulk(false);
+    EXPECT_EQ(cuda::quant_gemv_bulk_launches(), launches + 1) << sh.what << ": SiLU did not run it";
     EXPECT_EQ(down_gpu(gu[1].g), down_gpu(gu[0].g)) << sh.what << ", SiLU epilogue's gate_up";
     EXPECT_EQ(down_gpu(act[1].g), down_gpu(act[0].g)) << sh.what << ", SiLU epilogue's out";
     expect_close(act[0], 1.2e-2, sh.what + ", SiLU epilogue");

@@ -6,11 +6,12 @@
 // 20-22% of peak, warps stalled on long scoreboard; docs/cuda-backend-notes.md "Run 14", "Run
 // 16"): each block owns 16 rows, loads them with per-thread 16-byte loads, computes, reduces and
 // exits, so a multiprocessor has bytes in flight only while its blocks are in their first phase.
-// Here the blocks stay resident (two per multiprocessor) and walk their row tiles; a producer warp
-// streams the weight through a ring of shared-memory stages with cp.async.bulk, one bulk copy per
-// row and stage, issued by one lane and completed on the stage's mbarrier, ahead of the 8
-// consumer warps by the whole ring (40-64 KB a block in flight), and before the PDL wait (weights
-// are immutable), so a launch's first bytes overlap the previous kernel's tail.
+// Here the blocks stay resident (two per multiprocessor; one for fp8 beyond K = 22,400) and walk
+// their row tiles; a producer warp streams the weight through a ring of shared-memory stages with
+// cp.async.bulk, one bulk copy per row and stage, issued by one lane and completed on the stage's
+// mbarrier, ahead of the 8 consumer warps by the whole ring (40-64 KB a block in flight), and
+// before the PDL wait (weights are immutable), so a launch's first bytes overlap the previous
+// kernel's tail.
 //
 // Layout. A row tile is 16 weight rows (the mma's M; with the SiLU epilogue 8 gate rows and their
 // 8 up rows, as quant_gemv_mma.cu); a stage holds 16 rows x 8 chunks of 128 columns (int4 512 B,
@@ -318,13 +319,18 @@ bool launch_typed(const QuantWeight& w, const bf16* x, TO* out, void* gate_up, c
   using S = BulkShape<FMT>;
   const size_t smem = S::kRingBytes + static_cast<size_t>(w.k / 2 + 8) * 4;
   auto* kernel = quant_gemv_bulk_kernel<FMT, TO, SILU>;
-  if (smem > device_smem_optin()) return false;
-  static const bool configured = [kernel] {
+  // The dynamic shared memory a block may have: the opt-in limit less the kernel's static part
+  // (its barriers and partial sums), which the attribute must leave room for.
+  static const size_t max_dynamic = [kernel] {
+    cudaFuncAttributes fa{};
+    SYV_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+    const size_t optin = device_smem_optin();
+    const size_t dynamic = optin > fa.sharedSizeBytes ? optin - fa.sharedSizeBytes : 0;
     SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(device_smem_optin())));
-    return true;
+                                        static_cast<int>(dynamic)));
+    return dynamic;
   }();
-  (void)configured;
+  if (smem > max_dynamic) return false;
   // Resident blocks a multiprocessor holds at this K's staging (two by the launch bounds; one
   // where the activations make the block too large for two), cached per shared-memory size.
   static std::atomic<int64_t> cached{0};  // smem << 8 | blocks per SM
