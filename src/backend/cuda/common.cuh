@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -141,6 +142,18 @@ bool pdl_enabled();
 // environment caps it at N KiB (a larger GPU then runs a smaller one's fallbacks: tests). Defined
 // in elementwise.cu.
 size_t device_smem_optin();
+// The current device's multiprocessors and compute capability major (read once per device).
+// Defined in elementwise.cu.
+int device_sm_count();
+int device_cc_major();
+
+// An A/B switch read from the environment: the index in names[0, count) of `var`'s value, 0
+// where it is unset or empty; any other value stops the process naming `var` and the accepted
+// values. Defined in elementwise.cu.
+int env_choice(const char* var, const char* const* names, int count);
+inline int env_choice(const char* var, std::initializer_list<const char*> names) {
+  return env_choice(var, names.begin(), static_cast<int>(names.size()));
+}
 
 // Launches `kernel` on `stream` (with the PDL attribute when enabled) and checks the launch.
 template <typename... KArgs, typename... Args>

@@ -700,8 +700,8 @@ class CudaBackendImpl final : public CudaBackend {
                                  Tensor& out) override {
     const int64_t T = rows_of(x);
     if (w.perm.empty() && quant_fuse_ && quant_gemv_mma_ && takes_quant_gemv(T, x) &&
-        !fp8_gemm_before_gemv(T, x, w) && last_dim(x) == w.k && gate_up.numel() == T * w.n &&
-        out.numel() * 2 == T * w.n && all_bf16({&gate_up, &out})) {
+        !fp8_gemm_before_gemv(T, x, quant_weight(w)) && last_dim(x) == w.k &&
+        gate_up.numel() == T * w.n && out.numel() * 2 == T * w.n && all_bf16({&gate_up, &out})) {
       check_quantized_layout(w);
       if (cuda::launch_quant_gemv_mma_silu(quant_weight(w), x.data, gate_up.data, out.data, T,
                                            stream_)) {
@@ -717,13 +717,22 @@ class CudaBackendImpl final : public CudaBackend {
     return !batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16;
   }
   // Whether linear_quantized() tries the fp8 GEMM before the GEMVs for T tokens of x times fp8
-  // weight w (kFp8GemvMaxTokens): linear_fp8()'s conditions but the cuBLASLt heuristic's (where
-  // that refuses, linear_quantized() still takes the GEMV).
-  bool fp8_gemm_before_gemv(int64_t T, const Tensor& x, const Weight& w) const {
-    return w.format == WeightFormat::kFp8Block && T > fp8_gemv_max_tokens_ && fp8_gemm_ &&
-           !batch_invariant_ && quantized_activations_ != QuantizedActivations::kOff &&
-           x.dtype == DType::BF16 && w.block_n == 128 && w.block_k == 128 && w.k % 512 == 0 &&
-           w.scales.dim(1) == w.k / 128 && cuda::fp8_activation_groups_supported(w.k, x.data);
+  // weight w (kFp8GemvMaxTokens): where the fp8 GEMM takes them but for the cuBLASLt heuristic
+  // (where that refuses, linear_quantized() still takes the GEMV).
+  bool fp8_gemm_before_gemv(int64_t T, const Tensor& x, const cuda::QuantWeight& q) const {
+    return q.kind == cuda::QuantKind::kFp8Block && T > fp8_gemv_max_tokens_ && fp8_gemm_takes(x, q);
+  }
+  // linear_fp8()'s conditions on x and q, all but the scratch room and the cuBLASLt heuristic.
+  bool fp8_gemm_takes(const Tensor& x, const cuda::QuantWeight& q) const {
+    if (!fp8_gemm_ || batch_invariant_ || quantized_activations_ == QuantizedActivations::kOff)
+      return false;
+    if (x.dtype != DType::BF16 || !cuda::fp8_activation_groups_supported(q.k, x.data)) return false;
+    if (q.kind == cuda::QuantKind::kInt4Group)
+      return quantized_activations_ == QuantizedActivations::kFp8 && cuda::int4_to_fp8_supported(q);
+    // cuBLASLt's tile scales: [ceil(N / 128)][K / 128] with rows padded to 4 scales; taken where
+    // the padding is none.
+    const int64_t G = q.k / 128;
+    return q.block_n == 128 && q.block_k == 128 && q.scale_cols == G && G % 4 == 0;
   }
   // Whether linear_quantized() tries the tensor-core GEMM for T tokens (after the GEMVs and the
   // fp8 GEMM, before the dequantize path).
@@ -776,7 +785,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (T == 0 || N == 0) return;
     const cuda::QuantWeight q = quant_weight(w);
     bool done = false;
-    if (takes_quant_gemv(T, x) && fp8_gemm_before_gemv(T, x, w)) done = linear_fp8(x, q, T, out);
+    if (takes_quant_gemv(T, x) && fp8_gemm_before_gemv(T, x, q)) done = linear_fp8(x, q, T, out);
     if (!done && takes_quant_gemv(T, x)) {
       if (quant_gemv_mma_)
         done = cuda::launch_quant_gemv_mma(q, x.data, out.data, out.dtype, T, stream_);
@@ -881,18 +890,9 @@ class CudaBackendImpl final : public CudaBackend {
   // Returns false, having run nothing, where it does not apply.
   bool linear_fp8(const Tensor& x, const cuda::QuantWeight& q, int64_t T, Tensor& out) {
     using cuda::LtGemm;
-    if (!fp8_gemm_ || batch_invariant_ || quantized_activations_ == QuantizedActivations::kOff)
-      return false;
-    if (x.dtype != DType::BF16 || !cuda::fp8_activation_groups_supported(q.k, x.data)) return false;
+    if (!fp8_gemm_takes(x, q)) return false;
     const bool int4 = q.kind == cuda::QuantKind::kInt4Group;
     const int64_t K = q.k, N = q.n, G = K / 128;
-    if (int4 &&
-        (quantized_activations_ != QuantizedActivations::kFp8 || !cuda::int4_to_fp8_supported(q)))
-      return false;
-    // cuBLASLt's tile scales: [ceil(N / 128)][K / 128] with rows padded to 4 scales; taken where
-    // the padding is none.
-    if (!int4 && (q.block_n != 128 || q.block_k != 128 || q.scale_cols != G || G % 4 != 0))
-      return false;
     const auto kind = int4 ? LtGemm::Fp8WeightScales::kRow128 : LtGemm::Fp8WeightScales::kTile128;
     ensure_dequant(std::min(N * K * 2, dequant_row_chunk_cap_));  // (the room is checked below)
     auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };

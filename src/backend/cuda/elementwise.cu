@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -163,22 +165,49 @@ bool pdl_enabled() {
   return v != 0;
 }
 
-size_t device_smem_optin() {
-  constexpr int kDevices = 64;
-  static std::atomic<int> cached[kDevices];  // 0: not read yet (value-initialised)
+namespace {
+// `attr` of the current device, cached per device in `cache` (0: not read yet); `adjust` maps the
+// value read before it is cached.
+int cached_attribute(std::atomic<int> (&cache)[64], cudaDeviceAttr attr, int (*adjust)(int)) {
   int dev = 0;
   SYV_CUDA_CHECK(cudaGetDevice(&dev));
-  std::atomic<int>* slot = dev >= 0 && dev < kDevices ? &cached[dev] : nullptr;
+  std::atomic<int>* slot = dev >= 0 && dev < 64 ? &cache[dev] : nullptr;
   int v = slot != nullptr ? slot->load(std::memory_order_relaxed) : 0;
   if (v == 0) {
-    SYV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    // SYV_SMEM_LIMIT_KIB: a lower limit, so that a large GPU runs the fallbacks of a smaller one
-    // (99: sm_86 / 89 / 120, 163: sm_80).
-    const char* e = std::getenv("SYV_SMEM_LIMIT_KIB");
-    if (e != nullptr && std::atoi(e) > 0) v = std::min(v, std::atoi(e) * 1024);
+    SYV_CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
+    if (adjust != nullptr) v = adjust(v);
     if (slot != nullptr) slot->store(v, std::memory_order_relaxed);
   }
-  return static_cast<size_t>(v);
+  return v;
+}
+std::atomic<int> g_smem_optin[64], g_sm_count[64], g_cc_major[64];  // value-initialised: 0
+}  // namespace
+
+size_t device_smem_optin() {
+  // SYV_SMEM_LIMIT_KIB: a lower limit, so that a large GPU runs the fallbacks of a smaller one
+  // (99: sm_86 / 89 / 120, 163: sm_80).
+  auto limit = [](int v) {
+    const char* e = std::getenv("SYV_SMEM_LIMIT_KIB");
+    return e != nullptr && std::atoi(e) > 0 ? std::min(v, std::atoi(e) * 1024) : v;
+  };
+  return static_cast<size_t>(
+      cached_attribute(g_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, limit));
+}
+int device_sm_count() {
+  return cached_attribute(g_sm_count, cudaDevAttrMultiProcessorCount, nullptr);
+}
+int device_cc_major() {
+  return cached_attribute(g_cc_major, cudaDevAttrComputeCapabilityMajor, nullptr);
+}
+
+int env_choice(const char* var, const char* const* names, int count) {
+  const char* e = std::getenv(var);
+  if (e == nullptr || *e == 0) return 0;
+  for (int i = 0; i < count; ++i)
+    if (std::strcmp(e, names[i]) == 0) return i;
+  std::string why = std::string("unknown value \"") + e + "\": expected one of";
+  for (int i = 0; i < count; ++i) why += std::string(i == 0 ? " " : ", ") + names[i];
+  cuda_fail(__FILE__, __LINE__, var, why.c_str());
 }
 void set_pdl_enabled(bool on) {
   g_pdl.store(on ? 1 : 0, std::memory_order_relaxed);

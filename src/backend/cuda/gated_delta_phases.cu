@@ -481,16 +481,7 @@ std::atomic<int> g_wu_columns{-1};
 bool wu_by_columns() {
   int v = g_wu_columns.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* e = std::getenv("SYV_GDN_WU");
-    if (e == nullptr || *e == 0 || std::strcmp(e, "blocked") == 0) {
-      v = 0;
-    } else if (std::strcmp(e, "columns") == 0) {
-      v = 1;
-    } else {
-      const std::string why =
-          std::string("unknown solve \"") + e + "\": expected blocked or columns";
-      cuda_fail(__FILE__, __LINE__, "SYV_GDN_WU", why.c_str());
-    }
+    v = env_choice("SYV_GDN_WU", {"blocked", "columns"});
     g_wu_columns.store(v, std::memory_order_relaxed);
   }
   return v != 0;

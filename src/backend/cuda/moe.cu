@@ -27,7 +27,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
+#include <iterator>
 #include <string>
 
 #include "backend/cuda/common.cuh"
@@ -483,19 +483,13 @@ void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, c
 // -1: not read from SYV_MOE_TILE yet; else a MoeTile.
 std::atomic<int> g_tile{-1};
 
-MoeTile parse_tile(const char* e) {
-  if (e == nullptr || *e == 0) return MoeTile::kAuto;
-  for (const MoeTile t : kMoeTiles)
-    if (std::strcmp(e, moe_tile_name(t)) == 0) return t;
-  std::string why = std::string("unknown tile \"") + e + "\": expected one of";
-  for (const MoeTile t : kMoeTiles) why += std::string(" ") + moe_tile_name(t);
-  cuda_fail(__FILE__, __LINE__, "SYV_MOE_TILE", why.c_str());
-}
-
 MoeTile moe_tile() {
   int v = g_tile.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = static_cast<int>(parse_tile(std::getenv("SYV_MOE_TILE")));
+    const char* names[std::size(kMoeTiles)];
+    for (size_t i = 0; i < std::size(kMoeTiles); ++i) names[i] = moe_tile_name(kMoeTiles[i]);
+    v = static_cast<int>(
+        kMoeTiles[env_choice("SYV_MOE_TILE", names, static_cast<int>(std::size(kMoeTiles)))]);
     g_tile.store(v, std::memory_order_relaxed);
   }
   return static_cast<MoeTile>(v);

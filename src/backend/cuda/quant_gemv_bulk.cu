@@ -9,8 +9,8 @@
 // Here the blocks stay resident (two per multiprocessor; one for fp8 beyond K = 22,400) and walk
 // their row tiles; a producer warp streams the weight through a ring of shared-memory stages with
 // cp.async.bulk, one bulk copy per row and stage, issued by one lane and completed on the stage's
-// mbarrier, ahead of the 8 consumer warps by the whole ring (40-64 KB a block in flight), and
-// before the PDL wait (weights are immutable), so a launch's first bytes overlap the previous
+// mbarrier, ahead of the 8 consumer warps by up to the whole ring (55 KB int4, 67 KB fp8 a block),
+// and before the PDL wait (weights are immutable), so a launch's first bytes overlap the previous
 // kernel's tail.
 //
 // Layout. A row tile is 16 weight rows (the mma's M; with the SiLU epilogue 8 gate rows and their
@@ -26,9 +26,6 @@
 // single-token launches on compute capability 9.x. Written 2026-12-06 without a GPU.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <string>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -276,42 +273,17 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// SYV_QUANT_GEMV_BULK: 0 (the default) or 1; anything else stops with its name.
+// -1: not read from SYV_QUANT_GEMV_BULK ("0", the default, or "1") yet; else 0 / 1.
 std::atomic<int> g_bulk{-1};
 std::atomic<uint64_t> g_launches{0};  // quant_gemv_bulk_launches()
 
 bool bulk_on() {
   int v = g_bulk.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* e = std::getenv("SYV_QUANT_GEMV_BULK");
-    if (e == nullptr || *e == 0 || std::strcmp(e, "0") == 0) {
-      v = 0;
-    } else if (std::strcmp(e, "1") == 0) {
-      v = 1;
-    } else {
-      const std::string why = std::string("unknown value \"") + e + "\": expected 0 or 1";
-      cuda_fail(__FILE__, __LINE__, "SYV_QUANT_GEMV_BULK", why.c_str());
-    }
+    v = env_choice("SYV_QUANT_GEMV_BULK", {"0", "1"});
     g_bulk.store(v, std::memory_order_relaxed);
   }
   return v != 0;
-}
-
-// Multiprocessors and compute capability of the current device (read once per process: syv runs
-// one device per process).
-struct DeviceFacts {
-  int sms = 0, major = 0;
-};
-const DeviceFacts& device_facts() {
-  static const DeviceFacts f = [] {
-    DeviceFacts d;
-    int device = 0;
-    SYV_CUDA_CHECK(cudaGetDevice(&device));
-    SYV_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device));
-    SYV_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, device));
-    return d;
-  }();
-  return f;
 }
 
 template <int FMT, typename TO, bool SILU>
@@ -342,7 +314,7 @@ bool launch_typed(const QuantWeight& w, const bf16* x, TO* out, void* gate_up, c
     cached.store(c, std::memory_order_relaxed);
   }
   const int64_t tiles = SILU ? (w.n / 2 + 7) / 8 : (w.n + kTileRows - 1) / kTileRows;
-  const int64_t grid = std::min<int64_t>(tiles, (c & 0xff) * device_facts().sms);
+  const int64_t grid = std::min<int64_t>(tiles, (c & 0xff) * device_sm_count());
   launch_k(kernel, static_cast<unsigned>(grid), kThreads, smem, s, w, quant_chunk_div(w), x, out,
            gate_up, static_cast<int>(tiles));
   g_launches.fetch_add(1, std::memory_order_relaxed);
@@ -360,7 +332,7 @@ uint64_t quant_gemv_bulk_launches() {
 
 bool launch_quant_gemv_bulk(const QuantWeight& w, const void* x, void* out, DType out_t,
                             void* gate_up, cudaStream_t s) {
-  if (!bulk_on() || device_facts().major != 9 || !quant_mma_supports(w) || w.n == 0 ||
+  if (!bulk_on() || device_cc_major() != 9 || !quant_mma_supports(w) || w.n == 0 ||
       reinterpret_cast<uintptr_t>(x) % 16 != 0 || w.n > (int64_t{1} << 30))
     return false;
   const auto* xb = static_cast<const bf16*>(x);
