@@ -567,7 +567,9 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
   }
   // The GPU's [T, N] bf16 output of `mode` against the f64 product of the quantized activations
   // and the dequantized weight, for T in {9, 16, 17, 99, 1000} (fp8 weights take that GEMM from
-  // kFp8GemvMaxTokens + 1 tokens, before the GEMV; int4: {65, 99, 1000}: up to
+  // kFp8GemvMaxTokens + 1 tokens, before the GEMV; here also at 9-16 tokens, where a weight of
+  // fewer than SM-count x 128 rows takes the W8A16 GEMM by default,
+  // Fp8WeightsOfFewRowTilesTakeTheGemmFirst; int4: {65, 99, 1000}: up to
   // kQuantGemmBeforeW4A8MaxTokens it takes the W4A16 GEMM, Int4TakesTheGemmBeforeW4A8). The
   // first call on a fresh backend sizes the scratch for this weight alone (N x K x 2 bytes), so
   // 1000 tokens run in row chunks. Bound: bf16 output rounding (2^-9 relative per element) plus
@@ -575,6 +577,7 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
   // be ~2e-2 off. Each call must take an fp8 GEMM.
   void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what) {
     ASSERT_TRUE(gpu_->set_quantized_activations(mode).ok());
+    gpu_->set_quant_gemm_before_fp8_max_tokens(0);
     OnBackend g = put(*gpu_, h);
     const std::vector<float> w = dequantized(h);
     const bool int4 = h.format != WeightFormat::kFp8Block;
@@ -616,6 +619,17 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsTakeFp8ActivationsByDefault) {
             "fp8 [200, 1024]");
 }
 
+// A forced split-K (timing experiments, cuda::LtGemm::set_fp8_split_k) keeps the fp8 GEMM's
+// bound, and the algorithm says it splits.
+TEST_F(QuantLinearFp8Gemm, ForcedSplitKKeepsTheBound) {
+  gpu_->set_fp8_gemm_split_k(2);
+  const std::string algorithm = gpu_->fp8_gemm_algorithm(17, 200, 1024);
+  if (algorithm.empty()) GTEST_SKIP() << "cuBLASLt refuses 2 splits of [200, 1024] here";
+  EXPECT_NE(algorithm.find("splitk 2 "), std::string::npos) << algorithm;
+  check_fp8(random_fp8(200, 1024, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
+            "fp8 [200, 1024], 2 splits");
+}
+
 // Up to kFp8GemvMaxTokens tokens fp8 weights keep the GEMV (bf16 activations: the CPU's
 // product within check()'s bounds), fp8 activations or not.
 TEST_F(QuantLinearFp8Gemm, Fp8WeightsKeepTheGemvUpToEightTokens) {
@@ -630,6 +644,29 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsKeepTheGemvUpToEightTokens) {
     gpu_->linear(x.g, g.w, Tensor(), out.g);
     EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm) << "T " << T;
     expect_close(out, 3e-5, "fp8 weights, auto activations, T " + std::to_string(T));
+  }
+}
+
+// Past the GEMV's share and up to kQuantGemmBeforeFp8MaxTokens tokens, fp8 weights of fewer
+// than SM-count x 128 rows take the W8A16 tensor-core GEMM (bf16 activations: the CPU's product
+// within check()'s bounds), not the fp8 GEMM; past that, the fp8 GEMM.
+TEST_F(QuantLinearFp8Gemm, Fp8WeightsOfFewRowTilesTakeTheGemmFirst) {
+  const HostQuant h = random_fp8(256, 512, 128, 128, rng_);
+  gpu_->set_quant_gemm_max_tokens(CudaBackend::kQuantGemmMaxTokens);
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kAuto).ok());
+  OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
+  for (int64_t T : {int64_t{CudaBackend::kFp8GemvMaxTokens + 1},
+                    int64_t{CudaBackend::kQuantGemmBeforeFp8MaxTokens},
+                    int64_t{CudaBackend::kQuantGemmBeforeFp8MaxTokens + 1}}) {
+    Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+    Pair out = make_out({T, h.n}, DType::F32);
+    const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
+    cpu_->linear(x.c, c.w, Tensor(), out.c);
+    gpu_->linear(x.g, g.w, Tensor(), out.g);
+    const bool gemm = T <= CudaBackend::kQuantGemmBeforeFp8MaxTokens;
+    EXPECT_EQ(gpu_->quant_path_calls().gemm, before.gemm + (gemm ? 1 : 0)) << "T " << T;
+    EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm + (gemm ? 0 : 1)) << "T " << T;
+    if (gemm) expect_close(out, 3e-5, "fp8 weights, W8A16 GEMM, T " + std::to_string(T));
   }
 }
 

@@ -20,6 +20,7 @@ namespace syv::cuda {
   X(cublasLtMatmul)                       \
   X(cublasLtMatmulAlgoCheck)              \
   X(cublasLtMatmulAlgoConfigGetAttribute) \
+  X(cublasLtMatmulAlgoConfigSetAttribute) \
   X(cublasLtMatmulAlgoGetHeuristic)       \
   X(cublasLtMatmulDescCreate)             \
   X(cublasLtMatmulDescDestroy)            \

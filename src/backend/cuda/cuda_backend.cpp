@@ -124,6 +124,13 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspace));
     scratch_bytes_ += kGemmWorkspace;
     gemm_.init(workspace_, kGemmWorkspace);
+    if (const char* env = std::getenv("SYV_FP8_SPLIT_K"); env && *env) {
+      char* end = nullptr;
+      const long s = std::strtol(env, &end, 10);
+      SYV_CHECK(*end == '\0' && s >= 0 && s <= 64)
+          << "SYV_FP8_SPLIT_K: expected a split count 0-64 (0: cuBLASLt's own), found " << env;
+      gemm_.set_fp8_split_k(static_cast<int>(s));
+    }
     SYV_CUDA_CHECK(cudaMalloc(&counters_, kCounterSlots * sizeof(unsigned)));
     SYV_CUDA_CHECK(cudaMemsetAsync(counters_, 0, kCounterSlots * sizeof(unsigned), stream_));
     scratch_bytes_ += kCounterSlots * sizeof(unsigned);
@@ -139,6 +146,8 @@ class CudaBackendImpl final : public CudaBackend {
       quant_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_FP8_GEMV_MAX_TOKENS"))
       fp8_gemv_max_tokens_ = std::max(0, std::atoi(env));
+    if (const char* env = std::getenv("SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS"))
+      quant_gemm_before_fp8_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_GEMM_MAX_TOKENS"))
@@ -722,6 +731,13 @@ class CudaBackendImpl final : public CudaBackend {
   bool fp8_gemm_before_gemv(int64_t T, const Tensor& x, const cuda::QuantWeight& q) const {
     return q.kind == cuda::QuantKind::kFp8Block && T > fp8_gemv_max_tokens_ && fp8_gemm_takes(x, q);
   }
+  // Whether fp8 weight q takes the tensor-core GEMM before the fp8 GEMM at T tokens
+  // (kQuantGemmBeforeFp8MaxTokens): past the GEMV's share, where the fp8 GEMM's 128-row weight
+  // tiles would not fill the SMs.
+  bool quant_gemm_before_fp8(int64_t T, const cuda::QuantWeight& q) const {
+    return q.kind == cuda::QuantKind::kFp8Block && T > fp8_gemv_max_tokens_ &&
+           T <= quant_gemm_before_fp8_max_tokens_ && (q.n + 127) / 128 < sm_count_;
+  }
   // linear_fp8()'s conditions on x and q, all but the scratch room and the cuBLASLt heuristic.
   bool fp8_gemm_takes(const Tensor& x, const cuda::QuantWeight& q) const {
     if (!fp8_gemm_ || batch_invariant_ || quantized_activations_ == QuantizedActivations::kOff)
@@ -784,13 +800,6 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CHECK_EQ(out.numel(), T * N) << "linear: out must be [T, N]";
     if (T == 0 || N == 0) return;
     const cuda::QuantWeight q = quant_weight(w);
-    bool done = false;
-    if (takes_quant_gemv(T, x) && fp8_gemm_before_gemv(T, x, q)) done = linear_fp8(x, q, T, out);
-    if (!done && takes_quant_gemv(T, x)) {
-      if (quant_gemv_mma_)
-        done = cuda::launch_quant_gemv_mma(q, x.data, out.data, out.dtype, T, stream_);
-      if (!done) done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
-    }
     auto tensor_core_gemm = [&] {
       if (!takes_quant_gemm(T, x)) return false;
       // The K splits' workspace: what the scratch holds (the split rule fits its splits to it),
@@ -802,9 +811,20 @@ class CudaBackendImpl final : public CudaBackend {
       return ran;
     };
     // The GEMM before the fp8 GEMM for int4 at few tokens (kQuantGemmBeforeW4A8MaxTokens): faster
-    // there than W4A8; fp8 weights' W8A8 is faster at every token count.
+    // there than W4A8; for fp8 weights where quant_gemm_before_fp8() says so.
     const bool gemm_first =
-        q.kind == cuda::QuantKind::kInt4Group && T <= kQuantGemmBeforeW4A8MaxTokens;
+        (q.kind == cuda::QuantKind::kInt4Group && T <= kQuantGemmBeforeW4A8MaxTokens) ||
+        quant_gemm_before_fp8(T, q);
+    bool done = false;
+    if (takes_quant_gemv(T, x) && fp8_gemm_before_gemv(T, x, q)) {
+      if (gemm_first) done = tensor_core_gemm();
+      if (!done) done = linear_fp8(x, q, T, out);
+    }
+    if (!done && takes_quant_gemv(T, x)) {
+      if (quant_gemv_mma_)
+        done = cuda::launch_quant_gemv_mma(q, x.data, out.data, out.dtype, T, stream_);
+      if (!done) done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
+    }
     if (!done && gemm_first) done = tensor_core_gemm();
     if (!done) done = linear_fp8(x, q, T, out);
     if (!done && !gemm_first) done = tensor_core_gemm();
@@ -945,8 +965,13 @@ class CudaBackendImpl final : public CudaBackend {
                : std::min(quant_gemv_max_tokens_, fp8_gemv_max_tokens_);
       SYV_LOG(INFO) << (int4 ? "int4 weights: GEMMs over " : "fp8 weights: GEMMs over ") << from
                     << " tokens run on fp8 tensor cores (" << (int4 ? "W4A8" : "W8A8")
-                    << ": activations scaled to e4m3 per token and 128 columns); "
-                       "--quantized-activations off keeps them bf16";
+                    << ": activations scaled to e4m3 per token and 128 columns"
+                    << (int4 || quant_gemm_before_fp8_max_tokens_ <= from
+                            ? ""
+                            : "; up to " + std::to_string(quant_gemm_before_fp8_max_tokens_) +
+                                  " tokens the bf16 tensor-core GEMM takes weights of fewer than " +
+                                  std::to_string(128 * sm_count_) + " rows")
+                    << "); --quantized-activations off keeps them bf16";
     }
     ++quant_calls_.fp8_gemm;
     return true;
@@ -1824,6 +1849,14 @@ class CudaBackendImpl final : public CudaBackend {
     quant_gemv_max_tokens_ = tokens;
   }
   void set_fp8_gemv_max_tokens(int tokens) override { fp8_gemv_max_tokens_ = std::max(0, tokens); }
+  void set_quant_gemm_before_fp8_max_tokens(int tokens) override {
+    quant_gemm_before_fp8_max_tokens_ = std::max(0, tokens);
+  }
+  void set_fp8_gemm_split_k(int s) override { gemm_.set_fp8_split_k(s); }
+  std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k) override {
+    return gemm_.fp8_algorithm((tokens + 7) / 8 * 8, n, k, DType::BF16,
+                               cuda::LtGemm::Fp8WeightScales::kTile128);
+  }
   void set_quant_fuse(bool on) override { quant_fuse_ = on; }
   void set_quant_dequant_vectorized(bool on) override { quant_dequant_vec_ = on; }
   void set_quant_gemm_max_tokens(int tokens) override {
@@ -2292,6 +2325,7 @@ class CudaBackendImpl final : public CudaBackend {
   unsigned* moe_ticket_ = nullptr;                   // moe_block(): 0 between launches
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
   int fp8_gemv_max_tokens_ = kFp8GemvMaxTokens;      // set_fp8_gemv_max_tokens()
+  int quant_gemm_before_fp8_max_tokens_ = kQuantGemmBeforeFp8MaxTokens;  // set_quant_gemm_...
   bool quant_gemv_mma_ = true;  // the tensor-core GEMVs first (SYV_QUANT_GEMV_MMA=0: SIMT only)
   // The SiLU·mul in the tensor-core GEMV's epilogue (SYV_QUANT_FUSE=0: its own kernel).
   bool quant_fuse_ = true;

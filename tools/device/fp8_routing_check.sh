@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call (about 6 minutes with the build): the kernels fp8 weights take
+# between the GEMV's 8 tokens and prefill sizes.
+#  1. gpu_quant_linear_gpu_test (the W8A16 GEMM first at 9-16 tokens for weights of fewer than
+#     SM-count x 128 rows, kQuantGemmBeforeFp8MaxTokens; a forced split-K of the fp8 GEMM) and
+#     gpu_engine_quantized_gpu_test (every format's logits and greedy tokens against the CPU), the
+#     dense linear tests of gpu_cuda_ops_test (gemm.cpp's plans).
+#  2. `syv bench quant-kernels` on the Qwen3-8B shapes, fp8, 8-256 tokens: the default route, the
+#     W8A16 GEMM, bf16, and the W8A8 GEMM at each split-K setting (rows fp8-gemm/0: cuBLASLt's
+#     heuristic as it is, what syv runs; /N: N splits).
+#  3. Model level (folders made meanwhile: the 8B's bf16 weights and their `syv quantize --format
+#     fp8` copy): `syv bench decode` b = 1-64 and prefill 2K, bf16, then fp8 under the defaults
+#     and with SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0 (as before 2026-12-06).
+# Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
+#   tools/device/fp8_routing_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
+export SYV_SOURCE_DIR=$PWD
+B=build/gpu-carry/bin
+O=${OUT:-/tmp}
+W=/tmp/syv-quant
+CFG=tools/bench/configs/qwen3-8b
+t0=$SECONDS
+echo "== build $(date +%T)"
+timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_quant_linear_gpu_test \
+  gpu_engine_quantized_gpu_test gpu_cuda_ops_test 2>&1 | tail -2
+echo "build: $((SECONDS - t0)) s"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+mkdir -p $W
+(
+  s=$SECONDS
+  [[ -f $W/fp8/.done ]] || {
+    $B/syv demo-model --config $CFG --out $W/bf16 >$O/prep.log 2>&1 &&
+      timeout 400 $B/syv quantize --format fp8 --in $W/bf16 --out $W/fp8 >>$O/prep.log 2>&1 &&
+      touch $W/fp8/.done
+  }
+  echo "prep: $((SECONDS - s)) s, $([[ -f $W/fp8/.done ]] && echo done || echo FAILED)" >>$O/prep.log
+) &
+echo "== quant linear tests $(date +%T)"
+timeout 150 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is|splitk" | head -12
+timeout 300 $B/gpu_engine_quantized_gpu_test 2>&1 | tee $O/engine_quant_tests.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure" | head -8
+# The dense GEMMs share gemm.cpp's plans with the fp8 GEMM.
+timeout 120 $B/gpu_cuda_ops_test --gtest_filter='*Linear*:*Gemm*:*Gemv*' 2>&1 |
+  grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
+echo "== quant kernels, fp8 $(date +%T)"
+timeout 200 $B/syv bench quant-kernels --config $CFG --formats fp8 \
+  --tokens ${TOKENS:-8,16,24,32,64,128,256} --paths default,gemm,fp8-gemm,bf16 \
+  --fp8-split-k ${SPLITS:-0,2,4} >$O/qk.log 2>&1
+# One line per shape and token count: us a call of each path (fp8-gemm/N: N splits, 0 cuBLASLt's
+# heuristic as it is, with the splits it chose).
+grep -E "^\| fp8" $O/qk.log | awk -F'|' '{
+  k = sprintf("%-8s %4d", $3, $6); gsub(/ /, "", $7); if (!(k in line)) order[n++] = k
+  line[k] = line[k] sprintf(" %s %.1f", $7, $8)
+  if ($7 == "fp8-gemm/0" && match($12, /splitk [0-9]+/)) line[k] = line[k] "(" substr($12, RSTART + 7, RLENGTH - 7) ")"
+} END {for (i = 0; i < n; i++) print order[i] line[order[i]]}' | sed 's/fp8-gemm//g' 
+echo "== waiting for prep $(date +%T)"
+wait
+tail -2 $O/prep.log
+[[ -f $W/fp8/.done ]] || exit 1
+bench() {  # FOLDER [ENV...]
+  local f=$1
+  shift
+  echo "-- $f${*:+, $*}"
+  env "$@" timeout 120 $B/syv bench decode --config $W/$f --batch 1,16,32,64 --context 512 \
+    --steps 20 --lengths 2048 2>&1 | tee -a $O/decode.log |
+    grep -E "^\| (decode|prefill)|rror" | tail -5 | cut -d'|' -f2-9,11-12
+}
+echo "== model level $(date +%T)"
+bench bf16
+bench fp8
+bench fp8 SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0
+echo "total: $((SECONDS - t0)) s $(date +%T)"
