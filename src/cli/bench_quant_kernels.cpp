@@ -89,8 +89,10 @@ int run(const Options& o) {
                                               "dequant-vec", "fp8-gemm", "bf16"};
   for (const std::string& p : o.paths)
     if (std::find(all_paths.begin(), all_paths.end(), p) == all_paths.end())
-      return fail("--paths: expected gemv, gemm, dequant, dequant-vec, fp8-gemm or bf16, found " +
-                  p);
+      return fail(
+          "--paths: expected default, gemv, gemm, dequant, dequant-vec, fp8-gemm or bf16, "
+          "found " +
+          p);
   std::vector<int> splits;  // the fp8 GEMM's split-K settings (CudaBackend::set_fp8_gemm_split_k)
   for (const std::string& v : o.fp8_split_k) {
     char* end = nullptr;
@@ -150,7 +152,9 @@ int run(const Options& o) {
         for (const Variant& v : variants)
           for (size_t si = 0; si < (v.acts == QA::kFp8 ? splits.size() : 1); ++si) {
             if (!wanted(v.name)) continue;
-            if (v.gemv_max > 0 && tokens > v.gemv_max) continue;  // the GEMVs stop at 16 tokens
+            const bool defaults = std::string(v.name) == "default";
+            // The GEMVs stop at 16 tokens.
+            if (v.gemv_max > 0 && !defaults && tokens > v.gemv_max) continue;
             // The fp8 GEMM: Hopper (set_quantized_activations refuses fp8 elsewhere), from the 8
             // rows its cuBLASLt kernels pad a step to (fp8 weights take it from
             // kFp8GemvMaxTokens + 1 tokens, before the GEMV: this table is that crossover's).
@@ -159,15 +163,22 @@ int run(const Options& o) {
             gpu->set_quant_gemv_max_tokens(v.gemv_max);
             gpu->set_quant_gemm_max_tokens(v.gemm_max);
             gpu->set_quant_dequant_vectorized(v.vectorized);
-            // Each path alone: the GEMM's W8A16 share before the fp8 GEMM off.
-            const bool defaults = std::string(v.name) == "default";
+            // Each path alone: the GEMM's W8A16 share before the fp8 GEMM off; the fp8 GEMM's
+            // split-K as --fp8-split-k says, cuBLASLt's own for the default row.
             gpu->set_quant_gemm_before_fp8_max_tokens(
                 defaults ? CudaBackend::kQuantGemmBeforeFp8MaxTokens : 0);
-            std::string algorithm;  // the fp8 GEMM's algorithm, in words
-            if (v.acts == QA::kFp8) {
-              gpu->set_fp8_gemm_split_k(splits[si]);
-              algorithm = gpu->fp8_gemm_algorithm(tokens, sh.n, sh.k);
-              if (algorithm.empty()) continue;  // cuBLASLt refused that split
+            const int split = v.acts == QA::kFp8 ? splits[si] : 0;
+            gpu->set_fp8_gemm_split_k(split);
+            std::string algorithm;  // --fp8-split-k: the fp8 GEMM's algorithm, in words
+            if (split_rows && v.acts == QA::kFp8) {
+              algorithm =
+                  gpu->fp8_gemm_algorithm(tokens, sh.n, sh.k, format == WeightFormat::kInt4Group);
+              if (algorithm.empty()) {
+                std::printf(
+                    "| %-6s | %-8s | T %d | fp8-gemm/%d: not taken (cuBLASLt has no plan) |\n",
+                    f.c_str(), sh.name, tokens, split);
+                continue;
+              }
             }
             const Copies& cw = v.bf16 ? dense : quant;
             size_t next = 0;

@@ -245,7 +245,7 @@ TEST_F(QuantLinearGpu, FusedNormOpsOnQuantizedWeightsMatchCpu) {
 // norm (add_rmsnorm_linear_silu_mul): against the CPU, and bit for bit against the same GPU with
 // the fusion off (the same sums, then silu_mul's own kernel); the fused runs counted as epilogue
 // calls (quant_path_calls), the unfused ones not. bf16 activations: with fp8 ones fp8 weights
-// take the W8A8 GEMM from 9 tokens (kFp8GemvMaxTokens), not the GEMV.
+// leave the GEMV from 9 tokens (kFp8GemvMaxTokens) for the GEMMs.
 TEST_F(QuantLinearGpu, SiluEpilogueMatchesCpuAndTheUnfusedKernelsBitForBit) {
   const int64_t H = 512, I = 200;
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
@@ -566,26 +566,30 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
       GTEST_SKIP() << "this GPU has no block-scaled fp8 GEMMs (compute capability 9.x)";
   }
   // The GPU's [T, N] bf16 output of `mode` against the f64 product of the quantized activations
-  // and the dequantized weight, for T in {9, 16, 17, 99, 1000} (fp8 weights take that GEMM from
-  // kFp8GemvMaxTokens + 1 tokens, before the GEMV; here also at 9-16 tokens, where a weight of
-  // fewer than SM-count x 128 rows takes the W8A16 GEMM by default,
-  // Fp8WeightsOfFewRowTilesTakeTheGemmFirst; int4: {65, 99, 1000}: up to
+  // and the dequantized weight, for T in `tokens` or by default {9, 16, 17, 99, 1000} for fp8
+  // weights (they take that GEMM from kFp8GemvMaxTokens + 1 tokens, before the GEMV; at 9-16
+  // tokens here also where a weight of fewer 128-row tiles than SMs takes the W8A16 GEMM by
+  // default, Fp8WeightsOfFewRowTilesTakeTheGemmFirst), {65, 99, 1000} for int4 (up to
   // kQuantGemmBeforeW4A8MaxTokens it takes the W4A16 GEMM, Int4TakesTheGemmBeforeW4A8). The
   // first call on a fresh backend sizes the scratch for this weight alone (N x K x 2 bytes), so
   // 1000 tokens run in row chunks. Bound: bf16 output rounding (2^-9 relative per element) plus
   // fp32 accumulation: 3e-3 relative L2; bf16 activations instead of fp8 (the other path) would
   // be ~2e-2 off. Each call must take an fp8 GEMM.
-  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what) {
+  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what,
+                 std::vector<int64_t> tokens = {}) {
     ASSERT_TRUE(gpu_->set_quantized_activations(mode).ok());
     gpu_->set_quant_gemm_before_fp8_max_tokens(0);
+    gpu_->set_fp8_gemv_max_tokens(CudaBackend::kFp8GemvMaxTokens);
     OnBackend g = put(*gpu_, h);
     const std::vector<float> w = dequantized(h);
     const bool int4 = h.format != WeightFormat::kFp8Block;
-    std::vector<int64_t> tokens = {99, 1000};
-    if (int4)
-      tokens.insert(tokens.begin(), 65);
-    else
-      tokens.insert(tokens.begin(), {CudaBackend::kFp8GemvMaxTokens + 1, 16, 17});
+    if (tokens.empty()) {
+      tokens = {99, 1000};
+      if (int4)
+        tokens.insert(tokens.begin(), 65);
+      else
+        tokens.insert(tokens.begin(), {CudaBackend::kFp8GemvMaxTokens + 1, 16, 17});
+    }
     for (int64_t T : tokens) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair out = make_out({T, h.n});
@@ -620,14 +624,16 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsTakeFp8ActivationsByDefault) {
 }
 
 // A forced split-K (timing experiments, cuda::LtGemm::set_fp8_split_k) keeps the fp8 GEMM's
-// bound, and the algorithm says it splits.
+// bound at 17 and 99 tokens (plans of 24 and 104 rows), and the algorithm says it splits.
 TEST_F(QuantLinearFp8Gemm, ForcedSplitKKeepsTheBound) {
   gpu_->set_fp8_gemm_split_k(2);
-  const std::string algorithm = gpu_->fp8_gemm_algorithm(17, 200, 1024);
-  if (algorithm.empty()) GTEST_SKIP() << "cuBLASLt refuses 2 splits of [200, 1024] here";
-  EXPECT_NE(algorithm.find("splitk 2 "), std::string::npos) << algorithm;
+  for (int64_t T : {17, 99}) {
+    const std::string algorithm = gpu_->fp8_gemm_algorithm(T, 200, 1024, false);
+    if (algorithm.empty()) GTEST_SKIP() << "cuBLASLt refuses 2 splits of [200, 1024] x " << T;
+    EXPECT_NE(algorithm.find("splitk 2 "), std::string::npos) << algorithm;
+  }
   check_fp8(random_fp8(200, 1024, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
-            "fp8 [200, 1024], 2 splits");
+            "fp8 [200, 1024], 2 splits", {17, 99});
 }
 
 // Up to kFp8GemvMaxTokens tokens fp8 weights keep the GEMV (bf16 activations: the CPU's
@@ -647,12 +653,15 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsKeepTheGemvUpToEightTokens) {
   }
 }
 
-// Past the GEMV's share and up to kQuantGemmBeforeFp8MaxTokens tokens, fp8 weights of fewer
-// than SM-count x 128 rows take the W8A16 tensor-core GEMM (bf16 activations: the CPU's product
-// within check()'s bounds), not the fp8 GEMM; past that, the fp8 GEMM.
+// Past the GEMV's share and up to kQuantGemmBeforeFp8MaxTokens tokens, fp8 weights whose 128-row
+// tiles are fewer than the SMs take the W8A16 tensor-core GEMM (bf16 activations: the CPU's
+// product within check()'s bounds), not the fp8 GEMM; past that, the fp8 GEMM. (The default
+// limits, whatever the SYV_* variables of an A/B run say.)
 TEST_F(QuantLinearFp8Gemm, Fp8WeightsOfFewRowTilesTakeTheGemmFirst) {
   const HostQuant h = random_fp8(256, 512, 128, 128, rng_);
   gpu_->set_quant_gemm_max_tokens(CudaBackend::kQuantGemmMaxTokens);
+  gpu_->set_quant_gemm_before_fp8_max_tokens(CudaBackend::kQuantGemmBeforeFp8MaxTokens);
+  gpu_->set_fp8_gemv_max_tokens(CudaBackend::kFp8GemvMaxTokens);
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kAuto).ok());
   OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
   for (int64_t T : {int64_t{CudaBackend::kFp8GemvMaxTokens + 1},
@@ -668,6 +677,26 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsOfFewRowTilesTakeTheGemmFirst) {
     EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm + (gemm ? 0 : 1)) << "T " << T;
     if (gemm) expect_close(out, 3e-5, "fp8 weights, W8A16 GEMM, T " + std::to_string(T));
   }
+}
+
+// ... and a weight of as many 128-row tiles as the SMs takes the fp8 GEMM there (its bound:
+// Fp8WeightsTakeFp8ActivationsByDefault; here the path alone).
+TEST_F(QuantLinearFp8Gemm, Fp8WeightsOfManyRowTilesTakeTheFp8Gemm) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int64_t N = 128 * int64_t{sms}, K = 512, T = CudaBackend::kFp8GemvMaxTokens + 1;
+  const HostQuant h = random_fp8(N, K, 128, 128, rng_);
+  gpu_->set_quant_gemm_max_tokens(CudaBackend::kQuantGemmMaxTokens);
+  gpu_->set_quant_gemm_before_fp8_max_tokens(CudaBackend::kQuantGemmBeforeFp8MaxTokens);
+  gpu_->set_fp8_gemv_max_tokens(CudaBackend::kFp8GemvMaxTokens);
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kAuto).ok());
+  OnBackend g = put(*gpu_, h);
+  Pair x = make(random_vec(static_cast<size_t>(T * K), rng_), {T, K});
+  Pair out = make_out({T, N});
+  const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
+  gpu_->linear(x.g, g.w, Tensor(), out.g);
+  EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm + 1);
+  EXPECT_EQ(gpu_->quant_path_calls().gemm, before.gemm);
 }
 
 TEST_F(QuantLinearFp8Gemm, Int4Group128TakesFp8ActivationsWhenAsked) {

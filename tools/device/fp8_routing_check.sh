@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, one call (about 6 minutes with the build): the kernels fp8 weights take
 # between the GEMV's 8 tokens and prefill sizes.
-#  1. gpu_quant_linear_gpu_test (the W8A16 GEMM first at 9-16 tokens for weights of fewer than
-#     SM-count x 128 rows, kQuantGemmBeforeFp8MaxTokens; a forced split-K of the fp8 GEMM) and
+#  1. gpu_quant_linear_gpu_test (the W8A16 GEMM first at 9-16 tokens for weights of fewer
+#     128-row tiles than SMs, kQuantGemmBeforeFp8MaxTokens; a forced split-K of the fp8 GEMM) and
 #     gpu_engine_quantized_gpu_test (every format's logits and greedy tokens against the CPU), the
 #     dense linear tests of gpu_cuda_ops_test (gemm.cpp's plans).
 #  2. `syv bench quant-kernels` on the Qwen3-8B shapes, fp8, 8-256 tokens: the default route, the
@@ -35,7 +35,8 @@ mkdir -p $W
       timeout 400 $B/syv quantize --format fp8 --in $W/bf16 --out $W/fp8 >>$O/prep.log 2>&1 &&
       touch $W/fp8/.done
   }
-  echo "prep: $((SECONDS - s)) s, $([[ -f $W/fp8/.done ]] && echo done || echo FAILED)" >>$O/prep.log
+  r=$([[ -f $W/fp8/.done ]] && echo done || echo FAILED)
+  echo "prep: $((SECONDS - s)) s, $r" >>$O/prep.log
 ) &
 echo "== quant linear tests $(date +%T)"
 timeout 150 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
@@ -54,8 +55,10 @@ timeout 200 $B/syv bench quant-kernels --config $CFG --formats fp8 \
 grep -E "^\| fp8" $O/qk.log | awk -F'|' '{
   k = sprintf("%-8s %4d", $3, $6); gsub(/ /, "", $7); if (!(k in line)) order[n++] = k
   line[k] = line[k] sprintf(" %s %.1f", $7, $8)
-  if ($7 == "fp8-gemm/0" && match($12, /splitk [0-9]+/)) line[k] = line[k] "(" substr($12, RSTART + 7, RLENGTH - 7) ")"
-} END {for (i = 0; i < n; i++) print order[i] line[order[i]]}' | sed 's/fp8-gemm//g' 
+  if ($7 == "fp8-gemm/0" && match($12, /splitk [0-9]+/))
+    line[k] = line[k] "(" substr($12, RSTART + 7, RLENGTH - 7) ")"
+} END {for (i = 0; i < n; i++) print order[i] line[order[i]]}' | sed 's/fp8-gemm//g'
+
 echo "== waiting for prep $(date +%T)"
 wait
 tail -2 $O/prep.log

@@ -725,15 +725,16 @@ class CudaBackendImpl final : public CudaBackend {
   bool takes_quant_gemv(int64_t T, const Tensor& x) const {
     return !batch_invariant_ && T <= quant_gemv_max_tokens_ && x.dtype == DType::BF16;
   }
-  // Whether linear_quantized() tries the fp8 GEMM before the GEMVs for T tokens of x times fp8
-  // weight w (kFp8GemvMaxTokens): where the fp8 GEMM takes them but for the cuBLASLt heuristic
-  // (where that refuses, linear_quantized() still takes the GEMV).
+  // Whether linear_quantized() takes fp8 weight w past the GEMVs' share for T tokens of x
+  // (kFp8GemvMaxTokens): where the fp8 GEMM takes them but for the cuBLASLt heuristic; the
+  // tensor-core GEMM first where quant_gemm_before_fp8() says so (where both refuse,
+  // linear_quantized() still takes the GEMV).
   bool fp8_gemm_before_gemv(int64_t T, const Tensor& x, const cuda::QuantWeight& q) const {
     return q.kind == cuda::QuantKind::kFp8Block && T > fp8_gemv_max_tokens_ && fp8_gemm_takes(x, q);
   }
   // Whether fp8 weight q takes the tensor-core GEMM before the fp8 GEMM at T tokens
   // (kQuantGemmBeforeFp8MaxTokens): past the GEMV's share, where the fp8 GEMM's 128-row weight
-  // tiles would not fill the SMs.
+  // tiles are fewer than the SMs.
   bool quant_gemm_before_fp8(int64_t T, const cuda::QuantWeight& q) const {
     return q.kind == cuda::QuantKind::kFp8Block && T > fp8_gemv_max_tokens_ &&
            T <= quant_gemm_before_fp8_max_tokens_ && (q.n + 127) / 128 < sm_count_;
@@ -750,8 +751,8 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t G = q.k / 128;
     return q.block_n == 128 && q.block_k == 128 && q.scale_cols == G && G % 4 == 0;
   }
-  // Whether linear_quantized() tries the tensor-core GEMM for T tokens (after the GEMVs and the
-  // fp8 GEMM, before the dequantize path).
+  // Whether linear_quantized() tries the tensor-core GEMM for T tokens (after the GEMVs, before
+  // or after the fp8 GEMM as linear_quantized() orders them, before the dequantize path).
   bool takes_quant_gemm(int64_t T, const Tensor& x) const {
     return !batch_invariant_ && T <= quant_gemm_max_tokens_ && x.dtype == DType::BF16;
   }
@@ -963,15 +964,16 @@ class CudaBackendImpl final : public CudaBackend {
           int4 ? std::max(quant_gemv_max_tokens_,
                           std::min<int>(kQuantGemmBeforeW4A8MaxTokens, quant_gemm_max_tokens_))
                : std::min(quant_gemv_max_tokens_, fp8_gemv_max_tokens_);
-      SYV_LOG(INFO) << (int4 ? "int4 weights: GEMMs over " : "fp8 weights: GEMMs over ") << from
-                    << " tokens run on fp8 tensor cores (" << (int4 ? "W4A8" : "W8A8")
-                    << ": activations scaled to e4m3 per token and 128 columns"
-                    << (int4 || quant_gemm_before_fp8_max_tokens_ <= from
-                            ? ""
-                            : "; up to " + std::to_string(quant_gemm_before_fp8_max_tokens_) +
-                                  " tokens the bf16 tensor-core GEMM takes weights of fewer than " +
-                                  std::to_string(128 * sm_count_) + " rows")
-                    << "); --quantized-activations off keeps them bf16";
+      SYV_LOG(INFO)
+          << (int4 ? "int4 weights: GEMMs over " : "fp8 weights: GEMMs over ") << from
+          << " tokens run on fp8 tensor cores (" << (int4 ? "W4A8" : "W8A8")
+          << ": activations scaled to e4m3 per token and 128 columns"
+          << (int4 || quant_gemm_before_fp8_max_tokens_ <= from
+                  ? ""
+                  : "; up to " + std::to_string(quant_gemm_before_fp8_max_tokens_) +
+                        " tokens the W8A16 tensor-core GEMM first for weights of at most " +
+                        std::to_string(128 * (sm_count_ - 1)) + " rows")
+          << "); --quantized-activations off keeps them bf16";
     }
     ++quant_calls_.fp8_gemm;
     return true;
@@ -1853,9 +1855,11 @@ class CudaBackendImpl final : public CudaBackend {
     quant_gemm_before_fp8_max_tokens_ = std::max(0, tokens);
   }
   void set_fp8_gemm_split_k(int s) override { gemm_.set_fp8_split_k(s); }
-  std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k) override {
+  std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k, bool int4_weights) override {
+    if (tokens < 1) return "";
     return gemm_.fp8_algorithm((tokens + 7) / 8 * 8, n, k, DType::BF16,
-                               cuda::LtGemm::Fp8WeightScales::kTile128);
+                               int4_weights ? cuda::LtGemm::Fp8WeightScales::kRow128
+                                            : cuda::LtGemm::Fp8WeightScales::kTile128);
   }
   void set_quant_fuse(bool on) override { quant_fuse_ = on; }
   void set_quant_dequant_vectorized(bool on) override { quant_dequant_vec_ = on; }

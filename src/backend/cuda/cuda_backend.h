@@ -97,19 +97,20 @@ class CudaBackend : public Backend {
   static constexpr int kFp8GemvMaxTokens = 8;
   // fp8 weights past the GEMV's share and up to this many tokens take the tensor-core GEMM
   // (W8A16, quant_gemm_mma.cu) before the fp8 GEMM where that GEMM's 128-row weight tiles are
-  // fewer than the SMs (N / 128 < SM count: qkv, o_proj and down of the Qwen3-8B shape, not
-  // gate_up). On an H100 (2026-12-06, docs/performance.md) at 9-16 tokens cuBLASLt's W8A8 took
-  // 16.7-23.7 us on o_proj and qkv against 11.6-16.2 for the W8A16 GEMM. Default
+  // fewer than the SMs (ceil(N / 128) < SM count: q|k|v, o_proj and down of the Qwen3-8B shape,
+  // not gate_up). On an H100 (2026-12-06, docs/performance.md) at 9-16 tokens cuBLASLt's W8A8
+  // took 16.7-23.7 us on o_proj and q|k|v against 11.6-16.2 for the W8A16 GEMM. Default
   // kQuantGemmBeforeFp8MaxTokens; SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS sets the initial one
   // (0: the fp8 GEMM first, as before 2026-12-06).
   virtual void set_quant_gemm_before_fp8_max_tokens(int tokens) = 0;
   static constexpr int kQuantGemmBeforeFp8MaxTokens = 16;
   // The fp8 GEMM's split-K (cuda::LtGemm::set_fp8_split_k; timing experiments): 0 the cuBLASLt
   // heuristic's algorithm as it is (the default), s >= 1 forced; SYV_FP8_SPLIT_K sets the initial
-  // one (A/B timing). And the algorithm the fp8 GEMM has for T tokens of an [N, K] weight of
-  // 128 x 128 tiles, in words ("" for none).
+  // one (A/B timing). And the algorithm the fp8 GEMM has for T >= 1 tokens of an [N, K] weight
+  // (fp8 of 128 x 128 tiles, or int4 groups of 128 as e4m3: W4A8), in words ("" for none).
   virtual void set_fp8_gemm_split_k(int s) = 0;
-  virtual std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k) = 0;
+  virtual std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k,
+                                         bool int4_weights) = 0;
   // Whether the tensor-core quantized GEMV of a gate_up projection runs the SiLU·mul in its
   // epilogue (up to kQuantGemvMaxTokens tokens) instead of silu_mul's own kernel. On by default;
   // SYV_QUANT_FUSE=0 starts with it off (A/B timing, tests).
@@ -121,7 +122,8 @@ class CudaBackend : public Backend {
   virtual void set_quant_dequant_vectorized(bool on) = 0;
   // The largest token count that takes the tensor-core GEMM for quantized weights (the weight
   // decoded in registers, never written out: quant_gemm_mma.cu) for the calls the GEMVs do not
-  // take and the fp8 GEMM does not apply to, instead of the dequantize path (0: never).
+  // take and the fp8 GEMM does not apply to or comes after (kQuantGemmBeforeW4A8MaxTokens,
+  // kQuantGemmBeforeFp8MaxTokens), instead of the dequantize path (0: never).
   // kQuantGemmMaxTokens by default (SYV_QUANT_GEMM_MAX_TOKENS sets the initial one). Not in
   // batch-invariant mode.
   virtual void set_quant_gemm_max_tokens(int tokens) = 0;
