@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call: the changes written without a GPU and not yet run on one, each
-# checked and timed against the default it would replace (about 8 minutes with the build):
-#  1. gpu_quant_linear_gpu_test: fp8 weights taking the W8A8 GEMM from 9 tokens
+# On the GPU machine, one call: four changes written without a GPU (2026-12-05/06), each checked
+# and timed against the default it would replace (about 4 minutes with the build). First run
+# 2026-12-06 on an H100 (docs/performance.md): all passed their tests; the bulk-copy GEMV, the
+# extra MoE tiles and phase 1 by columns were slower and stay off; the fp8 crossover led to the
+# W8A16 GEMM at 9-16 tokens (tools/device/fp8_routing_check.sh). Kept to re-check them:
+#  1. gpu_quant_linear_gpu_test: fp8 weights leaving the GEMV from 9 tokens for the GEMMs
 #     (CudaBackend::kFp8GemvMaxTokens, 2026-12-06) and the bulk-copy single-token GEMV
 #     (quant_gemv_bulk.cu, SYV_QUANT_GEMV_BULK=1, off); then `syv bench quant-kernels` on the
 #     Qwen3-8B shapes: fp8 GEMV against the fp8 GEMM at 8-24 tokens (the crossover), and the
