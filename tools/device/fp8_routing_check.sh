@@ -11,7 +11,8 @@
 #  3. Model level (folders made meanwhile: the 8B's bf16 weights and their `syv quantize --format
 #     fp8` copy): `syv bench decode` b = 1-64 and prefill 2K, bf16, then fp8 under the defaults
 #     and with SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0 (as before 2026-12-06).
-# Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
+# PROFILE=64: then tools/device/kernel_profile.sh on both folders at that batch (about 1 minute
+# more). Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
 #   tools/device/fp8_routing_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -75,4 +76,11 @@ echo "== model level $(date +%T)"
 bench bf16
 bench fp8
 bench fp8 SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0
+if [[ -n ${PROFILE:-} ]]; then  # where a step's time goes, kernel by kernel (ncu, eager)
+  for f in fp8 bf16; do
+    echo "== kernel profile, $f, b = $PROFILE $(date +%T)"
+    timeout 100 tools/device/kernel_profile.sh $B/syv $W/$f "$PROFILE" 512 2>&1 |
+      tee $O/profile_$f.txt | head -20 | cut -c1-160
+  done
+fi
 echo "total: $((SECONDS - t0)) s $(date +%T)"
