@@ -623,6 +623,53 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsTakeFp8ActivationsByDefault) {
             "fp8 [200, 1024]");
 }
 
+// With set_fp8_norm_quant the add + RMSNorm before an fp8 weight's W8A8 GEMM writes that GEMM's
+// e4m3 activations itself (cuda::launch_add_rmsnorm_fp8): the residual, the normed rows and the
+// outputs bit for bit the unfused sequence's, through add_rmsnorm_linear (residual in place or
+// not) and its SiLU form, at 17 and 99 tokens (one row chunk: counted as fused) and 1000 (row
+// chunks in the scratch sized for this weight alone: not fused, the same bits too).
+TEST_F(QuantLinearFp8Gemm, NormWritingFp8ActivationsGivesTheUnfusedBits) {
+  const int64_t H = 512, N = 256;
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kAuto).ok());
+  const HostQuant h = random_fp8(N, H, 128, 128, rng_);
+  OnBackend g = put(*gpu_, h);
+  Pair nw = make(random_vec(static_cast<size_t>(H), rng_), {H});
+  for (int form = 0; form < 3; ++form) {  // plain, plain in place, SiLU
+    for (int64_t T : {17, 99, 1000}) {
+      const std::string what = "form " + std::to_string(form) + ", T " + std::to_string(T);
+      const std::vector<float> res0 = random_vec(static_cast<size_t>(T * H), rng_);
+      Pair add = make(random_vec(static_cast<size_t>(T * H), rng_, 2.f), {T, H});
+      std::vector<float> got[2][4];  // [fused][residual, normed, out, SiLU out]
+      uint64_t fused_calls[2] = {};
+      for (int fused = 0; fused < 2; ++fused) {
+        gpu_->set_fp8_norm_quant(fused == 1);
+        Pair res = make(res0, {T, H});
+        Pair other = make_out({T, H}), normed = make_out({T, H});
+        Pair out = make_out({T, N}), act = make_out({T, N / 2});
+        Pair& ro = form == 1 ? res : other;
+        const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
+        if (form == 2) {
+          gpu_->add_rmsnorm_linear_silu_mul(res.g, add.g, nw.g, 1e-6f, NormKind::kOnePlus, ro.g,
+                                            normed.g, g.w, out.g, act.g);
+        } else {
+          gpu_->add_rmsnorm_linear(res.g, add.g, nw.g, 1e-6f, NormKind::kPlain, ro.g, normed.g, g.w,
+                                   Tensor(), out.g);
+        }
+        const CudaBackend::QuantPathCalls after = gpu_->quant_path_calls();
+        EXPECT_EQ(after.fp8_gemm, before.fp8_gemm + 1) << what;
+        fused_calls[fused] = after.fp8_norm_fused - before.fp8_norm_fused;
+        got[fused][0] = down_gpu(ro.g);
+        got[fused][1] = down_gpu(normed.g);
+        got[fused][2] = down_gpu(out.g);
+        if (form == 2) got[fused][3] = down_gpu(act.g);
+      }
+      EXPECT_EQ(fused_calls[0], 0u) << what;
+      EXPECT_EQ(fused_calls[1], T < 1000 ? 1u : 0u) << what;
+      for (int k = 0; k < 4; ++k) EXPECT_EQ(got[1][k], got[0][k]) << what << ", tensor " << k;
+    }
+  }
+}
+
 // A forced split-K (timing experiments, cuda::LtGemm::set_fp8_split_k) keeps the fp8 GEMM's
 // bound at 17 and 99 tokens (plans of 24 and 104 rows), and the algorithm says it splits.
 TEST_F(QuantLinearFp8Gemm, ForcedSplitKKeepsTheBound) {

@@ -148,6 +148,7 @@ class CudaBackendImpl final : public CudaBackend {
       fp8_gemv_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS"))
       quant_gemm_before_fp8_max_tokens_ = std::max(0, std::atoi(env));
+    if (const char* env = std::getenv("SYV_FP8_NORM_QUANT")) fp8_norm_quant_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_GEMM_MAX_TOKENS"))
@@ -693,15 +694,48 @@ class CudaBackendImpl final : public CudaBackend {
                              const Weight& w, const Tensor& bias, Tensor& out,
                              Tensor* act) override {
     check_add_norm(residual, x, norm_w, residual_out, normed);
-    cuda::launch_add_rmsnorm(x.data, x.dtype, residual.data, residual_out.data, residual.dtype,
-                             norm_w.data, norm_w.dtype, eps, kind == NormKind::kOnePlus,
-                             normed.data, normed.dtype, rows_of(x), last_dim(x), stream_);
+    if (!add_rmsnorm_fp8(residual, x, norm_w, eps, kind, residual_out, normed, w, out)) {
+      cuda::launch_add_rmsnorm(x.data, x.dtype, residual.data, residual_out.data, residual.dtype,
+                               norm_w.data, norm_w.dtype, eps, kind == NormKind::kOnePlus,
+                               normed.data, normed.dtype, rows_of(x), last_dim(x), stream_);
+    }
     if (act != nullptr) {
       SYV_CHECK(bias.empty()) << "add_rmsnorm_linear_silu_mul: no bias";
       linear_quantized_silu_mul(normed, w, out, *act);
     } else {
       linear_quantized(normed, w, bias, out);
     }
+    fp8_staged_ = Fp8Staged();  // consumed or not: only the call just made may read it
+  }
+  // add_rmsnorm_quantized()'s norm writing the W8A8 GEMM's e4m3 activations as well
+  // (set_fp8_norm_quant), where the linear after it takes that GEMM first, in one row chunk:
+  // past the GEMVs' and the W8A16 GEMM's share, bf16 tensors, fp8 weight w. Leaves fp8_staged_
+  // for linear_fp8(). False, having launched nothing, elsewhere.
+  bool add_rmsnorm_fp8(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
+                       NormKind kind, Tensor& residual_out, Tensor& normed, const Weight& w,
+                       const Tensor& out) {
+    if (!fp8_norm_quant_ || !w.perm.empty() || w.format != WeightFormat::kFp8Block ||
+        !all_bf16({&x, &residual, &residual_out, &normed}) || last_dim(x) != w.k)
+      return false;
+    check_quantized_layout(w);
+    const cuda::QuantWeight q = quant_weight(w);
+    const int64_t T = rows_of(x), K = w.k;
+    if (takes_quant_gemv(T, normed) || quant_gemm_before_fp8(T, q) || !fp8_gemm_takes(normed, q))
+      return false;
+    ensure_dequant(std::min(q.n * q.k * 2, dequant_row_chunk_cap_));  // linear_fp8()'s, first
+    const int64_t rows = fp8_chunk_rows(T, q, out.dtype);
+    if (rows < T ||
+        !gemm_.fp8_runs(rows, q.n, K, out.dtype, cuda::LtGemm::Fp8WeightScales::kTile128))
+      return false;
+    auto* x8 = static_cast<uint8_t*>(dequant_);  // linear_fp8()'s x8 and x_scales
+    auto* scales = reinterpret_cast<float*>(x8 + aligned256(rows * K));
+    if (!cuda::launch_add_rmsnorm_fp8(x.data, residual.data, residual_out.data, norm_w.data,
+                                      norm_w.dtype, eps, kind == NormKind::kOnePlus, normed.data,
+                                      x8, scales, T, rows, K, stream_))
+      return false;
+    fp8_staged_ = {normed.data, T, K, rows};
+    ++quant_calls_.fp8_norm_fused;
+    return true;
   }
   // The SiLU·mul in the tensor-core GEMV's epilogue where linear_quantized() would take that
   // GEMV (gate_up still written); else the two ops.
@@ -903,6 +937,28 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
+  static int64_t aligned256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+  // The scratch's head that linear_fp8() gives int4 weight q's e4m3 form and scales (W4A8); 0 for
+  // fp8 weights.
+  static int64_t fp8_weight_bytes(const cuda::QuantWeight& q) {
+    return q.kind == cuda::QuantKind::kInt4Group
+               ? aligned256(q.n * q.k) + aligned256(q.k / 128 * q.n * 4)
+               : 0;
+  }
+  // linear_fp8()'s row chunk for T tokens times q into out_t rows (after its ensure_dequant): a
+  // multiple of 8 (cuBLASLt's block-scaled kernels take no other token counts), each chunk needing
+  // its e4m3 rows, their scales and, for a last chunk padded to 8, its output rows before they are
+  // copied out; the chunks as even as the multiple of 8 allows. 0 where not even 8 rows fit.
+  int64_t fp8_chunk_rows(int64_t T, const cuda::QuantWeight& q, DType out_t) const {
+    const int64_t K = q.k, G = K / 128;
+    const int64_t out_row = q.n * static_cast<int64_t>(dtype_size(out_t));
+    const int64_t room = static_cast<int64_t>(dequant_bytes_) - fp8_weight_bytes(q) - 3 * 256;
+    const int64_t max_rows = room / (K + G * 4 + out_row) / 8 * 8;
+    if (max_rows < 8) return 0;
+    const int64_t chunks = (T + max_rows - 1) / max_rows;
+    return std::min(max_rows, ((T + chunks - 1) / chunks + 7) / 8 * 8);
+  }
+
   // The fp8 tensor-core path of linear_quantized() (docs/cuda-backend.md "fp8 tensor-core
   // GEMMs"): fp8 128 x 128 block weights as they are (W8A8), int4 weights of 128-column groups
   // re-expressed in e4m3 first (W4A8, kFp8 only); the activations quantized per (token, 128
@@ -916,19 +972,12 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t K = q.k, N = q.n, G = K / 128;
     const auto kind = int4 ? LtGemm::Fp8WeightScales::kRow128 : LtGemm::Fp8WeightScales::kTile128;
     ensure_dequant(std::min(N * K * 2, dequant_row_chunk_cap_));  // (the room is checked below)
-    auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
     auto round8 = [](int64_t rows) { return (rows + 7) / 8 * 8; };
     auto* base = static_cast<uint8_t*>(dequant_);
-    const int64_t weight_bytes = int4 ? aligned(N * K) + aligned(G * N * 4) : 0;
-    // A chunk of rows (a multiple of 8: cuBLASLt's block-scaled kernels take no other token
-    // counts) needs its e4m3 rows, their scales and, for a last chunk padded to 8, its output
-    // rows before they are copied out.
+    const int64_t weight_bytes = fp8_weight_bytes(q);
     const int64_t out_row = N * static_cast<int64_t>(dtype_size(out.dtype));
-    const int64_t room = static_cast<int64_t>(dequant_bytes_) - weight_bytes - 3 * 256;
-    const int64_t max_rows = room / (K + G * 4 + out_row) / 8 * 8;
-    if (max_rows < 8) return false;
-    const int64_t chunks = (T + max_rows - 1) / max_rows;
-    const int64_t rows = std::min(max_rows, round8((T + chunks - 1) / chunks));
+    const int64_t rows = fp8_chunk_rows(T, q, out.dtype);
+    if (rows == 0) return false;
     const int64_t last = T - (T - 1) / rows * rows;
     if (!gemm_.fp8_runs(rows, N, K, out.dtype, kind) ||
         (round8(last) != rows && !gemm_.fp8_runs(round8(last), N, K, out.dtype, kind)))
@@ -936,19 +985,23 @@ class CudaBackendImpl final : public CudaBackend {
     const void* w8 = q.data;
     const float* w_scales = q.scales;
     if (int4) {
-      auto* w_scales_fp8 = reinterpret_cast<float*>(base + aligned(N * K));
+      auto* w_scales_fp8 = reinterpret_cast<float*>(base + aligned256(N * K));
       cuda::launch_int4_to_fp8(q, base, w_scales_fp8, stream_);
       w8 = base;
       w_scales = w_scales_fp8;
     }
     uint8_t* x8 = base + weight_bytes;
-    auto* x_scales = reinterpret_cast<float*>(x8 + aligned(rows * K));
-    uint8_t* padded_out = x8 + aligned(rows * K) + aligned(G * rows * 4);
+    auto* x_scales = reinterpret_cast<float*>(x8 + aligned256(rows * K));
+    uint8_t* padded_out = x8 + aligned256(rows * K) + aligned256(G * rows * 4);
+    // add_rmsnorm_quantized() wrote x's e4m3 form there already (one chunk: rows >= T).
+    const bool staged = !int4 && fp8_staged_.x == x.data && fp8_staged_.tokens == T &&
+                        fp8_staged_.k == K && fp8_staged_.rows == rows && rows >= T;
     for (int64_t t0 = 0; t0 < T; t0 += rows) {
       const int64_t r = std::min(rows, T - t0), rp = round8(r);
       uint8_t* dst = static_cast<uint8_t*>(out.data) + t0 * out_row;
-      cuda::launch_quantize_fp8_groups(static_cast<const uint8_t*>(x.data) + t0 * K * 2, x8,
-                                       x_scales, r, rp, K, stream_);
+      if (!staged)
+        cuda::launch_quantize_fp8_groups(static_cast<const uint8_t*>(x.data) + t0 * K * 2, x8,
+                                         x_scales, r, rp, K, stream_);
       gemm_.run_fp8(x8, x_scales, w8, w_scales, kind, rp == r ? dst : padded_out, out.dtype, rp, N,
                     K, stream_);
       if (rp != r) {
@@ -1855,6 +1908,7 @@ class CudaBackendImpl final : public CudaBackend {
     quant_gemm_before_fp8_max_tokens_ = std::max(0, tokens);
   }
   void set_fp8_gemm_split_k(int s) override { gemm_.set_fp8_split_k(s); }
+  void set_fp8_norm_quant(bool on) override { fp8_norm_quant_ = on; }
   std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k, bool int4_weights) override {
     if (tokens < 1) return "";
     return gemm_.fp8_algorithm((tokens + 7) / 8 * 8, n, k, DType::BF16,
@@ -2330,6 +2384,13 @@ class CudaBackendImpl final : public CudaBackend {
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
   int fp8_gemv_max_tokens_ = kFp8GemvMaxTokens;      // set_fp8_gemv_max_tokens()
   int quant_gemm_before_fp8_max_tokens_ = kQuantGemmBeforeFp8MaxTokens;  // set_quant_gemm_...
+  bool fp8_norm_quant_ = false;                                          // set_fp8_norm_quant()
+  // The e4m3 activations add_rmsnorm_quantized() left in the dequantization scratch for the fp8
+  // GEMM it calls next: those of x (T rows of K, in a chunk of `rows`); cleared after that call.
+  struct Fp8Staged {
+    const void* x = nullptr;
+    int64_t tokens = 0, k = 0, rows = 0;
+  } fp8_staged_;
   bool quant_gemv_mma_ = true;  // the tensor-core GEMVs first (SYV_QUANT_GEMV_MMA=0: SIMT only)
   // The SiLU·mul in the tensor-core GEMV's epilogue (SYV_QUANT_FUSE=0: its own kernel).
   bool quant_fuse_ = true;

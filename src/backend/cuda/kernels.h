@@ -29,6 +29,15 @@ void launch_rmsnorm(const void* x, DType x_t, void* residual, DType res_t, const
 void launch_add_rmsnorm(const void* x, DType x_t, const void* res_in, void* res_out, DType res_t,
                         const void* w, DType w_t, float eps, bool one_plus, void* out, DType out_t,
                         int64_t rows, int64_t hidden, cudaStream_t s);
+// launch_add_rmsnorm for bf16 x, residual and out (the same bits: its bf16 kernel's sum, rounding
+// and output) that also writes out's rows as the fp8 GEMM's activations: e4m3 q [padded, hidden]
+// and f32 scales [hidden / 128][padded], launch_quantize_fp8_groups's bits for the same rows
+// (fp8_operands.cu; rows [tokens, padded) zero codes, scale 1). For hidden % 128 == 0 up to 8192
+// and 16-byte aligned rows; returns false (launching nothing) otherwise.
+bool launch_add_rmsnorm_fp8(const void* x, const void* res_in, void* res_out, const void* w,
+                            DType w_t, float eps, bool one_plus, void* out, uint8_t* q,
+                            float* scales, int64_t tokens, int64_t padded, int64_t hidden,
+                            cudaStream_t s);
 
 // elementwise.cu ---------------------------------------------------------------------------------
 void launch_silu_mul(const void* gate_up, DType in_t, void* out, DType out_t, int64_t tokens,

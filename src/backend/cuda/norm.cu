@@ -5,6 +5,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_convert.cuh"
 
 namespace syv::cuda {
 namespace {
@@ -134,7 +135,93 @@ bool launch_rmsnorm_bf16(const void* x, DType x_t, const void* res_in, void* res
   return true;
 }
 
+// rmsnorm_bf16_kernel<1, bf16>'s rows (the same sum, rounding and output), each also written as
+// the fp8 GEMM's e4m3 activations: per 128-column group (16 threads of 8 columns: a half-warp)
+// the absolute maximum of the rounded outputs, scale = amax / 448, codes = value * (448 / amax)
+// rounded to e4m3, a zero group scale 1 and zero codes: quantize_fp8_groups_kernel's arithmetic
+// (fp8_operands.cu) on the same bf16 values, so the same bits. q [padded, hidden], scales
+// [hidden / 128][padded]; rows [tokens, padded) (the GEMM's padding, a block each) get zero codes
+// and scale 1. hidden % 128 == 0, at most 8192.
+__global__ void add_rmsnorm_fp8_kernel(const bf16* __restrict__ x, const bf16* res_in,
+                                       bf16* res_out, const void* w, DType w_t, float eps,
+                                       bool one_plus, bf16* __restrict__ out,
+                                       uint8_t* __restrict__ q, float* __restrict__ scales,
+                                       int64_t hidden, int64_t tokens, int64_t padded) {
+  const int64_t row = blockIdx.x, kv = hidden / 8, i = threadIdx.x;
+  const bool active = i < kv;
+  float g[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    g[j] = active ? load_any(w, w_t, 8 * i + j) : 0.f;
+    if (one_plus) g[j] += 1.f;
+  }
+  pdl_wait();  // x and the residual are earlier kernels' output; q and scales a GEMM's input
+  pdl_trigger();
+  if (row >= tokens) {  // the whole block: padding rows
+    if (active) {
+      reinterpret_cast<uint2*>(q + row * hidden)[i] = make_uint2(0u, 0u);
+      if (i % 16 == 0) scales[(i / 16) * padded + row] = 1.f;
+    }
+    return;
+  }
+  float v[8] = {};
+  float ss = 0.f;
+  if (active) {
+    unpack8(reinterpret_cast<const uint4*>(x + row * hidden)[i], v);
+    if (res_in != nullptr) {
+      float r[8];
+      unpack8(reinterpret_cast<const uint4*>(res_in + row * hidden)[i], r);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = __bfloat162float(__float2bfloat16_rn(r[j] + v[j]));
+      reinterpret_cast<uint4*>(res_out + row * hidden)[i] = pack8(v);  // exact: bf16 values
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+  }
+  const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+  float o[8];
+  float amax = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    o[j] = __bfloat162float(__float2bfloat16_rn(v[j] * rstd * g[j]));  // the bf16 output's value
+    amax = fmaxf(amax, fabsf(o[j]));
+  }
+  // The group's maximum over its half-warp (every lane takes part; inactive ones hold zeros).
+#pragma unroll
+  for (int m = 8; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  if (!active) return;
+  reinterpret_cast<uint4*>(out + row * hidden)[i] = pack8(o);
+  const float scale = amax > 0.f ? amax / 448.f : 1.f;
+  const float inv = amax > 0.f ? 448.f / amax : 0.f;
+  uint32_t lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    lo |= static_cast<uint32_t>(f32_to_e4m3(o[j] * inv)) << (8 * j);
+    hi |= static_cast<uint32_t>(f32_to_e4m3(o[4 + j] * inv)) << (8 * j);
+  }
+  reinterpret_cast<uint2*>(q + row * hidden)[i] = make_uint2(lo, hi);
+  if (i % 16 == 0) scales[(i / 16) * padded + row] = scale;
+}
+
 }  // namespace
+
+bool launch_add_rmsnorm_fp8(const void* x, const void* res_in, void* res_out, const void* w,
+                            DType w_t, float eps, bool one_plus, void* out, uint8_t* q,
+                            float* scales, int64_t tokens, int64_t padded, int64_t hidden,
+                            cudaStream_t s) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (hidden % 128 != 0 || hidden > 8192 || tokens < 1 || padded < tokens || !aligned(x) ||
+      !aligned(out) || !aligned(q) ||
+      (res_in != nullptr && (!aligned(res_in) || !aligned(res_out))))
+    return false;
+  // rmsnorm_bf16_kernel's block size for the row (launch_rmsnorm_bf16): the same sum.
+  const int threads = static_cast<int>(std::max<int64_t>(32, (hidden / 8 + 31) / 32 * 32));
+  launch_k(add_rmsnorm_fp8_kernel, static_cast<unsigned>(padded), threads, 0, s,
+           static_cast<const bf16*>(x), static_cast<const bf16*>(res_in),
+           static_cast<bf16*>(res_out), w, w_t, eps, one_plus, static_cast<bf16*>(out), q, scales,
+           hidden, tokens, padded);
+  return true;
+}
 
 void launch_add_rmsnorm(const void* x, DType x_t, const void* res_in, void* res_out, DType res_t,
                         const void* w, DType w_t, float eps, bool one_plus, void* out, DType out_t,
