@@ -624,25 +624,53 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsTakeFp8ActivationsByDefault) {
 }
 
 // With set_fp8_norm_quant the add + RMSNorm before an fp8 weight's W8A8 GEMM writes that GEMM's
-// e4m3 activations itself (cuda::launch_add_rmsnorm_fp8): the residual, the normed rows and the
-// outputs bit for bit the unfused sequence's, through add_rmsnorm_linear (residual in place or
-// not) and its SiLU form, at 17 and 99 tokens (one row chunk: counted as fused) and 1000 (row
-// chunks in the scratch sized for this weight alone: not fused, the same bits too).
+// e4m3 activations itself (cuda::launch_add_rmsnorm_fp8) and the GEMM skips its quantization:
+// the residual, the normed rows and the outputs bit for bit the unfused sequence's, through
+// add_rmsnorm_linear (residual in place or not) and its SiLU form. A weight of 2 row tiles at 17
+// and 99 tokens (one row chunk: fused) and 1000 (row chunks of the scratch sized for this weight
+// alone: not fused, the same bits); then one of as many row tiles as SMs at 9 and 16 tokens
+// (the W8A8 GEMM before the GEMV: fused; 9 pads 7 rows). Before each run another x through the
+// same weight overwrites the scratch, so a run that wrote nothing there would read wrong codes.
+// The routing limits are pinned to their defaults (an A/B run's SYV_* variables cannot move
+// them).
 TEST_F(QuantLinearFp8Gemm, NormWritingFp8ActivationsGivesTheUnfusedBits) {
-  const int64_t H = 512, N = 256;
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  gpu_->set_quant_gemv_max_tokens(CudaBackend::kQuantGemvMaxTokens);
+  gpu_->set_fp8_gemv_max_tokens(CudaBackend::kFp8GemvMaxTokens);
+  gpu_->set_quant_gemm_max_tokens(CudaBackend::kQuantGemmMaxTokens);
+  gpu_->set_quant_gemm_before_fp8_max_tokens(CudaBackend::kQuantGemmBeforeFp8MaxTokens);
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kAuto).ok());
-  const HostQuant h = random_fp8(N, H, 128, 128, rng_);
-  OnBackend g = put(*gpu_, h);
+  const int64_t H = 512;
+  const HostQuant narrow_h = random_fp8(256, H, 128, 128, rng_);
+  const HostQuant wide_h = random_fp8(128 * int64_t{sms}, H, 128, 128, rng_);
+  const OnBackend narrow = put(*gpu_, narrow_h), wide = put(*gpu_, wide_h);
   Pair nw = make(random_vec(static_cast<size_t>(H), rng_), {H});
-  for (int form = 0; form < 3; ++form) {  // plain, plain in place, SiLU
-    for (int64_t T : {17, 99, 1000}) {
-      const std::string what = "form " + std::to_string(form) + ", T " + std::to_string(T);
+  struct Case {
+    const OnBackend* w;
+    int64_t n, tokens;
+    bool fused;
+  };
+  const int64_t t0 = CudaBackend::kQuantGemvMaxTokens + 1, t1 = CudaBackend::kFp8GemvMaxTokens + 1;
+  // The narrow weight's first: the scratch only grows, and the wide weight's would hold 1000 rows.
+  const Case cases[] = {{&narrow, 256, t0, true},
+                        {&narrow, 256, 99, true},
+                        {&narrow, 256, 1000, false},
+                        {&wide, 128 * int64_t{sms}, t1, true},
+                        {&wide, 128 * int64_t{sms}, CudaBackend::kQuantGemvMaxTokens, true}};
+  for (const Case& c : cases) {
+    const int64_t T = c.tokens, N = c.n;
+    for (int form = 0; form < 3; ++form) {  // plain, plain in place, SiLU
+      const std::string what =
+          "N " + std::to_string(N) + ", T " + std::to_string(T) + ", form " + std::to_string(form);
       const std::vector<float> res0 = random_vec(static_cast<size_t>(T * H), rng_);
       Pair add = make(random_vec(static_cast<size_t>(T * H), rng_, 2.f), {T, H});
+      Pair other_x = make(random_vec(static_cast<size_t>(T * H), rng_), {T, H});
+      Pair other_out = make_out({T, N});
       std::vector<float> got[2][4];  // [fused][residual, normed, out, SiLU out]
-      uint64_t fused_calls[2] = {};
-      for (int fused = 0; fused < 2; ++fused) {
+      for (int fused = 1; fused >= 0; --fused) {
         gpu_->set_fp8_norm_quant(fused == 1);
+        gpu_->linear(other_x.g, c.w->w, Tensor(), other_out.g);  // the scratch: another x's codes
         Pair res = make(res0, {T, H});
         Pair other = make_out({T, H}), normed = make_out({T, H});
         Pair out = make_out({T, N}), act = make_out({T, N / 2});
@@ -650,21 +678,20 @@ TEST_F(QuantLinearFp8Gemm, NormWritingFp8ActivationsGivesTheUnfusedBits) {
         const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
         if (form == 2) {
           gpu_->add_rmsnorm_linear_silu_mul(res.g, add.g, nw.g, 1e-6f, NormKind::kOnePlus, ro.g,
-                                            normed.g, g.w, out.g, act.g);
+                                            normed.g, c.w->w, out.g, act.g);
         } else {
-          gpu_->add_rmsnorm_linear(res.g, add.g, nw.g, 1e-6f, NormKind::kPlain, ro.g, normed.g, g.w,
-                                   Tensor(), out.g);
+          gpu_->add_rmsnorm_linear(res.g, add.g, nw.g, 1e-6f, NormKind::kPlain, ro.g, normed.g,
+                                   c.w->w, Tensor(), out.g);
         }
         const CudaBackend::QuantPathCalls after = gpu_->quant_path_calls();
         EXPECT_EQ(after.fp8_gemm, before.fp8_gemm + 1) << what;
-        fused_calls[fused] = after.fp8_norm_fused - before.fp8_norm_fused;
+        EXPECT_EQ(after.fp8_norm_fused - before.fp8_norm_fused, fused == 1 && c.fused ? 1u : 0u)
+            << what << (fused == 1 ? ", fused" : ", unfused");
         got[fused][0] = down_gpu(ro.g);
         got[fused][1] = down_gpu(normed.g);
         got[fused][2] = down_gpu(out.g);
         if (form == 2) got[fused][3] = down_gpu(act.g);
       }
-      EXPECT_EQ(fused_calls[0], 0u) << what;
-      EXPECT_EQ(fused_calls[1], T < 1000 ? 1u : 0u) << what;
       for (int k = 0; k < 4; ++k) EXPECT_EQ(got[1][k], got[0][k]) << what << ", tensor " << k;
     }
   }

@@ -708,9 +708,10 @@ class CudaBackendImpl final : public CudaBackend {
     fp8_staged_ = Fp8Staged();  // consumed or not: only the call just made may read it
   }
   // add_rmsnorm_quantized()'s norm writing the W8A8 GEMM's e4m3 activations as well
-  // (set_fp8_norm_quant), where the linear after it takes that GEMM first, in one row chunk:
-  // past the GEMVs' and the W8A16 GEMM's share, bf16 tensors, fp8 weight w. Leaves fp8_staged_
-  // for linear_fp8(). False, having launched nothing, elsewhere.
+  // (set_fp8_norm_quant), where linear_quantized() tries that GEMM first (fp8 weight w, bf16
+  // tensors; above the GEMVs' share or past fp8's, not the W8A16 GEMM's) in one row chunk. Leaves
+  // fp8_staged_ for linear_fp8(). False, having launched nothing (the scratch perhaps grown to
+  // what linear_fp8() would grow it to), elsewhere.
   bool add_rmsnorm_fp8(const Tensor& residual, const Tensor& x, const Tensor& norm_w, float eps,
                        NormKind kind, Tensor& residual_out, Tensor& normed, const Weight& w,
                        const Tensor& out) {
@@ -720,8 +721,9 @@ class CudaBackendImpl final : public CudaBackend {
     check_quantized_layout(w);
     const cuda::QuantWeight q = quant_weight(w);
     const int64_t T = rows_of(x), K = w.k;
-    if (takes_quant_gemv(T, normed) || quant_gemm_before_fp8(T, q) || !fp8_gemm_takes(normed, q))
-      return false;
+    const bool fp8_first = (!takes_quant_gemv(T, normed) || fp8_gemm_before_gemv(T, normed, q)) &&
+                           !quant_gemm_before_fp8(T, q) && fp8_gemm_takes(normed, q);
+    if (!fp8_first) return false;
     ensure_dequant(std::min(q.n * q.k * 2, dequant_row_chunk_cap_));  // linear_fp8()'s, first
     const int64_t rows = fp8_chunk_rows(T, q, out.dtype);
     if (rows < T ||
@@ -734,7 +736,6 @@ class CudaBackendImpl final : public CudaBackend {
                                       x8, scales, T, rows, K, stream_))
       return false;
     fp8_staged_ = {normed.data, T, K, rows};
-    ++quant_calls_.fp8_norm_fused;
     return true;
   }
   // The SiLU·mul in the tensor-core GEMV's epilogue where linear_quantized() would take that
@@ -996,6 +997,7 @@ class CudaBackendImpl final : public CudaBackend {
     // add_rmsnorm_quantized() wrote x's e4m3 form there already (one chunk: rows >= T).
     const bool staged = !int4 && fp8_staged_.x == x.data && fp8_staged_.tokens == T &&
                         fp8_staged_.k == K && fp8_staged_.rows == rows && rows >= T;
+    if (staged) ++quant_calls_.fp8_norm_fused;
     for (int64_t t0 = 0; t0 < T; t0 += rows) {
       const int64_t r = std::min(rows, T - t0), rp = round8(r);
       uint8_t* dst = static_cast<uint8_t*>(out.data) + t0 * out_row;

@@ -110,11 +110,11 @@ class CudaBackend : public Backend {
   // (fp8 of 128 x 128 tiles, or int4 groups of 128 as e4m3: W4A8), in words ("" for none).
   virtual void set_fp8_gemm_split_k(int s) = 0;
   // Whether an add + RMSNorm before an fp8 weight's W8A8 GEMM (add_rmsnorm_linear and its SiLU
-  // form, more tokens than the GEMVs and the W8A16 GEMM take, one row chunk of the GEMM) writes
-  // the GEMM's e4m3 activations itself (cuda::launch_add_rmsnorm_fp8: the same bits), saving the
-  // quantization launch: two of the four a layer of an fp8 decode step, 0.47 ms of a 64-sequence
-  // step's 7.76 in ncu (H100, 2026-12-06). Written without a GPU (2026-12-06), not yet timed:
-  // off unless SYV_FP8_NORM_QUANT=1.
+  // form, where linear_quantized() tries that GEMM first, in one row chunk of it) writes the
+  // GEMM's e4m3 activations itself (cuda::launch_add_rmsnorm_fp8: the same bits), saving its
+  // quantization launch: two of the four a layer of an fp8 decode step (the four took 0.47 ms of
+  // a 64-sequence step's 7.76 in ncu, H100, 2026-12-06). Written without a GPU (2026-12-06), not
+  // yet timed: off unless SYV_FP8_NORM_QUANT=1.
   virtual void set_fp8_norm_quant(bool on) = 0;
   virtual std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k,
                                          bool int4_weights) = 0;
@@ -162,7 +162,7 @@ class CudaBackend : public Backend {
     uint64_t dequant_vectorized = 0;  // dequantizations (a linear, an MoE part) 8 columns a thread
     uint64_t moe_tiled = 0;           // MoE layers on the tiled path over packed rows
     uint64_t dequant_row_chunks = 0;  // linears dequantized in row chunks (an output projection)
-    uint64_t fp8_norm_fused = 0;      // fp8 GEMM activations written by the norm before it
+    uint64_t fp8_norm_fused = 0;      // fp8 GEMMs on activations the norm before them wrote
   };
   virtual QuantPathCalls quant_path_calls() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens
