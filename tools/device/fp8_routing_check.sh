@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call (about 6 minutes with the build): the kernels fp8 weights take
-# between the GEMV's 8 tokens and prefill sizes.
+# On the GPU machine, one call (about 7 minutes with the build, 8 with PROFILE): the kernels fp8
+# weights take between the GEMV's 8 tokens and prefill sizes.
 #  1. gpu_quant_linear_gpu_test (the W8A16 GEMM first at 9-16 tokens for weights of fewer
 #     128-row tiles than SMs, kQuantGemmBeforeFp8MaxTokens; a forced split-K of the fp8 GEMM) and
 #     gpu_engine_quantized_gpu_test (every format's logits and greedy tokens against the CPU), the
@@ -10,7 +10,7 @@
 #     heuristic as it is, what syv runs; /N: N splits).
 #  3. Model level (folders made meanwhile: the 8B's bf16 weights and their `syv quantize --format
 #     fp8` copy): `syv bench decode` b = 1-64 and prefill 2K, bf16, then fp8 under the defaults,
-#     with SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0 (as before 2026-12-06) and with
+#     with SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0 (as before 2026-12-06; only with OLD=1) and with
 #     SYV_FP8_NORM_QUANT=1 (the norm writing the W8A8 GEMM's activations; written without a GPU,
 #     its bits tested by NormWritingFp8ActivationsGivesTheUnfusedBits in part 1).
 # PROFILE=64: then tools/device/kernel_profile.sh on both folders at that batch (about 1 minute
@@ -80,7 +80,7 @@ bench() {  # FOLDER [ENV...]
 echo "== model level $(date +%T)"
 bench bf16
 bench fp8
-bench fp8 SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0
+[[ -n ${OLD:-} ]] && bench fp8 SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0
 bench fp8 SYV_FP8_NORM_QUANT=1
 if [[ -n ${PROFILE:-} ]]; then  # where a step's time goes, kernel by kernel (ncu, eager)
   for f in fp8 bf16; do
