@@ -22,8 +22,7 @@ struct Options {
   std::string config;
   std::vector<std::string> formats = {"int4", "fp8"};
   std::vector<int> tokens = {1, 8, 16, 17, 32, 64, 128, 256};
-  std::vector<std::string> paths;        // empty: all
-  std::vector<std::string> fp8_split_k;  // the fp8 GEMM timed at each (empty: the default)
+  std::vector<std::string> paths;  // empty: all
 };
 
 #if SYV_HAVE_CUDA
@@ -93,16 +92,6 @@ int run(const Options& o) {
           "--paths: expected default, gemv, gemm, dequant, dequant-vec, fp8-gemm or bf16, "
           "found " +
           p);
-  std::vector<int> splits;  // the fp8 GEMM's split-K settings (CudaBackend::set_fp8_gemm_split_k)
-  for (const std::string& v : o.fp8_split_k) {
-    char* end = nullptr;
-    const long s = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || s < 0 || s > 64)
-      return fail("--fp8-split-k: expected split counts 0-64, found " + v);
-    splits.push_back(static_cast<int>(s));
-  }
-  const bool split_rows = !splits.empty();
-  if (!split_rows) splits.push_back(0);
   auto wanted = [&o](const char* path) {
     return o.paths.empty() || std::find(o.paths.begin(), o.paths.end(), path) != o.paths.end();
   };
@@ -149,68 +138,54 @@ int run(const Options& o) {
         gpu->fill_random(xb.data(), DType::BF16, tokens * sh.k, 6, 1.f);
         Tensor x(xb.data(), DType::BF16, {tokens, sh.k});
         Tensor out(ob.data(), DType::BF16, {tokens, sh.n});
-        for (const Variant& v : variants)
-          for (size_t si = 0; si < (v.acts == QA::kFp8 ? splits.size() : 1); ++si) {
-            if (!wanted(v.name)) continue;
-            const bool defaults = std::string(v.name) == "default";
-            // The GEMVs stop at 16 tokens.
-            if (v.gemv_max > 0 && !defaults && tokens > v.gemv_max) continue;
-            // The fp8 GEMM: Hopper (set_quantized_activations refuses fp8 elsewhere), from the 8
-            // rows its cuBLASLt kernels pad a step to (fp8 weights take it from
-            // kFp8GemvMaxTokens + 1 tokens, before the GEMV: this table is that crossover's).
-            if (v.acts == QA::kFp8 && tokens < 8) continue;
-            if (!gpu->set_quantized_activations(v.acts).ok()) continue;
-            gpu->set_quant_gemv_max_tokens(v.gemv_max);
-            gpu->set_quant_gemm_max_tokens(v.gemm_max);
-            gpu->set_quant_dequant_vectorized(v.vectorized);
-            // Each path alone: the GEMM's W8A16 share before the fp8 GEMM off; the fp8 GEMM's
-            // split-K as --fp8-split-k says, cuBLASLt's own for the default row.
-            gpu->set_quant_gemm_before_fp8_max_tokens(
-                defaults ? CudaBackend::kQuantGemmBeforeFp8MaxTokens : 0);
-            const int split = v.acts == QA::kFp8 ? splits[si] : 0;
-            gpu->set_fp8_gemm_split_k(split);
-            std::string algorithm;  // --fp8-split-k: the fp8 GEMM's algorithm, in words
-            if (split_rows && v.acts == QA::kFp8) {
-              algorithm =
-                  gpu->fp8_gemm_algorithm(tokens, sh.n, sh.k, format == WeightFormat::kInt4Group);
-              if (algorithm.empty()) {
-                std::printf(
-                    "| %-6s | %-8s | T %d | fp8-gemm/%d: not taken (cuBLASLt has no plan) |\n",
-                    f.c_str(), sh.name, tokens, split);
-                continue;
-              }
-            }
-            const Copies& cw = v.bf16 ? dense : quant;
-            size_t next = 0;
-            auto step = [&] {  // 8 calls on successive copies, as consecutive layers would
-              for (int r = 0; r < 8; ++r) gpu->linear(x, cw.w[next++ % cw.w.size()], Tensor(), out);
-            };
-            const CudaBackend::QuantPathCalls before = gpu->quant_path_calls();
-            std::vector<float> ms = gpu->time_ms(step, 3, 20);
-            // A GEMM the shape does not take falls back to the dequantize path: not timed as it.
-            const CudaBackend::QuantPathCalls after = gpu->quant_path_calls();
-            if ((!defaults && v.gemm_max > 0 && after.gemm == before.gemm) ||
-                (v.acts == QA::kFp8 && after.fp8_gemm == before.fp8_gemm)) {
-              std::printf("| %-6s | %-8s | T %d | %s: not taken (the dequantize path ran) |\n",
-                          f.c_str(), sh.name, tokens, v.name);
-              continue;
-            }
-            std::sort(ms.begin(), ms.end());
-            const double us = ms[ms.size() / 2] * 1e3 / 8;
-            const double gbps = static_cast<double>(cw.bytes) / (us * 1e3);
-            const double tflops = 2.0 * tokens * sh.n * sh.k / (us * 1e6);
-            const std::string path = !split_rows || v.acts != QA::kFp8
-                                         ? v.name
-                                         : std::string(v.name) + "/" + std::to_string(splits[si]);
-            std::printf(
-                "| %-6s | %-8s | %6lld | %6lld | %4d | %-11s | %9.2f | %13.0f | %6.1f%% | %7.1f "
-                "|%s\n",
-                f.c_str(), sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k),
-                tokens, path.c_str(), us, gbps, 100.0 * gbps / copy_gbps, tflops,
-                algorithm.empty() ? "" : (" " + algorithm).c_str());
-            std::fflush(stdout);
+        for (const Variant& v : variants) {
+          if (!wanted(v.name)) continue;
+          const bool defaults = std::string(v.name) == "default";
+          // The GEMVs stop at 16 tokens.
+          if (v.gemv_max > 0 && !defaults && tokens > v.gemv_max) continue;
+          // The fp8 GEMM: Hopper (set_quantized_activations refuses fp8 elsewhere), from the 8
+          // rows its cuBLASLt kernels pad a step to (fp8 weights take it from
+          // kFp8GemvMaxTokens + 1 tokens, before the GEMV: this table is that crossover's).
+          if (v.acts == QA::kFp8 && tokens < 8) continue;
+          if (!gpu->set_quantized_activations(v.acts).ok()) continue;
+          gpu->set_quant_gemv_max_tokens(v.gemv_max);
+          gpu->set_quant_gemm_max_tokens(v.gemm_max);
+          gpu->set_quant_dequant_vectorized(v.vectorized);
+          // Each path alone: the GEMM's W8A16 share before the fp8 GEMM off.
+          gpu->set_quant_gemm_before_fp8_max_tokens(
+              defaults ? CudaBackend::kQuantGemmBeforeFp8MaxTokens : 0);
+          // The fp8 GEMM's rows end with cuBLASLt's algorithm, in words.
+          const std::string algorithm =
+              v.acts == QA::kFp8
+                  ? gpu->fp8_gemm_algorithm(tokens, sh.n, sh.k, format == WeightFormat::kInt4Group)
+                  : "";
+          const Copies& cw = v.bf16 ? dense : quant;
+          size_t next = 0;
+          auto step = [&] {  // 8 calls on successive copies, as consecutive layers would
+            for (int r = 0; r < 8; ++r) gpu->linear(x, cw.w[next++ % cw.w.size()], Tensor(), out);
+          };
+          const CudaBackend::QuantPathCalls before = gpu->quant_path_calls();
+          std::vector<float> ms = gpu->time_ms(step, 3, 20);
+          // A GEMM the shape does not take falls back to the dequantize path: not timed as it.
+          const CudaBackend::QuantPathCalls after = gpu->quant_path_calls();
+          if ((!defaults && v.gemm_max > 0 && after.gemm == before.gemm) ||
+              (v.acts == QA::kFp8 && after.fp8_gemm == before.fp8_gemm)) {
+            std::printf("| %-6s | %-8s | T %d | %s: not taken (the dequantize path ran) |\n",
+                        f.c_str(), sh.name, tokens, v.name);
+            continue;
           }
-        gpu->set_fp8_gemm_split_k(0);
+          std::sort(ms.begin(), ms.end());
+          const double us = ms[ms.size() / 2] * 1e3 / 8;
+          const double gbps = static_cast<double>(cw.bytes) / (us * 1e3);
+          const double tflops = 2.0 * tokens * sh.n * sh.k / (us * 1e6);
+          std::printf(
+              "| %-6s | %-8s | %6lld | %6lld | %4d | %-11s | %9.2f | %13.0f | %6.1f%% | %7.1f "
+              "|%s\n",
+              f.c_str(), sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k),
+              tokens, v.name, us, gbps, 100.0 * gbps / copy_gbps, tflops,
+              algorithm.empty() ? "" : (" " + algorithm).c_str());
+          std::fflush(stdout);
+        }
       }
     }
   }
@@ -243,11 +218,6 @@ BenchRegistration quant_kernels_reg{
       app.add_option("--paths", o->paths,
                      "Only these paths, comma-separated: default (what linear() runs under the "
                      "defaults), gemv, gemm, dequant, dequant-vec, fp8-gemm, bf16 (default: all)")
-          ->delimiter(',');
-      app.add_option("--fp8-split-k", o->fp8_split_k,
-                     "Time the fp8 GEMM at each of these split-K settings, comma-separated: 0 "
-                     "(cuBLASLt's heuristic as it is, what syv runs) or a split count; rows "
-                     "fp8-gemm/N with the algorithm's configuration")
           ->delimiter(',');
       return [o]() -> int { return run(*o); };
     }};

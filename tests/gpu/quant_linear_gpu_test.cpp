@@ -566,30 +566,27 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
       GTEST_SKIP() << "this GPU has no block-scaled fp8 GEMMs (compute capability 9.x)";
   }
   // The GPU's [T, N] bf16 output of `mode` against the f64 product of the quantized activations
-  // and the dequantized weight, for T in `tokens` or by default {9, 16, 17, 99, 1000} for fp8
-  // weights (they take that GEMM from kFp8GemvMaxTokens + 1 tokens, before the GEMV; at 9-16
-  // tokens here also where a weight of fewer 128-row tiles than SMs takes the W8A16 GEMM by
-  // default, Fp8WeightsOfFewRowTilesTakeTheGemmFirst), {65, 99, 1000} for int4 (up to
+  // and the dequantized weight, for T in {9, 16, 17, 99, 1000} for fp8 weights (they take that GEMM
+  // from kFp8GemvMaxTokens + 1 tokens, before the GEMV; at 9-16 tokens here also where a weight of
+  // fewer 128-row tiles than SMs takes the W8A16 GEMM by default,
+  // Fp8WeightsOfFewRowTilesTakeTheGemmFirst), {65, 99, 1000} for int4 (up to
   // kQuantGemmBeforeW4A8MaxTokens it takes the W4A16 GEMM, Int4TakesTheGemmBeforeW4A8). The
   // first call on a fresh backend sizes the scratch for this weight alone (N x K x 2 bytes), so
   // 1000 tokens run in row chunks. Bound: bf16 output rounding (2^-9 relative per element) plus
   // fp32 accumulation: 3e-3 relative L2; bf16 activations instead of fp8 (the other path) would
   // be ~2e-2 off. Each call must take an fp8 GEMM.
-  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what,
-                 std::vector<int64_t> tokens = {}) {
+  void check_fp8(const HostQuant& h, Backend::QuantizedActivations mode, const std::string& what) {
     ASSERT_TRUE(gpu_->set_quantized_activations(mode).ok());
     gpu_->set_quant_gemm_before_fp8_max_tokens(0);
     gpu_->set_fp8_gemv_max_tokens(CudaBackend::kFp8GemvMaxTokens);
     OnBackend g = put(*gpu_, h);
     const std::vector<float> w = dequantized(h);
     const bool int4 = h.format != WeightFormat::kFp8Block;
-    if (tokens.empty()) {
-      tokens = {99, 1000};
-      if (int4)
-        tokens.insert(tokens.begin(), 65);
-      else
-        tokens.insert(tokens.begin(), {CudaBackend::kFp8GemvMaxTokens + 1, 16, 17});
-    }
+    std::vector<int64_t> tokens = {99, 1000};
+    if (int4)
+      tokens.insert(tokens.begin(), 65);
+    else
+      tokens.insert(tokens.begin(), {CudaBackend::kFp8GemvMaxTokens + 1, 16, 17});
     for (int64_t T : tokens) {
       Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
       Pair out = make_out({T, h.n});
@@ -695,19 +692,6 @@ TEST_F(QuantLinearFp8Gemm, NormWritingFp8ActivationsGivesTheUnfusedBits) {
       for (int k = 0; k < 4; ++k) EXPECT_EQ(got[1][k], got[0][k]) << what << ", tensor " << k;
     }
   }
-}
-
-// A forced split-K (timing experiments, cuda::LtGemm::set_fp8_split_k) keeps the fp8 GEMM's
-// bound at 17 and 99 tokens (plans of 24 and 104 rows), and the algorithm says it splits.
-TEST_F(QuantLinearFp8Gemm, ForcedSplitKKeepsTheBound) {
-  gpu_->set_fp8_gemm_split_k(2);
-  for (int64_t T : {17, 99}) {
-    const std::string algorithm = gpu_->fp8_gemm_algorithm(T, 200, 1024, false);
-    if (algorithm.empty()) GTEST_SKIP() << "cuBLASLt refuses 2 splits of [200, 1024] x " << T;
-    EXPECT_NE(algorithm.find("splitk 2 "), std::string::npos) << algorithm;
-  }
-  check_fp8(random_fp8(200, 1024, 128, 128, rng_), Backend::QuantizedActivations::kAuto,
-            "fp8 [200, 1024], 2 splits", {17, 99});
 }
 
 // Up to kFp8GemvMaxTokens tokens fp8 weights keep the GEMV (bf16 activations: the CPU's

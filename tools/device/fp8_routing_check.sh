@@ -2,12 +2,12 @@
 # On the GPU machine, one call (about 7 minutes with the build, 8 with PROFILE): the kernels fp8
 # weights take between the GEMV's 8 tokens and prefill sizes.
 #  1. gpu_quant_linear_gpu_test (the W8A16 GEMM first at 9-16 tokens for weights of fewer
-#     128-row tiles than SMs, kQuantGemmBeforeFp8MaxTokens; a forced split-K of the fp8 GEMM) and
+#     128-row tiles than SMs, kQuantGemmBeforeFp8MaxTokens; the norm writing the fp8 GEMM's
+#     activations, NormWritingFp8ActivationsGivesTheUnfusedBits) and
 #     gpu_engine_quantized_gpu_test (every format's logits and greedy tokens against the CPU), the
 #     dense linear tests of gpu_cuda_ops_test (gemm.cpp's plans).
 #  2. `syv bench quant-kernels` on the Qwen3-8B shapes, fp8, 8-256 tokens: the default route, the
-#     W8A16 GEMM, bf16, and the W8A8 GEMM at each split-K setting (rows fp8-gemm/0: cuBLASLt's
-#     heuristic as it is, what syv runs; /N: N splits).
+#     W8A16 GEMM, bf16, and the W8A8 GEMM (its rows with cuBLASLt's algorithm).
 #  3. Model level (folders made meanwhile: the 8B's bf16 weights and their `syv quantize --format
 #     fp8` copy): `syv bench decode` b = 1-64 and prefill 2K, bf16, then fp8 under the defaults,
 #     with SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0 (as before 2026-12-06; only with OLD=1) and with
@@ -54,14 +54,13 @@ timeout 120 $B/gpu_cuda_ops_test --gtest_filter='*Linear*:*Gemm*:*Gemv*' 2>&1 |
   grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
 echo "== quant kernels, fp8 $(date +%T)"
 timeout 200 $B/syv bench quant-kernels --config $CFG --formats fp8 \
-  --tokens ${TOKENS:-8,16,24,32,64,128,256} --paths default,gemm,fp8-gemm,bf16 \
-  --fp8-split-k ${SPLITS:-0,2,4} >$O/qk.log 2>&1
-# One line per shape and token count: us a call of each path (fp8-gemm/N: N splits, 0 cuBLASLt's
-# heuristic as it is, with the splits it chose).
+  --tokens ${TOKENS:-8,16,24,32,64,128,256} --paths default,gemm,fp8-gemm,bf16 >$O/qk.log 2>&1
+# One line per shape and token count: us a call of each path (the fp8 GEMM's with the K splits
+# cuBLASLt chose).
 grep -E "^\| fp8" $O/qk.log | awk -F'|' '{
   k = sprintf("%-8s %4d", $3, $6); gsub(/ /, "", $7); if (!(k in line)) order[n++] = k
   line[k] = line[k] sprintf(" %s %.1f", $7, $8)
-  if ($7 == "fp8-gemm/0" && match($12, /splitk [0-9]+/))
+  if ($7 == "fp8-gemm" && match($12, /splitk [0-9]+/))
     line[k] = line[k] "(" substr($12, RSTART + 7, RLENGTH - 7) ")"
 } END {for (i = 0; i < n; i++) print order[i] line[order[i]]}' | sed 's/fp8-gemm//g'
 

@@ -20,7 +20,6 @@ namespace syv::cuda {
   X(cublasLtMatmul)                       \
   X(cublasLtMatmulAlgoCheck)              \
   X(cublasLtMatmulAlgoConfigGetAttribute) \
-  X(cublasLtMatmulAlgoConfigSetAttribute) \
   X(cublasLtMatmulAlgoGetHeuristic)       \
   X(cublasLtMatmulDescCreate)             \
   X(cublasLtMatmulDescDestroy)            \

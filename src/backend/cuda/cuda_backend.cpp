@@ -124,13 +124,6 @@ class CudaBackendImpl final : public CudaBackend {
     SYV_CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspace));
     scratch_bytes_ += kGemmWorkspace;
     gemm_.init(workspace_, kGemmWorkspace);
-    if (const char* env = std::getenv("SYV_FP8_SPLIT_K"); env && *env) {
-      char* end = nullptr;
-      const long s = std::strtol(env, &end, 10);
-      SYV_CHECK(*end == '\0' && s >= 0 && s <= 64)
-          << "SYV_FP8_SPLIT_K: expected a split count 0-64 (0: cuBLASLt's own), found " << env;
-      gemm_.set_fp8_split_k(static_cast<int>(s));
-    }
     SYV_CUDA_CHECK(cudaMalloc(&counters_, kCounterSlots * sizeof(unsigned)));
     SYV_CUDA_CHECK(cudaMemsetAsync(counters_, 0, kCounterSlots * sizeof(unsigned), stream_));
     scratch_bytes_ += kCounterSlots * sizeof(unsigned);
@@ -852,7 +845,10 @@ class CudaBackendImpl final : public CudaBackend {
         (q.kind == cuda::QuantKind::kInt4Group && T <= kQuantGemmBeforeW4A8MaxTokens) ||
         quant_gemm_before_fp8(T, q);
     bool done = false;
-    if (takes_quant_gemv(T, x) && fp8_gemm_before_gemv(T, x, q)) {
+    // fp8 weights past the GEMVs' share: the tensor-core GEMM first where gemm_first says so,
+    // then the fp8 GEMM, then (both refusing) the GEMV below.
+    const bool fp8_past_gemv = takes_quant_gemv(T, x) && fp8_gemm_before_gemv(T, x, q);
+    if (fp8_past_gemv) {
       if (gemm_first) done = tensor_core_gemm();
       if (!done) done = linear_fp8(x, q, T, out);
     }
@@ -861,7 +857,7 @@ class CudaBackendImpl final : public CudaBackend {
         done = cuda::launch_quant_gemv_mma(q, x.data, out.data, out.dtype, T, stream_);
       if (!done) done = cuda::launch_quant_gemv(q, x.data, out.data, out.dtype, T, stream_);
     }
-    if (!done && gemm_first) done = tensor_core_gemm();
+    if (!done && gemm_first && !fp8_past_gemv) done = tensor_core_gemm();
     if (!done) done = linear_fp8(x, q, T, out);
     if (!done && !gemm_first) done = tensor_core_gemm();
     if (!done) {
@@ -1909,7 +1905,6 @@ class CudaBackendImpl final : public CudaBackend {
   void set_quant_gemm_before_fp8_max_tokens(int tokens) override {
     quant_gemm_before_fp8_max_tokens_ = std::max(0, tokens);
   }
-  void set_fp8_gemm_split_k(int s) override { gemm_.set_fp8_split_k(s); }
   void set_fp8_norm_quant(bool on) override { fp8_norm_quant_ = on; }
   std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k, bool int4_weights) override {
     if (tokens < 1) return "";

@@ -104,11 +104,6 @@ class CudaBackend : public Backend {
   // (0: the fp8 GEMM first, as before 2026-12-06).
   virtual void set_quant_gemm_before_fp8_max_tokens(int tokens) = 0;
   static constexpr int kQuantGemmBeforeFp8MaxTokens = 16;
-  // The fp8 GEMM's split-K (cuda::LtGemm::set_fp8_split_k; timing experiments): 0 the cuBLASLt
-  // heuristic's algorithm as it is (the default), s >= 1 forced; SYV_FP8_SPLIT_K sets the initial
-  // one (A/B timing). And the algorithm the fp8 GEMM has for T >= 1 tokens of an [N, K] weight
-  // (fp8 of 128 x 128 tiles, or int4 groups of 128 as e4m3: W4A8), in words ("" for none).
-  virtual void set_fp8_gemm_split_k(int s) = 0;
   // Whether an add + RMSNorm before an fp8 weight's W8A8 GEMM (add_rmsnorm_linear and its SiLU
   // form, where linear_quantized() tries that GEMM first, in one row chunk of it) writes the
   // GEMM's e4m3 activations itself (cuda::launch_add_rmsnorm_fp8: the same bits), saving its
@@ -116,6 +111,8 @@ class CudaBackend : public Backend {
   // a 64-sequence step's 7.76 in ncu, H100, 2026-12-06). Written without a GPU (2026-12-06), not
   // yet timed: off unless SYV_FP8_NORM_QUANT=1.
   virtual void set_fp8_norm_quant(bool on) = 0;
+  // The algorithm the fp8 GEMM has for T >= 1 tokens of an [N, K] weight (fp8 of 128 x 128
+  // tiles, or int4 groups of 128 as e4m3: W4A8), in words, "" for none (benchmarks).
   virtual std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k,
                                          bool int4_weights) = 0;
   // Whether the tensor-core quantized GEMV of a gate_up projection runs the SiLU·mul in its

@@ -1,6 +1,5 @@
 #include "backend/cuda/gemm.h"
 
-#include <algorithm>
 #include <sstream>
 
 #include "backend/cuda/cublaslt_api.h"
@@ -24,12 +23,6 @@ LtGemm::~LtGemm() {
   for (auto& [key, p] : plans_) destroy(p);
   for (auto& [key, p] : fp8_plans_) destroy(p);
   cublaslt().cublasLtDestroy(handle_);
-}
-
-void LtGemm::set_fp8_split_k(int s) {
-  for (auto& [key, p] : fp8_plans_) destroy(p);
-  fp8_plans_.clear();
-  fp8_split_k_ = std::max(0, s);
 }
 
 std::string LtGemm::fp8_algorithm(int64_t tokens, int64_t n, int64_t k, DType out_t,
@@ -85,7 +78,6 @@ LtGemm::Plan& LtGemm::fp8_plan(int64_t tokens, int64_t n, int64_t k, DType out_t
                              : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   create_plan(p, CUDA_R_8F_E4M3, tokens, n, k, out_t, &a_mode, &b_mode);
-  if (p.ok && fp8_split_k_ > 0) split_fp8_plan(p);
 #else
   (void)ws;  // no plan (p.ok false): linear_quantized() dequantizes instead
 #endif
@@ -144,27 +136,6 @@ void LtGemm::create_plan(Plan& p, cudaDataType_t in_t, int64_t tokens, int64_t n
     p.algo = result.algo;
     p.waves = result.wavesCount;
     p.ok = true;
-  }
-}
-
-void LtGemm::split_fp8_plan(Plan& p) {
-  const CublasLt& lt = cublaslt();
-  const int32_t want = fp8_split_k_;
-  cublasLtMatmulAlgo_t algo = p.algo;
-  const uint32_t scheme =
-      want > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
-  SYV_CUBLAS_CHECK(lt.cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                           &want, sizeof(want)));
-  SYV_CUBLAS_CHECK(lt.cublasLtMatmulAlgoConfigSetAttribute(
-      &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)));
-  cublasLtMatmulHeuristicResult_t check{};
-  if (lt.cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &algo, &check) ==
-          CUBLAS_STATUS_SUCCESS &&
-      check.workspaceSize <= workspace_bytes_) {
-    p.algo = algo;
-    p.waves = check.wavesCount;
-  } else {
-    p.ok = false;  // a split cuBLASLt refuses: no plan (timing runs skip it)
   }
 }
 

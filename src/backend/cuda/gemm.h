@@ -55,16 +55,8 @@ class LtGemm {
     return (out_t == DType::F32 || out_t == DType::BF16) && k % 128 == 0 &&
            fp8_plan(tokens, n, k, out_t, w_scales_kind).ok;
   }
-  // Split-K of the fp8 plans made from now on (drops those made so far; timing experiments,
-  // `syv bench quant-kernels --fp8-split-k`): 0 (the default) the heuristic's algorithm as it is,
-  // s >= 1 that many splits, partials reduced in fp32 in the workspace (no plan where cuBLASLt
-  // refuses them). cuBLASLt 13.0's heuristic offers one algorithm for these shapes (128 x 128
-  // tiles), splitting only [4096, 12288] of the Qwen3-8B shapes; forcing splits onto the others
-  // (up to SM-count / tiles) made a 64-sequence fp8 decode step 3% slower on an H100
-  // (2026-12-06, docs/performance.md).
-  void set_fp8_split_k(int s);
   // The fp8 plan's algorithm for the shape in words (cuBLASLt's config attributes and the wave
-  // count), or "" where fp8_runs() says no.
+  // count), or "" where fp8_runs() says no (`syv bench quant-kernels` prints it).
   std::string fp8_algorithm(int64_t tokens, int64_t n, int64_t k, DType out_t,
                             Fp8WeightScales w_scales_kind);
 
@@ -80,7 +72,6 @@ class LtGemm {
   Plan& fp8_plan(int64_t tokens, int64_t n, int64_t k, DType out_t, Fp8WeightScales ws);
   void create_plan(Plan& p, cudaDataType_t in_t, int64_t tokens, int64_t n, int64_t k, DType out_t,
                    const int32_t* a_scale_mode, const int32_t* b_scale_mode);
-  void split_fp8_plan(Plan& p);  // fp8_split_k_ splits, or p.ok false
   static void destroy(Plan& p);
   struct Fixed {
     cublasLtMatmulAlgo_t algo{};
@@ -96,7 +87,6 @@ class LtGemm {
   size_t workspace_bytes_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, Plan> plans_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, Plan> fp8_plans_;  // + weight scales
-  int fp8_split_k_ = 0;                                                        // set_fp8_split_k()
   std::map<std::tuple<int64_t, int64_t, int>, Fixed> fixed_;                   // (n, k, out dtype)
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, bool> fixed_ok_;  // it runs (tokens, ...)
 };
