@@ -11,8 +11,8 @@
 #  3. Model level (folders made meanwhile: the 8B's bf16 weights and their `syv quantize --format
 #     fp8` copy): `syv bench decode` b = 1-64 and prefill 2K, bf16, then fp8 under the defaults,
 #     with SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0 (as before 2026-12-06; only with OLD=1) and with
-#     SYV_FP8_NORM_QUANT=1 (the norm writing the W8A8 GEMM's activations; written without a GPU,
-#     its bits tested by NormWritingFp8ActivationsGivesTheUnfusedBits in part 1).
+#     SYV_FP8_NORM_QUANT=0 (without the norm writing the W8A8 GEMM's activations, the default
+#     since 2026-12-06; its bits tested by NormWritingFp8ActivationsGivesTheUnfusedBits).
 # PROFILE=64: then tools/device/kernel_profile.sh on both folders at that batch (about 1 minute
 # more). Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
 #   tools/device/fp8_routing_check.sh
@@ -46,8 +46,8 @@ timeout 150 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
   grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is|splitk" | head -12
 timeout 300 $B/gpu_engine_quantized_gpu_test 2>&1 | tee $O/engine_quant_tests.log |
   grep -E "^\[ +(PASSED|FAILED) |Failure" | head -8
-# The fp8 formats again with the norm writing the W8A8 GEMM's activations (off by default).
-SYV_FP8_NORM_QUANT=1 timeout 200 $B/gpu_engine_quantized_gpu_test --gtest_filter='*fp8*' 2>&1 |
+# The fp8 formats again without the norm writing the W8A8 GEMM's activations (on by default).
+SYV_FP8_NORM_QUANT=0 timeout 200 $B/gpu_engine_quantized_gpu_test --gtest_filter='*fp8*' 2>&1 |
   tee $O/engine_quant_tests_normq.log | grep -E "^\[ +(PASSED|FAILED) |Failure" | head -8
 # The dense GEMMs share gemm.cpp's plans with the fp8 GEMM.
 timeout 120 $B/gpu_cuda_ops_test --gtest_filter='*Linear*:*Gemm*:*Gemv*' 2>&1 |
@@ -80,7 +80,7 @@ echo "== model level $(date +%T)"
 bench bf16
 bench fp8
 [[ -n ${OLD:-} ]] && bench fp8 SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0
-bench fp8 SYV_FP8_NORM_QUANT=1
+bench fp8 SYV_FP8_NORM_QUANT=0
 if [[ -n ${PROFILE:-} ]]; then  # where a step's time goes, kernel by kernel (ncu, eager)
   for f in fp8 bf16; do
     echo "== kernel profile, $f, b = $PROFILE $(date +%T)"

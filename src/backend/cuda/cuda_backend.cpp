@@ -2381,7 +2381,7 @@ class CudaBackendImpl final : public CudaBackend {
   int quant_gemv_max_tokens_ = kQuantGemvMaxTokens;  // set_quant_gemv_max_tokens()
   int fp8_gemv_max_tokens_ = kFp8GemvMaxTokens;      // set_fp8_gemv_max_tokens()
   int quant_gemm_before_fp8_max_tokens_ = kQuantGemmBeforeFp8MaxTokens;  // set_quant_gemm_...
-  bool fp8_norm_quant_ = false;                                          // set_fp8_norm_quant()
+  bool fp8_norm_quant_ = true;                                           // set_fp8_norm_quant()
   // The e4m3 activations add_rmsnorm_quantized() left in the dequantization scratch for the fp8
   // GEMM it calls next: those of x (T rows of K, in a chunk of `rows`); cleared after that call.
   struct Fp8Staged {
