@@ -84,12 +84,13 @@ int run(const Options& o) {
     if (f != "int4" && f != "fp8") return fail("--formats: expected int4 or fp8, found " + f);
   for (int t : o.tokens)
     if (t < 1) return fail("--tokens: expected counts >= 1, found " + std::to_string(t));
-  const std::vector<std::string> all_paths = {"default",     "gemv",     "gemm", "dequant",
-                                              "dequant-vec", "fp8-gemm", "bf16"};
+  const std::vector<std::string> all_paths = {"default",     "gemv",     "gemm",       "dequant",
+                                              "dequant-vec", "fp8-gemm", "fp8-skinny", "bf16"};
   for (const std::string& p : o.paths)
     if (std::find(all_paths.begin(), all_paths.end(), p) == all_paths.end())
       return fail(
-          "--paths: expected default, gemv, gemm, dequant, dequant-vec, fp8-gemm or bf16, "
+          "--paths: expected default, gemv, gemm, dequant, dequant-vec, fp8-gemm, fp8-skinny or "
+          "bf16, "
           "found " +
           p);
   auto wanted = [&o](const char* path) {
@@ -116,6 +117,7 @@ int run(const Options& o) {
                               {"dequant", 0, 0, false, QA::kOff, false},
                               {"dequant-vec", 0, 0, true, QA::kOff, false},
                               {"fp8-gemm", 0, 0, false, QA::kFp8, false},
+                              {"fp8-skinny", 0, 0, false, QA::kFp8, false},
                               {"bf16", 0, 0, false, QA::kOff, true}};
   std::printf(
       "| format | shape    | N      | K      | T    | path        | us a call | GB/s (packed) | "
@@ -146,7 +148,9 @@ int run(const Options& o) {
           // The fp8 GEMM: Hopper (set_quantized_activations refuses fp8 elsewhere), from the 8
           // rows its cuBLASLt kernels pad a step to (fp8 weights take it from
           // kFp8GemvMaxTokens + 1 tokens, before the GEMV: this table is that crossover's).
-          if (v.acts == QA::kFp8 && tokens < 8) continue;
+          const bool skinny = std::string(v.name) == "fp8-skinny";
+          if (skinny && format != WeightFormat::kFp8Block) continue;
+          if (v.acts == QA::kFp8 && tokens < 8 && !skinny) continue;
           if (!gpu->set_quantized_activations(v.acts).ok()) continue;
           gpu->set_quant_gemv_max_tokens(v.gemv_max);
           gpu->set_quant_gemm_max_tokens(v.gemm_max);
@@ -154,6 +158,10 @@ int run(const Options& o) {
           // Each path alone: the GEMM's W8A16 share before the fp8 GEMM off.
           gpu->set_quant_gemm_before_fp8_max_tokens(
               defaults ? CudaBackend::kQuantGemmBeforeFp8MaxTokens : 0);
+          // fp8-gemm: cuBLASLt's kernel alone; fp8-skinny: fp8_skinny_gemm.cu's wherever it goes.
+          gpu->set_fp8_skinny_max_tokens(skinny     ? 1 << 20
+                                         : defaults ? CudaBackend::kFp8SkinnyMaxTokens
+                                                    : 0);
           // The fp8 GEMM's rows end with cuBLASLt's algorithm, in words.
           const std::string algorithm =
               v.acts == QA::kFp8
@@ -169,7 +177,8 @@ int run(const Options& o) {
           // A GEMM the shape does not take falls back to the dequantize path: not timed as it.
           const CudaBackend::QuantPathCalls after = gpu->quant_path_calls();
           if ((!defaults && v.gemm_max > 0 && after.gemm == before.gemm) ||
-              (v.acts == QA::kFp8 && after.fp8_gemm == before.fp8_gemm)) {
+              (v.acts == QA::kFp8 && after.fp8_gemm == before.fp8_gemm) ||
+              (skinny && after.fp8_skinny == before.fp8_skinny)) {
             std::printf("| %-6s | %-8s | T %d | %s: not taken (the dequantize path ran) |\n",
                         f.c_str(), sh.name, tokens, v.name);
             continue;
@@ -217,7 +226,8 @@ BenchRegistration quant_kernels_reg{
           ->capture_default_str();
       app.add_option("--paths", o->paths,
                      "Only these paths, comma-separated: default (what linear() runs under the "
-                     "defaults), gemv, gemm, dequant, dequant-vec, fp8-gemm, bf16 (default: all)")
+                     "defaults), gemv, gemm, dequant, dequant-vec, fp8-gemm, fp8-skinny, bf16 "
+                     "(default: all)")
           ->delimiter(',');
       return [o]() -> int { return run(*o); };
     }};

@@ -557,6 +557,26 @@ std::vector<float> fp8_activations(const std::vector<float>& x, int64_t T, int64
   return out;
 }
 
+// The relative L2 distance of got [T, N] from the f64 product of xq [T, K] and w [N, K]
+// (row-major f32); *ref_ss: the product's sum of squares.
+double relative_l2_to_product(const std::vector<float>& got, const std::vector<float>& xq,
+                              const std::vector<float>& w, int64_t T, int64_t N, int64_t K,
+                              double* ref_ss = nullptr) {
+  double err = 0, ref = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += double(xq[static_cast<size_t>(t * K + k)]) * w[static_cast<size_t>(n * K + k)];
+      const double d = got[static_cast<size_t>(t * N + n)] - acc;
+      err += d * d;
+      ref += acc * acc;
+    }
+  }
+  if (ref_ss != nullptr) *ref_ss = ref;
+  return std::sqrt(err / std::max(ref, 1e-30));
+}
+
 class QuantLinearFp8Gemm : public QuantLinearGpu {
  protected:
   void SetUp() override {
@@ -595,19 +615,7 @@ class QuantLinearFp8Gemm : public QuantLinearGpu {
       EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm + 1) << what << ", T " << T;
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       const std::vector<float> got = down_gpu(out.g);
-      double err = 0, ref = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t n = 0; n < h.n; ++n) {
-          double acc = 0;
-          for (int64_t k = 0; k < h.k; ++k)
-            acc +=
-                double(xq[static_cast<size_t>(t * h.k + k)]) * w[static_cast<size_t>(n * h.k + k)];
-          const double d = got[static_cast<size_t>(t * h.n + n)] - acc;
-          err += d * d;
-          ref += acc * acc;
-        }
-      }
-      const double rel = std::sqrt(err / std::max(ref, 1e-30));
+      const double rel = relative_l2_to_product(got, xq, w, T, h.n, h.k);
       EXPECT_LT(rel, 3e-3) << what << ", T " << T << ": relative L2 error " << rel;
     }
   }
@@ -796,6 +804,69 @@ TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
   cpu_->linear(x.c, c.w, Tensor(), out.c);
   gpu_->linear(x.g, g.w, Tensor(), out.g);
   expect_close(out, 6e-3, "int4 auto, T 300");
+}
+
+// fp8_skinny_gemm.cu (set_fp8_skinny_max_tokens), every token tile (1-8, 9-16, 17-32, 33-64
+// tokens), through linear_fp8 (the GEMVs and the W8A16 GEMM off): within check_fp8()'s bound of
+// the f64 product of the quantized operands, bf16 and f32 out; on weights of 4 K chunks in 4
+// splits, 8 chunks and 200 rows (a partial row tile), and 32 chunks in the most splits (8); each
+// call on the kernel, the same bits run to run (the splits summed in rank order) and within the
+// same bound of cuBLASLt's W8A8 GEMM on the same operands (T >= 8, which it takes).
+TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
+  gpu_->set_quant_gemv_max_tokens(0);
+  gpu_->set_quant_gemm_max_tokens(0);
+  gpu_->set_quant_gemm_before_fp8_max_tokens(0);
+  struct Shape {
+    int64_t n, k;
+    DType out_t;
+  };
+  for (const Shape& sh : {Shape{256, 512, DType::BF16}, Shape{200, 1024, DType::F32},
+                          Shape{384, 4096, DType::BF16}}) {
+    const HostQuant h = random_fp8(sh.n, sh.k, 128, 128, rng_);
+    OnBackend g = put(*gpu_, h);
+    const std::vector<float> w = dequantized(h);
+    for (int64_t T : {1, 7, 9, 16, 24, 33, 64}) {
+      const std::string what = "fp8 [" + std::to_string(sh.n) + ", " + std::to_string(sh.k) +
+                               "], " + std::string(dtype_name(sh.out_t)) + " out, T " +
+                               std::to_string(T);
+      Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+      Pair out = make_out({T, h.n}, sh.out_t);
+      gpu_->set_fp8_skinny_max_tokens(64);  // the kernel's limit, past the default
+      const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      ASSERT_EQ(gpu_->quant_path_calls().fp8_skinny, before.fp8_skinny + 1) << what;
+      const std::vector<float> got = down_gpu(out.g);
+      poison(out.g);
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      EXPECT_EQ(down_gpu(out.g), got) << what << ": run to run";
+      const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
+      double ref = 0;
+      const double rel = relative_l2_to_product(got, xq, w, T, h.n, h.k, &ref);
+      EXPECT_LT(rel, 3e-3) << what << ": relative L2 error " << rel;
+      if (T < 8) continue;
+      gpu_->set_fp8_skinny_max_tokens(0);  // cuBLASLt's GEMM on the same operands
+      const CudaBackend::QuantPathCalls mid = gpu_->quant_path_calls();
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      EXPECT_EQ(gpu_->quant_path_calls().fp8_skinny, mid.fp8_skinny) << what;
+      EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, mid.fp8_gemm + 1) << what;
+      const std::vector<float> lt = down_gpu(out.g);
+      double diff = 0;
+      for (size_t i = 0; i < lt.size(); ++i) diff += (double(lt[i]) - got[i]) * (lt[i] - got[i]);
+      EXPECT_LT(std::sqrt(diff / std::max(ref, 1e-30)), 3e-3) << what << ": against cuBLASLt";
+    }
+  }
+}
+
+// ... and a step of two such GEMMs at 40 tokens captured in a graph replays the same bits.
+TEST_F(QuantLinearFp8Gemm, SkinnyKernelReplaysInAGraph) {
+  gpu_->set_quant_gemv_max_tokens(0);
+  gpu_->set_quant_gemm_max_tokens(0);
+  gpu_->set_fp8_skinny_max_tokens(64);  // the kernel's limit, past the default
+  OnBackend a = put(*gpu_, random_fp8(512, 1024, 128, 128, rng_));
+  OnBackend b = put(*gpu_, random_fp8(256, 512, 128, 128, rng_));
+  const uint64_t calls = gpu_->quant_path_calls().fp8_skinny;
+  expect_graph_replays(a.w, b.w, 40, "W8A8 skinny twice, T 40");
+  EXPECT_GT(gpu_->quant_path_calls().fp8_skinny, calls) << "the skinny kernel did not run";
 }
 
 // A step of two fp8 GEMMs at 96 tokens (W4A8 int4 [512, 512], then W8A8 fp8 [256, 512] on its

@@ -142,6 +142,8 @@ class CudaBackendImpl final : public CudaBackend {
     if (const char* env = std::getenv("SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS"))
       quant_gemm_before_fp8_max_tokens_ = std::max(0, std::atoi(env));
     if (const char* env = std::getenv("SYV_FP8_NORM_QUANT")) fp8_norm_quant_ = std::atoi(env) != 0;
+    if (const char* env = std::getenv("SYV_FP8_SKINNY_MAX_TOKENS"))
+      set_fp8_skinny_max_tokens(std::atoi(env));
     if (const char* env = std::getenv("SYV_QUANT_GEMV_MMA")) quant_gemv_mma_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_FUSE")) quant_fuse_ = std::atoi(env) != 0;
     if (const char* env = std::getenv("SYV_QUANT_GEMM_MAX_TOKENS"))
@@ -720,7 +722,8 @@ class CudaBackendImpl final : public CudaBackend {
     ensure_dequant(std::min(q.n * q.k * 2, dequant_row_chunk_cap_));  // linear_fp8()'s, first
     const int64_t rows = fp8_chunk_rows(T, q, out.dtype);
     if (rows < T ||
-        !gemm_.fp8_runs(rows, q.n, K, out.dtype, cuda::LtGemm::Fp8WeightScales::kTile128))
+        (!fp8_skinny_takes(rows, q, out.dtype) &&
+         !gemm_.fp8_runs(rows, q.n, K, out.dtype, cuda::LtGemm::Fp8WeightScales::kTile128)))
       return false;
     auto* x8 = static_cast<uint8_t*>(dequant_);  // linear_fp8()'s x8 and x_scales
     auto* scales = reinterpret_cast<float*>(x8 + aligned256(rows * K));
@@ -935,6 +938,12 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   static int64_t aligned256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+  // Whether linear_fp8()'s row chunks of `rows` tokens times fp8 weight q run on
+  // fp8_skinny_gemm.cu's kernel (set_fp8_skinny_max_tokens) rather than cuBLASLt's.
+  bool fp8_skinny_takes(int64_t rows, const cuda::QuantWeight& q, DType out_t) const {
+    return q.kind == cuda::QuantKind::kFp8Block && rows <= fp8_skinny_max_tokens_ &&
+           (out_t == DType::BF16 || out_t == DType::F32) && cuda::fp8_skinny_supports(q, rows);
+  }
   // The scratch's head that linear_fp8() gives int4 weight q's e4m3 form and scales (W4A8); 0 for
   // fp8 weights.
   static int64_t fp8_weight_bytes(const cuda::QuantWeight& q) {
@@ -976,8 +985,10 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t rows = fp8_chunk_rows(T, q, out.dtype);
     if (rows == 0) return false;
     const int64_t last = T - (T - 1) / rows * rows;
-    if (!gemm_.fp8_runs(rows, N, K, out.dtype, kind) ||
-        (round8(last) != rows && !gemm_.fp8_runs(round8(last), N, K, out.dtype, kind)))
+    // Every chunk then (last <= rows).
+    const bool skinny = !int4 && fp8_skinny_takes(rows, q, out.dtype);
+    if (!skinny && (!gemm_.fp8_runs(rows, N, K, out.dtype, kind) ||
+                    (round8(last) != rows && !gemm_.fp8_runs(round8(last), N, K, out.dtype, kind))))
       return false;
     const void* w8 = q.data;
     const float* w_scales = q.scales;
@@ -1000,6 +1011,13 @@ class CudaBackendImpl final : public CudaBackend {
       if (!staged)
         cuda::launch_quantize_fp8_groups(static_cast<const uint8_t*>(x.data) + t0 * K * 2, x8,
                                          x_scales, r, rp, K, stream_);
+      if (skinny) {  // no padded rows: straight into out
+        SYV_CHECK(cuda::launch_fp8_skinny_gemm(q, x8, x_scales, rp, dst, out.dtype, r, sm_count_,
+                                               stream_))
+            << "fp8 skinny GEMM refused a shape it announced";
+        ++quant_calls_.fp8_skinny;
+        continue;
+      }
       gemm_.run_fp8(x8, x_scales, w8, w_scales, kind, rp == r ? dst : padded_out, out.dtype, rp, N,
                     K, stream_);
       if (rp != r) {
@@ -1906,8 +1924,19 @@ class CudaBackendImpl final : public CudaBackend {
     quant_gemm_before_fp8_max_tokens_ = std::max(0, tokens);
   }
   void set_fp8_norm_quant(bool on) override { fp8_norm_quant_ = on; }
+  void set_fp8_skinny_max_tokens(int tokens) override {
+    fp8_skinny_max_tokens_ =
+        static_cast<int>(std::clamp<int64_t>(tokens, 0, cuda::kFp8SkinnyMaxTokens));
+  }
   std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k, bool int4_weights) override {
     if (tokens < 1) return "";
+    if (!int4_weights && tokens <= fp8_skinny_max_tokens_ && tokens <= cuda::kFp8SkinnyMaxTokens &&
+        sm_count_ > 0 && k % 128 == 0) {
+      const cuda::Fp8SkinnyPlan plan = cuda::fp8_skinny_plan(n, k, sm_count_);
+      return "fp8_skinny_gemm.cu, K in " + std::to_string(plan.splits) + " splits, " +
+             std::to_string(plan.stages) + " stages, " + std::to_string((n + 127) / 128) +
+             " clusters, " + std::to_string(plan.resident) + " resident";
+    }
     return gemm_.fp8_algorithm((tokens + 7) / 8 * 8, n, k, DType::BF16,
                                int4_weights ? cuda::LtGemm::Fp8WeightScales::kRow128
                                             : cuda::LtGemm::Fp8WeightScales::kTile128);
@@ -2382,6 +2411,7 @@ class CudaBackendImpl final : public CudaBackend {
   int fp8_gemv_max_tokens_ = kFp8GemvMaxTokens;      // set_fp8_gemv_max_tokens()
   int quant_gemm_before_fp8_max_tokens_ = kQuantGemmBeforeFp8MaxTokens;  // set_quant_gemm_...
   bool fp8_norm_quant_ = true;                                           // set_fp8_norm_quant()
+  int fp8_skinny_max_tokens_ = kFp8SkinnyMaxTokens;  // set_fp8_skinny_max_tokens()
   // The e4m3 activations add_rmsnorm_quantized() left in the dequantization scratch for the fp8
   // GEMM it calls next: those of x (T rows of K, in a chunk of `rows`); cleared after that call.
   struct Fp8Staged {

@@ -112,6 +112,16 @@ class CudaBackend : public Backend {
   // (fp8 Qwen3-8B steps of 16 / 32 / 64 sequences 5.054 / 5.845 / 7.032 -> 5.024 / 5.798 / 6.964
   // ms, H100, 2026-12-06); SYV_FP8_NORM_QUANT=0 turns it off.
   virtual void set_fp8_norm_quant(bool on) = 0;
+  // The W8A8 GEMM's row chunks of at most `tokens` tokens (fp8 weights of 128 x 128 tiles) run on
+  // fp8_skinny_gemm.cu's kernel (clusters splitting K over the SMs, warpgroup MMA) instead of
+  // cuBLASLt's (128 x 128 tiles: as many blocks as weight row tiles); 0: cuBLASLt's always (at
+  // most cuda::kFp8SkinnyMaxTokens, 64). Default kFp8SkinnyMaxTokens = 32: on an H100
+  // (2026-12-06, docs/performance.md) fp8 Qwen3-8B decode steps of 16 / 32 sequences 4.887 /
+  // 5.708 -> 4.806 / 5.629 ms with it (the default's own run: 4.901 / 5.674 -> 4.820 / 5.650),
+  // while at 64 the step was 3% slower (6.786 -> 7.007 ms: cuBLASLt is faster there on q|k|v,
+  // gate_up and down). SYV_FP8_SKINNY_MAX_TOKENS sets the initial one.
+  virtual void set_fp8_skinny_max_tokens(int tokens) = 0;
+  static constexpr int kFp8SkinnyMaxTokens = 32;
   // The algorithm the fp8 GEMM has for T >= 1 tokens of an [N, K] weight (fp8 of 128 x 128
   // tiles, or int4 groups of 128 as e4m3: W4A8), in words, "" for none (benchmarks).
   virtual std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k,
@@ -161,6 +171,7 @@ class CudaBackend : public Backend {
     uint64_t moe_tiled = 0;           // MoE layers on the tiled path over packed rows
     uint64_t dequant_row_chunks = 0;  // linears dequantized in row chunks (an output projection)
     uint64_t fp8_norm_fused = 0;      // fp8 GEMMs on activations the norm before them wrote
+    uint64_t fp8_skinny = 0;          // fp8 GEMMs (W8A8) on fp8_skinny_gemm.cu's kernel
   };
   virtual QuantPathCalls quant_path_calls() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens

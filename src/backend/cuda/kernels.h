@@ -263,6 +263,25 @@ bool fp8_activation_groups_supported(int64_t k, const void* x);
 // [tokens, padded) zero codes with scale 1 (the GEMM takes token counts in multiples of 8).
 void launch_quantize_fp8_groups(const void* x, uint8_t* q, float* scales, int64_t tokens,
                                 int64_t padded, int64_t k, cudaStream_t s);
+// fp8_skinny_gemm.cu: the W8A8 product of launch_quantize_fp8_groups' operands (x e4m3 [>= tokens,
+// k], x_scales [k / 128][padded]) and fp8 weight w of 128 x 128 scale tiles, out bf16 or f32
+// [tokens, n], at 1 to kFp8SkinnyMaxTokens tokens: thread-block clusters split K and sum in a
+// fixed order (deterministic for a given shape). Compute capability 9.x only. Returns false
+// (launching nothing) where fp8_skinny_supports() says no or x is not 16-byte aligned.
+constexpr int64_t kFp8SkinnyMaxTokens = 64;
+bool fp8_skinny_supports(const QuantWeight& w, int64_t tokens);
+bool launch_fp8_skinny_gemm(const QuantWeight& w, const uint8_t* x, const float* x_scales,
+                            int64_t padded, void* out, DType out_t, int64_t tokens, int sm_count,
+                            cudaStream_t s);
+// How launch_fp8_skinny_gemm runs an [n, k] weight: K in `splits` ranges (the cluster size) and
+// the ring's stages; `resident`: the clusters the GPU holds at once (benchmarks print it).
+// Weights of more 128-row tiles than half the SMs: no split, two blocks an SM, 4 stages; else
+// one block an SM, 8 stages, the most splits (<= 8, <= SMs / tiles) whose clusters all fit at
+// once (cudaOccupancyMaxActiveClusters).
+struct Fp8SkinnyPlan {
+  int splits, stages, resident;
+};
+Fp8SkinnyPlan fp8_skinny_plan(int64_t n, int64_t k, int sm_count);
 // Whether launch_int4_to_fp8() takes w: int4 with group_size 128, no g_idx, k % 128 == 0.
 bool int4_to_fp8_supported(const QuantWeight& w);
 // q e4m3 [n, k] = q - z of each weight (exact), scales [k / 128][n] = the group scales: the same

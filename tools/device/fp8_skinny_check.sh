@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call (about 7 minutes with the build): fp8_skinny_gemm.cu, the W8A8
+# GEMM at 1-64 tokens on thread-block clusters splitting K.
+#  1. gpu_quant_linear_gpu_test (SkinnyKernelMatchesTheQuantizedProduct, SkinnyKernelReplaysInAGraph
+#     and the routing tests under the new default) and gpu_engine_quantized_gpu_test (every
+#     format's logits and greedy tokens against the CPU).
+#  2. `syv bench quant-kernels` on the Qwen3-8B shapes, fp8, 1-64 tokens: the default route, the
+#     GEMV (up to 16), the W8A16 GEMM, cuBLASLt's W8A8 GEMM, the skinny kernel, bf16.
+#  3. Model level (the 8B's bf16 weights and their `syv quantize --format fp8` copy, made
+#     meanwhile): `syv bench decode` b = 1-64 and prefill 2K, bf16, fp8 under the defaults, fp8
+#     with SYV_FP8_SKINNY_MAX_TOKENS=0 (cuBLASLt's GEMM, as before).
+# TOKENS overrides part 2's counts; SPLITS="1 2 4 8" times the skinny kernel under each cap of
+# its K splits (SPLIT_TOKENS: the counts); SKIP_MODEL=1 stops after part 2. Carry .devcarry-deps and
+# .devcarry-tok; full logs under $OUT.
+#   tools/device/fp8_skinny_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
+export SYV_SOURCE_DIR=$PWD
+B=build/gpu-carry/bin
+O=${OUT:-/tmp}
+W=/tmp/syv-quant
+CFG=tools/bench/configs/qwen3-8b
+t0=$SECONDS
+echo "== build $(date +%T)"
+timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_quant_linear_gpu_test \
+  gpu_engine_quantized_gpu_test 2>&1 | tail -2
+echo "build: $((SECONDS - t0)) s"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+mkdir -p $W
+if [[ -z ${SKIP_MODEL:-} ]]; then
+  (
+    s=$SECONDS
+    [[ -f $W/fp8/.done ]] || {
+      $B/syv demo-model --config $CFG --out $W/bf16 >$O/prep.log 2>&1 &&
+        timeout 400 $B/syv quantize --format fp8 --in $W/bf16 --out $W/fp8 >>$O/prep.log 2>&1 &&
+        touch $W/fp8/.done
+    }
+    r=$([[ -f $W/fp8/.done ]] && echo done || echo FAILED)
+    echo "prep: $((SECONDS - s)) s, $r" >>$O/prep.log
+  ) &
+fi
+echo "== quant linear tests $(date +%T)"
+timeout 200 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is|error|rror" | head -24
+timeout 300 $B/gpu_engine_quantized_gpu_test 2>&1 | tee $O/engine_quant_tests.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure" | head -8
+echo "== quant kernels, fp8 $(date +%T)"
+timeout 200 $B/syv bench quant-kernels --config $CFG --formats fp8 \
+  --tokens ${TOKENS:-1,8,9,16,24,32,48,64} --paths default,gemv,gemm,fp8-gemm,fp8-skinny,bf16 \
+  >$O/qk.log 2>&1
+# One line per shape and token count: us a call of each path (skinny: its K splits).
+grep -E "^\| fp8" $O/qk.log | awk -F'|' '{
+  k = sprintf("%-8s %4d", $3, $6); gsub(/ /, "", $7); if (!(k in line)) order[n++] = k
+  line[k] = line[k] sprintf(" %s %.1f", $7, $8)
+  if ($7 == "fp8-skinny" && match($12, /in [0-9]+ splits/))
+    line[k] = line[k] "(" substr($12, RSTART + 3, RLENGTH - 10) ")"
+} END {for (i = 0; i < n; i++) print order[i] line[order[i]]}'
+grep -iE "rror|not taken" $O/qk.log | head -5
+# SPLITS="1 2 4 8": the skinny kernel again with its K splits capped at each (SYV_FP8_SKINNY_SPLITS),
+# us a call and the clusters the GPU holds at once.
+for sp in ${SPLITS:-}; do
+  echo "-- skinny, splits <= $sp"
+  SYV_FP8_SKINNY_SPLITS=$sp timeout 100 $B/syv bench quant-kernels --config $CFG --formats fp8 \
+    --tokens ${SPLIT_TOKENS:-8,32,64} --paths fp8-skinny 2>&1 | tee -a $O/qk_splits.log |
+    grep -E "^\| fp8" | awk -F'|' '{gsub(/ +/, " ", $12); printf "%-8s %4d %6.1f %s\n", $3, $6, $8, $12}'
+done
+[[ -n ${SKIP_MODEL:-} ]] && { echo "total: $((SECONDS - t0)) s"; exit 0; }
+
+echo "== waiting for prep $(date +%T)"
+wait
+tail -1 $O/prep.log
+[[ -f $W/fp8/.done ]] || exit 1
+bench() {  # FOLDER [ENV...]
+  local f=$1
+  shift
+  echo "-- $f${*:+, $*}"
+  env "$@" timeout 120 $B/syv bench decode --config $W/$f --batch 1,16,32,64 --context 512 \
+    --steps 20 --lengths 2048 2>&1 | tee -a $O/decode.log |
+    grep -E "^\| (decode|prefill)|rror" | tail -5 | cut -d'|' -f2-9,11-12
+}
+echo "== model level $(date +%T)"
+bench bf16
+bench fp8
+bench fp8 SYV_FP8_SKINNY_MAX_TOKENS=0
+echo "total: $((SECONDS - t0)) s $(date +%T)"
