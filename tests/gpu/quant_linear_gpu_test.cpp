@@ -811,7 +811,8 @@ TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
 // the f64 product of the quantized operands, bf16 and f32 out; on weights of 4 K chunks in 4
 // splits, 8 chunks and 200 rows (a partial row tile), and 32 chunks in the most splits (8); each
 // call on the kernel, the same bits run to run (the splits summed in rank order) and within the
-// same bound of cuBLASLt's W8A8 GEMM on the same operands (T >= 8, which it takes).
+// same bound of cuBLASLt's W8A8 GEMM on the same operands (T >= 8, which it takes); the weights
+// by tensor-map loads (set_fp8_skinny_tma) give the same bits.
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
@@ -839,6 +840,11 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
       poison(out.g);
       gpu_->linear(x.g, g.w, Tensor(), out.g);
       EXPECT_EQ(down_gpu(out.g), got) << what << ": run to run";
+      poison(out.g);
+      cuda::set_fp8_skinny_tma(true);  // the weights by tensor-map loads: the same bits
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      cuda::set_fp8_skinny_tma(false);
+      EXPECT_EQ(down_gpu(out.g), got) << what << ": weights by TMA";
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       double ref = 0;
       const double rel = relative_l2_to_product(got, xq, w, T, h.n, h.k, &ref);

@@ -9,7 +9,8 @@
 #  3. Model level (the 8B's bf16 weights and their `syv quantize --format fp8` copy, made
 #     meanwhile): `syv bench decode` b = 1-64 and prefill 2K, bf16, fp8 under the defaults, fp8
 #     with SYV_FP8_SKINNY_MAX_TOKENS=0 (cuBLASLt's GEMM, as before).
-# TOKENS overrides part 2's counts; SPLITS="1 2 4 8" times the skinny kernel under each cap of
+# TMA=1: the kernel with its weights by tensor-map loads too (parts 2 and 3). TOKENS overrides
+# part 2's counts; SPLITS="1 2 4 8" times the skinny kernel under each cap of
 # its K splits (SPLIT_TOKENS: the counts); SKIP_MODEL=1 stops after part 2. Carry .devcarry-deps and
 # .devcarry-tok; full logs under $OUT.
 #   tools/device/fp8_skinny_check.sh
@@ -57,6 +58,13 @@ grep -E "^\| fp8" $O/qk.log | awk -F'|' '{
     line[k] = line[k] "(" substr($12, RSTART + 3, RLENGTH - 10) ")"
 } END {for (i = 0; i < n; i++) print order[i] line[order[i]]}'
 grep -iE "rror|not taken" $O/qk.log | head -5
+# TMA=1: the skinny kernel again with its weights by tensor-map loads (SYV_FP8_SKINNY_TMA=1).
+if [[ -n ${TMA:-} ]]; then
+  echo "-- skinny, weights by TMA"
+  SYV_FP8_SKINNY_TMA=1 timeout 100 $B/syv bench quant-kernels --config $CFG --formats fp8 \
+    --tokens ${TOKENS:-1,8,9,16,24,32,48,64} --paths fp8-skinny 2>&1 | tee $O/qk_tma.log |
+    grep -E "^\| fp8" | awk -F'|' '{printf "%-8s %4d %6.1f\n", $3, $6, $8}'
+fi
 # SPLITS="1 2 4 8": the skinny kernel again with its K splits capped at each (SYV_FP8_SKINNY_SPLITS),
 # us a call and the clusters the GPU holds at once.
 for sp in ${SPLITS:-}; do
@@ -83,4 +91,5 @@ echo "== model level $(date +%T)"
 bench bf16
 bench fp8
 bench fp8 SYV_FP8_SKINNY_MAX_TOKENS=0
+[[ -n ${TMA:-} ]] && bench fp8 SYV_FP8_SKINNY_TMA=1
 echo "total: $((SECONDS - t0)) s $(date +%T)"

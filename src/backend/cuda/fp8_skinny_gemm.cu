@@ -30,10 +30,15 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "backend/cuda/bulk_copy_ptx.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/wgmma_ptx.cuh"
+#include "core/check.h"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include <cooperative_groups.h>
@@ -136,11 +141,12 @@ __device__ __forceinline__ void store_out(TO* p, float v) {
 // out[t, n] = sum_c ws[n / 128, c] xs[c, t] sum_{k in chunk c} w[n, k] x[t, k] for t < tokens <=
 // N. x: e4m3 [>= tokens, K]; x_scales: f32 [K / 128][padded]; w: e4m3 [n, K], scales f32
 // [ceil(n / 128)][K / 128].
-template <int N, int kStages, typename TO>
+template <int N, int kStages, bool kTma, typename TO>
 __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
-    fp8_skinny_kernel(const uint8_t* __restrict__ w, const float* __restrict__ w_scales,
-                      const uint8_t* __restrict__ x, const float* __restrict__ x_scales,
-                      TO* __restrict__ out, int64_t n, int64_t k, int tokens, int64_t padded) {
+    fp8_skinny_kernel(const __grid_constant__ CUtensorMap w_map, const uint8_t* __restrict__ w,
+                      const float* __restrict__ w_scales, const uint8_t* __restrict__ x,
+                      const float* __restrict__ x_scales, TO* __restrict__ out, int64_t n,
+                      int64_t k, int tokens, int64_t padded) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
   constexpr uint32_t kStage = stage_bytes(N);
@@ -162,9 +168,28 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
   const float* ws = w_scales + tile * chunks + c_begin;
 
   // Chunk j's weight tile into its stage (rows past n: a clamped row, computed, never stored).
+  // kTma: one thread's tensor-map load (rows past n zero-filled), completing on full[stage].
+  __shared__ __align__(8) uint64_t full[kStages];
+  if constexpr (kTma) {
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < kStages; ++i) mbar_init(smem_addr(&full[i]), 1);
+      mbar_init_fence();
+    }
+    __syncthreads();
+  }
   auto load_w = [&](int j) {
     if (j >= nc) return;
     const uint32_t dst = base + (j % kStages) * kStage;
+    if constexpr (kTma) {
+      if (threadIdx.x == 0) {
+        const uint32_t bar = smem_addr(&full[j % kStages]);
+        mbar_arrive_expect_tx(bar, kWTileBytes);
+        tma_load_2d(dst, &w_map, static_cast<int>((c_begin + j) * kChunk), static_cast<int>(n0),
+                    bar);
+      }
+      return;
+    }
     const uint8_t* src = w + (c_begin + j) * kChunk;
 #pragma unroll
     for (int i = threadIdx.x; i < kRows * 8; i += kThreads) {
@@ -209,6 +234,7 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
     __syncthreads();         // everyone's; and everyone is done with chunk j - 1's stage
     load_w(j + kStages - 1);
     load_x(j + kStages - 1);
+    if constexpr (kTma) mbar_wait(smem_addr(&full[j % kStages]), (j / kStages) & 1);
     const int slot = j % kStages;
     const uint32_t sw_tile = base + slot * kStage + wg * (64 * kChunk);
     const uint32_t sx_tile = base + slot * kStage + kWTileBytes;
@@ -273,13 +299,23 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
 #endif
 }
 
-// The launch configuration of N tokens in `stages` stages, S = splits blocks a cluster (the
+// The launch configuration of n_tokens tokens in `stages` stages, `splits` blocks a cluster (the
 // cluster attribute only; the caller adds the stream and PDL).
-template <typename Kernel>
-cudaLaunchConfig_t launch_config(Kernel kernel, int n_tokens, int stages, int64_t n, int splits,
+// The kernel of N tokens in kStages stages, its shared-memory size allowed (once).
+template <int N, int kStages, bool kTma, typename TO>
+auto* kernel_of() {
+  auto* kernel = fp8_skinny_kernel<N, kStages, kTma, TO>;
+  static const bool attr = [kernel] {
+    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem_bytes(N, kStages))));
+    return true;
+  }();
+  (void)attr;
+  return kernel;
+}
+
+cudaLaunchConfig_t launch_config(int n_tokens, int stages, int64_t n, int splits,
                                  cudaLaunchAttribute (&attrs)[2]) {
-  SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem_bytes(n_tokens, stages))));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(splits), ceil_div(n, kRows));
   cfg.blockDim = dim3(kThreads);
@@ -295,32 +331,73 @@ cudaLaunchConfig_t launch_config(Kernel kernel, int n_tokens, int stages, int64_
   return cfg;
 }
 
-template <int N, int kStages, typename TO>
-void launch_n(const uint8_t* w, const float* w_scales, const uint8_t* x, const float* x_scales,
-              TO* out, int64_t n, int64_t k, int tokens, int64_t padded, int splits,
-              cudaStream_t s) {
-  auto* kernel = fp8_skinny_kernel<N, kStages, TO>;
+template <int N, int kStages, bool kTma, typename TO>
+void launch_n(const CUtensorMap& w_map, const uint8_t* w, const float* w_scales, const uint8_t* x,
+              const float* x_scales, TO* out, int64_t n, int64_t k, int tokens, int64_t padded,
+              int splits, cudaStream_t s) {
+  auto* kernel = kernel_of<N, kStages, kTma, TO>();
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg = launch_config(kernel, N, kStages, n, splits, attrs);
+  cudaLaunchConfig_t cfg = launch_config(N, kStages, n, splits, attrs);
   cfg.stream = s;
   cfg.numAttrs = pdl_enabled() ? 2 : 1;
   SYV_CUDA_CHECK(
-      cudaLaunchKernelEx(&cfg, kernel, w, w_scales, x, x_scales, out, n, k, tokens, padded));
+      cudaLaunchKernelEx(&cfg, kernel, w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded));
 }
 
-template <int kStages, typename TO>
-void launch_tokens(const uint8_t* w, const float* w_scales, const uint8_t* x, const float* x_scales,
-                   TO* out, int64_t n, int64_t k, int tokens, int64_t padded, int splits,
-                   cudaStream_t s) {
+template <int kStages, bool kTma, typename TO>
+void launch_tokens(const CUtensorMap& w_map, const uint8_t* w, const float* w_scales,
+                   const uint8_t* x, const float* x_scales, TO* out, int64_t n, int64_t k,
+                   int tokens, int64_t padded, int splits, cudaStream_t s) {
   if (tokens <= 8) {
-    launch_n<8, kStages, TO>(w, w_scales, x, x_scales, out, n, k, tokens, padded, splits, s);
+    launch_n<8, kStages, kTma, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                   splits, s);
   } else if (tokens <= 16) {
-    launch_n<16, kStages, TO>(w, w_scales, x, x_scales, out, n, k, tokens, padded, splits, s);
+    launch_n<16, kStages, kTma, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                    splits, s);
   } else if (tokens <= 32) {
-    launch_n<32, kStages, TO>(w, w_scales, x, x_scales, out, n, k, tokens, padded, splits, s);
+    launch_n<32, kStages, kTma, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                    splits, s);
   } else {
-    launch_n<64, kStages, TO>(w, w_scales, x, x_scales, out, n, k, tokens, padded, splits, s);
+    launch_n<64, kStages, kTma, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                    splits, s);
   }
+}
+
+// Whether the weights come by tensor-map loads (SYV_FP8_SKINNY_TMA=1, set_fp8_skinny_tma).
+std::atomic<int> g_tma{-1};
+bool tma_on() {
+  int v = g_tma.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env_choice("SYV_FP8_SKINNY_TMA", {"0", "1"});
+    g_tma.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+// The tensor map of fp8 weight w as the kernel's stages hold it: [n rows][k bytes], boxes of 128
+// rows x 128 bytes, 128-byte swizzle (wgmma's layout), rows past n read as zeros.
+CUtensorMap weight_map(const QuantWeight& w) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    SYV_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                    cudaEnableDefault, &found));
+    SYV_CHECK(fn != nullptr && found == cudaDriverEntryPointSuccess)
+        << "the CUDA driver has no cuTensorMapEncodeTiled";
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(w.k), static_cast<cuuint64_t>(w.n)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(w.k)};
+  const cuuint32_t box[2] = {kChunk, kRows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r =
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(w.data), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  SYV_CHECK(r == CUDA_SUCCESS) << "cuTensorMapEncodeTiled failed (" << static_cast<int>(r)
+                               << ") for an fp8 weight [" << w.n << ", " << w.k << "]";
+  return map;
 }
 
 // How many clusters of `splits` blocks of the one-block-an-SM kernel the GPU holds at once
@@ -329,10 +406,10 @@ int resident_clusters_alone(int splits) {
   static std::atomic<int> cache[kMaxSplits + 1] = {};
   int v = cache[splits].load(std::memory_order_relaxed);
   if (v > 0) return v;
-  auto* kernel = fp8_skinny_kernel<kFp8SkinnyMaxTokens, kStagesAlone, bf16>;
+  auto* kernel = kernel_of<kFp8SkinnyMaxTokens, kStagesAlone, false, bf16>();
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg =
-      launch_config(kernel, kFp8SkinnyMaxTokens, kStagesAlone, int64_t{kRows}, splits, attrs);
+      launch_config(kFp8SkinnyMaxTokens, kStagesAlone, int64_t{kRows}, splits, attrs);
   SYV_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&v, kernel, &cfg));
   v = std::max(v, 1);
   cache[splits].store(v, std::memory_order_relaxed);
@@ -359,6 +436,10 @@ Fp8SkinnyPlan fp8_skinny_plan(int64_t n, int64_t k, int sm_count) {
   return {splits, kStagesAlone, resident_clusters_alone(splits)};
 }
 
+void set_fp8_skinny_tma(bool on) {
+  g_tma.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
 bool fp8_skinny_supports(const QuantWeight& w, int64_t tokens) {
   return device_cc_major() == 9 && w.kind == QuantKind::kFp8Block && w.block_n == kRows &&
          w.block_k == kChunk && w.k % kChunk == 0 && w.scale_cols == w.k / kChunk &&
@@ -377,14 +458,20 @@ bool launch_fp8_skinny_gemm(const QuantWeight& w, const uint8_t* x, const float*
   const auto* wd = static_cast<const uint8_t*>(w.data);
   const Fp8SkinnyPlan plan = fp8_skinny_plan(w.n, w.k, sm_count);
   const int nt = static_cast<int>(tokens);
+  const bool tma = tma_on();
+  const CUtensorMap map = tma ? weight_map(w) : CUtensorMap{};
   auto run = [&](auto* o) {
     using TO = std::remove_pointer_t<decltype(o)>;
+    auto go = [&](auto stages, auto with_tma) {
+      launch_tokens<decltype(stages)::value, decltype(with_tma)::value, TO>(
+          map, wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded, plan.splits, s);
+    };
+    using Alone = std::integral_constant<int, kStagesAlone>;
+    using Shared = std::integral_constant<int, kStagesShared>;
     if (plan.stages == kStagesAlone) {
-      launch_tokens<kStagesAlone, TO>(wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded,
-                                      plan.splits, s);
+      tma ? go(Alone{}, std::true_type{}) : go(Alone{}, std::false_type{});
     } else {
-      launch_tokens<kStagesShared, TO>(wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded,
-                                       plan.splits, s);
+      tma ? go(Shared{}, std::true_type{}) : go(Shared{}, std::false_type{});
     }
   };
   if (out_t == DType::BF16) {

@@ -282,6 +282,11 @@ struct Fp8SkinnyPlan {
   int splits, stages, resident;
 };
 Fp8SkinnyPlan fp8_skinny_plan(int64_t n, int64_t k, int sm_count);
+// Whether its weight tiles come by one thread's tensor-map (TMA) loads completing on mbarriers
+// instead of every thread's cp.async: the same bytes in the same layout, so the same bits.
+// Written without a GPU (2026-12-06), not yet timed: off unless SYV_FP8_SKINNY_TMA=1 (anything
+// but 0 / 1 stops with its name) or set_fp8_skinny_tma(true).
+void set_fp8_skinny_tma(bool on);
 // Whether launch_int4_to_fp8() takes w: int4 with group_size 128, no g_idx, k % 128 == 0.
 bool int4_to_fp8_supported(const QuantWeight& w);
 // q e4m3 [n, k] = q - z of each weight (exact), scales [k / 128][n] = the group scales: the same

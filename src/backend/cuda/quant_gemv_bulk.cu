@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "backend/cuda/bulk_copy_ptx.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
@@ -52,59 +53,6 @@ struct BulkShape {
   static constexpr int kRingBytes = kStages * kStageBytes;
 };
 
-// ---- mbarriers and the bulk copy (shared::cta addresses) ---------------------------------------
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-// Before Hopper (never launched there: launch_quant_gemv_bulk refuses): no mbarrier transactions.
-__device__ __forceinline__ void mbar_init(uint32_t, uint32_t) {
-  __trap();
-}
-__device__ __forceinline__ void mbar_init_fence() {}
-__device__ __forceinline__ void mbar_arrive(uint32_t) {}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t, uint32_t) {}
-__device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) {}
-__device__ __forceinline__ void bulk_copy(uint32_t, const void*, uint32_t, uint32_t) {}
-#else
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-// Waits until the barrier's phase of parity `parity` has completed (a fresh barrier counts its
-// phase of parity 1 as completed).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global `src` to shared `dst`,
-// completing that many transaction bytes on `bar`.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
-#endif
 // The 8 consumer warps meet (the producer warp does not take part).
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerWarps * 32) : "memory");
