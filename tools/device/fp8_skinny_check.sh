@@ -9,7 +9,8 @@
 #  3. Model level (the 8B's bf16 weights and their `syv quantize --format fp8` copy, made
 #     meanwhile): `syv bench decode` b = 1-64 and prefill 2K, bf16, fp8 under the defaults, fp8
 #     with SYV_FP8_SKINNY_MAX_TOKENS=0 (cuBLASLt's GEMM, as before).
-# TMA=1: the kernel with its weights by tensor-map loads too (parts 2 and 3). TOKENS overrides
+# TMA=1: the kernel with its weights by tensor-map loads too (parts 2 and 3); NCU=1: each
+# kernel's GPU time under ncu (tools/device/ncu_kernels.sh). TOKENS overrides
 # part 2's counts; SPLITS="1 2 4 8" times the skinny kernel under each cap of
 # its K splits (SPLIT_TOKENS: the counts); SKIP_MODEL=1 stops after part 2. Carry .devcarry-deps and
 # .devcarry-tok; full logs under $OUT.
@@ -73,6 +74,16 @@ for sp in ${SPLITS:-}; do
     --tokens ${SPLIT_TOKENS:-8,32,64} --paths fp8-skinny 2>&1 | tee -a $O/qk_splits.log |
     grep -E "^\| fp8" | awk -F'|' '{gsub(/ +/, " ", $12); printf "%-8s %4d %6.1f %s\n", $3, $6, $8, $12}'
 done
+# NCU=1: the GPU time of each kernel alone (ncu), the skinny kernel (its TMA form too with TMA=1)
+# and cuBLASLt's at 8 and 64 tokens: whether the bench's us a call include host time.
+if [[ -n ${NCU:-} ]]; then
+  for tma in 0 ${TMA:+1}; do
+    echo "-- ncu, SYV_FP8_SKINNY_TMA=$tma"
+    SYV_FP8_SKINNY_TMA=$tma FILTER='fp8_skinny|nvjet|quantize_fp8' timeout 200 \
+      tools/device/ncu_kernels.sh $B/syv bench quant-kernels --config $CFG --formats fp8 \
+      --tokens 8,64 --paths fp8-skinny,fp8-gemm 2>&1 | tee -a $O/ncu.log | cut -c1-170 | head -24
+  done
+fi
 [[ -n ${SKIP_MODEL:-} ]] && { echo "total: $((SECONDS - t0)) s"; exit 0; }
 
 echo "== waiting for prep $(date +%T)"
