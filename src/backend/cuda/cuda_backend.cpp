@@ -1042,6 +1042,10 @@ class CudaBackendImpl final : public CudaBackend {
                   : "; up to " + std::to_string(quant_gemm_before_fp8_max_tokens_) +
                         " tokens the W8A16 tensor-core GEMM first for weights of at most " +
                         std::to_string(128 * (sm_count_ - 1)) + " rows")
+          << (int4 || fp8_skinny_max_tokens_ <= from
+                  ? ""
+                  : "; up to " + std::to_string(fp8_skinny_max_tokens_) +
+                        " tokens on syv's own kernel, K split over the SMs")
           << "); --quantized-activations off keeps them bf16";
     }
     ++quant_calls_.fp8_gemm;
