@@ -808,25 +808,36 @@ TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
 
 // fp8_skinny_gemm.cu (set_fp8_skinny_max_tokens), every token tile (1-8, 9-16, 17-32, 33-64
 // tokens), through linear_fp8 (the GEMVs and the W8A16 GEMM off): within check_fp8()'s bound of
-// the f64 product of the quantized operands, bf16 and f32 out; on weights of 4 K chunks in 4
-// splits, 8 chunks and 200 rows (a partial row tile), and 32 chunks in the most splits (8); each
-// call on the kernel, the same bits run to run (the splits summed in rank order) and within the
-// same bound of cuBLASLt's W8A8 GEMM on the same operands (T >= 8, which it takes); the weights
-// by tensor-map loads (set_fp8_skinny_tma) give the same bits.
+// the f64 product of the quantized operands, bf16 and f32 out; on weights whose K is split in
+// clusters (one block an SM, 8 stages: 4 chunks in 4 splits, 8 chunks of 200 rows in 8, 32 in 8,
+// and 33 row tiles of 64 chunks in a few splits of more chunks than stages, so the ring wraps)
+// and on one of more row tiles than half the SMs (unsplit, two blocks an SM, 4 stages: 8 chunks);
+// each call on the kernel, the same bits run to run (the splits summed in rank order) and with
+// the weights by tensor-map loads (set_fp8_skinny_tma), and within the same bound of cuBLASLt's
+// W8A8 GEMM on the same operands (T >= 8, which it takes).
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
   gpu_->set_quant_gemm_before_fp8_max_tokens(0);
+  const bool tma_before = cuda::fp8_skinny_tma();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   struct Shape {
     int64_t n, k;
     DType out_t;
+    std::vector<int64_t> tokens;
   };
-  for (const Shape& sh : {Shape{256, 512, DType::BF16}, Shape{200, 1024, DType::F32},
-                          Shape{384, 4096, DType::BF16}}) {
+  const std::vector<int64_t> all = {1, 7, 9, 16, 24, 33, 64};
+  const Shape shapes[] = {{256, 512, DType::BF16, all},
+                          {200, 1024, DType::F32, all},
+                          {384, 4096, DType::BF16, all},
+                          {128 * 33, 8192, DType::BF16, {9, 64}},
+                          {128 * (sms / 2 + 1), 1024, DType::BF16, {16, 64}}};
+  for (const Shape& sh : shapes) {
     const HostQuant h = random_fp8(sh.n, sh.k, 128, 128, rng_);
     OnBackend g = put(*gpu_, h);
     const std::vector<float> w = dequantized(h);
-    for (int64_t T : {1, 7, 9, 16, 24, 33, 64}) {
+    for (int64_t T : sh.tokens) {
       const std::string what = "fp8 [" + std::to_string(sh.n) + ", " + std::to_string(sh.k) +
                                "], " + std::string(dtype_name(sh.out_t)) + " out, T " +
                                std::to_string(T);
@@ -841,10 +852,11 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
       gpu_->linear(x.g, g.w, Tensor(), out.g);
       EXPECT_EQ(down_gpu(out.g), got) << what << ": run to run";
       poison(out.g);
-      cuda::set_fp8_skinny_tma(true);  // the weights by tensor-map loads: the same bits
+      cuda::set_fp8_skinny_tma(!tma_before);  // the other weight loads: the same bits
       gpu_->linear(x.g, g.w, Tensor(), out.g);
-      cuda::set_fp8_skinny_tma(false);
-      EXPECT_EQ(down_gpu(out.g), got) << what << ": weights by TMA";
+      cuda::set_fp8_skinny_tma(tma_before);
+      EXPECT_EQ(down_gpu(out.g), got)
+          << what << ": weights by " << (tma_before ? "cp.async" : "TMA");
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       double ref = 0;
       const double rel = relative_l2_to_product(got, xq, w, T, h.n, h.k, &ref);
@@ -863,16 +875,23 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
   }
 }
 
-// ... and a step of two such GEMMs at 40 tokens captured in a graph replays the same bits.
+// ... and a step of two such GEMMs at 40 tokens captured in a graph replays the same bits, the
+// weights by cp.async and by tensor-map loads.
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelReplaysInAGraph) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
   gpu_->set_fp8_skinny_max_tokens(64);  // the kernel's limit, past the default
+  const bool tma_before = cuda::fp8_skinny_tma();
   OnBackend a = put(*gpu_, random_fp8(512, 1024, 128, 128, rng_));
   OnBackend b = put(*gpu_, random_fp8(256, 512, 128, 128, rng_));
-  const uint64_t calls = gpu_->quant_path_calls().fp8_skinny;
-  expect_graph_replays(a.w, b.w, 40, "W8A8 skinny twice, T 40");
-  EXPECT_GT(gpu_->quant_path_calls().fp8_skinny, calls) << "the skinny kernel did not run";
+  for (bool tma : {false, true}) {
+    cuda::set_fp8_skinny_tma(tma);
+    const uint64_t calls = gpu_->quant_path_calls().fp8_skinny;
+    expect_graph_replays(a.w, b.w, 40,
+                         std::string("W8A8 skinny twice, T 40, TMA ") + (tma ? "on" : "off"));
+    EXPECT_GT(gpu_->quant_path_calls().fp8_skinny, calls) << "the skinny kernel did not run";
+  }
+  cuda::set_fp8_skinny_tma(tma_before);
 }
 
 // A step of two fp8 GEMMs at 96 tokens (W4A8 int4 [512, 512], then W8A8 fp8 [256, 512] on its

@@ -722,7 +722,7 @@ class CudaBackendImpl final : public CudaBackend {
     ensure_dequant(std::min(q.n * q.k * 2, dequant_row_chunk_cap_));  // linear_fp8()'s, first
     const int64_t rows = fp8_chunk_rows(T, q, out.dtype);
     if (rows < T ||
-        (!fp8_skinny_takes(rows, q, out.dtype) &&
+        (!fp8_skinny_takes(std::min(T, rows), q, out.dtype) &&
          !gemm_.fp8_runs(rows, q.n, K, out.dtype, cuda::LtGemm::Fp8WeightScales::kTile128)))
       return false;
     auto* x8 = static_cast<uint8_t*>(dequant_);  // linear_fp8()'s x8 and x_scales
@@ -938,8 +938,9 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   static int64_t aligned256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
-  // Whether linear_fp8()'s row chunks of `rows` tokens times fp8 weight q run on
-  // fp8_skinny_gemm.cu's kernel (set_fp8_skinny_max_tokens) rather than cuBLASLt's.
+  // Whether linear_fp8()'s row chunks of at most `rows` tokens (min(T, the chunk's rows)) times fp8
+  // weight q run on fp8_skinny_gemm.cu's kernel (set_fp8_skinny_max_tokens) rather than
+  // cuBLASLt's.
   bool fp8_skinny_takes(int64_t rows, const cuda::QuantWeight& q, DType out_t) const {
     return q.kind == cuda::QuantKind::kFp8Block && rows <= fp8_skinny_max_tokens_ &&
            (out_t == DType::BF16 || out_t == DType::F32) && cuda::fp8_skinny_supports(q, rows);
@@ -986,7 +987,7 @@ class CudaBackendImpl final : public CudaBackend {
     if (rows == 0) return false;
     const int64_t last = T - (T - 1) / rows * rows;
     // Every chunk then (last <= rows).
-    const bool skinny = !int4 && fp8_skinny_takes(rows, q, out.dtype);
+    const bool skinny = !int4 && fp8_skinny_takes(std::min(T, rows), q, out.dtype);
     if (!skinny && (!gemm_.fp8_runs(rows, N, K, out.dtype, kind) ||
                     (round8(last) != rows && !gemm_.fp8_runs(round8(last), N, K, out.dtype, kind))))
       return false;
@@ -1930,12 +1931,12 @@ class CudaBackendImpl final : public CudaBackend {
   void set_fp8_norm_quant(bool on) override { fp8_norm_quant_ = on; }
   void set_fp8_skinny_max_tokens(int tokens) override {
     fp8_skinny_max_tokens_ =
-        static_cast<int>(std::clamp<int64_t>(tokens, 0, cuda::kFp8SkinnyMaxTokens));
+        static_cast<int>(std::clamp<int64_t>(tokens, 0, cuda::kFp8SkinnyKernelMaxTokens));
   }
   std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k, bool int4_weights) override {
     if (tokens < 1) return "";
-    if (!int4_weights && tokens <= fp8_skinny_max_tokens_ && tokens <= cuda::kFp8SkinnyMaxTokens &&
-        sm_count_ > 0 && k % 128 == 0) {
+    if (!int4_weights && tokens <= fp8_skinny_max_tokens_ &&
+        tokens <= cuda::kFp8SkinnyKernelMaxTokens && sm_count_ > 0 && k % 128 == 0) {
       const cuda::Fp8SkinnyPlan plan = cuda::fp8_skinny_plan(n, k, sm_count_);
       return "fp8_skinny_gemm.cu, K in " + std::to_string(plan.splits) + " splits, " +
              std::to_string(plan.stages) + " stages, " + std::to_string((n + 127) / 128) +

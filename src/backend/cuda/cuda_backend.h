@@ -115,7 +115,7 @@ class CudaBackend : public Backend {
   // The W8A8 GEMM's row chunks of at most `tokens` tokens (fp8 weights of 128 x 128 tiles) run on
   // fp8_skinny_gemm.cu's kernel (clusters splitting K over the SMs, warpgroup MMA) instead of
   // cuBLASLt's (128 x 128 tiles: as many blocks as weight row tiles); 0: cuBLASLt's always (at
-  // most cuda::kFp8SkinnyMaxTokens, 64). Default kFp8SkinnyMaxTokens = 32: on an H100
+  // most cuda::kFp8SkinnyKernelMaxTokens, 64). Default kFp8SkinnyMaxTokens = 32: on an H100
   // (2026-12-06, docs/performance.md) fp8 Qwen3-8B decode steps of 16 / 32 sequences 4.887 /
   // 5.708 -> 4.806 / 5.629 ms with it (the default's own run: 4.901 / 5.674 -> 4.820 / 5.650),
   // while at 64 the step was 3% slower (6.786 -> 7.007 ms: cuBLASLt is faster there on q|k|v,

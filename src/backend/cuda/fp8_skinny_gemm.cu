@@ -28,6 +28,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include <cuda.h>
@@ -65,7 +68,7 @@ constexpr uint32_t stage_bytes(int n) {
 constexpr size_t smem_bytes(int n, int stages) {
   return size_t(stages) * stage_bytes(n) + size_t(stages) * n * 4 + 1024;
 }
-static_assert(kFp8SkinnyMaxTokens * kPartPitch * 4 <= kStagesShared * kWTileBytes,
+static_assert(kFp8SkinnyKernelMaxTokens * kPartPitch * 4 <= kStagesShared * kWTileBytes,
               "the partial tile fits in the stages");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -302,15 +305,25 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
 // The launch configuration of n_tokens tokens in `stages` stages, `splits` blocks a cluster (the
 // cluster attribute only; the caller adds the stream and PDL).
 // The kernel of N tokens in kStages stages, its shared-memory size allowed (once).
+// The current device's index (0-63; a function attribute and an occupancy are the device's).
+int current_device() {
+  int dev = 0;
+  SYV_CUDA_CHECK(cudaGetDevice(&dev));
+  SYV_CHECK(dev >= 0 && dev < 64) << "fp8 skinny GEMM: device " << dev << " (64 at most)";
+  return dev;
+}
+
+// The kernel of N tokens in kStages stages, its shared-memory size allowed (once a device).
 template <int N, int kStages, bool kTma, typename TO>
 auto* kernel_of() {
   auto* kernel = fp8_skinny_kernel<N, kStages, kTma, TO>;
-  static const bool attr = [kernel] {
+  static std::atomic<uint64_t> allowed{0};  // a bit a device
+  const uint64_t bit = uint64_t{1} << current_device();
+  if ((allowed.load(std::memory_order_relaxed) & bit) == 0) {
     SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem_bytes(N, kStages))));
-    return true;
-  }();
-  (void)attr;
+    allowed.fetch_or(bit, std::memory_order_relaxed);
+  }
   return kernel;
 }
 
@@ -376,7 +389,7 @@ bool tma_on() {
 
 // The tensor map of fp8 weight w as the kernel's stages hold it: [n rows][k bytes], boxes of 128
 // rows x 128 bytes, 128-byte swizzle (wgmma's layout), rows past n read as zeros.
-CUtensorMap weight_map(const QuantWeight& w) {
+CUtensorMap encode_weight_map(const QuantWeight& w) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -400,19 +413,33 @@ CUtensorMap weight_map(const QuantWeight& w) {
   return map;
 }
 
+// encode_weight_map(w), encoded once a weight (by device, data, n and k).
+CUtensorMap weight_map(const QuantWeight& w) {
+  using Key = std::tuple<int, const void*, int64_t, int64_t>;
+  static std::mutex mu;
+  static std::map<Key, CUtensorMap> maps;
+  const Key key{current_device(), w.data, w.n, w.k};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = maps.find(key);
+  if (it == maps.end()) it = maps.emplace(key, encode_weight_map(w)).first;
+  return it->second;
+}
+
 // How many clusters of `splits` blocks of the one-block-an-SM kernel the GPU holds at once
-// (cudaOccupancyMaxActiveClusters: a cluster's blocks share one GPC), read once a split count.
+// (cudaOccupancyMaxActiveClusters: a cluster's blocks share one GPC), read once a device and
+// split count.
 int resident_clusters_alone(int splits) {
-  static std::atomic<int> cache[kMaxSplits + 1] = {};
-  int v = cache[splits].load(std::memory_order_relaxed);
+  static std::atomic<int> cache[64][kMaxSplits + 1] = {};  // [device][splits], 0: not read yet
+  std::atomic<int>& slot = cache[current_device()][splits];
+  int v = slot.load(std::memory_order_relaxed);
   if (v > 0) return v;
-  auto* kernel = kernel_of<kFp8SkinnyMaxTokens, kStagesAlone, false, bf16>();
+  auto* kernel = kernel_of<kFp8SkinnyKernelMaxTokens, kStagesAlone, false, bf16>();
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg =
-      launch_config(kFp8SkinnyMaxTokens, kStagesAlone, int64_t{kRows}, splits, attrs);
+      launch_config(kFp8SkinnyKernelMaxTokens, kStagesAlone, int64_t{kRows}, splits, attrs);
   SYV_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&v, kernel, &cfg));
   v = std::max(v, 1);
-  cache[splits].store(v, std::memory_order_relaxed);
+  slot.store(v, std::memory_order_relaxed);
   return v;
 }
 
@@ -439,11 +466,14 @@ Fp8SkinnyPlan fp8_skinny_plan(int64_t n, int64_t k, int sm_count) {
 void set_fp8_skinny_tma(bool on) {
   g_tma.store(on ? 1 : 0, std::memory_order_relaxed);
 }
+bool fp8_skinny_tma() {
+  return tma_on();
+}
 
 bool fp8_skinny_supports(const QuantWeight& w, int64_t tokens) {
   return device_cc_major() == 9 && w.kind == QuantKind::kFp8Block && w.block_n == kRows &&
          w.block_k == kChunk && w.k % kChunk == 0 && w.scale_cols == w.k / kChunk &&
-         w.perm == nullptr && tokens >= 1 && tokens <= kFp8SkinnyMaxTokens &&
+         w.perm == nullptr && tokens >= 1 && tokens <= kFp8SkinnyKernelMaxTokens &&
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 

@@ -265,10 +265,11 @@ void launch_quantize_fp8_groups(const void* x, uint8_t* q, float* scales, int64_
                                 int64_t padded, int64_t k, cudaStream_t s);
 // fp8_skinny_gemm.cu: the W8A8 product of launch_quantize_fp8_groups' operands (x e4m3 [>= tokens,
 // k], x_scales [k / 128][padded]) and fp8 weight w of 128 x 128 scale tiles, out bf16 or f32
-// [tokens, n], at 1 to kFp8SkinnyMaxTokens tokens: thread-block clusters split K and sum in a
+// [tokens, n], at 1 to kFp8SkinnyKernelMaxTokens tokens: thread-block clusters split K and sum in a
 // fixed order (deterministic for a given shape). Compute capability 9.x only. Returns false
-// (launching nothing) where fp8_skinny_supports() says no or x is not 16-byte aligned.
-constexpr int64_t kFp8SkinnyMaxTokens = 64;
+// (launching nothing) where fp8_skinny_supports() says no or x is not 16-byte aligned. Its kernels
+// are sm_90a code: a build's SYV_CUDA_ARCHS must name 90a (the default and the release list do).
+constexpr int64_t kFp8SkinnyKernelMaxTokens = 64;
 bool fp8_skinny_supports(const QuantWeight& w, int64_t tokens);
 bool launch_fp8_skinny_gemm(const QuantWeight& w, const uint8_t* x, const float* x_scales,
                             int64_t padded, void* out, DType out_t, int64_t tokens, int sm_count,
@@ -287,6 +288,7 @@ Fp8SkinnyPlan fp8_skinny_plan(int64_t n, int64_t k, int sm_count);
 // Written without a GPU (2026-12-06), not yet timed: off unless SYV_FP8_SKINNY_TMA=1 (anything
 // but 0 / 1 stops with its name) or set_fp8_skinny_tma(true).
 void set_fp8_skinny_tma(bool on);
+bool fp8_skinny_tma();
 // Whether launch_int4_to_fp8() takes w: int4 with group_size 128, no g_idx, k % 128 == 0.
 bool int4_to_fp8_supported(const QuantWeight& w);
 // q e4m3 [n, k] = q - z of each weight (exact), scales [k / 128][n] = the group scales: the same
