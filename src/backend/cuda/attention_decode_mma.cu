@@ -840,16 +840,11 @@ __global__ void __launch_bounds__(kThreads,
   }
 }
 
-// The instance's kernel with its shared memory allowed (once per process and instance).
+// The instance's kernel with its shared memory allowed (on the current device).
 template <int D, DType KT, bool kWide, bool kKeyRows>
 auto configured_kernel() {
   constexpr auto kernel = decode_mma_kernel<D, KT, kWide, kKeyRows>;
-  static const bool configured = [] {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        smem_bytes<D, KT>()));
-    return true;
-  }();
-  (void)configured;
+  allow_dynamic_smem(kernel, smem_bytes<D, KT>());
   return kernel;
 }
 

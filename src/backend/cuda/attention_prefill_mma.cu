@@ -267,12 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <int D, DType KT>
 void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   constexpr int smem = mma_smem_bytes<D>();
-  static bool configured = false;  // per template instance; set once per process
-  if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(mma128_kernel<D, KT>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    configured = true;
-  }
+  allow_dynamic_smem(mma128_kernel<D, KT>, smem);
   launch_k(mma128_kernel<D, KT>, dim3(static_cast<unsigned>(num_tiles) * a.hq), kThreads, smem, s,
            a, tiles);
 }

@@ -352,12 +352,7 @@ template <int D>
 void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   constexpr int smem = wgmma_smem_bytes<D>();
   static_assert(smem <= 227 * 1024, "shared memory per block");
-  static bool configured = false;  // per template instance; set once per process
-  if (!configured) {
-    SYV_CUDA_CHECK(
-        cudaFuncSetAttribute(wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    configured = true;
-  }
+  allow_dynamic_smem(wgmma_kernel<D>, smem);
   launch_k(wgmma_kernel<D>, dim3(static_cast<unsigned>(num_tiles) * a.hq), kThreads,
            static_cast<size_t>(smem), s, a, tiles);
 }

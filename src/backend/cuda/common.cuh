@@ -142,6 +142,15 @@ bool pdl_enabled();
 // environment caps it at N KiB (a larger GPU then runs a smaller one's fallbacks: tests). Defined
 // in elementwise.cu.
 size_t device_smem_optin();
+// Lets `kernel` take up to `bytes` of dynamic shared memory on the current device. The attribute
+// (cudaFuncAttributeMaxDynamicSharedMemorySize) is a device's, so it is set once a device and
+// kernel, and raised where a launch asks for more: a process driving several GPUs (tensor
+// parallel ranks) sets it on each. Defined in elementwise.cu.
+void allow_dynamic_smem(const void* kernel, size_t bytes);
+template <typename... KArgs>
+void allow_dynamic_smem(void (*kernel)(KArgs...), size_t bytes) {
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
+}
 // The current device's multiprocessors and compute capability major (read once per device).
 // Defined in elementwise.cu.
 int device_sm_count();

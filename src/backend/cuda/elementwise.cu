@@ -3,7 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -182,6 +185,19 @@ int cached_attribute(std::atomic<int> (&cache)[64], cudaDeviceAttr attr, int (*a
 }
 std::atomic<int> g_smem_optin[64], g_sm_count[64], g_cc_major[64];  // value-initialised: 0
 }  // namespace
+
+void allow_dynamic_smem(const void* kernel, size_t bytes) {
+  int dev = 0;
+  SYV_CUDA_CHECK(cudaGetDevice(&dev));
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, size_t> allowed;  // (device, kernel) -> bytes
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& now = allowed[{dev, kernel}];
+  if (bytes <= now) return;
+  SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(bytes)));
+  now = bytes;
+}
 
 size_t device_smem_optin() {
   // SYV_SMEM_LIMIT_KIB: a lower limit, so that a large GPU runs the fallbacks of a smaller one

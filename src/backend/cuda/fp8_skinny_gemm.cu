@@ -313,17 +313,11 @@ int current_device() {
   return dev;
 }
 
-// The kernel of N tokens in kStages stages, its shared-memory size allowed (once a device).
+// The kernel of N tokens in kStages stages, its shared-memory size allowed (on this device).
 template <int N, int kStages, bool kTma, typename TO>
 auto* kernel_of() {
   auto* kernel = fp8_skinny_kernel<N, kStages, kTma, TO>;
-  static std::atomic<uint64_t> allowed{0};  // a bit a device
-  const uint64_t bit = uint64_t{1} << current_device();
-  if ((allowed.load(std::memory_order_relaxed) & bit) == 0) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem_bytes(N, kStages))));
-    allowed.fetch_or(bit, std::memory_order_relaxed);
-  }
+  allow_dynamic_smem(kernel, smem_bytes(N, kStages));
   return kernel;
 }
 

@@ -233,12 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GdnArgs a) {
 
 template <typename TX, typename TS>
 void launch_typed(const GdnArgs& a, cudaStream_t s) {
-  static bool configured = false;  // per template instance; set once per process
-  if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunked_kernel<TX, TS>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    configured = true;
-  }
+  allow_dynamic_smem(gdn_chunked_kernel<TX, TS>, kSmemBytes);
   const int64_t blocks = int64_t{a.num_seqs} * a.hv * ceil_div(a.dv, kBV);
   launch_k(gdn_chunked_kernel<TX, TS>, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s, a);
 }

@@ -490,16 +490,13 @@ bool wu_by_columns() {
 
 template <typename TX, typename TS>
 void launch_typed(const GdnArgs& a, int64_t chunk_bound, void* scratch, cudaStream_t s) {
-  static const bool configured = [] {
-    configure(gdn_wu_kernel<TX, false, false>, kWuSmemBytes);
-    configure(gdn_wu_kernel<TX, true, false>, kWuSmemBytes);
-    configure(gdn_wu_kernel<TX, false, true>, kWuSmemBytes);
-    configure(gdn_wu_kernel<TX, true, true>, kWuSmemBytes);
-    configure(gdn_state_cores_kernel<TX, TS>, kCoresStateSmemBytes);
-    configure(gdn_output_kernel<TX>, kOutSmemBytes);
-    return true;
-  }();
-  (void)configured;
+  // (on the current device: a no-op past its first launch there)
+  configure(gdn_wu_kernel<TX, false, false>, kWuSmemBytes);
+  configure(gdn_wu_kernel<TX, true, false>, kWuSmemBytes);
+  configure(gdn_wu_kernel<TX, false, true>, kWuSmemBytes);
+  configure(gdn_wu_kernel<TX, true, true>, kWuSmemBytes);
+  configure(gdn_state_cores_kernel<TX, TS>, kCoresStateSmemBytes);
+  configure(gdn_output_kernel<TX>, kOutSmemBytes);
   const unsigned mask = mma_mask();
   const bool walk_mma = (mask & kGdnMmaWalk) != 0, narrow = a.dv <= kDK;
   const bool wu_mma = (mask & kGdnMmaWu) != 0 && narrow;

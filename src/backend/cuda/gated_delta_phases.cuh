@@ -195,11 +195,10 @@ __device__ __forceinline__ bool walk_target(const GdnArgs& a, WalkTarget<TS>& w)
   return true;
 }
 
-// Lets `kernel` take `smem` bytes of dynamic shared memory.
+// Lets `kernel` take `smem` bytes of dynamic shared memory (on the current device).
 template <typename K>
 void configure(K* kernel, size_t smem) {
-  SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
 }
 
 // Where every phase fits: gated_delta_chunked.cu's kernel (150,016 bytes) does

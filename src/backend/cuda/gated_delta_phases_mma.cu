@@ -441,33 +441,21 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_mma_kernel(GdnArgs a, 
 template <typename TX>
 void launch_wu_mma(const GdnArgs& a, const PhaseScratch& p, dim3 grid, bool fragments,
                    cudaStream_t s) {
-  static const bool configured = [] {
-    configure(gdn_wu_mma_kernel<TX, false>, kWuMmaSmemBytes);
-    configure(gdn_wu_mma_kernel<TX, true>, kWuMmaSmemBytes);
-    return true;
-  }();
-  (void)configured;
+  configure(gdn_wu_mma_kernel<TX, false>, kWuMmaSmemBytes);
+  configure(gdn_wu_mma_kernel<TX, true>, kWuMmaSmemBytes);
   launch_k(fragments ? gdn_wu_mma_kernel<TX, true> : gdn_wu_mma_kernel<TX, false>, grid, kThreads,
            kWuMmaSmemBytes, s, a, p);
 }
 
 template <typename TX, typename TS>
 void launch_walk_mma(const GdnArgs& a, const PhaseScratch& p, unsigned blocks, cudaStream_t s) {
-  static const bool configured = [] {
-    configure(gdn_state_mma_kernel<TX, TS>, kStateSmemBytes);
-    return true;
-  }();
-  (void)configured;
+  configure(gdn_state_mma_kernel<TX, TS>, kStateSmemBytes);
   launch_k(gdn_state_mma_kernel<TX, TS>, blocks, kThreads, kStateSmemBytes, s, a, p);
 }
 
 template <typename TX>
 void launch_output_mma(const GdnArgs& a, const PhaseScratch& p, dim3 grid, cudaStream_t s) {
-  static const bool configured = [] {
-    configure(gdn_output_mma_kernel<TX>, kOutMmaSmemBytes);
-    return true;
-  }();
-  (void)configured;
+  configure(gdn_output_mma_kernel<TX>, kOutMmaSmemBytes);
   launch_k(gdn_output_mma_kernel<TX>, grid, kThreads, kOutMmaSmemBytes, s, a, p);
 }
 

@@ -114,12 +114,7 @@ void launch_tile(const bf16* x, const bf16* w, TO* out, int64_t T, int64_t N, in
                  cudaStream_t s) {
   using L = Tile<BM, BN, BK, WM, WN, STAGES>;
   auto kernel = gemm_invariant_kernel<BM, BN, BK, WM, WN, STAGES, TO>;
-  static bool configured = false;  // per template instance
-  if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(L::kSmem)));
-    configured = true;
-  }
+  allow_dynamic_smem(kernel, L::kSmem);
   // Pairs of adjacent outputs are stored together when every row starts 8-byte aligned.
   const bool pairs = N % 2 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
   const dim3 grid(ceil_div(T, BM), ceil_div(N, BN));

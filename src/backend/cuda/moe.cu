@@ -423,12 +423,7 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool kGateUp>
 void launch_gemm(const GemmArgs& a, int64_t tiles, cudaStream_t s) {
   using L = Tile<BM, BN, BK, WM, WN, STAGES>;
   auto kernel = moe_gemm_kernel<BM, BN, BK, WM, WN, STAGES, kGateUp>;
-  static bool configured = false;  // per template instance
-  if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(L::kSmem)));
-    configured = true;
-  }
+  allow_dynamic_smem(kernel, L::kSmem);
   const unsigned n_tiles = ceil_div(a.N, BN);
   GemmArgs g = a;
   g.n_fastest = moe_grid_n_fastest() && tiles <= 65535 ? 1 : 0;  // (gridDim.y's limit)
@@ -560,13 +555,7 @@ void launch_moe_topk(const float* logits, int64_t tokens, int64_t experts, int t
                      bool renormalize, int32_t* ids, float* weights, cudaStream_t s) {
   if (tokens == 0) return;
   const size_t smem = kTopkWarps * static_cast<size_t>(experts) * sizeof(float);
-  static bool configured = false;
-  if (!configured) {
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(moe_topk_kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kTopkWarps * kMoeMaxExperts * 4)));
-    configured = true;
-  }
+  allow_dynamic_smem(moe_topk_kernel, kTopkWarps * kMoeMaxExperts * 4);
   launch_k(moe_topk_kernel, dim3(ceil_div(tokens, kTopkWarps)), dim3(kTopkWarps * 32), smem, s,
            logits, tokens, static_cast<int>(experts), top_k, renormalize, ids, weights);
 }

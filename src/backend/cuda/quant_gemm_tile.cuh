@@ -49,16 +49,12 @@ constexpr size_t qgemm_smem_bytes() {
 }
 
 // Kernel (a kernel of the tile: kQGemmWarps warps, qgemm_smem_bytes<FMT, NT>() of dynamic
-// shared memory) allowed that much shared memory, once; returns the size.
+// shared memory) allowed that much shared memory on the current device; returns the size.
 template <auto Kernel, int FMT, int NT>
 size_t qgemm_allow_smem() {
-  static const size_t smem = [] {
-    constexpr size_t bytes = qgemm_smem_bytes<FMT, NT>();
-    SYV_CUDA_CHECK(
-        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    return bytes;
-  }();
-  return smem;
+  constexpr size_t bytes = qgemm_smem_bytes<FMT, NT>();
+  allow_dynamic_smem(Kernel, bytes);
+  return bytes;
 }
 // Launches Kernel, a kernel of the tile, with its one argument.
 template <auto Kernel, int FMT, int NT, typename Args>

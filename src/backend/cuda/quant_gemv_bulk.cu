@@ -241,16 +241,15 @@ bool launch_typed(const QuantWeight& w, const bf16* x, TO* out, void* gate_up, c
   auto* kernel = quant_gemv_bulk_kernel<FMT, TO, SILU>;
   // The dynamic shared memory a block may have: the opt-in limit less the kernel's static part
   // (its barriers and partial sums), which the attribute must leave room for.
-  static const size_t max_dynamic = [kernel] {
+  static const size_t static_bytes = [kernel] {
     cudaFuncAttributes fa{};
     SYV_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
-    const size_t optin = device_smem_optin();
-    const size_t dynamic = optin > fa.sharedSizeBytes ? optin - fa.sharedSizeBytes : 0;
-    SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(dynamic)));
-    return dynamic;
+    return fa.sharedSizeBytes;
   }();
+  const size_t optin = device_smem_optin();
+  const size_t max_dynamic = optin > static_bytes ? optin - static_bytes : 0;
   if (smem > max_dynamic) return false;
+  allow_dynamic_smem(kernel, max_dynamic);
   // Resident blocks a multiprocessor holds at this K's staging (two by the launch bounds; one
   // where the activations make the block too large for two), cached per shared-memory size.
   static std::atomic<int64_t> cached{0};  // smem << 8 | blocks per SM

@@ -247,12 +247,7 @@ void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gat
   auto* kernel = quant_gemv_mma_kernel<FMT, TO, NT, XS, SILU, DEEP>;
   size_t smem = 0;
   if constexpr (XS) {
-    static const bool attr = [kernel] {
-      SYV_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kXsMaxBytes));
-      return true;
-    }();
-    (void)attr;
+    allow_dynamic_smem(kernel, kXsMaxBytes);
     smem = static_cast<size_t>(nt) * (w.k / 2 + 8) * 4;
   }
   const unsigned grid = SILU ? ceil_div(w.n / 2, kMmaRows / 2) : ceil_div(w.n, kMmaRows);
