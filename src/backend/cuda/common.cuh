@@ -144,8 +144,10 @@ bool pdl_enabled();
 size_t device_smem_optin();
 // Lets `kernel` take up to `bytes` of dynamic shared memory on the current device. The attribute
 // (cudaFuncAttributeMaxDynamicSharedMemorySize) is a device's, so it is set once a device and
-// kernel, and raised where a launch asks for more: a process driving several GPUs (tensor
-// parallel ranks) sets it on each. Defined in elementwise.cu.
+// kernel (and thread: no lock on the launch path), and raised where a launch asks for more: a
+// process driving several GPUs (tensor parallel ranks) sets it on each. Callers pass one value a
+// kernel and device (two threads setting different values could lower it). Defined in
+// elementwise.cu.
 void allow_dynamic_smem(const void* kernel, size_t bytes);
 template <typename... KArgs>
 void allow_dynamic_smem(void (*kernel)(KArgs...), size_t bytes) {

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -189,9 +188,9 @@ std::atomic<int> g_smem_optin[64], g_sm_count[64], g_cc_major[64];  // value-ini
 void allow_dynamic_smem(const void* kernel, size_t bytes) {
   int dev = 0;
   SYV_CUDA_CHECK(cudaGetDevice(&dev));
-  static std::mutex mu;
-  static std::map<std::pair<int, const void*>, size_t> allowed;  // (device, kernel) -> bytes
-  std::lock_guard<std::mutex> lock(mu);
+  // Per thread (no lock on the launch path): a second thread's first launch sets the attribute
+  // again, to the same value.
+  thread_local std::map<std::pair<int, const void*>, size_t> allowed;  // (device, kernel) -> bytes
   size_t& now = allowed[{dev, kernel}];
   if (bytes <= now) return;
   SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
