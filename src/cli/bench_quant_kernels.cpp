@@ -89,9 +89,8 @@ int run(const Options& o) {
   for (const std::string& p : o.paths)
     if (std::find(all_paths.begin(), all_paths.end(), p) == all_paths.end())
       return fail(
-          "--paths: expected default, gemv, gemm, dequant, dequant-vec, fp8-gemm, fp8-skinny or "
-          "bf16, "
-          "found " +
+          "--paths: expected default, gemv, gemm, dequant, dequant-vec, fp8-gemm, "
+          "fp8-skinny or bf16, found " +
           p);
   auto wanted = [&o](const char* path) {
     return o.paths.empty() || std::find(o.paths.begin(), o.paths.end(), path) != o.paths.end();
@@ -162,7 +161,8 @@ int run(const Options& o) {
           gpu->set_fp8_skinny_max_tokens(skinny     ? 1 << 20
                                          : defaults ? CudaBackend::kFp8SkinnyMaxTokens
                                                     : 0);
-          // The fp8 GEMM's rows end with cuBLASLt's algorithm, in words.
+          // The fp8 GEMM's rows end with its algorithm in words (cuBLASLt's, or the skinny
+          // kernel's plan).
           const std::string algorithm =
               v.acts == QA::kFp8
                   ? gpu->fp8_gemm_algorithm(tokens, sh.n, sh.k, format == WeightFormat::kInt4Group)
@@ -174,13 +174,14 @@ int run(const Options& o) {
           };
           const CudaBackend::QuantPathCalls before = gpu->quant_path_calls();
           std::vector<float> ms = gpu->time_ms(step, 3, 20);
-          // A GEMM the shape does not take falls back to the dequantize path: not timed as it.
+          // A path the shape or token count does not take falls back to another (the dequantize
+          // path, or cuBLASLt past the skinny kernel's 64 tokens): not timed as it.
           const CudaBackend::QuantPathCalls after = gpu->quant_path_calls();
           if ((!defaults && v.gemm_max > 0 && after.gemm == before.gemm) ||
               (v.acts == QA::kFp8 && after.fp8_gemm == before.fp8_gemm) ||
               (skinny && after.fp8_skinny == before.fp8_skinny)) {
-            std::printf("| %-6s | %-8s | T %d | %s: not taken (the dequantize path ran) |\n",
-                        f.c_str(), sh.name, tokens, v.name);
+            std::printf("| %-6s | %-8s | T %d | %s: not taken (another path ran) |\n", f.c_str(),
+                        sh.name, tokens, v.name);
             continue;
           }
           std::sort(ms.begin(), ms.end());

@@ -24,23 +24,14 @@ B=build/gpu-carry/bin
 O=${OUT:-/tmp}
 W=/tmp/syv-quant
 CFG=tools/bench/configs/qwen3-8b
+source tools/device/fp8_folders.sh
 t0=$SECONDS
 echo "== build $(date +%T)"
 timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_quant_linear_gpu_test \
   gpu_engine_quantized_gpu_test gpu_cuda_ops_test 2>&1 | tail -2
 echo "build: $((SECONDS - t0)) s"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-mkdir -p $W
-(
-  s=$SECONDS
-  [[ -f $W/fp8/.done ]] || {
-    $B/syv demo-model --config $CFG --out $W/bf16 >$O/prep.log 2>&1 &&
-      timeout 400 $B/syv quantize --format fp8 --in $W/bf16 --out $W/fp8 >>$O/prep.log 2>&1 &&
-      touch $W/fp8/.done
-  }
-  r=$([[ -f $W/fp8/.done ]] && echo done || echo FAILED)
-  echo "prep: $((SECONDS - s)) s, $r" >>$O/prep.log
-) &
+fp8_folders_start
 echo "== quant linear tests $(date +%T)"
 timeout 150 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
   grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is|splitk" | head -12
@@ -65,22 +56,12 @@ grep -E "^\| fp8" $O/qk.log | awk -F'|' '{
 } END {for (i = 0; i < n; i++) print order[i] line[order[i]]}' | sed 's/fp8-gemm//g'
 
 echo "== waiting for prep $(date +%T)"
-wait
-tail -2 $O/prep.log
-[[ -f $W/fp8/.done ]] || exit 1
-bench() {  # FOLDER [ENV...]
-  local f=$1
-  shift
-  echo "-- $f${*:+, $*}"
-  env "$@" timeout 120 $B/syv bench decode --config $W/$f --batch 1,16,32,64 --context 512 \
-    --steps 20 --lengths 2048 2>&1 | tee -a $O/decode.log |
-    grep -E "^\| (decode|prefill)|rror" | tail -5 | cut -d'|' -f2-9,11-12
-}
+fp8_folders_wait || exit 1
 echo "== model level $(date +%T)"
-bench bf16
-bench fp8
-[[ -n ${OLD:-} ]] && bench fp8 SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0
-bench fp8 SYV_FP8_NORM_QUANT=0
+fp8_bench bf16
+fp8_bench fp8
+[[ -n ${OLD:-} ]] && fp8_bench fp8 SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0
+fp8_bench fp8 SYV_FP8_NORM_QUANT=0
 if [[ -n ${PROFILE:-} ]]; then  # where a step's time goes, kernel by kernel (ncu, eager)
   for f in fp8 bf16; do
     echo "== kernel profile, $f, b = $PROFILE $(date +%T)"

@@ -17,14 +17,6 @@ namespace {
 
 constexpr int kBM = 128, kBN = 128, kThreads = 256;
 
-// Byte offset of 16-byte chunk c (8 bf16 along the head dim) of row r in an R-row buffer stored as
-// [D / 64 panels][R rows][128 bytes], 16-byte chunks XOR-swizzled by (row % 8): the canonical
-// 128B-swizzle layout of wgmma operands (K-major for Q and K, MN-major for V).
-template <int R>
-__device__ __forceinline__ uint32_t sw128(int r, int c) {
-  return static_cast<uint32_t>((c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // m64nNk16, fp32 accumulators d[N / 2] (per thread: rows lane / 4 and + 8 of its warp's 16,
 // columns 8 j + 2 (lane % 4) + {0, 1}). _ss: A and B descriptors (both K-major); _rs_tb: A from

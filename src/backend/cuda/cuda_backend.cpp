@@ -1935,12 +1935,13 @@ class CudaBackendImpl final : public CudaBackend {
   }
   std::string fp8_gemm_algorithm(int64_t tokens, int64_t n, int64_t k, bool int4_weights) override {
     if (tokens < 1) return "";
-    if (!int4_weights && tokens <= fp8_skinny_max_tokens_ &&
-        tokens <= cuda::kFp8SkinnyKernelMaxTokens && sm_count_ > 0 && k % 128 == 0) {
+    if (!int4_weights && tokens <= fp8_skinny_max_tokens_ && k % 128 == 0) {
       const cuda::Fp8SkinnyPlan plan = cuda::fp8_skinny_plan(n, k, sm_count_);
       return "fp8_skinny_gemm.cu, K in " + std::to_string(plan.splits) + " splits, " +
-             std::to_string(plan.stages) + " stages, " + std::to_string((n + 127) / 128) +
-             " clusters, " + std::to_string(plan.resident) + " resident";
+             std::to_string(plan.stages) + " stages" +
+             (plan.resident > 0 ? ", " + std::to_string((n + 127) / 128) + " clusters, " +
+                                      std::to_string(plan.resident) + " resident"
+                                : "");
     }
     return gemm_.fp8_algorithm((tokens + 7) / 8 * 8, n, k, DType::BF16,
                                int4_weights ? cuda::LtGemm::Fp8WeightScales::kRow128

@@ -3,9 +3,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <string>
-#include <utility>
+#include <unordered_map>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -190,8 +189,9 @@ void allow_dynamic_smem(const void* kernel, size_t bytes) {
   SYV_CUDA_CHECK(cudaGetDevice(&dev));
   // Per thread (no lock on the launch path): a second thread's first launch sets the attribute
   // again, to the same value.
-  thread_local std::map<std::pair<int, const void*>, size_t> allowed;  // (device, kernel) -> bytes
-  size_t& now = allowed[{dev, kernel}];
+  // Key: the kernel's host address (below 2^56) with the device in the top byte.
+  thread_local std::unordered_map<uint64_t, size_t> allowed;
+  size_t& now = allowed[reinterpret_cast<uintptr_t>(kernel) | static_cast<uint64_t>(dev) << 56];
   if (bytes <= now) return;
   SYV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)));

@@ -72,10 +72,6 @@ static_assert(kFp8SkinnyKernelMaxTokens * kPartPitch * 4 <= kStagesShared * kWTi
               "the partial tile fits in the stages");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Byte offset of 16-byte piece c (< 8) of row r in a K-major 128-byte-swizzled tile.
-__device__ __forceinline__ uint32_t swizzled(int r, int c) {
-  return static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
-}
 // d (m64nNk32, e4m3 A and B from shared memory, both K-major; f32 accumulators) = A B, plus d
 // where scale_d != 0.
 template <int N>
@@ -197,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
 #pragma unroll
     for (int i = threadIdx.x; i < kRows * 8; i += kThreads) {
       const int r = i >> 3, c = i & 7;
-      cp_async16_s(dst + swizzled(r, c), src + min(n0 + r, n - 1) * k + c * 16, true);
+      cp_async16_s(dst + sw128<kRows>(r, c), src + min(n0 + r, n - 1) * k + c * 16, true);
     }
   };
   // Chunk j's activations and their scales (tokens past `tokens`: zero), then the commit: one
@@ -210,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
       for (int i = threadIdx.x; i < N * 8; i += kThreads) {
         const int r = i >> 3, p = i & 7;
         const bool valid = r < tokens;
-        cp_async16_s(dst + swizzled(r, p), x + (valid ? r * k + c * kChunk + p * 16 : 0), valid);
+        cp_async16_s(dst + sw128<N>(r, p), x + (valid ? r * k + c * kChunk + p * 16 : 0), valid);
       }
       if (threadIdx.x < N) {
         const bool valid = static_cast<int>(threadIdx.x) < tokens;
@@ -447,7 +443,7 @@ Fp8SkinnyPlan fp8_skinny_plan(int64_t n, int64_t k, int sm_count) {
   }();
   const int64_t tiles = (n + kRows - 1) / kRows, chunks = std::max<int64_t>(k / kChunk, 1);
   // Row tiles for more than half the SMs: no split, two blocks an SM.
-  if (2 * tiles > sm_count) return {1, kStagesShared, static_cast<int>(tiles)};
+  if (2 * tiles > sm_count) return {1, kStagesShared, 0};
   // Else one block an SM with the deeper ring, K split in as many ranges as the SMs allow and the
   // GPU holds in one wave.
   int splits = static_cast<int>(

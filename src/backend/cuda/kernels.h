@@ -275,7 +275,8 @@ bool launch_fp8_skinny_gemm(const QuantWeight& w, const uint8_t* x, const float*
                             int64_t padded, void* out, DType out_t, int64_t tokens, int sm_count,
                             cudaStream_t s);
 // How launch_fp8_skinny_gemm runs an [n, k] weight: K in `splits` ranges (the cluster size) and
-// the ring's stages; `resident`: the clusters the GPU holds at once (benchmarks print it).
+// the ring's stages; `resident`: the clusters the GPU holds at once where the K range is split
+// (benchmarks print it; 0 unsplit, where it was not asked).
 // Weights of more 128-row tiles than half the SMs: no split, two blocks an SM, 4 stages; else
 // one block an SM, 8 stages, the most splits (<= 8, <= SMs / tiles) whose clusters all fit at
 // once (cudaOccupancyMaxActiveClusters).

@@ -8,6 +8,14 @@
 
 namespace syv::cuda {
 
+// Byte offset of 16-byte chunk c of row r in an R-row buffer stored as [panels][R rows][128
+// bytes] (chunk c in panel c / 8), 16-byte chunks XOR-swizzled by (row % 8): the canonical
+// 128B-swizzle layout of wgmma operands (K-major, or MN-major as prefill attention's V).
+template <int R>
+__device__ __forceinline__ uint32_t sw128(int r, int c) {
+  return static_cast<uint32_t>((c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4),
 // 128-byte swizzle (layout type 1 in bits 62-63). Buffers are 1024-byte aligned (base offset 0).
 __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
