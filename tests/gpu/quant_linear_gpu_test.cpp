@@ -721,8 +721,10 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsKeepTheGemvUpToEightTokens) {
 
 // Past the GEMV's share and up to kQuantGemmBeforeFp8MaxTokens tokens, fp8 weights whose 128-row
 // tiles are fewer than the SMs take the W8A16 tensor-core GEMM (bf16 activations: the CPU's
-// product within check()'s bounds), not the fp8 GEMM; past that, the fp8 GEMM. (The default
-// limits, whatever the SYV_* variables of an A/B run say.)
+// product within check()'s bounds) where the fp8 GEMM would be cuBLASLt's, not the fp8 GEMM;
+// past that, the fp8 GEMM. Where syv's own fp8 kernel takes those steps (Hopper, up to
+// kFp8SkinnyMaxTokens), the fp8 GEMM throughout. (The default limits, whatever the SYV_*
+// variables of an A/B run say.)
 TEST_F(QuantLinearFp8Gemm, Fp8WeightsOfFewRowTilesTakeTheGemmFirst) {
   const HostQuant h = random_fp8(256, 512, 128, 128, rng_);
   gpu_->set_quant_gemm_max_tokens(CudaBackend::kQuantGemmMaxTokens);
@@ -730,19 +732,29 @@ TEST_F(QuantLinearFp8Gemm, Fp8WeightsOfFewRowTilesTakeTheGemmFirst) {
   gpu_->set_fp8_gemv_max_tokens(CudaBackend::kFp8GemvMaxTokens);
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kAuto).ok());
   OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
-  for (int64_t T : {int64_t{CudaBackend::kFp8GemvMaxTokens + 1},
-                    int64_t{CudaBackend::kQuantGemmBeforeFp8MaxTokens},
-                    int64_t{CudaBackend::kQuantGemmBeforeFp8MaxTokens + 1}}) {
-    Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
-    Pair out = make_out({T, h.n}, DType::F32);
-    const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
-    cpu_->linear(x.c, c.w, Tensor(), out.c);
-    gpu_->linear(x.g, g.w, Tensor(), out.g);
-    const bool gemm = T <= CudaBackend::kQuantGemmBeforeFp8MaxTokens;
-    EXPECT_EQ(gpu_->quant_path_calls().gemm, before.gemm + (gemm ? 1 : 0)) << "T " << T;
-    EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm + (gemm ? 0 : 1)) << "T " << T;
-    if (gemm) expect_close(out, 3e-5, "fp8 weights, W8A16 GEMM, T " + std::to_string(T));
+  int major = 0;  // syv's own fp8 kernel: compute capability 9 (this weight's layout it takes)
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  for (int skinny : {0, int{CudaBackend::kFp8SkinnyMaxTokens}}) {
+    gpu_->set_fp8_skinny_max_tokens(skinny);
+    for (int64_t T : {int64_t{CudaBackend::kFp8GemvMaxTokens + 1},
+                      int64_t{CudaBackend::kQuantGemmBeforeFp8MaxTokens},
+                      int64_t{CudaBackend::kQuantGemmBeforeFp8MaxTokens + 1}}) {
+      const std::string what =
+          "T " + std::to_string(T) + ", skinny up to " + std::to_string(skinny);
+      Pair x = make(random_vec(static_cast<size_t>(T * h.k), rng_), {T, h.k});
+      Pair out = make_out({T, h.n}, DType::F32);
+      const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
+      cpu_->linear(x.c, c.w, Tensor(), out.c);
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      const bool own = T <= skinny && major == 9;
+      const bool gemm = T <= CudaBackend::kQuantGemmBeforeFp8MaxTokens && !own;
+      EXPECT_EQ(gpu_->quant_path_calls().gemm, before.gemm + (gemm ? 1 : 0)) << what;
+      EXPECT_EQ(gpu_->quant_path_calls().fp8_gemm, before.fp8_gemm + (gemm ? 0 : 1)) << what;
+      EXPECT_EQ(gpu_->quant_path_calls().fp8_skinny, before.fp8_skinny + (own ? 1 : 0)) << what;
+      if (gemm) expect_close(out, 3e-5, "fp8 weights, W8A16 GEMM, " + what);
+    }
   }
+  gpu_->set_fp8_skinny_max_tokens(CudaBackend::kFp8SkinnyMaxTokens);
 }
 
 // ... and a weight of as many 128-row tiles as the SMs takes the fp8 GEMM there (its bound:
@@ -812,14 +824,15 @@ TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
 // clusters (one block an SM, 8 stages: 4 chunks in 4 splits, 8 chunks of 200 rows in 8, 32 in 8,
 // and 33 row tiles of 64 chunks in a few splits of more chunks than stages, so the ring wraps)
 // and on one of more row tiles than half the SMs (unsplit, two blocks an SM, 4 stages: 8 chunks);
-// each call on the kernel, the same bits run to run (the splits summed in rank order) and with
-// the weights by tensor-map loads (set_fp8_skinny_tma), and within the same bound of cuBLASLt's
-// W8A8 GEMM on the same operands (T >= 8, which it takes).
+// each call on the kernel, the same bits run to run (the splits summed in rank order), with the
+// weights by the other loads (set_fp8_skinny_tma: tensor-map or cp.async) and with the pipelined
+// multiply (set_fp8_skinny_pipe), and within the same bound of cuBLASLt's W8A8 GEMM on the same
+// operands (T >= 8, which it takes).
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
   gpu_->set_quant_gemm_before_fp8_max_tokens(0);
-  const bool tma_before = cuda::fp8_skinny_tma();
+  const bool tma_before = cuda::fp8_skinny_tma(), pipe_before = cuda::fp8_skinny_pipe();
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   struct Shape {
@@ -857,6 +870,13 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
       cuda::set_fp8_skinny_tma(tma_before);
       EXPECT_EQ(down_gpu(out.g), got)
           << what << ": weights by " << (tma_before ? "cp.async" : "TMA");
+      poison(out.g);
+      cuda::set_fp8_skinny_tma(true);  // the pipelined multiply (tensor-map loads): the same bits
+      cuda::set_fp8_skinny_pipe(!pipe_before);
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      cuda::set_fp8_skinny_pipe(pipe_before);
+      cuda::set_fp8_skinny_tma(tma_before);
+      EXPECT_EQ(down_gpu(out.g), got) << what << ": pipelined " << (pipe_before ? "off" : "on");
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       double ref = 0;
       const double rel = relative_l2_to_product(got, xq, w, T, h.n, h.k, &ref);
@@ -876,22 +896,24 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
 }
 
 // ... and a step of two such GEMMs at 40 tokens captured in a graph replays the same bits, the
-// weights by cp.async and by tensor-map loads.
+// weights by cp.async and by tensor-map loads, the latter with the pipelined multiply too.
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelReplaysInAGraph) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
   gpu_->set_fp8_skinny_max_tokens(64);  // the kernel's limit, past the default
-  const bool tma_before = cuda::fp8_skinny_tma();
+  const bool tma_before = cuda::fp8_skinny_tma(), pipe_before = cuda::fp8_skinny_pipe();
   OnBackend a = put(*gpu_, random_fp8(512, 1024, 128, 128, rng_));
   OnBackend b = put(*gpu_, random_fp8(256, 512, 128, 128, rng_));
-  for (bool tma : {false, true}) {
-    cuda::set_fp8_skinny_tma(tma);
+  for (int mode : {0, 1, 2}) {  // cp.async; TMA; TMA, pipelined
+    cuda::set_fp8_skinny_tma(mode > 0);
+    cuda::set_fp8_skinny_pipe(mode == 2);
     const uint64_t calls = gpu_->quant_path_calls().fp8_skinny;
-    expect_graph_replays(a.w, b.w, 40,
-                         std::string("W8A8 skinny twice, T 40, TMA ") + (tma ? "on" : "off"));
+    const char* names[] = {"cp.async", "TMA", "TMA, pipelined"};
+    expect_graph_replays(a.w, b.w, 40, std::string("W8A8 skinny twice, T 40, ") + names[mode]);
     EXPECT_GT(gpu_->quant_path_calls().fp8_skinny, calls) << "the skinny kernel did not run";
   }
   cuda::set_fp8_skinny_tma(tma_before);
+  cuda::set_fp8_skinny_pipe(pipe_before);
 }
 
 // A step of two fp8 GEMMs at 96 tokens (W4A8 int4 [512, 512], then W8A8 fp8 [256, 512] on its

@@ -3,7 +3,8 @@
 #   fp8_folders_start  makes $W/bf16 (`syv demo-model --config $CFG`) and its `syv quantize
 #                      --format fp8` copy $W/fp8 in the background (once; log $O/prep.log)
 #   fp8_folders_wait   waits for it; false where it failed
-#   fp8_bench FOLDER [ENV...]  `syv bench decode` on $W/FOLDER, b = 1-64 at context 512 and a 2K
+#   fp8_bench FOLDER [ENV...]  `syv bench decode` on $W/FOLDER, b = 1-64 (or BATCHES) at context
+#                      512 and a 2K
 #                      prefill, under the given environment (log $O/decode.log)
 fp8_folders_start() {
   mkdir -p "$W"
@@ -27,7 +28,7 @@ fp8_bench() {
   local f=$1
   shift
   echo "-- $f${*:+, $*}"
-  env "$@" timeout 120 $B/syv bench decode --config "$W/$f" --batch 1,16,32,64 --context 512 \
-    --steps 20 --lengths 2048 2>&1 | tee -a "$O/decode.log" |
-    grep -E "^\| (decode|prefill)|rror" | tail -5 | cut -d'|' -f2-9,11-12
+  env "$@" timeout 120 $B/syv bench decode --config "$W/$f" --batch "${BATCHES:-1,16,32,64}" \
+    --context 512 --steps 20 --lengths 2048 2>&1 | tee -a "$O/decode.log" |
+    grep -E "^\| (decode|prefill)|rror" | tail -12 | cut -d'|' -f2-9,11-12
 }

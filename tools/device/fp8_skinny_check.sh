@@ -8,12 +8,16 @@
 #     GEMV (up to 16), the W8A16 GEMM, cuBLASLt's W8A8 GEMM, the skinny kernel, bf16.
 #  3. Model level (the 8B's bf16 weights and their `syv quantize --format fp8` copy, made
 #     meanwhile): `syv bench decode` b = 1-64 and prefill 2K, bf16, fp8 under the defaults, fp8
-#     with SYV_FP8_SKINNY_MAX_TOKENS=0 (cuBLASLt's GEMM, as before).
-# TMA=1: the kernel with its weights by tensor-map loads too (parts 2 and 3); NCU=1: each
-# kernel's GPU time under ncu (tools/device/ncu_kernels.sh). TOKENS overrides
+#     with SYV_FP8_SKINNY_MAX_TOKENS=0 (cuBLASLt's GEMM, as before), fp8 under each variant.
+# VARIANTS="A=1 B=0 ...": the skinny kernel again under each environment assignment (parts 2
+# and 3; e.g. SYV_FP8_SKINNY_TMA=0, SYV_FP8_SKINNY_PIPE=1; "A=1,B=1" sets both at once); NCU=1:
+# each kernel's GPU time under ncu (tools/device/ncu_kernels.sh); STALL=1: ncu's throughput,
+# memory and warp-state sections for one launch each of the skinny kernel on gate_up at 64 tokens
+# and o_proj at 8 (the default and each variant; reports under $OUT). TOKENS overrides
 # part 2's counts; SPLITS="1 2 4 8" times the skinny kernel under each cap of
-# its K splits (SPLIT_TOKENS: the counts); SKIP_MODEL=1 stops after part 2. Carry .devcarry-deps and
-# .devcarry-tok; full logs under $OUT.
+# its K splits (SPLIT_TOKENS: the counts); SKIP_MODEL=1 stops after part 2; MODEL_VARIANTS: part
+# 3's variants instead of VARIANTS (e.g. "SYV_FP8_SKINNY_PIPE=1,SYV_FP8_SKINNY_MAX_TOKENS=64").
+# Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
 #   tools/device/fp8_skinny_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -48,13 +52,13 @@ grep -E "^\| fp8" $O/qk.log | awk -F'|' '{
     line[k] = line[k] "(" substr($12, RSTART + 3, RLENGTH - 10) ")"
 } END {for (i = 0; i < n; i++) print order[i] line[order[i]]}'
 grep -iE "rror|not taken" $O/qk.log | head -5
-# TMA=1: the skinny kernel again with its weights by tensor-map loads (SYV_FP8_SKINNY_TMA=1).
-if [[ -n ${TMA:-} ]]; then
-  echo "-- skinny, weights by TMA"
-  SYV_FP8_SKINNY_TMA=1 timeout 100 $B/syv bench quant-kernels --config $CFG --formats fp8 \
-    --tokens ${TOKENS:-1,8,9,16,24,32,48,64} --paths fp8-skinny 2>&1 | tee $O/qk_tma.log |
-    grep -E "^\| fp8" | awk -F'|' '{printf "%-8s %4d %6.1f\n", $3, $6, $8}'
-fi
+# VARIANTS: the skinny kernel again under each environment.
+for v in ${VARIANTS:-}; do
+  echo "-- skinny, $v"
+  env ${v//,/ } timeout 100 $B/syv bench quant-kernels --config $CFG --formats fp8 \
+    --tokens ${TOKENS:-1,8,9,16,24,32,48,64} --paths fp8-skinny 2>&1 | tee -a $O/qk_variants.log |
+    grep -E "^\| fp8" | awk -F'|' '{printf "%-8s %4d %6.1f\n", $3, $6, $8}' | paste - - - - | column -t
+done
 # SPLITS="1 2 4 8": the skinny kernel again with its K splits capped at each (SYV_FP8_SKINNY_SPLITS),
 # us a call and the clusters the GPU holds at once.
 for sp in ${SPLITS:-}; do
@@ -63,14 +67,34 @@ for sp in ${SPLITS:-}; do
     --tokens ${SPLIT_TOKENS:-8,32,64} --paths fp8-skinny 2>&1 | tee -a $O/qk_splits.log |
     grep -E "^\| fp8" | awk -F'|' '{gsub(/ +/, " ", $12); printf "%-8s %4d %6.1f %s\n", $3, $6, $8, $12}'
 done
-# NCU=1: the GPU time of each kernel alone (ncu), the skinny kernel (its TMA form too with TMA=1)
-# and cuBLASLt's at 8 and 64 tokens: whether the bench's us a call include host time.
+# NCU=1: the GPU time of each kernel alone (ncu), the skinny kernel (under each variant too) and
+# cuBLASLt's at 8 and 64 tokens: whether the bench's us a call include host time.
 if [[ -n ${NCU:-} ]]; then
-  for tma in 0 ${TMA:+1}; do
-    echo "-- ncu, SYV_FP8_SKINNY_TMA=$tma"
-    SYV_FP8_SKINNY_TMA=$tma FILTER='fp8_skinny|nvjet|quantize_fp8' timeout 200 \
+  for v in DEFAULT=1 ${VARIANTS:-}; do
+    echo "-- ncu, $v"
+    env ${v//,/ } FILTER='fp8_skinny|nvjet|quantize_fp8' timeout 200 \
       tools/device/ncu_kernels.sh $B/syv bench quant-kernels --config $CFG --formats fp8 \
       --tokens 8,64 --paths fp8-skinny,fp8-gemm 2>&1 | tee -a $O/ncu.log | cut -c1-170 | head -24
+  done
+fi
+# STALL=1: one launch each under ncu's sections (the bench's launches come 184 a projection in
+# the order q|k|v, o_proj, gate_up, down: gate_up's first is 368, o_proj's 184).
+if [[ -n ${STALL:-} ]]; then
+  NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for v in DEFAULT=1 ${VARIANTS:-}; do
+    for case in "64 368 gate_up" "8 184 o_proj"; do
+      set -- $case
+      f=$O/stall_${3}_${1}_${v//[=,]/_}.txt
+      env ${v//,/ } timeout 120 "$NCUB" --kernel-name regex:fp8_skinny --launch-skip $2 \
+        --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+        $B/syv bench quant-kernels --config $CFG --formats fp8 --tokens $1 --paths fp8-skinny \
+        >"$f" 2>&1
+      echo "-- stall, $3 at $1 tokens, $v"
+      grep -E "^ +(Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Issued Warp Per Scheduler|No Eligible|Active Warps Per Scheduler|Eligible Warps Per Scheduler|Warp Cycles Per Issued Instruction|Registers Per Thread|Achieved Occupancy|Mem Busy|Max Bandwidth) " \
+        "$f" | awk '{$1=$1; print}' | paste - - - | head -8
+      grep -E "Stall|stall" "$f" | grep -oE "(On average|about) [^.]*\." | head -3
+    done
   done
 fi
 [[ -n ${SKIP_MODEL:-} ]] && { echo "total: $((SECONDS - t0)) s"; exit 0; }
@@ -81,5 +105,5 @@ echo "== model level $(date +%T)"
 fp8_bench bf16
 fp8_bench fp8
 fp8_bench fp8 SYV_FP8_SKINNY_MAX_TOKENS=0
-[[ -n ${TMA:-} ]] && fp8_bench fp8 SYV_FP8_SKINNY_TMA=1
+for v in ${MODEL_VARIANTS:-${VARIANTS:-}}; do fp8_bench fp8 ${v//,/ }; done
 echo "total: $((SECONDS - t0)) s $(date +%T)"

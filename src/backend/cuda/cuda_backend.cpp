@@ -717,7 +717,7 @@ class CudaBackendImpl final : public CudaBackend {
     const cuda::QuantWeight q = quant_weight(w);
     const int64_t T = rows_of(x), K = w.k;
     const bool fp8_first = (!takes_quant_gemv(T, normed) || fp8_gemm_before_gemv(T, normed, q)) &&
-                           !quant_gemm_before_fp8(T, q) && fp8_gemm_takes(normed, q);
+                           !quant_gemm_before_fp8(T, q, out.dtype) && fp8_gemm_takes(normed, q);
     if (!fp8_first) return false;
     ensure_dequant(std::min(q.n * q.k * 2, dequant_row_chunk_cap_));  // linear_fp8()'s, first
     const int64_t rows = fp8_chunk_rows(T, q, out.dtype);
@@ -764,11 +764,12 @@ class CudaBackendImpl final : public CudaBackend {
     return q.kind == cuda::QuantKind::kFp8Block && T > fp8_gemv_max_tokens_ && fp8_gemm_takes(x, q);
   }
   // Whether fp8 weight q takes the tensor-core GEMM before the fp8 GEMM at T tokens
-  // (kQuantGemmBeforeFp8MaxTokens): past the GEMV's share, where the fp8 GEMM's 128-row weight
-  // tiles are fewer than the SMs.
-  bool quant_gemm_before_fp8(int64_t T, const cuda::QuantWeight& q) const {
+  // (kQuantGemmBeforeFp8MaxTokens): past the GEMV's share, where the fp8 GEMM would be cuBLASLt's
+  // (not syv's own kernel, fp8_skinny_takes) and its 128-row weight tiles are fewer than the SMs.
+  bool quant_gemm_before_fp8(int64_t T, const cuda::QuantWeight& q, DType out_t) const {
     return q.kind == cuda::QuantKind::kFp8Block && T > fp8_gemv_max_tokens_ &&
-           T <= quant_gemm_before_fp8_max_tokens_ && (q.n + 127) / 128 < sm_count_;
+           T <= quant_gemm_before_fp8_max_tokens_ && (q.n + 127) / 128 < sm_count_ &&
+           !fp8_skinny_takes(T, q, out_t);
   }
   // linear_fp8()'s conditions on x and q, all but the scratch room and the cuBLASLt heuristic.
   bool fp8_gemm_takes(const Tensor& x, const cuda::QuantWeight& q) const {
@@ -846,7 +847,7 @@ class CudaBackendImpl final : public CudaBackend {
     // there than W4A8; for fp8 weights where quant_gemm_before_fp8() says so.
     const bool gemm_first =
         (q.kind == cuda::QuantKind::kInt4Group && T <= kQuantGemmBeforeW4A8MaxTokens) ||
-        quant_gemm_before_fp8(T, q);
+        quant_gemm_before_fp8(T, q, out.dtype);
     bool done = false;
     // fp8 weights past the GEMVs' share: the tensor-core GEMM first where gemm_first says so,
     // then the fp8 GEMM, then (both refusing) the GEMV below.

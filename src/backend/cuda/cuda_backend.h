@@ -96,12 +96,14 @@ class CudaBackend : public Backend {
   virtual void set_fp8_gemv_max_tokens(int tokens) = 0;
   static constexpr int kFp8GemvMaxTokens = 8;
   // fp8 weights past the GEMV's share and up to this many tokens take the tensor-core GEMM
-  // (W8A16, quant_gemm_mma.cu) before the fp8 GEMM where that GEMM's 128-row weight tiles are
-  // fewer than the SMs (ceil(N / 128) < SM count: q|k|v, o_proj and down of the Qwen3-8B shape,
-  // not gate_up). On an H100 (2026-12-06, docs/performance.md) at 9-16 tokens cuBLASLt's W8A8
-  // took 16.7-23.7 us on o_proj and q|k|v against 11.6-16.2 for the W8A16 GEMM. Default
-  // kQuantGemmBeforeFp8MaxTokens; SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS sets the initial one
-  // (0: the fp8 GEMM first, as before 2026-12-06).
+  // (W8A16, quant_gemm_mma.cu) before the fp8 GEMM where that GEMM would be cuBLASLt's and its
+  // 128-row weight tiles are fewer than the SMs (ceil(N / 128) < SM count: q|k|v, o_proj and down
+  // of the Qwen3-8B shape, not gate_up). On an H100 (2026-12-06, docs/performance.md) at 9-16
+  // tokens cuBLASLt's W8A8 took 16.7-23.7 us on o_proj and q|k|v against 11.6-16.2 for the W8A16
+  // GEMM. Where syv's own fp8 kernel takes the step (kFp8SkinnyMaxTokens, Hopper) the fp8 GEMM
+  // stays first: fp8 steps of 12 / 16 sequences 1.2% / 2.5% faster so (H100, 2026-12-06 11:20).
+  // Default kQuantGemmBeforeFp8MaxTokens; SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS sets the initial
+  // one (0: the fp8 GEMM first, as before 2026-12-06).
   virtual void set_quant_gemm_before_fp8_max_tokens(int tokens) = 0;
   static constexpr int kQuantGemmBeforeFp8MaxTokens = 16;
   // Whether an add + RMSNorm before an fp8 weight's W8A8 GEMM (add_rmsnorm_linear and its SiLU

@@ -8,23 +8,25 @@
 // 128), the S blocks of one row tile a thread-block cluster that splits K in S near-equal ranges
 // of 128-column chunks and sums its partial tiles through distributed shared memory in rank
 // order (the same sum whatever order the blocks finish in: deterministic). Each chunk's weight
-// tile (128 rows x 128 bytes) and activations (the tokens' 128 bytes) come through a cp.async
-// ring of shared-memory stages in wgmma's 128-byte-swizzled K-major layout; the block's two
-// warpgroups (64 rows each) multiply on Hopper's warpgroup MMA with the tokens as N (swap AB:
-// m64nNk32, e4m3 in, f32 out). A chunk's four k steps accumulate unscaled; the chunk's
-// weight-tile scale times each token's group scale then folds them into the f32 accumulators.
-// fp8_skinny_plan() picks S and the ring's depth (kernels.h).
+// tile (128 rows x 128 bytes) comes by one thread's tensor-map load completing on the stage's
+// mbarrier (or, SYV_FP8_SKINNY_TMA=0, every thread's cp.async), its activations (the tokens' 128
+// bytes) by cp.async, into a ring of shared-memory stages in wgmma's 128-byte-swizzled K-major
+// layout; the block's two warpgroups (64 rows each) multiply on Hopper's warpgroup MMA with the
+// tokens as N (swap AB: m64nNk32, e4m3 in, f32 out). A chunk's four k steps accumulate unscaled;
+// the chunk's weight-tile scale times each token's group scale then folds them into the f32
+// sums, while the next chunk's wgmmas run (two sets of products; SYV_FP8_SKINNY_PIPE=0 waits
+// for each chunk's instead). fp8_skinny_plan() picks S and the ring's depth (kernels.h).
 //
-// Measured on an H100 (2026-12-06, docs/cuda-backend-notes.md "Run 25"), us a call on the
-// Qwen3-8B shapes at 8 / 16 / 32 / 64 tokens against cuBLASLt's W8A8 GEMM: o_proj 13.8 / 13.8 /
-// 14.8 / 16.6 against 17.0-17.2, gate_up 40.8 / 41.0 / 43.0 / 47.1 against 42.5-44.0, q|k|v
-// 16.7 / 16.6 / 17.9 / 20.8 against 17.4-17.9, down 26.8 / 27.4 / 30.3 / 33.4 against 26.8-29.3:
-// faster up to 32 tokens but on down, slower at 64 but on o_proj; still well under the copy rate
-// on the split weights (o_proj at 8 tokens: 1.2 TB/s). Tried first and replaced: mma.sync
-// m16n8k32 e4m3 streaming weights through registers (1.5-2.3x slower than cuBLASLt at 24-64
-// tokens, each 8-token tile adding ~3 us on q|k|v: far below the tensor cores' fp8 rate; not
-// profiled, the SASS not read), and this kernel with two blocks an SM and 4 stages on every
-// weight (clusters of 5-8 blocks did not all fit at once: two waves).
+// Measured on an H100 (2026-12-06 11:12, docs/cuda-backend-notes.md "Run 26"), us a call on the
+// Qwen3-8B shapes at 8 / 16 / 32 / 64 tokens against cuBLASLt's W8A8 GEMM: o_proj 13.3 / 12.9 /
+// 14.1 / 16.1 against 16.8-17.6, gate_up 39.2 / 40.6 / 41.9 / 47.6 against 43.0-45.4, q|k|v
+// 14.9 / 15.0 / 16.2 / 19.4 against 17.0-17.3, down 23.8 / 24.6 / 26.2 / 30.7 against 26.7-33.9
+// (the cp.async form without the pipelining: 5-12% slower). Still under the copy rate: gate_up
+// at 64 tokens reads DRAM at 61% of its peak (ncu), o_proj at 8 at 34%. Tried first and
+// replaced: mma.sync m16n8k32 e4m3 streaming weights through registers (1.5-2.3x slower than
+// cuBLASLt at 24-64 tokens, each 8-token tile adding ~3 us on q|k|v: far below the tensor cores'
+// fp8 rate; not profiled, the SASS not read), and this kernel with two blocks an SM and 4
+// stages on every weight (clusters of 5-8 blocks did not all fit at once: two waves).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -139,8 +141,9 @@ __device__ __forceinline__ void store_out(TO* p, float v) {
 
 // out[t, n] = sum_c ws[n / 128, c] xs[c, t] sum_{k in chunk c} w[n, k] x[t, k] for t < tokens <=
 // N. x: e4m3 [>= tokens, K]; x_scales: f32 [K / 128][padded]; w: e4m3 [n, K], scales f32
-// [ceil(n / 128)][K / 128].
-template <int N, int kStages, bool kTma, typename TO>
+// [ceil(n / 128)][K / 128]. kLoad: the weight tiles by every thread's cp.async (0) or one
+// thread's tensor-map load (1), and (2) that with the pipelined multiply (two sets of products).
+template <int N, int kStages, int kLoad, typename TO>
 __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
     fp8_skinny_kernel(const __grid_constant__ CUtensorMap w_map, const uint8_t* __restrict__ w,
                       const float* __restrict__ w_scales, const uint8_t* __restrict__ x,
@@ -148,6 +151,7 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
                       int64_t k, int tokens, int64_t padded) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
+  constexpr bool kTma = kLoad >= 1, kPipe = kLoad == 2;
   constexpr uint32_t kStage = stage_bytes(N);
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -167,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
   const float* ws = w_scales + tile * chunks + c_begin;
 
   // Chunk j's weight tile into its stage (rows past n: a clamped row, computed, never stored).
-  // kTma: one thread's tensor-map load (rows past n zero-filled), completing on full[stage].
+  // With kTma: one thread's tensor-map load (rows past n zero-filled), completing on full[stage].
   __shared__ __align__(8) uint64_t full[kStages];
   if constexpr (kTma) {
     if (threadIdx.x == 0) {
@@ -217,46 +221,89 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
     cp_commit();
   };
 
+  // Chunks whose copies are in flight ahead of the one multiplied: all but one stage, or with the
+  // pipelined multiply all but two (chunk j - 1's wgmmas may still read their stage while chunk
+  // j's are issued).
+  constexpr int kAhead = kPipe ? kStages - 2 : kStages - 1;
+  static_assert(kAhead >= 1, "a stage in flight at least");
 #pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) load_w(j);  // weights: before the wait (immutable)
+  for (int j = 0; j < kAhead; ++j) load_w(j);  // weights: before the wait (immutable)
   pdl_wait();  // x and x_scales are the previous kernel's; out may still be read
   pdl_trigger();
 #pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) load_x(j);
+  for (int j = 0; j < kAhead; ++j) load_x(j);
 
-  float acc[N / 2], part[N / 2];
+  float acc[N / 2];
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) acc[i] = part[i] = 0.f;
-  for (int j = 0; j < nc; ++j) {
-    cp_wait<kStages - 2>();  // this thread's copies of chunk j have landed
-    fence_proxy_async();     // ... and are visible to the tensor cores
-    __syncthreads();         // everyone's; and everyone is done with chunk j - 1's stage
-    load_w(j + kStages - 1);
-    load_x(j + kStages - 1);
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+  // Chunk j's unscaled products into p: its four wgmmas issued and committed as one group, not
+  // waited for; chunk j + kAhead's copies issued into the stage everyone is done with.
+  auto multiply = [&](int j, float(&p)[N / 2]) {
+    cp_wait<kAhead - 1>();  // this thread's copies of chunk j have landed
+    fence_proxy_async();    // ... and are visible to the tensor cores
+    __syncthreads();        // everyone's; and everyone is done with the stage refilled below
+    load_w(j + kAhead);
+    load_x(j + kAhead);
     if constexpr (kTma) mbar_wait(smem_addr(&full[j % kStages]), (j / kStages) & 1);
     const int slot = j % kStages;
     const uint32_t sw_tile = base + slot * kStage + wg * (64 * kChunk);
     const uint32_t sx_tile = base + slot * kStage + kWTileBytes;
-    fence_regs(part);
+    fence_regs(p);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kChunk / 32; ++kk)
-      wgmma_e4m3<N>(part, desc(sw_tile + kk * 32, 16, 1024), desc(sx_tile + kk * 32, 16, 1024),
+      wgmma_e4m3<N>(p, desc(sw_tile + kk * 32, 16, 1024), desc(sx_tile + kk * 32, 16, 1024),
                     kk > 0 ? 1 : 0);
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(part);
-    // part[4 q + e]: rows g (e < 2) and g + 8 of the warp's 16, tokens 8 q + 2 t + (e & 1).
+  };
+  // Chunk j's products (their wgmmas completed) times the chunk's weight-tile scale and each
+  // token's group scale, into acc; chunk by chunk in order whatever the pipelining: the same bits.
+  // p[4 q + e]: rows g (e < 2) and g + 8 of the warp's 16, tokens 8 q + 2 t + (e & 1).
+  auto fold = [&](int j, float(&p)[N / 2]) {
+    fence_regs(p);
     const float sw = __ldg(ws + j);
-    const float* sx = xsc + slot * N + 2 * t;
+    const float* sx = xsc + (j % kStages) * N + 2 * t;
 #pragma unroll
     for (int q = 0; q < N / 8; ++q) {
       const float2 s = *reinterpret_cast<const float2*>(sx + 8 * q);
       const float s0 = sw * s.x, s1 = sw * s.y;
-      acc[4 * q] = fmaf(part[4 * q], s0, acc[4 * q]);
-      acc[4 * q + 1] = fmaf(part[4 * q + 1], s1, acc[4 * q + 1]);
-      acc[4 * q + 2] = fmaf(part[4 * q + 2], s0, acc[4 * q + 2]);
-      acc[4 * q + 3] = fmaf(part[4 * q + 3], s1, acc[4 * q + 3]);
+      acc[4 * q] = fmaf(p[4 * q], s0, acc[4 * q]);
+      acc[4 * q + 1] = fmaf(p[4 * q + 1], s1, acc[4 * q + 1]);
+      acc[4 * q + 2] = fmaf(p[4 * q + 2], s0, acc[4 * q + 2]);
+      acc[4 * q + 3] = fmaf(p[4 * q + 3], s1, acc[4 * q + 3]);
+    }
+  };
+  if constexpr (kPipe) {
+    // Two sets of products: chunk j's wgmmas run while chunk j - 1's are folded. No branch between
+    // a wgmma and its wait (ptxas would serialize the wgmmas where a path leaves one in flight
+    // into registers it cannot prove free). nc >= 1 (the plan splits K into at most its chunks).
+    float p0[N / 2], p1[N / 2];
+    multiply(0, p0);
+    int j = 1;
+    for (; j + 1 < nc; j += 2) {  // here chunk j - 1 is in flight in p0
+      multiply(j, p1);
+      wgmma_wait<1>();
+      fold(j - 1, p0);
+      multiply(j + 1, p0);
+      wgmma_wait<1>();
+      fold(j, p1);
+    }
+    if (j < nc) {  // an even count: the last chunk
+      multiply(j, p1);
+      wgmma_wait<1>();
+      fold(j - 1, p0);
+      wgmma_wait<0>();
+      fold(j, p1);
+    } else {
+      wgmma_wait<0>();
+      fold(j - 1, p0);
+    }
+  } else {
+    float part[N / 2];
+    for (int j = 0; j < nc; ++j) {
+      multiply(j, part);
+      wgmma_wait<0>();
+      fold(j, part);
     }
   }
 
@@ -274,17 +321,27 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
   cluster.sync();
   const int items = N * (kRows / 4);
   const int i_end = items * (rank + 1) / splits;
+  const float* rank_tile[kMaxSplits];
+#pragma unroll
+  for (int p = 0; p < kMaxSplits; ++p)
+    rank_tile[p] = p < splits ? cluster.map_shared_rank(tile_sum, p) : tile_sum;
   for (int i = items * rank / splits + threadIdx.x; i < i_end; i += kThreads) {
     const int tok = i / (kRows / 4), r4 = (i % (kRows / 4)) * 4;
     if (tok >= tokens) continue;
+    // Every rank's share read first (independent loads), then added in rank order.
+    float4 v[kMaxSplits];
+#pragma unroll
+    for (int p = 0; p < kMaxSplits; ++p)
+      if (p < splits) v[p] = *reinterpret_cast<const float4*>(rank_tile[p] + tok * kPartPitch + r4);
     float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int p = 0; p < splits; ++p) {
-      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_sum, p) +
-                                                        tok * kPartPitch + r4);
-      sum.x += v.x;
-      sum.y += v.y;
-      sum.z += v.z;
-      sum.w += v.w;
+#pragma unroll
+    for (int p = 0; p < kMaxSplits; ++p) {
+      if (p < splits) {
+        sum.x += v[p].x;
+        sum.y += v[p].y;
+        sum.z += v[p].z;
+        sum.w += v[p].w;
+      }
     }
     const float s[4] = {sum.x, sum.y, sum.z, sum.w};
     TO* o = out + tok * n + n0 + r4;
@@ -310,9 +367,9 @@ int current_device() {
 }
 
 // The kernel of N tokens in kStages stages, its shared-memory size allowed (on this device).
-template <int N, int kStages, bool kTma, typename TO>
+template <int N, int kStages, int kLoad, typename TO>
 auto* kernel_of() {
-  auto* kernel = fp8_skinny_kernel<N, kStages, kTma, TO>;
+  auto* kernel = fp8_skinny_kernel<N, kStages, kLoad, TO>;
   allow_dynamic_smem(kernel, smem_bytes(N, kStages));
   return kernel;
 }
@@ -334,11 +391,11 @@ cudaLaunchConfig_t launch_config(int n_tokens, int stages, int64_t n, int splits
   return cfg;
 }
 
-template <int N, int kStages, bool kTma, typename TO>
+template <int N, int kStages, int kLoad, typename TO>
 void launch_n(const CUtensorMap& w_map, const uint8_t* w, const float* w_scales, const uint8_t* x,
               const float* x_scales, TO* out, int64_t n, int64_t k, int tokens, int64_t padded,
               int splits, cudaStream_t s) {
-  auto* kernel = kernel_of<N, kStages, kTma, TO>();
+  auto* kernel = kernel_of<N, kStages, kLoad, TO>();
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg = launch_config(N, kStages, n, splits, attrs);
   cfg.stream = s;
@@ -347,34 +404,43 @@ void launch_n(const CUtensorMap& w_map, const uint8_t* w, const float* w_scales,
       cudaLaunchKernelEx(&cfg, kernel, w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded));
 }
 
-template <int kStages, bool kTma, typename TO>
+template <int kStages, int kLoad, typename TO>
 void launch_tokens(const CUtensorMap& w_map, const uint8_t* w, const float* w_scales,
                    const uint8_t* x, const float* x_scales, TO* out, int64_t n, int64_t k,
                    int tokens, int64_t padded, int splits, cudaStream_t s) {
   if (tokens <= 8) {
-    launch_n<8, kStages, kTma, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
-                                   splits, s);
+    launch_n<8, kStages, kLoad, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                    splits, s);
   } else if (tokens <= 16) {
-    launch_n<16, kStages, kTma, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
-                                    splits, s);
+    launch_n<16, kStages, kLoad, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                     splits, s);
   } else if (tokens <= 32) {
-    launch_n<32, kStages, kTma, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
-                                    splits, s);
+    launch_n<32, kStages, kLoad, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                     splits, s);
   } else {
-    launch_n<64, kStages, kTma, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
-                                    splits, s);
+    launch_n<64, kStages, kLoad, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                     splits, s);
   }
 }
 
-// Whether the weights come by tensor-map loads (SYV_FP8_SKINNY_TMA=1, set_fp8_skinny_tma).
-std::atomic<int> g_tma{-1};
-bool tma_on() {
-  int v = g_tma.load(std::memory_order_relaxed);
+// Whether the weights come by tensor-map loads (SYV_FP8_SKINNY_TMA, default 1;
+// set_fp8_skinny_tma) and whether the multiply is pipelined (SYV_FP8_SKINNY_PIPE, default 1;
+// set_fp8_skinny_pipe; with tensor-map loads only).
+std::atomic<int> g_tma{-1}, g_pipe{-1};
+// The switch's value, read from `var` (1 unless it says 0) the first time.
+bool switch_on(std::atomic<int>& state, const char* var) {
+  int v = state.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = env_choice("SYV_FP8_SKINNY_TMA", {"0", "1"});
-    g_tma.store(v, std::memory_order_relaxed);
+    v = env_choice(var, {"1", "0"}) == 0 ? 1 : 0;  // unset: on
+    state.store(v, std::memory_order_relaxed);
   }
   return v == 1;
+}
+bool tma_on() {
+  return switch_on(g_tma, "SYV_FP8_SKINNY_TMA");
+}
+bool pipe_on() {
+  return switch_on(g_pipe, "SYV_FP8_SKINNY_PIPE");
 }
 
 // The tensor map of fp8 weight w as the kernel's stages hold it: [n rows][k bytes], boxes of 128
@@ -423,7 +489,7 @@ int resident_clusters_alone(int splits) {
   std::atomic<int>& slot = cache[current_device()][splits];
   int v = slot.load(std::memory_order_relaxed);
   if (v > 0) return v;
-  auto* kernel = kernel_of<kFp8SkinnyKernelMaxTokens, kStagesAlone, false, bf16>();
+  auto* kernel = kernel_of<kFp8SkinnyKernelMaxTokens, kStagesAlone, 0, bf16>();
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg =
       launch_config(kFp8SkinnyKernelMaxTokens, kStagesAlone, int64_t{kRows}, splits, attrs);
@@ -459,6 +525,12 @@ void set_fp8_skinny_tma(bool on) {
 bool fp8_skinny_tma() {
   return tma_on();
 }
+void set_fp8_skinny_pipe(bool on) {
+  g_pipe.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+bool fp8_skinny_pipe() {
+  return pipe_on();
+}
 
 bool fp8_skinny_supports(const QuantWeight& w, int64_t tokens) {
   return device_cc_major() == 9 && w.kind == QuantKind::kFp8Block && w.block_n == kRows &&
@@ -479,19 +551,27 @@ bool launch_fp8_skinny_gemm(const QuantWeight& w, const uint8_t* x, const float*
   const Fp8SkinnyPlan plan = fp8_skinny_plan(w.n, w.k, sm_count);
   const int nt = static_cast<int>(tokens);
   const bool tma = tma_on();
+  const int load = tma ? (pipe_on() ? 2 : 1) : 0;
   const CUtensorMap map = tma ? weight_map(w) : CUtensorMap{};
   auto run = [&](auto* o) {
     using TO = std::remove_pointer_t<decltype(o)>;
-    auto go = [&](auto stages, auto with_tma) {
-      launch_tokens<decltype(stages)::value, decltype(with_tma)::value, TO>(
-          map, wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded, plan.splits, s);
+    auto go = [&](auto stages) {
+      constexpr int kS = decltype(stages)::value;
+      if (load == 2) {
+        launch_tokens<kS, 2, TO>(map, wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded,
+                                 plan.splits, s);
+      } else if (load == 1) {
+        launch_tokens<kS, 1, TO>(map, wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded,
+                                 plan.splits, s);
+      } else {
+        launch_tokens<kS, 0, TO>(map, wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded,
+                                 plan.splits, s);
+      }
     };
-    using Alone = std::integral_constant<int, kStagesAlone>;
-    using Shared = std::integral_constant<int, kStagesShared>;
     if (plan.stages == kStagesAlone) {
-      tma ? go(Alone{}, std::true_type{}) : go(Alone{}, std::false_type{});
+      go(std::integral_constant<int, kStagesAlone>{});
     } else {
-      tma ? go(Shared{}, std::true_type{}) : go(Shared{}, std::false_type{});
+      go(std::integral_constant<int, kStagesShared>{});
     }
   };
   if (out_t == DType::BF16) {
