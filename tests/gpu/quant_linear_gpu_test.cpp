@@ -822,17 +822,20 @@ TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
 // tokens), through linear_fp8 (the GEMVs and the W8A16 GEMM off): within check_fp8()'s bound of
 // the f64 product of the quantized operands, bf16 and f32 out; on weights whose K is split in
 // clusters (one block an SM, 8 stages: 4 chunks in 4 splits, 8 chunks of 200 rows in 8, 32 in 8,
-// and 33 row tiles of 64 chunks in a few splits of more chunks than stages, so the ring wraps)
-// and on one of more row tiles than half the SMs (unsplit, two blocks an SM, 4 stages: 8 chunks);
+// 33 row tiles of 64 chunks in a few splits of more chunks than stages, so the ring wraps, and a
+// split giving some rank an odd count of 3 or more chunks) and on one of more row tiles than half
+// the SMs (unsplit, two blocks an SM, 4 stages: 8 chunks);
 // each call on the kernel, the same bits run to run (the splits summed in rank order), with the
-// weights by the other loads (set_fp8_skinny_tma: tensor-map or cp.async) and with the pipelined
-// multiply (set_fp8_skinny_pipe), and within the same bound of cuBLASLt's W8A8 GEMM on the same
-// operands (T >= 8, which it takes).
+// weights by the other loads (set_fp8_skinny_tma: tensor-map or cp.async), with the pipelined
+// multiply (set_fp8_skinny_pipe) and with the weight scales staged (set_fp8_skinny_stage_scales)
+// switched, and within the same bound of cuBLASLt's W8A8 GEMM on the same operands (T >= 8,
+// which it takes).
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
   gpu_->set_quant_gemm_before_fp8_max_tokens(0);
   const bool tma_before = cuda::fp8_skinny_tma(), pipe_before = cuda::fp8_skinny_pipe();
+  const bool stage_before = cuda::fp8_skinny_stage_scales();
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   struct Shape {
@@ -841,11 +844,30 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
     std::vector<int64_t> tokens;
   };
   const std::vector<int64_t> all = {1, 7, 9, 16, 24, 33, 64};
-  const Shape shapes[] = {{256, 512, DType::BF16, all},
-                          {200, 1024, DType::F32, all},
-                          {384, 4096, DType::BF16, all},
-                          {128 * 33, 8192, DType::BF16, {9, 64}},
-                          {128 * (sms / 2 + 1), 1024, DType::BF16, {16, 64}}};
+  std::vector<Shape> shapes = {{256, 512, DType::BF16, all},
+                               {200, 1024, DType::F32, all},
+                               {384, 4096, DType::BF16, all},
+                               {128 * 33, 8192, DType::BF16, {9, 64}},
+                               {128 * (sms / 2 + 1), 1024, DType::BF16, {16, 64}}};
+  // A rank of an odd count of chunks, 3 or more (the pipelined loop's odd tail after its loop):
+  // the first weight of 2, 3 or 5 row tiles and K of a multiple of 4 chunks (cuBLASLt's scale
+  // layout, which linear_fp8 wants) whose split on this GPU's plan gives one.
+  int64_t odd_n = 0, odd_k = 0;
+  for (int64_t n : {256, 384, 640}) {
+    for (int64_t chunks = 12; chunks <= 64 && odd_k == 0; chunks += 4) {
+      const int s = cuda::fp8_skinny_plan(n, chunks * 128, sms).splits;
+      for (int r = 0; r < s && odd_k == 0; ++r) {
+        const int64_t c = chunks * (r + 1) / s - chunks * r / s;
+        if (c >= 3 && c % 2 == 1) {
+          odd_n = n;
+          odd_k = chunks * 128;
+        }
+      }
+    }
+    if (odd_k > 0) break;
+  }
+  ASSERT_GT(odd_k, 0) << "no weight of 2-5 row tiles and 12-64 chunks splits into an odd count";
+  shapes.push_back({odd_n, odd_k, DType::BF16, {8, 16, 33}});
   for (const Shape& sh : shapes) {
     const HostQuant h = random_fp8(sh.n, sh.k, 128, 128, rng_);
     OnBackend g = put(*gpu_, h);
@@ -877,6 +899,12 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
       cuda::set_fp8_skinny_pipe(pipe_before);
       cuda::set_fp8_skinny_tma(tma_before);
       EXPECT_EQ(down_gpu(out.g), got) << what << ": pipelined " << (pipe_before ? "off" : "on");
+      poison(out.g);
+      cuda::set_fp8_skinny_stage_scales(!stage_before);  // the weight scales staged or not
+      gpu_->linear(x.g, g.w, Tensor(), out.g);
+      cuda::set_fp8_skinny_stage_scales(stage_before);
+      EXPECT_EQ(down_gpu(out.g), got)
+          << what << ": weight scales staged " << (stage_before ? "off" : "on");
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       double ref = 0;
       const double rel = relative_l2_to_product(got, xq, w, T, h.n, h.k, &ref);
@@ -896,24 +924,28 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
 }
 
 // ... and a step of two such GEMMs at 40 tokens captured in a graph replays the same bits, the
-// weights by cp.async and by tensor-map loads, the latter with the pipelined multiply too.
+// weights by cp.async and by tensor-map loads, the latter with the pipelined multiply too, and
+// that with the weight scales staged.
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelReplaysInAGraph) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
   gpu_->set_fp8_skinny_max_tokens(64);  // the kernel's limit, past the default
   const bool tma_before = cuda::fp8_skinny_tma(), pipe_before = cuda::fp8_skinny_pipe();
+  const bool stage_before = cuda::fp8_skinny_stage_scales();
   OnBackend a = put(*gpu_, random_fp8(512, 1024, 128, 128, rng_));
   OnBackend b = put(*gpu_, random_fp8(256, 512, 128, 128, rng_));
-  for (int mode : {0, 1, 2}) {  // cp.async; TMA; TMA, pipelined
+  for (int mode : {0, 1, 2, 3}) {  // cp.async; TMA; TMA, pipelined; and the scales staged
     cuda::set_fp8_skinny_tma(mode > 0);
-    cuda::set_fp8_skinny_pipe(mode == 2);
+    cuda::set_fp8_skinny_pipe(mode >= 2);
+    cuda::set_fp8_skinny_stage_scales(mode == 3);
     const uint64_t calls = gpu_->quant_path_calls().fp8_skinny;
-    const char* names[] = {"cp.async", "TMA", "TMA, pipelined"};
+    const char* names[] = {"cp.async", "TMA", "TMA, pipelined", "TMA, pipelined, scales staged"};
     expect_graph_replays(a.w, b.w, 40, std::string("W8A8 skinny twice, T 40, ") + names[mode]);
     EXPECT_GT(gpu_->quant_path_calls().fp8_skinny, calls) << "the skinny kernel did not run";
   }
   cuda::set_fp8_skinny_tma(tma_before);
   cuda::set_fp8_skinny_pipe(pipe_before);
+  cuda::set_fp8_skinny_stage_scales(stage_before);
 }
 
 // A step of two fp8 GEMMs at 96 tokens (W4A8 int4 [512, 512], then W8A8 fp8 [256, 512] on its

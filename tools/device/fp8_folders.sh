@@ -4,8 +4,7 @@
 #                      --format fp8` copy $W/fp8 in the background (once; log $O/prep.log)
 #   fp8_folders_wait   waits for it; false where it failed
 #   fp8_bench FOLDER [ENV...]  `syv bench decode` on $W/FOLDER, b = 1-64 (or BATCHES) at context
-#                      512 and a 2K
-#                      prefill, under the given environment (log $O/decode.log)
+#                      512 and a 2K prefill, under the given environment (log $O/decode.log)
 fp8_folders_start() {
   mkdir -p "$W"
   (

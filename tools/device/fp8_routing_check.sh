@@ -2,15 +2,17 @@
 # On the GPU machine, one call (about 7 minutes with the build, 8 with PROFILE): the kernels fp8
 # weights take between the GEMV's 8 tokens and prefill sizes.
 #  1. gpu_quant_linear_gpu_test (the W8A16 GEMM first at 9-16 tokens for weights of fewer
-#     128-row tiles than SMs, kQuantGemmBeforeFp8MaxTokens; the norm writing the fp8 GEMM's
-#     activations, NormWritingFp8ActivationsGivesTheUnfusedBits) and
+#     128-row tiles than SMs where cuBLASLt's W8A8 GEMM would run, kQuantGemmBeforeFp8MaxTokens;
+#     since 2026-12-06 11:20 not where syv's own fp8 kernel takes them; the norm writing the fp8
+#     GEMM's activations, NormWritingFp8ActivationsGivesTheUnfusedBits) and
 #     gpu_engine_quantized_gpu_test (every format's logits and greedy tokens against the CPU), the
 #     dense linear tests of gpu_cuda_ops_test (gemm.cpp's plans).
 #  2. `syv bench quant-kernels` on the Qwen3-8B shapes, fp8, 8-256 tokens: the default route, the
 #     W8A16 GEMM, bf16, and the W8A8 GEMM (its rows with cuBLASLt's algorithm).
 #  3. Model level (folders made meanwhile: the 8B's bf16 weights and their `syv quantize --format
 #     fp8` copy): `syv bench decode` b = 1-64 and prefill 2K, bf16, then fp8 under the defaults,
-#     with SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0 (as before 2026-12-06; only with OLD=1) and with
+#     with SYV_QUANT_GEMM_BEFORE_FP8_MAX_TOKENS=0 (as before 2026-12-06; only with OLD=1; on Hopper
+#     with syv's own fp8 kernel up to 32 tokens, the default since, it changes nothing) and with
 #     SYV_FP8_NORM_QUANT=0 (without the norm writing the W8A8 GEMM's activations, the default
 #     since 2026-12-06; its bits tested by NormWritingFp8ActivationsGivesTheUnfusedBits).
 # PROFILE=64: then tools/device/kernel_profile.sh on both folders at that batch (about 1 minute

@@ -10,13 +10,13 @@
 #     meanwhile): `syv bench decode` b = 1-64 and prefill 2K, bf16, fp8 under the defaults, fp8
 #     with SYV_FP8_SKINNY_MAX_TOKENS=0 (cuBLASLt's GEMM, as before), fp8 under each variant.
 # VARIANTS="A=1 B=0 ...": the skinny kernel again under each environment assignment (parts 2
-# and 3; e.g. SYV_FP8_SKINNY_TMA=0, SYV_FP8_SKINNY_PIPE=1; "A=1,B=1" sets both at once); NCU=1:
+# and 3; e.g. SYV_FP8_SKINNY_TMA=0, SYV_FP8_SKINNY_PIPE=0; "A=1,B=1" sets both at once); NCU=1:
 # each kernel's GPU time under ncu (tools/device/ncu_kernels.sh); STALL=1: ncu's throughput,
 # memory and warp-state sections for one launch each of the skinny kernel on gate_up at 64 tokens
 # and o_proj at 8 (the default and each variant; reports under $OUT). TOKENS overrides
 # part 2's counts; SPLITS="1 2 4 8" times the skinny kernel under each cap of
 # its K splits (SPLIT_TOKENS: the counts); SKIP_MODEL=1 stops after part 2; MODEL_VARIANTS: part
-# 3's variants instead of VARIANTS (e.g. "SYV_FP8_SKINNY_PIPE=1,SYV_FP8_SKINNY_MAX_TOKENS=64").
+# 3's variants instead of VARIANTS (e.g. "SYV_FP8_SKINNY_MAX_TOKENS=64 SYV_FP8_SKINNY_PIPE=0").
 # Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
 #   tools/device/fp8_skinny_check.sh
 set -uo pipefail
@@ -57,7 +57,10 @@ for v in ${VARIANTS:-}; do
   echo "-- skinny, $v"
   env ${v//,/ } timeout 100 $B/syv bench quant-kernels --config $CFG --formats fp8 \
     --tokens ${TOKENS:-1,8,9,16,24,32,48,64} --paths fp8-skinny 2>&1 | tee -a $O/qk_variants.log |
-    grep -E "^\| fp8" | awk -F'|' '{printf "%-8s %4d %6.1f\n", $3, $6, $8}' | paste - - - - | column -t
+    grep -E "^\| fp8" | awk -F'|' '{  # one line a shape: its us a call at each token count
+      k = $3; gsub(/ /, "", k); if (!(k in line)) order[n++] = k
+      line[k] = line[k] sprintf(" %d: %.1f", $6, $8)
+    } END {for (i = 0; i < n; i++) printf "%-8s%s\n", order[i], line[order[i]]}'
 done
 # SPLITS="1 2 4 8": the skinny kernel again with its K splits capped at each (SYV_FP8_SKINNY_SPLITS),
 # us a call and the clusters the GPU holds at once.

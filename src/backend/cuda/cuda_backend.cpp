@@ -1039,11 +1039,12 @@ class CudaBackendImpl final : public CudaBackend {
           << (int4 ? "int4 weights: GEMMs over " : "fp8 weights: GEMMs over ") << from
           << " tokens run on fp8 tensor cores (" << (int4 ? "W4A8" : "W8A8")
           << ": activations scaled to e4m3 per token and 128 columns"
-          << (int4 || quant_gemm_before_fp8_max_tokens_ <= from
+          << (int4 || quant_gemm_before_fp8_max_tokens_ <= from ||
+                      (fp8_gemm_ && fp8_skinny_max_tokens_ >= quant_gemm_before_fp8_max_tokens_)
                   ? ""
                   : "; up to " + std::to_string(quant_gemm_before_fp8_max_tokens_) +
                         " tokens the W8A16 tensor-core GEMM first for weights of at most " +
-                        std::to_string(128 * (sm_count_ - 1)) + " rows")
+                        std::to_string(128 * (sm_count_ - 1)) + " rows where cuBLASLt's would run")
           << (int4 || fp8_skinny_max_tokens_ <= from
                   ? ""
                   : "; up to " + std::to_string(fp8_skinny_max_tokens_) +

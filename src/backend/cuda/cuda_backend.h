@@ -121,7 +121,8 @@ class CudaBackend : public Backend {
   // (2026-12-06, docs/performance.md) fp8 Qwen3-8B decode steps of 16 / 32 sequences 4.887 /
   // 5.708 -> 4.806 / 5.629 ms with it (the default's own run: 4.901 / 5.674 -> 4.820 / 5.650),
   // while at 64 the step was 3% slower (6.786 -> 7.007 ms: cuBLASLt is faster there on q|k|v,
-  // gate_up and down). SYV_FP8_SKINNY_MAX_TOKENS sets the initial one.
+  // gate_up and down; with the kernel's tensor-map loads and pipelining, 0.5% slower: 6.809 ->
+  // 6.844, docs/cuda-backend-notes.md "Run 26"). SYV_FP8_SKINNY_MAX_TOKENS sets the initial one.
   virtual void set_fp8_skinny_max_tokens(int tokens) = 0;
   static constexpr int kFp8SkinnyMaxTokens = 32;
   // The algorithm the fp8 GEMM has for T >= 1 tokens of an [N, K] weight (fp8 of 128 x 128

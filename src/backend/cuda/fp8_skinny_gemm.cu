@@ -21,7 +21,7 @@
 // Qwen3-8B shapes at 8 / 16 / 32 / 64 tokens against cuBLASLt's W8A8 GEMM: o_proj 13.3 / 12.9 /
 // 14.1 / 16.1 against 16.8-17.6, gate_up 39.2 / 40.6 / 41.9 / 47.6 against 43.0-45.4, q|k|v
 // 14.9 / 15.0 / 16.2 / 19.4 against 17.0-17.3, down 23.8 / 24.6 / 26.2 / 30.7 against 26.7-33.9
-// (the cp.async form without the pipelining: 5-12% slower). Still under the copy rate: gate_up
+// (the cp.async form without the pipelining: 2-18% slower). Still under the copy rate: gate_up
 // at 64 tokens reads DRAM at 61% of its peak (ncu), o_proj at 8 at 34%. Tried first and
 // replaced: mma.sync m16n8k32 e4m3 streaming weights through registers (1.5-2.3x slower than
 // cuBLASLt at 24-64 tokens, each 8-token tile adding ~3 us on q|k|v: far below the tensor cores'
@@ -143,15 +143,18 @@ __device__ __forceinline__ void store_out(TO* p, float v) {
 // N. x: e4m3 [>= tokens, K]; x_scales: f32 [K / 128][padded]; w: e4m3 [n, K], scales f32
 // [ceil(n / 128)][K / 128]. kLoad: the weight tiles by every thread's cp.async (0) or one
 // thread's tensor-map load (1), and (2) that with the pipelined multiply (two sets of products).
+// stage_scales: the block's first 64 weight-tile scales read into shared memory before
+// the PDL wait, so that no chunk's fold waits on a global load (else each fold loads its own).
 template <int N, int kStages, int kLoad, typename TO>
 __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
     fp8_skinny_kernel(const __grid_constant__ CUtensorMap w_map, const uint8_t* __restrict__ w,
                       const float* __restrict__ w_scales, const uint8_t* __restrict__ x,
                       const float* __restrict__ x_scales, TO* __restrict__ out, int64_t n,
-                      int64_t k, int tokens, int64_t padded) {
+                      int64_t k, int tokens, int64_t padded, int stage_scales) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
   constexpr bool kTma = kLoad >= 1, kPipe = kLoad == 2;
+  constexpr int kStagedScales = 64;  // weight-tile scales a block stages (stage_scales)
   constexpr uint32_t kStage = stage_bytes(N);
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -228,6 +231,11 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
   static_assert(kAhead >= 1, "a stage in flight at least");
 #pragma unroll
   for (int j = 0; j < kAhead; ++j) load_w(j);  // weights: before the wait (immutable)
+  // The weight-tile scales (immutable, so before the wait): visible to every fold after multiply
+  // (0)'s barrier.
+  __shared__ float wsc[kStagedScales];
+  const int staged = stage_scales ? min(nc, kStagedScales) : 0;
+  if (static_cast<int>(threadIdx.x) < staged) wsc[threadIdx.x] = __ldg(ws + threadIdx.x);
   pdl_wait();  // x and x_scales are the previous kernel's; out may still be read
   pdl_trigger();
 #pragma unroll
@@ -261,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
   // p[4 q + e]: rows g (e < 2) and g + 8 of the warp's 16, tokens 8 q + 2 t + (e & 1).
   auto fold = [&](int j, float(&p)[N / 2]) {
     fence_regs(p);
-    const float sw = __ldg(ws + j);
+    const float sw = j < staged ? wsc[j] : __ldg(ws + j);
     const float* sx = xsc + (j % kStages) * N + 2 * t;
 #pragma unroll
     for (int q = 0; q < N / 8; ++q) {
@@ -274,9 +282,11 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
     }
   };
   if constexpr (kPipe) {
-    // Two sets of products: chunk j's wgmmas run while chunk j - 1's are folded. No branch between
-    // a wgmma and its wait (ptxas would serialize the wgmmas where a path leaves one in flight
-    // into registers it cannot prove free). nc >= 1 (the plan splits K into at most its chunks).
+    // Two sets of products: chunk j's wgmmas run while chunk j - 1's are folded. The first chunk
+    // is peeled so that on every path a product set is neither read nor written while its
+    // wgmma may be in flight (an `if (j > 0)` around the fold made ptxas serialize every wgmma:
+    // warning C7514). nc >= 1: the plan splits K into at most its chunks, and
+    // fp8_skinny_supports() wants K >= 128.
     float p0[N / 2], p1[N / 2];
     multiply(0, p0);
     int j = 1;
@@ -391,6 +401,32 @@ cudaLaunchConfig_t launch_config(int n_tokens, int stages, int64_t n, int splits
   return cfg;
 }
 
+// Whether the weights come by tensor-map loads (SYV_FP8_SKINNY_TMA, default 1;
+// set_fp8_skinny_tma), whether the multiply is pipelined (SYV_FP8_SKINNY_PIPE, default 1;
+// set_fp8_skinny_pipe; with tensor-map loads only) and whether the weight-tile scales are staged
+// up front (SYV_FP8_SKINNY_STAGE_SCALES, default 0 until timed; set_fp8_skinny_stage_scales).
+std::atomic<int> g_tma{-1}, g_pipe{-1}, g_stage_scales{-1};
+// The switch's value, read from `var` (0 or 1; unset: `on_by_default`) the first time.
+bool switch_on(std::atomic<int>& state, const char* var, bool on_by_default) {
+  int v = state.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* const names[] = {on_by_default ? "1" : "0", on_by_default ? "0" : "1"};
+    const bool other = env_choice(var, names, 2) == 1;  // unset: index 0
+    v = on_by_default != other ? 1 : 0;
+    state.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+bool tma_on() {
+  return switch_on(g_tma, "SYV_FP8_SKINNY_TMA", true);
+}
+bool pipe_on() {
+  return switch_on(g_pipe, "SYV_FP8_SKINNY_PIPE", true);
+}
+bool stage_scales_on() {
+  return switch_on(g_stage_scales, "SYV_FP8_SKINNY_STAGE_SCALES", false);
+}
+
 template <int N, int kStages, int kLoad, typename TO>
 void launch_n(const CUtensorMap& w_map, const uint8_t* w, const float* w_scales, const uint8_t* x,
               const float* x_scales, TO* out, int64_t n, int64_t k, int tokens, int64_t padded,
@@ -400,8 +436,9 @@ void launch_n(const CUtensorMap& w_map, const uint8_t* w, const float* w_scales,
   cudaLaunchConfig_t cfg = launch_config(N, kStages, n, splits, attrs);
   cfg.stream = s;
   cfg.numAttrs = pdl_enabled() ? 2 : 1;
-  SYV_CUDA_CHECK(
-      cudaLaunchKernelEx(&cfg, kernel, w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded));
+  const int stage_scales = stage_scales_on() ? 1 : 0;
+  SYV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w_map, w, w_scales, x, x_scales, out, n, k,
+                                    tokens, padded, stage_scales));
 }
 
 template <int kStages, int kLoad, typename TO>
@@ -418,29 +455,12 @@ void launch_tokens(const CUtensorMap& w_map, const uint8_t* w, const float* w_sc
     launch_n<32, kStages, kLoad, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
                                      splits, s);
   } else {
-    launch_n<64, kStages, kLoad, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
-                                     splits, s);
+    // 33-64 tokens two blocks an SM: not pipelined (its second set of products would pass the
+    // 128 registers a thread that two blocks of 256 allow and spill).
+    constexpr int kLoad64 = kStages == kStagesShared && kLoad == 2 ? 1 : kLoad;
+    launch_n<64, kStages, kLoad64, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
+                                       splits, s);
   }
-}
-
-// Whether the weights come by tensor-map loads (SYV_FP8_SKINNY_TMA, default 1;
-// set_fp8_skinny_tma) and whether the multiply is pipelined (SYV_FP8_SKINNY_PIPE, default 1;
-// set_fp8_skinny_pipe; with tensor-map loads only).
-std::atomic<int> g_tma{-1}, g_pipe{-1};
-// The switch's value, read from `var` (1 unless it says 0) the first time.
-bool switch_on(std::atomic<int>& state, const char* var) {
-  int v = state.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = env_choice(var, {"1", "0"}) == 0 ? 1 : 0;  // unset: on
-    state.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
-bool tma_on() {
-  return switch_on(g_tma, "SYV_FP8_SKINNY_TMA");
-}
-bool pipe_on() {
-  return switch_on(g_pipe, "SYV_FP8_SKINNY_PIPE");
 }
 
 // The tensor map of fp8 weight w as the kernel's stages hold it: [n rows][k bytes], boxes of 128
@@ -531,11 +551,17 @@ void set_fp8_skinny_pipe(bool on) {
 bool fp8_skinny_pipe() {
   return pipe_on();
 }
+void set_fp8_skinny_stage_scales(bool on) {
+  g_stage_scales.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+bool fp8_skinny_stage_scales() {
+  return stage_scales_on();
+}
 
 bool fp8_skinny_supports(const QuantWeight& w, int64_t tokens) {
   return device_cc_major() == 9 && w.kind == QuantKind::kFp8Block && w.block_n == kRows &&
          w.block_k == kChunk && w.k % kChunk == 0 && w.scale_cols == w.k / kChunk &&
-         w.perm == nullptr && tokens >= 1 && tokens <= kFp8SkinnyKernelMaxTokens &&
+         w.perm == nullptr && w.k >= kChunk && tokens >= 1 && tokens <= kFp8SkinnyKernelMaxTokens &&
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
