@@ -231,11 +231,12 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
   static_assert(kAhead >= 1, "a stage in flight at least");
 #pragma unroll
   for (int j = 0; j < kAhead; ++j) load_w(j);  // weights: before the wait (immutable)
-  // The weight-tile scales (immutable, so before the wait): visible to every fold after multiply
-  // (0)'s barrier.
-  __shared__ float wsc[kStagedScales];
+  // The weight-tile scales (immutable, so before the wait), by cp.async: no thread stalls on
+  // them; they join chunk 0's copy group, so every fold sees them after the first multiply's
+  // wait and barrier.
+  __shared__ __align__(16) float wsc[kStagedScales];
   const int staged = stage_scales ? min(nc, kStagedScales) : 0;
-  if (static_cast<int>(threadIdx.x) < staged) wsc[threadIdx.x] = __ldg(ws + threadIdx.x);
+  if (static_cast<int>(threadIdx.x) < staged) cp_async4(wsc + threadIdx.x, ws + threadIdx.x, true);
   pdl_wait();  // x and x_scales are the previous kernel's; out may still be read
   pdl_trigger();
 #pragma unroll
