@@ -823,13 +823,14 @@ TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
 // the f64 product of the quantized operands, bf16 and f32 out; on weights whose K is split in
 // clusters (one block an SM, 8 stages: 4 chunks in 4 splits, 8 chunks of 200 rows in 8, 32 in 8,
 // 33 row tiles of 64 chunks in a few splits of more chunks than stages, so the ring wraps, and a
-// split giving some rank an odd count of 3 or more chunks) and on one of more row tiles than half
-// the SMs (unsplit, two blocks an SM, 4 stages: 8 chunks);
+// split giving some rank an odd count of 3 or more chunks) and on weights of more row tiles than
+// half the SMs (unsplit, two blocks an SM, 4 stages: 8 chunks, and 68: past the 64 staged
+// scales);
 // each call on the kernel, the same bits run to run (the splits summed in rank order), with the
 // weights by the other loads (set_fp8_skinny_tma: tensor-map or cp.async), with the pipelined
-// multiply (set_fp8_skinny_pipe) and with the weight scales staged (set_fp8_skinny_stage_scales)
-// switched, and within the same bound of cuBLASLt's W8A8 GEMM on the same operands (T >= 8,
-// which it takes).
+// multiply (set_fp8_skinny_pipe) switched, and pipelined with the weight scales staged
+// (set_fp8_skinny_stage_scales), and within the same bound of cuBLASLt's W8A8 GEMM on the same
+// operands (T >= 8, which it takes).
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
@@ -866,8 +867,11 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
     }
     if (odd_k > 0) break;
   }
-  ASSERT_GT(odd_k, 0) << "no weight of 2-5 row tiles and 12-64 chunks splits into an odd count";
-  shapes.push_back({odd_n, odd_k, DType::BF16, {8, 16, 33}});
+  // (None where SYV_FP8_SKINNY_SPLITS caps the splits at 2 or less: then every rank's count is
+  // even.)
+  if (odd_k > 0) shapes.push_back({odd_n, odd_k, DType::BF16, {8, 16, 33}});
+  // Unsplit over 68 chunks: the staged weight scales' first 64, then scales loaded by the fold.
+  shapes.push_back({128 * (sms / 2 + 1), 68 * 128, DType::BF16, {16}});
   for (const Shape& sh : shapes) {
     const HostQuant h = random_fp8(sh.n, sh.k, 128, 128, rng_);
     OnBackend g = put(*gpu_, h);
@@ -900,11 +904,14 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
       cuda::set_fp8_skinny_tma(tma_before);
       EXPECT_EQ(down_gpu(out.g), got) << what << ": pipelined " << (pipe_before ? "off" : "on");
       poison(out.g);
-      cuda::set_fp8_skinny_stage_scales(!stage_before);  // the weight scales staged or not
+      cuda::set_fp8_skinny_tma(true);  // pipelined with the weight scales staged: the same bits
+      cuda::set_fp8_skinny_pipe(true);
+      cuda::set_fp8_skinny_stage_scales(true);
       gpu_->linear(x.g, g.w, Tensor(), out.g);
       cuda::set_fp8_skinny_stage_scales(stage_before);
-      EXPECT_EQ(down_gpu(out.g), got)
-          << what << ": weight scales staged " << (stage_before ? "off" : "on");
+      cuda::set_fp8_skinny_pipe(pipe_before);
+      cuda::set_fp8_skinny_tma(tma_before);
+      EXPECT_EQ(down_gpu(out.g), got) << what << ": weight scales staged";
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       double ref = 0;
       const double rel = relative_l2_to_product(got, xq, w, T, h.n, h.k, &ref);

@@ -142,19 +142,20 @@ __device__ __forceinline__ void store_out(TO* p, float v) {
 // out[t, n] = sum_c ws[n / 128, c] xs[c, t] sum_{k in chunk c} w[n, k] x[t, k] for t < tokens <=
 // N. x: e4m3 [>= tokens, K]; x_scales: f32 [K / 128][padded]; w: e4m3 [n, K], scales f32
 // [ceil(n / 128)][K / 128]. kLoad: the weight tiles by every thread's cp.async (0) or one
-// thread's tensor-map load (1), and (2) that with the pipelined multiply (two sets of products).
-// stage_scales: the block's first 64 weight-tile scales read into shared memory before
-// the PDL wait, so that no chunk's fold waits on a global load (else each fold loads its own).
+// thread's tensor-map load (1), (2) that with the pipelined multiply (two sets of products), (3)
+// that with the block's first 64 weight-tile scales staged in shared memory before the PDL wait,
+// so that the first 64 chunks' folds wait on no global load (else each fold loads its own scale
+// after the chunk's wgmmas). A compile-time choice: the other forms' code stays as measured.
 template <int N, int kStages, int kLoad, typename TO>
 __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
     fp8_skinny_kernel(const __grid_constant__ CUtensorMap w_map, const uint8_t* __restrict__ w,
                       const float* __restrict__ w_scales, const uint8_t* __restrict__ x,
                       const float* __restrict__ x_scales, TO* __restrict__ out, int64_t n,
-                      int64_t k, int tokens, int64_t padded, int stage_scales) {
+                      int64_t k, int tokens, int64_t padded) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
-  constexpr bool kTma = kLoad >= 1, kPipe = kLoad == 2;
-  constexpr int kStagedScales = 64;  // weight-tile scales a block stages (stage_scales)
+  constexpr bool kTma = kLoad >= 1, kPipe = kLoad >= 2, kStageScales = kLoad == 3;
+  constexpr int kStagedScales = 64;  // weight-tile scales a block stages (kLoad 3)
   constexpr uint32_t kStage = stage_bytes(N);
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -231,12 +232,18 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
   static_assert(kAhead >= 1, "a stage in flight at least");
 #pragma unroll
   for (int j = 0; j < kAhead; ++j) load_w(j);  // weights: before the wait (immutable)
-  // The weight-tile scales (immutable, so before the wait), by cp.async: no thread stalls on
-  // them; they join chunk 0's copy group, so every fold sees them after the first multiply's
-  // wait and barrier.
-  __shared__ __align__(16) float wsc[kStagedScales];
-  const int staged = stage_scales ? min(nc, kStagedScales) : 0;
-  if (static_cast<int>(threadIdx.x) < staged) cp_async4(wsc + threadIdx.x, ws + threadIdx.x, true);
+  // kStageScales: the weight-tile scales (immutable, so before the wait), by cp.async: no thread
+  // stalls on them; they join chunk 0's copy group, so every fold sees them after the first
+  // multiply's wait and barrier.
+  const float* wsc = nullptr;
+  int staged = 0;
+  if constexpr (kStageScales) {
+    __shared__ __align__(16) float staged_scales[kStagedScales];
+    wsc = staged_scales;
+    staged = min(nc, kStagedScales);
+    if (static_cast<int>(threadIdx.x) < staged)
+      cp_async4(staged_scales + threadIdx.x, ws + threadIdx.x, true);
+  }
   pdl_wait();  // x and x_scales are the previous kernel's; out may still be read
   pdl_trigger();
 #pragma unroll
@@ -270,7 +277,12 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
   // p[4 q + e]: rows g (e < 2) and g + 8 of the warp's 16, tokens 8 q + 2 t + (e & 1).
   auto fold = [&](int j, float(&p)[N / 2]) {
     fence_regs(p);
-    const float sw = j < staged ? wsc[j] : __ldg(ws + j);
+    float sw;
+    if constexpr (kStageScales) {
+      sw = j < staged ? wsc[j] : __ldg(ws + j);
+    } else {
+      sw = __ldg(ws + j);
+    }
     const float* sx = xsc + (j % kStages) * N + 2 * t;
 #pragma unroll
     for (int q = 0; q < N / 8; ++q) {
@@ -405,7 +417,8 @@ cudaLaunchConfig_t launch_config(int n_tokens, int stages, int64_t n, int splits
 // Whether the weights come by tensor-map loads (SYV_FP8_SKINNY_TMA, default 1;
 // set_fp8_skinny_tma), whether the multiply is pipelined (SYV_FP8_SKINNY_PIPE, default 1;
 // set_fp8_skinny_pipe; with tensor-map loads only) and whether the weight-tile scales are staged
-// up front (SYV_FP8_SKINNY_STAGE_SCALES, default 0 until timed; set_fp8_skinny_stage_scales).
+// up front (SYV_FP8_SKINNY_STAGE_SCALES, default 0 until timed; set_fp8_skinny_stage_scales; with
+// the pipelined multiply only).
 std::atomic<int> g_tma{-1}, g_pipe{-1}, g_stage_scales{-1};
 // The switch's value, read from `var` (0 or 1; unset: `on_by_default`) the first time.
 bool switch_on(std::atomic<int>& state, const char* var, bool on_by_default) {
@@ -437,9 +450,8 @@ void launch_n(const CUtensorMap& w_map, const uint8_t* w, const float* w_scales,
   cudaLaunchConfig_t cfg = launch_config(N, kStages, n, splits, attrs);
   cfg.stream = s;
   cfg.numAttrs = pdl_enabled() ? 2 : 1;
-  const int stage_scales = stage_scales_on() ? 1 : 0;
-  SYV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w_map, w, w_scales, x, x_scales, out, n, k,
-                                    tokens, padded, stage_scales));
+  SYV_CUDA_CHECK(
+      cudaLaunchKernelEx(&cfg, kernel, w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded));
 }
 
 template <int kStages, int kLoad, typename TO>
@@ -458,7 +470,7 @@ void launch_tokens(const CUtensorMap& w_map, const uint8_t* w, const float* w_sc
   } else {
     // 33-64 tokens two blocks an SM: not pipelined (its second set of products would pass the
     // 128 registers a thread that two blocks of 256 allow and spill).
-    constexpr int kLoad64 = kStages == kStagesShared && kLoad == 2 ? 1 : kLoad;
+    constexpr int kLoad64 = kStages == kStagesShared && kLoad >= 2 ? 1 : kLoad;
     launch_n<64, kStages, kLoad64, TO>(w_map, w, w_scales, x, x_scales, out, n, k, tokens, padded,
                                        splits, s);
   }
@@ -578,13 +590,18 @@ bool launch_fp8_skinny_gemm(const QuantWeight& w, const uint8_t* x, const float*
   const Fp8SkinnyPlan plan = fp8_skinny_plan(w.n, w.k, sm_count);
   const int nt = static_cast<int>(tokens);
   const bool tma = tma_on();
-  const int load = tma ? (pipe_on() ? 2 : 1) : 0;
+  // The kernel's kLoad: tensor-map loads, pipelined, the weight scales staged (each needing the
+  // one before).
+  const int load = !tma ? 0 : !pipe_on() ? 1 : stage_scales_on() ? 3 : 2;
   const CUtensorMap map = tma ? weight_map(w) : CUtensorMap{};
   auto run = [&](auto* o) {
     using TO = std::remove_pointer_t<decltype(o)>;
     auto go = [&](auto stages) {
       constexpr int kS = decltype(stages)::value;
-      if (load == 2) {
+      if (load == 3) {
+        launch_tokens<kS, 3, TO>(map, wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded,
+                                 plan.splits, s);
+      } else if (load == 2) {
         launch_tokens<kS, 2, TO>(map, wd, w.scales, x, x_scales, o, w.n, w.k, nt, padded,
                                  plan.splits, s);
       } else if (load == 1) {

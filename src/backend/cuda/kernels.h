@@ -286,7 +286,7 @@ struct Fp8SkinnyPlan {
 Fp8SkinnyPlan fp8_skinny_plan(int64_t n, int64_t k, int sm_count);
 // Whether its weight tiles come by one thread's tensor-map (TMA) loads completing on mbarriers
 // instead of every thread's cp.async: the same bytes in the same layout, so the same bits. On
-// (faster: every shape 1-14% a call; fp8 decode steps of 16 / 32 sequences 0.1% / 3.1% on an
+// (faster: every shape 2-14% a call; fp8 decode steps of 16 / 32 sequences 0.1% / 3.1% on an
 // H100, 2026-12-06, docs/cuda-backend-notes.md "Run 26") unless SYV_FP8_SKINNY_TMA=0 (anything
 // but 0 / 1 stops with its name) or set_fp8_skinny_tma(false).
 void set_fp8_skinny_tma(bool on);
@@ -298,11 +298,13 @@ bool fp8_skinny_tma();
 // tokens of an unsplit weight (two blocks an SM) are not pipelined (it would spill registers).
 void set_fp8_skinny_pipe(bool on);
 bool fp8_skinny_pipe();
-// Whether a block reads its first 64 weight-tile scales into shared memory before its PDL wait
-// instead of each chunk's fold loading its scale after the chunk's wgmmas (in a decode step the
-// first such load misses L2: a DRAM latency on the critical path of every launch). The same
-// values, so the same bits. Written without a GPU (2026-12-06), not yet timed: off unless
-// SYV_FP8_SKINNY_STAGE_SCALES=1 or set_fp8_skinny_stage_scales(true).
+// Whether, with the pipelined multiply, a block reads its first 64 weight-tile scales into shared
+// memory before its PDL wait instead of each of those chunks' folds loading its scale after the
+// chunk's wgmmas (in a decode step the first such load misses L2: a DRAM latency on the critical
+// path of every launch); later chunks still load theirs. The same values, so the same bits; a
+// kernel form of its own, so the other forms compile as measured. Written without a GPU
+// (2026-12-06), not yet timed: off unless SYV_FP8_SKINNY_STAGE_SCALES=1 or
+// set_fp8_skinny_stage_scales(true).
 void set_fp8_skinny_stage_scales(bool on);
 bool fp8_skinny_stage_scales();
 // Whether launch_int4_to_fp8() takes w: int4 with group_size 128, no g_idx, k % 128 == 0.
