@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
@@ -165,6 +166,9 @@ int env_choice(const char* var, const char* const* names, int count);
 inline int env_choice(const char* var, std::initializer_list<const char*> names) {
   return env_choice(var, names.begin(), static_cast<int>(names.size()));
 }
+// An on/off A/B switch: `var`'s "0" or "1" (unset or empty: `on_by_default`), read once into
+// `state` (-1 until read; a setter may store 0 / 1 there first). Defined in elementwise.cu.
+bool env_switch(std::atomic<int>& state, const char* var, bool on_by_default);
 
 // Launches `kernel` on `stream` (with the PDL attribute when enabled) and checks the launch.
 template <typename... KArgs, typename... Args>

@@ -1040,7 +1040,7 @@ class CudaBackendImpl final : public CudaBackend {
           << " tokens run on fp8 tensor cores (" << (int4 ? "W4A8" : "W8A8")
           << ": activations scaled to e4m3 per token and 128 columns"
           << (int4 || quant_gemm_before_fp8_max_tokens_ <= from ||
-                      (fp8_gemm_ && fp8_skinny_max_tokens_ >= quant_gemm_before_fp8_max_tokens_)
+                      fp8_skinny_max_tokens_ >= quant_gemm_before_fp8_max_tokens_
                   ? ""
                   : "; up to " + std::to_string(quant_gemm_before_fp8_max_tokens_) +
                         " tokens the W8A16 tensor-core GEMM first for weights of at most " +

@@ -224,6 +224,16 @@ int env_choice(const char* var, const char* const* names, int count) {
   for (int i = 0; i < count; ++i) why += std::string(i == 0 ? " " : ", ") + names[i];
   cuda_fail(__FILE__, __LINE__, var, why.c_str());
 }
+bool env_switch(std::atomic<int>& state, const char* var, bool on_by_default) {
+  int v = state.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const bool flipped =
+        env_choice(var, {on_by_default ? "1" : "0", on_by_default ? "0" : "1"}) == 1;
+    v = on_by_default != flipped ? 1 : 0;
+    state.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
 void set_pdl_enabled(bool on) {
   g_pdl.store(on ? 1 : 0, std::memory_order_relaxed);
 }

@@ -420,25 +420,14 @@ cudaLaunchConfig_t launch_config(int n_tokens, int stages, int64_t n, int splits
 // up front (SYV_FP8_SKINNY_STAGE_SCALES, default 0 until timed; set_fp8_skinny_stage_scales; with
 // the pipelined multiply only).
 std::atomic<int> g_tma{-1}, g_pipe{-1}, g_stage_scales{-1};
-// The switch's value, read from `var` (0 or 1; unset: `on_by_default`) the first time.
-bool switch_on(std::atomic<int>& state, const char* var, bool on_by_default) {
-  int v = state.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* const names[] = {on_by_default ? "1" : "0", on_by_default ? "0" : "1"};
-    const bool other = env_choice(var, names, 2) == 1;  // unset: index 0
-    v = on_by_default != other ? 1 : 0;
-    state.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
 bool tma_on() {
-  return switch_on(g_tma, "SYV_FP8_SKINNY_TMA", true);
+  return env_switch(g_tma, "SYV_FP8_SKINNY_TMA", true);
 }
 bool pipe_on() {
-  return switch_on(g_pipe, "SYV_FP8_SKINNY_PIPE", true);
+  return env_switch(g_pipe, "SYV_FP8_SKINNY_PIPE", true);
 }
 bool stage_scales_on() {
-  return switch_on(g_stage_scales, "SYV_FP8_SKINNY_STAGE_SCALES", false);
+  return env_switch(g_stage_scales, "SYV_FP8_SKINNY_STAGE_SCALES", false);
 }
 
 template <int N, int kStages, int kLoad, typename TO>

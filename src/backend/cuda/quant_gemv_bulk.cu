@@ -226,12 +226,7 @@ std::atomic<int> g_bulk{-1};
 std::atomic<uint64_t> g_launches{0};  // quant_gemv_bulk_launches()
 
 bool bulk_on() {
-  int v = g_bulk.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = env_choice("SYV_QUANT_GEMV_BULK", {"0", "1"});
-    g_bulk.store(v, std::memory_order_relaxed);
-  }
-  return v != 0;
+  return env_switch(g_bulk, "SYV_QUANT_GEMV_BULK", false);
 }
 
 template <int FMT, typename TO, bool SILU>
