@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -504,6 +505,69 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
     EXPECT_EQ(down_gpu(gu[1].g), down_gpu(gu[0].g)) << sh.what << ", SiLU epilogue's gate_up";
     EXPECT_EQ(down_gpu(act[1].g), down_gpu(act[0].g)) << sh.what << ", SiLU epilogue's out";
     expect_close(act[0], 1.2e-2, sh.what + ", SiLU epilogue");
+  }
+}
+
+// The single-token GEMV's A/B forms: each L2 prefetch size gives the default kernel's bits (only
+// the loads' hints differ), and four-warp blocks (K split four ways a row tile, where the
+// eight-warp grid passes a wave) match the CPU, run to run equal, with and without the L2
+// prefetch. Shapes past the wave rule on this GPU (N from its multiprocessor count): int4 g128
+// with zero points and fp8 128x128, with the plain epilogue (two blocks an SM: q|k|v's form) and
+// the SiLU one (three: gate_up's), K 1,152 (9 chunks: warps of 3 and 2 chunks).
+TEST_F(QuantLinearGpu, SingleTokenGemvFormsMatchCpu) {
+  ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int64_t k = 1152;
+  // run() writes `checked` (and the CPU's reference of it) under every form; `bound`: its
+  // relative L2 bound against the CPU.
+  auto forms = [&](const std::string& what, const std::function<void()>& run, Pair& checked,
+                   double bound) {
+    run();
+    const std::vector<float> base = down_gpu(checked.g);
+    for (int four = 0; four < 2; ++four) {
+      std::vector<float> first;
+      for (int pf : {0, 128, 256}) {
+        const std::string form =
+            what + (four ? ", four warps" : "") + ", L2 prefetch " + std::to_string(pf);
+        poison(checked.g);
+        cuda::set_quant_gemv_four_warps(four == 1);
+        cuda::set_quant_gemv_l2_prefetch(pf);
+        const uint64_t launches = cuda::quant_gemv_four_warp_launches();
+        run();
+        EXPECT_EQ(cuda::quant_gemv_four_warp_launches(), launches + four) << form;
+        cuda::set_quant_gemv_four_warps(false);
+        cuda::set_quant_gemv_l2_prefetch(0);
+        const std::vector<float> got = down_gpu(checked.g);
+        if (four == 0) EXPECT_EQ(got, base) << form;
+        if (first.empty()) first = got;
+        EXPECT_EQ(got, first) << form << ": against the same form without the prefetch";
+        expect_close(checked, bound, form);
+      }
+    }
+  };
+  for (int fmt = 0; fmt < 2; ++fmt) {
+    auto weight = [&](int64_t n) {
+      return fmt == 0 ? random_int4(n, k, 128, true, false, rng_)
+                      : random_fp8(n, k, 128, 128, rng_);
+    };
+    const std::string what = fmt == 0 ? "int4 g128 zeros" : "fp8 128x128";
+    Pair x = make(random_vec(static_cast<size_t>(k), rng_), {1, k});
+    // The plain epilogue: 2 SMs' blocks and 9 more, past a wave.
+    const HostQuant plain = weight(16 * (2 * int64_t{sms} + 9));
+    OnBackend pc = put(*cpu_, plain), pg = put(*gpu_, plain);
+    Pair out = make_out({1, plain.n});
+    cpu_->linear(x.c, pc.w, Tensor(), out.c);
+    forms(
+        what, [&] { gpu_->linear(x.g, pg.w, Tensor(), out.g); }, out, 3e-3);
+    // The SiLU epilogue: the same at 3 blocks an SM.
+    const HostQuant silu = weight(2 * 8 * (3 * int64_t{sms} + 9));
+    OnBackend sc = put(*cpu_, silu), sg = put(*gpu_, silu);
+    Pair gu = make_out({1, silu.n}), act = make_out({1, silu.n / 2});
+    cpu_->linear_silu_mul(x.c, sc.w, gu.c, act.c);
+    forms(
+        what + ", SiLU", [&] { gpu_->linear_silu_mul(x.g, sg.w, gu.g, act.g); }, act, 1.2e-2);
+    expect_close(gu, 1.2e-2, what + ", SiLU's gate_up");
   }
 }
 

@@ -186,6 +186,14 @@ bool launch_quant_gemv_mma(const QuantWeight& w, const void* x, void* out, DType
 // as launch_silu_mul computes it. False (launching nothing) where launch_quant_gemv_mma would be.
 bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_up, void* out,
                                 int64_t tokens, cudaStream_t s);
+// A/B forms of launch_quant_gemv_mma's single token (bf16 out), each until changed (unset: the
+// environment's SYV_QUANT_GEMV_L2PF = 0 | 128 | 256, SYV_QUANT_GEMV_WARPS = 8 | 4): the weight
+// loads' L2 prefetch size in bytes (0: none; the same bits), and four-warp blocks where the
+// eight-warp grid passes one wave of resident blocks (K split four ways a row tile, not eight:
+// other sums' order). four_warp_launches: launches of that form so far in this process (tests).
+void set_quant_gemv_l2_prefetch(int bytes);
+void set_quant_gemv_four_warps(bool on);
+uint64_t quant_gemv_four_warp_launches();
 // quant_gemv_bulk.cu: launch_quant_gemv_mma's single token (gate_up null) or
 // launch_quant_gemv_mma_silu's (gate_up [1, n], out bf16 [1, n / 2]) with the weight streamed by
 // the bulk-copy engine into a ring of shared-memory stages of resident blocks; the same bits.

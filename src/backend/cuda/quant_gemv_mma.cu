@@ -21,6 +21,7 @@
 // that stay resident and walk several row tiles, and a cp.async shared-memory ring of 8 KB per
 // warp, were both slower than this one-tile-per-block kernel at 1-16 tokens.
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
@@ -36,15 +37,39 @@ constexpr int kMmaRows = 16;       // weight rows per block (the mma's M)
 constexpr int kMmaMaxTokens = 16;  // tokens per launch at most (two token tiles of the mma's N)
 constexpr int64_t kXsMaxBytes = 96 * 1024;  // the staged activations' shared memory at most
 
+// A 16-byte weight vector, streamed (evict-first); PF 1 / 2 also asks the L2 to fetch the 128 /
+// 256 bytes around it on a miss (a lane reads 16 of a row's 64 int4 bytes a chunk, the warps of a
+// block neighbouring chunks, so the sectors a miss brings in are read by the next warps).
+template <int PF>
+__device__ __forceinline__ uint4 load_weight16(const uint8_t* p) {
+  if constexpr (PF == 0) {
+    return __ldcs(reinterpret_cast<const uint4*>(p));
+  } else {
+    uint4 v;
+    if constexpr (PF == 1)
+      asm("ld.global.cs.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    else
+      asm("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    return v;
+  }
+}
+
 // out[t, n] = sum_k x[t, k] dequant(w)[n, k] for t < nt <= 8 NT. FMT 0: fp8 tiles, 1: int4 groups.
 // NT: token tiles of 8 per launch, sharing each decoded weight fragment (2: up to 16 tokens in one
 // pass over the weight). XS (NT = 1): the activations staged once per block in shared memory,
 // already in the mma's pair order, so each mma reads its two activation words with one LDS.64
 // instead of two PRMTs and the warp keeps no activation registers (dynamic shared memory
 // nt x (K / 2 + 8) words); with two chunks in flight per warp it fits 3 blocks per SM.
-// cdiv: (fp8 block_k or int4 group_size) / 128.
-template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0>
-__global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2))
+// cdiv: (fp8 block_k or int4 group_size) / 128. W: warps per block, splitting K (8, or 4 for the
+// single token's four-warp form: twice the blocks an SM, each warp twice the chunks). PF: the
+// weight loads' L2 prefetch size (0: none, 1: 128 bytes, 2: 256 bytes; load_weight16).
+template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0, int W = kMmaWarps,
+          int PF = 0>
+__global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2)) * kMmaWarps / W)
     quant_gemv_mma_kernel(const QuantWeight w, const ChunkDiv cdiv, const bf16* __restrict__ x,
                           TO* __restrict__ out, int nt, void* __restrict__ gate_up) {
   static_assert(!XS || NT == 1, "XS stages one token tile");
@@ -54,7 +79,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
   constexpr int D = DEEP > 0 ? DEEP : (FMT == 0 || XS ? 2 : 4);
   constexpr int64_t kRowChunkBytes = FMT == 0 ? kQuantChunk : kQuantChunk / 2;
   extern __shared__ uint32_t xs[];  // XS: [nt][K / 2 + 8] words
-  __shared__ float partial[kMmaWarps][32][NT * 4];
+  __shared__ float partial[W][32][NT * 4];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -79,7 +104,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
     zrow[r] = w.zeros ? w.zeros + rows[r] * w.scale_cols : nullptr;
   }
   const int64_t chunks = K / kQuantChunk;
-  const int nc = chunks > warp ? static_cast<int>((chunks - warp + kMmaWarps - 1) / kMmaWarps) : 0;
+  const int nc = chunks > warp ? static_cast<int>((chunks - warp + W - 1) / W) : 0;
   bool has_x[NT];  // token g + 8 q exists
   const bf16* xrow[NT];
 #pragma unroll
@@ -92,12 +117,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
   float sc[D][2];
   uint32_t zc[D][2];  // int4: bf16x2(128 + z)
   auto load_w = [&](int slot, int j) {
-    const int64_t c = warp + static_cast<int64_t>(j) * kMmaWarps;
+    const int64_t c = warp + static_cast<int64_t>(j) * W;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
       for (int v = 0; v < V; ++v)
-        wb[slot][r][v] = __ldcs(reinterpret_cast<const uint4*>(wrow[r] + c * kRowChunkBytes) + v);
+        wb[slot][r][v] = load_weight16<PF>(wrow[r] + c * kRowChunkBytes + 16 * v);
       const uint32_t col = cdiv(static_cast<uint32_t>(c));
       sc[slot][r] = __ldg(srow[r] + col);
       if constexpr (FMT == 1) {
@@ -108,7 +133,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
   };
   uint4 xb[2][NT][4];
   auto load_x = [&](int slot, int j) {
-    const int64_t c = warp + static_cast<int64_t>(j) * kMmaWarps;
+    const int64_t c = warp + static_cast<int64_t>(j) * W;
 #pragma unroll
     for (int q = 0; q < NT; ++q)
 #pragma unroll
@@ -163,7 +188,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
       const int j = j0 + d;
       if (j >= nc) break;
       if (!XS && j + 1 < nc) load_x((d + 1) & 1, j + 1);
-      const int64_t cj = warp + static_cast<int64_t>(j) * kMmaWarps;  // this chunk
+      const int64_t cj = warp + static_cast<int64_t>(j) * W;  // this chunk
       float part[NT][4] = {};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // activations' vector i: columns 8 i .. 8 i + 7 of the 32
@@ -208,11 +233,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
   if constexpr (SILU) {
     // linear() then silu_mul(): gate and up rounded to bf16 (and stored to gate_up), the
     // activation rounded to bf16 before the product.
-    for (int o = threadIdx.x; o < 32 * NT * 2; o += kMmaWarps * 32) {
+    for (int o = threadIdx.x; o < 32 * NT * 2; o += W * 32) {
       const int l = o / (NT * 2), q = (o % (NT * 2)) / 2, e = o % 2;
       float gv = 0.f, uv = 0.f;
 #pragma unroll
-      for (int wi = 0; wi < kMmaWarps; ++wi) {
+      for (int wi = 0; wi < W; ++wi) {
         gv += partial[wi][l][q * 4 + e];
         uv += partial[wi][l][q * 4 + e + 2];
       }
@@ -229,11 +254,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
       }
     }
   } else {
-    for (int o = threadIdx.x; o < 32 * NT * 4; o += kMmaWarps * 32) {
+    for (int o = threadIdx.x; o < 32 * NT * 4; o += W * 32) {
       const int l = o / (NT * 4), rest = o % (NT * 4), q = rest / 4, e = rest % 4;
       float v = 0.f;
 #pragma unroll
-      for (int wi = 0; wi < kMmaWarps; ++wi) v += partial[wi][l][rest];
+      for (int wi = 0; wi < W; ++wi) v += partial[wi][l][rest];
       const int64_t r = n0 + (l >> 2) + (e >= 2 ? 8 : 0);
       const int tok = 8 * q + 2 * (l & 3) + (e & 1);
       if (tok < nt && r < N) out[static_cast<int64_t>(tok) * N + r] = from_f32<TO>(v);
@@ -241,17 +266,73 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NT > 1 ? 1 : (XS && DEEP == 0 
   }
 }
 
-template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0>
+template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0, int W = kMmaWarps,
+          int PF = 0>
 void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gate_up,
                  cudaStream_t s) {
-  auto* kernel = quant_gemv_mma_kernel<FMT, TO, NT, XS, SILU, DEEP>;
+  auto* kernel = quant_gemv_mma_kernel<FMT, TO, NT, XS, SILU, DEEP, W, PF>;
   size_t smem = 0;
   if constexpr (XS) {
     allow_dynamic_smem(kernel, kXsMaxBytes);
     smem = static_cast<size_t>(nt) * (w.k / 2 + 8) * 4;
   }
   const unsigned grid = SILU ? ceil_div(w.n / 2, kMmaRows / 2) : ceil_div(w.n, kMmaRows);
-  launch_k(kernel, grid, kMmaWarps * 32, smem, s, w, quant_chunk_div(w), x, out, nt, gate_up);
+  launch_k(kernel, grid, W * 32, smem, s, w, quant_chunk_div(w), x, out, nt, gate_up);
+}
+
+// The single token's A/B forms (set_quant_gemv_l2_prefetch, set_quant_gemv_four_warps; unset:
+// the environment's SYV_QUANT_GEMV_L2PF = 0 | 128 | 256 and SYV_QUANT_GEMV_WARPS = 8 | 4).
+std::atomic<int> g_l2_prefetch{-1};  // PF, 0-2
+std::atomic<int> g_four_warps{-1};
+std::atomic<uint64_t> g_four_warp_launches{0};
+
+int l2_prefetch_now() {
+  int v = g_l2_prefetch.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env_choice("SYV_QUANT_GEMV_L2PF", {"0", "128", "256"});
+    g_l2_prefetch.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+bool four_warps_now() {
+  int v = g_four_warps.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env_choice("SYV_QUANT_GEMV_WARPS", {"8", "4"});
+    g_four_warps.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+// One token (the XS kernel) with DEEP chunks in flight, under the A/B forms: four-warp blocks
+// where the eight-warp grid passes one wave of resident blocks (the q|k|v and gate_up launches of
+// the 8B: 384 and 1,536 blocks on 264 / 396 slots), so the launch keeps its bytes in flight per
+// multiprocessor with half the blocks' worth of waves; the L2 prefetch size on the weight loads.
+template <int FMT, typename TO, bool SILU, int DEEP>
+void launch_one_token(const QuantWeight& w, const bf16* x, TO* out, void* gate_up, cudaStream_t s) {
+  if constexpr (std::is_same_v<TO, float>) {
+    launch_tile<FMT, TO, 1, true, SILU, DEEP>(w, x, out, 1, gate_up, s);  // default form only
+  } else {
+    const int64_t blocks = SILU ? ceil_div(w.n / 2, kMmaRows / 2) : ceil_div(w.n, kMmaRows);
+    const int per_sm = DEEP == 0 ? 3 : 2;  // the eight-warp kernel's blocks an SM
+    const bool four = four_warps_now() && blocks > int64_t{per_sm} * device_sm_count();
+    auto pf = [&](auto warps) {
+      constexpr int W = decltype(warps)::value;
+      switch (l2_prefetch_now()) {
+        case 1:
+          return launch_tile<FMT, TO, 1, true, SILU, DEEP, W, 1>(w, x, out, 1, gate_up, s);
+        case 2:
+          return launch_tile<FMT, TO, 1, true, SILU, DEEP, W, 2>(w, x, out, 1, gate_up, s);
+        default:
+          return launch_tile<FMT, TO, 1, true, SILU, DEEP, W, 0>(w, x, out, 1, gate_up, s);
+      }
+    };
+    if (four) {
+      g_four_warp_launches.fetch_add(1, std::memory_order_relaxed);
+      pf(std::integral_constant<int, 4>{});
+    } else {
+      pf(std::integral_constant<int, kMmaWarps>{});
+    }
+  }
 }
 
 // Launches of up to 16 tokens: one token tile up to 8, two above (one pass over the weight for
@@ -272,11 +353,11 @@ void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tok
     // 3.05 -> 3.03 (docs/cuda-backend-notes.md "Run 17"); wider launches (gate_up) keep two at 3.
     if constexpr (!SILU) {
       if (w.n <= 8192) {
-        launch_tile<FMT, TO, 1, true, false, 4>(w, x, out, 1, gate_up, s);
+        launch_one_token<FMT, TO, SILU, 4>(w, x, out, gate_up, s);
         return;
       }
     }
-    launch_tile<FMT, TO, 1, true, SILU>(w, x, out, 1, gate_up, s);
+    launch_one_token<FMT, TO, SILU, 0>(w, x, out, gate_up, s);
     return;
   }
   const int64_t out_cols = SILU ? w.n / 2 : w.n;
@@ -323,6 +404,16 @@ bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_
   w.kind == QuantKind::kFp8Block ? launch_mma_tokens<0, bf16, true>(w, xb, o, tokens, gu, s)
                                  : launch_mma_tokens<1, bf16, true>(w, xb, o, tokens, gu, s);
   return true;
+}
+
+void set_quant_gemv_l2_prefetch(int bytes) {
+  g_l2_prefetch.store(bytes >= 256 ? 2 : bytes >= 128 ? 1 : 0, std::memory_order_relaxed);
+}
+void set_quant_gemv_four_warps(bool on) {
+  g_four_warps.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+uint64_t quant_gemv_four_warp_launches() {
+  return g_four_warp_launches.load(std::memory_order_relaxed);
 }
 
 }  // namespace syv::cuda

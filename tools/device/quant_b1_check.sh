@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call (about 9 minutes with the build): the quantized single-token GEMV's
+# A/B forms (quant_gemv_mma.cu: SYV_QUANT_GEMV_L2PF = 128 | 256, the weight loads' L2 prefetch
+# size; SYV_QUANT_GEMV_WARPS=4, four-warp blocks where the eight-warp grid passes a wave) and the
+# fp8 skinny GEMM's staged weight scales (SYV_FP8_SKINNY_STAGE_SCALES=1), on the Qwen3-8B shape:
+#  1. gpu_quant_linear_gpu_test (every form's bits / the CPU) and gpu_engine_quantized_gpu_test.
+#  2. `syv bench quant-kernels` at 1 token, int4 and fp8, under each form (FORMS); the skinny
+#     kernel at 8-32 tokens with and without the staged scales.
+#  3. ncu (NCU=1): one launch of the int4 single-token GEMV a projection, its throughput, memory,
+#     warp-state and scheduler sections (reports under $OUT); NCU_CASES="0:qkv 368:gate_up"
+#     (the launches skipped: a name) for fewer.
+#  4. Model level (bf16 weights and their `syv quantize` gptq and fp8 copies, made meanwhile):
+#     `syv bench decode` b = 1 under each form, fp8 b = 16 / 32 with and without the staged scales.
+# FORMS: the environment assignments of parts 2 and 4 ("A=1,B=2" sets both). Carry .devcarry-deps
+# and .devcarry-tok; full logs under $OUT.
+#   tools/device/quant_b1_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
+export SYV_SOURCE_DIR=$PWD
+B=build/gpu-carry/bin
+O=${OUT:-/tmp}
+W=/tmp/syv-quant
+CFG=tools/bench/configs/qwen3-8b
+FORMS=${FORMS:-SYV_QUANT_GEMV_WARPS=4 SYV_QUANT_GEMV_WARPS=4,SYV_QUANT_GEMV_L2PF=256 SYV_QUANT_GEMV_BULK=1}
+t0=$SECONDS
+echo "== build $(date +%T)"
+timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_quant_linear_gpu_test \
+  gpu_engine_quantized_gpu_test 2>&1 | tail -2
+echo "build: $((SECONDS - t0)) s"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+# The folders, in the background: bf16, then its gptq (int4 g128) and fp8 copies at once.
+mkdir -p "$W"
+(
+  s=$SECONDS
+  $B/syv demo-model --config "$CFG" --out "$W/bf16" >"$O/prep.log" 2>&1
+  for f in gptq fp8; do
+    timeout 420 $B/syv quantize --format $f --in "$W/bf16" --out "$W/$f" >>"$O/prep_$f.log" 2>&1 &&
+      touch "$W/$f/.done" &
+  done
+  wait
+  echo "prep: $((SECONDS - s)) s, gptq $([[ -f $W/gptq/.done ]] && echo done || echo FAILED)," \
+    "fp8 $([[ -f $W/fp8/.done ]] && echo done || echo FAILED)" >>"$O/prep.log"
+) &
+PREP=$!
+
+echo "== tests $(date +%T)"
+timeout 240 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is|error|rror" | head -24
+timeout 300 $B/gpu_engine_quantized_gpu_test 2>&1 | tee $O/engine_quant_tests.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure" | head -8
+
+# One line a (format, shape): us a call of the GEMV at 1 token.
+qk_one_token() {
+  env "$@" timeout 100 $B/syv bench quant-kernels --config $CFG --formats int4,fp8 --tokens 1 \
+    --paths gemv 2>&1 | tee -a $O/qk.log | grep -E "^\| (int4|fp8)" |
+    awk -F'|' '{k = $2 $3; gsub(/ +/, " ", k); printf "%s %.2f us", k, $8} END {print ""}'
+}
+echo "== quant kernels, 1 token, us a call $(date +%T)"
+echo "default: $(qk_one_token DEFAULT=1)"
+for v in $FORMS; do echo "$v: $(qk_one_token ${v//,/ })"; done
+echo "-- fp8 skinny, 8 / 16 / 32 tokens, default then staged scales"
+for v in DEFAULT=1 SYV_FP8_SKINNY_STAGE_SCALES=1; do
+  env $v timeout 100 $B/syv bench quant-kernels --config $CFG --formats fp8 --tokens 8,16,32 \
+    --paths fp8-skinny 2>&1 | tee -a $O/qk_skinny.log | grep -E "^\| fp8" |
+    awk -F'|' -v v=$v '{k = $3; gsub(/ /, "", k); if (!(k in line)) order[n++] = k
+      line[k] = line[k] sprintf(" %d: %.1f", $6, $8)
+    } END {printf "%s:", v; for (i = 0; i < n; i++) printf " %s%s;", order[i], line[order[i]]; print ""}'
+done
+
+if [[ -n ${NCU:-} ]]; then
+  NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  # The bench's launches: 184 a projection, in the order q|k|v, o_proj, gate_up, down.
+  for case in ${NCU_CASES:-0:qkv 184:o_proj 368:gate_up 552:down}; do
+    set -- ${case%%:*} ${case#*:}
+    f=$O/ncu_int4_${2}.txt
+    timeout 100 "$NCUB" --clock-control none --kernel-name regex:quant_gemv_mma --launch-skip $1 \
+      --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+      --section InstructionStats $B/syv bench quant-kernels --config $CFG --formats int4 \
+      --tokens 1 --paths gemv >"$f" 2>&1
+    echo "-- ncu, int4 $2, 1 token"
+    grep -E "^ +(Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Issued Warp Per Scheduler|No Eligible|Active Warps Per Scheduler|Eligible Warps Per Scheduler|Warp Cycles Per Issued Instruction|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Grid Size|Mem Busy|Max Bandwidth) " \
+      "$f" | awk '{$1=$1; print}' | paste - - - - | head -6
+    grep -oE "(On average|about) [^.]*\." "$f" | head -3
+  done
+fi
+
+echo "== waiting for prep $(date +%T)"
+wait $PREP
+tail -1 $O/prep.log
+bench() {  # FOLDER BATCHES [ENV...]
+  local f=$1 b=$2
+  shift 2
+  [[ -f $W/$f/.done || $f == bf16 ]] || { echo "$f: no folder"; return; }
+  ((SECONDS - t0 < ${BUDGET:-570})) || { echo "-- $f ${*}: skipped (time)"; return; }
+  echo "-- $f b=$b${*:+, $*}"
+  env "$@" timeout 90 $B/syv bench decode --config "$W/$f" --batch "$b" --context 512 \
+    --steps 30 2>&1 | tee -a "$O/decode.log" | grep -E "^\| decode|rror" | cut -d'|' -f2-9,11-12
+}
+echo "== model level $(date +%T)"
+bench gptq 1
+for v in $FORMS; do bench gptq 1 ${v//,/ }; done
+bench fp8 1,16,32
+bench fp8 16,32 SYV_FP8_SKINNY_STAGE_SCALES=1
+for v in $FORMS; do bench fp8 1 ${v//,/ }; done
+[[ -n ${BF16:-} ]] && bench bf16 1
+echo "total: $((SECONDS - t0)) s $(date +%T)"
