@@ -446,7 +446,7 @@ TEST_F(QuantLinearGpu, BatchInvariantRowsDoNotDependOnTheTokenCount) {
 }
 
 // The single-token GEMV with its weight on the bulk-copy engine (quant_gemv_bulk.cu, switched on
-// here) against the CPU and bit for bit against the default single-token kernel: int4 with and
+// here) against the CPU and bit for bit against the eight-warp single-token kernel: int4 with and
 // without zero points, groups of 128 and 256, fp8 128x128 and per-row tiles; K of 5 chunks (one
 // partial stage) and of 9 (a full stage and a partial one), N not a multiple of 16 and N of 6,400
 // rows (several row tiles per resident block on any GPU of up to 200 multiprocessors), K 7168 (the
@@ -456,6 +456,7 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
   int major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (major != 9) GTEST_SKIP() << "the bulk-copy GEMV runs on compute capability 9.x only";
+  const bool four_before = cuda::quant_gemv_four_warps();
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
   struct Shape {
     HostQuant h;
@@ -480,7 +481,9 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
       const std::string what = sh.what + ", out " + std::string(dtype_name(out_t));
       Pair out = make_out({1, h.n}, out_t);
       cpu_->linear(x.c, c.w, Tensor(), out.c);
+      cuda::set_quant_gemv_four_warps(false);  // the bulk kernel sums in the eight-warp order
       gpu_->linear(x.g, g.w, Tensor(), out.g);
+      cuda::set_quant_gemv_four_warps(four_before);
       const std::vector<float> want = down_gpu(out.g);
       poison(out.g);
       cuda::set_quant_gemv_bulk(true);
@@ -496,11 +499,13 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
     Pair act[2] = {make_out({1, I}), make_out({1, I})};
     cpu_->linear_silu_mul(x.c, c.w, gu[0].c, act[0].c);
     const uint64_t launches = cuda::quant_gemv_bulk_launches();
+    cuda::set_quant_gemv_four_warps(false);
     for (int u = 0; u < 2; ++u) {
       cuda::set_quant_gemv_bulk(u == 1);
       gpu_->linear_silu_mul(x.g, g.w, gu[u].g, act[u].g);
     }
     cuda::set_quant_gemv_bulk(false);
+    cuda::set_quant_gemv_four_warps(four_before);
     EXPECT_EQ(cuda::quant_gemv_bulk_launches(), launches + 1) << sh.what << ": SiLU did not run it";
     EXPECT_EQ(down_gpu(gu[1].g), down_gpu(gu[0].g)) << sh.what << ", SiLU epilogue's gate_up";
     EXPECT_EQ(down_gpu(act[1].g), down_gpu(act[0].g)) << sh.what << ", SiLU epilogue's out";
@@ -508,66 +513,71 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
   }
 }
 
-// The single-token GEMV's A/B forms: each L2 prefetch size gives the default kernel's bits (only
-// the loads' hints differ), and four-warp blocks (K split four ways a row tile, where the
-// eight-warp grid passes a wave) match the CPU, run to run equal, with and without the L2
-// prefetch. Shapes past the wave rule on this GPU (N from its multiprocessor count): int4 g128
-// with zero points and fp8 128x128, with the plain epilogue (two blocks an SM: q|k|v's form) and
-// the SiLU one (three: gate_up's), K 1,152 (9 chunks: warps of 3 and 2 chunks).
+// The single-token GEMV's four-warp blocks (the default where the eight-warp grid passes a wave:
+// K split four ways a row tile) and the eight-warp form each match the CPU and give the same bits
+// run to run; with four warps the fused SiLU epilogue gives the unfused kernels' bits (the choice
+// is the plain launch's for both). Shapes past the wave rule on this GPU (N from its
+// multiprocessor count; eight-warp blocks two an SM up to 8192 rows, three above): int4 g128 with
+// zero points and fp8 128x128, K 1,152 (9 chunks: warps of 3 and 2 chunks), N up to 8192 (four
+// chunks in flight) and above (two), the plain epilogue in bf16 and f32, and the SiLU one.
 TEST_F(QuantLinearGpu, SingleTokenGemvFormsMatchCpu) {
   ASSERT_TRUE(gpu_->set_quantized_activations(Backend::QuantizedActivations::kOff).ok());
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const bool four_before = cuda::quant_gemv_four_warps();
   const int64_t k = 1152;
-  // run() writes `checked` (and the CPU's reference of it) under every form; `bound`: its
-  // relative L2 bound against the CPU.
+  // run() writes `checked` (the CPU's reference of it already there) under both forms; `bound`:
+  // its relative L2 bound against the CPU.
   auto forms = [&](const std::string& what, const std::function<void()>& run, Pair& checked,
                    double bound) {
-    run();
-    const std::vector<float> base = down_gpu(checked.g);
-    for (int four = 0; four < 2; ++four) {
-      std::vector<float> first;
-      for (int pf : {0, 128, 256}) {
-        const std::string form =
-            what + (four ? ", four warps" : "") + ", L2 prefetch " + std::to_string(pf);
-        poison(checked.g);
-        cuda::set_quant_gemv_four_warps(four == 1);
-        cuda::set_quant_gemv_l2_prefetch(pf);
-        const uint64_t launches = cuda::quant_gemv_four_warp_launches();
-        run();
-        EXPECT_EQ(cuda::quant_gemv_four_warp_launches(), launches + four) << form;
-        cuda::set_quant_gemv_four_warps(false);
-        cuda::set_quant_gemv_l2_prefetch(0);
-        const std::vector<float> got = down_gpu(checked.g);
-        if (four == 0) EXPECT_EQ(got, base) << form;
-        if (first.empty()) first = got;
-        EXPECT_EQ(got, first) << form << ": against the same form without the prefetch";
-        expect_close(checked, bound, form);
-      }
+    for (int four = 1; four >= 0; --four) {
+      const std::string form = what + (four ? ", four warps" : ", eight warps");
+      cuda::set_quant_gemv_four_warps(four == 1);
+      const uint64_t launches = cuda::quant_gemv_four_warp_launches();
+      poison(checked.g);
+      run();
+      const std::vector<float> first = down_gpu(checked.g);
+      poison(checked.g);
+      run();
+      EXPECT_EQ(cuda::quant_gemv_four_warp_launches(), launches + 2 * four) << form;
+      EXPECT_EQ(down_gpu(checked.g), first) << form << ": run to run";
+      expect_close(checked, bound, form);
     }
+    cuda::set_quant_gemv_four_warps(four_before);
   };
+  const int64_t wide = std::max<int64_t>(3 * int64_t{sms} + 9, 8192 / 16 + 1);  // row tiles
   for (int fmt = 0; fmt < 2; ++fmt) {
     auto weight = [&](int64_t n) {
       return fmt == 0 ? random_int4(n, k, 128, true, false, rng_)
                       : random_fp8(n, k, 128, 128, rng_);
     };
-    const std::string what = fmt == 0 ? "int4 g128 zeros" : "fp8 128x128";
+    const std::string name = fmt == 0 ? "int4 g128 zeros" : "fp8 128x128";
     Pair x = make(random_vec(static_cast<size_t>(k), rng_), {1, k});
-    // The plain epilogue: 2 SMs' blocks and 9 more, past a wave.
-    const HostQuant plain = weight(16 * (2 * int64_t{sms} + 9));
-    OnBackend pc = put(*cpu_, plain), pg = put(*gpu_, plain);
-    Pair out = make_out({1, plain.n});
-    cpu_->linear(x.c, pc.w, Tensor(), out.c);
-    forms(
-        what, [&] { gpu_->linear(x.g, pg.w, Tensor(), out.g); }, out, 3e-3);
-    // The SiLU epilogue: the same at 3 blocks an SM.
-    const HostQuant silu = weight(2 * 8 * (3 * int64_t{sms} + 9));
-    OnBackend sc = put(*cpu_, silu), sg = put(*gpu_, silu);
-    Pair gu = make_out({1, silu.n}), act = make_out({1, silu.n / 2});
-    cpu_->linear_silu_mul(x.c, sc.w, gu.c, act.c);
-    forms(
-        what + ", SiLU", [&] { gpu_->linear_silu_mul(x.g, sg.w, gu.g, act.g); }, act, 1.2e-2);
-    expect_close(gu, 1.2e-2, what + ", SiLU's gate_up");
+    for (int64_t tiles : {2 * int64_t{sms} + 9, wide}) {
+      const std::string what = name + ", N " + std::to_string(16 * tiles);
+      const HostQuant h = weight(16 * tiles);
+      OnBackend c = put(*cpu_, h), g = put(*gpu_, h);
+      for (DType out_t : {DType::BF16, DType::F32}) {
+        Pair out = make_out({1, h.n}, out_t);
+        cpu_->linear(x.c, c.w, Tensor(), out.c);
+        forms(
+            what + ", out " + std::string(dtype_name(out_t)),
+            [&] { gpu_->linear(x.g, g.w, Tensor(), out.g); }, out,
+            out_t == DType::F32 ? 3e-5 : 3e-3);
+      }
+      Pair gu[2] = {make_out({1, h.n}), make_out({1, h.n})};
+      Pair act[2] = {make_out({1, h.n / 2}), make_out({1, h.n / 2})};
+      cpu_->linear_silu_mul(x.c, c.w, gu[0].c, act[0].c);
+      forms(
+          what + ", SiLU", [&] { gpu_->linear_silu_mul(x.g, g.w, gu[0].g, act[0].g); }, act[0],
+          1.2e-2);
+      expect_close(gu[0], 1.2e-2, what + ", SiLU's gate_up");
+      gpu_->set_quant_fuse(false);  // linear() then silu_mul(): the same bits
+      gpu_->linear_silu_mul(x.g, g.w, gu[1].g, act[1].g);
+      gpu_->set_quant_fuse(true);
+      EXPECT_EQ(down_gpu(gu[1].g), down_gpu(gu[0].g)) << what << ", unfused gate_up";
+      EXPECT_EQ(down_gpu(act[1].g), down_gpu(act[0].g)) << what << ", unfused SiLU";
+    }
   }
 }
 
@@ -892,9 +902,9 @@ TEST_F(QuantLinearFp8Gemm, AutoKeepsInt4OnBf16Activations) {
 // scales);
 // each call on the kernel, the same bits run to run (the splits summed in rank order), with the
 // weights by the other loads (set_fp8_skinny_tma: tensor-map or cp.async), with the pipelined
-// multiply (set_fp8_skinny_pipe) switched, and pipelined with the weight scales staged
-// (set_fp8_skinny_stage_scales), and within the same bound of cuBLASLt's W8A8 GEMM on the same
-// operands (T >= 8, which it takes).
+// multiply (set_fp8_skinny_pipe) switched, and pipelined with the weight scales' staging
+// (set_fp8_skinny_stage_scales) switched, and within the same bound of cuBLASLt's W8A8 GEMM on the
+// same operands (T >= 8, which it takes).
 TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
@@ -968,14 +978,15 @@ TEST_F(QuantLinearFp8Gemm, SkinnyKernelMatchesTheQuantizedProduct) {
       cuda::set_fp8_skinny_tma(tma_before);
       EXPECT_EQ(down_gpu(out.g), got) << what << ": pipelined " << (pipe_before ? "off" : "on");
       poison(out.g);
-      cuda::set_fp8_skinny_tma(true);  // pipelined with the weight scales staged: the same bits
+      cuda::set_fp8_skinny_tma(true);  // pipelined, the weight scales staged or not: the same bits
       cuda::set_fp8_skinny_pipe(true);
-      cuda::set_fp8_skinny_stage_scales(true);
+      cuda::set_fp8_skinny_stage_scales(!stage_before);
       gpu_->linear(x.g, g.w, Tensor(), out.g);
       cuda::set_fp8_skinny_stage_scales(stage_before);
       cuda::set_fp8_skinny_pipe(pipe_before);
       cuda::set_fp8_skinny_tma(tma_before);
-      EXPECT_EQ(down_gpu(out.g), got) << what << ": weight scales staged";
+      EXPECT_EQ(down_gpu(out.g), got)
+          << what << ": weight scales " << (stage_before ? "loaded by each fold" : "staged");
       const std::vector<float> xq = fp8_activations(down_gpu(x.g), T, h.k);
       double ref = 0;
       const double rel = relative_l2_to_product(got, xq, w, T, h.n, h.k, &ref);

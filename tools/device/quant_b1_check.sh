@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call (about 9 minutes with the build): the quantized single-token GEMV's
-# A/B forms (quant_gemv_mma.cu: SYV_QUANT_GEMV_L2PF = 128 | 256, the weight loads' L2 prefetch
-# size; SYV_QUANT_GEMV_WARPS=4, four-warp blocks where the eight-warp grid passes a wave) and the
-# fp8 skinny GEMM's staged weight scales (SYV_FP8_SKINNY_STAGE_SCALES=1), on the Qwen3-8B shape:
+# On the GPU machine, one call (about 5-9 minutes with the build): the quantized single-token GEMV's
+# forms (quant_gemv_mma.cu: SYV_QUANT_GEMV_WARPS=8, the eight-warp blocks everywhere instead of
+# four-warp blocks where the eight-warp grid passes a wave; SYV_QUANT_GEMV_BULK=1, the bulk-copy
+# form) and the fp8 skinny GEMM's staged weight scales (SYV_FP8_SKINNY_STAGE_SCALES=0 against the
+# default), on the Qwen3-8B shape:
 #  1. gpu_quant_linear_gpu_test (every form's bits / the CPU) and gpu_engine_quantized_gpu_test.
-#  2. `syv bench quant-kernels` at 1 token, int4 and fp8, under each form (FORMS); the skinny
-#     kernel at 8-32 tokens with and without the staged scales.
+#  2. `syv bench quant-kernels` at 1 token, int4 and fp8, under each form (FORMS, KFORMS); the
+#     skinny kernel at 8-32 tokens with and without the staged scales.
 #  3. ncu (NCU=1): one launch of the int4 single-token GEMV a projection, its throughput, memory,
 #     warp-state and scheduler sections (reports under $OUT); NCU_CASES="0:qkv 368:gate_up"
 #     (the launches skipped: a name) for fewer.
 #  4. Model level (bf16 weights and their `syv quantize` gptq and fp8 copies, made meanwhile):
-#     `syv bench decode` b = 1 under each form, fp8 b = 16 / 32 with and without the staged scales.
-# FORMS: the environment assignments of parts 2 and 4 ("A=1,B=2" sets both). Carry .devcarry-deps
+#     `syv bench decode` b = 1 under each form of FORMS, fp8 b = 16 / 32 with and without the
+#     staged scales; BF16=1 adds bf16 b = 1.
+# FORMS: the environment assignments of parts 2 and 4 ("A=1,B=2" sets both), KFORMS more of part 2
+# only; BUDGET: seconds after which part 4 starts no more runs (default 570). Carry .devcarry-deps
 # and .devcarry-tok; full logs under $OUT.
 #   tools/device/quant_b1_check.sh
 set -uo pipefail
@@ -22,7 +25,8 @@ B=build/gpu-carry/bin
 O=${OUT:-/tmp}
 W=/tmp/syv-quant
 CFG=tools/bench/configs/qwen3-8b
-FORMS=${FORMS:-SYV_QUANT_GEMV_WARPS=4 SYV_QUANT_GEMV_WARPS=4,SYV_QUANT_GEMV_L2PF=256 SYV_QUANT_GEMV_BULK=1}
+FORMS=${FORMS:-SYV_QUANT_GEMV_WARPS=8}
+KFORMS=${KFORMS:-SYV_QUANT_GEMV_BULK=1}
 t0=$SECONDS
 echo "== build $(date +%T)"
 timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_quant_linear_gpu_test \
@@ -58,9 +62,9 @@ qk_one_token() {
 }
 echo "== quant kernels, 1 token, us a call $(date +%T)"
 echo "default: $(qk_one_token DEFAULT=1)"
-for v in $FORMS; do echo "$v: $(qk_one_token ${v//,/ })"; done
-echo "-- fp8 skinny, 8 / 16 / 32 tokens, default then staged scales"
-for v in DEFAULT=1 SYV_FP8_SKINNY_STAGE_SCALES=1; do
+for v in $FORMS $KFORMS; do echo "$v: $(qk_one_token ${v//,/ })"; done
+echo "-- fp8 skinny, 8 / 16 / 32 tokens, default (staged scales) then without"
+for v in DEFAULT=1 SYV_FP8_SKINNY_STAGE_SCALES=0; do
   env $v timeout 100 $B/syv bench quant-kernels --config $CFG --formats fp8 --tokens 8,16,32 \
     --paths fp8-skinny 2>&1 | tee -a $O/qk_skinny.log | grep -E "^\| fp8" |
     awk -F'|' -v v=$v '{k = $3; gsub(/ /, "", k); if (!(k in line)) order[n++] = k
@@ -102,7 +106,7 @@ echo "== model level $(date +%T)"
 bench gptq 1
 for v in $FORMS; do bench gptq 1 ${v//,/ }; done
 bench fp8 1,16,32
-bench fp8 16,32 SYV_FP8_SKINNY_STAGE_SCALES=1
 for v in $FORMS; do bench fp8 1 ${v//,/ }; done
+bench fp8 16,32 SYV_FP8_SKINNY_STAGE_SCALES=0
 [[ -n ${BF16:-} ]] && bench bf16 1
 echo "total: $((SECONDS - t0)) s $(date +%T)"

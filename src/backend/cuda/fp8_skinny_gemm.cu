@@ -417,8 +417,8 @@ cudaLaunchConfig_t launch_config(int n_tokens, int stages, int64_t n, int splits
 // Whether the weights come by tensor-map loads (SYV_FP8_SKINNY_TMA, default 1;
 // set_fp8_skinny_tma), whether the multiply is pipelined (SYV_FP8_SKINNY_PIPE, default 1;
 // set_fp8_skinny_pipe; with tensor-map loads only) and whether the weight-tile scales are staged
-// up front (SYV_FP8_SKINNY_STAGE_SCALES, default 0 until timed; set_fp8_skinny_stage_scales; with
-// the pipelined multiply only).
+// up front (SYV_FP8_SKINNY_STAGE_SCALES, default 1; set_fp8_skinny_stage_scales; with the
+// pipelined multiply only).
 std::atomic<int> g_tma{-1}, g_pipe{-1}, g_stage_scales{-1};
 bool tma_on() {
   return env_switch(g_tma, "SYV_FP8_SKINNY_TMA", true);
@@ -427,7 +427,7 @@ bool pipe_on() {
   return env_switch(g_pipe, "SYV_FP8_SKINNY_PIPE", true);
 }
 bool stage_scales_on() {
-  return env_switch(g_stage_scales, "SYV_FP8_SKINNY_STAGE_SCALES", false);
+  return env_switch(g_stage_scales, "SYV_FP8_SKINNY_STAGE_SCALES", true);
 }
 
 template <int N, int kStages, int kLoad, typename TO>

@@ -1,6 +1,7 @@
 // The single-token tensor-core GEMV for quantized weights with its weight stream on the bulk-copy
-// engine (Hopper's cp.async.bulk): quant_gemv_mma.cu's one-token kernel (the same decode, mma
-// steps and summation order: the same bits) with a different way of getting the bytes in.
+// engine (Hopper's cp.async.bulk): quant_gemv_mma.cu's one-token kernel in its eight-warp form
+// (the same decode, mma steps and summation order: the same bits) with a different way of getting
+// the bytes in.
 //
 // Why: the one-token kernel is latency-bound, not bandwidth- or issue-bound (ncu, H200: DRAM
 // 20-22% of peak, warps stalled on long scoreboard; docs/cuda-backend-notes.md "Run 14", "Run
@@ -22,8 +23,9 @@
 // that kernel's, so the outputs are bit for bit the same. The activations are staged once per
 // block in the mma's pair order (the XS form).
 //
-// Off by default until measured: SYV_QUANT_GEMV_BULK=1 (or set_quant_gemv_bulk) takes it for
-// single-token launches on compute capability 9.x. Written 2026-12-06 without a GPU.
+// Off, measured slower than the register pipeline for int4 (1.2-1.4x a call, H100, 2026-12-06,
+// twice; docs/cuda-backend-notes.md "Run 27"): SYV_QUANT_GEMV_BULK=1 (or set_quant_gemv_bulk)
+// takes it for single-token launches on compute capability 9.x.
 #include <algorithm>
 #include <atomic>
 
@@ -158,14 +160,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
           for (int v = 0; v < V; ++v)
             wb[r][v] = reinterpret_cast<const uint4*>(stage + (g + 8 * r) * S::kPitch)[v];
+        const uint32_t* xs_chunk = xs + static_cast<int>(c) * 64 + t * 16;
         float part[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            uint2 b = make_uint2(0u, 0u);
-            if (g == 0)
-              b = *reinterpret_cast<const uint2*>(xs + (c * 4 + t) * 16 + (2 * i + h) * 2);
+            // Token 0's pairs for every lane, as quant_gemv_mma.cu's single token: columns g >= 1
+            // are never stored (no branch, one address a chunk).
+            const uint2 b = *reinterpret_cast<const uint2*>(xs_chunk + (2 * i + h) * 2);
             uint32_t a[4];
             weight_fragment<FMT>(reinterpret_cast<const uint32_t*>(&wb[0][0]),
                                  reinterpret_cast<const uint32_t*>(&wb[1][0]), zc[0], zc[1], i, h,

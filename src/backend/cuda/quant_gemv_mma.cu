@@ -11,7 +11,9 @@
 //
 // Work split. A block owns 16 weight rows (the mma's M) and its 8 warps split the K range in
 // chunks of 128 columns (warp w takes chunks w, w + 8, ...), each warp keeping several chunks'
-// loads in flight; the warps' partial sums meet in shared memory at the end. Lane (g, t) =
+// loads in flight; the warps' partial sums meet in shared memory at the end. A single token whose
+// grid of 8-warp blocks would pass one wave of resident blocks runs 4-warp blocks instead (warp w
+// takes chunks w, w + 4, ...; twice the blocks an SM). Lane (g, t) =
 // (lane / 4, lane % 4) loads 32 consecutive columns [128 c + 32 t, + 32) of rows g and g + 8 (16
 // bytes of int4 or 32 of fp8 per row), and the same 32 columns of token g's activations.
 //
@@ -22,12 +24,17 @@
 // warp, were both slower than this one-tile-per-block kernel at 1-16 tokens.
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <type_traits>
+#include <utility>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/quant_mma_decode.cuh"
+#include "core/check.h"
 
 namespace syv::cuda {
 namespace {
@@ -37,38 +44,16 @@ constexpr int kMmaRows = 16;       // weight rows per block (the mma's M)
 constexpr int kMmaMaxTokens = 16;  // tokens per launch at most (two token tiles of the mma's N)
 constexpr int64_t kXsMaxBytes = 96 * 1024;  // the staged activations' shared memory at most
 
-// A 16-byte weight vector, streamed (evict-first); PF 1 / 2 also asks the L2 to fetch the 128 /
-// 256 bytes around it on a miss (a lane reads 16 of a row's 64 int4 bytes a chunk, the warps of a
-// block neighbouring chunks, so the sectors a miss brings in are read by the next warps).
-template <int PF>
-__device__ __forceinline__ uint4 load_weight16(const uint8_t* p) {
-  if constexpr (PF == 0) {
-    return __ldcs(reinterpret_cast<const uint4*>(p));
-  } else {
-    uint4 v;
-    if constexpr (PF == 1)
-      asm("ld.global.cs.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
-          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-          : "l"(p));
-    else
-      asm("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-          : "l"(p));
-    return v;
-  }
-}
-
 // out[t, n] = sum_k x[t, k] dequant(w)[n, k] for t < nt <= 8 NT. FMT 0: fp8 tiles, 1: int4 groups.
 // NT: token tiles of 8 per launch, sharing each decoded weight fragment (2: up to 16 tokens in one
 // pass over the weight). XS (NT = 1): the activations staged once per block in shared memory,
 // already in the mma's pair order, so each mma reads its two activation words with one LDS.64
 // instead of two PRMTs and the warp keeps no activation registers (dynamic shared memory
-// nt x (K / 2 + 8) words); with two chunks in flight per warp it fits 3 blocks per SM.
+// K / 2 + 8 words; one token only: every lane reads token 0's); with two chunks in flight per
+// warp it fits 3 blocks per SM.
 // cdiv: (fp8 block_k or int4 group_size) / 128. W: warps per block, splitting K (8, or 4 for the
-// single token's four-warp form: twice the blocks an SM, each warp twice the chunks). PF: the
-// weight loads' L2 prefetch size (0: none, 1: 128 bytes, 2: 256 bytes; load_weight16).
-template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0, int W = kMmaWarps,
-          int PF = 0>
+// single token's four-warp form: twice the blocks an SM, each warp twice the chunks).
+template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0, int W = kMmaWarps>
 __global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2)) * kMmaWarps / W)
     quant_gemv_mma_kernel(const QuantWeight w, const ChunkDiv cdiv, const bf16* __restrict__ x,
                           TO* __restrict__ out, int nt, void* __restrict__ gate_up) {
@@ -78,7 +63,7 @@ __global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2
   // per SM)
   constexpr int D = DEEP > 0 ? DEEP : (FMT == 0 || XS ? 2 : 4);
   constexpr int64_t kRowChunkBytes = FMT == 0 ? kQuantChunk : kQuantChunk / 2;
-  extern __shared__ uint32_t xs[];  // XS: [nt][K / 2 + 8] words
+  extern __shared__ uint32_t xs[];  // XS: [K / 2 + 8] words, token 0's (nt == 1)
   __shared__ float partial[W][32][NT * 4];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -122,7 +107,7 @@ __global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
       for (int v = 0; v < V; ++v)
-        wb[slot][r][v] = load_weight16<PF>(wrow[r] + c * kRowChunkBytes + 16 * v);
+        wb[slot][r][v] = __ldcs(reinterpret_cast<const uint4*>(wrow[r] + c * kRowChunkBytes) + v);
       const uint32_t col = cdiv(static_cast<uint32_t>(c));
       sc[slot][r] = __ldg(srow[r] + col);
       if constexpr (FMT == 1) {
@@ -189,6 +174,12 @@ __global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2
       if (j >= nc) break;
       if (!XS && j + 1 < nc) load_x((d + 1) & 1, j + 1);
       const int64_t cj = warp + static_cast<int64_t>(j) * W;  // this chunk
+      // XS: the lane's pair words of token 0 in this chunk. Every lane reads token 0's, also those
+      // of the mma's columns g >= 1 (tokens a single-token launch does not have): those columns'
+      // sums are never stored and each column of the mma is its own dot product, so column 0 is
+      // the same, and the reads need no branch and one address a chunk (a branch and 64-bit
+      // address arithmetic every mma step made ~35 instructions a step, ncu: 277 a chunk).
+      const uint32_t* xs_chunk = xs + static_cast<int>(cj) * 64 + t * 16;
       float part[NT][4] = {};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // activations' vector i: columns 8 i .. 8 i + 7 of the 32
@@ -196,10 +187,7 @@ __global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2
         for (int h = 0; h < 2; ++h) {
           uint32_t b[NT][2];
           if constexpr (XS) {
-            uint2 v = make_uint2(0u, 0u);
-            if (has_x[0])
-              v = *reinterpret_cast<const uint2*>(xs + g * xs_row + (cj * 4 + t) * 16 +
-                                                  (2 * i + h) * 2);
+            const uint2 v = *reinterpret_cast<const uint2*>(xs_chunk + (2 * i + h) * 2);
             b[0][0] = v.x;
             b[0][1] = v.y;
           } else {
@@ -266,72 +254,85 @@ __global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2
   }
 }
 
-template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0, int W = kMmaWarps,
-          int PF = 0>
+template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0, int W = kMmaWarps>
 void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gate_up,
                  cudaStream_t s) {
-  auto* kernel = quant_gemv_mma_kernel<FMT, TO, NT, XS, SILU, DEEP, W, PF>;
+  auto* kernel = quant_gemv_mma_kernel<FMT, TO, NT, XS, SILU, DEEP, W>;
   size_t smem = 0;
   if constexpr (XS) {
+    SYV_CHECK(nt == 1) << "the staged-activation GEMV takes one token (it reads token 0's)";
     allow_dynamic_smem(kernel, kXsMaxBytes);
-    smem = static_cast<size_t>(nt) * (w.k / 2 + 8) * 4;
+    smem = static_cast<size_t>(w.k / 2 + 8) * 4;
   }
   const unsigned grid = SILU ? ceil_div(w.n / 2, kMmaRows / 2) : ceil_div(w.n, kMmaRows);
   launch_k(kernel, grid, W * 32, smem, s, w, quant_chunk_div(w), x, out, nt, gate_up);
 }
 
-// The single token's A/B forms (set_quant_gemv_l2_prefetch, set_quant_gemv_four_warps; unset:
-// the environment's SYV_QUANT_GEMV_L2PF = 0 | 128 | 256 and SYV_QUANT_GEMV_WARPS = 8 | 4).
-std::atomic<int> g_l2_prefetch{-1};  // PF, 0-2
+// The single token's four-warp blocks (set_quant_gemv_four_warps; unset: the environment's
+// SYV_QUANT_GEMV_WARPS = 4, the default, or 8).
 std::atomic<int> g_four_warps{-1};
 std::atomic<uint64_t> g_four_warp_launches{0};
 
-int l2_prefetch_now() {
-  int v = g_l2_prefetch.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = env_choice("SYV_QUANT_GEMV_L2PF", {"0", "128", "256"});
-    g_l2_prefetch.store(v, std::memory_order_relaxed);
-  }
-  return v;
-}
 bool four_warps_now() {
   int v = g_four_warps.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = env_choice("SYV_QUANT_GEMV_WARPS", {"8", "4"});
+    v = env_choice("SYV_QUANT_GEMV_WARPS", {"4", "8"}) == 0 ? 1 : 0;
     g_four_warps.store(v, std::memory_order_relaxed);
   }
   return v == 1;
 }
 
-// One token (the XS kernel) with DEEP chunks in flight, under the A/B forms: four-warp blocks
-// where the eight-warp grid passes one wave of resident blocks (the q|k|v and gate_up launches of
-// the 8B: 384 and 1,536 blocks on 264 / 396 slots), so the launch keeps its bytes in flight per
-// multiprocessor with half the blocks' worth of waves; the L2 prefetch size on the weight loads.
+// Resident blocks an SM of the plain single-token kernel <FMT, DEEP, W> with the staging of a
+// K-column row (cudaOccupancyMaxActiveBlocksPerMultiprocessor), cached per device and K.
+template <int FMT, int DEEP, int W>
+int one_token_resident(int64_t k) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int64_t>, int> cache;  // (device, K) -> blocks an SM
+  int dev = 0;
+  SYV_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = cache.try_emplace({dev, k}, 0);
+  if (fresh) {
+    auto* kernel = quant_gemv_mma_kernel<FMT, bf16, 1, true, false, DEEP, W>;
+    allow_dynamic_smem(kernel, kXsMaxBytes);
+    SYV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &it->second, kernel, W * 32, static_cast<size_t>(k / 2 + 8) * 4));
+  }
+  return it->second;
+}
+
+// Whether a single token of `w` runs four-warp blocks: where the plain launch's eight-warp grid
+// (ceil(n / 16) blocks; the SiLU epilogue's launch has as many) passes one wave of its resident
+// blocks and four-warp blocks keep at least as many warps resident (each block stages the whole
+// activation row: at large K shared memory, not registers, may bound them). Decided from the
+// plain launch's kernels for the SiLU launch too, so that a fused gate_up and linear() +
+// silu_mul() sum in the same order (the same bits). The 8B's q|k|v (384 blocks on 264 two-a-SM
+// slots) and gate_up (1,536 on 396) take them; its b = 1 step, H100, graph ms: gptq 2.828 ->
+// 2.737 and 2.823 -> 2.797, fp8 3.613 -> 3.548 and 3.667 -> 3.602 (two calls, 2026-12-06;
+// docs/cuda-backend-notes.md "Run 27").
+template <int FMT>
+bool one_token_four_warps(const QuantWeight& w) {
+  if (!four_warps_now()) return false;
+  auto rule = [&](auto deep) {
+    constexpr int D = decltype(deep)::value;
+    const int r8 = one_token_resident<FMT, D, kMmaWarps>(w.k);
+    const int r4 = one_token_resident<FMT, D, 4>(w.k);
+    return ceil_div(w.n, kMmaRows) > int64_t{r8} * device_sm_count() && 4 * r4 >= kMmaWarps * r8;
+  };
+  // The plain launch's chunks in flight: four up to 8192 rows, else two (launch_mma_tokens).
+  return w.n <= 8192 ? rule(std::integral_constant<int, 4>{})
+                     : rule(std::integral_constant<int, 0>{});
+}
+
+// One token (the XS kernel) with DEEP chunks in flight, in four-warp blocks where
+// one_token_four_warps() says so.
 template <int FMT, typename TO, bool SILU, int DEEP>
 void launch_one_token(const QuantWeight& w, const bf16* x, TO* out, void* gate_up, cudaStream_t s) {
-  if constexpr (std::is_same_v<TO, float>) {
-    launch_tile<FMT, TO, 1, true, SILU, DEEP>(w, x, out, 1, gate_up, s);  // default form only
+  if (one_token_four_warps<FMT>(w)) {
+    g_four_warp_launches.fetch_add(1, std::memory_order_relaxed);
+    launch_tile<FMT, TO, 1, true, SILU, DEEP, 4>(w, x, out, 1, gate_up, s);
   } else {
-    const int64_t blocks = SILU ? ceil_div(w.n / 2, kMmaRows / 2) : ceil_div(w.n, kMmaRows);
-    const int per_sm = DEEP == 0 ? 3 : 2;  // the eight-warp kernel's blocks an SM
-    const bool four = four_warps_now() && blocks > int64_t{per_sm} * device_sm_count();
-    auto pf = [&](auto warps) {
-      constexpr int W = decltype(warps)::value;
-      switch (l2_prefetch_now()) {
-        case 1:
-          return launch_tile<FMT, TO, 1, true, SILU, DEEP, W, 1>(w, x, out, 1, gate_up, s);
-        case 2:
-          return launch_tile<FMT, TO, 1, true, SILU, DEEP, W, 2>(w, x, out, 1, gate_up, s);
-        default:
-          return launch_tile<FMT, TO, 1, true, SILU, DEEP, W, 0>(w, x, out, 1, gate_up, s);
-      }
-    };
-    if (four) {
-      g_four_warp_launches.fetch_add(1, std::memory_order_relaxed);
-      pf(std::integral_constant<int, 4>{});
-    } else {
-      pf(std::integral_constant<int, kMmaWarps>{});
-    }
+    launch_tile<FMT, TO, 1, true, SILU, DEEP>(w, x, out, 1, gate_up, s);
   }
 }
 
@@ -406,11 +407,11 @@ bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_
   return true;
 }
 
-void set_quant_gemv_l2_prefetch(int bytes) {
-  g_l2_prefetch.store(bytes >= 256 ? 2 : bytes >= 128 ? 1 : 0, std::memory_order_relaxed);
-}
 void set_quant_gemv_four_warps(bool on) {
   g_four_warps.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+bool quant_gemv_four_warps() {
+  return four_warps_now();
 }
 uint64_t quant_gemv_four_warp_launches() {
   return g_four_warp_launches.load(std::memory_order_relaxed);
