@@ -515,8 +515,8 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
 
 // The single-token GEMV's four-warp blocks (the default where the eight-warp grid passes a wave:
 // K split four ways a row tile) and the eight-warp form each match the CPU and give the same bits
-// run to run; with four warps the fused SiLU epilogue gives the unfused kernels' bits (the choice
-// is the plain launch's for both). Shapes past the wave rule on this GPU (N from its
+// run to run; under either the fused SiLU epilogue gives the unfused kernels' bits (the choice of
+// four warps is the plain launch's for both). Shapes past the wave rule on this GPU (N from its
 // multiprocessor count; eight-warp blocks two an SM up to 8192 rows, three above): int4 g128 with
 // zero points and fp8 128x128, K 1,152 (9 chunks: warps of 3 and 2 chunks), N up to 8192 (four
 // chunks in flight) and above (two), the plain epilogue in bf16 and f32, and the SiLU one.
@@ -572,11 +572,17 @@ TEST_F(QuantLinearGpu, SingleTokenGemvFormsMatchCpu) {
           what + ", SiLU", [&] { gpu_->linear_silu_mul(x.g, g.w, gu[0].g, act[0].g); }, act[0],
           1.2e-2);
       expect_close(gu[0], 1.2e-2, what + ", SiLU's gate_up");
-      gpu_->set_quant_fuse(false);  // linear() then silu_mul(): the same bits
-      gpu_->linear_silu_mul(x.g, g.w, gu[1].g, act[1].g);
-      gpu_->set_quant_fuse(true);
-      EXPECT_EQ(down_gpu(gu[1].g), down_gpu(gu[0].g)) << what << ", unfused gate_up";
-      EXPECT_EQ(down_gpu(act[1].g), down_gpu(act[0].g)) << what << ", unfused SiLU";
+      for (const bool four : {true, false}) {  // fused, then linear() and silu_mul(): the same bits
+        const std::string form = what + (four ? ", four warps" : ", eight warps");
+        cuda::set_quant_gemv_four_warps(four);
+        gpu_->linear_silu_mul(x.g, g.w, gu[0].g, act[0].g);
+        gpu_->set_quant_fuse(false);
+        gpu_->linear_silu_mul(x.g, g.w, gu[1].g, act[1].g);
+        gpu_->set_quant_fuse(true);
+        EXPECT_EQ(down_gpu(gu[1].g), down_gpu(gu[0].g)) << form << ", unfused gate_up";
+        EXPECT_EQ(down_gpu(act[1].g), down_gpu(act[0].g)) << form << ", unfused SiLU";
+      }
+      cuda::set_quant_gemv_four_warps(four_before);
     }
   }
 }
