@@ -517,7 +517,8 @@ TEST_F(QuantLinearGpu, BulkCopySingleTokenGemvGivesTheDefaultKernelsBits) {
 // K split four ways a row tile) and the eight-warp form each match the CPU and give the same bits
 // run to run; under either the fused SiLU epilogue gives the unfused kernels' bits (the choice of
 // four warps is the plain launch's for both). Shapes past the wave rule on this GPU (N from its
-// multiprocessor count; eight-warp blocks two an SM up to 8192 rows, three above): int4 g128 with
+// multiprocessor count; eight-warp blocks two an SM up to 8192 rows, three above, as their
+// registers allow on every GPU syv builds for, 64K registers an SM): int4 g128 with
 // zero points and fp8 128x128, K 1,152 (9 chunks: warps of 3 and 2 chunks), N up to 8192 (four
 // chunks in flight) and above (two), the plain epilogue in bf16 and f32, and the SiLU one.
 TEST_F(QuantLinearGpu, SingleTokenGemvFormsMatchCpu) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine, one call (about 5-9 minutes with the build): the quantized single-token GEMV's
-# forms (quant_gemv_mma.cu: SYV_QUANT_GEMV_WARPS=8, the eight-warp blocks everywhere instead of
+# forms (quant_gemv_mma.cu: SYV_QUANT_GEMV_FOUR_WARPS=0, the eight-warp blocks everywhere instead of
 # four-warp blocks where the eight-warp grid passes a wave; SYV_QUANT_GEMV_BULK=1, the bulk-copy
 # form) and the fp8 skinny GEMM's staged weight scales (SYV_FP8_SKINNY_STAGE_SCALES=0 against the
 # default), on the Qwen3-8B shape:
@@ -25,7 +25,7 @@ B=build/gpu-carry/bin
 O=${OUT:-/tmp}
 W=/tmp/syv-quant
 CFG=tools/bench/configs/qwen3-8b
-FORMS=${FORMS:-SYV_QUANT_GEMV_WARPS=8}
+FORMS=${FORMS:-SYV_QUANT_GEMV_FOUR_WARPS=0}
 KFORMS=${KFORMS:-SYV_QUANT_GEMV_BULK=1}
 t0=$SECONDS
 echo "== build $(date +%T)"
@@ -34,19 +34,9 @@ timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_quant_lin
 echo "build: $((SECONDS - t0)) s"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 # The folders, in the background: bf16, then its gptq (int4 g128) and fp8 copies at once.
-mkdir -p "$W"
-(
-  s=$SECONDS
-  $B/syv demo-model --config "$CFG" --out "$W/bf16" >"$O/prep.log" 2>&1
-  for f in gptq fp8; do
-    timeout 420 $B/syv quantize --format $f --in "$W/bf16" --out "$W/$f" >>"$O/prep_$f.log" 2>&1 &&
-      touch "$W/$f/.done" &
-  done
-  wait
-  echo "prep: $((SECONDS - s)) s, gptq $([[ -f $W/gptq/.done ]] && echo done || echo FAILED)," \
-    "fp8 $([[ -f $W/fp8/.done ]] && echo done || echo FAILED)" >>"$O/prep.log"
-) &
-PREP=$!
+FORMATS="gptq fp8"
+source tools/device/fp8_folders.sh
+fp8_folders_start
 
 echo "== tests $(date +%T)"
 timeout 240 $B/gpu_quant_linear_gpu_test 2>&1 | tee $O/quant_tests.log |
@@ -91,8 +81,7 @@ if [[ -n ${NCU:-} ]]; then
 fi
 
 echo "== waiting for prep $(date +%T)"
-wait $PREP
-tail -1 $O/prep.log
+fp8_folders_wait
 bench() {  # FOLDER BATCHES [ENV...]
   local f=$1 b=$2
   shift 2

@@ -189,7 +189,7 @@ bool launch_quant_gemv_mma_silu(const QuantWeight& w, const void* x, void* gate_
 // Whether launch_quant_gemv_mma's single token (and the SiLU one's) may run four-warp blocks where
 // the eight-warp grid passes one wave of resident blocks and four-warp ones keep as many warps
 // resident (K split four ways a row tile, not eight: another order of the sums): on unless
-// SYV_QUANT_GEMV_WARPS=8 or set_quant_gemv_four_warps(false).
+// SYV_QUANT_GEMV_FOUR_WARPS=0 or set_quant_gemv_four_warps(false).
 // four_warp_launches: launches of that form so far in this process (tests).
 void set_quant_gemv_four_warps(bool on);
 bool quant_gemv_four_warps();

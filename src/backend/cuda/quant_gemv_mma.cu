@@ -269,59 +269,63 @@ void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gat
 }
 
 // The single token's four-warp blocks (set_quant_gemv_four_warps; unset: the environment's
-// SYV_QUANT_GEMV_WARPS = 4, the default, or 8).
+// SYV_QUANT_GEMV_FOUR_WARPS, default 1).
 std::atomic<int> g_four_warps{-1};
 std::atomic<uint64_t> g_four_warp_launches{0};
 
 bool four_warps_now() {
-  int v = g_four_warps.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = env_choice("SYV_QUANT_GEMV_WARPS", {"4", "8"}) == 0 ? 1 : 0;
-    g_four_warps.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
+  return env_switch(g_four_warps, "SYV_QUANT_GEMV_FOUR_WARPS", true);
 }
 
-// Resident blocks an SM of the plain single-token kernel <FMT, DEEP, W> with the staging of a
-// K-column row (cudaOccupancyMaxActiveBlocksPerMultiprocessor), cached per device and K.
-template <int FMT, int DEEP, int W>
-int one_token_resident(int64_t k) {
+// Rows up to which a single token's plain launch keeps four chunks in flight a warp (two blocks an
+// SM); wider launches keep two (three blocks an SM). launch_mma_tokens.
+constexpr int64_t kDeepMaxRows = 8192;
+
+// How the plain single-token kernel <FMT, DEEP> fits a GPU at K columns (its blocks stage the whole
+// row: at large K shared memory, not registers, may bound them): the eight-warp blocks the GPU
+// holds at once, and whether four-warp blocks keep at least as many warps resident
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor), cached per device and K.
+struct OneTokenFit {
+  int64_t eight_warp_slots = 0;
+  bool four_fits = false;
+};
+template <int FMT, int DEEP>
+OneTokenFit one_token_fit(int64_t k) {
   static std::mutex mu;
-  static std::map<std::pair<int, int64_t>, int> cache;  // (device, K) -> blocks an SM
+  static std::map<std::pair<int, int64_t>, OneTokenFit> cache;  // (device, K)
   int dev = 0;
   SYV_CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = cache.try_emplace({dev, k}, 0);
+  auto [it, fresh] = cache.try_emplace({dev, k});
   if (fresh) {
-    auto* kernel = quant_gemv_mma_kernel<FMT, bf16, 1, true, false, DEEP, W>;
-    allow_dynamic_smem(kernel, kXsMaxBytes);
-    SYV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &it->second, kernel, W * 32, static_cast<size_t>(k / 2 + 8) * 4));
+    const size_t smem = static_cast<size_t>(k / 2 + 8) * 4;
+    auto resident = [&](auto* kernel, int warps) {
+      int blocks = 0;
+      allow_dynamic_smem(kernel, kXsMaxBytes);
+      SYV_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, warps * 32, smem));
+      return blocks;
+    };
+    const int r8 = resident(quant_gemv_mma_kernel<FMT, bf16, 1, true, false, DEEP>, kMmaWarps);
+    const int r4 = resident(quant_gemv_mma_kernel<FMT, bf16, 1, true, false, DEEP, 4>, 4);
+    it->second = {int64_t{r8} * device_sm_count(), 4 * r4 >= kMmaWarps * r8};
   }
   return it->second;
 }
 
 // Whether a single token of `w` runs four-warp blocks: where the plain launch's eight-warp grid
-// (ceil(n / 16) blocks; the SiLU epilogue's launch has as many) passes one wave of its resident
-// blocks and four-warp blocks keep at least as many warps resident (each block stages the whole
-// activation row: at large K shared memory, not registers, may bound them). Decided from the
-// plain launch's kernels for the SiLU launch too, so that a fused gate_up and linear() +
-// silu_mul() sum in the same order (the same bits). The 8B's q|k|v (384 blocks on 264 two-a-SM
-// slots) and gate_up (1,536 on 396) take them; its b = 1 step, H100, graph ms: gptq 2.828 ->
-// 2.737 and 2.823 -> 2.797, fp8 3.613 -> 3.548 and 3.667 -> 3.602 (two calls, 2026-12-06;
-// docs/cuda-backend-notes.md "Run 27").
+// (ceil(n / 16) blocks; the SiLU epilogue's launch has as many) passes one wave of resident blocks
+// and four-warp blocks keep as many warps resident. Decided from the plain launch's kernels for
+// the SiLU launch too, so that a fused gate_up and linear() + silu_mul() sum in the same order
+// (the same bits). The 8B's q|k|v (384 blocks on 264 two-a-SM slots) and gate_up (1,536 on 396)
+// take them; its b = 1 step, H100, graph ms: gptq 2.828 -> 2.737 and 2.823 -> 2.797, fp8 3.613 ->
+// 3.548 and 3.667 -> 3.602 (two calls, 2026-12-06; docs/cuda-backend-notes.md "Run 27").
 template <int FMT>
 bool one_token_four_warps(const QuantWeight& w) {
   if (!four_warps_now()) return false;
-  auto rule = [&](auto deep) {
-    constexpr int D = decltype(deep)::value;
-    const int r8 = one_token_resident<FMT, D, kMmaWarps>(w.k);
-    const int r4 = one_token_resident<FMT, D, 4>(w.k);
-    return ceil_div(w.n, kMmaRows) > int64_t{r8} * device_sm_count() && 4 * r4 >= kMmaWarps * r8;
-  };
-  // The plain launch's chunks in flight: four up to 8192 rows, else two (launch_mma_tokens).
-  return w.n <= 8192 ? rule(std::integral_constant<int, 4>{})
-                     : rule(std::integral_constant<int, 0>{});
+  const OneTokenFit fit =
+      w.n <= kDeepMaxRows ? one_token_fit<FMT, 4>(w.k) : one_token_fit<FMT, 0>(w.k);
+  return fit.four_fits && ceil_div(w.n, kMmaRows) > fit.eight_warp_slots;
 }
 
 // One token (the XS kernel) with DEEP chunks in flight, in four-warp blocks where
@@ -353,7 +357,7 @@ void launch_mma_tokens(const QuantWeight& w, const bf16* x, TO* out, int64_t tok
     // chunks in flight per warp at 2 blocks per SM: Qwen3-8B gptq 2.85 -> 2.65 ms a step, fp8
     // 3.05 -> 3.03 (docs/cuda-backend-notes.md "Run 17"); wider launches (gate_up) keep two at 3.
     if constexpr (!SILU) {
-      if (w.n <= 8192) {
+      if (w.n <= kDeepMaxRows) {
         launch_one_token<FMT, TO, SILU, 4>(w, x, out, gate_up, s);
         return;
       }
