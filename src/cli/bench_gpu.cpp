@@ -549,6 +549,16 @@ int run_decode(const Options& o) {
       step();
       const double experts_read = double(s.gpu->moe_experts_routed() - routed_before);
       Stats eager = stats_of(s.gpu->time_ms(step, o.warmup, o.steps));
+      if (std::getenv("SYV_BENCH_PROFILE_RANGE") != nullptr) {
+        // One more eager step inside the profiler's capture range: a profiler started with
+        // capture off records exactly one step of each (batch, context)
+        // (tools/device/decode_kernel_split.sh).
+        s.gpu->synchronize();
+        cuda_profiler_range(true);
+        step();
+        s.gpu->synchronize();
+        cuda_profiler_range(false);
+      }
       Stats graph = eager, graph_nopdl = eager;
       if (!o.no_graphs) {  // every rank's graph (Model::capture_forward), replayed in step
         const int gid = s.model->capture_forward(batch, out, argmax);

@@ -507,7 +507,7 @@ TEST_F(CudaMoeOps, BlockMatchesSequenceAtQwenNextRouterShape) {
 // Every token count of the GEMVs (the fused path up to kMoeBlockMaxTokens, the sequence above),
 // renormalisation on and off, small experts shared by the batch's tokens (16 experts, top 4 of 2
 // and 8 tokens: experts several times), E not a multiple of 32, rows with partial chunks (H = 1096,
-// I = 264), the largest top_k.
+// I = 264), the largest top_k, more than 512 experts.
 TEST_F(CudaMoeOps, BlockMatchesSequenceAtEverySmallTokenCount) {
   const Block b = make_block(64, 256, 64, 64);
   for (int64_t T = 1; T <= kGemvMax; ++T)
@@ -519,6 +519,9 @@ TEST_F(CudaMoeOps, BlockMatchesSequenceAtEverySmallTokenCount) {
   for (int64_t T : {int64_t{1}, int64_t{2}, kGemvMax}) check_block(odd, T, 4, true, true);
   const Block wide = make_block(100, 128, 32, 32);
   for (int64_t T : {int64_t{1}, int64_t{2}}) check_block(wide, T, 32, false, true);
+  // More experts than the top-k's 16 entries a lane take (512): its 32-entry instance.
+  const Block many = make_block(1000, 64, 16, 16);
+  for (int64_t T : {int64_t{1}, int64_t{2}}) check_block(many, T, 10, true, true);
 }
 
 // Ties in the router: every row zero but experts 5 and 37 (one row, twice), so each token's logits

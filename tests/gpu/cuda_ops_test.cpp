@@ -271,8 +271,11 @@ TEST_F(CudaOps, FusedNormLinearSilu) {
   struct Shape {
     int64_t T, N, H;
   };
-  for (Shape s : {Shape{1, 384, 512}, Shape{2, 1000, 1024}, Shape{3, 96, 256}, Shape{4, 520, 4096},
-                  Shape{5, 300, 256}, Shape{9, 128, 512}}) {
+  // H = 2048 at one token (Qwen3-Next's hidden size); 8,192 and 6,144 rows: more tiles than a
+  // persistent grid has blocks (each block walks several).
+  for (Shape s : {Shape{1, 384, 512}, Shape{1, 200, 2048}, Shape{1, 4096, 2048},
+                  Shape{1, 3072, 4096}, Shape{2, 1000, 1024}, Shape{3, 96, 256},
+                  Shape{4, 520, 4096}, Shape{5, 300, 256}, Shape{9, 128, 512}}) {
     for (int variant : {0, 1, 2, 3, 4, 5, 6, 7, 8, 99}) {  // 99: auto, non-persistent norm GEMV
       if (s.T > 4 && variant != 4 && variant != 5) continue;
       if (variant == 99 && (s.H % 1024 != 0 || s.T > 4)) continue;

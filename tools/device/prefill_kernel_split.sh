@@ -20,14 +20,7 @@ timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv 2>&1 | tail -
 echo "build: $((SECONDS - t0)) s"
 if ((LAYERS > 0)); then
   cut=/tmp/prefill-split-config
-  mkdir -p $cut
-  python3 - "$LAYERS" "$CONFIG/config.json" "$cut/config.json" <<'PY'
-import json, sys
-n = int(sys.argv[1]); c = json.load(open(sys.argv[2]))
-c["num_hidden_layers"] = n
-if "layer_types" in c: c["layer_types"] = c["layer_types"][:n]
-json.dump(c, open(sys.argv[3], "w"), indent=1)
-PY
+  python3 tools/device/cut_config.py "$CONFIG" "$LAYERS" $cut
   CONFIG=$cut
 fi
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)

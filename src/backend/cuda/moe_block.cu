@@ -8,8 +8,12 @@
 //      __threadfence() of its stores); the block holding the last one has every logit and does
 //      the softmax + top-k, a warp per token, with moe.cu's moe_topk_kernel arithmetic (the same
 //      operations in the same order: ids and weights are that kernel's bits for these logits),
-//      its probabilities in registers instead of shared memory. It resets the ticket to 0, so
-//      the next launch (the next layer, a graph replay) finds it there.
+//      its probabilities in registers instead of shared memory, each round's winner found by a
+//      tree over a lane's entries and two redux instructions (the choice of that kernel's scan).
+//      It resets the ticket to 0, so the next launch (the next layer, a graph replay) finds it
+//      there. With the whole router row in flight before the dependency wait, this form took the
+//      kernel from 15.8 to 12.3 us under ncu and Qwen3-Next's 8-layer b = 1 step from 0.943 to
+//      0.909 ms (H100, 2026-12-06).
 //   2./3. launch_moe_gemv() (moe_gemv.cu) with the shared expert as one more expert: its gate/up
 //      rows read once for all tokens beside the routed pairs, its down rows one more place of each
 //      token's combine (after the routed slots, gated by sigmoid of the logit above), rounded where
@@ -25,24 +29,32 @@
 namespace syv::cuda {
 namespace {
 
-constexpr int kUnroll = 4;       // 16-byte weight loads in flight per lane (gemv.cu's)
 constexpr int kRouterWarps = 8;  // rows per block (a warp each); also the top-k's token limit
-constexpr int kPerLane = kMoeBlockMaxExperts / 32;  // a lane's probabilities (expert lane + 32 v)
 static_assert(kMoeBlockMaxTokens <= kRouterWarps, "the last block's warps take a token each");
 static_assert(kMoeBlockMaxTokens <= kMoeGemvMaxTokens, "the experts go through moe_gemv.cu");
 
 // Softmax + top-k of one token's logits l [E] (global memory written by other blocks of this
 // grid: read through L2) by one warp; ids / weights [top_k]. moe_topk_kernel's arithmetic, step
 // for step: the max, expf(l - max) summed per lane in ascending expert order then warp_sum, the
-// division, then top_k rounds of a warp argmax (larger p first, lower index on ties), each taking
-// the winner out; weights renormalised by their sum in selection order.
+// division, then top_k rounds each taking the largest p (lower index on ties) out; weights
+// renormalised by their sum in selection order. PL: a lane's entries (experts lane + 32 v, v < PL;
+// E <= 32 PL). A round compares order keys (prob_key) in a tree over the lane's entries and across
+// the warp by two redux instructions, where a scan of the entries and a shuffle argmax made a
+// chain of ~700 cycles a round.
+__device__ __forceinline__ unsigned prob_key(float p) {
+  // Order-preserving for p >= 0 (its bits + 1; both zeros 1); 0 for NaN (never chosen, as `p > -1`
+  // never holds for it). A taken or invalid entry's key is 0 too.
+  return p > 0.f ? __float_as_uint(p) + 1u : (p == 0.f ? 1u : 0u);
+}
+
+template <int PL>
 __device__ void topk_token(const float* l, int E, int top_k, bool renormalize, int32_t* ids,
                            float* weights) {
   const int lane = threadIdx.x & 31;
-  float p[kPerLane];
+  float p[PL];
   float mx = -INFINITY;
 #pragma unroll
-  for (int v = 0; v < kPerLane; ++v) {
+  for (int v = 0; v < PL; ++v) {
     const int e = v * 32 + lane;
     p[v] = e < E ? __ldcg(l + e) : -INFINITY;
     if (e < E) mx = fmaxf(mx, p[v]);
@@ -50,30 +62,39 @@ __device__ void topk_token(const float* l, int E, int top_k, bool renormalize, i
   mx = warp_max(mx);
   float sum = 0.f;
 #pragma unroll
-  for (int v = 0; v < kPerLane; ++v) {
+  for (int v = 0; v < PL; ++v) {
     if (v * 32 + lane < E) {
       p[v] = expf(p[v] - mx);
       sum += p[v];
     }
   }
   sum = warp_sum(sum);
+  unsigned key[PL];
 #pragma unroll
-  for (int v = 0; v < kPerLane; ++v)
-    if (v * 32 + lane < E) p[v] /= sum;
+  for (int v = 0; v < PL; ++v) key[v] = v * 32 + lane < E ? prob_key(p[v] / sum) : 0u;
   int32_t my_id = 0;
   float my_p = 0.f, top_sum = 0.f;
   for (int j = 0; j < top_k; ++j) {
-    float bv = -1.f;
-    int bi = INT_MAX;
+    // The lane's largest key, its lowest v among equals (pairs (v, v + s): v's unless v + s's is
+    // larger), then the warp's largest key and the lowest expert holding it.
+    unsigned bk[PL];
+    int bv[PL];
 #pragma unroll
-    for (int v = 0; v < kPerLane; ++v)  // ascending e: the lowest index among equals
-      if (v * 32 + lane < E && p[v] > bv) bv = p[v], bi = v * 32 + lane;
-    warp_argmax(bv, bi);
-    if (lane == j) my_id = bi, my_p = bv;
-    top_sum += bv;  // in selection order, as the CPU reference sums
+    for (int v = 0; v < PL; ++v) bk[v] = key[v], bv[v] = v;
 #pragma unroll
-    for (int v = 0; v < kPerLane; ++v)
-      if (v * 32 + lane == bi) p[v] = -INFINITY;
+    for (int s = 1; s < PL; s *= 2)
+#pragma unroll
+      for (int v = 0; v + s < PL; v += 2 * s)
+        if (bk[v + s] > bk[v]) bk[v] = bk[v + s], bv[v] = bv[v + s];
+    const unsigned top = __reduce_max_sync(0xffffffffu, bk[0]);
+    const unsigned mine = bk[0] == top ? static_cast<unsigned>(bv[0] * 32 + lane) : UINT_MAX;
+    const int bi = top == 0u ? INT_MAX : static_cast<int>(__reduce_min_sync(0xffffffffu, mine));
+    const float pv = top == 0u ? -1.f : __uint_as_float(top - 1u);  // as the scan's start, -1
+    if (lane == j) my_id = bi, my_p = pv;
+    top_sum += pv;  // in selection order, as the CPU reference sums
+#pragma unroll
+    for (int v = 0; v < PL; ++v)
+      if (v * 32 + lane == bi) key[v] = 0u;
   }
   if (lane < top_k) {
     ids[lane] = my_id;
@@ -83,7 +104,10 @@ __device__ void topk_token(const float* l, int E, int top_k, bool renormalize, i
 
 // x [NT, H]; router [E, H]; shared_gate [1, H]; logits [NT, E]; gate_logit [NT]; ids / weights
 // [NT, top_k]. Block b: rows [b * kRouterWarps, +kRouterWarps) of E + 1. H % 8 == 0.
-template <int NT>
+// PL: the top-k's entries a lane (E <= 32 PL). UNROLL: 16-byte weight loads in flight a lane, all
+// issued before the dependency wait (weights never change during a forward): 8 puts a whole row
+// of H = 2048 in flight while the kernel before (the pre-norm) still runs.
+template <int NT, int PL, int UNROLL>
 __global__ void __launch_bounds__(kRouterWarps * 32)
     moe_router_topk_kernel(const bf16* __restrict__ x, const bf16* __restrict__ router,
                            const bf16* __restrict__ shared_gate, int E, int64_t H, int top_k,
@@ -96,8 +120,9 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
   const bool active = row <= E;
   const uint4* wr = reinterpret_cast<const uint4*>(row < E ? router + row * H : shared_gate);
   const int64_t kv = active ? H / 8 : 0;  // 16-byte vectors per row
-  // gemv_bf16_kernel's pipeline (kUnroll vectors in flight, the first before the dependency wait:
-  // weights never change during a forward) and its per-lane order of the products.
+  // gemv_bf16_kernel's pipeline (UNROLL vectors in flight, the first before the dependency wait)
+  // and its per-lane order of the products.
+  constexpr int kUnroll = UNROLL;
   constexpr int64_t kStep = 32 * kUnroll;
   uint4 wv[kUnroll];
   int64_t i = lane;
@@ -155,8 +180,8 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
   __threadfence();
   if (threadIdx.x == 0) *ticket = 0;
   if (warp < NT)
-    topk_token(logits + warp * E, E, top_k, renormalize, ids + warp * top_k,
-               weights + warp * top_k);
+    topk_token<PL>(logits + warp * E, E, top_k, renormalize, ids + warp * top_k,
+                   weights + warp * top_k);
 }
 
 // The instance for NT = tokens (1..kMoeBlockMaxTokens).
@@ -169,8 +194,15 @@ void launch_router(int64_t tokens, const void* x, const void* router, const void
       return launch_router<NT + 1>(tokens, x, router, shared_gate, E, H, top_k, renormalize, logits,
                                    ids, weights, gate_logit, ticket, st);
   }
-  launch_k(moe_router_topk_kernel<NT>, dim3(ceil_div(E + 1, kRouterWarps)), dim3(kRouterWarps * 32),
-           0, st, static_cast<const bf16*>(x), static_cast<const bf16*>(router),
+  // The top-k's entries a lane: 16 up to 512 experts (Qwen3-Next, Qwen3.5 MoE), else 32. Loads in
+  // flight a lane: 8 from H = 2048 (a row of 2048 in flight at once), else 4 (a shorter row still
+  // issues its first loads before the dependency wait).
+  const bool deep = H >= 2048;
+  auto* kernel =
+      E <= 512 ? (deep ? moe_router_topk_kernel<NT, 16, 8> : moe_router_topk_kernel<NT, 16, 4>)
+               : (deep ? moe_router_topk_kernel<NT, 32, 8> : moe_router_topk_kernel<NT, 32, 4>);
+  launch_k(kernel, dim3(ceil_div(E + 1, kRouterWarps)), dim3(kRouterWarps * 32), 0, st,
+           static_cast<const bf16*>(x), static_cast<const bf16*>(router),
            static_cast<const bf16*>(shared_gate), static_cast<int>(E), H, top_k, renormalize,
            logits, ids, weights, gate_logit, ticket);
 }
