@@ -60,6 +60,11 @@ template <int NT>
 __device__ __forceinline__ void gated_prologue(const GemvParams& p, bf16* xs, const float* gs) {
   const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t D = p.group, runs = NT * (p.k / D);
+  // gs was written by the threads below `group` (norm_weights()) and every warp reads all of it:
+  // without this barrier a warp could read a weight before its store (a race the PDL wait hid,
+  // the wait returning long after the stores; exposed wherever launches are serialized: without
+  // PDL, as off Hopper by default, or under ncu).
+  __syncthreads();
   for (int64_t r = warp; r < runs; r += warps)
     gated_rmsnorm_row(
         p.res_in + r * D, p.gate_z + r * D, [&](int64_t d) { return gs[d]; }, p.eps, D, xs + r * D);
@@ -97,6 +102,8 @@ __device__ __forceinline__ void norm_prologue(const GemvParams& p, bf16* xs, con
   }
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
+    // block_sum()'s leading barrier also orders norm_weights()' stores of gs (other threads')
+    // before the reads below: keep it first.
     const float rstd = rsqrtf(block_sum(ss[t]) / static_cast<float>(k) + p.eps);
     uint4* xo = reinterpret_cast<uint4*>(xs + t * k);
     for (int64_t i = threadIdx.x; i < kv; i += blockDim.x) {
