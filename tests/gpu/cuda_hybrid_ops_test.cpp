@@ -288,6 +288,55 @@ TEST_F(CudaHybridOps, GatedRmsNormLinearEqualsNormThenLinear) {
   }
 }
 
+// The fused GEMVs' norm prologues store the norm weights in shared memory and read them from
+// other warps: a missing barrier between (the gated prologue's, found 2026-12-06) reads what the
+// previous kernel left there, which the PDL wait's stall hides. So: launches serialized (no PDL),
+// every SM's shared memory left full of NaN just before each fused launch, several times, at K =
+// 4096 (Qwen3-Next's out_proj: the persistent grid) and 1024 (one block a tile); the result must
+// equal the unfused ops'.
+TEST_F(CudaHybridOps, FusedNormGemvsReadNoStaleSharedMemory) {
+  const bool pdl = gpu_->pdl();
+  gpu_->set_pdl(false);
+  auto* stream = static_cast<cudaStream_t>(gpu_->cuda_stream());
+  for (int64_t K : {4096, 1024}) {
+    const int64_t D = 128, N = 520, T = 1;
+    const std::string what = "K=" + std::to_string(K);
+    auto x = make(random_vec(T * K, rng_), {T * K / D, D});
+    auto z = make(random_vec(T * K, rng_, 3.f), {T * K / D, D});
+    auto nw = make(random_vec(D, rng_), {D});
+    auto w = make(random_vec(N * K, rng_, 0.05f), {N, K});
+    auto normed = make_out({T * K / D, D}), out_ref = make_out({T, N}), out = make_out({T, N});
+    gpu_->gated_rmsnorm(x.g, z.g, nw.g, 1e-6f, normed.g);
+    gpu_->linear(normed.g.reshape({T, K}), w.g, Tensor(), out_ref.g);
+    const std::vector<float> ref = down_gpu(out_ref.g);
+    // The plain prologue: residual + add, RMSNorm, GEMV against add_rmsnorm() then linear().
+    const std::vector<float> res0 = random_vec(T * K, rng_, 2.f);
+    auto res = make(res0, {T, K}), res_ref = make(res0, {T, K});
+    auto add = make(random_vec(T * K, rng_), {T, K}), nwk = make(random_vec(K, rng_), {K});
+    auto res_out = make_out({T, K}), xn = make_out({T, K}), xn_ref = make_out({T, K});
+    auto plain_ref = make_out({T, N}), plain = make_out({T, N});
+    gpu_->add_rmsnorm(res_ref.g, add.g, nwk.g, 1e-6f, NormKind::kPlain, xn_ref.g);
+    gpu_->linear(xn_ref.g, w.g, Tensor(), plain_ref.g);
+    const std::vector<float> plain_want = down_gpu(plain_ref.g);
+    for (int rep = 0; rep < 8; ++rep) {
+      cuda::launch_poison_shared_memory(stream);
+      gpu_->gated_rmsnorm_linear(x.g, z.g, nw.g, 1e-6f, w.g, normed.g, out.g);
+      const std::vector<float> got = down_gpu(out.g);
+      ASSERT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); }))
+          << "gated, " << what << ", run " << rep;
+      EXPECT_LT(rel_l2(got, ref), 4e-3) << "gated, " << what << ", run " << rep;
+      cuda::launch_poison_shared_memory(stream);
+      gpu_->add_rmsnorm_linear(res.g, add.g, nwk.g, 1e-6f, NormKind::kPlain, res_out.g, xn.g, w.g,
+                               Tensor(), plain.g);
+      const std::vector<float> got2 = down_gpu(plain.g);
+      ASSERT_TRUE(std::all_of(got2.begin(), got2.end(), [](float v) { return std::isfinite(v); }))
+          << "plain, " << what << ", run " << rep;
+      EXPECT_LT(rel_l2(got2, plain_want), 4e-3) << "plain, " << what << ", run " << rep;
+    }
+  }
+  gpu_->set_pdl(pdl);
+}
+
 TEST_F(CudaHybridOps, SigmoidMulFullAndBroadcast) {
   const int64_t T = 37, N = 520;
   auto x = make(random_vec(T * N, rng_, 4.f), {T, N});

@@ -9,7 +9,8 @@
 #  1. compute-sanitizer racecheck on the gated and plain fused-norm GEMV tests (where installed),
 #     then gpu_cuda_ops_test FusedNormLinearSilu: every GEMV shape against the CPU, now with 8,192
 #     and 6,144 rows at K = 2048 / 4096 (more tiles than the persistent grid has blocks), and the
-#     hybrid ops tests with PDL off.
+#     hybrid ops tests with PDL off (FusedNormGemvsReadNoStaleSharedMemory: the fused norm GEMVs
+#     launched right after a kernel that leaves NaN in every SM's shared memory).
 #  2. `syv bench decode` of the Qwen3-Next shape cut to 8 layers, eager, with the experts it reads
 #     per step (80 = 10 a MoE layer when the hidden states are finite), under the default form and
 #     SYV_GEMV_QKV_VARIANT=6, each also with CUDA_LAUNCH_BLOCKING=1 and SYV_PDL=0 (serialized, as

@@ -238,6 +238,23 @@ void set_pdl_enabled(bool on) {
   g_pdl.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
+// Every word of the block's dynamic shared memory set to all ones (a NaN as f32 and bf16).
+__global__ void poison_shared_kernel(int words) {
+  extern __shared__ uint32_t smem[];
+  for (int i = threadIdx.x; i < words; i += blockDim.x) smem[i] = 0xffffffffu;
+}
+
+void launch_poison_shared_memory(cudaStream_t s) {
+  int dev = 0, bytes = 0;
+  SYV_CUDA_CHECK(cudaGetDevice(&dev));
+  SYV_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  allow_dynamic_smem(poison_shared_kernel, static_cast<size_t>(bytes));
+  // Blocks of the largest shared memory, one resident an SM at a time, twice the SMs: every SM
+  // runs at least one in practice.
+  launch_k(poison_shared_kernel, static_cast<unsigned>(2 * device_sm_count()), 1024,
+           static_cast<size_t>(bytes), s, bytes / 4);
+}
+
 void launch_fill_random(void* p, DType t, int64_t n, uint64_t seed, float scale, cudaStream_t s) {
   if (n == 0) return;
   SYV_DISPATCH_FLOAT(t, T, [&] {

@@ -572,4 +572,8 @@ namespace syv::cuda {
 void set_pdl_enabled(bool on);
 bool pdl_enabled();
 void launch_fill_random(void* p, DType t, int64_t n, uint64_t seed, float scale, cudaStream_t s);
+// Test support: fills the shared memory of a block on every SM with ones (NaN bit patterns), so
+// that a kernel launched next which reads shared memory before storing it (a missing barrier)
+// sees NaN rather than whatever the previous kernel left.
+void launch_poison_shared_memory(cudaStream_t s);
 }  // namespace syv::cuda
