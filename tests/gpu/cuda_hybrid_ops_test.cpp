@@ -295,7 +295,11 @@ TEST_F(CudaHybridOps, GatedRmsNormLinearEqualsNormThenLinear) {
 // 4096 (Qwen3-Next's out_proj: the persistent grid) and 1024 (one block a tile); the result must
 // equal the unfused ops'.
 TEST_F(CudaHybridOps, FusedNormGemvsReadNoStaleSharedMemory) {
-  const bool pdl = gpu_->pdl();
+  struct PdlRestore {  // PDL is process-wide: back on for later tests however this one ends
+    CudaBackend* b;
+    bool on;
+    ~PdlRestore() { b->set_pdl(on); }
+  } restore{gpu_.get(), gpu_->pdl()};
   gpu_->set_pdl(false);
   auto* stream = static_cast<cudaStream_t>(gpu_->cuda_stream());
   for (int64_t K : {4096, 1024}) {
@@ -322,19 +326,14 @@ TEST_F(CudaHybridOps, FusedNormGemvsReadNoStaleSharedMemory) {
       cuda::launch_poison_shared_memory(stream);
       gpu_->gated_rmsnorm_linear(x.g, z.g, nw.g, 1e-6f, w.g, normed.g, out.g);
       const std::vector<float> got = down_gpu(out.g);
-      ASSERT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); }))
-          << "gated, " << what << ", run " << rep;
-      EXPECT_LT(rel_l2(got, ref), 4e-3) << "gated, " << what << ", run " << rep;
+      EXPECT_LT(rel_l2(got, ref), 4e-3) << "gated, " << what << ", run " << rep;  // NaN: inf
       cuda::launch_poison_shared_memory(stream);
       gpu_->add_rmsnorm_linear(res.g, add.g, nwk.g, 1e-6f, NormKind::kPlain, res_out.g, xn.g, w.g,
                                Tensor(), plain.g);
       const std::vector<float> got2 = down_gpu(plain.g);
-      ASSERT_TRUE(std::all_of(got2.begin(), got2.end(), [](float v) { return std::isfinite(v); }))
-          << "plain, " << what << ", run " << rep;
       EXPECT_LT(rel_l2(got2, plain_want), 4e-3) << "plain, " << what << ", run " << rep;
     }
   }
-  gpu_->set_pdl(pdl);
 }
 
 TEST_F(CudaHybridOps, SigmoidMulFullAndBroadcast) {

@@ -28,13 +28,16 @@ timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_ops_
 echo "build: $((SECONDS - t0)) s"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
 if [[ -x $CS ]]; then
-  timeout 150 "$CS" --tool racecheck $B/gpu_cuda_hybrid_ops_test --gtest_filter='*GatedRmsNorm*' \
+  timeout 150 "$CS" --tool racecheck $B/gpu_cuda_hybrid_ops_test \
+    --gtest_filter='*GatedRmsNorm*:*FusedNormGemvs*' \
     2>&1 | grep -E "RACECHECK SUMMARY|hazard|^\[ +(PASSED|FAILED) " | head -6
 fi
 timeout 150 $B/gpu_cuda_ops_test --gtest_filter='*FusedNormLinearSilu*' 2>&1 |
   grep -E "^\[ +(OK|PASSED|FAILED) |Failure|relative|Expected" | head -30
 SYV_PDL=0 timeout 150 $B/gpu_cuda_hybrid_ops_test --gtest_filter='-*Timing*' 2>&1 |
   grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
+SYV_GEMV_QKV_VARIANT=6 timeout 150 $B/gpu_cuda_hybrid_ops_test --gtest_filter='*FusedNormGemvs*' \
+  2>&1 | grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
 cut=/tmp/norm-gemv-probe-config
 python3 tools/device/cut_config.py tools/bench/configs/qwen3-next-24l 8 $cut
 for v in DEFAULT=1 CUDA_LAUNCH_BLOCKING=1 SYV_PDL=0 SYV_GEMV_QKV_VARIANT=6 \

@@ -238,11 +238,13 @@ void set_pdl_enabled(bool on) {
   g_pdl.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
+namespace {
 // Every word of the block's dynamic shared memory set to all ones (a NaN as f32 and bf16).
 __global__ void poison_shared_kernel(int words) {
   extern __shared__ uint32_t smem[];
   for (int i = threadIdx.x; i < words; i += blockDim.x) smem[i] = 0xffffffffu;
 }
+}  // namespace
 
 void launch_poison_shared_memory(cudaStream_t s) {
   int dev = 0, bytes = 0;
