@@ -115,6 +115,9 @@ TEST(Jinja, LimitsStopHostileTemplates) {
                 .find("string too long"),
             std::string::npos);
   EXPECT_NE(err("{{ 2 ** 70 }}").find("integer overflow"), std::string::npos);
+  // An empty sequence repeated a billion times is empty at once (it used to loop a billion times).
+  EXPECT_EQ(ok("{{ '' * 1000000800 }}|{{ ([] * 1000000800) | length }}|{{ 1000000800 * '' }}"),
+            "|0|");
   // A namespace cannot hold itself (no reference cycles).
   EXPECT_NE(err("{% set ns = namespace() %}{% set ns.me = [ns] %}").find("namespace"),
             std::string::npos);

@@ -206,6 +206,10 @@ static double py_fmod(double a, double b) {
 
 static Value repeat(const Value& seq, int64_t times, const SizeLimits& limits) {
   if (times < 0) times = 0;
+  // An empty sequence stays empty however many times (as in Python), at once: a billion appends
+  // of nothing passed every size limit and ran for seconds (found by jinja_fuzz, 2026-12-06).
+  if (seq.is_string() && seq.s.empty()) return Value::string(std::string());
+  if (!seq.is_string() && seq.list->empty()) return Value::from_list(List());
   if (seq.is_string()) {
     if (!seq.s.empty() && static_cast<uint64_t>(times) > limits.max_string)
       check_string_size(limits.max_string + 1, limits);
