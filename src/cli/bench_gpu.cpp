@@ -440,6 +440,20 @@ std::vector<int> attention_variants(const Options& o) {
   return vs;
 }
 
+// With SYV_BENCH_PROFILE_RANGE set, runs `work` once more inside the profiler's capture range, so
+// that a profiler started with capture off records exactly that (one prefill of each length, one
+// eager decode step of each batch and context: tools/device/prefill_kernel_split.sh,
+// decode_kernel_split.sh).
+template <typename F>
+void profile_once(Setup& s, F&& work) {
+  if (std::getenv("SYV_BENCH_PROFILE_RANGE") == nullptr) return;
+  s.gpu->synchronize();
+  cuda_profiler_range(true);
+  work();
+  s.gpu->synchronize();
+  cuda_profiler_range(false);
+}
+
 // Prefill points on an allocated pool of at least ceil(max length / 64) pages, once per attention
 // kernel. The FLOPs are those of the linears for every token (lm_head included, as in the notes'
 // floors) plus the causal attention, 4 Hq D n^2 / 2 per layer.
@@ -455,15 +469,7 @@ void prefill_points(const Options& o, Setup& s, std::vector<std::string>& rows,
       Batch batch = prefill_batch(n, pps);
       const int iters = n >= 16384 ? 3 : 10;
       Stats st = stats_of(s.gpu->time_ms([&] { s.model->forward(batch); }, 1, iters));
-      if (std::getenv("SYV_BENCH_PROFILE_RANGE") != nullptr) {
-        // One more prefill inside the profiler's capture range: a profiler started with capture
-        // off records exactly one prefill of each length (tools/device/prefill_kernel_split.sh).
-        s.gpu->synchronize();
-        cuda_profiler_range(true);
-        s.model->forward(batch);
-        s.gpu->synchronize();
-        cuda_profiler_range(false);
-      }
+      profile_once(s, [&] { s.model->forward(batch); });
       const double lin = 2.0 * double(s.linear_params) * n;
       // Causal: token i attends to i + 1 keys, n^2 / 2 on average; the delta rule per token.
       const double attn = mixer_flops_per_token(c, n / 2.0) * n;
@@ -549,16 +555,7 @@ int run_decode(const Options& o) {
       step();
       const double experts_read = double(s.gpu->moe_experts_routed() - routed_before);
       Stats eager = stats_of(s.gpu->time_ms(step, o.warmup, o.steps));
-      if (std::getenv("SYV_BENCH_PROFILE_RANGE") != nullptr) {
-        // One more eager step inside the profiler's capture range: a profiler started with
-        // capture off records exactly one step of each (batch, context)
-        // (tools/device/decode_kernel_split.sh).
-        s.gpu->synchronize();
-        cuda_profiler_range(true);
-        step();
-        s.gpu->synchronize();
-        cuda_profiler_range(false);
-      }
+      profile_once(s, step);
       Stats graph = eager, graph_nopdl = eager;
       if (!o.no_graphs) {  // every rank's graph (Model::capture_forward), replayed in step
         const int gid = s.model->capture_forward(batch, out, argmax);

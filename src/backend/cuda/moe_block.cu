@@ -12,8 +12,8 @@
 //      tree over a lane's entries and two redux instructions (the choice of that kernel's scan).
 //      It resets the ticket to 0, so the next launch (the next layer, a graph replay) finds it
 //      there. With the whole router row in flight before the dependency wait, this form took the
-//      kernel from 15.8 to 12.3 us under ncu and Qwen3-Next's 8-layer b = 1 step from 0.943 to
-//      0.909 ms (H100, 2026-12-06).
+//      kernel from 15.8 to 11.5 us under ncu (mean of 8 layers) and Qwen3-Next's 8-layer b = 1 step
+//      from 0.943 to 0.909 ms (H100, 2026-12-06).
 //   2./3. launch_moe_gemv() (moe_gemv.cu) with the shared expert as one more expert: its gate/up
 //      rows read once for all tokens beside the routed pairs, its down rows one more place of each
 //      token's combine (after the routed slots, gated by sigmoid of the logit above), rounded where
@@ -40,7 +40,7 @@ static_assert(kMoeBlockMaxTokens <= kMoeGemvMaxTokens, "the experts go through m
 // renormalised by their sum in selection order. PL: a lane's entries (experts lane + 32 v, v < PL;
 // E <= 32 PL). A round compares order keys (prob_key) in a tree over the lane's entries and across
 // the warp by two redux instructions, where a scan of the entries and a shuffle argmax made a
-// chain of ~700 cycles a round.
+// dependent chain of ~700 cycles a round (by instruction count, not measured alone).
 __device__ __forceinline__ unsigned prob_key(float p) {
   // Order-preserving for p >= 0 (its bits + 1; both zeros 1); 0 for NaN (never chosen, as `p > -1`
   // never holds for it). A taken or invalid entry's key is 0 too.
@@ -89,7 +89,7 @@ __device__ void topk_token(const float* l, int E, int top_k, bool renormalize, i
     const unsigned top = __reduce_max_sync(0xffffffffu, bk[0]);
     const unsigned mine = bk[0] == top ? static_cast<unsigned>(bv[0] * 32 + lane) : UINT_MAX;
     const int bi = top == 0u ? INT_MAX : static_cast<int>(__reduce_min_sync(0xffffffffu, mine));
-    const float pv = top == 0u ? -1.f : __uint_as_float(top - 1u);  // as the scan's start, -1
+    const float pv = top == 0u ? -1.f : __uint_as_float(top - 1u);  // none left: moe_topk's -1
     if (lane == j) my_id = bi, my_p = pv;
     top_sum += pv;  // in selection order, as the CPU reference sums
 #pragma unroll
