@@ -7,7 +7,8 @@
 #     to LAYERS layers (default 8: it fits an H100) under each form of FORMS (environment
 #     assignments, "A=1,B=2" sets both), of the Qwen3.5 9B-class shape under NFORMS, of Qwen3-8B,
 #     and of the whole 24-layer shape where the GPU holds it (over 100 GB).
-#  3. decode_kernel_split.sh of the Qwen3-Next cut under the defaults (ncu, one eager step).
+#  3. decode_kernel_split.sh of the Qwen3-Next cut under the defaults (ncu, one eager step);
+#     SPLIT=0 skips it.
 # Carry .devcarry-deps and .devcarry-tok.
 #   tools/device/moe_b1_check.sh
 set -uo pipefail
@@ -64,6 +65,8 @@ if ((mem > 100000)); then
   echo "default: $(b1 tools/bench/configs/qwen3-next-24l DEFAULT=1)"
   for v in $FORMS; do echo "$v: $(b1 tools/bench/configs/qwen3-next-24l ${v//,/ })"; done
 fi
-echo "== kernel split $(date +%T)"
-NOBUILD=1 CONFIG=$cut LIST=12 tools/device/decode_kernel_split.sh 2>&1 | grep -v '^| decode'
+if [[ ${SPLIT:-1} != 0 ]]; then
+  echo "== kernel split $(date +%T)"
+  NOBUILD=1 CONFIG=$cut LIST=12 tools/device/decode_kernel_split.sh 2>&1 | grep -v '^| decode'
+fi
 echo "total: $((SECONDS - t0)) s $(date +%T)"

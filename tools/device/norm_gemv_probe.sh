@@ -5,7 +5,9 @@
 # but under ncu (kernels serialized) the same step routed no expert from the third layer on. A
 # shared-memory race found afterwards in the gated norm prologue (norm weights read before the
 # barrier; hidden by the PDL wait, exposed when launches are serialized) is fixed since: this
-# checks that it was the cause.
+# checks that it was the cause. Answered (2026-12-06 20:33, H200): it was; 80 experts in every
+# mode, no hazard. The 2-warp split is the default at K = 2048 since (the VARIANT=6 lines repeat
+# it there; SYV_GEMV_QKV_VARIANT=7 gives the 4-warp split).
 #  1. compute-sanitizer racecheck on the gated and plain fused-norm GEMV tests (where installed),
 #     then gpu_cuda_ops_test FusedNormLinearSilu: every GEMV shape against the CPU, now with 8,192
 #     and 6,144 rows at K = 2048 / 4096 (more tiles than the persistent grid has blocks), and the

@@ -118,7 +118,11 @@ __device__ __forceinline__ float block_sum(float v) {
 // Programmatic dependent launch (Hopper): kernels are launched so that the next kernel in the
 // stream may start while this one finishes. Every kernel calls pdl_wait() before it touches memory
 // that an earlier kernel writes (or reads: WAR), and pdl_trigger() to let the next kernel launch
-// early. Only immutable data (weights) may be read before pdl_wait(). Both are no-ops without PDL.
+// early. Both are no-ops without PDL. Before pdl_wait() a kernel may read immutable data (weights)
+// and, where pdl_early_reads() says so, data that a kernel at least two launches back wrote and
+// nothing since writes: every kernel calls pdl_trigger() only after its own pdl_wait(), so when a
+// kernel starts, its predecessor has passed its wait and everything before that has completed,
+// its stores performed. Such reads go through L2 (__ldcg), the point of coherence.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -135,6 +139,11 @@ __device__ __forceinline__ void pdl_trigger() {
 // it off / on; CudaBackend::set_pdl() switches it at run time (A/B timing). Defined in
 // elementwise.cu.
 bool pdl_enabled();
+// Whether kernels read data written two or more launches back before their pdl_wait() (above):
+// the MoE down GEMV its routing and first weight chunks, the gated delta rule step its state. On
+// by default; SYV_PDL_EARLY_READS=0 reads it all after the wait (A/B timing). Defined in
+// elementwise.cu.
+bool pdl_early_reads();
 
 // Dynamic shared memory one block may opt into on the current device
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin, read once per device): 227 KiB on sm_90, 163 KiB on

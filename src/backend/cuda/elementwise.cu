@@ -167,6 +167,14 @@ bool pdl_enabled() {
 }
 
 namespace {
+std::atomic<int> g_pdl_early_reads{-1};  // -1: not read from the environment yet
+}  // namespace
+
+bool pdl_early_reads() {
+  return env_switch(g_pdl_early_reads, "SYV_PDL_EARLY_READS", true);
+}
+
+namespace {
 // `attr` of the current device, cached per device in `cache` (0: not read yet); `adjust` maps the
 // value read before it is cached.
 int cached_attribute(std::atomic<int> (&cache)[64], cudaDeviceAttr attr, int (*adjust)(int)) {

@@ -46,12 +46,13 @@ __device__ __forceinline__ void stage_qk(const TX* q, const TX* k, bool in, floa
 
 // Sequence s's state slot and new tokens [begin, end); false when this kernel has nothing to do
 // for it (past the batch, no slot, no tokens, or the chunked kernel's).
+// Read through L2: the column kernel reads them before its dependency wait (pdl_early_reads()).
 __device__ __forceinline__ bool sequence_run(const GdnArgs& a, int64_t s, int& slot, int& begin,
                                              int& end) {
   if (s >= a.num_seqs) return false;
-  slot = a.slots[s];
-  begin = a.seq_starts[s];
-  end = a.seq_starts[s + 1];
+  slot = __ldcg(a.slots + s);
+  begin = __ldcg(a.seq_starts + s);
+  end = __ldcg(a.seq_starts + s + 1);
   return slot >= 0 && begin < end && (a.chunked_from <= 0 || end - begin < a.chunked_from);
 }
 
@@ -65,6 +66,10 @@ __device__ __forceinline__ void gdn_gates(float b, float araw, float A, float dt
 }
 
 // NW warps: dk <= 32 NW. TX: activations (qkv, out); TS: the state.
+// With a.early_reads the sequence's run and its state slice are read before the dependency wait:
+// the kernel before this one is the causal conv1d, which writes neither; the batch metadata and the
+// state were written two or more launches back (the state by this layer's step of an earlier
+// forward or a checkpoint restore), so common.cuh's rule lets the reads overlap the conv's tail.
 template <int NW, typename TX, typename TS>
 __global__ void __launch_bounds__(NW * 32) gdn_recurrent_kernel(GdnArgs a) {
   __shared__ float q_s[NW * 32], k_s[NW * 32];  // the token's raw q and k rows
@@ -75,8 +80,7 @@ __global__ void __launch_bounds__(NW * 32) gdn_recurrent_kernel(GdnArgs a) {
   const int group = static_cast<int>(blockIdx.x % groups);
   const int h = static_cast<int>((blockIdx.x / groups) % a.hv);
   const int64_t s = blockIdx.x / (int64_t{groups} * a.hv);
-  pdl_wait();
-  pdl_trigger();
+  if (!a.early_reads) pdl_wait();
   int slot, begin, end;
   if (!sequence_run(a, s, slot, begin, end)) return;
   const float A = __expf(load_any(a.a_log, a.param_t, h));
@@ -93,7 +97,9 @@ __global__ void __launch_bounds__(NW * 32) gdn_recurrent_kernel(GdnArgs a) {
 
   float st[32];
 #pragma unroll
-  for (int r = 0; r < 32; ++r) st[r] = r < rows ? to_f32(S_lane[r * dv]) : 0.f;
+  for (int r = 0; r < 32; ++r) st[r] = r < rows ? to_f32(__ldcg(S_lane + r * dv)) : 0.f;
+  pdl_wait();  // the conv's output (qkv); a no-op when waited above
+  pdl_trigger();
 
   const TX* qkv = static_cast<const TX*>(a.qkv);
   TX* out = static_cast<TX*>(a.out);
@@ -340,8 +346,10 @@ void set_gdn_recurrent_form(GdnRecurrentForm form) {
   g_recurrent_form.store(static_cast<int>(form), std::memory_order_relaxed);
 }
 
-void launch_gdn_recurrent(const GdnArgs& a, DType x_t, DType state_t, cudaStream_t s) {
-  if (a.num_seqs == 0) return;
+void launch_gdn_recurrent(const GdnArgs& args, DType x_t, DType state_t, cudaStream_t s) {
+  if (args.num_seqs == 0) return;
+  GdnArgs a = args;
+  a.early_reads = pdl_early_reads();
   const bool rows_fit = a.dv == kRowsCols && (a.dk == 32 || a.dk == 64 || a.dk == 128);
   const GdnRecurrentForm form = recurrent_form();
   const bool wide = int64_t{a.num_seqs} * a.hv >= kGdnRowsMinBlocks || a.batch_invariant;

@@ -532,7 +532,7 @@ void launch_wr(const GemvParams& p, cudaStream_t s) {
 // two rows per warp (variants 0 and 1 take 8x2 and 4x2).
 constexpr int64_t kGemvFewRows = 1024;
 template <int NT, bool kNorm, bool kSilu>
-int gemv_shape(int64_t n_rows) {
+int gemv_shape(int64_t n_rows, [[maybe_unused]] int64_t k) {
   int v = gemv_variant_now();
   if (kNorm || kSilu) {
     const int fv = gemv_fused_variant_now();
@@ -543,8 +543,13 @@ int gemv_shape(int64_t n_rows) {
     if (qv >= 0) {
       v = qv;  // SYV_GEMV_QKV_VARIANT (A/B timing)
     } else if (NT == 1 && v == kGemvAuto) {
-      // One token: K split over 4 warps fills the waves better (H200, 8B b=1 ctx 512: -0.02 ms).
-      v = kGemvQkvOneToken;
+      // One token: K split over 4 warps fills the waves better (H200, 8B b=1 ctx 512: -0.02 ms),
+      // where the split keeps the persistent grid (K % 4096 == 0, launch_wr). At K = 2048
+      // (Qwen3-Next) it would not: 1,024 one-tile blocks each recomputing the norm, 28.5 us under
+      // ncu; over 2 warps it stays persistent (H100, its 8-layer b = 1 step 0.909 -> 0.845 ms).
+      const bool split4_persistent = k % (8 * 32 * kUnroll * 4) == 0;
+      const bool split2_persistent = k % (8 * 32 * kUnroll * 2) == 0;
+      v = !split4_persistent && split2_persistent ? kGemvQkvOneTokenHalfK : kGemvQkvOneToken;
     }
   }
   // Few rows (the GDN layers' b|a projection: 2 x 32 rows; MoE routers): 16x2 would put them on a
@@ -590,7 +595,7 @@ void with_shape(int v, Launch&& launch) {
 
 template <int NT, typename TO, bool kNorm, bool kSilu>
 void launch_nt(const GemvParams& p, cudaStream_t s) {
-  with_shape<kSilu>(gemv_shape<NT, kNorm, kSilu>(p.n_rows), [&](auto shape) {
+  with_shape<kSilu>(gemv_shape<NT, kNorm, kSilu>(p.n_rows, p.k), [&](auto shape) {
     using S = decltype(shape);
     launch_wr<NT, TO, S::kWarps, S::kRows, kNorm, kSilu, S::kSplit>(p, s);
   });
@@ -599,7 +604,7 @@ void launch_nt(const GemvParams& p, cudaStream_t s) {
 // gemv_pair_kernel in big's shape.
 template <int NT, typename TB, typename TS>
 void launch_pair_nt(const GemvParams& big, const GemvParams& small, cudaStream_t s) {
-  with_shape<false>(gemv_shape<NT, false, false>(big.n_rows), [&](auto shape) {
+  with_shape<false>(gemv_shape<NT, false, false>(big.n_rows, big.k), [&](auto shape) {
     using S = decltype(shape);
     constexpr int W = S::kWarps, R = S::kRows, kSplit = S::kSplit;
     if constexpr (kSplit > 1) {  // K not split evenly: the unsplit shape

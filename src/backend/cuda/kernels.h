@@ -108,6 +108,7 @@ constexpr int kGemvAuto = 4;
 constexpr int kGemv16x2 = 5;
 constexpr int kGemvLastVariant = 8;  // 6: 16x2 KS 2, 7: 16x2 KS 4, 8: 8x2 KS 2 (K split over warps)
 constexpr int kGemvQkvOneToken = 7;  // the default shape of the norm-folded q|k|v GEMV at one token
+constexpr int kGemvQkvOneTokenHalfK = 6;  // the same at K % 4096 != 0, K % 2048 == 0
 void set_gemv_variant(int v);
 int gemv_variant();
 // The launch shape of the fused GEMVs (launch_gemv_fused): a variant as above, or -1 (the
@@ -459,6 +460,7 @@ struct GdnArgs {
   int32_t num_seqs = 0, hk = 0, hv = 0, dk = 0, dv = 0;
   int32_t chunked_from = 0;      // sequences of at least this many tokens go to the chunked kernel
   bool batch_invariant = false;  // one thread layout whatever the batch (GdnRecurrentForm)
+  bool early_reads = false;      // set by launch_gdn_recurrent (common.cuh pdl_early_reads())
   // In-pass state saves (StateSaves of backend.h): the state after save_after[i] new tokens of
   // sequence s (save_starts[s] <= i < save_starts[s + 1]) also goes to checkpoint save_dests[i]
   // of `saves` ([checkpoints, hv, dk, dv], the state's dtype). num_saves 0: none.

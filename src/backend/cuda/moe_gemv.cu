@@ -27,8 +27,11 @@
 // token alone or in any batch of up to kMoeGemvMaxTokens; they differ in rounding from the tiled
 // path (mma.sync k16 steps: another summation order), which batch-invariant mode therefore keeps
 // at every T.
-// Routing ids are produced by the kernel before (the router), so no weight can be read before
-// pdl_wait(): which expert's rows to stream is not known until then.
+// Routing ids are produced by the kernel before the gate/up GEMV (the router), so that kernel reads
+// no weight before pdl_wait(): which expert's rows to stream is not known until then. The down
+// GEMV comes two launches after the router: with pdl_early_reads() (common.cuh's rule) it reads
+// the routing and issues its first weight chunks before its wait, while the gate/up GEMV ends;
+// only the act rows, that kernel's output, wait.
 #include <algorithm>
 #include <cstdint>
 
@@ -190,13 +193,15 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
 // over the warps (warp w takes places w, w + kDownWarps, ...: the slot dimension is the K of the
 // combine, split so that kDownWarps of a token's expert rows stream at once); the per-slot dot
 // products meet in shared memory and one thread per row sums them in place order.
+// early_reads: ids, weights and shared_gate (the router's, two launches back) and the first
+// kUnroll weight chunks are read before the dependency wait (the file's header).
 template <bool kShared>
 __global__ void __launch_bounds__(kDownWarps * 32)
     moe_down_gemv_kernel(const bf16* __restrict__ act, const int32_t* __restrict__ ids,
                          const float* __restrict__ weights, int k, int E,
                          const bf16* __restrict__ down, int64_t H, int64_t I,
                          bf16* __restrict__ out, const bf16* __restrict__ shared_down,
-                         const float* __restrict__ shared_gate, int64_t Is) {
+                         const float* __restrict__ shared_gate, int64_t Is, bool early_reads) {
   constexpr int kPlaces = kMaxTopK + (kShared ? 1 : 0);  // the routed slots (and the shared one)
   __shared__ const bf16* s_rows[kPlaces];                // the place's expert: down [H, I]
   __shared__ const bf16* s_act[kPlaces];                 // the place's act row
@@ -205,13 +210,12 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   __shared__ int s_slots;                      // places in use
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x;
-  pdl_wait();
-  pdl_trigger();
-  if (warp == 0) {
+  if (!early_reads) pdl_wait();
+  if (warp == 0) {  // the router's outputs, through L2 (read before the wait: common.cuh)
     // Slot `lane`'s place among the token's valid slots: ascending expert id, then slot order
     // (moe_combine_kernel's stable insertion sort).
     const int pair = static_cast<int>(t * k) + lane;
-    const int e = lane < k ? ids[pair] : -1;
+    const int e = lane < k ? __ldcg(ids + pair) : -1;
     const bool valid = e >= 0 && e < E;
     int place = 0;
     for (int j = 0; j < k; ++j) {
@@ -221,7 +225,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     if (valid) {
       s_rows[place] = down + static_cast<int64_t>(e) * H * I;
       s_act[place] = act + static_cast<int64_t>(pair) * I;
-      s_weight[place] = weights[pair];
+      s_weight[place] = __ldcg(weights + pair);
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, valid);
     if (lane == 0) {
@@ -229,7 +233,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
       if constexpr (kShared) {
         s_rows[n] = shared_down;
         s_act[n] = act + static_cast<int64_t>(gridDim.x) * k * I + t * Is;
-        s_weight[n] = shared_gate[t];
+        s_weight[n] = __ldcg(shared_gate + t);
         ++n;
       }
       s_slots = n;
@@ -251,24 +255,30 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     row_off_shared[r] = min(h0 + r, H - 1) * Is;
   }
 
-  // Chunk c of place s for this lane: the down rows' and act's vector c * 32 + lane, zeros past
-  // the row's end.
-  auto load = [&](int s, int c, uint4(&w)[kDownRows], uint4& a) {
-    const int64_t v = static_cast<int64_t>(c) * 32 + lane;
+  // Chunk c of place s for this lane: the down rows' (load_w) and act's (load_a) vector c * 32 +
+  // lane, zeros past the row's end.
+  auto in_row = [&](int s, int c) {
     const bool shared = kShared && s == n - 1;  // the shared expert: the last place
-    if (v < (shared ? kv_shared : kv)) {
+    return static_cast<int64_t>(c) * 32 + lane < (shared ? kv_shared : kv);
+  };
+  auto load_w = [&](int s, int c, uint4(&w)[kDownRows]) {
+    const int64_t v = static_cast<int64_t>(c) * 32 + lane;
+    const bool shared = kShared && s == n - 1;
+    if (in_row(s, c)) {
       const bf16* base = s_rows[s];
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r)
         w[r] = __ldcs(
             reinterpret_cast<const uint4*>(base + (shared ? row_off_shared[r] : row_off[r])) +
             v);  // read once
-      a = __ldg(reinterpret_cast<const uint4*>(s_act[s]) + v);
     } else {
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r) w[r] = make_uint4(0, 0, 0, 0);
-      a = make_uint4(0, 0, 0, 0);
     }
+  };
+  auto load_a = [&](int s, int c, uint4& a) {
+    a = in_row(s, c) ? __ldg(reinterpret_cast<const uint4*>(s_act[s]) + c * 32 + lane)
+                     : make_uint4(0, 0, 0, 0);
   };
   auto advance = [&](int& s, int& c) {
     if (++c == chunks) c = 0, s += kDownWarps;
@@ -277,11 +287,22 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   // A ring of kUnroll chunks in flight (gemv_bf16_kernel's depth): each chunk's registers are
   // refilled with the chunk kUnroll further on as soon as they are unpacked.
   uint4 wv[kUnroll][kDownRows], av[kUnroll];
+  {
+    int ws = warp, wc = 0;  // the first kUnroll chunks' weights: before the wait (early_reads)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (ws < n) {
+        load_w(ws, wc, wv[u]);
+        advance(ws, wc);
+      }
+  }
+  pdl_wait();  // act: the gate/up GEMV's output (a no-op when waited above)
+  pdl_trigger();
   int ls = warp, lc = 0;  // the loader's next chunk
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u)
     if (ls < n) {
-      load(ls, lc, wv[u], av[u]);
+      load_a(ls, lc, av[u]);
       advance(ls, lc);
     }
   float acc[kDownRows];
@@ -297,7 +318,8 @@ __global__ void __launch_bounds__(kDownWarps * 32)
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r) unpack8(wv[u][r], wf[r]);
       if (ls < n) {
-        load(ls, lc, wv[u], av[u]);
+        load_w(ls, lc, wv[u]);
+        load_a(ls, lc, av[u]);
         advance(ls, lc);
       }
 #pragma unroll
@@ -377,7 +399,7 @@ void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, co
   launch_k(down_kernel, grid, dim3(kDownWarps * 32), 0, stream, static_cast<const bf16*>(act), ids,
            weights, static_cast<int>(s.top_k), static_cast<int>(s.experts),
            static_cast<const bf16*>(down), s.hidden, s.inter, static_cast<bf16*>(out), sdn, sgate,
-           Is);
+           Is, pdl_early_reads());
 }
 
 }  // namespace syv::cuda
