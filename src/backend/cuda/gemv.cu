@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 // normalised input once, then walks tiles blockIdx.x, + gridDim.x, ... (each warp ROWS rows of a
 // tile; kSilu: one output, its gate and up rows), with the weight loads pipelined across tile
 // boundaries. Amortises the prologue over all of a block's rows. Needs
-// k % (8 * 32 * kUnroll * KS) == 0. KS > 1: KS warps per unit, as in gemv_bf16_kernel.
+// persistent_k(k, KS) (below). KS > 1: KS warps per unit, as in gemv_bf16_kernel.
 template <int NT, int WARPS, int ROWS, bool kSilu, int KS = 1>
 __global__ void __launch_bounds__(WARPS * 32) gemv_norm_persistent_kernel(const GemvParams p) {
   static_assert(!kSilu || ROWS == 2, "SiLU fusion pairs a gate row with an up row");
@@ -486,6 +486,12 @@ bool norm_persistent_now() {
   return v != 0;
 }
 
+// Whether K suits gemv_norm_persistent_kernel split over `ks` warps: each warp's slice a whole
+// number of pipeline steps (8 x 32 x kUnroll elements).
+constexpr bool persistent_k(int64_t k, int ks) {
+  return k % (int64_t{8} * 32 * kUnroll * ks) == 0;
+}
+
 // Blocks of the persistent kernel that fit on the device at once (cached per instantiation and
 // shared-memory size).
 template <int NT, int WARPS, int ROWS, bool kSilu, int KS>
@@ -512,7 +518,7 @@ void launch_wr(const GemvParams& p, cudaStream_t s) {
   const int64_t rows_per_block = (kSilu ? WARPS : WARPS * ROWS) / KS;
   const size_t smem = kNorm ? norm_smem_bytes(NT, p.k) : 0;
   if constexpr (kNorm && std::is_same_v<TO, bf16>) {
-    if (p.k % (8 * 32 * kUnroll * KS) == 0 && norm_persistent_now()) {
+    if (persistent_k(p.k, KS) && norm_persistent_now()) {
       const int64_t tiles = (p.n_rows + rows_per_block - 1) / rows_per_block;
       const int64_t grid = std::min(tiles, persistent_blocks<NT, WARPS, ROWS, kSilu, KS>(smem));
       launch_k(gemv_norm_persistent_kernel<NT, WARPS, ROWS, kSilu, KS>, static_cast<unsigned>(grid),
@@ -547,9 +553,7 @@ int gemv_shape(int64_t n_rows, [[maybe_unused]] int64_t k) {
       // where the split keeps the persistent grid (K % 4096 == 0, launch_wr). At K = 2048
       // (Qwen3-Next) it would not: 1,024 one-tile blocks each recomputing the norm, 28.5 us under
       // ncu; over 2 warps it stays persistent (H100, its 8-layer b = 1 step 0.909 -> 0.845 ms).
-      const bool split4_persistent = k % (8 * 32 * kUnroll * 4) == 0;
-      const bool split2_persistent = k % (8 * 32 * kUnroll * 2) == 0;
-      v = !split4_persistent && split2_persistent ? kGemvQkvOneTokenHalfK : kGemvQkvOneToken;
+      v = !persistent_k(k, 4) && persistent_k(k, 2) ? kGemvQkvOneTokenHalfK : kGemvQkvOneToken;
     }
   }
   // Few rows (the GDN layers' b|a projection: 2 x 32 rows; MoE routers): 16x2 would put them on a
