@@ -140,9 +140,9 @@ __device__ __forceinline__ void pdl_trigger() {
 // elementwise.cu.
 bool pdl_enabled();
 // Whether kernels read data written two or more launches back before their pdl_wait() (above):
-// the MoE down GEMV its routing and first weight chunks, the gated delta rule step its state. On
-// by default; SYV_PDL_EARLY_READS=0 reads it all after the wait (A/B timing). Defined in
-// elementwise.cu.
+// the MoE down GEMV its routing and first weight chunks, the gated delta rule step its state, the
+// decode conv1d its window. On by default; SYV_PDL_EARLY_READS=0 reads it all after the wait (A/B
+// timing). Defined in elementwise.cu.
 bool pdl_early_reads();
 
 // Dynamic shared memory one block may opt into on the current device

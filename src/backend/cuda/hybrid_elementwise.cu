@@ -21,30 +21,40 @@ __device__ __forceinline__ float silu(float x) {
 // size when known at compile time (4, every Qwen3.5 / Qwen3-Next checkpoint), else 0 (a.kernel at
 // run time). With a run-time size the window's arrays are indexed by run-time loops and live in
 // local memory: H200, Qwen3.5 9B-class decode, 64 sequences x 8,192 channels: 13.5 us a layer.
+// With a.early_reads the weights, the batch metadata and the window are read before the
+// dependency wait: the kernel before this one is the projection GEMV that writes x (or, with
+// in-pass saves, conv1d_save_kernel, which only reads the windows); the window was written by this
+// layer's conv of an earlier forward or a checkpoint restore, two or more launches back (common.cuh's
+// rule). Only x waits.
 template <typename TX, int KC>
 __global__ void conv1d_sequential_kernel(ConvArgs a) {
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  pdl_wait();
-  pdl_trigger();
-  if (idx >= int64_t{a.num_seqs} * a.channels) return;
-  const int s = static_cast<int>(idx / a.channels), c = static_cast<int>(idx % a.channels);
-  const int slot = a.slots[s];
+  if (!a.early_reads) pdl_wait();
+  const bool live = idx < int64_t{a.num_seqs} * a.channels;
+  const int s = live ? static_cast<int>(idx / a.channels) : 0;
+  const int c = live ? static_cast<int>(idx % a.channels) : 0;
+  const int slot = live ? __ldcg(a.slots + s) : -1;
   const int K = KC > 0 ? KC : a.kernel;
   constexpr int N = KC > 0 ? KC : kMaxConvKernel;  // the arrays' size
-  if (slot < 0) return;
-  float* st = a.state + static_cast<int64_t>(slot) * (K - 1) * a.channels + c;
+  float* st = a.state + static_cast<int64_t>(slot < 0 ? 0 : slot) * (K - 1) * a.channels + c;
   float hist[N], w[N];
+  if (slot >= 0) {
 #pragma unroll
-  for (int j = 0; j < N; ++j) {
-    if (j < K) w[j] = load_any(a.weight, a.weight_t, int64_t{c} * K + j);
-  }
+    for (int j = 0; j < N; ++j) {
+      if (j < K) w[j] = load_any(a.weight, a.weight_t, int64_t{c} * K + j);
+    }
 #pragma unroll
-  for (int j = 0; j < N - 1; ++j) {
-    if (j < K - 1) hist[j] = st[int64_t{j} * a.channels];
+    for (int j = 0; j < N - 1; ++j) {
+      if (j < K - 1) hist[j] = __ldcg(st + int64_t{j} * a.channels);
+    }
   }
+  pdl_wait();  // x; a no-op when waited above
+  pdl_trigger();
+  if (slot < 0) return;
   const TX* x = static_cast<const TX*>(a.x);
   TX* out = static_cast<TX*>(a.out);
-  for (int t = a.seq_starts[s]; t < a.seq_starts[s + 1]; ++t) {
+  const int t_end = __ldcg(a.seq_starts + s + 1);
+  for (int t = __ldcg(a.seq_starts + s); t < t_end; ++t) {
     const float xt = to_f32(x[static_cast<int64_t>(t) * a.channels + c]);
     float acc = 0.f;
 #pragma unroll
@@ -267,8 +277,10 @@ unsigned blocks_for(int64_t n, int threads) {
 
 }  // namespace
 
-void launch_conv1d_silu(const ConvArgs& a, DType x_t, int32_t max_seq_len, cudaStream_t s) {
-  if (a.tokens == 0 || a.num_seqs == 0) return;
+void launch_conv1d_silu(const ConvArgs& args, DType x_t, int32_t max_seq_len, cudaStream_t s) {
+  if (args.tokens == 0 || args.num_seqs == 0) return;
+  ConvArgs a = args;
+  a.early_reads = pdl_early_reads();
   if (a.kernel < 2 || a.kernel > kMaxConvKernel)
     cuda_fail(__FILE__, __LINE__, "kernel", "conv1d kernel size must be in [2, 8]");
   constexpr int kThreads = 256;

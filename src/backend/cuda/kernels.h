@@ -537,6 +537,9 @@ struct ConvArgs {
   const int32_t* save_after = nullptr;
   const int32_t* save_dests = nullptr;
   int32_t num_saves = 0;
+  // Set by launch_conv1d_silu (pdl_early_reads()): the sequential kernel reads its weights, the
+  // batch metadata and the windows before its dependency wait.
+  bool early_reads = false;
 };
 void launch_conv1d_silu(const ConvArgs& a, DType x_t, int32_t max_seq_len, cudaStream_t s);
 
