@@ -381,12 +381,15 @@ TEST_F(CudaMoeOps, ExpertsMatchCpuOnEveryPrefillTile) {
   check_experts(d, ex, 600, 2, random_routing(600, 2, d.E));
 }
 
-// Every prefill tile forced in turn (moe.cuh MoeTile, SYV_MOE_TILE) gives the default's bits, and
-// those match the CPU: 128 and 37 rows an expert, gate_up's 2I = 192 and down's H = 200 columns
-// leaving partial weight tiles for every BN, K = 200 and 96 partial K steps for BK 64.
+// Every prefill tile of moe_gemm_kernel forced in turn (moe.cuh MoeTile, SYV_MOE_TILE) gives the
+// bits of its default tile, and those match the CPU: 128 and 37 rows an expert, gate_up's 2I = 192
+// and down's H = 200 columns leaving partial weight tiles for every BN, K = 200 and 96 partial K
+// steps for BK 64. (The warpgroup-MMA GEMMs, the default where the device has them, are off here:
+// the next test has them.)
 TEST_F(CudaMoeOps, ExpertsBitIdenticalOnEveryPrefillTile) {
   const MoeDims d{8, 200, 96};
   const Experts ex = make_experts(d);
+  cuda::set_moe_wgmma(false);
   for (const auto& [T, k] : {std::pair<int64_t, int32_t>{512, 2}, {300, 1}}) {
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k));
     const std::vector<int32_t> routing = random_routing(T, k, d.E);
@@ -408,6 +411,42 @@ TEST_F(CudaMoeOps, ExpertsBitIdenticalOnEveryPrefillTile) {
     }
   }
   cuda::set_moe_tile(cuda::MoeTile::kAuto);
+  cuda::set_moe_wgmma(true);
+}
+
+// The warpgroup-MMA GEMMs (moe_wgmma.cu) in tiles of 32, 64 and 128 token rows: each within the
+// CPU's tolerance, and the three bit for bit the same (each element one f32 sum over K in K order
+// whatever tile it lands in). Shapes that leave partial weight boxes (2I = 192: a gate box of 64
+// rows running into the up rows; H = 200: a down block of 128 rows running into the next
+// expert's), partial K chunks (K = 200 and 96 over chunks of 64), 37-300 rows an expert (several
+// tiles of each size, none whole). Skipped where the device has no warpgroup MMA.
+TEST_F(CudaMoeOps, WgmmaGemmsMatchCpuAtEveryTileSize) {
+  const MoeDims d{8, 200, 96};
+  if (!cuda::moe_wgmma_supports({1, 1, d.E, d.H, d.I})) GTEST_SKIP() << "no warpgroup MMA here";
+  const Experts ex = make_experts(d);
+  for (const auto& [T, k] : {std::pair<int64_t, int32_t>{512, 2}, {300, 1}, {1200, 2}, {64, 4}}) {
+    SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k));
+    const std::vector<int32_t> routing = random_routing(T, k, d.E);
+    auto x = make(random_vec(T * d.H, rng_), {T, d.H});
+    auto ids = make_i32(routing, {T, k});
+    auto w = make(random_vec(T * k, rng_), {T, k}, DType::F32);
+    auto out = make_out({T, d.H});
+    cpu_->moe_experts(x.c, ids.c, w.c, ex.gate_up.c, ex.down.c, out.c);
+    std::vector<float> first;
+    for (int rows : {32, 64, 128}) {
+      SCOPED_TRACE("tiles of " + std::to_string(rows) + " rows");
+      cuda::set_moe_wgmma_rows(rows);
+      poison(out.g);
+      gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
+      expect_close(out, 1e-2, "moe_experts out, warpgroup MMA");
+      if (first.empty()) {
+        first = down_gpu(out.g);
+      } else {
+        EXPECT_TRUE(same_bits(down_gpu(out.g), first)) << "differs from the 32-row tiles' bits";
+      }
+    }
+  }
+  cuda::set_moe_wgmma_rows(0);
 }
 
 // Rows longer than one 32-lane chunk of the GEMVs, with a partial last chunk (I = 264: 33 vectors)
@@ -660,8 +699,7 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
     gpu_->moe_experts(x, ids, w, gate_up, down, out);
     EXPECT_EQ(gpu_->moe_experts_routed() - routed_before, distinct_experts(routing))
         << T << " tokens: one pass over the routed experts";
-    for (const cuda::MoeTile tile : cuda::kMoeTiles) {  // the default's, then each forced
-      cuda::set_moe_tile(tile);
+    auto time_one = [&](const char* name) {
       std::vector<float> ms =
           gpu_->time_ms([&] { gpu_->moe_experts(x, ids, w, gate_up, down, out); }, 2, 10);
       std::sort(ms.begin(), ms.end());
@@ -670,10 +708,23 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
       std::printf(
           "moe prefill, %5lld tokens, tile %-10s: experts %8.3f ms, %6.1f TFLOP/s = %.1f%% of "
           "the GEMM's %.0f\n",
-          static_cast<long long>(T), cuda::moe_tile_name(tile), t_ms, tflops, 100.0 * tflops / gemm,
-          gemm);
+          static_cast<long long>(T), name, t_ms, tflops, 100.0 * tflops / gemm, gemm);
+    };
+    for (const cuda::MoeTile tile : cuda::kMoeTiles) {  // the default's, then each forced
+      cuda::set_moe_tile(tile);
+      time_one(cuda::moe_tile_name(tile));
     }
     cuda::set_moe_tile(cuda::MoeTile::kAuto);
+    if (cuda::moe_wgmma_supports({T, k, d.E, d.H, d.I})) {  // the warpgroup-MMA tiles forced
+      for (int rows : {32, 64, 128}) {
+        cuda::set_moe_wgmma_rows(rows);
+        time_one(rows == 32 ? "wgmma-32" : rows == 64 ? "wgmma-64" : "wgmma-128");
+      }
+      cuda::set_moe_wgmma_rows(0);
+      cuda::set_moe_wgmma(false);
+      time_one("auto-mma");  // the default without them
+      cuda::set_moe_wgmma(true);
+    }
   }
 }
 

@@ -24,8 +24,8 @@ __device__ __forceinline__ float silu(float x) {
 // With a.early_reads the weights, the batch metadata and the window are read before the
 // dependency wait: the kernel before this one is the projection GEMV that writes x (or, with
 // in-pass saves, conv1d_save_kernel, which only reads the windows); the window was written by this
-// layer's conv of an earlier forward or a checkpoint restore, two or more launches back (common.cuh's
-// rule). Only x waits.
+// layer's conv of an earlier forward or a checkpoint restore, two or more launches back
+// (common.cuh's rule). Only x waits.
 template <typename TX, int KC>
 __global__ void conv1d_sequential_kernel(ConvArgs a) {
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;

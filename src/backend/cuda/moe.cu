@@ -475,6 +475,52 @@ void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, c
   launch_moe_combine(a.y, ids, weights, s, T, out, st);
 }
 
+// run_pass on the warpgroup-MMA GEMMs (moe_wgmma.cu) with tiles of `tile_rows` token rows.
+void run_pass_wgmma(int tile_rows, const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids,
+                    const float* weights, const bf16* gate_up, const bf16* down, bf16* out,
+                    char* scratch, unsigned long long* routed, cudaStream_t st) {
+  const MoeRouting r = launch_moe_route(s, T, ids, tile_rows, scratch, routed, st);
+  MoeWgmmaGemm g;
+  g.tiles = r.tiles;
+  g.num_tiles = r.num_tiles;
+  g.sorted = r.sorted;
+  g.top_k = static_cast<int>(s.top_k);
+  g.experts = s.experts;
+  g.inter = s.inter;
+  g.act = r.act;
+  g.gate_up = true;
+  g.a = x;
+  g.w = gate_up;
+  g.n = 2 * s.inter;
+  g.k = s.hidden;
+  launch_moe_wgmma(g, tile_rows, r.max_tiles, st);
+  g.gate_up = false;
+  g.a = r.act;
+  g.w = down;
+  g.n = s.hidden;
+  g.k = s.inter;
+  g.y = r.y;
+  launch_moe_wgmma(g, tile_rows, r.max_tiles, st);
+  launch_moe_combine(r.y, ids, weights, s, T, out, st);
+}
+
+// The warpgroup-MMA path's token rows a tile: 128 from kLargeTileRows rows an expert on average,
+// else 64; SYV_MOE_WGMMA_ROWS=32|64|128 or set_moe_wgmma_rows() forces one (A/B timing, tests).
+std::atomic<int> g_wgmma_rows{-1};
+
+int wgmma_rows(int64_t rows_per_expert) {
+  int v = g_wgmma_rows.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("SYV_MOE_WGMMA_ROWS");
+    v = e == nullptr ? 0 : std::atoi(e);
+    SYV_CHECK(v == 0 || v == 32 || v == 64 || v == 128)
+        << "SYV_MOE_WGMMA_ROWS=" << e << ": expected 32, 64 or 128";
+    g_wgmma_rows.store(v, std::memory_order_relaxed);
+  }
+  if (v > 0) return v;
+  return rows_per_expert >= kLargeTileRows ? 128 : 64;
+}
+
 // -1: not read from SYV_MOE_TILE yet; else a MoeTile.
 std::atomic<int> g_tile{-1};
 
@@ -514,6 +560,12 @@ const char* moe_tile_name(MoeTile t) {
 
 void set_moe_tile(MoeTile t) {
   g_tile.store(static_cast<int>(t), std::memory_order_relaxed);
+}
+
+void set_moe_wgmma_rows(int rows) {
+  SYV_CHECK(rows == 0 || rows == 32 || rows == 64 || rows == 128)
+      << "moe wgmma: tiles of " << rows << " rows (0: auto, 32, 64 or 128)";
+  g_wgmma_rows.store(rows, std::memory_order_relaxed);
 }
 
 MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
@@ -604,6 +656,10 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
       return true;
     };
     MoeTile tile = moe_tile();
+    if (tile == MoeTile::kAuto && !batch_invariant && moe_wgmma_supports(s)) {
+      run_pass_wgmma(wgmma_rows(rows_per_expert), s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+      continue;
+    }
     if (tile == MoeTile::kAuto)
       tile = rows_per_expert >= kLargeTileRows ? MoeTile::kLarge : MoeTile::kWide;
     bool ran = false;

@@ -88,6 +88,34 @@ MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, in
 void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const MoeShape& s,
                         int64_t T, void* out, cudaStream_t st);
 
+// The tiled path's two GEMMs on Hopper's warpgroup MMA (moe_wgmma.cu), between launch_moe_route
+// (bm = tile_rows: 32, 64 or 128) and launch_moe_combine. launch_moe_experts() takes them outside
+// batch-invariant mode where moe_wgmma_supports(s) (an sm_90 device with the shared memory, H and I
+// multiples of 8, SYV_MOE_WGMMA not 0); else moe_gemm_kernel (mma.sync, moe.cu), whose bits batch-
+// invariant mode keeps. Both compute each element as one f32 sum over K in K order; they may
+// differ in rounding (the tensor cores' within a 16-wide k step). a and w 16-byte aligned.
+struct MoeWgmmaGemm {
+  bool gate_up = false;     // gate_up: act = SiLU(gate) * up; else down: y by pair
+  const void* a = nullptr;  // bf16; gate_up: x [T, H]; down: act [P, I] (sorted rows)
+  const void* w = nullptr;  // bf16; gate_up [E, 2I, H] or down [E, H, I]
+  const int4* tiles = nullptr;
+  const int32_t* num_tiles = nullptr;
+  const int32_t* sorted = nullptr;
+  int top_k = 0;
+  bool y_vec4 = false;                           // set by the launch: y's rows take 16-byte stores
+  int64_t experts = 0, n = 0, k = 0, inter = 0;  // n: the weight's rows (2I or H), k: H or I
+  void* act = nullptr;                           // bf16 [P, I]: gate_up's output, down's a
+  float* y = nullptr;                            // f32 [P, H]: down's output
+};
+bool moe_wgmma_supports(const MoeShape& s);
+void launch_moe_wgmma(const MoeWgmmaGemm& g, int tile_rows, int64_t max_tiles, cudaStream_t s);
+// launch_moe_experts() takes them where MoeTile is kAuto (a forced tile is moe_gemm_kernel's), in
+// tiles of 128 token rows from 128 rows an expert on average, else 64; set_moe_wgmma_rows(rows)
+// forces 32, 64 or 128 (0: that rule; SYV_MOE_WGMMA_ROWS sets the initial choice).
+bool moe_wgmma_enabled();  // SYV_MOE_WGMMA (default on) or set_moe_wgmma()
+void set_moe_wgmma(bool on);
+void set_moe_wgmma_rows(int rows);
+
 // A shared expert run beside the routed ones by launch_moe_gemv(): bf16 gate_up [2Is, H] and down
 // [H, Is] (Is = inter, a multiple of 8, may differ from the routed experts' I), its output added
 // to each token's sum gated by sigmoid(gate[t]) (gate: f32 [T] logits, device memory, written

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call (about 5 minutes with the build): the routed experts' grouped GEMMs
+# on warpgroup MMA (moe_wgmma.cu) against moe_gemm_kernel (SYV_MOE_WGMMA=0), and the decode conv1d's
+# reads before the PDL wait.
+#  1. gpu_cuda_moe_ops_test (every MoE op test, WgmmaGemmsMatchCpuAtEveryTileSize among them), the
+#     hybrid ops, the hybrid golden test (MoE fixtures) and the engine's MoE scenarios.
+#  2. QwenNextPrefillTiming: the routed experts alone at 2K and 8K tokens, every tile.
+#  3. `syv bench decode --lengths 2048,8192` (prefill ms, % of the same-run GEMM on active FLOPs)
+#     on an 8-layer copy of qwen3-next-24l, and on the whole 24 layers at 8K where the GPU holds
+#     it (over 100 GB), each with and without SYV_MOE_WGMMA; the 9B-class shape's prefill.
+#  4. b = 1 decode of the 8-layer copy (and 24 layers where it fits) with and without
+#     SYV_PDL_EARLY_READS.
+# Carry .devcarry-deps and .devcarry-tok.
+#   tools/device/moe_wgmma_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
+export SYV_SOURCE_DIR=$PWD
+B=build/gpu-carry/bin
+O=${OUT:-/tmp}
+t0=$SECONDS
+echo "== build $(date +%T)"
+timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_ops_test \
+  gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test gpu_engine_qwen3_gpu_test 2>&1 | tail -1
+echo "build: $((SECONDS - t0)) s"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+echo "== tests $(date +%T)"
+timeout 150 $B/gpu_cuda_moe_ops_test --gtest_filter='-*Timing*' 2>&1 | tee $O/moe_ops.log |
+  grep -E "^\[ +(PASSED|FAILED|SKIPPED) |Failure|Expected|differ|bits" | head -20
+timeout 150 $B/gpu_cuda_hybrid_ops_test --gtest_filter='-*Timing*' 2>&1 | tee $O/hybrid_ops.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
+timeout 150 $B/gpu_hybrid_golden_gpu_test 2>&1 | tee $O/hybrid_golden.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
+timeout 150 $B/gpu_engine_qwen3_gpu_test --gtest_filter='MixtureOfExperts*' 2>&1 |
+  tee $O/engine_moe.log | grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
+
+echo "== experts alone $(date +%T)"
+timeout 150 $B/gpu_cuda_moe_ops_test --gtest_filter='*QwenNextPrefillTiming*' 2>&1 |
+  tee $O/moe_timing.log | grep -E "^moe prefill|FAILED"
+
+cut=/tmp/moe-wgmma-config-8
+python3 tools/device/cut_config.py tools/bench/configs/qwen3-next-24l 8 $cut
+prefill() {  # prefill CONFIG LENGTHS ENV...: one line a length
+  local cfg=$1 lengths=$2
+  shift 2
+  env "$@" timeout 150 $B/syv bench decode --config "$cfg" --random-weights --batch 1 \
+    --context 64 --steps 5 --lengths "$lengths" 2>&1 | tee -a $O/bench.log |
+    grep -E "^\| prefill|rror" | sort -u
+}
+echo "== prefill, Qwen3-Next 8 layers $(date +%T)"
+echo "-- default"; prefill $cut 2048,8192 DEFAULT=1
+echo "-- SYV_MOE_WGMMA=0"; prefill $cut 2048,8192 SYV_MOE_WGMMA=0
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+if ((mem > 100000)); then
+  echo "== prefill, Qwen3-Next 24 layers $(date +%T)"
+  echo "-- default"; prefill tools/bench/configs/qwen3-next-24l 8192 DEFAULT=1
+  echo "-- SYV_MOE_WGMMA=0"; prefill tools/bench/configs/qwen3-next-24l 8192 SYV_MOE_WGMMA=0
+fi
+b1() {  # b1 CONFIG ENV...: graph ms (p10-p90) | % of floor
+  local cfg=$1
+  shift
+  env "$@" timeout 120 $B/syv bench decode --config "$cfg" --random-weights --batch 1 \
+    --context 512 --steps 30 2>&1 | tee -a $O/bench.log | grep -E "^\| decode" | head -1 |
+    awk -F'|' '{gsub(/ +/, " "); print $8 "|" $11}'
+}
+echo "== b = 1, Qwen3-Next 8 layers $(date +%T)"
+echo "default: $(b1 $cut DEFAULT=1)"
+echo "SYV_PDL_EARLY_READS=0: $(b1 $cut SYV_PDL_EARLY_READS=0)"
+echo "default again: $(b1 $cut DEFAULT=1)"
+if ((mem > 100000)); then
+  echo "== b = 1, Qwen3-Next 24 layers $(date +%T)"
+  for v in ${FORMS24:-DEFAULT=1 SYV_PDL_EARLY_READS=0}; do
+    echo "$v: $(b1 tools/bench/configs/qwen3-next-24l ${v//,/ })"
+  done
+fi
+echo "total: $((SECONDS - t0)) s $(date +%T)"
