@@ -110,8 +110,8 @@ struct MoeWgmmaGemm {
 bool moe_wgmma_supports(const MoeShape& s);
 void launch_moe_wgmma(const MoeWgmmaGemm& g, int tile_rows, int64_t max_tiles, cudaStream_t s);
 // launch_moe_experts() takes them where MoeTile is kAuto (a forced tile is moe_gemm_kernel's), in
-// tiles of 128 token rows from 128 rows an expert on average, else 64; set_moe_wgmma_rows(rows)
-// forces 32, 64 or 128 (0: that rule; SYV_MOE_WGMMA_ROWS sets the initial choice).
+// tiles of 64 token rows (the fastest at 2K and 8K tokens: moe.cu); set_moe_wgmma_rows(rows)
+// forces 32, 64 or 128 (0: 64; SYV_MOE_WGMMA_ROWS sets the initial choice).
 bool moe_wgmma_enabled();  // SYV_MOE_WGMMA (default on) or set_moe_wgmma()
 void set_moe_wgmma(bool on);
 void set_moe_wgmma_rows(int rows);
