@@ -32,7 +32,8 @@ size_t moe_scratch_bytes(const MoeShape& s);
 
 // The tiled path's block tile where the experts get more than 16 rows each (prefill). The results
 // do not depend on it (gemm_tile.cuh: one fp32 accumulator an element, in K order). kAuto, the
-// default: kWide, or kLarge from 128 rows an expert on average. The others force one (A/B timing,
+// default: kWide, or kLarge from 128 rows an expert on average (where moe_wgmma_supports(), outside
+// batch-invariant mode, the warpgroup-MMA GEMMs below instead). The others force one (A/B timing,
 // tests): rows x weight rows, K step, stages, warps of rows x weight rows:
 //   kWide 64 x 128, 64, 4, 8 of 32 x 32      kLarge 128 x 128, 64, 3, 8 of 64 x 32
 //   kLargeK32 128 x 128, 32, 4, 8 of 64 x 32  kWarp64 128 x 128, 32, 4, 4 of 64 x 64
