@@ -90,6 +90,24 @@ class CudaMoeOps : public CudaOps {
             make(random_vec(d.E * d.H * d.I, rng_, 0.2f), {d.E, d.H, d.I})};
   }
 
+  // A moe_experts call of T tokens x k slots with random x, routing and routing weights, its CPU
+  // result in out.c; gpu_run() runs it on the GPU into out.g (poisoned first) and downloads it.
+  struct ExpertsCall {
+    Pair x, ids, w, out;
+  };
+  ExpertsCall random_call(const MoeDims& d, const Experts& ex, int64_t T, int32_t k) {
+    ExpertsCall c{make(random_vec(T * d.H, rng_), {T, d.H}),
+                  make_i32(random_routing(T, k, d.E), {T, k}),
+                  make(random_vec(T * k, rng_), {T, k}, DType::F32), make_out({T, d.H})};
+    cpu_->moe_experts(c.x.c, c.ids.c, c.w.c, ex.gate_up.c, ex.down.c, c.out.c);
+    return c;
+  }
+  std::vector<float> gpu_run(ExpertsCall& c, const Experts& ex) {
+    poison(c.out.g);
+    gpu_->moe_experts(c.x.g, c.ids.g, c.w.g, ex.gate_up.g, ex.down.g, c.out.g);
+    return down_gpu(c.out.g);
+  }
+
   // moe_experts with the given routing (ids [T, k]) and random routing weights, on the GPU in
   // both modes (the default: the small-batch GEMVs up to kGemvMax tokens, the tiled path above;
   // batch-invariant: the tiled path at every T): within 1e-2 relative L2 of the CPU's f32 (bf16
@@ -370,9 +388,10 @@ TEST_F(CudaMoeOps, ExpertsMatchCpuAtEveryTokenCount) {
   }
 }
 
-// Each prefill tile of the tiled path (moe.cu: 64 x 128 below kLargeTileRows rows an expert on
-// average, 128 x 128 from there; 64 x 64 on devices with less shared memory): 37, 75 and 150 rows
-// an expert, none a whole number of tiles.
+// The tiled path at prefill sizes, 37, 75 and 150 rows an expert, none a whole number of tiles: in
+// the default mode the warpgroup-MMA GEMMs where the device has them, else moe_gemm_kernel's tiles
+// (64 x 128 below kLargeTileRows rows an expert on average, 128 x 128 from there; 64 x 64 on
+// devices with less shared memory), which batch-invariant mode always takes.
 TEST_F(CudaMoeOps, ExpertsMatchCpuOnEveryPrefillTile) {
   const MoeDims d{8, 64, 24};
   const Experts ex = make_experts(d);
@@ -389,60 +408,49 @@ TEST_F(CudaMoeOps, ExpertsMatchCpuOnEveryPrefillTile) {
 TEST_F(CudaMoeOps, ExpertsBitIdenticalOnEveryPrefillTile) {
   const MoeDims d{8, 200, 96};
   const Experts ex = make_experts(d);
+  const bool wgmma = cuda::moe_wgmma_enabled();
   cuda::set_moe_wgmma(false);
   for (const auto& [T, k] : {std::pair<int64_t, int32_t>{512, 2}, {300, 1}}) {
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k));
-    const std::vector<int32_t> routing = random_routing(T, k, d.E);
-    auto x = make(random_vec(T * d.H, rng_), {T, d.H});
-    auto ids = make_i32(routing, {T, k});
-    auto w = make(random_vec(T * k, rng_), {T, k}, DType::F32);
-    auto out = make_out({T, d.H});
-    cpu_->moe_experts(x.c, ids.c, w.c, ex.gate_up.c, ex.down.c, out.c);
+    ExpertsCall c = random_call(d, ex, T, k);
     cuda::set_moe_tile(cuda::MoeTile::kAuto);
-    gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
-    expect_close(out, 1e-2, "moe_experts out, default tile");
-    const std::vector<float> ref = down_gpu(out.g);
+    const std::vector<float> ref = gpu_run(c, ex);
+    expect_close(c.out, 1e-2, "moe_experts out, default tile");
     for (const cuda::MoeTile tile : cuda::kMoeTiles) {
       SCOPED_TRACE(cuda::moe_tile_name(tile));
       cuda::set_moe_tile(tile);
-      poison(out.g);
-      gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
-      EXPECT_TRUE(same_bits(down_gpu(out.g), ref)) << "differs from the default tile's bits";
+      EXPECT_TRUE(same_bits(gpu_run(c, ex), ref)) << "differs from the default tile's bits";
     }
   }
   cuda::set_moe_tile(cuda::MoeTile::kAuto);
-  cuda::set_moe_wgmma(true);
+  cuda::set_moe_wgmma(wgmma);
 }
 
 // The warpgroup-MMA GEMMs (moe_wgmma.cu) in tiles of 32, 64 and 128 token rows: each within the
 // CPU's tolerance, and the three bit for bit the same (each element one f32 sum over K in K order
 // whatever tile it lands in). Shapes that leave partial weight boxes (2I = 192: a gate box of 64
 // rows running into the up rows; H = 200: a down block of 128 rows running into the next
-// expert's), partial K chunks (K = 200 and 96 over chunks of 64), 37-300 rows an expert (several
-// tiles of each size, none whole). Skipped where the device has no warpgroup MMA.
+// expert's), partial K chunks (K = 200 and 96 over chunks of 64), 32-300 rows an expert (several
+// tiles of each size, none whole). The tile is pinned to auto (a forced MoeTile takes
+// moe_gemm_kernel); skipped where the device has no warpgroup MMA or SYV_MOE_WGMMA=0.
 TEST_F(CudaMoeOps, WgmmaGemmsMatchCpuAtEveryTileSize) {
   const MoeDims d{8, 200, 96};
   if (!cuda::moe_wgmma_supports({1, 1, d.E, d.H, d.I})) GTEST_SKIP() << "no warpgroup MMA here";
   const Experts ex = make_experts(d);
+  cuda::set_moe_tile(cuda::MoeTile::kAuto);
   for (const auto& [T, k] : {std::pair<int64_t, int32_t>{512, 2}, {300, 1}, {1200, 2}, {64, 4}}) {
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k));
-    const std::vector<int32_t> routing = random_routing(T, k, d.E);
-    auto x = make(random_vec(T * d.H, rng_), {T, d.H});
-    auto ids = make_i32(routing, {T, k});
-    auto w = make(random_vec(T * k, rng_), {T, k}, DType::F32);
-    auto out = make_out({T, d.H});
-    cpu_->moe_experts(x.c, ids.c, w.c, ex.gate_up.c, ex.down.c, out.c);
+    ExpertsCall c = random_call(d, ex, T, k);
     std::vector<float> first;
     for (int rows : {32, 64, 128}) {
       SCOPED_TRACE("tiles of " + std::to_string(rows) + " rows");
       cuda::set_moe_wgmma_rows(rows);
-      poison(out.g);
-      gpu_->moe_experts(x.g, ids.g, w.g, ex.gate_up.g, ex.down.g, out.g);
-      expect_close(out, 1e-2, "moe_experts out, warpgroup MMA");
+      const std::vector<float> got = gpu_run(c, ex);
+      expect_close(c.out, 1e-2, "moe_experts out, warpgroup MMA");
       if (first.empty()) {
-        first = down_gpu(out.g);
+        first = got;
       } else {
-        EXPECT_TRUE(same_bits(down_gpu(out.g), first)) << "differs from the 32-row tiles' bits";
+        EXPECT_TRUE(same_bits(got, first)) << "differs from the 32-row tiles' bits";
       }
     }
   }
