@@ -30,18 +30,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 
 #include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include "backend/cuda/bulk_copy_ptx.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/tensor_map.h"
 #include "backend/cuda/wgmma_ptx.cuh"
 #include "core/check.h"
 
@@ -381,13 +378,6 @@ __global__ void __launch_bounds__(kThreads, kStages > kStagesShared ? 1 : 2)
 // The launch configuration of n_tokens tokens in `stages` stages, `splits` blocks a cluster (the
 // cluster attribute only; the caller adds the stream and PDL).
 // The kernel of N tokens in kStages stages, its shared-memory size allowed (once).
-// The current device's index (0-63; a function attribute and an occupancy are the device's).
-int current_device() {
-  int dev = 0;
-  SYV_CUDA_CHECK(cudaGetDevice(&dev));
-  SYV_CHECK(dev >= 0 && dev < 64) << "fp8 skinny GEMM: device " << dev << " (64 at most)";
-  return dev;
-}
 
 // The kernel of N tokens in kStages stages, its shared-memory size allowed (on this device).
 template <int N, int kStages, int kLoad, typename TO>
@@ -467,40 +457,9 @@ void launch_tokens(const CUtensorMap& w_map, const uint8_t* w, const float* w_sc
 
 // The tensor map of fp8 weight w as the kernel's stages hold it: [n rows][k bytes], boxes of 128
 // rows x 128 bytes, 128-byte swizzle (wgmma's layout), rows past n read as zeros.
-CUtensorMap encode_weight_map(const QuantWeight& w) {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    SYV_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                    cudaEnableDefault, &found));
-    SYV_CHECK(fn != nullptr && found == cudaDriverEntryPointSuccess)
-        << "the CUDA driver has no cuTensorMapEncodeTiled";
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(w.k), static_cast<cuuint64_t>(w.n)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(w.k)};
-  const cuuint32_t box[2] = {kChunk, kRows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r =
-      encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(w.data), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  SYV_CHECK(r == CUDA_SUCCESS) << "cuTensorMapEncodeTiled failed (" << static_cast<int>(r)
-                               << ") for an fp8 weight [" << w.n << ", " << w.k << "]";
-  return map;
-}
-
-// encode_weight_map(w), encoded once a weight (by device, data, n and k).
 CUtensorMap weight_map(const QuantWeight& w) {
-  using Key = std::tuple<int, const void*, int64_t, int64_t>;
-  static std::mutex mu;
-  static std::map<Key, CUtensorMap> maps;
-  const Key key{current_device(), w.data, w.n, w.k};
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = maps.find(key);
-  if (it == maps.end()) it = maps.emplace(key, encode_weight_map(w)).first;
-  return it->second;
+  return tensor_map_2d(w.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w.n, w.k, kRows, kChunk,
+                       "an fp8 weight");
 }
 
 // How many clusters of `splits` blocks of the one-block-an-SM kernel the GPU holds at once

@@ -20,17 +20,14 @@
 // moe_gemm_kernel's bits (the tests compare both with the CPU; batch-invariant mode keeps
 // moe_gemm_kernel).
 #include <atomic>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 #include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include "backend/cuda/bulk_copy_ptx.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/moe.cuh"
+#include "backend/cuda/tensor_map.h"
 #include "backend/cuda/wgmma_ptx.cuh"
 #include "core/check.h"
 
@@ -232,44 +229,11 @@ __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
 #endif
 }
 
-int current_device() {
-  int dev = 0;
-  SYV_CUDA_CHECK(cudaGetDevice(&dev));
-  return dev;
-}
-
-// The tensor map of the experts' weights [rows = E * N, k] bf16 as the stages hold them: boxes of
-// 64 rows x 64 columns (128 bytes), 128-byte swizzle (wgmma's layout), reads past either end
-// zero-filled. Encoded once per (device, data, rows, k).
+// The experts' weights [rows = E * N, k] bf16 as the stages hold them: boxes of 64 rows x 64
+// columns (128 bytes), 128-byte swizzle (wgmma's layout), reads past either end zero-filled.
 CUtensorMap weight_map(const bf16* w, int64_t rows, int64_t k) {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    SYV_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                    cudaEnableDefault, &found));
-    SYV_CHECK(fn != nullptr && found == cudaDriverEntryPointSuccess)
-        << "the CUDA driver has no cuTensorMapEncodeTiled";
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  using Key = std::tuple<int, const void*, int64_t, int64_t>;
-  static std::mutex mu;
-  static std::map<Key, CUtensorMap> maps;
-  const Key key{current_device(), w, rows, k};
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = maps.find(key);
-  if (it != maps.end()) return it->second;
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {kChunk, kWgRows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r =
-      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(w), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  SYV_CHECK(r == CUDA_SUCCESS) << "cuTensorMapEncodeTiled failed (" << static_cast<int>(r)
-                               << ") for MoE expert weights [" << rows << ", " << k << "]";
-  return maps.emplace(key, map).first->second;
+  return tensor_map_2d(w, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, rows, k, kWgRows, kChunk,
+                       "MoE expert weights");
 }
 
 template <int NT, bool kGateUp>
