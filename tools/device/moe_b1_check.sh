@@ -17,6 +17,7 @@ cd "$(dirname "$0")/../.." || exit 1
 export SYV_SOURCE_DIR=$PWD
 B=build/gpu-carry/bin
 O=${OUT:-/tmp}
+source tools/device/bench_lines.sh
 LAYERS=${LAYERS:-8}
 FORMS=${FORMS:-SYV_GEMV_QKV_VARIANT=6 SYV_FUSED_NORM=0}
 NFORMS=${NFORMS:-}
@@ -42,14 +43,6 @@ timeout 150 $B/gpu_engine_qwen3_gpu_test --gtest_filter='MixtureOfExperts*' 2>&1
 
 cut=/tmp/moe-b1-config-$LAYERS
 python3 tools/device/cut_config.py tools/bench/configs/qwen3-next-24l "$LAYERS" $cut
-# One line a form: graph ms (p10-p90), % of floor.
-b1() {
-  local cfg=$1
-  shift
-  env "$@" timeout 120 $B/syv bench decode --config "$cfg" --random-weights --batch 1 \
-    --context 512 --steps 30 2>&1 | tee -a $O/bench.log | grep -E "^\| decode" | head -1 |
-    awk -F'|' '{gsub(/ +/, " "); print $8 "|" $11}'
-}
 echo "== Qwen3-Next ($LAYERS layers) b = 1 $(date +%T)"
 echo "default: $(b1 $cut DEFAULT=1)"
 for v in $FORMS; do echo "$v: $(b1 $cut ${v//,/ })"; done

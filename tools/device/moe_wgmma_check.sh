@@ -18,6 +18,7 @@ cd "$(dirname "$0")/../.." || exit 1
 export SYV_SOURCE_DIR=$PWD
 B=build/gpu-carry/bin
 O=${OUT:-/tmp}
+source tools/device/bench_lines.sh
 t0=$SECONDS
 echo "== build $(date +%T)"
 timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_ops_test \
@@ -41,13 +42,6 @@ timeout 150 $B/gpu_cuda_moe_ops_test --gtest_filter='*QwenNextPrefillTiming*' 2>
 
 cut=/tmp/moe-wgmma-config-8
 python3 tools/device/cut_config.py tools/bench/configs/qwen3-next-24l 8 $cut
-prefill() {  # prefill CONFIG LENGTHS ENV...: one line a length
-  local cfg=$1 lengths=$2
-  shift 2
-  env "$@" timeout 150 $B/syv bench decode --config "$cfg" --random-weights --batch 1 \
-    --context 64 --steps 5 --lengths "$lengths" 2>&1 | tee -a $O/bench.log |
-    grep -E "^\| prefill|rror" | sort -u
-}
 echo "== prefill, Qwen3-Next 8 layers $(date +%T)"
 echo "-- default"; prefill $cut 2048,8192 DEFAULT=1
 echo "-- SYV_MOE_WGMMA=0"; prefill $cut 2048,8192 SYV_MOE_WGMMA=0
@@ -57,13 +51,6 @@ if ((mem > 100000)); then
   echo "-- default"; prefill tools/bench/configs/qwen3-next-24l 8192 DEFAULT=1
   echo "-- SYV_MOE_WGMMA=0"; prefill tools/bench/configs/qwen3-next-24l 8192 SYV_MOE_WGMMA=0
 fi
-b1() {  # b1 CONFIG ENV...: graph ms (p10-p90) | % of floor
-  local cfg=$1
-  shift
-  env "$@" timeout 120 $B/syv bench decode --config "$cfg" --random-weights --batch 1 \
-    --context 512 --steps 30 2>&1 | tee -a $O/bench.log | grep -E "^\| decode" | head -1 |
-    awk -F'|' '{gsub(/ +/, " "); print $8 "|" $11}'
-}
 echo "== b = 1, Qwen3-Next 8 layers $(date +%T)"
 echo "default: $(b1 $cut DEFAULT=1)"
 echo "SYV_PDL_EARLY_READS=0: $(b1 $cut SYV_PDL_EARLY_READS=0)"
