@@ -659,9 +659,10 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
     };
     MoeTile tile = moe_tile();
     // (The warpgroup-MMA grid's y walks the tiles: at most 65,535; more take moe_gemm_kernel.)
+    const int wrows = wgmma_rows();
     if (tile == MoeTile::kAuto && !batch_invariant && moe_wgmma_supports(s) &&
-        max_tiles(P, s.experts, wgmma_rows()) <= 65535) {
-      run_pass_wgmma(wgmma_rows(), s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+        max_tiles(P, s.experts, wrows) <= 65535) {
+      run_pass_wgmma(wrows, s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
       continue;
     }
     if (tile == MoeTile::kAuto)
