@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call (153 s with the build on an H100, 2026-12-07): the routed experts' grouped GEMMs
-# on warpgroup MMA (moe_wgmma.cu) against moe_gemm_kernel (SYV_MOE_WGMMA=0), and the decode conv1d's
-# reads before the PDL wait.
+# On the GPU machine, one call (153 s with the build on an H100, 2026-12-07): the routed experts'
+# grouped GEMMs on warpgroup MMA (moe_wgmma.cu) against moe_gemm_kernel (SYV_MOE_WGMMA=0), and the
+# decode conv1d's reads before the PDL wait.
 #  1. gpu_cuda_moe_ops_test (every MoE op test, WgmmaGemmsMatchCpuAtEveryTileSize among them), the
 #     hybrid ops, the hybrid golden test (MoE fixtures) and the engine's MoE scenarios.
 #  2. QwenNextPrefillTiming: the routed experts alone at 2K and 8K tokens, every tile.
