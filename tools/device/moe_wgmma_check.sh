@@ -7,7 +7,7 @@
 #  2. QwenNextPrefillTiming: the routed experts alone at 2K and 8K tokens, every tile.
 #  3. `syv bench decode --lengths 2048,8192` (prefill ms, % of the same-run GEMM on active FLOPs)
 #     on an 8-layer copy of qwen3-next-24l, and on the whole 24 layers at 8K where the GPU holds
-#     it (over 100 GB), each with and without SYV_MOE_WGMMA; the 9B-class shape's prefill.
+#     it (over 100 GB), each with and without SYV_MOE_WGMMA.
 #  4. b = 1 decode of the 8-layer copy (and 24 layers where it fits) with and without
 #     SYV_PDL_EARLY_READS.
 # Carry .devcarry-deps and .devcarry-tok.
