@@ -69,11 +69,24 @@ constexpr int64_t kGdnPhasesSpareChunks = 32;
 inline int64_t gdn_phases_max_chunks(int64_t tokens) {
   return (tokens + kGdnChunkTokens - 1) / kGdnChunkTokens + kGdnPhasesSpareChunks;
 }
-// The three phases' scratch for a step of `tokens` tokens (hybrids; 0 without linear-attention
-// value heads): per chunk and value head U/Δ and Oq [64][dv] and W, Γq, Λk [64][128] f32, the
-// chunk table and Γ_last. The CUDA test GdnPhasesScratchWithinThePlan checks it bounds
-// cuda::gdn_phases_scratch_bytes().
+// The most checkpoint saves HybridState::plan_saves puts in one sequence's chunk of a step (its
+// resend, extension, shared and interval boundaries; engine/hybrid_state.cpp asserts it).
+constexpr int64_t kMaxBoundarySavesPerChunk = 4;
+// The chunks beyond ceil(tokens / 64) that a step of an engine running at most `max_num_seqs`
+// sequences, each with at most `speculative_tokens` drafts, can have (gdn_chunk_bound): each
+// sequence of the step adds at most one partial chunk and one chunk a state save (its boundary
+// saves and one verify save a draft); at most kGdnPhasesSpareChunks, past which a batch takes the
+// one kernel. So the scratch the phases grow to stays within what the memory plan counts for it.
+inline int64_t gdn_phases_spare_chunks(int64_t max_num_seqs, int64_t speculative_tokens) {
+  const int64_t per_seq = 1 + kMaxBoundarySavesPerChunk + std::max<int64_t>(speculative_tokens, 0);
+  return std::min(kGdnPhasesSpareChunks, std::max<int64_t>(max_num_seqs, 1) * per_seq);
+}
+// The three phases' scratch for a step of `tokens` tokens with at most `spare_chunks` chunks beyond
+// ceil(tokens / 64) (hybrids; 0 without linear-attention value heads): per chunk and value head
+// U/Δ and Oq [64][dv] and W, Γq, Λk [64][128] f32, the chunk table and Γ_last. The CUDA test
+// GdnPhasesScratchWithinThePlan checks it bounds cuda::gdn_phases_scratch_bytes().
 size_t estimate_gdn_phases_scratch_bytes(int64_t tokens, int64_t value_heads,
-                                         int64_t value_head_dim);
+                                         int64_t value_head_dim,
+                                         int64_t spare_chunks = kGdnPhasesSpareChunks);
 
 }  // namespace syv

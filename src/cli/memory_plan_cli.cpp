@@ -58,8 +58,11 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
       std::min<int64_t>(args.max_num_seqs * (1 + args.num_speculative_tokens),
                         args.max_batch_tokens) +
           engine.max_prompt_logprob_rows);
+  // Hybrids: the chunked delta rule's scratch (one layer's at a time), for the chunks a step of
+  // these sequences can have.
   in.activation_peak_bytes += estimate_gdn_phases_scratch_bytes(
-      args.max_batch_tokens, c.linear_num_value_heads, c.linear_value_head_dim);
+      args.max_batch_tokens, c.linear_num_value_heads, c.linear_value_head_dim,
+      gdn_phases_spare_chunks(args.max_num_seqs, args.num_speculative_tokens));
   in.other_bytes = runtime_reserve_bytes(static_cast<size_t>(scratch_bytes));
   in.page_size = 64;
   in.max_position = c.max_position_embeddings;

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/memory_plan.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/device_sampling.h"
@@ -671,6 +672,19 @@ void EngineCore::step() {
   // eagerly.
   const bool as_graph = graphs_ != nullptr && graphs_->accepts(step_);
   const Batch& batch = runner_.build(step_, as_graph ? graphs_->config().pages_per_seq : 0);
+  // Hybrids: the memory plan counts the chunked delta rule's scratch for at most this many chunks
+  // (backend/memory_plan.h gdn_phases_spare_chunks; every sequence counted, as if all were
+  // chunked). At kGdnPhasesSpareChunks the backend's own limit holds the scratch to the plan.
+  if (!batch.state_slots.empty()) {
+    const int64_t spare =
+        gdn_phases_spare_chunks(options_.max_num_seqs, options_.num_speculative_tokens);
+    SYV_CHECK(spare == kGdnPhasesSpareChunks ||
+              gdn_chunk_bound(batch, 1) <=
+                  (batch.num_tokens() + kGdnChunkTokens - 1) / kGdnChunkTokens + spare)
+        << "step of " << batch.num_seqs() << " sequences, " << batch.num_tokens() << " tokens, "
+        << batch.state_save_after.size() << " state saves: more delta-rule chunks than the "
+        << "memory plan counts";
+  }
   const bool plain_decode = step_.num_tokens == static_cast<int32_t>(step_.seqs.size());
   const uint64_t step_rows = step_.seqs.size();
   const uint64_t step_tokens = static_cast<uint64_t>(step_.num_tokens - step_.num_padding);

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backend/memory_plan.h"
 #include "core/check.h"
 #include "engine/sequence.h"
 #include "kv/cache_store.h"
@@ -130,8 +131,10 @@ void HybridState::plan_saves(Sequence* seq, int32_t begin, int32_t end,
   if (end - begin < 2) return;
   const int32_t prompt = seq->prompt_len();
   const int32_t interval = geometry_.interval();
-  int32_t at[4] = {geometry_.resend_boundary(prompt), geometry_.extension_boundary(prompt),
-                   seq->shared_boundary, (end - 1) / interval * interval};
+  int32_t at[] = {geometry_.resend_boundary(prompt), geometry_.extension_boundary(prompt),
+                  seq->shared_boundary, (end - 1) / interval * interval};
+  // The memory plan counts the delta rule's chunk scratch for this many saves a chunk.
+  static_assert(std::size(at) == kMaxBoundarySavesPerChunk);
   std::sort(std::begin(at), std::end(at));
   int32_t last = begin;
   for (int32_t b : at) {

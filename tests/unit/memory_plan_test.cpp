@@ -3,8 +3,12 @@
 // recurrent-state slots the engine allocates (engine_state_slots()).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "backend/batch.h"
 #include "backend/memory_plan.h"
 #include "engine/engine_core.h"
 #include "kv/cache_spec.h"
@@ -83,6 +87,53 @@ TEST(MemoryPlan, EngineStateSlotsFollowTheEngineOptions) {
   b.state_dtype = DType::BF16;
   EXPECT_EQ(engine_cache_spec(hybrid, b).state_bytes_per_seq, 98304 + 1048576);
   EXPECT_EQ(engine_state_slots(hybrid, b), 32 + 234);
+}
+
+// The delta rule's chunk scratch is counted for the chunks a step of the engine's sequences can
+// make: each sequence one partial chunk, one a boundary save (at most 4) and one a draft's verify
+// save. Random steps within those rules stay within the bound the plan counts (EngineCore checks
+// every real step against it too), and fewer sequences count less scratch.
+TEST(MemoryPlan, DeltaRuleScratchCountsTheChunksOfTheEnginesSteps) {
+  EXPECT_EQ(gdn_phases_spare_chunks(1, 0), 5);
+  EXPECT_EQ(gdn_phases_spare_chunks(1, 3), 8);
+  EXPECT_EQ(gdn_phases_spare_chunks(4, 2), 28);
+  EXPECT_EQ(gdn_phases_spare_chunks(256, 0), kGdnPhasesSpareChunks);
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int64_t max_seqs = 1 + rng() % 8, spec = rng() % 4;
+    Batch b;
+    b.seq_starts = {0};
+    b.state_save_starts = {0};
+    const int64_t seqs = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(max_seqs));
+    for (int64_t s = 0; s < seqs; ++s) {
+      const int32_t len = 1 + static_cast<int32_t>(rng() % 300);
+      // Saves at distinct token counts in [1, len]: at most 4 + spec of them.
+      std::vector<int32_t> after;
+      const int64_t saves = static_cast<int64_t>(rng() % static_cast<uint64_t>(5 + spec));
+      for (int64_t i = 0; i < saves; ++i) after.push_back(1 + static_cast<int32_t>(rng() % len));
+      std::sort(after.begin(), after.end());
+      after.erase(std::unique(after.begin(), after.end()), after.end());
+      b.seq_starts.push_back(b.seq_starts.back() + len);
+      b.state_save_after.insert(b.state_save_after.end(), after.begin(), after.end());
+      b.state_save_starts.push_back(static_cast<int32_t>(b.state_save_after.size()));
+    }
+    // At kGdnPhasesSpareChunks the backend's own limit decides (a batch past it takes the one
+    // kernel, without scratch); below it, no step of these sequences passes the count.
+    const int64_t T = b.seq_starts.back(), spare = gdn_phases_spare_chunks(max_seqs, spec);
+    if (spare == kGdnPhasesSpareChunks) continue;
+    EXPECT_LE(gdn_chunk_bound(b, 1), (T + kGdnChunkTokens - 1) / kGdnChunkTokens + spare)
+        << "trial " << trial;
+    ++checked;
+  }
+  EXPECT_GT(checked, 500);
+  // Qwen3.5-27B's 48 value heads of 128 at a 2,048-token step: one sequence counts 37 chunks,
+  // the default 64.
+  const size_t one =
+      estimate_gdn_phases_scratch_bytes(2048, 48, 128, gdn_phases_spare_chunks(1, 0));
+  const size_t any = estimate_gdn_phases_scratch_bytes(2048, 48, 128);
+  EXPECT_EQ(any, estimate_gdn_phases_scratch_bytes(2048, 48, 128, kGdnPhasesSpareChunks));
+  EXPECT_EQ(any - one, static_cast<size_t>(27 * 48 * (64 * (2 * 128 + 3 * 128) * 4 + 4) + 27 * 16));
 }
 
 }  // namespace
