@@ -200,8 +200,13 @@ void HostTier::order_after_write_ahead(int32_t entry, bool load) {
       return;  // kept: the eviction of the device page may still need it
     }
     order_reuse_after(w);
+    // Inside an admission nothing waits for w yet (the admission's loads or the compute stream
+    // will, from order_loads_after_admission() or end_admission() on), so it is kept: a write-back
+    // listed by the same admission that takes this entry must follow it (take_page_entry), as its
+    // batch is enqueued before those waits.
+    if (admitting_) return;
   }
-  w = CopyEvent();
+  w = CopyEvent();  // landed, or the compute stream waits for it: every later copy follows it
 }
 
 void HostTier::order_reuse_after(const CopyEvent& ahead) {

@@ -71,7 +71,9 @@
 //     without a load, the compute stream, as in 6); a load of an entry whose write-ahead may be in
 //     flight starts after it (the load stream waits for it); a write-back into an entry whose
 //     write-ahead may be in flight (the host LRU took it) starts after it (the write-back stream
-//     waits for it: two writers of one host entry on two streams). An eviction that stores
+//     waits for it: two writers of one host entry on two streams), also when an eviction of the
+//     same admission found that write-ahead in flight (its wait, deferred to the admission's
+//     loads or end_admission(), comes after the admission's write-backs). An eviction that stores
 //     nothing (dropped, short) is ordered after the latest write-ahead if it has not landed: the
 //     page's own write-ahead may be, its entry taken by a later one since.
 // No pin outlives an admission, which check_integrity() asserts, with every busy entry in use. On
@@ -398,7 +400,8 @@ class HostTier {
   // them wait, until end_admission().
   bool admission_after_ahead_ = false;
   bool admission_loads_after_ahead_ = false;
-  // Per host page entry: the write-ahead that filled it, while it may be in flight (else empty).
+  // Per host page entry: the write-ahead that filled it, while it may be in flight and a copy
+  // enqueued later could overtake it (else empty: it landed, or the compute stream waits for it).
   std::vector<CopyEvent> page_write_;
   CopyEvent last_ahead_;  // the latest write-ahead batch (the write-ahead stream is in order)
   std::vector<CacheStore::PageCopy> ahead_listed_;  // store_pages_ahead()'s pages, reused

@@ -5,8 +5,9 @@
 // one batch (load_pages) holding the bytes that were written back. On deferred copy streams
 // (deferred_copy_backend.h): a write-back never queues behind a write-ahead in flight (their own
 // streams, CopyDir::kOut and kAhead), one into a host entry whose write-ahead is in flight
-// follows it (two writers of one entry on two streams), and an eviction waits for the write-ahead
-// batch that copied its page, not for later ones.
+// follows it (two writers of one entry on two streams; also when an eviction of the same admission
+// found that write-ahead in flight), and an eviction waits for the write-ahead batch that copied
+// its page, not for later ones.
 #include "kv/host_tier.h"
 
 #include <gtest/gtest.h>
@@ -193,6 +194,54 @@ TEST(HostTierStreams, AWriteBackIntoAnEntryWrittenAheadFollowsIt) {
   t.cpu->wait_copy(t.host->load_pages({eb, ec}, {5, 6}));
   EXPECT_EQ(read_page(t, 5), bytes_b);
   EXPECT_EQ(read_page(t, 6), bytes_c);
+  EXPECT_EQ(copies->num_hazards(), 0u);
+  EXPECT_EQ(t.host->check_integrity(), "");
+}
+
+// An admitted host hit's allocation evicts a page whose write-ahead is still in flight (what
+// reuses the page follows it through the admission's loads, "Copies" 6, 7), then a page the
+// write-ahead missed, whose write-back takes that same host entry (the LRU's only one: the hit's
+// entries are pinned). The write-back (kOut) must start after the write-ahead (kAhead) still
+// writing the entry: the entry ends with the second page's bytes under its key. (The first
+// eviction used to forget the entry's write-ahead, whose wait the admission defers until after
+// its write-backs are enqueued, so the two copies raced: a hazard here, and the entry kept the
+// first page's bytes under the second page's key.)
+TEST(HostTierStreams, AnAdmissionsWriteBackFollowsTheWriteAheadItsEvictionFound) {
+  DeferredCopyBackend* copies = nullptr;
+  Tier t = make_deferred_tier(3, copies);
+  const uint64_t root = PrefixIndex::root_key();
+  const Key a = key_of(10), b = key_of(20), c = key_of(30), d = key_of(40);
+  const std::vector<unsigned char> bytes_c = fill_page(t, 2, 3), bytes_d = fill_page(t, 3, 4);
+  t.host->store_page(2, root, c.key, c.tokens.data());
+  t.host->store_page(3, root, d.key, d.tokens.data());
+  fill_page(t, 0, 1);
+  const std::vector<unsigned char> bytes_b = fill_page(t, 1, 2);
+  ASSERT_EQ(t.host->store_pages_ahead({ahead_page(0, a)}, {}), 1);
+  const int32_t ea = t.host->find_page(root, a.key, a.tokens.data());
+  const int32_t ec = t.host->find_page(root, c.key, c.tokens.data());
+  const int32_t ed = t.host->find_page(root, d.key, d.tokens.data());
+  ASSERT_GE(ea, 0);
+  ASSERT_GE(ec, 0);
+  ASSERT_GE(ed, 0);
+  t.host->pin_page(ec);  // the admitted sequence's hit
+  t.host->pin_page(ed);
+  t.host->begin_admission();
+  t.host->store_page(0, root, a.key, a.tokens.data());  // stored ahead, still in flight
+  t.host->store_page(1, root, b.key, b.tokens.data());  // takes a's entry
+  EXPECT_EQ(t.host->find_page(root, b.key, b.tokens.data()), ea);
+  t.host->order_loads_after_admission();
+  const CopyEvent load = t.host->load_pages({ec, ed}, {0, 1});
+  t.host->end_admission(/*own_load_pending=*/true);
+  t.host->unpin_page(ec);
+  t.host->unpin_page(ed);
+  EXPECT_EQ(copies->num_hazards(), 0u) << "the write-back raced the entry's write-ahead";
+  t.cpu->wait_copy(load);
+  EXPECT_EQ(read_page(t, 0), bytes_c);
+  EXPECT_EQ(read_page(t, 1), bytes_d);
+  const int32_t eb = t.host->find_page(root, b.key, b.tokens.data());
+  ASSERT_GE(eb, 0);
+  t.cpu->wait_copy(t.host->load_pages({eb}, {5}));
+  EXPECT_EQ(read_page(t, 5), bytes_b);
   EXPECT_EQ(copies->num_hazards(), 0u);
   EXPECT_EQ(t.host->check_integrity(), "");
 }
