@@ -54,7 +54,8 @@ HostTier::HostTier(CacheStore& store, int32_t key_tokens, int32_t num_pages,
       page_tokens_(static_cast<size_t>(num_pages) * static_cast<size_t>(key_tokens), 0),
       ckpt_length_(static_cast<size_t>(num_checkpoints), 0),
       loads_(store.backend()),
-      page_write_(static_cast<size_t>(num_pages)) {
+      page_write_(static_cast<size_t>(num_pages)),
+      page_back_(static_cast<size_t>(num_pages)) {
   // The reserve is split between the kinds like the tier; each keeps at least one piece.
   const double total = static_cast<double>(std::max<int64_t>(total_bytes(), 1));
   auto shape = [&](Pieces& p, int64_t entry_bytes, int32_t size) {
@@ -276,8 +277,7 @@ void HostTier::order_loads_after_admission() {
     const int64_t start = now_ns();
     admission_wb_ = store_.copy_pages_out(admission_listed_);
     count_copy_time(start);
-    admission_listed_.clear();
-    admission_entries_.clear();
+    admission_listed_.clear();  // admission_entries_ stay listed until end_admission()
   }
   Backend& backend = store_.backend();
   if (!admission_wb_.empty()) backend.order_copies_after_copy(admission_wb_, CopyDir::kIn);
@@ -291,7 +291,17 @@ void HostTier::end_admission(bool own_load_pending) {
   SYV_CHECK(admitting_ && admission_listed_.empty())
       << "host tier: end_admission() without an admission open or before "
          "order_loads_after_admission()";
-  if (!own_load_pending && !admission_wb_.empty()) store_.backend().order_after_copy(admission_wb_);
+  if (!admission_wb_.empty()) {
+    if (own_load_pending) {
+      // Only the loads wait for the batch: a write-ahead that takes one of its entries before it
+      // landed must follow it (take_page_entry).
+      for (int32_t entry : admission_entries_)
+        page_back_[static_cast<size_t>(entry)] = admission_wb_;
+    } else {
+      store_.backend().order_after_copy(admission_wb_);
+    }
+  }
+  admission_entries_.clear();
   // Without its own load the compute stream follows the write-ahead its loads would have; an
   // eviction after order_loads_after_admission() is followed as any store.
   if ((!own_load_pending && admission_loads_after_ahead_) || admission_after_ahead_)
@@ -373,6 +383,12 @@ int32_t HostTier::take_page_entry(uint64_t parent, uint64_t key, const int32_t* 
   if (writer != CopyDir::kAhead && !ahead.empty() && !store_.backend().copy_done(ahead))
     store_.backend().order_copies_after_copy(ahead, writer);
   ahead = CopyEvent();  // the caller's copy is the entry's write now ("Copies" 2, 6, 7)
+  // A write-ahead into an entry whose admission write-back may be in flight, which only that
+  // admission's loads wait for, follows it too ("Copies" 6; a write-back follows it on its stream).
+  CopyEvent& back = page_back_[i];
+  if (writer != CopyDir::kOut && !back.empty() && !store_.backend().copy_done(back))
+    store_.backend().order_copies_after_copy(back, writer);
+  back = CopyEvent();
   return entry;
 }
 

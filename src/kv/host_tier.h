@@ -62,7 +62,12 @@
 //     The step that admits a host hit thus does not wait for its own write-backs (a 32K-token
 //     resend evicting ~100 64-token pages of a 0.6B model: ~14 ms on an H200). When the
 //     sequence loads nothing, the compute stream waits for them at end_admission(), as for any
-//     other store. Checkpoint write-backs are never deferred.
+//     other store. Checkpoint write-backs are never deferred. Nothing else waits for such a
+//     batch before the load settles, but a write-ahead (7) between the steps may take one of its
+//     host entries meanwhile (once the older ones are taken, kept or busy, the hit's among them:
+//     a small tier, or a long write-ahead): that write-ahead starts after the batch (the
+//     write-ahead stream waits for it, take_page_entry(): two writers of one host entry on two
+//     streams; a write-back that takes it follows the batch on its own stream).
 //  7. a write-ahead (below) is a write-back that nothing waits for when it is enqueued, on a
 //     stream of its own (kAhead) so that the write-backs a step waits for (pages the write-ahead
 //     missed, checkpoints) never queue behind a write-ahead batch: the entry keeps its event, and
@@ -392,7 +397,7 @@ class HostTier {
   InflightLoads loads_;
   bool admitting_ = false;  // between begin_admission() and end_admission()
   std::vector<CacheStore::PageCopy> admission_listed_;  // its page write-backs, not enqueued yet
-  std::vector<int32_t> admission_entries_;              // ... and their host entries
+  std::vector<int32_t> admission_entries_;  // ... and their host entries, until end_admission()
   CopyEvent admission_wb_;  // their batch once enqueued, until end_admission() orders it
   // The admission evicted a page whose write-ahead was in flight: its loads (or the compute
   // stream) wait for last_ahead_ too (no write-ahead is enqueued during an admission, so
@@ -403,6 +408,11 @@ class HostTier {
   // Per host page entry: the write-ahead that filled it, while it may be in flight and a copy
   // enqueued later could overtake it (else empty: it landed, or the compute stream waits for it).
   std::vector<CopyEvent> page_write_;
+  // Per host page entry: the admission write-back batch that wrote it, when only that
+  // admission's loads wait for it (end_admission() with its load pending): a write-ahead that
+  // takes the entry while the batch may be in flight follows it ("Copies" 6). Empty once a copy
+  // that took the entry since follows it (else it may have landed: copy_done() tells).
+  std::vector<CopyEvent> page_back_;
   CopyEvent last_ahead_;  // the latest write-ahead batch (the write-ahead stream is in order)
   std::vector<CacheStore::PageCopy> ahead_listed_;  // store_pages_ahead()'s pages, reused
   size_t first_ahead_batch_ = kFirstAheadBatch;

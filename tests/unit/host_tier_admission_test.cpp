@@ -6,8 +6,9 @@
 // (deferred_copy_backend.h): a write-back never queues behind a write-ahead in flight (their own
 // streams, CopyDir::kOut and kAhead), one into a host entry whose write-ahead is in flight
 // follows it (two writers of one entry on two streams; also when an eviction of the same admission
-// found that write-ahead in flight), and an eviction waits for the write-ahead batch that copied
-// its page, not for later ones.
+// found that write-ahead in flight), a write-ahead into a host entry that an admission's
+// write-back batch (which only its loads wait for) may still be writing follows that batch, and
+// an eviction waits for the write-ahead batch that copied its page, not for later ones.
 #include "kv/host_tier.h"
 
 #include <gtest/gtest.h>
@@ -242,6 +243,61 @@ TEST(HostTierStreams, AnAdmissionsWriteBackFollowsTheWriteAheadItsEvictionFound)
   ASSERT_GE(eb, 0);
   t.cpu->wait_copy(t.host->load_pages({eb}, {5}));
   EXPECT_EQ(read_page(t, 5), bytes_b);
+  EXPECT_EQ(copies->num_hazards(), 0u);
+  EXPECT_EQ(t.host->check_integrity(), "");
+}
+
+// An admitted host hit loads (its own load pending, so only its load waits for the admission's
+// write-back batch, "Copies" 6) and its allocation evicted a page into the tier's last free entry.
+// The write-ahead between the steps has no other entry to take (the hit's are read by the load in
+// flight) and takes that one while the write-back may still be writing it: the write-ahead
+// (kAhead) must start after that batch (kOut), or two writers of one host entry race. The entry
+// ends with the bytes of the page written ahead. (The write-ahead used to be ordered only after
+// the compute stream, which does not wait for that batch: a hazard here, and once the write-ahead
+// landed first, the entry held the evicted page's bytes under the page written ahead's key.)
+TEST(HostTierStreams, AWriteAheadFollowsAnAdmissionsWriteBackItsLoadWaitsFor) {
+  DeferredCopyBackend* copies = nullptr;
+  Tier t = make_deferred_tier(3, copies);
+  const uint64_t root = PrefixIndex::root_key();
+  const Key a = key_of(10), b = key_of(20), c = key_of(30), d = key_of(40);
+  const std::vector<unsigned char> bytes_c = fill_page(t, 2, 3), bytes_d = fill_page(t, 3, 4);
+  t.host->store_page(2, root, c.key, c.tokens.data());
+  t.host->store_page(3, root, d.key, d.tokens.data());
+  const std::vector<unsigned char> bytes_a = fill_page(t, 0, 1), bytes_b = fill_page(t, 6, 2);
+  const int32_t ec = t.host->find_page(root, c.key, c.tokens.data());
+  const int32_t ed = t.host->find_page(root, d.key, d.tokens.data());
+  ASSERT_GE(ec, 0);
+  ASSERT_GE(ed, 0);
+  t.host->pin_page(ec);  // the admitted sequence's hit
+  t.host->pin_page(ed);
+  t.host->begin_admission();
+  t.host->store_page(0, root, a.key, a.tokens.data());  // its allocation evicts page 0
+  const int32_t ea = t.host->find_page(root, a.key, a.tokens.data());
+  ASSERT_GE(ea, 0);
+  t.host->order_loads_after_admission();
+  const CopyEvent load = t.host->load_pages({ec, ed}, {0, 1});  // page 0 reused by the load
+  const LoadTicket ticket = t.host->loads().add(load, {0, 1}, -1, {ec, ed});
+  t.host->end_admission(/*own_load_pending=*/true);
+  t.host->unpin_page(ec);
+  t.host->unpin_page(ed);
+  EXPECT_EQ(copies->num_pending(CopyDir::kOut), 1)
+      << "the write-back is in flight: only the load waits for it";
+  EXPECT_EQ(copies->num_hazards(), 0u);
+  EXPECT_EQ(t.host->check_integrity(), "");
+  // Between the steps: page 6 written ahead, into the only entry no load reads.
+  ASSERT_EQ(t.host->store_pages_ahead({ahead_page(6, b)}, {}), 1);
+  EXPECT_EQ(t.host->find_page(root, b.key, b.tokens.data()), ea);
+  EXPECT_EQ(t.host->find_page(root, a.key, a.tokens.data()), -1);
+  EXPECT_EQ(copies->num_hazards(), 0u) << "the write-ahead raced the admission's write-back";
+  // Page 6 is evicted (its write-ahead lands first), then the load settles.
+  t.host->store_page(6, root, b.key, b.tokens.data());
+  EXPECT_EQ(t.host->counters().stores_present, 1u);
+  while (!t.host->loads().settled(ticket)) t.host->loads().poll();
+  EXPECT_EQ(read_page(t, 0), bytes_c);
+  EXPECT_EQ(read_page(t, 1), bytes_d);
+  t.cpu->wait_copy(t.host->load_pages({ea}, {5}));
+  EXPECT_EQ(read_page(t, 5), bytes_b) << "the entry holds another page's bytes under b's key";
+  EXPECT_NE(read_page(t, 5), bytes_a);
   EXPECT_EQ(copies->num_hazards(), 0u);
   EXPECT_EQ(t.host->check_integrity(), "");
 }

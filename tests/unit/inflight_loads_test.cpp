@@ -148,5 +148,40 @@ TEST(DeferredCopyBackend, StreamsLandIndependentlyAndCrossStreamOverlapsAreHazar
   backend.wait_copy(wb);
 }
 
+// A stream waiting for a copy of another (order_copies_after_copy) orders its copies after that
+// copy without landing it: the write-back a load waits for stays in flight until it is polled or
+// the load lands (which lands it first); a load into the page it reads is no hazard, and the page
+// is garbage only once the write-back read it; a write-ahead ordered after the load is after the
+// write-back too.
+TEST(DeferredCopyBackend, CopiesOrderedAfterAnotherStreamsCopyLandAfterIt) {
+  DeferredCopyBackend backend;
+  backend.set_polls_to_land(2);
+  std::vector<float> host = {1, 2, 3, 4}, device = {5, 6, 7, 8};
+  const CopyEvent wb = backend.copy_async(&host[0], &device[0], sizeof(float), CopyDir::kOut);
+  backend.order_copies_after_copy(wb, CopyDir::kIn);
+  const CopyEvent load = backend.copy_async(&device[0], &host[1], sizeof(float), CopyDir::kIn);
+  EXPECT_EQ(backend.num_hazards(), 0u);
+  EXPECT_EQ(device[0], 5.0f) << "the write-back has not read it yet";
+  EXPECT_EQ(backend.num_pending(CopyDir::kOut), 1);
+  backend.order_copies_after_copy(load, CopyDir::kAhead);
+  const CopyEvent ahead = backend.copy_async(&device[2], &host[0], sizeof(float), CopyDir::kAhead);
+  EXPECT_EQ(backend.num_hazards(), 0u) << "it reads what the write-back writes, after it";
+  EXPECT_EQ(backend.num_pending(), 3);
+  EXPECT_FALSE(backend.copy_done(wb));
+  EXPECT_TRUE(backend.copy_done(wb));  // landed alone
+  EXPECT_EQ(host[0], 5.0f);
+  EXPECT_TRUE(std::isnan(device[0])) << "garbage until the load lands";
+  EXPECT_EQ(backend.num_pending(), 2);
+  backend.wait_copy(ahead);
+  EXPECT_EQ(backend.num_pending(), 0);
+  EXPECT_EQ(device[0], 2.0f);
+  EXPECT_EQ(device[2], 5.0f);
+  EXPECT_TRUE(backend.copy_done(wb) && backend.copy_done(load));
+  // Unordered, the same copies race: a write-back reading a page a pending load writes.
+  backend.copy_async(&device[3], &host[2], sizeof(float), CopyDir::kIn);
+  backend.copy_async(&host[3], &device[3], sizeof(float), CopyDir::kOut);
+  EXPECT_EQ(backend.num_hazards(), 1u);
+}
+
 }  // namespace
 }  // namespace syv::testing
