@@ -169,7 +169,7 @@ std::vector<float> dequantize_gptq(const std::vector<PackedTensor>& parts, int64
 // [G, N/8] alike; scales f16 [G, N].
 std::vector<float> dequantize_awq(const std::vector<PackedTensor>& parts, int64_t N, int64_t K,
                                   int64_t group) {
-  constexpr int kOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  static constexpr int kOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
   const auto words = values<int32_t>(part(parts, ".qweight"));
   const auto zeros = values<int32_t>(part(parts, ".qzeros"));
   const auto scales = values<uint16_t>(part(parts, ".scales"));
