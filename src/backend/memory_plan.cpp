@@ -59,8 +59,7 @@ size_t estimate_qwen3_activation_bytes(int64_t tokens, int64_t hidden, int64_t q
 size_t estimate_gdn_phases_scratch_bytes(int64_t tokens, int64_t value_heads,
                                          int64_t value_head_dim, int64_t spare_chunks) {
   if (value_heads <= 0 || tokens <= 0) return 0;
-  const int64_t chunks = (tokens + kGdnChunkTokens - 1) / kGdnChunkTokens +
-                         std::clamp<int64_t>(spare_chunks, 0, kGdnPhasesSpareChunks);
+  const int64_t chunks = gdn_phases_max_chunks(tokens, spare_chunks);
   const int64_t per_chunk_head =
       kGdnChunkTokens * (2 * value_head_dim + 3 * 128) * 4 + 4;  // + Γ_last
   // The chunk table (16 bytes a chunk), each sequence's first chunk (at most one a token) and

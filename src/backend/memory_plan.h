@@ -65,9 +65,12 @@ size_t estimate_qwen3_activation_bytes(int64_t tokens, int64_t hidden, int64_t q
 // three phases (CUDA gated_delta_phases.cu); a batch with more (many short sequences, state saves
 // inside chunks) takes the one-kernel walk, which needs no scratch.
 constexpr int64_t kGdnPhasesSpareChunks = 32;
-// The most chunks a step of `tokens` tokens may have and take the three phases.
-inline int64_t gdn_phases_max_chunks(int64_t tokens) {
-  return (tokens + kGdnChunkTokens - 1) / kGdnChunkTokens + kGdnPhasesSpareChunks;
+// The most chunks a step of `tokens` tokens may have and take the three phases (`spare`: what
+// the memory plan counts beyond ceil(tokens / 64), gdn_phases_spare_chunks() below; at most
+// kGdnPhasesSpareChunks, the backend's own limit).
+inline int64_t gdn_phases_max_chunks(int64_t tokens, int64_t spare = kGdnPhasesSpareChunks) {
+  return (tokens + kGdnChunkTokens - 1) / kGdnChunkTokens +
+         std::clamp<int64_t>(spare, 0, kGdnPhasesSpareChunks);
 }
 // The most checkpoint saves HybridState::plan_saves puts in one sequence's chunk of a step (its
 // resend, extension, shared and interval boundaries; engine/hybrid_state.cpp asserts it).

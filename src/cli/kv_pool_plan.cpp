@@ -12,6 +12,19 @@
 #endif
 
 namespace syv::cli {
+
+size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions& e) {
+  const int64_t step_tokens = std::max(e.max_num_batched_tokens, e.max_num_seqs);
+  const size_t dense = estimate_qwen3_activation_bytes(
+      step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
+      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
+      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
+          e.max_prompt_logprob_rows);
+  return dense + estimate_gdn_phases_scratch_bytes(
+                     step_tokens, c.linear_num_value_heads, c.linear_value_head_dim,
+                     gdn_phases_spare_chunks(e.max_num_seqs, e.num_speculative_tokens));
+}
+
 namespace {
 
 #if SYV_HAVE_CUDA
@@ -46,16 +59,7 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
   // workspace) is in the runtime reserve below (it was counted in both until 2026-12-05).
   in.weight_bytes = gpu.allocated_bytes() - gpu.peak_scratch_bytes();
   const int64_t step_tokens = std::max(e.max_num_batched_tokens, e.max_num_seqs);
-  in.activation_peak_bytes = estimate_qwen3_activation_bytes(
-      step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
-      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
-      std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
-          e.max_prompt_logprob_rows);
-  // Hybrids: the chunked delta rule's scratch (one layer's at a time), for the chunks a step of
-  // these sequences can have.
-  in.activation_peak_bytes += estimate_gdn_phases_scratch_bytes(
-      step_tokens, c.linear_num_value_heads, c.linear_value_head_dim,
-      gdn_phases_spare_chunks(e.max_num_seqs, e.num_speculative_tokens));
+  in.activation_peak_bytes = estimate_step_activation_bytes(c, e);
   in.other_bytes = runtime_reserve_bytes(gpu.peak_scratch_bytes());
   in.kv_bytes_per_token = target_kv + draft_kv;
   in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;

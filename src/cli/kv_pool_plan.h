@@ -4,6 +4,7 @@
 // run the engine on a GPU without --kv-cache-mb / --num-pages (`syv serve`, `syv bench offline`).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -23,6 +24,14 @@ struct GpuMemoryShare {
   double memory_gib = 0.0;
   bool given = false;  // either flag given on the command line (warned about when not used)
 };
+
+// One step's activation peak as the memory plans count it (serve's, bench offline's and syv
+// inspect's: estimated, no step has run yet), for a step of max(max_num_batched_tokens,
+// max_num_seqs) tokens: the rows of backend/memory_plan.h estimate_qwen3_activation_bytes with
+// each sequence's verify rows and the prompt-logprob rows as logits rows, plus for hybrids the
+// chunked delta rule's scratch (one layer's at a time) for the chunks a step of these sequences
+// can make (gdn_phases_spare_chunks).
+size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions& e);
 
 // The pool of an engine about to run on `backend`: sized by the plan (`share`) on a CUDA backend
 // when neither --kv-cache-mb nor --num-pages was given (`pool_flag_given`), else left as `options`

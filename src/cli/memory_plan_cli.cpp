@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "backend/memory_plan.h"
+#include "cli/kv_pool_plan.h"
 #include "engine/engine_core.h"
 #include "model/registry.h"
 #if SYV_HAVE_CUDA
@@ -45,6 +46,7 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   // serve's defaults, with the sequences, drafts and hybrid state flags of the arguments
   EngineOptions engine;
   engine.max_num_seqs = static_cast<int32_t>(args.max_num_seqs);
+  engine.max_num_batched_tokens = static_cast<int32_t>(args.max_batch_tokens);
   engine.num_speculative_tokens = args.num_speculative_tokens;
   engine.state_dtype = args.state_dtype;
   engine.num_checkpoints = args.num_checkpoints;
@@ -52,17 +54,7 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   in.kv_bytes_per_token = spec.kv_bytes_per_token;
   in.state_bytes_per_slot = engine_cache_spec(spec, engine).state_bytes_per_seq;
   in.state_slots = engine_state_slots(spec, engine);
-  in.activation_peak_bytes = estimate_qwen3_activation_bytes(
-      args.max_batch_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
-      c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
-      std::min<int64_t>(args.max_num_seqs * (1 + args.num_speculative_tokens),
-                        args.max_batch_tokens) +
-          engine.max_prompt_logprob_rows);
-  // Hybrids: the chunked delta rule's scratch (one layer's at a time), for the chunks a step of
-  // these sequences can have.
-  in.activation_peak_bytes += estimate_gdn_phases_scratch_bytes(
-      args.max_batch_tokens, c.linear_num_value_heads, c.linear_value_head_dim,
-      gdn_phases_spare_chunks(args.max_num_seqs, args.num_speculative_tokens));
+  in.activation_peak_bytes = estimate_step_activation_bytes(c, engine);
   in.other_bytes = runtime_reserve_bytes(static_cast<size_t>(scratch_bytes));
   in.page_size = 64;
   in.max_position = c.max_position_embeddings;
@@ -78,7 +70,7 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
       in.total_bytes / 1073741824.0, in.utilization, in.weight_bytes / 1e9,
       args.host_embeddings ? " on the device, the embedding table in host memory" : "",
       in.other_bytes / 1e9, scratch_bytes / 1e9, in.activation_peak_bytes / 1e9,
-      static_cast<long long>(args.max_batch_tokens));
+      static_cast<long long>(std::max(args.max_batch_tokens, args.max_num_seqs)));
   return plan->summary() + buf;
 }
 

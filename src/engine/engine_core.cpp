@@ -6,7 +6,6 @@
 #include <sstream>
 #include <thread>
 
-#include "backend/memory_plan.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/device_sampling.h"
@@ -672,15 +671,11 @@ void EngineCore::step() {
   // eagerly.
   const bool as_graph = graphs_ != nullptr && graphs_->accepts(step_);
   const Batch& batch = runner_.build(step_, as_graph ? graphs_->config().pages_per_seq : 0);
-  // Hybrids: the memory plan counts the chunked delta rule's scratch for at most this many chunks
-  // (backend/memory_plan.h gdn_phases_spare_chunks; every sequence counted, as if all were
-  // chunked). At kGdnPhasesSpareChunks the backend's own limit holds the scratch to the plan.
-  if (!batch.state_slots.empty()) {
-    const int64_t spare =
-        gdn_phases_spare_chunks(options_.max_num_seqs, options_.num_speculative_tokens);
-    SYV_CHECK(spare == kGdnPhasesSpareChunks ||
-              gdn_chunk_bound(batch, 1) <=
-                  (batch.num_tokens() + kGdnChunkTokens - 1) / kGdnChunkTokens + spare)
+  // Hybrids: no step makes more delta-rule chunks than the memory plan counts scratch for (every
+  // sequence counted, as if all were chunked).
+  if (gdn_spare_chunks_ < kGdnPhasesSpareChunks && !batch.state_slots.empty()) {
+    SYV_CHECK(gdn_chunk_bound(batch, 1) <=
+              gdn_phases_max_chunks(batch.num_tokens(), gdn_spare_chunks_))
         << "step of " << batch.num_seqs() << " sequences, " << batch.num_tokens() << " tokens, "
         << batch.state_save_after.size() << " state saves: more delta-rule chunks than the "
         << "memory plan counts";

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/memory_plan.h"
 #include "engine/drafter.h"
 #include "engine/engine.h"
 #include "engine/event_waker.h"
@@ -171,6 +172,11 @@ class EngineCore {
   Model& model_;
   const Tokenizer* tokenizer_;
   EngineOptions options_;
+  // Hybrids: the delta-rule chunks beyond ceil(tokens / 64) the memory plan counts for a step of
+  // these options (backend/memory_plan.h gdn_phases_spare_chunks); each step is checked against it
+  // below kGdnPhasesSpareChunks, where the backend's own limit does not already hold it.
+  const int64_t gdn_spare_chunks_ =
+      gdn_phases_spare_chunks(options_.max_num_seqs, options_.num_speculative_tokens);
   std::unique_ptr<CacheStore> store_;  // bound to model_; declared before everything that uses it
   std::unique_ptr<HostTier> host_;     // under store_ (null when off)
   int64_t vocab_size_;

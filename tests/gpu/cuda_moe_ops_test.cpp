@@ -432,11 +432,14 @@ TEST_F(CudaMoeOps, ExpertsBitIdenticalOnEveryPrefillTile) {
 // rows running into the up rows; H = 200: a down block of 128 rows running into the next
 // expert's), partial K chunks (K = 200 and 96 over chunks of 64), 32-300 rows an expert (several
 // tiles of each size, none whole). The tile is pinned to auto (a forced MoeTile takes
-// moe_gemm_kernel); skipped where the device has no warpgroup MMA or SYV_MOE_WGMMA=0.
+// moe_gemm_kernel) and the path switched on whatever SYV_MOE_WGMMA says (both restored); skipped
+// where the device has no warpgroup MMA.
 TEST_F(CudaMoeOps, WgmmaGemmsMatchCpuAtEveryTileSize) {
   const MoeDims d{8, 200, 96};
   if (!cuda::moe_wgmma_supports({1, 1, d.E, d.H, d.I})) GTEST_SKIP() << "no warpgroup MMA here";
   const Experts ex = make_experts(d);
+  const bool wgmma = cuda::moe_wgmma_enabled();
+  cuda::set_moe_wgmma(true);
   cuda::set_moe_tile(cuda::MoeTile::kAuto);
   for (const auto& [T, k] : {std::pair<int64_t, int32_t>{512, 2}, {300, 1}, {1200, 2}, {64, 4}}) {
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k));
@@ -455,6 +458,7 @@ TEST_F(CudaMoeOps, WgmmaGemmsMatchCpuAtEveryTileSize) {
     }
   }
   cuda::set_moe_wgmma_rows(0);
+  cuda::set_moe_wgmma(wgmma);
 }
 
 // Rows longer than one 32-lane chunk of the GEMVs, with a partial last chunk (I = 264: 33 vectors)

@@ -128,7 +128,8 @@ class DeferredCopyBackend : public CpuBackend {
   }
 
  private:
-  struct Point {  // a CopyEvent's handle: a batch of one stream
+  static constexpr size_t kStreams = 3;  // [CopyDir]: kIn, kOut, kAhead
+  struct Point {                         // a CopyEvent's handle: a batch of one stream
     CopyDir dir;
     uint64_t id;
   };
@@ -136,21 +137,21 @@ class DeferredCopyBackend : public CpuBackend {
     uint64_t id = 0;  // ids increase across the streams (one counter), so within each too
     std::vector<CopyOp> ops;
     int32_t polls = 0;
-    uint64_t after[3] = {};  // it starts after stream [i]'s batches up to this (its stream's waits)
+    uint64_t after[kStreams] =
+        {};  // it starts after stream [i]'s batches up to this (its stream's waits)
     // Destination rows to fill with 0xFF once the copies of other streams it is ordered after
     // that read them have landed.
     std::vector<std::pair<char*, size_t>> unfilled;
   };
   struct Stream {
-    std::deque<Batch> pending;  // enqueued, not landed, oldest first
-    uint64_t landed = 0;        // every batch of this stream with id <= this has landed
-    uint64_t after[3] = {};     // its next copies start after stream [i]'s batches up to this
+    std::deque<Batch> pending;      // enqueued, not landed, oldest first
+    uint64_t landed = 0;            // every batch of this stream with id <= this has landed
+    uint64_t after[kStreams] = {};  // its next copies start after stream [i]'s batches up to this
     uint64_t compute_waits = 0;
   };
   static Point point_of(const CopyEvent& event) {
     return *static_cast<const Point*>(event.handle());
   }
-  static constexpr size_t kStreams = 3;
   static size_t index(CopyDir dir) { return static_cast<size_t>(dir); }
   Stream& stream(CopyDir dir) { return streams_[index(dir)]; }
   const Stream& stream(CopyDir dir) const { return streams_[index(dir)]; }

@@ -199,6 +199,28 @@ TEST(HostTierStreams, AWriteBackIntoAnEntryWrittenAheadFollowsIt) {
   EXPECT_EQ(t.host->check_integrity(), "");
 }
 
+// The host hit of a sequence being admitted: c and d stored from device pages 2 and 3, then
+// pinned, as the admission's lookup pins them.
+struct PinnedHit {
+  int32_t ec = -1, ed = -1;
+  std::vector<unsigned char> bytes_c, bytes_d;
+};
+PinnedHit store_and_pin_hit(Tier& t, const Key& c, const Key& d) {
+  const uint64_t root = PrefixIndex::root_key();
+  PinnedHit h;
+  h.bytes_c = fill_page(t, 2, 3);
+  h.bytes_d = fill_page(t, 3, 4);
+  t.host->store_page(2, root, c.key, c.tokens.data());
+  t.host->store_page(3, root, d.key, d.tokens.data());
+  h.ec = t.host->find_page(root, c.key, c.tokens.data());
+  h.ed = t.host->find_page(root, d.key, d.tokens.data());
+  EXPECT_GE(h.ec, 0);
+  EXPECT_GE(h.ed, 0);
+  t.host->pin_page(h.ec);
+  t.host->pin_page(h.ed);
+  return h;
+}
+
 // An admitted host hit's allocation evicts a page whose write-ahead is still in flight (what
 // reuses the page follows it through the admission's loads, "Copies" 6, 7), then a page the
 // write-ahead missed, whose write-back takes that same host entry (the LRU's only one: the hit's
@@ -212,20 +234,13 @@ TEST(HostTierStreams, AnAdmissionsWriteBackFollowsTheWriteAheadItsEvictionFound)
   Tier t = make_deferred_tier(3, copies);
   const uint64_t root = PrefixIndex::root_key();
   const Key a = key_of(10), b = key_of(20), c = key_of(30), d = key_of(40);
-  const std::vector<unsigned char> bytes_c = fill_page(t, 2, 3), bytes_d = fill_page(t, 3, 4);
-  t.host->store_page(2, root, c.key, c.tokens.data());
-  t.host->store_page(3, root, d.key, d.tokens.data());
+  const PinnedHit hit = store_and_pin_hit(t, c, d);
+  const int32_t ec = hit.ec, ed = hit.ed;
   fill_page(t, 0, 1);
   const std::vector<unsigned char> bytes_b = fill_page(t, 1, 2);
   ASSERT_EQ(t.host->store_pages_ahead({ahead_page(0, a)}, {}), 1);
   const int32_t ea = t.host->find_page(root, a.key, a.tokens.data());
-  const int32_t ec = t.host->find_page(root, c.key, c.tokens.data());
-  const int32_t ed = t.host->find_page(root, d.key, d.tokens.data());
   ASSERT_GE(ea, 0);
-  ASSERT_GE(ec, 0);
-  ASSERT_GE(ed, 0);
-  t.host->pin_page(ec);  // the admitted sequence's hit
-  t.host->pin_page(ed);
   t.host->begin_admission();
   t.host->store_page(0, root, a.key, a.tokens.data());  // stored ahead, still in flight
   t.host->store_page(1, root, b.key, b.tokens.data());  // takes a's entry
@@ -237,8 +252,8 @@ TEST(HostTierStreams, AnAdmissionsWriteBackFollowsTheWriteAheadItsEvictionFound)
   t.host->unpin_page(ed);
   EXPECT_EQ(copies->num_hazards(), 0u) << "the write-back raced the entry's write-ahead";
   t.cpu->wait_copy(load);
-  EXPECT_EQ(read_page(t, 0), bytes_c);
-  EXPECT_EQ(read_page(t, 1), bytes_d);
+  EXPECT_EQ(read_page(t, 0), hit.bytes_c);
+  EXPECT_EQ(read_page(t, 1), hit.bytes_d);
   const int32_t eb = t.host->find_page(root, b.key, b.tokens.data());
   ASSERT_GE(eb, 0);
   t.cpu->wait_copy(t.host->load_pages({eb}, {5}));
@@ -260,16 +275,9 @@ TEST(HostTierStreams, AWriteAheadFollowsAnAdmissionsWriteBackItsLoadWaitsFor) {
   Tier t = make_deferred_tier(3, copies);
   const uint64_t root = PrefixIndex::root_key();
   const Key a = key_of(10), b = key_of(20), c = key_of(30), d = key_of(40);
-  const std::vector<unsigned char> bytes_c = fill_page(t, 2, 3), bytes_d = fill_page(t, 3, 4);
-  t.host->store_page(2, root, c.key, c.tokens.data());
-  t.host->store_page(3, root, d.key, d.tokens.data());
+  const PinnedHit hit = store_and_pin_hit(t, c, d);
+  const int32_t ec = hit.ec, ed = hit.ed;
   const std::vector<unsigned char> bytes_a = fill_page(t, 0, 1), bytes_b = fill_page(t, 6, 2);
-  const int32_t ec = t.host->find_page(root, c.key, c.tokens.data());
-  const int32_t ed = t.host->find_page(root, d.key, d.tokens.data());
-  ASSERT_GE(ec, 0);
-  ASSERT_GE(ed, 0);
-  t.host->pin_page(ec);  // the admitted sequence's hit
-  t.host->pin_page(ed);
   t.host->begin_admission();
   t.host->store_page(0, root, a.key, a.tokens.data());  // its allocation evicts page 0
   const int32_t ea = t.host->find_page(root, a.key, a.tokens.data());
@@ -293,8 +301,8 @@ TEST(HostTierStreams, AWriteAheadFollowsAnAdmissionsWriteBackItsLoadWaitsFor) {
   t.host->store_page(6, root, b.key, b.tokens.data());
   EXPECT_EQ(t.host->counters().stores_present, 1u);
   while (!t.host->loads().settled(ticket)) t.host->loads().poll();
-  EXPECT_EQ(read_page(t, 0), bytes_c);
-  EXPECT_EQ(read_page(t, 1), bytes_d);
+  EXPECT_EQ(read_page(t, 0), hit.bytes_c);
+  EXPECT_EQ(read_page(t, 1), hit.bytes_d);
   t.cpu->wait_copy(t.host->load_pages({ea}, {5}));
   EXPECT_EQ(read_page(t, 5), bytes_b) << "the entry holds another page's bytes under b's key";
   EXPECT_NE(read_page(t, 5), bytes_a);
