@@ -193,20 +193,28 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
     const char* name;
     bool phases;
     unsigned mma;
-    bool wu_columns = false;  // phase 1 solving by columns (cuda::set_gdn_wu_columns)
+    cuda::GdnWuForm wu = cuda::GdnWuForm::kBlocked;  // phase 1 on the CUDA cores
+    bool out_products = false;                       // phase 3 on the CUDA cores by products
   };
-  for (const Form& f :
-       {Form{"one kernel", false, 0}, Form{"three phases on CUDA cores", true, 0},
-        Form{"phase 1 on tensor cores", true, cuda::kGdnMmaWu},
-        Form{"walk on tensor cores", true, cuda::kGdnMmaWalk},
-        Form{"phase 3 on tensor cores", true, cuda::kGdnMmaOutput},
-        Form{"all on tensor cores", true, cuda::kGdnMmaAll},
-        Form{"phase 1 by columns", true, 0, true},
-        Form{"phase 1 by columns, walk on tensor cores", true, cuda::kGdnMmaWalk, true}}) {
+  for (const Form& f : {Form{"one kernel", false, 0}, Form{"three phases on CUDA cores", true, 0},
+                        Form{"phase 1 on tensor cores", true, cuda::kGdnMmaWu},
+                        Form{"walk on tensor cores", true, cuda::kGdnMmaWalk},
+                        Form{"phase 3 on tensor cores", true, cuda::kGdnMmaOutput},
+                        Form{"all on tensor cores", true, cuda::kGdnMmaAll},
+                        Form{"phase 1 by columns", true, 0, cuda::GdnWuForm::kColumns},
+                        Form{"phase 1 by columns, walk on tensor cores", true, cuda::kGdnMmaWalk,
+                             cuda::GdnWuForm::kColumns},
+                        Form{"phase 1 by products", true, 0, cuda::GdnWuForm::kProducts},
+                        Form{"phase 1 by products, walk on tensor cores", true, cuda::kGdnMmaWalk,
+                             cuda::GdnWuForm::kProducts},
+                        Form{"phase 3 by products", true, 0, cuda::GdnWuForm::kBlocked, true},
+                        Form{"phases 1 and 3 by products, walk on tensor cores", true,
+                             cuda::kGdnMmaWalk, cuda::GdnWuForm::kProducts, true}}) {
     SCOPED_TRACE(f.name);
     gpu_->set_gdn_phases(f.phases);
     cuda::set_gdn_mma(f.mma);
-    cuda::set_gdn_wu_columns(f.wu_columns);
+    cuda::set_gdn_wu_form(f.wu);
+    cuda::set_gdn_output_products(f.out_products);
     const bool phases = f.phases;
     const uint64_t calls0 = gpu_->gdn_phases_calls();
     check_gdn({15, 16, 17, 128, 129, 1}, {5, 0, 7, 2, 3, 6}, g, DType::F32, 1e-2, 1e-4);
@@ -223,7 +231,8 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
     EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, phases ? 9u : 0u);
   }
   cuda::set_gdn_mma(cuda::kGdnMmaDefault);
-  cuda::set_gdn_wu_columns(false);
+  cuda::set_gdn_wu_form(cuda::GdnWuForm::kBlocked);
+  cuda::set_gdn_output_products(false);
   // 60 sequences of 16 tokens: 60 chunks > ceil(960 / 64) + kGdnPhasesSpareChunks.
   const uint64_t calls0 = gpu_->gdn_phases_calls();
   std::vector<int32_t> slots(60);
@@ -412,10 +421,20 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
                     cs.seqs, cs.tokens_each, mma, us(gdn));
       }
       cuda::set_gdn_mma(cuda::kGdnMmaDefault);
-      cuda::set_gdn_wu_columns(true);
+      cuda::set_gdn_wu_form(cuda::GdnWuForm::kColumns);
       std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, phase 1 by columns %8.1f us\n",
                   cs.seqs, cs.tokens_each, us(gdn));
-      cuda::set_gdn_wu_columns(false);
+      cuda::set_gdn_wu_form(cuda::GdnWuForm::kProducts);
+      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, phase 1 by products %8.1f us\n",
+                  cs.seqs, cs.tokens_each, us(gdn));
+      cuda::set_gdn_output_products(true);
+      std::printf(
+          "hybrid ops, %3d seqs x %4d tokens: delta rule, phases 1 and 3 by products %8.1f us\n",
+          cs.seqs, cs.tokens_each, us(gdn));
+      cuda::set_gdn_wu_form(cuda::GdnWuForm::kBlocked);
+      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, phase 3 by products %8.1f us\n",
+                  cs.seqs, cs.tokens_each, us(gdn));
+      cuda::set_gdn_output_products(false);
     }
     if (cs.tokens_each == 1) {  // the token-by-token kernel's two thread layouts (kernels.h)
       for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {

@@ -14,12 +14,14 @@
 //    chunk index.
 // 1. gdn_wu_kernel, one block per (chunk, value head): A, the diagonal blocks' inverses, and U and
 //    W by blocked forward substitution over 32 columns at a time of [β v | β Γ k] (or, with
-//    SYV_GDN_WU=columns, a column a thread: solve_by_columns); also Γ q, Λ k and Γ_{L-1}, so that
-//    the walk needs no norms, gates or exponentials.
+//    SYV_GDN_WU=columns, a column a thread: solve_by_columns; or, with SYV_GDN_WU=products,
+//    gdn_wu_products_kernel: T explicitly, then U and W as products); also Γ q, Λ k and Γ_{L-1},
+//    so that the walk needs no norms, gates or exponentials.
 // 2. gdn_state_cores_kernel, one block per (sequence, value head, 32 state columns) over the
 //    sequence's chunks: W, Γ q and Λ k staged by batched 16-byte loads, Δ = U - W S0 and
 //    Oq = (Γ q) S0 into the scratch (Δ over U), then S = Γ_{L-1} S0 + (Λ k)ᵀ Δ.
-// 3. gdn_output_kernel, one block per (chunk, value head): P and o = Oq + P Δ.
+// 3. gdn_output_kernel, one block per (chunk, value head): P and o = Oq + P Δ (or, with
+//    SYV_GDN_OUT=products, gdn_output_products_kernel: P Δ as a register-tiled product).
 // Those are fp32 on the CUDA cores. Each phase has a tensor-core form besides
 // (gated_delta_phases_mma.cu; kernels.h kGdnMma*, SYV_GDN_MMA): gdn_wu_mma_kernel (A, then
 // T = (I + A)^-1 explicitly by the substitution on the identity, then U = T β v and W = T β Γ k as
@@ -67,6 +69,28 @@ __global__ void gdn_chunk_table_kernel(GdnArgs a, PhaseScratch p) {
   }
   p.seq_first[a.num_seqs] = n;
   *p.count = n;
+}
+
+// The chunk's decayed lower-triangular dots M_ij = b_i exp(G_i - G_j) X_i·K_j, b_i = beta[i] (1
+// where beta is null), for j < i (kStrict: A) or j <= i (P), zero above; each of the 64 x 64
+// entries handed to store(i, j, value) once. Thread (ti, tj) = (tid >> 4, tid & 15) owns rows
+// ti + 16 m, columns tj + 16 m'. Rows of kQKStride floats.
+template <bool kStrict, typename Store>
+__device__ __forceinline__ void decayed_lower(const float* X, const float* K, const float* G,
+                                              const float* beta, int dk4, Store store) {
+  const int ti = threadIdx.x >> 4, tj = threadIdx.x & 15;
+  float acc[1][4][4] = {};
+  const float* const rows[1] = {X};
+  lower_dots<1>(rows, K, dk4, ti, tj, acc);
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int mp = 0; mp < 4; ++mp) {
+      const int i = ti + 16 * m, j = tj + 16 * mp;
+      const bool lower = mp <= m && (kStrict ? j < i : j <= i);
+      const float b = beta != nullptr ? beta[i] : 1.f;
+      store(i, j, lower ? b * __expf(G[i] - G[j]) * acc[0][m][mp] : 0.f);
+    }
 }
 
 // ---- phase 1: U and W ---------------------------------------------------------------------------
@@ -158,21 +182,9 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
   chunk_gates<TX>(a, t0, L, h, gt);
   walk_inputs<kFragments>(a, p, chunk, h, Qs, Ks, gam, lam);
 
-  // A (strictly lower): thread (ti, tj) owns rows ti + 16 m, columns tj + 16 m' (m' <= m).
-  {
-    const int ti = tid >> 4, tj = tid & 15;
-    float acc[1][4][4] = {};
-    const float* const rows[1] = {Ks};
-    lower_dots<1>(rows, Ks, dk4, ti, tj, acc);
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-#pragma unroll
-      for (int mp = 0; mp < 4; ++mp) {
-        const int i = ti + 16 * m, j = tj + 16 * mp;
-        Am[i * kAStride + j] =
-            mp <= m && j < i ? beta[i] * __expf(G[i] - G[j]) * acc[0][m][mp] : 0.f;
-      }
-  }
+  // A (strictly lower).
+  decayed_lower<true>(Ks, Ks, G, beta, dk4,
+                      [&](int i, int j, float v) { Am[i * kAStride + j] = v; });
   __syncthreads();
   float* u_out = p.u + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * dv;
   float* w_out = p.w + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
@@ -230,6 +242,166 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
       }
     }
     __syncthreads();  // Dm is the next pass's
+  }
+}
+
+// Phase 1 by products (SYV_GDN_WU=products; dv <= kDK, else the blocked solve): T = (I + A)^-1
+// explicitly, by the blocked solve on the identity's columns (2 passes of 32 columns, where the
+// blocked form takes 8 of [β v | β Γ k]), its columns scaled as Tu = T diag(β) and
+// Tw = T diag(β Γ), then U = Tu V and W = Tw K as products on the CUDA cores, each thread 8 rows x
+// 4 columns of both (64 accumulators; 6 16-byte shared loads a step for 64 FMAs, where the blocked
+// solve reads shared memory once per FMA pair: Run 22's ncu found gdn_wu_kernel bound by shared-
+// memory traffic). The products skip T's zero upper blocks exactly (rows i < 16 s of the columns
+// j in [16 s, 16 s + 16)).
+// Shared memory (the blocked form's layout and size, kWuSmemBytes, two blocks an SM):
+//   [0, kQKStride x 64): Qs, then (after walk_inputs) TuT and TwT [64 j][64] with row i of T at
+//     column (i % 8) * 8 + i / 8 (thread group ri's rows ri + 8 r contiguous), then W staged.
+//   Ks: the normalised k rows (W's right-hand side as Λ-free K).
+//   [Am, gates): A, Tb, Dm, Xb for the solve; then V's rows [64][kQKStride].
+constexpr int perm_row(int i) {
+  return (i % 8) * 8 + i / 8;
+}
+static_assert(2 * kChunk * kChunk <= kChunk * kQKStride, "TuT and TwT fit where Qs was");
+static_assert(kChunk * kQKStride <=
+                  kChunk * kAStride + kChunk * kSub + kChunk * kDStride + kSub * kDStride,
+              "V's rows fit where the solve's arrays were");
+
+template <typename TX, bool kFragments>
+__global__ void __launch_bounds__(kThreads, 2) gdn_wu_products_kernel(GdnArgs a, PhaseScratch p) {
+  extern __shared__ float4 smem4[];
+  float* Qs = reinterpret_cast<float*>(smem4);
+  float* Ks = Qs + kChunk * kQKStride;
+  float* Am = Ks + kChunk * kQKStride;
+  float* Tb = Am + kChunk * kAStride;
+  float* Dm = Tb + kChunk * kSub;
+  float* Xb = Dm + kChunk * kDStride;
+  const Gates gt = gates_at(Xb + kSub * kDStride);
+  float *beta = gt.beta, *G = gt.G, *gam = gt.gam, *lam = gt.lam;
+  float* TuT = Qs;                    // [64 j][64 perm(i)]
+  float* TwT = Qs + kChunk * kChunk;  // [64 j][64 perm(i)]
+  float* Vs = Am;                     // [64 j][kQKStride]
+  float* Ws = Qs;                     // [64 i][kQKStride], W staged for the fragment order
+
+  const int tid = threadIdx.x;
+  ChunkWork cw;
+  if (!chunk_work(a, p, cw)) return;
+  const int chunk = cw.chunk, h = cw.h;
+  const int L = cw.L, dk = a.dk, dv = a.dv, kh = cw.kh, dk4 = cw.dk4;
+  const int64_t t0 = cw.t0;
+  const int64_t key_dim = int64_t{a.hk} * dk, width = 2 * key_dim + int64_t{a.hv} * dv;
+  const TX* v_rows = static_cast<const TX*>(a.qkv) + t0 * width + 2 * key_dim + int64_t{h} * dv;
+
+  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
+  chunk_gates<TX>(a, t0, L, h, gt);
+  walk_inputs<kFragments>(a, p, chunk, h, Qs, Ks, gam, lam);
+
+  // A (strictly lower).
+  decayed_lower<true>(Ks, Ks, G, beta, dk4,
+                      [&](int i, int j, float v) { Am[i * kAStride + j] = v; });
+  __syncthreads();  // A; walk_inputs' reads of Qs are done
+  diagonal_inverses(Am, Tb, tid);
+
+  // T's columns 32 at a time: the identity's columns [c0, c0 + 32) (rows past L zero) through
+  // the blocked solve, then into TuT and TwT scaled by the column's β and β Γ (zero past L).
+  const int r = tid >> 4, cp = tid & 15;
+  for (int c0 = 0; c0 < kChunk; c0 += kBV) {
+#pragma unroll
+    for (int rr = 0; rr < kChunk / 16; ++rr) {
+      const int i = r + 16 * rr;
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        Dm[i * kDStride + 2 * cp + e] = i < L && i == c0 + 2 * cp + e ? 1.f : 0.f;
+    }
+    __syncthreads();  // Dm; (first pass) Tb
+    blocked_solve(Am, Tb, Dm, Xb, L, r, cp);
+#pragma unroll
+    for (int rr = 0; rr < kChunk / 16; ++rr) {
+      const int i = r + 16 * rr;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = c0 + 2 * cp + e;
+        const float t = i < L && j < L ? Dm[i * kDStride + 2 * cp + e] : 0.f;
+        TuT[j * kChunk + perm_row(i)] = t * beta[j];
+        TwT[j * kChunk + perm_row(i)] = t * beta[j] * gam[j];
+      }
+    }
+    __syncthreads();  // Dm is the next pass's
+  }
+  // V's rows where the solve's arrays were (rows past L and columns past dv zero).
+  for (int f = tid; f < kChunk * (kDK / 4); f += kThreads) {
+    const int j = f / (kDK / 4), c = 4 * (f % (kDK / 4));
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      v[e] = j < L && c + e < dv ? to_f32(v_rows[int64_t{j} * width + c + e]) : 0.f;
+    *reinterpret_cast<float4*>(&Vs[j * kQKStride + c]) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+  __syncthreads();
+
+  // U = Tu V and W = Tw K: warp ri takes rows ri + 8 rr, lane columns 4 lane .. 4 lane + 3.
+  const int ri = tid >> 5, c = 4 * (tid & 31);
+  float u[8][4] = {}, w[8][4] = {};
+#pragma unroll
+  for (int sb = 0; sb < kChunk / 16; ++sb) {
+    if (16 * sb >= L) break;
+      // Rows ri + 8 rr with rr < 2 sb are above column 16 sb: T's entries there are zero.
+#pragma unroll 4
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = 16 * sb + jj;
+      const float4 tu0 = *reinterpret_cast<const float4*>(&TuT[j * kChunk + ri * 8]);
+      const float4 tu1 = *reinterpret_cast<const float4*>(&TuT[j * kChunk + ri * 8 + 4]);
+      const float4 tw0 = *reinterpret_cast<const float4*>(&TwT[j * kChunk + ri * 8]);
+      const float4 tw1 = *reinterpret_cast<const float4*>(&TwT[j * kChunk + ri * 8 + 4]);
+      const float4 vj = *reinterpret_cast<const float4*>(&Vs[j * kQKStride + c]);
+      const float4 kj = *reinterpret_cast<const float4*>(&Ks[j * kQKStride + c]);
+      const float tu[8] = {tu0.x, tu0.y, tu0.z, tu0.w, tu1.x, tu1.y, tu1.z, tu1.w};
+      const float tw[8] = {tw0.x, tw0.y, tw0.z, tw0.w, tw1.x, tw1.y, tw1.z, tw1.w};
+      const float vv[4] = {vj.x, vj.y, vj.z, vj.w}, kk[4] = {kj.x, kj.y, kj.z, kj.w};
+#pragma unroll
+      for (int rr = 2 * sb; rr < 8; ++rr)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          u[rr][e] += tu[rr] * vv[e];
+          w[rr][e] += tw[rr] * kk[e];
+        }
+    }
+  }
+  // U rows straight out (rows past L are zero: T's rows are); W as rows, or staged for the
+  // fragment order.
+  float* u_out = p.u + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * dv;
+  float* w_out = p.w + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
+#pragma unroll
+  for (int rr = 0; rr < 8; ++rr) {
+    const int i = ri + 8 * rr;
+    float* urow = u_out + static_cast<int64_t>(i) * dv;
+    if (dv % 4 == 0 && c + 4 <= dv) {
+      *reinterpret_cast<float4*>(urow + c) = make_float4(u[rr][0], u[rr][1], u[rr][2], u[rr][3]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (c + e < dv) urow[c + e] = u[rr][e];
+    }
+  }
+  if constexpr (!kFragments) {
+#pragma unroll
+    for (int rr = 0; rr < 8; ++rr)
+      *reinterpret_cast<float4*>(w_out + (ri + 8 * rr) * kDK + c) =
+          make_float4(w[rr][0], w[rr][1], w[rr][2], w[rr][3]);
+  } else {
+    __syncthreads();  // every thread's reads of TuT and TwT are done
+#pragma unroll
+    for (int rr = 0; rr < 8; ++rr)
+      *reinterpret_cast<float4*>(&Ws[(ri + 8 * rr) * kQKStride + c]) =
+          make_float4(w[rr][0], w[rr][1], w[rr][2], w[rr][3]);
+    __syncthreads();
+    // W's 4 m-tiles x 16 k-steps, a lane's fragment a float4 (gdn_wu_kernel's order).
+    for (int f = tid; f < kChunk * kDK / 4; f += kThreads) {
+      const int lane = f & 31, g = lane >> 2, t = lane & 3;
+      const int i0 = (f >> 9) * 16 + g, i1 = i0 + 8, c0 = ((f >> 5) & 15) * 8 + t;
+      *reinterpret_cast<float4*>(w_out + 4 * f) =
+          make_float4(Ws[i0 * kQKStride + c0], Ws[i1 * kQKStride + c0], Ws[i0 * kQKStride + c0 + 4],
+                      Ws[i1 * kQKStride + c0 + 4]);
+    }
   }
 }
 
@@ -361,19 +533,9 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, Phas
 
   chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
   chunk_gates<TX>(a, t0, L, h, gt);
-  {  // P (gated_delta_chunked.cu step 2a), zero above the diagonal
-    const int ti = tid >> 4, tj = tid & 15;
-    float acc[1][4][4] = {};
-    const float* const rows[1] = {Qs};
-    lower_dots<1>(rows, Ks, dk4, ti, tj, acc);
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-#pragma unroll
-      for (int mp = 0; mp < 4; ++mp) {
-        const int i = ti + 16 * m, j = tj + 16 * mp;
-        Pm[i * kAStride + j] = mp <= m && j <= i ? __expf(G[i] - G[j]) * acc[0][m][mp] : 0.f;
-      }
-  }
+  // P (gated_delta_chunked.cu step 2a), zero above the diagonal.
+  decayed_lower<false>(Qs, Ks, G, nullptr, dk4,
+                       [&](int i, int j, float v) { Pm[i * kAStride + j] = v; });
   const int ri = tid >> 4, cp = tid & 15;
   const float* delta = p.u + base * dv;
   const float* oq = p.oq + base * dv;
@@ -411,6 +573,98 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, Phas
         if (col < dv) orow[col] = from_f32<TX>(o[m][e]);
       }
     }
+  }
+}
+
+// Phase 3 by products (SYV_GDN_OUT=products; dv <= kDK, else gdn_output_kernel): P as
+// gdn_output_kernel computes it, stored transposed with rows permuted as phase 1 by products
+// stores T (PT [64 j][64 perm_row(i)], where P was), Δ's rows staged where q was, then o = Oq +
+// P Δ with each thread 8 rows x 4 columns (3 16-byte shared loads a step for 32 FMAs, where
+// p_delta takes 8 loads for 32), skipping P's zero upper blocks exactly as phase 1 by products
+// skips T's. Shared memory: gdn_output_kernel's layout and size (kOutSmemBytes).
+static_assert(kChunk * kChunk <= kChunk * kAStride, "PT fits where P was");
+
+template <typename TX>
+__global__ void __launch_bounds__(kThreads, 2)
+    gdn_output_products_kernel(GdnArgs a, PhaseScratch p) {
+  extern __shared__ float4 smem4[];
+  float* Qs = reinterpret_cast<float*>(smem4);
+  float* Ks = Qs + kChunk * kQKStride;
+  float* PT = Ks + kChunk * kQKStride;  // [64 j][64 perm_row(i)]
+  float* Dm = PT + kChunk * kAStride;
+  const Gates gt = gates_at(Dm + kChunk * kDStride);
+  const float* G = gt.G;
+  float* Ds = Qs;  // [64 j][kQKStride]: Δ's rows, once P is computed
+
+  const int tid = threadIdx.x;
+  ChunkWork cw;
+  if (!chunk_work(a, p, cw)) return;
+  const int chunk = cw.chunk, h = cw.h;
+  const int L = cw.L, dv = a.dv, hv = a.hv, kh = cw.kh, dk4 = cw.dk4;
+  const int64_t t0 = cw.t0;
+  const int64_t base = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
+
+  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
+  chunk_gates<TX>(a, t0, L, h, gt);
+  // P, zero above the diagonal, transposed.
+  decayed_lower<false>(Qs, Ks, G, nullptr, dk4,
+                       [&](int i, int j, float v) { PT[j * kChunk + perm_row(i)] = v; });
+  __syncthreads();  // PT written; every read of Qs done
+  const float* delta = p.u + base * dv;
+  for (int f = tid; f < kChunk * (kDK / 4); f += kThreads) {
+    const int j = f / (kDK / 4), c = 4 * (f % (kDK / 4));
+    float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (j < L) {
+      const float* row = delta + static_cast<int64_t>(j) * dv + c;
+      if (dv % 4 == 0 && c + 4 <= dv) {
+        d = *reinterpret_cast<const float4*>(row);
+      } else {
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = c + e < dv ? row[e] : 0.f;
+        d = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    }
+    *reinterpret_cast<float4*>(&Ds[j * kQKStride + c]) = d;
+  }
+  __syncthreads();
+
+  // o = Oq + P Δ: warp ri takes rows ri + 8 rr, lane columns 4 lane .. 4 lane + 3.
+  const int ri = tid >> 5, c = 4 * (tid & 31);
+  const float* oq = p.oq + base * dv;
+  float o[8][4];
+#pragma unroll
+  for (int rr = 0; rr < 8; ++rr)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o[rr][e] = c + e < dv ? oq[static_cast<int64_t>(ri + 8 * rr) * dv + c + e] : 0.f;
+#pragma unroll
+  for (int sb = 0; sb < kChunk / 16; ++sb) {
+    if (16 * sb >= L) break;
+      // Rows ri + 8 rr with rr < 2 sb are above column 16 sb: P's entries there are zero.
+#pragma unroll 4
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = 16 * sb + jj;
+      const float4 p0 = *reinterpret_cast<const float4*>(&PT[j * kChunk + ri * 8]);
+      const float4 p1 = *reinterpret_cast<const float4*>(&PT[j * kChunk + ri * 8 + 4]);
+      const float4 dj = *reinterpret_cast<const float4*>(&Ds[j * kQKStride + c]);
+      const float pt[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+      const float dd[4] = {dj.x, dj.y, dj.z, dj.w};
+#pragma unroll
+      for (int rr = 2 * sb; rr < 8; ++rr)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[rr][e] += pt[rr] * dd[e];
+    }
+  }
+  TX* out = static_cast<TX*>(a.out);
+#pragma unroll
+  for (int rr = 0; rr < 8; ++rr) {
+    const int i = ri + 8 * rr;
+    if (i >= L) continue;
+    TX* orow = out + (t0 + i) * hv * dv + int64_t{h} * dv;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (c + e < dv) orow[c + e] = from_f32<TX>(o[rr][e]);
   }
 }
 
@@ -475,15 +729,29 @@ unsigned mma_mask() {
   return static_cast<unsigned>(v);
 }
 
-// -1: not read from SYV_GDN_WU yet; else 1 where phase 1 solves by columns.
-std::atomic<int> g_wu_columns{-1};
+// -1: not read from SYV_GDN_WU yet; else a GdnWuForm.
+std::atomic<int> g_wu_form{-1};
 
-// SYV_GDN_WU: "blocked" (the default) or "columns" (solve_by_columns); anything else is refused.
-bool wu_by_columns() {
-  int v = g_wu_columns.load(std::memory_order_relaxed);
+// SYV_GDN_WU: "blocked" (the default), "columns" (solve_by_columns) or "products"
+// (gdn_wu_products_kernel); anything else is refused.
+GdnWuForm wu_form() {
+  int v = g_wu_form.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = env_choice("SYV_GDN_WU", {"blocked", "columns"});
-    g_wu_columns.store(v, std::memory_order_relaxed);
+    v = env_choice("SYV_GDN_WU", {"blocked", "columns", "products"});
+    g_wu_form.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<GdnWuForm>(v);
+}
+
+// -1: not read from SYV_GDN_OUT yet; else 1 where phase 3 takes gdn_output_products_kernel.
+std::atomic<int> g_out_products{-1};
+
+// SYV_GDN_OUT: "dots" (gdn_output_kernel, the default) or "products"; anything else is refused.
+bool out_by_products() {
+  int v = g_out_products.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env_choice("SYV_GDN_OUT", {"dots", "products"});
+    g_out_products.store(v, std::memory_order_relaxed);
   }
   return v != 0;
 }
@@ -495,8 +763,11 @@ void launch_typed(const GdnArgs& a, int64_t chunk_bound, void* scratch, cudaStre
   configure(gdn_wu_kernel<TX, true, false>, kWuSmemBytes);
   configure(gdn_wu_kernel<TX, false, true>, kWuSmemBytes);
   configure(gdn_wu_kernel<TX, true, true>, kWuSmemBytes);
+  configure(gdn_wu_products_kernel<TX, false>, kWuSmemBytes);
+  configure(gdn_wu_products_kernel<TX, true>, kWuSmemBytes);
   configure(gdn_state_cores_kernel<TX, TS>, kCoresStateSmemBytes);
   configure(gdn_output_kernel<TX>, kOutSmemBytes);
+  configure(gdn_output_products_kernel<TX>, kOutSmemBytes);
   const unsigned mask = mma_mask();
   const bool walk_mma = (mask & kGdnMmaWalk) != 0, narrow = a.dv <= kDK;
   const bool wu_mma = (mask & kGdnMmaWu) != 0 && narrow;
@@ -508,8 +779,11 @@ void launch_typed(const GdnArgs& a, int64_t chunk_bound, void* scratch, cudaStre
   // Phase 1 writes W, Γq and Λk in the order the walk reads them.
   if (wu_mma) {
     launch_wu_mma<TX>(a, p, per_chunk, walk_mma, s);
+  } else if (wu_form() == GdnWuForm::kProducts && narrow) {
+    auto wu = walk_mma ? gdn_wu_products_kernel<TX, true> : gdn_wu_products_kernel<TX, false>;
+    launch_k(wu, per_chunk, kThreads, kWuSmemBytes, s, a, p);
   } else {
-    const bool columns = wu_by_columns();
+    const bool columns = wu_form() == GdnWuForm::kColumns;
     auto wu = walk_mma
                   ? (columns ? gdn_wu_kernel<TX, true, true> : gdn_wu_kernel<TX, true, false>)
                   : (columns ? gdn_wu_kernel<TX, false, true> : gdn_wu_kernel<TX, false, false>);
@@ -523,6 +797,8 @@ void launch_typed(const GdnArgs& a, int64_t chunk_bound, void* scratch, cudaStre
   }
   if (out_mma) {
     launch_output_mma<TX>(a, p, per_chunk, s);
+  } else if (out_by_products() && narrow) {
+    launch_k(gdn_output_products_kernel<TX>, per_chunk, kThreads, kOutSmemBytes, s, a, p);
   } else {
     launch_k(gdn_output_kernel<TX>, per_chunk, kThreads, kOutSmemBytes, s, a, p);
   }
@@ -537,8 +813,12 @@ void set_gdn_mma(unsigned mask) {
   g_mma.store(static_cast<int>(mask), std::memory_order_relaxed);
 }
 
-void set_gdn_wu_columns(bool on) {
-  g_wu_columns.store(on ? 1 : 0, std::memory_order_relaxed);
+void set_gdn_wu_form(GdnWuForm form) {
+  g_wu_form.store(static_cast<int>(form), std::memory_order_relaxed);
+}
+
+void set_gdn_output_products(bool on) {
+  g_out_products.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t n) {

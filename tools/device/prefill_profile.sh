@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# On the GPU machine: where Qwen3-Next's 8K prefill goes and why, for issue 14's prefill target.
+#  1. gpu_cuda_moe_ops_test (every MoE op test but the timing) and the hybrid op tests; the
+#     routed experts alone at 2K and 8K tokens (QwenNextPrefillTiming: every tile and form); the
+#     delta rule alone (Qwen35OpsTiming: every form).
+#  2. The 8-layer copy of qwen3-next-24l: `syv bench decode --lengths 2048,8192` (ms, % of the
+#     same-run GEMM rate on active FLOPs) by default, with SYV_MOE_WGMMA_DENSE=1, with
+#     SYV_GDN_WU=products, with SYV_GDN_OUT=products besides, with all three, by default again.
+#  3. ncu's sections (speed of light, memory and compute workload, occupancy, warp states,
+#     scheduler) on one launch each of the routed experts' two GEMMs (both forms) and the delta
+#     rule's three phases (and phases 1 and 3 by products) in the 8K prefill; the full reports in
+#     $OUT/ncu_*.txt, the headline rows here.
+#  4. The 8K prefill's kernel shares under ncu (prefill_kernel_split.sh's table).
+# Carry .devcarry-deps and .devcarry-tok.
+#   tools/device/prefill_profile.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
+export SYV_SOURCE_DIR=$PWD
+B=build/gpu-carry/bin
+O=${OUT:-/tmp}
+source tools/device/bench_lines.sh
+t0=$SECONDS
+echo "== build $(date +%T)"
+timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_ops_test \
+  gpu_cuda_hybrid_ops_test 2>&1 | tail -1
+echo "build: $((SECONDS - t0)) s"
+[[ -x $B/syv ]] || exit 1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+echo "== tests $(date +%T)"
+timeout 150 $B/gpu_cuda_moe_ops_test --gtest_filter='-*Timing*' 2>&1 | tee $O/moe_ops.log |
+  grep -E "^\[ +(PASSED|FAILED|SKIPPED) |Failure|Expected" | head -20
+timeout 150 $B/gpu_cuda_hybrid_ops_test --gtest_filter='-*Timing*' 2>&1 | tee $O/hybrid_ops.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure" | head -6
+
+cut=/tmp/prefill-profile-config-8
+python3 tools/device/cut_config.py tools/bench/configs/qwen3-next-24l 8 $cut
+echo "== experts alone $(date +%T)"
+timeout 150 $B/gpu_cuda_moe_ops_test --gtest_filter='*QwenNextPrefillTiming*' 2>&1 |
+  tee $O/moe_timing.log | grep -E "^moe prefill|FAILED"
+echo "== delta rule alone $(date +%T)"
+timeout 120 $B/gpu_cuda_hybrid_ops_test --gtest_filter='*Qwen35OpsTiming*' 2>&1 |
+  tee $O/hybrid_timing.log | grep -E "delta rule" | grep -v " 1 tokens"
+echo "== prefill, Qwen3-Next 8 layers $(date +%T)"
+for v in DEFAULT=1 SYV_MOE_WGMMA_DENSE=1 SYV_GDN_WU=products \
+  SYV_GDN_WU=products,SYV_GDN_OUT=products \
+  SYV_MOE_WGMMA_DENSE=1,SYV_GDN_WU=products,SYV_GDN_OUT=products DEFAULT=1; do
+  echo "-- $v"; prefill $cut 2048,8192 ${v//,/ }
+done
+
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null |
+  head -1)
+sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
+  --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats"
+profile() {  # NAME REGEX COUNT
+  echo "== ncu $1 $(date +%T)"
+  SYV_BENCH_PROFILE_RANGE=1 timeout 200 "$NCU" --profile-from-start off \
+    --kernel-name "regex:$2" --launch-count "$3" $sections \
+    $B/syv bench prefill --config $cut --random-weights --lengths 8192 >$O/ncu_$1.txt 2>&1
+  echo "rc $?"
+  grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|L1/TEX Cache Throughput|L2 \
+Cache Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|\
+Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Block Limit|Warp Cycles Per Issued|\
+Executed Ipc A|Max Bandwidth|Mem Busy|L2 Hit|Dynamic Shared" $O/ncu_$1.txt | head -48
+}
+profile experts moe_wgmma_kernel 2
+SYV_MOE_WGMMA_DENSE=1 profile experts_dense moe_wgmma_kernel 2
+profile delta_rule "gdn_wu_kernel|gdn_state_mma_kernel|gdn_output_kernel" 3
+SYV_GDN_WU=products SYV_GDN_OUT=products profile delta_rule_products \
+  "gdn_wu_products_kernel|gdn_output_products_kernel" 2
+echo "== kernel shares $(date +%T)"
+CONFIG=$cut LENGTHS=8192 timeout 200 tools/device/prefill_kernel_split.sh 2>&1 |
+  grep -E "^\||kernels|rc"
+echo "total: $((SECONDS - t0)) s $(date +%T)"
