@@ -46,6 +46,7 @@ echo "== prefill, Qwen3-Next 8 layers $(date +%T)"
 for v in DEFAULT=1 SYV_MOE_WGMMA_DENSE=1 SYV_GDN_WU=products \
   SYV_GDN_WU=products,SYV_GDN_OUT=products \
   SYV_MOE_WGMMA_DENSE=1,SYV_GDN_WU=products,SYV_GDN_OUT=products DEFAULT=1; do
+  ((SECONDS - t0 < 450)) || break
   echo "-- $v"; prefill $cut 2048,8192 ${v//,/ }
 done
 
@@ -55,7 +56,7 @@ sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section Comp
   --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats"
 profile() {  # NAME REGEX COUNT
   echo "== ncu $1 $(date +%T)"
-  SYV_BENCH_PROFILE_RANGE=1 timeout 200 "$NCU" --profile-from-start off \
+  SYV_BENCH_PROFILE_RANGE=1 timeout 90 "$NCU" --profile-from-start off \
     --kernel-name "regex:$2" --launch-count "$3" $sections \
     $B/syv bench prefill --config $cut --random-weights --lengths 8192 >$O/ncu_$1.txt 2>&1
   echo "rc $?"
@@ -64,12 +65,20 @@ Cache Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Theo
 Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Block Limit|Warp Cycles Per Issued|\
 Executed Ipc A|Max Bandwidth|Mem Busy|L2 Hit|Dynamic Shared" $O/ncu_$1.txt | head -48
 }
-profile experts moe_wgmma_kernel 2
-SYV_MOE_WGMMA_DENSE=1 profile experts_dense moe_wgmma_kernel 2
-profile delta_rule "gdn_wu_kernel|gdn_state_mma_kernel|gdn_output_kernel" 3
-SYV_GDN_WU=products SYV_GDN_OUT=products profile delta_rule_products \
+# What is left of the call's 600 s decides how much of the profiling runs (each step ~30-60 s).
+before() {
+  ((SECONDS - t0 < $1)) && return 0
+  echo "(skipped: $((SECONDS - t0)) s gone)"
+  return 1
+}
+before 480 && profile experts moe_wgmma_kernel 2
+before 500 && SYV_MOE_WGMMA_DENSE=1 profile experts_dense moe_wgmma_kernel 2
+before 500 && profile delta_rule "gdn_wu_kernel|gdn_state_mma_kernel|gdn_output_kernel" 3
+before 520 && SYV_GDN_WU=products SYV_GDN_OUT=products profile delta_rule_products \
   "gdn_wu_products_kernel|gdn_output_products_kernel" 2
-echo "== kernel shares $(date +%T)"
-CONFIG=$cut LENGTHS=8192 timeout 200 tools/device/prefill_kernel_split.sh 2>&1 |
-  grep -E "^\||kernels|rc"
+if before 480; then
+  echo "== kernel shares $(date +%T)"
+  CONFIG=$cut LENGTHS=8192 timeout 100 tools/device/prefill_kernel_split.sh 2>&1 |
+    grep -E "^\||kernels|rc"
+fi
 echo "total: $((SECONDS - t0)) s $(date +%T)"
