@@ -231,8 +231,8 @@ TEST_F(CudaHybridOps, GatedDeltaRuleOneKernelAndThreePhases) {
     EXPECT_EQ(gpu_->gdn_phases_calls() - calls0, phases ? 9u : 0u);
   }
   cuda::set_gdn_mma(cuda::kGdnMmaDefault);
-  cuda::set_gdn_wu_form(cuda::GdnWuForm::kBlocked);
-  cuda::set_gdn_output_products(false);
+  cuda::set_gdn_wu_form(cuda::kGdnWuFormDefault);
+  cuda::set_gdn_output_products(cuda::kGdnOutputProductsDefault);
   // 60 sequences of 16 tokens: 60 chunks > ceil(960 / 64) + kGdnPhasesSpareChunks.
   const uint64_t calls0 = gpu_->gdn_phases_calls();
   std::vector<int32_t> slots(60);
@@ -421,20 +421,20 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
                     cs.seqs, cs.tokens_each, mma, us(gdn));
       }
       cuda::set_gdn_mma(cuda::kGdnMmaDefault);
-      cuda::set_gdn_wu_form(cuda::GdnWuForm::kColumns);
-      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, phase 1 by columns %8.1f us\n",
-                  cs.seqs, cs.tokens_each, us(gdn));
-      cuda::set_gdn_wu_form(cuda::GdnWuForm::kProducts);
-      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, phase 1 by products %8.1f us\n",
-                  cs.seqs, cs.tokens_each, us(gdn));
-      cuda::set_gdn_output_products(true);
-      std::printf(
-          "hybrid ops, %3d seqs x %4d tokens: delta rule, phases 1 and 3 by products %8.1f us\n",
-          cs.seqs, cs.tokens_each, us(gdn));
-      cuda::set_gdn_wu_form(cuda::GdnWuForm::kBlocked);
-      std::printf("hybrid ops, %3d seqs x %4d tokens: delta rule, phase 3 by products %8.1f us\n",
-                  cs.seqs, cs.tokens_each, us(gdn));
+      // (Above, phases 1 and 3 on the CUDA cores take their default forms, by products.)
       cuda::set_gdn_output_products(false);
+      for (const auto& [form, name] :
+           {std::pair{cuda::GdnWuForm::kBlocked, "blocked (the default before 2026-12-07)"},
+            std::pair{cuda::GdnWuForm::kColumns, "by columns"},
+            std::pair{cuda::GdnWuForm::kProducts, "by products"}}) {
+        cuda::set_gdn_wu_form(form);
+        std::printf(
+            "hybrid ops, %3d seqs x %4d tokens: delta rule, phase 1 %s, phase 3 by dots "
+            "%8.1f us\n",
+            cs.seqs, cs.tokens_each, name, us(gdn));
+      }
+      cuda::set_gdn_wu_form(cuda::kGdnWuFormDefault);
+      cuda::set_gdn_output_products(cuda::kGdnOutputProductsDefault);
     }
     if (cs.tokens_each == 1) {  // the token-by-token kernel's two thread layouts (kernels.h)
       for (auto form : {cuda::GdnRecurrentForm::kRows, cuda::GdnRecurrentForm::kColumns}) {

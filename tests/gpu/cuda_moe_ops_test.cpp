@@ -445,12 +445,10 @@ TEST_F(CudaMoeOps, WgmmaGemmsMatchCpuAtEveryTileSize) {
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k));
     ExpertsCall c = random_call(d, ex, T, k);
     std::vector<float> first;
-    for (int rows : {32, 64, 128, 0}) {  // 0: the dense form's tiles of 128 rows
-      SCOPED_TRACE(rows > 0 ? "tiles of " + std::to_string(rows) + " rows" : "the dense form");
+    for (int rows : {32, 64, 128}) {
+      SCOPED_TRACE("tiles of " + std::to_string(rows) + " rows");
       cuda::set_moe_wgmma_rows(rows);
-      cuda::set_moe_wgmma_dense(rows == 0);
       const std::vector<float> got = gpu_run(c, ex);
-      cuda::set_moe_wgmma_dense(false);
       expect_close(c.out, 1e-2, "moe_experts out, warpgroup MMA");
       if (first.empty()) {
         first = got;
@@ -735,9 +733,6 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
         time_one(rows == 32 ? "wgmma-32" : rows == 64 ? "wgmma-64" : "wgmma-128");
       }
       cuda::set_moe_wgmma_rows(0);
-      cuda::set_moe_wgmma_dense(true);
-      time_one("wgmma-dense");
-      cuda::set_moe_wgmma_dense(false);
       cuda::set_moe_wgmma(false);
       time_one("auto-mma");  // the default without them
       cuda::set_moe_wgmma(true);

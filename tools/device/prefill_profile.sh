@@ -4,11 +4,11 @@
 #     routed experts alone at 2K and 8K tokens (QwenNextPrefillTiming: every tile and form); the
 #     delta rule alone (Qwen35OpsTiming: every form).
 #  2. The 8-layer copy of qwen3-next-24l: `syv bench decode --lengths 2048,8192` (ms, % of the
-#     same-run GEMM rate on active FLOPs) by default, with SYV_MOE_WGMMA_DENSE=1, with
-#     SYV_GDN_WU=products, with SYV_GDN_OUT=products besides, with all three, by default again.
+#     same-run GEMM rate on active FLOPs) by default, with the delta rule's phases 1 and 3 as
+#     before 2026-12-07 (SYV_GDN_WU=blocked SYV_GDN_OUT=dots), by default again.
 #  3. ncu's sections (speed of light, memory and compute workload, occupancy, warp states,
-#     scheduler) on one launch each of the routed experts' two GEMMs (both forms) and the delta
-#     rule's three phases (and phases 1 and 3 by products) in the 8K prefill; the full reports in
+#     scheduler) on one launch each of the routed experts' two GEMMs and the delta rule's three
+#     phases (and phases 1 and 3 as before 2026-12-07) in the 8K prefill; the full reports in
 #     $OUT/ncu_*.txt, the headline rows here.
 #  4. The 8K prefill's kernel shares under ncu (prefill_kernel_split.sh's table).
 # Carry .devcarry-deps and .devcarry-tok.
@@ -43,9 +43,7 @@ echo "== delta rule alone $(date +%T)"
 timeout 120 $B/gpu_cuda_hybrid_ops_test --gtest_filter='*Qwen35OpsTiming*' 2>&1 |
   tee $O/hybrid_timing.log | grep -E "delta rule" | grep -v " 1 tokens"
 echo "== prefill, Qwen3-Next 8 layers $(date +%T)"
-for v in DEFAULT=1 SYV_MOE_WGMMA_DENSE=1 SYV_GDN_WU=products \
-  SYV_GDN_WU=products,SYV_GDN_OUT=products \
-  SYV_MOE_WGMMA_DENSE=1,SYV_GDN_WU=products,SYV_GDN_OUT=products DEFAULT=1; do
+for v in DEFAULT=1 SYV_GDN_WU=blocked,SYV_GDN_OUT=dots DEFAULT=1; do
   ((SECONDS - t0 < 450)) || break
   echo "-- $v"; prefill $cut 2048,8192 ${v//,/ }
 done
@@ -72,10 +70,10 @@ before() {
   return 1
 }
 before 480 && profile experts moe_wgmma_kernel 2
-before 500 && SYV_MOE_WGMMA_DENSE=1 profile experts_dense moe_wgmma_kernel 2
-before 500 && profile delta_rule "gdn_wu_kernel|gdn_state_mma_kernel|gdn_output_kernel" 3
-before 520 && SYV_GDN_WU=products SYV_GDN_OUT=products profile delta_rule_products \
-  "gdn_wu_products_kernel|gdn_output_products_kernel" 2
+before 500 && profile delta_rule \
+  "gdn_wu_products_kernel|gdn_state_mma_kernel|gdn_output_products_kernel" 3
+before 520 && SYV_GDN_WU=blocked SYV_GDN_OUT=dots profile delta_rule_before \
+  "gdn_wu_kernel|gdn_output_kernel" 2
 if before 480; then
   echo "== kernel shares $(date +%T)"
   CONFIG=$cut LENGTHS=8192 timeout 100 tools/device/prefill_kernel_split.sh 2>&1 |

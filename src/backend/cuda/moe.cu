@@ -475,11 +475,10 @@ void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, c
   launch_moe_combine(a.y, ids, weights, s, T, out, st);
 }
 
-// run_pass on the warpgroup-MMA GEMMs (moe_wgmma.cu) with tiles of `tile_rows` token rows (the
-// dense form's where `dense`: tile_rows 128).
-void run_pass_wgmma(int tile_rows, bool dense, const MoeShape& s, int64_t T, const bf16* x,
-                    const int32_t* ids, const float* weights, const bf16* gate_up, const bf16* down,
-                    bf16* out, char* scratch, unsigned long long* routed, cudaStream_t st) {
+// run_pass on the warpgroup-MMA GEMMs (moe_wgmma.cu) with tiles of `tile_rows` token rows.
+void run_pass_wgmma(int tile_rows, const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids,
+                    const float* weights, const bf16* gate_up, const bf16* down, bf16* out,
+                    char* scratch, unsigned long long* routed, cudaStream_t st) {
   const MoeRouting r = launch_moe_route(s, T, ids, tile_rows, scratch, routed, st);
   MoeWgmmaGemm g;
   g.tiles = r.tiles;
@@ -494,15 +493,14 @@ void run_pass_wgmma(int tile_rows, bool dense, const MoeShape& s, int64_t T, con
   g.w = gate_up;
   g.n = 2 * s.inter;
   g.k = s.hidden;
-  const int launch_rows = dense ? kMoeWgmmaDenseRows : tile_rows;
-  launch_moe_wgmma(g, launch_rows, r.max_tiles, st);
+  launch_moe_wgmma(g, tile_rows, r.max_tiles, st);
   g.gate_up = false;
   g.a = r.act;
   g.w = down;
   g.n = s.hidden;
   g.k = s.inter;
   g.y = r.y;
-  launch_moe_wgmma(g, launch_rows, r.max_tiles, st);
+  launch_moe_wgmma(g, tile_rows, r.max_tiles, st);
   launch_moe_combine(r.y, ids, weights, s, T, out, st);
 }
 
@@ -661,11 +659,10 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
     };
     MoeTile tile = moe_tile();
     // (The warpgroup-MMA grid's y walks the tiles: at most 65,535; more take moe_gemm_kernel.)
-    const bool dense = moe_wgmma_dense();
-    const int wrows = dense ? 128 : wgmma_rows();
+    const int wrows = wgmma_rows();
     if (tile == MoeTile::kAuto && !batch_invariant && moe_wgmma_supports(s) &&
         max_tiles(P, s.experts, wrows) <= 65535) {
-      run_pass_wgmma(wrows, dense, s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
+      run_pass_wgmma(wrows, s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
       continue;
     }
     if (tile == MoeTile::kAuto)

@@ -109,9 +109,6 @@ struct MoeWgmmaGemm {
   float* y = nullptr;                            // f32 [P, H]: down's output
 };
 bool moe_wgmma_supports(const MoeShape& s);
-// tile_rows: 32, 64 or 128, or kMoeWgmmaDenseRows for the dense form (tiles of 128 rows in 3
-// stages, two blocks an SM, each tile's wgmmas as wide as its rows: 32, 64 or 128).
-constexpr int kMoeWgmmaDenseRows = -128;
 void launch_moe_wgmma(const MoeWgmmaGemm& g, int tile_rows, int64_t max_tiles, cudaStream_t s);
 // launch_moe_experts() takes them where MoeTile is kAuto (a forced tile is moe_gemm_kernel's), in
 // tiles of 64 token rows (the fastest at 2K and 8K tokens: moe.cu); set_moe_wgmma_rows(rows)
@@ -119,9 +116,6 @@ void launch_moe_wgmma(const MoeWgmmaGemm& g, int tile_rows, int64_t max_tiles, c
 bool moe_wgmma_enabled();  // SYV_MOE_WGMMA (default on) or set_moe_wgmma()
 void set_moe_wgmma(bool on);
 void set_moe_wgmma_rows(int rows);
-// The dense form instead of the rows above (SYV_MOE_WGMMA_DENSE=1; off by default: not yet timed).
-bool moe_wgmma_dense();
-void set_moe_wgmma_dense(bool on);
 
 // A shared expert run beside the routed ones by launch_moe_gemv(): bf16 gate_up [2Is, H] and down
 // [H, Is] (Is = inter, a multiple of 8, may differ from the routed experts' I), its output added

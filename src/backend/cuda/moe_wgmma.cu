@@ -15,11 +15,6 @@
 //     memory and stored 16 bytes at a time.
 //   down: hidden rows [n0, n0 + 128); y[pair, n] = the f32 sum, staged and stored 16 bytes at a
 //     time (y's rows by pair, as moe_gemm_kernel).
-// The dense form (set_moe_wgmma_dense, off until timed): tiles of 128 token rows in a 3-stage ring
-// (97 KB, so two blocks an SM as the 64-row form's 4 stages), each tile's wgmmas as wide as its
-// rows (32, 64 or 128: k_loop), so an expert of ~160 routed rows (Qwen3-Next at 8K tokens) is 2
-// tiles rather than 3 and its weights are read twice rather than three times, for the same MMAs
-// but the last tile's padding to 32 rows.
 // Each output element is one f32 accumulator over K, chunk after chunk in K order, whatever tile
 // or row it lands in; the rounding within a k16 step is the tensor core's, so the sums need not be
 // moe_gemm_kernel's bits (the tests compare both with the CPU; batch-invariant mode keeps
@@ -51,27 +46,16 @@ constexpr uint32_t stage_bytes(int nt) {
   return kWTileBytes + static_cast<uint32_t>(nt) * 128;
 }
 // Stages, the ring's depth: NT = 128 one block an SM (6 stages, 192 KB), NT <= 64 two (4 stages,
-// 96 KB each). The dense form (set_moe_wgmma_dense): NT = 128 in 3 stages, two blocks an SM.
+// 96 KB each).
 constexpr int stages_of(int nt) {
   return nt >= 128 ? 6 : 4;
 }
-constexpr int kDenseStages = 3;
-constexpr size_t smem_bytes(int nt, int stages) {
-  return size_t(stages) * stage_bytes(nt) + 1024;  // + alignment slack for the swizzle
-}
 constexpr size_t smem_bytes(int nt) {
-  return smem_bytes(nt, stages_of(nt));
+  return size_t(stages_of(nt)) * stage_bytes(nt) + 1024;  // + alignment slack for the swizzle
 }
-// Two blocks an SM where two rings fit the SM's 228 KB (each block also holds 1 KB of its own).
-constexpr int blocks_an_sm(int nt, int stages) {
-  return 2 * (smem_bytes(nt, stages) + 1024) <= 228 * 1024 ? 2 : 1;
-}
-static_assert(64 * 128 * 4 + 128 * kOutPitch * 2 <= kDenseStages * stage_bytes(128),
-              "epilogue fits");
-static_assert(128 * kYPitch * 4 <= kDenseStages * stage_bytes(128), "epilogue fits");
+static_assert(64 * 128 * 4 + 128 * kOutPitch * 2 <= 6 * stage_bytes(128), "epilogue fits");
+static_assert(128 * kYPitch * 4 <= 6 * stage_bytes(128), "epilogue fits");
 static_assert(64 * kYPitch * 4 <= 4 * stage_bytes(64), "epilogue fits");
-static_assert(blocks_an_sm(128, kDenseStages) == 2 && blocks_an_sm(64, 4) == 2 &&
-              blocks_an_sm(128, 6) == 1);
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <int NT>
@@ -89,13 +73,11 @@ __device__ __forceinline__ void wgmma_nt(float (&d)[NT / 2], uint64_t da, uint64
 
 // Grid (weight-row blocks, g.max_tiles): block (x, y) = tile y of the list (blocks past
 // *num_tiles exit) x weight rows x * 64 of gate and up (gate_up) or x * 128 (down).
-// kStages: the ring's depth; kFitted: the wgmmas as wide as the tile's rows (k_loop) rather than
-// NT.
-template <int NT, bool kGateUp, int kStages, bool kFitted>
-__global__ void __launch_bounds__(kThreads, blocks_an_sm(NT, kStages))
+template <int NT, bool kGateUp>
+__global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
     moe_wgmma_kernel(const __grid_constant__ CUtensorMap w_map, MoeWgmmaGemm g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kAhead = kStages - 2;
+  constexpr int kStages = stages_of(NT), kAhead = kStages - 2;
   constexpr uint32_t kStage = stage_bytes(NT);
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[kStages];
@@ -163,45 +145,24 @@ __global__ void __launch_bounds__(kThreads, blocks_an_sm(NT, kStages))
   float acc[NT / 2];
 #pragma unroll
   for (int i = 0; i < NT / 2; ++i) acc[i] = 0.f;
-  // The K loop with wgmmas of W token columns on the first W / 2 accumulators (acc[4 q + e] is
-  // token 8 q + 2 t4 + (e & 1) at every N; the stage's token rows are a row every 128 bytes at
-  // every N, so the first W rows are a W-row operand): W = NT, or in the fitted form the narrowest
-  // of 32, 64, 128 that holds the tile's rows (block-uniform). A branch per tile, not per wgmma:
-  // accumulators selected inside the loop make ptxas fence every wgmma (C7519).
-  auto k_loop = [&](auto width) {
-    constexpr int W = decltype(width)::value;
-    float(&d)[W / 2] = reinterpret_cast<float(&)[W / 2]>(acc);
-    for (int j = 0; j < nc; ++j) {
-      cp_wait<kAhead - 1>();  // this thread's rows of chunk j have landed
-      fence_proxy_async();    // ... and are visible to the tensor cores
-      __syncthreads();        // everyone's; chunk j - 2's wgmmas are done in both warpgroups
-      load_w(j + kAhead);     // into chunk j - 2's stage
-      load_x(j + kAhead);
-      mbar_wait(smem_addr(&full[j % kStages]), (j / kStages) & 1);
-      const uint32_t sw = base + (j % kStages) * kStage + wg * kBoxBytes;
-      const uint32_t sx = base + (j % kStages) * kStage + kWTileBytes;
-      wgmma_fence();
+  for (int j = 0; j < nc; ++j) {
+    cp_wait<kAhead - 1>();  // this thread's rows of chunk j have landed
+    fence_proxy_async();    // ... and are visible to the tensor cores
+    __syncthreads();        // everyone's; chunk j - 2's wgmmas are done in both warpgroups
+    load_w(j + kAhead);     // into chunk j - 2's stage
+    load_x(j + kAhead);
+    mbar_wait(smem_addr(&full[j % kStages]), (j / kStages) & 1);
+    const uint32_t sw = base + (j % kStages) * kStage + wg * kBoxBytes;
+    const uint32_t sx = base + (j % kStages) * kStage + kWTileBytes;
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kChunk / 16; ++kk)
-        wgmma_nt<W>(d, desc(sw + kk * 32, 16, 1024), desc(sx + kk * 32, 16, 1024));
-      wgmma_commit();
-      wgmma_wait<1>();  // chunk j - 1's are done: its stage is free after the next barrier
-    }
-    wgmma_wait<0>();
-    fence_regs(d);
-  };
-  if constexpr (kFitted && NT == 128) {
-    if (rows <= 32) {
-      k_loop(std::integral_constant<int, 32>{});
-    } else if (rows <= 64) {
-      k_loop(std::integral_constant<int, 64>{});
-    } else {
-      k_loop(std::integral_constant<int, 128>{});
-    }
-  } else {
-    static_assert(!kFitted || NT == 128, "the fitted form has tiles of 128 rows");
-    k_loop(std::integral_constant<int, NT>{});
+    for (int kk = 0; kk < kChunk / 16; ++kk)
+      wgmma_nt<NT>(acc, desc(sw + kk * 32, 16, 1024), desc(sx + kk * 32, 16, 1024));
+    wgmma_commit();
+    wgmma_wait<1>();  // chunk j - 1's are done: its stage is free after the next barrier
   }
+  wgmma_wait<0>();
+  fence_regs(acc);
   cp_wait<0>();
   __syncthreads();  // the stages are free for the epilogue's staging
 
@@ -275,21 +236,20 @@ CUtensorMap weight_map(const bf16* w, int64_t rows, int64_t k) {
                        "MoE expert weights");
 }
 
-template <int NT, bool kGateUp, int kStages = stages_of(NT), bool kFitted = false>
+template <int NT, bool kGateUp>
 void launch_nt(const MoeWgmmaGemm& g, int64_t max_tiles, cudaStream_t s) {
-  auto* kernel = moe_wgmma_kernel<NT, kGateUp, kStages, kFitted>;
-  allow_dynamic_smem(kernel, smem_bytes(NT, kStages));
+  auto* kernel = moe_wgmma_kernel<NT, kGateUp>;
+  allow_dynamic_smem(kernel, smem_bytes(NT));
   const int64_t n_rows = kGateUp ? 2 * g.inter : g.n;
   const CUtensorMap map = weight_map(static_cast<const bf16*>(g.w), g.experts * n_rows, g.k);
   const int64_t blocks_x = kGateUp ? ceil_div(g.inter, kWgRows) : ceil_div(g.n, 2 * kWgRows);
   MoeWgmmaGemm a = g;
   a.y_vec4 = !kGateUp && g.n % 4 == 0 && reinterpret_cast<uintptr_t>(g.y) % 16 == 0;
   launch_k(kernel, dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(max_tiles)),
-           kThreads, smem_bytes(NT, kStages), s, map, a);
+           kThreads, smem_bytes(NT), s, map, a);
 }
 
 std::atomic<int> g_on{-1};
-std::atomic<int> g_dense{-1};
 
 }  // namespace
 
@@ -298,13 +258,6 @@ bool moe_wgmma_enabled() {
 }
 void set_moe_wgmma(bool on) {
   g_on.store(on ? 1 : 0, std::memory_order_relaxed);
-}
-
-bool moe_wgmma_dense() {
-  return env_switch(g_dense, "SYV_MOE_WGMMA_DENSE", false);
-}
-void set_moe_wgmma_dense(bool on) {
-  g_dense.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 bool moe_wgmma_supports(const MoeShape& s) {
@@ -319,14 +272,6 @@ void launch_moe_wgmma(const MoeWgmmaGemm& g, int tile_rows, int64_t max_tiles, c
       << "moe wgmma: weights and rows must be 16-byte aligned";
   if (max_tiles == 0) return;
   SYV_CHECK(max_tiles <= 65535) << "moe wgmma: " << max_tiles << " tiles (gridDim.y <= 65535)";
-  if (tile_rows == kMoeWgmmaDenseRows) {
-    if (g.gate_up) {
-      launch_nt<128, true, kDenseStages, true>(g, max_tiles, s);
-    } else {
-      launch_nt<128, false, kDenseStages, true>(g, max_tiles, s);
-    }
-    return;
-  }
   auto go = [&](auto nt) {
     constexpr int kNt = decltype(nt)::value;
     if (g.gate_up) {
