@@ -745,9 +745,16 @@ TEST_P(CudaAttention, MatchesCpu) {
   // to its key-rows form) and the CUDA-core one (variant 1).
   const bool prefill = *std::max_element(c.news.begin(), c.news.end()) > 16;
   const int initial = cuda::prefill_attention_variant();
-  const int variants = prefill ? cuda::prefill_attention_variant_count() : 3;
+  // Prefill at head_dim 256: once more, wgmma128 with its 64-key-tile form switched on.
+  const bool wgmma256 = prefill && c.d == 256;
+  const int variants = prefill ? cuda::prefill_attention_variant_count() + (wgmma256 ? 1 : 0) : 3;
   for (int v = 0; v < variants; ++v) {
-    if (prefill) cuda::set_prefill_attention_variant(v);
+    const bool wgmma256_form = prefill && v == cuda::prefill_attention_variant_count();
+    if (prefill) {
+      cuda::set_prefill_attention_variant(
+          wgmma256_form ? cuda::find_prefill_attention_variant("wgmma128") : v);
+      cuda::set_prefill_wgmma_head_dim_256(wgmma256_form);
+    }
     if (!prefill) {
       cuda::set_attention_decode_kernel(v == 1 ? cuda::AttentionDecodeKernel::kCudaCores
                                                : cuda::AttentionDecodeKernel::kAuto);
@@ -755,7 +762,8 @@ TEST_P(CudaAttention, MatchesCpu) {
                                        : cuda::DecodeMmaForm::kAuto);
     }
     const std::string what =
-        prefill ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
+        wgmma256_form ? std::string("prefill kernel wgmma128, head_dim 256 form")
+        : prefill     ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
         : cuda::decode_mma_heads_per_block(c.hq, c.hk, c.d) > 0
             ? std::string("decode kernel, tensor cores") + (v == 2 ? ", key rows forced" : "")
             : std::string("decode kernel, CUDA cores");
@@ -769,6 +777,7 @@ TEST_P(CudaAttention, MatchesCpu) {
     EXPECT_EQ(down_gpu(out.g), first) << what;
   }
   cuda::set_prefill_attention_variant(initial);
+  cuda::set_prefill_wgmma_head_dim_256(false);
   cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
   cuda::set_decode_mma_form(cuda::DecodeMmaForm::kAuto);
 }
@@ -803,8 +812,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{{257}, {1500}, 8, 8, 64, 16},
                       AttnCase{{150, 600}, {150, 901}, 16, 4, 64, 64},
                       AttnCase{{700, 45}, {1701, 45}, 16, 2, 128, 16}));
-// head_dim 256 (Qwen3.5's gated attention, GQA 4:1): the mma.sync kernel with Q in shared memory,
-// a long prompt, a chunk continuing a cached prefix mid-tile, and decode tokens mixed in.
+// head_dim 256 (Qwen3.5's gated attention, GQA 4:1): the mma.sync kernel with Q in shared memory
+// and wgmma128's 64-key-tile form, a long prompt, a chunk continuing a cached prefix mid-tile, and
+// decode tokens mixed in.
 INSTANTIATE_TEST_SUITE_P(PrefillHeadDim256, CudaAttention,
                          ::testing::Values(AttnCase{{2100}, {2100}, 16, 4, 256, 64},
                                            AttnCase{

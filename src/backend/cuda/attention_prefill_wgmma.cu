@@ -6,8 +6,12 @@
 // shared memory (or Q in registers), O += P V with P taken from the S accumulators as register A
 // fragments and V as an MN-major (transposed) B operand. Online softmax in fp32 with exp2 and the
 // scale·log2(e) folded into one FMA; the causal mask is applied only on tiles that cross a row's
-// position, and warpgroups skip tiles none of their rows can see.
+// position, and warpgroups skip tiles none of their rows can see. Head_dim 256 (Qwen3.5 / Qwen3-
+// Next's gated attention) takes 64-key tiles so that Q and two K/V stages fit shared memory, and O
+// += P V as two m64n128 halves (set_wgmma_head_dim_256; off until timed).
 #include <cuda_runtime.h>
+
+#include <atomic>
 
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/wgmma_ptx.cuh"
@@ -15,7 +19,13 @@
 namespace syv::cuda::prefill {
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kThreads = 256;
+constexpr int kBM = 128, kThreads = 256;
+// Keys a K/V tile: 128, or 64 at head_dim 256 (Q's 64 KB and two stages of K and V then fit in
+// 193 KB of shared memory; at 128 keys they would take 320 KB).
+template <int D>
+constexpr int tile_keys() {
+  return D == 256 ? 64 : 128;
+}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // m64nNk16, fp32 accumulators d[N / 2] (per thread: rows lane / 4 and + 8 of its warp's 16,
@@ -63,9 +73,14 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const uint32_t 
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-__device__ __forceinline__ void mma_ss(float (&d)[kBN / 2], uint64_t da, uint64_t db, int scale_d) {
+template <int N>
+__device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  wgmma_ss_n128(d, da, db, scale_d);
+  if constexpr (N == 64) {
+    wgmma_ss_n64(d, da, db, scale_d);
+  } else {
+    wgmma_ss_n128(d, da, db, scale_d);
+  }
 #endif
 }
 template <int N>
@@ -79,7 +94,7 @@ __device__ __forceinline__ void mma_rs_tb(float (&d)[N / 2], const uint32_t (&a)
 #endif
 }
 
-// What a block and each of its threads work on.
+// What a block and each of its threads work on (K/V tiles of BN keys).
 struct Work {
   int head, kh, seq, t0, rows, n_tiles;
   int wg_tiles;  // K/V tiles this warpgroup's rows see (the first ones); 0 without rows
@@ -88,6 +103,7 @@ struct Work {
   int qpa, qpb;  // their positions (-1: past the end of the sequence)
   int qmin;
 };
+template <int BN>
 __device__ __forceinline__ Work work_of(const AttentionArgs& a, const int32_t* tiles) {
   Work w;
   const int tile = blockIdx.x / a.hq;
@@ -97,11 +113,11 @@ __device__ __forceinline__ Work work_of(const AttentionArgs& a, const int32_t* t
   w.t0 = tiles[2 * tile + 1];
   w.rows = min(kBM, a.seq_starts[w.seq + 1] - w.t0);
   const int n_keys = a.positions[w.t0 + w.rows - 1] + 1;  // positions ascend within a sequence
-  w.n_tiles = (n_keys + kBN - 1) / kBN;
+  w.n_tiles = (n_keys + BN - 1) / BN;
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int wg_rows = min(w.rows - wg * 64, 64);
   const int wg_last_key = wg_rows > 0 ? a.positions[w.t0 + wg * 64 + wg_rows - 1] : -1;
-  w.wg_tiles = wg_rows > 0 ? wg_last_key / kBN + 1 : 0;
+  w.wg_tiles = wg_rows > 0 ? wg_last_key / BN + 1 : 0;
   w.tq = lane & 3;
   w.ra = wg * 64 + warp * 16 + (lane >> 2);
   w.qpa = w.ra < w.rows ? a.positions[w.t0 + w.ra] : -1;
@@ -124,46 +140,56 @@ __device__ __forceinline__ void load_q(const AttentionArgs& a, const Work& w, ui
     cp_async16_s(sQ + sw128<kBM>(r, c), src, valid);
   }
 }
-// cp.async of K/V tile j (keys j kBN ...) into the swizzled buffers sK and sV, gathered from the
+// cp.async of K/V tile j (keys j BN ...) into the swizzled buffers sK and sV, gathered from the
 // sequence's pages (keys past the last one zero-filled).
-template <int D>
+template <int D, int BN>
 __device__ __forceinline__ void load_kv(const AttentionArgs& a, const Work& w, int j, uint32_t sK,
                                         uint32_t sV) {
   constexpr int CH = D / 8;
-  static_assert((kBN * CH) % kThreads == 0);
+  static_assert((BN * CH) % kThreads == 0);
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
   const bf16* vc = static_cast<const bf16*>(a.v_cache);
   const int32_t* pt = a.page_table + static_cast<int64_t>(w.seq) * a.max_pages_per_seq;
   const int n_keys = a.positions[w.t0 + w.rows - 1] + 1;
 #pragma unroll
-  for (int i = 0; i < kBN * CH / kThreads; ++i) {
-    const int idx = threadIdx.x + i * kThreads, r = idx / CH, c = idx % CH, key = j * kBN + r;
+  for (int i = 0; i < BN * CH / kThreads; ++i) {
+    const int idx = threadIdx.x + i * kThreads, r = idx / CH, c = idx % CH, key = j * BN + r;
     const bool valid = key < n_keys;
     const int64_t off = valid ? kv_row(pt, key, a.page_size, a.hk, w.kh, D) + c * 8 : 0;
-    cp_async16_s(sK + sw128<kBN>(r, c), kc + off, valid);
-    cp_async16_s(sV + sw128<kBN>(r, c), vc + off, valid);
+    cp_async16_s(sK + sw128<BN>(r, c), kc + off, valid);
+    cp_async16_s(sV + sw128<BN>(r, c), vc + off, valid);
   }
 }
 
-// S = Q Kᵀ for this warpgroup's 64 rows x kBN keys, both from shared memory (issued, not waited).
-template <int D>
-__device__ __forceinline__ void issue_s(float (&s)[kBN / 2], uint32_t sQ, uint32_t sK, int wg) {
+// S = Q Kᵀ for this warpgroup's 64 rows x BN keys, both from shared memory (issued, not waited).
+template <int D, int BN>
+__device__ __forceinline__ void issue_s(float (&s)[BN / 2], uint32_t sQ, uint32_t sK, int wg) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint64_t da =
         desc(sQ + (kk >> 2) * (kBM * 128) + wg * (64 * 128) + (kk & 3) * 32, 16, 1024);
-    const uint64_t db = desc(sK + (kk >> 2) * (kBN * 128) + (kk & 3) * 32, 16, 1024);
-    mma_ss(s, da, db, kk > 0);
+    const uint64_t db = desc(sK + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
+    mma_ss<BN>(s, da, db, kk > 0);
   }
 }
-// O += P V: V [kBN keys][D] is the MN-major B operand; 16 keys = two 8-row groups (2048 bytes),
-// the 64-column panels LBO = kBN * 128 bytes apart (issued, not waited for).
-template <int D>
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pa)[kBN / 16][4],
+// O += P V: V [BN keys][D] is the MN-major B operand; 16 keys = two 8-row groups (2048 bytes),
+// the 64-column panels LBO = BN * 128 bytes apart (issued, not waited for). At head_dim 256, two
+// m64n128 halves: columns [128 h, 128 h + 128) are panels 2 h and 2 h + 1, and the accumulators
+// o[64 h ...] (o[4 i + e] is column 8 i + 2 tq + e % 2 at every width).
+template <int D, int BN>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pa)[BN / 16][4],
                                          uint32_t sV) {
 #pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk)
-    mma_rs_tb<D>(o, pa[kk], desc(sV + kk * 2048, kBN * 128, 1024));
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    if constexpr (D == 256) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        mma_rs_tb<128>(reinterpret_cast<float(&)[64]>(o[64 * h]), pa[kk],
+                       desc(sV + h * 2 * (BN * 128) + kk * 2048, BN * 128, 1024));
+    } else {
+      mma_rs_tb<D>(o, pa[kk], desc(sV + kk * 2048, BN * 128, 1024));
+    }
+  }
 }
 
 // Online softmax of one S tile held as wgmma accumulators: s[4 j + e] is row ra (e = 0, 1) or
@@ -171,11 +197,12 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pa)
 // the tile crosses one), updates the running maxima m (raw units) and this thread's share of the
 // row sums l, leaves p = 2^(s·scale·log2(e) - max·scale·log2(e)) in s and returns the factors by
 // which O must be rescaled (exactly 1 where a maximum did not move).
-__device__ __forceinline__ void softmax_tile(float (&s)[kBN / 2], int kb, const Work& w, float sl2,
+template <int BN>
+__device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], int kb, const Work& w, float sl2,
                                              float (&m)[2], float (&l)[2], float (&al)[2]) {
-  if (kb + kBN - 1 > w.qmin) {  // the tile crosses a row's position
+  if (kb + BN - 1 > w.qmin) {  // the tile crosses a row's position
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
+    for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int key = kb + 8 * j + 2 * w.tq + e;
@@ -188,7 +215,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kBN / 2], int kb, const 
   for (int h = 0; h < 2; ++h) {
     float mx = m[h];
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
     mx = quad_max(mx);
     // Scaled maximum (log2 units); 0 while the row has seen no key, so its p are all 0.
     const float sm = mx == -INFINITY ? 0.f : mx * sl2;
@@ -196,7 +223,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kBN / 2], int kb, const 
     m[h] = mx;
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
+    for (int j = 0; j < BN / 8; ++j) {
       s[4 * j + 2 * h] = ex2(fmaf(s[4 * j + 2 * h], sl2, -sm));
       s[4 * j + 2 * h + 1] = ex2(fmaf(s[4 * j + 2 * h + 1], sl2, -sm));
       sum += s[4 * j + 2 * h] + s[4 * j + 2 * h + 1];
@@ -218,9 +245,10 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&al)[2])
   }
 }
 // P as bf16 A fragments of m64nDk16 (16 keys each): the accumulator layout of S maps onto them.
-__device__ __forceinline__ void pack_p(const float (&s)[kBN / 2], uint32_t (&pa)[kBN / 16][4]) {
+template <int BN>
+__device__ __forceinline__ void pack_p(const float (&s)[BN / 2], uint32_t (&pa)[BN / 16][4]) {
 #pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
+  for (int j = 0; j < BN / 8; ++j) {
     pa[j >> 1][(j & 1) * 2] = pack_bf16(s[4 * j], s[4 * j + 1]);
     pa[j >> 1][(j & 1) * 2 + 1] = pack_bf16(s[4 * j + 2], s[4 * j + 3]);
   }
@@ -246,7 +274,7 @@ __device__ __forceinline__ void store_o(const AttentionArgs& a, const Work& w,
 
 template <int D>
 constexpr int wgmma_smem_bytes() {
-  return kBM * D * 2 + 2 * (2 * kBN * D * 2) + 1024;  // Q, 2 K + V stages, alignment slack
+  return kBM * D * 2 + 2 * (2 * tile_keys<D>() * D * 2) + 1024;  // Q, 2 K + V stages, slack
 }
 
 // Grid: num_tiles * hq blocks, the heads of one tile adjacent (tiles come longest first, so the
@@ -257,25 +285,26 @@ template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(D == 64 || D == 128);
-  constexpr uint32_t kQBytes = kBM * D * 2, kTileBytes = kBN * D * 2;
+  static_assert(D == 64 || D == 128 || D == 256);
+  constexpr int BN = tile_keys<D>();
+  constexpr uint32_t kQBytes = kBM * D * 2, kTileBytes = BN * D * 2;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
   auto sK = [&](int stage) { return sQ + kQBytes + stage * 2 * kTileBytes; };
   pdl_wait();
   pdl_trigger();
-  const Work w = work_of(a, tiles);
+  const Work w = work_of<BN>(a, tiles);
   const int wg = threadIdx.x >> 7;
   load_q<D>(a, w, sQ);
-  load_kv<D>(a, w, 0, sK(0), sK(0) + kTileBytes);
+  load_kv<D, BN>(a, w, 0, sK(0), sK(0) + kTileBytes);
   cp_commit();
 
   const float sl2 = a.scale * kLog2e;
-  float o[D / 2], s[kBN / 2];
+  float o[D / 2], s[BN / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
 #pragma unroll
-  for (int i = 0; i < kBN / 2; ++i) s[i] = 0.f;
+  for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int it = 0; it < w.n_tiles; ++it) {
@@ -284,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();      // everyone's copies; every warpgroup is done with tile it - 1
     if (it + 1 < w.n_tiles) {
       const uint32_t k1 = sK((it + 1) & 1);
-      load_kv<D>(a, w, it + 1, k1, k1 + kTileBytes);
+      load_kv<D, BN>(a, w, it + 1, k1, k1 + kTileBytes);
     }
     cp_commit();
     if (it >= w.wg_tiles) continue;  // warpgroup-uniform: no row of ours sees this tile
@@ -292,20 +321,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     fence_regs(s);
     wgmma_fence();
-    issue_s<D>(s, sQ, k0, wg);
+    issue_s<D, BN>(s, sQ, k0, wg);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(s);
 
     float al[2];
-    softmax_tile(s, it * kBN, w, sl2, m, l, al);
-    uint32_t pa[kBN / 16][4];
-    pack_p(s, pa);
+    softmax_tile<BN>(s, it * BN, w, sl2, m, l, al);
+    uint32_t pa[BN / 16][4];
+    pack_p<BN>(s, pa);
     rescale<D>(o, al);
 
     fence_regs(o);
     wgmma_fence();
-    issue_pv<D>(o, pa, k0 + kTileBytes);
+    issue_pv<D, BN>(o, pa, k0 + kTileBytes);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
@@ -326,7 +355,18 @@ void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, c
            static_cast<size_t>(smem), s, a, tiles);
 }
 
+std::atomic<int> g_head_dim_256{-1};
+
+// SYV_PREFILL_WGMMA_256 (default off): head_dim 256 on this kernel (64-key tiles), else mma8w's.
+bool wgmma_head_dim_256() {
+  return env_switch(g_head_dim_256, "SYV_PREFILL_WGMMA_256", false);
+}
+
 }  // namespace
+
+void set_wgmma_head_dim_256(bool on) {
+  g_head_dim_256.store(on ? 1 : 0, std::memory_order_relaxed);
+}
 
 bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   static const bool hopper = [] {  // the sm_90a code runs on compute capability 9.0 only
@@ -343,6 +383,10 @@ bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tile
       return true;
     case 128:
       launch_t<128>(a, tiles, num_tiles, s);
+      return true;
+    case 256:
+      if (!wgmma_head_dim_256()) return false;
+      launch_t<256>(a, tiles, num_tiles, s);
       return true;
     default:
       return false;
