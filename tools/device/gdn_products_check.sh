@@ -13,8 +13,9 @@
 #  4. Prefill (`syv bench decode --lengths 2048,8192`): the 8-layer copy of qwen3-next-24l and the
 #     Qwen3.5 9B-class shape: default, the delta rule's former forms, the attention form, default.
 # QUICK=1: the attention, hybrid op, hybrid golden and engine hybrid / MoE tests, then the 8-layer
-# copy's prefill only (~250 s); QUICK=2 fewer tests still (~200 s). Carry .devcarry-deps and .devcarry-tok. Writes 2 files to $OUT.
-#   [QUICK=1] tools/device/gdn_products_check.sh
+# copy's prefill only (~250 s); QUICK=2: the head_dim-256 attention, hybrid golden and engine
+# tests (~200 s). Carry .devcarry-deps and .devcarry-tok. Writes 2 files to $OUT.
+#   [QUICK=1|2] tools/device/gdn_products_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 [[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
@@ -34,7 +35,7 @@ if [[ ${QUICK:-0} == 1 ]]; then  # what fits ~250 s: the ops, golden and engine 
   CONFIGS=""
   FORMS="DEFAULT=1 SYV_PREFILL_WGMMA_256=1 SYV_GDN_WU=blocked,SYV_GDN_OUT=dots"
 fi
-if [[ ${QUICK:-0} == 2 ]]; then  # ~200 s: the golden and engine hybrid tests, the attention's
+if [[ ${QUICK:-0} == 2 ]]; then
   TESTS="gpu_cuda_ops_test gpu_hybrid_golden_gpu_test gpu_engine_qwen3_gpu_test"
   CONFIGS=""
   FORMS="DEFAULT=1 SYV_PREFILL_WGMMA_256=1"
@@ -48,7 +49,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "== tests, default forms $(date +%T)"
 declare -A FILTER=([gpu_engine_qwen3_gpu_test]='*Hybrid*:*Moe*'
   [gpu_engine_verify_gpu_test]='*Hybrid*:*Graphs*' [gpu_host_tier_engine_gpu_test]='*Hybrid*'
-  [gpu_cuda_ops_test]="$([[ ${QUICK:-0} == 2 ]] && echo '*HeadDim256*' || echo '*CudaAttention*')")
+  [gpu_cuda_ops_test]="$([[ ${QUICK:-0} == 2 ]] && echo '*HeadDim256*' ||
+    echo '*CudaAttention*')")
 for t in $TESTS; do
   r=$(timeout 200 $B/$t --gtest_filter="${FILTER[$t]:--*Timing*}" 2>&1 | tee -a $O/tests.log |
     grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')
