@@ -15,7 +15,7 @@
 # QUICK=1: the attention, hybrid op, hybrid golden and engine hybrid / MoE tests, then the 8-layer
 # copy's prefill only (~250 s); QUICK=2: the head_dim-256 attention, hybrid golden and engine
 # tests (~200 s). Carry .devcarry-deps and .devcarry-tok. Writes 2 files to $OUT.
-#   [QUICK=1|2] tools/device/gdn_products_check.sh
+2] tools/device/gdn_products_check.sh|2] tools/device/gdn_products_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 [[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
@@ -71,7 +71,7 @@ for v in DEFAULT=1 SYV_PREFILL_WGMMA_256=1; do
 done
 for cfg in $cut ${CONFIGS:+tools/bench/configs/$CONFIGS}; do
   for v in $FORMS; do
-    ((SECONDS - t0 < 540)) || break
+    ((SECONDS - t0 < ${STOP_AFTER:-540})) || break
     echo "== prefill $(basename $cfg), $v $(date +%T)"
     prefill $cfg 2048,8192 ${v//,/ }
   done
