@@ -3,9 +3,8 @@
 # 2026-12-07) against the forms before (SYV_GDN_WU=blocked SYV_GDN_OUT=dots), in one call.
 #  1. Tests under the default: the attention tests, the hybrid op tests (every form of the delta
 #     rule against the CPU), the hybrid golden tests (against transformers), the engine's hybrid
-#     and MoE scenarios
-#     (batching, chunked prefill, prefix hits, preemption, CUDA graphs, MTP and verify steps, a
-#     multi-turn conversation resumed from the host tier).
+#     and MoE scenarios (batching, chunked prefill, prefix hits, preemption, CUDA graphs, MTP and
+#     verify steps, a multi-turn conversation resumed from the host tier).
 #  2. The hybrid golden tests again under the former forms.
 #  3. Prefill attention at head_dim 256 alone (`syv bench prefill --attention-only`), mma8w's
 #     fallback against wgmma128's head_dim-256 form (SYV_PREFILL_WGMMA_256=1, off by default; the
@@ -15,7 +14,7 @@
 # QUICK=1: the attention, hybrid op, hybrid golden and engine hybrid / MoE tests, then the 8-layer
 # copy's prefill only (~250 s); QUICK=2: the head_dim-256 attention, hybrid golden and engine
 # tests (~200 s). Carry .devcarry-deps and .devcarry-tok. Writes 2 files to $OUT.
-2] tools/device/gdn_products_check.sh|2] tools/device/gdn_products_check.sh
+#   [QUICK=1|2] [STOP_AFTER=s (no prefill starts later)] tools/device/gdn_products_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 [[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
