@@ -421,18 +421,21 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
                     cs.seqs, cs.tokens_each, mma, us(gdn));
       }
       cuda::set_gdn_mma(cuda::kGdnMmaDefault);
-      // (Above, phases 1 and 3 on the CUDA cores take their default forms, by products.)
+      // (Above, phases 1 and 3 on the CUDA cores take their default forms.)
       cuda::set_gdn_output_products(false);
-      for (const auto& [form, name] :
-           {std::pair{cuda::GdnWuForm::kBlocked, "blocked (the default before 2026-12-07)"},
-            std::pair{cuda::GdnWuForm::kColumns, "by columns"},
-            std::pair{cuda::GdnWuForm::kProducts, "by products"}}) {
+      for (const auto& [form, name] : {std::pair{cuda::GdnWuForm::kBlocked, "blocked"},
+                                       std::pair{cuda::GdnWuForm::kColumns, "by columns"},
+                                       std::pair{cuda::GdnWuForm::kProducts, "by products"}}) {
         cuda::set_gdn_wu_form(form);
         std::printf(
             "hybrid ops, %3d seqs x %4d tokens: delta rule, phase 1 %s, phase 3 by dots "
             "%8.1f us\n",
             cs.seqs, cs.tokens_each, name, us(gdn));
       }
+      cuda::set_gdn_output_products(true);
+      std::printf(
+          "hybrid ops, %3d seqs x %4d tokens: delta rule, phases 1 and 3 by products %8.1f us\n",
+          cs.seqs, cs.tokens_each, us(gdn));
       cuda::set_gdn_wu_form(cuda::kGdnWuFormDefault);
       cuda::set_gdn_output_products(cuda::kGdnOutputProductsDefault);
     }

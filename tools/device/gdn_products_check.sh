@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# On the GPU machine: the chunked delta rule's phases 1 and 3 by products (the default since
-# 2026-12-07) against the forms before (SYV_GDN_WU=blocked SYV_GDN_OUT=dots), in one call.
-#  1. Tests under the default: the attention tests, the hybrid op tests (every form of the delta
-#     rule against the CPU), the hybrid golden tests (against transformers), the engine's hybrid
-#     and MoE scenarios (batching, chunked prefill, prefix hits, preemption, CUDA graphs, MTP and
-#     verify steps, a multi-turn conversation resumed from the host tier).
-#  2. The hybrid golden tests again under the former forms.
+# On the GPU machine: the chunked delta rule's phases 1 and 3 by products (SYV_GDN_WU=products
+# SYV_GDN_OUT=products: measured faster on 2026-12-07, not yet the default) against the default
+# forms (the blocked solve, dots), in one call; what is needed before they become the default.
+#  1. Tests under the products forms: the attention tests, the hybrid op tests (every form of the
+#     delta rule against the CPU), the hybrid golden tests (against transformers), the engine's
+#     hybrid and MoE scenarios (batching, chunked prefill, prefix hits, preemption, CUDA graphs,
+#     MTP and verify steps, a multi-turn conversation resumed from the host tier).
+#  2. The hybrid golden tests again under the default forms.
 #  3. Prefill attention at head_dim 256 alone (`syv bench prefill --attention-only`), mma8w's
 #     fallback against wgmma128's head_dim-256 form (SYV_PREFILL_WGMMA_256=1, off by default; the
 #     attention tests of gpu_cuda_ops_test check it in step 1).
 #  4. Prefill (`syv bench decode --lengths 2048,8192`): the 8-layer copy of qwen3-next-24l and the
-#     Qwen3.5 9B-class shape: default, the delta rule's former forms, the attention form, default.
+#     Qwen3.5 9B-class shape: the products forms, the default, the attention form, the products
+#     forms again.
 # QUICK=1: the attention, hybrid op, hybrid golden and engine hybrid / MoE tests, then the 8-layer
 # copy's prefill only (~250 s); QUICK=2: the head_dim-256 attention, hybrid golden and engine
 # tests (~200 s). Carry .devcarry-deps and .devcarry-tok. Writes 2 files to $OUT.
@@ -27,17 +29,18 @@ TESTS="gpu_cuda_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test
   gpu_engine_qwen3_gpu_test gpu_engine_graphs_gpu_test gpu_engine_mtp_gpu_test
   gpu_engine_verify_gpu_test gpu_host_tier_engine_gpu_test"
 CONFIGS="qwen3.5-9b-class"
-FORMS="DEFAULT=1 SYV_GDN_WU=blocked,SYV_GDN_OUT=dots SYV_PREFILL_WGMMA_256=1 DEFAULT=1"
+PRODUCTS="SYV_GDN_WU=products SYV_GDN_OUT=products"
+FORMS="${PRODUCTS// /,} DEFAULT=1 SYV_PREFILL_WGMMA_256=1 ${PRODUCTS// /,}"
 if [[ ${QUICK:-0} == 1 ]]; then  # what fits ~250 s: the ops, golden and engine hybrid tests
   TESTS="gpu_cuda_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test
     gpu_engine_qwen3_gpu_test"
   CONFIGS=""
-  FORMS="DEFAULT=1 SYV_PREFILL_WGMMA_256=1 SYV_GDN_WU=blocked,SYV_GDN_OUT=dots"
+  FORMS="${PRODUCTS// /,} DEFAULT=1 SYV_PREFILL_WGMMA_256=1"
 fi
 if [[ ${QUICK:-0} == 2 ]]; then
   TESTS="gpu_cuda_ops_test gpu_hybrid_golden_gpu_test gpu_engine_qwen3_gpu_test"
   CONFIGS=""
-  FORMS="DEFAULT=1 SYV_PREFILL_WGMMA_256=1"
+  FORMS="${PRODUCTS// /,} DEFAULT=1"
 fi
 echo "== build $(date +%T)"
 timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $TESTS 2>&1 | tail -1
@@ -45,19 +48,20 @@ echo "build: $((SECONDS - t0)) s"
 [[ -x $B/syv ]] || exit 1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
-echo "== tests, default forms $(date +%T)"
+echo "== tests, $PRODUCTS $(date +%T)"
 declare -A FILTER=([gpu_engine_qwen3_gpu_test]='*Hybrid*:*Moe*'
   [gpu_engine_verify_gpu_test]='*Hybrid*:*Graphs*' [gpu_host_tier_engine_gpu_test]='*Hybrid*'
   [gpu_cuda_ops_test]="$([[ ${QUICK:-0} == 2 ]] && echo '*HeadDim256*' ||
     echo '*CudaAttention*')")
 for t in $TESTS; do
-  r=$(timeout 200 $B/$t --gtest_filter="${FILTER[$t]:--*Timing*}" 2>&1 | tee -a $O/tests.log |
+  r=$(env $PRODUCTS timeout 200 $B/$t --gtest_filter="${FILTER[$t]:--*Timing*}" 2>&1 |
+    tee -a $O/tests.log |
     grep -E "^\[  (PASSED|FAILED) |Failure" | head -6 | tr '\n' ' ')
   echo "$t: $r"
 done
 if [[ ${QUICK:-0} == 0 ]]; then
-  echo "== golden, SYV_GDN_WU=blocked SYV_GDN_OUT=dots $(date +%T)"
-  SYV_GDN_WU=blocked SYV_GDN_OUT=dots timeout 200 $B/gpu_hybrid_golden_gpu_test 2>&1 |
+  echo "== golden, the default forms $(date +%T)"
+  timeout 200 $B/gpu_hybrid_golden_gpu_test 2>&1 |
     tee -a $O/tests.log | grep -E "^\[  (PASSED|FAILED) |Failure" | head -6
 fi
 
