@@ -10,9 +10,11 @@
 #  3. Prefill attention at head_dim 256 alone (`syv bench prefill --attention-only`), mma8w's
 #     fallback against wgmma128's head_dim-256 form (SYV_PREFILL_WGMMA_256=1, off by default; the
 #     attention tests of gpu_cuda_ops_test check it in step 1).
-#  4. Prefill (`syv bench decode --lengths 2048,8192`): the 8-layer copy of qwen3-next-24l and the
-#     Qwen3.5 9B-class shape: the products forms, the default, the attention form, the products
-#     forms again.
+#  4. The routed experts alone (QwenNextPrefillTiming) with and without the multicast pairs
+#     (SYV_MOE_WGMMA_MULTICAST=1, off by default; gpu_cuda_moe_ops_test checks them in step 1).
+#  5. Prefill (`syv bench decode --lengths 2048,8192`): the 8-layer copy of qwen3-next-24l and the
+#     Qwen3.5 9B-class shape: the products forms, the default, the attention form, the multicast
+#     pairs, all three, the products forms again.
 # QUICK=1: the attention, hybrid op, hybrid golden and engine hybrid / MoE tests, then the 8-layer
 # copy's prefill only (~250 s); QUICK=2: the head_dim-256 attention, hybrid golden and engine
 # tests (~200 s). Carry .devcarry-deps and .devcarry-tok. Writes 2 files to $OUT.
@@ -25,17 +27,18 @@ B=build/gpu-carry/bin
 O=${OUT:-/tmp}
 source tools/device/bench_lines.sh
 t0=$SECONDS
-TESTS="gpu_cuda_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test
+TESTS="gpu_cuda_ops_test gpu_cuda_moe_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test
   gpu_engine_qwen3_gpu_test gpu_engine_graphs_gpu_test gpu_engine_mtp_gpu_test
   gpu_engine_verify_gpu_test gpu_host_tier_engine_gpu_test"
 CONFIGS="qwen3.5-9b-class"
 PRODUCTS="SYV_GDN_WU=products SYV_GDN_OUT=products"
-FORMS="${PRODUCTS// /,} DEFAULT=1 SYV_PREFILL_WGMMA_256=1 ${PRODUCTS// /,}"
+FORMS="${PRODUCTS// /,} DEFAULT=1 SYV_PREFILL_WGMMA_256=1 SYV_MOE_WGMMA_MULTICAST=1
+  ${PRODUCTS// /,},SYV_PREFILL_WGMMA_256=1,SYV_MOE_WGMMA_MULTICAST=1 ${PRODUCTS// /,}"
 if [[ ${QUICK:-0} == 1 ]]; then  # what fits ~250 s: the ops, golden and engine hybrid tests
-  TESTS="gpu_cuda_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test
-    gpu_engine_qwen3_gpu_test"
+  TESTS="gpu_cuda_ops_test gpu_cuda_moe_ops_test gpu_cuda_hybrid_ops_test
+    gpu_hybrid_golden_gpu_test gpu_engine_qwen3_gpu_test"
   CONFIGS=""
-  FORMS="${PRODUCTS// /,} DEFAULT=1 SYV_PREFILL_WGMMA_256=1"
+  FORMS="${PRODUCTS// /,} DEFAULT=1 SYV_PREFILL_WGMMA_256=1 SYV_MOE_WGMMA_MULTICAST=1"
 fi
 if [[ ${QUICK:-0} == 2 ]]; then
   TESTS="gpu_cuda_ops_test gpu_hybrid_golden_gpu_test gpu_engine_qwen3_gpu_test"
@@ -67,6 +70,9 @@ fi
 
 cut=/tmp/gdn-products-config-8
 python3 tools/device/cut_config.py tools/bench/configs/qwen3-next-24l 8 $cut
+echo "== the routed experts alone $(date +%T)"
+timeout 100 $B/gpu_cuda_moe_ops_test --gtest_filter='*QwenNextPrefillTiming*' 2>&1 |
+  grep -E "^moe prefill.*(auto |wgmma-64)|FAILED"
 for v in DEFAULT=1 SYV_PREFILL_WGMMA_256=1; do
   echo "== attention alone (head_dim 256), $v $(date +%T)"
   env $v timeout 100 $B/syv bench prefill --config $cut --random-weights --attention-only \
