@@ -21,12 +21,7 @@
 #   [QUICK=1|2] [STOP_AFTER=s (no prefill starts later)] tools/device/gdn_products_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
-export SYV_SOURCE_DIR=$PWD
-B=build/gpu-carry/bin
-O=${OUT:-/tmp}
-source tools/device/bench_lines.sh
-t0=$SECONDS
+source tools/device/device_start.sh
 TESTS="gpu_cuda_ops_test gpu_cuda_moe_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test
   gpu_engine_qwen3_gpu_test gpu_engine_graphs_gpu_test gpu_engine_mtp_gpu_test
   gpu_engine_verify_gpu_test gpu_host_tier_engine_gpu_test"
@@ -45,11 +40,7 @@ if [[ ${QUICK:-0} == 2 ]]; then
   CONFIGS=""
   FORMS="${PRODUCTS// /,} DEFAULT=1"
 fi
-echo "== build $(date +%T)"
-timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv $TESTS 2>&1 | tail -1
-echo "build: $((SECONDS - t0)) s"
-[[ -x $B/syv ]] || exit 1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+build $TESTS
 
 echo "== tests, $PRODUCTS $(date +%T)"
 declare -A FILTER=([gpu_engine_qwen3_gpu_test]='*Hybrid*:*Moe*'

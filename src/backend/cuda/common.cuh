@@ -175,6 +175,10 @@ int env_choice(const char* var, const char* const* names, int count);
 inline int env_choice(const char* var, std::initializer_list<const char*> names) {
   return env_choice(var, names.begin(), static_cast<int>(names.size()));
 }
+// env_choice read once into `state` (-1 until read; a setter may store an index there first).
+// Defined in elementwise.cu.
+int env_choice_once(std::atomic<int>& state, const char* var,
+                    std::initializer_list<const char*> names);
 // An on/off A/B switch: `var`'s "0" or "1" (unset or empty: `on_by_default`), read once into
 // `state` (-1 until read; a setter may store 0 / 1 there first). Defined in elementwise.cu.
 bool env_switch(std::atomic<int>& state, const char* var, bool on_by_default);

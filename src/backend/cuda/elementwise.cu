@@ -232,6 +232,15 @@ int env_choice(const char* var, const char* const* names, int count) {
   for (int i = 0; i < count; ++i) why += std::string(i == 0 ? " " : ", ") + names[i];
   cuda_fail(__FILE__, __LINE__, var, why.c_str());
 }
+int env_choice_once(std::atomic<int>& state, const char* var,
+                    std::initializer_list<const char*> names) {
+  int v = state.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env_choice(var, names);
+    state.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
 bool env_switch(std::atomic<int>& state, const char* var, bool on_by_default) {
   int v = state.load(std::memory_order_relaxed);
   if (v < 0) {

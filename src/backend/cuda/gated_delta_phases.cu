@@ -95,6 +95,33 @@ __device__ __forceinline__ void decayed_lower(const float* X, const float* K, co
     }
 }
 
+// Phase 1's start, every CUDA-core form: the block's chunk work (false past the table's chunks),
+// the chunk's normalised q / k rows and gates in shared memory, the walk's inputs written
+// (walk_inputs) and A into Am (rows of kAStride; not yet synchronised).
+template <typename TX, bool kFragments>
+__device__ __forceinline__ bool wu_start(const GdnArgs& a, const PhaseScratch& p, ChunkWork& cw,
+                                         float* Qs, float* Ks, const Gates& gt, float* Am) {
+  if (!chunk_work(a, p, cw)) return false;
+  chunk_qk<TX>(a, cw.t0, cw.L, cw.kh, Qs, Ks);
+  chunk_gates<TX>(a, cw.t0, cw.L, cw.h, gt);
+  walk_inputs<kFragments>(a, p, cw.chunk, cw.h, Qs, Ks, gt.gam, gt.lam);
+  decayed_lower<true>(Ks, Ks, gt.G, gt.beta, cw.dk4,
+                      [&](int i, int j, float v) { Am[i * kAStride + j] = v; });
+  return true;
+}
+
+// Phase 3's start, both CUDA-core forms: the block's chunk work (false past the table's chunks),
+// the chunk's normalised q / k rows and gates in shared memory, and P handed to store(i, j, v).
+template <typename TX, typename Store>
+__device__ __forceinline__ bool output_start(const GdnArgs& a, const PhaseScratch& p, ChunkWork& cw,
+                                             float* Qs, float* Ks, const Gates& gt, Store store) {
+  if (!chunk_work(a, p, cw)) return false;
+  chunk_qk<TX>(a, cw.t0, cw.L, cw.kh, Qs, Ks);
+  chunk_gates<TX>(a, cw.t0, cw.L, cw.h, gt);
+  decayed_lower<false>(Qs, Ks, gt.G, nullptr, cw.dk4, store);
+  return true;
+}
+
 // ---- phase 1: U and W ---------------------------------------------------------------------------
 constexpr int kWuSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
                               + kChunk * kAStride     // A
@@ -169,25 +196,17 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
   float* Dm = Tb + kChunk * kSub;
   float* Xb = Dm + kChunk * kDStride;
   const Gates gt = gates_at(Xb + kSub * kDStride);
-  float *beta = gt.beta, *G = gt.G, *gam = gt.gam, *lam = gt.lam;
+  const float *beta = gt.beta, *gam = gt.gam;
 
   const int tid = threadIdx.x;
   ChunkWork cw;
-  if (!chunk_work(a, p, cw)) return;
+  if (!wu_start<TX, kFragments>(a, p, cw, Qs, Ks, gt, Am)) return;
   const int chunk = cw.chunk, h = cw.h;
-  const int L = cw.L, dk = a.dk, dv = a.dv, kh = cw.kh, dk4 = cw.dk4;
+  const int L = cw.L, dk = a.dk, dv = a.dv;
   const int64_t t0 = cw.t0;
   const int64_t key_dim = int64_t{a.hk} * dk, width = 2 * key_dim + int64_t{a.hv} * dv;
   const TX* qkv = static_cast<const TX*>(a.qkv);
-
-  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
-  chunk_gates<TX>(a, t0, L, h, gt);
-  walk_inputs<kFragments>(a, p, chunk, h, Qs, Ks, gam, lam);
-
-  // A (strictly lower).
-  decayed_lower<true>(Ks, Ks, G, beta, dk4,
-                      [&](int i, int j, float v) { Am[i * kAStride + j] = v; });
-  __syncthreads();
+  __syncthreads();  // A
   float* u_out = p.u + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * dv;
   float* w_out = p.w + (static_cast<int64_t>(chunk) * a.hv + h) * kChunk * kDK;
   if constexpr (kColumns) {
@@ -278,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, 2) gdn_wu_products_kernel(GdnArgs a,
   float* Dm = Tb + kChunk * kSub;
   float* Xb = Dm + kChunk * kDStride;
   const Gates gt = gates_at(Xb + kSub * kDStride);
-  float *beta = gt.beta, *G = gt.G, *gam = gt.gam, *lam = gt.lam;
+  const float *beta = gt.beta, *gam = gt.gam;
   float* TuT = Qs;                    // [64 j][64 perm(i)]
   float* TwT = Qs + kChunk * kChunk;  // [64 j][64 perm(i)]
   float* Vs = Am;                     // [64 j][kQKStride]
@@ -286,20 +305,12 @@ __global__ void __launch_bounds__(kThreads, 2) gdn_wu_products_kernel(GdnArgs a,
 
   const int tid = threadIdx.x;
   ChunkWork cw;
-  if (!chunk_work(a, p, cw)) return;
+  if (!wu_start<TX, kFragments>(a, p, cw, Qs, Ks, gt, Am)) return;
   const int chunk = cw.chunk, h = cw.h;
-  const int L = cw.L, dk = a.dk, dv = a.dv, kh = cw.kh, dk4 = cw.dk4;
+  const int L = cw.L, dk = a.dk, dv = a.dv;
   const int64_t t0 = cw.t0;
   const int64_t key_dim = int64_t{a.hk} * dk, width = 2 * key_dim + int64_t{a.hv} * dv;
   const TX* v_rows = static_cast<const TX*>(a.qkv) + t0 * width + 2 * key_dim + int64_t{h} * dv;
-
-  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
-  chunk_gates<TX>(a, t0, L, h, gt);
-  walk_inputs<kFragments>(a, p, chunk, h, Qs, Ks, gam, lam);
-
-  // A (strictly lower).
-  decayed_lower<true>(Ks, Ks, G, beta, dk4,
-                      [&](int i, int j, float v) { Am[i * kAStride + j] = v; });
   __syncthreads();  // A; walk_inputs' reads of Qs are done
   diagonal_inverses(Am, Tb, tid);
 
@@ -523,21 +534,17 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, Phas
   float* Pm = Ks + kChunk * kQKStride;
   float* Dm = Pm + kChunk * kAStride;
   const Gates gt = gates_at(Dm + kChunk * kDStride);
-  const float* G = gt.G;
 
   const int tid = threadIdx.x;
   ChunkWork cw;
-  if (!chunk_work(a, p, cw)) return;
+  // P (gated_delta_chunked.cu step 2a), zero above the diagonal.
+  if (!output_start<TX>(a, p, cw, Qs, Ks, gt,
+                        [&](int i, int j, float v) { Pm[i * kAStride + j] = v; }))
+    return;
   const int chunk = cw.chunk, h = cw.h;
-  const int L = cw.L, dv = a.dv, hv = a.hv, kh = cw.kh, dk4 = cw.dk4;
+  const int L = cw.L, dv = a.dv, hv = a.hv;
   const int64_t t0 = cw.t0;
   const int64_t base = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
-
-  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
-  chunk_gates<TX>(a, t0, L, h, gt);
-  // P (gated_delta_chunked.cu step 2a), zero above the diagonal.
-  decayed_lower<false>(Qs, Ks, G, nullptr, dk4,
-                       [&](int i, int j, float v) { Pm[i * kAStride + j] = v; });
   const int ri = tid >> 4, cp = tid & 15;
   const float* delta = p.u + base * dv;
   const float* oq = p.oq + base * dv;
@@ -595,22 +602,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* PT = Ks + kChunk * kQKStride;  // [64 j][64 perm_row(i)]
   float* Dm = PT + kChunk * kAStride;
   const Gates gt = gates_at(Dm + kChunk * kDStride);
-  const float* G = gt.G;
   float* Ds = Qs;  // [64 j][kQKStride]: Δ's rows, once P is computed
 
   const int tid = threadIdx.x;
   ChunkWork cw;
-  if (!chunk_work(a, p, cw)) return;
+  // P, zero above the diagonal, transposed.
+  if (!output_start<TX>(a, p, cw, Qs, Ks, gt,
+                        [&](int i, int j, float v) { PT[j * kChunk + perm_row(i)] = v; }))
+    return;
   const int chunk = cw.chunk, h = cw.h;
-  const int L = cw.L, dv = a.dv, hv = a.hv, kh = cw.kh, dk4 = cw.dk4;
+  const int L = cw.L, dv = a.dv, hv = a.hv;
   const int64_t t0 = cw.t0;
   const int64_t base = (static_cast<int64_t>(chunk) * hv + h) * kChunk;
-
-  chunk_qk<TX>(a, t0, L, kh, Qs, Ks);
-  chunk_gates<TX>(a, t0, L, h, gt);
-  // P, zero above the diagonal, transposed.
-  decayed_lower<false>(Qs, Ks, G, nullptr, dk4,
-                       [&](int i, int j, float v) { PT[j * kChunk + perm_row(i)] = v; });
   __syncthreads();  // PT written; every read of Qs done
   const float* delta = p.u + base * dv;
   for (int f = tid; f < kChunk * (kDK / 4); f += kThreads) {
@@ -737,15 +740,11 @@ std::atomic<int> g_wu_form{-1};
 // SYV_GDN_WU: "blocked" (gdn_wu_kernel's blocked solve, the default), "columns"
 // (solve_by_columns) or "products" (gdn_wu_products_kernel); anything else is refused.
 GdnWuForm wu_form() {
-  int v = g_wu_form.load(std::memory_order_relaxed);
-  if (v < 0) {
-    static_assert(kGdnWuFormDefault == GdnWuForm::kBlocked && int(GdnWuForm::kBlocked) == 0 &&
-                      int(GdnWuForm::kColumns) == 1 && int(GdnWuForm::kProducts) == 2,
-                  "the names' order");
-    v = env_choice("SYV_GDN_WU", {"blocked", "columns", "products"});
-    g_wu_form.store(v, std::memory_order_relaxed);
-  }
-  return static_cast<GdnWuForm>(v);
+  static_assert(kGdnWuFormDefault == GdnWuForm::kBlocked && int(GdnWuForm::kBlocked) == 0 &&
+                    int(GdnWuForm::kColumns) == 1 && int(GdnWuForm::kProducts) == 2,
+                "the names' order");
+  return static_cast<GdnWuForm>(
+      env_choice_once(g_wu_form, "SYV_GDN_WU", {"blocked", "columns", "products"}));
 }
 
 // -1: not read from SYV_GDN_OUT yet; else 1 where phase 3 takes gdn_output_products_kernel.
@@ -754,13 +753,8 @@ std::atomic<int> g_out_products{-1};
 // SYV_GDN_OUT: "dots" (gdn_output_kernel, the default) or "products"
 // (gdn_output_products_kernel); anything else is refused.
 bool out_by_products() {
-  int v = g_out_products.load(std::memory_order_relaxed);
-  if (v < 0) {
-    static_assert(!kGdnOutputProductsDefault, "the names' order");
-    v = env_choice("SYV_GDN_OUT", {"dots", "products"});
-    g_out_products.store(v, std::memory_order_relaxed);
-  }
-  return v != 0;
+  static_assert(!kGdnOutputProductsDefault, "the names' order");
+  return env_choice_once(g_out_products, "SYV_GDN_OUT", {"dots", "products"}) == 1;
 }
 
 template <typename TX, typename TS>
