@@ -79,9 +79,9 @@ bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int3
   if (quant && (a.k_scales == nullptr || a.v_scales == nullptr)) return false;
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
   if (num_tiles == 0) return true;
-  // wgmma128 falls back to mma8w off compute capability 9.0, at head_dim 256 unless
-  // set_prefill_wgmma_head_dim_256() and for quantized caches (the mma8w kernel dequantizes their
-  // K/V tiles into shared memory).
+  // wgmma128 falls back to mma8w off compute capability 9.0, at head_dim 256 where
+  // set_prefill_wgmma_head_dim_256(false) and for quantized caches (the mma8w kernel dequantizes
+  // their K/V tiles into shared memory).
   if (current_variant() == kWgmma128 && !quant && prefill::launch_wgmma(a, tiles, num_tiles, s))
     return true;
   return prefill::launch_mma128(a, tiles, num_tiles, s);

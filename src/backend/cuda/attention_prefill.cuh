@@ -71,9 +71,9 @@ __device__ __forceinline__ int64_t kv_row(const int32_t* pt, int key, int page_s
 // 128-row query tiles on mma.sync, 8 warps x 16 rows, 64-key K/V tiles.
 bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s);
 // 128-row query tiles on Hopper warpgroup MMA (two warpgroups of 64 rows), 128-key K/V tiles
-// (64 at head_dim 256, where set_wgmma_head_dim_256() allows it), S / softmax / P V in
-// turn, 2 stages; returns false (launching nothing) when the device is not compute capability 9.0
-// or at head_dim 256 when that is off.
+// (64 at head_dim 256, unless set_wgmma_head_dim_256(false)), S / softmax / P V in turn, 2
+// stages; returns false (launching nothing) when the device is not compute capability 9.0 or at
+// head_dim 256 when that is off.
 // (The warp-specialised forms, a producer warpgroup feeding two consumer warpgroups, measured
 // 15-19% slower and were removed; cuda-backend-notes.md run 11 keeps the numbers. So were the
 // 64-key-tile and the pipelined (softmax under P V) forms; see the notes of 2026-12-01.)

@@ -4,8 +4,8 @@
 // buffer; Q, S, P and O live in registers (the S accumulators become P's A fragments); exp2 with
 // scale·log2(e) folded into one FMA; the causal mask only on tiles that cross a row's position;
 // warps skip tiles none of their rows can see. The fallback off compute capability 9.0 (the
-// default kernel is attention_prefill_wgmma.cu's), and the kernel of head_dim 256 (Qwen3.5's
-// gated attention), which the wgmma kernel does not take.
+// default kernel is attention_prefill_wgmma.cu's), and of head_dim 256 (Qwen3.5's gated
+// attention) where set_prefill_wgmma_head_dim_256(false) keeps the wgmma kernel from it.
 //
 // Quantized caches (fp8 / int4; the wgmma kernel does not take them) fill the same bf16 K/V tiles
 // through registers instead of cp.async: each thread loads its chunks' bytes and scales, decodes

@@ -8,7 +8,8 @@
 // scale·log2(e) folded into one FMA; the causal mask is applied only on tiles that cross a row's
 // position, and warpgroups skip tiles none of their rows can see. Head_dim 256 (Qwen3.5 / Qwen3-
 // Next's gated attention) takes 64-key tiles so that Q and two K/V stages fit shared memory, and O
-// += P V as two m64n128 halves (set_wgmma_head_dim_256; off until timed).
+// += P V as two m64n128 halves (set_wgmma_head_dim_256; on by default: 8K tokens of Qwen3-Next's
+// heads 1.50 against mma8w's 2.16 ms a layer, H100, 2026-12-07).
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -357,9 +358,9 @@ void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, c
 
 std::atomic<int> g_head_dim_256{-1};
 
-// SYV_PREFILL_WGMMA_256 (default off): head_dim 256 on this kernel (64-key tiles), else mma8w's.
+// SYV_PREFILL_WGMMA_256 (default on): head_dim 256 on this kernel (64-key tiles), else mma8w's.
 bool wgmma_head_dim_256() {
-  return env_switch(g_head_dim_256, "SYV_PREFILL_WGMMA_256", false);
+  return env_switch(g_head_dim_256, "SYV_PREFILL_WGMMA_256", true);
 }
 
 }  // namespace

@@ -737,24 +737,25 @@ unsigned mma_mask() {
 // -1: not read from SYV_GDN_WU yet; else a GdnWuForm.
 std::atomic<int> g_wu_form{-1};
 
-// SYV_GDN_WU: "blocked" (gdn_wu_kernel's blocked solve, the default), "columns"
-// (solve_by_columns) or "products" (gdn_wu_products_kernel); anything else is refused.
+// SYV_GDN_WU: "products" (gdn_wu_products_kernel, the default), "blocked" (gdn_wu_kernel's
+// blocked solve) or "columns" (solve_by_columns); anything else is refused.
 GdnWuForm wu_form() {
-  static_assert(kGdnWuFormDefault == GdnWuForm::kBlocked && int(GdnWuForm::kBlocked) == 0 &&
-                    int(GdnWuForm::kColumns) == 1 && int(GdnWuForm::kProducts) == 2,
+  static_assert(kGdnWuFormDefault == GdnWuForm::kProducts && int(GdnWuForm::kProducts) == 0 &&
+                    int(GdnWuForm::kBlocked) == 1 && int(GdnWuForm::kColumns) == 2,
                 "the names' order");
   return static_cast<GdnWuForm>(
-      env_choice_once(g_wu_form, "SYV_GDN_WU", {"blocked", "columns", "products"}));
+      env_choice_once(g_wu_form, "SYV_GDN_WU", {"products", "blocked", "columns"}));
 }
 
-// -1: not read from SYV_GDN_OUT yet; else 1 where phase 3 takes gdn_output_products_kernel.
-std::atomic<int> g_out_products{-1};
+// -1: not read from SYV_GDN_OUT yet; else 0 where phase 3 takes gdn_output_products_kernel, 1
+// where gdn_output_kernel.
+std::atomic<int> g_out_form{-1};
 
-// SYV_GDN_OUT: "dots" (gdn_output_kernel, the default) or "products"
-// (gdn_output_products_kernel); anything else is refused.
+// SYV_GDN_OUT: "products" (gdn_output_products_kernel, the default) or "dots"
+// (gdn_output_kernel); anything else is refused.
 bool out_by_products() {
-  static_assert(!kGdnOutputProductsDefault, "the names' order");
-  return env_choice_once(g_out_products, "SYV_GDN_OUT", {"dots", "products"}) == 1;
+  static_assert(kGdnOutputProductsDefault, "the names' order");
+  return env_choice_once(g_out_form, "SYV_GDN_OUT", {"products", "dots"}) == 0;
 }
 
 template <typename TX, typename TS>
@@ -819,7 +820,7 @@ void set_gdn_wu_form(GdnWuForm form) {
 }
 
 void set_gdn_output_products(bool on) {
-  g_out_products.store(on ? 1 : 0, std::memory_order_relaxed);
+  g_out_form.store(on ? 0 : 1, std::memory_order_relaxed);
 }
 
 int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t n) {

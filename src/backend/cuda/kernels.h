@@ -503,26 +503,26 @@ bool gdn_chunked_supports(int32_t dk);
 constexpr unsigned kGdnMmaWu = 1, kGdnMmaWalk = 2, kGdnMmaOutput = 4, kGdnMmaAll = 7;
 constexpr unsigned kGdnMmaDefault = kGdnMmaWalk;
 void set_gdn_mma(unsigned mask);
-// Phase 1 on the CUDA cores: the blocked solve of (I + A) [U | W] = [β v | β Γ k] (the default),
-// by products (T = (I + A)^-1 by the blocked solve on the identity's columns, then U = T β v and
-// W = T β Γ k as register-tiled products: gdn_wu_products_kernel; value head dims up to 128,
-// wider ones the blocked solve), or by columns (a thread a column, forward substitution in
-// registers: solve_by_columns). Measured on an H100 (2026-12-07, a layer of Qwen3-Next's heads at
-// 8K tokens with the walk on the tensor cores): 2,290 us by products, 2,528 blocked; by columns
-// 1.2x slower than blocked (2026-12-06). Same results within f32 rounding (the op tests against
-// the CPU passed on the GPU); by products becomes the default once the golden and engine tests
-// have run under it on a GPU (tools/device/gdn_products_check.sh: no device time was left for
-// them on 2026-12-07). SYV_GDN_WU=blocked / columns / products sets the initial choice; anything
-// else stops with its name. The tensor-core phase 1 (kGdnMmaWu) ignores it.
-enum class GdnWuForm { kBlocked = 0, kColumns = 1, kProducts = 2 };
-constexpr GdnWuForm kGdnWuFormDefault = GdnWuForm::kBlocked;
+// Phase 1 on the CUDA cores: by products (the default: T = (I + A)^-1 by the blocked solve on the
+// identity's columns, then U = T β v and W = T β Γ k as register-tiled products:
+// gdn_wu_products_kernel; value head dims up to 128, wider ones the blocked solve), the blocked
+// solve of (I + A) [U | W] = [β v | β Γ k], or by columns (a thread a column, forward substitution
+// in registers: solve_by_columns). Measured on an H100 (2026-12-07, a layer of Qwen3-Next's heads
+// at 8K tokens with the walk on the tensor cores): 2,290 us by products, 2,528 blocked; by columns
+// 1.2x slower than blocked (2026-12-06). Same results within f32 rounding: the op, hybrid golden
+// and engine tests (batching, chunked prefill, prefix hits, graphs, MTP, verify, the host tier)
+// passed under it on an H100 (tools/device/gdn_products_check.sh, 2026-12-07 07:56).
+// SYV_GDN_WU=products / blocked / columns sets the initial choice; anything else stops with its
+// name. The tensor-core phase 1 (kGdnMmaWu) ignores it.
+enum class GdnWuForm { kProducts = 0, kBlocked = 1, kColumns = 2 };  // SYV_GDN_WU's order
+constexpr GdnWuForm kGdnWuFormDefault = GdnWuForm::kProducts;
 void set_gdn_wu_form(GdnWuForm form);
-// Phase 3 on the CUDA cores with P Δ as a register-tiled product (gdn_output_products_kernel;
-// value head dims up to 128) or gdn_output_kernel's passes of 32 columns (the default): with
-// phase 1 by products, a layer at 8K tokens 2,267 against 2,290 us (H100, 2026-12-07); the
-// default with phase 1's. SYV_GDN_OUT=dots / products sets the initial choice; anything else stops
-// with its name. The tensor-core phase 3 (kGdnMmaOutput) ignores it.
-constexpr bool kGdnOutputProductsDefault = false;
+// Phase 3 on the CUDA cores with P Δ as a register-tiled product (gdn_output_products_kernel, the
+// default; value head dims up to 128) or gdn_output_kernel's passes of 32 columns: with phase 1
+// by products, a layer at 8K tokens 2,267 against 2,290 us (H100, 2026-12-07; tested with phase
+// 1's form). SYV_GDN_OUT=products / dots sets the initial choice; anything else stops with its
+// name. The tensor-core phase 3 (kGdnMmaOutput) ignores it.
+constexpr bool kGdnOutputProductsDefault = true;
 void set_gdn_output_products(bool on);
 int64_t gdn_phases_scratch_bytes(const GdnArgs& a, int64_t chunks);
 void launch_gdn_phases(const GdnArgs& a, DType x_t, DType state_t, int64_t chunks, void* scratch,

@@ -7,9 +7,9 @@
 //   mma8w     mma.sync, 128-row tiles, 8 warps x 16 rows, 64-key tiles
 //
 // wgmma128 needs compute capability 9.0 (sm_90a code); elsewhere it falls back to mma8w, and so
-// do the quantized (fp8 / int4) KV caches, whatever the variant, and head_dim 256 unless
-// set_prefill_wgmma_head_dim_256(true) (SYV_PREFILL_WGMMA_256=1; 64-key K/V tiles; written
-// 2026-12-07, off until timed on a GPU).
+// do the quantized (fp8 / int4) KV caches, whatever the variant; head_dim 256 takes wgmma128's
+// 64-key K/V tiles unless set_prefill_wgmma_head_dim_256(false) (SYV_PREFILL_WGMMA_256=0) sends
+// it to mma8w.
 // The variants measured slower were removed from the code: three warp-specialised forms
 // (wgmma-ws / wgmma-ws-free / wgmma-ws-ovl, 15-19% slower than wgmma128 at 2K-32K tokens on an
 // H200; cuda-backend-notes.md run 11), and wgmma-pipe, wgmma64, mma4w, fa2 and wmma (2026-12-01;
@@ -33,7 +33,7 @@ int default_prefill_attention_variant();
 // Applies to launches made (or graphs captured) after the call; aborts on an unknown index.
 void set_prefill_attention_variant(int v);
 int prefill_attention_variant();
-// wgmma128 at head_dim 256 (64-key K/V tiles) instead of mma8w's fallback there.
+// wgmma128 at head_dim 256 (64-key K/V tiles; the default) or mma8w there (false).
 void set_prefill_wgmma_head_dim_256(bool on);
 
 }  // namespace syv::cuda
