@@ -446,22 +446,17 @@ TEST_F(CudaMoeOps, WgmmaGemmsMatchCpuAtEveryTileSize) {
     SCOPED_TRACE("T=" + std::to_string(T) + " k=" + std::to_string(k));
     ExpertsCall c = random_call(d, ex, T, k);
     std::vector<float> first;
-    for (const bool multicast : {false, true}) {  // pairs of tiles sharing weight loads
-      cuda::set_moe_wgmma_multicast(multicast);
-      for (int rows : {32, 64, 128}) {
-        SCOPED_TRACE("tiles of " + std::to_string(rows) + " rows" +
-                     (multicast ? ", multicast" : ""));
-        cuda::set_moe_wgmma_rows(rows);
-        const std::vector<float> got = gpu_run(c, ex);
-        expect_close(c.out, 1e-2, "moe_experts out, warpgroup MMA");
-        if (first.empty()) {
-          first = got;
-        } else {
-          EXPECT_TRUE(same_bits(got, first)) << "differs from the 32-row tiles' bits";
-        }
+    for (int rows : {32, 64, 128}) {
+      SCOPED_TRACE("tiles of " + std::to_string(rows) + " rows");
+      cuda::set_moe_wgmma_rows(rows);
+      const std::vector<float> got = gpu_run(c, ex);
+      expect_close(c.out, 1e-2, "moe_experts out, warpgroup MMA");
+      if (first.empty()) {
+        first = got;
+      } else {
+        EXPECT_TRUE(same_bits(got, first)) << "differs from the 32-row tiles' bits";
       }
     }
-    cuda::set_moe_wgmma_multicast(false);
   }
   cuda::set_moe_wgmma_rows(0);
   cuda::set_moe_wgmma(wgmma);
@@ -757,9 +752,6 @@ TEST_F(CudaMoeOps, QwenNextPrefillTiming) {
         time_one(rows == 32 ? "wgmma-32" : rows == 64 ? "wgmma-64" : "wgmma-128");
       }
       cuda::set_moe_wgmma_rows(0);
-      cuda::set_moe_wgmma_multicast(true);
-      time_one("wgmma-64-mc");
-      cuda::set_moe_wgmma_multicast(false);
       cuda::set_moe_wgmma(false);
       time_one("auto-mma");  // the default without them
       cuda::set_moe_wgmma(true);

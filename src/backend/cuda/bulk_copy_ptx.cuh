@@ -1,8 +1,7 @@
 // PTX wrappers of the Hopper bulk-copy engine (the single-token GEMV's ring, the fp8 GEMM's TMA
 // weight loads): mbarriers with transaction counts (shared::cta addresses), the 1-D bulk copy and
-// the 2-D tensor-map load (also multicast to a cluster's blocks), and the cluster helpers that go
-// with it (rank, cluster barrier, arrivals on another block's mbarrier). Before sm_90 they compile
-// to nothing (mbar_init traps): their kernels are never launched there.
+// the 2-D tensor-map load. Before sm_90 they compile to nothing (mbar_init traps): their kernels
+// are never launched there.
 #pragma once
 
 #include <cstdint>
@@ -20,18 +19,9 @@ __device__ __forceinline__ void mbar_init(uint32_t, uint32_t) {
 __device__ __forceinline__ void mbar_init_fence() {}
 __device__ __forceinline__ void mbar_arrive(uint32_t) {}
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t, uint32_t) {}
-template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) {}
 __device__ __forceinline__ void bulk_copy(uint32_t, const void*, uint32_t, uint32_t) {}
 __device__ __forceinline__ void tma_load_2d(uint32_t, const void*, int, int, uint32_t) {}
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  return 0;
-}
-__device__ __forceinline__ void cluster_sync() {}
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t, uint32_t) {}
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t, uint32_t) {}
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t, const void*, int, int, uint32_t,
-                                                      uint16_t) {}
 #else
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -47,27 +37,16 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
                : "memory");
 }
 // Waits until the barrier's phase of parity `parity` has completed (a fresh barrier counts its
-// phase of parity 1 as completed); kCluster: with acquire at cluster scope (a barrier other blocks
-// of the cluster arrive on: mbar_wait_cluster).
-template <bool kCluster = false>
+// phase of parity 1 as completed).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
-    if constexpr (kCluster) {
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
-          "%2;\nselp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(bar), "r"(parity)
-          : "memory");
-    } else {
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-          "selp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(bar), "r"(parity)
-          : "memory");
-    }
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
   } while (!done);
 }
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) from global `src` to shared `dst`,
@@ -88,40 +67,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int x
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
       "{%2, %3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
-      : "memory");
-}
-// ---- thread block clusters --------------------------------------------------------------------
-// This block's rank in its cluster.
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster (release / acquire at cluster scope).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
-}
-// Arrives (release, cluster scope) on the barrier at shared offset `bar` of cluster block `cta`.
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-}
-// mbar_wait with acquire at cluster scope.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  mbar_wait<true>(bar, parity);
-}
-// tma_load_2d into shared offset `dst` of every cluster block in `cta_mask`, completing the box's
-// bytes on the barrier at offset `bar` in each of them.
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* map, int x, int y,
-                                                      uint32_t bar, uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
-      "cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar), "h"(cta_mask)
       : "memory");
 }
 #endif

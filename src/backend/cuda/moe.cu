@@ -126,7 +126,7 @@ __device__ int2 block_exclusive_scan2(int2 v, int2* total) {
 
 // The counting sort and tile list of one pass (see the top of the file). Shared memory: 2 E ints.
 __global__ void __launch_bounds__(kRouteThreads)
-    moe_route_kernel(const int32_t* __restrict__ ids, int P, int E, int bm, int pair_align,
+    moe_route_kernel(const int32_t* __restrict__ ids, int P, int E, int bm,
                      int32_t* __restrict__ sorted, int4* __restrict__ tiles,
                      int32_t* __restrict__ num_tiles, unsigned long long* __restrict__ routed) {
   extern __shared__ int route_smem[];
@@ -147,12 +147,8 @@ __global__ void __launch_bounds__(kRouteThreads)
   const int e0 = min(E, static_cast<int>(threadIdx.x) * per), e1 = min(E, e0 + per);
   int2 mine = make_int2(0, 0);
   int used = 0;
-  auto tiles_of = [&](int n) {
-    const int t = (n + bm - 1) / bm;
-    return pair_align ? t + (t & 1) : t;
-  };
   for (int e = e0; e < e1; ++e) {
-    mine.x += counts[e], mine.y += tiles_of(counts[e]);
+    mine.x += counts[e], mine.y += (counts[e] + bm - 1) / bm;
     used += counts[e] > 0;
   }
   if (used > 0) atomicAdd(&active, used);
@@ -162,7 +158,6 @@ __global__ void __launch_bounds__(kRouteThreads)
     const int n = counts[e];
     cursor[e] = off.x;
     for (int r = 0; r < n; r += bm) tiles[off.y++] = make_int4(e, off.x + r, min(bm, n - r), 0);
-    if (pair_align && (n + bm - 1) / bm % 2 == 1) tiles[off.y++] = make_int4(e, off.x + n, 0, 0);
     off.x += n;
   }
   __syncthreads();  // `active` complete
@@ -381,9 +376,8 @@ struct Layout {
   size_t num_tiles, tiles, sorted, act, y, total;
 };
 
-// (pair_align: one more tile an expert at most, of no rows.)
-int64_t max_tiles(int64_t pairs, int64_t experts, int bm, bool pair_align = false) {
-  return (pairs + bm - 1) / bm + std::min(experts, pairs) * (pair_align ? 2 : 1);
+int64_t max_tiles(int64_t pairs, int64_t experts, int bm) {
+  return (pairs + bm - 1) / bm + std::min(experts, pairs);
 }
 
 size_t align256(size_t n) {
@@ -400,9 +394,7 @@ Layout layout(const MoeShape& s, int64_t tokens) {
     return here;
   };
   l.num_tiles = take(sizeof(int32_t));
-  l.tiles = take(sizeof(int4) *
-                 static_cast<size_t>(std::max(max_tiles(P, s.experts, kMinTileRows),
-                                              max_tiles(P, s.experts, kMinTileRows * 2, true))));
+  l.tiles = take(sizeof(int4) * static_cast<size_t>(max_tiles(P, s.experts, kMinTileRows)));
   l.sorted = take(sizeof(int32_t) * static_cast<size_t>(P));
   l.act = take(2 * static_cast<size_t>(P * s.inter));
   l.y = take(4 * static_cast<size_t>(P * s.hidden));
@@ -487,10 +479,8 @@ void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, c
 void run_pass_wgmma(int tile_rows, const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids,
                     const float* weights, const bf16* gate_up, const bf16* down, bf16* out,
                     char* scratch, unsigned long long* routed, cudaStream_t st) {
-  const bool multicast = moe_wgmma_multicast();
-  const MoeRouting r = launch_moe_route(s, T, ids, tile_rows, scratch, routed, st, multicast);
+  const MoeRouting r = launch_moe_route(s, T, ids, tile_rows, scratch, routed, st);
   MoeWgmmaGemm g;
-  g.multicast = multicast;
   g.tiles = r.tiles;
   g.num_tiles = r.num_tiles;
   g.sorted = r.sorted;
@@ -581,7 +571,7 @@ void set_moe_wgmma_rows(int rows) {
 }
 
 MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
-                            unsigned long long* routed, cudaStream_t st, bool pair_align) {
+                            unsigned long long* routed, cudaStream_t st) {
   SYV_CHECK(bm >= kMinTileRows) << "moe route: tiles of " << bm << " rows (at least "
                                 << kMinTileRows << ": the tile list is sized for them)";
   const Layout l = layout(s, T);
@@ -593,13 +583,9 @@ MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, in
   r.num_tiles = reinterpret_cast<int32_t*>(sc + l.num_tiles);
   r.act = sc + l.act;
   r.y = reinterpret_cast<float*>(sc + l.y);
-  r.max_tiles = max_tiles(P, E, bm, pair_align);
-  SYV_CHECK(!pair_align || bm >= 2 * kMinTileRows)
-      << "moe route: pair-aligned tiles of " << bm << " rows (the list holds tiles of at least "
-      << 2 * kMinTileRows << " then)";
+  r.max_tiles = max_tiles(P, E, bm);
   launch_k(moe_route_kernel, dim3(1), dim3(kRouteThreads), 2 * E * sizeof(int), st, ids,
-           static_cast<int>(P), static_cast<int>(E), bm, pair_align ? 1 : 0, r.sorted, r.tiles,
-           r.num_tiles, routed);
+           static_cast<int>(P), static_cast<int>(E), bm, r.sorted, r.tiles, r.num_tiles, routed);
   return r;
 }
 
@@ -675,7 +661,7 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
     // (The warpgroup-MMA grid's y walks the tiles: at most 65,535; more take moe_gemm_kernel.)
     const int wrows = wgmma_rows();
     if (tile == MoeTile::kAuto && !batch_invariant && moe_wgmma_supports(s) &&
-        max_tiles(P, s.experts, wrows, moe_wgmma_multicast()) + 1 <= 65535) {
+        max_tiles(P, s.experts, wrows) <= 65535) {
       run_pass_wgmma(wrows, s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
       continue;
     }

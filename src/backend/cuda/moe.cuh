@@ -84,10 +84,8 @@ struct MoeRouting {
   float* y = nullptr;            // f32 [T * k, H] (by pair): down's output
   int64_t max_tiles = 0;
 };
-// pair_align: each expert's tiles are made an even count (a last tile of no rows where needed),
-// so that every expert's first tile has an even index (moe_wgmma.cu's multicast pairs).
 MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
-                            unsigned long long* routed, cudaStream_t st, bool pair_align = false);
+                            unsigned long long* routed, cudaStream_t st);
 void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const MoeShape& s,
                         int64_t T, void* out, cudaStream_t st);
 
@@ -105,8 +103,7 @@ struct MoeWgmmaGemm {
   const int32_t* num_tiles = nullptr;
   const int32_t* sorted = nullptr;
   int top_k = 0;
-  bool y_vec4 = false;     // set by the launch: y's rows take 16-byte stores
-  bool multicast = false;  // pairs of tiles share weight loads: the list from a pair_align route
+  bool y_vec4 = false;                           // set by the launch: y's rows take 16-byte stores
   int64_t experts = 0, n = 0, k = 0, inter = 0;  // n: the weight's rows (2I or H), k: H or I
   void* act = nullptr;                           // bf16 [P, I]: gate_up's output, down's a
   float* y = nullptr;                            // f32 [P, H]: down's output
@@ -119,11 +116,6 @@ void launch_moe_wgmma(const MoeWgmmaGemm& g, int tile_rows, int64_t max_tiles, c
 bool moe_wgmma_enabled();  // SYV_MOE_WGMMA (default on) or set_moe_wgmma()
 void set_moe_wgmma(bool on);
 void set_moe_wgmma_rows(int rows);
-// Pairs of tiles of one expert share their weight loads (a cluster of two blocks, the weight tile
-// multicast to both: moe_wgmma.cu). SYV_MOE_WGMMA_MULTICAST=1; off by default (written 2026-12-07
-// after ncu found the gate/up GEMM at 98% of L2 throughput; not yet run on a GPU).
-bool moe_wgmma_multicast();
-void set_moe_wgmma_multicast(bool on);
 
 // A shared expert run beside the routed ones by launch_moe_gemv(): bf16 gate_up [2Is, H] and down
 // [H, Is] (Is = inter, a multiple of 8, may differ from the routed experts' I), its output added

@@ -73,14 +73,7 @@ __device__ __forceinline__ void wgmma_nt(float (&d)[NT / 2], uint64_t da, uint64
 
 // Grid (weight-row blocks, g.max_tiles): block (x, y) = tile y of the list (blocks past
 // *num_tiles exit) x weight rows x * 64 of gate and up (gate_up) or x * 128 (down).
-// kMulticast (set_moe_wgmma_multicast; clusters of blocks y, y + 1 of one x, the tile list
-// aligned so that an expert's tiles start at an even y): where tiles y & ~1 and y | 1 both have
-// rows of one expert, the pair reads each chunk's weight tile once: block rank r loads box r (the
-// gate or first box, the up or second) and multicasts it into both blocks' stage, whose full
-// barrier expects both boxes; before a stage is loaded again both blocks must have released it
-// (the `empty` barrier, one arrival from each block). Other pairs (an expert's odd last tile, its
-// padding tile of no rows, which exits) run as without clusters.
-template <int NT, bool kGateUp, bool kMulticast = false>
+template <int NT, bool kGateUp>
 __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
     moe_wgmma_kernel(const __grid_constant__ CUtensorMap w_map, MoeWgmmaGemm g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -88,7 +81,6 @@ __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
   constexpr uint32_t kStage = stage_bytes(NT);
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[kStages];
-  __shared__ __align__(8) uint64_t empty[kStages];  // kMulticast: both blocks released the stage
   __shared__ const bf16* a_rows[NT];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;  // stage s at base + s kStage
@@ -97,30 +89,14 @@ __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
   const int gq = lane >> 2, t4 = lane & 3;
   if (tid == 0) {
 #pragma unroll
-    for (int i = 0; i < kStages; ++i) {
-      mbar_init(smem_addr(&full[i]), 1);
-      if constexpr (kMulticast) mbar_init(smem_addr(&empty[i]), 2);
-    }
+    for (int i = 0; i < kStages; ++i) mbar_init(smem_addr(&full[i]), 1);
     mbar_init_fence();
   }
   pdl_wait();  // the tile list and the rows are the previous kernels'
   pdl_trigger();
-  const int num_tiles = *g.num_tiles;
-  // Whether this block's pair shares its weight tiles (the same for both blocks of the pair).
-  bool shared = false;
-  uint32_t rank = 0;
-  if constexpr (kMulticast) {
-    rank = cluster_ctarank();
-    const int first = static_cast<int>(blockIdx.y & ~1u);
-    if (first + 1 < num_tiles) {
-      const int4 t0 = g.tiles[first], t1 = g.tiles[first + 1];
-      shared = t0.x == t1.x && t0.z > 0 && t1.z > 0;
-    }
-  }
-  if (static_cast<int>(blockIdx.y) >= num_tiles) return;  // the whole block
+  if (static_cast<int>(blockIdx.y) >= *g.num_tiles) return;  // the whole block
   const int4 tile = g.tiles[blockIdx.y];
   const int expert = tile.x, r0 = tile.y, rows = tile.z;
-  if (rows == 0) return;  // a padding tile of the pair-aligned list (never shared)
   const int64_t K = g.k;
   const bf16* a = static_cast<const bf16*>(g.a);
   for (int r = tid; r < NT; r += kThreads) {
@@ -130,8 +106,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
                     : a + static_cast<int64_t>(r0 + r) * K;
     a_rows[r] = row;
   }
-  __syncthreads();             // a_rows; the barriers' initialization
-  if (shared) cluster_sync();  // both blocks' barriers initialized before either loads
+  __syncthreads();  // a_rows; the barriers' initialization
 
   // The block's weight rows in the [E * N, K] map: warpgroup 0's box from row y0, warpgroup 1's
   // from y1 (rows past the expert's N belong to the next expert or past the map's end, zero there:
@@ -145,25 +120,9 @@ __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
   auto load_w = [&](int j) {
     if (j >= nc || tid != 0) return;
     const uint32_t dst = base + (j % kStages) * kStage, bar = smem_addr(&full[j % kStages]);
-    if (shared) {
-      // Chunk j - kStages's use of the stage released by both blocks (release_w).
-      if (j >= kStages) mbar_wait_cluster(smem_addr(&empty[j % kStages]), (j / kStages - 1) & 1);
-      mbar_arrive_expect_tx(bar, kWTileBytes);  // this block's box and the other's
-      tma_load_2d_multicast(dst + rank * kBoxBytes, &w_map, j * kChunk, rank == 0 ? y0 : y1, bar,
-                            0x3);
-      return;
-    }
     mbar_arrive_expect_tx(bar, kWTileBytes);  // the boxes' whole bytes, zero-filled ones too
     tma_load_2d(dst, &w_map, j * kChunk, y0, bar);
     tma_load_2d(dst + kBoxBytes, &w_map, j * kChunk, y1, bar);
-  };
-  // Shared pairs: this block is done reading chunk c's stage; released to both blocks where a
-  // later chunk loads into it.
-  auto release_w = [&](int c) {
-    if (!shared || tid != 0 || c < 0 || c + kStages >= nc) return;
-    const uint32_t bar = smem_addr(&empty[c % kStages]);
-    mbar_arrive(bar);
-    mbar_arrive_remote(bar, rank ^ 1u);
   };
   // Chunk j's token rows, then the commit: one group an iteration, empty or not.
   auto load_x = [&](int j) {
@@ -190,8 +149,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
     cp_wait<kAhead - 1>();  // this thread's rows of chunk j have landed
     fence_proxy_async();    // ... and are visible to the tensor cores
     __syncthreads();        // everyone's; chunk j - 2's wgmmas are done in both warpgroups
-    release_w(j - 2);
-    load_w(j + kAhead);  // into chunk j - 2's stage
+    load_w(j + kAhead);     // into chunk j - 2's stage
     load_x(j + kAhead);
     mbar_wait(smem_addr(&full[j % kStages]), (j / kStages) & 1);
     const uint32_t sw = base + (j % kStages) * kStage + wg * kBoxBytes;
@@ -266,7 +224,6 @@ __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
       }
     }
   }
-  if (shared) cluster_sync();  // no block exits while its pair may still arrive on its barriers
 #else
   __trap();  // sm_90a only (moe_wgmma_supports() is false elsewhere)
 #endif
@@ -279,48 +236,22 @@ CUtensorMap weight_map(const bf16* w, int64_t rows, int64_t k) {
                        "MoE expert weights");
 }
 
-template <int NT, bool kGateUp, bool kMulticast>
+template <int NT, bool kGateUp>
 void launch_nt(const MoeWgmmaGemm& g, int64_t max_tiles, cudaStream_t s) {
-  auto* kernel = moe_wgmma_kernel<NT, kGateUp, kMulticast>;
+  auto* kernel = moe_wgmma_kernel<NT, kGateUp>;
   allow_dynamic_smem(kernel, smem_bytes(NT));
   const int64_t n_rows = kGateUp ? 2 * g.inter : g.n;
   const CUtensorMap map = weight_map(static_cast<const bf16*>(g.w), g.experts * n_rows, g.k);
   const int64_t blocks_x = kGateUp ? ceil_div(g.inter, kWgRows) : ceil_div(g.n, 2 * kWgRows);
   MoeWgmmaGemm a = g;
   a.y_vec4 = !kGateUp && g.n % 4 == 0 && reinterpret_cast<uintptr_t>(g.y) % 16 == 0;
-  if constexpr (!kMulticast) {
-    launch_k(kernel, dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(max_tiles)),
-             kThreads, smem_bytes(NT), s, map, a);
-  } else {  // clusters of blocks (x, y) and (x, y + 1): gridDim.y even
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(max_tiles + 1) & ~1u);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem_bytes(NT);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 2;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 2 : 1;
-    SYV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map, a));
-  }
+  launch_k(kernel, dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(max_tiles)),
+           kThreads, smem_bytes(NT), s, map, a);
 }
 
 std::atomic<int> g_on{-1};
-std::atomic<int> g_multicast{-1};
 
 }  // namespace
-
-bool moe_wgmma_multicast() {
-  return env_switch(g_multicast, "SYV_MOE_WGMMA_MULTICAST", false);
-}
-void set_moe_wgmma_multicast(bool on) {
-  g_multicast.store(on ? 1 : 0, std::memory_order_relaxed);
-}
 
 bool moe_wgmma_enabled() {
   return env_switch(g_on, "SYV_MOE_WGMMA", true);
@@ -340,20 +271,13 @@ void launch_moe_wgmma(const MoeWgmmaGemm& g, int tile_rows, int64_t max_tiles, c
             reinterpret_cast<uintptr_t>(g.a) % 16 == 0)
       << "moe wgmma: weights and rows must be 16-byte aligned";
   if (max_tiles == 0) return;
-  SYV_CHECK(max_tiles + (g.multicast ? 1 : 0) <= 65535)
-      << "moe wgmma: " << max_tiles << " tiles (gridDim.y <= 65535)";
+  SYV_CHECK(max_tiles <= 65535) << "moe wgmma: " << max_tiles << " tiles (gridDim.y <= 65535)";
   auto go = [&](auto nt) {
     constexpr int kNt = decltype(nt)::value;
-    if (g.multicast) {
-      if (g.gate_up) {
-        launch_nt<kNt, true, true>(g, max_tiles, s);
-      } else {
-        launch_nt<kNt, false, true>(g, max_tiles, s);
-      }
-    } else if (g.gate_up) {
-      launch_nt<kNt, true, false>(g, max_tiles, s);
+    if (g.gate_up) {
+      launch_nt<kNt, true>(g, max_tiles, s);
     } else {
-      launch_nt<kNt, false, false>(g, max_tiles, s);
+      launch_nt<kNt, false>(g, max_tiles, s);
     }
   };
   switch (tile_rows) {
