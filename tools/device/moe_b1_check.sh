@@ -13,21 +13,12 @@
 #   tools/device/moe_b1_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
-export SYV_SOURCE_DIR=$PWD
-B=build/gpu-carry/bin
-O=${OUT:-/tmp}
-source tools/device/bench_lines.sh
+source tools/device/device_start.sh
 LAYERS=${LAYERS:-8}
 FORMS=${FORMS:-SYV_GEMV_QKV_VARIANT=6 SYV_FUSED_NORM=0}
 NFORMS=${NFORMS:-}
-t0=$SECONDS
-echo "== build $(date +%T)"
-timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_cuda_moe_ops_test \
-  gpu_cuda_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test gpu_engine_qwen3_gpu_test \
-  2>&1 | tail -1
-echo "build: $((SECONDS - t0)) s"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+build gpu_cuda_moe_ops_test gpu_cuda_ops_test gpu_cuda_hybrid_ops_test gpu_hybrid_golden_gpu_test \
+  gpu_engine_qwen3_gpu_test
 
 echo "== tests $(date +%T)"
 timeout 150 $B/gpu_cuda_moe_ops_test --gtest_filter='-*Timing*' 2>&1 | tee $O/moe_ops.log |

@@ -19,20 +19,12 @@
 #   tools/device/quant_b1_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-[[ -d third_party/qwen3-tokenizer ]] || tar -xJf .devcarry-tok/tok.tar.xz
-export SYV_SOURCE_DIR=$PWD
-B=build/gpu-carry/bin
-O=${OUT:-/tmp}
+source tools/device/device_start.sh
 W=/tmp/syv-quant
 CFG=tools/bench/configs/qwen3-8b
 FORMS=${FORMS:-SYV_QUANT_GEMV_FOUR_WARPS=0}
 KFORMS=${KFORMS:-SYV_QUANT_GEMV_BULK=1}
-t0=$SECONDS
-echo "== build $(date +%T)"
-timeout 300 tools/device/build_gpu.sh .devcarry-deps build/gpu syv gpu_quant_linear_gpu_test \
-  gpu_engine_quantized_gpu_test 2>&1 | tail -2
-echo "build: $((SECONDS - t0)) s"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+build gpu_quant_linear_gpu_test gpu_engine_quantized_gpu_test
 # The folders, in the background: bf16, then its gptq (int4 g128) and fp8 copies at once.
 FORMATS="gptq fp8"
 source tools/device/fp8_folders.sh
