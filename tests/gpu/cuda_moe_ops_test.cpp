@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/kernels.h"
 #include "backend/cuda/moe.cuh"
 #include "backend/weight.h"
 #include "gpu/cuda_ops_fixture.h"
@@ -554,24 +553,6 @@ TEST_F(CudaMoeOps, TopkThenExpertsOnDevice) {
 TEST_F(CudaMoeOps, BlockMatchesSequenceAtQwenNextRouterShape) {
   const Block b = make_block(512, 2048, 64, 64);
   for (int64_t T : {int64_t{1}, int64_t{2}, kGemvMax}) check_block(b, T, 10, true, true);
-}
-
-// The block with its weights asked of L2 before the dependency waits (the router's chosen experts'
-// first gate and up rows, the shared expert's, each down block's rows: common.cuh
-// l2_prefetch_bytes): the same checks, a share ending inside a piece and more than every weight.
-TEST_F(CudaMoeOps, BlockWithL2PrefetchMatchesSequence) {
-  const int64_t saved = cuda::l2_prefetch_bytes();
-  const Block qwen = make_block(512, 2048, 64, 64);
-  const Block odd = make_block(40, 1096, 264, 200);
-  for (int64_t bytes : {int64_t{48 * 1024 + 16}, int64_t{64} << 20}) {
-    SCOPED_TRACE(std::to_string(bytes) + " bytes prefetched");
-    cuda::set_l2_prefetch_bytes(bytes);
-    for (int64_t T : {int64_t{1}, int64_t{2}}) {
-      check_block(qwen, T, 10, true, true);
-      check_block(odd, T, 4, true, true);
-    }
-  }
-  cuda::set_l2_prefetch_bytes(saved);
 }
 
 // Every token count of the GEMVs (the fused path up to kMoeBlockMaxTokens, the sequence above),

@@ -123,65 +123,6 @@ TEST_F(CudaOps, LinearPairEqualsTwoLinears) {
   }
 }
 
-// Weights asked of L2 before the dependency wait (common.cuh l2_prefetch_bytes) change no bit:
-// the plain GEMV (one token, and three), the pair, the norm prologue (persistent and one block a
-// tile), the SiLU epilogue and the gated norm prologue, with the prefetch off, covering part of
-// each weight (a share ending inside a block's piece) and all of it. A prefetch past a weight's end
-// would fault here.
-TEST_F(CudaOps, L2PrefetchChangesNoBits) {
-  const int64_t saved = cuda::l2_prefetch_bytes();
-  const int64_t K = 2048, N = 4096, Ns = 64, dv = 128;
-  auto w = make(random_vec(2 * N * K, rng_, 0.05f), {2 * N, K});
-  const Tensor w_half = w.g.rows(0, N);
-  auto ws = make(random_vec(Ns * K, rng_, 0.05f), {Ns, K});
-  auto nw = make(random_vec(K, rng_), {K});
-  auto gnw = make(random_vec(dv, rng_), {dv}, DType::F32);
-  std::vector<Pair> xs, zs;  // the inputs of 1 and of 3 tokens
-  for (int64_t T : {1, 3}) {
-    xs.push_back(make(random_vec(T * K, rng_), {T, K}));
-    zs.push_back(make(random_vec(T * K, rng_), {T, K}));
-  }
-  auto run = [&] {
-    std::vector<std::vector<float>> outs;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const Pair &x = xs[i], &z = zs[i];
-      const int64_t T = x.g.dim(0);
-      auto out = make_out({T, N}), small = make_out({T, Ns}, DType::F32);
-      gpu_->linear(x.g, w_half, Tensor(), out.g);
-      outs.push_back(down_gpu(out.g));
-      gpu_->linear_pair(x.g, w_half, out.g, ws.g, small.g);
-      outs.push_back(down_gpu(out.g));
-      outs.push_back(down_gpu(small.g));
-      for (bool persistent : {true, false}) {
-        cuda::set_gemv_norm_persistent(persistent);
-        auto res_out = make_out({T, K}), normed = make_out({T, K});
-        gpu_->add_rmsnorm_linear(x.g, z.g, nw.g, 1e-6f, NormKind::kPlain, res_out.g, normed.g,
-                                 w_half, Tensor(), out.g);
-        outs.push_back(down_gpu(out.g));
-      }
-      cuda::set_gemv_norm_persistent(true);
-      auto gu = make_out({T, 2 * N}), act = make_out({T, N});
-      gpu_->linear_silu_mul(x.g, w.g, gu.g, act.g);
-      outs.push_back(down_gpu(act.g));
-      auto normed = make_out({T, K});
-      gpu_->gated_rmsnorm_linear(x.g.reshape({T * K / dv, dv}), z.g.reshape({T * K / dv, dv}),
-                                 gnw.g, 1e-6f, w_half, normed.g, out.g);
-      outs.push_back(down_gpu(out.g));
-    }
-    return outs;
-  };
-  cuda::set_l2_prefetch_bytes(0);
-  const auto ref = run();
-  for (int64_t bytes : {int64_t{48 * 1024 + 16}, int64_t{64} << 20}) {
-    cuda::set_l2_prefetch_bytes(bytes);
-    const auto got = run();
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < ref.size(); ++i)
-      EXPECT_EQ(got[i], ref[i]) << "output " << i << " with " << bytes << " bytes prefetched";
-  }
-  cuda::set_l2_prefetch_bytes(saved);
-}
-
 TEST_F(CudaOps, SiluMulAndAdd) {
   for (int64_t I : {8, 100, 3072}) {
     const int64_t T = 5;

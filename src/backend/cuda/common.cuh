@@ -145,49 +145,6 @@ bool pdl_enabled();
 // timing). Defined in elementwise.cu.
 bool pdl_early_reads();
 
-// Bytes of its weights a weight-streaming kernel (the GEMVs of gemv.cu, the MoE block's) asks L2
-// to fetch before its pdl_wait() (prefetch_l2_share() below), so that DRAM streams them while the
-// kernel before it ends, where a b = 1 step otherwise leaves DRAM idle between launches: the
-// weight's first bytes (the first tiles a grid walks), at most this many; 0: none.
-// SYV_L2_PREFETCH_KIB=N in the environment (KiB; 0, the default, until measured);
-// set_l2_prefetch_bytes() (kernels.h) at run time. Defined in elementwise.cu.
-int64_t l2_prefetch_bytes();
-
-// One bulk prefetch of [p, p + bytes) into L2 (sm_90: cp.async.bulk.prefetch.L2; nothing before
-// sm_90). A hint with no effect on any value. p 16-byte aligned, bytes a multiple of 16, both
-// inside one allocation.
-__device__ __forceinline__ void prefetch_l2_piece([[maybe_unused]] const void* p,
-                                                  [[maybe_unused]] uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-inline constexpr int64_t kPrefetchPiece = 16 * 1024;  // bytes a prefetch instruction at most
-
-// One thread asks L2 for [base, base + bytes) (rounded down to 16 bytes) in pieces of at most
-// kPrefetchPiece. base 16-byte aligned.
-__device__ __forceinline__ void prefetch_l2_range(const void* base, int64_t bytes) {
-  const char* p = static_cast<const char*>(base);
-  bytes &= ~int64_t{15};
-  for (int64_t at = 0; at < bytes; at += kPrefetchPiece)
-    prefetch_l2_piece(p + at, static_cast<uint32_t>(min(kPrefetchPiece, bytes - at)));
-}
-
-// Block `part` of `parts` asks L2 for its share of bytes [0, bytes) of `base` (rounded down to 16
-// bytes), a piece of at most kPrefetchPiece per thread and round; nothing for part >= parts. base
-// 16-byte aligned.
-__device__ __forceinline__ void prefetch_l2_share(const void* base, int64_t bytes, int64_t part,
-                                                  int64_t parts) {
-  bytes &= ~int64_t{15};
-  if (bytes <= 0 || part >= parts) return;
-  const int64_t per = ((bytes + parts - 1) / parts + 15) / 16 * 16;
-  const int64_t end = min(bytes, (part + 1) * per);
-  const char* p = static_cast<const char*>(base);
-  for (int64_t at = part * per + threadIdx.x * kPrefetchPiece; at < end;
-       at += blockDim.x * kPrefetchPiece)
-    prefetch_l2_piece(p + at, static_cast<uint32_t>(min(kPrefetchPiece, end - at)));
-}
-
 // Dynamic shared memory one block may opt into on the current device
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin, read once per device): 227 KiB on sm_90, 163 KiB on
 // sm_80, 99 KiB on sm_86 / 89 / 120. A kernel needing more is not launched there: its dispatcher

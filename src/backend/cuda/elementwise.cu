@@ -175,28 +175,6 @@ bool pdl_early_reads() {
 }
 
 namespace {
-std::atomic<int64_t> g_l2_prefetch{-1};  // -1: not read from the environment yet
-}  // namespace
-
-int64_t l2_prefetch_bytes() {
-  int64_t v = g_l2_prefetch.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* e = std::getenv("SYV_L2_PREFETCH_KIB");
-    char* end = nullptr;
-    const long long kib = e != nullptr && *e != 0 ? std::strtoll(e, &end, 10) : 0;
-    if (e != nullptr && *e != 0 && (*end != 0 || kib < 0 || kib > (int64_t{1} << 30)))
-      cuda_fail(__FILE__, __LINE__, "SYV_L2_PREFETCH_KIB",
-                "expected a whole number of KiB from 0 (no prefetch) to 2^30");
-    v = static_cast<int64_t>(kib) * 1024;
-    g_l2_prefetch.store(v, std::memory_order_relaxed);
-  }
-  return v;
-}
-void set_l2_prefetch_bytes(int64_t bytes) {
-  g_l2_prefetch.store(std::max<int64_t>(bytes, 0), std::memory_order_relaxed);
-}
-
-namespace {
 // `attr` of the current device, cached per device in `cache` (0: not read yet); `adjust` maps the
 // value read before it is cached.
 int cached_attribute(std::atomic<int> (&cache)[64], cudaDeviceAttr attr, int (*adjust)(int)) {

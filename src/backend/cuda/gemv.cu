@@ -41,34 +41,7 @@ struct GemvParams {
   // (the GDN output norm, as launch_gated_rmsnorm computes it); add, res_out, normed unused.
   const bf16* gate_z;
   int64_t group;
-  // The weight's first prefetch_bytes, which the grid's prefetch_parts blocks ask L2 for before
-  // the dependency wait (prefetch_l2_share; set by the launchers from l2_prefetch_bytes()).
-  int64_t prefetch_bytes;
-  int64_t prefetch_parts;
 };
-
-// p with its L2 prefetch set for a grid of `blocks` blocks: l2_prefetch_bytes() of the weight, at
-// most all of it (w is [n_rows, k], [2 n_rows, k] with kSilu).
-GemvParams with_prefetch(GemvParams p, int64_t blocks, bool silu) {
-  const int64_t weight_bytes = p.n_rows * (silu ? 2 : 1) * p.k * 2;
-  p.prefetch_bytes = std::min(l2_prefetch_bytes(), weight_bytes);
-  p.prefetch_parts = blocks;
-  return p;
-}
-
-// The block's share of the weight bytes asked of L2 before the dependency wait: the weight's first
-// p.prefetch_bytes (the rows the grid walks first); with kSilu half of them from the gate rows'
-// start and half from the up rows' (a warp reads gate row i with up row n_rows + i).
-template <bool kSilu>
-__device__ __forceinline__ void prefetch_weights(const GemvParams& p, int64_t block) {
-  if constexpr (kSilu) {
-    const int64_t half = p.prefetch_bytes / 2;
-    prefetch_l2_share(p.w, half, block, p.prefetch_parts);
-    prefetch_l2_share(p.w + p.n_rows * p.k, half, block, p.prefetch_parts);
-  } else {
-    prefetch_l2_share(p.w, p.prefetch_bytes, block, p.prefetch_parts);
-  }
-}
 
 // The norm weights (1 + w for one_plus) into shared memory: weights, so read before the dependency
 // wait, while the previous kernel still runs.
@@ -244,7 +217,6 @@ __device__ __forceinline__ void gemv_body(const GemvParams& p, int64_t block) {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) wv[r][u] = __ldcs(wr[r] + i + 32 * u);  // read once
   }
-  prefetch_weights<kSilu>(p, block);
   if constexpr (kNorm) norm_weights(p, reinterpret_cast<float*>(smem_x + NT * k / 8));
   pdl_wait();
   pdl_trigger();
@@ -364,7 +336,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_norm_persistent_kernel(const 
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) wv[r][u] = __ldcs(wr[r] + lane + 32 * u);
-  prefetch_weights<kSilu>(p, blockIdx.x);
   float* gs = reinterpret_cast<float*>(smem_x + NT * k / 8);
   norm_weights(p, gs);
   pdl_wait();
@@ -551,13 +522,12 @@ void launch_wr(const GemvParams& p, cudaStream_t s) {
       const int64_t tiles = (p.n_rows + rows_per_block - 1) / rows_per_block;
       const int64_t grid = std::min(tiles, persistent_blocks<NT, WARPS, ROWS, kSilu, KS>(smem));
       launch_k(gemv_norm_persistent_kernel<NT, WARPS, ROWS, kSilu, KS>, static_cast<unsigned>(grid),
-               WARPS * 32, smem, s, with_prefetch(p, grid, kSilu));
+               WARPS * 32, smem, s, p);
       return;
     }
   }
-  const int64_t blocks = ceil_div(p.n_rows, rows_per_block);
-  launch_k(gemv_bf16_kernel<NT, TO, WARPS, ROWS, kNorm, kSilu, KS>, static_cast<unsigned>(blocks),
-           WARPS * 32, smem, s, with_prefetch(p, blocks, kSilu));
+  launch_k(gemv_bf16_kernel<NT, TO, WARPS, ROWS, kNorm, kSilu, KS>,
+           ceil_div(p.n_rows, rows_per_block), WARPS * 32, smem, s, p);
 }
 
 // Variants (warps per block x rows per warp): 0: 8x1, 1: 4x1, 2: 8x2, 3: 4x2, 5: 16x2, and K split
@@ -645,17 +615,15 @@ void launch_pair_nt(const GemvParams& big, const GemvParams& small, cudaStream_t
       if ((big.k / 8) % kSplit != 0) {
         const int64_t per_block = W * R;
         const auto sb = static_cast<unsigned>(ceil_div(small.n_rows, per_block));
-        const int64_t bb = ceil_div(big.n_rows, per_block);
-        launch_k(gemv_pair_kernel<NT, TB, TS, W, R, 1>, static_cast<unsigned>(sb + bb), W * 32, 0,
-                 s, with_prefetch(big, bb, false), with_prefetch(small, sb, false), sb);
+        launch_k(gemv_pair_kernel<NT, TB, TS, W, R, 1>, sb + ceil_div(big.n_rows, per_block),
+                 W * 32, 0, s, big, small, sb);
         return;
       }
     }
     const int64_t per_block = W * R / kSplit;
     const auto sb = static_cast<unsigned>(ceil_div(small.n_rows, per_block));
-    const int64_t bb = ceil_div(big.n_rows, per_block);
-    launch_k(gemv_pair_kernel<NT, TB, TS, W, R, kSplit>, static_cast<unsigned>(sb + bb), W * 32, 0,
-             s, with_prefetch(big, bb, false), with_prefetch(small, sb, false), sb);
+    launch_k(gemv_pair_kernel<NT, TB, TS, W, R, kSplit>, sb + ceil_div(big.n_rows, per_block),
+             W * 32, 0, s, big, small, sb);
   });
 }
 

@@ -590,10 +590,6 @@ namespace syv::cuda {
 // Programmatic dependent launch on/off for every launch that follows (see common.cuh).
 void set_pdl_enabled(bool on);
 bool pdl_enabled();
-// The weight bytes a GEMV asks L2 for before its dependency wait (common.cuh l2_prefetch_bytes; 0:
-// none) for every launch that follows.
-void set_l2_prefetch_bytes(int64_t bytes);
-int64_t l2_prefetch_bytes();
 void launch_fill_random(void* p, DType t, int64_t n, uint64_t seed, float scale, cudaStream_t s);
 // Test support: fills the shared memory of a block on every SM with ones (NaN bit patterns), so
 // that a kernel launched next which reads shared memory before storing it (a missing barrier)

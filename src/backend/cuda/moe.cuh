@@ -162,14 +162,11 @@ inline constexpr int64_t kMoeBlockMaxTokens = 2;
 // gate_logit f32 [T] = bf16(x · shared_gate) (rounded as linear() into bf16 activations rounds
 // it), and ids / weights [T, top_k] exactly as launch_moe_topk() would from those logits. ticket:
 // one device counter, 0 between launches (the grid's last block resets it, so a CUDA graph replays
-// it as is); launches sharing it must be stream-ordered. gate_up (null: none): the routed
-// experts' bf16 [E, 2 inter, H], of which the chosen experts' first gate and up rows are asked of
-// L2 once chosen, l2_prefetch_bytes() in all (common.cuh; nothing where that is 0).
+// it as is); launches sharing it must be stream-ordered.
 void launch_moe_router_topk(const void* x, const void* router, const void* shared_gate,
                             int64_t tokens, int64_t experts, int64_t hidden, int top_k,
                             bool renormalize, float* logits, int32_t* ids, float* weights,
-                            float* gate_logit, unsigned* ticket, cudaStream_t stream,
-                            const void* gate_up = nullptr, int64_t inter = 0);
+                            float* gate_logit, unsigned* ticket, cudaStream_t stream);
 
 // The whole block (the three launches above): s as launch_moe_experts() takes it (1 <= T <=
 // kMoeBlockMaxTokens), shared gate_up bf16 [2Is, H] and down [H, Is] (Is % 8 == 0), scratch of

@@ -47,11 +47,9 @@ __device__ __forceinline__ unsigned prob_key(float p) {
   return p > 0.f ? __float_as_uint(p) + 1u : (p == 0.f ? 1u : 0u);
 }
 
-// Returns the lane's chosen expert for lanes < top_k (an index >= E where none was left), -1 for
-// the others.
 template <int PL>
-__device__ int topk_token(const float* l, int E, int top_k, bool renormalize, int32_t* ids,
-                          float* weights) {
+__device__ void topk_token(const float* l, int E, int top_k, bool renormalize, int32_t* ids,
+                           float* weights) {
   const int lane = threadIdx.x & 31;
   float p[PL];
   float mx = -INFINITY;
@@ -102,14 +100,10 @@ __device__ int topk_token(const float* l, int E, int top_k, bool renormalize, in
     ids[lane] = my_id;
     weights[lane] = renormalize ? my_p / top_sum : my_p;
   }
-  return lane < top_k ? my_id : -1;
 }
 
 // x [NT, H]; router [E, H]; shared_gate [1, H]; logits [NT, E]; gate_logit [NT]; ids / weights
 // [NT, top_k]. Block b: rows [b * kRouterWarps, +kRouterWarps) of E + 1. H % 8 == 0.
-// gate_up (null: none): the routed experts' [E, 2I, H]; once a token's experts are chosen, its
-// warp asks L2 for the first rows of each one's gate and up halves, `prefetch` bytes over all
-// (l2_prefetch_bytes()): the gate/up GEMV launched next reads them from the first row blocks on.
 // PL: the top-k's entries a lane (E <= 32 PL). UNROLL: 16-byte weight loads in flight a lane, all
 // issued before the dependency wait (weights never change during a forward): 8 puts a whole row
 // of H = 2048 in flight while the kernel before (the pre-norm) still runs.
@@ -119,8 +113,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
                            const bf16* __restrict__ shared_gate, int E, int64_t H, int top_k,
                            bool renormalize, float* logits, int32_t* __restrict__ ids,
                            float* __restrict__ weights, float* __restrict__ gate_logit,
-                           unsigned* __restrict__ ticket, const bf16* __restrict__ gate_up,
-                           int64_t I, int64_t prefetch) {
+                           unsigned* __restrict__ ticket) {
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int row = static_cast<int>(blockIdx.x) * kRouterWarps + warp;
@@ -186,28 +179,20 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
   if (!last) return;
   __threadfence();
   if (threadIdx.x == 0) *ticket = 0;
-  if (warp < NT) {
-    const int e = topk_token<PL>(logits + warp * E, E, top_k, renormalize, ids + warp * top_k,
-                                 weights + warp * top_k);
-    if (gate_up != nullptr && e >= 0 && e < E) {
-      const int64_t rows = min(I, prefetch / (NT * top_k * 2 * H * 2));
-      const bf16* base = gate_up + e * 2 * I * H;
-      prefetch_l2_range(base, rows * H * 2);          // gate rows [0, rows)
-      prefetch_l2_range(base + I * H, rows * H * 2);  // up rows [I, I + rows)
-    }
-  }
+  if (warp < NT)
+    topk_token<PL>(logits + warp * E, E, top_k, renormalize, ids + warp * top_k,
+                   weights + warp * top_k);
 }
 
 // The instance for NT = tokens (1..kMoeBlockMaxTokens).
 template <int NT = 1>
 void launch_router(int64_t tokens, const void* x, const void* router, const void* shared_gate,
                    int64_t E, int64_t H, int top_k, bool renormalize, float* logits, int32_t* ids,
-                   float* weights, float* gate_logit, unsigned* ticket, const void* gate_up,
-                   int64_t I, cudaStream_t st) {
+                   float* weights, float* gate_logit, unsigned* ticket, cudaStream_t st) {
   if constexpr (NT < kMoeBlockMaxTokens) {
     if (tokens > NT)
       return launch_router<NT + 1>(tokens, x, router, shared_gate, E, H, top_k, renormalize, logits,
-                                   ids, weights, gate_logit, ticket, gate_up, I, st);
+                                   ids, weights, gate_logit, ticket, st);
   }
   // The top-k's entries a lane: 16 up to 512 experts (Qwen3-Next, Qwen3.5 MoE), else 32. Loads in
   // flight a lane: 8 from H = 2048 (a row of 2048 in flight at once), else 4 (a shorter row still
@@ -219,8 +204,7 @@ void launch_router(int64_t tokens, const void* x, const void* router, const void
   launch_k(kernel, dim3(ceil_div(E + 1, kRouterWarps)), dim3(kRouterWarps * 32), 0, st,
            static_cast<const bf16*>(x), static_cast<const bf16*>(router),
            static_cast<const bf16*>(shared_gate), static_cast<int>(E), H, top_k, renormalize,
-           logits, ids, weights, gate_logit, ticket, static_cast<const bf16*>(gate_up), I,
-           gate_up != nullptr ? l2_prefetch_bytes() : 0);
+           logits, ids, weights, gate_logit, ticket);
 }
 
 size_t align256(size_t n) {
@@ -238,16 +222,14 @@ size_t act_bytes(const MoeShape& s, int64_t Is) {
 void launch_moe_router_topk(const void* x, const void* router, const void* shared_gate,
                             int64_t tokens, int64_t experts, int64_t hidden, int top_k,
                             bool renormalize, float* logits, int32_t* ids, float* weights,
-                            float* gate_logit, unsigned* ticket, cudaStream_t stream,
-                            const void* gate_up, int64_t inter) {
+                            float* gate_logit, unsigned* ticket, cudaStream_t stream) {
   if (tokens < 1 || tokens > kMoeBlockMaxTokens || experts < 1 || experts > kMoeBlockMaxExperts ||
       top_k < 1 || top_k > 32 || top_k > experts || hidden % 8 != 0)
     cuda_fail(__FILE__, __LINE__, "launch_moe_router_topk",
               "needs 1..kMoeBlockMaxTokens tokens, 1..kMoeBlockMaxExperts experts, top_k 1..32 "
               "(at most the experts) and a hidden size multiple of 8");
   launch_router(tokens, x, router, shared_gate, experts, hidden, top_k, renormalize, logits, ids,
-                weights, gate_logit, ticket, l2_prefetch_bytes() > 0 ? gate_up : nullptr, inter,
-                stream);
+                weights, gate_logit, ticket, stream);
 }
 
 size_t moe_block_scratch_bytes(const MoeShape& s, int64_t shared_inter) {
@@ -263,7 +245,7 @@ void launch_moe_block(const void* x, const void* router, const void* shared_gate
   float* gate = reinterpret_cast<float*>(static_cast<char*>(scratch) + act_bytes(s, shared_inter));
   launch_moe_router_topk(x, router, shared_gate, s.tokens, s.experts, s.hidden,
                          static_cast<int>(s.top_k), renormalize, logits, ids, weights, gate, ticket,
-                         stream, gate_up, s.inter);
+                         stream);
   MoeSharedExpert shared;
   shared.gate_up = shared_gate_up;
   shared.down = shared_down;

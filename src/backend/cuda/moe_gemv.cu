@@ -53,8 +53,7 @@ constexpr int kMaxTopK = 32;     // moe_experts' bound (CudaBackend checks it)
 
 // x [T, H], ids [P = T * k], gate_up [E, 2I, H] (gate rows, then up rows, per expert), act [P, I].
 // shared_gu (null: none): the shared expert's [2Is, H], block column P, its act [T, Is] at act +
-// P * I. prefetch: bytes of shared_gu asked of L2 before the dependency wait
-// (l2_prefetch_bytes()).
+// P * I.
 // G: pairs per group (accumulators per row). H % 8 == 0, 16-byte aligned rows. Up to 2 pairs a
 // group, 3 blocks per multiprocessor (<= 80 registers, no spills with nvcc 13 for sm_90a): at
 // decode the grid is P * I / 8 blocks (640 at Qwen3-Next's shape: 1.6 waves of 132 x 3, 2.4 at 2).
@@ -63,15 +62,12 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
     moe_gate_up_gemv_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ ids, int P,
                             int k, int E, const bf16* __restrict__ gate_up, int64_t H, int64_t I,
                             bf16* __restrict__ act, unsigned long long* __restrict__ routed,
-                            const bf16* __restrict__ shared_gu, int64_t Is, int64_t prefetch) {
+                            const bf16* __restrict__ shared_gu, int64_t Is) {
   __shared__ int group[G];  // the act rows of this block's group, ascending
   __shared__ int group_n;   // how many; 0: not a group's first pair (nothing to do)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int p = static_cast<int>(blockIdx.x);
   const bool shared = p == P;  // the shared expert's column (only launched with shared_gu)
-  // The shared expert's rows do not depend on the routing: asked of L2 before the wait (the routed
-  // experts' first rows were, by the router, once chosen).
-  if (shared) prefetch_l2_share(shared_gu, min(prefetch, 2 * Is * H * 2), blockIdx.y, gridDim.y);
   pdl_wait();
   pdl_trigger();
   const int e = shared ? 0 : ids[p];
@@ -198,16 +194,14 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, G <= 2 ? 3 : 2)
 // combine, split so that kDownWarps of a token's expert rows stream at once); the per-slot dot
 // products meet in shared memory and one thread per row sums them in place order.
 // early_reads: ids, weights and shared_gate (the router's, two launches back) and the first
-// kUnroll weight chunks are read before the dependency wait (the file's header). prefetch: each
-// place's rows of the block are asked of L2 there too (l2_prefetch_bytes() > 0).
+// kUnroll weight chunks are read before the dependency wait (the file's header).
 template <bool kShared>
 __global__ void __launch_bounds__(kDownWarps * 32)
     moe_down_gemv_kernel(const bf16* __restrict__ act, const int32_t* __restrict__ ids,
                          const float* __restrict__ weights, int k, int E,
                          const bf16* __restrict__ down, int64_t H, int64_t I,
                          bf16* __restrict__ out, const bf16* __restrict__ shared_down,
-                         const float* __restrict__ shared_gate, int64_t Is, bool early_reads,
-                         bool prefetch) {
+                         const float* __restrict__ shared_gate, int64_t Is, bool early_reads) {
   constexpr int kPlaces = kMaxTopK + (kShared ? 1 : 0);  // the routed slots (and the shared one)
   __shared__ const bf16* s_rows[kPlaces];                // the place's expert: down [H, I]
   __shared__ const bf16* s_act[kPlaces];                 // the place's act row
@@ -228,19 +222,15 @@ __global__ void __launch_bounds__(kDownWarps * 32)
       const int ej = __shfl_sync(0xffffffffu, e, j);
       place += ej >= 0 && ej < E && (ej < e || (ej == e && j < lane));
     }
-    const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kDownRows;
-    const int64_t rows = min(static_cast<int64_t>(kDownRows), H - h0);  // consecutive in [H, I]
     if (valid) {
       s_rows[place] = down + static_cast<int64_t>(e) * H * I;
       s_act[place] = act + static_cast<int64_t>(pair) * I;
       s_weight[place] = __ldcg(weights + pair);
-      if (prefetch) prefetch_l2_range(s_rows[place] + h0 * I, rows * I * 2);
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, valid);
     if (lane == 0) {
       int n = __popc(ballot);
       if constexpr (kShared) {
-        if (prefetch) prefetch_l2_range(shared_down + h0 * Is, rows * Is * 2);
         s_rows[n] = shared_down;
         s_act[n] = act + static_cast<int64_t>(gridDim.x) * k * I + t * Is;
         s_weight[n] = __ldcg(shared_gate + t);
@@ -372,8 +362,7 @@ void launch_gate_up(const bf16* x, const int32_t* ids, const MoeShape& s, const 
   launch_k(moe_gate_up_gemv_kernel<G>,
            dim3(static_cast<unsigned>(columns), ceil_div(std::max(s.inter, Is), kGateUpWarps)),
            dim3(kGateUpWarps * 32), 0, st, x, ids, static_cast<int>(P), static_cast<int>(s.top_k),
-           static_cast<int>(s.experts), gate_up, s.hidden, s.inter, act, routed, shared_gu, Is,
-           l2_prefetch_bytes());
+           static_cast<int>(s.experts), gate_up, s.hidden, s.inter, act, routed, shared_gu, Is);
 }
 
 }  // namespace
@@ -410,7 +399,7 @@ void launch_moe_gemv(const void* x, const int32_t* ids, const float* weights, co
   launch_k(down_kernel, grid, dim3(kDownWarps * 32), 0, stream, static_cast<const bf16*>(act), ids,
            weights, static_cast<int>(s.top_k), static_cast<int>(s.experts),
            static_cast<const bf16*>(down), s.hidden, s.inter, static_cast<bf16*>(out), sdn, sgate,
-           Is, pdl_early_reads(), l2_prefetch_bytes() > 0);
+           Is, pdl_early_reads());
 }
 
 }  // namespace syv::cuda

@@ -53,14 +53,10 @@ constexpr int64_t kXsMaxBytes = 96 * 1024;  // the staged activations' shared me
 // warp it fits 3 blocks per SM.
 // cdiv: (fp8 block_k or int4 group_size) / 128. W: warps per block, splitting K (8, or 4 for the
 // single token's four-warp form: twice the blocks an SM, each warp twice the chunks).
-// prefetch: bytes of the packed weight asked of L2 before the dependency wait (common.cuh
-// l2_prefetch_bytes(); 0: none): its first rows (with SILU half from the gate rows' start and half
-// from the up rows'), and the same share of the scales.
 template <int FMT, typename TO, int NT, bool XS, bool SILU, int DEEP = 0, int W = kMmaWarps>
 __global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2)) * kMmaWarps / W)
     quant_gemv_mma_kernel(const QuantWeight w, const ChunkDiv cdiv, const bf16* __restrict__ x,
-                          TO* __restrict__ out, int nt, void* __restrict__ gate_up,
-                          int64_t prefetch) {
+                          TO* __restrict__ out, int nt, void* __restrict__ gate_up) {
   static_assert(!XS || NT == 1, "XS stages one token tile");
   constexpr int V = FMT == 0 ? 2 : 1;  // 16-byte vectors per lane, row and chunk
   // chunks in flight per warp (even: x double-buffered); DEEP > 0: that many (XS only, 2 blocks
@@ -139,23 +135,6 @@ __global__ void __launch_bounds__(W * 32, (NT > 1 ? 1 : (XS && DEEP == 0 ? 3 : 2
 #pragma unroll
   for (int d = 0; d < D; ++d)
     if (d < nc) load_w(d, d);
-  if (prefetch > 0) {
-    const auto* data = static_cast<const uint8_t*>(w.data);
-    const int64_t scale_rows = FMT == 0 ? (N + w.block_n - 1) / w.block_n : N;
-    const int64_t scale_share = scale_rows * w.scale_cols * 4 * prefetch / (N * row_bytes);
-    const int64_t part = blockIdx.x, parts = gridDim.x;
-    if constexpr (SILU) {
-      const int64_t up_scales = (FMT == 0 ? I / w.block_n : I) * w.scale_cols * 4 / 16 * 16;
-      prefetch_l2_share(data, prefetch / 2, part, parts);
-      prefetch_l2_share(data + I * row_bytes, prefetch / 2, part, parts);
-      prefetch_l2_share(w.scales, scale_share / 2, part, parts);
-      prefetch_l2_share(reinterpret_cast<const uint8_t*>(w.scales) + up_scales, scale_share / 2,
-                        part, parts);
-    } else {
-      prefetch_l2_share(data, prefetch, part, parts);
-      prefetch_l2_share(w.scales, scale_share, part, parts);
-    }
-  }
   pdl_wait();
   pdl_trigger();
   const int64_t xs_row = K / 2 + 8;  // XS: words per token (8 of padding: other tokens' banks)
@@ -286,9 +265,7 @@ void launch_tile(const QuantWeight& w, const bf16* x, TO* out, int nt, void* gat
     smem = static_cast<size_t>(w.k / 2 + 8) * 4;
   }
   const unsigned grid = SILU ? ceil_div(w.n / 2, kMmaRows / 2) : ceil_div(w.n, kMmaRows);
-  const int64_t weight_bytes = w.n * (w.kind == QuantKind::kFp8Block ? w.k : w.k / 2);
-  launch_k(kernel, grid, W * 32, smem, s, w, quant_chunk_div(w), x, out, nt, gate_up,
-           std::min(l2_prefetch_bytes(), weight_bytes));
+  launch_k(kernel, grid, W * 32, smem, s, w, quant_chunk_div(w), x, out, nt, gate_up);
 }
 
 // The single token's four-warp blocks (set_quant_gemv_four_warps; unset: the environment's
