@@ -6,10 +6,11 @@
 //   2. moe_gemm_kernel<gate_up>: for each tile and block of weight rows, the tile's token rows of
 //      x times the expert's gate/up rows (interleaved, so a thread holds a gate column and its up
 //      column), SiLU(gate) * up written to `act` (bf16, sorted order).
-//   3. moe_gemm_kernel<down>: the tile's rows of act times the expert's down rows, written in f32
-//      to y[pair] (pair = t * k + slot).
+//   3. moe_gemm_kernel<down>: the tile's rows of act times the expert's down rows, each f32 sum
+//      rounded to bf16 into y[pair] (pair = t * k + slot; bf16 halves the bytes the down GEMM
+//      writes and the combine reads, as vLLM's fused MoE keeps them).
 //   4. moe_combine_kernel: out[t] = sum over the token's slots, in ascending expert id (the order
-//      of the CPU reference), of weight * y[pair].
+//      of the CPU reference), of weight * y[pair], in f32.
 // Only the experts some token routes to are read, each once per weight tile: at decode that is
 // the weight-streaming GEMV of the routed experts (the union of the batch's experts), at prefill a
 // grouped tensor-core GEMM (mma.sync m16n8k16, bf16 in, fp32 accumulation). This path is the only
@@ -184,11 +185,11 @@ struct GemmArgs {
   // Which grid dimension walks the weight's N tiles: 1 = x (moe_grid_n_fastest(), the default),
   // 0 = y (the tiles of rows in x: SYV_MOE_GRID=m, the order before 2026-12-05).
   int n_fastest;
-  // 1: down writes y's columns n, n + 1 (n even) as one 8-byte store (N even, y 8-byte aligned).
+  // 1: down writes y's columns n, n + 1 (n even) as one 4-byte store (N even, y 4-byte aligned).
   int y_pairs;
   int64_t N, K, inter;  // N = 2I (gate_up) or H (down); K = H or I
   bf16* act;            // gate_up's output [P, I]
-  float* y;             // down's output [T * k, H], by pair
+  bf16* y;              // down's output [T * k, H], by pair
 };
 
 // One block: tile blockIdx.x of the list (BM rows of one expert) x weight rows
@@ -278,12 +279,12 @@ __global__ void __launch_bounds__(Tile<BM, BN, BK, WM, WN, STAGES>::kThreads)
           const float silu = c0 / (1.f + expf(-c0));
           g.act[static_cast<int64_t>(r0 + r) * g.inter + (n >> 1)] = __float2bfloat16_rn(silu * c1);
         } else {
-          float* y = g.y + static_cast<int64_t>(g.sorted[r0 + r]) * N + n;
+          bf16* y = g.y + static_cast<int64_t>(g.sorted[r0 + r]) * N + n;
           if (g.y_pairs && n + 1 < N) {
-            *reinterpret_cast<float2*>(y) = make_float2(c0, c1);
+            *reinterpret_cast<__nv_bfloat162*>(y) = __floats2bfloat162_rn(c0, c1);
           } else {
-            y[0] = c0;
-            if (n + 1 < N) y[1] = c1;
+            y[0] = __float2bfloat16_rn(c0);
+            if (n + 1 < N) y[1] = __float2bfloat16_rn(c1);
           }
         }
       }
@@ -309,7 +310,7 @@ __device__ __forceinline__ void sort_slots_by_expert(const int* expert, int k, i
 }
 
 // out[t, h] = sum of weights[t, j] * y[t * k + j, h] over j in ascending expert id.
-__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
+__global__ void moe_combine_kernel(const bf16* __restrict__ y, const int32_t* __restrict__ ids,
                                    const float* __restrict__ weights, int k, int E, int64_t H,
                                    bf16* __restrict__ out) {
   __shared__ int order[32], expert[32];
@@ -328,15 +329,15 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
   for (int r = 0; r < k; ++r) {
     const int j = order[r];
     if (j < 0) break;
-    acc += y[(t * k + j) * H + h] * weights[t * k + j];
+    acc += __bfloat162float(y[(t * k + j) * H + h]) * weights[t * k + j];
   }
   out[t * H + h] = __float2bfloat16_rn(acc);
 }
 
 // moe_combine_kernel with one block per token (the expert order sorted once, not once per block
-// of 256 columns) and 4 columns a thread a step (16-byte loads of y): the same sums in the same
-// order. Needs H % 4 == 0 (y's rows then 16-byte aligned).
-__global__ void moe_combine4_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
+// of 256 columns) and 8 columns a thread a step (16-byte loads of y, 16-byte stores of out): the
+// same sums in the same order. Needs H % 8 == 0 (y's rows then 16-byte aligned).
+__global__ void moe_combine8_kernel(const bf16* __restrict__ y, const int32_t* __restrict__ ids,
                                     const float* __restrict__ weights, int k, int E, int64_t H,
                                     bf16* __restrict__ out) {
   __shared__ int order[32], expert[32];
@@ -351,22 +352,23 @@ __global__ void moe_combine4_kernel(const float* __restrict__ y, const int32_t* 
   __syncthreads();
   if (threadIdx.x == 0) sort_slots_by_expert(expert, k, E, order);
   __syncthreads();
-  const int64_t H4 = H / 4;
-  for (int64_t v = threadIdx.x; v < H4; v += blockDim.x) {
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int64_t H8 = H / 8;
+  for (int64_t v = threadIdx.x; v < H8; v += blockDim.x) {
+    float acc[8] = {};
     for (int r = 0; r < k; ++r) {
       const int j = order[r];
       if (j < 0) break;
       const float w = weight[j];
-      const float4 yv = __ldcs(reinterpret_cast<const float4*>(y + (t * k + j) * H) + v);
-      acc.x += yv.x * w;
-      acc.y += yv.y * w;
-      acc.z += yv.z * w;
-      acc.w += yv.w * w;
+      float yv[8];
+      unpack8(__ldcs(reinterpret_cast<const uint4*>(y + (t * k + j) * H) + v), yv);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) acc[c] += yv[c] * w;
     }
-    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(out + t * H + 4 * v);
-    o[0] = __floats2bfloat162_rn(acc.x, acc.y);
-    o[1] = __floats2bfloat162_rn(acc.z, acc.w);
+    uint4 o;
+    __nv_bfloat162* op = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) op[c] = __floats2bfloat162_rn(acc[2 * c], acc[2 * c + 1]);
+    reinterpret_cast<uint4*>(out + t * H)[v] = o;
   }
 }
 
@@ -397,7 +399,7 @@ Layout layout(const MoeShape& s, int64_t tokens) {
   l.tiles = take(sizeof(int4) * static_cast<size_t>(max_tiles(P, s.experts, kMinTileRows)));
   l.sorted = take(sizeof(int32_t) * static_cast<size_t>(P));
   l.act = take(2 * static_cast<size_t>(P * s.inter));
-  l.y = take(4 * static_cast<size_t>(P * s.hidden));
+  l.y = take(2 * static_cast<size_t>(P * s.hidden));
   l.total = at;
   return l;
 }
@@ -427,7 +429,7 @@ void launch_gemm(const GemmArgs& a, int64_t tiles, cudaStream_t s) {
   const unsigned n_tiles = ceil_div(a.N, BN);
   GemmArgs g = a;
   g.n_fastest = moe_grid_n_fastest() && tiles <= 65535 ? 1 : 0;  // (gridDim.y's limit)
-  g.y_pairs = a.N % 2 == 0 && reinterpret_cast<uintptr_t>(a.y) % 8 == 0 ? 1 : 0;
+  g.y_pairs = a.N % 2 == 0 && reinterpret_cast<uintptr_t>(a.y) % 4 == 0 ? 1 : 0;
   const dim3 grid = g.n_fastest ? dim3(n_tiles, static_cast<unsigned>(tiles))
                                 : dim3(static_cast<unsigned>(tiles), n_tiles);
   launch_k(kernel, grid, L::kThreads, L::kSmem, s, g);
@@ -461,7 +463,7 @@ void run_pass(const MoeShape& s, int64_t T, const bf16* x, const int32_t* ids, c
   a.top_k = static_cast<int>(s.top_k);
   a.inter = s.inter;
   a.act = static_cast<bf16*>(r.act);
-  a.y = r.y;
+  a.y = static_cast<bf16*>(r.y);
   a.a = x;
   a.w = gate_up;
   a.N = 2 * s.inter;
@@ -582,20 +584,21 @@ MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, in
   r.tiles = reinterpret_cast<int4*>(sc + l.tiles);
   r.num_tiles = reinterpret_cast<int32_t*>(sc + l.num_tiles);
   r.act = sc + l.act;
-  r.y = reinterpret_cast<float*>(sc + l.y);
+  r.y = sc + l.y;
   r.max_tiles = max_tiles(P, E, bm);
   launch_k(moe_route_kernel, dim3(1), dim3(kRouteThreads), 2 * E * sizeof(int), st, ids,
            static_cast<int>(P), static_cast<int>(E), bm, r.sorted, r.tiles, r.num_tiles, routed);
   return r;
 }
 
-void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const MoeShape& s,
-                        int64_t T, void* out, cudaStream_t st) {
+void launch_moe_combine(const void* y_bytes, const int32_t* ids, const float* weights,
+                        const MoeShape& s, int64_t T, void* out, cudaStream_t st) {
   constexpr int kCombineThreads = 256;
+  const auto* y = static_cast<const bf16*>(y_bytes);
   if (T == 0) return;
-  if (s.hidden % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(out) % 8 == 0) {
-    launch_k(moe_combine4_kernel, dim3(static_cast<unsigned>(T)), dim3(kCombineThreads), 0, st, y,
+  if (s.hidden % 8 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+    launch_k(moe_combine8_kernel, dim3(static_cast<unsigned>(T)), dim3(kCombineThreads), 0, st, y,
              ids, weights, static_cast<int>(s.top_k), static_cast<int>(s.experts), s.hidden,
              static_cast<bf16*>(out));
     return;
@@ -615,7 +618,7 @@ void launch_moe_topk(const float* logits, int64_t tokens, int64_t experts, int t
 }
 
 int64_t moe_pass_tokens(const MoeShape& s) {
-  const int64_t per_token = s.top_k * (2 * s.inter + 4 * s.hidden);
+  const int64_t per_token = s.top_k * (2 * s.inter + 2 * s.hidden);
   return std::max<int64_t>(1, std::min(s.tokens, kPassBudget / std::max<int64_t>(per_token, 1)));
 }
 

@@ -75,18 +75,18 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
 // tiles of at most bm >= 16 rows; adds the experts it routes to to *routed. The launches after it
 // read the tile list's first *num_tiles entries of max_tiles (the grid is sized for max_tiles:
 // blocks past the count exit). launch_moe_combine: out bf16 [T, H] = each token's sum over its
-// slots, in ascending expert id, of weight * y[pair].
+// slots, in ascending expert id, of weight * y[pair] (f32 sums of the bf16 y).
 struct MoeRouting {
   int32_t* sorted = nullptr;     // [T * k] pair ids grouped by expert
   int4* tiles = nullptr;         // (expert, first sorted row, rows, 0)
   int32_t* num_tiles = nullptr;  // device
   void* act = nullptr;           // bf16 [T * k, I] (sorted rows): gate_up's output
-  float* y = nullptr;            // f32 [T * k, H] (by pair): down's output
+  void* y = nullptr;             // bf16 [T * k, H] (by pair): down's output, rounded
   int64_t max_tiles = 0;
 };
 MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
                             unsigned long long* routed, cudaStream_t st);
-void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const MoeShape& s,
+void launch_moe_combine(const void* y, const int32_t* ids, const float* weights, const MoeShape& s,
                         int64_t T, void* out, cudaStream_t st);
 
 // The tiled path's two GEMMs on Hopper's warpgroup MMA (moe_wgmma.cu), between launch_moe_route
@@ -103,10 +103,10 @@ struct MoeWgmmaGemm {
   const int32_t* num_tiles = nullptr;
   const int32_t* sorted = nullptr;
   int top_k = 0;
-  bool y_vec4 = false;                           // set by the launch: y's rows take 16-byte stores
+  bool y_vec4 = false;                           // set by the launch: y's rows take 8-byte stores
   int64_t experts = 0, n = 0, k = 0, inter = 0;  // n: the weight's rows (2I or H), k: H or I
   void* act = nullptr;                           // bf16 [P, I]: gate_up's output, down's a
-  float* y = nullptr;                            // f32 [P, H]: down's output
+  void* y = nullptr;                             // bf16 [P, H]: down's output, rounded
 };
 bool moe_wgmma_supports(const MoeShape& s);
 void launch_moe_wgmma(const MoeWgmmaGemm& g, int tile_rows, int64_t max_tiles, cudaStream_t s);

@@ -86,7 +86,8 @@ __global__ void __launch_bounds__(kQGemmWarps * 32, 2) moe_quant_gemm_kernel(con
         const int tok = 8 * q + 2 * t + (e & 1);
         const int64_t n = o0 + 16 * warp + g + (e >= 2 ? 8 : 0);
         if (tok < rows && n < H)
-          p.route.y[static_cast<int64_t>(p.route.sorted[r0 + tok]) * H + n] = acc[q][e];
+          static_cast<bf16*>(p.route.y)[static_cast<int64_t>(p.route.sorted[r0 + tok]) * H + n] =
+              __float2bfloat16_rn(acc[q][e]);
       }
     }
   }

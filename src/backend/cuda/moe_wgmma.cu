@@ -13,8 +13,8 @@
 //     (I + i0 ...); the up sums meet the gate sums through shared memory and act[row, i] =
 //     bf16(SiLU(gate) * up) (moe_gemm_kernel's epilogue, the same formula), staged in shared
 //     memory and stored 16 bytes at a time.
-//   down: hidden rows [n0, n0 + 128); y[pair, n] = the f32 sum, staged and stored 16 bytes at a
-//     time (y's rows by pair, as moe_gemm_kernel).
+//   down: hidden rows [n0, n0 + 128); y[pair, n] = the f32 sum rounded to bf16, staged and
+//     stored 8 bytes at a time (y's rows by pair, as moe_gemm_kernel).
 // Each output element is one f32 accumulator over K, chunk after chunk in K order, whatever tile
 // or row it lands in; the rounding within a k16 step is the tensor core's, so the sums need not be
 // moe_gemm_kernel's bits (the tests compare both with the CPU; batch-invariant mode keeps
@@ -216,11 +216,15 @@ __global__ void __launch_bounds__(kThreads, NT >= 128 ? 1 : 2)
       const int64_t n = o0 + c * 4;
       if (r >= rows || n >= N) continue;
       const float* src = y_s + r * kYPitch + c * 4;
-      float* dst = g.y + static_cast<int64_t>(g.sorted[r0 + r]) * N + n;
+      bf16* dst = static_cast<bf16*>(g.y) + static_cast<int64_t>(g.sorted[r0 + r]) * N + n;
       if (g.y_vec4 && n + 4 <= N) {
-        *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        uint2 packed;
+        *reinterpret_cast<__nv_bfloat162*>(&packed.x) = __floats2bfloat162_rn(v.x, v.y);
+        *reinterpret_cast<__nv_bfloat162*>(&packed.y) = __floats2bfloat162_rn(v.z, v.w);
+        *reinterpret_cast<uint2*>(dst) = packed;
       } else {
-        for (int e = 0; e < 4 && n + e < N; ++e) dst[e] = src[e];
+        for (int e = 0; e < 4 && n + e < N; ++e) dst[e] = __float2bfloat16_rn(src[e]);
       }
     }
   }
@@ -244,7 +248,7 @@ void launch_nt(const MoeWgmmaGemm& g, int64_t max_tiles, cudaStream_t s) {
   const CUtensorMap map = weight_map(static_cast<const bf16*>(g.w), g.experts * n_rows, g.k);
   const int64_t blocks_x = kGateUp ? ceil_div(g.inter, kWgRows) : ceil_div(g.n, 2 * kWgRows);
   MoeWgmmaGemm a = g;
-  a.y_vec4 = !kGateUp && g.n % 4 == 0 && reinterpret_cast<uintptr_t>(g.y) % 16 == 0;
+  a.y_vec4 = !kGateUp && g.n % 4 == 0 && reinterpret_cast<uintptr_t>(g.y) % 8 == 0;
   launch_k(kernel, dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(max_tiles)),
            kThreads, smem_bytes(NT), s, map, a);
 }
