@@ -14,7 +14,8 @@
 //      and the CPU reference's order), split over the block's warps; per slot the fp32 dot product
 //      of act[pair] with the expert's down row (a row walked in 32-lane chunks, the last one
 //      partial when I % 256 != 0; a warp's chunks of all its slots one stream, kUnroll in flight),
-//      then out = sum of dot * weight in that order (one thread, as the combine), written in bf16.
+//      then out = sum of bf16(dot) * weight in that order (one thread, as the combine sums the
+//      tiled path's bf16 y), written in bf16.
 // With a shared expert (MoeSharedExpert, launch_moe_block()) of width Is, it is one more block
 // column of the gate/up grid (pair index P: the group of all T tokens; its act rows [T, Is] after
 // the routed ones) and one more place of each token's down block (after the routed slots; with
@@ -341,7 +342,10 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   if (warp == 0 && lane < kDownRows && h0 + lane < H) {
     const int routed = kShared ? n - 1 : n;
     float sum = 0.f;
-    for (int s = 0; s < routed; ++s) sum += s_dot[s][lane] * s_weight[s];  // moe_combine_kernel's
+    // moe_combine_kernel's sum, each slot's dot product rounded to bf16 first as the tiled path's
+    // y holds it (so a token's greedy output does not depend on which path its step takes).
+    for (int s = 0; s < routed; ++s)
+      sum += __bfloat162float(__float2bfloat16_rn(s_dot[s][lane])) * s_weight[s];
     if constexpr (kShared) {  // sigmoid_mul's and add's roundings
       const float d = __bfloat162float(__float2bfloat16_rn(s_dot[routed][lane]));
       const float gated =
