@@ -18,7 +18,8 @@
 #     before, both, the default again.
 # QUICK=1: the attention, MoE op, hybrid op, hybrid golden and engine hybrid / MoE tests, then the
 # 8-layer copy's prefill only (~250 s); QUICK=2: the head_dim-256 attention, hybrid golden and
-# engine tests (~200 s). Carry .devcarry-deps and .devcarry-tok. Writes 3 files to $OUT.
+# engine tests (~200 s). Carry .devcarry-deps and .devcarry-tok. Writes 2 files to $OUT
+# (tests.log, bench.log).
 #   [QUICK=1|2] [STOP_AFTER=s (no prefill starts later)] tools/device/gdn_products_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1

@@ -9,7 +9,7 @@
 #     2.454 ms on an H100, 2026-12-07 07:57).
 #  3. The 8-layer copy of qwen3-next-24l: `syv bench decode --lengths 2048,8192`, twice (f32 y
 #     before: 17.4 / 48.0 ms, 25.8% / 39.5%, H100, 2026-12-07 08:12).
-# Carry .devcarry-deps and .devcarry-tok. Writes 3 files to $OUT.
+# Carry .devcarry-deps and .devcarry-tok. Writes 2 files to $OUT (tests.log, bench.log).
 #   tools/device/moe_y_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
