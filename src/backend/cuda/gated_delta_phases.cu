@@ -131,6 +131,23 @@ constexpr int kWuSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
                               + kGateFloats;
 constexpr size_t kWuSmemBytes = kWuSmemFloats * sizeof(float);
 
+// Phase 1's shared memory as both of its kernels carve it (kWuSmemFloats' parts, in that order).
+struct WuSmem {
+  float *Qs, *Ks, *Am, *Tb, *Dm, *Xb;
+  Gates gt;
+};
+__device__ __forceinline__ WuSmem wu_smem(float4* smem4) {
+  WuSmem m;
+  m.Qs = reinterpret_cast<float*>(smem4);
+  m.Ks = m.Qs + kChunk * kQKStride;
+  m.Am = m.Ks + kChunk * kQKStride;
+  m.Tb = m.Am + kChunk * kAStride;
+  m.Dm = m.Tb + kChunk * kSub;
+  m.Xb = m.Dm + kChunk * kDStride;
+  m.gt = gates_at(m.Xb + kSub * kDStride);
+  return m;
+}
+
 // U and W of phase 1 by columns (gdn_wu_kernel<..., kColumns = true>): each thread takes whole
 // columns of the right-hand sides [β v | β Γ k] (dv + kDK of them) and solves (I + A) x = d down
 // the chunk's 64 rows by forward substitution, x in registers: x_i = d_i - Σ_{j<i} A_ij x_j, the
@@ -189,13 +206,9 @@ __device__ __forceinline__ void solve_by_columns(const GdnArgs& a, const float* 
 template <typename TX, bool kFragments, bool kColumns>
 __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScratch p) {
   extern __shared__ float4 smem4[];
-  float* Qs = reinterpret_cast<float*>(smem4);
-  float* Ks = Qs + kChunk * kQKStride;
-  float* Am = Ks + kChunk * kQKStride;
-  float* Tb = Am + kChunk * kAStride;
-  float* Dm = Tb + kChunk * kSub;
-  float* Xb = Dm + kChunk * kDStride;
-  const Gates gt = gates_at(Xb + kSub * kDStride);
+  const WuSmem m = wu_smem(smem4);
+  float *Qs = m.Qs, *Ks = m.Ks, *Am = m.Am, *Tb = m.Tb, *Dm = m.Dm, *Xb = m.Xb;
+  const Gates gt = m.gt;
   const float *beta = gt.beta, *gam = gt.gam;
 
   const int tid = threadIdx.x;
@@ -290,13 +303,9 @@ static_assert(kChunk * kQKStride <=
 template <typename TX, bool kFragments>
 __global__ void __launch_bounds__(kThreads, 2) gdn_wu_products_kernel(GdnArgs a, PhaseScratch p) {
   extern __shared__ float4 smem4[];
-  float* Qs = reinterpret_cast<float*>(smem4);
-  float* Ks = Qs + kChunk * kQKStride;
-  float* Am = Ks + kChunk * kQKStride;
-  float* Tb = Am + kChunk * kAStride;
-  float* Dm = Tb + kChunk * kSub;
-  float* Xb = Dm + kChunk * kDStride;
-  const Gates gt = gates_at(Xb + kSub * kDStride);
+  const WuSmem m = wu_smem(smem4);
+  float *Qs = m.Qs, *Ks = m.Ks, *Am = m.Am, *Tb = m.Tb, *Dm = m.Dm, *Xb = m.Xb;
+  const Gates gt = m.gt;
   const float *beta = gt.beta, *gam = gt.gam;
   float* TuT = Qs;                    // [64 j][64 perm(i)]
   float* TwT = Qs + kChunk * kChunk;  // [64 j][64 perm(i)]
@@ -523,17 +532,30 @@ constexpr int kOutSmemFloats = 2 * kChunk * kQKStride  // Qs, Ks
                                + kChunk * kDStride     // Δ columns
                                + kGateFloats;
 constexpr size_t kOutSmemBytes = kOutSmemFloats * sizeof(float);
+
+// Phase 3's shared memory as both of its kernels carve it (kOutSmemFloats' parts, in that order).
+struct OutSmem {
+  float *Qs, *Ks, *Pm, *Dm;
+  Gates gt;
+};
+__device__ __forceinline__ OutSmem out_smem(float4* smem4) {
+  OutSmem m;
+  m.Qs = reinterpret_cast<float*>(smem4);
+  m.Ks = m.Qs + kChunk * kQKStride;
+  m.Pm = m.Ks + kChunk * kQKStride;
+  m.Dm = m.Pm + kChunk * kAStride;
+  m.gt = gates_at(m.Dm + kChunk * kDStride);
+  return m;
+}
 static_assert(kWuSmemBytes <= kMaxSmemBytes && kCoresStateSmemBytes <= kMaxSmemBytes &&
               kOutSmemBytes <= kMaxSmemBytes);
 
 template <typename TX>
 __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, PhaseScratch p) {
   extern __shared__ float4 smem4[];
-  float* Qs = reinterpret_cast<float*>(smem4);
-  float* Ks = Qs + kChunk * kQKStride;
-  float* Pm = Ks + kChunk * kQKStride;
-  float* Dm = Pm + kChunk * kAStride;
-  const Gates gt = gates_at(Dm + kChunk * kDStride);
+  const OutSmem m = out_smem(smem4);
+  float *Qs = m.Qs, *Ks = m.Ks, *Pm = m.Pm, *Dm = m.Dm;
+  const Gates gt = m.gt;
 
   const int tid = threadIdx.x;
   ChunkWork cw;
@@ -597,11 +619,10 @@ template <typename TX>
 __global__ void __launch_bounds__(kThreads, 2)
     gdn_output_products_kernel(GdnArgs a, PhaseScratch p) {
   extern __shared__ float4 smem4[];
-  float* Qs = reinterpret_cast<float*>(smem4);
-  float* Ks = Qs + kChunk * kQKStride;
-  float* PT = Ks + kChunk * kQKStride;  // [64 j][64 perm_row(i)]
-  float* Dm = PT + kChunk * kAStride;
-  const Gates gt = gates_at(Dm + kChunk * kDStride);
+  const OutSmem m = out_smem(smem4);
+  float *Qs = m.Qs, *Ks = m.Ks;
+  float* PT = m.Pm;  // [64 j][64 perm_row(i)]
+  const Gates gt = m.gt;
   float* Ds = Qs;  // [64 j][kQKStride]: Δ's rows, once P is computed
 
   const int tid = threadIdx.x;
