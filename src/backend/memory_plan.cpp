@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "backend/moe_scratch.h"
+
 namespace syv {
 
 std::string MemoryPlan::summary() const {
@@ -66,6 +68,12 @@ size_t estimate_gdn_phases_scratch_bytes(int64_t tokens, int64_t value_heads,
   // the 256-byte alignment of the scratch's nine arrays.
   return static_cast<size_t>(chunks * value_heads * per_chunk_head + chunks * 16 +
                              (tokens + 1) * 4 + 9 * 256);
+}
+
+size_t estimate_moe_scratch_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
+                                  int64_t moe_inter) {
+  if (experts <= 0 || tokens <= 0) return 0;
+  return cuda::moe_scratch_bytes({tokens, top_k, experts, hidden, moe_inter});
 }
 
 }  // namespace syv

@@ -91,5 +91,11 @@ inline int64_t gdn_phases_spare_chunks(int64_t max_num_seqs, int64_t speculative
 size_t estimate_gdn_phases_scratch_bytes(int64_t tokens, int64_t value_heads,
                                          int64_t value_head_dim,
                                          int64_t spare_chunks = kGdnPhasesSpareChunks);
+// The CUDA backend's MoE tiled-path scratch for a step of `tokens` tokens (backend/moe_scratch.h:
+// one pass's routing lists and act and y rows; 0 for a dense model, experts <= 0), which the
+// backend allocates at a MoE model's first step of more than kMoeGemvMaxTokens tokens, after the
+// plan: counted with the step's activations.
+size_t estimate_moe_scratch_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
+                                  int64_t moe_inter);
 
 }  // namespace syv

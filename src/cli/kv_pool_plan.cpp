@@ -20,9 +20,12 @@ size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions&
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
       std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
           e.max_prompt_logprob_rows);
-  return dense + estimate_gdn_phases_scratch_bytes(
-                     step_tokens, c.linear_num_value_heads, c.linear_value_head_dim,
-                     gdn_phases_spare_chunks(e.max_num_seqs, e.num_speculative_tokens));
+  return dense +
+         estimate_gdn_phases_scratch_bytes(
+             step_tokens, c.linear_num_value_heads, c.linear_value_head_dim,
+             gdn_phases_spare_chunks(e.max_num_seqs, e.num_speculative_tokens)) +
+         estimate_moe_scratch_bytes(step_tokens, c.num_experts_per_tok, c.num_experts,
+                                    c.hidden_size, c.moe_intermediate_size);
 }
 
 namespace {

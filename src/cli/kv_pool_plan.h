@@ -30,7 +30,8 @@ struct GpuMemoryShare {
 // max_num_seqs) tokens: the rows of backend/memory_plan.h estimate_qwen3_activation_bytes with
 // each sequence's verify rows and the prompt-logprob rows as logits rows, plus for hybrids the
 // chunked delta rule's scratch (one layer's at a time) for the chunks a step of these sequences
-// can make (gdn_phases_spare_chunks).
+// can make (gdn_phases_spare_chunks), and for MoE models the tiled path's scratch
+// (estimate_moe_scratch_bytes).
 size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions& e);
 
 // The pool of an engine about to run on `backend`: sized by the plan (`share`) on a CUDA backend

@@ -10,6 +10,7 @@
 
 #include "backend/batch.h"
 #include "backend/memory_plan.h"
+#include "backend/moe_scratch.h"
 #include "engine/engine_core.h"
 #include "kv/cache_spec.h"
 
@@ -134,6 +135,26 @@ TEST(MemoryPlan, DeltaRuleScratchCountsTheChunksOfTheEnginesSteps) {
   const size_t any = estimate_gdn_phases_scratch_bytes(2048, 48, 128);
   EXPECT_EQ(any, estimate_gdn_phases_scratch_bytes(2048, 48, 128, kGdnPhasesSpareChunks));
   EXPECT_EQ(any - one, static_cast<size_t>(27 * 48 * (64 * (2 * 128 + 3 * 128) * 4 + 4) + 27 * 16));
+}
+
+// The MoE tiled path's scratch counted with a step's activations: by hand for Qwen3-Next's shape
+// (512 experts, top 10, hidden 2048, experts 512 wide) at a 2,048-token step, one pass; past the
+// pass budget the count stops growing with the step; nothing for a dense model.
+TEST(MemoryPlan, MoeScratchIsTheTiledPathsPass) {
+  const int64_t P = 2048 * 10;
+  auto aligned = [](int64_t b) { return (b + 255) / 256 * 256; };
+  const int64_t tiles = (P + cuda::kMoeMinTileRows - 1) / cuda::kMoeMinTileRows + 512;
+  EXPECT_EQ(estimate_moe_scratch_bytes(2048, 10, 512, 2048, 512),
+            static_cast<size_t>(aligned(4) + aligned(16 * tiles) + aligned(4 * P) +
+                                aligned(2 * P * 512) + aligned(2 * P * 2048)));
+  // 1 GiB of act and y rows a pass: 20,971 tokens of this shape.
+  EXPECT_EQ(cuda::moe_pass_tokens({1 << 20, 10, 512, 2048, 512}),
+            cuda::kMoePassBudget / (10 * (2 * 512 + 2 * 2048)));
+  EXPECT_EQ(estimate_moe_scratch_bytes(1 << 20, 10, 512, 2048, 512),
+            estimate_moe_scratch_bytes(1 << 21, 10, 512, 2048, 512));
+  EXPECT_LE(estimate_moe_scratch_bytes(1 << 20, 10, 512, 2048, 512),
+            static_cast<size_t>(cuda::kMoePassBudget) + (size_t{64} << 20));
+  EXPECT_EQ(estimate_moe_scratch_bytes(2048, 0, 0, 2048, 0), 0u);
 }
 
 }  // namespace

@@ -40,10 +40,8 @@
 namespace syv::cuda {
 namespace {
 
-constexpr int kTopkWarps = 4;                      // tokens per router block
-constexpr int kRouteThreads = 1024;                // the one block of moe_route_kernel
-constexpr int kMinTileRows = 16;                   // the smallest BM (sizes the tile list)
-constexpr int64_t kPassBudget = int64_t{1} << 30;  // act + y bytes of one pass
+constexpr int kTopkWarps = 4;        // tokens per router block
+constexpr int kRouteThreads = 1024;  // the one block of moe_route_kernel
 
 // ---- router -------------------------------------------------------------------------------------
 
@@ -374,36 +372,6 @@ __global__ void moe_combine8_kernel(const bf16* __restrict__ y, const int32_t* _
 
 // ---- host side ----------------------------------------------------------------------------------
 
-struct Layout {
-  size_t num_tiles, tiles, sorted, act, y, total;
-};
-
-int64_t max_tiles(int64_t pairs, int64_t experts, int bm) {
-  return (pairs + bm - 1) / bm + std::min(experts, pairs);
-}
-
-size_t align256(size_t n) {
-  return (n + 255) / 256 * 256;
-}
-
-Layout layout(const MoeShape& s, int64_t tokens) {
-  const int64_t P = tokens * s.top_k;
-  Layout l{};
-  size_t at = 0;
-  auto take = [&](size_t bytes) {
-    const size_t here = at;
-    at += align256(bytes);
-    return here;
-  };
-  l.num_tiles = take(sizeof(int32_t));
-  l.tiles = take(sizeof(int4) * static_cast<size_t>(max_tiles(P, s.experts, kMinTileRows)));
-  l.sorted = take(sizeof(int32_t) * static_cast<size_t>(P));
-  l.act = take(2 * static_cast<size_t>(P * s.inter));
-  l.y = take(2 * static_cast<size_t>(P * s.hidden));
-  l.total = at;
-  return l;
-}
-
 // The grid's x walks the weight's N tiles (the default since 2026-12-05; SYV_MOE_GRID=m goes
 // back to x walking the tiles of rows), so the blocks of one tile of rows run together (its
 // activation rows read once from DRAM, then from L2) and one expert's tiles of rows follow each
@@ -574,9 +542,9 @@ void set_moe_wgmma_rows(int rows) {
 
 MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, int bm, void* scratch,
                             unsigned long long* routed, cudaStream_t st) {
-  SYV_CHECK(bm >= kMinTileRows) << "moe route: tiles of " << bm << " rows (at least "
-                                << kMinTileRows << ": the tile list is sized for them)";
-  const Layout l = layout(s, T);
+  SYV_CHECK(bm >= kMoeMinTileRows) << "moe route: tiles of " << bm << " rows (at least "
+                                   << kMoeMinTileRows << ": the tile list is sized for them)";
+  const MoeScratchLayout l = moe_scratch_layout(s, T);
   char* sc = static_cast<char*>(scratch);
   const int64_t P = T * s.top_k, E = s.experts;
   MoeRouting r;
@@ -585,7 +553,7 @@ MoeRouting launch_moe_route(const MoeShape& s, int64_t T, const int32_t* ids, in
   r.num_tiles = reinterpret_cast<int32_t*>(sc + l.num_tiles);
   r.act = sc + l.act;
   r.y = sc + l.y;
-  r.max_tiles = max_tiles(P, E, bm);
+  r.max_tiles = moe_max_tiles(P, E, bm);
   launch_k(moe_route_kernel, dim3(1), dim3(kRouteThreads), 2 * E * sizeof(int), st, ids,
            static_cast<int>(P), static_cast<int>(E), bm, r.sorted, r.tiles, r.num_tiles, routed);
   return r;
@@ -617,15 +585,6 @@ void launch_moe_topk(const float* logits, int64_t tokens, int64_t experts, int t
            logits, tokens, static_cast<int>(experts), top_k, renormalize, ids, weights);
 }
 
-int64_t moe_pass_tokens(const MoeShape& s) {
-  const int64_t per_token = s.top_k * (2 * s.inter + 2 * s.hidden);
-  return std::max<int64_t>(1, std::min(s.tokens, kPassBudget / std::max<int64_t>(per_token, 1)));
-}
-
-size_t moe_scratch_bytes(const MoeShape& s) {
-  return layout(s, moe_pass_tokens(s)).total;
-}
-
 void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
                         const void* gate_up, const void* down, void* out, const MoeShape& s,
                         bool batch_invariant, void* scratch, unsigned long long* routed,
@@ -634,7 +593,8 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
   if (!batch_invariant && s.tokens <= kMoeGemvMaxTokens && s.tokens <= pass) {
     // One pass's scratch holds its act rows (bf16 [T * k, I]), where the tiled path keeps them.
     launch_moe_gemv(x, ids, weights, gate_up, down, out, s,
-                    static_cast<char*>(scratch) + layout(s, s.tokens).act, routed, stream);
+                    static_cast<char*>(scratch) + moe_scratch_layout(s, s.tokens).act, routed,
+                    stream);
     return;
   }
   for (int64_t t0 = 0; t0 < s.tokens; t0 += pass) {
@@ -664,7 +624,7 @@ void launch_moe_experts(const void* x, const int32_t* ids, const float* weights,
     // (The warpgroup-MMA grid's y walks the tiles: at most 65,535; more take moe_gemm_kernel.)
     const int wrows = wgmma_rows();
     if (tile == MoeTile::kAuto && !batch_invariant && moe_wgmma_supports(s) &&
-        max_tiles(P, s.experts, wrows) <= 65535) {
+        moe_max_tiles(P, s.experts, wrows) <= 65535) {
       run_pass_wgmma(wrows, s, T, xp, ip, wp, gu, dn, op, sc, routed, stream);
       continue;
     }

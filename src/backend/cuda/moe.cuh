@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/moe_scratch.h"
+
 namespace syv::cuda {
 
 // Backend::moe_topk: logits f32 [T, E]; ids i32 / weights f32 [T, top_k]. E <= kMoeMaxExperts,
@@ -20,15 +22,7 @@ inline constexpr int64_t kMoeMaxExperts = 4096;
 void launch_moe_topk(const float* logits, int64_t tokens, int64_t experts, int top_k,
                      bool renormalize, int32_t* ids, float* weights, cudaStream_t s);
 
-struct MoeShape {
-  int64_t tokens = 0, top_k = 0, experts = 0, hidden = 0, inter = 0;
-};
-
-// Tokens per pass of launch_moe_experts() (the scratch of a pass grows with its tokens: beyond a
-// fixed budget the tokens go in passes, each re-reading the experts it routes to).
-int64_t moe_pass_tokens(const MoeShape& s);
-// Scratch bytes launch_moe_experts() needs for `s` (one pass of moe_pass_tokens(s) tokens).
-size_t moe_scratch_bytes(const MoeShape& s);
+// MoeShape, moe_pass_tokens() and moe_scratch_bytes(): backend/moe_scratch.h.
 
 // The tiled path's block tile where the experts get more than 16 rows each (prefill). The results
 // do not depend on it (gemm_tile.cuh: one fp32 accumulator an element, in K order). kAuto, the
