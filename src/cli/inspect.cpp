@@ -246,6 +246,13 @@ int run_config_only(const Options& o) {
   // CUDA's scratch beside the weights: the dequantization buffer of the largest weight that
   // stays quantized (none in bf16).
   const bool quantized = o.weights_format != "bf16";
+  if (quantized && c.is_moe()) {
+    return fail("--weights-format " + o.weights_format +
+                " with --config: a MoE model's quantized experts stay packed or are dequantized "
+                "at load as the CUDA backend decides from the memory they would take "
+                "(docs/cuda-backend.md \"Quantized MoE experts\"); quantize a folder (`syv "
+                "quantize`) and inspect it with --model");
+  }
   const WeightShape2d largest = largest_weight(quantized_load_shapes(
       *arch, c, *specs,
       [&](const WeightSpec& w) { return quantized && quantizes_spec(w, o.lm_head); }, false));
@@ -545,7 +552,7 @@ CommandRegistration reg{
           app.add_option("--config", o->config_path,
                          "Instead of --model: a config.json (or its folder) without weights, e.g. "
                          "tools/bench/configs/qwen3.5-27b: its parameters, device bytes and "
-                         "memory plan (dense qwen3 and qwen3_5_text)")
+                         "memory plan (qwen3, qwen3_5_text, qwen3_5_moe_text, qwen3_next)")
               ->excludes(model);
       CLI::Option* weights_format =
           app.add_option("--weights-format", o->weights_format,

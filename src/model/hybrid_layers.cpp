@@ -18,6 +18,63 @@ bool hybrid_layer_is_moe(const ModelConfig& c, int64_t l) {
   return (l + 1) % step == 0;
 }
 
+std::vector<WeightSpec> hybrid_weight_specs(const ModelConfig& c, bool fused_gdn_inputs) {
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size, D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads;
+  const GdnShape g = gdn_shape(c);
+  const int64_t Hv = g.num_v_heads, C = g.conv_dim(), Vd = g.value_dim();
+  std::vector<WeightSpec> specs;
+  auto dense_mlp = [&](const std::string& p, int64_t width) {
+    specs.push_back({p + "gate_proj.weight", {width, H}});
+    specs.push_back({p + "up_proj.weight", {width, H}});
+    specs.push_back({p + "down_proj.weight", {H, width}});
+  };
+  specs.push_back({"model.embed_tokens.weight", {V, H}, WeightInit::kEmbedding});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    specs.push_back({p + "input_layernorm.weight", {H}, WeightInit::kZero});
+    if (c.layer_types[static_cast<size_t>(l)] == LayerType::kLinearAttention) {
+      const std::string a = p + "linear_attn.";
+      if (fused_gdn_inputs) {
+        specs.push_back({a + "in_proj_qkvz.weight", {C + Vd, H}});
+        specs.push_back({a + "in_proj_ba.weight", {2 * Hv, H}});
+      } else {
+        specs.push_back({a + "in_proj_qkv.weight", {C, H}});
+        specs.push_back({a + "in_proj_z.weight", {Vd, H}});
+        specs.push_back({a + "in_proj_b.weight", {Hv, H}});
+        specs.push_back({a + "in_proj_a.weight", {Hv, H}});
+      }
+      specs.push_back({a + "conv1d.weight", {C, 1, c.linear_conv_kernel_dim}});
+      specs.push_back({a + "A_log", {Hv}, WeightInit::kZero});
+      specs.push_back({a + "dt_bias", {Hv}, WeightInit::kZero});
+      specs.push_back({a + "norm.weight", {g.v_head_dim}, WeightInit::kNorm});
+      specs.push_back({a + "out_proj.weight", {H, Vd}});
+    } else {
+      const std::string a = p + "self_attn.";
+      specs.push_back({a + "q_proj.weight", {2 * Hq * D, H}});  // per head: query, then gate
+      specs.push_back({a + "k_proj.weight", {Hk * D, H}});
+      specs.push_back({a + "v_proj.weight", {Hk * D, H}});
+      specs.push_back({a + "o_proj.weight", {H, Hq * D}});
+      specs.push_back({a + "q_norm.weight", {D}, WeightInit::kZero});
+      specs.push_back({a + "k_norm.weight", {D}, WeightInit::kZero});
+    }
+    specs.push_back({p + "post_attention_layernorm.weight", {H}, WeightInit::kZero});
+    if (hybrid_layer_is_moe(c, l)) {
+      const std::string m = p + "mlp.";
+      specs.push_back({m + "gate.weight", {c.num_experts, H}});
+      for (int64_t e = 0; e < c.num_experts; ++e)
+        dense_mlp(m + "experts." + std::to_string(e) + ".", c.moe_intermediate_size);
+      dense_mlp(m + "shared_expert.", c.shared_expert_intermediate_size);
+      specs.push_back({m + "shared_expert_gate.weight", {1, H}});
+    } else {
+      dense_mlp(p + "mlp.", I);
+    }
+  }
+  specs.push_back({"model.norm.weight", {H}, WeightInit::kZero});
+  if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {V, H}});
+  return specs;
+}
+
 Status validate_hybrid_config(const ModelConfig& c) {
   SYV_RETURN_IF_ERROR(check_positive_field(c.vocab_size, "vocab_size"));
   SYV_RETURN_IF_ERROR(check_positive_field(c.hidden_size, "hidden_size"));

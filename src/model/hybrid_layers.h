@@ -28,6 +28,13 @@ using HybridWeights = DecoderWeights;
 // True when layer `l` of a MoE config uses the sparse MLP (transformers' rule).
 bool hybrid_layer_is_moe(const ModelConfig& c, int64_t l);
 
+// The tensors of a hybrid checkpoint's text model (model.* names, the layer types of the config;
+// no mtp.* head): Qwen3.5's separate linear-attention projections (in_proj_qkv, in_proj_z,
+// in_proj_b, in_proj_a) or, `fused_gdn_inputs`, Qwen3-Next's (in_proj_qkvz, in_proj_ba); each MLP
+// dense or sparse (hybrid_layer_is_moe: the router `mlp.gate`, per-expert gate / up / down, the
+// shared expert and its gate), as the published checkpoints store them.
+std::vector<WeightSpec> hybrid_weight_specs(const ModelConfig& c, bool fused_gdn_inputs);
+
 // Config checks shared by both families (heads divide, rotary dim even, conv kernel >= 2...).
 Status validate_hybrid_config(const ModelConfig& c);
 

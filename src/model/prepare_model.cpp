@@ -17,6 +17,7 @@
 #include "model/quant_weights.h"
 #include "model/qwen3.h"
 #include "model/qwen3_5.h"
+#include "model/qwen3_next.h"
 #include "model/weight_spec.h"
 
 namespace syv {
@@ -283,16 +284,19 @@ std::optional<int64_t> moe_experts_quantized_saving(const ModelArch& arch,
 }
 
 Result<std::vector<WeightSpec>> config_weight_specs(const ModelConfig& config) {
-  if (config.model_type != "qwen3" && config.model_type != "qwen3_5_text") {
-    return Status::Error("model_type \"" + config.model_type +
-                         "\": the tensor list without a checkpoint is known for dense qwen3 and "
-                         "qwen3_5_text only");
+  const std::string& type = config.model_type;
+  if (type == "qwen3_next") return qwen3_next_weight_specs(config);
+  if (type == "qwen3_5_text" || type == "qwen3_5_moe_text") return qwen3_5_weight_specs(config);
+  if (type != "qwen3") {
+    return Status::Error("model_type \"" + type +
+                         "\": the tensor list without a checkpoint is known for qwen3, "
+                         "qwen3_5_text, qwen3_5_moe_text and qwen3_next");
   }
   if (config.num_experts > 0) {
     return Status::Error("num_experts = " + std::to_string(config.num_experts) +
-                         ": the tensor list without a checkpoint is known for dense MLPs only");
+                         ": the tensor list without a checkpoint is known for dense qwen3 only");
   }
-  return config.model_type == "qwen3" ? qwen3_weight_specs(config) : qwen3_5_weight_specs(config);
+  return qwen3_weight_specs(config);
 }
 
 Result<PreparedModel> prepare_model(const std::string& dir, Backend& backend,

@@ -100,10 +100,11 @@ std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const Mo
 int64_t dequant_scratch_bytes(const WeightShape2d& w);
 WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes);
 
-// The tensors of a dense qwen3 or qwen3_5_text checkpoint of `config` (no mtp.* head, no vision
-// tower), for what writes or counts a model without its files (`syv demo-model`, `syv inspect
-// --config`). `config` must have passed its architecture's checks; other model types and MoE
-// configs are refused by name.
+// The tensors of a qwen3 (dense), qwen3_5_text, qwen3_5_moe_text or qwen3_next checkpoint of
+// `config` (no mtp.* head, no vision tower), for what writes or counts a model without its files
+// (`syv demo-model`, which writes the dense ones, `syv inspect --config`). `config` must have
+// passed its architecture's checks; other model types (and qwen3 with experts) are refused by
+// name.
 Result<std::vector<WeightSpec>> config_weight_specs(const ModelConfig& config);
 
 }  // namespace syv

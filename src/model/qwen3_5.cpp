@@ -9,43 +9,7 @@
 namespace syv {
 
 std::vector<WeightSpec> qwen3_5_weight_specs(const ModelConfig& c) {
-  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads;
-  const GdnShape g = gdn_shape(c);
-  const int64_t Hv = g.num_v_heads, C = g.conv_dim(), Vd = g.value_dim();
-  std::vector<WeightSpec> specs;
-  specs.push_back({"model.embed_tokens.weight", {V, H}, WeightInit::kEmbedding});
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    specs.push_back({p + "input_layernorm.weight", {H}, WeightInit::kZero});
-    if (c.layer_types[static_cast<size_t>(l)] == LayerType::kLinearAttention) {
-      const std::string a = p + "linear_attn.";
-      specs.push_back({a + "in_proj_qkv.weight", {C, H}});
-      specs.push_back({a + "in_proj_z.weight", {Vd, H}});
-      specs.push_back({a + "in_proj_b.weight", {Hv, H}});
-      specs.push_back({a + "in_proj_a.weight", {Hv, H}});
-      specs.push_back({a + "conv1d.weight", {C, 1, c.linear_conv_kernel_dim}});
-      specs.push_back({a + "A_log", {Hv}, WeightInit::kZero});
-      specs.push_back({a + "dt_bias", {Hv}, WeightInit::kZero});
-      specs.push_back({a + "norm.weight", {g.v_head_dim}, WeightInit::kNorm});
-      specs.push_back({a + "out_proj.weight", {H, Vd}});
-    } else {
-      const std::string a = p + "self_attn.";
-      specs.push_back({a + "q_proj.weight", {2 * Hq * D, H}});  // per head: query, then gate
-      specs.push_back({a + "k_proj.weight", {Hk * D, H}});
-      specs.push_back({a + "v_proj.weight", {Hk * D, H}});
-      specs.push_back({a + "o_proj.weight", {H, Hq * D}});
-      specs.push_back({a + "q_norm.weight", {D}, WeightInit::kZero});
-      specs.push_back({a + "k_norm.weight", {D}, WeightInit::kZero});
-    }
-    specs.push_back({p + "post_attention_layernorm.weight", {H}, WeightInit::kZero});
-    specs.push_back({p + "mlp.gate_proj.weight", {I, H}});
-    specs.push_back({p + "mlp.up_proj.weight", {I, H}});
-    specs.push_back({p + "mlp.down_proj.weight", {H, I}});
-  }
-  specs.push_back({"model.norm.weight", {H}, WeightInit::kZero});
-  if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {V, H}});
-  return specs;
+  return hybrid_weight_specs(c, /*fused_gdn_inputs=*/false);
 }
 
 Status load_qwen3_5_weights(const ModelConfig& c, const WeightStore* store, WeightLoader& loader,

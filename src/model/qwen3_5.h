@@ -12,8 +12,9 @@
 
 namespace syv {
 
-// The tensors of a dense qwen3_5_text checkpoint's text model (model.* names, the layer types of
-// the config; no mtp.* head), for `syv demo-model`.
+// The tensors of a qwen3_5_text / qwen3_5_moe_text checkpoint's text model (model.* names, the
+// layer types of the config; no mtp.* head; model/hybrid_layers.h hybrid_weight_specs), for `syv
+// demo-model` (dense) and `syv inspect --config`.
 std::vector<WeightSpec> qwen3_5_weight_specs(const ModelConfig& config);
 
 // Loads a qwen3_5 / qwen3_5_text model (store == nullptr: random weights from options.seed).

@@ -65,6 +65,10 @@ FusedRows fused_rows(const ModelConfig& c) {
 
 }  // namespace
 
+std::vector<WeightSpec> qwen3_next_weight_specs(const ModelConfig& c) {
+  return hybrid_weight_specs(c, /*fused_gdn_inputs=*/true);
+}
+
 Status load_qwen3_next_weights(const ModelConfig& c, const WeightStore* store, WeightLoader& loader,
                                const LoadOptions& options, DecoderWeights* out) {
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;

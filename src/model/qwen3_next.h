@@ -11,6 +11,10 @@
 
 namespace syv {
 
+// The tensors of a qwen3_next checkpoint (model.* names, no mtp.* head; model/hybrid_layers.h
+// hybrid_weight_specs with the fused in_proj_qkvz / in_proj_ba), for `syv inspect --config`.
+std::vector<WeightSpec> qwen3_next_weight_specs(const ModelConfig& config);
+
 // Loads a qwen3_next model (store == nullptr: random weights from options.seed).
 // Reads a qwen3_next checkpoint's tensors (the MTP head's too with options.mtp) into the kit's
 // layout (model/hybrid_layers.h: the fused qkvz / ba projections reordered), after

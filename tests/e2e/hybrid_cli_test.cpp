@@ -108,6 +108,32 @@ TEST(HybridCli, InspectGivesActiveParametersOfAMixtureOfExperts) {
   EXPECT_FALSE(d.contains("experts"));
 }
 
+// `syv inspect --config` on a MoE config (no weights read: the architecture's tensor list) gives
+// the parameters and device bytes `--model` counts from the files, for Qwen3-Next and Qwen3.5-MoE;
+// a quantized MoE is refused there (the experts' bytes are the backend's choice at load).
+TEST(HybridCli, InspectConfigCountsAMixtureOfExpertsAsItsFiles) {
+  const std::string hybrid = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/";
+  for (const char* name : {"qnext_top2_r1", "q35moe_top2_r2"}) {
+    SCOPED_TRACE(name);
+    int status = -1;
+    auto inspect = [&](const std::string& how) {
+      const std::string out =
+          run(std::string(SYV_BIN) + " inspect --json " + how + " " + hybrid + name, &status);
+      EXPECT_EQ(status, 0) << out;
+      return nlohmann::json::parse(out, nullptr, false);
+    };
+    const nlohmann::json config = inspect("--config"), files = inspect("--model");
+    ASSERT_TRUE(config.is_object() && files.is_object());
+    EXPECT_EQ(config["parameters"], files["parameters"]);
+    EXPECT_EQ(config["weight_bytes_device"], files["weight_bytes_device"]);
+    const std::string refused = run("sh -c '" + std::string(SYV_BIN) + " inspect --config " +
+                                        hybrid + name + " --weights-format gptq 2>&1'",
+                                    &status);
+    EXPECT_NE(status, 0);
+    EXPECT_NE(refused.find("quantize a folder"), std::string::npos) << refused;
+  }
+}
+
 // A quantized MoE folder: with SYV_QUANT_MOE=1 (CUDA keeps its experts quantized) `syv inspect`
 // counts the experts at their packed bytes, on the device and in the bytes a token reads (the
 // unused experts' share of those packed bytes), as the CUDA backend would hold them.

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/qwen3.h"
 #include "model/qwen3_5.h"
+#include "model/qwen3_next.h"
 #include "model/weight_spec.h"
 #include "unit/keep_dtype_backend.h"
 
@@ -473,6 +474,32 @@ TEST(DemoModelConfig, RefusesNonQwen3AndBadArguments) {
         run_syv("demo-model --config " + hybrid + name + " --out /tmp/syv-never");
     EXPECT_NE(status3, 0) << name;
     EXPECT_NE(err3.find("dense qwen3 and qwen3_5_text weights only"), std::string::npos) << err3;
+  }
+}
+
+// The hybrid families' tensor lists without a checkpoint (`syv inspect --config`) are exactly the
+// fixtures' tensors, names and shapes, but the MTP head's: Qwen3.5 dense and MoE, Qwen3-Next with
+// one and two experts a token (each made by transformers, tools/fixtures/).
+TEST(HybridWeightSpecs, AreTheFixturesTensors) {
+  const std::string hybrid = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/";
+  for (const char* name : {"q35_r1_lllf", "q35moe_top2_r2", "qnext_top1_r2", "qnext_top2_r1"}) {
+    SCOPED_TRACE(name);
+    auto config = load_model_config(hybrid + name);
+    ASSERT_TRUE(config.ok()) << config.message();
+    auto store = WeightStore::open_dir(hybrid + name);
+    ASSERT_TRUE(store.ok()) << store.message();
+    const std::vector<WeightSpec> specs = config->model_type == "qwen3_next"
+                                              ? qwen3_next_weight_specs(*config)
+                                              : qwen3_5_weight_specs(*config);
+    std::vector<std::string> files;
+    for (const std::string& n : store->names())
+      if (n.rfind("mtp.", 0) != 0) files.push_back(n);
+    EXPECT_EQ(specs.size(), files.size());
+    for (const WeightSpec& spec : specs) {
+      const TensorInfo* t = store->find(spec.name);
+      ASSERT_NE(t, nullptr) << spec.name << " is not in the fixture";
+      EXPECT_EQ(t->shape, spec.shape) << spec.name;
+    }
   }
 }
 
