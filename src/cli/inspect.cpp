@@ -126,6 +126,26 @@ ActivePerToken active_per_token(const ModelConfig& c, const Holdings& h, int64_t
   return a;
 }
 
+// A MoE model's figures, as --json's "experts" object and as the text lines.
+nlohmann::json experts_json(const ModelConfig& c, int64_t routed, const ActivePerToken& a) {
+  return {{"num_experts", c.num_experts},
+          {"experts_per_token", c.num_experts_per_tok},
+          {"routed_expert_parameters", routed},
+          {"active_parameters", a.parameters},
+          {"active_bytes_per_token", a.bytes}};
+}
+void print_experts(const ModelConfig& c, int64_t routed, const ActivePerToken& a,
+                   int64_t parameters) {
+  std::printf("experts          %lld routed, %lld per token; %lld routed-expert parameters\n",
+              static_cast<long long>(c.num_experts), static_cast<long long>(c.num_experts_per_tok),
+              static_cast<long long>(routed));
+  std::printf(
+      "active/token     %lld parameters (%.3f B) of %lld; %lld weight bytes (%.2f GB) read "
+      "per token by a batch-1 decode step on CUDA\n",
+      static_cast<long long>(a.parameters), a.parameters / 1e9, static_cast<long long>(parameters),
+      static_cast<long long>(a.bytes), a.bytes / 1e9);
+}
+
 // "q_proj" of "model.layers.3.self_attn.q_proj.qweight", "norms" of any "*norm*.weight",
 // "A_log" of "model.layers.0.linear_attn.A_log": the module's last name, without the tensor's
 // suffix, so that one line covers every layer and expert.
@@ -240,8 +260,13 @@ int run_config_only(const Options& o) {
   if (Status head = check_kv_head_dim(o.plan.kv_dtype, c); !head.ok()) return fail(head.message());
   Result<std::vector<WeightSpec>> specs = config_weight_specs(c);
   if (!specs.ok()) return fail("--config: " + specs.message());
-  int64_t parameters = 0;
-  for (const WeightSpec& w : *specs) parameters += w.numel();
+  Holdings held;  // the parameters and routed experts' of the list (no files to hold)
+  for (const WeightSpec& w : *specs) {
+    held.parameters += w.numel();
+    if (w.name.find(".mlp.experts.") != std::string::npos)
+      held.routed_expert_parameters += w.numel();
+  }
+  const int64_t parameters = held.parameters;
   int64_t device_bytes = 2 * parameters;  // bf16
   // CUDA's scratch beside the weights: the dequantization buffer of the largest weight that
   // stays quantized (none in bf16).
@@ -278,6 +303,10 @@ int run_config_only(const Options& o) {
           : o.weights_format + " int4 as `syv quantize --format " + o.weights_format +
                 " --group-size " + std::to_string(o.group_size) + (o.lm_head ? " --lm-head" : "") +
                 "` writes it";
+  // MoE configs are bf16 here (refused above otherwise): the routed experts' device bytes are
+  // twice their parameters.
+  const ActivePerToken active =
+      active_per_token(c, held, device_bytes, 2 * held.routed_expert_parameters);
   std::string plan_line;
   if (o.plan.utilization > 0) {
     auto plan = describe_memory_plan(o.plan, c, device_bytes, scratch_bytes);
@@ -297,6 +326,7 @@ int run_config_only(const Options& o) {
     j["kv_bytes_per_token"] = kv_bytes;
     j["kv_bytes_per_token_bf16"] = bf16.kv_bytes_per_token;
     j["state_bytes_per_seq"] = bf16.state_bytes_per_seq;
+    if (c.is_moe()) j["experts"] = experts_json(c, held.routed_expert_parameters, active);
     if (!plan_line.empty()) j["memory_plan"] = plan_line;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -313,6 +343,7 @@ int run_config_only(const Options& o) {
   std::printf("on the device    %lld bytes (%.2f GB): weights %s\n",
               static_cast<long long>(device_bytes), device_bytes / 1e9, weights.c_str());
   print_scratch(scratch_bytes, largest);
+  if (c.is_moe()) print_experts(c, held.routed_expert_parameters, active, parameters);
   std::printf("KV per token     %lld bytes bf16", static_cast<long long>(bf16.kv_bytes_per_token));
   if (o.plan.kv_dtype) {
     std::printf(", %lld bytes %s (--kv-cache-dtype %s, scales included)",
@@ -399,13 +430,7 @@ int run(const Options& o) {
     j["weight_bytes"] = store->total_bytes();
     j["weight_bytes_device"] = device_bytes;
     j["cuda_scratch_bytes"] = scratch_bytes;
-    if (c.is_moe()) {
-      j["experts"] = {{"num_experts", c.num_experts},
-                      {"experts_per_token", c.num_experts_per_tok},
-                      {"routed_expert_parameters", held.routed_expert_parameters},
-                      {"active_parameters", active.parameters},
-                      {"active_bytes_per_token", active.bytes}};
-    }
+    if (c.is_moe()) j["experts"] = experts_json(c, held.routed_expert_parameters, active);
     nlohmann::json q = {{"method", describe_quant_config(c.quant)}};
     if (c.quant.quantized()) {
       q["quantized_tensors"] = held.quantized_tensors;
@@ -482,18 +507,7 @@ int run(const Options& o) {
                                    : "quantized modules packed, the rest bf16; at most: every "
                                      "tensor of the files, an MTP head included");
   print_scratch(scratch_bytes, largest);
-  if (c.is_moe()) {
-    std::printf("experts          %lld routed, %lld per token; %lld routed-expert parameters\n",
-                static_cast<long long>(c.num_experts),
-                static_cast<long long>(c.num_experts_per_tok),
-                static_cast<long long>(held.routed_expert_parameters));
-    std::printf(
-        "active/token     %lld parameters (%.3f B) of %lld; %lld weight bytes (%.2f GB) read "
-        "per token by a batch-1 decode step on CUDA\n",
-        static_cast<long long>(active.parameters), active.parameters / 1e9,
-        static_cast<long long>(parameters), static_cast<long long>(active.bytes),
-        active.bytes / 1e9);
-  }
+  if (c.is_moe()) print_experts(c, held.routed_expert_parameters, active, parameters);
   std::printf("KV per token     %lld bytes bf16 (CUDA), %lld bytes f32 (CPU backend)",
               static_cast<long long>(kv_bf16), static_cast<long long>(kv_f32));
   if (o.plan.kv_dtype) {

@@ -109,7 +109,8 @@ TEST(HybridCli, InspectGivesActiveParametersOfAMixtureOfExperts) {
 }
 
 // `syv inspect --config` on a MoE config (no weights read: the architecture's tensor list) gives
-// the parameters and device bytes `--model` counts from the files, for Qwen3-Next and Qwen3.5-MoE;
+// the parameters, device bytes and active figures `--model` counts from the files, for Qwen3-Next
+// and Qwen3.5-MoE;
 // a quantized MoE is refused there (the experts' bytes are the backend's choice at load).
 TEST(HybridCli, InspectConfigCountsAMixtureOfExpertsAsItsFiles) {
   const std::string hybrid = std::string(SYV_SOURCE_DIR) + "/tests/fixtures/hybrid/";
@@ -126,6 +127,7 @@ TEST(HybridCli, InspectConfigCountsAMixtureOfExpertsAsItsFiles) {
     ASSERT_TRUE(config.is_object() && files.is_object());
     EXPECT_EQ(config["parameters"], files["parameters"]);
     EXPECT_EQ(config["weight_bytes_device"], files["weight_bytes_device"]);
+    EXPECT_EQ(config["experts"], files["experts"]);  // active parameters and bytes a token
     const std::string refused = run("sh -c '" + std::string(SYV_BIN) + " inspect --config " +
                                         hybrid + name + " --weights-format gptq 2>&1'",
                                     &status);
