@@ -423,9 +423,10 @@ TEST_F(CudaHybridOps, Qwen35OpsTiming) {
       cuda::set_gdn_mma(cuda::kGdnMmaDefault);
       // (Above, phases 1 and 3 on the CUDA cores take their default forms.)
       cuda::set_gdn_output_products(false);
-      for (const auto& [form, name] : {std::pair{cuda::GdnWuForm::kBlocked, "blocked"},
-                                       std::pair{cuda::GdnWuForm::kColumns, "by columns"},
-                                       std::pair{cuda::GdnWuForm::kProducts, "by products"}}) {
+      for (const auto& [form, name] :
+           {std::pair{cuda::GdnWuForm::kBlocked, "blocked (the default before 2026-12-07)"},
+            std::pair{cuda::GdnWuForm::kColumns, "by columns"},
+            std::pair{cuda::GdnWuForm::kProducts, "by products"}}) {
         cuda::set_gdn_wu_form(form);
         std::printf(
             "hybrid ops, %3d seqs x %4d tokens: delta rule, phase 1 %s, phase 3 by dots "

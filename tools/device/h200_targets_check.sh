@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On an H200, one call (~8-9 minutes with the build): the open targets' H200 rows of
-# docs/performance.md that later work measured only on H100s, in one pass (run it with needs_h200:
-# the 24-layer Qwen3-Next shape takes more than an H100's 80 GB in bf16).
+# On an H200, one call (not yet run; STOP_AFTER keeps it under a call's 600 s): the open targets'
+# H200 rows of docs/performance.md that later work measured only on H100s, in one pass (run it
+# with needs_h200: the 24-layer Qwen3-Next shape takes more than an H100's 80 GB in bf16).
 #  1. Issue 14: the 24-layer Qwen3-Next shape b = 1 at context 512 and its 2K / 8K prefill (one
 #     process), and the same of its 8-layer copy.
 #  2. Issue 19: Qwen3-8B (random weights) b = 1 / 64 / 256 at context 512, b = 64 at 8,192.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call (~4 minutes with the build): the routed experts' tiled path with
-# down's per-pair output y in bf16 (2026-12-07; f32 before), against the CPU and at the model level.
+# On the GPU machine, one call (141-191 s with the build on H100s, 2026-12-07): the routed
+# experts' tiled path with down's per-pair output y in bf16 (2026-12-07; f32 before), against the
+# CPU and at the model level.
 #  1. Tests: gpu_cuda_moe_ops_test (the tiled path against the CPU, every tile's bits against the
 #     default's, the wgmma tiles against each other), gpu_moe_quantized_gpu_test (the quantized
 #     experts' tiled path writes y too), the hybrid golden tests (MoE fixtures against

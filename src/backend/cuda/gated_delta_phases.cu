@@ -13,17 +13,17 @@
 //    chunks restart at its state saves, as gated_delta_chunked.cu cuts them), each sequence's first
 //    chunk index.
 // 1. One block per (chunk, value head): A, the diagonal blocks' inverses, then U and W: by default
-//    gdn_wu_kernel's blocked forward substitution over 32 columns at a time of [β v | β Γ k] (or
-//    with SYV_GDN_WU=columns a column a thread: solve_by_columns); with SYV_GDN_WU=products
 //    gdn_wu_products_kernel (T = (I + A)^-1 explicitly by the blocked solve on the identity's
-//    columns, then U and W as register-tiled products); also Γ q, Λ k and Γ_{L-1}, so that the
-//    walk needs no norms, gates or exponentials.
+//    columns, then U and W as register-tiled products); gdn_wu_kernel with SYV_GDN_WU=blocked
+//    (blocked forward substitution over 32 columns at a time of [β v | β Γ k]) or =columns (a
+//    column a thread: solve_by_columns); also Γ q, Λ k and Γ_{L-1}, so that the walk needs no
+//    norms, gates or exponentials.
 // 2. gdn_state_cores_kernel, one block per (sequence, value head, 32 state columns) over the
 //    sequence's chunks: W, Γ q and Λ k staged by batched 16-byte loads, Δ = U - W S0 and
 //    Oq = (Γ q) S0 into the scratch (Δ over U), then S = Γ_{L-1} S0 + (Λ k)ᵀ Δ.
-// 3. One block per (chunk, value head): P and o = Oq + P Δ, by default in gdn_output_kernel
-//    (passes of 32 columns), with SYV_GDN_OUT=products in gdn_output_products_kernel (P Δ as a
-//    register-tiled product).
+// 3. One block per (chunk, value head): P and o = Oq + P Δ, by default in
+//    gdn_output_products_kernel (P Δ as a register-tiled product), with SYV_GDN_OUT=dots in
+//    gdn_output_kernel (passes of 32 columns).
 // Those are fp32 on the CUDA cores. Each phase has a tensor-core form besides
 // (gated_delta_phases_mma.cu; kernels.h kGdnMma*, SYV_GDN_MMA): gdn_wu_mma_kernel (A, then
 // T = (I + A)^-1 explicitly by the substitution on the identity, then U = T β v and W = T β Γ k as
@@ -32,7 +32,7 @@
 // their index logic on the CPU. The walk takes its tensor-core form by default, phases 1 and 3
 // their CUDA-core forms (H100, 2026-12-05, a layer of 8,192 tokens: the walk 17% faster on the
 // tensor cores, phases 1 and 3 slower; docs/cuda-backend-notes.md Run 22; the products forms of
-// phases 1 and 3, not yet the default, took a layer from 2.53 to 2.27 ms, Run 32). Their products
+// phases 1 and 3, the default since, took a layer from 2.53 to 2.27 ms, Run 32). Their products
 // are mma.sync m16n8k8 in 3xTF32: each f32 operand split into a tf32 value and a tf32 remainder, a
 // b = a_lo b_hi + a_hi b_lo + a_hi b_hi with fp32 accumulation, which keeps f32's accuracy where
 // one tf32 product (10 mantissa bits) would not (FLA's Triton kernels round to the input dtype
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_wu_kernel(GdnArgs a, PhaseScr
   }
 }
 
-// Phase 1 by products (SYV_GDN_WU=products; dv <= kDK, else the blocked solve): T = (I + A)^-1
+// Phase 1 by products (the default; dv <= kDK, else the blocked solve): T = (I + A)^-1
 // explicitly, by the blocked solve on the identity's columns (2 passes of 32 columns, where the
 // blocked form takes 8 of [β v | β Γ k]), its columns scaled as Tu = T diag(β) and
 // Tw = T diag(β Γ), then U = Tu V and W = Tw K as products on the CUDA cores, each thread 8 rows x
@@ -607,7 +607,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_output_kernel(GdnArgs a, Phas
   }
 }
 
-// Phase 3 by products (SYV_GDN_OUT=products; dv <= kDK, else gdn_output_kernel): P as
+// Phase 3 by products (the default; dv <= kDK, else gdn_output_kernel): P as
 // gdn_output_kernel computes it, stored transposed with rows permuted as phase 1 by products
 // stores T (PT [64 j][64 perm_row(i)], where P was), Δ's rows staged where q was, then o = Oq +
 // P Δ with each thread 8 rows x 4 columns (3 16-byte shared loads a step for 32 FMAs, where
