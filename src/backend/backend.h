@@ -450,11 +450,11 @@ class Backend {
   // Called by the weight loader for every quantized weight it keeps (at load, before any step):
   // a backend whose quantized path needs scratch that follows the weight's shape sizes it here,
   // so the scratch exists when the memory plan is made and never grows during a step (CUDA: the
-  // bf16 buffer its prefill path dequantizes into). `row_chunks`: the weight may be dequantized
-  // a part of its rows at a time (the output projection, whose bf16 size can exceed the weights
-  // it saves: CUDA caps its share of the buffer, backend/cuda_choices.h). The default does nothing.
-  virtual void reserve_quantized_scratch(const Weight& w, bool row_chunks = false) {
-    (void)w, (void)row_chunks;
+  // bf16 buffer its prefill path dequantizes into, a linear's or the output projection's share of
+  // it capped where that path takes the weight in row chunks: backend/cuda_choices.h). `role`:
+  // what the weight is to the model (backend/weight.h). The default does nothing.
+  virtual void reserve_quantized_scratch(const Weight& w, QuantWeightRole role) {
+    (void)w, (void)role;
   }
   // Whether the loader keeps a MoE layer's experts quantized when the checkpoint stores them so
   // (moe_experts() on quantized Weights: moe_experts_quantized()), instead of dequantizing them at

@@ -49,6 +49,12 @@ enum class WeightFormat : uint8_t { kDense, kFp8Block, kInt4Group };
 // "dense", "fp8 block-scaled", "int4 group-quantized"
 const char* weight_format_name(WeightFormat f);
 
+// What a quantized weight is to the model, for a backend whose quantized paths dequantize it into
+// a scratch buffer sized at load (Backend::reserve_quantized_scratch): a linear and the output
+// projection may be dequantized a part of their rows at a time; a MoE layer's stacked experts are
+// dequantized whole (the routed experts' rows of the stack).
+enum class QuantWeightRole : uint8_t { kLinear, kOutputProjection, kStackedExperts };
+
 struct Weight {
   Tensor tensor;  // the data (see the formats above); empty for an absent weight (no bias...)
   WeightFormat format = WeightFormat::kDense;

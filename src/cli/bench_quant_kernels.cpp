@@ -72,7 +72,7 @@ Copies make_copies(CudaBackend& gpu, WeightFormat format, int64_t n, int64_t k) 
       } else {
         w.block_n = w.block_k = 128;
       }
-      gpu.reserve_quantized_scratch(w);
+      gpu.reserve_quantized_scratch(w, QuantWeightRole::kLinear);
     }
     c.w.push_back(w);
   }

@@ -231,10 +231,11 @@ void print_scratch(int64_t scratch_bytes, const WeightShape2d& largest) {
       static_cast<long long>(scratch_bytes), scratch_bytes / 1e9,
       kCudaConstructionScratchBytes / 1e6);
   if (largest.n > 0) {
-    std::printf(", dequantization buffer of the largest quantized weight [%lld, %lld]%s %.1f MB",
-                static_cast<long long>(largest.n), static_cast<long long>(largest.k),
-                largest.row_chunks ? " (the output projection, in row chunks)" : "",
-                dequant_scratch_bytes(largest) / 1e6);
+    std::printf(
+        ", dequantization buffer of the largest quantized weight [%lld, %lld]%s %.1f MB",
+        static_cast<long long>(largest.n), static_cast<long long>(largest.k),
+        dequant_scratch_bytes(largest) < largest.n * largest.k * 2 ? " (taken in row chunks)" : "",
+        dequant_scratch_bytes(largest) / 1e6);
   }
   std::printf("; the memory plan counts it in the runtime reserve, as serve does\n");
 }
@@ -280,7 +281,8 @@ int run_config_only(const Options& o) {
   }
   const WeightShape2d largest = largest_weight(quantized_load_shapes(
       *arch, c, *specs,
-      [&](const WeightSpec& w) { return quantized && quantizes_spec(w, o.lm_head); }, false));
+      [&](const WeightSpec& w) { return quantized && quantizes_spec(w, o.lm_head); }, false,
+      /*int4=*/o.weights_format == "awq" || o.weights_format == "gptq"));
   const int64_t scratch_bytes = cuda_load_scratch_bytes(dequant_scratch_bytes(largest));
   if (quantized) {
     QuantizeOptions q;

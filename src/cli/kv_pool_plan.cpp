@@ -19,7 +19,7 @@ size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions&
       step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
       std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
-          e.max_prompt_logprob_rows);
+          prompt_logprob_rows(e, c.vocab_size));
   return dense +
          estimate_gdn_phases_scratch_bytes(
              step_tokens, c.linear_num_value_heads, c.linear_value_head_dim,

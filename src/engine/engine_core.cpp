@@ -35,6 +35,16 @@ constexpr int32_t kMaxGraphQuery = 16;
 // sequences are captured at start-up too (GraphRunner::capture_all); larger ones on first use.
 constexpr int32_t kEagerVerifyGraphBatch = 16;
 
+}  // namespace
+
+int32_t prompt_logprob_rows(const EngineOptions& o, int64_t vocab) {
+  if (o.max_prompt_logprob_rows > 0) return o.max_prompt_logprob_rows;
+  const int64_t rows = kPromptLogprobLogitsBytes / (std::max<int64_t>(vocab, 1) * 4);
+  return static_cast<int32_t>(std::clamp<int64_t>(rows, 16, 128));
+}
+
+namespace {
+
 SchedulerConfig scheduler_config(const EngineOptions& o) {
   return SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, o.max_prefill_chunk,
                          o.max_prompt_logprob_rows};
@@ -189,8 +199,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
     return Status::Error("engine option max_num_batched_tokens: expected >= 1");
   if (options.max_prefill_chunk < 0)
     return Status::Error("engine option max_prefill_chunk: expected >= 0");
-  if (options.max_prompt_logprob_rows < 1)
-    return Status::Error("engine option max_prompt_logprob_rows: expected >= 1");
+  if (options.max_prompt_logprob_rows < 0)
+    return Status::Error(
+        "engine option max_prompt_logprob_rows: expected >= 0 (0: from the "
+        "vocabulary)");
+  options.max_prompt_logprob_rows = prompt_logprob_rows(options, model.config().vocab_size);
   if (options.num_speculative_tokens < 0 || options.num_speculative_tokens > kMaxSpeculativeTokens)
     return Status::Error("engine option num_speculative_tokens: expected 0.." +
                          std::to_string(kMaxSpeculativeTokens) + ", found " +

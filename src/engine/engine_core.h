@@ -63,6 +63,13 @@ struct RequestGroup {
   std::vector<PromptLogprob> prompt_logprobs;
 };
 
+// EngineOptions::max_prompt_logprob_rows as the engine takes it for a model of `vocab` tokens:
+// as set, or (0) as many rows as kPromptLogprobLogitsBytes of f32 logits hold, 16 .. 128 (110 at
+// Qwen3's 151,936 tokens, 67 at Qwen3.5's 248,320: 64 MiB whatever the vocabulary, which a 24 GB
+// card's plan keeps for its KV pool).
+inline constexpr int64_t kPromptLogprobLogitsBytes = int64_t{64} << 20;
+int32_t prompt_logprob_rows(const EngineOptions& o, int64_t vocab);
+
 // The cache spec the engine builds for a model declaring `model_spec`: its K/V in o.kv_dtype (when
 // set), its delta-rule state in o.state_dtype.
 CacheSpec engine_cache_spec(const CacheSpec& model_spec, const EngineOptions& o);

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <utility>
 
 #include "backend/available_memory.h"
 #include "backend/cuda_choices.h"
@@ -183,11 +184,12 @@ std::map<std::string, FusedWeight> fused_weights(
 
 std::vector<WeightShape2d> quantized_load_shapes(
     const ModelArch& arch, const ModelConfig& config, const std::vector<WeightSpec>& specs,
-    const std::function<bool(const WeightSpec&)>& quantized, bool moe_experts_quantized) {
+    const std::function<bool(const WeightSpec&)>& quantized, bool moe_experts_quantized,
+    bool int4) {
   std::vector<WeightShape2d> shapes;
   for (const auto& [key, f] :
        fused_weights(arch, config, specs, quantized, moe_experts_quantized)) {
-    if (f.quantized) shapes.push_back({f.rows, f.k, is_output_projection(key)});
+    if (f.quantized) shapes.push_back({f.rows, f.k, quant_weight_role(key), int4});
   }
   return shapes;
 }
@@ -198,9 +200,12 @@ std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const Mo
   auto stored = [&](const WeightSpec& spec) {
     return stored_quantized(spec.name, store, config.quant);
   };
+  const QuantMethod m = config.quant.method;
+  const bool int4 =
+      m == QuantMethod::kAwq || m == QuantMethod::kGptq || m == QuantMethod::kCtPackInt4;
   if (arch.weight_specs != nullptr) {
     return quantized_load_shapes(arch, config, arch.weight_specs(config), stored,
-                                 moe_experts_quantized);
+                                 moe_experts_quantized, int4);
   }
   // The modules of the files: stored quantized, or 2-D float (which may share a fused weight
   // with quantized ones, making it dense).
@@ -215,17 +220,18 @@ std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const Mo
       specs.push_back({name, t->shape});
     }
   }
-  return quantized_load_shapes(arch, config, specs, stored, moe_experts_quantized);
+  return quantized_load_shapes(arch, config, specs, stored, moe_experts_quantized, int4);
 }
 
 int64_t dequant_scratch_bytes(const WeightShape2d& w) {
-  return cuda_dequant_scratch_bytes(w.n, w.k, w.row_chunks);
+  return cuda_dequant_scratch_bytes(w.n, w.k, w.role, /*int4_w4a16=*/w.int4);
 }
 
 WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes) {
   WeightShape2d largest;
+  auto key = [](const WeightShape2d& w) { return std::pair(dequant_scratch_bytes(w), w.n * w.k); };
   for (const WeightShape2d& s : shapes) {
-    if (dequant_scratch_bytes(s) > dequant_scratch_bytes(largest)) largest = s;
+    if (key(s) > key(largest)) largest = s;
   }
   return largest;
 }

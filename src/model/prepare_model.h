@@ -81,22 +81,25 @@ std::optional<int64_t> moe_experts_quantized_saving(const ModelArch& arch,
 // in_proj_b, mtp.fc). In no particular order.
 struct WeightShape2d {
   int64_t n = 0, k = 0;
-  bool row_chunks = false;  // the output projection: announced with row chunks allowed
+  QuantWeightRole role = QuantWeightRole::kLinear;  // as the loader announces it
+  bool int4 = false;                                // an int4 format (else fp8)
   bool operator==(const WeightShape2d&) const = default;
 };
-// Of a tensor list: `quantized(spec)` says which of them the checkpoint stores quantized.
+// Of a tensor list: `quantized(spec)` says which of them the checkpoint stores quantized, `int4`
+// whether its format is an int4 one.
 std::vector<WeightShape2d> quantized_load_shapes(
     const ModelArch& arch, const ModelConfig& config, const std::vector<WeightSpec>& specs,
-    const std::function<bool(const WeightSpec&)>& quantized, bool moe_experts_quantized);
+    const std::function<bool(const WeightSpec&)>& quantized, bool moe_experts_quantized, bool int4);
 // Of a checkpoint: the architecture's list, or without one every module of its files that the
 // text model loads (not an MTP head, which only --speculative-method mtp loads, nor a vision
-// tower).
+// tower). The format is the config's quantization_config.
 std::vector<WeightShape2d> quantized_load_shapes(const ModelArch& arch, const ModelConfig& config,
                                                  const WeightStore& store,
                                                  bool moe_experts_quantized);
 // A weight's share of CUDA's dequantization scratch (backend/cuda_choices.h
-// cuda_dequant_scratch_bytes), and the one of them that sizes it (the largest share; {0, 0} for
-// none).
+// cuda_dequant_scratch_bytes; int4 weights with bf16 activations, --quantized-activations auto),
+// and the one of them that sizes it (the largest share, of equal shares the largest weight; {0,
+// 0} for none).
 int64_t dequant_scratch_bytes(const WeightShape2d& w);
 WeightShape2d largest_weight(const std::vector<WeightShape2d>& shapes);
 

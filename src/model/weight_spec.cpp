@@ -177,8 +177,10 @@ bool kept_g_idx(const TensorInfo* t, int64_t K, const QuantConfig& quant) {
 
 }  // namespace
 
-bool is_output_projection(const std::string& weight_name) {
-  return weight_name == "lm_head.weight";
+QuantWeightRole quant_weight_role(const std::string& weight_name) {
+  if (weight_name == "lm_head.weight") return QuantWeightRole::kOutputProjection;
+  if (weight_name.find(".experts.") != std::string::npos) return QuantWeightRole::kStackedExperts;
+  return QuantWeightRole::kLinear;
 }
 
 std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const WeightStore* store,
@@ -206,7 +208,7 @@ DeviceBuffer WeightLoader::upload_bytes(const void* src, size_t bytes) {
   return buf;
 }
 
-DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h, bool row_chunks) {
+DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h, QuantWeightRole role) {
   if (!h.g_idx.empty() && backend_.takes_permuted_act_order()) permute_act_order(h);
   DeviceWeight w;
   backend_.synchronize();
@@ -225,7 +227,7 @@ DeviceWeight WeightLoader::upload_quantized(HostQuantWeight& h, bool row_chunks)
   if (!w.zeros.empty()) w.zeros.data = w.zero_buffer.data();
   if (!w.g_idx.empty()) w.g_idx.data = w.index_buffer.data();
   if (!w.perm.empty()) w.perm.data = w.index_buffer.data();
-  backend_.reserve_quantized_scratch(w, row_chunks);
+  backend_.reserve_quantized_scratch(w, role);
   pending_ = true;
   return w;
 }
@@ -264,9 +266,7 @@ Result<DeviceWeight> WeightLoader::load_quantized(const std::vector<WeightSpec>&
     }
     return upload(shape, DType::BF16, values.data());
   }
-  // The output projection (lm_head, also the MTP head's) may dequantize in row chunks.
-  const bool output_projection = specs.size() == 1 && is_output_projection(specs[0].name);
-  DeviceWeight w = upload_quantized(*joined, output_projection);
+  DeviceWeight w = upload_quantized(*joined, quant_weight_role(specs[0].name));
   for (const WeightSpec& spec : specs) {
     parameters_ += spec.numel();
     ++next_index_;
@@ -475,7 +475,7 @@ Result<DeviceWeight> WeightLoader::load_rows_quantized(const std::vector<WeightS
     return upload({rows, width}, DType::BF16, values.data());  // (counts the parameters)
   }
   parameters_ += rows * width;
-  DeviceWeight w = upload_quantized(*joined);
+  DeviceWeight w = upload_quantized(*joined, quant_weight_role(specs[0].name));
   progress(w.bytes());
   return w;
 }

@@ -68,9 +68,11 @@ Result<const TensorInfo*> check_weight_in_store(const WeightSpec& spec, const We
 // (model/quant_weights.h) has its quantized tensors checked instead.
 Status check_spec_in_store(const WeightSpec& spec, const WeightStore& store,
                            const QuantConfig& quant);
-// Whether `weight_name` is the output projection ("lm_head.weight"; an MTP head shares it): the
-// one weight the loader lets the backend dequantize in row chunks (reserve_quantized_scratch).
-bool is_output_projection(const std::string& weight_name);
+// What the weight named `weight_name` (or a fused weight's key, model/prepare_model.h) is to the
+// model, as the loader announces it to reserve_quantized_scratch: "lm_head.weight" the output
+// projection (an MTP head shares it), a name with ".experts." a MoE layer's stacked experts,
+// anything else a linear.
+QuantWeightRole quant_weight_role(const std::string& weight_name);
 // Bytes `spec` takes in backend memory when the loader keeps it quantized (its canonical layout,
 // backend/weight.h); nullopt when it loads dense.
 std::optional<int64_t> quantized_spec_bytes(const WeightSpec& spec, const WeightStore* store,
@@ -192,9 +194,9 @@ class WeightLoader {
   // load_rows() of specs that are all stored quantized (ranges checked; `rows` their sum).
   Result<DeviceWeight> load_rows_quantized(const std::vector<WeightSpec>& specs,
                                            const std::vector<RowRange>& ranges, int64_t rows);
-  // A canonical quantized weight into backend memory (its scratch reserved; `row_chunks`: as
-  // Backend::reserve_quantized_scratch takes it, for the output projection).
-  DeviceWeight upload_quantized(HostQuantWeight& h, bool row_chunks = false);
+  // A canonical quantized weight into backend memory (its scratch reserved for `role`, as
+  // Backend::reserve_quantized_scratch takes it).
+  DeviceWeight upload_quantized(HostQuantWeight& h, QuantWeightRole role);
   DeviceBuffer upload_bytes(const void* src, size_t bytes);
   BulkUploader& uploader();
   DeviceWeight allocate(const std::vector<int64_t>& shape, DType dtype, bool host = false);

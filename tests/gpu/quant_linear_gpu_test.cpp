@@ -311,22 +311,31 @@ TEST_F(QuantLinearGpu, DequantizePathAtFewTokensMatchesCpu) {
   check(random_int4(128, 256, 128, true, false, rng_), false, "int4, gemv off");
 }
 
-// A weight larger than both the dequantization scratch and the row-chunk cap (an output
-// projection, announced with row chunks) dequantizes 128 rows at a time into a scratch of that
-// size (the cap set to nothing here), each chunk's GEMM copied into its columns of out: within
-// the dequantize path's bounds, in every format, with and without zero points and a bias.
+// A weight larger than both the dequantization scratch and the row-chunk cap (one announced with
+// row chunks) dequantizes 128 rows at a time into a scratch of that size (the cap set to nothing
+// here): within the dequantize path's bounds, in every format, with and without zero points and a
+// bias. Past the dense GEMV's 4 tokens each chunk's GEMM writes its columns of out in place where
+// cuBLASLt plans the strided output (out rows of 384 and 320 elements); else (fewer tokens, or no
+// plan) it is copied there.
 TEST_F(QuantLinearGpu, DequantizePathInRowChunksMatchesCpu) {
   gpu_->set_quant_gemv_max_tokens(0);
   gpu_->set_quant_gemm_max_tokens(0);
   gpu_->set_dequant_row_chunk_cap(0);
-  const uint64_t before = gpu_->quant_path_calls().dequant_row_chunks;
+  const CudaBackend::QuantPathCalls before = gpu_->quant_path_calls();
   check(random_fp8(300, 256, 128, 128, rng_), false, "fp8 128 x 128 tiles, row chunks");
   check(random_fp8(300, 256, 1, 256, rng_), false, "fp8 per row, row chunks");
   check(random_fp8(260, 256, 64, 128, rng_), false, "fp8 64-row tiles, row chunks");
   check(random_int4(300, 256, 128, true, false, rng_), false, "int4 with zeros, row chunks");
   check(random_int4(300, 256, 64, false, false, rng_), false, "int4, row chunks");
-  // 5 weights x 7 token counts x 4 (bias, out dtype): every call took the row chunks.
-  EXPECT_EQ(gpu_->quant_path_calls().dequant_row_chunks - before, 5u * 7 * 4);
+  const uint64_t in_place_before = gpu_->quant_path_calls().dequant_rows_in_place;
+  check(random_int4(384, 256, 128, true, false, rng_), false, "int4 with zeros, 384 rows");
+  check(random_fp8(320, 256, 128, 128, rng_), false, "fp8 128 x 128 tiles, 320 rows");
+  const CudaBackend::QuantPathCalls after = gpu_->quant_path_calls();
+  // 7 weights x 7 token counts x 4 (bias, out dtype): every call took the row chunks; the last
+  // two weights' 5 token counts past 4 in place.
+  EXPECT_EQ(after.dequant_row_chunks - before.dequant_row_chunks, 7u * 7 * 4);
+  EXPECT_EQ(after.dequant_rows_in_place - in_place_before, 2u * 5 * 4);
+  EXPECT_LE(after.dequant_rows_in_place - before.dequant_rows_in_place, 7u * 5 * 4);
 }
 
 // The dequantize path 8 columns a thread (set_quant_dequant_vectorized) writes the same bf16

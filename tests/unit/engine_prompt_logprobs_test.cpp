@@ -196,5 +196,17 @@ TEST(PromptLogprobsValidation, Ranges) {
   EXPECT_TRUE(p.validate().ok());
 }
 
+// The engine's prompt-logprob rows a step: as set, else 64 MiB of f32 logits rows, 16 .. 128.
+TEST(PromptLogprobsValidation, RowsFromTheVocabulary) {
+  EngineOptions o;
+  EXPECT_EQ(o.max_prompt_logprob_rows, 0);
+  EXPECT_EQ(prompt_logprob_rows(o, 151936), 110);  // Qwen3
+  EXPECT_EQ(prompt_logprob_rows(o, 248320), 67);   // Qwen3.5
+  EXPECT_EQ(prompt_logprob_rows(o, 4096), 128);
+  EXPECT_EQ(prompt_logprob_rows(o, 4 << 20), 16);
+  o.max_prompt_logprob_rows = 3;
+  EXPECT_EQ(prompt_logprob_rows(o, 248320), 3);
+}
+
 }  // namespace
 }  // namespace syv::testing

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 // The CPU backend, noting the [N, K] of every quantized weight the loader uploads.
 class RecordingCpuBackend final : public CpuBackend {
  public:
-  void reserve_quantized_scratch(const Weight& w, bool) override {
+  void reserve_quantized_scratch(const Weight& w, QuantWeightRole) override {
     quantized.push_back({w.n, w.k});
   }
   std::vector<std::pair<int64_t, int64_t>> quantized;

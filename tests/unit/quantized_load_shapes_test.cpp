@@ -45,8 +45,8 @@ class AnnouncedCpuBackend final : public CpuBackend {
     allocated_ += static_cast<int64_t>(bytes);
     return CpuBackend::allocate(bytes);
   }
-  void reserve_quantized_scratch(const Weight& w, bool row_chunks) override {
-    announced_.push_back({w.n, w.k, row_chunks});
+  void reserve_quantized_scratch(const Weight& w, QuantWeightRole role) override {
+    announced_.push_back({w.n, w.k, role, w.format == WeightFormat::kInt4Group});
   }
   int64_t allocated() const { return allocated_; }
   const std::vector<WeightShape2d>& announced() const { return announced_; }
@@ -59,7 +59,7 @@ class AnnouncedCpuBackend final : public CpuBackend {
 
 std::vector<WeightShape2d> sorted(std::vector<WeightShape2d> v) {
   std::sort(v.begin(), v.end(), [](const WeightShape2d& a, const WeightShape2d& b) {
-    return std::tie(a.n, a.k) < std::tie(b.n, b.k);
+    return std::tie(a.n, a.k, a.role) < std::tie(b.n, b.k, b.role);
   });
   return v;
 }
@@ -67,7 +67,11 @@ std::vector<WeightShape2d> sorted(std::vector<WeightShape2d> v) {
 std::string describe(const std::vector<WeightShape2d>& v) {
   std::string s;
   for (const WeightShape2d& w : v)
-    s += "[" + std::to_string(w.n) + ", " + std::to_string(w.k) + "] ";
+    s += "[" + std::to_string(w.n) + ", " + std::to_string(w.k) + "]" +
+         (w.role == QuantWeightRole::kOutputProjection ? " output"
+          : w.role == QuantWeightRole::kStackedExperts ? " experts"
+                                                       : "") +
+         (w.int4 ? " int4 " : " fp8 ");
   return s;
 }
 
@@ -128,7 +132,8 @@ TEST_P(QuantizedLoadShapes, AreTheWeightsTheLoaderAnnouncesAndTheCountIsTheLoad)
     if (!specs.ok() || prepared->config.is_moe()) continue;
     const std::vector<WeightShape2d> planned = quantized_load_shapes(
         *prepared->arch, prepared->config, *specs,
-        [&](const WeightSpec& w) { return quantizes_spec(w, lm_head); }, false);
+        [&](const WeightSpec& w) { return quantizes_spec(w, lm_head); }, false,
+        format != QuantizeFormat::kFp8);
     EXPECT_EQ(sorted(planned), sorted(backend.announced())) << describe(sorted(planned));
     auto bytes = quantized_device_bytes(*specs, o);
     ASSERT_TRUE(bytes.ok()) << bytes.message();
@@ -158,8 +163,8 @@ INSTANTIATE_TEST_SUITE_P(
 // --format gptq --group-size 128` write planned with 18.4521 GB, CudaBackend::allocated_bytes():
 // those weights plus 390,332,428 bytes of scratch, the bf16 dequantization buffer of the fused
 // gate|up [2 x 17408, 5120] (356,515,840) and the constructor's cuBLASLt workspace and counters
-// (33,816,588). With --lm-head the lm_head [248320, 5120] (2.54 GB in bf16) counts at most
-// kCudaDequantRowChunkCap (it dequantizes in row chunks), so gate|up still sizes the buffer.
+// (33,816,588). Since 2026-12-07 an int4 linear (W4A16) and the output projection dequantize in
+// row chunks, each counting at most kCudaDequantRowChunkCap: 64 MiB of buffer instead of 357 MB.
 TEST(QuantizedLoadShapes, Qwen35At27BPlansServesWeightsAndScratch) {
   auto config = load_model_config(std::string(SYV_SOURCE_DIR) + "/tools/bench/configs/qwen3.5-27b");
   ASSERT_TRUE(config.ok()) << config.message();
@@ -172,28 +177,38 @@ TEST(QuantizedLoadShapes, Qwen35At27BPlansServesWeightsAndScratch) {
   auto bytes = quantized_device_bytes(*specs, o);
   ASSERT_TRUE(bytes.ok()) << bytes.message();
   EXPECT_EQ(*bytes, 18061769728);
-  auto largest = [&](bool lm_head) {
-    return largest_weight(quantized_load_shapes(
+  auto shapes_of = [&](bool lm_head, bool int4) {
+    return quantized_load_shapes(
         *arch, *config, *specs, [&](const WeightSpec& w) { return quantizes_spec(w, lm_head); },
-        false));
+        false, int4);
   };
-  EXPECT_EQ(largest(false), (WeightShape2d{2 * 17408, 5120}));
-  EXPECT_EQ(cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(2 * 17408, 5120)), 390332428);
+  const WeightShape2d gate_up{2 * 17408, 5120, QuantWeightRole::kLinear, true};
+  EXPECT_EQ(largest_weight(shapes_of(false, true)), gate_up);
+  EXPECT_EQ(cuda_load_scratch_bytes(int64_t{2} * 17408 * 5120 * 2), 390332428);
   EXPECT_EQ(kCudaConstructionScratchBytes, 33816588);
-  EXPECT_EQ(*bytes + cuda_load_scratch_bytes(cuda_dequant_scratch_bytes(2 * 17408, 5120)),
+  EXPECT_EQ(*bytes + cuda_load_scratch_bytes(int64_t{2} * 17408 * 5120 * 2),
             18452102156);  // serve's 18.4521 (its scratch then counted with the weights)
-  // A quantized lm_head [248320, 5120] (2.54 GB in bf16) dequantizes in row chunks of at most
-  // kCudaDequantRowChunkCap: the MLP's gate|up still sizes the buffer.
-  EXPECT_EQ(largest(true), (WeightShape2d{2 * 17408, 5120}));
-  auto shapes = quantized_load_shapes(
-      *arch, *config, *specs, [&](const WeightSpec& w) { return quantizes_spec(w, true); }, false);
-  EXPECT_NE(std::find(shapes.begin(), shapes.end(), WeightShape2d{248320, 5120, true}),
-            shapes.end());
-  EXPECT_EQ(dequant_scratch_bytes(WeightShape2d{248320, 5120, true}), kCudaDequantRowChunkCap);
-  EXPECT_EQ(dequant_scratch_bytes(largest_weight(shapes)), int64_t{2} * 17408 * 5120 * 2);
+  // In row chunks now: gate|up counts the cap, and so does a quantized lm_head [248320, 5120]
+  // (2.54 GB in bf16).
+  EXPECT_EQ(dequant_scratch_bytes(gate_up), kCudaDequantRowChunkCap);
+  EXPECT_EQ(dequant_scratch_bytes(largest_weight(shapes_of(false, true))), kCudaDequantRowChunkCap);
+  const std::vector<WeightShape2d> with_lm_head = shapes_of(true, true);
+  const WeightShape2d lm_head{248320, 5120, QuantWeightRole::kOutputProjection, true};
+  EXPECT_NE(std::find(with_lm_head.begin(), with_lm_head.end(), lm_head), with_lm_head.end());
+  EXPECT_EQ(dequant_scratch_bytes(lm_head), kCudaDequantRowChunkCap);
+  EXPECT_EQ(dequant_scratch_bytes(largest_weight(with_lm_head)), kCudaDequantRowChunkCap);
+  // fp8 linears keep their whole share (the W8A8 GEMM's activation rows live in the buffer); the
+  // output projection is capped in every format.
+  EXPECT_EQ(dequant_scratch_bytes(largest_weight(shapes_of(true, false))),
+            int64_t{2} * 17408 * 5120 * 2);
+  EXPECT_EQ(dequant_scratch_bytes({248320, 5120, QuantWeightRole::kOutputProjection, false}),
+            kCudaDequantRowChunkCap);
+  // A MoE layer's stacked experts: whole in either format.
+  EXPECT_EQ(dequant_scratch_bytes({512 * 1024, 2048, QuantWeightRole::kStackedExperts, true}),
+            int64_t{512} * 1024 * 2048 * 2);
   // bf16: nothing stays quantized, no dequantization buffer.
   EXPECT_EQ(largest_weight(quantized_load_shapes(
-                *arch, *config, *specs, [](const WeightSpec&) { return false; }, false)),
+                *arch, *config, *specs, [](const WeightSpec&) { return false; }, false, false)),
             WeightShape2d{});
 }
 

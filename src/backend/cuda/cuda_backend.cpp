@@ -805,12 +805,20 @@ class CudaBackendImpl final : public CudaBackend {
     q.group_size = w.group_size;
     return q;
   }
-  // The dequantization scratch is sized at load for the largest quantized weight, so the memory
-  // plan (made after the load) counts it and no step grows it; the output projection
-  // (`row_chunks`) counts at most dequant_row_chunk_cap_ (cuda_choices.h): larger, it dequantizes
-  // in row chunks (linear_dequantized_in_row_chunks).
-  void reserve_quantized_scratch(const Weight& w, bool row_chunks) override {
-    ensure_dequant(row_chunks ? std::min(w.n * w.k * 2, dequant_row_chunk_cap_) : w.n * w.k * 2);
+  // The dequantization scratch is sized at load for the largest quantized weight's share, so the
+  // memory plan (made after the load) counts it and no step grows it: a weight the dequantize path
+  // takes in row chunks (backend/cuda_choices.h cuda_dequant_in_row_chunks) counts at most
+  // dequant_row_chunk_cap_ (linear_dequantized_in_row_chunks).
+  void reserve_quantized_scratch(const Weight& w, QuantWeightRole role) override {
+    const int64_t whole = w.n * w.k * 2;
+    ensure_dequant(cuda_dequant_in_row_chunks(role, int4_w4a16(w.format))
+                       ? std::min(whole, dequant_row_chunk_cap_)
+                       : whole);
+  }
+  // Whether an int4 weight's GEMMs take bf16 activations (W4A16; --quantized-activations fp8 asks
+  // for W4A8, whose e4m3 copy of the weight lives in the scratch).
+  bool int4_w4a16(WeightFormat f) const {
+    return f == WeightFormat::kInt4Group && quantized_activations_ != QuantizedActivations::kFp8;
   }
 
   void linear_quantized(const Tensor& x, const Weight& w, const Tensor& bias,
@@ -880,38 +888,62 @@ class CudaBackendImpl final : public CudaBackend {
     }
   }
 
-  // The dequantize path of a weight larger than the scratch (an output projection announced with
-  // row chunks): rows [n0, n0 + R) of the weight dequantized into the scratch's first part, then
-  // for tokens [t0, t0 + Tc) the dense GEMM into its second part and a 2-D copy into out's
-  // columns [n0, n0 + R). R a multiple of 128 (and of fp8's scale tile rows), the weight's part at
-  // most half the scratch; each output element is the same dot product as unchunked.
+  // The dequantize path of a weight larger than the scratch (one announced with row chunks): rows
+  // [n0, n0 + R) of the weight dequantized into the scratch, R a multiple of 128 (and of fp8's
+  // scale tile rows). Where linear() would run cuBLASLt's GEMM (not batch-invariant, past the
+  // GEMV's tokens) and it has an algorithm for the chunks' shapes, each chunk's GEMM writes its
+  // columns of out in place (ldc N) and the weight's rows take the whole scratch; otherwise the
+  // weight's part takes at most half, and for tokens [t0, t0 + Tc) linear() writes into the other
+  // part, copied into out's columns [n0, n0 + R). Each output element is the same dot product as
+  // unchunked.
   void linear_dequantized_in_row_chunks(const Tensor& x, const cuda::QuantWeight& q, Tensor& out) {
     const int64_t N = q.n, K = q.k, T = rows_of(x);
     const size_t osz = dtype_size(out.dtype);
     const bool fp8 = q.kind == cuda::QuantKind::kFp8Block;
     const int64_t align = fp8 && q.block_n < N ? std::lcm<int64_t>(128, q.block_n) : 128;
     auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-    int64_t budget = std::max<int64_t>(dequant_bytes_, dequant_row_chunk_cap_);
-    int64_t R = std::max<int64_t>(align, budget / 2 / (K * 2) / align * align);
-    R = std::min(R, N);
-    // At least 8 tokens a chunk (all of them when fewer): grown only for a weight not announced.
-    const int64_t min_tokens = std::min<int64_t>(T, 8);
-    const int64_t need = aligned(R * K * 2) + R * static_cast<int64_t>(osz) * min_tokens;
-    if (need > static_cast<int64_t>(dequant_bytes_)) ensure_dequant(need);
-    budget = static_cast<int64_t>(dequant_bytes_);
-    auto* w_part = static_cast<uint8_t*>(dequant_);
-    uint8_t* out_part = w_part + aligned(R * K * 2);
-    const int64_t Tc = std::min<int64_t>(T, (budget - aligned(R * K * 2)) / (R * osz));
     const int64_t row_bytes = fp8 ? K : K / 2;  // packed data of one weight row
-    for (int64_t n0 = 0; n0 < N; n0 += R) {
-      const int64_t rows = std::min(R, N - n0);
+    auto dequantize_rows = [&](int64_t n0, int64_t rows, void* dst) {
       cuda::QuantWeight part = q;
       part.n = rows;
       part.data = static_cast<const uint8_t*>(q.data) + n0 * row_bytes;
       part.scales = q.scales + (fp8 ? n0 / q.block_n : n0) * q.scale_cols;
       if (q.zeros != nullptr) part.zeros = q.zeros + n0 * q.scale_cols;
       quant_calls_.dequant_vectorized +=
-          cuda::launch_quant_dequant(part, w_part, stream_, quant_dequant_vec_);
+          cuda::launch_quant_dequant(part, dst, stream_, quant_dequant_vec_);
+    };
+    const int64_t budget = std::max<int64_t>(dequant_bytes_, dequant_row_chunk_cap_);
+    const int64_t rows_in_place =
+        std::min(N, std::max<int64_t>(align, budget / (K * 2) / align * align));
+    const int64_t last_in_place = N - (N - 1) / rows_in_place * rows_in_place;
+    if (!batch_invariant_ && T > gemv_max_tokens_ && x.dtype == DType::BF16 &&
+        gemm_.runs(T, rows_in_place, K, out.dtype, N) &&
+        gemm_.runs(T, last_in_place, K, out.dtype, N)) {
+      ensure_dequant(rows_in_place * K * 2);  // (grown only for a weight not announced at load)
+      for (int64_t n0 = 0; n0 < N; n0 += rows_in_place) {
+        const int64_t rows = std::min(rows_in_place, N - n0);
+        dequantize_rows(n0, rows, dequant_);
+        SYV_CHECK(gemm_.run(x.data, dequant_, static_cast<uint8_t*>(out.data) + n0 * osz, out.dtype,
+                            T, rows, K, stream_, N))
+            << "cuBLASLt refused a GEMM shape it planned";
+      }
+      ++quant_calls_.dequant_row_chunks;
+      ++quant_calls_.dequant_rows_in_place;
+      return;
+    }
+    int64_t R = std::max<int64_t>(align, budget / 2 / (K * 2) / align * align);
+    R = std::min(R, N);
+    // At least 8 tokens a chunk (all of them when fewer): grown only for a weight not announced.
+    const int64_t min_tokens = std::min<int64_t>(T, 8);
+    const int64_t need = aligned(R * K * 2) + R * static_cast<int64_t>(osz) * min_tokens;
+    if (need > static_cast<int64_t>(dequant_bytes_)) ensure_dequant(need);
+    const auto room = static_cast<int64_t>(dequant_bytes_);
+    auto* w_part = static_cast<uint8_t*>(dequant_);
+    uint8_t* out_part = w_part + aligned(R * K * 2);
+    const int64_t Tc = std::min<int64_t>(T, (room - aligned(R * K * 2)) / (R * osz));
+    for (int64_t n0 = 0; n0 < N; n0 += R) {
+      const int64_t rows = std::min(R, N - n0);
+      dequantize_rows(n0, rows, w_part);
       const Tensor w_rows(w_part, DType::BF16, {rows, K});
       for (int64_t t0 = 0; t0 < T; t0 += Tc) {
         const int64_t tokens = std::min(Tc, T - t0);
@@ -2433,8 +2465,9 @@ class CudaBackendImpl final : public CudaBackend {
   // docs/cuda-backend.md "Dequantize + dense GEMM").
   bool quant_dequant_vec_ = true;
   int quant_gemm_max_tokens_ = kQuantGemmMaxTokens;  // set_quant_gemm_max_tokens()
-  // The output projection's share of the dequantization scratch (set_dequant_row_chunk_cap).
-  int64_t dequant_row_chunk_cap_ = kCudaDequantRowChunkCap;
+  // The share of the dequantization scratch of a weight taken in row chunks
+  // (set_dequant_row_chunk_cap).
+  int64_t dequant_row_chunk_cap_ = cuda_dequant_row_chunk_cap();
   // Quantized MoE experts above kMoeGemvMaxTokens on moe_quant_gemm.cu's tiled path
   // (set_quant_moe_gemm; SYV_QUANT_MOE_GEMM=0: the dequantize path).
   bool quant_moe_gemm_ = true;

@@ -145,10 +145,11 @@ class CudaBackend : public Backend {
   // kQuantGemmMaxTokens by default (SYV_QUANT_GEMM_MAX_TOKENS sets the initial one). Not in
   // batch-invariant mode.
   virtual void set_quant_gemm_max_tokens(int tokens) = 0;
-  // The output projection's share of the dequantization scratch: announced at load with row
-  // chunks (Backend::reserve_quantized_scratch), it counts at most this many bytes, and a weight
-  // larger than the scratch and this dequantizes in row chunks of at most half of either (tests
-  // set it small; kCudaDequantRowChunkCap, backend/cuda_choices.h, by default).
+  // The share of the dequantization scratch of a weight announced at load as one the dequantize
+  // path takes in row chunks (Backend::reserve_quantized_scratch; backend/cuda_choices.h: the
+  // output projection, an int4 linear outside W4A8): at most this many bytes; a weight larger than
+  // the scratch and this dequantizes in row chunks (tests set it small; kCudaDequantRowChunkCap by
+  // default).
   virtual void set_dequant_row_chunk_cap(int64_t bytes) = 0;
   // Up to 128 tokens the GEMM beats the vectorized dequantize + cuBLASLt on every projection of
   // the Qwen3-8B shape on an H100; at 192 it loses on some (`syv bench quant-kernels`,
@@ -172,9 +173,10 @@ class CudaBackend : public Backend {
     uint64_t fp8_gemm = 0;            // linears on an fp8 GEMM (W8A8 / W4A8)
     uint64_t dequant_vectorized = 0;  // dequantizations (a linear, an MoE part) 8 columns a thread
     uint64_t moe_tiled = 0;           // MoE layers on the tiled path over packed rows
-    uint64_t dequant_row_chunks = 0;  // linears dequantized in row chunks (an output projection)
-    uint64_t fp8_norm_fused = 0;      // fp8 GEMMs on activations the norm before them wrote
-    uint64_t fp8_skinny = 0;          // fp8 GEMMs (W8A8) on fp8_skinny_gemm.cu's kernel
+    uint64_t dequant_row_chunks = 0;  // linears dequantized in row chunks (either form below)
+    uint64_t dequant_rows_in_place = 0;  // ... each chunk's GEMM writing its columns of out
+    uint64_t fp8_norm_fused = 0;         // fp8 GEMMs on activations the norm before them wrote
+    uint64_t fp8_skinny = 0;             // fp8 GEMMs (W8A8) on fp8_skinny_gemm.cu's kernel
   };
   virtual QuantPathCalls quant_path_calls() const = 0;
   // The gated delta rule's split (tests, benchmarks): sequences with at least `tokens` new tokens

@@ -55,12 +55,12 @@ void LtGemm::init(void* workspace, size_t workspace_bytes) {
 
 // Column-major view of the row-major product: C (N x T, ld N) = op(A) · B with A = w stored as
 // K x N (ld K), transposed, and B = x stored as K x T (ld K).
-LtGemm::Plan& LtGemm::plan(int64_t tokens, int64_t n, int64_t k, DType out_t) {
-  auto key = std::make_tuple(tokens, n, k, static_cast<int>(out_t));
+LtGemm::Plan& LtGemm::plan(int64_t tokens, int64_t n, int64_t k, DType out_t, int64_t ldc) {
+  auto key = std::make_tuple(tokens, n, k, static_cast<int>(out_t), ldc);
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   Plan& p = plans_[key];
-  create_plan(p, CUDA_R_16BF, tokens, n, k, out_t, nullptr, nullptr);
+  create_plan(p, CUDA_R_16BF, tokens, n, k, out_t, nullptr, nullptr, ldc);
   return p;
 }
 
@@ -77,7 +77,7 @@ LtGemm::Plan& LtGemm::fp8_plan(int64_t tokens, int64_t n, int64_t k, DType out_t
                              ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
                              : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-  create_plan(p, CUDA_R_8F_E4M3, tokens, n, k, out_t, &a_mode, &b_mode);
+  create_plan(p, CUDA_R_8F_E4M3, tokens, n, k, out_t, &a_mode, &b_mode, n);
 #else
   (void)ws;  // no plan (p.ok false): linear_quantized() dequantizes instead
 #endif
@@ -85,7 +85,8 @@ LtGemm::Plan& LtGemm::fp8_plan(int64_t tokens, int64_t n, int64_t k, DType out_t
 }
 
 void LtGemm::create_plan(Plan& p, cudaDataType_t in_t, int64_t tokens, int64_t n, int64_t k,
-                         DType out_t, const int32_t* a_scale_mode, const int32_t* b_scale_mode) {
+                         DType out_t, const int32_t* a_scale_mode, const int32_t* b_scale_mode,
+                         int64_t ldc) {
   const CublasLt& lt = cublaslt();
   const cudaDataType_t ct = out_t == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   SYV_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -119,7 +120,7 @@ void LtGemm::create_plan(Plan& p, cudaDataType_t in_t, int64_t tokens, int64_t n
   SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.b, in_t, static_cast<uint64_t>(k),
                                                  static_cast<uint64_t>(tokens), k));
   SYV_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&p.c, ct, static_cast<uint64_t>(n),
-                                                 static_cast<uint64_t>(tokens), n));
+                                                 static_cast<uint64_t>(tokens), ldc));
   cublasLtMatmulPreference_t pref;
   SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
   SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
@@ -147,7 +148,7 @@ LtGemm::Fixed& LtGemm::fixed(int64_t n, int64_t k, DType out_t) {
   auto it = fixed_.find(key);
   if (it != fixed_.end()) return it->second;
   Fixed& f = fixed_[key];
-  Plan& p = plan(kFixedAlgoTokens, n, k, out_t);  // its descriptor and layouts
+  Plan& p = plan(kFixedAlgoTokens, n, k, out_t, n);  // its descriptor and layouts
   cublasLtMatmulPreference_t pref;
   SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
   SYV_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
@@ -187,7 +188,7 @@ bool LtGemm::algo_runs(Fixed& f, int64_t tokens, int64_t n, int64_t k, DType out
   auto key = std::make_tuple(tokens, n, k, static_cast<int>(out_t));
   auto it = fixed_ok_.find(key);
   if (it == fixed_ok_.end()) {
-    Plan& p = plan(tokens, n, k, out_t);
+    Plan& p = plan(tokens, n, k, out_t, n);
     cublasLtMatmulHeuristicResult_t check{};
     const bool ok = lt.cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &f.algo,
                                                &check) == CUBLAS_STATUS_SUCCESS &&
@@ -208,7 +209,7 @@ bool LtGemm::run_fixed(const void* x, const void* w, void* out, DType out_t, int
   if (out_t != DType::F32 && out_t != DType::BF16) return false;
   Fixed& f = fixed(n, k, out_t);
   if (!f.ok || !algo_runs(f, tokens, n, k, out_t, /*warn=*/true)) return false;
-  Plan& p = plan(tokens, n, k, out_t);
+  Plan& p = plan(tokens, n, k, out_t, n);
   const float alpha = 1.f, beta = 0.f;
   SYV_CUBLAS_CHECK(lt.cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out,
                                      p.c, &f.algo, workspace_, workspace_bytes_, stream));
@@ -216,10 +217,10 @@ bool LtGemm::run_fixed(const void* x, const void* w, void* out, DType out_t, int
 }
 
 bool LtGemm::run(const void* x, const void* w, void* out, DType out_t, int64_t tokens, int64_t n,
-                 int64_t k, cudaStream_t stream) {
+                 int64_t k, cudaStream_t stream, int64_t ldc) {
   const CublasLt& lt = cublaslt();
   if (out_t != DType::F32 && out_t != DType::BF16) return false;
-  Plan& p = plan(tokens, n, k, out_t);
+  Plan& p = plan(tokens, n, k, out_t, ldc == 0 ? n : ldc);
   if (!p.ok) return false;
   const float alpha = 1.f, beta = 0.f;
   SYV_CUBLAS_CHECK(lt.cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out,

@@ -25,9 +25,15 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   void init(void* workspace, size_t workspace_bytes);
-  // Returns false (running nothing) when cuBLASLt has no algorithm for the shape.
+  // Returns false (running nothing) when cuBLASLt has no algorithm for the shape. `ldc`: the
+  // elements between out's rows (n when 0): out may be n columns of a wider row-major matrix.
   bool run(const void* x, const void* w, void* out, DType out_t, int64_t tokens, int64_t n,
-           int64_t k, cudaStream_t stream);
+           int64_t k, cudaStream_t stream, int64_t ldc = 0);
+  // Whether run() has an algorithm for the shape (its plan is made and kept).
+  bool runs(int64_t tokens, int64_t n, int64_t k, DType out_t, int64_t ldc = 0) {
+    return (out_t == DType::F32 || out_t == DType::BF16) &&
+           plan(tokens, n, k, out_t, ldc == 0 ? n : ldc).ok;
+  }
   // Batch-invariant mode: ONE algorithm per (n, k, out dtype) for every token count, the
   // heuristic's first at kFixedAlgoTokens tokens among those without split-K or a reduction
   // scheme, kept only if it also runs 1, 3 and 2048 tokens. Each output element is then summed by
@@ -68,10 +74,10 @@ class LtGemm {
     float waves = 0;  // cuBLASLt's wavesCount for algo
     bool ok = false;
   };
-  Plan& plan(int64_t tokens, int64_t n, int64_t k, DType out_t);
+  Plan& plan(int64_t tokens, int64_t n, int64_t k, DType out_t, int64_t ldc);
   Plan& fp8_plan(int64_t tokens, int64_t n, int64_t k, DType out_t, Fp8WeightScales ws);
   void create_plan(Plan& p, cudaDataType_t in_t, int64_t tokens, int64_t n, int64_t k, DType out_t,
-                   const int32_t* a_scale_mode, const int32_t* b_scale_mode);
+                   const int32_t* a_scale_mode, const int32_t* b_scale_mode, int64_t ldc);
   static void destroy(Plan& p);
   struct Fixed {
     cublasLtMatmulAlgo_t algo{};
@@ -85,7 +91,7 @@ class LtGemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, Plan> plans_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t>, Plan> plans_;  // + ldc
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, Plan> fp8_plans_;  // + weight scales
   std::map<std::tuple<int64_t, int64_t, int>, Fixed> fixed_;                   // (n, k, out dtype)
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, bool> fixed_ok_;  // it runs (tokens, ...)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call (not yet run): the dequantization scratch's row chunks written in
+# place (2026-12-07: an int4 linear outside W4A8 and the output projection count at most 64 MiB of
+# the scratch, each chunk's cuBLASLt GEMM writing its columns of out, ldc N), on the Qwen3-8B shape:
+#  1. gpu_quant_linear_gpu_test (the row chunks, in place and copied, against the CPU),
+#     gpu_cuda_load_scratch_gpu_test (the backend's scratch = inspect's count) and
+#     gpu_engine_quantized_gpu_test.
+#  2. `syv bench decode` of a `syv quantize`d gptq copy (made meanwhile), b = 1 / 64 at context 512
+#     and the 2K prefill (int4 gate|up [24576, 4096], 201 MB in bf16: 4 chunks at 64 MiB), under
+#     the default cap, SYV_DEQUANT_CHUNK_MB=0 (every weight whole, as before) and =32, twice.
+# Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
+#   tools/device/dequant_chunks_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+source tools/device/device_start.sh
+W=/tmp/syv-quant
+CFG=tools/bench/configs/qwen3-8b
+build gpu_quant_linear_gpu_test gpu_cuda_load_scratch_gpu_test gpu_engine_quantized_gpu_test
+FORMATS="gptq"
+source tools/device/fp8_folders.sh
+fp8_folders_start
+
+echo "== tests $(date +%T)"
+for t in gpu_quant_linear_gpu_test gpu_cuda_load_scratch_gpu_test gpu_engine_quantized_gpu_test; do
+  timeout 300 $B/$t 2>&1 | tee $O/$t.log |
+    grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -12
+done
+fp8_folders_wait || { echo "gptq copy failed"; tail -5 $O/prep*.log; exit 1; }
+echo "== gptq, b = 1 / 64 and the 2K prefill $(date +%T)"
+for round in 1 2; do
+  for v in DEFAULT=1 SYV_DEQUANT_CHUNK_MB=0 SYV_DEQUANT_CHUNK_MB=32; do
+    ((SECONDS - t0 < ${BUDGET:-560})) || { echo "-- $v: skipped (time)"; continue; }
+    BATCHES=1,64 fp8_bench gptq $v
+  done
+done
+echo "total: $((SECONDS - t0)) s $(date +%T)"
