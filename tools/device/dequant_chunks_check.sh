@@ -8,6 +8,8 @@
 #  2. `syv bench decode` of a `syv quantize`d gptq copy (made meanwhile), b = 1 / 64 at context 512
 #     and the 2K prefill (int4 gate|up [24576, 4096], 201 MB in bf16: 4 chunks at 64 MiB), under
 #     the default cap, SYV_DEQUANT_CHUNK_MB=0 (every weight whole, as before) and =32, twice.
+#  3. BURST=1 and time left (BUDGET, default 560 s, less 150): issue 18's burst through `syv serve`
+#     with the default flags (serve_bench_check.sh QUICK=1 PRESETS=default; bf16 random weights).
 # Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
 #   tools/device/dequant_chunks_check.sh
 set -uo pipefail
@@ -33,4 +35,9 @@ for round in 1 2; do
     BATCHES=1,64 fp8_bench gptq $v
   done
 done
+if [[ -n ${BURST:-} ]] && ((SECONDS - t0 < ${BUDGET:-560} - 150)); then
+  echo "== burst through syv serve $(date +%T)"
+  QUICK=1 PRESETS=default timeout 200 tools/device/serve_bench_check.sh build/gpu-carry /tmp/serve-bench \
+    2>&1 | tail -8
+fi
 echo "total: $((SECONDS - t0)) s $(date +%T)"
