@@ -19,7 +19,7 @@ size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions&
       step_tokens, c.hidden_size, c.num_attention_heads * c.head_dim,
       c.num_key_value_heads * c.head_dim, c.intermediate_size, c.vocab_size,
       std::min<int64_t>(e.max_num_seqs * (1 + e.num_speculative_tokens), step_tokens) +
-          prompt_logprob_rows(e, c.vocab_size));
+          prompt_logprob_rows(e));
   return dense +
          estimate_gdn_phases_scratch_bytes(
              step_tokens, c.linear_num_value_heads, c.linear_value_head_dim,
@@ -33,6 +33,8 @@ namespace {
 #if SYV_HAVE_CUDA
 struct PlannedPool {
   int64_t kv_bytes = 0;
+  int32_t prompt_logprob_rows =
+      0;  // what the plan counted (EngineOptions::max_prompt_logprob_rows)
   server::MemoryPlanFacts facts;
 };
 
@@ -62,7 +64,10 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
   // workspace) is in the runtime reserve below (it was counted in both until 2026-12-05).
   in.weight_bytes = gpu.allocated_bytes() - gpu.peak_scratch_bytes();
   const int64_t step_tokens = std::max(e.max_num_batched_tokens, e.max_num_seqs);
-  in.activation_peak_bytes = estimate_step_activation_bytes(c, e);
+  EngineOptions planned = e;
+  planned.max_prompt_logprob_rows =
+      planned_prompt_logprob_rows(e, static_cast<int64_t>(in.total_bytes), c.vocab_size);
+  in.activation_peak_bytes = estimate_step_activation_bytes(c, planned);
   in.other_bytes = runtime_reserve_bytes(gpu.peak_scratch_bytes());
   in.kv_bytes_per_token = target_kv + draft_kv;
   in.state_bytes_per_slot = engine_cache_spec(model.cache_spec(), e).state_bytes_per_seq;
@@ -75,10 +80,13 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
                 << utilization << "; weights " << in.weight_bytes / 1e9 << " GB; runtime reserve "
                 << in.other_bytes / 1e9 << " GB, " << gpu.peak_scratch_bytes() / 1e9
                 << " GB of it the backend's scratch; activations " << in.activation_peak_bytes / 1e9
-                << " GB estimated for " << step_tokens << " batch tokens; --kv-cache-mb overrides"
+                << " GB estimated for " << step_tokens << " batch tokens and "
+                << planned.max_prompt_logprob_rows
+                << " prompt-logprob rows; --kv-cache-mb overrides"
                 << (draft_kv > 0 ? "; the draft model's KV pool included" : "") << ")";
   PlannedPool out;
   out.kv_bytes = plan.kv_bytes / (target_kv + draft_kv) * target_kv;
+  out.prompt_logprob_rows = planned.max_prompt_logprob_rows;
   out.facts = {utilization,
                static_cast<int64_t>(plan.budget_bytes),
                static_cast<int64_t>(in.weight_bytes),
@@ -102,6 +110,7 @@ Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Mo
       Result<PlannedPool> pool = plan_kv_pool_bytes(*gpu, model, *options, share);
       if (!pool.ok()) return Status::Error("--gpu-memory-utilization: " + pool.message());
       options->kv_cache_bytes = pool->kv_bytes;
+      options->max_prompt_logprob_rows = pool->prompt_logprob_rows;
       facts = pool->facts;
     }
   }

@@ -54,23 +54,27 @@ Result<std::string> describe_memory_plan(const PlanArgs& args, const ModelConfig
   in.kv_bytes_per_token = spec.kv_bytes_per_token;
   in.state_bytes_per_slot = engine_cache_spec(spec, engine).state_bytes_per_seq;
   in.state_slots = engine_state_slots(spec, engine);
+  engine.max_prompt_logprob_rows =
+      planned_prompt_logprob_rows(engine, static_cast<int64_t>(in.total_bytes), c.vocab_size);
   in.activation_peak_bytes = estimate_step_activation_bytes(c, engine);
   in.other_bytes = runtime_reserve_bytes(static_cast<size_t>(scratch_bytes));
   in.page_size = 64;
   in.max_position = c.max_position_embeddings;
   auto plan = plan_memory(in);
   if (!plan.ok()) return plan.status();
-  char buf[320];
+  char buf[400];
   std::snprintf(
       buf, sizeof buf,
       " (KV %s; device %.1f GiB x %.2f; weights %.2f GB%s; runtime reserve %.2f GB, %.2f GB of "
-      "it CUDA scratch; activations %.2f GB estimated for %lld batch tokens)",
+      "it CUDA scratch; activations %.2f GB estimated for %lld batch tokens and %d prompt-logprob "
+      "rows)",
       std::string(dtype_name(spec.kv_layers.empty() ? DType::BF16 : spec.kv_layers.front().dtype))
           .c_str(),
       in.total_bytes / 1073741824.0, in.utilization, in.weight_bytes / 1e9,
       args.host_embeddings ? " on the device, the embedding table in host memory" : "",
       in.other_bytes / 1e9, scratch_bytes / 1e9, in.activation_peak_bytes / 1e9,
-      static_cast<long long>(std::max(args.max_batch_tokens, args.max_num_seqs)));
+      static_cast<long long>(std::max(args.max_batch_tokens, args.max_num_seqs)),
+      engine.max_prompt_logprob_rows);
   return plan->summary() + buf;
 }
 

@@ -58,8 +58,8 @@ struct EngineOptions {
   int32_t max_prefill_chunk = 0;          // longest prefill chunk of one sequence; 0 = the budget
   // Logits rows one step gives to prompt logprobs (SamplingParams::prompt_logprobs) at most, on
   // top of the sampling rows; the activation reservation (and a GPU's memory plan) counts them.
-  // A prompt-logprobs prefill is chunked to fit. 0: from the vocabulary, as many rows as
-  // kPromptLogprobLogitsBytes of f32 logits hold, 16 .. 128 (prompt_logprob_rows()).
+  // A prompt-logprobs prefill is chunked to fit. 0: a GPU's memory plan sets it from the device's
+  // memory, else 128 (engine_core.h planned_prompt_logprob_rows, prompt_logprob_rows).
   int32_t max_prompt_logprob_rows = 0;
   int32_t max_model_len = 0;  // prompt + max_tokens at most; 0 = the model's maximum
   bool enable_prefix_caching = true;

@@ -37,10 +37,14 @@ constexpr int32_t kEagerVerifyGraphBatch = 16;
 
 }  // namespace
 
-int32_t prompt_logprob_rows(const EngineOptions& o, int64_t vocab) {
+int32_t prompt_logprob_rows(const EngineOptions& o) {
+  return o.max_prompt_logprob_rows > 0 ? o.max_prompt_logprob_rows : kMaxPromptLogprobRows;
+}
+
+int32_t planned_prompt_logprob_rows(const EngineOptions& o, int64_t device_bytes, int64_t vocab) {
   if (o.max_prompt_logprob_rows > 0) return o.max_prompt_logprob_rows;
-  const int64_t rows = kPromptLogprobLogitsBytes / (std::max<int64_t>(vocab, 1) * 4);
-  return static_cast<int32_t>(std::clamp<int64_t>(rows, 16, 128));
+  const int64_t rows = device_bytes / kPromptLogprobDeviceShare / (std::max<int64_t>(vocab, 1) * 4);
+  return static_cast<int32_t>(std::clamp<int64_t>(rows, 16, kMaxPromptLogprobRows));
 }
 
 namespace {
@@ -200,10 +204,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
   if (options.max_prefill_chunk < 0)
     return Status::Error("engine option max_prefill_chunk: expected >= 0");
   if (options.max_prompt_logprob_rows < 0)
-    return Status::Error(
-        "engine option max_prompt_logprob_rows: expected >= 0 (0: from the "
-        "vocabulary)");
-  options.max_prompt_logprob_rows = prompt_logprob_rows(options, model.config().vocab_size);
+    return Status::Error("engine option max_prompt_logprob_rows: expected >= 0 (0: the default)");
+  options.max_prompt_logprob_rows = prompt_logprob_rows(options);
   if (options.num_speculative_tokens < 0 || options.num_speculative_tokens > kMaxSpeculativeTokens)
     return Status::Error("engine option num_speculative_tokens: expected 0.." +
                          std::to_string(kMaxSpeculativeTokens) + ", found " +

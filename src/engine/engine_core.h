@@ -63,12 +63,18 @@ struct RequestGroup {
   std::vector<PromptLogprob> prompt_logprobs;
 };
 
-// EngineOptions::max_prompt_logprob_rows as the engine takes it for a model of `vocab` tokens:
-// as set, or (0) as many rows as kPromptLogprobLogitsBytes of f32 logits hold, 16 .. 128 (110 at
-// Qwen3's 151,936 tokens, 67 at Qwen3.5's 248,320: 64 MiB whatever the vocabulary, which a 24 GB
-// card's plan keeps for its KV pool).
-inline constexpr int64_t kPromptLogprobLogitsBytes = int64_t{64} << 20;
-int32_t prompt_logprob_rows(const EngineOptions& o, int64_t vocab);
+// EngineOptions::max_prompt_logprob_rows as the engine takes it: as set, else (0)
+// kMaxPromptLogprobRows. A GPU's memory plan (serve, bench offline; inspect's) sets it first from
+// the device's memory (planned_prompt_logprob_rows).
+inline constexpr int32_t kMaxPromptLogprobRows = 128;
+int32_t prompt_logprob_rows(const EngineOptions& o);
+// The prompt-logprob rows a plan gives a device of `device_bytes` (0 in the options: else as set):
+// as many as 1/kPromptLogprobDeviceShare of it holds in f32 logits of `vocab` tokens, 16 ..
+// kMaxPromptLogprobRows (64 of Qwen3.5's 248,320-token vocabulary on a 24 GiB card, the most on
+// an 80 GB one): a small card keeps the rest for its KV pool, a large one scores 128 prompt
+// positions a step.
+inline constexpr int64_t kPromptLogprobDeviceShare = 400;  // 0.25% of the device
+int32_t planned_prompt_logprob_rows(const EngineOptions& o, int64_t device_bytes, int64_t vocab);
 
 // The cache spec the engine builds for a model declaring `model_spec`: its K/V in o.kv_dtype (when
 // set), its delta-rule state in o.state_dtype.

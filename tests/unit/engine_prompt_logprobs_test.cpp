@@ -196,16 +196,20 @@ TEST(PromptLogprobsValidation, Ranges) {
   EXPECT_TRUE(p.validate().ok());
 }
 
-// The engine's prompt-logprob rows a step: as set, else 64 MiB of f32 logits rows, 16 .. 128.
-TEST(PromptLogprobsValidation, RowsFromTheVocabulary) {
+// The engine's prompt-logprob rows a step: as set, else 128; a GPU's memory plan gives 0.25% of the
+// device's memory in f32 logits rows, 16 .. 128.
+TEST(PromptLogprobsValidation, RowsFromTheDeviceMemory) {
   EngineOptions o;
   EXPECT_EQ(o.max_prompt_logprob_rows, 0);
-  EXPECT_EQ(prompt_logprob_rows(o, 151936), 110);  // Qwen3
-  EXPECT_EQ(prompt_logprob_rows(o, 248320), 67);   // Qwen3.5
-  EXPECT_EQ(prompt_logprob_rows(o, 4096), 128);
-  EXPECT_EQ(prompt_logprob_rows(o, 4 << 20), 16);
+  EXPECT_EQ(prompt_logprob_rows(o), 128);
+  const int64_t gib = int64_t{1} << 30;
+  EXPECT_EQ(planned_prompt_logprob_rows(o, 24 * gib, 248320), 64);   // Qwen3.5, a 24 GiB card
+  EXPECT_EQ(planned_prompt_logprob_rows(o, 24 * gib, 151936), 106);  // Qwen3
+  EXPECT_EQ(planned_prompt_logprob_rows(o, 80 * gib, 248320), 128);
+  EXPECT_EQ(planned_prompt_logprob_rows(o, 2 * gib, 248320), 16);
   o.max_prompt_logprob_rows = 3;
-  EXPECT_EQ(prompt_logprob_rows(o, 248320), 3);
+  EXPECT_EQ(prompt_logprob_rows(o), 3);
+  EXPECT_EQ(planned_prompt_logprob_rows(o, 24 * gib, 248320), 3);
 }
 
 }  // namespace
