@@ -33,8 +33,8 @@ namespace {
 #if SYV_HAVE_CUDA
 struct PlannedPool {
   int64_t kv_bytes = 0;
-  int32_t prompt_logprob_rows =
-      0;  // what the plan counted (EngineOptions::max_prompt_logprob_rows)
+  // The prompt-logprob rows the plan counted (EngineOptions::max_prompt_logprob_rows).
+  int32_t prompt_logprob_rows = 0;
   server::MemoryPlanFacts facts;
 };
 
