@@ -152,6 +152,8 @@ int run(const Options& o) {
   options.host_fault_in_background = false;  // deterministic
   options.cuda_graphs = "off";
   options.emit_after_launch = 0;
+  // The schedule of a CUDA run, which admits host-tier hits after the launch by default.
+  if (options.admit_loads_after_launch < 0) options.admit_loads_after_launch = 1;
   ScheduleOnlyModel model(make_cpu_backend());
   auto created = EngineCore::create(model, nullptr, options);
   if (!created.ok()) return fail(created.message());

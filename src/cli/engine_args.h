@@ -30,9 +30,10 @@ struct EngineArgs {
   // Pinned reserve of the host tier in GiB (kv/host_tier.h "Memory"): < 0 (the default) = 4 GiB
   // or, when larger, the KV pages of one max_model_len sequence.
   double host_pin_reserve_gb = -1;
-  std::string host_write_ahead = "on";     // --host-write-ahead on|off
-  std::string host_pin_idle = "tier";      // --host-pin-idle tier|reserve
-  std::string emit_after_launch = "auto";  // --emit-after-launch auto|on|off
+  std::string host_write_ahead = "on";      // --host-write-ahead on|off
+  std::string host_pin_idle = "tier";       // --host-pin-idle tier|reserve
+  std::string emit_after_launch = "auto";   // --emit-after-launch auto|on|off
+  std::string admit_after_launch = "auto";  // --admit-after-launch auto|on|off
   // --draft-model DIR (--speculative-method draft): loaded by the command (load_draft_model) and
   // set as options.draft_model before the engine starts.
   std::string draft_model_dir;
@@ -52,6 +53,9 @@ struct EngineArgs {
     o.host_write_ahead = host_write_ahead == "on";
     o.host_pin_all_while_idle = host_pin_idle == "tier";
     o.emit_after_launch = emit_after_launch == "auto" ? -1 : emit_after_launch == "on" ? 1 : 0;
+    o.admit_loads_after_launch = admit_after_launch == "auto" ? -1
+                                 : admit_after_launch == "on" ? 1
+                                                              : 0;
     o.host_pin_reserve_bytes =
         host_pin_reserve_gb < 0
             ? -1
@@ -133,6 +137,15 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
                  "of adding to the gap between steps: auto (default: on with CUDA, off on the "
                  "CPU, where it would only delay events), on or off (docs/engine.md \"Emit after "
                  "the next launch\").")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--admit-after-launch", args.admit_after_launch,
+                 "Host tier: admit a request whose cached prefix is copied back from the host "
+                 "tier after the step's forward is launched, so its admission (prefix match, "
+                 "pages, evictions, the copy calls) overlaps the "
+                 "GPU's work instead of delaying the other sequences' step; requests waiting "
+                 "behind it are admitted a step later: auto (default: on with CUDA, off on the "
+                 "CPU, where nothing overlaps), on or off (docs/engine.md \"Admission after the "
+                 "launch\").")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   // CUDA graphs for decode steps, one per batch-size bucket (docs/engine.md "CUDA graphs").
   app.add_option("--cuda-graphs", args.cuda_graphs,

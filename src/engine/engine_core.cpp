@@ -49,9 +49,24 @@ int32_t planned_prompt_logprob_rows(const EngineOptions& o, int64_t device_bytes
 
 namespace {
 
-SchedulerConfig scheduler_config(const EngineOptions& o) {
+// An after-the-launch engine option (EngineOptions::emit_after_launch,
+// admit_loads_after_launch: -1 auto, 0 off, 1 on) resolved: auto follows the backend.
+bool after_launch_on(int32_t option, const Backend& backend) {
+  return option < 0 ? backend.asynchronous() : option > 0;
+}
+// The same for the start-up log: "on (auto: ...)".
+std::string after_launch_choice(int32_t option, const Backend& backend) {
+  return std::string(after_launch_on(option, backend) ? "on" : "off") + " (" +
+         (option >= 0              ? "asked"
+          : backend.asynchronous() ? "auto: the backend runs ahead of the host"
+                                   : "auto: the backend runs ops as they are called") +
+         ")";
+}
+
+SchedulerConfig scheduler_config(const EngineOptions& o, const Backend& backend) {
   return SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, o.max_prefill_chunk,
-                         o.max_prompt_logprob_rows};
+                         o.max_prompt_logprob_rows,
+                         after_launch_on(o.admit_loads_after_launch, backend)};
 }
 
 // The earliest occurrence in `text` of a stop string that ends after `min_end` (one ending at or
@@ -163,11 +178,6 @@ int64_t engine_state_slots(const CacheSpec& spec, const EngineOptions& o) {
   if (!spec.has_recurrent_state()) return 0;
   return int64_t{o.max_num_seqs} * (1 + o.num_speculative_tokens) +
          derived_checkpoints(engine_cache_spec(spec, o), o);
-}
-
-// EngineOptions::emit_after_launch resolved: -1 follows the backend.
-static bool emits_after_launch(const EngineOptions& options, const Backend& backend) {
-  return options.emit_after_launch < 0 ? backend.asynchronous() : options.emit_after_launch > 0;
 }
 
 Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Tokenizer* tokenizer,
@@ -306,12 +316,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << ", prefix caching " << (options.enable_prefix_caching ? "on" : "off")
                 << ", max_model_len " << options.max_model_len;
   SYV_LOG(INFO) << "engine: emit after launch "
-                << (emits_after_launch(options, model.backend()) ? "on" : "off") << " ("
-                << (options.emit_after_launch >= 0 ? "asked"
-                    : model.backend().asynchronous()
-                        ? "auto: the backend runs ahead of the host"
-                        : "auto: the backend runs ops as they are called")
-                << ")";
+                << after_launch_choice(options.emit_after_launch, model.backend());
+  if (options.host_cache_bytes != 0) {
+    SYV_LOG(INFO) << "engine: host-tier hits admitted after the step's launch "
+                  << after_launch_choice(options.admit_loads_after_launch, model.backend());
+  }
   if (options.num_speculative_tokens > 0) {
     const int64_t verify_entries = int64_t{options.max_num_seqs} * options.num_speculative_tokens;
     SYV_LOG(INFO)
@@ -469,10 +478,10 @@ EngineCore::EngineCore(Model& model, const Tokenizer* tokenizer, const EngineOpt
       // MTP: the head's K/V at a page's last position depends on the next token (mtp_drafter.h).
       cache_(options.num_pages, options.page_size, options.enable_prefix_caching,
              options.speculative_method == "mtp" ? 1 : 0),
-      scheduler_(cache_, scheduler_config(options)) {
+      scheduler_(cache_, scheduler_config(options, model.backend())) {
   if (options.speculative_adaptive && options.num_speculative_tokens > 0)
     spec_policy_ = std::make_unique<SpecPolicy>(spec_policy_options(options));
-  emit_after_launch_ = emits_after_launch(options, model.backend());
+  emit_after_launch_ = after_launch_on(options.emit_after_launch, model.backend());
   eos_ids_ = model.config().eos_token_ids;
   if (tokenizer_ != nullptr) {
     if (auto eos = tokenizer_->eos_token_id()) eos_ids_.push_back(*eos);
@@ -663,11 +672,16 @@ void EngineCore::step() {
   if (drafter_ != nullptr && options_.num_speculative_tokens > 0) propose_drafts();
   scheduler_.schedule(step_);
   stats_.preemptions += static_cast<uint64_t>(step_.num_preempted);
-  stats_.prompt_tokens += static_cast<uint64_t>(step_.prompt_tokens);
-  stats_.prefix_query_tokens += static_cast<uint64_t>(step_.prefix_query_tokens);
-  stats_.prefix_hit_tokens += static_cast<uint64_t>(step_.prefix_hit_tokens);
-  stats_.prefix_host_hit_tokens += static_cast<uint64_t>(step_.prefix_host_hit_tokens);
+  // The step's admission counters, once every admission of the step is made.
+  auto count_admissions = [this] {
+    stats_.prompt_tokens += static_cast<uint64_t>(step_.prompt_tokens);
+    stats_.prefix_query_tokens += static_cast<uint64_t>(step_.prefix_query_tokens);
+    stats_.prefix_hit_tokens += static_cast<uint64_t>(step_.prefix_hit_tokens);
+    stats_.prefix_host_hit_tokens += static_cast<uint64_t>(step_.prefix_host_hit_tokens);
+  };
   if (step_.empty()) {
+    if (step_.admit_after_launch) scheduler_.admit_after_launch(step_);  // no forward to overlap
+    count_admissions();
     SYV_CHECK(!scheduler_.has_work() || scheduler_.num_running() > 0)
         << "scheduler stalled: " << scheduler_.num_waiting() << " waiting, nothing admissible, "
         << cache_.pool().num_available() << " pages available";
@@ -709,6 +723,10 @@ void EngineCore::step() {
   } else {
     model_.forward(batch, outputs);
   }
+  // Host-tier hits admitted while the device runs the step (EngineOptions::
+  // admit_loads_after_launch); their copies are issued with the schedule phase's, next.
+  if (step_.admit_after_launch) scheduler_.admit_after_launch(step_);
+  count_admissions();
   backend.flush_copies();
   emit_pending();  // the previous step's, while the device runs this one
   const Tensor logits = outputs.logits;

@@ -235,70 +235,102 @@ void Scheduler::schedule(SchedulerOutput& out) {
   }
 
   // 2. Admit waiting sequences (not in a step that had to preempt: the pool is tight).
+  out.admit_after_launch = false;
   while (out.num_preempted == 0 && !waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
-    if (waits_for_parent(*seq)) break;
-    PrefixHit hit = lookup(*seq);
-    if (hybrid_ != nullptr) {
-      if (!hybrid_->has_free_slot()) break;
-      hybrid_->trim_hit(seq, hit);  // a hit needs a checkpoint at its end
+    const Admission admission = admit_front(out, budget, prompt_rows_left, false);
+    if (admission == Admission::kStopped) break;
+    if (admission == Admission::kDeferred) {
+      out.admit_after_launch = true;
+      after_launch_budget_ = budget;
+      after_launch_rows_ = prompt_rows_left;
+      break;
     }
-    const int32_t after_hit = seq->length() - hit.length;
-    int32_t n = std::min(after_hit, budget);
-    if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
-    if (seq->wants_prompt_logprobs()) {  // no hit: the chunk starts at its first token
-      n = std::min(n, std::max(0, seq->prompt_logprobs_next - 1) + prompt_rows_left);
-      if (n <= 0) break;
-    }
-    // Host-tier pages of the hit need device pages too (they are copied in below).
-    const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
-    if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) break;
-    cache_.acquire(hit);     // retains the device pages, pins the host entries
-    unwant_host_pages(seq);  // what it gets back is pinned now, the rest is computed
-    seq->pages = hit.pages;
-    seq->page_keys = hit.keys;
-    seq->num_computed = hit.length;
-    // The pages this allocation evicts go to this sequence alone: when it loads, its loads (not
-    // the compute stream) wait for their write-backs (kv/host_tier.h "Copies" 6).
-    HostTier* host = cache_.host_tier();
-    if (host != nullptr) host->begin_admission();
-    SYV_CHECK(grow(seq, seq->num_computed + n)) << "admission check passed but pages ran out";
-    if (host != nullptr) host->order_loads_after_admission();
-    // The newest load still writing what the sequence reads: device pages it matched (another
-    // sequence's load, registered before it lands), then its own host pages and checkpoint.
-    const InflightLoads* in_flight = loads();
-    LoadTicket load = in_flight != nullptr ? in_flight->newest_into(hit.pages) : LoadTicket{};
-    LoadTicket own = cache_.load_host_pages(hit, seq->pages, seq->tokens.data());
-    if (hybrid_ != nullptr) own = InflightLoads::newer(own, hybrid_->admit(seq, hit));
-    if (host != nullptr) host->end_admission(own.pending());
-    load = InflightLoads::newer(load, own);
-    if (!seq->admitted_once) {
-      seq->admitted_once = true;
-      seq->cached_tokens = hit.length;
-    }
-    if (seq->sample_index() == 0 && !seq->counted_prompt) {  // a request's prompt counts once
-      seq->counted_prompt = true;
-      out.prompt_tokens += seq->prompt_len();
-      out.prefix_query_tokens += seq->prompt_len();
-      out.prefix_hit_tokens += hit.length;
-      out.prefix_host_hit_tokens += static_cast<int64_t>(hit.host_pages.size()) * page_size();
-    }
-    waiting_.pop_front();
-    running_.push_back(seq);
-    if (load.pending()) {  // not scheduled (nor counted in the budget) until the load settles
-      seq->state = SequenceState::kLoading;
-      seq->load = std::move(load);
-      continue;
-    }
-    seq->state = SequenceState::kPrefilling;
-    ScheduledSeq scheduled{seq, n, seq->num_computed + n == seq->length()};
-    take_prompt_rows(scheduled, prompt_rows_left);
-    out.seqs.push_back(scheduled);
-    plan_saves(out);
-    out.num_tokens += n;
-    budget -= n;
   }
+}
+
+void Scheduler::admit_after_launch(SchedulerOutput& out) {
+  SYV_CHECK(out.admit_after_launch) << "admit_after_launch without a deferred admission";
+  out.admit_after_launch = false;
+  int32_t budget = after_launch_budget_, rows_left = after_launch_rows_;
+  while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs &&
+         admit_front(out, budget, rows_left, true) == Admission::kAdmitted) {
+  }
+}
+
+bool Scheduler::loads_from_host(const PrefixHit& hit) const {
+  return !hit.host_pages.empty() ||
+         (hit.length > 0 && hit.host_checkpoint >= 0 && hit.checkpoint < 0 && hybrid_ != nullptr);
+}
+
+Scheduler::Admission Scheduler::admit_front(SchedulerOutput& out, int32_t& budget,
+                                            int32_t& rows_left, bool after_launch) {
+  Sequence* seq = waiting_.front();
+  if (waits_for_parent(*seq)) return Admission::kStopped;
+  PrefixHit hit = lookup(*seq);
+  if (hybrid_ != nullptr) {
+    if (!hybrid_->has_free_slot()) return Admission::kStopped;
+    hybrid_->trim_hit(seq, hit);  // a hit needs a checkpoint at its end
+  }
+  const bool from_host = loads_from_host(hit);
+  if (after_launch && !from_host) return Admission::kStopped;  // it would run: the next step's
+  if (!after_launch && from_host && config_.admit_loads_after_launch) return Admission::kDeferred;
+  const int32_t after_hit = seq->length() - hit.length;
+  int32_t n = std::min(after_hit, budget);
+  if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
+  if (seq->wants_prompt_logprobs()) {  // no hit: the chunk starts at its first token
+    n = std::min(n, std::max(0, seq->prompt_logprobs_next - 1) + rows_left);
+    if (n <= 0) return Admission::kStopped;
+  }
+  // Host-tier pages of the hit need device pages too (they are copied in below).
+  const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
+  if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) return Admission::kStopped;
+  cache_.acquire(hit);     // retains the device pages, pins the host entries
+  unwant_host_pages(seq);  // what it gets back is pinned now, the rest is computed
+  seq->pages = hit.pages;
+  seq->page_keys = hit.keys;
+  seq->num_computed = hit.length;
+  // The pages this allocation evicts go to this sequence alone: when it loads, its loads (not
+  // the compute stream) wait for their write-backs (kv/host_tier.h "Copies" 6).
+  HostTier* host = cache_.host_tier();
+  if (host != nullptr) host->begin_admission();
+  SYV_CHECK(grow(seq, seq->num_computed + n)) << "admission check passed but pages ran out";
+  if (host != nullptr) host->order_loads_after_admission();
+  // The newest load still writing what the sequence reads: device pages it matched (another
+  // sequence's load, registered before it lands), then its own host pages and checkpoint.
+  const InflightLoads* in_flight = loads();
+  LoadTicket load = in_flight != nullptr ? in_flight->newest_into(hit.pages) : LoadTicket{};
+  LoadTicket own = cache_.load_host_pages(hit, seq->pages, seq->tokens.data());
+  if (hybrid_ != nullptr) own = InflightLoads::newer(own, hybrid_->admit(seq, hit));
+  if (host != nullptr) host->end_admission(own.pending());
+  load = InflightLoads::newer(load, own);
+  if (!seq->admitted_once) {
+    seq->admitted_once = true;
+    seq->cached_tokens = hit.length;
+  }
+  if (seq->sample_index() == 0 && !seq->counted_prompt) {  // a request's prompt counts once
+    seq->counted_prompt = true;
+    out.prompt_tokens += seq->prompt_len();
+    out.prefix_query_tokens += seq->prompt_len();
+    out.prefix_hit_tokens += hit.length;
+    out.prefix_host_hit_tokens += static_cast<int64_t>(hit.host_pages.size()) * page_size();
+  }
+  waiting_.pop_front();
+  running_.push_back(seq);
+  if (load.pending()) {  // not scheduled (nor counted in the budget) until the load settles
+    seq->state = SequenceState::kLoading;
+    seq->load = std::move(load);
+    return Admission::kAdmitted;
+  }
+  seq->state = SequenceState::kPrefilling;
+  if (after_launch) return Admission::kAdmitted;  // a synchronous load: runs from the next step
+  ScheduledSeq scheduled{seq, n, seq->num_computed + n == seq->length()};
+  take_prompt_rows(scheduled, rows_left);
+  out.seqs.push_back(scheduled);
+  plan_saves(out);
+  out.num_tokens += n;
+  budget -= n;
+  return Admission::kAdmitted;
 }
 
 int32_t Scheduler::drafts_for(const Sequence& seq, int32_t n, int32_t room) const {

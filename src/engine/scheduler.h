@@ -16,6 +16,12 @@
 //     (kv/inflight_loads.h). Before 1, schedule() polls the loads once (non-blocking); loading
 //     sequences whose load settled become prefilling and are scheduled as usual. A sample of an n >
 //     1 request waits until sample 0 has computed the prompt's full pages and then shares them.
+//     With SchedulerConfig::admit_loads_after_launch, phase 2 stops at a sequence whose hit loads
+//     from the host tier and the engine admits it (and the like behind it) by admit_after_launch()
+//     once the step's forward is launched: its admission's host work (the match, the pages and
+//     their evictions, the load's copy calls; 1.7-2.3 ms of a step for a 32K-token hit at the 8B
+//     shape on an H200, docs/performance.md) overlaps the GPU instead of delaying the step; the
+//     sequences behind it wait for the next step.
 // After the model ran and the engine sampled, commit() advances every scheduled sequence over the
 // tokens it keeps, registers its newly full pages in the prefix cache, and finish()/abort() return
 // every page.
@@ -66,6 +72,9 @@ struct SchedulerConfig {
   int32_t max_prefill_chunk = 0;  // 0 = no limit beyond the budget
   // Logits rows a step gives to prompt logprobs at most (EngineOptions::max_prompt_logprob_rows).
   int32_t max_prompt_logprob_rows = 128;
+  // Admit a waiting sequence whose hit loads from the host tier after the step's forward is
+  // launched (admit_after_launch()), not in schedule() (EngineOptions::admit_loads_after_launch).
+  bool admit_loads_after_launch = false;
 };
 
 struct ScheduledSeq {
@@ -105,6 +114,10 @@ struct SchedulerOutput {
     int32_t seq_index = 0, after = 0, checkpoint = -1;
   };
   std::vector<StateSave> state_saves;
+  // Phase 2 stopped at a waiting sequence whose hit loads from the host tier
+  // (SchedulerConfig::admit_loads_after_launch): the caller calls admit_after_launch() once the
+  // step's forward is launched (or at once when the step is empty).
+  bool admit_after_launch = false;
   bool empty() const { return seqs.empty(); }
 };
 
@@ -123,6 +136,12 @@ class Scheduler {
   void add(Sequence* seq);
   // Builds the next step into `out` (cleared first; its vectors are reused).
   void schedule(SchedulerOutput& out);
+  // After schedule() set out.admit_after_launch (and the step's forward was launched): admits the
+  // waiting sequences from the front while each one's hit loads from the host tier, as phase 2
+  // would have (the step's budget left, max_num_seqs, the pool); each one is loading, or, where
+  // the load was synchronous, prefilling from the next step on. Adds to out's admission counters,
+  // not to out.seqs; clears out.admit_after_launch.
+  void admit_after_launch(SchedulerOutput& out);
   // Pads the verify step `out` (just scheduled, not yet run) to q tokens per sequence:
   // q = padded_verify_query(out, ...) >= 2 (engine/verify_padding.h). Maps the pages the filler
   // positions need from the pool's free pages (never evicting a cached prefix, never preempting)
@@ -187,6 +206,15 @@ class Scheduler {
   // For an n > 1 sample: true while it should wait for sample 0's prompt pages.
   bool waits_for_parent(const Sequence& seq) const;
   PrefixHit lookup(const Sequence& seq) const;
+  // Whether admitting with `hit` copies from the host tier (its host pages, a hybrid's host
+  // checkpoint).
+  bool loads_from_host(const PrefixHit& hit) const;
+  // Phase 2's admission of the front waiting sequence; budget and rows_left are the step's left.
+  // Before the launch (after_launch false) a hit that loads from the host tier is kDeferred when
+  // the config says so; after it, only such a hit is admitted (anything else is kStopped).
+  enum class Admission { kAdmitted, kStopped, kDeferred };
+  Admission admit_front(SchedulerOutput& out, int32_t& budget, int32_t& rows_left,
+                        bool after_launch);
   void remove_running(Sequence* seq);
 
   PrefixCache& cache_;
@@ -195,6 +223,8 @@ class Scheduler {
   std::vector<Sequence*> running_;        // admission order (oldest first)
   std::deque<Sequence*> waiting_;         // preempted sequences go to the front
   std::vector<HybridState::Save> saves_;  // plan_saves() scratch
+  // The step's budget and prompt rows left where schedule() deferred an admission.
+  int32_t after_launch_budget_ = 0, after_launch_rows_ = 0;
 };
 
 }  // namespace syv

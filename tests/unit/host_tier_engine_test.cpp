@@ -125,5 +125,129 @@ TEST(HostTierLoading, EvictionStormWithWriteAheadInSmallBatches) {
                                                /*write_ahead=*/true, /*first_ahead_batch=*/1);
 }
 
+// A DeferredCopyBackend that counts forwards (prepare_batch: one per eager forward) and notes, for
+// each load call (a copy into the device, CopyDir::kIn), how many forwards had begun by then.
+class LaunchOrderBackend : public DeferredCopyBackend {
+ public:
+  BatchMeta prepare_batch(const syv::Batch& batch, int32_t page_size) override {
+    ++forwards_;
+    return DeferredCopyBackend::prepare_batch(batch, page_size);
+  }
+  CopyEvent copy_batch_async(const std::vector<CopyOp>& ops, CopyDir dir) override {
+    if (dir == CopyDir::kIn) load_calls_.push_back(forwards_);
+    return DeferredCopyBackend::copy_batch_async(ops, dir);
+  }
+  int64_t forwards() const { return forwards_; }
+  const std::vector<int64_t>& load_calls() const { return load_calls_; }
+
+ private:
+  int64_t forwards_ = 0;
+  std::vector<int64_t> load_calls_;
+};
+
+// C decodes; then A (its prefix evicted to the host tier) and B (no hit) arrive together. With
+// admit_loads_after_launch off, both are admitted in the next step's schedule phase: A's load is
+// enqueued before that step's forward and B runs in it. On, the schedule phase stops at A and A is
+// admitted after the forward began (its load calls come after the step's prepare_batch), B a step
+// later. Either way A loads while C steps and every output equals the recompute (A's logprobs bit
+// for bit); nothing leaks.
+TEST(HostTierAdmitAfterLaunch, HostHitAdmittedAfterTheForwardBegan) {
+  for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
+    for (int32_t after_launch : {0, 1}) {
+      SCOPED_TRACE(std::string(dir) + (after_launch ? " after the launch" : " before it"));
+      Model& m = model(dir, 3, &load_cpu_fixture_on<LaunchOrderBackend>);
+      auto& backend = static_cast<LaunchOrderBackend&>(m.backend());
+      backend.set_polls_to_land(3);
+      std::mt19937 rng(11);
+      EngineOptions o = opts(dir, 10, 1, 64, 16);
+      o.admit_loads_after_launch = after_launch;
+      Harness h(make_core(m, o));
+      ASSERT_EQ(h.core().scheduler().config().admit_loads_after_launch, after_launch == 1);
+      const EvictedPrefix e = evict_a_prefix(h, rng);
+      const Request c = request(random_tokens(rng, 10), 20);
+      const uint64_t c_id = h.submit(c);
+      while (running_with(h, c.prompt_ids) == nullptr ||
+             running_with(h, c.prompt_ids)->num_pending() != 1) {
+        h.step();
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      const Request b = request(random_tokens(rng, 12), 6);
+      const uint64_t a_id = h.submit(e.a);
+      const uint64_t b_id = h.submit(b);
+      const int64_t forwards_before = backend.forwards();
+      const size_t calls_before = backend.load_calls().size();
+      const uint64_t host_hits_before = h.core().stats().prefix_host_hit_tokens;
+      h.step();
+      if (::testing::Test::HasFatalFailure()) return;
+      ASSERT_EQ(backend.forwards(), forwards_before + 1);
+      EXPECT_TRUE(is_loading(running_with(h, e.a.prompt_ids))) << "A is not loading";
+      ASSERT_GT(backend.load_calls().size(), calls_before) << "A's admission enqueued no load";
+      for (size_t i = calls_before; i < backend.load_calls().size(); ++i) {
+        EXPECT_EQ(backend.load_calls()[i], forwards_before + after_launch) << "load call " << i;
+      }
+      EXPECT_EQ(running_with(h, b.prompt_ids) != nullptr, after_launch == 0)
+          << "B runs in A's admission step only when A is admitted before the launch";
+      EXPECT_GT(h.core().stats().prefix_host_hit_tokens, host_hits_before)
+          << "the step did not count A's host hit";
+      h.run();
+      const SampleOutput& a_out = h.output(a_id).samples.at(0);
+      EXPECT_EQ(a_out.tokens, e.cold_tokens);
+      EXPECT_EQ(a_out.logprobs, e.cold_logprobs);  // bit for bit
+      EXPECT_GT(a_out.cached_tokens, 0);
+      EXPECT_EQ(h.output(b_id).samples.at(0).tokens, run_alone(dir, b));
+      EXPECT_EQ(h.output(c_id).samples.at(0).tokens, run_alone(dir, c));
+      expect_no_leaks(h);
+    }
+  }
+}
+
+// Host-tier hits admitted after the step's launch (EngineOptions::admit_loads_after_launch, the
+// default with CUDA): the same scenarios, the same exactness and invariants.
+TEST(HostTierAdmitAfterLaunch, EvictedPrefixServedFromHostEqualsRecompute) {
+  AdmitAfterLaunch on(1);
+  evicted_prefixes_served_from_host();
+}
+
+TEST(HostTierAdmitAfterLaunch, HybridMultiTurnResumesFromHostCheckpoints) {
+  AdmitAfterLaunch on(1);
+  hybrid_multi_turn_resumes_from_host_checkpoints();
+}
+
+TEST(HostTierAdmitAfterLaunch, EvictionStormWithCancelsKeepsInvariants) {
+  AdmitAfterLaunch on(1);
+  eviction_storm_with_cancels_keeps_invariants();
+}
+
+TEST(HostTierAdmitAfterLaunch, OtherSequencesStepWhileHostHitLoads) {
+  AdmitAfterLaunch on(1);
+  other_sequences_step_while_host_hit_loads();
+}
+
+TEST(HostTierAdmitAfterLaunch, HitOnPagesInFlightWaitsAndCancelsKeepInvariants) {
+  AdmitAfterLaunch on(1);
+  hit_on_pages_in_flight_waits_and_cancels_keep_invariants();
+}
+
+TEST(HostTierAdmitAfterLaunch, PreemptingALoadingSequenceKeepsInvariants) {
+  AdmitAfterLaunch on(1);
+  preempting_a_loading_sequence_keeps_invariants();
+}
+
+TEST(HostTierAdmitAfterLaunch, EvictionStormWithWriteBacksDuringLoads) {
+  AdmitAfterLaunch on(1);
+  eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/6);
+}
+
+TEST(HostTierAdmitAfterLaunch, WriteAheadCoversALongHostHitsAdmission) {
+  AdmitAfterLaunch on(1);
+  write_ahead_covers_a_long_host_hits_admission();
+}
+
+TEST(HostTierAdmitAfterLaunch, EvictionStormWithWriteAhead) {
+  AdmitAfterLaunch on(1);
+  eviction_storm_with_cancels_keeps_invariants(/*loading=*/true, /*polls=*/6,
+                                               /*write_ahead=*/true);
+}
+
 }  // namespace
 }  // namespace syv::testing

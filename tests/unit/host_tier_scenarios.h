@@ -68,13 +68,19 @@ inline Model& model(const std::string& dir, int instance = 0, FixtureLoader load
   return *it->second.model;
 }
 
-inline LoadedModel load_deferred_cpu_fixture(const std::string& dir) {
+// tests/fixtures/<dir> on a new CPU backend of type B (a DeferredCopyBackend, or one deriving
+// from it).
+template <typename B>
+LoadedModel load_cpu_fixture_on(const std::string& dir) {
   LoadedModel l;
-  l.backend = std::make_unique<DeferredCopyBackend>();
+  l.backend = std::make_unique<B>();
   auto loaded = load_model(std::string(SYV_SOURCE_DIR) + "/tests/fixtures/" + dir, *l.backend);
   EXPECT_TRUE(loaded.ok()) << dir << ": " << loaded.message();
   if (loaded.ok()) l.model = std::move(loaded.value());
   return l;
+}
+inline LoadedModel load_deferred_cpu_fixture(const std::string& dir) {
+  return load_cpu_fixture_on<DeferredCopyBackend>(dir);
 }
 
 // The model of the loading scenarios: on the CPU one on a DeferredCopyBackend (instance 2), whose
@@ -95,6 +101,20 @@ inline bool is_hybrid(const std::string& dir) {
   return dir.rfind("hybrid/", 0) == 0;
 }
 
+// EngineOptions::admit_loads_after_launch of the scenarios' engines (opts()): -1, the backend's
+// default (off on the CPU, on with CUDA); tests set 1 to run the CPU scenarios with host-tier hits
+// admitted after the launch (AdmitAfterLaunch below restores the default).
+inline int32_t& admit_after_launch_mode() {
+  static int32_t mode = -1;
+  return mode;
+}
+struct AdmitAfterLaunch {
+  explicit AdmitAfterLaunch(int32_t mode) { admit_after_launch_mode() = mode; }
+  ~AdmitAfterLaunch() { admit_after_launch_mode() = -1; }
+  AdmitAfterLaunch(const AdmitAfterLaunch&) = delete;
+  AdmitAfterLaunch& operator=(const AdmitAfterLaunch&) = delete;
+};
+
 // Device pool of `pages` pages (page 16) and `checkpoints` checkpoints (interval 32), host tier of
 // `host_pages` pages and `host_checkpoints` checkpoints (hybrids only).
 inline EngineOptions opts(const std::string& dir, int32_t pages, int32_t checkpoints,
@@ -114,6 +134,7 @@ inline EngineOptions opts(const std::string& dir, int32_t pages, int32_t checkpo
   // Write-back at eviction: the scenarios count and time it. Those named for the write-ahead turn
   // it on (kv/host_tier.h "Write-ahead").
   o.host_write_ahead = false;
+  o.admit_loads_after_launch = admit_after_launch_mode();
   return o;
 }
 
@@ -930,11 +951,11 @@ inline void write_backs_never_overwrite_a_host_entry_being_loaded() {
   }
 }
 
-// A's resend and an identical second resend A2 are admitted in one step: A loads the prefix from
-// the host tier, A2's device hit is A's pages, registered but still in flight, so A2 is loading
-// too (hybrids: it also loads the host checkpoint into its own slot). Cancelling either, both or
-// neither while they load keeps every invariant; whoever is left gives the recompute's tokens;
-// nothing leaks.
+// A's resend and an identical second resend A2 are admitted in one step (with host-tier hits
+// admitted after the launch, A2 a step later): A loads the prefix from the host tier, A2's device
+// hit is A's pages, registered but still in flight, so A2 is loading too (hybrids: it also loads
+// the host checkpoint into its own slot). Cancelling either, both or neither while they load keeps
+// every invariant; whoever is left gives the recompute's tokens; nothing leaks.
 inline void hit_on_pages_in_flight_waits_and_cancels_keep_invariants() {
   for (const char* dir : {"qwen3/tied_gqa2", "hybrid/q35_r1_lllf"}) {
     for (int cancel = 0; cancel < 4; ++cancel) {  // bit 0: cancel A, bit 1: cancel A2
@@ -946,6 +967,9 @@ inline void hit_on_pages_in_flight_waits_and_cancels_keep_invariants() {
       const uint64_t a = h.submit(e.a);
       const uint64_t a2 = h.submit(e.a);
       h.step();
+      // Host-tier hits admitted after the launch (the default with CUDA): A2, a device hit, is
+      // admitted a step after A.
+      if (h.core().scheduler().config().admit_loads_after_launch) h.step();
       if (::testing::Test::HasFatalFailure()) return;
       int loading = 0;
       for (const Sequence* seq : h.core().scheduler().running()) loading += is_loading(seq);

@@ -12,8 +12,9 @@
 # default/off default@reserve engines:kernel calls:engines (docs/cuda-backend.md "Host tier
 # copies", docs/hybrid-cache.md "Host tier"), then optionally "+defer" (SYV_DEFER_COPIES=1, the
 # default since 2026-12-05), "-defer" (SYV_DEFER_COPIES=0: the copies issued at their calls),
-# "+mapped" (SYV_STEP_UPLOADS=mapped) and "+aheadout" (SYV_AHEAD_STREAM=out), e.g. default+defer
-# default+defer+mapped. Carry
+# "+mapped" (SYV_STEP_UPLOADS=mapped), "+aheadout" (SYV_AHEAD_STREAM=out) and "-admit"
+# (--admit-after-launch off: the host hit admitted in the schedule phase, as before 2026-12-07),
+# e.g. default+defer default+defer+mapped default-admit. Carry
 # .devcarry-deps (tools/device/pack_deps.sh) and third_party/qwen3-tokenizer.
 #   [CONFIG=qwen3.5-9b-class] tools/device/host_tier_steps.sh [variant ...]
 #   (default: the default paths, twice, on tools/bench/configs/$CONFIG, qwen3-8b by default)
@@ -31,18 +32,20 @@ D=/tmp/$CONFIG-random
 for variant in "$@"; do
   pin=""
   [[ $variant == *@* ]] && pin=${variant##*@} && pin=${pin%%+*}
-  copy=${variant%%[/@+]*} ahead=on defer="" mapped="" aheadout=""
+  copy=${variant%%[/@+-]*} ahead=on defer="" mapped="" aheadout=""
   [[ $variant == */off* ]] && ahead=off
   [[ $variant == *+defer* ]] && defer=1
   [[ $variant == *-defer* ]] && defer=0
   [[ $variant == *+mapped* ]] && mapped=mapped
   [[ $variant == *+aheadout* ]] && aheadout=out
+  admit=on
+  [[ $variant == *-admit* ]] && admit=off
   [[ $copy == default ]] && copy=""
   env ${copy:+SYV_HOST_COPY=$copy} ${defer:+SYV_DEFER_COPIES=$defer} ${mapped:+SYV_STEP_UPLOADS=mapped} \
     ${aheadout:+SYV_AHEAD_STREAM=out} \
     timeout 120 $B/syv bench host-tier --model $D --prefix-len 32768 \
     --max-model-len 40960 --kv-cache-mb 6144 --host-cache-gb 16 --max-batched-tokens 8192 \
-    --host-write-ahead $ahead ${pin:+--host-pin-idle $pin} --json 2>/dev/null | python3 -c '
+    --host-write-ahead $ahead ${pin:+--host-pin-idle $pin} --admit-after-launch $admit --json 2>/dev/null | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
 keys = ["serve_ratio", "loading_decode_ratio", "loading_decode_ratio_no_stores",
