@@ -7,6 +7,8 @@
 #  2. tools/device/host_tier_steps.sh on the Qwen3-8B shape: off, on, off, on (one process each:
 #     32K-token prefix evicted to the host tier and resent while 8 others decode), then on the
 #     Qwen3.5 9B-class shape: off, on, as time allows (BUDGET, default 540 s).
+#  3. BURST=1 and 120 s left: issue 18's burst through `syv serve` with the default flags
+#     (serve_bench_check.sh QUICK=1 PRESETS=default, on the same 8B folder).
 # Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
 #   tools/device/admit_after_launch_check.sh
 set -uo pipefail
@@ -32,4 +34,9 @@ for v in default-admit default; do
   CONFIG=qwen3.5-9b-class tools/device/host_tier_steps.sh $v 2>&1 | tee -a $O/steps.log |
     grep -v "^\["
 done
+if [[ -n ${BURST:-} ]] && ((SECONDS - t0 < ${BUDGET:-540} - 120)); then
+  echo "== burst, default flags $(date +%T)"
+  QUICK=1 PRESETS=default timeout 150 tools/device/serve_bench_check.sh build/gpu-carry $O/serve \
+    2>&1 | grep -v "^\[" | tail -12
+fi
 echo "total: $((SECONDS - t0)) s $(date +%T)"
