@@ -50,7 +50,8 @@ import json, sys
 j = json.load(sys.stdin)
 keys = ["serve_ratio", "loading_decode_ratio", "loading_decode_ratio_no_stores",
         "loading_admission_step_s", "loading_steps", "loading_steps_with_stores",
-        "loading_run_pieces_pinned", "loading_run_pin_s", "reserve_pinned_idle_s", "stores_short", "host_ttft_s", "cold_ttft_s"]
+        "loading_run_pieces_pinned", "loading_run_pin_s", "reserve_pinned_idle_s", "stores_short", "host_ttft_s", "cold_ttft_s",
+        "pinned_h2d_gb_per_s", "loading_copy_gb_per_s_min", "loading_copy_of_pinned_min"]
 print(sys.argv[1] + ": " + ", ".join(f"{k}={j.get(k)}" for k in keys))
 print("  before ms: " + " ".join(f"{x * 1e3:.1f}" + (f"p{p}" if p else "")
                                  for x, p in zip(j["before_step_times_s"], j["before_step_pieces"])))
