@@ -61,5 +61,12 @@ TEST_F(TensorParallelHostTier, HybridMultiTurnResumesFromHostCheckpoints) {
   hybrid_multi_turn_resumes_from_host_checkpoints();
 }
 
+// The same with host-tier hits admitted after the step's launch (the default with CUDA).
+TEST_F(TensorParallelHostTier, AdmittedAfterTheLaunchEqualsRecompute) {
+  AdmitAfterLaunch on(1);
+  evicted_prefixes_served_from_host();
+  hybrid_multi_turn_resumes_from_host_checkpoints();
+}
+
 }  // namespace
 }  // namespace syv::testing
