@@ -7,6 +7,7 @@
 #  2. tools/device/host_tier_steps.sh on the Qwen3-8B shape: off, on, off, on (one process each:
 #     32K-token prefix evicted to the host tier and resent while 8 others decode), then on the
 #     Qwen3.5 9B-class shape: off, on, as time allows (BUDGET, default 540 s).
+#     VARIANTS_8B / VARIANTS_9B: other host_tier_steps.sh variants (e.g. default+mapped).
 #  3. BURST=1 and 120 s left: issue 18's burst through `syv serve` with the default flags
 #     (serve_bench_check.sh QUICK=1 PRESETS=default, on the same 8B folder).
 # Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
@@ -23,12 +24,12 @@ for t in gpu_host_tier_engine_gpu_test gpu_engine_graphs_gpu_test; do
     grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -12
 done
 wait
-for v in default-admit default default-admit default; do
+for v in ${VARIANTS_8B:-default-admit default default-admit default}; do
   ((SECONDS - t0 < ${BUDGET:-540} - 60)) || { echo "-- 8B $v: skipped (time)"; continue; }
   echo "== 8B $v $(date +%T)"
   CONFIG=qwen3-8b tools/device/host_tier_steps.sh $v 2>&1 | tee -a $O/steps.log | grep -v "^\["
 done
-for v in default-admit default; do
+for v in ${VARIANTS_9B:-default-admit default}; do
   ((SECONDS - t0 < ${BUDGET:-540} - 90)) || { echo "-- 9B-class $v: skipped (time)"; continue; }
   echo "== 9B-class $v $(date +%T)"
   CONFIG=qwen3.5-9b-class tools/device/host_tier_steps.sh $v 2>&1 | tee -a $O/steps.log |
