@@ -44,7 +44,9 @@ for preset in ${PRESETS:-default throughput interactive long}; do
   timeout 400 $B/syv bench serve --url http://127.0.0.1:$PORT --api-key $KEY "${scenarios[@]}" \
     --num-requests $NREQ --concurrency $CONC --input-len $INLEN --output-len $OUTLEN \
     --resend-len 8192 \
-    --filler-tokens 1048576 --seed 1 2>/dev/null | tee "$OUT/bench-$preset.txt" | grep -v '^{'
+    --filler-tokens 1048576 --seed 1 2>"$OUT/bench-$preset.err" | tee "$OUT/bench-$preset.txt" |
+    grep -v '^{'
+  [[ -s $OUT/bench-$preset.txt ]] || { echo "bench serve failed:"; tail -5 "$OUT/bench-$preset.err"; }
   grep '^{' "$OUT/bench-$preset.txt" >"$OUT/bench-$preset.jsonl"
   kill $PID
   wait $PID
