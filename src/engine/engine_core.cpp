@@ -317,7 +317,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(Model& model, const Token
                 << ", max_model_len " << options.max_model_len;
   SYV_LOG(INFO) << "engine: emit after launch "
                 << after_launch_choice(options.emit_after_launch, model.backend());
-  if (options.host_cache_bytes != 0) {
+  if (options.host_cache_bytes != 0 || options.host_num_pages > 0) {
     SYV_LOG(INFO) << "engine: host-tier hits admitted after the step's launch "
                   << after_launch_choice(options.admit_loads_after_launch, model.backend());
   }
