@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call (not yet run): issue 17's others' decode while a host hit loads,
-# with the host hit admitted after the step's launch (--admit-after-launch, on by default with
-# CUDA since 2026-12-07) against before it (off):
+# On the GPU machine, one call (278 s on an H100, 328 s with BURST=1; 2026-12-07): issue 17's
+# others' decode while a host hit loads, with the host hit admitted after the step's launch
+# (--admit-after-launch, on by default with CUDA since 2026-12-07) against before it (off):
 #  1. gpu_host_tier_engine_gpu_test (the host-tier scenarios on CUDA, admission after the launch by
 #     default) and gpu_engine_graphs_gpu_test.
 #  2. tools/device/host_tier_steps.sh on the Qwen3-8B shape: off, on, off, on (one process each:
