@@ -45,7 +45,8 @@ for variant in "$@"; do
     ${aheadout:+SYV_AHEAD_STREAM=out} \
     timeout 120 $B/syv bench host-tier --model $D --prefix-len 32768 \
     --max-model-len 40960 --kv-cache-mb 6144 --host-cache-gb 16 --max-batched-tokens 8192 \
-    --host-write-ahead $ahead ${pin:+--host-pin-idle $pin} --admit-after-launch $admit --json 2>/dev/null | python3 -c '
+    --host-write-ahead $ahead ${pin:+--host-pin-idle $pin} --admit-after-launch $admit \
+    --json 2>/dev/null | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
 keys = ["serve_ratio", "loading_decode_ratio", "loading_decode_ratio_no_stores",

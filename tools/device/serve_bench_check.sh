@@ -46,7 +46,8 @@ for preset in ${PRESETS:-default throughput interactive long}; do
     --resend-len 8192 \
     --filler-tokens 1048576 --seed 1 2>"$OUT/bench-$preset.err" | tee "$OUT/bench-$preset.txt" |
     grep -v '^{'
-  [[ -s $OUT/bench-$preset.txt ]] || { echo "bench serve failed:"; tail -5 "$OUT/bench-$preset.err"; }
+  [[ -s $OUT/bench-$preset.txt ]] ||
+    { echo "bench serve failed:"; tail -5 "$OUT/bench-$preset.err"; }
   grep '^{' "$OUT/bench-$preset.txt" >"$OUT/bench-$preset.jsonl"
   kill $PID
   wait $PID
