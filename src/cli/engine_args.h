@@ -140,8 +140,8 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
       ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--admit-after-launch", args.admit_after_launch,
                  "Host tier: admit a request whose cached prefix is copied back from the host "
-                 "tier after the step's forward is launched, so its admission (prefix match, "
-                 "pages, evictions, the copy calls) overlaps the GPU's work instead of delaying "
+                 "tier after the step's forward is launched, so its admission (pages, "
+                 "evictions, the copy calls) overlaps the GPU's work instead of delaying "
                  "the other sequences' step; requests waiting behind it are admitted a step "
                  "later: auto (default: on with CUDA, off on the CPU, where nothing overlaps), on "
                  "or off (docs/engine.md \"Admission after the launch\").")

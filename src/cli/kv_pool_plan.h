@@ -39,9 +39,9 @@ size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions&
 // has it (a warning says the flags are not used when share.given). The target's share when
 // options->draft_model is set (both pools get as many pages). Sets options->kv_cache_bytes and,
 // where it was 0, options->max_prompt_logprob_rows (the rows the plan counted:
-// planned_prompt_logprob_rows), and logs the plan; returns the plan's facts when the plan sized the pool. Fails with the plan's
-// message when the weights, activations and reserve leave no room for one sequence, or when
-// --gpu-memory-gib exceeds the device.
+// planned_prompt_logprob_rows), and logs the plan; returns the plan's facts when the plan sized
+// the pool. Fails with the plan's message when the weights, activations and reserve leave no
+// room for one sequence, or when --gpu-memory-gib exceeds the device.
 Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Model& model,
                                                             EngineOptions* options,
                                                             bool pool_flag_given,

@@ -156,10 +156,10 @@ struct EngineOptions {
   // A waiting request whose prefix hit loads from the host tier (host pages, a hybrid's host
   // checkpoint: kv/host_tier.h) runs no tokens in its admission step (it is loading), so it is
   // admitted after the step's forward is launched rather than before: its admission's host work
-  // (the prefix match, its pages and their evictions, the load's copy calls) overlaps the device's
-  // step instead of delaying it. The requests waiting behind it are admitted from the next step
-  // on (engine/scheduler.h). -1: on where the backend is asynchronous (CUDA; on the CPU backend
-  // nothing overlaps), 0: off, 1: on (tests).
+  // (its pages and their evictions, the load's copy calls; the prefix match stays before) overlaps
+  // the device's step instead of delaying it. The requests waiting behind it are admitted from the
+  // next step on (engine/scheduler.h). -1: on where the backend is asynchronous (CUDA; on the CPU
+  // backend nothing overlaps), 0: off, 1: on (tests).
   int32_t admit_loads_after_launch = -1;
 };
 

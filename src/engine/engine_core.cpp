@@ -680,7 +680,7 @@ void EngineCore::step() {
     stats_.prefix_host_hit_tokens += static_cast<uint64_t>(step_.prefix_host_hit_tokens);
   };
   if (step_.empty()) {
-    if (step_.admit_after_launch) scheduler_.admit_after_launch(step_);  // no forward to overlap
+    scheduler_.admit_after_launch(step_);  // (a deferred admission: no forward to overlap)
     count_admissions();
     SYV_CHECK(!scheduler_.has_work() || scheduler_.num_running() > 0)
         << "scheduler stalled: " << scheduler_.num_waiting() << " waiting, nothing admissible, "
@@ -725,7 +725,7 @@ void EngineCore::step() {
   }
   // Host-tier hits admitted while the device runs the step (EngineOptions::
   // admit_loads_after_launch); their copies are issued with the schedule phase's, next.
-  if (step_.admit_after_launch) scheduler_.admit_after_launch(step_);
+  scheduler_.admit_after_launch(step_);
   count_admissions();
   backend.flush_copies();
   emit_pending();  // the previous step's, while the device runs this one

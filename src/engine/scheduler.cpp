@@ -235,56 +235,63 @@ void Scheduler::schedule(SchedulerOutput& out) {
   }
 
   // 2. Admit waiting sequences (not in a step that had to preempt: the pool is tight).
-  out.admit_after_launch = false;
+  deferred_.reset();
   while (out.num_preempted == 0 && !waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
-    const Admission admission = admit_front(out, budget, prompt_rows_left, false);
-    if (admission == Admission::kStopped) break;
-    if (admission == Admission::kDeferred) {
-      out.admit_after_launch = true;
-      after_launch_budget_ = budget;
-      after_launch_rows_ = prompt_rows_left;
+    Sequence* seq = waiting_.front();
+    std::optional<PrefixHit> hit = admissible_hit(*seq);
+    if (!hit) break;
+    if (config_.admit_loads_after_launch && loads_from_host(*hit)) {
+      deferred_ = DeferredAdmission{seq, std::move(*hit), budget, prompt_rows_left};
       break;
     }
+    if (!admit(seq, *hit, out, budget, prompt_rows_left, /*may_run=*/true)) break;
   }
 }
 
 void Scheduler::admit_after_launch(SchedulerOutput& out) {
-  SYV_CHECK(out.admit_after_launch) << "admit_after_launch without a deferred admission";
-  out.admit_after_launch = false;
-  int32_t budget = after_launch_budget_, rows_left = after_launch_rows_;
-  while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs &&
-         admit_front(out, budget, rows_left, true) == Admission::kAdmitted) {
+  if (!deferred_) return;
+  DeferredAdmission d = std::move(*deferred_);
+  deferred_.reset();
+  SYV_CHECK(!waiting_.empty() && waiting_.front() == d.seq)
+      << "the admission deferred by schedule() is no longer the first waiting sequence";
+  // The front's hit as schedule() found it (nothing changed the caches since: the step was only
+  // launched); then the waiting sequences behind it while each one's hit loads from the host tier.
+  std::optional<PrefixHit> hit = std::move(d.hit);
+  while (hit && static_cast<int32_t>(running_.size()) < config_.max_num_seqs &&
+         admit(waiting_.front(), *hit, out, d.budget, d.rows_left, /*may_run=*/false) &&
+         !waiting_.empty()) {
+    hit = admissible_hit(*waiting_.front());
+    if (hit && !loads_from_host(*hit)) break;  // it would run: from the next step on
   }
 }
 
-bool Scheduler::loads_from_host(const PrefixHit& hit) const {
-  return !hit.host_pages.empty() ||
-         (hit.length > 0 && hit.host_checkpoint >= 0 && hit.checkpoint < 0 && hybrid_ != nullptr);
+bool Scheduler::loads_from_host(const PrefixHit& hit) {
+  return !hit.host_pages.empty() || hit.host_checkpoint >= 0;
 }
 
-Scheduler::Admission Scheduler::admit_front(SchedulerOutput& out, int32_t& budget,
-                                            int32_t& rows_left, bool after_launch) {
-  Sequence* seq = waiting_.front();
-  if (waits_for_parent(*seq)) return Admission::kStopped;
-  PrefixHit hit = lookup(*seq);
+std::optional<PrefixHit> Scheduler::admissible_hit(Sequence& seq) const {
+  if (waits_for_parent(seq)) return std::nullopt;
+  PrefixHit hit = lookup(seq);
   if (hybrid_ != nullptr) {
-    if (!hybrid_->has_free_slot()) return Admission::kStopped;
-    hybrid_->trim_hit(seq, hit);  // a hit needs a checkpoint at its end
+    if (!hybrid_->has_free_slot()) return std::nullopt;
+    hybrid_->trim_hit(&seq, hit);  // a hit needs a checkpoint at its end
   }
-  const bool from_host = loads_from_host(hit);
-  if (after_launch && !from_host) return Admission::kStopped;  // it would run: the next step's
-  if (!after_launch && from_host && config_.admit_loads_after_launch) return Admission::kDeferred;
+  return hit;
+}
+
+bool Scheduler::admit(Sequence* seq, const PrefixHit& hit, SchedulerOutput& out, int32_t& budget,
+                      int32_t& rows_left, bool may_run) {
   const int32_t after_hit = seq->length() - hit.length;
   int32_t n = std::min(after_hit, budget);
   if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
   if (seq->wants_prompt_logprobs()) {  // no hit: the chunk starts at its first token
     n = std::min(n, std::max(0, seq->prompt_logprobs_next - 1) + rows_left);
-    if (n <= 0) return Admission::kStopped;
+    if (n <= 0) return false;
   }
   // Host-tier pages of the hit need device pages too (they are copied in below).
   const int32_t need = pages_for(hit.length + n) - static_cast<int32_t>(hit.pages.size());
-  if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) return Admission::kStopped;
+  if (need > cache_.pool().num_available() - cache_.num_evictable(hit)) return false;
   cache_.acquire(hit);     // retains the device pages, pins the host entries
   unwant_host_pages(seq);  // what it gets back is pinned now, the rest is computed
   seq->pages = hit.pages;
@@ -320,17 +327,17 @@ Scheduler::Admission Scheduler::admit_front(SchedulerOutput& out, int32_t& budge
   if (load.pending()) {  // not scheduled (nor counted in the budget) until the load settles
     seq->state = SequenceState::kLoading;
     seq->load = std::move(load);
-    return Admission::kAdmitted;
+    return true;
   }
   seq->state = SequenceState::kPrefilling;
-  if (after_launch) return Admission::kAdmitted;  // a synchronous load: runs from the next step
+  if (!may_run) return true;  // after the launch, its load synchronous: runs from the next step
   ScheduledSeq scheduled{seq, n, seq->num_computed + n == seq->length()};
   take_prompt_rows(scheduled, rows_left);
   out.seqs.push_back(scheduled);
   plan_saves(out);
   out.num_tokens += n;
   budget -= n;
-  return Admission::kAdmitted;
+  return true;
 }
 
 int32_t Scheduler::drafts_for(const Sequence& seq, int32_t n, int32_t room) const {

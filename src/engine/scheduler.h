@@ -17,11 +17,12 @@
 //     sequences whose load settled become prefilling and are scheduled as usual. A sample of an n >
 //     1 request waits until sample 0 has computed the prompt's full pages and then shares them.
 //     With SchedulerConfig::admit_loads_after_launch, phase 2 stops at a sequence whose hit loads
-//     from the host tier and the engine admits it (and the like behind it) by admit_after_launch()
-//     once the step's forward is launched: its admission's host work (the match, the pages and
-//     their evictions, the load's copy calls; 1.7-2.3 ms of a step for a 32K-token hit at the 8B
-//     shape on an H200, docs/performance.md) overlaps the GPU instead of delaying the step; the
-//     sequences behind it wait for the next step.
+//     from the host tier (keeping the hit it matched) and the engine admits it (and the like
+//     behind it) by admit_after_launch() once the step's forward is launched: the rest of its
+//     admission's host work (the pages and their evictions, the load's copy calls; with the
+//     match, 1.7-2.3 ms of a step for a 32K-token hit at the 8B shape on an H200,
+//     docs/performance.md) overlaps the GPU instead of delaying the step; the sequences behind it
+//     wait for the next step.
 // After the model ran and the engine sampled, commit() advances every scheduled sequence over the
 // tokens it keeps, registers its newly full pages in the prefix cache, and finish()/abort() return
 // every page.
@@ -57,6 +58,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,10 +116,6 @@ struct SchedulerOutput {
     int32_t seq_index = 0, after = 0, checkpoint = -1;
   };
   std::vector<StateSave> state_saves;
-  // Phase 2 stopped at a waiting sequence whose hit loads from the host tier
-  // (SchedulerConfig::admit_loads_after_launch): the caller calls admit_after_launch() once the
-  // step's forward is launched (or at once when the step is empty).
-  bool admit_after_launch = false;
   bool empty() const { return seqs.empty(); }
 };
 
@@ -136,11 +134,13 @@ class Scheduler {
   void add(Sequence* seq);
   // Builds the next step into `out` (cleared first; its vectors are reused).
   void schedule(SchedulerOutput& out);
-  // After schedule() set out.admit_after_launch (and the step's forward was launched): admits the
-  // waiting sequences from the front while each one's hit loads from the host tier, as phase 2
+  // Once the step schedule() built into `out` is launched (or at once when it is empty): where
+  // phase 2 stopped at a waiting sequence whose hit loads from the host tier
+  // (SchedulerConfig::admit_loads_after_launch), admits it with the hit schedule() found, then
+  // the waiting sequences behind it while each one's hit loads from the host tier, as phase 2
   // would have (the step's budget left, max_num_seqs, the pool); each one is loading, or, where
   // the load was synchronous, prefilling from the next step on. Adds to out's admission counters,
-  // not to out.seqs; clears out.admit_after_launch.
+  // not to out.seqs. A no-op when schedule() deferred nothing.
   void admit_after_launch(SchedulerOutput& out);
   // Pads the verify step `out` (just scheduled, not yet run) to q tokens per sequence:
   // q = padded_verify_query(out, ...) >= 2 (engine/verify_padding.h). Maps the pages the filler
@@ -207,14 +207,16 @@ class Scheduler {
   bool waits_for_parent(const Sequence& seq) const;
   PrefixHit lookup(const Sequence& seq) const;
   // Whether admitting with `hit` copies from the host tier (its host pages, a hybrid's host
-  // checkpoint).
-  bool loads_from_host(const PrefixHit& hit) const;
-  // Phase 2's admission of the front waiting sequence; budget and rows_left are the step's left.
-  // Before the launch (after_launch false) a hit that loads from the host tier is kDeferred when
-  // the config says so; after it, only such a hit is admitted (anything else is kStopped).
-  enum class Admission { kAdmitted, kStopped, kDeferred };
-  Admission admit_front(SchedulerOutput& out, int32_t& budget, int32_t& rows_left,
-                        bool after_launch);
+  // checkpoint: HybridState::trim_hit sets host_checkpoint only where no device one serves).
+  static bool loads_from_host(const PrefixHit& hit);
+  // The hit waiting sequence `seq` would be admitted with (hybrids: trimmed to a checkpoint), or
+  // none when it cannot be admitted now (it waits for its parent; no free state slot).
+  std::optional<PrefixHit> admissible_hit(Sequence& seq) const;
+  // Phase 2's admission of `seq`, the front waiting sequence, with `hit`; budget and rows_left are
+  // the step's left. May_run: a sequence that loads nothing is scheduled in `out` (else it runs
+  // from the next step on). False, changing nothing, when the pool or the prompt rows are short.
+  bool admit(Sequence* seq, const PrefixHit& hit, SchedulerOutput& out, int32_t& budget,
+             int32_t& rows_left, bool may_run);
   void remove_running(Sequence* seq);
 
   PrefixCache& cache_;
@@ -223,8 +225,14 @@ class Scheduler {
   std::vector<Sequence*> running_;        // admission order (oldest first)
   std::deque<Sequence*> waiting_;         // preempted sequences go to the front
   std::vector<HybridState::Save> saves_;  // plan_saves() scratch
-  // The step's budget and prompt rows left where schedule() deferred an admission.
-  int32_t after_launch_budget_ = 0, after_launch_rows_ = 0;
+  // The admission schedule() left for admit_after_launch(): the front waiting sequence, its hit,
+  // and the step's budget and prompt rows left then.
+  struct DeferredAdmission {
+    Sequence* seq = nullptr;
+    PrefixHit hit;
+    int32_t budget = 0, rows_left = 0;
+  };
+  std::optional<DeferredAdmission> deferred_;
 };
 
 }  // namespace syv
