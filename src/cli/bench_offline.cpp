@@ -30,6 +30,7 @@ struct Options {
   double gpu_memory_utilization = 0.90;
   double gpu_memory_gib = 0.0;  // 0: the device's total
   bool pool_flag_given = false;
+  bool budget_given = false;  // --max-batched-tokens given
   bool utilization_given = false;
 };
 
@@ -69,6 +70,8 @@ int run(const Options& o) {
     draft = std::move(d.value());
     options.draft_model = draft.get();
   }
+  choose_step_budget(model.backend(), model.config(), o.model.tensor_parallel_size, o.budget_given,
+                     &options);
   auto planned = size_kv_pool(model.backend(), model, &options, o.pool_flag_given,
                               {o.gpu_memory_utilization, o.gpu_memory_gib, o.utilization_given});
   if (!planned.ok()) return fail(planned.message());
@@ -222,8 +225,10 @@ BenchRegistration reg{
                          "as `syv serve`")
               ->check(CLI::PositiveNumber);
       CLI::Option* kv_cache_mb = app.get_option("--kv-cache-mb");
-      return [o, kv_cache_mb, utilization, memory_gib]() -> int {
+      CLI::Option* budget = app.get_option("--max-batched-tokens");
+      return [o, kv_cache_mb, budget, utilization, memory_gib]() -> int {
         o->pool_flag_given = kv_cache_mb->count() > 0;
+        o->budget_given = budget->count() > 0;
         o->utilization_given = utilization->count() > 0 || memory_gib->count() > 0;
         return run(*o);
       };

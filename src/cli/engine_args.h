@@ -83,7 +83,10 @@ inline void add_engine_args(CLI::App& app, EngineArgs& args) {
   app.add_option("--max-num-seqs", args.options.max_num_seqs,
                  "Running sequences at most (default 256).");
   app.add_option("--max-batched-tokens", args.options.max_num_batched_tokens,
-                 "Token budget of one step: decode tokens + prefill chunks (default 2048).");
+                 "Token budget of one step: decode tokens + prefill chunks (default 2048; `serve` "
+                 "and `bench offline` on a GPU choose it: the largest multiple of 1024 within "
+                 "2048-16384 whose chunk's linears compute in 50 ms at the GPU's measured GEMM "
+                 "rate, logged at start-up).");
   app.add_option("--max-prefill-chunk", args.options.max_prefill_chunk,
                  "Longest prefill chunk of one sequence per step (default 0 = the budget).");
   app.add_option("--max-model-len", args.options.max_model_len,

@@ -15,6 +15,7 @@
 #include "cli/kv_cache_dtype.h"
 #include "cli/memory_plan_cli.h"
 #include "cli/preset.h"
+#include "cli/step_budget.h"
 #include "engine/host_tier_setup.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
@@ -41,12 +42,44 @@ struct Options {
   Preset preset;              // resolved (cli/preset.h)
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: the plan's and a KV line's dtype
   std::string state_dtype = "fp32";     // --state-dtype: the plan's (plan.state_dtype)
+  // --gemm-tflops: the GEMM rate of the GPU whose step budget the "step budget" line gives (serve
+  // measures its own at start-up: cli/step_budget.h); 800 is an H200's measured rate.
+  double gemm_tflops = 800;
+  bool serve_budget = false;  // --preset without a budget: plan serve's chosen step budget
 };
 
+// The step budget `syv serve` chooses on a GPU of `tflops` without --max-batched-tokens, and the
+// line that says so ("step budget ...").
+struct ServeBudget {
+  int32_t tokens = kStepBudgetMin;
+  double gflop_per_token = 0;  // 0: not known for this model_type
+  std::string line;
+};
+ServeBudget serve_budget(const ModelConfig& c, double tflops) {
+  ServeBudget b;
+  Result<double> flops = prefill_flops_per_token(c);
+  char text[300];
+  if (flops.ok()) {
+    b.tokens = step_budget_for(*flops, tflops * 1e12);
+    b.gflop_per_token = *flops / 1e9;
+    std::snprintf(text, sizeof text,
+                  "step budget      %d tokens on a GPU of %.4g TFLOP/s (--gemm-tflops; `syv "
+                  "serve` measures its GPU's at start-up): a chunk's linears, %.3g GFLOP a token, "
+                  "within %.0f ms; --max-batched-tokens sets it",
+                  b.tokens, tflops, b.gflop_per_token, kStepComputeBoundS * 1e3);
+  } else {
+    std::snprintf(text, sizeof text, "step budget      %d tokens (not chosen: %s)", b.tokens,
+                  flops.message().c_str());
+  }
+  b.line = text;
+  return b;
+}
+
 // --preset: the plan of the preset's flags as `syv serve` would run them (its defaults where the
-// preset sets nothing: utilization 0.90, 2048 batched tokens, 256 sequences), except the plan
-// flags given on this command line.
-void plan_for_preset(const Preset& p, bool utilization_given, bool tokens_given, PlanArgs& plan) {
+// preset sets nothing: utilization 0.90, the step budget serve chooses on a GPU of --gemm-tflops
+// (`serve_budget`), 256 sequences), except the plan flags given on this command line.
+void plan_for_preset(const Preset& p, bool utilization_given, bool tokens_given, PlanArgs& plan,
+                     bool& serve_budget) {
   auto value = [&](const char* flag, double serve_default) {
     const std::string v = preset_value(p, flag);
     return v.empty() ? serve_default : std::stod(v);
@@ -55,8 +88,10 @@ void plan_for_preset(const Preset& p, bool utilization_given, bool tokens_given,
   plan.max_num_seqs = static_cast<int64_t>(value("--max-num-seqs", 256));
   plan.num_speculative_tokens = static_cast<int>(value("--num-speculative-tokens", 0));
   if (!tokens_given) {
-    plan.max_batch_tokens =
-        std::max(static_cast<int64_t>(value("--max-batched-tokens", 2048)), plan.max_num_seqs);
+    // Without a budget in the preset: serve's choice on a GPU (run() sets it, the config known).
+    serve_budget = preset_value(p, "--max-batched-tokens").empty();
+    plan.max_batch_tokens = std::max(
+        static_cast<int64_t>(value("--max-batched-tokens", kStepBudgetMin)), plan.max_num_seqs);
   }
 }
 
@@ -329,6 +364,9 @@ int run_config_only(const Options& o) {
     j["kv_bytes_per_token_bf16"] = bf16.kv_bytes_per_token;
     j["state_bytes_per_seq"] = bf16.state_bytes_per_seq;
     if (c.is_moe()) j["experts"] = experts_json(c, held.routed_expert_parameters, active);
+    const ServeBudget budget = serve_budget(c, o.gemm_tflops);
+    j["step_budget_tokens"] = budget.tokens;
+    j["prefill_gflop_per_token"] = budget.gflop_per_token;
     if (!plan_line.empty()) j["memory_plan"] = plan_line;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -356,6 +394,7 @@ int run_config_only(const Options& o) {
   if (bf16.state_bytes_per_seq > 0) {
     std::printf("recurrent state  %.1f MB per sequence (f32)\n", bf16.state_bytes_per_seq / 1e6);
   }
+  std::printf("%s\n", serve_budget(c, o.gemm_tflops).line.c_str());
   if (!plan_line.empty()) std::printf("%s\n", plan_line.c_str());
   return 0;
 }
@@ -416,6 +455,10 @@ int run(const Options& o) {
 
   const int64_t scratch_bytes = cuda_load_scratch_bytes(dequant_scratch_bytes(largest));
   const ActivePerToken active = active_per_token(c, held, device_bytes, expert_bytes);
+  const ServeBudget budget = serve_budget(c, o.gemm_tflops);
+  PlanArgs plan_args = o.plan;  // with --preset and no budget: the one serve would choose
+  if (o.serve_budget)
+    plan_args.max_batch_tokens = std::max<int64_t>(budget.tokens, plan_args.max_num_seqs);
   if (o.json) {
     nlohmann::json j;
     j["model_type"] = c.model_type;
@@ -454,13 +497,15 @@ int run(const Options& o) {
     j["host_tier"] = {
         {"bytes", host.bytes}, {"tokens_bf16", host.tokens_bf16}, {"tokens_f32", host.tokens_f32}};
     j["status"] = status;
+    j["step_budget_tokens"] = budget.tokens;
+    j["prefill_gflop_per_token"] = budget.gflop_per_token;
     if (!o.preset_name.empty()) {
       nlohmann::json flags = nlohmann::json::object();
       for (const PresetFlag& f : o.preset.flags) flags[f.flag] = f.value;
       j["preset"] = {{"name", o.preset.name}, {"flags", flags}, {"why", o.preset.why}};
     }
     if (o.plan.utilization > 0) {
-      auto plan = describe_memory_plan(o.plan, c, device_bytes, scratch_bytes);
+      auto plan = describe_memory_plan(plan_args, c, device_bytes, scratch_bytes);
       if (plan.ok()) {
         j["memory_plan"] = *plan;
       } else if (o.preset_name.empty()) {
@@ -525,11 +570,12 @@ int run(const Options& o) {
               c.layer_types.empty() ? "" : "; hybrids give part of it to checkpoints");
   std::printf("max positions    %lld\n", static_cast<long long>(c.max_position_embeddings));
   std::printf("status           %s\n", status.c_str());
+  std::printf("%s\n", budget.line.c_str());
   if (!o.preset_name.empty()) {
     std::printf("preset %-9s %s\n", o.preset.name.c_str(), preset_flags(o.preset).c_str());
   }
   if (o.plan.utilization > 0) {
-    auto plan = describe_memory_plan(o.plan, c, device_bytes, scratch_bytes);
+    auto plan = describe_memory_plan(plan_args, c, device_bytes, scratch_bytes);
     // With --preset the plan is extra: without a GPU (and no --gpu-memory-gib) say so.
     if (!plan.ok() && o.preset_name.empty()) return fail(plan.message());
     std::printf("%s\n", plan.ok() ? plan->c_str() : ("memory plan: " + plan.message()).c_str());
@@ -605,6 +651,11 @@ CommandRegistration reg{
           app.add_option("--max-batch-tokens", o->plan.max_batch_tokens,
                          "Tokens of the largest step, for the activation estimate (default 8192; "
                          "with --preset, the step budget `syv serve` would use)");
+      app.add_option("--gemm-tflops", o->gemm_tflops,
+                     "GEMM rate (TFLOP/s) of the GPU whose step budget the \"step budget\" line "
+                     "gives, and --preset's plan uses, as `syv serve` would choose it there "
+                     "(default 800, an H200's measured rate; serve measures its own)")
+          ->check(CLI::PositiveNumber);
       CLI::Option* kv_flag = add_kv_cache_dtype_arg(app, o->kv_cache_dtype);
       app.add_option("--state-dtype", o->state_dtype,
                      "Hybrid models: the plan's delta-rule state dtype, as serve's --state-dtype "
@@ -638,7 +689,8 @@ CommandRegistration reg{
           if (!preset.ok()) return fail(preset.message());
           o->preset = *preset;
           const int64_t seqs_given = o->plan.max_num_seqs;
-          plan_for_preset(o->preset, utilization->count() > 0, tokens->count() > 0, o->plan);
+          plan_for_preset(o->preset, utilization->count() > 0, tokens->count() > 0, o->plan,
+                          o->serve_budget);
           if (seqs->count() > 0) o->plan.max_num_seqs = seqs_given;
           const std::string kv = preset_value(o->preset, "--kv-cache-dtype");
           if (kv_flag->count() == 0 && !kv.empty()) o->kv_cache_dtype = kv;

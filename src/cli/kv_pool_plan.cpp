@@ -1,9 +1,12 @@
 #include "cli/kv_pool_plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "backend/memory_plan.h"
+#include "cli/step_budget.h"
 #include "core/log.h"
 #include "engine/engine_core.h"
 
@@ -98,6 +101,43 @@ Result<PlannedPool> plan_kv_pool_bytes(CudaBackend& gpu, Model& model, const Eng
 #endif
 
 }  // namespace
+
+void choose_step_budget(Backend& backend, const ModelConfig& config, int tensor_parallel,
+                        bool budget_given, EngineOptions* options) {
+  if (budget_given) return;
+#if SYV_HAVE_CUDA
+  auto* gpu = dynamic_cast<CudaBackend*>(&backend);
+  if (gpu == nullptr) return;
+  auto keep = [&](const std::string& why) {
+    SYV_LOG(INFO) << "step budget: " << options->max_num_batched_tokens << " tokens (" << why
+                  << "; --max-batched-tokens sets it)";
+  };
+  Result<double> flops = prefill_flops_per_token(config, tensor_parallel);
+  if (!flops.ok()) return keep("not chosen: " + flops.message());
+  constexpr int64_t kGemmSide = 8192;
+  constexpr size_t kGemmBytes = 3 * kGemmSide * kGemmSide * 2;
+  if (gpu->memory_info().free_bytes < size_t{1} << 30)
+    return keep("not chosen: under 1 GiB free to measure the GEMM rate");
+  const auto t0 = std::chrono::steady_clock::now();
+  const double tflops = gpu->measure_gemm_tflops(kGemmSide, kGemmSide, kGemmSide, 10);
+  const double measure_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  options->max_num_batched_tokens = step_budget_for(*flops, tflops * 1e12);
+  char why[320];
+  std::snprintf(why, sizeof why,
+                "chosen: the largest multiple of %d, within %d-%d, whose chunk's linears (%.2f "
+                "GFLOP a token) compute in %.0f ms at this GPU's %.0f TFLOP/s, measured now in "
+                "%.2f s with %zu MB",
+                kStepBudgetQuantum, kStepBudgetMin, kStepBudgetMax, *flops / 1e9,
+                kStepComputeBoundS * 1e3, tflops, measure_s, kGemmBytes >> 20);
+  keep(why);
+#else
+  (void)backend;
+  (void)config;
+  (void)tensor_parallel;
+  (void)options;
+#endif
+}
 
 Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Model& model,
                                                             EngineOptions* options,

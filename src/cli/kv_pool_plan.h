@@ -42,6 +42,16 @@ size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions&
 // planned_prompt_logprob_rows), and logs the plan; returns the plan's facts when the plan sized
 // the pool. Fails with the plan's message when the weights, activations and reserve leave no
 // room for one sequence, or when --gpu-memory-gib exceeds the device.
+// The step budget of an engine about to run on `backend` when --max-batched-tokens was neither
+// given nor set by a preset (`budget_given`): on a CUDA backend, measures the GEMM rate (an
+// 8192^3 bf16 GEMM, ~0.05 s; 384 MB for the moment, skipped below 1 GiB free) and sets
+// options->max_num_batched_tokens to cli/step_budget.h's step_budget_for() of the model's
+// prefill FLOPs a token on one of `tensor_parallel` ranks; logs the choice and why. Elsewhere (the
+// CPU backend, a model whose tensor list is not known, too little free memory) leaves it (2048).
+// Before size_kv_pool(): the plan counts the chosen step's activations.
+void choose_step_budget(Backend& backend, const ModelConfig& config, int tensor_parallel,
+                        bool budget_given, EngineOptions* options);
+
 Result<std::optional<server::MemoryPlanFacts>> size_kv_pool(Backend& backend, Model& model,
                                                             EngineOptions* options,
                                                             bool pool_flag_given,

@@ -81,6 +81,7 @@ struct ServeOptions {
   bool kv_cache_mb_given = false;
   double gpu_memory_gib = 0.0;    // 0: the device's total
   bool gpu_memory_given = false;  // --gpu-memory-utilization or --gpu-memory-gib given
+  bool budget_given = false;      // --max-batched-tokens given or set by the preset
   int max_waiting = 256;
   int http_threads = 0;  // 0 = max_num_seqs + max_waiting + 16, at most 1024
   size_t max_body_bytes = 8u << 20;
@@ -369,6 +370,8 @@ int run_serve(const ServeOptions& o) {
   EngineOptions engine_options = o.engine.resolved();
   engine_options.kv_dtype = *kv_dtype;
   engine_options.draft_model = draft.get();
+  choose_step_budget(**backend, (**model).config(), o.tensor_parallel_size, o.budget_given,
+                     &engine_options);
   Result<std::optional<server::MemoryPlanFacts>> planned_pool =
       size_kv_pool(**backend, **model, &engine_options, o.kv_cache_mb_given,
                    {o.gpu_memory_utilization, o.gpu_memory_gib, o.gpu_memory_given});
@@ -615,6 +618,7 @@ CommandRegistration reg{
         }
         o->kv_cache_mb_given = kv_cache_mb->count() > 0;
         o->gpu_memory_given = utilization->count() > 0 || memory_gib->count() > 0;
+        o->budget_given = app.get_option("--max-batched-tokens")->count() > 0;
         return run_serve(*o);
       };
     }};

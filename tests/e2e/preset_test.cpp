@@ -5,6 +5,7 @@
 // log), and an unknown preset is refused naming the choices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,32 @@ TEST(Preset, EachResolvesToItsDocumentedFlags) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("16384 batch tokens"), std::string::npos) << out;
+}
+
+// A preset without a step budget plans the one `syv serve` would choose on a GPU of --gemm-tflops
+// (cli/step_budget.h: the largest multiple of 1,024 tokens within 2,048-16,384 whose linears
+// compute in 50 ms at that rate), and the "step budget" figures agree with that rule.
+TEST(Preset, WithoutABudgetPlansTheOneServeWouldChoose) {
+  ensure_demo_model();
+  for (const double tflops : {0.01, 0.05}) {
+    const std::string rate = std::to_string(tflops);
+    const auto [status, out] =
+        run_command(std::string(SYV_BIN) + " inspect --json --model " + kDemoDir +
+                    " --preset interactive --gpu-memory-gib 24 --gemm-tflops " + rate);
+    ASSERT_EQ(status, 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << out;
+    const double gflop = j.value("prefill_gflop_per_token", 0.0);
+    ASSERT_GT(gflop, 0) << out;
+    const double fit = 0.050 * tflops * 1e12 / (gflop * 1e9);
+    const int64_t expected = std::clamp<int64_t>(
+        static_cast<int64_t>(std::min(fit, 16384.0) / 1024) * 1024, 2048, 16384);
+    EXPECT_EQ(j.value("step_budget_tokens", 0), expected) << rate << ": " << out;
+    EXPECT_NE(
+        j.value("memory_plan", std::string()).find(std::to_string(expected) + " batch tokens"),
+        std::string::npos)
+        << rate << ": " << out;
+  }
 }
 
 // A hybrid folder with an MTP head (config.json and the mtp.* tensors) drafts with it; one whose
