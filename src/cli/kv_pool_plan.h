@@ -44,7 +44,7 @@ size_t estimate_step_activation_bytes(const ModelConfig& c, const EngineOptions&
 // room for one sequence, or when --gpu-memory-gib exceeds the device.
 // The step budget of an engine about to run on `backend` when --max-batched-tokens was neither
 // given nor set by a preset (`budget_given`): on a CUDA backend, measures the GEMM rate (an
-// 8192^3 bf16 GEMM, ~0.05 s; 384 MB for the moment, skipped below 1 GiB free) and sets
+// 8192^3 bf16 GEMM, 0.14 s on an H100; 384 MB for the moment, skipped below 1 GiB free) and sets
 // options->max_num_batched_tokens to cli/step_budget.h's step_budget_for() of the model's
 // prefill FLOPs a token on one of `tensor_parallel` ranks; logs the choice and why. Elsewhere (the
 // CPU backend, a model whose tensor list is not known, too little free memory) leaves it (2048).
