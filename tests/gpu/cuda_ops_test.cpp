@@ -197,8 +197,10 @@ TEST_F(CudaOps, QkvNormRopeWrite) {
     int rotary;
     bool norm;
   };
+  // hq + 2 hk = 5: a kernel block of 4 rows spans two tokens (its first token's rotations come from
+  // the block's table, the other's are computed per element: rope_kv.cu).
   for (Case c : {Case{8, 2, 128, 128, true}, Case{8, 2, 128, 64, false}, Case{4, 4, 64, 64, true},
-                 Case{32, 8, 128, 128, true}}) {
+                 Case{32, 8, 128, 128, true}, Case{3, 1, 128, 96, true}}) {
     const int64_t page = 16, pool = 700;
     Batch batch = make_batch({3, 1, 20}, {3, 9000, 40}, page, pool, rng_);
     const int64_t T = batch.num_tokens(), W = (c.hq + 2 * c.hk) * c.d;

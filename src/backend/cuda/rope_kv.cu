@@ -1,5 +1,6 @@
 // Per-head q/k RMSNorm + rotate-half RoPE (in place), and the paged K/V write (float caches, and
 // the quantized fp8 / int4 caches: one warp per row quantizes it, quant_convert.cuh).
+#include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
@@ -12,18 +13,35 @@ namespace {
 constexpr int kHeadsPerBlock = 4;
 constexpr int kMaxHeadDim = 512;
 
+// The rotation of pair `pair` at position `pos`: cos and sin of pos / theta^(2 pair / rotary_dim).
+__device__ __forceinline__ void rope_rotation(int pair, float pos, float theta, int32_t rotary_dim,
+                                              float& cs, float& sn) {
+  const float inv_freq = 1.f / powf(theta, static_cast<float>(2 * pair) / rotary_dim);
+  sincosf(pos * inv_freq, &sn, &cs);
+}
+
 // Lane i of a rotate-half RoPE over the normalised head b (shared memory): lanes [0, rotary_dim)
-// rotate (i pairs with i +- rotary_dim / 2), the rest pass. Both kernels below use it, so the
-// fused prologue is bit-identical to head_norm_rope + kv_write.
+// rotate (i pairs with i +- rotary_dim / 2) by the rotation (cs, sn) of its pair, the rest pass.
+__device__ __forceinline__ float rope_apply(const float* b, int64_t i, int32_t rotary_dim, float cs,
+                                            float sn) {
+  const int half = rotary_dim / 2;
+  return i < half ? b[i] * cs - b[i + half] * sn : b[i] * cs + b[i - half] * sn;
+}
+
+__device__ __forceinline__ int rope_pair(int64_t i, int32_t rotary_dim) {
+  const int half = rotary_dim / 2;
+  return static_cast<int>(i < half ? i : i - half);
+}
+
+// Lane i with its rotation computed here. Both kernels below use the same rotation and rope_apply
+// (qkv_norm_rope_write_kernel from a table of the same rope_rotation values), so the fused
+// prologue is bit-identical to head_norm_rope + kv_write.
 __device__ __forceinline__ float rope_lane(const float* b, int64_t i, float pos, float theta,
                                            int32_t rotary_dim) {
   if (i >= rotary_dim) return b[i];
-  const int half = rotary_dim / 2;
-  const int pair = static_cast<int>(i < half ? i : i - half);
-  const float inv_freq = 1.f / powf(theta, static_cast<float>(2 * pair) / rotary_dim);
   float sn, cs;
-  sincosf(pos * inv_freq, &sn, &cs);
-  return i < half ? b[i] * cs - b[i + half] * sn : b[i] * cs + b[i - half] * sn;
+  rope_rotation(rope_pair(i, rotary_dim), pos, theta, rotary_dim, cs, sn);
+  return rope_apply(b, i, rotary_dim, cs, sn);
 }
 
 // One warp per (token, head). The normalised head goes through shared memory so that RoPE can pair
@@ -79,6 +97,11 @@ __global__ void head_norm_rope_kernel(TX* x0, int64_t heads0, const void* norm0,
 // caches at slots[t]: converted per element to TC for a float cache (KT unused), or, for a
 // quantized cache (TC uint8_t, KT F8E4M3 or U4X2), the row as written to ko / vo (rounded to TX)
 // quantized by the same warp (warp_quantize_kv_row; bytes and scales as kv_write's).
+// rope_table: the rotations of the block's first token are computed once by the block (a pair a
+// thread) into shared memory, and its rows read them there (the rows of another token, where a
+// block spans two, compute theirs per element as before); the same values either way. Before it
+// every element computed its own powf and sincosf: a 2,048-token prefill of the Qwen3-8B shape
+// spent 155 us a layer in this kernel (H100, ncu, 2026-12-07), as long as its attention.
 template <typename TX, typename TC, DType KT>
 __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t tokens, int64_t hq,
                                            int64_t hk, int64_t head_dim, const void* q_norm,
@@ -86,10 +109,11 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
                                            bool one_plus, const int32_t* __restrict__ positions,
                                            float theta, int32_t rotary_dim, TX* qo, TX* ko, TX* vo,
                                            TC* kc, TC* vc, void* ks, void* vs,
-                                           const int32_t* __restrict__ slots) {
+                                           const int32_t* __restrict__ slots, bool rope_table) {
   constexpr int kPerLane = kMaxHeadDim / 32;
   constexpr bool kQuant = kIsQuantKv<KT>;
   __shared__ float buf[kHeadsPerBlock][kMaxHeadDim];
+  __shared__ float table_cs[kMaxHeadDim / 2], table_sn[kMaxHeadDim / 2];  // rope_table: by pair
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t heads = hq + 2 * hk;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock + warp;
@@ -110,6 +134,15 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
   }
   pdl_wait();
   pdl_trigger();
+  // The block's first token (every row of the block, the invalid ones too, before any return).
+  const int64_t t0 =
+      min(static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock, tokens * heads - 1) / heads;
+  if (rope_table) {
+    const float pos0 = static_cast<float>(positions[t0]);
+    for (int p = threadIdx.x; p < rotary_dim / 2; p += blockDim.x)
+      rope_rotation(p, pos0, theta, rotary_dim, table_cs[p], table_sn[p]);
+    __syncthreads();
+  }
   if (!valid) return;
   const TX* src = qkv + row * head_dim;
   const int32_t slot = slots[t];
@@ -164,6 +197,12 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
     }
   }
   __syncwarp();
+  const bool tabled = rope_table && t == t0;
+  auto rotate = [&](int64_t i) {
+    if (!tabled || i >= rotary_dim) return rope_lane(b, i, pos, theta, rotary_dim);
+    const int pair = rope_pair(i, rotary_dim);
+    return rope_apply(b, i, rotary_dim, table_cs[pair], table_sn[pair]);
+  };
   TX* dst = is_q ? qo + (t * hq + h) * head_dim : ko + (t * hk + (h - hq)) * head_dim;
   if constexpr (kQuant) {
     float x[kPerLane];
@@ -172,7 +211,7 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
       const int64_t i = lane + 32 * j;
       x[j] = 0.f;
       if (i < head_dim) {
-        const TX r = from_f32<TX>(rope_lane(b, i, pos, theta, rotary_dim));
+        const TX r = from_f32<TX>(rotate(i));
         dst[i] = r;
         x[j] = to_f32(r);
       }
@@ -182,7 +221,7 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
     TC* cd = (!is_q && slot >= 0) ? kc + (static_cast<int64_t>(slot) * hk + (h - hq)) * head_dim
                                   : nullptr;
     for (int64_t i = lane; i < head_dim; i += 32) {
-      const TX r = from_f32<TX>(rope_lane(b, i, pos, theta, rotary_dim));
+      const TX r = from_f32<TX>(rotate(i));
       dst[i] = r;
       if (cd) cd[i] = from_f32<TC>(to_f32(r));
     }
@@ -309,6 +348,13 @@ void check_quantized_kv(DType t, int64_t head_dim) {
               "quantized KV needs head_dim <= 512, a multiple of 32 (int4) or of 8 (fp8)");
 }
 
+// SYV_ROPE_TABLE=0: every row of qkv_norm_rope_write_kernel computes its rotations per element (the
+// form before 2026-12-07), for A/B runs; on by default.
+std::atomic<int> g_rope_table{-1};
+bool rope_table_now() {
+  return env_switch(g_rope_table, "SYV_ROPE_TABLE", true);
+}
+
 // Calls BODY with `constexpr DType KT` bound to a quantized KV dtype (F8E4M3, U4X2).
 template <typename F>
 void dispatch_quantized_kv(DType t, F&& body) {
@@ -354,7 +400,7 @@ void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int6
                static_cast<const TX*>(qkv), tokens, hq, hk, head_dim, q_norm, k_norm, norm_t, eps,
                one_plus, positions, static_cast<float>(theta), rotary_dim, static_cast<TX*>(q),
                static_cast<TX*>(k), static_cast<TX*>(v), kc, vc, cache.k_scales, cache.v_scales,
-               slots);
+               slots, rope_table_now());
     };
     if (quant) {
       dispatch_quantized_kv(cache.dtype, [&](auto kt) {

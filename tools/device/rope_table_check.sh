@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call: the q/k norm + RoPE + K/V write with its rotations from a block
+# table (rope_kv.cu, SYV_ROPE_TABLE, on by default since 2026-12-07) against the form before
+# (SYV_ROPE_TABLE=0: powf and sincosf per element).
+#  1. Tests: gpu_cuda_ops_test (the fused prologue against the CPU and bit-identical to the plain
+#     sequence, a block spanning two tokens among the cases), gpu_kv_quant_gpu_test,
+#     gpu_qwen3_golden_test, gpu_hybrid_golden_gpu_test, gpu_batch_invariance_test.
+#  2. `syv bench decode` on the Qwen3-8B shape (random weights): b = 1 and 64 at context 512 and
+#     the 2K prefill, off / on / off / on (one process each).
+#  3. Issue 18's burst through `syv serve` (default flags), on then off, as time allows (BUDGET,
+#     default 540 s), then the 2K prefill split of the 8B's first 4 layers with it on.
+# Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
+#   tools/device/rope_table_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+source tools/device/device_start.sh
+TESTS="gpu_cuda_ops_test gpu_kv_quant_gpu_test gpu_qwen3_golden_test gpu_hybrid_golden_gpu_test
+  gpu_batch_invariance_test"
+build $TESTS
+echo "== tests $(date +%T)"
+for t in $TESTS; do
+  timeout 200 $B/$t 2>&1 | tee $O/$t.log |
+    grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -8 | sed "s/^/$t: /"
+done
+for v in 0 1 0 1; do
+  echo "== bench SYV_ROPE_TABLE=$v $(date +%T)"
+  SYV_ROPE_TABLE=$v timeout 150 $B/syv bench decode --config tools/bench/configs/qwen3-8b \
+    --random-weights --batch 1,64 --context 512 --steps 20 --lengths 2048 2>&1 |
+    tee -a $O/bench.log | grep -E "^\| (decode|prefill)|rror" | sort -u | tr -s ' '
+done
+for v in 1 0; do
+  ((SECONDS - t0 < ${BUDGET:-540} - 60)) || { echo "-- burst $v: skipped (time)"; continue; }
+  echo "== burst SYV_ROPE_TABLE=$v $(date +%T)"
+  SYV_ROPE_TABLE=$v QUICK=1 PRESETS=default timeout 150 tools/device/serve_bench_check.sh \
+    build/gpu-carry $O/serve-$v 2>&1 | grep -E "^burst|errors" | head -4
+done
+if ((SECONDS - t0 < ${BUDGET:-540} - 40)); then
+  echo "== 2K prefill split $(date +%T)"
+  CONFIG=tools/bench/configs/qwen3-8b LAYERS=4 LENGTHS=2048 timeout 100 \
+    tools/device/prefill_kernel_split.sh 2>&1 | grep -E "^\||kernels" | head -12
+fi
+echo "total: $((SECONDS - t0)) s $(date +%T)"
