@@ -9,20 +9,21 @@
 #     the 2K prefill, off / on / off / on (one process each).
 #  3. Issue 18's burst through `syv serve` (default flags), on then off, as time allows (BUDGET,
 #     default 540 s), then the 2K prefill split of the 8B's first 4 layers with it on.
+# TESTS / ROUNDS (default "0 1 0 1"): fewer tests or bench rounds for a short call.
 # Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
 #   tools/device/rope_table_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source tools/device/device_start.sh
-TESTS="gpu_cuda_ops_test gpu_kv_quant_gpu_test gpu_qwen3_golden_test gpu_hybrid_golden_gpu_test
-  gpu_batch_invariance_test"
+TESTS=${TESTS:-gpu_cuda_ops_test gpu_kv_quant_gpu_test gpu_qwen3_golden_test
+  gpu_hybrid_golden_gpu_test gpu_batch_invariance_test}
 build $TESTS
 echo "== tests $(date +%T)"
 for t in $TESTS; do
   timeout 200 $B/$t 2>&1 | tee $O/$t.log |
     grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -8 | sed "s/^/$t: /"
 done
-for v in 0 1 0 1; do
+for v in ${ROUNDS:-0 1 0 1}; do
   echo "== bench SYV_ROPE_TABLE=$v $(date +%T)"
   SYV_ROPE_TABLE=$v timeout 150 $B/syv bench decode --config tools/bench/configs/qwen3-8b \
     --random-weights --batch 1,64 --context 512 --steps 20 --lengths 2048 2>&1 |
