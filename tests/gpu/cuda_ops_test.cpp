@@ -263,6 +263,26 @@ TEST_F(CudaOps, QkvNormRopeWrite) {
     EXPECT_EQ(down_gpu(q2.g), down_gpu(q.g)) << what << ": fused vs plain sequence, q";
     EXPECT_EQ(down_gpu(k2.g), down_gpu(k.g)) << what << ": fused vs plain sequence, k";
     EXPECT_EQ(down_gpu(kc2.g), kcg) << what << ": fused vs plain sequence, k cache";
+
+    // The register form (four rows a warp; rotary pairs in one lane), where it applies: the
+    // same bits as the shared-memory kernel above.
+    const bool applies = (c.d == 64 || c.d == 128 || c.d == 256) && (c.rotary / 2) % 32 == 0;
+    auto kc3 = make(kc0, {pool, page, c.hk, c.d});
+    auto vc3 = make(vc0, {pool, page, c.hk, c.d});
+    auto q3 = make_out({T, c.hq, c.d});
+    auto k3 = make_out({T, c.hk, c.d});
+    auto v3 = make_out({T, c.hk, c.d});
+    const uint64_t before = cuda::rope_rows_launches();
+    cuda::set_rope_rows_form(true);
+    gpu_->qkv_norm_rope_write(qkv.g, qng, kng, 1e-6f, NormKind::kPlain, rope, mg, q3.g, k3.g, v3.g,
+                              kc3.g, vc3.g);
+    cuda::set_rope_rows_form(false);
+    EXPECT_EQ(cuda::rope_rows_launches() - before, applies ? 1u : 0u) << what;
+    EXPECT_EQ(down_gpu(q3.g), down_gpu(q.g)) << what << ": register form, q";
+    EXPECT_EQ(down_gpu(k3.g), down_gpu(k.g)) << what << ": register form, k";
+    EXPECT_EQ(down_gpu(v3.g), down_gpu(v.g)) << what << ": register form, v";
+    EXPECT_EQ(down_gpu(kc3.g), kcg) << what << ": register form, k cache";
+    EXPECT_EQ(down_gpu(vc3.g), down_gpu(vc.g)) << what << ": register form, v cache";
   }
 }
 

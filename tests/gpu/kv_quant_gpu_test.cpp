@@ -323,57 +323,62 @@ TEST_F(KvQuantGpu, KvWriteMatchesReference) {
 }
 
 // The fused qkv_norm_rope_write quantizes k and v in its own kernel: q, k, v equal the float-cache
-// fused op's bit for bit, and the cache rows are kv_quant.h's quantization of k and v.
+// fused op's bit for bit, and the cache rows are kv_quant.h's quantization of k and v; in both of
+// its forms (the register form, cuda::set_rope_rows_form, takes every case here).
 TEST_F(KvQuantGpu, FusedQkvNormRopeWriteMatchesReference) {
   struct Case {
     int64_t hq, hk, d;
     int rotary;
     bool norm;
   };
-  for (DType t : kDtypes) {
-    for (Case cs : {Case{8, 2, 128, 128, true}, Case{8, 8, 64, 64, false},
-                    Case{32, 8, 128, 64, true}, Case{16, 2, 256, 256, true}}) {
-      const int64_t page = 64;
-      const int pool = pool_for({3, 200, 40}, page);
-      Batch batch = make_batch({3, 1, 20}, {3, 200, 40}, static_cast<int>(page), pool, rng_);
-      const int64_t T = batch.num_tokens(), W = (cs.hq + 2 * cs.hk) * cs.d;
-      BatchMeta m = gpu_->prepare_batch(batch, static_cast<int32_t>(page));
-      auto qkv = make(random_vec(static_cast<size_t>(T * W), rng_, 2.f), {T, W});
-      auto qn = make(random_vec(static_cast<size_t>(cs.d), rng_), {cs.d});
-      auto kn = make(random_vec(static_cast<size_t>(cs.d), rng_), {cs.d});
-      QCache c = make_cache(t, pool, page, cs.hk, cs.d);
-      auto fc = make(std::vector<float>(static_cast<size_t>(pool * page * cs.hk * cs.d), 0.f),
-                     {pool, page, cs.hk, cs.d});
-      auto fcv = make(std::vector<float>(static_cast<size_t>(pool * page * cs.hk * cs.d), 0.f),
-                      {pool, page, cs.hk, cs.d});
-      auto q = make_out({T, cs.hq, cs.d}), k = make_out({T, cs.hk, cs.d}),
-           v = make_out({T, cs.hk, cs.d});
-      auto q2 = make_out({T, cs.hq, cs.d}), k2 = make_out({T, cs.hk, cs.d}),
-           v2 = make_out({T, cs.hk, cs.d});
-      RopeParams rope{1e6, cs.rotary};
-      Tensor none;
-      const Tensor& qng = cs.norm ? qn.g : none;
-      const Tensor& kng = cs.norm ? kn.g : none;
-      gpu_->qkv_norm_rope_write(qkv.g, qng, kng, 1e-6f, NormKind::kPlain, rope, m, q.g, k.g, v.g,
-                                c.view);
-      KvCacheView fview;
-      fview.k = fc.g;
-      fview.v = fcv.g;
-      fview.dtype = DType::BF16;
-      gpu_->qkv_norm_rope_write(qkv.g, qng, kng, 1e-6f, NormKind::kPlain, rope, m, q2.g, k2.g, v2.g,
-                                fview);
-      const std::string what = std::string("qkv_norm_rope_write ") + kv_name(t) +
-                               " hq=" + std::to_string(cs.hq) + " hk=" + std::to_string(cs.hk) +
-                               " d=" + std::to_string(cs.d);
-      const std::vector<float> kg = down_gpu(k.g), vg = down_gpu(v.g);
-      EXPECT_EQ(down_gpu(q.g), down_gpu(q2.g)) << what << ": q vs the bf16-cache op";
-      EXPECT_EQ(kg, down_gpu(k2.g)) << what << ": k vs the bf16-cache op";
-      EXPECT_EQ(vg, down_gpu(v2.g)) << what << ": v vs the bf16-cache op";
-      const std::vector<int32_t> slots =
-          build_host_batch_meta(batch, static_cast<int32_t>(page)).slot_mapping;
-      expect_written(c, slots, kg, vg, what);
+  for (const bool rows_form : {false, true})
+    for (DType t : kDtypes) {
+      cuda::set_rope_rows_form(rows_form);
+      for (Case cs : {Case{8, 2, 128, 128, true}, Case{8, 8, 64, 64, false},
+                      Case{32, 8, 128, 64, true}, Case{16, 2, 256, 256, true}}) {
+        const int64_t page = 64;
+        const int pool = pool_for({3, 200, 40}, page);
+        Batch batch = make_batch({3, 1, 20}, {3, 200, 40}, static_cast<int>(page), pool, rng_);
+        const int64_t T = batch.num_tokens(), W = (cs.hq + 2 * cs.hk) * cs.d;
+        BatchMeta m = gpu_->prepare_batch(batch, static_cast<int32_t>(page));
+        auto qkv = make(random_vec(static_cast<size_t>(T * W), rng_, 2.f), {T, W});
+        auto qn = make(random_vec(static_cast<size_t>(cs.d), rng_), {cs.d});
+        auto kn = make(random_vec(static_cast<size_t>(cs.d), rng_), {cs.d});
+        QCache c = make_cache(t, pool, page, cs.hk, cs.d);
+        auto fc = make(std::vector<float>(static_cast<size_t>(pool * page * cs.hk * cs.d), 0.f),
+                       {pool, page, cs.hk, cs.d});
+        auto fcv = make(std::vector<float>(static_cast<size_t>(pool * page * cs.hk * cs.d), 0.f),
+                        {pool, page, cs.hk, cs.d});
+        auto q = make_out({T, cs.hq, cs.d}), k = make_out({T, cs.hk, cs.d}),
+             v = make_out({T, cs.hk, cs.d});
+        auto q2 = make_out({T, cs.hq, cs.d}), k2 = make_out({T, cs.hk, cs.d}),
+             v2 = make_out({T, cs.hk, cs.d});
+        RopeParams rope{1e6, cs.rotary};
+        Tensor none;
+        const Tensor& qng = cs.norm ? qn.g : none;
+        const Tensor& kng = cs.norm ? kn.g : none;
+        gpu_->qkv_norm_rope_write(qkv.g, qng, kng, 1e-6f, NormKind::kPlain, rope, m, q.g, k.g, v.g,
+                                  c.view);
+        KvCacheView fview;
+        fview.k = fc.g;
+        fview.v = fcv.g;
+        fview.dtype = DType::BF16;
+        gpu_->qkv_norm_rope_write(qkv.g, qng, kng, 1e-6f, NormKind::kPlain, rope, m, q2.g, k2.g,
+                                  v2.g, fview);
+        const std::string what = std::string("qkv_norm_rope_write ") + kv_name(t) +
+                                 " hq=" + std::to_string(cs.hq) + " hk=" + std::to_string(cs.hk) +
+                                 " d=" + std::to_string(cs.d) +
+                                 (rows_form ? " (register form)" : "");
+        const std::vector<float> kg = down_gpu(k.g), vg = down_gpu(v.g);
+        EXPECT_EQ(down_gpu(q.g), down_gpu(q2.g)) << what << ": q vs the bf16-cache op";
+        EXPECT_EQ(kg, down_gpu(k2.g)) << what << ": k vs the bf16-cache op";
+        EXPECT_EQ(vg, down_gpu(v2.g)) << what << ": v vs the bf16-cache op";
+        const std::vector<int32_t> slots =
+            build_host_batch_meta(batch, static_cast<int32_t>(page)).slot_mapping;
+        expect_written(c, slots, kg, vg, what);
+      }
     }
-  }
+  cuda::set_rope_rows_form(false);
 }
 
 // Decode (one token per sequence) on quantized caches: head dims, GQA groups, page sizes,

@@ -86,6 +86,13 @@ void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int6
                                 DType norm_t, float eps, bool one_plus, const int32_t* positions,
                                 double theta, int32_t rotary_dim, void* q, void* k, void* v,
                                 const KvCacheDev& cache, const int32_t* slots, cudaStream_t s);
+// Its register form (rope_kv.cu qkv_norm_rope_write_rows_kernel: four rows a warp, their loads
+// first; bf16 activations, head_dim 64 / 128 / 256, rotary_dim / 2 a multiple of 32; the same
+// bits): off by default until measured; SYV_ROPE_ROWS=1 or set_rope_rows_form(true) turns it on.
+// rope_rows_launches(): launches that took it since start-up.
+void set_rope_rows_form(bool on);
+bool rope_rows_form();
+uint64_t rope_rows_launches();
 
 // gemv.cu ----------------------------------------------------------------------------------------
 // Bandwidth-bound out[t, n] = sum_k x[t, k] * w[n, k] for few tokens. x, w bf16; out bf16 or f32.

@@ -22,10 +22,17 @@ __device__ __forceinline__ void rope_rotation(int pair, float pos, float theta, 
 
 // Lane i of a rotate-half RoPE over the normalised head b (shared memory): lanes [0, rotary_dim)
 // rotate (i pairs with i +- rotary_dim / 2) by the rotation (cs, sn) of its pair, the rest pass.
+// The rotated value of an element `self` whose pair partner is `partner` (in the first half of
+// the rotary lanes or not); one rounding order for every kernel (explicit fmas), so the kernels
+// that compute it from shared memory or from registers get the same bits.
+__device__ __forceinline__ float rope_values(float self, float partner, bool first_half, float cs,
+                                             float sn) {
+  return first_half ? __fmaf_rn(self, cs, -(partner * sn)) : __fmaf_rn(self, cs, partner * sn);
+}
 __device__ __forceinline__ float rope_apply(const float* b, int64_t i, int32_t rotary_dim, float cs,
                                             float sn) {
   const int half = rotary_dim / 2;
-  return i < half ? b[i] * cs - b[i + half] * sn : b[i] * cs + b[i - half] * sn;
+  return rope_values(b[i], i < half ? b[i + half] : b[i - half], i < half, cs, sn);
 }
 
 __device__ __forceinline__ int rope_pair(int64_t i, int32_t rotary_dim) {
@@ -228,6 +235,151 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
   }
 }
 
+// The register form (set_rope_rows_form / SYV_ROPE_ROWS=1; off by default until measured): each
+// warp takes kRowsPerWarp consecutive rows of qkv and issues all their loads before any arithmetic
+// (kRowsPerWarp x D x 2 bytes in flight a warp instead of D x 2: the shared-memory kernel above
+// waits on memory with ~9 blocks of 4 warps an SM, 116 us a layer at 2,048 tokens of the Qwen3-8B
+// shape on an H100, ~6x its bytes at the copy rate). A row lives in registers, element lane + 32 j
+// in slot j, so a rotary pair (i, i + rotary_dim / 2) is in one lane: it needs D = 32 DJ and
+// rotary_dim / 2 a multiple of 32 (Qwen3's 128 of 128, Qwen3.5's and Qwen3-Next's 64 of 256).
+// The same arithmetic in the same order as qkv_norm_rope_write_kernel (the same bits).
+constexpr int kRowsPerWarp = 4;
+template <typename TX, typename TC, DType KT, int DJ>
+__global__ void qkv_norm_rope_write_rows_kernel(
+    const TX* __restrict__ qkv, int64_t tokens, int64_t hq, int64_t hk, const void* q_norm,
+    const void* k_norm, DType norm_t, float eps, bool one_plus,
+    const int32_t* __restrict__ positions, float theta, int32_t rotary_dim, TX* qo, TX* ko, TX* vo,
+    TC* kc, TC* vc, void* ks, void* vs, const int32_t* __restrict__ slots, bool rope_table) {
+  constexpr int kPerLane = kMaxHeadDim / 32;
+  constexpr int D = 32 * DJ;
+  constexpr bool kQuant = kIsQuantKv<KT>;
+  __shared__ float table_cs[kMaxHeadDim / 2], table_sn[kMaxHeadDim / 2];  // rope_table: by pair
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t heads = hq + 2 * hk, rows = tokens * heads;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock * kRowsPerWarp;
+  const int64_t row0 = first + static_cast<int64_t>(warp) * kRowsPerWarp;
+  // The norm weights are weights: read before the dependency wait (q's and k's: a warp's rows
+  // may be of both).
+  float gq[DJ], gk[DJ];
+#pragma unroll
+  for (int j = 0; j < DJ; ++j) {
+    gq[j] = 0.f;
+    gk[j] = 0.f;
+    if (q_norm != nullptr) {
+      gq[j] = load_any(q_norm, norm_t, lane + 32 * j);
+      if (one_plus) gq[j] += 1.f;
+    }
+    if (k_norm != nullptr) {
+      gk[j] = load_any(k_norm, norm_t, lane + 32 * j);
+      if (one_plus) gk[j] += 1.f;
+    }
+  }
+  pdl_wait();
+  pdl_trigger();
+  const int64_t t0 = min(first, rows - 1) / heads;  // the block's first token
+  if (rope_table) {
+    const float pos0 = static_cast<float>(positions[t0]);
+    for (int p = threadIdx.x; p < rotary_dim / 2; p += blockDim.x)
+      rope_rotation(p, pos0, theta, rotary_dim, table_cs[p], table_sn[p]);
+    __syncthreads();
+  }
+  // Every row's loads first.
+  float x[kRowsPerWarp][DJ];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = row0 + r;
+#pragma unroll
+    for (int j = 0; j < DJ; ++j) x[r][j] = row < rows ? to_f32(qkv[row * D + lane + 32 * j]) : 0.f;
+  }
+  const int half = rotary_dim / 2, half_j = half / 32;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = row0 + r;
+    if (row >= rows) break;
+    const int64_t t = row / heads, h = row - t * heads;
+    const bool is_q = h < hq, is_v = h >= hq + hk;
+    const int32_t slot = slots[t];
+    float out[kPerLane] = {};  // the row as written (TX), element lane + 32 j
+    TX* dst = nullptr;
+    int64_t kv_head = -1;  // a k or v head: its cache row
+    TC* cache = nullptr;
+    void* scales = nullptr;
+    if (is_v) {  // value head: copy (exact through f32)
+      kv_head = h - hq - hk;
+      dst = vo + (t * hk + kv_head) * D;
+      cache = vc;
+      scales = vs;
+#pragma unroll
+      for (int j = 0; j < DJ; ++j) out[j] = x[r][j];
+    } else {
+      const bool norm = (is_q ? q_norm : k_norm) != nullptr;
+      float b[DJ];
+      float ss = 0.f;
+#pragma unroll
+      for (int j = 0; j < DJ; ++j) {
+        b[j] = x[r][j];
+        ss += b[j] * b[j];
+      }
+      if (norm) {
+        const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(D) + eps);
+#pragma unroll
+        for (int j = 0; j < DJ; ++j) b[j] = b[j] * rstd * (is_q ? gq[j] : gk[j]);
+      }
+      const bool tabled = rope_table && t == t0;
+      const float pos = static_cast<float>(positions[t]);
+#pragma unroll
+      for (int j = 0; j < DJ; ++j) {
+        const int i = lane + 32 * j;
+        float v = b[j];
+        if (i < rotary_dim) {
+          const bool first_half = i < half;
+          const int jp = first_half ? j + half_j : j - half_j;  // the partner's slot, same lane
+          float partner = 0.f;
+#pragma unroll
+          for (int k = 0; k < DJ; ++k) partner = k == jp ? b[k] : partner;
+          const int pair = first_half ? i : i - half;
+          float cs, sn;
+          if (tabled) {
+            cs = table_cs[pair];
+            sn = table_sn[pair];
+          } else {
+            rope_rotation(pair, pos, theta, rotary_dim, cs, sn);
+          }
+          v = rope_values(b[j], partner, first_half, cs, sn);
+        }
+        out[j] = v;
+      }
+      if (is_q) {
+        dst = qo + (t * hq + h) * D;
+      } else {
+        kv_head = h - hq;
+        dst = ko + (t * hk + kv_head) * D;
+        cache = kc;
+        scales = ks;
+      }
+    }
+    // The row rounded to TX, and a k or v row into its cache row at the slot (a float cache per
+    // element, a quantized one by the warp from the rounded values, as the kernel above).
+#pragma unroll
+    for (int j = 0; j < DJ; ++j) {
+      const TX o = from_f32<TX>(out[j]);
+      dst[lane + 32 * j] = o;
+      out[j] = to_f32(o);
+    }
+    if (kv_head < 0 || slot < 0) continue;
+    const int64_t cache_row = static_cast<int64_t>(slot) * hk + kv_head;
+    if constexpr (kQuant) {
+      warp_quantize_kv_row<KT>(
+          out, D, reinterpret_cast<uint8_t*>(cache) + cache_row * kv_row_bytes<KT>(D),
+          static_cast<KvScale<KT>*>(scales) + cache_row * kv_row_scales<KT>(D));
+    } else {
+      TC* cd = cache + cache_row * D;
+#pragma unroll
+      for (int j = 0; j < DJ; ++j) cd[lane + 32 * j] = from_f32<TC>(out[j]);
+    }
+  }
+}
+
 // Quantized kv_write: one warp per row of k or v (rows [0, tokens * hk) of k, then those of v),
 // quantized into its cache row at slots[t] (warp_quantize_kv_row).
 template <typename TI, DType KT>
@@ -355,6 +507,10 @@ bool rope_table_now() {
   return env_switch(g_rope_table, "SYV_ROPE_TABLE", true);
 }
 
+// SYV_ROPE_ROWS=1 or set_rope_rows_form(true): qkv_norm_rope_write_rows_kernel where it applies.
+std::atomic<int> g_rope_rows{-1};
+std::atomic<uint64_t> g_rope_rows_launches{0};
+
 // Calls BODY with `constexpr DType KT` bound to a quantized KV dtype (F8E4M3, U4X2).
 template <typename F>
 void dispatch_quantized_kv(DType t, F&& body) {
@@ -394,6 +550,44 @@ void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int6
     cuda_fail(__FILE__, __LINE__, "head_dim/rotary_dim", "head_dim > 512 or bad rotary_dim");
   const bool quant = cache.dtype == DType::F8E4M3 || cache.dtype == DType::U4X2;
   if (quant) check_quantized_kv(cache.dtype, head_dim);
+  // The register form: bf16 activations (CUDA's), head_dim 64, 128 or 256, rotary pairs in one
+  // lane.
+  const bool rows_form = rope_rows_form() && x_t == DType::BF16 &&
+                         (head_dim == 64 || head_dim == 128 || head_dim == 256) &&
+                         (rotary_dim / 2) % 32 == 0;
+  if (rows_form) {
+    g_rope_rows_launches.fetch_add(1, std::memory_order_relaxed);
+    auto go = [&](auto kernel, auto* kc, auto* vc) {
+      launch_k(kernel, ceil_div(rows, kHeadsPerBlock * kRowsPerWarp), 32 * kHeadsPerBlock, 0, s,
+               static_cast<const bf16*>(qkv), tokens, hq, hk, q_norm, k_norm, norm_t, eps, one_plus,
+               positions, static_cast<float>(theta), rotary_dim, static_cast<bf16*>(q),
+               static_cast<bf16*>(k), static_cast<bf16*>(v), kc, vc, cache.k_scales, cache.v_scales,
+               slots, rope_table_now());
+    };
+    auto by_width = [&](auto tc, auto kt, auto* kc, auto* vc) {
+      using TC = typename decltype(tc)::type;
+      constexpr DType KT = decltype(kt)::value;
+      if (head_dim == 64) {
+        go(qkv_norm_rope_write_rows_kernel<bf16, TC, KT, 2>, kc, vc);
+      } else if (head_dim == 128) {
+        go(qkv_norm_rope_write_rows_kernel<bf16, TC, KT, 4>, kc, vc);
+      } else {
+        go(qkv_norm_rope_write_rows_kernel<bf16, TC, KT, 8>, kc, vc);
+      }
+    };
+    if (quant) {
+      dispatch_quantized_kv(cache.dtype, [&](auto kt) {
+        by_width(std::type_identity<uint8_t>{}, kt, static_cast<uint8_t*>(cache.k),
+                 static_cast<uint8_t*>(cache.v));
+      });
+    } else {
+      SYV_DISPATCH_FLOAT(cache.dtype, TC, [&] {
+        by_width(std::type_identity<TC>{}, std::integral_constant<DType, DType::F32>{},
+                 static_cast<TC*>(cache.k), static_cast<TC*>(cache.v));
+      });
+    }
+    return;
+  }
   SYV_DISPATCH_FLOAT(x_t, TX, [&] {
     auto go = [&](auto kernel, auto* kc, auto* vc) {
       launch_k(kernel, ceil_div(rows, kHeadsPerBlock), 32 * kHeadsPerBlock, 0, s,
@@ -414,6 +608,16 @@ void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int6
       });
     }
   });
+}
+
+void set_rope_rows_form(bool on) {
+  g_rope_rows.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+bool rope_rows_form() {
+  return env_switch(g_rope_rows, "SYV_ROPE_ROWS", false);
+}
+uint64_t rope_rows_launches() {
+  return g_rope_rows_launches.load(std::memory_order_relaxed);
 }
 
 }  // namespace syv::cuda
