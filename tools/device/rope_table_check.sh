@@ -43,7 +43,7 @@ for form in ${BURST_FORMS:-SYV_ROPE_TABLE=1 SYV_ROPE_TABLE=0}; do
 done
 if ((SECONDS - t0 < ${BUDGET:-540} - 40)); then
   echo "== 2K prefill split $(date +%T)"
-  env ${SPLIT_ENV:-DEFAULT=1} CONFIG=tools/bench/configs/qwen3-8b LAYERS=4 LENGTHS=2048 timeout 100 \
-    tools/device/prefill_kernel_split.sh 2>&1 | grep -E "^\||kernels" | head -12
+  env ${SPLIT_ENV:-DEFAULT=1} CONFIG=tools/bench/configs/qwen3-8b LAYERS=4 LENGTHS=2048 \
+    timeout 100 tools/device/prefill_kernel_split.sh 2>&1 | grep -E "^\||kernels" | head -12
 fi
 echo "total: $((SECONDS - t0)) s $(date +%T)"
