@@ -20,15 +20,17 @@ __device__ __forceinline__ void rope_rotation(int pair, float pos, float theta, 
   sincosf(pos * inv_freq, &sn, &cs);
 }
 
-// Lane i of a rotate-half RoPE over the normalised head b (shared memory): lanes [0, rotary_dim)
-// rotate (i pairs with i +- rotary_dim / 2) by the rotation (cs, sn) of its pair, the rest pass.
 // The rotated value of an element `self` whose pair partner is `partner` (in the first half of
-// the rotary lanes or not); one rounding order for every kernel (explicit fmas), so the kernels
-// that compute it from shared memory or from registers get the same bits.
+// the rotary lanes or not): the expression of every kernel here, whether it reads the row from
+// shared memory or from registers (the compiler contracts the same expression the same way; the
+// GPU tests compare the forms bit for bit).
 __device__ __forceinline__ float rope_values(float self, float partner, bool first_half, float cs,
                                              float sn) {
-  return first_half ? __fmaf_rn(self, cs, -(partner * sn)) : __fmaf_rn(self, cs, partner * sn);
+  return first_half ? self * cs - partner * sn : self * cs + partner * sn;
 }
+
+// Lane i of a rotate-half RoPE over the normalised head b (shared memory): lanes [0, rotary_dim)
+// rotate (i pairs with i +- rotary_dim / 2) by the rotation (cs, sn) of its pair, the rest pass.
 __device__ __forceinline__ float rope_apply(const float* b, int64_t i, int32_t rotary_dim, float cs,
                                             float sn) {
   const int half = rotary_dim / 2;
