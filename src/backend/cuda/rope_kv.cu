@@ -509,6 +509,12 @@ bool rope_table_now() {
   return env_switch(g_rope_table, "SYV_ROPE_TABLE", true);
 }
 
+// A type as a value (std::type_identity is C++20; the CUDA sources build as C++17).
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
 // SYV_ROPE_ROWS=1 or set_rope_rows_form(true): qkv_norm_rope_write_rows_kernel where it applies.
 std::atomic<int> g_rope_rows{-1};
 std::atomic<uint64_t> g_rope_rows_launches{0};
@@ -579,12 +585,12 @@ void launch_qkv_norm_rope_write(const void* qkv, DType x_t, int64_t tokens, int6
     };
     if (quant) {
       dispatch_quantized_kv(cache.dtype, [&](auto kt) {
-        by_width(std::type_identity<uint8_t>{}, kt, static_cast<uint8_t*>(cache.k),
+        by_width(TypeTag<uint8_t>{}, kt, static_cast<uint8_t*>(cache.k),
                  static_cast<uint8_t*>(cache.v));
       });
     } else {
       SYV_DISPATCH_FLOAT(cache.dtype, TC, [&] {
-        by_width(std::type_identity<TC>{}, std::integral_constant<DType, DType::F32>{},
+        by_width(TypeTag<TC>{}, std::integral_constant<DType, DType::F32>{},
                  static_cast<TC*>(cache.k), static_cast<TC*>(cache.v));
       });
     }
