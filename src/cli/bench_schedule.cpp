@@ -22,6 +22,7 @@
 #include "cli/bench.h"
 #include "cli/engine_args.h"
 #include "cli/kv_cache_dtype.h"
+#include "cli/step_budget.h"
 #include "engine/engine_core.h"
 #include "io/hf_config.h"
 #include "kv/host_tier.h"
@@ -113,7 +114,8 @@ Result<FloorModel> floor_model(const Options& o) {
   // The embedding is read by rows; the lm_head (tied or not) is a GEMM of the sampled rows.
   const double body = parameters - table - (c.tie_word_embeddings ? 0.0 : table);
   FloorModel f;
-  f.flops_per_token = 2 * body;
+  // The linears a prompt token runs through, as serve's step budget counts them (2 x body).
+  SYV_ASSIGN_OR_RETURN(f.flops_per_token, prefill_flops_per_token(c));
   f.flops_per_sampled = 2 * table;
   f.weight_bytes = 2 * (body + table);
   f.kv_bytes =

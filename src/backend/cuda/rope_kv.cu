@@ -42,6 +42,15 @@ __device__ __forceinline__ int rope_pair(int64_t i, int32_t rotary_dim) {
   return static_cast<int>(i < half ? i : i - half);
 }
 
+// The rotations of every pair at position `pos` into the block's table (a pair a thread); every
+// thread of the block calls it (it syncs the block).
+__device__ __forceinline__ void fill_rotation_table(float* cs, float* sn, int32_t pos, float theta,
+                                                    int32_t rotary_dim) {
+  for (int p = threadIdx.x; p < rotary_dim / 2; p += blockDim.x)
+    rope_rotation(p, static_cast<float>(pos), theta, rotary_dim, cs[p], sn[p]);
+  __syncthreads();
+}
+
 // Lane i with its rotation computed here. Both kernels below use the same rotation and rope_apply
 // (qkv_norm_rope_write_kernel from a table of the same rope_rotation values), so the fused
 // prologue is bit-identical to head_norm_rope + kv_write.
@@ -146,12 +155,7 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
   // The block's first token (every row of the block, the invalid ones too, before any return).
   const int64_t t0 =
       min(static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock, tokens * heads - 1) / heads;
-  if (rope_table) {
-    const float pos0 = static_cast<float>(positions[t0]);
-    for (int p = threadIdx.x; p < rotary_dim / 2; p += blockDim.x)
-      rope_rotation(p, pos0, theta, rotary_dim, table_cs[p], table_sn[p]);
-    __syncthreads();
-  }
+  if (rope_table) fill_rotation_table(table_cs, table_sn, positions[t0], theta, rotary_dim);
   if (!valid) return;
   const TX* src = qkv + row * head_dim;
   const int32_t slot = slots[t];
@@ -244,7 +248,8 @@ __global__ void qkv_norm_rope_write_kernel(const TX* __restrict__ qkv, int64_t t
 // shape on an H100, ~6x its bytes at the copy rate). A row lives in registers, element lane + 32 j
 // in slot j, so a rotary pair (i, i + rotary_dim / 2) is in one lane: it needs D = 32 DJ and
 // rotary_dim / 2 a multiple of 32 (Qwen3's 128 of 128, Qwen3.5's and Qwen3-Next's 64 of 256).
-// The same arithmetic in the same order as qkv_norm_rope_write_kernel (the same bits).
+// The arithmetic of qkv_norm_rope_write_kernel in the same order, so the same bits are expected
+// (the GPU tests compare the two forms; not yet run on a GPU).
 constexpr int kRowsPerWarp = 4;
 template <typename TX, typename TC, DType KT, int DJ>
 __global__ void qkv_norm_rope_write_rows_kernel(
@@ -279,12 +284,7 @@ __global__ void qkv_norm_rope_write_rows_kernel(
   pdl_wait();
   pdl_trigger();
   const int64_t t0 = min(first, rows - 1) / heads;  // the block's first token
-  if (rope_table) {
-    const float pos0 = static_cast<float>(positions[t0]);
-    for (int p = threadIdx.x; p < rotary_dim / 2; p += blockDim.x)
-      rope_rotation(p, pos0, theta, rotary_dim, table_cs[p], table_sn[p]);
-    __syncthreads();
-  }
+  if (rope_table) fill_rotation_table(table_cs, table_sn, positions[t0], theta, rotary_dim);
   // Every row's loads first.
   float x[kRowsPerWarp][DJ];
 #pragma unroll
