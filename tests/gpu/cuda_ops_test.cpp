@@ -767,15 +767,19 @@ TEST_P(CudaAttention, MatchesCpu) {
   // to its key-rows form) and the CUDA-core one (variant 1).
   const bool prefill = *std::max_element(c.news.begin(), c.news.end()) > 16;
   const int initial = cuda::prefill_attention_variant();
-  // Prefill at head_dim 256: once more, wgmma128 with its 64-key-tile form switched on.
+  // Prefill: once more wgmma128 with its K/V tiles by tensor-map loads, and at head_dim 256 once
+  // more wgmma128 with its 64-key-tile form switched on.
+  const int n_variants = cuda::prefill_attention_variant_count();
   const bool wgmma256 = prefill && c.d == 256;
-  const int variants = prefill ? cuda::prefill_attention_variant_count() + (wgmma256 ? 1 : 0) : 3;
+  const int variants = prefill ? n_variants + 1 + (wgmma256 ? 1 : 0) : 3;
   for (int v = 0; v < variants; ++v) {
-    const bool wgmma256_form = prefill && v == cuda::prefill_attention_variant_count();
+    const bool tma_form = prefill && v == n_variants;
+    const bool wgmma256_form = prefill && v == n_variants + 1;
     if (prefill) {
       cuda::set_prefill_attention_variant(
-          wgmma256_form ? cuda::find_prefill_attention_variant("wgmma128") : v);
-      cuda::set_prefill_wgmma_head_dim_256(wgmma256_form);
+          tma_form || wgmma256_form ? cuda::find_prefill_attention_variant("wgmma128") : v);
+      cuda::set_prefill_wgmma_head_dim_256(wgmma256_form || (tma_form && wgmma256));
+      cuda::set_prefill_wgmma_tma(tma_form);
     }
     if (!prefill) {
       cuda::set_attention_decode_kernel(v == 1 ? cuda::AttentionDecodeKernel::kCudaCores
@@ -784,8 +788,9 @@ TEST_P(CudaAttention, MatchesCpu) {
                                        : cuda::DecodeMmaForm::kAuto);
     }
     const std::string what =
-        wgmma256_form ? std::string("prefill kernel wgmma128, head_dim 256 form")
-        : prefill     ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
+        tma_form        ? std::string("prefill kernel wgmma128, K/V by tensor-map loads")
+        : wgmma256_form ? std::string("prefill kernel wgmma128, head_dim 256 form")
+        : prefill       ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
         : cuda::decode_mma_heads_per_block(c.hq, c.hk, c.d) > 0
             ? std::string("decode kernel, tensor cores") + (v == 2 ? ", key rows forced" : "")
             : std::string("decode kernel, CUDA cores");
@@ -800,6 +805,7 @@ TEST_P(CudaAttention, MatchesCpu) {
   }
   cuda::set_prefill_attention_variant(initial);
   cuda::set_prefill_wgmma_head_dim_256(false);
+  cuda::set_prefill_wgmma_tma(false);
   cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
   cuda::set_decode_mma_form(cuda::DecodeMmaForm::kAuto);
 }

@@ -70,6 +70,9 @@ int prefill_attention_variant() {
 void set_prefill_wgmma_head_dim_256(bool on) {
   prefill::set_wgmma_head_dim_256(on);
 }
+void set_prefill_wgmma_tma(bool on) {
+  prefill::set_wgmma_tma(on);
+}
 
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s) {

@@ -80,6 +80,8 @@ bool launch_mma128(const AttentionArgs& a, const int32_t* tiles, int32_t num_til
 bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s);
 // Whether launch_wgmma() takes head_dim 256 (prefill_attention.h set_prefill_wgmma_head_dim_256).
 void set_wgmma_head_dim_256(bool on);
+// Whether launch_wgmma() loads K/V tiles by TMA (prefill_attention.h set_prefill_wgmma_tma).
+void set_wgmma_tma(bool on);
 
 }  // namespace prefill
 }  // namespace syv::cuda

@@ -15,6 +15,8 @@
 #include <atomic>
 
 #include "backend/cuda/attention_prefill.cuh"
+#include "backend/cuda/bulk_copy_ptx.cuh"
+#include "backend/cuda/tensor_map.h"
 #include "backend/cuda/wgmma_ptx.cuh"
 
 namespace syv::cuda::prefill {
@@ -162,6 +164,29 @@ __device__ __forceinline__ void load_kv(const AttentionArgs& a, const Work& w, i
   }
 }
 
+// K/V tile j (keys j BN ...) by the tensor-memory accelerator, issued by one thread: boxes of
+// `rows` keys (one page, or BN keys of a larger page) x 64 columns of head kh from maps mk / mv of
+// the caches as [pages * page_size, Hk, D], into the same swizzled panels as load_kv, completing
+// on `bar`. Only for tiles whose keys all exist (the pages past a sequence's end may hold
+// anything: load_kv zero-fills those keys, which P V multiplies by 0).
+template <int D, int BN>
+__device__ __forceinline__ void tma_kv(const AttentionArgs& a, const Work& w, int j, uint32_t sK,
+                                       uint32_t sV, uint32_t bar, const CUtensorMap* mk,
+                                       const CUtensorMap* mv, int rows, int page_shift) {
+  const int32_t* pt = a.page_table + static_cast<int64_t>(w.seq) * a.max_pages_per_seq;
+  mbar_arrive_expect_tx(bar, 2u * BN * D * 2);
+  for (int r = 0; r < BN; r += rows) {
+    const int key = j * BN + r;
+    const int row = __ldg(pt + (key >> page_shift)) * a.page_size + (key & (a.page_size - 1));
+#pragma unroll
+    for (int p = 0; p < D / 64; ++p) {
+      const uint32_t off = p * (BN * 128) + r * 128;
+      tma_load_3d(sK + off, mk, p * 64, w.kh, row, bar);
+      tma_load_3d(sV + off, mv, p * 64, w.kh, row, bar);
+    }
+  }
+}
+
 // S = Q Kᵀ for this warpgroup's 64 rows x BN keys, both from shared memory (issued, not waited).
 template <int D, int BN>
 __device__ __forceinline__ void issue_s(float (&s)[BN / 2], uint32_t sQ, uint32_t sK, int wg) {
@@ -282,22 +307,50 @@ constexpr int wgmma_smem_bytes() {
 // longest work starts first; the q heads sharing a kv head run side by side and share K/V in L2).
 // Each iteration: the next K/V tile's loads, S = Q Kᵀ, wait, softmax, O += P V, wait. Two K/V
 // stages. (Issuing the loads behind S instead measured 5% slower on an H200.)
-template <int D>
+// TMA: the K/V tiles whose keys all exist come by tensor-map loads (tma_kv, maps mk / mv, boxes
+// of tma_rows keys, page_shift = log2(page_size)), the last partial one by load_kv; else every
+// tile by load_kv (the maps unused).
+template <int D, bool TMA>
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
+    wgmma_kernel(AttentionArgs a, const int32_t* __restrict__ tiles,
+                 const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv,
+                 int tma_rows, int page_shift) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(D == 64 || D == 128 || D == 256);
   constexpr int BN = tile_keys<D>();
   constexpr uint32_t kQBytes = kBM * D * 2, kTileBytes = BN * D * 2;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[2];  // TMA: stage s's loads landed (phase per use)
   const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
   auto sK = [&](int stage) { return sQ + kQBytes + stage * 2 * kTileBytes; };
+  if constexpr (TMA) {
+    if (threadIdx.x == 0) {
+      mbar_init(smem_addr(&full[0]), 1);
+      mbar_init(smem_addr(&full[1]), 1);
+      mbar_init_fence();
+    }
+  }
   pdl_wait();
   pdl_trigger();
   const Work w = work_of<BN>(a, tiles);
   const int wg = threadIdx.x >> 7;
+  const int n_keys = a.positions[w.t0 + w.rows - 1] + 1;
+  // Tile j by TMA: all its keys exist.
+  auto by_tma = [&](int j) { return TMA && (j + 1) * BN <= n_keys; };
+  // Loads of tile j into stage j % 2 (one thread's TMA, or every thread's cp.async).
+  auto load_tile = [&](int j) {
+    const uint32_t k = sK(j & 1);
+    if (by_tma(j)) {
+      if (threadIdx.x == 0)
+        tma_kv<D, BN>(a, w, j, k, k + kTileBytes, smem_addr(&full[j & 1]), &mk, &mv, tma_rows,
+                      page_shift);
+    } else {
+      load_kv<D, BN>(a, w, j, k, k + kTileBytes);
+    }
+  };
+  if constexpr (TMA) __syncthreads();  // the barriers' initialisation, before any thread waits
   load_q<D>(a, w, sQ);
-  load_kv<D, BN>(a, w, 0, sK(0), sK(0) + kTileBytes);
+  load_tile(0);
   cp_commit();
 
   const float sl2 = a.scale * kLog2e;
@@ -309,13 +362,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int it = 0; it < w.n_tiles; ++it) {
+    // Tile `it` by TMA: its stage's barrier completes its (it / 2)-th phase (only the last tile
+    // of a block can come by cp.async, so every earlier use of the stage was a TMA phase).
+    if (by_tma(it)) mbar_wait(smem_addr(&full[it & 1]), (it >> 1) & 1);
     cp_wait<0>();         // this thread's copies of tile `it` (and Q) have landed
     fence_proxy_async();  // ... and are visible to the tensor cores
     __syncthreads();      // everyone's copies; every warpgroup is done with tile it - 1
-    if (it + 1 < w.n_tiles) {
-      const uint32_t k1 = sK((it + 1) & 1);
-      load_kv<D, BN>(a, w, it + 1, k1, k1 + kTileBytes);
-    }
+    if (it + 1 < w.n_tiles) load_tile(it + 1);
     cp_commit();
     if (it >= w.wg_tiles) continue;  // warpgroup-uniform: no row of ours sees this tile
     const uint32_t k0 = sK(it & 1);
@@ -347,16 +400,40 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+std::atomic<int> g_head_dim_256{-1};
+std::atomic<int> g_tma{-1};
+
+// SYV_PREFILL_WGMMA_TMA (default off until measured): the K/V tiles by tensor-map loads.
+bool wgmma_tma() {
+  return env_switch(g_tma, "SYV_PREFILL_WGMMA_TMA", false);
+}
+
 template <int D>
 void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
   constexpr int smem = wgmma_smem_bytes<D>();
   static_assert(smem <= 227 * 1024, "shared memory per block");
-  allow_dynamic_smem(wgmma_kernel<D>, smem);
-  launch_k(wgmma_kernel<D>, dim3(static_cast<unsigned>(num_tiles) * a.hq), kThreads,
-           static_cast<size_t>(smem), s, a, tiles);
+  constexpr int BN = tile_keys<D>();
+  const dim3 grid(static_cast<unsigned>(num_tiles) * a.hq);
+  // TMA boxes: a whole page (BN keys of a larger one): page sizes that are powers of two from 8
+  // keys (the 128-byte swizzle's 8-row atoms) and a known cache extent.
+  const int ps = a.page_size;
+  const bool pow2 = ps >= 8 && (ps & (ps - 1)) == 0;
+  if (wgmma_tma() && pow2 && a.cache_pages > 0) {
+    const int rows = ps < BN ? ps : BN;
+    const int64_t cache_rows = a.cache_pages * ps;
+    const CUtensorMap mk = tensor_map_heads(a.k_cache, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                                            cache_rows, a.hk, D, rows, 64, "K cache");
+    const CUtensorMap mv = tensor_map_heads(a.v_cache, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                                            cache_rows, a.hk, D, rows, 64, "V cache");
+    allow_dynamic_smem(wgmma_kernel<D, true>, smem);
+    launch_k(wgmma_kernel<D, true>, grid, kThreads, static_cast<size_t>(smem), s, a, tiles, mk, mv,
+             rows, __builtin_ctz(static_cast<unsigned>(ps)));
+    return;
+  }
+  allow_dynamic_smem(wgmma_kernel<D, false>, smem);
+  launch_k(wgmma_kernel<D, false>, grid, kThreads, static_cast<size_t>(smem), s, a, tiles,
+           CUtensorMap{}, CUtensorMap{}, 0, 0);
 }
-
-std::atomic<int> g_head_dim_256{-1};
 
 // SYV_PREFILL_WGMMA_256 (default on): head_dim 256 on this kernel (64-key tiles), else mma8w's.
 bool wgmma_head_dim_256() {
@@ -367,6 +444,9 @@ bool wgmma_head_dim_256() {
 
 void set_wgmma_head_dim_256(bool on) {
   g_head_dim_256.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+void set_wgmma_tma(bool on) {
+  g_tma.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {

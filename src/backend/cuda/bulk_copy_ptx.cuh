@@ -1,7 +1,7 @@
 // PTX wrappers of the Hopper bulk-copy engine (the single-token GEMV's ring, the fp8 GEMM's TMA
 // weight loads): mbarriers with transaction counts (shared::cta addresses), the 1-D bulk copy and
-// the 2-D tensor-map load. Before sm_90 they compile to nothing (mbar_init traps): their kernels
-// are never launched there.
+// the 2-D and 3-D tensor-map loads. Before sm_90 they compile to nothing (mbar_init traps): their
+// kernels are never launched there.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,7 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t, uint32_t) {}
 __device__ __forceinline__ void mbar_wait(uint32_t, uint32_t) {}
 __device__ __forceinline__ void bulk_copy(uint32_t, const void*, uint32_t, uint32_t) {}
 __device__ __forceinline__ void tma_load_2d(uint32_t, const void*, int, int, uint32_t) {}
+__device__ __forceinline__ void tma_load_3d(uint32_t, const void*, int, int, int, uint32_t) {}
 #else
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -67,6 +68,15 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int x
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
       "{%2, %3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+// Box (x, y, z) of 3-D tensor map `map`, as tma_load_2d.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int x, int y, int z,
+                                            uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(bar)
       : "memory");
 }
 #endif

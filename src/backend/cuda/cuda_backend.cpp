@@ -1237,6 +1237,7 @@ class CudaBackendImpl final : public CudaBackend {
     a.hq = a.tokens ? static_cast<int32_t>(q.numel() / (int64_t{a.tokens} * a.head_dim)) : 0;
     a.page_size = meta.page_size;
     a.max_pages_per_seq = static_cast<int32_t>(last_dim(meta.page_table));
+    a.cache_pages = k_cache.dim(0);
     a.scale = scale;
     a.positions = meta.positions.as<int32_t>();
     a.token_seq = meta.token_seq.as<int32_t>();

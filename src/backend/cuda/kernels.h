@@ -344,6 +344,7 @@ struct AttentionArgs {
   const void* k_scales;  // quantized caches: f32 [pages, page_size, Hk, 1] (fp8) or
   const void* v_scales;  // f16 [.., D / 32] (int4); else null
   int32_t tokens, hq, hk, head_dim, page_size, max_pages_per_seq;
+  int64_t cache_pages;  // the caches' first dimension (prefill attention's tensor maps; 0: unknown)
   float scale;
   const int32_t* positions;   // [T]
   const int32_t* token_seq;   // [T]

@@ -35,5 +35,9 @@ void set_prefill_attention_variant(int v);
 int prefill_attention_variant();
 // wgmma128 at head_dim 256 (64-key K/V tiles; the default) or mma8w there (false).
 void set_prefill_wgmma_head_dim_256(bool on);
+// wgmma128's K/V tiles by tensor-map loads (TMA, one thread a block; SYV_PREFILL_WGMMA_TMA=1)
+// instead of every thread's cp.async gather (the default): bf16 caches whose page size is a power
+// of two from 8, the tiles whose keys all exist (a block's last partial tile keeps cp.async).
+void set_prefill_wgmma_tma(bool on);
 
 }  // namespace syv::cuda

@@ -1,6 +1,6 @@
-// Hopper tensor maps for the kernels that load 2-D tiles by TMA (fp8_skinny_gemm.cu's weights,
-// moe_wgmma.cu's experts): cuTensorMapEncodeTiled through the runtime's driver entry point, each
-// map encoded once and cached.
+// Hopper tensor maps for the kernels that load tiles by TMA (fp8_skinny_gemm.cu's weights,
+// moe_wgmma.cu's experts, prefill attention's paged K/V): cuTensorMapEncodeTiled through the
+// runtime's driver entry point, each map encoded once and cached.
 #pragma once
 
 #include <cuda.h>
@@ -16,6 +16,13 @@ namespace syv::cuda {
 // (current device, data, type, shape, box). Stops naming `what` where the driver refuses it.
 CUtensorMap tensor_map_2d(const void* data, CUtensorMapDataType type, int elem_bytes, int64_t rows,
                           int64_t cols, uint32_t box_rows, uint32_t box_cols, const char* what);
+
+// The map of a row-major [rows, heads, cols] array read one head at a time: boxes of box_rows x
+// box_cols elements of one head (box coordinates (col, head, row)), the same swizzle, promotion
+// and fill as tensor_map_2d (prefill attention's paged K/V cache [pages * page_size, Hk, D]).
+CUtensorMap tensor_map_heads(const void* data, CUtensorMapDataType type, int elem_bytes,
+                             int64_t rows, int64_t heads, int64_t cols, uint32_t box_rows,
+                             uint32_t box_cols, const char* what);
 
 // The calling thread's current CUDA device (0-63: the caches of per-device facts index by it).
 int current_device();

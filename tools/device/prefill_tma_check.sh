@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call: the wgmma prefill attention with its K/V tiles by tensor-map
+# loads (SYV_PREFILL_WGMMA_TMA=1: one thread a block issues the TMA boxes of a tile, where every
+# thread's cp.async gathered it through the page table) against the default.
+#  1. Tests: the attention cases of gpu_cuda_ops_test (every prefill kernel and the TMA form
+#     against the CPU, bit-identical on re-run), gpu_qwen3_golden_test and
+#     gpu_hybrid_golden_gpu_test under SYV_PREFILL_WGMMA_TMA=1.
+#  2. `syv bench prefill --attention-only` on the Qwen3-8B shape at 2K / 8K / 32K and the
+#     Qwen3.5 9B-class shape (head_dim 256) at 8K, off / on / off / on.
+#  3. The 8B's prefill at 2K and 32K (`syv bench prefill`), off / on, as time allows (BUDGET,
+#     default 540 s); then ncu's warp states of one 32K TMA launch (NCU=1).
+# Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
+#   tools/device/prefill_tma_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+source tools/device/device_start.sh
+build gpu_cuda_ops_test gpu_qwen3_golden_test gpu_hybrid_golden_gpu_test
+CFG=tools/bench/configs/qwen3-8b
+echo "== tests $(date +%T)"
+timeout 150 $B/gpu_cuda_ops_test --gtest_filter='*Attention*' 2>&1 | tee $O/cuda_ops.log |
+  grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is|TMA|tensor-map" | head -12
+for t in gpu_qwen3_golden_test gpu_hybrid_golden_gpu_test; do
+  SYV_PREFILL_WGMMA_TMA=1 timeout 200 $B/$t 2>&1 | tee $O/$t.log |
+    grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -6 | sed "s/^/$t (TMA): /"
+done
+for v in 0 1 0 1; do
+  ((SECONDS - t0 < ${BUDGET:-540} - 60)) || { echo "-- attention $v: skipped (time)"; continue; }
+  echo "== attention alone, SYV_PREFILL_WGMMA_TMA=$v $(date +%T)"
+  SYV_PREFILL_WGMMA_TMA=$v timeout 100 $B/syv bench prefill --config $CFG --attention-only \
+    --lengths 2048,8192,32768 --attention-variants wgmma128 2>&1 | tee -a $O/attention.log |
+    grep -E "^\| attention|rror" | tr -s ' ' | cut -c1-150
+  SYV_PREFILL_WGMMA_TMA=$v timeout 60 $B/syv bench prefill \
+    --config tools/bench/configs/qwen3.5-9b-class --attention-only --lengths 8192 \
+    --attention-variants wgmma128 2>&1 | tee -a $O/attention.log |
+    grep -E "^\| attention|rror" | tr -s ' ' | cut -c1-150
+done
+for v in 0 1; do
+  ((SECONDS - t0 < ${BUDGET:-540} - 70)) || { echo "-- prefill $v: skipped (time)"; continue; }
+  echo "== 8B prefill, SYV_PREFILL_WGMMA_TMA=$v $(date +%T)"
+  SYV_PREFILL_WGMMA_TMA=$v timeout 120 $B/syv bench prefill --config $CFG --random-weights \
+    --lengths 2048,32768 2>&1 | tee -a $O/prefill.log | grep -E "^\| prefill|rror" | tr -s ' '
+done
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null |
+  head -1)
+if [[ -n ${NCU_RUN:-} && -x $NCU ]] && ((SECONDS - t0 < ${BUDGET:-540} - 60)); then
+  echo "== ncu, TMA form, 32K $(date +%T)"
+  SYV_PREFILL_WGMMA_TMA=1 timeout 100 "$NCU" --kernel-name regex:wgmma_kernel --launch-skip 1 \
+    --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+    $B/syv bench prefill --config $CFG --attention-only --lengths 32768 \
+    --attention-variants wgmma128 >$O/ncu_tma.txt 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Issued Warp|No Eligible|Warp Cycles Per Issued" \
+    $O/ncu_tma.txt | head -8
+fi
+echo "total: $((SECONDS - t0)) s $(date +%T)"
