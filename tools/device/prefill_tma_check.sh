@@ -6,15 +6,20 @@
 #     against the CPU, bit-identical on re-run), gpu_qwen3_golden_test and
 #     gpu_hybrid_golden_gpu_test under SYV_PREFILL_WGMMA_TMA=1.
 #  2. `syv bench prefill --attention-only` on the Qwen3-8B shape at 2K / 8K / 32K and the
-#     Qwen3.5 9B-class shape (head_dim 256) at 8K, off / on / off / on.
+#     Qwen3.5 9B-class shape (head_dim 256) at 8K, off / on / off / on (ROUNDS).
 #  3. The 8B's prefill at 2K and 32K (`syv bench prefill`), off / on, as time allows (BUDGET,
-#     default 540 s); then ncu's warp states of one 32K TMA launch (NCU=1).
+#     default 540 s); then ncu's warp states of one 32K TMA launch (NCU_RUN=1).
+#  4. ROPE_FORMS (e.g. "SYV_ROPE_ROWS=0 SYV_ROPE_ROWS=1"): the fused prologue's register form
+#     (off by default, not yet run on a GPU): its tests (the prologue's cases of gpu_cuda_ops_test,
+#     gpu_kv_quant_gpu_test) after step 1, and `syv bench decode` b = 1 / 64 with the 2K prefill
+#     in each form (one process each) after step 3, as time allows.
 # Carry .devcarry-deps and .devcarry-tok; full logs under $OUT.
 #   tools/device/prefill_tma_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source tools/device/device_start.sh
-build gpu_cuda_ops_test gpu_qwen3_golden_test gpu_hybrid_golden_gpu_test
+build gpu_cuda_ops_test gpu_qwen3_golden_test gpu_hybrid_golden_gpu_test \
+  ${ROPE_FORMS:+gpu_kv_quant_gpu_test}
 CFG=tools/bench/configs/qwen3-8b
 echo "== tests $(date +%T)"
 timeout 150 $B/gpu_cuda_ops_test --gtest_filter='*Attention*' 2>&1 | tee $O/cuda_ops.log |
@@ -23,7 +28,13 @@ for t in gpu_qwen3_golden_test gpu_hybrid_golden_gpu_test; do
   SYV_PREFILL_WGMMA_TMA=1 timeout 200 $B/$t 2>&1 | tee $O/$t.log |
     grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -6 | sed "s/^/$t (TMA): /"
 done
-for v in 0 1 0 1; do
+if [[ -n ${ROPE_FORMS:-} ]]; then
+  timeout 100 $B/gpu_cuda_ops_test --gtest_filter='*QkvNormRope*' 2>&1 | tee $O/rope_ops.log |
+    grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -6 | sed "s/^/rope: /"
+  timeout 150 $B/gpu_kv_quant_gpu_test 2>&1 | tee $O/kv_quant.log |
+    grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -6 | sed "s/^/kv_quant: /"
+fi
+for v in ${ROUNDS:-0 1 0 1}; do
   ((SECONDS - t0 < ${BUDGET:-540} - 60)) || { echo "-- attention $v: skipped (time)"; continue; }
   echo "== attention alone, SYV_PREFILL_WGMMA_TMA=$v $(date +%T)"
   SYV_PREFILL_WGMMA_TMA=$v timeout 100 $B/syv bench prefill --config $CFG --attention-only \
@@ -39,6 +50,13 @@ for v in 0 1; do
   echo "== 8B prefill, SYV_PREFILL_WGMMA_TMA=$v $(date +%T)"
   SYV_PREFILL_WGMMA_TMA=$v timeout 120 $B/syv bench prefill --config $CFG --random-weights \
     --lengths 2048,32768 2>&1 | tee -a $O/prefill.log | grep -E "^\| prefill|rror" | tr -s ' '
+done
+for form in ${ROPE_FORMS:-}; do
+  ((SECONDS - t0 < ${BUDGET:-540} - 40)) || { echo "-- bench $form: skipped (time)"; continue; }
+  echo "== decode bench $form $(date +%T)"
+  env $form timeout 100 $B/syv bench decode --config $CFG --random-weights --batch 1,64 \
+    --context 512 --steps 20 --lengths 2048 2>&1 | tee -a $O/bench.log |
+    grep -E "^\| (decode|prefill)|rror" | sort -u | tr -s ' '
 done
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null |
   head -1)
