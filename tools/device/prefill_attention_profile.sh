@@ -1,26 +1,21 @@
 #!/usr/bin/env bash
 # On the GPU machine, one call: where the prefill attention kernel (wgmma128,
 # attention_prefill_wgmma.cu) spends its cycles at 32K tokens (issue 19's 32K prefill: attention
-# is ~55% of it at ~320 TFLOP/s, about half of FlashAttention-3's published rate), and the fused
-# prologue's register form (SYV_ROPE_ROWS, off by default, never run on a GPU before).
-#  1. Tests: the prologue's cases in gpu_cuda_ops_test (the register form against the block form
-#     and the CPU) and gpu_kv_quant_gpu_test; the prefill attention cases of gpu_cuda_ops_test.
+# is ~55% of it at ~320 TFLOP/s, about half of FlashAttention-3's published rate).
+#  1. Tests: the attention cases of gpu_cuda_ops_test.
 #  2. `syv bench prefill --attention-only` on the Qwen3-8B shape at 2K / 32K (ATTN_VARIANTS).
-#  3. ncu on one 32K launch of the wgmma kernel: speed of light, compute workload (pipes),
-#     occupancy, warp states and scheduler, then the raw metrics of warp stalls and pipe use.
-#  4. `syv bench decode` b = 1 / 64 and the 2K prefill, the prologue's forms (FORMS, one process
-#     each), as time allows (BUDGET, default 540 s).
+#  3. ncu on one 32K launch of the wgmma kernel (its TMA form with SYV_PREFILL_WGMMA_TMA=1): speed
+#     of light, compute workload (pipes), occupancy, warp states and scheduler, then the raw
+#     metrics of warp stalls and pipe use.
 # Carry .devcarry-deps and .devcarry-tok; full reports under $OUT.
 #   tools/device/prefill_attention_profile.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source tools/device/device_start.sh
-build gpu_cuda_ops_test gpu_kv_quant_gpu_test
+build gpu_cuda_ops_test
 CFG=tools/bench/configs/qwen3-8b
 echo "== tests $(date +%T)"
-timeout 150 $B/gpu_cuda_ops_test --gtest_filter='*QkvNormRope*:*Attention*:*Prefill*' 2>&1 |
-  tee $O/cuda_ops.log | grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -8
-timeout 150 $B/gpu_kv_quant_gpu_test 2>&1 | tee $O/kv_quant.log |
+timeout 150 $B/gpu_cuda_ops_test --gtest_filter='*Attention*' 2>&1 | tee $O/cuda_ops.log |
   grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -8
 
 echo "== attention alone $(date +%T)"
@@ -69,11 +64,4 @@ for kind, xs in stall.items():
 PY
 fi
 
-for form in ${FORMS:-SYV_ROPE_ROWS=0 SYV_ROPE_ROWS=1 SYV_ROPE_ROWS=0 SYV_ROPE_ROWS=1}; do
-  ((SECONDS - t0 < ${BUDGET:-540} - 45)) || { echo "-- bench $form: skipped (time)"; continue; }
-  echo "== bench $form $(date +%T)"
-  env $form timeout 150 $B/syv bench decode --config $CFG --random-weights --batch 1,64 \
-    --context 512 --steps 20 --lengths 2048 2>&1 | tee -a $O/bench.log |
-    grep -E "^\| (decode|prefill)|rror" | sort -u | tr -s ' '
-done
 echo "total: $((SECONDS - t0)) s $(date +%T)"
