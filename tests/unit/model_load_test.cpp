@@ -503,6 +503,29 @@ TEST(HybridWeightSpecs, AreTheFixturesTensors) {
   }
 }
 
+// tools/bench/configs/qwen3.5-moe (issue 14's benchmark shape) is transformers' default
+// Qwen3_5MoeTextConfig, which its docstring names the Qwen3.5-35B-A3B style: the tensor list of
+// that config holds ~35 B parameters of which a token runs through ~3 B (8 of 256 experts).
+TEST(BenchConfigs, Qwen35MoeIsThe35bA3bShape) {
+  auto config = load_model_config(std::string(SYV_SOURCE_DIR) + "/tools/bench/configs/qwen3.5-moe");
+  ASSERT_TRUE(config.ok()) << config.message();
+  const ModelConfig& c = *config;
+  EXPECT_EQ(c.model_type, "qwen3_5_moe_text");
+  ASSERT_EQ(c.num_hidden_layers, 40);
+  EXPECT_EQ(c.num_full_attention_layers(), 10);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) EXPECT_TRUE(c.layer_is_moe(l)) << l;
+  ASSERT_EQ(c.num_experts, 256);
+  ASSERT_EQ(c.num_experts_per_tok, 8);
+  int64_t total = 0, experts = 0;
+  for (const WeightSpec& w : qwen3_5_weight_specs(c)) {
+    total += w.numel();
+    if (w.name.find(".mlp.experts.") != std::string::npos) experts += w.numel();
+  }
+  const int64_t active = total - experts + experts / c.num_experts * c.num_experts_per_tok;
+  EXPECT_NEAR(static_cast<double>(total) / 1e9, 35.0, 0.5);
+  EXPECT_NEAR(static_cast<double>(active) / 1e9, 3.0, 0.5);
+}
+
 // A qwen3_5_text config gives a hybrid folder with every tensor of qwen3_5_weight_specs, which
 // loads and runs (tools/bench/configs/qwen3.5-9b-class is written the same way).
 TEST(DemoModelConfig, WritesAQwen35TextFolderThatLoads) {

@@ -3,7 +3,8 @@
 # H200 rows of docs/performance.md that later work measured only on H100s, in one pass (run it
 # with needs_h200: the 24-layer Qwen3-Next shape takes more than an H100's 80 GB in bf16).
 #  1. Issue 14: the 24-layer Qwen3-Next shape b = 1 at context 512 and its 2K / 8K prefill (one
-#     process), and the same of its 8-layer copy.
+#     process), and the same of its 8-layer copy; the Qwen3.5-MoE default text config
+#     (tools/bench/configs/qwen3.5-moe, 69.3 GB in bf16) b = 1 / 64 and its 2K / 8K prefill.
 #  2. Issue 19: Qwen3-8B (random weights) b = 1 / 64 / 256 at context 512, b = 64 at 8,192.
 #  3. Issue 24: Qwen3-8B in gptq int4 and fp8 (`syv quantize`d copies made meanwhile): b = 1, and
 #     fp8 b = 64 with the 2K prefill; the bf16 b = 64 and 2K prefill beside them.
@@ -35,6 +36,8 @@ bench "Qwen3-Next 24 layers" tools/bench/configs/qwen3-next-24l --random-weights
   --context 512 --steps 30 --lengths 2048,8192
 bench "Qwen3-Next 8 layers" $cut --random-weights --batch 1 --context 512 --steps 30 \
   --lengths 2048,8192
+bench "Qwen3.5-MoE (35B-A3B shape)" tools/bench/configs/qwen3.5-moe --random-weights \
+  --batch 1,64 --context 512 --steps 20 --lengths 2048,8192
 bench "Qwen3-8B" $CFG --random-weights --batch 1,64,256 --context 512 --steps 20 --lengths 2048
 bench "Qwen3-8B, context 8192" $CFG --random-weights --batch 64 --context 8192 --steps 10
 bench "Qwen3.5 9B-class" tools/bench/configs/qwen3.5-9b-class --random-weights --batch 1 \
