@@ -767,19 +767,23 @@ TEST_P(CudaAttention, MatchesCpu) {
   // to its key-rows form) and the CUDA-core one (variant 1).
   const bool prefill = *std::max_element(c.news.begin(), c.news.end()) > 16;
   const int initial = cuda::prefill_attention_variant();
-  // Prefill: once more wgmma128 with its K/V tiles by tensor-map loads, and at head_dim 256 once
-  // more wgmma128 with its 64-key-tile form switched on.
+  // Prefill: once more wgmma128 with its K/V tiles by tensor-map loads, once more with the softmax
+  // under P V (the TMA form at head_dim 256), and at head_dim 256 once more wgmma128 with its
+  // 64-key-tile form switched on.
   const int n_variants = cuda::prefill_attention_variant_count();
   const bool wgmma256 = prefill && c.d == 256;
-  const int variants = prefill ? n_variants + 1 + (wgmma256 ? 1 : 0) : 3;
+  const int variants = prefill ? n_variants + 2 + (wgmma256 ? 1 : 0) : 3;
   for (int v = 0; v < variants; ++v) {
     const bool tma_form = prefill && v == n_variants;
-    const bool wgmma256_form = prefill && v == n_variants + 1;
+    const bool overlap_form = prefill && v == n_variants + 1;
+    const bool wgmma256_form = prefill && v == n_variants + 2;
     if (prefill) {
-      cuda::set_prefill_attention_variant(
-          tma_form || wgmma256_form ? cuda::find_prefill_attention_variant("wgmma128") : v);
-      cuda::set_prefill_wgmma_head_dim_256(wgmma256_form || (tma_form && wgmma256));
-      cuda::set_prefill_wgmma_tma(tma_form);
+      const bool wgmma = tma_form || overlap_form || wgmma256_form;
+      cuda::set_prefill_attention_variant(wgmma ? cuda::find_prefill_attention_variant("wgmma128")
+                                                : v);
+      cuda::set_prefill_wgmma_head_dim_256(wgmma && (wgmma256_form || wgmma256));
+      cuda::set_prefill_wgmma_tma(tma_form || (overlap_form && wgmma256));
+      cuda::set_prefill_wgmma_overlap(overlap_form);
     }
     if (!prefill) {
       cuda::set_attention_decode_kernel(v == 1 ? cuda::AttentionDecodeKernel::kCudaCores
@@ -789,6 +793,7 @@ TEST_P(CudaAttention, MatchesCpu) {
     }
     const std::string what =
         tma_form        ? std::string("prefill kernel wgmma128, K/V by tensor-map loads")
+        : overlap_form  ? std::string("prefill kernel wgmma128, softmax under P V")
         : wgmma256_form ? std::string("prefill kernel wgmma128, head_dim 256 form")
         : prefill       ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
         : cuda::decode_mma_heads_per_block(c.hq, c.hk, c.d) > 0
@@ -806,6 +811,7 @@ TEST_P(CudaAttention, MatchesCpu) {
   cuda::set_prefill_attention_variant(initial);
   cuda::set_prefill_wgmma_head_dim_256(false);
   cuda::set_prefill_wgmma_tma(false);
+  cuda::set_prefill_wgmma_overlap(false);
   cuda::set_attention_decode_kernel(cuda::AttentionDecodeKernel::kAuto);
   cuda::set_decode_mma_form(cuda::DecodeMmaForm::kAuto);
 }

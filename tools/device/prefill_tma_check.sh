@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call: the wgmma prefill attention with its K/V tiles by tensor-map
-# loads (SYV_PREFILL_WGMMA_TMA=1: one thread a block issues the TMA boxes of a tile, where every
-# thread's cp.async gathered it through the page table) against the default.
-#  1. Tests: the attention cases of gpu_cuda_ops_test (every prefill kernel and the TMA form
-#     against the CPU, bit-identical on re-run), gpu_qwen3_golden_test and
-#     gpu_hybrid_golden_gpu_test under SYV_PREFILL_WGMMA_TMA=1.
-#  2. `syv bench prefill --attention-only` on the Qwen3-8B shape at 2K / 8K / 32K and the
-#     Qwen3.5 9B-class shape (head_dim 256) at 8K, off / on / off / on (ROUNDS).
-#  3. The 8B's prefill at 2K and 32K (`syv bench prefill`), off / on, as time allows (BUDGET,
+# On the GPU machine, one call: the wgmma prefill attention's forms (off by default, written
+# 2026-12-07 without a GPU) against the default: K/V tiles by tensor-map loads
+# (SYV_PREFILL_WGMMA_TMA=1: one thread a block issues the TMA boxes of a tile, where every thread's
+# cp.async gathered it through the page table) and that with the softmax of tile j under P V of
+# tile j - 1 (SYV_PREFILL_WGMMA_OVERLAP=1, attention_prefill_wgmma_overlap.cu).
+#  1. Tests: the attention cases of gpu_cuda_ops_test (every prefill kernel and both forms against
+#     the CPU, bit-identical on re-run), gpu_qwen3_golden_test and gpu_hybrid_golden_gpu_test
+#     under SYV_PREFILL_WGMMA_OVERLAP=1.
+#  2. `syv bench prefill --attention-only` on the Qwen3-8B shape at 2K / 8K / 32K (and, in the
+#     first round, the Qwen3.5 9B-class shape, head_dim 256, at 8K), each of ATTN_FORMS in turn,
+#     ROUNDS times (default 2).
+#  3. The 8B's prefill at 2K and 32K (`syv bench prefill`) in each form, as time allows (BUDGET,
 #     default 540 s); then ncu's warp states of one 32K TMA launch (NCU_RUN=1).
 #  4. ROPE_FORMS (e.g. "SYV_ROPE_ROWS=0 SYV_ROPE_ROWS=1"): the fused prologue's register form
 #     (off by default, not yet run on a GPU): its tests (the prologue's cases of gpu_cuda_ops_test,
@@ -25,8 +28,8 @@ echo "== tests $(date +%T)"
 timeout 150 $B/gpu_cuda_ops_test --gtest_filter='*Attention*' 2>&1 | tee $O/cuda_ops.log |
   grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is|TMA|tensor-map" | head -12
 for t in gpu_qwen3_golden_test gpu_hybrid_golden_gpu_test; do
-  SYV_PREFILL_WGMMA_TMA=1 timeout 200 $B/$t 2>&1 | tee $O/$t.log |
-    grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -6 | sed "s/^/$t (TMA): /"
+  SYV_PREFILL_WGMMA_OVERLAP=1 timeout 200 $B/$t 2>&1 | tee $O/$t.log |
+    grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -6 | sed "s/^/$t (overlap): /"
 done
 if [[ -n ${ROPE_FORMS:-} ]]; then
   timeout 100 $B/gpu_cuda_ops_test --gtest_filter='*QkvNormRope*' 2>&1 | tee $O/rope_ops.log |
@@ -34,21 +37,25 @@ if [[ -n ${ROPE_FORMS:-} ]]; then
   timeout 150 $B/gpu_kv_quant_gpu_test 2>&1 | tee $O/kv_quant.log |
     grep -E "^\[ +(PASSED|FAILED) |Failure|Expected|Which is" | head -6 | sed "s/^/kv_quant: /"
 fi
-for v in ${ROUNDS:-0 1 0 1}; do
-  ((SECONDS - t0 < ${BUDGET:-540} - 60)) || { echo "-- attention $v: skipped (time)"; continue; }
-  echo "== attention alone, SYV_PREFILL_WGMMA_TMA=$v $(date +%T)"
-  SYV_PREFILL_WGMMA_TMA=$v timeout 100 $B/syv bench prefill --config $CFG --attention-only \
-    --lengths 2048,8192,32768 --attention-variants wgmma128 2>&1 | tee -a $O/attention.log |
-    grep -E "^\| attention|rror" | tr -s ' ' | cut -c1-150
-  SYV_PREFILL_WGMMA_TMA=$v timeout 60 $B/syv bench prefill \
-    --config tools/bench/configs/qwen3.5-9b-class --attention-only --lengths 8192 \
-    --attention-variants wgmma128 2>&1 | tee -a $O/attention.log |
-    grep -E "^\| attention|rror" | tr -s ' ' | cut -c1-150
+# ATTN_FORMS: the environment of each attention bench process, in turn (ROUNDS times).
+ATTN_FORMS=${ATTN_FORMS:-DEFAULT=1 SYV_PREFILL_WGMMA_TMA=1 SYV_PREFILL_WGMMA_OVERLAP=1}
+for round in $(seq ${ROUNDS:-2}); do
+  for form in $ATTN_FORMS; do
+    ((SECONDS - t0 < ${BUDGET:-540} - 60)) || { echo "-- attention $form: skipped (time)"; continue; }
+    echo "== attention alone, $form $(date +%T)"
+    env $form timeout 100 $B/syv bench prefill --config $CFG --attention-only \
+      --lengths 2048,8192,32768 --attention-variants wgmma128 2>&1 | tee -a $O/attention.log |
+      grep -E "^\| attention|rror" | tr -s ' ' | cut -c1-150
+    [[ $round == 1 ]] || continue
+    env $form timeout 60 $B/syv bench prefill --config tools/bench/configs/qwen3.5-9b-class \
+      --attention-only --lengths 8192 --attention-variants wgmma128 2>&1 |
+      tee -a $O/attention.log | grep -E "^\| attention|rror" | tr -s ' ' | cut -c1-150
+  done
 done
-for v in 0 1; do
-  ((SECONDS - t0 < ${BUDGET:-540} - 70)) || { echo "-- prefill $v: skipped (time)"; continue; }
-  echo "== 8B prefill, SYV_PREFILL_WGMMA_TMA=$v $(date +%T)"
-  SYV_PREFILL_WGMMA_TMA=$v timeout 120 $B/syv bench prefill --config $CFG --random-weights \
+for form in $ATTN_FORMS; do
+  ((SECONDS - t0 < ${BUDGET:-540} - 70)) || { echo "-- prefill $form: skipped (time)"; continue; }
+  echo "== 8B prefill, $form $(date +%T)"
+  env $form timeout 120 $B/syv bench prefill --config $CFG --random-weights \
     --lengths 2048,32768 2>&1 | tee -a $O/prefill.log | grep -E "^\| prefill|rror" | tr -s ' '
 done
 for form in ${ROPE_FORMS:-}; do

@@ -73,6 +73,9 @@ void set_prefill_wgmma_head_dim_256(bool on) {
 void set_prefill_wgmma_tma(bool on) {
   prefill::set_wgmma_tma(on);
 }
+void set_prefill_wgmma_overlap(bool on) {
+  prefill::set_wgmma_overlap(on);
+}
 
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s) {

@@ -82,6 +82,9 @@ bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tile
 void set_wgmma_head_dim_256(bool on);
 // Whether launch_wgmma() loads K/V tiles by TMA (prefill_attention.h set_prefill_wgmma_tma).
 void set_wgmma_tma(bool on);
+// Whether launch_wgmma() takes the overlapped kernel (prefill_attention.h
+// set_prefill_wgmma_overlap).
+void set_wgmma_overlap(bool on);
 
 }  // namespace prefill
 }  // namespace syv::cuda

@@ -39,5 +39,8 @@ void set_prefill_wgmma_head_dim_256(bool on);
 // instead of every thread's cp.async gather (the default): bf16 caches whose page size is a power
 // of two from 8, the tiles whose keys all exist (a block's last partial tile keeps cp.async).
 void set_prefill_wgmma_tma(bool on);
+// wgmma128 with the softmax of tile j under P V of tile j - 1 and three K/V stages by TMA
+// (SYV_PREFILL_WGMMA_OVERLAP=1; off by default): head_dim 64 and 128, where the TMA form applies.
+void set_prefill_wgmma_overlap(bool on);
 
 }  // namespace syv::cuda
