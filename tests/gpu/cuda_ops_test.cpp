@@ -745,6 +745,44 @@ struct AttnCase {
 
 class CudaAttention : public CudaOps, public ::testing::WithParamInterface<AttnCase> {};
 
+// A prefill form of the attention (prefill_attention.h): a variant, wgmma128's switches, the
+// kernel form that must run (kNone: not checked) and its name.
+struct PrefillFormCase {
+  int variant;
+  bool head_dim_256, tma, overlap;
+  cuda::PrefillForm expect;
+  std::string what;
+};
+
+// The prefill forms for a case of head_dim d and page size `page`: every variant as it is, then
+// wgmma128's TMA form and its softmax-under-P-V form (head_dim 64 / 128), and at head_dim 256
+// wgmma128's 64-key-tile form. Where wgmma128 cannot run (compute capability other than 9.0) its
+// forms run mma8w; a page size that is not a power of two from 8 keeps the cp.async form.
+std::vector<PrefillFormCase> prefill_forms(int64_t d, int page) {
+  std::vector<PrefillFormCase> forms;
+  for (int v = 0; v < cuda::prefill_attention_variant_count(); ++v)
+    forms.push_back({v, false, false, false, cuda::PrefillForm::kNone,
+                     std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)});
+  const int wgmma = cuda::find_prefill_attention_variant("wgmma128");
+  const bool hopper = cuda::prefill_wgmma_available();
+  const bool tma_pages = page >= 8 && (page & (page - 1)) == 0;
+  auto on_hopper = [&](cuda::PrefillForm f) { return hopper ? f : cuda::PrefillForm::kMma8w; };
+  const cuda::PrefillForm tma =
+      on_hopper(tma_pages ? cuda::PrefillForm::kWgmmaTma : cuda::PrefillForm::kWgmma);
+  forms.push_back(
+      {wgmma, d == 256, true, false, tma, "prefill kernel wgmma128, K/V by tensor-map loads"});
+  if (d == 256) {
+    forms.push_back({wgmma, true, false, false, on_hopper(cuda::PrefillForm::kWgmma),
+                     "prefill kernel wgmma128, head_dim 256 form"});
+  } else {
+    forms.push_back(
+        {wgmma, false, false, true,
+         on_hopper(tma_pages ? cuda::PrefillForm::kWgmmaOverlap : cuda::PrefillForm::kWgmma),
+         "prefill kernel wgmma128, softmax under P V"});
+  }
+  return forms;
+}
+
 TEST_P(CudaAttention, MatchesCpu) {
   const AttnCase& c = GetParam();
   int pages_needed = 0;
@@ -754,54 +792,65 @@ TEST_P(CudaAttention, MatchesCpu) {
   const int64_t T = batch.num_tokens();
   BatchMeta mc = cpu_->prepare_batch(batch, c.page);
   BatchMeta mg = gpu_->prepare_batch(batch, c.page);
-  auto q = make(random_vec(T * c.hq * c.d, rng_, 2.f), {T, c.hq, c.d});
-  auto kc =
-      make(random_vec(int64_t{pool} * c.page * c.hk * c.d, rng_, 2.f), {pool, c.page, c.hk, c.d});
-  auto vc = make(random_vec(int64_t{pool} * c.page * c.hk * c.d, rng_), {pool, c.page, c.hk, c.d});
-  auto out = make_out({T, c.hq, c.d});
-  const float scale = 1.f / std::sqrt(static_cast<float>(c.d));
-  cpu_->paged_attention(q.c, kc.c, vc.c, scale, mc, out.c);
-  // Batches with a run of more than 16 new tokens take the prefill kernels: check every variant
-  // (prefill_attention.h); the others take the decode kernel whatever the variant.
+  // Batches with a run of more than 16 new tokens take the prefill kernels: check every form
+  // (prefill_forms()); the others take the decode kernel whatever the variant.
   // Decode batches: the tensor-core kernel (variant 0, where the shape allows; variant 2 forced
   // to its key-rows form) and the CUDA-core one (variant 1).
   const bool prefill = *std::max_element(c.news.begin(), c.news.end()) > 16;
+  const int64_t row = c.hk * c.d;  // elements of one cache slot
+  std::vector<float> kv[2] = {random_vec(int64_t{pool} * c.page * row, rng_, 2.f),
+                              random_vec(int64_t{pool} * c.page * row, rng_)};
+  if (prefill) {
+    // Every cache slot no sequence has a key in (the rest of each last page, the spare pages)
+    // holds NaN: a prefill kernel that reads past a sequence's keys, even to multiply by a zero
+    // probability, turns its rows into NaN.
+    std::vector<bool> used(static_cast<size_t>(pool) * c.page, false);
+    for (size_t sq = 0; sq < c.ctx.size(); ++sq)
+      for (int k = 0; k < c.ctx[sq]; ++k) {
+        const int32_t pg = batch.page_table[sq * batch.max_pages_per_seq + k / c.page];
+        used[static_cast<size_t>(pg) * c.page + k % c.page] = true;
+      }
+    for (size_t slot = 0; slot < used.size(); ++slot)
+      if (!used[slot])
+        for (auto& v : kv)
+          std::fill_n(v.begin() + static_cast<int64_t>(slot) * row, row, std::nanf(""));
+  }
+  auto q = make(random_vec(T * c.hq * c.d, rng_, 2.f), {T, c.hq, c.d});
+  auto kc = make(kv[0], {pool, c.page, c.hk, c.d});
+  auto vc = make(kv[1], {pool, c.page, c.hk, c.d});
+  auto out = make_out({T, c.hq, c.d});
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.d));
+  cpu_->paged_attention(q.c, kc.c, vc.c, scale, mc, out.c);
   const int initial = cuda::prefill_attention_variant();
-  // Prefill: once more wgmma128 with its K/V tiles by tensor-map loads, once more with the softmax
-  // under P V (the TMA form at head_dim 256), and at head_dim 256 once more wgmma128 with its
-  // 64-key-tile form switched on.
-  const int n_variants = cuda::prefill_attention_variant_count();
-  const bool wgmma256 = prefill && c.d == 256;
-  const int variants = prefill ? n_variants + 2 + (wgmma256 ? 1 : 0) : 3;
-  for (int v = 0; v < variants; ++v) {
-    const bool tma_form = prefill && v == n_variants;
-    const bool overlap_form = prefill && v == n_variants + 1;
-    const bool wgmma256_form = prefill && v == n_variants + 2;
+  const std::vector<PrefillFormCase> forms =
+      prefill ? prefill_forms(c.d, c.page) : std::vector<PrefillFormCase>{};
+  const int runs = prefill ? static_cast<int>(forms.size()) : 3;
+  for (int v = 0; v < runs; ++v) {
     if (prefill) {
-      const bool wgmma = tma_form || overlap_form || wgmma256_form;
-      cuda::set_prefill_attention_variant(wgmma ? cuda::find_prefill_attention_variant("wgmma128")
-                                                : v);
-      cuda::set_prefill_wgmma_head_dim_256(wgmma && (wgmma256_form || wgmma256));
-      cuda::set_prefill_wgmma_tma(tma_form || (overlap_form && wgmma256));
-      cuda::set_prefill_wgmma_overlap(overlap_form);
-    }
-    if (!prefill) {
+      const PrefillFormCase& f = forms[static_cast<size_t>(v)];
+      cuda::set_prefill_attention_variant(f.variant);
+      cuda::set_prefill_wgmma_head_dim_256(f.head_dim_256);
+      cuda::set_prefill_wgmma_tma(f.tma);
+      cuda::set_prefill_wgmma_overlap(f.overlap);
+    } else {
       cuda::set_attention_decode_kernel(v == 1 ? cuda::AttentionDecodeKernel::kCudaCores
                                                : cuda::AttentionDecodeKernel::kAuto);
       cuda::set_decode_mma_form(v == 2 ? cuda::DecodeMmaForm::kKeyRows
                                        : cuda::DecodeMmaForm::kAuto);
     }
     const std::string what =
-        tma_form        ? std::string("prefill kernel wgmma128, K/V by tensor-map loads")
-        : overlap_form  ? std::string("prefill kernel wgmma128, softmax under P V")
-        : wgmma256_form ? std::string("prefill kernel wgmma128, head_dim 256 form")
-        : prefill       ? std::string("prefill kernel ") + cuda::prefill_attention_variant_name(v)
+        prefill ? forms[static_cast<size_t>(v)].what
         : cuda::decode_mma_heads_per_block(c.hq, c.hk, c.d) > 0
             ? std::string("decode kernel, tensor cores") + (v == 2 ? ", key rows forced" : "")
             : std::string("decode kernel, CUDA cores");
     poison(out.g);
     gpu_->paged_attention(q.g, kc.g, vc.g, scale, mg, out.g);
     expect_close(out, 1.2e-2, "paged_attention, " + what);
+    if (prefill && forms[static_cast<size_t>(v)].expect != cuda::PrefillForm::kNone) {
+      EXPECT_EQ(static_cast<int>(cuda::last_prefill_form()),
+                static_cast<int>(forms[static_cast<size_t>(v)].expect))
+          << what << ": another kernel form ran";
+    }
     // Determinism: the same inputs give bit-identical output.
     auto first = down_gpu(out.g);
     poison(out.g);
@@ -846,6 +895,15 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{{257}, {1500}, 8, 8, 64, 16},
                       AttnCase{{150, 600}, {150, 901}, 16, 4, 64, 64},
                       AttnCase{{700, 45}, {1701, 45}, 16, 2, 128, 16}));
+// Page sizes against the K/V tiles of 128 keys (wgmma128's TMA boxes are a page, or 128 keys of a
+// larger one): pages of 256 keys with the chunk starting mid-page, a page of exactly one tile at
+// head_dim 64, the smallest TMA page (8 keys: 16 boxes a panel) and a page of 24 keys (not a
+// power of two: the cp.async form).
+INSTANTIATE_TEST_SUITE_P(PrefillPages, CudaAttention,
+                         ::testing::Values(AttnCase{{300}, {1300}, 8, 2, 128, 256},
+                                           AttnCase{{257}, {900}, 8, 2, 64, 128},
+                                           AttnCase{{200}, {700}, 8, 2, 128, 8},
+                                           AttnCase{{150}, {500}, 8, 2, 128, 24}));
 // head_dim 256 (Qwen3.5's gated attention, GQA 4:1): the mma.sync kernel with Q in shared memory
 // and wgmma128's 64-key-tile form, a long prompt, a chunk continuing a cached prefix mid-tile, and
 // decode tokens mixed in.

@@ -5,6 +5,7 @@
 // block works on (kPrefillTileRows-row tiles, longest first); causality comes from the tokens'
 // positions, so chunked prefill and mixed decode + prefill batches are exact. Quantized (fp8 /
 // int4) caches always take the mma.sync kernel.
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -76,6 +77,18 @@ void set_prefill_wgmma_tma(bool on) {
 void set_prefill_wgmma_overlap(bool on) {
   prefill::set_wgmma_overlap(on);
 }
+namespace {
+std::atomic<int> g_last_form{static_cast<int>(PrefillForm::kNone)};
+}  // namespace
+void prefill::note_form(PrefillForm form) {
+  g_last_form.store(static_cast<int>(form), std::memory_order_relaxed);
+}
+PrefillForm last_prefill_form() {
+  return static_cast<PrefillForm>(g_last_form.load(std::memory_order_relaxed));
+}
+bool prefill_wgmma_available() {
+  return prefill::wgmma_available();
+}
 
 bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles,
                               cudaStream_t s) {
@@ -90,7 +103,9 @@ bool launch_attention_prefill(const AttentionArgs& a, const int32_t* tiles, int3
   // their K/V tiles into shared memory).
   if (current_variant() == kWgmma128 && !quant && prefill::launch_wgmma(a, tiles, num_tiles, s))
     return true;
-  return prefill::launch_mma128(a, tiles, num_tiles, s);
+  const bool launched = prefill::launch_mma128(a, tiles, num_tiles, s);
+  if (launched) prefill::note_form(PrefillForm::kMma8w);
+  return launched;
 }
 
 }  // namespace syv::cuda

@@ -7,6 +7,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/prefill_attention.h"
 
 namespace syv::cuda {
 namespace prefill {
@@ -85,6 +86,10 @@ void set_wgmma_tma(bool on);
 // Whether launch_wgmma() takes the overlapped kernel (prefill_attention.h
 // set_prefill_wgmma_overlap).
 void set_wgmma_overlap(bool on);
+// Records the form a launch ran (prefill_attention.h last_prefill_form()).
+void note_form(PrefillForm form);
+// Compute capability 9.0 (launch_wgmma() launches nothing elsewhere).
+bool wgmma_available();
 
 }  // namespace prefill
 }  // namespace syv::cuda

@@ -154,17 +154,20 @@ void launch_t(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, c
       if (overlap) {
         launch_overlap<D>(a, tiles, num_tiles, mk, mv, rows,
                           __builtin_ctz(static_cast<unsigned>(ps)), s);
+        note_form(PrefillForm::kWgmmaOverlap);
         return;
       }
     }
     allow_dynamic_smem(wgmma_kernel<D, true>, smem);
     launch_k(wgmma_kernel<D, true>, grid, kThreads, static_cast<size_t>(smem), s, a, tiles, mk, mv,
              rows, __builtin_ctz(static_cast<unsigned>(ps)));
+    note_form(PrefillForm::kWgmmaTma);
     return;
   }
   allow_dynamic_smem(wgmma_kernel<D, false>, smem);
   launch_k(wgmma_kernel<D, false>, grid, kThreads, static_cast<size_t>(smem), s, a, tiles,
            CUtensorMap{}, CUtensorMap{}, 0, 0);
+  note_form(PrefillForm::kWgmma);
 }
 
 // SYV_PREFILL_WGMMA_256 (default on): head_dim 256 on this kernel (64-key tiles), else mma8w's.
@@ -184,7 +187,7 @@ void set_wgmma_overlap(bool on) {
   g_overlap.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
-bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
+bool wgmma_available() {
   static const bool hopper = [] {  // the sm_90a code runs on compute capability 9.0 only
     int dev = 0, major = 0, minor = 0;
     SYV_CUDA_CHECK(cudaGetDevice(&dev));
@@ -192,7 +195,11 @@ bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tile
     SYV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
     return major == 9 && minor == 0;
   }();
-  if (!hopper) return false;
+  return hopper;
+}
+
+bool launch_wgmma(const AttentionArgs& a, const int32_t* tiles, int32_t num_tiles, cudaStream_t s) {
+  if (!wgmma_available()) return false;
   switch (a.head_dim) {
     case 64:
       launch_t<64>(a, tiles, num_tiles, s);

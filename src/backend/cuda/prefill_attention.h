@@ -16,6 +16,7 @@
 // their measurements stay in cuda-backend-notes.md, their code in git history).
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace syv::cuda {
@@ -42,5 +43,11 @@ void set_prefill_wgmma_tma(bool on);
 // wgmma128 with the softmax of tile j under P V of tile j - 1 and three K/V stages by TMA
 // (SYV_PREFILL_WGMMA_OVERLAP=1; off by default): head_dim 64 and 128, where the TMA form applies.
 void set_prefill_wgmma_overlap(bool on);
+// The kernel form the latest prefill attention launch ran (tests check that the form they switch
+// on is the one that runs: the switches fall back silently where a form does not apply).
+enum class PrefillForm : uint8_t { kNone, kMma8w, kWgmma, kWgmmaTma, kWgmmaOverlap };
+PrefillForm last_prefill_form();
+// Whether wgmma128 can run here (compute capability 9.0, sm_90a code).
+bool prefill_wgmma_available();
 
 }  // namespace syv::cuda
