@@ -3,7 +3,8 @@
 // attention_prefill.cu. The initial choice comes from SYV_PREFILL_ATTENTION=<name> when set.
 //
 //   wgmma128  (default) Hopper warpgroup MMA, 128-row query tiles (two warpgroups of 64 rows),
-//             128-key K/V tiles, S / softmax / P V in turn, 2 K/V stages
+//             128-key K/V tiles by TMA; the softmax of tile j under P V of tile j - 1 with 3
+//             K/V stages at head_dim 64 / 128, S / softmax / P V in turn with 2 at 256
 //   mma8w     mma.sync, 128-row tiles, 8 warps x 16 rows, 64-key tiles
 //
 // wgmma128 needs compute capability 9.0 (sm_90a code); elsewhere it falls back to mma8w, and so
@@ -36,12 +37,14 @@ void set_prefill_attention_variant(int v);
 int prefill_attention_variant();
 // wgmma128 at head_dim 256 (64-key K/V tiles; the default) or mma8w there (false).
 void set_prefill_wgmma_head_dim_256(bool on);
-// wgmma128's K/V tiles by tensor-map loads (TMA, one thread a block; SYV_PREFILL_WGMMA_TMA=1)
-// instead of every thread's cp.async gather (the default): bf16 caches whose page size is a power
-// of two from 8, the tiles whose keys all exist (a block's last partial tile keeps cp.async).
+// wgmma128's K/V tiles by tensor-map loads (TMA, one thread a block; the default,
+// SYV_PREFILL_WGMMA_TMA=0 and SYV_PREFILL_WGMMA_OVERLAP=0 for every thread's cp.async gather):
+// bf16 caches whose page size is a power of two from 8, the tiles whose keys all exist (a block's
+// last partial tile keeps cp.async).
 void set_prefill_wgmma_tma(bool on);
-// wgmma128 with the softmax of tile j under P V of tile j - 1 and three K/V stages by TMA
-// (SYV_PREFILL_WGMMA_OVERLAP=1; off by default): head_dim 64 and 128, where the TMA form applies.
+// wgmma128 with the softmax of tile j under P V of tile j - 1 and three K/V stages by TMA (the
+// default; SYV_PREFILL_WGMMA_OVERLAP=0 turns it off): head_dim 64 and 128, where the TMA form
+// applies.
 void set_prefill_wgmma_overlap(bool on);
 // The kernel form the latest prefill attention launch ran (tests check that the form they switch
 // on is the one that runs: the switches fall back silently where a form does not apply).
