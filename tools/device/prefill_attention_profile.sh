@@ -4,8 +4,8 @@
 # is ~55% of it at ~320 TFLOP/s, about half of FlashAttention-3's published rate).
 #  1. Tests: the attention cases of gpu_cuda_ops_test.
 #  2. `syv bench prefill --attention-only` on the Qwen3-8B shape at 2K / 32K (ATTN_VARIANTS).
-#  3. ncu on one 32K launch of the wgmma kernel (its TMA form with SYV_PREFILL_WGMMA_TMA=1): speed
-#     of light, compute workload (pipes), occupancy, warp states and scheduler, then the raw
+#  3. ncu on one 32K launch of the wgmma kernel (the default form; the environment picks others):
+#     speed of light, compute workload (pipes), occupancy, warp states and scheduler, then the raw
 #     metrics of warp stalls and pipe use.
 # Carry .devcarry-deps and .devcarry-tok; full reports under $OUT.
 #   tools/device/prefill_attention_profile.sh
@@ -28,7 +28,7 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/
 if [[ -x $NCU ]]; then
   echo "== ncu wgmma_kernel, 32K $(date +%T)"
   # Launches at 32K: the reference (mma8w, not matched), 2 warm-up and 5 timed: the second.
-  timeout 150 "$NCU" --kernel-name regex:wgmma_kernel --launch-skip 1 --launch-count 1 \
+  timeout 150 "$NCU" --kernel-name regex:wgmma_ --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
     --section WarpStateStats --section SchedulerStats --section LaunchStats \
     --section InstructionStats -o $O/attn32k -f \
